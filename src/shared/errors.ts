@@ -1,0 +1,39 @@
+// Machine-readable prefixes for OK/CLOSED messages (NIP-01), and the Result type used for
+// errors-as-values throughout the core.
+
+export const PREFIXES = [
+  'duplicate',
+  'pow',
+  'blocked',
+  'rate-limited',
+  'invalid',
+  'restricted',
+  'auth-required',
+  'error',
+] as const;
+
+export type Prefix = (typeof PREFIXES)[number];
+
+/** A rejection with a standard prefix and a human reason: rendered as "prefix: reason". */
+export interface Rejection {
+  readonly prefix: Prefix;
+  readonly reason: string;
+}
+
+export const reject = (prefix: Prefix, reason: string): Rejection => ({ prefix, reason });
+
+export const formatRejection = (r: Rejection): string => `${r.prefix}: ${r.reason}`;
+
+/** Parses "prefix: reason" back into a Rejection (used by clients reading OK/CLOSED). */
+export function parseRejection(message: string): Rejection | undefined {
+  const i = message.indexOf(':');
+  if (i < 0) return undefined;
+  const prefix = message.slice(0, i) as Prefix;
+  if (!PREFIXES.includes(prefix)) return undefined;
+  return { prefix, reason: message.slice(i + 1).trim() };
+}
+
+export type Result<T, E = Rejection> = { ok: true; value: T } | { ok: false; error: E };
+
+export const ok = <T>(value: T): Result<T, never> => ({ ok: true, value });
+export const err = <E>(error: E): Result<never, E> => ({ ok: false, error });

@@ -1,0 +1,90 @@
+// Nostr events (NIP-01): the zod schema, the canonical serialization, id computation, and full
+// validation (shape, id, signature) that every component runs before looking at an event.
+
+import { z } from 'zod';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex, hexToBytes } from './hex.js';
+import { err, ok, reject, type Result } from './errors.js';
+import type { SchnorrVerifier } from './verify.js';
+
+export const MAX_KIND = 65535;
+const MAX_TIMESTAMP = 2 ** 32 - 1;
+
+const hex64 = (what: string) => z.string().regex(/^[0-9a-f]{64}$/, `${what} must be 64 lowercase hex characters`);
+
+export const TagSchema = z
+  .array(z.string({ error: 'tag elements must be strings' }), { error: 'each tag must be an array of strings' })
+  .min(1, 'a tag must not be empty');
+
+export const EventSchema = z.strictObject(
+  {
+    id: hex64('id'),
+    pubkey: hex64('pubkey'),
+    created_at: z
+      .number({ error: 'created_at must be a number' })
+      .int('created_at must be an integer')
+      .min(0, 'created_at must not be negative')
+      .max(MAX_TIMESTAMP, 'created_at is too large'),
+    kind: z
+      .number({ error: 'kind must be a number' })
+      .int('kind must be an integer')
+      .min(0, 'kind must not be negative')
+      .max(MAX_KIND, `kind must be at most ${MAX_KIND}`),
+    tags: z.array(TagSchema, { error: 'tags must be an array' }),
+    content: z.string({ error: 'content must be a string' }),
+    sig: z.string().regex(/^[0-9a-f]{128}$/, 'sig must be 128 lowercase hex characters'),
+  },
+  { error: (issue) => (issue.code === 'unrecognized_keys' ? `unknown event field: ${issue.keys.join(', ')}` : 'event must be an object') },
+);
+
+export type NostrEvent = z.infer<typeof EventSchema>;
+export type Tag = z.infer<typeof TagSchema>;
+export type UnsignedEvent = Omit<NostrEvent, 'id' | 'sig'>;
+
+/** NIP-01 canonical serialization: [0, pubkey, created_at, kind, tags, content]. */
+export const serializeEvent = (e: UnsignedEvent): string =>
+  JSON.stringify([0, e.pubkey, e.created_at, e.kind, e.tags, e.content]);
+
+export const computeEventIdBytes = (e: UnsignedEvent): Uint8Array =>
+  sha256(new TextEncoder().encode(serializeEvent(e)));
+
+export const computeEventId = (e: UnsignedEvent): string => bytesToHex(computeEventIdBytes(e));
+
+/** First zod issue of a failed parse, as a user-facing sentence. */
+export function describeIssue(error: z.ZodError): string {
+  const issue = error.issues[0];
+  if (!issue) return 'malformed';
+  const path = issue.path.length ? issue.path.join('.') : '';
+  return path && !issue.message.startsWith(String(issue.path[0])) ? `${path}: ${issue.message}` : issue.message;
+}
+
+/** Shape check only (types, hex, ranges); no hashing. */
+export function parseEvent(input: unknown): Result<NostrEvent> {
+  const parsed = EventSchema.safeParse(input);
+  if (!parsed.success) return err(reject('invalid', describeIssue(parsed.error)));
+  return ok(parsed.data);
+}
+
+/** Recomputes the id and checks the signature. The event's shape must already be valid. */
+export function checkIdAndSignature(e: NostrEvent, verifier: SchnorrVerifier): Result<NostrEvent> {
+  const idBytes = computeEventIdBytes(e);
+  if (bytesToHex(idBytes) !== e.id) return err(reject('invalid', 'event id does not match the event hash'));
+  if (!verifier.verify(hexToBytes(e.sig), idBytes, hexToBytes(e.pubkey))) {
+    return err(reject('invalid', 'signature verification failed'));
+  }
+  return ok(e);
+}
+
+/** Full validation: shape, id, signature. */
+export function validateEvent(input: unknown, verifier: SchnorrVerifier): Result<NostrEvent> {
+  const shaped = parseEvent(input);
+  return shaped.ok ? checkIdAndSignature(shaped.value, verifier) : shaped;
+}
+
+/** Value of the first tag named `name` (its element 1), if any. */
+export const tagValue = (e: Pick<NostrEvent, 'tags'>, name: string): string | undefined =>
+  e.tags.find((t) => t[0] === name)?.[1];
+
+/** All element-1 values of tags named `name`. */
+export const tagValues = (e: Pick<NostrEvent, 'tags'>, name: string): string[] =>
+  e.tags.filter((t) => t[0] === name && t[1] !== undefined).map((t) => t[1]!);

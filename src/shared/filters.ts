@@ -1,0 +1,84 @@
+// NIP-01 filters: the zod schema (with the relay's own limits applied by the caller) and the
+// matching rule used by live fan-out. Storage queries compile the same filter to SQL in the relay
+// and are tested against this matcher.
+
+import { z } from 'zod';
+import type { NostrEvent } from './event.js';
+import { MAX_KIND } from './event.js';
+
+const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'ids and authors must be 64 lowercase hex characters');
+const timestamp = (name: string) =>
+  z.number({ error: `${name} must be a number` }).int(`${name} must be an integer`).min(0, `${name} must not be negative`);
+
+const TAG_KEY = /^#[a-zA-Z]$/;
+
+export const FilterSchema = z
+  .record(z.string(), z.unknown(), { error: 'a filter must be an object' })
+  .superRefine((raw, ctx) => {
+    for (const key of Object.keys(raw)) {
+      if (!['ids', 'authors', 'kinds', 'since', 'until', 'limit'].includes(key) && !TAG_KEY.test(key)) {
+        ctx.addIssue({ code: 'custom', message: `unsupported filter field: ${key}` });
+      }
+    }
+  })
+  .pipe(
+    z
+      .object({
+        ids: z.array(hex64, { error: 'ids must be an array' }).optional(),
+        authors: z.array(hex64, { error: 'authors must be an array' }).optional(),
+        kinds: z
+          .array(
+            z
+              .number({ error: 'kinds must be numbers' })
+              .int('kinds must be integers')
+              .min(0, 'kinds must not be negative')
+              .max(MAX_KIND, `kinds must be at most ${MAX_KIND}`),
+            { error: 'kinds must be an array' },
+          )
+          .optional(),
+        since: timestamp('since').optional(),
+        until: timestamp('until').optional(),
+        limit: timestamp('limit').optional(),
+      })
+      .catchall(z.array(z.string({ error: 'tag filter values must be strings' }), { error: 'tag filters must be arrays' })),
+  );
+
+export type Filter = {
+  ids?: string[];
+  authors?: string[];
+  kinds?: number[];
+  since?: number;
+  until?: number;
+  limit?: number;
+  [tag: `#${string}`]: string[] | undefined;
+};
+
+/** The `#x` entries of a filter as [letter, values] pairs. */
+export function tagFilters(f: Filter): Array<[string, string[]]> {
+  const out: Array<[string, string[]]> = [];
+  for (const key of Object.keys(f)) {
+    if (TAG_KEY.test(key)) out.push([key.slice(1), f[key as `#${string}`]!]);
+  }
+  return out;
+}
+
+export function matchFilter(f: Filter, e: NostrEvent): boolean {
+  if (f.ids && !f.ids.includes(e.id)) return false;
+  if (f.authors && !f.authors.includes(e.pubkey)) return false;
+  if (f.kinds && !f.kinds.includes(e.kind)) return false;
+  if (f.since !== undefined && e.created_at < f.since) return false;
+  if (f.until !== undefined && e.created_at > f.until) return false;
+  for (const [letter, values] of tagFilters(f)) {
+    if (!e.tags.some((t) => t[0] === letter && t[1] !== undefined && values.includes(t[1]))) return false;
+  }
+  return true;
+}
+
+export const matchFilters = (filters: readonly Filter[], e: NostrEvent): boolean => filters.some((f) => matchFilter(f, e));
+
+/** NIP-01 order for query results: created_at descending, then id ascending. */
+export const compareEvents = (a: NostrEvent, b: NostrEvent): number =>
+  b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/** Whether a filter could ever match an event of the given kind. */
+export const filterAdmitsKind = (f: Filter, kind: number): boolean => !f.kinds || f.kinds.includes(kind);

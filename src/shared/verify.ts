@@ -1,0 +1,22 @@
+// Schnorr verifier interface plus the pure-JS (noble) implementation. The relay uses the Wasm
+// verifier (secp256k1-wasm.ts) on its hot path; everything else may use either.
+
+import { schnorr } from '@noble/curves/secp256k1.js';
+
+export interface SchnorrVerifier {
+  readonly name: string;
+  /** BIP-340 verification of a 64-byte signature over a 32-byte message by an x-only key. */
+  verify(signature: Uint8Array, message: Uint8Array, pubkey: Uint8Array): boolean;
+}
+
+export const nobleVerifier: SchnorrVerifier = {
+  name: '@noble/curves (pure JS)',
+  verify(signature, message, pubkey) {
+    try {
+      return schnorr.verify(signature, message, pubkey);
+    } catch {
+      // noble throws on keys that are not on the curve; that is simply an invalid signature.
+      return false;
+    }
+  },
+};
