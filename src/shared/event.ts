@@ -55,7 +55,7 @@ export function describeIssue(error: z.ZodError): string {
   const issue = error.issues[0];
   if (!issue) return 'malformed';
   const path = issue.path.length ? issue.path.join('.') : '';
-  return path && !issue.message.startsWith(String(issue.path[0])) ? `${path}: ${issue.message}` : issue.message;
+  return path && !issue.message.startsWith(`${path} `) ? `${path}: ${issue.message}` : issue.message;
 }
 
 /** Shape check only (types, hex, ranges); no hashing. */

@@ -77,7 +77,7 @@ export function matchFilter(f: Filter, e: NostrEvent): boolean {
 export const matchFilters = (filters: readonly Filter[], e: NostrEvent): boolean => filters.some((f) => matchFilter(f, e));
 
 /** NIP-01 order for query results: created_at descending, then id ascending. */
-export const compareEvents = (a: NostrEvent, b: NostrEvent): number =>
+export const compareEvents = (a: Pick<NostrEvent, 'created_at' | 'id'>, b: Pick<NostrEvent, 'created_at' | 'id'>): number =>
   b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /** Whether a filter could ever match an event of the given kind. */

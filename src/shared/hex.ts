@@ -3,8 +3,8 @@
 const HEX64 = /^[0-9a-f]{64}$/;
 const HEX128 = /^[0-9a-f]{128}$/;
 
-export const isHex64 = (s: unknown): s is string => typeof s === 'string' && HEX64.test(s);
-export const isHex128 = (s: unknown): s is string => typeof s === 'string' && HEX128.test(s);
+export const isHex64 = (s: unknown): boolean => typeof s === 'string' && HEX64.test(s);
+export const isHex128 = (s: unknown): boolean => typeof s === 'string' && HEX128.test(s);
 
 export function hexToBytes(hex: string): Uint8Array {
   if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) throw new Error('invalid hex');

@@ -37,8 +37,8 @@ function bindExports(raw: WebAssembly.Exports): Secp256k1Exports {
 }
 
 /** The module's imports, plus a setter for the heap view they write through. */
-function wasmImports(): { imports: WebAssembly.Imports; setHeap(h: Uint8Array): void } {
-  let heap = new Uint8Array(0);
+function wasmImports(): { imports: WebAssembly.Imports; setHeap(h: Uint8Array<ArrayBufferLike>): void } {
+  let heap: Uint8Array<ArrayBufferLike> = new Uint8Array(0);
   const imports = {
     a: {
       a: () => {
@@ -71,7 +71,7 @@ export async function createWasmVerifier(module: WebAssembly.Module): Promise<Sc
   const { imports, setHeap } = wasmImports();
   const instance = await WebAssembly.instantiate(module, imports);
   const wasm = bindExports(instance.exports);
-  let heap = new Uint8Array(wasm.memory.buffer);
+  let heap: Uint8Array<ArrayBufferLike> = new Uint8Array(wasm.memory.buffer);
   setHeap(heap);
   wasm.init();
   const msg = wasm.malloc(32);

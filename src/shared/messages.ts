@@ -1,0 +1,111 @@
+// NIP-01 wire messages: parsing of client → relay frames into typed values (with a standard
+// rejection when malformed) and builders for relay → client frames.
+
+import { z } from 'zod';
+import { describeIssue } from './event.js';
+import { FilterSchema, type Filter } from './filters.js';
+import { err, ok, reject, type Rejection, type Result } from './errors.js';
+
+export type ClientMessage =
+  | { type: 'EVENT'; event: unknown }
+  | { type: 'REQ'; subId: string; filters: Filter[] }
+  | { type: 'COUNT'; subId: string; filters: Filter[] }
+  | { type: 'CLOSE'; subId: string }
+  | { type: 'AUTH'; event: unknown };
+
+/** A message that could not be parsed; `subId` is set when the frame named one (answer with CLOSED). */
+export interface MessageError {
+  rejection: Rejection;
+  subId?: string;
+  eventId?: string;
+}
+
+export interface MessageLimits {
+  maxSubIdLength: number;
+  maxFilters: number;
+}
+
+const idOf = (v: unknown): string | undefined =>
+  typeof v === 'object' && v !== null && typeof (v as { id?: unknown }).id === 'string'
+    ? (v as { id: string }).id
+    : undefined;
+
+export function parseClientMessage(text: string, limits: MessageLimits): Result<ClientMessage, MessageError> {
+  let frame: unknown;
+  try {
+    frame = JSON.parse(text);
+  } catch {
+    return err({ rejection: reject('invalid', 'message is not valid JSON') });
+  }
+  if (!Array.isArray(frame) || frame.length === 0) {
+    return err({ rejection: reject('invalid', 'message must be a non-empty JSON array') });
+  }
+  const [verb, ...rest] = frame as unknown[];
+  switch (verb) {
+    case 'EVENT':
+    case 'AUTH': {
+      if (rest.length !== 1) {
+        return err({ rejection: reject('invalid', `${verb} takes exactly one event`), eventId: idOf(rest[0]) });
+      }
+      return ok({ type: verb, event: rest[0] });
+    }
+    case 'CLOSE': {
+      if (rest.length !== 1 || typeof rest[0] !== 'string') {
+        return err({ rejection: reject('invalid', 'CLOSE takes exactly one subscription id') });
+      }
+      return ok({ type: 'CLOSE', subId: rest[0] });
+    }
+    case 'REQ':
+    case 'COUNT': {
+      const subId = rest[0];
+      if (typeof subId !== 'string' || subId.length === 0) {
+        return err({ rejection: reject('invalid', 'subscription id must be a non-empty string') });
+      }
+      if (subId.length > limits.maxSubIdLength) {
+        return err({
+          rejection: reject('invalid', `subscription id is longer than ${limits.maxSubIdLength} characters`),
+          subId,
+        });
+      }
+      const rawFilters = rest.slice(1);
+      if (rawFilters.length === 0) return err({ rejection: reject('invalid', `${verb} needs at least one filter`), subId });
+      if (rawFilters.length > limits.maxFilters) {
+        return err({ rejection: reject('invalid', `too many filters (max ${limits.maxFilters})`), subId });
+      }
+      const filters: Filter[] = [];
+      for (const raw of rawFilters) {
+        const parsed = FilterSchema.safeParse(raw);
+        if (!parsed.success) return err({ rejection: reject('invalid', describeIssue(parsed.error)), subId });
+        filters.push(parsed.data as Filter);
+      }
+      return ok({ type: verb, subId, filters });
+    }
+    default:
+      return err({
+        rejection: reject('invalid', typeof verb === 'string' ? `unknown message type: ${verb.slice(0, 32)}` : 'message type must be a string'),
+      });
+  }
+}
+
+/** Relay → client frames. `raw` is the event JSON exactly as it was received and stored. */
+export const relayMessage = {
+  event: (subId: string, raw: string) => `["EVENT",${JSON.stringify(subId)},${raw}]`,
+  ok: (id: string, accepted: boolean, message: string) => JSON.stringify(['OK', id, accepted, message]),
+  eose: (subId: string) => JSON.stringify(['EOSE', subId]),
+  closed: (subId: string, message: string) => JSON.stringify(['CLOSED', subId, message]),
+  notice: (message: string) => JSON.stringify(['NOTICE', message]),
+  auth: (challenge: string) => JSON.stringify(['AUTH', challenge]),
+  count: (subId: string, count: number) => JSON.stringify(['COUNT', subId, { count }]),
+};
+
+/** Relay → client frames as parsed by a client. */
+export const RelayMessageSchema = z.union([
+  z.tuple([z.literal('EVENT'), z.string(), z.unknown()]),
+  z.tuple([z.literal('OK'), z.string(), z.boolean(), z.string()]),
+  z.tuple([z.literal('EOSE'), z.string()]),
+  z.tuple([z.literal('CLOSED'), z.string(), z.string()]),
+  z.tuple([z.literal('NOTICE'), z.string()]),
+  z.tuple([z.literal('AUTH'), z.string()]),
+  z.tuple([z.literal('COUNT'), z.string(), z.object({ count: z.number() }).loose()]),
+]);
+export type RelayMessage = z.infer<typeof RelayMessageSchema>;
