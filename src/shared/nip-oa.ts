@@ -1,0 +1,126 @@
+// NIP-OA owner attestation: an `["auth", owner, conditions, sig]` tag by which an owner key
+// vouches for an agent key (specs/nip-oa-owner-attestation-summary.md). The relay uses a valid tag
+// on an agent's AUTH or kind 0 event as the proof of agent -> owner that NIP-AO frames require.
+// Errors are plain reason strings: an invalid attestation proves nothing, but the event carrying
+// it may still be a fine event, so the caller decides what (if anything) to reject.
+
+import { schnorr } from '@noble/curves/secp256k1.js';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { err, ok, type Result } from './errors.js';
+import { checkIdAndSignature, type NostrEvent } from './event.js';
+import { bytesToHex, hexToBytes, isHex128, isHex64 } from './hex.js';
+import type { SchnorrVerifier } from './verify.js';
+
+export type Clause =
+  | { readonly field: 'kind'; readonly op: '='; readonly value: number }
+  | { readonly field: 'created_at'; readonly op: '<' | '>'; readonly value: number };
+
+export type AuthTag = ['auth', string, string, string];
+
+export interface Attestation {
+  /** The owner's pubkey (hex). The event is still authored by `agent`. */
+  owner: string;
+  /** The event's pubkey. */
+  agent: string;
+  /** The conditions string, verbatim as signed. */
+  conditions: string;
+  clauses: Clause[];
+}
+
+export const NO_ATTESTATION = 'no attestation';
+
+const MAX_KIND = 65535;
+const MAX_TIMESTAMP = 4294967295;
+const CANONICAL_UINT = /^(0|[1-9][0-9]*)$/;
+const CLAUSE = /^(kind=|created_at<|created_at>)(.*)$/s;
+
+const show = (s: string): string => JSON.stringify(s.length > 40 ? `${s.slice(0, 40)}…` : s);
+
+/**
+ * Parses a conditions string: "" or clauses joined by "&", each `kind=<n>` (0..65535),
+ * `created_at<<t>` or `created_at><t>` (0..4294967295), canonical decimal, no whitespace.
+ */
+export function parseConditions(s: string): Result<Clause[], string> {
+  if (s === '') return ok([]);
+  const clauses: Clause[] = [];
+  for (const part of s.split('&')) {
+    if (part === '') return err('empty clause (leading, trailing or doubled "&")');
+    const m = CLAUSE.exec(part);
+    if (!m) return err(`unsupported clause ${show(part)}`);
+    const [, head, digits] = m as unknown as [string, string, string];
+    if (!CANONICAL_UINT.test(digits)) return err(`malformed number in clause ${show(part)}`);
+    const value = Number(digits);
+    if (head === 'kind=') {
+      if (value > MAX_KIND) return err(`kind out of range in clause ${show(part)}`);
+      clauses.push({ field: 'kind', op: '=', value });
+    } else {
+      if (value > MAX_TIMESTAMP) return err(`timestamp out of range in clause ${show(part)}`);
+      clauses.push({ field: 'created_at', op: head === 'created_at<' ? '<' : '>', value });
+    }
+  }
+  return ok(clauses);
+}
+
+const formatClause = (c: Clause): string => `${c.field}${c.op}${c.value}`;
+
+/** Whether every clause holds for the event (bounds are exclusive); the error names the first failure. */
+export function checkClauses(clauses: readonly Clause[], event: Pick<NostrEvent, 'kind' | 'created_at'>): Result<true, string> {
+  for (const c of clauses) {
+    const holds =
+      c.field === 'kind' ? event.kind === c.value : c.op === '<' ? event.created_at < c.value : event.created_at > c.value;
+    if (!holds) {
+      const actual = c.field === 'kind' ? `kind ${event.kind}` : `created_at ${event.created_at}`;
+      return err(`condition ${formatClause(c)} does not hold for the event (${actual})`);
+    }
+  }
+  return ok(true);
+}
+
+/** "nostr:agent-auth:" + agent pubkey + ":" + conditions (verbatim). */
+export const attestationPreimage = (agentPubkey: string, conditions: string): string =>
+  `nostr:agent-auth:${agentPubkey}:${conditions}`;
+
+/** SHA-256 of the UTF-8 preimage: the 32-byte message the owner signs. */
+export const attestationDigest = (agentPubkey: string, conditions: string): Uint8Array =>
+  sha256(new TextEncoder().encode(attestationPreimage(agentPubkey, conditions)));
+
+/** The owner's `auth` tag for an agent. Throws on programmer errors (bad key, bad conditions, self). */
+export function signAttestation(ownerSk: Uint8Array | string, agentPubkey: string, conditions: string): AuthTag {
+  const sk = typeof ownerSk === 'string' ? hexToBytes(ownerSk) : ownerSk;
+  if (!isHex64(agentPubkey)) throw new Error('signAttestation: agent pubkey must be 64 lowercase hex characters');
+  const parsed = parseConditions(conditions);
+  if (!parsed.ok) throw new Error(`signAttestation: invalid conditions: ${parsed.error}`);
+  const owner = bytesToHex(schnorr.getPublicKey(sk));
+  if (owner === agentPubkey) throw new Error('signAttestation: an owner cannot attest its own key');
+  const sig = bytesToHex(schnorr.sign(attestationDigest(agentPubkey, conditions), sk));
+  return ['auth', owner, conditions, sig];
+}
+
+/**
+ * Verifies the event's NIP-OA attestation, applying every validity rule: exactly one `auth` tag
+ * (several count as none), 4 elements, lowercase hex owner and sig, well-formed conditions, no
+ * self-attestation, the event's own id and signature, every clause holding for the event, and the
+ * owner's signature over the preimage digest.
+ */
+export function verifyAttestation(event: NostrEvent, verifier: SchnorrVerifier): Result<Attestation, string> {
+  const tags = event.tags.filter((t) => t[0] === 'auth');
+  if (tags.length === 0) return err(NO_ATTESTATION);
+  if (tags.length > 1) return err(`${NO_ATTESTATION}: more than one auth tag`);
+  const tag = tags[0]!;
+  if (tag.length !== 4) return err(`auth tag must have 4 elements (has ${tag.length})`);
+  const [, owner, conditions, sig] = tag as AuthTag;
+  if (!isHex64(owner)) return err('auth tag owner must be 64 lowercase hex characters');
+  if (!isHex128(sig)) return err('auth tag signature must be 128 lowercase hex characters');
+  const clauses = parseConditions(conditions);
+  if (!clauses.ok) return err(`invalid conditions: ${clauses.error}`);
+  if (owner === event.pubkey) return err('self-attestation: owner is the event author');
+
+  const self = checkIdAndSignature(event, verifier);
+  if (!self.ok) return err(`invalid event: ${self.error.reason}`);
+  const holds = checkClauses(clauses.value, event);
+  if (!holds.ok) return holds;
+  if (!verifier.verify(hexToBytes(sig), attestationDigest(event.pubkey, conditions), hexToBytes(owner))) {
+    return err('attestation signature verification failed');
+  }
+  return ok({ owner, agent: event.pubkey, conditions, clauses: clauses.value });
+}
