@@ -1,0 +1,140 @@
+// Test helpers for in-runtime tests: real WebSocket connections to the Worker, and event makers.
+
+import { SELF } from 'cloudflare:test';
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { bytesToHex } from '../../src/shared/hex.js';
+
+export const BASE = 'http://relay.test';
+
+export interface Keys {
+  sk: Uint8Array;
+  pk: string;
+}
+
+export function keys(): Keys {
+  const sk = generateSecretKey();
+  return { sk, pk: getPublicKey(sk) };
+}
+
+export const now = () => Math.floor(Date.now() / 1000);
+
+export function sign(
+  k: Keys,
+  t: { kind?: number; content?: string; tags?: string[][]; created_at?: number } = {},
+): NostrEvent {
+  const { id, pubkey, created_at, kind, tags, content, sig } = finalizeEvent(
+    { kind: t.kind ?? 1, content: t.content ?? 'hello', tags: t.tags ?? [], created_at: t.created_at ?? now() },
+    k.sk,
+  );
+  // A plain object (nostr-tools marks signed events with a symbol that would break deep equality).
+  return { id, pubkey, created_at, kind, tags, content, sig };
+}
+
+/** A random owner shard path (each test gets an isolated shard). */
+export const freshOwner = (): Keys => keys();
+
+type Frame = unknown[];
+
+export class TestSocket {
+  readonly frames: Frame[] = [];
+  private waiters: Array<() => void> = [];
+  closed: { code: number; reason: string } | undefined;
+  challenge = '';
+
+  constructor(
+    readonly ws: WebSocket,
+    readonly url: string,
+  ) {
+    ws.addEventListener('message', (m) => {
+      const frame = JSON.parse(m.data as string) as Frame;
+      if (frame[0] === 'AUTH') this.challenge = frame[1] as string;
+      this.frames.push(frame);
+      for (const w of this.waiters.splice(0)) w();
+    });
+    ws.addEventListener('close', (c) => {
+      this.closed = { code: c.code, reason: c.reason };
+      for (const w of this.waiters.splice(0)) w();
+    });
+  }
+
+  send(frame: unknown): void {
+    this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame));
+  }
+
+  /** Waits for (and removes) the first frame matching `pred`. */
+  async next(pred: (f: Frame) => boolean = () => true, timeoutMs = 3000): Promise<Frame> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const i = this.frames.findIndex(pred);
+      if (i >= 0) return this.frames.splice(i, 1)[0]!;
+      if (this.closed) throw new Error(`socket closed (${this.closed.code}) while waiting; frames: ${JSON.stringify(this.frames)}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for a frame; have: ${JSON.stringify(this.frames).slice(0, 2000)}`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  /** Publishes an event and returns its OK frame. */
+  async publish(e: NostrEvent | Record<string, unknown>): Promise<[string, string, boolean, string]> {
+    this.send(['EVENT', e]);
+    const id = (e as { id?: string }).id;
+    return (await this.next((f) => f[0] === 'OK' && f[1] === id)) as [string, string, boolean, string];
+  }
+
+  /** Sends a REQ and collects events until EOSE (or CLOSED, returned as `closed`). */
+  async req(subId: string, ...filters: object[]): Promise<{ events: NostrEvent[]; closed?: string }> {
+    this.send(['REQ', subId, ...filters]);
+    const events: NostrEvent[] = [];
+    for (;;) {
+      const f = await this.next((x) => (x[0] === 'EVENT' || x[0] === 'EOSE' || x[0] === 'CLOSED') && x[1] === subId);
+      if (f[0] === 'EVENT') events.push(f[2] as NostrEvent);
+      else if (f[0] === 'CLOSED') return { events, closed: f[2] as string };
+      else return { events };
+    }
+  }
+
+  /** Authenticates as `k` with NIP-42. */
+  async auth(k: Keys, overrides: { relay?: string; challenge?: string; created_at?: number } = {}) {
+    if (!this.challenge) await this.next((f) => f[0] === 'AUTH');
+    const e = sign(k, {
+      kind: 22242,
+      content: '',
+      created_at: overrides.created_at,
+      tags: [
+        ['relay', overrides.relay ?? this.url],
+        ['challenge', overrides.challenge ?? this.challenge],
+      ],
+    });
+    this.send(['AUTH', e]);
+    return (await this.next((f) => f[0] === 'OK' && f[1] === e.id)) as [string, string, boolean, string];
+  }
+
+  /** Asserts nothing matching arrives within `ms`. */
+  async silence(pred: (f: Frame) => boolean, ms = 150): Promise<boolean> {
+    await new Promise((r) => setTimeout(r, ms));
+    return !this.frames.some(pred);
+  }
+
+  close(): void {
+    this.ws.close(1000, 'done');
+  }
+}
+
+export async function connect(path = '/', headers: Record<string, string> = {}): Promise<TestSocket> {
+  const res = await SELF.fetch(`${BASE}${path}`, { headers: { Upgrade: 'websocket', ...headers } });
+  const ws = res.webSocket;
+  if (!ws) throw new Error(`no websocket: ${res.status} ${await res.text()}`);
+  ws.accept();
+  const sock = new TestSocket(ws, `ws://relay.test${path}`);
+  await sock.next((f) => f[0] === 'AUTH').then((f) => sock.frames.unshift(f));
+  return sock;
+}
+
+export const randomHex = (n = 32) => bytesToHex(crypto.getRandomValues(new Uint8Array(n)));

@@ -1,0 +1,108 @@
+// NIP-01 behaviour of a shard over a real WebSocket: publish, query, order, limits, live events.
+import { describe, expect, it } from 'vitest';
+import { connect, freshOwner, keys, now, sign } from './helpers.js';
+
+describe('NIP-01 on a shard', () => {
+  it('sends an AUTH challenge on connect', async () => {
+    const s = await connect('/');
+    const f = await s.next((x) => x[0] === 'AUTH');
+    expect(f[1]).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it('stores an event, answers OK, serves it byte-for-byte, and says duplicate the second time', async () => {
+    const owner = freshOwner();
+    const s = await connect(`/r/${owner.pk}`);
+    const e = sign(owner, { content: 'unicode ✓ "quotes" \\ and \n newline', tags: [['t', 'x'], ['z', 'a', 'b']] });
+    // Send with unusual (but valid) formatting: the relay must serve the exact bytes it received.
+    const raw = JSON.stringify(e, null, 1);
+    s.send(`["EVENT",${raw}]`);
+    expect(await s.next((f) => f[0] === 'OK')).toEqual(['OK', e.id, true, '']);
+    expect(await s.publish(e)).toEqual(['OK', e.id, true, 'duplicate: already have this event']);
+    const reader = await connect(`/r/${owner.pk}`);
+    const got: string[] = [];
+    reader.ws.addEventListener('message', (m) => got.push(m.data as string));
+    const { events } = await reader.req('a', { ids: [e.id] });
+    expect(events).toEqual([e]);
+    expect(got.find((m) => m.startsWith('["EVENT"'))).toBe(`["EVENT","a",${raw}]`);
+  });
+
+  it('orders by created_at descending then id ascending, applies limit, since/until inclusive', async () => {
+    const owner = freshOwner();
+    const s = await connect(`/r/${owner.pk}`);
+    const t = now() - 100;
+    const evs = [
+      sign(owner, { created_at: t, content: 'a' }),
+      sign(owner, { created_at: t, content: 'b' }),
+      sign(owner, { created_at: t + 1, content: 'c' }),
+      sign(owner, { created_at: t + 2, content: 'd' }),
+      sign(owner, { created_at: t - 1, content: 'e' }),
+    ];
+    for (const e of evs) expect((await s.publish(e))[2]).toBe(true);
+    const expected = [...evs].sort((a, b) => b.created_at - a.created_at || (a.id < b.id ? -1 : 1)).map((e) => e.id);
+    expect((await s.req('all', { authors: [owner.pk] })).events.map((e) => e.id)).toEqual(expected);
+    expect((await s.req('lim', { authors: [owner.pk], limit: 2 })).events.map((e) => e.id)).toEqual(expected.slice(0, 2));
+    const window = (await s.req('win', { authors: [owner.pk], since: t, until: t + 1 })).events;
+    expect(window.map((e) => e.created_at).sort()).toEqual([t, t, t + 1]);
+  });
+
+  it('matches ids, authors, kinds, #tags, and unions several filters', async () => {
+    const owner = freshOwner();
+    const other = keys();
+    const s = await connect(`/r/${owner.pk}`);
+    const a = sign(owner, { kind: 1, tags: [['t', 'nostr']] });
+    const b = sign(owner, { kind: 7, tags: [['e', a.id], ['p', other.pk]] });
+    const c = sign(other, { kind: 1, tags: [['p', owner.pk], ['t', 'other']] });
+    for (const e of [a, b, c]) expect((await s.publish(e))[2]).toBe(true);
+    const ids = async (...filters: object[]) =>
+      (await s.req(Math.random().toString(36).slice(2), ...filters)).events.map((e) => e.id).sort();
+    expect(await ids({ kinds: [7] })).toEqual([b.id]);
+    expect(await ids({ '#t': ['nostr', 'nope'] })).toEqual([a.id]);
+    expect(await ids({ '#p': [owner.pk] })).toEqual([c.id]);
+    expect(await ids({ authors: [owner.pk], kinds: [1] })).toEqual([a.id]);
+    expect(await ids({ '#e': [a.id], '#p': [other.pk] })).toEqual([b.id]);
+    expect(await ids({ '#e': [a.id], '#p': [owner.pk] })).toEqual([]);
+    expect(await ids({ ids: [a.id] }, { kinds: [7] })).toEqual([a.id, b.id].sort());
+    expect(await ids({ '#t': [] })).toEqual([]);
+  });
+
+  it('delivers live events after EOSE, replaces a subscription with the same id, and stops after CLOSE', async () => {
+    const owner = freshOwner();
+    const sub = await connect(`/r/${owner.pk}`);
+    const pub = await connect(`/r/${owner.pk}`);
+    expect((await sub.req('s', { kinds: [1] })).events).toEqual([]);
+    const e1 = sign(owner, { kind: 1 });
+    await pub.publish(e1);
+    expect(await sub.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 's', e1]);
+    // Same sub id, new filter: kind 1 no longer delivered, kind 2 is.
+    await sub.req('s', { kinds: [2] });
+    await pub.publish(sign(owner, { kind: 1, content: 'x' }));
+    const e2 = sign(owner, { kind: 2 });
+    await pub.publish(e2);
+    expect(await sub.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 's', e2]);
+    sub.send(['CLOSE', 's']);
+    await new Promise((r) => setTimeout(r, 50));
+    await pub.publish(sign(owner, { kind: 2, content: 'after close' }));
+    expect(await sub.silence((f) => f[0] === 'EVENT')).toBe(true);
+  });
+
+  it('limit 0 gives EOSE at once and keeps the subscription open', async () => {
+    const owner = freshOwner();
+    const s = await connect(`/r/${owner.pk}`);
+    await s.publish(sign(owner));
+    expect((await s.req('z', { authors: [owner.pk], limit: 0 })).events).toEqual([]);
+    const e = sign(owner, { content: 'live' });
+    await s.publish(e);
+    expect(await s.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'z', e]);
+  });
+
+  it('counts with NIP-45 COUNT', async () => {
+    const owner = freshOwner();
+    const s = await connect(`/r/${owner.pk}`);
+    for (let i = 0; i < 3; i++) await s.publish(sign(owner, { content: `n${i}`, tags: [['t', 'c']] }));
+    await s.publish(sign(owner, { kind: 7 }));
+    s.send(['COUNT', 'c1', { authors: [owner.pk], kinds: [1] }, { '#t': ['c'] }]);
+    expect(await s.next((f) => f[0] === 'COUNT')).toEqual(['COUNT', 'c1', { count: 3 }]);
+    s.send(['COUNT', 'c2', { authors: [owner.pk] }]);
+    expect(await s.next((f) => f[0] === 'COUNT')).toEqual(['COUNT', 'c2', { count: 4 }]);
+  });
+});

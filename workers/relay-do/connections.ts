@@ -1,0 +1,109 @@
+// Per-connection state of a shard that must survive hibernation: the socket attachment holds the
+// connection's identity and AUTH challenge; subscriptions and authenticated pubkeys live in SQLite
+// (an attachment is limited to 2 KiB). In memory they are only a cache rebuilt on wake.
+
+import type { Filter } from '../../src/shared/filters.js';
+import { TokenBucket } from './rate-limit.js';
+import type { RelayLimits } from './limits.js';
+
+export interface Attachment {
+  cid: string;
+  challenge: string;
+  ip: string;
+  relayUrl: string;
+}
+
+export interface Connection {
+  readonly ws: WebSocket;
+  readonly att: Attachment;
+  readonly authed: Set<string>;
+  readonly subs: Map<string, Filter[]>;
+  readonly events: TokenBucket;
+  readonly reqs: TokenBucket;
+}
+
+export class ConnectionStore {
+  private readonly live = new Map<WebSocket, Connection>();
+
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly limits: RelayLimits,
+  ) {
+    sql.exec(`
+      CREATE TABLE IF NOT EXISTS conn_auth (cid TEXT NOT NULL, pubkey TEXT NOT NULL, PRIMARY KEY (cid, pubkey)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS conn_subs (cid TEXT NOT NULL, sid TEXT NOT NULL, filters TEXT NOT NULL, PRIMARY KEY (cid, sid)) WITHOUT ROWID;
+    `);
+  }
+
+  /** Drops state of connections that no longer exist (after a restart closed their sockets). */
+  forgetAllBut(liveCids: ReadonlySet<string>): void {
+    for (const table of ['conn_auth', 'conn_subs']) {
+      const cids = this.sql.exec<{ cid: string }>(`SELECT DISTINCT cid FROM ${table}`).toArray();
+      for (const { cid } of cids) if (!liveCids.has(cid)) this.sql.exec(`DELETE FROM ${table} WHERE cid = ?`, cid);
+    }
+  }
+
+  /** The connection of a socket, rebuilt from its attachment and storage after hibernation. */
+  get(ws: WebSocket): Connection | undefined {
+    const known = this.live.get(ws);
+    if (known) return known;
+    const att = ws.deserializeAttachment() as Attachment | null;
+    if (!att) return undefined;
+    const now = Date.now();
+    const conn: Connection = {
+      ws,
+      att,
+      authed: new Set(
+        this.sql
+          .exec<{ pubkey: string }>('SELECT pubkey FROM conn_auth WHERE cid = ?', att.cid)
+          .toArray()
+          .map((r) => r.pubkey),
+      ),
+      subs: new Map(
+        this.sql
+          .exec<{ sid: string; filters: string }>('SELECT sid, filters FROM conn_subs WHERE cid = ?', att.cid)
+          .toArray()
+          .map((r) => [r.sid, JSON.parse(r.filters) as Filter[]]),
+      ),
+      events: new TokenBucket(this.limits.events_per_second_per_connection, this.limits.events_burst_per_connection, now),
+      reqs: new TokenBucket(this.limits.reqs_per_second_per_connection, this.limits.reqs_burst_per_connection, now),
+    };
+    this.live.set(ws, conn);
+    return conn;
+  }
+
+  open(ws: WebSocket, att: Attachment): Connection {
+    ws.serializeAttachment(att);
+    const conn = this.get(ws);
+    if (!conn) throw new Error('attachment was not stored');
+    return conn;
+  }
+
+  addAuth(conn: Connection, pubkey: string): void {
+    conn.authed.add(pubkey);
+    this.sql.exec('INSERT OR IGNORE INTO conn_auth (cid, pubkey) VALUES (?, ?)', conn.att.cid, pubkey);
+  }
+
+  setSub(conn: Connection, sid: string, filters: Filter[]): void {
+    conn.subs.set(sid, filters);
+    this.sql.exec(
+      'INSERT INTO conn_subs (cid, sid, filters) VALUES (?, ?, ?) ON CONFLICT (cid, sid) DO UPDATE SET filters = excluded.filters',
+      conn.att.cid,
+      sid,
+      JSON.stringify(filters),
+    );
+  }
+
+  closeSub(conn: Connection, sid: string): void {
+    conn.subs.delete(sid);
+    this.sql.exec('DELETE FROM conn_subs WHERE cid = ? AND sid = ?', conn.att.cid, sid);
+  }
+
+  drop(ws: WebSocket): void {
+    const att = (this.live.get(ws)?.att ?? ws.deserializeAttachment()) as Attachment | null;
+    this.live.delete(ws);
+    if (!att) return;
+    this.sql.exec('DELETE FROM conn_auth WHERE cid = ?', att.cid);
+    this.sql.exec('DELETE FROM conn_subs WHERE cid = ?', att.cid);
+  }
+}

@@ -1,0 +1,41 @@
+// The relay's limits: one object that NIP-11 advertises and the shard enforces. Operators may
+// override any field with the RELAY_LIMITS variable (JSON).
+
+import { z } from 'zod';
+
+export const RelayLimitsSchema = z.strictObject({
+  max_message_length: z.number().int().positive().default(262_144),
+  max_subscriptions: z.number().int().positive().default(32),
+  max_filters: z.number().int().positive().default(16),
+  max_limit: z.number().int().positive().default(500),
+  default_limit: z.number().int().positive().default(500),
+  max_subid_length: z.number().int().positive().max(256).default(64),
+  max_event_tags: z.number().int().positive().default(2000),
+  max_content_length: z.number().int().positive().default(131_072),
+  /** Events older than now - this many seconds are refused. */
+  created_at_lower_limit: z.number().int().positive().default(94_608_000),
+  /** Events newer than now + this many seconds are refused. */
+  created_at_upper_limit: z.number().int().positive().default(900),
+  /** Token buckets: sustained rate per second and burst, per connection. */
+  events_per_second_per_connection: z.number().positive().default(20),
+  events_burst_per_connection: z.number().int().positive().default(100),
+  reqs_per_second_per_connection: z.number().positive().default(20),
+  reqs_burst_per_connection: z.number().int().positive().default(100),
+  /** Per author pubkey and per client IP, shared by all their connections to a shard. */
+  events_per_second_per_pubkey: z.number().positive().default(20),
+  events_burst_per_pubkey: z.number().int().positive().default(200),
+  events_per_second_per_ip: z.number().positive().default(50),
+  events_burst_per_ip: z.number().int().positive().default(500),
+});
+
+export type RelayLimits = z.infer<typeof RelayLimitsSchema>;
+
+export const DEFAULT_LIMITS: RelayLimits = RelayLimitsSchema.parse({});
+
+/** Parses RELAY_LIMITS; a malformed value is a configuration error, reported, never ignored. */
+export function limitsFromEnv(raw: string | undefined): RelayLimits {
+  if (!raw) return DEFAULT_LIMITS;
+  const parsed = RelayLimitsSchema.safeParse(JSON.parse(raw));
+  if (!parsed.success) throw new Error(`RELAY_LIMITS is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}

@@ -1,0 +1,59 @@
+// NIP-11 relay information document of a shard: built from the same limits object the shard
+// enforces, so what is advertised is what is enforced.
+
+import type { RelayLimits } from './limits.js';
+
+export const SOFTWARE = 'https://github.com/edgestr/edgestr';
+export const VERSION = '0.1.0';
+
+/** NIPs this relay implements, exactly. */
+export const SUPPORTED_NIPS = [1, 9, 11, 40, 42, 45, 70] as const;
+
+export function relayInformation(limits: RelayLimits, owner: string | null) {
+  return {
+    name: owner ? `edgestr shard of ${owner.slice(0, 12)}…` : 'edgestr public shard',
+    description: owner
+      ? "Owner shard: accepts events from its owner and the owner's agents, and events addressed to them."
+      : 'Public shard of an edgestr deployment: open to everyone within the advertised limits.',
+    ...(owner ? { pubkey: owner } : {}),
+    software: SOFTWARE,
+    version: VERSION,
+    supported_nips: [...SUPPORTED_NIPS],
+    limitation: {
+      max_message_length: limits.max_message_length,
+      max_subscriptions: limits.max_subscriptions,
+      max_filters: limits.max_filters,
+      max_limit: limits.max_limit,
+      default_limit: limits.default_limit,
+      max_subid_length: limits.max_subid_length,
+      max_event_tags: limits.max_event_tags,
+      max_content_length: limits.max_content_length,
+      created_at_lower_limit: limits.created_at_lower_limit,
+      created_at_upper_limit: limits.created_at_upper_limit,
+      min_pow_difficulty: 0,
+      auth_required: false,
+      payment_required: false,
+      restricted_writes: owner !== null,
+    },
+    /** edgestr's rate limits (not part of NIP-11's standard fields). */
+    rate_limits: {
+      events_per_second_per_connection: limits.events_per_second_per_connection,
+      events_burst_per_connection: limits.events_burst_per_connection,
+      reqs_per_second_per_connection: limits.reqs_per_second_per_connection,
+      reqs_burst_per_connection: limits.reqs_burst_per_connection,
+      events_per_second_per_pubkey: limits.events_per_second_per_pubkey,
+      events_burst_per_pubkey: limits.events_burst_per_pubkey,
+      events_per_second_per_ip: limits.events_per_second_per_ip,
+      events_burst_per_ip: limits.events_burst_per_ip,
+    },
+  };
+}
+
+export const NIP11_CORS_HEADERS = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Allow-Headers': '*',
+  'Access-Control-Allow-Methods': 'GET, OPTIONS',
+};
+
+export const wantsRelayInformation = (accept: string | null): boolean =>
+  !!accept && accept.split(',').some((part) => part.trim().toLowerCase().startsWith('application/nostr+json'));

@@ -1,0 +1,307 @@
+// RelayShard: one Durable Object per shard (the public shard, or one per owner). Speaks NIP-01
+// over hibernatable WebSockets; stores durable kinds in SQLite; fans ephemeral kinds out to the
+// live sockets of this shard only.
+
+import { DurableObject } from 'cloudflare:workers';
+import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
+import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
+import { matchFilters, type Filter } from '../../src/shared/filters.js';
+import { isPrivateKind, isStored, KIND, kindClass } from '../../src/shared/kinds.js';
+import { parseClientMessage, relayMessage } from '../../src/shared/messages.js';
+import { validateAuthEvent } from '../../src/shared/nip42.js';
+import { verifyAttestation } from '../../src/shared/nip-oa.js';
+import { bytesToHex } from '../../src/shared/hex.js';
+import type { SchnorrVerifier } from '../../src/shared/verify.js';
+import { limitsFromEnv, type RelayLimits } from './limits.js';
+import { checkWrite, type PolicyContext } from './policy.js';
+import { EventStore } from './store.js';
+import { canRead } from './visibility.js';
+import { ConnectionStore, type Connection } from './connections.js';
+import { BucketMap } from './rate-limit.js';
+import { OwnershipRegistry } from './ownership.js';
+import { relayVerifier } from './verifier.js';
+import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
+
+export interface RelayEnv {
+  RELAY_LIMITS?: string;
+}
+
+/** Headers set by the router (never by clients: the router overwrites them). */
+export const SHARD_HEADER = 'x-edgestr-shard';
+export const PUBLIC_SHARD = 'public';
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+export class RelayShard extends DurableObject<RelayEnv> {
+  private readonly limits: RelayLimits;
+  private readonly store: EventStore;
+  private readonly conns: ConnectionStore;
+  private readonly ownership: OwnershipRegistry;
+  private readonly byPubkey: BucketMap;
+  private readonly byIp: BucketMap;
+  private owner: string | null | undefined;
+
+  constructor(ctx: DurableObjectState, env: RelayEnv) {
+    super(ctx, env);
+    this.limits = limitsFromEnv(env.RELAY_LIMITS);
+    const sql = ctx.storage.sql;
+    sql.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID');
+    this.store = new EventStore(sql);
+    this.conns = new ConnectionStore(sql, this.limits);
+    this.ownership = new OwnershipRegistry(sql);
+    this.byPubkey = new BucketMap(this.limits.events_per_second_per_pubkey, this.limits.events_burst_per_pubkey);
+    this.byIp = new BucketMap(this.limits.events_per_second_per_ip, this.limits.events_burst_per_ip);
+    const liveCids = new Set<string>();
+    for (const ws of ctx.getWebSockets()) {
+      const att = ws.deserializeAttachment() as { cid?: string } | null;
+      if (att?.cid) liveCids.add(att.cid);
+    }
+    this.conns.forgetAllBut(liveCids);
+  }
+
+  /** The shard's owner (null for the public shard), remembered from the router's first request. */
+  private shardOwner(): string | null {
+    if (this.owner === undefined) {
+      const row = this.ctx.storage.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").toArray()[0];
+      this.owner = row ? (row.value === PUBLIC_SHARD ? null : row.value) : null;
+    }
+    return this.owner;
+  }
+
+  private rememberOwner(shard: string): void {
+    this.ctx.storage.sql.exec("INSERT OR IGNORE INTO meta (key, value) VALUES ('owner', ?)", shard);
+    this.owner = undefined;
+  }
+
+  override async fetch(request: Request): Promise<Response> {
+    const shard = request.headers.get(SHARD_HEADER);
+    if (!shard) return new Response('missing shard header', { status: 400 });
+    this.rememberOwner(shard);
+    if (request.headers.get('Upgrade')?.toLowerCase() !== 'websocket') {
+      return Response.json(relayInformation(this.limits, this.shardOwner()), {
+        headers: { ...NIP11_CORS_HEADERS, 'Content-Type': 'application/nostr+json' },
+      });
+    }
+    const pair = new WebSocketPair();
+    const [client, server] = [pair[0], pair[1]];
+    this.ctx.acceptWebSocket(server);
+    const url = new URL(request.url);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    const challenge = bytesToHex(crypto.getRandomValues(new Uint8Array(16)));
+    this.conns.open(server, {
+      cid: crypto.randomUUID(),
+      challenge,
+      ip: request.headers.get('CF-Connecting-IP') ?? 'unknown',
+      relayUrl: url.href,
+    });
+    server.send(relayMessage.auth(challenge));
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    const conn = this.conns.get(ws);
+    if (!conn) return ws.close(1011, 'unknown connection');
+    if (typeof message !== 'string') return send(conn, relayMessage.notice('invalid: binary frames are not supported'));
+    const tooLong = byteLengthOver(message, this.limits.max_message_length);
+    if (tooLong) {
+      const reason = formatRejection(reject('invalid', `message is longer than ${this.limits.max_message_length} bytes`));
+      const id = /^\s*\[\s*"EVENT"\s*,\s*\{[^}]*?"id"\s*:\s*"([0-9a-f]{64})"/.exec(message.slice(0, 512))?.[1];
+      return send(conn, id ? relayMessage.ok(id, false, reason) : relayMessage.notice(reason));
+    }
+    const parsed = parseClientMessage(message, { maxSubIdLength: this.limits.max_subid_length, maxFilters: this.limits.max_filters });
+    if (!parsed.ok) {
+      const { rejection, subId, eventId } = parsed.error;
+      const text = formatRejection(rejection);
+      if (subId !== undefined) return send(conn, relayMessage.closed(subId, text));
+      if (eventId !== undefined) return send(conn, relayMessage.ok(eventId, false, text));
+      return send(conn, relayMessage.notice(text));
+    }
+    const msg = parsed.value;
+    switch (msg.type) {
+      case 'EVENT':
+        return this.onEvent(conn, msg.event, message);
+      case 'REQ':
+        return this.onReq(conn, msg.subId, msg.filters);
+      case 'COUNT':
+        return this.onCount(conn, msg.subId, msg.filters);
+      case 'CLOSE':
+        return this.conns.closeSub(conn, msg.subId);
+      case 'AUTH':
+        return this.onAuth(conn, msg.event);
+    }
+  }
+
+  override async webSocketClose(ws: WebSocket): Promise<void> {
+    this.conns.drop(ws);
+  }
+
+  override async webSocketError(ws: WebSocket): Promise<void> {
+    this.conns.drop(ws);
+  }
+
+  override async alarm(): Promise<void> {
+    const next = this.store.purgeExpired(nowSeconds());
+    if (next !== undefined) await this.ctx.storage.setAlarm(next * 1000);
+  }
+
+  /** Verifies an EVENT or AUTH payload: shape, then id and signature. */
+  private verified(input: unknown, verifier: SchnorrVerifier): { event: NostrEvent } | { id: string | undefined; rejection: Rejection } {
+    const shaped = parseEvent(input);
+    if (!shaped.ok) return { id: eventIdOf(input), rejection: shaped.error };
+    const checked = checkIdAndSignature(shaped.value, verifier);
+    return checked.ok ? { event: checked.value } : { id: shaped.value.id, rejection: checked.error };
+  }
+
+  private async onEvent(conn: Connection, input: unknown, message: string): Promise<void> {
+    const now = Date.now();
+    if (!conn.events.take(now)) {
+      return answerRejection(conn, eventIdOf(input), reject('rate-limited', 'slow down: too many events on this connection'));
+    }
+    const verifier = await relayVerifier();
+    const v = this.verified(input, verifier);
+    if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
+    const e = v.event;
+    if (!this.byPubkey.take(e.pubkey, now) || !this.byIp.take(conn.att.ip, now)) {
+      return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this key or address'));
+    }
+    const denied = checkWrite(e, this.policyContext(conn, verifier));
+    if (denied) return answerRejection(conn, e.id, denied);
+    if (kindClass(e.kind) === 'ao-frame') {
+      return answerRejection(conn, e.id, reject('restricted', 'NIP-AO frames are not accepted on this relay yet'));
+    }
+    const raw = rawEventOf(message);
+    if (!isStored(e.kind)) {
+      send(conn, relayMessage.ok(e.id, true, ''));
+      return this.broadcast(e, raw);
+    }
+    const outcome = this.store.insert(e, raw, this.ctx.storage);
+    switch (outcome.status) {
+      case 'duplicate':
+        return send(conn, relayMessage.ok(e.id, true, 'duplicate: already have this event'));
+      case 'stale':
+        return send(conn, relayMessage.ok(e.id, false, 'duplicate: a newer version of this event is already stored'));
+      case 'deleted':
+        return send(conn, relayMessage.ok(e.id, false, 'blocked: this event was deleted by its author'));
+      case 'stored':
+        break;
+    }
+    if (e.kind === KIND.METADATA) this.learnOwnershipFromProfile(e, verifier);
+    send(conn, relayMessage.ok(e.id, true, ''));
+    await this.scheduleExpiry(e);
+    this.broadcast(e, raw);
+  }
+
+  private policyContext(conn: Connection, verifier: SchnorrVerifier): PolicyContext {
+    const owner = this.shardOwner();
+    return {
+      owner,
+      authed: conn.authed,
+      now: nowSeconds(),
+      limits: this.limits,
+      isOwnersAgent: (pubkey) => owner !== null && this.ownership.isAgentOwner(pubkey, owner),
+      attestsToOwner: (e) => {
+        const a = verifyAttestation(e, verifier);
+        return owner !== null && a.ok && a.value.owner === owner;
+      },
+    };
+  }
+
+  /** A stored kind 0 with a valid NIP-OA tag records agent → owner; a newer one without it revokes. */
+  private learnOwnershipFromProfile(e: NostrEvent, verifier: SchnorrVerifier): void {
+    const a = verifyAttestation(e, verifier);
+    if (a.ok) {
+      this.ownership.record(e.pubkey, a.value.owner, 'kind0', nowSeconds());
+    } else {
+      for (const owner of this.ownership.ownersOf(e.pubkey, 'kind0')) this.ownership.revoke(e.pubkey, owner, 'kind0');
+    }
+  }
+
+  private async scheduleExpiry(e: NostrEvent): Promise<void> {
+    const exp = e.tags.find((t) => t[0] === 'expiration')?.[1];
+    if (!exp || !/^\d{1,10}$/.test(exp)) return;
+    const at = Number(exp) * 1000;
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || at < current) await this.ctx.storage.setAlarm(at);
+  }
+
+  /** Sends an accepted event to every live subscription of this shard that matches and may read it. */
+  private broadcast(e: NostrEvent, raw: string): void {
+    for (const ws of this.ctx.getWebSockets()) {
+      const conn = this.conns.get(ws);
+      if (!conn || !canRead(e, conn.authed)) continue;
+      for (const [sid, filters] of conn.subs) {
+        if (matchFilters(filters, e)) send(conn, relayMessage.event(sid, raw));
+      }
+    }
+  }
+
+  private limitOf = (f: Filter): number => Math.min(f.limit ?? this.limits.default_limit, this.limits.max_limit);
+
+  /** REQ/COUNT admission shared by both verbs; returns a rejection for CLOSED. */
+  private admitQuery(conn: Connection, subId: string, filters: Filter[]): Rejection | undefined {
+    if (!conn.reqs.take(Date.now())) return reject('rate-limited', 'slow down: too many requests on this connection');
+    if (!conn.subs.has(subId) && conn.subs.size >= this.limits.max_subscriptions) {
+      return reject('rate-limited', `too many open subscriptions (max ${this.limits.max_subscriptions}); close one first`);
+    }
+    const onlyPrivate = filters.every((f) => f.kinds !== undefined && f.kinds.length > 0 && f.kinds.every(isPrivateKind));
+    if (onlyPrivate && conn.authed.size === 0) {
+      return reject('auth-required', 'these kinds are only served to their authenticated author or recipient');
+    }
+    return undefined;
+  }
+
+  private onReq(conn: Connection, subId: string, filters: Filter[]): void {
+    const denied = this.admitQuery(conn, subId, filters);
+    if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
+    const rows = this.store.query(filters, this.limitOf, [...conn.authed], nowSeconds());
+    for (const row of rows) send(conn, relayMessage.event(subId, row.raw));
+    send(conn, relayMessage.eose(subId));
+    this.conns.setSub(conn, subId, filters);
+  }
+
+  private onCount(conn: Connection, subId: string, filters: Filter[]): void {
+    const denied = this.admitQuery(conn, subId, filters);
+    if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
+    send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds())));
+  }
+
+  private async onAuth(conn: Connection, input: unknown): Promise<void> {
+    const verifier = await relayVerifier();
+    const v = this.verified(input, verifier);
+    if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
+    const e = v.event;
+    const valid = validateAuthEvent(e, { challenge: conn.att.challenge, relayUrl: conn.att.relayUrl, now: nowSeconds() });
+    if (!valid.ok) return answerRejection(conn, e.id, valid.error);
+    this.conns.addAuth(conn, e.pubkey);
+    const a = verifyAttestation(e, verifier);
+    if (a.ok) this.ownership.record(e.pubkey, a.value.owner, 'auth', nowSeconds());
+    send(conn, relayMessage.ok(e.id, true, ''));
+  }
+}
+
+function send(conn: Connection, frame: string): void {
+  if (conn.ws.readyState === WebSocket.OPEN) conn.ws.send(frame);
+}
+
+function answerRejection(conn: Connection, id: string | undefined, r: Rejection): void {
+  send(conn, id ? relayMessage.ok(id, false, formatRejection(r)) : relayMessage.notice(formatRejection(r)));
+}
+
+const eventIdOf = (input: unknown): string | undefined => {
+  const id = typeof input === 'object' && input !== null ? (input as { id?: unknown }).id : undefined;
+  return typeof id === 'string' ? id : undefined;
+};
+
+/** The event's JSON exactly as the client sent it: the second element of ["EVENT", {...}]. */
+function rawEventOf(message: string): string {
+  const start = message.indexOf('{');
+  const end = message.lastIndexOf('}');
+  return message.slice(start, end + 1);
+}
+
+/** Whether a string's UTF-8 encoding exceeds `max` bytes, without encoding short strings. */
+function byteLengthOver(s: string, max: number): boolean {
+  if (s.length > max) return true;
+  if (s.length * 3 <= max) return false;
+  return new TextEncoder().encode(s).length > max;
+}

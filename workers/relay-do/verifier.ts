@@ -1,0 +1,10 @@
+// The relay's Schnorr verifier: libsecp256k1 in Wasm, instantiated once per isolate from the
+// module wrangler compiles at deploy time (Workers may not compile Wasm from bytes at run time).
+
+import secp256k1 from 'secp256k1.wasm';
+import { createWasmVerifier } from '../../src/shared/secp256k1-wasm.js';
+import type { SchnorrVerifier } from '../../src/shared/verify.js';
+
+let instance: Promise<SchnorrVerifier> | undefined;
+
+export const relayVerifier = (): Promise<SchnorrVerifier> => (instance ??= createWasmVerifier(secp256k1));
