@@ -161,8 +161,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const v = this.verified(input, verifier);
     if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
     const e = v.event;
-    if (!this.byPubkey.take(e.pubkey, now) || !this.byIp.take(conn.att.ip, now)) {
-      return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this key or address'));
+    if (!this.byPubkey.take(e.pubkey, now)) {
+      return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this pubkey'));
+    }
+    if (!this.byIp.take(conn.att.ip, now)) {
+      return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this address'));
     }
     const denied = checkWrite(e, this.policyContext(conn, verifier));
     if (denied) return answerRejection(conn, e.id, denied);
