@@ -20,6 +20,7 @@ export interface Connection {
   readonly subs: Map<string, Filter[]>;
   readonly events: TokenBucket;
   readonly reqs: TokenBucket;
+  readonly frames: TokenBucket;
 }
 
 export class ConnectionStore {
@@ -67,6 +68,7 @@ export class ConnectionStore {
       ),
       events: new TokenBucket(this.limits.events_per_second_per_connection, this.limits.events_burst_per_connection, now),
       reqs: new TokenBucket(this.limits.reqs_per_second_per_connection, this.limits.reqs_burst_per_connection, now),
+      frames: new TokenBucket(this.limits.frames_per_second_per_connection, this.limits.frames_burst_per_connection, now),
     };
     this.live.set(ws, conn);
     return conn;

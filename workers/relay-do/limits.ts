@@ -21,6 +21,9 @@ export const RelayLimitsSchema = z.strictObject({
   events_burst_per_connection: z.number().int().positive().default(100),
   reqs_per_second_per_connection: z.number().positive().default(20),
   reqs_burst_per_connection: z.number().int().positive().default(100),
+  /** Kind 24200 frames skip the buckets above (NIP-AO has its own limits); this guards unverified frame floods. */
+  frames_per_second_per_connection: z.number().positive().default(500),
+  frames_burst_per_connection: z.number().int().positive().default(1000),
   /** Per author pubkey and per client IP, shared by all their connections to a shard. */
   events_per_second_per_pubkey: z.number().positive().default(20),
   events_burst_per_pubkey: z.number().int().positive().default(200),

@@ -2,6 +2,7 @@
 // enforces, so what is advertised is what is enforced.
 
 import type { RelayLimits } from './limits.js';
+import { AO_TELEMETRY_RATE } from '../../src/shared/nip-ao.js';
 
 export const SOFTWARE = 'https://github.com/edgestr/edgestr';
 export const VERSION = '0.1.0';
@@ -41,6 +42,9 @@ export function relayInformation(limits: RelayLimits, owner: string | null) {
       events_burst_per_connection: limits.events_burst_per_connection,
       reqs_per_second_per_connection: limits.reqs_per_second_per_connection,
       reqs_burst_per_connection: limits.reqs_burst_per_connection,
+      frames_per_second_per_connection: limits.frames_per_second_per_connection,
+      frames_burst_per_connection: limits.frames_burst_per_connection,
+      nip_ao_telemetry_frames_per_second_per_agent: AO_TELEMETRY_RATE,
       events_per_second_per_pubkey: limits.events_per_second_per_pubkey,
       events_burst_per_pubkey: limits.events_burst_per_pubkey,
       events_per_second_per_ip: limits.events_per_second_per_ip,

@@ -49,3 +49,35 @@ export class BucketMap {
     return b.take(now);
   }
 }
+
+/**
+ * At most `max` hits per key in any window of `windowMs` (exact, unlike a token bucket): keeps the
+ * times of the last `max` hits per key, for at most `maxKeys` keys.
+ */
+export class SlidingWindowLimiter {
+  private readonly hits = new Map<string, number[]>();
+
+  constructor(
+    private readonly max: number,
+    private readonly windowMs: number,
+    private readonly maxKeys = 10_000,
+  ) {}
+
+  take(key: string, now: number): boolean {
+    let times = this.hits.get(key);
+    if (times) {
+      this.hits.delete(key);
+    } else {
+      times = [];
+      if (this.hits.size >= this.maxKeys) {
+        const oldest = this.hits.keys().next().value;
+        if (oldest !== undefined) this.hits.delete(oldest);
+      }
+    }
+    this.hits.set(key, times);
+    while (times.length > 0 && times[0]! <= now - this.windowMs) times.shift();
+    if (times.length >= this.max) return false;
+    times.push(now);
+    return true;
+  }
+}

@@ -5,8 +5,8 @@
 import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
-import { matchFilters, type Filter } from '../../src/shared/filters.js';
-import { isPrivateKind, isStored, KIND, kindClass } from '../../src/shared/kinds.js';
+import type { Filter } from '../../src/shared/filters.js';
+import { isPrivateKind, isStored, KIND } from '../../src/shared/kinds.js';
 import { parseClientMessage, relayMessage } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
 import { verifyAttestation } from '../../src/shared/nip-oa.js';
@@ -15,7 +15,8 @@ import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { checkWrite, type PolicyContext } from './policy.js';
 import { EventStore } from './store.js';
-import { canRead } from './visibility.js';
+import { delivers } from './visibility.js';
+import { AoFrameGate, checkFrameFilters } from './ao-frames.js';
 import { ConnectionStore, type Connection } from './connections.js';
 import { BucketMap } from './rate-limit.js';
 import { OwnershipRegistry } from './ownership.js';
@@ -39,6 +40,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly ownership: OwnershipRegistry;
   private readonly byPubkey: BucketMap;
   private readonly byIp: BucketMap;
+  private readonly aoGate: AoFrameGate;
   private owner: string | null | undefined;
 
   constructor(ctx: DurableObjectState, env: RelayEnv) {
@@ -51,6 +53,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.ownership = new OwnershipRegistry(sql);
     this.byPubkey = new BucketMap(this.limits.events_per_second_per_pubkey, this.limits.events_burst_per_pubkey);
     this.byIp = new BucketMap(this.limits.events_per_second_per_ip, this.limits.events_burst_per_ip);
+    this.aoGate = new AoFrameGate((agent, owner) => this.ownership.isAgentOwner(agent, owner));
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -96,6 +99,21 @@ export class RelayShard extends DurableObject<RelayEnv> {
     });
     server.send(relayMessage.auth(challenge));
     return new Response(null, { status: 101, webSocket: client });
+  }
+
+  /** Internal RPC from the agent component: records that edgestr provisioned `agent` for `owner`. */
+  provisionAgent(agent: string, owner: string): void {
+    this.ownership.record(agent, owner, 'provisioned', nowSeconds());
+  }
+
+  /** Internal RPC (management API): forgets every proof that `agent` belongs to `owner`. */
+  revokeAgent(agent: string, owner: string): void {
+    this.ownership.revoke(agent, owner);
+  }
+
+  /** Internal RPC: whether the shard holds an authenticated agent → owner record. */
+  isAgentOwner(agent: string, owner: string): boolean {
+    return this.ownership.isAgentOwner(agent, owner);
   }
 
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
@@ -154,13 +172,16 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   private async onEvent(conn: Connection, input: unknown, message: string): Promise<void> {
     const now = Date.now();
-    if (!conn.events.take(now)) {
+    // NIP-AO frames have their own limits (per agent, after authorization); other kinds share these.
+    const isFrame = kindOf(input) === KIND.AO_FRAME;
+    if (!(isFrame ? conn.frames : conn.events).take(now)) {
       return answerRejection(conn, eventIdOf(input), reject('rate-limited', 'slow down: too many events on this connection'));
     }
     const verifier = await relayVerifier();
     const v = this.verified(input, verifier);
     if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
     const e = v.event;
+    if (isFrame) return this.onFrame(conn, e, rawEventOf(message), now, verifier);
     if (!this.byPubkey.take(e.pubkey, now)) {
       return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this pubkey'));
     }
@@ -169,9 +190,6 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     const denied = checkWrite(e, this.policyContext(conn, verifier));
     if (denied) return answerRejection(conn, e.id, denied);
-    if (kindClass(e.kind) === 'ao-frame') {
-      return answerRejection(conn, e.id, reject('restricted', 'NIP-AO frames are not accepted on this relay yet'));
-    }
     const raw = rawEventOf(message);
     if (!isStored(e.kind)) {
       send(conn, relayMessage.ok(e.id, true, ''));
@@ -194,6 +212,16 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.broadcast(e, raw);
   }
 
+  /** Kind 24200: the write policy, then NIP-AO admission; fanned out live, never stored. */
+  private onFrame(conn: Connection, e: NostrEvent, raw: string, now: number, verifier: SchnorrVerifier): void {
+    const denied = checkWrite(e, this.policyContext(conn, verifier));
+    if (denied) return answerRejection(conn, e.id, denied);
+    const verdict = this.aoGate.admit(e, conn.authed, now);
+    if (verdict.action === 'reject') return answerRejection(conn, e.id, verdict.rejection);
+    send(conn, relayMessage.ok(e.id, true, ''));
+    if (verdict.action === 'fan-out') this.broadcast(e, raw);
+  }
+
   private policyContext(conn: Connection, verifier: SchnorrVerifier): PolicyContext {
     const owner = this.shardOwner();
     return {
@@ -214,8 +242,12 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const a = verifyAttestation(e, verifier);
     if (a.ok) {
       this.ownership.record(e.pubkey, a.value.owner, 'kind0', nowSeconds());
-    } else {
-      for (const owner of this.ownership.ownersOf(e.pubkey, 'kind0')) this.ownership.revoke(e.pubkey, owner, 'kind0');
+      return;
+    }
+    // The agent's newest public profile no longer claims an owner: its self-made proofs lapse
+    // (edgestr's own provisioning records are revoked through the management API only).
+    for (const source of ['kind0', 'auth'] as const) {
+      for (const owner of this.ownership.ownersOf(e.pubkey, source)) this.ownership.revoke(e.pubkey, owner, source);
     }
   }
 
@@ -231,9 +263,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private broadcast(e: NostrEvent, raw: string): void {
     for (const ws of this.ctx.getWebSockets()) {
       const conn = this.conns.get(ws);
-      if (!conn || !canRead(e, conn.authed)) continue;
+      if (!conn) continue;
       for (const [sid, filters] of conn.subs) {
-        if (matchFilters(filters, e)) send(conn, relayMessage.event(sid, raw));
+        if (delivers(filters, e, conn.authed)) send(conn, relayMessage.event(sid, raw));
       }
     }
   }
@@ -250,7 +282,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (onlyPrivate && conn.authed.size === 0) {
       return reject('auth-required', 'these kinds are only served to their authenticated author or recipient');
     }
-    return undefined;
+    return checkFrameFilters(filters, conn.authed, nowSeconds());
   }
 
   private onReq(conn: Connection, subId: string, filters: Filter[]): void {
@@ -289,6 +321,9 @@ function send(conn: Connection, frame: string): void {
 function answerRejection(conn: Connection, id: string | undefined, r: Rejection): void {
   send(conn, id ? relayMessage.ok(id, false, formatRejection(r)) : relayMessage.notice(formatRejection(r)));
 }
+
+const kindOf = (input: unknown): unknown =>
+  typeof input === 'object' && input !== null ? (input as { kind?: unknown }).kind : undefined;
 
 const eventIdOf = (input: unknown): string | undefined => {
   const id = typeof input === 'object' && input !== null ? (input as { id?: unknown }).id : undefined;
