@@ -8,6 +8,12 @@ declare module '*.wasm' {
 declare namespace Cloudflare {
   interface Env {
     RELAY_SHARD: DurableObjectNamespace<import('./workers/relay-do/shard.js').RelayShard>;
+    AGENT: DurableObjectNamespace<import('./workers/agent/agent-do.js').Agent>;
+    EDGESTR_SECRET?: string;
+    OPENAI_API_KEY?: string;
+    OPENAI_BASE_URL?: string;
+    ANTHROPIC_API_KEY?: string;
+    ANTHROPIC_BASE_URL?: string;
     EDGESTR_OWNERS?: string;
     EDGESTR_ENV?: string;
     RELAY_LIMITS?: string;

@@ -2,6 +2,7 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
 import { fileURLToPath } from 'node:url';
+import { TEST_OWNER } from './test/workers/test-keys.js';
 
 // Same alias as wrangler.toml's [alias]: the Wasm build of libsecp256k1 shipped by nostr-wasm.
 const secp256k1Wasm = fileURLToPath(new URL('./node_modules/nostr-wasm/public/out/secp256k1.wasm', import.meta.url));
@@ -11,7 +12,8 @@ export default defineConfig({
     cloudflareTest({
       wrangler: { configPath: './wrangler.toml' },
       miniflare: {
-        bindings: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'test' },
+        // TEST_OWNER may own agents; EDGESTR_SECRET seals agent keys (a test value, not a secret).
+        bindings: { EDGESTR_OWNERS: TEST_OWNER, EDGESTR_ENV: 'test', EDGESTR_SECRET: 'edgestr-test-secret-0123456789' },
       },
     }),
   ],

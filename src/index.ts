@@ -2,14 +2,16 @@
 // the management API, the MCP endpoint and the console).
 
 import { Hono } from 'hono';
-import { relayRoutes, type ShardBindings } from '../workers/relay-do/routes.js';
+import { relayRoutes } from '../workers/relay-do/routes.js';
 import { VERSION } from '../workers/relay-do/nip11.js';
+import type { ProviderEnv } from '../workers/agent/providers/index.js';
+import { agentRoutes, type AgentApiBindings } from './api/agents.js';
+import { ensureDemo } from './api/demo.js';
 
 export { RelayShard } from '../workers/relay-do/shard.js';
+export { Agent } from '../workers/agent/agent-do.js';
 
-export interface Env extends ShardBindings {
-  EDGESTR_OWNERS?: string;
-  EDGESTR_ENV?: string;
+export interface Env extends AgentApiBindings, ProviderEnv {
   RELAY_LIMITS?: string;
 }
 
@@ -17,7 +19,12 @@ type AppEnv = { Bindings: Env };
 
 const app = new Hono<AppEnv>();
 
-app.get('/health', (c) => c.json({ ok: true, version: VERSION }));
+app.get('/health', async (c) => {
+  const demo = await ensureDemo(c.env, new URL(c.req.url).origin);
+  return c.json({ ok: true, version: VERSION, ...(demo ? { demo } : {}) });
+});
+
+app.route('/api/agents', agentRoutes());
 
 const landing = (req: Request) =>
   new Response(

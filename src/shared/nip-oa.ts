@@ -106,21 +106,49 @@ export function verifyAttestation(event: NostrEvent, verifier: SchnorrVerifier):
   const tags = event.tags.filter((t) => t[0] === 'auth');
   if (tags.length === 0) return err(NO_ATTESTATION);
   if (tags.length > 1) return err(`${NO_ATTESTATION}: more than one auth tag`);
-  const tag = tags[0]!;
+  const shaped = checkAuthTagShape(tags[0]!, event.pubkey);
+  if (!shaped.ok) return shaped;
+  const self = checkIdAndSignature(event, verifier);
+  if (!self.ok) return err(`invalid event: ${self.error.reason}`);
+  const holds = checkClauses(shaped.value.clauses, event);
+  if (!holds.ok) return holds;
+  return checkOwnerSignature(shaped.value, verifier);
+}
+
+/**
+ * Verifies an `auth` tag for `agentPubkey` on its own (shape, conditions, owner signature), for a
+ * tag that will be carried by events of `kind` created at `created_at` (e.g. one about to be
+ * published on the agent's kind 0). The carrying event's signature is not involved.
+ */
+export function verifyAuthTag(
+  tag: readonly string[],
+  agentPubkey: string,
+  carrier: Pick<NostrEvent, 'kind' | 'created_at'>,
+  verifier: SchnorrVerifier,
+): Result<Attestation, string> {
+  const shaped = checkAuthTagShape(tag, agentPubkey);
+  if (!shaped.ok) return shaped;
+  const holds = checkClauses(shaped.value.clauses, carrier);
+  if (!holds.ok) return holds;
+  return checkOwnerSignature(shaped.value, verifier);
+}
+
+type ShapedTag = Attestation & { sig: string };
+
+function checkAuthTagShape(tag: readonly string[], agentPubkey: string): Result<ShapedTag, string> {
   if (tag.length !== 4) return err(`auth tag must have 4 elements (has ${tag.length})`);
   const [, owner, conditions, sig] = tag as AuthTag;
   if (!isHex64(owner)) return err('auth tag owner must be 64 lowercase hex characters');
   if (!isHex128(sig)) return err('auth tag signature must be 128 lowercase hex characters');
   const clauses = parseConditions(conditions);
   if (!clauses.ok) return err(`invalid conditions: ${clauses.error}`);
-  if (owner === event.pubkey) return err('self-attestation: owner is the event author');
+  if (owner === agentPubkey) return err('self-attestation: owner is the event author');
+  return ok({ owner, agent: agentPubkey, conditions, clauses: clauses.value, sig });
+}
 
-  const self = checkIdAndSignature(event, verifier);
-  if (!self.ok) return err(`invalid event: ${self.error.reason}`);
-  const holds = checkClauses(clauses.value, event);
-  if (!holds.ok) return holds;
-  if (!verifier.verify(hexToBytes(sig), attestationDigest(event.pubkey, conditions), hexToBytes(owner))) {
+function checkOwnerSignature(t: ShapedTag, verifier: SchnorrVerifier): Result<Attestation, string> {
+  if (!verifier.verify(hexToBytes(t.sig), attestationDigest(t.agent, t.conditions), hexToBytes(t.owner))) {
     return err('attestation signature verification failed');
   }
-  return ok({ owner, agent: event.pubkey, conditions, clauses: clauses.value });
+  return ok({ owner: t.owner, agent: t.agent, conditions: t.conditions, clauses: t.clauses });
 }

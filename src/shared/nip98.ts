@@ -169,7 +169,9 @@ export class MemoryReplayGuard implements ReplayGuard {
 
 /**
  * Client side: the `Authorization` header value for one request. Pass the exact body bytes (or
- * string) that will be sent; when a body is given, its sha256 goes into the `payload` tag.
+ * string) that will be sent; when a body is given, its sha256 goes into the `payload` tag. A random
+ * `nonce` tag makes two identical requests within one second distinct events, since servers
+ * accept an event id only once.
  */
 export function makeHttpAuthHeader(
   sk: Uint8Array,
@@ -183,6 +185,7 @@ export function makeHttpAuthHeader(
     ['method', method.toUpperCase()],
   ];
   if (body !== undefined) tags.push(['payload', sha256Hex(bodyBytes(body))]);
+  tags.push(['nonce', bytesToHex(crypto.getRandomValues(new Uint8Array(8)))]);
   const event = finalizeEvent({ kind: KIND.HTTP_AUTH, created_at: now, tags, content: '' }, sk);
   return `Nostr ${base64Encode(utf8.encode(JSON.stringify(event)))}`;
 }

@@ -36,7 +36,7 @@ describe('verifyHttpAuth', () => {
       { verifier: nobleVerifier, now: NOW, replay: new MemoryReplayGuard({ clock: () => NOW }) },
     );
     expect(r.ok && r.value.event.kind).toBe(27235);
-    expect(r.ok && r.value.event.tags).toEqual([['u', URL_], ['method', 'GET']]);
+    expect(r.ok && r.value.event.tags).toEqual([['u', URL_], ['method', 'GET'], ['nonce', expect.stringMatching(/^[0-9a-f]{16}$/)]]);
   });
 
   it('rejects a missing or empty header', () => {

@@ -43,9 +43,9 @@ export class OwnershipRegistry {
       .map((r) => r.owner);
   }
 
-  agentsOf(owner: string): string[] {
+  agentsOf(owner: string, source: OwnershipSource): string[] {
     return this.sql
-      .exec<{ agent: string }>('SELECT DISTINCT agent FROM agent_owners WHERE owner = ?', owner)
+      .exec<{ agent: string }>('SELECT agent FROM agent_owners WHERE owner = ? AND source = ? ORDER BY recorded_at, agent', owner, source)
       .toArray()
       .map((r) => r.agent);
   }

@@ -55,6 +55,9 @@ export const ownerShardWrites: RejectEventHook = (e, ctx) => {
   const { owner } = ctx;
   if (owner === null) return undefined;
   if (e.pubkey === owner || ctx.isOwnersAgent(e.pubkey)) return undefined;
+  // A connection authenticated as the owner or one of the owner's agents vouches for what it
+  // publishes: gift wraps are signed by one-time keys and may be addressed to anyone.
+  for (const who of ctx.authed) if (who === owner || ctx.isOwnersAgent(who)) return undefined;
   if (e.tags.some((t) => t[0] === 'p' && t[1] !== undefined && (t[1] === owner || ctx.isOwnersAgent(t[1])))) return undefined;
   if (e.kind === KIND.METADATA && ctx.attestsToOwner(e)) return undefined;
   return reject('restricted', "this shard accepts events from its owner and the owner's agents, or addressed to them");

@@ -4,16 +4,16 @@
 import { Hono } from 'hono';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { NIP11_CORS_HEADERS, wantsRelayInformation } from './nip11.js';
-import { PUBLIC_SHARD, SHARD_HEADER } from './shard.js';
+import { PUBLIC_SHARD, SHARD_HEADER, type RelayShard } from './shard.js';
 
 export interface ShardBindings {
-  RELAY_SHARD: DurableObjectNamespace;
+  RELAY_SHARD: DurableObjectNamespace<RelayShard>;
 }
 
 /** The Durable Object name of a shard: "public" or "owner:<hex>". */
 export const shardName = (owner: string | null): string => (owner ? `owner:${owner}` : PUBLIC_SHARD);
 
-export function shardStub(env: ShardBindings, owner: string | null): DurableObjectStub {
+export function shardStub(env: ShardBindings, owner: string | null): DurableObjectStub<RelayShard> {
   return env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
 }
 

@@ -1,0 +1,135 @@
+// Management API for hosted agents (/api/agents), NIP-98 authenticated: create, list, read, update,
+// delete. Only owners listed in EDGESTR_OWNERS may create; only an agent's owner may see or change it.
+
+import { Hono } from 'hono';
+import type { z } from 'zod';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { parsePubkey, toNpub } from '../shared/keys.js';
+import { verifyAuthTag } from '../shared/nip-oa.js';
+import { nobleVerifier } from '../shared/verify.js';
+import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../../workers/agent/config.js';
+import type { Agent, AgentView } from '../../workers/agent/agent-do.js';
+import { sealSecretKey } from '../../workers/agent/secrets.js';
+import { shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
+import { allowedOwners, sealingSecret, type OwnerEnv } from './owners.js';
+import { nip98, type AuthedVariables } from './nip98-auth.js';
+import { configuredProviders, type ProviderEnv } from '../../workers/agent/providers/index.js';
+
+export interface AgentApiBindings extends ShardBindings, OwnerEnv, ProviderEnv {
+  AGENT: DurableObjectNamespace<Agent>;
+}
+
+type ApiEnv = { Bindings: AgentApiBindings; Variables: AuthedVariables };
+
+export const agentStub = (env: Pick<AgentApiBindings, 'AGENT'>, pubkey: string) => env.AGENT.get(env.AGENT.idFromName(pubkey));
+
+const issuesOf = (error: z.ZodError) => error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+
+function parseJson(body: Uint8Array): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: body.length ? JSON.parse(new TextDecoder().decode(body)) : {} };
+  } catch {
+    return { ok: false };
+  }
+}
+
+/** The agent's own NIP-OA tag must verify against the agent key and name the caller. */
+function checkOaTag(tag: readonly string[] | undefined, agent: string, owner: string): string | undefined {
+  if (!tag) return undefined;
+  if (tag[1] !== owner) return 'oa_auth must name the caller as owner';
+  const r = verifyAuthTag(tag, agent, { kind: 0, created_at: Math.floor(Date.now() / 1000) }, nobleVerifier);
+  return r.ok ? undefined : `oa_auth is not a valid NIP-OA attestation for this agent: ${r.error}`;
+}
+
+/** Creates an agent for `owner` (used by the API and the local demo). */
+export async function createAgent(
+  env: AgentApiBindings,
+  owner: string,
+  input: z.infer<typeof CreateAgentSchema>,
+  origin: string,
+  sk: Uint8Array = generateSecretKey(),
+): Promise<{ status: 201; body: { pubkey: string; npub: string; owner: string; relays: string[] } } | { status: 422 | 500; body: object }> {
+  const secret = sealingSecret(env);
+  if (!secret) return { status: 500, body: { error: 'EDGESTR_SECRET is not configured on this deployment' } };
+  const pubkey = getPublicKey(sk);
+  const configured = configuredProviders(env);
+  if (input.provider && !configured.includes(input.provider)) {
+    return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'provider', message: `provider "${input.provider}" is not configured on this deployment (available: ${configured.join(', ')})` }] } };
+  }
+  const oaProblem = checkOaTag(input.oa_auth, pubkey, owner);
+  if (oaProblem) return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] } };
+  const stored: StoredAgent = {
+    ...input,
+    pubkey,
+    owner,
+    origin,
+    provider: input.provider ?? configured.find((n) => n !== 'workers-ai') ?? 'echo',
+    limits: { ...DEFAULT_LIMITS, ...(input.limits ?? {}) },
+    created_at: Math.floor(Date.now() / 1000),
+  };
+  await agentStub(env, pubkey).create(stored, await sealSecretKey(sk, pubkey, secret));
+  await shardStub(env, owner).provisionAgent(pubkey, owner);
+  return { status: 201, body: { pubkey, npub: toNpub(pubkey), owner, relays: agentRelays(stored) } };
+}
+
+export function agentRoutes() {
+  const app = new Hono<ApiEnv>();
+  app.use('*', nip98());
+
+  /** The agent named in the path, when the caller owns it. */
+  const owned = async (env: AgentApiBindings, caller: string, param: string): Promise<{ view: AgentView } | { status: 404 | 403; error: string }> => {
+    const pubkey = parsePubkey(param);
+    if (!pubkey) return { status: 404, error: 'no such agent' };
+    const view = await agentStub(env, pubkey).view();
+    if (!view) return { status: 404, error: 'no such agent' };
+    if (view.owner !== caller) return { status: 403, error: 'only the agent’s owner may do this' };
+    return { view };
+  };
+
+  app.post('/', async (c) => {
+    const caller = c.get('caller');
+    if (!allowedOwners(c.env).has(caller)) return c.json({ error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' }, 403);
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = CreateAgentSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
+    const created = await createAgent(c.env, caller, parsed.data, new URL(c.req.url).origin);
+    return c.json(created.body, created.status);
+  });
+
+  app.get('/', async (c) => {
+    const caller = c.get('caller');
+    const pubkeys = await shardStub(c.env, caller).provisionedAgents(caller);
+    const views = await Promise.all(pubkeys.map((p) => agentStub(c.env, p).view()));
+    return c.json({ agents: views.filter((v) => v !== undefined && v.owner === caller) });
+  });
+
+  app.get('/:pubkey', async (c) => {
+    const r = await owned(c.env, c.get('caller'), c.req.param('pubkey'));
+    return 'view' in r ? c.json(r.view) : c.json({ error: r.error }, r.status);
+  });
+
+  app.patch('/:pubkey', async (c) => {
+    const r = await owned(c.env, c.get('caller'), c.req.param('pubkey'));
+    if (!('view' in r)) return c.json({ error: r.error }, r.status);
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = UpdateAgentSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
+    const oaProblem = checkOaTag(parsed.data.oa_auth, r.view.pubkey, r.view.owner);
+    if (oaProblem) return c.json({ error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] }, 422);
+    const { limits, ...rest } = parsed.data;
+    const view = await agentStub(c.env, r.view.pubkey).update({ ...rest, ...(limits ? { limits: { ...r.view.limits, ...limits } } : {}) });
+    return c.json(view);
+  });
+
+  app.delete('/:pubkey', async (c) => {
+    const r = await owned(c.env, c.get('caller'), c.req.param('pubkey'));
+    if (!('view' in r)) return c.json({ error: r.error }, r.status);
+    await agentStub(c.env, r.view.pubkey).remove();
+    await shardStub(c.env, r.view.owner).revokeAgent(r.view.pubkey, r.view.owner);
+    return c.body(null, 204);
+  });
+
+  return app;
+}

@@ -1,0 +1,40 @@
+// Who may own agents and bridge servers on this deployment (EDGESTR_OWNERS), the local demo owner,
+// and the secret that seals keys at rest.
+
+import { sha256 } from '@noble/hashes/sha2.js';
+import { getPublicKey } from 'nostr-tools/pure';
+import { parsePubkey } from '../shared/keys.js';
+
+export interface OwnerEnv {
+  EDGESTR_OWNERS?: string;
+  EDGESTR_ENV?: string;
+  EDGESTR_SECRET?: string;
+}
+
+export const isDevelopment = (env: OwnerEnv): boolean => env.EDGESTR_ENV === 'development';
+
+const seed = (label: string) => sha256(new TextEncoder().encode(label));
+
+/** The local demo keys: derived from public labels, so they are known to everyone — development only. */
+export const DEMO_OWNER_SK = seed('edgestr demo owner (local development only)');
+export const DEMO_AGENT_SK = seed('edgestr demo agent (local development only)');
+export const DEMO_OWNER = getPublicKey(DEMO_OWNER_SK);
+export const DEMO_AGENT = getPublicKey(DEMO_AGENT_SK);
+
+/** Used only when EDGESTR_ENV=development and no EDGESTR_SECRET is set. */
+const DEVELOPMENT_SECRET = 'edgestr-local-development-secret-not-for-production';
+
+export function allowedOwners(env: OwnerEnv): Set<string> {
+  const out = new Set<string>();
+  for (const part of (env.EDGESTR_OWNERS ?? '').split(',')) {
+    const hex = parsePubkey(part.trim());
+    if (hex) out.add(hex);
+  }
+  if (isDevelopment(env)) out.add(DEMO_OWNER);
+  return out;
+}
+
+/** The key-sealing secret, or undefined when the deployment has none (creating agents then fails with a clear error). */
+export function sealingSecret(env: OwnerEnv): string | undefined {
+  return env.EDGESTR_SECRET ?? (isDevelopment(env) ? DEVELOPMENT_SECRET : undefined);
+}

@@ -1,0 +1,180 @@
+// NIP-XX "AI Agent Messages": kinds, payload schemas (zod), error codes, tag rules, and helpers to
+// build and read the encrypted protocol events. Used by the hosted agent, the CLI and the console.
+
+import { z } from 'zod';
+import type { NostrEvent } from './event.js';
+import { isHex64 } from './hex.js';
+import { err, ok, type Result } from './errors.js';
+import { KIND } from './kinds.js';
+
+export const NIPXX_VERSION = 1;
+
+export const ERROR_CODES = [
+  'UNSUPPORTED_ENCRYPTION',
+  'UNSUPPORTED_MODEL',
+  'UNSUPPORTED_SCHEMA_VERSION',
+  'CANCELLED',
+  'RATE_LIMIT',
+  'UNAUTHORIZED',
+  'BLOCKED_SENDER',
+  'MODEL_UNAVAILABLE',
+  'SESSION_LIMIT',
+  'PARSE_ERROR',
+  'EMPTY_RESPONSE',
+  'TOOL_ERROR',
+  'INVALID_SCHEMA',
+  'UNSUPPORTED_FEATURE',
+  'INVALID_SEQUENCE',
+  'INTERNAL_ERROR',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+const ver = z.literal(NIPXX_VERSION, { error: 'ver must be 1' });
+export const THINKING_LEVELS = ['low', 'medium', 'high', 'max'] as const;
+
+export const PromptSchema = z.looseObject({
+  ver,
+  message: z.string({ error: 'message must be a string' }).min(1, 'message must not be empty'),
+  thinking: z.enum(THINKING_LEVELS, { error: 'thinking must be low, medium, high or max' }).optional(),
+  provider: z.string().min(1).optional(),
+  model: z.string().min(1, 'model must not be empty').optional(),
+  tool_schema_version: z.number().int().min(1, 'tool_schema_version must be ≥ 1').optional(),
+  fallback_models: z.array(z.string()).optional(),
+});
+export type Prompt = z.infer<typeof PromptSchema>;
+
+export const CancelSchema = z.looseObject({
+  ver,
+  reason: z.enum(['user_cancel', 'timeout', 'policy']),
+});
+export type Cancel = z.infer<typeof CancelSchema>;
+
+export const UsageSchema = z.object({ input_tokens: z.number().int().min(0), output_tokens: z.number().int().min(0) });
+
+export const ResponseSchema = z.looseObject({
+  ver,
+  text: z.string(),
+  timestamp: z.number().int().min(0).optional(),
+  usage: UsageSchema.optional(),
+});
+export type AgentResponse = z.infer<typeof ResponseSchema>;
+
+export const DeltaSchema = z.looseObject({
+  ver,
+  text: z.string(),
+  seq: z.number().int().min(0).optional(),
+  timestamp: z.number().int().min(0).optional(),
+});
+export type Delta = z.infer<typeof DeltaSchema>;
+
+export const StatusSchema = z.looseObject({
+  ver,
+  state: z.enum(['thinking', 'tool_use', 'done']),
+  progress: z.number().int().min(0).max(100).optional(),
+  info: z.string().optional(),
+});
+export type Status = z.infer<typeof StatusSchema>;
+
+export const ToolCallSchema = z.looseObject({
+  ver,
+  text: z.string().min(1).optional(),
+  name: z.string().min(1).optional(),
+  phase: z.enum(['start', 'result']).optional(),
+  arguments: z.record(z.string(), z.unknown()).optional(),
+  output: z.record(z.string(), z.unknown()).optional(),
+  success: z.boolean().optional(),
+  duration_ms: z.number().int().min(0).optional(),
+  timestamp: z.number().int().min(0).optional(),
+});
+export type ToolCallTelemetry = z.infer<typeof ToolCallSchema>;
+
+export const ErrorSchema = z.looseObject({
+  ver,
+  code: z.enum(ERROR_CODES),
+  message: z.string().min(1),
+  retry_after: z.number().int().min(1).optional(),
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+export type AgentError = z.infer<typeof ErrorSchema>;
+
+export const ToolSchemaEntry = z.object({
+  schema_version: z.number().int().min(1),
+  description: z.string(),
+  requires_approval: z.boolean().optional(),
+  input_schema: z.record(z.string(), z.unknown()),
+  output_schema: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const InfoSchema = z.looseObject({
+  ver,
+  supports_streaming: z.boolean().optional(),
+  supports_nip59: z.boolean().optional(),
+  dvm_compatible: z.boolean().optional(),
+  encryption: z.array(z.string()).refine((e) => e.includes('nip44'), 'encryption must contain nip44'),
+  supported_models: z.array(z.string()).optional(),
+  default_model: z.string().optional(),
+  tool_names: z.array(z.string()),
+  tool_schema_version: z.number().int().min(1).optional(),
+  tool_schemas: z.record(z.string(), ToolSchemaEntry).optional(),
+  max_prompt_bytes: z.number().int().min(1).optional(),
+  max_context_tokens: z.number().int().min(1).optional(),
+  pricing_hints: z.record(z.string(), z.unknown()).optional(),
+});
+export type AgentInfo = z.infer<typeof InfoSchema>;
+
+export const AI_INFO_D = 'agent-info';
+
+/** The session of an event: its `s` tag, or the deterministic default `sender:<hex>`. */
+export const sessionOf = (e: Pick<NostrEvent, 'tags' | 'pubkey'>): string =>
+  e.tags.find((t) => t[0] === 's' && typeof t[1] === 'string' && t[1].length > 0)?.[1] ?? `sender:${e.pubkey}`;
+
+/** Why an incoming protocol event's tags are unusable: an error code and a message. */
+export interface TagProblem {
+  code: 'INVALID_SCHEMA' | 'UNSUPPORTED_ENCRYPTION';
+  message: string;
+}
+
+/** Tag rules for a prompt (25802) or cancel (25806) addressed to `agent`. */
+export function checkRequestTags(e: Pick<NostrEvent, 'kind' | 'tags'>, agent: string): Result<{ runId?: string }, TagProblem> {
+  const p = e.tags.filter((t) => t[0] === 'p');
+  if (p.length === 0 || !p.some((t) => t[1] === agent)) return err({ code: 'INVALID_SCHEMA', message: 'missing p tag for this agent' });
+  const enc = e.tags.filter((t) => t[0] === 'encryption');
+  if (enc.length === 0) return err({ code: 'INVALID_SCHEMA', message: 'missing encryption tag' });
+  if (!enc.some((t) => t[1] === 'nip44')) {
+    return err({ code: 'UNSUPPORTED_ENCRYPTION', message: `unsupported encryption ${JSON.stringify(enc[0]![1] ?? '')}; this agent supports nip44` });
+  }
+  if (e.kind === KIND.AI_CANCEL) {
+    const root = e.tags.find((t) => t[0] === 'e' && t[3] === 'root') ?? e.tags.find((t) => t[0] === 'e');
+    if (!root || !isHex64(root[1])) return err({ code: 'INVALID_SCHEMA', message: 'missing e tag with the prompt id' });
+    return ok({ runId: root[1] });
+  }
+  return ok({});
+}
+
+/** Tags of an agent → client event of a run. */
+export function runTags(client: string, runId: string, session: string, extra: string[][] = []): string[][] {
+  return [['p', client], ['e', runId, '', 'root'], ['s', session], ['encryption', 'nip44'], ...extra];
+}
+
+/** The prompt id a run event refers to (its `e` tag with marker root). */
+export const runIdOf = (e: Pick<NostrEvent, 'tags'>): string | undefined =>
+  e.tags.find((t) => t[0] === 'e' && t[3] === 'root')?.[1] ?? e.tags.find((t) => t[0] === 'e')?.[1];
+
+/** NIP-XX compatibility text envelope: `key=value|key=value` with percent-encoded values. */
+export function parseTextEnvelope(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of text.split('|')) {
+    const i = part.indexOf('=');
+    if (i <= 0) continue;
+    const raw = part.slice(i + 1);
+    let value: string;
+    try {
+      value = decodeURIComponent(raw);
+    } catch {
+      // Malformed percent-encoding: keep the raw value rather than lose the field.
+      value = raw;
+    }
+    out[part.slice(0, i).trim()] = value;
+  }
+  return out;
+}

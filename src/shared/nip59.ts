@@ -1,0 +1,94 @@
+// NIP-59 gift wrap: rumor (unsigned event) → seal (kind 13, signed by the author, NIP-44 to the
+// recipient) → wrap (kind 1059, or 21059 for ephemeral kinds, signed by a one-time key). Unwrap
+// checks every layer and that the seal's signer is the rumor's author.
+
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { computeEventId, parseEvent, checkIdAndSignature, type NostrEvent, type UnsignedEvent } from './event.js';
+import { err, ok, type Result } from './errors.js';
+import { ConversationKeyCache, decrypt, encrypt } from './nip44.js';
+import type { SchnorrVerifier } from './verify.js';
+import { kindClass } from './kinds.js';
+
+export const SEAL_KIND = 13;
+export const WRAP_KIND = 1059;
+export const EPHEMERAL_WRAP_KIND = 21059;
+
+/** A rumor: an event with an id but no signature (deniable if leaked). */
+export type Rumor = UnsignedEvent & { id: string };
+
+const TWO_DAYS = 2 * 24 * 3600;
+/** NIP-59 recommends randomising seal and wrap timestamps up to two days into the past. */
+const tweakedTime = (now: number) => now - Math.floor(Math.random() * TWO_DAYS);
+
+export function makeRumor(e: UnsignedEvent): Rumor {
+  return { ...e, id: computeEventId(e) };
+}
+
+/** Wraps `rumor` from `authorSk` to `recipient`. Rumors of ephemeral kinds get kind 21059. */
+export function giftWrap(rumor: Rumor, authorSk: Uint8Array, recipient: string, keys: ConversationKeyCache, now = Math.floor(Date.now() / 1000)): NostrEvent {
+  const seal = finalizeEvent(
+    { kind: SEAL_KIND, created_at: tweakedTime(now), tags: [], content: encrypt(JSON.stringify(rumor), keys.get(authorSk, recipient)) },
+    authorSk,
+  );
+  const oneTime = generateSecretKey();
+  // NIP-XX's durable kinds (25802/25803/25805) live in the ephemeral range but must be replayable.
+  const ephemeral = kindClass(rumor.kind) === 'ephemeral';
+  const wrap = finalizeEvent(
+    {
+      kind: ephemeral ? EPHEMERAL_WRAP_KIND : WRAP_KIND,
+      // Ephemeral wraps keep the real time: relays drop stale ephemeral events.
+      created_at: ephemeral ? now : tweakedTime(now),
+      tags: [['p', recipient]],
+      // A one-time key: its conversation key is never reused, so it is not cached.
+      content: encrypt(JSON.stringify(seal), keys.get(oneTime, recipient)),
+    },
+    oneTime,
+  );
+  const { id, pubkey, created_at, kind, tags, content, sig } = wrap;
+  return { id, pubkey, created_at, kind, tags, content, sig };
+}
+
+export interface Unwrapped {
+  rumor: Rumor;
+  /** The verified author (the seal's signer). */
+  author: string;
+}
+
+/** Unwraps a gift wrap addressed to `recipientSk`, checking both layers. */
+export function unwrap(wrap: NostrEvent, recipientSk: Uint8Array, keys: ConversationKeyCache, verifier: SchnorrVerifier): Result<Unwrapped, string> {
+  if (wrap.kind !== WRAP_KIND && wrap.kind !== EPHEMERAL_WRAP_KIND) return err(`not a gift wrap (kind ${wrap.kind})`);
+  const me = getPublicKey(recipientSk);
+  if (!wrap.tags.some((t) => t[0] === 'p' && t[1] === me)) return err('gift wrap is not addressed to this key');
+  const sealText = decrypt(wrap.content, keys.get(recipientSk, wrap.pubkey));
+  if (!sealText.ok) return err(`cannot decrypt gift wrap: ${sealText.error}`);
+  const seal = parseJsonEvent(sealText.value, verifier);
+  if (!seal.ok) return err(`invalid seal: ${seal.error}`);
+  if (seal.value.kind !== SEAL_KIND) return err(`invalid seal: kind ${seal.value.kind}, expected 13`);
+  const rumorText = decrypt(seal.value.content, keys.get(recipientSk, seal.value.pubkey));
+  if (!rumorText.ok) return err(`cannot decrypt seal: ${rumorText.error}`);
+  let rumor: unknown;
+  try {
+    rumor = JSON.parse(rumorText.value);
+  } catch {
+    return err('rumor is not JSON');
+  }
+  const shaped = parseEvent({ ...(rumor as object), sig: '0'.repeat(128) });
+  if (!shaped.ok) return err(`invalid rumor: ${shaped.error.reason}`);
+  const { sig: _sig, ...r } = shaped.value;
+  if (computeEventId(r) !== r.id) return err('invalid rumor: id does not match');
+  if (r.pubkey !== seal.value.pubkey) return err('seal signer is not the rumor author');
+  return ok({ rumor: r, author: seal.value.pubkey });
+}
+
+function parseJsonEvent(text: string, verifier: SchnorrVerifier): Result<NostrEvent, string> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return err('not JSON');
+  }
+  const shaped = parseEvent(raw);
+  if (!shaped.ok) return err(shaped.error.reason);
+  const checked = checkIdAndSignature(shaped.value, verifier);
+  return checked.ok ? checked : err(checked.error.reason);
+}

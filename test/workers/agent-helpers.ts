@@ -1,0 +1,118 @@
+// Helpers for agent tests: create an agent through the API, and act as a NIP-XX client over a real
+// WebSocket to the owner's shard (encrypting prompts, decrypting the agent's events).
+import type { NostrEvent } from '../../src/shared/event.js';
+import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
+import { giftWrap, makeRumor, unwrap } from '../../src/shared/nip59.js';
+import { nobleVerifier } from '../../src/shared/verify.js';
+import { api } from './api-helpers.js';
+import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+
+export async function createTestAgent(body: object = {}): Promise<string> {
+  const r = await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'test agent', ...body });
+  if (r.status !== 201) throw new Error(`agent not created: ${r.status} ${JSON.stringify(r.json)}`);
+  return (r.json as { pubkey: string }).pubkey;
+}
+
+export interface RunEvents {
+  status: Array<Record<string, unknown>>;
+  deltas: Array<{ text: string; seq: number }>;
+  tools: Array<Record<string, unknown>>;
+  terminal: { kind: number; payload: Record<string, unknown>; event: NostrEvent };
+}
+
+const cache = new ConversationKeyCache(64);
+
+export class NipXxClient {
+  readonly k: Keys;
+  readonly sock: TestSocket;
+  private constructor(k: Keys, sock: TestSocket, readonly agent: string) {
+    this.k = k;
+    this.sock = sock;
+  }
+
+  static async open(agent: string, k: Keys = keys()): Promise<NipXxClient> {
+    const sock = await connect(`/r/${TEST_OWNER}`);
+    await sock.auth(k);
+    const c = new NipXxClient(k, sock, agent);
+    await sock.req('mine', { kinds: [25800, 25801, 25803, 25804, 25805], '#p': [k.pk], since: now() - 5 });
+    await sock.req('wrapped', { kinds: [1059, 21059], '#p': [k.pk], since: now() - 3 * 24 * 3600 });
+    return c;
+  }
+
+  /** Builds a prompt event (plain). `payload` may be an object or raw content. */
+  prompt(payload: object | string, opts: { tags?: string[][]; session?: string; created_at?: number } = {}): NostrEvent {
+    const content = typeof payload === 'string' ? payload : encrypt(JSON.stringify(payload), cache.get(this.k.sk, this.agent));
+    return sign(this.k, {
+      kind: 25802,
+      content,
+      created_at: opts.created_at,
+      tags: opts.tags ?? [['p', this.agent], ['encryption', 'nip44'], ...(opts.session ? [['s', opts.session]] : [])],
+    });
+  }
+
+  cancel(runId: string): NostrEvent {
+    return sign(this.k, {
+      kind: 25806,
+      content: encrypt(JSON.stringify({ ver: 1, reason: 'user_cancel' }), cache.get(this.k.sk, this.agent)),
+      tags: [['p', this.agent], ['e', runId, '', 'root'], ['encryption', 'nip44']],
+    });
+  }
+
+  /** A gift-wrapped prompt (NIP-59 privacy-first profile). */
+  wrappedPrompt(payload: object): { wrap: NostrEvent; rumorId: string } {
+    const rumor = makeRumor({
+      pubkey: this.k.pk,
+      kind: 25802,
+      created_at: now(),
+      tags: [['p', this.agent], ['encryption', 'nip44']],
+      content: encrypt(JSON.stringify(payload), cache.get(this.k.sk, this.agent)),
+    });
+    return { wrap: giftWrap(rumor, this.k.sk, this.agent, cache), rumorId: rumor.id };
+  }
+
+  async send(e: NostrEvent): Promise<void> {
+    const ok = await this.sock.publish(e);
+    if (!ok[2]) throw new Error(`prompt refused: ${ok[3]}`);
+  }
+
+  private open(e: NostrEvent): { kind: number; tags: string[][]; payload: Record<string, unknown>; event: NostrEvent } | undefined {
+    let inner: { kind: number; tags: string[][]; content: string; pubkey: string } = e;
+    if (e.kind === 1059 || e.kind === 21059) {
+      const u = unwrap(e, this.k.sk, cache, nobleVerifier);
+      if (!u.ok) throw new Error(`cannot unwrap: ${u.error}`);
+      inner = u.value.rumor;
+    }
+    if (inner.pubkey !== this.agent) return undefined;
+    const text = decrypt(inner.content, cache.get(this.k.sk, this.agent));
+    if (!text.ok) throw new Error(`cannot decrypt agent event: ${text.error}`);
+    return { kind: inner.kind, tags: inner.tags, payload: JSON.parse(text.value) as Record<string, unknown>, event: e };
+  }
+
+  /** Collects the events of run `runId` until its terminal event. */
+  async collect(runId: string, timeoutMs = 8000): Promise<RunEvents> {
+    const out: Omit<RunEvents, 'terminal'> = { status: [], deltas: [], tools: [] };
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const f = await this.sock.next((x) => x[0] === 'EVENT', Math.max(1, deadline - Date.now()));
+      const opened = this.open(f[2] as NostrEvent);
+      if (!opened) continue;
+      const root = opened.tags.find((t) => t[0] === 'e' && t[3] === 'root')?.[1];
+      if (root !== runId) continue;
+      if (opened.kind === 25800) out.status.push(opened.payload);
+      else if (opened.kind === 25801) out.deltas.push(opened.payload as { text: string; seq: number });
+      else if (opened.kind === 25804) out.tools.push(opened.payload);
+      else if (opened.kind === 25803 || opened.kind === 25805) return { ...out, terminal: { kind: opened.kind, payload: opened.payload, event: opened.event } };
+    }
+  }
+
+  /** Asserts no further terminal event for `runId` arrives within `ms`. */
+  async noTerminal(runId: string, ms = 400): Promise<boolean> {
+    await new Promise((r) => setTimeout(r, ms));
+    return !this.sock.frames.some((f) => {
+      if (f[0] !== 'EVENT') return false;
+      const o = this.open(f[2] as NostrEvent);
+      return !!o && (o.kind === 25803 || o.kind === 25805) && o.tags.some((t) => t[0] === 'e' && t[1] === runId);
+    });
+  }
+}

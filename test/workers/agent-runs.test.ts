@@ -1,0 +1,210 @@
+// Hosted agent runs end to end inside workerd: a NIP-XX client talks to an agent created through the
+// management API, over the owner's shard, with the offline echo model.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { Agent } from '../../workers/agent/agent-do.js';
+import { NipXxClient, createTestAgent } from './agent-helpers.js';
+import { connect, keys } from './helpers.js';
+import { TEST_OWNER } from './test-keys.js';
+
+describe('a run with the echo model', () => {
+  it('streams status and contiguous deltas, then exactly one response with usage', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'hello there, agent' });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.terminal.kind).toBe(25803);
+    expect(run.terminal.payload).toMatchObject({ ver: 1, text: 'echo: hello there, agent' });
+    expect(run.terminal.payload['usage']).toEqual({ input_tokens: expect.any(Number), output_tokens: expect.any(Number) });
+    expect(run.deltas.map((d) => d.seq)).toEqual(run.deltas.map((_, i) => i));
+    expect(run.deltas.map((d) => d.text).join('')).toBe('echo: hello there, agent');
+    expect(run.status[0]).toMatchObject({ state: 'thinking' });
+    expect(run.status.at(-1)).toMatchObject({ state: 'done', progress: 100 });
+    const tags = run.terminal.event.tags;
+    expect(tags).toContainEqual(['e', p.id, '', 'root']);
+    expect(tags).toContainEqual(['s', `sender:${c.k.pk}`]);
+    expect(tags).toContainEqual(['encryption', 'nip44']);
+    expect(await c.noTerminal(p.id)).toBe(true);
+  });
+
+  it('publishes ai.info with tool schemas, a kind 0 and a relay list', async () => {
+    const agent = await createTestAgent({ name: 'info test', tools: ['calculator'] });
+    const s = await connect(`/r/${TEST_OWNER}`);
+    let info: { content: string } | undefined;
+    for (let i = 0; i < 40 && !info; i++) {
+      info = (await s.req(`i${i}`, { kinds: [31340], authors: [agent] })).events[0];
+      if (!info) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(info).toBeDefined();
+    const content = JSON.parse(info!.content);
+    expect(content).toMatchObject({ ver: 1, encryption: ['nip44'], supported_models: ['echo'], default_model: 'echo', tool_names: ['calculator'], tool_schema_version: 1 });
+    expect(content.tool_schemas.calculator.input_schema).toMatchObject({ type: 'object' });
+    const profile = (await s.req('p', { kinds: [0], authors: [agent] })).events[0];
+    expect(JSON.parse(profile!.content)).toEqual({ name: 'info test' });
+    expect((await s.req('r', { kinds: [10002], authors: [agent] })).events[0]?.tags).toEqual([
+      ['r', `ws://relay.test/r/${TEST_OWNER}`],
+      ['r', 'ws://relay.test/'],
+    ]);
+  });
+});
+
+describe('prompt validation → the exact NIP-XX error', () => {
+  const cases: Array<[string, object, (c: NipXxClient) => ReturnType<NipXxClient['prompt']>, string, RegExp | string]> = [
+    ['unsupported encryption', {}, (c) => c.prompt({ ver: 1, message: 'x' }, { tags: [['p', c.agent], ['encryption', 'nip04']] }), 'UNSUPPORTED_ENCRYPTION', 'unsupported encryption "nip04"; this agent supports nip44'],
+    ['missing encryption tag', {}, (c) => c.prompt({ ver: 1, message: 'x' }, { tags: [['p', c.agent]] }), 'INVALID_SCHEMA', 'missing encryption tag'],
+    ['undecryptable content', {}, (c) => c.prompt('not nip44 at all'), 'PARSE_ERROR', /^the prompt could not be decrypted with NIP-44/],
+    ['missing message', {}, (c) => c.prompt({ ver: 1 }), 'INVALID_SCHEMA', /^prompt: message: /],
+    ['wrong ver', {}, (c) => c.prompt({ ver: 2, message: 'x' }), 'INVALID_SCHEMA', 'prompt: ver: ver must be 1'],
+    ['unknown thinking', {}, (c) => c.prompt({ ver: 1, message: 'x', thinking: 'extreme' }), 'INVALID_SCHEMA', 'prompt: thinking: thinking must be low, medium, high or max'],
+    ['unknown model', {}, (c) => c.prompt({ ver: 1, message: 'x', model: 'gpt-9' }), 'UNSUPPORTED_MODEL', 'model "gpt-9" is not supported; supported: echo'],
+    ['unknown provider', {}, (c) => c.prompt({ ver: 1, message: 'x', provider: 'openai' }), 'UNSUPPORTED_MODEL', 'provider "openai" is not available; this agent uses echo'],
+    ['schema version', {}, (c) => c.prompt({ ver: 1, message: 'x', tool_schema_version: 2 }), 'UNSUPPORTED_SCHEMA_VERSION', 'tool_schema_version 2 is not supported; this agent uses 1'],
+    ['prompt too large', { limits: { max_prompt_bytes: 10 } }, (c) => c.prompt({ ver: 1, message: 'more than ten bytes' }), 'INVALID_SCHEMA', 'the message is 19 bytes; this agent accepts at most 10 (max_prompt_bytes)'],
+    ['not on the allowlist', { allow: ['0'.repeat(63) + '1'] }, (c) => c.prompt({ ver: 1, message: 'x' }), 'UNAUTHORIZED', 'this sender is not on the agent’s allowlist'],
+    ['unknown tool', {}, (c) => c.prompt({ ver: 1, message: '/tool nosuchtool {}' }), 'UNSUPPORTED_FEATURE', 'unknown tool "nosuchtool"'],
+  ];
+  for (const [name, agentBody, make, code, message] of cases) {
+    it(`${name} → ${code}`, async () => {
+      const agent = await createTestAgent(agentBody);
+      const c = await NipXxClient.open(agent);
+      const p = make(c);
+      await c.send(p);
+      const run = await c.collect(p.id);
+      expect(run.terminal.kind).toBe(25805);
+      expect(run.terminal.payload['code']).toBe(code);
+      if (typeof message === 'string') expect(run.terminal.payload['message']).toBe(message);
+      else expect(run.terminal.payload['message']).toMatch(message);
+    });
+  }
+
+  it('fallback_models are honoured', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'hi', model: 'gpt-9', fallback_models: ['nope', 'echo'] });
+    await c.send(p);
+    expect((await c.collect(p.id)).terminal.kind).toBe(25803);
+  });
+
+  it('BLOCKED_SENDER for a blocked client', async () => {
+    const client = keys();
+    const agent = await createTestAgent({ block: [client.pk] });
+    const c = await NipXxClient.open(agent, client);
+    const p = c.prompt({ ver: 1, message: 'x' });
+    await c.send(p);
+    expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
+  });
+
+  it('RATE_LIMIT per sender with retry_after', async () => {
+    const agent = await createTestAgent({ limits: { prompts_per_minute: 1 } });
+    const c = await NipXxClient.open(agent);
+    const p1 = c.prompt({ ver: 1, message: 'one' });
+    await c.send(p1);
+    expect((await c.collect(p1.id)).terminal.kind).toBe(25803);
+    const p2 = c.prompt({ ver: 1, message: 'two' });
+    await c.send(p2);
+    expect((await c.collect(p2.id)).terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'at most 1 prompts per minute per sender', retry_after: 60 });
+  });
+
+  it('SESSION_LIMIT after max_session_turns', async () => {
+    const agent = await createTestAgent({ limits: { max_session_turns: 1 } });
+    const c = await NipXxClient.open(agent);
+    const p1 = c.prompt({ ver: 1, message: 'one' }, { session: 'session:a' });
+    await c.send(p1);
+    expect((await c.collect(p1.id)).terminal.kind).toBe(25803);
+    const p2 = c.prompt({ ver: 1, message: 'two' }, { session: 'session:a' });
+    await c.send(p2);
+    expect((await c.collect(p2.id)).terminal.payload).toMatchObject({ code: 'SESSION_LIMIT' });
+    const p3 = c.prompt({ ver: 1, message: 'three' }, { session: 'session:b' });
+    await c.send(p3);
+    expect((await c.collect(p3.id)).terminal.kind).toBe(25803);
+  });
+});
+
+describe('tools', () => {
+  it('runs the calculator in a tool loop with 25804 telemetry', async () => {
+    const agent = await createTestAgent({ tools: ['calculator'] });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: '/tool calculator {"expr":"12 * 7"}' });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.terminal.payload).toMatchObject({ text: '84' });
+    expect(run.tools[0]).toMatchObject({ name: 'calculator', phase: 'start', arguments: { expr: '12 * 7' } });
+    expect(run.tools[1]).toMatchObject({ name: 'calculator', phase: 'result', success: true, output: { stdout: '84', exit_code: 0 } });
+    expect(run.tools[1]!['duration_ms']).toEqual(expect.any(Number));
+    expect(run.status.map((s) => s['state'])).toContain('tool_use');
+  });
+});
+
+describe('durability', () => {
+  it('a prompt replayed after a restart produces no second terminal event', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'once' });
+    await c.send(p);
+    expect((await c.collect(p.id)).terminal.kind).toBe(25803);
+    const stub = env.AGENT.get(env.AGENT.idFromName(agent));
+    await runInDurableObject(stub, async (_i, state) => {
+      // A fresh instance over the same storage, as after an eviction, runs its watchdog.
+      await new Agent(state, env).alarm();
+    });
+    // The relay replays the stored prompt to the reconnected agent; publish it again as well.
+    const again = await c.sock.publish(p);
+    expect(again[3]).toBe('duplicate: already have this event');
+    expect(await c.noTerminal(p.id, 800)).toBe(true);
+  });
+
+  it('a run interrupted by a restart ends with exactly one INTERNAL_ERROR', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const stub = env.AGENT.get(env.AGENT.idFromName(agent));
+    const runId = 'f'.repeat(63) + '0';
+    await runInDurableObject(stub, (_i, state) => {
+      state.storage.sql.exec(
+        "INSERT INTO runs (id, client, session, wrapped, relay, state, started_at) VALUES (?, ?, ?, 0, ?, 'running', ?)",
+        runId,
+        c.k.pk,
+        `sender:${c.k.pk}`,
+        `ws://relay.test/r/${TEST_OWNER}`,
+        Date.now(),
+      );
+    });
+    await runInDurableObject(stub, async (_i, state) => new Agent(state, env).alarm());
+    const run = await c.collect(runId);
+    expect(run.terminal.payload).toMatchObject({ code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
+    await runInDurableObject(stub, async (_i, state) => new Agent(state, env).alarm());
+    expect(await c.noTerminal(runId)).toBe(true);
+  });
+});
+
+describe('privacy-first profile', () => {
+  it('answers a gift-wrapped prompt with gift-wrapped events', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const { wrap, rumorId } = c.wrappedPrompt({ ver: 1, message: 'secret hello' });
+    await c.send(wrap);
+    const run = await c.collect(rumorId);
+    expect(run.terminal.kind).toBe(25803);
+    expect(run.terminal.payload['text']).toBe('echo: secret hello');
+    expect(run.terminal.event.kind).toBe(1059);
+    expect(run.terminal.event.pubkey).not.toBe(agent);
+  });
+});
+
+describe('sessions', () => {
+  it('keeps history per session (the s tag)', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    for (const message of ['first', 'second']) {
+      const p = c.prompt({ ver: 1, message }, { session: 'session:hist' });
+      await c.send(p);
+      expect((await c.collect(p.id)).terminal.kind).toBe(25803);
+    }
+    const stub = env.AGENT.get(env.AGENT.idFromName(agent));
+    const rows = await runInDurableObject(stub, (_i, state) =>
+      state.storage.sql.exec<{ message: string }>("SELECT message FROM history WHERE session = 'session:hist' ORDER BY idx").toArray(),
+    );
+    expect(rows.map((r) => JSON.parse(r.message).content)).toEqual(['first', 'echo: first', 'second', 'echo: second']);
+  });
+});
+

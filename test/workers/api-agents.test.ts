@@ -1,0 +1,111 @@
+// Management API for agents: NIP-98 authentication, who may own, validation, and CRUD by the owner only.
+import { describe, expect, it } from 'vitest';
+import { npubEncode } from 'nostr-tools/nip19';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { api } from './api-helpers.js';
+import { BASE, keys } from './helpers.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+
+const create = (body: object = { name: 'test agent' }) => api(TEST_OWNER_SK, 'POST', '/api/agents', body);
+
+describe('POST /api/agents', () => {
+  it('creates an agent for an allowed owner', async () => {
+    const r = await create({ name: 'alpha', about: 'a test agent', tools: ['calculator'] });
+    expect(r.status).toBe(201);
+    const body = r.json as { pubkey: string; npub: string; owner: string; relays: string[] };
+    expect(body.pubkey).toMatch(/^[0-9a-f]{64}$/);
+    expect(body.npub).toBe(npubEncode(body.pubkey));
+    expect(body.owner).toBe(TEST_OWNER);
+    expect(body.relays).toEqual([`ws://relay.test/r/${TEST_OWNER}`, 'ws://relay.test/']);
+    expect(Object.keys(body).sort()).toEqual(['npub', 'owner', 'pubkey', 'relays']);
+  });
+
+  it.each([
+    ['missing name', {}, 'name'],
+    ['unknown field', { name: 'x', colour: 'red' }, ''],
+    ['bad provider', { name: 'x', provider: 'gpt' }, 'provider'],
+    ['bad pubkey in allow', { name: 'x', allow: ['nope'] }, 'allow'],
+    ['bad relay', { name: 'x', relays: ['http://example.com'] }, 'relays.0'],
+    ['unconfigured provider', { name: 'x', provider: 'anthropic' }, 'provider'],
+  ])('422 for %s', async (_n, body, path) => {
+    const r = await create(body);
+    expect(r.status).toBe(422);
+    const j = r.json as { error: string; issues: Array<{ path: string; message: string }> };
+    expect(j.error).toBe('invalid agent');
+    expect(j.issues.map((i) => i.path)).toContain(path);
+  });
+
+  it('422 for a body that is not JSON', async () => {
+    const r = await api(TEST_OWNER_SK, 'POST', '/api/agents', '{nope');
+    expect(r).toEqual({ status: 422, json: { error: 'body is not JSON', issues: [] } });
+  });
+
+  it('403 for a pubkey not in EDGESTR_OWNERS', async () => {
+    const r = await api(keys().sk, 'POST', '/api/agents', { name: 'x' });
+    expect(r).toEqual({ status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } });
+  });
+});
+
+describe('NIP-98 on /api', () => {
+  const url = `${BASE}/api/agents`;
+  it.each([
+    ['missing header', () => '', 'NIP-98: missing Authorization header'],
+    ['wrong URL', () => makeHttpAuthHeader(TEST_OWNER_SK, `${BASE}/api/other`, 'GET'), /^NIP-98: .*u/],
+    ['wrong method', () => makeHttpAuthHeader(TEST_OWNER_SK, url, 'POST'), /^NIP-98: .*method/],
+    ['stale', () => makeHttpAuthHeader(TEST_OWNER_SK, url, 'GET', undefined, Math.floor(Date.now() / 1000) - 120), /^NIP-98: event created_at is more than/],
+    ['not base64', () => 'Nostr !!!', /^NIP-98: /],
+  ])('401 for %s', async (_n, header, message) => {
+    const r = await api(TEST_OWNER_SK, 'GET', '/api/agents', undefined, header());
+    expect(r.status).toBe(401);
+    const error = (r.json as { error: string }).error;
+    if (typeof message === 'string') expect(error).toBe(message);
+    else expect(error).toMatch(message);
+  });
+
+  it('401 when the payload hash does not match the body', async () => {
+    const header = makeHttpAuthHeader(TEST_OWNER_SK, url, 'POST', '{"name":"a"}');
+    const r = await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'b' }, header);
+    expect(r.status).toBe(401);
+    expect((r.json as { error: string }).error).toMatch(/^NIP-98: .*payload/);
+  });
+
+  it('401 when an authorization event is replayed', async () => {
+    const header = makeHttpAuthHeader(TEST_OWNER_SK, url, 'GET');
+    expect((await api(TEST_OWNER_SK, 'GET', '/api/agents', undefined, header)).status).toBe(200);
+    expect(await api(TEST_OWNER_SK, 'GET', '/api/agents', undefined, header)).toEqual({
+      status: 401,
+      json: { error: 'NIP-98: this authorization event was already used' },
+    });
+  });
+});
+
+describe('agent CRUD', () => {
+  it('lists, reads, updates and deletes; never returns a secret key; only the owner may touch it', async () => {
+    const created = (await create({ name: 'crud', system_prompt: 'be brief' })).json as { pubkey: string };
+    const list = (await api(TEST_OWNER_SK, 'GET', '/api/agents')).json as { agents: Array<{ pubkey: string }> };
+    expect(list.agents.map((a) => a.pubkey)).toContain(created.pubkey);
+    const one = await api(TEST_OWNER_SK, 'GET', `/api/agents/${npubEncode(created.pubkey)}`);
+    expect(one.status).toBe(200);
+    expect(one.json).toMatchObject({ pubkey: created.pubkey, owner: TEST_OWNER, name: 'crud', system_prompt: 'be brief', provider: 'echo' });
+    expect(JSON.stringify(one.json)).not.toMatch(/sealed|secret|"sk"|nsec/);
+
+    const stranger = keys();
+    expect(await api(stranger.sk, 'GET', `/api/agents/${created.pubkey}`)).toEqual({ status: 403, json: { error: 'only the agent’s owner may do this' } });
+    expect((await api(stranger.sk, 'DELETE', `/api/agents/${created.pubkey}`)).status).toBe(403);
+    const strangerList = (await api(stranger.sk, 'GET', '/api/agents')).json as { agents: unknown[] };
+    expect(strangerList.agents).toEqual([]);
+
+    const patched = await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { name: 'renamed', limits: { prompts_per_minute: 5 } });
+    expect(patched.status).toBe(200);
+    expect(patched.json).toMatchObject({ name: 'renamed', limits: { prompts_per_minute: 5, max_prompt_bytes: 32000 } });
+    expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { prompts_per_minute: 0 } })).status).toBe(422);
+
+    expect((await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${created.pubkey}`)).status).toBe(204);
+    expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
+  });
+
+  it('404 for unknown and malformed agent ids', async () => {
+    expect((await api(TEST_OWNER_SK, 'GET', `/api/agents/${keys().pk}`)).status).toBe(404);
+    expect((await api(TEST_OWNER_SK, 'GET', '/api/agents/zzz')).status).toBe(404);
+  });
+});

@@ -1,0 +1,510 @@
+// Agent: one Durable Object per hosted agent key. Holds the agent's encrypted key and config,
+// keeps subscriptions on its relays (25802/25806 and gift wraps addressed to it, NIP-AO control
+// frames from its owner), validates and runs prompts with the runtime, and publishes the run's
+// events. Runs and their terminal events are persisted so that a restart never loses a run or
+// produces a second terminal event.
+
+import { DurableObject } from 'cloudflare:workers';
+import { finalizeEvent, getPublicKey } from 'nostr-tools/pure';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { checkIdAndSignature } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
+import { giftWrap, makeRumor, unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
+import {
+  CancelSchema,
+  checkRequestTags,
+  NIPXX_VERSION,
+  PromptSchema,
+  runTags,
+  sessionOf,
+  type ErrorCode,
+  type Prompt,
+} from '../../src/shared/nip-xx.js';
+import { RelayClient, type EventTemplate, type SocketLike } from '../../src/shared/relay-client.js';
+import { TelemetryEmitter, readControlFrame } from '../../src/shared/ao-emitter.js';
+import { AO_KIND } from '../../src/shared/nip-ao.js';
+import { relayVerifier } from '../relay-do/verifier.js';
+import { SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
+import { shardStub } from '../relay-do/routes.js';
+import { SlidingWindowLimiter } from '../relay-do/rate-limit.js';
+import { agentRelays, type StoredAgent } from './config.js';
+import { executeRun, negotiateModel, type Terminal } from './runtime.js';
+import { SessionStore } from './sessions.js';
+import { infoTemplates, supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
+import { openSecretKey } from './secrets.js';
+import { providerFor, type ProviderEnv } from './providers/index.js';
+import { buildToolRunner } from './tools/registry.js';
+
+export interface AgentEnv extends ProviderEnv {
+  RELAY_SHARD: DurableObjectNamespace<RelayShard>;
+  EDGESTR_SECRET?: string;
+}
+
+/** Public view of an agent (never the key). */
+export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
+
+/** How often the watchdog alarm checks the relay connections. */
+const WATCHDOG_MS = 30_000;
+/** Replay window on (re)subscribe, covering clock skew and the time the agent was away. */
+const REPLAY_SLACK_SECONDS = 300;
+/** Gift wraps carry randomised timestamps up to two days in the past (NIP-59). */
+const WRAP_SLACK_SECONDS = 2 * 24 * 3600 + 600;
+
+type RunRow = {
+  id: string;
+  client: string;
+  session: string;
+  wrapped: number;
+  relay: string;
+  state: 'running' | 'done';
+  terminal: string | null;
+  published: number;
+};
+
+interface Incoming {
+  /** The protocol event (the rumor when it came gift-wrapped). */
+  event: { id: string; pubkey: string; kind: number; tags: string[][]; content: string; created_at: number };
+  wrapped: boolean;
+  relay: string;
+}
+
+export class Agent extends DurableObject<AgentEnv> {
+  private readonly sql: SqlStorage;
+  private readonly sessions: SessionStore;
+  private readonly keys = new ConversationKeyCache(256);
+  private readonly clients = new Map<string, RelayClient>();
+  private readonly active = new Map<string, AbortController>();
+  private readonly senders = new Map<number, SlidingWindowLimiter>();
+  private sk: Uint8Array | undefined;
+  private emitter: TelemetryEmitter | undefined;
+
+  constructor(ctx: DurableObjectState, env: AgentEnv) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.migrate();
+    this.sessions = new SessionStore(this.sql);
+  }
+
+  private migrate(): void {
+    this.sql.exec(`
+      CREATE TABLE IF NOT EXISTS agent (k INTEGER PRIMARY KEY CHECK (k = 1), config TEXT NOT NULL, sealed_key TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS runs (
+        id TEXT PRIMARY KEY, client TEXT NOT NULL, session TEXT NOT NULL, wrapped INTEGER NOT NULL,
+        relay TEXT NOT NULL, state TEXT NOT NULL, outcome TEXT, terminal TEXT, published INTEGER NOT NULL DEFAULT 0,
+        started_at INTEGER NOT NULL, finished_at INTEGER
+      ) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS runs_session ON runs(session);
+      CREATE TABLE IF NOT EXISTS cursor (k INTEGER PRIMARY KEY CHECK (k = 1), since INTEGER NOT NULL);
+    `);
+  }
+
+  // ---- management (RPC from the API) ----
+
+  private config(): StoredAgent | undefined {
+    const row = this.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').toArray()[0];
+    return row ? (JSON.parse(row.config) as StoredAgent) : undefined;
+  }
+
+  /** Creates the agent (idempotent for the same key). */
+  async create(config: StoredAgent, sealedKey: string): Promise<void> {
+    this.sql.exec(
+      'INSERT INTO agent (k, config, sealed_key) VALUES (1, ?, ?) ON CONFLICT (k) DO UPDATE SET config = excluded.config',
+      JSON.stringify(config),
+      sealedKey,
+    );
+    this.sql.exec('INSERT OR IGNORE INTO cursor (k, since) VALUES (1, ?)', Math.floor(Date.now() / 1000) - 60);
+    await this.ctx.storage.setAlarm(Date.now() + 10);
+  }
+
+  view(): AgentView | undefined {
+    const c = this.config();
+    if (!c) return undefined;
+    const { mcp_servers, ...rest } = c;
+    return { ...rest, ...(mcp_servers ? { mcp_servers: mcp_servers.map(({ id, url }) => ({ id, url })) } : {}) };
+  }
+
+  async update(patch: Partial<StoredAgent>): Promise<AgentView | undefined> {
+    const c = this.config();
+    if (!c) return undefined;
+    const next: StoredAgent = { ...c, ...patch, limits: { ...c.limits, ...(patch.limits ?? {}) } };
+    this.sql.exec('UPDATE agent SET config = ? WHERE k = 1', JSON.stringify(next));
+    this.closeClients();
+    await this.ctx.storage.setAlarm(Date.now() + 10);
+    return this.view();
+  }
+
+  /** Publishes deletions of what the agent published, then forgets everything (the key included). */
+  async remove(): Promise<boolean> {
+    const c = this.config();
+    if (!c) return false;
+    const sk = await this.secretKey();
+    const now = Math.floor(Date.now() / 1000);
+    const deletion = this.sign(
+      {
+        kind: KIND.DELETION,
+        created_at: now,
+        content: 'agent deleted',
+        tags: [['a', `${KIND.AI_INFO}:${c.pubkey}:agent-info`], ['a', `${KIND.METADATA}:${c.pubkey}:`], ['a', `10002:${c.pubkey}:`]],
+      },
+      sk,
+    );
+    await Promise.all(agentRelays(c).map((url) => this.client(url, c).publish(deletion, { timeoutMs: 5000 })));
+    this.closeClients();
+    this.sk = undefined;
+    await this.ctx.storage.deleteAlarm();
+    await this.ctx.storage.deleteAll();
+    this.migrate();
+    this.sessions.migrate();
+    return true;
+  }
+
+  // ---- lifecycle ----
+
+  override async alarm(): Promise<void> {
+    const c = this.config();
+    if (!c) return;
+    await this.ensureConnected(c);
+    await this.finishOrphanedRuns(c);
+    await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
+  }
+
+  /** Opens (or keeps) a connection to every relay and (re)subscribes after authenticating. */
+  private async ensureConnected(c: StoredAgent): Promise<void> {
+    const sk = await this.secretKey();
+    const relays = agentRelays(c);
+    const ownerShard = relays[0]!;
+    await Promise.all(
+      relays.map(async (url) => {
+        const known = this.clients.get(url);
+        if (known && known.status === 'open' && known.authenticatedAs) return;
+        const client = this.client(url, c);
+        const opened = await client.connect({ timeoutMs: 10_000 });
+        if (!opened.ok) return;
+        await client.authenticate({ timeoutMs: 10_000 });
+        this.subscribe(client, c, url === ownerShard);
+      }),
+    );
+    if (!this.emitter) {
+      const ownerClient = this.clients.get(ownerShard);
+      if (ownerClient) {
+        this.emitter = new TelemetryEmitter({
+          agentSecretKey: sk,
+          owner: c.owner,
+          publish: (e) => ownerClient.publish(e, { timeoutMs: 5000 }),
+          cache: this.keys,
+        });
+      }
+    }
+    await this.publishInfo(c);
+  }
+
+  private subscribe(client: RelayClient, c: StoredAgent, ownerShard: boolean): void {
+    const since = this.sql.exec<{ since: number }>('SELECT since FROM cursor WHERE k = 1').one().since;
+    const url = client.url;
+    client.subscribe(
+      [
+        { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
+        { kinds: [WRAP_KIND, EPHEMERAL_WRAP_KIND], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
+      ],
+      { id: 'requests', onEvent: (e) => void this.onEvent(e, url) },
+    );
+    if (ownerShard) {
+      client.subscribe([{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }], {
+        id: 'control',
+        onEvent: (e) => void this.onControl(e),
+      });
+    }
+  }
+
+  private client(url: string, c: StoredAgent): RelayClient {
+    const existing = this.clients.get(url);
+    if (existing && existing.status !== 'closed') return existing;
+    const client = new RelayClient({
+      url,
+      socket: (u) => this.openSocket(u, c),
+      auth: async (t) => this.sign(t, await this.secretKey()),
+      authOn: 'challenge',
+    });
+    this.clients.set(url, client);
+    return client;
+  }
+
+  /** Shards of this deployment are reached through their Durable Object; other relays over the network. */
+  private async openSocket(url: string, c: StoredAgent): Promise<SocketLike> {
+    const local = new URL(url);
+    const origin = new URL(c.origin);
+    const httpUrl = url.replace(/^ws/, 'http');
+    let response: Response;
+    if (local.host === origin.host) {
+      const owner = local.pathname.startsWith('/r/') ? local.pathname.slice(3).replace(/\/$/, '') : null;
+      const headers = new Headers({ Upgrade: 'websocket' });
+      headers.set(SHARD_HEADER, owner ?? 'public');
+      response = await shardStub(this.env, owner).fetch(httpUrl, { headers });
+    } else {
+      response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' } });
+    }
+    const ws = response.webSocket;
+    if (!ws) throw new Error(`relay ${url} did not accept a WebSocket (HTTP ${response.status})`);
+    ws.accept();
+    return ws as unknown as SocketLike;
+  }
+
+  private closeClients(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+    this.emitter = undefined;
+  }
+
+  private async secretKey(): Promise<Uint8Array> {
+    if (this.sk) return this.sk;
+    const row = this.sql.exec<{ sealed_key: string; config: string }>('SELECT sealed_key, config FROM agent WHERE k = 1').one();
+    const c = JSON.parse(row.config) as StoredAgent;
+    const secret = this.env.EDGESTR_SECRET;
+    if (!secret) throw new Error('EDGESTR_SECRET is not configured');
+    this.sk = await openSecretKey(row.sealed_key, c.pubkey, secret);
+    if (getPublicKey(this.sk) !== c.pubkey) throw new Error('stored key does not match the agent pubkey');
+    return this.sk;
+  }
+
+  private sign(t: EventTemplate, sk: Uint8Array): NostrEvent {
+    const { id, pubkey, created_at, kind, tags, content, sig } = finalizeEvent(t, sk);
+    return { id, pubkey, created_at, kind, tags, content, sig };
+  }
+
+  private async publishInfo(c: StoredAgent): Promise<void> {
+    const sk = await this.secretKey();
+    const tools = await buildToolRunner(c);
+    await tools.close();
+    const now = Math.floor(Date.now() / 1000);
+    const events = infoTemplates(c, tools.definitions(), agentRelays(c), now).map((t) => this.sign(t, sk));
+    for (const client of this.clients.values()) for (const e of events) await client.publish(e, { timeoutMs: 5000 });
+  }
+
+  // ---- incoming ----
+
+  private async onEvent(e: NostrEvent, relay: string): Promise<void> {
+    if (this.sql.exec('SELECT 1 FROM seen WHERE id = ?', e.id).toArray().length) return;
+    this.sql.exec('INSERT OR IGNORE INTO seen (id, at) VALUES (?, ?)', e.id, Math.floor(Date.now() / 1000));
+    this.sql.exec('UPDATE cursor SET since = max(since, ?) WHERE k = 1', Math.min(e.created_at, Math.floor(Date.now() / 1000)));
+    const verifier = await relayVerifier();
+    if (!checkIdAndSignature(e, verifier).ok) return;
+    if (e.kind === WRAP_KIND || e.kind === EPHEMERAL_WRAP_KIND) {
+      const opened = unwrap(e, await this.secretKey(), this.keys, verifier);
+      if (!opened.ok) return;
+      const r = opened.value.rumor;
+      if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL) return;
+      if (this.sql.exec('SELECT 1 FROM seen WHERE id = ?', r.id).toArray().length) return;
+      this.sql.exec('INSERT OR IGNORE INTO seen (id, at) VALUES (?, ?)', r.id, Math.floor(Date.now() / 1000));
+      return this.dispatch({ event: r, wrapped: true, relay });
+    }
+    return this.dispatch({ event: e, wrapped: false, relay });
+  }
+
+  private async dispatch(m: Incoming): Promise<void> {
+    const c = this.config();
+    if (!c) return;
+    if (m.event.kind === KIND.AI_CANCEL) return this.onCancel(m, c);
+    if (m.event.kind === KIND.AI_PROMPT) return this.onPrompt(m, c);
+  }
+
+  private async onControl(e: NostrEvent): Promise<void> {
+    const c = this.config();
+    if (!c) return;
+    const read = readControlFrame(e, { agentSecretKey: await this.secretKey(), owners: [c.owner], verifier: await relayVerifier(), cache: this.keys });
+    if (read.status !== 'accepted' || !read.control.channelId) return;
+    this.active.get(read.control.channelId)?.abort();
+  }
+
+  private async onCancel(m: Incoming, c: StoredAgent): Promise<void> {
+    const tags = checkRequestTags(m.event, c.pubkey);
+    if (!tags.ok || !tags.value.runId) return;
+    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', tags.value.runId).toArray()[0];
+    // Only the client that started the run may cancel it; cancels of finished or unknown runs are ignored.
+    if (!run || run.state !== 'running' || run.client !== m.event.pubkey) return;
+    const text = decrypt(m.event.content, this.keys.get(await this.secretKey(), m.event.pubkey));
+    if (!text.ok) return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text.value);
+    } catch {
+      return;
+    }
+    if (!CancelSchema.safeParse(parsed).success) return;
+    this.active.get(run.id)?.abort();
+  }
+
+  private async onPrompt(m: Incoming, c: StoredAgent): Promise<void> {
+    const e = m.event;
+    const client = e.pubkey;
+    const session = sessionOf(e);
+    if (this.sql.exec('SELECT 1 FROM runs WHERE id = ?', e.id).toArray().length) return;
+    this.sql.exec(
+      'INSERT INTO runs (id, client, session, wrapped, relay, state, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      e.id,
+      client,
+      session,
+      m.wrapped ? 1 : 0,
+      m.relay,
+      'running',
+      Date.now(),
+    );
+    const fail = (code: ErrorCode, message: string, extra: { retry_after?: number; details?: Record<string, unknown> } = {}) =>
+      this.finish(e.id, c, { type: 'error', code, message, ...extra });
+
+    const tags = checkRequestTags(e, c.pubkey);
+    if (!tags.ok) return fail(tags.error.code, tags.error.message);
+    if (c.block?.includes(client)) return fail('BLOCKED_SENDER', 'this sender is blocked by the agent’s policy');
+    if (c.allow && c.allow.length > 0 && !c.allow.includes(client)) return fail('UNAUTHORIZED', 'this sender is not on the agent’s allowlist');
+    const limiter = this.senderLimiter(c.limits.prompts_per_minute);
+    if (!limiter.take(client, Date.now())) {
+      return fail('RATE_LIMIT', `at most ${c.limits.prompts_per_minute} prompts per minute per sender`, { retry_after: 60 });
+    }
+    const sk = await this.secretKey();
+    const text = decrypt(e.content, this.keys.get(sk, client));
+    if (!text.ok) return fail('PARSE_ERROR', `the prompt could not be decrypted with NIP-44 (${text.error})`);
+    let json: unknown;
+    try {
+      json = JSON.parse(text.value);
+    } catch {
+      return fail('PARSE_ERROR', 'the decrypted prompt is not JSON');
+    }
+    const parsed = PromptSchema.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return fail('INVALID_SCHEMA', `prompt: ${issue?.path.join('.') || 'payload'}: ${issue?.message ?? 'invalid'}`);
+    }
+    const prompt: Prompt = parsed.data;
+    const bytes = new TextEncoder().encode(prompt.message).length;
+    if (bytes > c.limits.max_prompt_bytes) {
+      return fail('INVALID_SCHEMA', `the message is ${bytes} bytes; this agent accepts at most ${c.limits.max_prompt_bytes} (max_prompt_bytes)`);
+    }
+    if (prompt.provider && prompt.provider !== c.provider) {
+      return fail('UNSUPPORTED_MODEL', `provider ${JSON.stringify(prompt.provider)} is not available; this agent uses ${c.provider}`);
+    }
+    const { models, defaultModel } = supportedModels(c);
+    const model = negotiateModel(prompt, models, defaultModel);
+    if (!model.ok) return fail('UNSUPPORTED_MODEL', model.message);
+    if (prompt.tool_schema_version !== undefined && prompt.tool_schema_version !== TOOL_SCHEMA_VERSION) {
+      return fail('UNSUPPORTED_SCHEMA_VERSION', `tool_schema_version ${prompt.tool_schema_version} is not supported; this agent uses ${TOOL_SCHEMA_VERSION}`);
+    }
+    const turns = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM runs WHERE session = ? AND outcome = 'response'", session).one().n;
+    if (turns >= c.limits.max_session_turns) {
+      return fail('SESSION_LIMIT', `this session reached ${c.limits.max_session_turns} turns; start a new session (s tag)`);
+    }
+    await this.run(e.id, c, prompt, model.model, client, session);
+  }
+
+  private senderLimiter(perMinute: number): SlidingWindowLimiter {
+    let l = this.senders.get(perMinute);
+    if (!l) this.senders.set(perMinute, (l = new SlidingWindowLimiter(perMinute, 60_000)));
+    return l;
+  }
+
+  // ---- running ----
+
+  private async run(runId: string, c: StoredAgent, prompt: Prompt, model: string, client: string, session: string): Promise<void> {
+    const abort = new AbortController();
+    this.active.set(runId, abort);
+    const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
+    const ids = { channelId: runId, sessionId: session, turnId: runId };
+    const emitter = this.emitter;
+    emitter?.turnStarted({ run_id: runId, model, client }, ids);
+    let terminal: Terminal;
+    const provider = providerFor(c.provider, this.env);
+    if (!provider.ok) {
+      clearTimeout(timer);
+      this.active.delete(runId);
+      return this.finish(runId, c, { type: 'error', code: 'MODEL_UNAVAILABLE', message: provider.error, details: { provider: c.provider } });
+    }
+    const tools = await buildToolRunner(c);
+    try {
+      const result = await executeRun({
+        prompt,
+        model,
+        thinking: prompt.thinking ?? c.thinking,
+        systemPrompt: c.system_prompt,
+        history: this.sessions.load(session),
+        provider: provider.value,
+        tools,
+        limits: c.limits,
+        signal: abort.signal,
+        observe: emitter && {
+          request: (body) => void emitter.acpWrite({ request: body }, ids),
+          response: (raw) => void emitter.acpRead({ data: raw }, ids),
+        },
+        sink: {
+          status: (state, progress, info) => this.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
+          delta: (text, seq) => this.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
+          toolCall: (t) =>
+            this.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
+              ['tool', t.name],
+              ['phase', t.phase],
+            ]),
+        },
+      });
+      terminal = result.terminal;
+      if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
+        terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };
+      }
+      if (terminal.type === 'response') this.sessions.append(session, runId, result.transcript, c.limits.max_context_tokens);
+    } catch (e) {
+      console.error('run failed', runId, e instanceof Error ? e.message : String(e));
+      terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 };
+    } finally {
+      clearTimeout(timer);
+      this.active.delete(runId);
+      await tools.close();
+    }
+    emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code }, ids);
+    await this.finish(runId, c, terminal);
+  }
+
+  /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
+  private async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
+    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
+    if (run.state === 'done') return;
+    const payload =
+      t.type === 'response'
+        ? { ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }
+        : { ver: NIPXX_VERSION, code: t.code, message: t.message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
+    const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, payload);
+    const outcome = t.type === 'response' ? 'response' : t.code;
+    this.sql.exec("UPDATE runs SET state = 'done', outcome = ?, terminal = ?, finished_at = ? WHERE id = ?", outcome, JSON.stringify(event), Date.now(), runId);
+    await this.publishTerminal(runId, event, run.relay, c);
+  }
+
+  private async publishTerminal(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
+    const result = await this.client(relay, c).publish(event, { timeoutMs: 10_000 });
+    if (result.ok) this.sql.exec('UPDATE runs SET published = 1 WHERE id = ?', runId);
+  }
+
+  /** After a restart: runs that were in flight end with one INTERNAL_ERROR; unpublished terminals are re-sent. */
+  private async finishOrphanedRuns(c: StoredAgent): Promise<void> {
+    const orphans = this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'running'").toArray().filter((r) => !this.active.has(r.id));
+    for (const r of orphans) {
+      await this.finish(r.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
+    }
+    for (const r of this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'done' AND published = 0").toArray()) {
+      if (r.terminal) await this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c);
+    }
+  }
+
+  private async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
+    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
+    const c = this.config();
+    if (!c) return;
+    const event = await this.build(run, kind, payload, extraTags);
+    await this.client(run.relay, c).publish(event, { timeoutMs: 5000 });
+  }
+
+  /** An encrypted run event for the client (gift-wrapped when the prompt was). */
+  private async build(run: RunRow, kind: number, payload: object, extraTags: string[][] = []): Promise<NostrEvent> {
+    const sk = await this.secretKey();
+    const content = encrypt(JSON.stringify(payload), this.keys.get(sk, run.client));
+    const template = { kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags), content };
+    if (!run.wrapped) return this.sign(template, sk);
+    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.keys);
+  }
+}

@@ -1,0 +1,94 @@
+// Agent configuration: the management API's request bodies (zod) and the stored form, with the
+// defaults a hosted agent runs with.
+
+import { z } from 'zod';
+import { THINKING_LEVELS } from '../../src/shared/nip-xx.js';
+import { parsePubkey } from '../../src/shared/keys.js';
+import { BUILTIN_TOOL_NAMES } from './tools/registry.js';
+
+const pubkeyList = z
+  .array(z.string())
+  .transform((list, ctx) => {
+    const out: string[] = [];
+    for (const s of list) {
+      const hex = parsePubkey(s);
+      if (!hex) ctx.addIssue({ code: 'custom', message: `not a pubkey (64-hex or npub): ${s.slice(0, 80)}` });
+      else out.push(hex);
+    }
+    return out;
+  });
+
+const relayUrl = z.string().regex(/^wss?:\/\/[^\s]+$/, 'relays must be ws:// or wss:// URLs');
+
+export const LimitsSchema = z.strictObject({
+  /** Largest prompt message accepted, in UTF-8 bytes (advertised as ai.info max_prompt_bytes). */
+  max_prompt_bytes: z.number().int().min(1).max(1_000_000).default(32_000),
+  /** History kept per session, in estimated tokens (advertised as max_context_tokens). */
+  max_context_tokens: z.number().int().min(256).max(2_000_000).default(32_000),
+  /** Prompts per sender per minute. */
+  prompts_per_minute: z.number().int().min(1).max(10_000).default(20),
+  /** Turns (prompts) per session before SESSION_LIMIT. */
+  max_session_turns: z.number().int().min(1).max(100_000).default(200),
+  /** Model/tool round trips per run. */
+  max_tool_steps: z.number().int().min(1).max(50).default(8),
+  /** Wall-clock limit of a run, in seconds. */
+  max_run_seconds: z.number().int().min(1).max(900).default(120),
+  max_output_tokens: z.number().int().min(1).max(200_000).default(4096),
+});
+export type AgentLimits = z.infer<typeof LimitsSchema>;
+
+export const McpServerSchema = z.strictObject({
+  id: z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'mcp server ids are 1-32 characters of [a-zA-Z0-9_-]'),
+  url: z.url({ error: 'mcp server url must be a URL' }),
+  headers: z.record(z.string(), z.string()).optional(),
+});
+
+export const PROVIDERS = ['openai', 'anthropic', 'workers-ai', 'echo'] as const;
+
+const fields = {
+  name: z.string().min(1).max(100),
+  about: z.string().max(2000).optional(),
+  picture: z.url().optional(),
+  system_prompt: z.string().max(100_000).optional(),
+  provider: z.enum(PROVIDERS).optional(),
+  models: z.array(z.string().min(1)).min(1).max(50).optional(),
+  default_model: z.string().min(1).optional(),
+  thinking: z.enum(THINKING_LEVELS).optional(),
+  tools: z.array(z.enum(BUILTIN_TOOL_NAMES, { error: `built-in tools are ${BUILTIN_TOOL_NAMES.join(', ')}` })).max(50).optional(),
+  web_fetch_hosts: z.array(z.string().min(1)).max(100).optional(),
+  mcp_servers: z.array(McpServerSchema).max(10).optional(),
+  allow: pubkeyList.optional(),
+  block: pubkeyList.optional(),
+  limits: LimitsSchema.partial().optional(),
+  relays: z.array(relayUrl).max(10).optional(),
+  /** The owner's NIP-OA `auth` tag for the agent key, published on the agent's kind 0. */
+  oa_auth: z
+    .array(z.string())
+    .length(4, 'oa_auth is a 4-element NIP-OA tag')
+    .refine((t) => t[0] === 'auth', 'oa_auth must be an ["auth", owner, conditions, sig] tag')
+    .optional(),
+};
+
+export const CreateAgentSchema = z.strictObject(fields);
+export const UpdateAgentSchema = z.strictObject({ ...fields, name: fields.name.optional() });
+export type CreateAgent = z.infer<typeof CreateAgentSchema>;
+export type UpdateAgent = z.infer<typeof UpdateAgentSchema>;
+
+/** What the Agent Durable Object stores (the secret key separately, encrypted). */
+export interface StoredAgent extends Omit<CreateAgent, 'limits'> {
+  pubkey: string;
+  owner: string;
+  /** Origin of the deployment (e.g. https://edgestr.example), for relay URLs and NIP-42. */
+  origin: string;
+  provider: (typeof PROVIDERS)[number];
+  limits: AgentLimits;
+  created_at: number;
+}
+
+export const DEFAULT_LIMITS: AgentLimits = LimitsSchema.parse({});
+
+/** The relays the agent uses: its owner's shard and the public shard on this deployment, then its own. */
+export function agentRelays(a: Pick<StoredAgent, 'origin' | 'owner' | 'relays'>): string[] {
+  const ws = a.origin.replace(/^http/, 'ws');
+  return [...new Set([`${ws}/r/${a.owner}`, `${ws}/`, ...(a.relays ?? [])])];
+}

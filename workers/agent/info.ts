@@ -1,0 +1,50 @@
+// What a hosted agent publishes about itself: ai.info (kind 31340, fixed `d`), its kind 0 profile
+// (with the owner's NIP-OA tag when it has one) and its relay list (kind 10002).
+
+import { AI_INFO_D, NIPXX_VERSION, type AgentInfo } from '../../src/shared/nip-xx.js';
+import { KIND } from '../../src/shared/kinds.js';
+import type { EventTemplate } from '../../src/shared/relay-client.js';
+import type { StoredAgent } from './config.js';
+import type { ToolDefinition } from './tools/types.js';
+
+export const TOOL_SCHEMA_VERSION = 1;
+
+export function supportedModels(a: Pick<StoredAgent, 'models' | 'default_model' | 'provider'>): { models: string[]; defaultModel: string } {
+  const models = a.models && a.models.length > 0 ? a.models : [a.provider === 'echo' ? 'echo' : (a.default_model ?? 'default')];
+  const defaultModel = a.default_model && models.includes(a.default_model) ? a.default_model : models[0]!;
+  return { models, defaultModel };
+}
+
+export function aiInfo(a: StoredAgent, tools: readonly ToolDefinition[]): AgentInfo {
+  const { models, defaultModel } = supportedModels(a);
+  return {
+    ver: NIPXX_VERSION,
+    supports_streaming: true,
+    supports_nip59: true,
+    dvm_compatible: false,
+    encryption: ['nip44'],
+    supported_models: models,
+    default_model: defaultModel,
+    tool_names: tools.map((t) => t.name),
+    tool_schema_version: TOOL_SCHEMA_VERSION,
+    tool_schemas: Object.fromEntries(
+      tools.map((t) => [
+        t.name,
+        { schema_version: t.schema_version, description: t.description, requires_approval: t.requires_approval, input_schema: t.input_schema },
+      ]),
+    ),
+    max_prompt_bytes: a.limits.max_prompt_bytes,
+    max_context_tokens: a.limits.max_context_tokens,
+  };
+}
+
+export function infoTemplates(a: StoredAgent, tools: readonly ToolDefinition[], relays: readonly string[], now: number): EventTemplate[] {
+  const profile: Record<string, string> = { name: a.name };
+  if (a.about) profile['about'] = a.about;
+  if (a.picture) profile['picture'] = a.picture;
+  return [
+    { kind: KIND.AI_INFO, created_at: now, tags: [['d', AI_INFO_D]], content: JSON.stringify(aiInfo(a, tools)) },
+    { kind: KIND.METADATA, created_at: now, tags: a.oa_auth ? [[...a.oa_auth]] : [], content: JSON.stringify(profile) },
+    { kind: 10002, created_at: now, tags: relays.map((r) => ['r', r]), content: '' },
+  ];
+}

@@ -1,0 +1,196 @@
+// One NIP-XX run, independent of transport: negotiates the model, streams the provider's output
+// as coalesced deltas, runs the tool loop (bounded in steps and time), and returns exactly one
+// terminal outcome. The Agent Durable Object feeds it a validated prompt and turns its callbacks
+// into encrypted events.
+
+import type { ErrorCode, Prompt } from '../../src/shared/nip-xx.js';
+import type { AgentLimits } from './config.js';
+import { ProviderError, type ChatMessage, type Provider, type Thinking, type ToolCall, type WireObserver } from './providers/types.js';
+import type { ToolDefinition, ToolOutput, ToolResult } from './tools/types.js';
+
+/** Delta events are emitted when this much text is buffered, or this long after the previous one. */
+export const DELTA_FLUSH_CHARS = 256;
+export const DELTA_FLUSH_MS = 50;
+
+export type Terminal =
+  | { type: 'response'; text: string; usage: { input_tokens: number; output_tokens: number }; model: string }
+  | { type: 'error'; code: ErrorCode; message: string; retry_after?: number; details?: Record<string, unknown> };
+
+export interface ToolRunner {
+  definitions(): ToolDefinition[];
+  run(name: string, args: unknown, signal: AbortSignal): Promise<ToolResult | { ok: false; unknown: true; error: string }>;
+}
+
+export interface RunSink {
+  status(state: 'thinking' | 'tool_use' | 'done', progress: number, info?: string): Promise<void>;
+  delta(text: string, seq: number): Promise<void>;
+  toolCall(t: {
+    name: string;
+    phase: 'start' | 'result';
+    arguments?: Record<string, unknown>;
+    output?: ToolOutput;
+    success?: boolean;
+    duration_ms?: number;
+  }): Promise<void>;
+}
+
+export interface RunInput {
+  prompt: Prompt;
+  model: string;
+  thinking?: Thinking;
+  systemPrompt?: string;
+  history: ChatMessage[];
+  provider: Provider;
+  tools: ToolRunner;
+  limits: AgentLimits;
+  sink: RunSink;
+  signal: AbortSignal;
+  observe?: WireObserver;
+  now?: () => number;
+}
+
+/** Models the agent accepts for a prompt: the requested one, else the first supported fallback. */
+export function negotiateModel(
+  prompt: Pick<Prompt, 'model' | 'fallback_models'>,
+  supported: readonly string[],
+  defaultModel: string,
+): { ok: true; model: string } | { ok: false; message: string } {
+  if (!prompt.model) return { ok: true, model: defaultModel };
+  if (supported.includes(prompt.model)) return { ok: true, model: prompt.model };
+  const fallback = prompt.fallback_models?.find((m) => supported.includes(m));
+  if (fallback) return { ok: true, model: fallback };
+  return { ok: false, message: `model ${JSON.stringify(prompt.model)} is not supported; supported: ${supported.join(', ')}` };
+}
+
+/** Maps a provider failure to the NIP-XX error it becomes. */
+export function providerFailure(e: ProviderError): Terminal {
+  const details = { provider: e.details.provider, ...(e.details.status ? { status: e.details.status } : {}) };
+  switch (e.kind) {
+    case 'rate_limit':
+      return { type: 'error', code: 'RATE_LIMIT', message: `provider rate limit: ${e.message}`, retry_after: Math.max(1, Math.ceil(e.details.retryAfterSeconds ?? 30)), details };
+    case 'unavailable':
+      return { type: 'error', code: 'MODEL_UNAVAILABLE', message: `model unavailable: ${e.message}`, retry_after: 30, details };
+    case 'rejected':
+      return { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the provider refused the request: ${e.message}`, details };
+    case 'aborted':
+      return { type: 'error', code: 'CANCELLED', message: 'run cancelled' };
+  }
+}
+
+/** Coalesces text into delta events (seq contiguous from 0). */
+class DeltaBuffer {
+  private buffer = '';
+  private seq = 0;
+  private lastFlush: number;
+
+  constructor(
+    private readonly sink: RunSink,
+    private readonly now: () => number,
+  ) {
+    this.lastFlush = now();
+  }
+
+  async push(text: string): Promise<void> {
+    this.buffer += text;
+    if (this.buffer.length >= DELTA_FLUSH_CHARS || this.now() - this.lastFlush >= DELTA_FLUSH_MS) await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    if (!this.buffer) return;
+    const text = this.buffer;
+    this.buffer = '';
+    this.lastFlush = this.now();
+    await this.sink.delta(text, this.seq++);
+  }
+
+  get count(): number {
+    return this.seq;
+  }
+}
+
+const parseArgs = (raw: string): Record<string, unknown> | undefined => {
+  try {
+    const v: unknown = JSON.parse(raw || '{}');
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** Runs the prompt to its one terminal outcome; `messages` receives the turns to keep in history. */
+export async function executeRun(input: RunInput): Promise<{ terminal: Terminal; transcript: ChatMessage[] }> {
+  const now = input.now ?? Date.now;
+  const deltas = new DeltaBuffer(input.sink, now);
+  const transcript: ChatMessage[] = [{ role: 'user', content: input.prompt.message }];
+  const messages: ChatMessage[] = [
+    ...(input.systemPrompt ? [{ role: 'system' as const, content: input.systemPrompt }] : []),
+    ...input.history,
+    ...transcript,
+  ];
+  const usage = { input_tokens: 0, output_tokens: 0 };
+  const toolSpecs = input.tools.definitions().map((d) => ({ name: d.name, description: d.description, input_schema: d.input_schema }));
+  let finalText = '';
+  await input.sink.status('thinking', 0);
+  for (let step = 0; ; step++) {
+    if (step >= input.limits.max_tool_steps) {
+      return { terminal: { type: 'error', code: 'TOOL_ERROR', message: `the tool loop exceeded ${input.limits.max_tool_steps} steps` }, transcript };
+    }
+    let text = '';
+    const calls: ToolCall[] = [];
+    try {
+      for await (const chunk of input.provider.stream({
+        model: input.model,
+        messages,
+        tools: toolSpecs,
+        thinking: input.thinking,
+        maxOutputTokens: input.limits.max_output_tokens,
+        signal: input.signal,
+        observe: input.observe,
+      })) {
+        if (chunk.type === 'text') {
+          text += chunk.text;
+          await deltas.push(chunk.text);
+        } else if (chunk.type === 'tool_call') calls.push(chunk.call);
+        else if (chunk.type === 'usage') {
+          usage.input_tokens += chunk.input_tokens;
+          usage.output_tokens += chunk.output_tokens;
+        }
+      }
+    } catch (e) {
+      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
+      if (e instanceof ProviderError) return { terminal: providerFailure(e), transcript };
+      throw e;
+    }
+    await deltas.flush();
+    const assistant: ChatMessage = { role: 'assistant', content: text, ...(calls.length ? { tool_calls: calls } : {}) };
+    messages.push(assistant);
+    transcript.push(assistant);
+    finalText += text;
+    if (calls.length === 0) break;
+    await input.sink.status('tool_use', Math.min(90, 10 + step * 10), calls.map((c) => c.name).join(', '));
+    for (const call of calls) {
+      const args = parseArgs(call.arguments);
+      await input.sink.toolCall({ name: call.name, phase: 'start', arguments: args ?? {} });
+      const started = now();
+      const result: ToolResult | { ok: false; unknown: true; error: string } = args
+        ? await input.tools.run(call.name, args, input.signal)
+        : { ok: false, error: 'tool arguments are not a JSON object' };
+      const duration_ms = Math.max(0, Math.round(now() - started));
+      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
+      if (!result.ok && 'unknown' in result) {
+        await input.sink.toolCall({ name: call.name, phase: 'result', success: false, duration_ms });
+        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(call.name)}` }, transcript };
+      }
+      const output: ToolOutput = result.ok ? result.output : (result.output ?? { stdout: '', stderr: result.error, exit_code: 1 });
+      await input.sink.toolCall({ name: call.name, phase: 'result', output, success: result.ok, duration_ms });
+      const content = result.ok ? output.stdout : `error: ${result.error}`;
+      const toolMessage: ChatMessage = { role: 'tool', tool_call_id: call.id, name: call.name, content };
+      messages.push(toolMessage);
+      transcript.push(toolMessage);
+    }
+    await input.sink.status('thinking', Math.min(95, 20 + step * 10));
+  }
+  if (!finalText.trim()) return { terminal: { type: 'error', code: 'EMPTY_RESPONSE', message: 'the model produced no text' }, transcript };
+  await input.sink.status('done', 100);
+  return { terminal: { type: 'response', text: finalText, usage, model: input.model }, transcript };
+}

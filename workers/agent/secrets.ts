@@ -1,0 +1,39 @@
+// Secret keys of hosted agents and bridge providers at rest: AES-256-GCM under a key derived (HKDF)
+// from EDGESTR_SECRET, with the public key as associated data so a ciphertext cannot be moved to
+// another record.
+
+import { base64Decode, base64Encode } from '../../src/shared/nip44.js';
+
+const encoder = new TextEncoder();
+
+async function deriveKey(secret: string, purpose: string): Promise<CryptoKey> {
+  if (secret.length < 16) throw new Error('EDGESTR_SECRET must be at least 16 characters');
+  const base = await crypto.subtle.importKey('raw', encoder.encode(secret), 'HKDF', false, ['deriveKey']);
+  return crypto.subtle.deriveKey(
+    { name: 'HKDF', hash: 'SHA-256', salt: encoder.encode('edgestr/v1'), info: encoder.encode(purpose) },
+    base,
+    { name: 'AES-GCM', length: 256 },
+    false,
+    ['encrypt', 'decrypt'],
+  );
+}
+
+/** Encrypts a 32-byte secret key; the result is "v1:<base64 iv||ciphertext>". */
+export async function sealSecretKey(sk: Uint8Array, pubkey: string, secret: string): Promise<string> {
+  const key = await deriveKey(secret, 'secret-keys');
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const ct = new Uint8Array(await crypto.subtle.encrypt({ name: 'AES-GCM', iv, additionalData: encoder.encode(pubkey) }, key, sk));
+  const out = new Uint8Array(iv.length + ct.length);
+  out.set(iv);
+  out.set(ct, iv.length);
+  return `v1:${base64Encode(out)}`;
+}
+
+export async function openSecretKey(sealed: string, pubkey: string, secret: string): Promise<Uint8Array> {
+  if (!sealed.startsWith('v1:')) throw new Error('unknown secret key format');
+  const bytes = base64Decode(sealed.slice(3));
+  if (!bytes || bytes.length < 13) throw new Error('corrupt secret key record');
+  const key = await deriveKey(secret, 'secret-keys');
+  const pt = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: bytes.slice(0, 12), additionalData: encoder.encode(pubkey) }, key, bytes.slice(12));
+  return new Uint8Array(pt);
+}
