@@ -217,11 +217,22 @@ describe('NIP-AO frame checks', () => {
   it('limits telemetry to 100 frames per second per agent: the 101st is refused', async () => {
     const { w, s } = await agentSocket();
     const frames = Array.from({ length: 101 }, () => frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry'));
+    const started = Date.now();
     for (const e of frames) s.send(['EVENT', e]);
     const answers = [];
     for (const e of frames) answers.push(await s.next((f) => f[0] === 'OK' && f[1] === e.id));
     expect(answers.slice(0, 100).every((a) => a[2] === true)).toBe(true);
-    expect(answers[100]).toEqual(['OK', frames[100]!.id, false, 'rate-limited: telemetry is limited to 100 frames per second per agent']);
+    // The relay saw all 101 within one second unless this machine stalled for a second (then the
+    // window legitimately slid and the 101st may pass; the next test run checks it again).
+    if (Date.now() - started < 1000) {
+      expect(answers[100]).toEqual(['OK', frames[100]!.id, false, 'rate-limited: telemetry is limited to 100 frames per second per agent']);
+    }
+    // Whatever the timing, another 100 at once cannot all pass within the same second.
+    const more = Array.from({ length: 100 }, () => frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry'));
+    for (const e of more) s.send(['EVENT', e]);
+    const later = [];
+    for (const e of more) later.push(await s.next((f) => f[0] === 'OK' && f[1] === e.id));
+    expect(later.some((a) => a[3] === 'rate-limited: telemetry is limited to 100 frames per second per agent')).toBe(true);
   });
 
   it('does not rate-limit control frames', async () => {
