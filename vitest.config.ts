@@ -9,16 +9,27 @@ const secp256k1Wasm = fileURLToPath(new URL('./node_modules/nostr-wasm/public/ou
 
 export default defineConfig({
   plugins: [
-    cloudflareTest({
+    cloudflareTest(({ inject }) => ({
       wrangler: { configPath: './wrangler.toml' },
       miniflare: {
         // TEST_OWNER may own agents; EDGESTR_SECRET seals agent keys (a test value, not a secret).
-        bindings: { EDGESTR_OWNERS: TEST_OWNER, EDGESTR_ENV: 'test', EDGESTR_SECRET: 'edgestr-test-secret-0123456789' },
+        // Both provider APIs point at the fake provider (test/fake-provider), started by globalSetup.
+        bindings: {
+          EDGESTR_OWNERS: TEST_OWNER,
+          EDGESTR_ENV: 'test',
+          EDGESTR_SECRET: 'edgestr-test-secret-0123456789',
+          OPENAI_BASE_URL: `${inject('fakeProviderUrl')}/v1`,
+          OPENAI_API_KEY: 'sk-test-fake',
+          ANTHROPIC_BASE_URL: inject('fakeProviderUrl'),
+          ANTHROPIC_API_KEY: 'sk-ant-test-fake',
+        },
       },
-    }),
+    })),
   ],
   resolve: { alias: { 'secp256k1.wasm': secp256k1Wasm } },
   test: {
     include: ['test/workers/**/*.test.ts'],
+    // Local servers at the network boundary (Node side): the fake LLM provider.
+    globalSetup: ['test/fake-provider/global-setup.ts'],
   },
 });

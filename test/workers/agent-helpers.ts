@@ -9,7 +9,7 @@ import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 export async function createTestAgent(body: object = {}): Promise<string> {
-  const r = await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'test agent', ...body });
+  const r = await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'test agent', provider: 'echo', ...body });
   if (r.status !== 201) throw new Error(`agent not created: ${r.status} ${JSON.stringify(r.json)}`);
   return (r.json as { pubkey: string }).pubkey;
 }

@@ -26,7 +26,7 @@ describe('POST /api/agents', () => {
     ['bad provider', { name: 'x', provider: 'gpt' }, 'provider'],
     ['bad pubkey in allow', { name: 'x', allow: ['nope'] }, 'allow'],
     ['bad relay', { name: 'x', relays: ['http://example.com'] }, 'relays.0'],
-    ['unconfigured provider', { name: 'x', provider: 'anthropic' }, 'provider'],
+    ['unconfigured provider', { name: 'x', provider: 'workers-ai' }, 'provider'],
   ])('422 for %s', async (_n, body, path) => {
     const r = await create(body);
     expect(r.status).toBe(422);
@@ -86,7 +86,7 @@ describe('agent CRUD', () => {
     expect(list.agents.map((a) => a.pubkey)).toContain(created.pubkey);
     const one = await api(TEST_OWNER_SK, 'GET', `/api/agents/${npubEncode(created.pubkey)}`);
     expect(one.status).toBe(200);
-    expect(one.json).toMatchObject({ pubkey: created.pubkey, owner: TEST_OWNER, name: 'crud', system_prompt: 'be brief', provider: 'echo' });
+    expect(one.json).toMatchObject({ pubkey: created.pubkey, owner: TEST_OWNER, name: 'crud', system_prompt: 'be brief', provider: 'openai' });
     expect(JSON.stringify(one.json)).not.toMatch(/sealed|secret|"sk"|nsec/);
 
     const stranger = keys();

@@ -1,0 +1,19 @@
+// vitest globalSetup (runs in Node, outside workerd): starts the fake LLM provider once per run
+// and provides its URL to the tests, which read it with inject('fakeProviderUrl') — from inside
+// workerd too, where fetch('http://127.0.0.1:<port>/…') reaches this process.
+
+import type { TestProject } from 'vitest/node';
+import { startFakeProvider } from './server.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** http://127.0.0.1:PORT — the fake provider (OpenAI base `${url}/v1`, Anthropic base `${url}`). */
+    fakeProviderUrl: string;
+  }
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const fake = await startFakeProvider();
+  project.provide('fakeProviderUrl', fake.url);
+  return () => fake.close();
+}

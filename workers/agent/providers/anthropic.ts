@@ -1,0 +1,270 @@
+// Anthropic Messages API over fetch + SSE: `POST {baseUrl}/v1/messages` with `x-api-key` (only when
+// a key is configured), `anthropic-version: 2023-06-01` and `stream: true`. The base URL has no
+// `/v1` (the Anthropic SDK convention for ANTHROPIC_BASE_URL).
+//
+// Request mapping:
+// - system messages are joined (blank line between) into `system`; the rest become user/assistant
+//   turns of content blocks: assistant tool calls → `tool_use` blocks (arguments parsed to the
+//   `input` object; text that is not a JSON object becomes {}), tool results → `tool_result` blocks
+//   in a user turn; consecutive turns of one role are merged (all the results of a parallel call
+//   go back in one user turn, as the API requires); empty text blocks are left out (refused).
+// - tools → `{name, description, input_schema}`, omitted when there are none.
+// - max_tokens = maxOutputTokens ?? 4096. thinking → `thinking: {type: 'enabled', budget_tokens}`
+//   with low 1024 / medium 4096 / high 16384 / max 32000, and max_tokens raised to
+//   budget + (maxOutputTokens ?? 4096) so that the answer keeps its own room above the budget
+//   (models whose output limit is below that refuse the request: `rejected`).
+// - Inside a tool loop (an assistant tool call after the last user message) thinking is NOT sent:
+//   the API requires such a turn to start with the model's signed thinking block, which the
+//   ChatMessage contract does not carry; without `thinking` the continuation is accepted.
+//
+// Stream decoding: message_start (usage.input_tokens + cache tokens), content_block_start (text,
+// tool_use with id + name, thinking), content_block_delta (text_delta → text, thinking_delta →
+// thinking, input_json_delta → accumulated, signature_delta and others ignored), content_block_stop
+// (a tool_use block → one tool_call chunk; empty input → "{}"), message_delta (stop_reason,
+// cumulative usage), message_stop (terminal: usage then done), ping (ignored), error (overloaded_error
+// and api_error → unavailable, rate_limit_error → rate_limit, anything else → rejected).
+// stop_reason: end_turn/stop_sequence → stop, tool_use → tool_calls, max_tokens → length, else other.
+
+import {
+  ProviderError,
+  type ChatMessage,
+  type Provider,
+  type ProviderErrorKind,
+  type ProviderRequest,
+  type StreamChunk,
+  type Thinking,
+} from './types.js';
+import { isObject, num, parseJson, postStream, sseRecords, str, truncate, type JsonObject } from './http.js';
+import { malformedError } from './openai.js';
+
+export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
+export const ANTHROPIC_VERSION = '2023-06-01';
+export const ANTHROPIC_DEFAULT_MAX_TOKENS = 4096;
+export const THINKING_BUDGET: Record<Thinking, number> = { low: 1024, medium: 4096, high: 16384, max: 32000 };
+
+export interface AnthropicConfig {
+  /** Without `/v1`, e.g. https://api.anthropic.com. */
+  baseUrl: string;
+  /** Sent as x-api-key when present. */
+  apiKey?: string;
+}
+
+type FinishReason = Extract<StreamChunk, { type: 'done' }>['finish_reason'];
+interface AnthropicMessage {
+  role: 'user' | 'assistant';
+  content: JsonObject[];
+}
+
+export function mapStopReason(reason: string): FinishReason {
+  if (reason === 'end_turn' || reason === 'stop_sequence') return 'stop';
+  if (reason === 'tool_use') return 'tool_calls';
+  if (reason === 'max_tokens') return 'length';
+  return 'other';
+}
+
+/** The ProviderError kind of an Anthropic error type (an `error` event or an error body). */
+export function kindForErrorType(type: string): ProviderErrorKind {
+  if (type === 'overloaded_error' || type === 'api_error') return 'unavailable';
+  if (type === 'rate_limit_error') return 'rate_limit';
+  return 'rejected';
+}
+
+function toolInput(args: string): JsonObject {
+  const parsed = parseJson(args);
+  return isObject(parsed) ? parsed : {};
+}
+
+/** ChatMessage[] → {system, messages} of the Messages API. */
+export function toAnthropicMessages(messages: ChatMessage[]): { system: string | undefined; messages: AnthropicMessage[] } {
+  const system: string[] = [];
+  const out: AnthropicMessage[] = [];
+  const push = (role: 'user' | 'assistant', blocks: JsonObject[]): void => {
+    if (blocks.length === 0) return;
+    const last = out[out.length - 1];
+    if (last && last.role === role) last.content.push(...blocks);
+    else out.push({ role, content: blocks });
+  };
+  for (const m of messages) {
+    switch (m.role) {
+      case 'system':
+        if (m.content !== '') system.push(m.content);
+        break;
+      case 'user':
+        push('user', m.content === '' ? [] : [{ type: 'text', text: m.content }]);
+        break;
+      case 'assistant': {
+        const blocks: JsonObject[] = m.content === '' ? [] : [{ type: 'text', text: m.content }];
+        for (const c of m.tool_calls ?? []) {
+          blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: toolInput(c.arguments) });
+        }
+        push('assistant', blocks);
+        break;
+      }
+      case 'tool':
+        push('user', [{ type: 'tool_result', tool_use_id: m.tool_call_id, content: m.content }]);
+        break;
+    }
+  }
+  return { system: system.length > 0 ? system.join('\n\n') : undefined, messages: out };
+}
+
+/** True when the conversation is inside a tool loop: an assistant tool call after the last user message. */
+export function insideToolLoop(messages: ChatMessage[]): boolean {
+  let lastUser = -1;
+  messages.forEach((m, i) => {
+    if (m.role === 'user') lastUser = i;
+  });
+  return messages.slice(lastUser + 1).some((m) => m.role === 'assistant' && (m.tool_calls?.length ?? 0) > 0);
+}
+
+/** The request body sent to `{baseUrl}/v1/messages`. */
+export function anthropicRequestBody(req: ProviderRequest): JsonObject {
+  const { system, messages } = toAnthropicMessages(req.messages);
+  const base = req.maxOutputTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS;
+  const body: JsonObject = { model: req.model, max_tokens: base };
+  if (system !== undefined) body.system = system;
+  body.messages = messages;
+  if (req.tools.length > 0) {
+    body.tools = req.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.input_schema }));
+  }
+  if (req.thinking && !insideToolLoop(req.messages)) {
+    const budget = THINKING_BUDGET[req.thinking];
+    body.thinking = { type: 'enabled', budget_tokens: budget };
+    body.max_tokens = budget + base;
+  }
+  body.stream = true;
+  return body;
+}
+
+interface Block {
+  type: string;
+  id: string;
+  name: string;
+  json: string;
+}
+
+function inputTokens(usage: JsonObject): number | undefined {
+  const input = num(usage.input_tokens);
+  if (input === undefined) return undefined;
+  return input + (num(usage.cache_creation_input_tokens) ?? 0) + (num(usage.cache_read_input_tokens) ?? 0);
+}
+
+export class AnthropicProvider implements Provider {
+  readonly id = 'anthropic' as const;
+  private readonly baseUrl: string;
+
+  constructor(private readonly config: AnthropicConfig) {
+    this.baseUrl = config.baseUrl.replace(/\/+$/, '');
+  }
+
+  stream(req: ProviderRequest): AsyncIterable<StreamChunk> {
+    return this.run(req);
+  }
+
+  private async *run(req: ProviderRequest): AsyncGenerator<StreamChunk> {
+    const provider = this.id;
+    const headers: Record<string, string> = { 'anthropic-version': ANTHROPIC_VERSION };
+    if (this.config.apiKey) headers['x-api-key'] = this.config.apiKey;
+    const res = await postStream({
+      provider,
+      url: `${this.baseUrl}/v1/messages`,
+      headers,
+      body: anthropicRequestBody(req),
+      signal: req.signal,
+      observe: req.observe,
+    });
+    const blocks = new Map<number, Block>();
+    let input: number | undefined;
+    let output: number | undefined;
+    let stopReason: FinishReason | undefined;
+    let toolCalls = 0;
+    const records = sseRecords(res.body, {
+      provider,
+      signal: req.signal,
+      observe: req.observe,
+      isTerminal: (r) => {
+        if (r.event !== undefined) return r.event === 'message_stop';
+        const p = parseJson(r.data);
+        return isObject(p) && p.type === 'message_stop';
+      },
+    });
+    for await (const record of records) {
+      const payload = parseJson(record.data);
+      if (!isObject(payload)) throw malformedError(provider, record.data);
+      const type = str(payload.type) ?? record.event ?? '';
+      switch (type) {
+        case 'message_start': {
+          const usage = isObject(payload.message) && isObject(payload.message.usage) ? payload.message.usage : {};
+          input = inputTokens(usage) ?? input;
+          output = num(usage.output_tokens) ?? output;
+          break;
+        }
+        case 'content_block_start': {
+          const index = num(payload.index) ?? blocks.size;
+          const cb = isObject(payload.content_block) ? payload.content_block : {};
+          const block: Block = { type: str(cb.type) ?? '', id: str(cb.id) ?? '', name: str(cb.name) ?? '', json: '' };
+          blocks.set(index, block);
+          if (block.type === 'tool_use' && isObject(cb.input) && Object.keys(cb.input).length > 0) {
+            block.json = JSON.stringify(cb.input);
+          }
+          const text = str(cb.text);
+          if (block.type === 'text' && text) yield { type: 'text', text };
+          const thinking = str(cb.thinking);
+          if (block.type === 'thinking' && thinking) yield { type: 'thinking', text: thinking };
+          break;
+        }
+        case 'content_block_delta': {
+          const delta = isObject(payload.delta) ? payload.delta : {};
+          const dtype = str(delta.type);
+          if (dtype === 'text_delta') {
+            const text = str(delta.text);
+            if (text) yield { type: 'text', text };
+          } else if (dtype === 'thinking_delta') {
+            const text = str(delta.thinking);
+            if (text) yield { type: 'thinking', text };
+          } else if (dtype === 'input_json_delta') {
+            const block = blocks.get(num(payload.index) ?? -1);
+            const part = str(delta.partial_json);
+            if (block && part) block.json += part;
+          }
+          break;
+        }
+        case 'content_block_stop': {
+          const index = num(payload.index) ?? -1;
+          const block = blocks.get(index);
+          blocks.delete(index);
+          if (block?.type === 'tool_use') {
+            toolCalls++;
+            yield { type: 'tool_call', call: { id: block.id, name: block.name, arguments: block.json || '{}' } };
+          }
+          break;
+        }
+        case 'message_delta': {
+          const delta = isObject(payload.delta) ? payload.delta : {};
+          const reason = str(delta.stop_reason);
+          if (reason) stopReason = mapStopReason(reason);
+          const usage = isObject(payload.usage) ? payload.usage : {};
+          input = inputTokens(usage) ?? input;
+          output = num(usage.output_tokens) ?? output;
+          break;
+        }
+        case 'message_stop': {
+          if (input !== undefined || output !== undefined) {
+            yield { type: 'usage', input_tokens: input ?? 0, output_tokens: output ?? 0 };
+          }
+          yield { type: 'done', finish_reason: stopReason ?? (toolCalls > 0 ? 'tool_calls' : 'stop') };
+          return;
+        }
+        case 'error': {
+          const e = isObject(payload.error) ? payload.error : {};
+          const etype = str(e.type) ?? 'error';
+          const message = str(e.message) ?? '';
+          throw new ProviderError(kindForErrorType(etype), truncate(`stream error (${etype}): ${message}`), { provider });
+        }
+        default:
+          // ping, and event types added after this was written.
+          break;
+      }
+    }
+  }
+}

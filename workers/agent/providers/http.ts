@@ -1,0 +1,200 @@
+// The wire helpers shared by the fetch-based providers: the POST with abort and network-failure
+// mapping, HTTP status → ProviderError kind, Retry-After parsing, and the SSE record stream that
+// turns an abort, a reset connection or a missing terminal marker into ProviderError values.
+//
+// Status mapping: 429 → rate_limit; every 5xx (500/502/503/504/529 and the rest) → unavailable;
+// any other non-2xx → rejected. retryAfterSeconds comes from Retry-After (seconds or HTTP-date),
+// else retry-after-ms, on a 429 and also on a 5xx that sends one.
+// Messages: "HTTP <status>: <the provider's error message, truncated>", "network error: …",
+// "truncated stream", "aborted". Unknown JSON values are read with the small guards below.
+
+import { ProviderError, type WireObserver } from './types.js';
+import { readSse, type SseItem, type SseRecord } from './sse.js';
+
+/** Longest provider error text kept in a ProviderError message. */
+export const MAX_ERROR_TEXT = 300;
+/** Bytes of an error body read before giving up on the rest. */
+const MAX_ERROR_BODY_BYTES = 16_384;
+
+export type JsonObject = Record<string, unknown>;
+
+export const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+export const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+
+export function truncate(text: string, max = MAX_ERROR_TEXT): string {
+  const t = text.trim();
+  return t.length <= max ? t : `${t.slice(0, max - 1)}…`;
+}
+
+/** Parses JSON text; undefined when it is not JSON. */
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+export const abortedError = (provider: string): ProviderError => new ProviderError('aborted', 'aborted', { provider });
+
+export const truncatedError = (provider: string): ProviderError =>
+  new ProviderError('unavailable', 'truncated stream', { provider });
+
+/**
+ * Seconds to wait from a Retry-After value: delta-seconds (decimals rounded up) or an HTTP-date
+ * (seconds from `nowMs`, at least 0). Undefined when absent or unparsable.
+ */
+export function parseRetryAfter(value: string | null | undefined, nowMs = Date.now()): number | undefined {
+  if (value === null || value === undefined) return undefined;
+  const v = value.trim();
+  if (v === '') return undefined;
+  if (/^\d+(\.\d+)?$/.test(v)) return Math.ceil(Number(v));
+  const at = Date.parse(v);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, Math.ceil((at - nowMs) / 1000));
+}
+
+/** Retry-After (seconds or HTTP-date), else the OpenAI-style retry-after-ms header. */
+export function retryAfterFromHeaders(headers: Headers, nowMs = Date.now()): number | undefined {
+  const fromRetryAfter = parseRetryAfter(headers.get('retry-after'), nowMs);
+  if (fromRetryAfter !== undefined) return fromRetryAfter;
+  const ms = headers.get('retry-after-ms');
+  if (ms !== null && /^\d+(\.\d+)?$/.test(ms.trim())) return Math.ceil(Number(ms.trim()) / 1000);
+  return undefined;
+}
+
+/**
+ * The human message of an error body: `error.message` (OpenAI and Anthropic), a string `error`,
+ * a top-level `message`, or else the raw text.
+ */
+export function errorBodyMessage(text: string): string {
+  const body = parseJson(text);
+  if (isObject(body)) {
+    const e = body.error;
+    if (isObject(e) && typeof e.message === 'string') return e.message;
+    if (typeof e === 'string') return e;
+    if (typeof body.message === 'string') return body.message;
+  }
+  return text;
+}
+
+/** The ProviderError kind of an HTTP status that is not 2xx. */
+export function kindForStatus(status: number): 'rate_limit' | 'unavailable' | 'rejected' {
+  if (status === 429) return 'rate_limit';
+  if (status >= 500) return 'unavailable';
+  return 'rejected';
+}
+
+async function readCapped(res: Response, maxBytes: number): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let bytes = 0;
+  try {
+    while (bytes < maxBytes) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      bytes += value.byteLength;
+      text += decoder.decode(value, { stream: true });
+    }
+    return text + decoder.decode();
+  } finally {
+    reader.cancel().catch(() => undefined);
+  }
+}
+
+/** Builds the ProviderError of a non-2xx response (reads at most 16 KiB of its body). */
+export async function httpError(provider: string, res: Response, signal?: AbortSignal): Promise<ProviderError> {
+  let text = '';
+  try {
+    text = await readCapped(res, MAX_ERROR_BODY_BYTES);
+  } catch {
+    if (signal?.aborted) return abortedError(provider);
+  }
+  const message = truncate(errorBodyMessage(text));
+  const kind = kindForStatus(res.status);
+  const details: ConstructorParameters<typeof ProviderError>[2] = { provider, status: res.status };
+  if (kind !== 'rejected') {
+    const retryAfter = retryAfterFromHeaders(res.headers);
+    if (retryAfter !== undefined) details.retryAfterSeconds = retryAfter;
+  }
+  return new ProviderError(kind, message ? `HTTP ${res.status}: ${message}` : `HTTP ${res.status}`, details);
+}
+
+const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+export interface PostStreamOptions {
+  provider: string;
+  url: string;
+  headers: Record<string, string>;
+  body: unknown;
+  signal: AbortSignal;
+  observe?: WireObserver;
+}
+
+/**
+ * POSTs a JSON body and returns the 2xx response whose body is to be streamed. Throws ProviderError:
+ * aborted (the signal, before or during the call), unavailable (network failure), or the status
+ * mapping for a non-2xx answer. The signal is passed to fetch, so an abort cancels the request.
+ */
+export async function postStream(o: PostStreamOptions): Promise<Response> {
+  if (o.signal.aborted) throw abortedError(o.provider);
+  o.observe?.request(o.body);
+  let res: Response;
+  try {
+    res = await fetch(o.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...o.headers },
+      body: JSON.stringify(o.body),
+      signal: o.signal,
+    });
+  } catch (e) {
+    if (o.signal.aborted) throw abortedError(o.provider);
+    throw new ProviderError('unavailable', truncate(`network error: ${errorText(e)}`), { provider: o.provider });
+  }
+  if (!res.ok) throw await httpError(o.provider, res, o.signal);
+  return res;
+}
+
+export interface SseStreamOptions {
+  provider: string;
+  signal: AbortSignal;
+  isTerminal: (record: SseRecord) => boolean;
+  observe?: WireObserver;
+}
+
+/**
+ * The SSE records of a response body, each passed to observe.response() first. Ends after the
+ * terminal record. Throws ProviderError: aborted when the signal fired, 'truncated stream'
+ * (unavailable) when the body ended early or its connection failed mid-stream.
+ */
+export async function* sseRecords(
+  body: ReadableStream<Uint8Array> | null,
+  o: SseStreamOptions,
+): AsyncGenerator<SseRecord> {
+  if (o.signal.aborted) throw abortedError(o.provider);
+  if (!body) throw truncatedError(o.provider);
+  const items = readSse(body, { isTerminal: o.isTerminal, signal: o.signal });
+  try {
+    for (;;) {
+      let next: IteratorResult<SseItem, void>;
+      try {
+        next = await items.next();
+      } catch {
+        if (o.signal.aborted) throw abortedError(o.provider);
+        throw truncatedError(o.provider);
+      }
+      if (o.signal.aborted) throw abortedError(o.provider);
+      if (next.done) return;
+      const item = next.value;
+      if (item.type === 'truncated') throw truncatedError(o.provider);
+      o.observe?.response(item.record.data);
+      yield item.record;
+    }
+  } finally {
+    // Releases the body (cancels it) when the consumer stops early or an error is thrown.
+    await items.return(undefined);
+  }
+}

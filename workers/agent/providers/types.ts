@@ -1,0 +1,79 @@
+// The provider contract of the agent runtime: one streaming chat interface over OpenAI-compatible,
+// Anthropic, Workers AI and the offline echo model. Providers turn wire-level streams into these
+// chunks and wire-level failures into ProviderError values with a kind the runtime maps to NIP-XX
+// error codes.
+
+export type Thinking = 'low' | 'medium' | 'high' | 'max';
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments as the JSON text the model produced (parsed and validated by the runtime). */
+  arguments: string;
+}
+
+export type ChatMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string }
+  | { role: 'assistant'; content: string; tool_calls?: ToolCall[] }
+  | { role: 'tool'; tool_call_id: string; name: string; content: string };
+
+export interface ToolSpec {
+  name: string;
+  description: string;
+  /** JSON Schema of the tool's input object. */
+  input_schema: Record<string, unknown>;
+}
+
+/** Hooks through which the runtime observes the wire (NIP-AO acp_write / acp_read telemetry). */
+export interface WireObserver {
+  /** The request body sent to the provider (before the network call). */
+  request(body: unknown): void;
+  /** A raw chunk of provider output (an SSE data line's payload). */
+  response(raw: string): void;
+}
+
+export interface ProviderRequest {
+  model: string;
+  messages: ChatMessage[];
+  tools: ToolSpec[];
+  thinking?: Thinking;
+  maxOutputTokens?: number;
+  signal: AbortSignal;
+  observe?: WireObserver;
+}
+
+export type StreamChunk =
+  | { type: 'text'; text: string }
+  | { type: 'thinking'; text: string }
+  /** A complete tool call, assembled from the provider's deltas. */
+  | { type: 'tool_call'; call: ToolCall }
+  | { type: 'usage'; input_tokens: number; output_tokens: number }
+  | { type: 'done'; finish_reason: 'stop' | 'tool_calls' | 'length' | 'other' };
+
+export type ProviderErrorKind =
+  /** 429 or a rate-limit error event: maps to RATE_LIMIT (retry_after from Retry-After). */
+  | 'rate_limit'
+  /** 5xx, 529/overloaded, a mid-stream error event, a truncated stream: maps to MODEL_UNAVAILABLE. */
+  | 'unavailable'
+  /** The provider refused the request (4xx other than 429), e.g. an unknown model or a bad key. */
+  | 'rejected'
+  /** The caller's AbortSignal fired. */
+  | 'aborted';
+
+export class ProviderError extends Error {
+  constructor(
+    readonly kind: ProviderErrorKind,
+    message: string,
+    readonly details: { status?: number; retryAfterSeconds?: number; provider: string },
+  ) {
+    super(message);
+    this.name = 'ProviderError';
+  }
+}
+
+export interface Provider {
+  readonly id: 'openai' | 'anthropic' | 'workers-ai' | 'echo';
+  /** Streams a completion. Failures are thrown as ProviderError (never other error types). */
+  stream(req: ProviderRequest): AsyncIterable<StreamChunk>;
+}
