@@ -29,7 +29,10 @@ export default defineConfig({
   resolve: { alias: { 'secp256k1.wasm': secp256k1Wasm } },
   test: {
     include: ['test/workers/**/*.test.ts'],
-    // Local servers at the network boundary (Node side): the fake LLM provider.
-    globalSetup: ['test/fake-provider/global-setup.ts'],
+    // Two cores run many workerd test files at once: allow for slow moments under that load.
+    testTimeout: 20_000,
+    // Local servers at the network boundary (Node side): the fake LLM provider, and the real
+    // MCP server-everything plus a small HTTP fixture server for web_fetch.
+    globalSetup: ['test/fake-provider/global-setup.ts', 'test/mcp/global-setup.ts'],
   },
 });

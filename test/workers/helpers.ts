@@ -63,7 +63,7 @@ export class TestSocket {
   }
 
   /** Waits for (and removes) the first frame matching `pred`. */
-  async next(pred: (f: Frame) => boolean = () => true, timeoutMs = 3000): Promise<Frame> {
+  async next(pred: (f: Frame) => boolean = () => true, timeoutMs = 10_000): Promise<Frame> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const i = this.frames.findIndex(pred);

@@ -117,6 +117,15 @@ const parseArgs = (raw: string): Record<string, unknown> | undefined => {
   }
 };
 
+/** What the model reads back from a tool: its output, and its errors and exit code when there are any. */
+export function toolMessageContent(error: string | undefined, output: ToolOutput): string {
+  if (error !== undefined) return `error: ${error}`;
+  const parts = [output.stdout];
+  if (output.stderr) parts.push(`stderr: ${output.stderr}`);
+  if (output.exit_code !== 0) parts.push(`exit code: ${output.exit_code}`);
+  return parts.filter((p) => p !== '').join('\n');
+}
+
 /** Runs the prompt to its one terminal outcome; `messages` receives the turns to keep in history. */
 export async function executeRun(input: RunInput): Promise<{ terminal: Terminal; transcript: ChatMessage[] }> {
   const now = input.now ?? Date.now;
@@ -182,8 +191,9 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(call.name)}` }, transcript };
       }
       const output: ToolOutput = result.ok ? result.output : (result.output ?? { stdout: '', stderr: result.error, exit_code: 1 });
-      await input.sink.toolCall({ name: call.name, phase: 'result', output, success: result.ok, duration_ms });
-      const content = result.ok ? output.stdout : `error: ${result.error}`;
+      const success = result.ok && output.exit_code === 0;
+      await input.sink.toolCall({ name: call.name, phase: 'result', output, success, duration_ms });
+      const content = toolMessageContent(result.ok ? undefined : result.error, output);
       const toolMessage: ChatMessage = { role: 'tool', tool_call_id: call.id, name: call.name, content };
       messages.push(toolMessage);
       transcript.push(toolMessage);

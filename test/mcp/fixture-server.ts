@@ -1,0 +1,251 @@
+// A tiny node:http server for the in-runtime tool tests (started by test/mcp/global-setup.ts):
+// web_fetch fixtures (text, JSON, sizes, slow answers, redirects, content types) and two
+// hand-written MCP Streamable HTTP endpoints that answer with plain JSON (no SSE):
+//   /mcp-paged   tools/list in two pages, tool names that need the naming rule, isError,
+//                mixed content, a tool that answers late (timeouts), one that echoes Authorization
+//   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
+//                (the client must start a new session); GET /mcp-expire/stats counts initializes
+//                and GET requests to the endpoint (standalone SSE stream attempts)
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+
+export interface FixtureServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function send(res: ServerResponse, status: number, headers: Record<string, string>, body?: string | Buffer): void {
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** 64 printable ASCII bytes, repeated to build bodies of exact sizes. */
+const PATTERN = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/';
+
+async function streamBytes(res: ServerResponse, n: number): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
+  const chunk = PATTERN.repeat(256); // 16 KiB
+  let left = n;
+  while (left > 0 && !res.destroyed) {
+    const part = chunk.slice(0, Math.min(left, chunk.length));
+    left -= part.length;
+    if (!res.write(part)) await new Promise<void>((r) => res.once('drain', () => r()));
+  }
+  res.end();
+}
+
+// ---- web_fetch fixtures ----------------------------------------------------------------------
+
+async function webRoute(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
+  const p = url.pathname;
+  if (p === '/text') {
+    send(res, 200, { 'content-type': 'text/plain; charset=utf-8' }, 'hello from the fixture');
+  } else if (p === '/json') {
+    send(res, 200, { 'content-type': 'application/json' }, '{"ok":true,"n":42}');
+  } else if (p === '/xml') {
+    send(res, 200, { 'content-type': 'application/rss+xml' }, '<rss version="2.0"/>');
+  } else if (p === '/latin1') {
+    send(res, 200, { 'content-type': 'text/plain; charset=iso-8859-1' }, Buffer.from([0x63, 0x61, 0x66, 0xe9]));
+  } else if (p === '/utf8') {
+    // "é" is two bytes (c3 a9): a limit of 3 bytes cuts the second "é" in half.
+    send(res, 200, { 'content-type': 'text/plain; charset=utf-8' }, 'éé');
+  } else if (p === '/big') {
+    await streamBytes(res, Number(url.searchParams.get('n') ?? '0'));
+  } else if (p === '/slow-headers') {
+    await sleep(Number(url.searchParams.get('ms') ?? '2000'));
+    send(res, 200, { 'content-type': 'text/plain' }, 'late');
+  } else if (p === '/slow-body') {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.write('first part;');
+    await sleep(Number(url.searchParams.get('ms') ?? '2000'));
+    if (!res.destroyed) res.end('second part');
+  } else if (p === '/image') {
+    send(res, 200, { 'content-type': 'image/png' }, Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+  } else if (p === '/no-type') {
+    res.writeHead(200, {}); // node adds no content-type of its own
+    res.end('untyped');
+  } else if (p === '/no-content') {
+    send(res, 204, {});
+  } else if (p === '/status') {
+    const code = Number(url.searchParams.get('code') ?? '500');
+    send(res, code, { 'content-type': 'text/plain' }, `status ${code}`);
+  } else if (p === '/redirect') {
+    const to = url.searchParams.get('to') ?? '/text';
+    const status = Number(url.searchParams.get('status') ?? '302');
+    send(res, status, { location: to, 'content-type': 'text/plain' }, 'moved');
+  } else if (p.startsWith('/chain/')) {
+    // /chain/N redirects N times (relative Location headers), then serves /text.
+    const n = Number(p.slice('/chain/'.length));
+    const next = n <= 1 ? '/text' : `/chain/${n - 1}`;
+    send(res, 302, { location: next }, '');
+  } else if (p === '/echo-headers') {
+    send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(req.headers));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// ---- hand-written MCP endpoints ------------------------------------------------------------
+
+interface RpcMessage {
+  jsonrpc?: string;
+  id?: string | number;
+  method?: string;
+  params?: Record<string, unknown>;
+}
+
+const LONG_TOOL = 'an_extremely_long_tool_name_that_goes_on_and_on_past_the_sixty_four_character_limit';
+
+const PAGE_1 = [
+  {
+    name: 'lookup',
+    description: 'Looks a word up',
+    inputSchema: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] },
+  },
+  { name: 'search.web', description: 'A name with a dot', inputSchema: { type: 'object', properties: {} } },
+  { name: 'whoami', title: 'Who am I', inputSchema: { type: 'object', properties: {} } },
+];
+const PAGE_2 = [
+  { name: LONG_TOOL, description: 'A long name', inputSchema: { type: 'object' } },
+  { name: 'fails', description: 'Always reports an error', inputSchema: { type: 'object', properties: {} } },
+  { name: 'mixed', description: 'Text, an image and a resource', inputSchema: { type: 'object', properties: {} } },
+  {
+    name: 'slow',
+    description: 'Answers after ms milliseconds',
+    inputSchema: { type: 'object', properties: { ms: { type: 'number' } } },
+  },
+];
+
+function rpcResult(id: RpcMessage['id'], result: unknown): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, result });
+}
+function rpcError(id: RpcMessage['id'], code: number, message: string): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
+}
+
+function initializeResult(msg: RpcMessage, name: string): unknown {
+  const requested = typeof msg.params?.protocolVersion === 'string' ? msg.params.protocolVersion : '2025-06-18';
+  return { protocolVersion: requested, capabilities: { tools: {} }, serverInfo: { name, version: '1.0.0' } };
+}
+
+async function pagedToolCall(msg: RpcMessage, req: IncomingMessage): Promise<unknown> {
+  const name = msg.params?.name;
+  const args = (msg.params?.arguments ?? {}) as Record<string, unknown>;
+  if (name === 'lookup') return { content: [{ type: 'text', text: `definition of ${String(args.word)}` }] };
+  if (name === 'search.web') return { content: [{ type: 'text', text: 'searched' }] };
+  if (name === 'whoami') return { content: [{ type: 'text', text: `authorization: ${req.headers.authorization ?? '(none)'}` }] };
+  if (name === LONG_TOOL) return { content: [{ type: 'text', text: 'long' }] };
+  if (name === 'fails') return { content: [{ type: 'text', text: 'it went wrong' }], isError: true };
+  if (name === 'mixed') {
+    return {
+      content: [
+        { type: 'text', text: 'line one' },
+        { type: 'image', data: 'iVBORw0KGgo=', mimeType: 'image/png' },
+        { type: 'resource', resource: { uri: 'file:///notes.txt', mimeType: 'text/plain', text: 'embedded text' } },
+        { type: 'resource_link', uri: 'file:///other.bin', name: 'other' },
+        { type: 'text', text: 'line two' },
+      ],
+    };
+  }
+  if (name === 'slow') {
+    await sleep(typeof args.ms === 'number' ? args.ms : 2000);
+    return { content: [{ type: 'text', text: 'finally' }] };
+  }
+  return undefined;
+}
+
+async function pagedMcp(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
+  const msg = JSON.parse(await readBody(req)) as RpcMessage;
+  const json = { 'content-type': 'application/json' };
+  if (msg.id === undefined) return send(res, 202, {}); // a notification
+  if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'paged')));
+  if (msg.method === 'tools/list') {
+    const cursor = msg.params?.cursor;
+    if (cursor === undefined) return send(res, 200, json, rpcResult(msg.id, { tools: PAGE_1, nextCursor: 'page-2' }));
+    if (cursor === 'page-2') return send(res, 200, json, rpcResult(msg.id, { tools: PAGE_2 }));
+    return send(res, 200, json, rpcError(msg.id, -32602, 'bad cursor'));
+  }
+  if (msg.method === 'tools/call') {
+    const result = await pagedToolCall(msg, req);
+    if (res.destroyed) return;
+    if (result === undefined) return send(res, 200, json, rpcError(msg.id, -32602, `Unknown tool: ${String(msg.params?.name)}`));
+    return send(res, 200, json, rpcResult(msg.id, result));
+  }
+  return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
+}
+
+const expire = { initializes: 0, gets: 0, sessions: new Set<string>(), next: 1 };
+
+async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  if (url.pathname === '/mcp-expire/stats') {
+    return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify({ initializes: expire.initializes, gets: expire.gets }));
+  }
+  if (req.method === 'GET') expire.gets += 1; // a standalone SSE stream attempt
+  if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
+  const msg = JSON.parse(await readBody(req)) as RpcMessage;
+  const json = { 'content-type': 'application/json' };
+  const session = req.headers['mcp-session-id'];
+  if (msg.method === 'initialize') {
+    expire.initializes += 1;
+    const id = `session-${expire.next++}`;
+    expire.sessions.add(id);
+    return send(res, 200, { ...json, 'mcp-session-id': id }, rpcResult(msg.id, initializeResult(msg, 'expire')));
+  }
+  if (typeof session !== 'string' || !expire.sessions.has(session)) {
+    return send(res, 404, json, rpcError(msg.id, -32001, 'Session not found'));
+  }
+  if (msg.id === undefined) return send(res, 202, {});
+  if (msg.method === 'tools/list') {
+    const tools = [{ name: 'ping', description: 'Pong', inputSchema: { type: 'object', properties: {} } }];
+    return send(res, 200, json, rpcResult(msg.id, { tools }));
+  }
+  if (msg.method === 'tools/call') {
+    expire.sessions.delete(session); // the next request of this session gets 404
+    return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: `pong from ${session}` }] }));
+  }
+  return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
+}
+
+// ---- server ----------------------------------------------------------------------------------
+
+async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://fixture');
+  if (url.pathname === '/mcp-paged') return pagedMcp(req, res);
+  if (url.pathname.startsWith('/mcp-expire')) return expiringMcp(req, res, url);
+  if (await webRoute(req, res, url)) return;
+  send(res, 404, { 'content-type': 'text/plain' }, 'not found');
+}
+
+export function startFixtureServer(): Promise<FixtureServer> {
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((e: unknown) => {
+      if (!res.headersSent) send(res, 500, { 'content-type': 'text/plain' }, String(e));
+      else res.destroy();
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      if (typeof address !== 'object' || !address) return reject(new Error('fixture server has no address'));
+      resolve({
+        url: `http://127.0.0.1:${address.port}`,
+        close: () =>
+          new Promise<void>((r) => {
+            server.closeAllConnections();
+            server.close(() => r());
+          }),
+      });
+    });
+  });
+}

@@ -1,0 +1,174 @@
+// Hosted agents against real provider wire formats (the fake OpenAI / Anthropic server): streaming,
+// multi-turn history, the tool loop, provider failures mapped to NIP-XX codes, cancellation racing
+// the response, and the owner watching the run live over NIP-AO and cancelling it with a control frame.
+import { inject } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SELF } from 'cloudflare:test';
+import { RelayClient } from '../../src/shared/relay-client.js';
+import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
+import { NipXxClient, createTestAgent } from './agent-helpers.js';
+import { sign, keys } from './helpers.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+
+const fake = inject('fakeProviderUrl');
+
+async function recorded(marker: string): Promise<Array<{ body: { messages?: Array<{ role: string; content: unknown }> } }>> {
+  const res = await fetch(`${fake}/_requests?contains=${encodeURIComponent(marker)}`);
+  return (await res.json()) as Array<{ body: { messages?: Array<{ role: string; content: unknown }> } }>;
+}
+
+describe.each(['openai', 'anthropic'] as const)('agent with the %s provider', (provider) => {
+  const model = provider === 'openai' ? 'gpt-test' : 'claude-test';
+  const agentWith = (body: object = {}) => createTestAgent({ provider, models: [model, 'fake-429', 'fake-overloaded', 'fake-error', 'fake-truncated', 'fake-empty', 'fake-401', 'fake-slow'], ...body });
+
+  it('streams a full run with usage', async () => {
+    const c = await NipXxClient.open(await agentWith());
+    const p = c.prompt({ ver: 1, message: 'scenario:text tell me' });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.terminal.payload).toMatchObject({ text: 'Hello from the fake provider ✓' });
+    const usage = run.terminal.payload['usage'] as { input_tokens: number; output_tokens: number };
+    expect(usage.input_tokens).toBeGreaterThan(0);
+    expect(usage.output_tokens).toBeGreaterThan(0);
+    expect(run.deltas.map((d) => d.seq)).toEqual(run.deltas.map((_, i) => i));
+    expect(run.deltas.map((d) => d.text).join('')).toBe('Hello from the fake provider ✓');
+  });
+
+  it('keeps a multi-turn session: the second request carries the first exchange', async () => {
+    const c = await NipXxClient.open(await agentWith({ system_prompt: 'You are terse.' }));
+    const marker = `m${Math.random().toString(36).slice(2)}`;
+    const p1 = c.prompt({ ver: 1, message: `scenario:text first ${marker}` }, { session: `session:${marker}` });
+    await c.send(p1);
+    await c.collect(p1.id);
+    const p2 = c.prompt({ ver: 1, message: `scenario:text second ${marker}` }, { session: `session:${marker}` });
+    await c.send(p2);
+    await c.collect(p2.id);
+    const reqs = await recorded(`second ${marker}`);
+    const text = JSON.stringify(reqs[0]!.body);
+    expect(text).toContain(`first ${marker}`);
+    expect(text).toContain('Hello from the fake provider');
+    expect(text).toContain('You are terse.');
+  });
+
+  it('runs a tool loop: the model calls calculator, the result goes back, the answer uses it', async () => {
+    const c = await NipXxClient.open(await agentWith({ tools: ['calculator'] }));
+    const p = c.prompt({ ver: 1, message: 'scenario:tool compute' });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.tools.map((t) => [t['name'], t['phase']])).toEqual([
+      ['calculator', 'start'],
+      ['calculator', 'result'],
+    ]);
+    expect(run.tools[0]!['arguments']).toEqual({ city: 'Paris' });
+    // The fake model passes arguments the calculator does not take: the error is fed back to it.
+    expect(run.tools[1]).toMatchObject({ success: false });
+    expect(String(run.terminal.payload['text'])).toMatch(/Tool result: error: /);
+  });
+
+  it.each([
+    ['fake-429', { code: 'RATE_LIMIT', retry_after: 7 }],
+    ['fake-overloaded', { code: 'MODEL_UNAVAILABLE' }],
+    ['fake-error', { code: 'MODEL_UNAVAILABLE' }],
+    ['fake-truncated', { code: 'MODEL_UNAVAILABLE', message: 'model unavailable: truncated stream' }],
+    ['fake-401', { code: 'MODEL_UNAVAILABLE' }],
+    ['fake-empty', { code: 'EMPTY_RESPONSE', message: 'the model produced no text' }],
+  ])('%s → %o', async (m, expected) => {
+    const c = await NipXxClient.open(await agentWith());
+    const p = c.prompt({ ver: 1, message: 'hi', model: m });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.terminal.kind).toBe(25805);
+    expect(run.terminal.payload).toMatchObject(expected);
+    expect(await c.noTerminal(p.id, 200)).toBe(true);
+  });
+
+  it('a cancel racing the response ends the run with exactly one CANCELLED', async () => {
+    const c = await NipXxClient.open(await agentWith());
+    const p = c.prompt({ ver: 1, message: 'long please', model: 'fake-slow' });
+    await c.send(p);
+    await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 5000);
+    await c.send(c.cancel(p.id));
+    await c.send(c.cancel(p.id)); // duplicates are idempotent
+    const run = await c.collect(p.id);
+    expect(run.terminal.payload).toMatchObject({ code: 'CANCELLED', message: 'run cancelled' });
+    await c.send(c.cancel(p.id)); // a cancel for a finished run is ignored
+    expect(await c.noTerminal(p.id, 500)).toBe(true);
+  });
+});
+
+describe('a cancel from someone else, or for an unknown run', () => {
+  it('is ignored', async () => {
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'long', model: 'fake-slow' });
+    await c.send(p);
+    await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 5000);
+    const other = await NipXxClient.open(agent, keys());
+    await other.send(other.cancel(p.id));
+    await other.send(other.cancel('a'.repeat(64)));
+    // The run goes on: more deltas arrive after the foreign cancel.
+    await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 5000);
+    await c.send(c.cancel(p.id));
+    expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
+  });
+});
+
+describe('the owner watches a run live (NIP-AO) and cancels it with a control frame', () => {
+  const clients: RelayClient[] = [];
+  afterEach(() => {
+    for (const c of clients.splice(0)) c.close();
+  });
+
+  it('sees turn_started, acp_write, acp_read; cancel_turn ends the run with CANCELLED', async () => {
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
+    const owner = new RelayClient({
+      url: `ws://relay.test/r/${TEST_OWNER}`,
+      socket: async (u) => {
+        const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
+        const ws = res.webSocket!;
+        ws.accept();
+        return ws;
+      },
+      auth: async (t) => sign({ sk: TEST_OWNER_SK, pk: TEST_OWNER }, t),
+      reconnect: false,
+    });
+    clients.push(owner);
+    await owner.connect();
+    await owner.authenticate();
+    const frames: ObservedFrame[] = [];
+    const rejected: string[] = [];
+    const observer = new Observer({
+      ownerSecretKey: TEST_OWNER_SK,
+      agents: [agent],
+      subscribe: (filters, opts) => owner.subscribe(filters, opts),
+      publish: (e) => owner.publish(e),
+      onFrame: (f) => frames.push(f),
+      onRejected: (r) => rejected.push(r),
+    });
+    observer.start();
+    await new Promise((r) => setTimeout(r, 100));
+
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'watch me', model: 'fake-slow' });
+    await c.send(p);
+    const deadline = Date.now() + 6000;
+    while (!frames.some((f) => f.frame.kind === 'acp_read') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const kinds = frames.map((f) => f.frame.kind);
+    expect(kinds[0]).toBe('turn_started');
+    expect(kinds).toContain('acp_write');
+    expect(kinds).toContain('acp_read');
+    const write = frames.find((f) => f.frame.kind === 'acp_write')!;
+    expect(write.frame).toMatchObject({ channelId: p.id, turnId: p.id, sessionId: `sender:${c.k.pk}` });
+    expect(JSON.stringify(write.frame.payload)).toContain('watch me');
+    expect(frames.every((f) => f.agent === agent)).toBe(true);
+
+    const sent = await observer.cancelTurn(agent, p.id);
+    expect(sent.ok).toBe(true);
+    const run = await c.collect(p.id);
+    expect(run.terminal.payload).toMatchObject({ code: 'CANCELLED' });
+    while (!frames.some((f) => f.frame.kind === 'session_resolved') && Date.now() < deadline + 3000) await new Promise((r) => setTimeout(r, 50));
+    expect(frames.find((f) => f.frame.kind === 'session_resolved')?.frame.payload).toMatchObject({ run_id: p.id, outcome: 'CANCELLED' });
+    expect(rejected).toEqual([]);
+    observer.stop();
+  });
+});

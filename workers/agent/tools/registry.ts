@@ -1,0 +1,141 @@
+// The agent's tool set, built from its config: the built-in tools it names (`tools`), and the
+// tools of its MCP servers (`mcp_servers`, connected in parallel; see mcp.ts for the naming
+// rule). It lists the definitions (for ai.info tool_names / tool_schemas and for the model) and
+// runs a tool by name: arguments are checked against the tool's input schema first (args.ts),
+// and a name that is not in the set gives `{ok: false, unknown: true}` so that the runtime can
+// answer UNSUPPORTED_FEATURE.
+//
+// Building never fails: the agent runs with the tools it can have, and `problems` lists the rest
+// (an unknown built-in name, a repeated MCP server id, an MCP server that cannot be reached,
+// skipped MCP tools, invalid web_fetch_hosts entries, an empty web_fetch allowlist, tools over
+// the limit of MAX_TOOLS).
+
+import { checkArgs } from './args.js';
+import { CalculatorTool } from './calculator.js';
+import { connectMcpServer, type McpConnection, type McpOptions, type McpServerConfig } from './mcp.js';
+import { fail, messageOf } from './result.js';
+import type { Tool, ToolDefinition, ToolResult } from './types.js';
+import { WebFetchTool, type WebFetchOptions } from './web-fetch.js';
+
+export const BUILTIN_TOOL_NAMES = ['calculator', 'web_fetch'] as const;
+export type BuiltinToolName = (typeof BUILTIN_TOOL_NAMES)[number];
+
+/** Most tools offered to the model (OpenAI accepts at most 128 functions per request). */
+export const MAX_TOOLS = 128;
+
+/** The tool part of an agent's config. */
+export interface AgentToolsConfig {
+  /** Built-in tools by name (BUILTIN_TOOL_NAMES). */
+  tools?: readonly string[];
+  /** Remote MCP servers whose tools the agent may call. */
+  mcp_servers?: readonly McpServerConfig[];
+  /** Hosts web_fetch may fetch: "example.com" or "*.example.com"; empty = web_fetch refuses every call. */
+  web_fetch_hosts?: readonly string[];
+}
+
+export interface RegistryOptions {
+  /** web_fetch limits; `allowPrivateForTests` only in tests. */
+  webFetch?: Omit<WebFetchOptions, 'allowlist'>;
+  mcp?: McpOptions;
+  /** Aborts connecting to the MCP servers. */
+  signal?: AbortSignal;
+}
+
+/** A tool call's result, or: no tool of that name in this agent's set. */
+export type RegistryRunResult = ToolResult | { ok: false; unknown: true; error: string };
+
+export interface ToolRegistry {
+  /** The definitions of every tool, built-ins first, in config order. */
+  definitions(): ToolDefinition[];
+  has(name: string): boolean;
+  /** Validates the arguments against the tool's input schema, then runs it. Never throws. */
+  run(name: string, args: unknown, signal: AbortSignal): Promise<RegistryRunResult>;
+  /** What did not work out while building (see the header). */
+  readonly problems: readonly string[];
+  /** Closes the MCP sessions. */
+  close(): Promise<void>;
+}
+
+class Registry implements ToolRegistry {
+  private readonly byName = new Map<string, Tool>();
+
+  constructor(
+    tools: readonly Tool[],
+    readonly problems: string[],
+    private readonly connections: readonly McpConnection[],
+  ) {
+    for (const tool of tools) {
+      const name = tool.definition.name;
+      if (this.byName.has(name)) problems.push(`tool ${name} skipped: the name is already taken`);
+      else if (this.byName.size >= MAX_TOOLS) problems.push(`tool ${name} skipped: more than ${MAX_TOOLS} tools`);
+      else this.byName.set(name, tool);
+    }
+  }
+
+  definitions(): ToolDefinition[] {
+    return [...this.byName.values()].map((t) => t.definition);
+  }
+
+  has(name: string): boolean {
+    return this.byName.has(name);
+  }
+
+  async run(name: string, args: unknown, signal: AbortSignal): Promise<RegistryRunResult> {
+    const tool = this.byName.get(name);
+    if (!tool) return { ok: false, unknown: true, error: `unknown tool "${name}"` };
+    const bad = checkArgs(tool.definition.input_schema, args);
+    if (bad) return fail(bad);
+    try {
+      return await tool.run(args, { signal });
+    } catch (e) {
+      return fail(`${name} failed: ${messageOf(e)}`); // a tool must not throw; keep the run alive if one does
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.connections.map((c) => c.close()));
+  }
+}
+
+/** Builds the tool set of an agent (never fails; see `problems`). */
+export async function buildToolRunner(config: AgentToolsConfig, options: RegistryOptions = {}): Promise<ToolRegistry> {
+  const problems: string[] = [];
+  const tools: Tool[] = [];
+  for (const name of new Set(config.tools ?? [])) {
+    if (name === 'calculator') {
+      tools.push(new CalculatorTool());
+    } else if (name === 'web_fetch') {
+      const allowlist = config.web_fetch_hosts ?? [];
+      const webFetch = new WebFetchTool({ ...options.webFetch, allowlist });
+      for (const entry of webFetch.invalidAllowlistEntries) {
+        problems.push(`web_fetch: host pattern "${entry}" is not valid, ignored`);
+      }
+      if (allowlist.length === webFetch.invalidAllowlistEntries.length) {
+        problems.push('web_fetch: no allowed hosts, every call is refused');
+      }
+      tools.push(webFetch);
+    } else {
+      problems.push(`unknown built-in tool "${name}" skipped (known: ${BUILTIN_TOOL_NAMES.join(', ')})`);
+    }
+  }
+
+  const servers: McpServerConfig[] = [];
+  const ids = new Set<string>();
+  for (const s of config.mcp_servers ?? []) {
+    if (ids.has(s.id)) problems.push(`MCP server ${s.id}: the id is used twice, the second one is skipped`);
+    else servers.push(s);
+    ids.add(s.id);
+  }
+  const connected = await Promise.all(servers.map((s) => connectMcpServer(s, options.mcp, options.signal)));
+  const connections: McpConnection[] = [];
+  for (const c of connected) {
+    if (!c.ok) {
+      problems.push(c.error);
+      continue;
+    }
+    connections.push(c.value);
+    tools.push(...c.value.tools);
+    for (const s of c.value.skipped) problems.push(`MCP server ${c.value.serverId}: skipped ${s}`);
+  }
+  return new Registry(tools, problems, connections);
+}

@@ -1,0 +1,288 @@
+// The `web_fetch` tool: GET an http(s) URL on an allowlisted host and return its text.
+//
+// Rules, in the order they are checked (each failure is an error value with this exact text):
+//   web_fetch is disabled: no allowed hosts are configured     (empty allowlist)
+//   invalid arguments: ...                                     (see args.ts)
+//   max_bytes must be a positive integer
+//   url too long (max 2048 characters) / invalid URL
+//   refused: only http and https URLs are allowed
+//   refused: URLs with credentials are not allowed
+//   refused: <host verdict>          private/loopback/link-local/CGNAT/multicast/unspecified/
+//                                    reserved addresses, local names (host-policy.ts)
+//   refused: <host> is not in the allowlist
+//   redirect refused: <same reasons> every redirect hop (301/302/303/307/308 with Location) is
+//                                    checked again; at most 5 hops, then
+//   too many redirects (max 5)
+//   timed out after <n> ms / aborted / fetch failed: <message>
+//   unsupported content type: <type>  only text/*, application/json, application/xml and
+//                                    */*+json, */*+xml; "(none)" when the header is missing
+//                                    (a missing type is fine for an empty answer: 204, 205, 304
+//                                    or Content-Length: 0)
+// Success: stdout = the body decoded with its charset (UTF-8 by default), at most max_bytes
+// bytes (default and ceiling 256 KiB; a larger max_bytes is lowered to the ceiling; a cut
+// multi-byte character is dropped); stderr = "HTTP <status>", plus " from <final URL>" after
+// redirects and "\ntruncated at <n> bytes" when the body was longer; exit_code = 1 when the
+// status is >= 400, else 0. The timeout (default 10 s) covers redirects and reading the body,
+// and the caller's signal aborts the whole call.
+//
+// `allowPrivateForTests` turns off the private-address and local-name checks (never the
+// allowlist): tests can only reach 127.0.0.1. Production code never sets it.
+
+import { checkArgs } from './args.js';
+import { classifyHost, hostAllowed, parseAllowlist, type HostPattern } from './host-policy.js';
+import { fail, messageOf, succeed } from './result.js';
+import type { Tool, ToolDefinition, ToolResult } from './types.js';
+
+export const WEB_FETCH_DEFAULTS = {
+  timeoutMs: 10_000,
+  maxBytes: 256 * 1024,
+  maxRedirects: 5,
+  maxUrlChars: 2048,
+  userAgent: 'edgestr-web-fetch/1.0',
+} as const;
+
+export interface WebFetchOptions {
+  /** Exact hosts ("example.com") and subdomain patterns ("*.example.com"); empty = disabled. */
+  allowlist: readonly string[];
+  /** Whole-call timeout in milliseconds (default 10,000). */
+  timeoutMs?: number;
+  /** Largest body returned, in bytes (default 262,144); also the ceiling for `max_bytes`. */
+  maxBytes?: number;
+  /** Redirect hops followed (default 5). */
+  maxRedirects?: number;
+  userAgent?: string;
+  /** TEST ONLY: skips the private-address and local-name checks (not the allowlist). */
+  allowPrivateForTests?: boolean;
+}
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+const EMPTY_STATUSES = new Set([204, 205, 304]);
+
+/** Whether a Content-Type is text we return: text/*, JSON and XML (incl. +json / +xml). */
+export function isTextContentType(contentType: string): boolean {
+  const essence = (contentType.split(';')[0] ?? '').trim().toLowerCase();
+  const slash = essence.indexOf('/');
+  if (slash <= 0) return false;
+  const type = essence.slice(0, slash);
+  const subtype = essence.slice(slash + 1);
+  if (type === 'text') return subtype !== '';
+  return (
+    (type === 'application' && (subtype === 'json' || subtype === 'xml')) ||
+    subtype.endsWith('+json') ||
+    subtype.endsWith('+xml')
+  );
+}
+
+function charsetOf(contentType: string): string {
+  const match = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType);
+  return match?.[1]?.toLowerCase() ?? 'utf-8';
+}
+
+function decoderFor(contentType: string): TextDecoder {
+  try {
+    return new TextDecoder(charsetOf(contentType));
+  } catch {
+    return new TextDecoder('utf-8'); // an unknown or unsupported label
+  }
+}
+
+/** Why the call stopped early: our timeout, or the caller's signal. */
+class Stop {
+  constructor(readonly reason: 'timeout' | 'aborted') {}
+}
+
+/** Reads at most `limit` bytes of `body`, cancelling the rest; rejects with a Stop on abort. */
+async function readLimited(
+  body: ReadableStream<Uint8Array>,
+  limit: number,
+  signal: AbortSignal,
+  stopOf: () => Stop,
+): Promise<{ bytes: Uint8Array; truncated: boolean }> {
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let truncated = false;
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(stopOf());
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => undefined); // handled by the race below
+  try {
+    if (signal.aborted) throw stopOf();
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), aborted]);
+      if (done) break;
+      if (size + value.byteLength > limit) {
+        chunks.push(value.subarray(0, limit - size));
+        size = limit;
+        truncated = true;
+        break;
+      }
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } catch (e) {
+    reader.cancel().catch(() => undefined);
+    throw e;
+  } finally {
+    if (onAbort) signal.removeEventListener('abort', onAbort);
+  }
+  if (truncated) reader.cancel().catch(() => undefined);
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const c of chunks) {
+    bytes.set(c, offset);
+    offset += c.byteLength;
+  }
+  return { bytes, truncated };
+}
+
+export class WebFetchTool implements Tool {
+  readonly definition: ToolDefinition;
+  /** Allowlist entries that are not valid host patterns (ignored; reported by the registry). */
+  readonly invalidAllowlistEntries: readonly string[];
+  private readonly patterns: readonly HostPattern[];
+  private readonly timeoutMs: number;
+  private readonly maxBytes: number;
+  private readonly maxRedirects: number;
+  private readonly userAgent: string;
+  private readonly allowPrivate: boolean;
+
+  constructor(options: WebFetchOptions) {
+    const { patterns, invalid } = parseAllowlist(options.allowlist);
+    this.patterns = patterns;
+    this.invalidAllowlistEntries = invalid;
+    this.timeoutMs = options.timeoutMs ?? WEB_FETCH_DEFAULTS.timeoutMs;
+    this.maxBytes = options.maxBytes ?? WEB_FETCH_DEFAULTS.maxBytes;
+    this.maxRedirects = options.maxRedirects ?? WEB_FETCH_DEFAULTS.maxRedirects;
+    this.userAgent = options.userAgent ?? WEB_FETCH_DEFAULTS.userAgent;
+    this.allowPrivate = options.allowPrivateForTests === true;
+    const hosts = patterns.map((p) => p.pattern).join(', ');
+    this.definition = {
+      name: 'web_fetch',
+      description:
+        'Fetch a URL over HTTP(S) with GET and return the response body as text (HTML, plain text, JSON or XML). ' +
+        (hosts === '' ? 'Disabled: no hosts are allowed.' : `Allowed hosts: ${hosts}.`) +
+        ` max_bytes limits the returned body (at most ${this.maxBytes}).`,
+      schema_version: 1,
+      requires_approval: false,
+      input_schema: {
+        type: 'object',
+        properties: {
+          url: { type: 'string', description: 'http:// or https:// URL' },
+          max_bytes: { type: 'number', description: 'Largest body to return, in bytes' },
+        },
+        required: ['url'],
+      },
+    };
+  }
+
+  /** Why `url` may not be fetched, or undefined when it may. */
+  private refusal(url: URL): string | undefined {
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'only http and https URLs are allowed';
+    if (url.username !== '' || url.password !== '') return 'URLs with credentials are not allowed';
+    if (!this.allowPrivate) {
+      const verdict = classifyHost(url.hostname);
+      if (verdict !== undefined) return verdict;
+    }
+    if (!hostAllowed(url.hostname, this.patterns)) return `${url.hostname} is not in the allowlist`;
+    return undefined;
+  }
+
+  async run(args: unknown, ctx: { signal: AbortSignal }): Promise<ToolResult> {
+    if (this.patterns.length === 0) return fail('web_fetch is disabled: no allowed hosts are configured');
+    const bad = checkArgs(this.definition.input_schema, args);
+    if (bad) return fail(bad);
+    const { url: rawUrl, max_bytes } = args as { url: string; max_bytes?: number };
+    if (max_bytes !== undefined && (!Number.isInteger(max_bytes) || max_bytes < 1)) {
+      return fail('max_bytes must be a positive integer');
+    }
+    const limit = Math.min(max_bytes ?? this.maxBytes, this.maxBytes);
+    if (rawUrl.length > WEB_FETCH_DEFAULTS.maxUrlChars) {
+      return fail(`url too long (max ${WEB_FETCH_DEFAULTS.maxUrlChars} characters)`);
+    }
+    let url: URL;
+    try {
+      url = new URL(rawUrl);
+    } catch {
+      return fail('invalid URL');
+    }
+    const refused = this.refusal(url);
+    if (refused) return fail(`refused: ${refused}`);
+    if (ctx.signal.aborted) return fail('aborted');
+
+    const timer = new AbortController();
+    const timeout = setTimeout(() => timer.abort(new Stop('timeout')), this.timeoutMs);
+    const signal = AbortSignal.any([ctx.signal, timer.signal]);
+    const stopOf = (): Stop => (timer.signal.aborted ? new Stop('timeout') : new Stop('aborted'));
+    try {
+      return await this.fetchFollowing(url, limit, signal, stopOf);
+    } catch (e) {
+      if (e instanceof Stop || signal.aborted) {
+        const stop = e instanceof Stop ? e : stopOf();
+        return fail(stop.reason === 'timeout' ? `timed out after ${this.timeoutMs} ms` : 'aborted');
+      }
+      return fail(`fetch failed: ${messageOf(e)}`);
+    } finally {
+      clearTimeout(timeout);
+    }
+  }
+
+  private async fetchFollowing(start: URL, limit: number, signal: AbortSignal, stopOf: () => Stop): Promise<ToolResult> {
+    let url = start;
+    let hops = 0;
+    for (;;) {
+      const response = await fetch(url.href, {
+        method: 'GET',
+        redirect: 'manual',
+        signal,
+        headers: {
+          accept: 'text/html, text/plain;q=0.9, application/json;q=0.9, application/xml;q=0.8, text/*;q=0.7',
+          'user-agent': this.userAgent,
+        },
+      });
+      const location = response.headers.get('location');
+      if (REDIRECT_STATUSES.has(response.status) && location !== null) {
+        await response.body?.cancel().catch(() => undefined);
+        if (hops >= this.maxRedirects) return fail(`too many redirects (max ${this.maxRedirects})`);
+        let next: URL;
+        try {
+          next = new URL(location, url);
+        } catch {
+          return fail('redirect refused: invalid URL');
+        }
+        const refused = this.refusal(next);
+        if (refused) return fail(`redirect refused: ${refused}`);
+        url = next;
+        hops++;
+        continue;
+      }
+      return this.readResponse(response, url, hops, limit, signal, stopOf);
+    }
+  }
+
+  private async readResponse(
+    response: Response,
+    url: URL,
+    hops: number,
+    limit: number,
+    signal: AbortSignal,
+    stopOf: () => Stop,
+  ): Promise<ToolResult> {
+    const contentType = response.headers.get('content-type');
+    const emptyAnswer = EMPTY_STATUSES.has(response.status) || response.headers.get('content-length') === '0';
+    if (contentType === null ? !emptyAnswer : !isTextContentType(contentType)) {
+      await response.body?.cancel().catch(() => undefined);
+      return fail(`unsupported content type: ${contentType ?? '(none)'}`);
+    }
+    const { bytes, truncated } = response.body
+      ? await readLimited(response.body, limit, signal, stopOf)
+      : { bytes: new Uint8Array(0), truncated: false };
+    // stream: true keeps a multi-byte character cut by the limit out of the text.
+    const text = decoderFor(contentType ?? '').decode(bytes, { stream: truncated });
+    const from = hops > 0 ? ` from ${url.href}` : '';
+    const stderr = `HTTP ${response.status}${from}${truncated ? `\ntruncated at ${limit} bytes` : ''}`;
+    return succeed(text, stderr, response.status >= 400 ? 1 : 0);
+  }
+}
