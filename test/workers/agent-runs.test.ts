@@ -1,11 +1,15 @@
 // Hosted agent runs end to end inside workerd: a NIP-XX client talks to an agent created through the
 // management API, over the owner's shard, with the offline echo model.
 import { env, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
+import { encrypt, getConversationKey } from '../../src/shared/nip44.js';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { NipXxClient, createTestAgent } from './agent-helpers.js';
 import { connect, keys } from './helpers.js';
 import { TEST_OWNER } from './test-keys.js';
+
+/** Raw NIP-44 content from the client to the agent (for payloads that are not JSON). */
+const encryptFor = (c: NipXxClient, text: string) => encrypt(text, getConversationKey(c.k.sk, c.agent));
 
 describe('a run with the echo model', () => {
   it('streams status and contiguous deltas, then exactly one response with usage', async () => {
@@ -63,6 +67,8 @@ describe('prompt validation → the exact NIP-XX error', () => {
     ['prompt too large', { limits: { max_prompt_bytes: 10 } }, (c) => c.prompt({ ver: 1, message: 'more than ten bytes' }), 'INVALID_SCHEMA', 'the message is 19 bytes; this agent accepts at most 10 (max_prompt_bytes)'],
     ['not on the allowlist', { allow: ['0'.repeat(63) + '1'] }, (c) => c.prompt({ ver: 1, message: 'x' }), 'UNAUTHORIZED', 'this sender is not on the agent’s allowlist'],
     ['unknown tool', {}, (c) => c.prompt({ ver: 1, message: '/tool nosuchtool {}' }), 'UNSUPPORTED_FEATURE', 'unknown tool "nosuchtool"'],
+    ['decrypted prompt is not JSON', {}, (c) => c.prompt(encryptFor(c, 'not json')), 'PARSE_ERROR', 'the decrypted prompt is not JSON'],
+    ['tool loop over max_tool_steps', { tools: ['calculator'], limits: { max_tool_steps: 1 } }, (c) => c.prompt({ ver: 1, message: '/tool calculator {"expr":"1+1"}' }), 'TOOL_ERROR', 'the tool loop exceeded 1 steps'],
   ];
   for (const [name, agentBody, make, code, message] of cases) {
     it(`${name} → ${code}`, async () => {
@@ -133,6 +139,18 @@ describe('tools', () => {
     expect(run.tools[1]).toMatchObject({ name: 'calculator', phase: 'result', success: true, output: { stdout: '84', exit_code: 0 } });
     expect(run.tools[1]!['duration_ms']).toEqual(expect.any(Number));
     expect(run.status.map((s) => s['state'])).toContain('tool_use');
+  });
+});
+
+describe('MCP tools', () => {
+  it('calls a tool of a configured remote MCP server (server-everything over Streamable HTTP)', async () => {
+    const agent = await createTestAgent({ mcp_servers: [{ id: 'everything', url: inject('mcpEverythingUrl') }] });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: '/tool everything__echo {"message":"hi from nostr"}' });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.tools[1]).toMatchObject({ name: 'everything__echo', phase: 'result', success: true });
+    expect(run.terminal.payload['text']).toBe('Echo: hi from nostr');
   });
 });
 
