@@ -1,11 +1,8 @@
 // In-runtime tests: run inside workerd with real Durable Objects, SQLite storage and WebSockets.
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
-import { fileURLToPath } from 'node:url';
 import { TEST_OWNER } from './test/workers/test-keys.js';
 
-// Same alias as wrangler.toml's [alias]: the Wasm build of libsecp256k1 shipped by nostr-wasm.
-const secp256k1Wasm = fileURLToPath(new URL('./node_modules/nostr-wasm/public/out/secp256k1.wasm', import.meta.url));
 
 export default defineConfig({
   plugins: [
@@ -26,7 +23,6 @@ export default defineConfig({
       },
     })),
   ],
-  resolve: { alias: { 'secp256k1.wasm': secp256k1Wasm } },
   test: {
     include: ['test/workers/**/*.test.ts'],
     // Two cores run many workerd test files at once: allow for slow moments under that load.

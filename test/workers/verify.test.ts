@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import secp256k1 from 'secp256k1.wasm';
+import secp256k1 from '../../node_modules/nostr-wasm/public/out/secp256k1.wasm';
 import { createWasmVerifier } from '../../src/shared/secp256k1-wasm.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';

@@ -1,0 +1,136 @@
+// Starts the Worker with `wrangler dev` on a free port with empty storage (a fresh --persist-to
+// directory), waits for GET /health, provides the URLs to the tests (inject('relayUrl'),
+// inject('httpUrl')), and kills the whole process tree on teardown.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TestProject } from 'vitest/node';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** ws://127.0.0.1:PORT — the public shard. */
+    relayUrl: string;
+    /** http://127.0.0.1:PORT */
+    httpUrl: string;
+  }
+}
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const READY_TIMEOUT_MS = 60_000;
+const MAX_LOG_CHARS = 200_000;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => (port ? resolve(port) : reject(new Error('no free port'))));
+    });
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** SIGTERM to the process group (npx → wrangler → workerd), then SIGKILL if it lingers. */
+async function killTree(child: ChildProcess): Promise<void> {
+  const pid = child.pid;
+  if (pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const signal = (sig: NodeJS.Signals): void => {
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      // the group is already gone
+    }
+  };
+  signal('SIGTERM');
+  await Promise.race([exited, sleep(5_000)]);
+  signal('SIGKILL');
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const [port, inspectorPort] = [await freePort(), await freePort()];
+  const persistDir = await mkdtemp(join(tmpdir(), 'edgestr-e2e-'));
+  const httpUrl = `http://127.0.0.1:${port}`;
+
+  const args = [
+    'wrangler',
+    'dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--inspector-port',
+    String(inspectorPort),
+    '--local', // no remote bindings: this machine has no network
+    '--persist-to',
+    persistDir,
+    '--var',
+    'EDGESTR_ENV:development',
+    '--show-interactive-dev-session=false',
+  ];
+  const child = spawn('npx', args, {
+    cwd: ROOT,
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1', FORCE_COLOR: '0' },
+    detached: true, // its own process group, so teardown can kill wrangler and workerd together
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  const collect = (chunk: Buffer): void => {
+    log = (log + chunk.toString('utf8').replace(/\x1b\[[0-9;]*m/g, '')).slice(-MAX_LOG_CHARS);
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  let exitInfo: string | undefined;
+  child.once('exit', (code, sig) => {
+    exitInfo = `wrangler exited (code ${code ?? '-'}, signal ${sig ?? '-'})`;
+  });
+
+  const cleanup = async (): Promise<void> => {
+    await killTree(child);
+    await rm(persistDir, { recursive: true, force: true });
+  };
+
+  // wrangler dev stays up after a build error (waiting for a file change), so watch for that too.
+  const buildFailed = (): boolean => /Build failed|✘ \[ERROR\]/.test(log);
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let failure: string | undefined;
+  let lastError = 'no answer yet';
+  for (;;) {
+    try {
+      const res = await fetch(`${httpUrl}/health`, { signal: AbortSignal.timeout(2_000) });
+      if (res.status === 200) break;
+      lastError = `GET /health answered ${res.status}`;
+    } catch (e) {
+      lastError = e instanceof Error ? e.message : String(e);
+    }
+    if (exitInfo) failure = exitInfo;
+    else if (buildFailed()) failure = 'wrangler reported an error';
+    else if (Date.now() > deadline) failure = `timeout after ${READY_TIMEOUT_MS} ms: ${lastError}`;
+    if (failure) break;
+    await sleep(250);
+  }
+  if (failure) {
+    await sleep(200); // let the rest of the error reach the log
+    await cleanup();
+    throw new Error(
+      `wrangler dev did not become healthy on ${httpUrl} (${failure}).\n` +
+        `--- wrangler output ---\n${log}\n--- end of wrangler output ---`,
+    );
+  }
+
+  project.provide('httpUrl', httpUrl);
+  project.provide('relayUrl', `ws://127.0.0.1:${port}`);
+
+  return async () => {
+    if (process.env.E2E_WRANGLER_LOG) console.log(`--- wrangler output ---\n${log}\n--- end ---`);
+    await cleanup();
+  };
+}

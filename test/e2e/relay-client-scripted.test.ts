@@ -1,0 +1,226 @@
+// The relay client against a scripted in-process relay (a `ws` server), for behaviour the real
+// relay cannot be made to show on demand: backoff bounds, sockets that arrive already open (an
+// accepted workerd socket), factories that fail, reconnect=false, throwing callbacks, repeated
+// AUTH challenges, and events a relay should not have sent.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import { backoffDelay, DEFAULT_BACKOFF, RelayClient } from '../../src/shared/relay-client.js';
+import { newKey, signed, signer, sleep, waitFor } from './helpers.js';
+
+type Frame = [string, ...unknown[]];
+
+interface Scripted {
+  url: string;
+  /** Frames received, per connection. */
+  received: Frame[][];
+  connections: WebSocket[];
+}
+
+const servers: WebSocketServer[] = [];
+const clients: RelayClient[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  for (const s of servers.splice(0)) {
+    for (const ws of s.clients) ws.terminate();
+    await new Promise((r) => s.close(r));
+  }
+});
+
+/** Starts a relay that calls `onFrame(frame, socket, connectionIndex)` for each client frame. */
+async function scriptedRelay(
+  onFrame: (frame: Frame, ws: WebSocket, conn: number) => void = () => undefined,
+  onConnect: (ws: WebSocket, conn: number) => void = () => undefined,
+): Promise<Scripted> {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  servers.push(server);
+  await new Promise((r) => server.once('listening', r));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  const s: Scripted = { url: `ws://127.0.0.1:${port}`, received: [], connections: [] };
+  server.on('connection', (ws) => {
+    const conn = s.connections.length;
+    s.connections.push(ws);
+    s.received.push([]);
+    ws.on('message', (data) => {
+      const frame = JSON.parse(String(data)) as Frame;
+      s.received[conn]!.push(frame);
+      onFrame(frame, ws, conn);
+    });
+    onConnect(ws, conn);
+  });
+  return s;
+}
+
+const track = (c: RelayClient): RelayClient => {
+  clients.push(c);
+  return c;
+};
+
+const send = (ws: WebSocket, ...frame: unknown[]): void => ws.send(JSON.stringify(frame));
+
+describe('backoffDelay', () => {
+  const o = { initialDelayMs: 100, maxDelayMs: 1_000, factor: 2 };
+  it('grows exponentially, stays within [cap/2, cap], and never exceeds maxDelayMs', () => {
+    expect([0, 1, 2, 3].map((a) => backoffDelay(a, o, () => 0))).toEqual([50, 100, 200, 400]);
+    expect([0, 1, 2, 3].map((a) => backoffDelay(a, o, () => 0.999999))).toEqual([100, 200, 400, 800]);
+    expect(backoffDelay(4, o, () => 0.5)).toBe(750); // capped at 1000: 500 + 250
+    expect(backoffDelay(10_000, o, () => 1)).toBe(1_000); // no overflow to Infinity/NaN
+    expect(backoffDelay(3, DEFAULT_BACKOFF, () => 0)).toBe(1_000);
+  });
+});
+
+describe('connection handling', () => {
+  it('uses a socket that is already open when the factory resolves (accepted workerd socket)', async () => {
+    const relay = await scriptedRelay((f, ws) => {
+      if (f[0] === 'REQ') send(ws, 'EOSE', f[1]);
+    });
+    const client = track(
+      new RelayClient({
+        url: relay.url,
+        socket: async (u) => {
+          const ws = new WebSocket(u);
+          await new Promise((r) => ws.once('open', r));
+          return ws;
+        },
+      }),
+    );
+    let eose = false;
+    client.subscribe([{ kinds: [1] }], { onEvent: () => undefined, onEose: () => (eose = true) });
+    await waitFor(() => eose, 'EOSE');
+    expect(client.status).toBe('open');
+  });
+
+  it('keeps retrying when the factory throws; connect() then times out', async () => {
+    let calls = 0;
+    const client = track(
+      new RelayClient({
+        url: 'ws://127.0.0.1:1',
+        reconnect: { initialDelayMs: 10, maxDelayMs: 20 },
+        socket: () => {
+          calls++;
+          throw new Error('no sockets today');
+        },
+      }),
+    );
+    const r = await client.connect({ timeoutMs: 200 });
+    expect(r).toMatchObject({ ok: false, timeout: true });
+    expect(calls).toBeGreaterThanOrEqual(3);
+  });
+
+  it('with reconnect: false, stays down after a drop and reconnects on the next use', async () => {
+    const relay = await scriptedRelay((f, ws) => {
+      if (f[0] === 'EVENT') send(ws, 'OK', (f[1] as { id: string }).id, true, '');
+    });
+    const client = track(new RelayClient({ url: relay.url, reconnect: false, socket: (u) => new WebSocket(u) }));
+    expect((await client.connect()).ok).toBe(true);
+    relay.connections[0]!.terminate();
+    await waitFor(() => client.status === 'idle', 'the drop');
+    await sleep(100);
+    expect(relay.connections).toHaveLength(1);
+    expect(await client.publish(signed(newKey(), 1, 'x'))).toEqual({ ok: true, message: '' });
+    expect(relay.connections).toHaveLength(2);
+  });
+
+  it('grows the backoff while connections fail right after opening, and resets it after a stable one', async () => {
+    const relay = await scriptedRelay(undefined, (ws) => ws.close());
+    const delays = (stableAfterMs: number) => {
+      const seen: string[] = [];
+      const client = track(
+        new RelayClient({
+          url: relay.url,
+          reconnect: { initialDelayMs: 20, maxDelayMs: 10_000 },
+          stableAfterMs,
+          random: () => 0.999999,
+          socket: (u) => new WebSocket(u),
+          onStatus: (s, detail) => {
+            if (s === 'waiting') seen.push(/in (\d+) ms/.exec(detail)?.[1] ?? detail);
+          },
+        }),
+      );
+      client.subscribe([{ kinds: [1] }], { onEvent: () => undefined });
+      return seen;
+    };
+    const unstable = delays(5_000);
+    const stable = delays(0); // every connection that opened counts as stable
+    await waitFor(() => unstable.length >= 4 && stable.length >= 4, 'four reconnects each');
+    expect(unstable.slice(0, 4)).toEqual(['20', '40', '80', '160']);
+    expect(stable.slice(0, 4)).toEqual(['20', '20', '20', '20']);
+  });
+});
+
+describe('callbacks and relay input', () => {
+  it('survives a throwing onEvent and reports it through onError', async () => {
+    const key = newKey();
+    const a = signed(key, 1, 'a');
+    const b = signed(key, 1, 'b');
+    const relay = await scriptedRelay((f, ws) => {
+      if (f[0] !== 'REQ') return;
+      send(ws, 'EVENT', f[1], a);
+      send(ws, 'EVENT', f[1], b);
+      send(ws, 'EOSE', f[1]);
+    });
+    const errors: unknown[] = [];
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u), onError: (e) => errors.push(e) }));
+    const got: string[] = [];
+    let eose = false;
+    client.subscribe([{ authors: [key.pk] }], {
+      onEvent: (e) => {
+        got.push(e.content);
+        if (e.content === 'a') throw new Error('boom');
+      },
+      onEose: () => (eose = true),
+    });
+    await waitFor(() => eose, 'EOSE');
+    expect(got).toEqual(['a', 'b']);
+    expect(errors).toHaveLength(1);
+  });
+
+  it('drops malformed events and events that do not match the subscription', async () => {
+    const key = newKey();
+    const good = signed(key, 1, 'good');
+    const otherKind = signed(key, 7, '+');
+    const relay = await scriptedRelay((f, ws) => {
+      if (f[0] !== 'REQ') return;
+      send(ws, 'EVENT', f[1], { ...good, kind: 'one' });
+      send(ws, 'EVENT', f[1], otherKind);
+      send(ws, 'EVENT', 'someone-elses-sub', good);
+      send(ws, 'EVENT', f[1], good);
+      send(ws, 'EOSE', f[1]);
+    });
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u) }));
+    const got: string[] = [];
+    let eose = false;
+    client.subscribe([{ authors: [key.pk], kinds: [1] }], { onEvent: (e) => got.push(e.id), onEose: () => (eose = true) });
+    await waitFor(() => eose, 'EOSE');
+    expect(got).toEqual([good.id]);
+  });
+
+  it('answers every AUTH challenge of a connection when authOn is "challenge"', async () => {
+    const me = newKey();
+    const relay = await scriptedRelay(
+      (f, ws) => {
+        if (f[0] === 'AUTH') send(ws, 'OK', (f[1] as { id: string }).id, true, '');
+      },
+      (ws) => send(ws, 'AUTH', 'first'),
+    );
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u), auth: signer(me) }));
+    expect((await client.connect()).ok).toBe(true);
+    await waitFor(() => client.authenticatedAs === me.pk, 'the first AUTH');
+    send(relay.connections[0]!, 'AUTH', 'second');
+    await waitFor(() => relay.received[0]!.length === 2, 'the second AUTH');
+    const challenges = relay.received[0]!.map((f) => (f[1] as { tags: string[][] }).tags.find((t) => t[0] === 'challenge')?.[1]);
+    expect(challenges).toEqual(['first', 'second']);
+    const relayTags = relay.received[0]!.map((f) => (f[1] as { tags: string[][] }).tags.find((t) => t[0] === 'relay')?.[1]);
+    expect(relayTags).toEqual([relay.url, relay.url]);
+  });
+
+  it('returns ok=false (not a throw) for a malformed COUNT answer', async () => {
+    const relay = await scriptedRelay((f, ws) => {
+      if (f[0] === 'COUNT') send(ws, 'COUNT', f[1], { count: 'many' });
+    });
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u) }));
+    const r = await client.count([{ kinds: [1] }]);
+    expect(r.ok).toBe(false);
+  });
+});
