@@ -9,9 +9,9 @@ import { verifyAuthTag } from '../shared/nip-oa.js';
 import { nobleVerifier } from '../shared/verify.js';
 import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../../workers/agent/config.js';
 import type { Agent, AgentView } from '../../workers/agent/agent-do.js';
-import { sealSecretKey } from '../../workers/agent/secrets.js';
+import { sealingSecret, sealSecretKey } from '../../workers/agent/secrets.js';
 import { shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
-import { allowedOwners, sealingSecret, type OwnerEnv } from './owners.js';
+import { allowedOwners, type OwnerEnv } from './owners.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import { configuredProviders, type ProviderEnv } from '../../workers/agent/providers/index.js';
 

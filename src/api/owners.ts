@@ -4,14 +4,14 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey } from '../shared/keys.js';
+import type { SecretEnv } from '../../workers/agent/secrets.js';
 
-export interface OwnerEnv {
+export interface OwnerEnv extends SecretEnv {
   EDGESTR_OWNERS?: string;
-  EDGESTR_ENV?: string;
-  EDGESTR_SECRET?: string;
 }
 
-export const isDevelopment = (env: OwnerEnv): boolean => env.EDGESTR_ENV === 'development';
+export { isDevelopment } from '../../workers/agent/secrets.js';
+import { isDevelopment } from '../../workers/agent/secrets.js';
 
 const seed = (label: string) => sha256(new TextEncoder().encode(label));
 
@@ -21,8 +21,6 @@ export const DEMO_AGENT_SK = seed('edgestr demo agent (local development only)')
 export const DEMO_OWNER = getPublicKey(DEMO_OWNER_SK);
 export const DEMO_AGENT = getPublicKey(DEMO_AGENT_SK);
 
-/** Used only when EDGESTR_ENV=development and no EDGESTR_SECRET is set. */
-const DEVELOPMENT_SECRET = 'edgestr-local-development-secret-not-for-production';
 
 export function allowedOwners(env: OwnerEnv): Set<string> {
   const out = new Set<string>();
@@ -32,9 +30,4 @@ export function allowedOwners(env: OwnerEnv): Set<string> {
   }
   if (isDevelopment(env)) out.add(DEMO_OWNER);
   return out;
-}
-
-/** The key-sealing secret, or undefined when the deployment has none (creating agents then fails with a clear error). */
-export function sealingSecret(env: OwnerEnv): string | undefined {
-  return env.EDGESTR_SECRET ?? (isDevelopment(env) ? DEVELOPMENT_SECRET : undefined);
 }

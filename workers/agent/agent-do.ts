@@ -32,13 +32,12 @@ import { agentRelays, type StoredAgent } from './config.js';
 import { executeRun, negotiateModel, type Terminal } from './runtime.js';
 import { SessionStore } from './sessions.js';
 import { infoTemplates, supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
-import { openSecretKey } from './secrets.js';
+import { openSecretKey, sealingSecret, type SecretEnv } from './secrets.js';
 import { providerFor, type ProviderEnv } from './providers/index.js';
 import { buildToolRunner } from './tools/registry.js';
 
-export interface AgentEnv extends ProviderEnv {
+export interface AgentEnv extends ProviderEnv, SecretEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
-  EDGESTR_SECRET?: string;
 }
 
 /** Public view of an agent (never the key). */
@@ -261,7 +260,7 @@ export class Agent extends DurableObject<AgentEnv> {
     if (this.sk) return this.sk;
     const row = this.sql.exec<{ sealed_key: string; config: string }>('SELECT sealed_key, config FROM agent WHERE k = 1').one();
     const c = JSON.parse(row.config) as StoredAgent;
-    const secret = this.env.EDGESTR_SECRET;
+    const secret = sealingSecret(this.env);
     if (!secret) throw new Error('EDGESTR_SECRET is not configured');
     this.sk = await openSecretKey(row.sealed_key, c.pubkey, secret);
     if (getPublicKey(this.sk) !== c.pubkey) throw new Error('stored key does not match the agent pubkey');

@@ -6,6 +6,21 @@ import { base64Decode, base64Encode } from '../../src/shared/nip44.js';
 
 const encoder = new TextEncoder();
 
+export interface SecretEnv {
+  EDGESTR_SECRET?: string;
+  EDGESTR_ENV?: string;
+}
+
+export const isDevelopment = (env: Pick<SecretEnv, 'EDGESTR_ENV'>): boolean => env.EDGESTR_ENV === 'development';
+
+/** Used only when EDGESTR_ENV=development and no EDGESTR_SECRET is set (local `npm start`). */
+const DEVELOPMENT_SECRET = 'edgestr-local-development-secret-not-for-production';
+
+/** The key-sealing secret, or undefined when the deployment has none (creating agents then fails with a clear error). */
+export function sealingSecret(env: SecretEnv): string | undefined {
+  return env.EDGESTR_SECRET ?? (isDevelopment(env) ? DEVELOPMENT_SECRET : undefined);
+}
+
 async function deriveKey(secret: string, purpose: string): Promise<CryptoKey> {
   if (secret.length < 16) throw new Error('EDGESTR_SECRET must be at least 16 characters');
   const base = await crypto.subtle.importKey('raw', encoder.encode(secret), 'HKDF', false, ['deriveKey']);
