@@ -4,12 +4,15 @@
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import WebSocket from 'ws';
 import { Relay, useWebSocketImplementation } from 'nostr-tools/relay';
+import { SimplePool, useWebSocketImplementation as usePoolWebSocket } from 'nostr-tools/pool';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import * as nip44 from 'nostr-tools/nip44';
 import { npubEncode } from 'nostr-tools/nip19';
 import type { Event } from 'nostr-tools/core';
+import type { Filter } from 'nostr-tools/filter';
 
 useWebSocketImplementation(WebSocket);
+usePoolWebSocket(WebSocket);
 
 const relayUrl = inject('relayUrl');
 const httpUrl = inject('httpUrl');
@@ -24,7 +27,7 @@ async function open(path: string): Promise<Relay> {
   return r;
 }
 
-function readAll(r: Relay, filter: Record<string, unknown>): Promise<Event[]> {
+function readAll(r: Relay, filter: Filter): Promise<Event[]> {
   return new Promise((resolve) => {
     const got: Event[] = [];
     const sub = r.subscribe([filter], {
@@ -71,10 +74,10 @@ describe('nostr-tools against the running Worker', () => {
     expect(health.ok).toBe(true);
     expect(health.demo.relay).toBe(`/r/${health.demo.owner}`);
     const { demo } = health;
+    const url = `${relayUrl.replace(/\/$/, '')}${demo.relay}`;
     const sk = generateSecretKey();
     const me = getPublicKey(sk);
     const key = nip44.getConversationKey(sk, demo.agent);
-    const relay = await open(demo.relay);
     const prompt = finalizeEvent(
       {
         kind: 25802,
@@ -84,15 +87,15 @@ describe('nostr-tools against the running Worker', () => {
       },
       sk,
     );
-    while (!relay.challenge) await new Promise((r) => setTimeout(r, 10)); // the relay's NIP-42 challenge
-    await relay.auth((t) => Promise.resolve(finalizeEvent(t, sk)));
-    // Subscribe after AUTH: responses are served only to their authenticated recipient.
+    const pool = new SimplePool();
     const answer = new Promise<Record<string, unknown>>((resolve) => {
-      relay.subscribe([{ kinds: [25803, 25805], '#p': [me], '#e': [prompt.id] }], {
+      pool.subscribe([url], { kinds: [25803, 25805], '#p': [me], '#e': [prompt.id] }, {
+        onauth: (t) => Promise.resolve(finalizeEvent(t, sk)),
         onevent: (e) => resolve(JSON.parse(nip44.decrypt(e.content, key)) as Record<string, unknown>),
       });
     });
-    await relay.publish(prompt);
+    await Promise.all(pool.publish([url], prompt));
     expect(await answer).toMatchObject({ ver: 1, text: 'echo: hello from the README' });
+    pool.destroy();
   });
 });
