@@ -1,0 +1,250 @@
+// @ts-check
+// Renders bench results: the summary table (printed at the end of `npm run bench`) and the whole
+// docs/BENCHMARKS.md (machine facts, method, the RELAY_LIMITS override, per-round details).
+
+/**
+ * @typedef {{ n: number, p50: number, p99: number, max: number }} Latency
+ * @typedef {{ verifierName: string, rounds: Array<{ verify: number, ingest: number, ephemeral: number, verifyCpu: number, ingestCpu: number, ephemeralCpu: number }>,
+ *   verify: number, ingest: number, ratio: number, roundRatios: number[], ephemeral: number, noble: number, withId: number,
+ *   perCpuSecond: { verify: number, ingest: number, ephemeral: number }, eventsPerRound: number, connections: number }} IngestResult
+ * @typedef {{ latency: Latency, ok: Latency, relayCpuMs: number, clientCpuMs: number }} FanoutCell
+ * @typedef {{ results: Record<string, { stored: FanoutCell, ephemeral: FanoutCell }>, publishes: number }} FanoutResult
+ * @typedef {{ results: Record<string, Record<string, Latency & { events: number }>>, seedRate: number, limit: number,
+ *   authors: number, recipients: number, queries: number }} ReqResult
+ * @typedef {{ ingest?: IngestResult, fanout?: FanoutResult, req?: ReqResult }} PassResult
+ * @typedef {{ facts: Record<string, string | number>, config: typeof import('../run.mjs').CONFIG, relayLimits: string,
+ *   storage: { disk: string, tmpfs: string }, disk: PassResult, tmpfs?: PassResult, errors: Record<string, string> }} Report
+ */
+
+const int = (/** @type {number} */ x) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a');
+const ms = (/** @type {number} */ x) => (Number.isFinite(x) ? `${x < 10 ? x.toFixed(2) : x.toFixed(1)} ms` : 'n/a');
+const us = (/** @type {number} */ x) => (Number.isFinite(x) ? `${Math.round(x).toLocaleString('en-US')} µs` : 'n/a');
+const pct = (/** @type {number} */ x) => (Number.isFinite(x) ? `${Math.round(x * 100)} %` : 'n/a');
+const met = (/** @type {boolean | undefined} */ ok) => (ok === undefined ? 'n/a' : ok ? 'yes' : '**no**');
+const p50p99 = (/** @type {Latency | undefined} */ l) => (l ? `p50 ${ms(l.p50)} · p99 ${ms(l.p99)}` : 'failed');
+const sizeLabel = (/** @type {string} */ n) => `${Number(n) / 1000}k`;
+
+/** @param {string[]} header @param {string[][]} rows */
+function table(header, rows) {
+  return [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+}
+
+/** The required metrics: [metric, value, target, met, where measured]. @param {Report} r */
+function metricRows(r) {
+  /** @type {string[][]} */
+  const rows = [];
+  const passes = /** @type {Array<[string, PassResult | undefined]>} */ ([
+    ['disk', r.disk],
+    ['tmpfs', r.tmpfs],
+  ]);
+  for (const [storage, pass] of passes) {
+    const i = pass?.ingest;
+    if (!pass) continue;
+    const where = storage === 'disk' ? 'DO storage on disk (as `wrangler dev`)' : 'DO storage on tmpfs';
+    if (!i) {
+      rows.push([`Ingest vs. raw verification, ${where}`, 'failed', 'ingest ≥ 80 % of raw verify', 'n/a', '']);
+      continue;
+    }
+    rows.push([`Ingest into one shard (kind 1: verify, store, OK), ${where}`, `${int(i.ingest)} events/s`, '', '', 'client (Node)']);
+    rows.push([`Raw signature verification, libsecp256k1 Wasm (the shard's own verifier), same pass`, `${int(i.verify)} /s`, '', '', 'inside the shard DO']);
+    rows.push([`**Ingest ÷ raw verification** (median of per-round ratios), ${where}`, `**${pct(i.ratio)}**`, '≥ 80 %', met(i.ratio >= 0.8), '']);
+  }
+  const noble = r.disk.ingest?.noble;
+  rows.push(['Raw signature verification, noble (pure JS), context', noble ? `${int(noble)} /s` : 'failed', '', '', 'inside the shard DO']);
+  for (const [storage, pass] of passes) {
+    if (!pass) continue;
+    for (const count of r.config.fanout.subscriberCounts) {
+      const f = pass.fanout?.results[String(count)];
+      const target = count === 1000 ? 'p99 < 50 ms' : '';
+      rows.push([
+        `Publish → receive, ${int(count)} subscribers on one shard (kind 1), ${storage === 'disk' ? 'disk' : 'tmpfs'}`,
+        p50p99(f?.stored.latency),
+        target,
+        target ? met(f ? f.stored.latency.p99 < 50 : undefined) : '',
+        'client (Node)',
+      ]);
+    }
+  }
+  const req = r.disk.req;
+  for (const size of r.config.req.sizes) {
+    for (const filter of ['author+kind', '#p']) {
+      const l = req?.results[String(size)]?.[filter];
+      const target = size === 100_000 ? 'p50 < 10 ms' : '';
+      rows.push([
+        `REQ → EOSE, ${filter} filter, ${sizeLabel(String(size))} stored events`,
+        p50p99(l),
+        target,
+        target ? met(l ? l.p50 < 10 : undefined) : '',
+        'client (Node)',
+      ]);
+    }
+  }
+  return rows;
+}
+
+/** Contextual numbers that explain the required ones. @param {Report} r */
+function contextRows(r) {
+  /** @type {string[][]} */
+  const rows = [];
+  for (const [storage, pass] of /** @type {Array<[string, PassResult | undefined]>} */ ([['disk', r.disk], ['tmpfs', r.tmpfs]])) {
+    const i = pass?.ingest;
+    if (!i) continue;
+    rows.push([`${storage}: id + signature check (sha256 of the serialized event, hex decoding, Wasm verify)`, `${int(i.withId)} /s`, 'inside the shard DO']);
+    rows.push([`${storage}: ingest of ephemeral kind 20001 (verified, never stored)`, `${int(i.ephemeral)} events/s`, 'client (Node)']);
+    rows.push([
+      `${storage}: workerd CPU time per event: verification only / ingest kind 1 / ingest kind 20001`,
+      `${us(1e6 / i.perCpuSecond.verify)} / ${us(1e6 / i.perCpuSecond.ingest)} / ${us(1e6 / i.perCpuSecond.ephemeral)}`,
+      '/proc CPU time of the workerd process',
+    ]);
+    for (const [count, f] of Object.entries(pass?.fanout?.results ?? {})) {
+      const n = int(Number(count));
+      rows.push([`${storage}: publish → receive, ${n} subscribers, ephemeral kind 20001`, p50p99(f.ephemeral.latency), 'client (Node)']);
+      rows.push([`${storage}: publish → OK at the publisher, ${n} subscribers, kind 1 / kind 20001`, `p50 ${ms(f.stored.ok.p50)} / ${ms(f.ephemeral.ok.p50)}`, 'client (Node)']);
+      rows.push([
+        `${storage}: CPU time per published event, ${n} subscribers, kind 1: workerd (relay) / Node (publisher + all subscribers)`,
+        `${ms(f.stored.relayCpuMs)} / ${ms(f.stored.clientCpuMs)}`,
+        '/proc, process.cpuUsage()',
+      ]);
+    }
+    const counts = Object.keys(pass?.fanout?.results ?? {}).map(Number);
+    const [few, many] = [Math.min(...counts), Math.max(...counts)];
+    const cpuFew = pass?.fanout?.results[String(few)]?.stored.relayCpuMs;
+    const cpuMany = pass?.fanout?.results[String(many)]?.stored.relayCpuMs;
+    if (cpuFew !== undefined && cpuMany !== undefined && many > few) {
+      rows.push([
+        `${storage}: workerd CPU time per additional subscriber, kind 1 (difference between ${int(many)} and ${int(few)} subscribers)`,
+        us(((cpuMany - cpuFew) * 1000) / (many - few)),
+        '/proc CPU time of the workerd process',
+      ]);
+    }
+  }
+  const req = r.disk.req;
+  if (req) {
+    rows.push(['disk: seeding through `EventStore.insert` (a `transactionSync` per event, 2,500 events per request)', `${int(req.seedRate)} inserts/s`, 'inside the shard DO']);
+    for (const [size, byFilter] of Object.entries(req.results)) {
+      for (const [filter, l] of Object.entries(byFilter)) {
+        rows.push([`disk: events returned per REQ, ${filter}, ${sizeLabel(size)} (median; limit ${req.limit})`, String(l.events), '']);
+      }
+    }
+  }
+  return rows;
+}
+
+/** @param {Report} r */
+function roundRows(r) {
+  /** @type {string[][]} */
+  const rows = [];
+  for (const [storage, pass] of /** @type {Array<[string, PassResult | undefined]>} */ ([['disk', r.disk], ['tmpfs', r.tmpfs]])) {
+    pass?.ingest?.rounds.forEach((x, k) =>
+      rows.push([storage, String(k + 1), int(x.verify), int(x.ingest), pct(x.ingest / x.verify), int(x.ephemeral), int(x.verifyCpu), int(x.ingestCpu)]),
+    );
+  }
+  return rows;
+}
+
+/** The summary printed at the end of a run. @param {Report} r */
+export function renderTable(r) {
+  const f = r.facts;
+  const head = `edgestr relay bench — ${f.date} — nproc ${f.nproc} (${f.cpu}), Node ${f.node}, load average ${f.loadStart} → ${f.loadEnd}`;
+  const errors = Object.entries(r.errors).map(([k, v]) => `FAILED ${k}: ${v}`);
+  return [head, '', table(['metric', 'value', 'target', 'met', 'measured at'], metricRows(r)), ...(errors.length ? ['', ...errors] : [])].join('\n');
+}
+
+/** docs/BENCHMARKS.md. @param {Report} r */
+export function renderReport(r) {
+  const f = r.facts;
+  const c = r.config;
+  const req = r.disk.req;
+  return `# Benchmarks
+
+Written by \`npm run bench\` (bench/run.mjs); every number below comes from the run of
+${f.date}. Performance is never asserted in tests, only measured here.
+
+**Reproduce:** \`npm ci && npm run bench\` (about ${Math.ceil(Number(f.durationS) / 60)} minutes here; rewrites this file
+and prints the table; \`BENCH_QUICK=1 npm run bench\` is a small smoke run that writes nothing).
+
+## Results
+
+${table(['metric', 'value', 'target', 'met', 'measured at'], metricRows(r))}
+${Object.keys(r.errors).length ? `\nFailed scenarios:\n\n${Object.entries(r.errors).map(([k, v]) => `- ${k}: ${v}`).join('\n')}\n` : ''}
+Context:
+
+${table(['measurement', 'value', 'measured at'], contextRows(r))}
+
+## Machine
+
+${table(
+  ['fact', 'value'],
+  [
+    ['date', String(f.date)],
+    ['`nproc`', String(f.nproc)],
+    ['CPU', String(f.cpu)],
+    ['memory', `${f.memGiB} GiB`],
+    ['OS', String(f.os)],
+    ['Node', String(f.node)],
+    ['wrangler / miniflare / workerd', `${f.wrangler} / ${f.miniflare} / ${f.workerd}`],
+    ['relay code', `git ${f.commit}`],
+    ['load average (1 / 5 / 15 min) at start → end', `${f.loadStart} → ${f.loadEnd}`],
+    ['bench duration', `${f.durationS} s`],
+  ],
+)}
+
+The machine is shared (other test runs may be active, see the load average); workerd, the relay's
+single thread, and this Node client compete for ${f.nproc} cores. Wall-clock rates drop under load; the
+verify and ingest rounds therefore alternate, so that the ratio compares rates measured under the
+same load, and the context table adds rates per second of workerd CPU time.
+
+## How it is measured
+
+**Relay.** \`bench/workerd/entry.ts\` — the production router and \`RelayShard\` plus \`/__bench/\` routes
+that run inside the shard's Durable Object (timed verification, seeding through \`EventStore\`) — is
+bundled with \`wrangler.toml\` by \`wrangler deploy --dry-run\` and served by Miniflare (the runner
+inside \`wrangler dev\`, configured from \`wrangler.toml\` as vitest-pool-workers does it), i.e. one
+workerd process listening on 127.0.0.1, without the proxy process \`wrangler dev\` puts in front. The run is done twice: with the Durable
+Objects' SQLite files on disk (${r.storage.disk}, as \`wrangler dev\` keeps them) and on tmpfs
+(${r.storage.tmpfs}), which removes the cost of SQLite's fsync per committed write.
+Local workerd is not Cloudflare's production storage; the two passes bracket what the relay's own
+code costs.
+
+**Rate limits.** The relay's default token buckets would throttle the bench (20 events/s per
+connection), so the relay runs with \`RELAY_LIMITS\` =
+\`${r.relayLimits}\`;
+all other limits are the defaults.
+
+**Client.** This Node process (\`ws\`, no compression), all traffic to 127.0.0.1. Events are signed
+with libsecp256k1 (\`nostr-wasm\`) before any clock starts.
+
+- **Raw verification** (inside the shard DO): \`performance.now()\` around
+  \`verify(sig, id, pubkey)\` of \`relayVerifier()\` — the instance that verifies every EVENT — over
+  ${int(c.ingest.verifyPerRound)} pre-signed events, bytes decoded beforehand. Noble: the same loop with
+  \`nobleVerifier\`. "id + signature": \`checkIdAndSignature\` (what the shard runs per EVENT).
+- **Ingest** (client side): ${c.ingest.connections} WebSocket connections to \`/\` (the public shard), each
+  with at most 64 unanswered EVENTs; ${int(c.ingest.ingestPerRound)} kind-1 events per round, signed by 64 keys in
+  turn; time from the first send to the last OK. Includes message parsing, verification, the write
+  policy, the SQLite insert and commit, the OK, and the loopback wire. ${c.ingest.rounds} rounds, each right
+  after a verification round; the rates are medians over rounds, the ratio is the median of the
+  per-round ratios (ingest round ÷ the verification round just before it). The ephemeral rounds
+  (kind 20001) take the same path without storage.
+- **CPU time** (context): user + system time of the workerd process (all its threads) from
+  \`/proc\`, 10 ms ticks, over each round; for fan-out, also this Node process's own CPU time.
+- **Publish → receive** (client side): N subscriber sockets, each with \`REQ {"#t":[topic]}\`, and one
+  publisher socket that sends one event at a time (${c.fanout.warmup} warm-up + ${c.fanout.publishes} measured per kind,
+  5 ms apart). Latency = arrival of the EVENT at each subscriber socket (\`performance.now()\` on
+  'message' in this process) − send time; p50/p99 over N × ${c.fanout.publishes} samples. The Node client
+  receives all N frames on one thread, so its own processing is included: at 1,000 subscribers the
+  p99 is an upper bound of the relay's share. Each publish contributes N samples, so the p99 is
+  decided by the slowest 1 % of publishes (one pause of either process moves it); it varies
+  noticeably between runs on a shared machine.
+- **REQ** (client side): REQ → EOSE on one socket to an owner shard, sequential, ${c.req.queries} queries per
+  cell after ${c.req.warmup} warm-ups. Filters \`{"authors":[a],"kinds":[1],"limit":${c.req.limit}}\` (a: one of
+  ${c.req.authors} authors) and \`{"#p":[p],"limit":${c.req.limit}}\` (p: one of ${c.req.recipients} recipients). The shard is seeded
+  with stand-in events (random id and sig; kind 1 (80 %) or 7; created_at spread over 30 days;
+  tags p, e, t) inserted by \`EventStore.insert\` inside the DO — the relay's storage code, without
+  signature checks, which queries never look at. At 100k: ~${int((0.8 * 100_000) / c.req.authors)} kind-1 events per author,
+  ~${int(100_000 / c.req.recipients)} events per recipient.${req ? '' : ' (failed in this run)'}
+
+## Per-round ingest
+
+${table(['storage', 'round', 'wasm verify /s', 'ingest /s', 'ratio', 'ephemeral ingest /s', 'verify per CPU-s', 'ingest per CPU-s'], roundRows(r))}
+`;
+}

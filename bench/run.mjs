@@ -1,0 +1,146 @@
+// @ts-check
+// `npm run bench`: measures the relay on this machine and writes docs/BENCHMARKS.md.
+// Starts the relay (bench/lib/server.mjs: wrangler bundle served by Miniflare/workerd on
+// 127.0.0.1 with a RELAY_LIMITS override), runs the scenarios of bench/lib/scenarios.mjs from this
+// Node process, stops the relay; then again with the Durable Object storage on tmpfs (ingest and
+// fan-out only); renders the report (bench/lib/report.mjs). All traffic stays on 127.0.0.1; every
+// loop is bounded by a count and a deadline; the whole run by BUDGET_MS.
+// BENCH_QUICK=1 runs small sizes and prints the table without writing the report.
+
+import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Deadline, makeSigner } from './lib/client.mjs';
+import { machineFacts } from './lib/facts.mjs';
+import { renderReport, renderTable } from './lib/report.mjs';
+import { fanout, reqLatency, verifyAndIngest } from './lib/scenarios.mjs';
+import { ROOT, startRelay, workerdCpuMeter } from './lib/server.mjs';
+
+const QUICK = process.env.BENCH_QUICK === '1';
+const BUDGET_MS = 10 * 60_000;
+const REPORT = join(ROOT, 'docs', 'BENCHMARKS.md');
+/** Memory-backed filesystem for the second pass, which separates SQLite's fsync cost from the relay's own work. */
+const TMPFS = '/dev/shm';
+
+/** Rate limits lifted so that the bench measures the relay, not its throttling; all other limits are the defaults. */
+export const BENCH_LIMITS = {
+  events_per_second_per_connection: 1_000_000,
+  events_burst_per_connection: 1_000_000,
+  reqs_per_second_per_connection: 1_000_000,
+  reqs_burst_per_connection: 1_000_000,
+  events_per_second_per_pubkey: 1_000_000,
+  events_burst_per_pubkey: 1_000_000,
+  events_per_second_per_ip: 1_000_000,
+  events_burst_per_ip: 1_000_000,
+};
+
+export const CONFIG = QUICK
+  ? {
+      ingest: { rounds: 2, ingestPerRound: 500, verifyPerRound: 300, connections: 4 },
+      fanout: { subscriberCounts: [10, 100], publishes: 10, warmup: 2 },
+      req: { sizes: [2_000, 5_000], queries: 30, warmup: 5, limit: 100, authors: 500, recipients: 100 },
+    }
+  : {
+      ingest: { rounds: 5, ingestPerRound: 2_000, verifyPerRound: 1_000, connections: 4 },
+      fanout: { subscriberCounts: [100, 1_000], publishes: 100, warmup: 5 },
+      req: { sizes: [10_000, 100_000], queries: 200, warmup: 20, limit: 100, authors: 500, recipients: 100 },
+    };
+
+const log = (/** @type {string} */ s) => console.log(`[bench] ${s}`);
+
+/**
+ * Runs one scenario; a failure is recorded for the report instead of ending the run.
+ * @template T @param {string} name @param {() => Promise<T>} fn @param {Record<string, string>} errors
+ * @returns {Promise<T | undefined>}
+ */
+async function attempt(name, fn, errors) {
+  const started = Date.now();
+  log(`${name}…`);
+  try {
+    const r = await fn();
+    log(`${name} done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    return r;
+  } catch (e) {
+    const cause = e instanceof Error && e.cause instanceof Error ? ` (${e.cause.message})` : '';
+    errors[name] = `${e instanceof Error ? e.message : String(e)}${cause}`;
+    log(`${name} FAILED: ${errors[name]}`);
+    return undefined;
+  }
+}
+
+/**
+ * @typedef {{ httpUrl: string, wsUrl: string, signer: Awaited<ReturnType<typeof makeSigner>>, log: typeof log,
+ *   deadline: Deadline, cpu: () => number }} Common
+ */
+
+/**
+ * Starts a relay whose Durable Object storage lives under `storageRoot`, runs `scenarios` on it, stops it.
+ * @template T @param {string} storageRoot @param {Common['signer']} signer @param {Deadline} deadline
+ * @param {(common: Common) => Promise<T>} scenarios @returns {Promise<T>}
+ */
+async function withRelay(storageRoot, signer, deadline, scenarios) {
+  log(`bundling the Worker and starting workerd (Durable Object storage under ${storageRoot})…`);
+  const relay = await startRelay({ relayLimits: JSON.stringify(BENCH_LIMITS), storageRoot });
+  log(`relay on ${relay.httpUrl}`);
+  try {
+    return await scenarios({ httpUrl: relay.httpUrl, wsUrl: relay.wsUrl, signer, log, deadline, cpu: workerdCpuMeter() });
+  } finally {
+    await relay.stop();
+  }
+}
+
+async function main() {
+  const deadline = new Deadline(BUDGET_MS, 'the whole bench');
+  const facts = await machineFacts();
+  log(`${facts.nproc} CPUs (${facts.cpu}), Node ${facts.node}, load average ${facts.loadStart}`);
+  /** @type {Record<string, string>} */
+  const errors = {};
+  const started = Date.now();
+  const signer = await makeSigner();
+  const disk = await withRelay(tmpdir(), signer, deadline, async (common) => ({
+    ingest: await attempt('disk: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors),
+    fanout: await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
+    req: await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors),
+  }));
+  const tmpfs = existsSync(TMPFS)
+    ? await withRelay(TMPFS, signer, deadline, async (common) => ({
+        ingest: await attempt('tmpfs: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors),
+        fanout: await attempt('tmpfs: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
+      }))
+    : undefined;
+  const report = {
+    facts: { ...facts, loadEnd: (await machineFacts()).loadStart, durationS: Math.round((Date.now() - started) / 1000) },
+    config: CONFIG,
+    relayLimits: JSON.stringify(BENCH_LIMITS),
+    storage: { disk: tmpdir(), tmpfs: TMPFS },
+    disk,
+    tmpfs,
+    errors,
+  };
+  if (QUICK) {
+    log('BENCH_QUICK=1: small sizes, report not written');
+  } else {
+    await writeFile(REPORT, renderReport(report));
+    log(`wrote ${REPORT}`);
+  }
+  console.log(`\n${renderTable(report)}`);
+  return Object.keys(errors).length === 0;
+}
+
+const watchdog = setTimeout(() => {
+  console.error(`[bench] still running after ${(BUDGET_MS + 90_000) / 1000} s; giving up`);
+  process.exit(2);
+}, BUDGET_MS + 90_000);
+
+main().then(
+  (ok) => {
+    clearTimeout(watchdog);
+    process.exit(ok ? 0 : 1);
+  },
+  (e) => {
+    clearTimeout(watchdog);
+    console.error('[bench] failed:', e instanceof Error ? e.stack : e);
+    process.exit(1);
+  },
+);
