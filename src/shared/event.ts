@@ -45,8 +45,10 @@ export type UnsignedEvent = Omit<NostrEvent, 'id' | 'sig'>;
 export const serializeEvent = (e: UnsignedEvent): string =>
   JSON.stringify([0, e.pubkey, e.created_at, e.kind, e.tags, e.content]);
 
-export const computeEventIdBytes = (e: UnsignedEvent): Uint8Array =>
-  sha256(new TextEncoder().encode(serializeEvent(e)));
+const utf8 = new TextEncoder();
+
+export const computeEventIdBytes = (e: UnsignedEvent, hash: (data: Uint8Array) => Uint8Array = sha256): Uint8Array =>
+  hash(utf8.encode(serializeEvent(e)));
 
 export const computeEventId = (e: UnsignedEvent): string => bytesToHex(computeEventIdBytes(e));
 
@@ -67,7 +69,7 @@ export function parseEvent(input: unknown): Result<NostrEvent> {
 
 /** Recomputes the id and checks the signature. The event's shape must already be valid. */
 export function checkIdAndSignature(e: NostrEvent, verifier: SchnorrVerifier): Result<NostrEvent> {
-  const idBytes = computeEventIdBytes(e);
+  const idBytes = computeEventIdBytes(e, verifier.sha256 ? (d) => verifier.sha256!(d) : sha256);
   if (bytesToHex(idBytes) !== e.id) return err(reject('invalid', 'event id does not match the event hash'));
   if (!verifier.verify(hexToBytes(e.sig), idBytes, hexToBytes(e.pubkey))) {
     return err(reject('invalid', 'signature verification failed'));

@@ -1,4 +1,4 @@
-// BIP-340 Schnorr verification with libsecp256k1 compiled to Wasm (the binary shipped by the
+// BIP-340 Schnorr verification (and SHA-256, for event ids) with libsecp256k1 compiled to Wasm (the binary shipped by the
 // `nostr-wasm` package). Workers refuse to compile Wasm from bytes at run time, so this binding
 // takes an already compiled WebAssembly.Module (a `.wasm` import in workerd, WebAssembly.compile
 // of the file's bytes in Node) and talks to the module's exports directly.
@@ -13,10 +13,16 @@ interface Secp256k1Exports {
   contextCreate(flags: number): number;
   xonlyPubkeyParse(ctx: number, out: number, input32: number): number;
   schnorrsigVerify(ctx: number, sig64: number, msg: number, msgLen: number, pubkey: number): number;
+  sha256Initialize(state: number): void;
+  sha256Write(state: number, data: number, len: number): void;
+  sha256Finalize(state: number, out32: number): void;
 }
 
 const CONTEXT_VERIFY = 257;
 const XONLY_PUBKEY_STRUCT = 64;
+const SHA256_STRUCT = 104;
+/** Input is hashed through a fixed buffer in chunks of this size (the module's memory cannot grow). */
+const HASH_CHUNK = 16_384;
 
 function bindExports(raw: WebAssembly.Exports): Secp256k1Exports {
   const fn = (name: string) => {
@@ -33,6 +39,9 @@ function bindExports(raw: WebAssembly.Exports): Secp256k1Exports {
     contextCreate: (flags) => fn('o')(flags),
     xonlyPubkeyParse: (ctx, out, input) => fn('p')(ctx, out, input),
     schnorrsigVerify: (ctx, sig, msg, len, pub) => fn('u')(ctx, sig, msg, len, pub),
+    sha256Initialize: (state) => void fn('l')(state),
+    sha256Write: (state, data, len) => void fn('m')(state, data, len),
+    sha256Finalize: (state, out) => void fn('n')(state, out),
   };
 }
 
@@ -79,14 +88,31 @@ export async function createWasmVerifier(module: WebAssembly.Module): Promise<Sc
   const sig = wasm.malloc(64);
   const xonly = wasm.malloc(XONLY_PUBKEY_STRUCT);
   const ctx = wasm.contextCreate(CONTEXT_VERIFY);
+  const hashState = wasm.malloc(SHA256_STRUCT);
+  const hashInput = wasm.malloc(HASH_CHUNK);
+  const hashOut = wasm.malloc(32);
+  const freshHeap = () => {
+    if (heap.buffer !== wasm.memory.buffer) {
+      heap = new Uint8Array(wasm.memory.buffer);
+      setHeap(heap);
+    }
+  };
   return {
     name: 'libsecp256k1 (wasm)',
+    sha256(data: Uint8Array): Uint8Array {
+      freshHeap();
+      wasm.sha256Initialize(hashState);
+      for (let i = 0; i < data.length; i += HASH_CHUNK) {
+        const chunk = data.subarray(i, i + HASH_CHUNK);
+        heap.set(chunk, hashInput);
+        wasm.sha256Write(hashState, hashInput, chunk.length);
+      }
+      wasm.sha256Finalize(hashState, hashOut);
+      return heap.slice(hashOut, hashOut + 32);
+    },
     verify(signature: Uint8Array, message: Uint8Array, pubkey: Uint8Array): boolean {
       if (signature.length !== 64 || message.length !== 32 || pubkey.length !== 32) return false;
-      if (heap.buffer !== wasm.memory.buffer) {
-        heap = new Uint8Array(wasm.memory.buffer);
-        setHeap(heap);
-      }
+      freshHeap();
       heap.set(signature, sig);
       heap.set(message, msg);
       heap.set(pubkey, pub);

@@ -7,6 +7,8 @@ export interface SchnorrVerifier {
   readonly name: string;
   /** BIP-340 verification of a 64-byte signature over a 32-byte message by an x-only key. */
   verify(signature: Uint8Array, message: Uint8Array, pubkey: Uint8Array): boolean;
+  /** A faster SHA-256 from the same backend, used for event ids when present. */
+  sha256?(data: Uint8Array): Uint8Array;
 }
 
 export const nobleVerifier: SchnorrVerifier = {

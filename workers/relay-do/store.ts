@@ -131,8 +131,9 @@ export class EventStore {
 
   private insertInTransaction(e: NostrEvent, raw: string): InsertOutcome {
     const sql = this.sql;
-    if (sql.exec('SELECT 1 FROM events WHERE id = ?', e.id).toArray().length) return { status: 'duplicate' };
-    if (e.kind !== KIND.DELETION && this.isDeleted(e)) return { status: 'deleted' };
+    if (e.kind !== KIND.DELETION && this.isDeleted(e)) {
+      return sql.exec('SELECT 1 FROM events WHERE id = ?', e.id).toArray().length ? { status: 'duplicate' } : { status: 'deleted' };
+    }
     const d = coordinateD(e);
     if (d !== null) {
       const deletedUntil = sql
@@ -147,12 +148,14 @@ export class EventStore {
           d,
         )
         .toArray();
+      if (existing.some((x) => x.id === e.id)) return { status: 'duplicate' };
       if (existing.some((x) => !supersedes(e, x))) return { status: 'stale' };
       for (const x of existing) this.removeRow(x.rid);
     }
-    const rid = sql
+    // A duplicate id inserts nothing and returns no row.
+    const inserted = sql
       .exec<{ rid: number }>(
-        'INSERT INTO events (id, pubkey, kind, created_at, d, expires_at, raw) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING rid',
+        'INSERT INTO events (id, pubkey, kind, created_at, d, expires_at, raw) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING rid',
         e.id,
         e.pubkey,
         e.kind,
@@ -161,12 +164,23 @@ export class EventStore {
         expirationOf(e),
         raw,
       )
-      .one().rid;
-    for (const [name, value] of indexedTags(e)) {
-      sql.exec('INSERT OR IGNORE INTO tags (name, value, created_at, rid) VALUES (?, ?, ?, ?)', name, value, e.created_at, rid);
-    }
+      .toArray()[0];
+    if (!inserted) return { status: 'duplicate' };
+    this.indexTags(inserted.rid, e);
     if (e.kind === KIND.DELETION) this.applyDeletion(e);
     return { status: 'stored' };
+  }
+
+  /** Writes the tag index rows of an event, several rows per statement (within the parameter limit). */
+  private indexTags(rid: number, e: NostrEvent): void {
+    const rows = indexedTags(e);
+    const perStatement = Math.floor(MAX_BOUND_PARAMS / 4);
+    for (let i = 0; i < rows.length; i += perStatement) {
+      const chunk = rows.slice(i, i + perStatement);
+      const params: Array<string | number> = [];
+      for (const [name, value] of chunk) params.push(name, value, e.created_at, rid);
+      this.sql.exec(`INSERT OR IGNORE INTO tags (name, value, created_at, rid) VALUES ${chunk.map(() => '(?, ?, ?, ?)').join(', ')}`, ...params);
+    }
   }
 
   /** Whether a NIP-09 deletion already covers this event id (by its author, or by the recipient of a gift wrap). */
