@@ -226,3 +226,35 @@ describe('sessions', () => {
   });
 });
 
+
+describe('reconnection', () => {
+  it('after the relay drops its socket, the agent reconnects, replays the prompt it missed, and answers', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const warm = c.prompt({ ver: 1, message: 'before' });
+    await c.send(warm);
+    expect((await c.collect(warm.id)).terminal.kind).toBe(25803);
+    const shard = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${TEST_OWNER}`));
+    const dropped = await runInDurableObject(shard, (_i, state) => {
+      const cids = state.storage.sql
+        .exec<{ cid: string }>('SELECT cid FROM conn_auth WHERE pubkey = ?', agent)
+        .toArray()
+        .map((r) => r.cid);
+      let n = 0;
+      for (const ws of state.getWebSockets()) {
+        const att = ws.deserializeAttachment() as { cid: string } | null;
+        if (att && cids.includes(att.cid)) {
+          ws.close(1012, 'service restart');
+          n++;
+        }
+      }
+      return n;
+    });
+    expect(dropped).toBe(1);
+    // Published while the agent is away: stored (NIP-XX durable), replayed after it re-authenticates.
+    const missed = c.prompt({ ver: 1, message: 'while you were away' });
+    await c.send(missed);
+    const run = await c.collect(missed.id, 15_000);
+    expect(run.terminal.payload).toMatchObject({ text: 'echo: while you were away' });
+  });
+});

@@ -21,7 +21,7 @@ import {
   type ErrorCode,
   type Prompt,
 } from '../../src/shared/nip-xx.js';
-import { RelayClient, type EventTemplate, type SocketLike } from '../../src/shared/relay-client.js';
+import { RelayClient, type EventTemplate, type SocketLike, type Subscription } from '../../src/shared/relay-client.js';
 import { TelemetryEmitter, readControlFrame } from '../../src/shared/ao-emitter.js';
 import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { relayVerifier } from '../relay-do/verifier.js';
@@ -77,6 +77,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly senders = new Map<number, SlidingWindowLimiter>();
   private sk: Uint8Array | undefined;
   private emitter: TelemetryEmitter | undefined;
+  private controlSub: Subscription | undefined;
+  private controlGeneration = 0;
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
@@ -170,33 +172,41 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /** Opens (or keeps) a connection to every relay and (re)subscribes after authenticating. */
+  /** Opens a connection to every relay; each (re)opened connection is set up by onOpen. */
   private async ensureConnected(c: StoredAgent): Promise<void> {
-    const sk = await this.secretKey();
-    const relays = agentRelays(c);
-    const ownerShard = relays[0]!;
     await Promise.all(
-      relays.map(async (url) => {
-        const known = this.clients.get(url);
-        if (known && known.status === 'open' && known.authenticatedAs) return;
+      agentRelays(c).map(async (url) => {
         const client = this.client(url, c);
         const opened = await client.connect({ timeoutMs: 10_000 });
-        if (!opened.ok) return;
-        await client.authenticate({ timeoutMs: 10_000 });
-        this.subscribe(client, c, url === ownerShard);
+        // Open but not set up (AUTH failed earlier): try again.
+        if (opened.ok && !client.authenticatedAs) await this.onOpen(url);
       }),
     );
-    if (!this.emitter) {
-      const ownerClient = this.clients.get(ownerShard);
-      if (ownerClient) {
-        this.emitter = new TelemetryEmitter({
-          agentSecretKey: sk,
-          owner: c.owner,
-          publish: (e) => ownerClient.publish(e, { timeoutMs: 5000 }),
-          cache: this.keys,
-        });
-      }
+  }
+
+  /**
+   * A connection (re)opened: authenticate first (the relay serves stored prompts and wraps only to
+   * their recipient), then subscribe with fresh filters (a reconnect must not resend a stale
+   * `since`, which the relay refuses for NIP-AO control frames), then publish ai.info, kind 0 and
+   * the relay list.
+   */
+  private async onOpen(url: string): Promise<void> {
+    const c = this.config();
+    const client = this.clients.get(url);
+    if (!c || !client) return;
+    const auth = await client.authenticate({ timeoutMs: 10_000 });
+    if (!auth.ok) return; // the watchdog tries again
+    const ownerShard = url === agentRelays(c)[0];
+    this.subscribe(client, c, ownerShard);
+    if (ownerShard && !this.emitter) {
+      this.emitter = new TelemetryEmitter({
+        agentSecretKey: await this.secretKey(),
+        owner: c.owner,
+        publish: (e) => client.publish(e, { timeoutMs: 5000 }),
+        cache: this.keys,
+      });
     }
-    await this.publishInfo(c);
+    await this.publishInfo(c, client);
   }
 
   private subscribe(client: RelayClient, c: StoredAgent, ownerShard: boolean): void {
@@ -210,8 +220,11 @@ export class Agent extends DurableObject<AgentEnv> {
       { id: 'requests', onEvent: (e) => void this.onEvent(e, url) },
     );
     if (ownerShard) {
-      client.subscribe([{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }], {
-        id: 'control',
+      // A new id per connection: the client's own re-send of the previous one (with its stale
+      // `since`) is refused by the relay and must not replace this one.
+      this.controlSub?.close();
+      this.controlSub = client.subscribe([{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }], {
+        id: `control:${++this.controlGeneration}`,
         onEvent: (e) => void this.onControl(e),
       });
     }
@@ -225,6 +238,9 @@ export class Agent extends DurableObject<AgentEnv> {
       socket: (u) => this.openSocket(u, c),
       auth: async (t) => this.sign(t, await this.secretKey()),
       authOn: 'challenge',
+      onStatus: (status) => {
+        if (status === 'open') void this.onOpen(url);
+      },
     });
     this.clients.set(url, client);
     return client;
@@ -254,6 +270,7 @@ export class Agent extends DurableObject<AgentEnv> {
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
     this.emitter = undefined;
+    this.controlSub = undefined;
   }
 
   private async secretKey(): Promise<Uint8Array> {
@@ -272,14 +289,14 @@ export class Agent extends DurableObject<AgentEnv> {
     return { id, pubkey, created_at, kind, tags, content, sig };
   }
 
-  private async publishInfo(c: StoredAgent): Promise<void> {
+  private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
     const sk = await this.secretKey();
     const tools = await buildToolRunner(c);
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
-    const events = infoTemplates(c, tools.definitions(), agentRelays(c), now).map((t) => this.sign(t, sk));
-    for (const client of this.clients.values()) for (const e of events) await client.publish(e, { timeoutMs: 5000 });
+    for (const t of infoTemplates(c, tools.definitions(), agentRelays(c), now)) await client.publish(this.sign(t, sk), { timeoutMs: 5000 });
   }
+
 
   // ---- incoming ----
 
