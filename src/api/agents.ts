@@ -67,8 +67,9 @@ export async function createAgent(
     limits: { ...DEFAULT_LIMITS, ...(input.limits ?? {}) },
     created_at: Math.floor(Date.now() / 1000),
   };
-  await agentStub(env, pubkey).create(stored, await sealSecretKey(sk, pubkey, secret));
+  // Provision first: the agent connects as soon as it exists, and its shard must already know it.
   await shardStub(env, owner).provisionAgent(pubkey, owner);
+  await agentStub(env, pubkey).create(stored, await sealSecretKey(sk, pubkey, secret));
   return { status: 201, body: { pubkey, npub: toNpub(pubkey), owner, relays: agentRelays(stored) } };
 }
 

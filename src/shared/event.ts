@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex, hexToBytes } from './hex.js';
 import { err, ok, reject, type Result } from './errors.js';
-import type { SchnorrVerifier } from './verify.js';
+import type { SchnorrSigner, SchnorrVerifier } from './verify.js';
 
 export const MAX_KIND = 65535;
 const MAX_TIMESTAMP = 2 ** 32 - 1;
@@ -90,3 +90,17 @@ export const tagValue = (e: Pick<NostrEvent, 'tags'>, name: string): string | un
 /** All element-1 values of tags named `name`. */
 export const tagValues = (e: Pick<NostrEvent, 'tags'>, name: string): string[] =>
   e.tags.filter((t) => t[0] === name && t[1] !== undefined).map((t) => t[1]!);
+
+/** Signs a template with a fast backend (the relay's Wasm module): id with its SHA-256 when it has one. */
+export function signEventWith(
+  t: Pick<NostrEvent, 'kind' | 'created_at' | 'tags' | 'content'>,
+  secretKey: Uint8Array,
+  backend: SchnorrSigner & Pick<SchnorrVerifier, 'sha256'>,
+  pubkey: string,
+): NostrEvent {
+  const unsigned = { pubkey, created_at: t.created_at, kind: t.kind, tags: t.tags, content: t.content };
+  const idBytes = computeEventIdBytes(unsigned, backend.sha256 ? (d) => backend.sha256!(d) : sha256);
+  const { signature, pubkey: signer } = backend.sign(idBytes, secretKey);
+  if (bytesToHex(signer) !== pubkey) throw new Error('signEventWith: the secret key does not belong to the pubkey');
+  return { id: bytesToHex(idBytes), ...unsigned, sig: bytesToHex(signature) };
+}

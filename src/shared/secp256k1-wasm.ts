@@ -3,7 +3,7 @@
 // takes an already compiled WebAssembly.Module (a `.wasm` import in workerd, WebAssembly.compile
 // of the file's bytes in Node) and talks to the module's exports directly.
 
-import type { SchnorrVerifier } from './verify.js';
+import type { SchnorrSigner, SchnorrVerifier } from './verify.js';
 
 /** The minified export names of nostr-wasm's secp256k1.wasm build. */
 interface Secp256k1Exports {
@@ -13,12 +13,17 @@ interface Secp256k1Exports {
   contextCreate(flags: number): number;
   xonlyPubkeyParse(ctx: number, out: number, input32: number): number;
   schnorrsigVerify(ctx: number, sig64: number, msg: number, msgLen: number, pubkey: number): number;
+  keypairCreate(ctx: number, keypair: number, sk32: number): number;
+  keypairXonlyPub(ctx: number, xonly: number, parity: number, keypair: number): number;
+  xonlyPubkeySerialize(ctx: number, out32: number, xonly: number): number;
+  schnorrsigSign32(ctx: number, sig64: number, msg32: number, keypair: number, aux32: number): number;
   sha256Initialize(state: number): void;
   sha256Write(state: number, data: number, len: number): void;
   sha256Finalize(state: number, out32: number): void;
 }
 
-const CONTEXT_VERIFY = 257;
+const CONTEXT_SIGN_AND_VERIFY = 513 | 257;
+const KEYPAIR_STRUCT = 96;
 const XONLY_PUBKEY_STRUCT = 64;
 const SHA256_STRUCT = 104;
 /** Input is hashed through a fixed buffer in chunks of this size (the module's memory cannot grow). */
@@ -39,6 +44,10 @@ function bindExports(raw: WebAssembly.Exports): Secp256k1Exports {
     contextCreate: (flags) => fn('o')(flags),
     xonlyPubkeyParse: (ctx, out, input) => fn('p')(ctx, out, input),
     schnorrsigVerify: (ctx, sig, msg, len, pub) => fn('u')(ctx, sig, msg, len, pub),
+    keypairCreate: (ctx, keypair, sk) => fn('r')(ctx, keypair, sk),
+    keypairXonlyPub: (ctx, xonly, parity, keypair) => fn('s')(ctx, xonly, parity, keypair),
+    xonlyPubkeySerialize: (ctx, out, xonly) => fn('q')(ctx, out, xonly),
+    schnorrsigSign32: (ctx, sig, msg, keypair, aux) => fn('t')(ctx, sig, msg, keypair, aux),
     sha256Initialize: (state) => void fn('l')(state),
     sha256Write: (state, data, len) => void fn('m')(state, data, len),
     sha256Finalize: (state, out) => void fn('n')(state, out),
@@ -75,8 +84,8 @@ function wasmImports(): { imports: WebAssembly.Imports; setHeap(h: Uint8Array<Ar
   return { imports, setHeap: (h) => void (heap = h) };
 }
 
-/** Instantiates the Wasm verifier from a compiled module. */
-export async function createWasmVerifier(module: WebAssembly.Module): Promise<SchnorrVerifier> {
+/** Instantiates the Wasm verifier (and signer) from a compiled module. */
+export async function createWasmVerifier(module: WebAssembly.Module): Promise<SchnorrVerifier & SchnorrSigner> {
   const { imports, setHeap } = wasmImports();
   const instance = await WebAssembly.instantiate(module, imports);
   const wasm = bindExports(instance.exports);
@@ -87,10 +96,14 @@ export async function createWasmVerifier(module: WebAssembly.Module): Promise<Sc
   const pub = wasm.malloc(32);
   const sig = wasm.malloc(64);
   const xonly = wasm.malloc(XONLY_PUBKEY_STRUCT);
-  const ctx = wasm.contextCreate(CONTEXT_VERIFY);
+  const ctx = wasm.contextCreate(CONTEXT_SIGN_AND_VERIFY);
   const hashState = wasm.malloc(SHA256_STRUCT);
   const hashInput = wasm.malloc(HASH_CHUNK);
   const hashOut = wasm.malloc(32);
+  const secret = wasm.malloc(32);
+  const keypair = wasm.malloc(KEYPAIR_STRUCT);
+  const aux = wasm.malloc(32);
+  const sigOut = wasm.malloc(64);
   const freshHeap = () => {
     if (heap.buffer !== wasm.memory.buffer) {
       heap = new Uint8Array(wasm.memory.buffer);
@@ -109,6 +122,24 @@ export async function createWasmVerifier(module: WebAssembly.Module): Promise<Sc
       }
       wasm.sha256Finalize(hashState, hashOut);
       return heap.slice(hashOut, hashOut + 32);
+    },
+    sign(message: Uint8Array, secretKey: Uint8Array): { signature: Uint8Array; pubkey: Uint8Array } {
+      if (message.length !== 32 || secretKey.length !== 32) throw new Error('sign: a 32-byte message and a 32-byte secret key are required');
+      freshHeap();
+      try {
+        heap.set(secretKey, secret);
+        if (wasm.keypairCreate(ctx, keypair, secret) !== 1) throw new Error('sign: invalid secret key');
+        wasm.keypairXonlyPub(ctx, xonly, 0, keypair);
+        wasm.xonlyPubkeySerialize(ctx, pub, xonly);
+        heap.set(message, msg);
+        heap.set(crypto.getRandomValues(new Uint8Array(32)), aux);
+        if (wasm.schnorrsigSign32(ctx, sigOut, msg, keypair, aux) !== 1) throw new Error('sign: signing failed');
+        return { signature: heap.slice(sigOut, sigOut + 64), pubkey: heap.slice(pub, pub + 32) };
+      } finally {
+        // Do not leave key material in the module's memory.
+        heap.fill(0, secret, secret + 32);
+        heap.fill(0, keypair, keypair + KEYPAIR_STRUCT);
+      }
     },
     verify(signature: Uint8Array, message: Uint8Array, pubkey: Uint8Array): boolean {
       if (signature.length !== 64 || message.length !== 32 || pubkey.length !== 32) return false;

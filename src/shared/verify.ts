@@ -22,3 +22,8 @@ export const nobleVerifier: SchnorrVerifier = {
     }
   },
 };
+
+export interface SchnorrSigner {
+  /** BIP-340 signature (with fresh auxiliary randomness) over a 32-byte message; also returns the x-only pubkey. */
+  sign(message: Uint8Array, secretKey: Uint8Array): { signature: Uint8Array; pubkey: Uint8Array };
+}

@@ -1,6 +1,12 @@
-// Starts the Worker with `wrangler dev` on a free port with empty storage (a fresh --persist-to
-// directory), waits for GET /health, provides the URLs to the tests (inject('relayUrl'),
-// inject('httpUrl')), and kills the whole process tree on teardown.
+// Starts the Worker twice with `wrangler dev`, in parallel, each on a free port with empty storage
+// (a fresh --persist-to directory), waits for GET /health, provides the URLs to the tests, and kills
+// every process tree (and the fake provider) on teardown:
+//   1. inject('relayUrl'), inject('httpUrl'): no provider configured (`EDGESTR_ENV=development`),
+//      so the demo agent answers with the offline echo model (what a user gets after `npm start`).
+//   2. inject('agentRelayUrl'), inject('agentHttpUrl'): hosted agents against the fake LLM provider
+//      (test/fake-provider, started here; inject('fakeProviderUrl')), with the fixed e2e owner
+//      (test/e2e/e2e-keys.ts) in EDGESTR_OWNERS, an EDGESTR_SECRET and `EDGESTR_ENV=test`.
+// `--var KEY:VALUE` is split at the first ':' only (wrangler joins the rest back), so URLs are fine.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -9,6 +15,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
+import { startFakeProvider, type FakeProvider } from '../fake-provider/server.js';
+import { E2E_OWNER, E2E_SECRET } from './e2e-keys.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -16,6 +24,12 @@ declare module 'vitest' {
     relayUrl: string;
     /** http://127.0.0.1:PORT */
     httpUrl: string;
+    /** ws://127.0.0.1:PORT2 — the public shard of the instance configured for hosted agents. */
+    agentRelayUrl: string;
+    /** http://127.0.0.1:PORT2 — its management API (/api/agents) and /health. */
+    agentHttpUrl: string;
+    /** http://127.0.0.1:PORT3 — the fake provider (OpenAI base `${url}/v1`, Anthropic base `${url}`). */
+    fakeProviderUrl: string;
   }
 }
 
@@ -55,7 +69,14 @@ async function killTree(child: ChildProcess): Promise<void> {
   signal('SIGKILL');
 }
 
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+interface RunningWorker {
+  httpUrl: string;
+  log: () => string;
+  cleanup: () => Promise<void>;
+}
+
+/** `wrangler dev` with `vars` (KEY:VALUE) on a free port and fresh storage; resolves once healthy. */
+async function startWrangler(label: string, vars: string[]): Promise<RunningWorker> {
   const [port, inspectorPort] = [await freePort(), await freePort()];
   const persistDir = await mkdtemp(join(tmpdir(), 'edgestr-e2e-'));
   const httpUrl = `http://127.0.0.1:${port}`;
@@ -72,8 +93,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     '--local', // no remote bindings: this machine has no network
     '--persist-to',
     persistDir,
-    '--var',
-    'EDGESTR_ENV:development',
+    ...vars.flatMap((v) => ['--var', v]),
     '--show-interactive-dev-session=false',
   ];
   const child = spawn('npx', args, {
@@ -121,16 +141,50 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await sleep(200); // let the rest of the error reach the log
     await cleanup();
     throw new Error(
-      `wrangler dev did not become healthy on ${httpUrl} (${failure}).\n` +
+      `wrangler dev (${label}) did not become healthy on ${httpUrl} (${failure}).\n` +
         `--- wrangler output ---\n${log}\n--- end of wrangler output ---`,
     );
   }
+  return { httpUrl, log: () => log, cleanup };
+}
 
-  project.provide('httpUrl', httpUrl);
-  project.provide('relayUrl', `ws://127.0.0.1:${port}`);
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const fake: FakeProvider = await startFakeProvider();
+  const started = await Promise.allSettled([
+    startWrangler('echo', ['EDGESTR_ENV:development']),
+    startWrangler('agents', [
+      `OPENAI_BASE_URL:${fake.url}/v1`,
+      'OPENAI_API_KEY:sk-fake',
+      `ANTHROPIC_BASE_URL:${fake.url}`,
+      'ANTHROPIC_API_KEY:sk-ant-fake',
+      `EDGESTR_OWNERS:${E2E_OWNER}`,
+      `EDGESTR_SECRET:${E2E_SECRET}`,
+      'EDGESTR_ENV:test',
+    ]),
+  ]);
+  const workers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const cleanup = async (): Promise<void> => {
+    await Promise.all(workers.map((w) => w.cleanup()));
+    await fake.close();
+  };
+  const failures = started.flatMap((s) => (s.status === 'rejected' ? [s.reason instanceof Error ? s.reason.message : String(s.reason)] : []));
+  const [echo, agents] = workers;
+  if (failures.length > 0 || !echo || !agents) {
+    await cleanup();
+    throw new Error(failures.join('\n\n'));
+  }
+
+  project.provide('httpUrl', echo.httpUrl);
+  project.provide('relayUrl', echo.httpUrl.replace(/^http/, 'ws'));
+  project.provide('agentHttpUrl', agents.httpUrl);
+  project.provide('agentRelayUrl', agents.httpUrl.replace(/^http/, 'ws'));
+  project.provide('fakeProviderUrl', fake.url);
 
   return async () => {
-    if (process.env.E2E_WRANGLER_LOG) console.log(`--- wrangler output ---\n${log}\n--- end ---`);
+    if (process.env.E2E_WRANGLER_LOG) {
+      console.log(`--- wrangler output (echo) ---\n${echo.log()}\n--- end ---`);
+      console.log(`--- wrangler output (agents) ---\n${agents.log()}\n--- end ---`);
+    }
     await cleanup();
   };
 }

@@ -5,9 +5,9 @@
 // produces a second terminal event.
 
 import { DurableObject } from 'cloudflare:workers';
-import { finalizeEvent, getPublicKey } from 'nostr-tools/pure';
+import { getPublicKey } from 'nostr-tools/pure';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { checkIdAndSignature } from '../../src/shared/event.js';
+import { checkIdAndSignature, signEventWith } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor, unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
@@ -25,7 +25,7 @@ import { RelayClient, type EventTemplate, type SocketLike, type Subscription } f
 import { TelemetryEmitter, readControlFrame } from '../../src/shared/ao-emitter.js';
 import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { relayVerifier } from '../relay-do/verifier.js';
-import { SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
+import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
 import { shardStub } from '../relay-do/routes.js';
 import { SlidingWindowLimiter } from '../relay-do/rate-limit.js';
 import { agentRelays, type StoredAgent } from './config.js';
@@ -79,6 +79,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private emitter: TelemetryEmitter | undefined;
   private controlSub: Subscription | undefined;
   private controlGeneration = 0;
+  /** Unacknowledged publishes of each active run's non-terminal events. */
+  private readonly inFlight = new Map<string, Array<Promise<unknown>>>();
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
@@ -142,7 +144,7 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!c) return false;
     const sk = await this.secretKey();
     const now = Math.floor(Date.now() / 1000);
-    const deletion = this.sign(
+    const deletion = await this.sign(
       {
         kind: KIND.DELETION,
         created_at: now,
@@ -199,11 +201,14 @@ export class Agent extends DurableObject<AgentEnv> {
     const ownerShard = url === agentRelays(c)[0];
     this.subscribe(client, c, ownerShard);
     if (ownerShard && !this.emitter) {
+      const sk = await this.secretKey();
+      const backend = await relayVerifier();
       this.emitter = new TelemetryEmitter({
-        agentSecretKey: await this.secretKey(),
+        agentSecretKey: sk,
         owner: c.owner,
         publish: (e) => client.publish(e, { timeoutMs: 5000 }),
         cache: this.keys,
+        sign: (t) => signEventWith(t, sk, backend, c.pubkey),
       });
     }
     await this.publishInfo(c, client);
@@ -256,6 +261,7 @@ export class Agent extends DurableObject<AgentEnv> {
       const owner = local.pathname.startsWith('/r/') ? local.pathname.slice(3).replace(/\/$/, '') : null;
       const headers = new Headers({ Upgrade: 'websocket' });
       headers.set(SHARD_HEADER, owner ?? 'public');
+      headers.set(INTERNAL_HEADER, 'agent');
       response = await shardStub(this.env, owner).fetch(httpUrl, { headers });
     } else {
       response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' } });
@@ -284,9 +290,10 @@ export class Agent extends DurableObject<AgentEnv> {
     return this.sk;
   }
 
-  private sign(t: EventTemplate, sk: Uint8Array): NostrEvent {
-    const { id, pubkey, created_at, kind, tags, content, sig } = finalizeEvent(t, sk);
-    return { id, pubkey, created_at, kind, tags, content, sig };
+  /** Signs with libsecp256k1 in Wasm (several times faster than pure JS: every run event is signed). */
+  private async sign(t: EventTemplate, sk: Uint8Array): Promise<NostrEvent> {
+    const c = this.config();
+    return signEventWith(t, sk, await relayVerifier(), c?.pubkey ?? getPublicKey(sk));
   }
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
@@ -294,7 +301,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const tools = await buildToolRunner(c);
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
-    for (const t of infoTemplates(c, tools.definitions(), agentRelays(c), now)) await client.publish(this.sign(t, sk), { timeoutMs: 5000 });
+    for (const t of infoTemplates(c, tools.definitions(), agentRelays(c), now)) await client.publish(await this.sign(t, sk), { timeoutMs: 5000 });
   }
 
 
@@ -302,10 +309,10 @@ export class Agent extends DurableObject<AgentEnv> {
 
   private async onEvent(e: NostrEvent, relay: string): Promise<void> {
     if (this.sql.exec('SELECT 1 FROM seen WHERE id = ?', e.id).toArray().length) return;
-    this.sql.exec('INSERT OR IGNORE INTO seen (id, at) VALUES (?, ?)', e.id, Math.floor(Date.now() / 1000));
-    this.sql.exec('UPDATE cursor SET since = max(since, ?) WHERE k = 1', Math.min(e.created_at, Math.floor(Date.now() / 1000)));
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) return;
+    this.sql.exec('INSERT OR IGNORE INTO seen (id, at) VALUES (?, ?)', e.id, Math.floor(Date.now() / 1000));
+    this.sql.exec('UPDATE cursor SET since = max(since, ?) WHERE k = 1', Math.min(e.created_at, Math.floor(Date.now() / 1000)));
     if (e.kind === WRAP_KIND || e.kind === EPHEMERAL_WRAP_KIND) {
       const opened = unwrap(e, await this.secretKey(), this.keys, verifier);
       if (!opened.ok) return;
@@ -479,6 +486,8 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
   private async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
+    await Promise.allSettled(this.inFlight.get(runId) ?? []);
+    this.inFlight.delete(runId);
     const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
     if (run.state === 'done') return;
     const payload =
@@ -507,13 +516,20 @@ export class Agent extends DurableObject<AgentEnv> {
     }
   }
 
+  /**
+   * Publishes a non-terminal run event without waiting for the relay's OK (the socket keeps the
+   * order); finish() waits for them before the terminal event.
+   */
   private async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
     const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
     const c = this.config();
     if (!c) return;
     const event = await this.build(run, kind, payload, extraTags);
-    await this.client(run.relay, c).publish(event, { timeoutMs: 5000 });
+    const pending = this.inFlight.get(runId) ?? [];
+    pending.push(this.client(run.relay, c).publish(event, { timeoutMs: 5000 }));
+    this.inFlight.set(runId, pending);
   }
+
 
   /** An encrypted run event for the client (gift-wrapped when the prompt was). */
   private async build(run: RunRow, kind: number, payload: object, extraTags: string[][] = []): Promise<NostrEvent> {

@@ -8,7 +8,7 @@ import type { AgentLimits } from './config.js';
 import { ProviderError, type ChatMessage, type Provider, type Thinking, type ToolCall, type WireObserver } from './providers/types.js';
 import type { ToolDefinition, ToolOutput, ToolResult } from './tools/types.js';
 
-/** Delta events are emitted when this much text is buffered, or this long after the previous one. */
+/** Delta events are emitted for the first text at once, then when this much text is buffered or this long after the previous one. */
 export const DELTA_FLUSH_CHARS = 256;
 export const DELTA_FLUSH_MS = 50;
 
@@ -92,7 +92,8 @@ class DeltaBuffer {
 
   async push(text: string): Promise<void> {
     this.buffer += text;
-    if (this.buffer.length >= DELTA_FLUSH_CHARS || this.now() - this.lastFlush >= DELTA_FLUSH_MS) await this.flush();
+    // The first text goes out at once (time to first delta); later text is coalesced.
+    if (this.seq === 0 || this.buffer.length >= DELTA_FLUSH_CHARS || this.now() - this.lastFlush >= DELTA_FLUSH_MS) await this.flush();
   }
 
   async flush(): Promise<void> {

@@ -11,6 +11,8 @@ export interface Attachment {
   challenge: string;
   ip: string;
   relayUrl: string;
+  /** A connection of edgestr's own hosted agent (see INTERNAL_HEADER in shard.ts). */
+  internal?: boolean;
 }
 
 export interface Connection {

@@ -4,7 +4,7 @@
 import { Hono } from 'hono';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { NIP11_CORS_HEADERS, wantsRelayInformation } from './nip11.js';
-import { PUBLIC_SHARD, SHARD_HEADER, type RelayShard } from './shard.js';
+import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER, type RelayShard } from './shard.js';
 
 export interface ShardBindings {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -21,6 +21,7 @@ export function shardStub(env: ShardBindings, owner: string | null): DurableObje
 function toShard(env: ShardBindings, owner: string | null, request: Request): Promise<Response> {
   const forwarded = new Request(request);
   forwarded.headers.set(SHARD_HEADER, owner ?? PUBLIC_SHARD);
+  forwarded.headers.delete(INTERNAL_HEADER);
   return shardStub(env, owner).fetch(forwarded);
 }
 

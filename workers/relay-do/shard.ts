@@ -29,6 +29,13 @@ export interface RelayEnv {
 
 /** Headers set by the router (never by clients: the router overwrites them). */
 export const SHARD_HEADER = 'x-edgestr-shard';
+/**
+ * Set only by edgestr's own components connecting through the shard's Durable Object stub (hosted
+ * agents); the router deletes it from every outside request. Such connections skip the generic
+ * per-connection, per-pubkey and per-IP event buckets (their output is bounded by the agent's own
+ * limits); every other rule applies to them.
+ */
+export const INTERNAL_HEADER = 'x-edgestr-internal';
 export const PUBLIC_SHARD = 'public';
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -91,11 +98,13 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const url = new URL(request.url);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     const challenge = bytesToHex(crypto.getRandomValues(new Uint8Array(16)));
+    const internal = request.headers.get(INTERNAL_HEADER) === 'agent';
     this.conns.open(server, {
       cid: crypto.randomUUID(),
       challenge,
-      ip: request.headers.get('CF-Connecting-IP') ?? 'unknown',
+      ip: internal ? 'internal' : (request.headers.get('CF-Connecting-IP') ?? 'unknown'),
       relayUrl: url.href,
+      internal,
     });
     server.send(relayMessage.auth(challenge));
     return new Response(null, { status: 101, webSocket: client });
@@ -192,7 +201,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const now = Date.now();
     // NIP-AO frames have their own limits (per agent, after authorization); other kinds share these.
     const isFrame = kindOf(input) === KIND.AO_FRAME;
-    if (!(isFrame ? conn.frames : conn.events).take(now)) {
+    const internal = conn.att.internal === true;
+    if (!internal && !(isFrame ? conn.frames : conn.events).take(now)) {
       return answerRejection(conn, eventIdOf(input), reject('rate-limited', 'slow down: too many events on this connection'));
     }
     const verifier = await relayVerifier();
@@ -200,10 +210,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
     const e = v.event;
     if (isFrame) return this.onFrame(conn, e, rawEventOf(message), now, verifier);
-    if (!this.byPubkey.take(e.pubkey, now)) {
+    if (!internal && !this.byPubkey.take(e.pubkey, now)) {
       return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this pubkey'));
     }
-    if (!this.byIp.take(conn.att.ip, now)) {
+    if (!internal && !this.byIp.take(conn.att.ip, now)) {
       return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this address'));
     }
     const denied = checkWrite(e, this.policyContext(conn, verifier));
