@@ -1,16 +1,20 @@
 // @ts-check
-// `npm run bench`: measures the relay on this machine and writes docs/BENCHMARKS.md.
-// Starts the relay (bench/lib/server.mjs: wrangler bundle served by Miniflare/workerd on
-// 127.0.0.1 with a RELAY_LIMITS override), runs the scenarios of bench/lib/scenarios.mjs from this
-// Node process, stops the relay; then again with the Durable Object storage on tmpfs (ingest and
-// fan-out only); renders the report (bench/lib/report.mjs). All traffic stays on 127.0.0.1; every
-// loop is bounded by a count and a deadline; the whole run by BUDGET_MS.
+// `npm run bench`: measures the relay and the hosted agents on this machine and writes
+// docs/BENCHMARKS.md. Starts the relay (bench/lib/server.mjs: wrangler bundle served by
+// Miniflare/workerd on 127.0.0.1 with a RELAY_LIMITS override), runs the scenarios of
+// bench/lib/scenarios.mjs from this Node process, stops the relay; then again with the Durable
+// Object storage on tmpfs (ingest and fan-out only); then the agent pass (bench/lib/agent.mjs: the
+// Worker with the fake LLM provider of test/fake-provider as its OpenAI server, prompts from a
+// NIP-XX client); renders the report (bench/lib/report.mjs). All traffic stays on 127.0.0.1; every
+// loop is bounded by a count and a deadline; the whole run by BUDGET_MS, the agent pass by
+// CONFIG.agent.budgetMs.
 // BENCH_QUICK=1 runs small sizes and prints the table without writing the report.
 
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { agentBench } from './lib/agent.mjs';
 import { Deadline, makeSigner } from './lib/client.mjs';
 import { machineFacts } from './lib/facts.mjs';
 import { renderReport, renderTable } from './lib/report.mjs';
@@ -35,16 +39,37 @@ export const BENCH_LIMITS = {
   events_burst_per_ip: 1_000_000,
 };
 
+/**
+ * The agent pass: a streaming answer (the fake provider's `slow` scenario, its chunks
+ * SLOW_INTERVAL_MS apart) and a short one (`text`: 4 chunks 2 ms apart), prompts one at a time.
+ * @param {number} streamRuns @param {number} shortRuns @param {number} warmup
+ * @returns {import('./lib/agent.mjs').AgentConfig}
+ */
+function agentConfig(streamRuns, shortRuns, warmup) {
+  const SLOW_INTERVAL_MS = 20;
+  return {
+    series: [
+      { name: 'stream', scenario: 'slow', runs: streamRuns, warmup, what: `streaming answer: 50 chunks ${SLOW_INTERVAL_MS} ms apart (\`slow\`)` },
+      { name: 'short', scenario: 'text', runs: shortRuns, warmup, what: 'short answer: 4 chunks 2 ms apart (`text`)' },
+    ],
+    slowIntervalMs: SLOW_INTERVAL_MS,
+    runTimeoutMs: 15_000,
+    budgetMs: 120_000,
+  };
+}
+
 export const CONFIG = QUICK
   ? {
       ingest: { rounds: 2, ingestPerRound: 500, verifyPerRound: 300, connections: 4 },
       fanout: { subscriberCounts: [10, 100], publishes: 10, warmup: 2 },
       req: { sizes: [2_000, 5_000], queries: 30, warmup: 5, limit: 100, authors: 500, recipients: 100 },
+      agent: agentConfig(5, 5, 1),
     }
   : {
       ingest: { rounds: 5, ingestPerRound: 2_000, verifyPerRound: 1_000, connections: 4 },
       fanout: { subscriberCounts: [100, 1_000], publishes: 100, warmup: 5 },
       req: { sizes: [10_000, 100_000], queries: 200, warmup: 20, limit: 100, authors: 500, recipients: 100 },
+      agent: agentConfig(40, 50, 3),
     };
 
 const log = (/** @type {string} */ s) => console.log(`[bench] ${s}`);
@@ -109,6 +134,11 @@ async function main() {
         fanout: await attempt('tmpfs: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
       }))
     : undefined;
+  const agent = await attempt(
+    'agent: time to first delta, events per response, CPU per delta',
+    () => agentBench({ relayLimits: JSON.stringify(BENCH_LIMITS), log, deadline, config: CONFIG.agent }),
+    errors,
+  );
   const report = {
     facts: { ...facts, loadEnd: (await machineFacts()).loadStart, durationS: Math.round((Date.now() - started) / 1000) },
     config: CONFIG,
@@ -116,6 +146,7 @@ async function main() {
     storage: { disk: tmpdir(), tmpfs: TMPFS },
     disk,
     tmpfs,
+    agent,
     errors,
   };
   if (QUICK) {

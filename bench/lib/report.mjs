@@ -1,6 +1,7 @@
 // @ts-check
 // Renders bench results: the summary table (printed at the end of `npm run bench`) and the whole
-// docs/BENCHMARKS.md (machine facts, method, the RELAY_LIMITS override, per-round details).
+// docs/BENCHMARKS.md (machine facts, method, the RELAY_LIMITS override, per-round details, the
+// hosted-agent pass).
 
 /**
  * @typedef {{ n: number, p50: number, p99: number, max: number }} Latency
@@ -12,8 +13,11 @@
  * @typedef {{ results: Record<string, Record<string, Latency & { events: number }>>, seedRate: number, limit: number,
  *   authors: number, recipients: number, queries: number }} ReqResult
  * @typedef {{ ingest?: IngestResult, fanout?: FanoutResult, req?: ReqResult }} PassResult
+ * @typedef {import('./agent.mjs').SeriesResult} AgentSeries
+ * @typedef {{ agent: string, results: Record<string, AgentSeries>, slowIntervalMs: number }} AgentResult
  * @typedef {{ facts: Record<string, string | number>, config: typeof import('../run.mjs').CONFIG, relayLimits: string,
- *   storage: { disk: string, tmpfs: string }, disk: PassResult, tmpfs?: PassResult, errors: Record<string, string> }} Report
+ *   storage: { disk: string, tmpfs: string }, disk: PassResult, tmpfs?: PassResult, agent?: AgentResult,
+ *   errors: Record<string, string> }} Report
  */
 
 const int = (/** @type {number} */ x) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a');
@@ -23,6 +27,17 @@ const pct = (/** @type {number} */ x) => (Number.isFinite(x) ? `${Math.round(x *
 const met = (/** @type {boolean | undefined} */ ok) => (ok === undefined ? 'n/a' : ok ? 'yes' : '**no**');
 const p50p99 = (/** @type {Latency | undefined} */ l) => (l ? `p50 ${ms(l.p50)} · p99 ${ms(l.p99)}` : 'failed');
 const sizeLabel = (/** @type {string} */ n) => `${Number(n) / 1000}k`;
+const num = (/** @type {number} */ x) => (Number.isFinite(x) ? String(Math.round(x * 10) / 10) : 'n/a');
+
+/** Target of the hosted-agent overhead (time to first delta minus the provider's own TTFT), p50. */
+export const AGENT_OVERHEAD_TARGET_MS = 25;
+
+/** The agent series of the config with their results (undefined when the pass failed). @param {Report} r */
+const agentSeries = (r) => r.config.agent.series.map((s) => /** @type {[typeof s, AgentSeries | undefined]} */ ([s, r.agent?.results[s.name]]));
+
+/** "20 (25800 × 2, 25801 × 17, 25803 × 1)": medians per run. @param {AgentSeries} a */
+const eventsLabel = (a) =>
+  `${num(a.events)} (25800 × ${num(a.statuses)}, 25801 × ${num(a.deltas)}${a.tools ? `, 25804 × ${num(a.tools)}` : ''}, 25803 × 1)`;
 
 /** @param {string[]} header @param {string[][]} rows */
 function table(header, rows) {
@@ -79,6 +94,17 @@ function metricRows(r) {
       ]);
     }
   }
+  for (const [s, a] of agentSeries(r)) {
+    rows.push([
+      `**Hosted agent: time to first delta at the client − the fake provider's own time to first token**, ${s.what}`,
+      a ? `**${p50p99(a.overhead)}**` : 'failed',
+      `p50 ≤ ${AGENT_OVERHEAD_TARGET_MS} ms`,
+      met(a ? a.overhead.p50 <= AGENT_OVERHEAD_TARGET_MS : undefined),
+      'client (Node) and fake provider, one clock',
+    ]);
+    rows.push([`Hosted agent: events per response at the client (median per run), ${s.what}`, a ? eventsLabel(a) : 'failed', '', '', 'client (Node)']);
+    rows.push([`Hosted agent: workerd CPU time per delta event, ${s.what}`, a ? ms(a.cpuPerDeltaMs) : 'failed', '', '', '/proc CPU time of the workerd process']);
+  }
   return rows;
 }
 
@@ -117,6 +143,26 @@ function contextRows(r) {
         '/proc CPU time of the workerd process',
       ]);
     }
+  }
+  for (const [s, a] of agentSeries(r)) {
+    if (!a) continue;
+    const name = `agent, ${s.name}`;
+    rows.push([`${name}: runs measured (after ${a.warmup} warm-up), runs that ended with 25803, delta seq gaps`, `${a.n} · ${pct(a.terminals)} · ${a.gaps}`, 'client (Node)']);
+    rows.push([`${name}: prompt sent → the provider request arrives`, p50p99(a.toProvider), 'client and fake provider']);
+    rows.push([`${name}: the provider's first token written → first delta received and decrypted`, p50p99(a.fromProvider), 'client and fake provider']);
+    rows.push([`${name}: the fake provider's own time to first token (firstDeltaAt − receivedAt)`, p50p99(a.providerTtft), 'fake provider']);
+    rows.push([`${name}: prompt sent → first event of the run (25800 thinking)`, p50p99(a.firstEvent), 'client (Node)']);
+    rows.push([`${name}: prompt sent → first delta`, p50p99(a.firstDelta), 'client (Node)']);
+    rows.push([`${name}: prompt sent → 25803 response`, p50p99(a.toTerminal), 'client (Node)']);
+    rows.push([`${name}: answer text per run / delta events per run (coalescing: 256 characters or 50 ms)`, `${num(a.deltaChars)} characters / ${num(a.deltas)}`, 'client (Node)']);
+    const ao = Object.entries(a.aoKinds).map(([k, v]) => `${k} × ${num(v)}`).join(', ');
+    rows.push([`${name}: NIP-AO frames (24200) per run to the owner (median)`, `${num(a.ao)} (${ao})`, 'owner socket (Node)']);
+    rows.push([
+      `${name}: workerd CPU time per run / per event the agent published (NIP-XX events + NIP-AO frames)`,
+      `${ms(a.cpuPerRunMs)} / ${ms(a.cpuPerEventMs)}`,
+      '/proc CPU time of the workerd process',
+    ]);
+    if (a.errors.length) rows.push([`${name}: problems`, a.errors.slice(0, 5).join('; '), '']);
   }
   const req = r.disk.req;
   if (req) {
@@ -242,6 +288,32 @@ with libsecp256k1 (\`nostr-wasm\`) before any clock starts.
   tags p, e, t) inserted by \`EventStore.insert\` inside the DO — the relay's storage code, without
   signature checks, which queries never look at. At 100k: ~${int((0.8 * 100_000) / c.req.authors)} kind-1 events per author,
   ~${int(100_000 / c.req.recipients)} events per recipient.${req ? '' : ' (failed in this run)'}
+
+- **Hosted agent** (client side and the fake provider, both in this Node process, one clock:
+  \`performance.timeOrigin + performance.now()\`). A third workerd is started as above (storage on
+  disk, the same \`RELAY_LIMITS\`) with \`OPENAI_BASE_URL\` = the fake LLM provider of
+  \`test/fake-provider/server.ts\` (bundled with esbuild and started in this process on 127.0.0.1; it
+  speaks the OpenAI Chat Completions SSE format), \`EDGESTR_OWNERS\` = a bench owner and
+  \`EDGESTR_SECRET\` set. The owner creates an agent with provider \`openai\` through \`POST /api/agents\`
+  (NIP-98; \`prompts_per_minute\` lifted, since one sender sends every prompt) and waits for its
+  ai.info (31340). A client authenticated (NIP-42) on \`/r/<owner>\` subscribes to
+  \`{"kinds":[25800,25801,25803,25804,25805],"#p":[client]}\` and sends prompts (25802, NIP-44) one
+  at a time, each in a session of its own (same request size every run), after
+  ${c.agent.series[0]?.warmup ?? 0} warm-up runs per series; the owner's socket subscribes to its NIP-AO
+  frames. Per run: **overhead** = (first 25801 of the run received and decrypted − prompt sent) −
+  (the fake provider's \`firstDeltaAt − receivedAt\` for that run's request, found by a marker in the
+  prompt text) = (prompt sent → provider request arrives) + (provider's first token → first delta at
+  the client). It includes the relay's ingest of the prompt, its delivery to the Agent Durable Object,
+  the agent's checks, the 25800 status, the provider request, SSE parsing, the delta coalescing
+  (256 characters or 50 ms), encrypting, signing and publishing the delta, the relay's fan-out and
+  the client's decryption. Series: ${c.agent.series.map((s) => `${s.what}, up to ${s.runs} runs`).join('; ')}.
+  **Events per response**: the client's events of the run, by kind (median per run).
+  **CPU per delta**: user + system time of the whole workerd process (relay shards, router and Agent
+  Durable Object) from the first measured prompt to 0.5 s after the last 25803, divided by the delta
+  events received; it therefore includes everything else the runs cost: the prompt's ingest, the
+  status and response events, the NIP-AO frames the agent sends its owner (signed and encrypted,
+  verified by the shard), and the provider stream's parsing. The fake provider runs in this
+  Node process, not in workerd.
 
 ## Per-round ingest
 

@@ -4,7 +4,8 @@
 // bundle with Miniflare (the workerd runner inside `wrangler dev`) on 127.0.0.1, configured from
 // wrangler.toml the way vitest-pool-workers does it, with SQLite-backed Durable Objects persisted to
 // a fresh temporary directory. Serving the bundle directly avoids the extra proxy hop (a second
-// workerd process) that `wrangler dev` puts in front of the Worker.
+// workerd process) that `wrangler dev` puts in front of the Worker. Extra vars (the agent pass:
+// OPENAI_BASE_URL, EDGESTR_OWNERS, EDGESTR_SECRET) override those of wrangler.toml.
 
 import { execFile, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -30,11 +31,12 @@ const READY_TIMEOUT_MS = 60_000;
  */
 
 /**
- * @param {{ relayLimits: string, storageRoot?: string }} options  RELAY_LIMITS (JSON) for the relay;
- *   the directory under which the Durable Objects' SQLite files are created (default: os.tmpdir())
+ * @param {{ relayLimits: string, storageRoot?: string, bindings?: Record<string, string> }} options  RELAY_LIMITS
+ *   (JSON) for the relay; the directory under which the Durable Objects' SQLite files are created
+ *   (default: os.tmpdir()); further string bindings (vars) over those of wrangler.toml
  * @returns {Promise<RunningRelay>}
  */
-export async function startRelay({ relayLimits, storageRoot = tmpdir() }) {
+export async function startRelay({ relayLimits, storageRoot = tmpdir(), bindings = {} }) {
   const build = await mkdtemp(join(tmpdir(), 'edgestr-bench-build-'));
   const persist = await mkdtemp(join(storageRoot, 'edgestr-bench-do-'));
   const cleanup = async () => {
@@ -68,7 +70,7 @@ export async function startRelay({ relayLimits, storageRoot = tmpdir() }) {
     modulesRoot: build,
     modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
     durableObjectsPersist: persist,
-    bindings: { ...workerOptions.bindings, RELAY_LIMITS: relayLimits },
+    bindings: { ...workerOptions.bindings, ...bindings, RELAY_LIMITS: relayLimits },
     host: '127.0.0.1',
     port: 0,
     cf: false, // never fetch the Request.cf placeholder from the network
