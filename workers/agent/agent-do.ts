@@ -76,6 +76,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly active = new Map<string, AbortController>();
   private readonly senders = new Map<number, SlidingWindowLimiter>();
   private sk: Uint8Array | undefined;
+  /** null: no agent stored; undefined: not read yet. */
+  private cachedConfig: StoredAgent | null | undefined;
   private emitter: TelemetryEmitter | undefined;
   private controlSub: Subscription | undefined;
   private controlGeneration = 0;
@@ -105,9 +107,13 @@ export class Agent extends DurableObject<AgentEnv> {
 
   // ---- management (RPC from the API) ----
 
+  /** The stored config, parsed once and kept until it changes (it is read for every event a run publishes). */
   private config(): StoredAgent | undefined {
-    const row = this.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').toArray()[0];
-    return row ? (JSON.parse(row.config) as StoredAgent) : undefined;
+    if (this.cachedConfig === undefined) {
+      const row = this.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').toArray()[0];
+      this.cachedConfig = row ? (JSON.parse(row.config) as StoredAgent) : null;
+    }
+    return this.cachedConfig ?? undefined;
   }
 
   /** Creates the agent (idempotent for the same key). */
@@ -118,6 +124,7 @@ export class Agent extends DurableObject<AgentEnv> {
       sealedKey,
     );
     this.sql.exec('INSERT OR IGNORE INTO cursor (k, since) VALUES (1, ?)', Math.floor(Date.now() / 1000) - 60);
+    this.cachedConfig = undefined;
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
 
@@ -133,6 +140,7 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!c) return undefined;
     const next: StoredAgent = { ...c, ...patch, limits: { ...c.limits, ...(patch.limits ?? {}) } };
     this.sql.exec('UPDATE agent SET config = ? WHERE k = 1', JSON.stringify(next));
+    this.cachedConfig = undefined;
     this.closeClients();
     await this.ctx.storage.setAlarm(Date.now() + 10);
     return this.view();
@@ -158,6 +166,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.sk = undefined;
     await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
+    this.cachedConfig = undefined;
     this.migrate();
     this.sessions.migrate();
     return true;
