@@ -81,8 +81,10 @@ export class Agent extends DurableObject<AgentEnv> {
   private emitter: TelemetryEmitter | undefined;
   private controlSub: Subscription | undefined;
   private controlGeneration = 0;
-  /** Unacknowledged publishes of each active run's non-terminal events. */
-  private readonly inFlight = new Map<string, Array<Promise<unknown>>>();
+  /** The chain of each active run's non-terminal publishes. */
+  private readonly inFlight = new Map<string, Promise<unknown>>();
+  /** Runs whose terminal event is being written by this instance. */
+  private readonly finishing = new Set<string>();
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
@@ -447,8 +449,9 @@ export class Agent extends DurableObject<AgentEnv> {
     const provider = providerFor(c.provider, this.env);
     if (!provider.ok) {
       clearTimeout(timer);
+      await this.finish(runId, c, { type: 'error', code: 'MODEL_UNAVAILABLE', message: provider.error, details: { provider: c.provider } });
       this.active.delete(runId);
-      return this.finish(runId, c, { type: 'error', code: 'MODEL_UNAVAILABLE', message: provider.error, details: { provider: c.provider } });
+      return;
     }
     const tools = await buildToolRunner(c);
     try {
@@ -486,19 +489,32 @@ export class Agent extends DurableObject<AgentEnv> {
       terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 };
     } finally {
       clearTimeout(timer);
-      this.active.delete(runId);
       await tools.close();
     }
     emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code }, ids);
+    // Still `active` until the terminal is written, so the watchdog never takes it for an orphan.
     await this.finish(runId, c, terminal);
+    this.active.delete(runId);
   }
 
   /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
   private async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
-    await Promise.allSettled(this.inFlight.get(runId) ?? []);
-    this.inFlight.delete(runId);
+    // Exactly one finisher per run: claimed before any await (the watchdog may look meanwhile).
+    if (this.finishing.has(runId)) return;
     const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
     if (run.state === 'done') return;
+    this.finishing.add(runId);
+    try {
+      await this.inFlight.get(runId)?.catch(() => undefined);
+      this.inFlight.delete(runId);
+      await this.writeTerminal(run, c, t);
+    } finally {
+      this.finishing.delete(runId);
+    }
+  }
+
+  private async writeTerminal(run: RunRow, c: StoredAgent, t: Terminal): Promise<void> {
+    const runId = run.id;
     const payload =
       t.type === 'response'
         ? { ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }
@@ -516,7 +532,10 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /** After a restart: runs that were in flight end with one INTERNAL_ERROR; unpublished terminals are re-sent. */
   private async finishOrphanedRuns(c: StoredAgent): Promise<void> {
-    const orphans = this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'running'").toArray().filter((r) => !this.active.has(r.id));
+    const orphans = this.sql
+      .exec<RunRow>("SELECT * FROM runs WHERE state = 'running'")
+      .toArray()
+      .filter((r) => !this.active.has(r.id) && !this.finishing.has(r.id));
     for (const r of orphans) {
       await this.finish(r.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
     }
@@ -526,18 +545,23 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /**
-   * Publishes a non-terminal run event without waiting for the relay's OK (the socket keeps the
-   * order); finish() waits for them before the terminal event.
+   * Publishes a non-terminal run event without making the run wait: the run's events form one chain
+   * (each sent after the previous one's OK, so the relay sees them in order); finish() waits for the
+   * chain before the terminal event.
    */
   private async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
     const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
     const c = this.config();
     if (!c) return;
     const event = await this.build(run, kind, payload, extraTags);
-    const pending = this.inFlight.get(runId) ?? [];
-    pending.push(this.client(run.relay, c).publish(event, { timeoutMs: 5000 }));
-    this.inFlight.set(runId, pending);
+    const client = this.client(run.relay, c);
+    const previous = this.inFlight.get(runId) ?? Promise.resolve();
+    this.inFlight.set(
+      runId,
+      previous.then(() => client.publish(event, { timeoutMs: 5000 })),
+    );
   }
+
 
 
   /** An encrypted run event for the client (gift-wrapped when the prompt was). */
