@@ -221,7 +221,7 @@ describe('NIP-AO frame checks', () => {
     for (const e of frames) s.send(['EVENT', e]);
     const answers = [];
     for (const e of frames) answers.push(await s.next((f) => f[0] === 'OK' && f[1] === e.id));
-    expect(answers.slice(0, 100).every((a) => a[2] === true)).toBe(true);
+    expect(answers.slice(0, 100).filter((a) => a[2] !== true)).toEqual([]);
     // The relay saw all 101 within one second unless this machine stalled for a second (then the
     // window legitimately slid and the 101st may pass; the next test run checks it again).
     if (Date.now() - started < 1000) {
