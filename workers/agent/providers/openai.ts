@@ -279,22 +279,28 @@ export class OpenAiProvider implements Provider {
       observe: req.observe,
     });
     const decoder = new ChatCompletionsDecoder();
-    const records = sseRecords(res.body, {
-      provider,
-      signal: req.signal,
-      observe: req.observe,
-      isTerminal: (r) => r.data.trim() === '[DONE]',
-    });
-    for await (const record of records) {
-      if (record.data.trim() === '[DONE]') {
-        yield* decoder.finish();
-        return;
-      }
-      const payload = parseJson(record.data);
-      if (!isObject(payload)) throw malformedError(provider, record.data);
-      const failure = payloadError(provider, payload);
-      if (failure) throw failure;
-      yield* decoder.accept(payload);
-    }
+    for await (const payload of chatCompletionPayloads(res.body, provider, req)) yield* decoder.accept(payload);
+    yield* decoder.finish();
+  }
+}
+
+/**
+ * The JSON objects of a Chat Completions SSE stream, up to its `data: [DONE]`; an error payload is
+ * thrown as a ProviderError, and a stream that ends without [DONE] as a truncated stream.
+ */
+export async function* chatCompletionPayloads(
+  body: ReadableStream<Uint8Array> | null,
+  provider: string,
+  req: Pick<ProviderRequest, 'signal' | 'observe'>,
+): AsyncGenerator<JsonObject> {
+  const isDone = (data: string) => data.trim() === '[DONE]';
+  const records = sseRecords(body, { provider, signal: req.signal, observe: req.observe, isTerminal: (r) => isDone(r.data) });
+  for await (const record of records) {
+    if (isDone(record.data)) return;
+    const payload = parseJson(record.data);
+    if (!isObject(payload)) throw malformedError(provider, record.data);
+    const failure = payloadError(provider, payload);
+    if (failure) throw failure;
+    yield payload;
   }
 }

@@ -21,8 +21,8 @@
 // unknown model, access refused) → rejected. A thrown error after the signal fired → aborted.
 
 import { ProviderError, type ChatMessage, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
-import { abortedError, isObject, parseJson, sseRecords, str, truncate, type JsonObject } from './http.js';
-import { ChatCompletionsDecoder, malformedError, payloadError } from './openai.js';
+import { abortedError, isObject, str, truncate, type JsonObject } from './http.js';
+import { chatCompletionPayloads, ChatCompletionsDecoder } from './openai.js';
 
 /** The part of the Workers AI binding (`Ai`) this provider uses. */
 export interface WorkersAiBinding {
@@ -112,23 +112,8 @@ export class WorkersAiProvider implements Provider {
       yield* decoder.finish();
       return;
     }
-    const records = sseRecords(result as ReadableStream<Uint8Array>, {
-      provider,
-      signal: req.signal,
-      observe: req.observe,
-      isTerminal: (r) => r.data.trim() === '[DONE]',
-    });
-    for await (const record of records) {
-      if (record.data.trim() === '[DONE]') {
-        yield* decoder.finish();
-        return;
-      }
-      const payload = parseJson(record.data);
-      if (!isObject(payload)) throw malformedError(provider, record.data);
-      const failure = payloadError(provider, payload);
-      if (failure) throw failure;
-      yield* this.frame(decoder, payload);
-    }
+    for await (const payload of chatCompletionPayloads(result as ReadableStream<Uint8Array>, provider, req)) yield* this.frame(decoder, payload);
+    yield* decoder.finish();
   }
 
   /** One native or OpenAI-format frame. */
