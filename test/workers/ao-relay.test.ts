@@ -221,18 +221,20 @@ describe('NIP-AO frame checks', () => {
     for (const e of frames) s.send(['EVENT', e]);
     const answers = [];
     for (const e of frames) answers.push(await s.next((f) => f[0] === 'OK' && f[1] === e.id));
-    expect(answers.slice(0, 100).filter((a) => a[2] !== true)).toEqual([]);
-    // The relay saw all 101 within one second unless this machine stalled for a second (then the
-    // window legitimately slid and the 101st may pass; the next test run checks it again).
-    if (Date.now() - started < 1000) {
-      expect(answers[100]).toEqual(['OK', frames[100]!.id, false, 'rate-limited: telemetry is limited to 100 frames per second per agent']);
-    }
-    // Whatever the timing, another 100 at once cannot all pass within the same second.
-    const more = Array.from({ length: 100 }, () => frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry'));
+    const refused = answers.filter((a) => a[2] !== true);
+    // Under heavy load the shard may take these 101 messages in a different order than sent, so
+    // count rather than expect the refusal at index 100. Within one second, exactly one is refused;
+    // if this machine stalled longer, the window slid and at most one may be refused.
+    if (Date.now() - started < 1000) expect(refused.length).toBe(1);
+    else expect(refused.length).toBeLessThanOrEqual(1);
+    for (const r of refused) expect(r[3]).toBe('rate-limited: telemetry is limited to 100 frames per second per agent');
+    // And 101 more sent at once: again, any second holds at most 100 of them.
+    const more = Array.from({ length: 101 }, () => frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry'));
+    const startedMore = Date.now();
     for (const e of more) s.send(['EVENT', e]);
     const later = [];
     for (const e of more) later.push(await s.next((f) => f[0] === 'OK' && f[1] === e.id));
-    expect(later.some((a) => a[3] === 'rate-limited: telemetry is limited to 100 frames per second per agent')).toBe(true);
+    if (Date.now() - startedMore < 1000) expect(later.filter((a) => a[2] !== true).length).toBeGreaterThanOrEqual(1);
   });
 
   it('does not rate-limit control frames', async () => {
