@@ -34,6 +34,16 @@ describe('limits', () => {
   /** Tokens a bucket may have regained during `ms` (plus one for rounding). */
   const refill = (perSecond: number, ms: number) => Math.ceil((perSecond * ms) / 1000) + 1;
 
+  /**
+   * Every refusal carries `message`; and when the bucket cannot have refilled enough to take all
+   * `sent` (a slow machine may take long enough for that), at least one event was refused.
+   */
+  function expectRefusals(answers: Array<[string, string, boolean, string]>, message: string, burst: number, perSecond: number, elapsed: number) {
+    const refused = answers.filter((a) => !a[2]);
+    for (const r of refused) expect(r[3]).toBe(message);
+    if (burst + refill(perSecond, elapsed) < answers.length) expect(refused.length).toBeGreaterThan(0);
+  }
+
   it('rate-limits events per connection after the burst', async () => {
     const owner = freshOwner();
     // The internal marker of edgestr's own agents is stripped by the router: no exemption from outside.
@@ -46,9 +56,10 @@ describe('limits', () => {
     const answers = await flood(s, events);
     const elapsed = Date.now() - started;
     const accepted = answers.filter((a) => a[2]).length;
-    expect(answers.slice(0, burst).filter((a) => !a[2])).toEqual([]);
+    // Counted, not by position: under load the shard may take queued messages in another order.
+    expect(accepted).toBeGreaterThanOrEqual(burst);
     expect(accepted).toBeLessThanOrEqual(burst + refill(DEFAULT_LIMITS.events_per_second_per_connection, elapsed));
-    expect(answers.find((a) => !a[2])?.[3]).toBe('rate-limited: slow down: too many events on this connection');
+    expectRefusals(answers, 'rate-limited: slow down: too many events on this connection', burst, DEFAULT_LIMITS.events_per_second_per_connection, elapsed);
     expect(s.closed).toBeUndefined();
   });
 
@@ -66,7 +77,7 @@ describe('limits', () => {
     const accepted = answers.filter((a) => a[2]).length;
     expect(accepted).toBeGreaterThanOrEqual(burst);
     expect(accepted).toBeLessThanOrEqual(burst + refill(DEFAULT_LIMITS.events_per_second_per_pubkey, elapsed));
-    expect(answers.find((a) => !a[2])?.[3]).toBe('rate-limited: slow down: too many events from this pubkey');
+    expectRefusals(answers, 'rate-limited: slow down: too many events from this pubkey', burst, DEFAULT_LIMITS.events_per_second_per_pubkey, elapsed);
   });
 
   it('rate-limits one IP address across reconnects', async () => {
@@ -85,6 +96,6 @@ describe('limits', () => {
     const accepted = answers.filter((a) => a[2]).length;
     expect(accepted).toBeGreaterThanOrEqual(burst);
     expect(accepted).toBeLessThanOrEqual(burst + refill(DEFAULT_LIMITS.events_per_second_per_ip, elapsed));
-    expect(answers.find((a) => !a[2])?.[3]).toBe('rate-limited: slow down: too many events from this address');
+    expectRefusals(answers, 'rate-limited: slow down: too many events from this address', burst, DEFAULT_LIMITS.events_per_second_per_ip, elapsed);
   });
 });
