@@ -3,14 +3,14 @@
 
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { bytesToHex, hexToBytes } from './hex.js';
+import { bytesToHex, HEX64, hexToBytes } from './hex.js';
 import { err, ok, reject, type Result } from './errors.js';
 import type { SchnorrSigner, SchnorrVerifier } from './verify.js';
 
 export const MAX_KIND = 65535;
 const MAX_TIMESTAMP = 2 ** 32 - 1;
 
-const hex64 = (what: string) => z.string().regex(/^[0-9a-f]{64}$/, `${what} must be 64 lowercase hex characters`);
+const hex64 = (what: string) => z.string().regex(HEX64, `${what} must be 64 lowercase hex characters`);
 
 export const TagSchema = z
   .array(z.string({ error: 'tag elements must be strings' }), { error: 'each tag must be an array of strings' })

@@ -5,8 +5,9 @@
 import { z } from 'zod';
 import type { NostrEvent } from './event.js';
 import { MAX_KIND } from './event.js';
+import { HEX64 } from './hex.js';
 
-const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'ids and authors must be 64 lowercase hex characters');
+const hex64 = z.string().regex(HEX64, 'ids and authors must be 64 lowercase hex characters');
 const timestamp = (name: string) =>
   z.number({ error: `${name} must be a number` }).int(`${name} must be an integer`).min(0, `${name} must not be negative`);
 

@@ -1,6 +1,7 @@
 // Hex helpers shared by every module: strict lowercase hex checks and byte conversion.
 
-const HEX64 = /^[0-9a-f]{64}$/;
+/** 64 lowercase hex characters: event ids, pubkeys. The one definition every schema uses. */
+export const HEX64 = /^[0-9a-f]{64}$/;
 const HEX128 = /^[0-9a-f]{128}$/;
 
 export const isHex64 = (s: unknown): boolean => typeof s === 'string' && HEX64.test(s);

@@ -1,6 +1,22 @@
 // Token buckets for the shard's rate limits, and a size-bounded map of them keyed by pubkey or IP
 // so that a reconnect does not reset a client's budget.
 
+/** The entry for `key`, created when missing, moved to most recently used; the least recently used beyond `maxKeys` is dropped. */
+function lruEntry<V>(map: Map<string, V>, key: string, maxKeys: number, create: () => V): V {
+  let v = map.get(key);
+  if (v === undefined) {
+    v = create();
+    if (map.size >= maxKeys) {
+      const oldest = map.keys().next().value;
+      if (oldest !== undefined) map.delete(oldest);
+    }
+  } else {
+    map.delete(key);
+  }
+  map.set(key, v);
+  return v;
+}
+
 export class TokenBucket {
   private tokens: number;
   private last: number;
@@ -35,17 +51,7 @@ export class BucketMap {
   ) {}
 
   take(key: string, now: number): boolean {
-    let b = this.buckets.get(key);
-    if (b) {
-      this.buckets.delete(key);
-    } else {
-      b = new TokenBucket(this.ratePerSecond, this.burst, now);
-      if (this.buckets.size >= this.maxKeys) {
-        const oldest = this.buckets.keys().next().value;
-        if (oldest !== undefined) this.buckets.delete(oldest);
-      }
-    }
-    this.buckets.set(key, b);
+    const b = lruEntry(this.buckets, key, this.maxKeys, () => new TokenBucket(this.ratePerSecond, this.burst, now));
     return b.take(now);
   }
 }
@@ -64,17 +70,7 @@ export class SlidingWindowLimiter {
   ) {}
 
   take(key: string, now: number): boolean {
-    let times = this.hits.get(key);
-    if (times) {
-      this.hits.delete(key);
-    } else {
-      times = [];
-      if (this.hits.size >= this.maxKeys) {
-        const oldest = this.hits.keys().next().value;
-        if (oldest !== undefined) this.hits.delete(oldest);
-      }
-    }
-    this.hits.set(key, times);
+    const times = lruEntry(this.hits, key, this.maxKeys, (): number[] => []);
     while (times.length > 0 && times[0]! <= now - this.windowMs) times.shift();
     if (times.length >= this.max) return false;
     times.push(now);

@@ -6,6 +6,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { tagValue } from '../../src/shared/event.js';
 import { compareEvents, tagFilters, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
+import { isHex64 } from '../../src/shared/hex.js';
 import { readableKindsSql } from './visibility.js';
 
 /** SQLite in Durable Objects binds at most 100 parameters per statement; keep headroom. */
@@ -201,7 +202,7 @@ export class EventStore {
   private applyDeletion(del: NostrEvent): void {
     const sql = this.sql;
     for (const t of del.tags) {
-      if (t[0] === 'e' && t[1] && /^[0-9a-f]{64}$/.test(t[1])) {
+      if (t[0] === 'e' && t[1] && isHex64(t[1])) {
         const target = sql.exec<{ rid: number; raw: string }>('SELECT rid, raw FROM events WHERE id = ?', t[1]).toArray()[0];
         if (target) {
           const ev = JSON.parse(target.raw) as NostrEvent;
