@@ -10,13 +10,13 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { startFakeProvider, type FakeProvider } from '../fake-provider/server.js';
 import { E2E_OWNER, E2E_SECRET } from './e2e-keys.js';
+import { freePort, sleep } from '../helpers-node/processes.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -37,20 +37,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const READY_TIMEOUT_MS = 60_000;
 const MAX_LOG_CHARS = 200_000;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('no free port'))));
-    });
-  });
-}
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** SIGTERM to the process group (npx → wrangler → workerd), then SIGKILL if it lingers. */
 async function killTree(child: ChildProcess): Promise<void> {

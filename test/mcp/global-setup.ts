@@ -6,11 +6,11 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { startFixtureServer } from './fixture-server.js';
+import { freePort, sleep } from '../helpers-node/processes.js';
 import './provided.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -18,20 +18,7 @@ const EVERYTHING_DIR = join(ROOT, 'node_modules', '@modelcontextprotocol', 'serv
 const READY_TIMEOUT_MS = 30_000;
 const MAX_LOG_CHARS = 100_000;
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('no free port'))));
-    });
-  });
-}
 
 /** The `mcp-server-everything` bin of the installed package (what `npx mcp-server-everything` runs). */
 function everythingBin(): string {
