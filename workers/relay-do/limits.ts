@@ -11,6 +11,14 @@ export const RelayLimitsSchema = z.strictObject({
   default_limit: z.number().int().positive().default(500),
   max_subid_length: z.number().int().positive().max(256).default(64),
   max_event_tags: z.number().int().positive().default(2000),
+  /** Values in one filter, counted over ids, authors, kinds and every #tag list together (duplicates count once). */
+  max_filter_values: z.number().int().positive().default(1000),
+  /** Bytes of stored events one REQ may return; past it the relay stops early and sends EOSE (NIP-01 allows fewer than `limit`). */
+  max_query_bytes: z.number().int().positive().default(4_194_304),
+  /** `e` and `a` tags of one kind 5 deletion. */
+  max_deletion_targets: z.number().int().positive().default(500),
+  /** Distinct pubkeys one connection may authenticate as (NIP-42); more are refused with `restricted:`. */
+  max_auth_pubkeys_per_connection: z.number().int().positive().max(16).default(8),
   max_content_length: z.number().int().positive().default(131_072),
   /** Events older than now - this many seconds are refused. */
   created_at_lower_limit: z.number().int().positive().default(94_608_000),
@@ -24,6 +32,9 @@ export const RelayLimitsSchema = z.strictObject({
   /** Kind 24200 frames skip the buckets above (NIP-AO has its own limits); this guards unverified frame floods. */
   frames_per_second_per_connection: z.number().positive().default(500),
   frames_burst_per_connection: z.number().int().positive().default(1000),
+  /** AUTH messages per connection (each costs a signature verification). */
+  auths_per_second_per_connection: z.number().positive().default(2),
+  auths_burst_per_connection: z.number().int().positive().default(10),
   /** Per author pubkey and per client IP, shared by all their connections to a shard. */
   events_per_second_per_pubkey: z.number().positive().default(20),
   events_burst_per_pubkey: z.number().int().positive().default(200),
