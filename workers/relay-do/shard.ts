@@ -5,7 +5,7 @@
 import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
-import type { Filter } from '../../src/shared/filters.js';
+import { checkFilterValues, dedupeFilter, type Filter } from '../../src/shared/filters.js';
 import { isPrivateKind, isStored, KIND } from '../../src/shared/kinds.js';
 import { parseClientMessage, relayMessage } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
@@ -313,17 +313,19 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return checkFrameFilters(filters, conn.authed, nowSeconds());
   }
 
-  private onReq(conn: Connection, subId: string, filters: Filter[]): void {
-    const denied = this.admitQuery(conn, subId, filters);
+  private onReq(conn: Connection, subId: string, input: Filter[]): void {
+    const filters = input.map(dedupeFilter);
+    const denied = checkFilterValues(filters, this.limits.max_filter_values) ?? this.admitQuery(conn, subId, filters);
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
-    const rows = this.store.query(filters, this.limitOf, [...conn.authed], nowSeconds());
+    const rows = this.store.query(filters, this.limitOf, [...conn.authed], nowSeconds(), this.limits.max_query_bytes);
     for (const row of rows) send(conn, relayMessage.event(subId, row.raw));
     send(conn, relayMessage.eose(subId));
     this.conns.setSub(conn, subId, filters);
   }
 
-  private onCount(conn: Connection, subId: string, filters: Filter[]): void {
-    const denied = this.admitQuery(conn, subId, filters);
+  private onCount(conn: Connection, subId: string, input: Filter[]): void {
+    const filters = input.map(dedupeFilter);
+    const denied = checkFilterValues(filters, this.limits.max_filter_values) ?? this.admitQuery(conn, subId, filters);
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
     send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds())));
   }
