@@ -1,5 +1,6 @@
-// Bounded queries (issue 7 item 1): the work of one REQ/COUNT is linear in its message (never a
-// product of its lists), no statement binds more than 100 parameters, and one answer is bounded in bytes.
+// Bounded queries and deletions (issue 7 items 1, 5): the work of one REQ/COUNT is linear in its
+// message (never a product of its lists), no statement binds more than 100 parameters, one answer
+// is bounded in bytes, and a deletion decides authorship from the index.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -187,4 +188,64 @@ describe('one answer is bounded in bytes (max_query_bytes)', () => {
     const rest = await s.req('rest', { authors: [owner.pk], until: r.events.at(-1)!.created_at - 1 });
     expect(rest.events.map((e) => e.id)).toEqual(stored.slice(expected).map((e) => e.id));
   }, 120_000);
+});
+
+describe('deletions (NIP-09) decide from the index', () => {
+  it('a stranger naming 300 of my events deletes none and the store never reads their JSON', async () => {
+    const victim = keys();
+    const stranger = keys();
+    const targets = Array.from({ length: 300 }, (_, i) => sign(victim, { content: `v${i}`, created_at: NOW - 50 }));
+    await withStorage((state) => {
+      const rec = recordingSql(state.storage.sql);
+      const store = new EventStore(rec.sql);
+      for (const e of targets) store.insert(e, JSON.stringify(e), state.storage);
+      rec.log.length = 0;
+      const del = sign(stranger, { kind: 5, tags: targets.map((e) => ['e', e.id]), created_at: NOW - 10 });
+      expect(store.insert(del, JSON.stringify(del), state.storage)).toEqual({ status: 'stored' });
+      expect(store.size()).toBe(301);
+      expect(rec.log.filter((s) => /select[^;]*\braw\b/i.test(s.query))).toEqual([]);
+      expect(rec.log.length).toBeLessThan(20);
+      // The author deletes them all, with work linear in the targets.
+      rec.log.length = 0;
+      const own = sign(victim, { kind: 5, tags: targets.map((e) => ['e', e.id]), created_at: NOW - 10 });
+      expect(store.insert(own, JSON.stringify(own), state.storage)).toEqual({ status: 'stored' });
+      expect(store.size()).toBe(2);
+      expect(rec.log.filter((s) => /select[^;]*\braw\b/i.test(s.query))).toEqual([]);
+      expect(rec.log.length).toBeLessThan(20 + 2 * targets.length);
+      // Deleted ids stay deleted; the stranger's deletion changed nothing it may not.
+      expect(store.insert(targets[0]!, JSON.stringify(targets[0]), state.storage)).toEqual({ status: 'deleted' });
+    });
+  });
+
+  it('the recipient of a gift wrap may delete it, its author key may not, a third key may not', async () => {
+    const recipient = keys();
+    const wrapper = keys();
+    const other = keys();
+    const wrap = sign(wrapper, { kind: 1059, tags: [['p', recipient.pk]], created_at: NOW - 40 });
+    const wrap2 = sign(wrapper, { kind: 1059, tags: [['p', recipient.pk]], created_at: NOW - 41 });
+    await withStorage((state) => {
+      const store = new EventStore(state.storage.sql);
+      store.insert(wrap, JSON.stringify(wrap), state.storage);
+      store.insert(wrap2, JSON.stringify(wrap2), state.storage);
+      const byOther = sign(other, { kind: 5, tags: [['e', wrap.id]], created_at: NOW - 5 });
+      store.insert(byOther, JSON.stringify(byOther), state.storage);
+      expect(store.query([{ kinds: [1059] }], () => 10, [recipient.pk], NOW, 1e9).map((r) => r.id)).toEqual([wrap.id, wrap2.id]);
+      const byRecipient = sign(recipient, { kind: 5, tags: [['e', wrap.id]], created_at: NOW - 4 });
+      store.insert(byRecipient, JSON.stringify(byRecipient), state.storage);
+      expect(store.query([{ kinds: [1059] }], () => 10, [recipient.pk], NOW, 1e9).map((r) => r.id)).toEqual([wrap2.id]);
+    });
+  });
+
+  it(`refuses a deletion naming more than ${DEFAULT_LIMITS.max_deletion_targets} events`, async () => {
+    const owner = freshOwner();
+    const s = await connect(`/r/${owner.pk}`);
+    const n = DEFAULT_LIMITS.max_deletion_targets;
+    const tooMany = sign(owner, {
+      kind: 5,
+      tags: [...Array.from({ length: n }, () => ['e', randomHex()]), ['a', `30023:${owner.pk}:x`]],
+    });
+    expect(await s.publish(tooMany)).toEqual(['OK', tooMany.id, false, `invalid: a deletion may name at most ${n} events`]);
+    const atCap = sign(owner, { kind: 5, tags: Array.from({ length: n }, () => ['e', randomHex()]) });
+    expect(await s.publish(atCap)).toEqual(['OK', atCap.id, true, '']);
+  });
 });

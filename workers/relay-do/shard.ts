@@ -14,7 +14,7 @@ import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { checkWrite, type PolicyContext } from './policy.js';
-import { EventStore } from './store.js';
+import { deletionTargetCount, EventStore } from './store.js';
 import { delivers } from './visibility.js';
 import { AoFrameGate, checkFrameFilters } from './ao-frames.js';
 import { ConnectionStore, type Connection } from './connections.js';
@@ -218,6 +218,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     const denied = checkWrite(e, this.policyContext(conn, verifier));
     if (denied) return answerRejection(conn, e.id, denied);
+    if (e.kind === KIND.DELETION && deletionTargetCount(e) > this.limits.max_deletion_targets) {
+      return answerRejection(conn, e.id, reject('invalid', `a deletion may name at most ${this.limits.max_deletion_targets} events`));
+    }
     const raw = rawEventOf(message);
     if (!isStored(e.kind)) {
       send(conn, relayMessage.ok(e.id, true, ''));

@@ -4,7 +4,7 @@
 // array, never more than 100 parameters) and its answer is bounded in bytes.
 
 import type { NostrEvent } from '../../src/shared/event.js';
-import { tagValue } from '../../src/shared/event.js';
+import { tagValue, tagValues } from '../../src/shared/event.js';
 import { compareEvents, dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
@@ -225,40 +225,58 @@ export class EventStore {
     this.sql.exec('DELETE FROM events WHERE rid = ?', rid);
   }
 
-  /** NIP-09: `e` tags delete the author's events (or a gift wrap addressed to the deleter); `a` tags delete versions up to the deletion's created_at. */
+  /**
+   * NIP-09: `e` tags delete the author's events (or a gift wrap addressed to the deleter); `a` tags
+   * delete versions up to the deletion's created_at. Who may delete what is decided from indexed
+   * columns (pubkey, kind, the `p` tag index), never by reading stored JSON; the number of targets
+   * is capped by the shard (`max_deletion_targets`) before this runs.
+   */
   private applyDeletion(del: NostrEvent): void {
     const sql = this.sql;
-    for (const t of del.tags) {
-      if (t[0] === 'e' && t[1] && isHex64(t[1])) {
-        const target = sql.exec<{ rid: number; raw: string }>('SELECT rid, raw FROM events WHERE id = ?', t[1]).toArray()[0];
-        if (target) {
-          const ev = JSON.parse(target.raw) as NostrEvent;
-          if (ev.kind === KIND.DELETION || !mayDelete(del.pubkey, ev)) continue;
-          this.removeRow(target.rid);
-        }
-        sql.exec('INSERT OR IGNORE INTO deleted_ids (id, pubkey) VALUES (?, ?)', t[1], del.pubkey);
-      } else if (t[0] === 'a' && t[1]) {
-        const coord = parseCoordinate(t[1]);
-        if (!coord || coord.pubkey !== del.pubkey) continue;
-        const rows = sql
-          .exec<{ rid: number }>(
-            'SELECT rid FROM events WHERE pubkey = ? AND kind = ? AND d = ? AND created_at <= ?',
-            coord.pubkey,
-            coord.kind,
-            coord.d,
-            del.created_at,
-          )
-          .toArray();
-        for (const r of rows) this.removeRow(r.rid);
-        sql.exec(
-          `INSERT INTO deleted_addrs (pubkey, kind, d, until) VALUES (?, ?, ?, ?)
-           ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = max(until, excluded.until)`,
+    const ids = [...new Set(tagValues(del, 'e').filter(isHex64))];
+    if (ids.length > 0) {
+      const found = sql
+        .exec<{ rid: number; id: string; deletable: number }>(
+          `SELECT e.rid, e.id,
+             (e.kind <> ${KIND.DELETION} AND (e.pubkey = ?1 OR (e.kind = ${KIND.GIFT_WRAP}
+               AND EXISTS (SELECT 1 FROM tags p WHERE p.rid = e.rid AND p.name = 'p' AND p.value = ?1)))) AS deletable
+           FROM events e WHERE e.id IN (SELECT value FROM json_each(?2))`,
+          del.pubkey,
+          JSON.stringify(ids),
+        )
+        .toArray();
+      for (const r of found) if (r.deletable) this.removeRow(r.rid);
+      // Remembered for targets deleted now or not stored yet (so they cannot be added later).
+      const kept = new Set(found.filter((r) => !r.deletable).map((r) => r.id));
+      const remembered = ids.filter((id) => !kept.has(id));
+      if (remembered.length > 0) {
+        sql.exec('INSERT OR IGNORE INTO deleted_ids (id, pubkey) SELECT value, ? FROM json_each(?)', del.pubkey, JSON.stringify(remembered));
+      }
+    }
+    const coords = new Map<string, { kind: number; pubkey: string; d: string }>();
+    for (const a of tagValues(del, 'a')) {
+      const coord = parseCoordinate(a);
+      if (coord && coord.pubkey === del.pubkey) coords.set(`${coord.kind}:${coord.d}`, coord);
+    }
+    for (const coord of coords.values()) {
+      const rows = sql
+        .exec<{ rid: number }>(
+          'SELECT rid FROM events WHERE pubkey = ? AND kind = ? AND d = ? AND created_at <= ?',
           coord.pubkey,
           coord.kind,
           coord.d,
           del.created_at,
-        );
-      }
+        )
+        .toArray();
+      for (const r of rows) this.removeRow(r.rid);
+      sql.exec(
+        `INSERT INTO deleted_addrs (pubkey, kind, d, until) VALUES (?, ?, ?, ?)
+         ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = max(until, excluded.until)`,
+        coord.pubkey,
+        coord.kind,
+        coord.d,
+        del.created_at,
+      );
     }
   }
 
@@ -384,7 +402,10 @@ export class EventStore {
   }
 }
 
-/** Whether `deleter` may delete `e`: its author, or the p-tagged recipient of a gift wrap. */
+/** Number of `e` and `a` tags of a deletion: what the shard's `max_deletion_targets` caps. */
+export const deletionTargetCount = (del: Pick<NostrEvent, 'tags'>): number => del.tags.filter((t) => t[0] === 'e' || t[0] === 'a').length;
+
+/** Whether `deleter` may delete `e` (the SQL form in applyDeletion decides the same from the index): its author, or the p-tagged recipient of a gift wrap. */
 export function mayDelete(deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean {
   if (e.kind === KIND.DELETION) return false;
   if (e.pubkey === deleter) return true;
