@@ -1,7 +1,9 @@
-// Bounded queries and deletions (issue 7 items 1, 5): the work of one REQ/COUNT is linear in its
-// message (never a product of its lists), no statement binds more than 100 parameters, one answer
-// is bounded in bytes, and a deletion decides authorship from the index.
+// Bounded queries, deletions and canonical events (issue 7 items 1, 5, 12): the work of one
+// REQ/COUNT is linear in its message (never a product of its lists), no statement binds more than
+// 100 parameters, one answer is bounded in bytes, a deletion decides authorship from the index,
+// and the shard serves a canonical serialization of what it validated.
 import { env, runInDurableObject } from 'cloudflare:test';
+import { verifyEvent } from 'nostr-tools/pure';
 import { describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { compareEvents, matchFilter, type Filter } from '../../src/shared/filters.js';
@@ -247,5 +249,35 @@ describe('deletions (NIP-09) decide from the index', () => {
     expect(await s.publish(tooMany)).toEqual(['OK', tooMany.id, false, `invalid: a deletion may name at most ${n} events`]);
     const atCap = sign(owner, { kind: 5, tags: Array.from({ length: n }, () => ['e', randomHex()]) });
     expect(await s.publish(atCap)).toEqual(['OK', atCap.id, true, '']);
+  });
+});
+
+describe('canonical serialization (served JSON is what was validated)', () => {
+  it('an event sent with a duplicate key is stored and served with exactly one of each key, and verifies', async () => {
+    const owner = freshOwner();
+    const path = `/r/${owner.pk}`;
+    const s = await connect(path);
+    const e = sign(owner, { content: 'the signed content', tags: [['t', 'dup']] });
+    const live = await connect(path);
+    live.send(['REQ', 'live', { '#t': ['dup'] }]);
+    await live.next((f) => f[0] === 'EOSE');
+    const liveRaw: string[] = [];
+    live.ws.addEventListener('message', (m) => liveRaw.push(m.data as string));
+    // A duplicate `content` key ahead of the real one (JSON.parse keeps the last value).
+    const json = JSON.stringify(e).replace('{', '{"content":"something else",');
+    s.send(`["EVENT",${json}]`);
+    expect(await s.next((f) => f[0] === 'OK')).toEqual(['OK', e.id, true, '']);
+    const stored: string[] = [];
+    s.ws.addEventListener('message', (m) => stored.push(m.data as string));
+    await s.req('read', { ids: [e.id] });
+    await live.next((f) => f[0] === 'EVENT');
+    for (const frame of [stored.find((f) => f.startsWith('["EVENT"')), liveRaw.find((f) => f.startsWith('["EVENT"'))]) {
+      expect(frame).toBeDefined();
+      expect(frame!.match(/"content":/g)).toHaveLength(1);
+      const served = (JSON.parse(frame!) as [string, string, NostrEvent])[2];
+      expect(served).toEqual(e);
+      expect(JSON.stringify(served)).toBe(JSON.stringify(e));
+      expect(verifyEvent({ ...served })).toBe(true);
+    }
   });
 });

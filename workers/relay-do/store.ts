@@ -19,7 +19,7 @@ export type InsertOutcome =
   | { status: 'stale' }
   | { status: 'deleted' };
 
-/** A stored event as returned by queries: the exact JSON received plus its sort keys. */
+/** A stored event as returned by queries: its stored (canonical) JSON plus its sort keys. */
 export interface StoredEvent {
   id: string;
   created_at: number;
