@@ -20,11 +20,7 @@ export type InsertOutcome =
   | { status: 'deleted' };
 
 /** A stored event as returned by queries: its stored (canonical) JSON plus its sort keys. */
-export interface StoredEvent {
-  id: string;
-  created_at: number;
-  raw: string;
-}
+export type StoredEvent = { id: string; created_at: number; raw: string };
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS events (
@@ -140,11 +136,22 @@ interface ListClause {
   wrap: (inList: string) => string;
 }
 
-/** Rows of the first query phase: what to send, in order, before any event JSON is read. */
-interface Candidate {
-  rid: number;
-  id: string;
-  created_at: number;
+/** Rows of the first phase of a multi-filter query: what to send, in order, before any event JSON is read. */
+type Candidate = { rid: number; id: string; created_at: number };
+
+/** A stored event with the UTF-8 size of its JSON, as query statements return it. */
+type SizedEvent = StoredEvent & { size: number };
+
+/** The longest prefix of `rows` whose JSON fits in `maxBytes` (at least one row); reads no row past it. */
+function withinBytes(rows: Iterable<SizedEvent>, maxBytes: number): StoredEvent[] {
+  const out: StoredEvent[] = [];
+  let bytes = 0;
+  for (const { id, created_at, raw, size } of rows) {
+    bytes += size;
+    if (bytes > maxBytes && out.length > 0) break;
+    out.push({ id, created_at, raw });
+  }
+  return out;
 }
 
 export class EventStore {
@@ -283,39 +290,37 @@ export class EventStore {
   /**
    * Matching stored events for a REQ: newest first (ties by lowest id), at most `limit` per filter,
    * the union without duplicates, and no more than `maxBytes` of event JSON (the first event always
-   * goes, so paging with `until` progresses). One statement per filter picks the events from the
-   * indexes; one more reads the JSON of those that fit the budget, stopping at the first that does not.
+   * goes, so paging with `until` progresses). Rows are read lazily and reading stops at the first
+   * event over the budget. One filter is one statement; several filters first pick their events
+   * from the indexes (one statement each, no JSON read), then one statement reads the merged list.
    */
   query(filters: readonly Filter[], limitOf: (f: Filter) => number, readers: readonly string[], now: number, maxBytes: number): StoredEvent[] {
+    const columns = 'e.id AS id, e.created_at AS created_at, e.raw AS raw, octet_length(e.raw) AS size';
+    if (filters.length === 1) {
+      const f = filters[0]!;
+      const q = limitOf(f) === 0 ? undefined : this.compile(f, readers, now, `SELECT DISTINCT ${columns}`, limitOf(f));
+      return q ? withinBytes(this.sql.exec<SizedEvent>(q.sql, ...q.params), maxBytes) : [];
+    }
     const seen = new Set<number>();
     const chosen: Candidate[] = [];
     for (const f of filters) {
       const limit = limitOf(f);
-      if (limit === 0) continue;
-      const q = this.compile(f, readers, now, 'SELECT DISTINCT e.rid, e.id, e.created_at', limit);
+      const q = limit === 0 ? undefined : this.compile(f, readers, now, 'SELECT DISTINCT e.rid, e.id, e.created_at', limit);
       if (!q) continue;
-      for (const row of this.sql.exec<{ rid: number; id: string; created_at: number }>(q.sql, ...q.params)) {
+      for (const row of this.sql.exec<Candidate>(q.sql, ...q.params)) {
         if (seen.has(row.rid)) continue;
         seen.add(row.rid);
         chosen.push(row);
       }
     }
     if (chosen.length === 0) return [];
-    if (filters.length > 1) chosen.sort(compareEvents);
-    const out: StoredEvent[] = [];
-    let bytes = 0;
+    chosen.sort(compareEvents);
     // CROSS JOIN keeps json_each as the outer loop: rows come in the order of the array.
-    const rows = this.sql.exec<{ raw: string; size: number }>(
-      'SELECT e.raw AS raw, octet_length(e.raw) AS size FROM json_each(?) j CROSS JOIN events e ON e.rid = j.value',
+    const rows = this.sql.exec<SizedEvent>(
+      `SELECT ${columns} FROM json_each(?) j CROSS JOIN events e ON e.rid = j.value`,
       JSON.stringify(chosen.map((c) => c.rid)),
     );
-    for (const row of rows) {
-      bytes += row.size;
-      if (bytes > maxBytes && out.length > 0) break;
-      const c = chosen[out.length]!;
-      out.push({ id: c.id, created_at: c.created_at, raw: row.raw });
-    }
-    return out;
+    return withinBytes(rows, maxBytes);
   }
 
   /** NIP-45: number of distinct stored events matching any of the filters (limits ignored). */
