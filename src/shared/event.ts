@@ -1,5 +1,5 @@
-// Nostr events (NIP-01): the zod schema, the canonical serialization, id computation, and full
-// validation (shape, id, signature) that every component runs before looking at an event.
+// Nostr events (NIP-01): the zod schema, the canonical serializations (for the id, and the JSON a
+// relay serves), id computation, and full validation (shape, id, signature) that every component runs before looking at an event.
 
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
@@ -44,6 +44,14 @@ export type UnsignedEvent = Omit<NostrEvent, 'id' | 'sig'>;
 /** NIP-01 canonical serialization: [0, pubkey, created_at, kind, tags, content]. */
 export const serializeEvent = (e: UnsignedEvent): string =>
   JSON.stringify([0, e.pubkey, e.created_at, e.kind, e.tags, e.content]);
+
+/**
+ * The JSON a relay stores and serves for a validated event: exactly the seven NIP-01 fields, once
+ * each, in a fixed order (like strfry). Never the bytes a client sent: those may hold duplicate keys
+ * that other parsers read differently from the value that was validated.
+ */
+export const eventJson = (e: NostrEvent): string =>
+  JSON.stringify({ id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, tags: e.tags, content: e.content, sig: e.sig });
 
 const utf8 = new TextEncoder();
 

@@ -1,11 +1,12 @@
-// NIP-01 filters: the zod schema (with the relay's own limits applied by the caller) and the
-// matching rule used by live fan-out. Storage queries compile the same filter to SQL in the relay
-// and are tested against this matcher.
+// NIP-01 filters: the zod schema (with the relay's own limits applied by the caller), value
+// dedupe and the per-filter value cap, and the matching rule used by live fan-out. Storage queries
+// compile the same filter to SQL in the relay and are tested against this matcher.
 
 import { z } from 'zod';
 import type { NostrEvent } from './event.js';
 import { MAX_KIND } from './event.js';
 import { HEX64 } from './hex.js';
+import { reject, type Rejection } from './errors.js';
 
 const hex64 = z.string().regex(HEX64, 'ids and authors must be 64 lowercase hex characters');
 const timestamp = (name: string) =>
@@ -61,6 +62,35 @@ export function tagFilters(f: Filter): Array<[string, string[]]> {
     if (TAG_KEY.test(key)) out.push([key.slice(1), f[key as `#${string}`]!]);
   }
   return out;
+}
+
+const unique = <T>(xs: readonly T[]): T[] => [...new Set(xs)];
+
+/** The same filter with duplicate values removed from every list (same matches, less work). */
+export function dedupeFilter(f: Filter): Filter {
+  const out: Filter = { ...f };
+  if (f.ids) out.ids = unique(f.ids);
+  if (f.authors) out.authors = unique(f.authors);
+  if (f.kinds) out.kinds = unique(f.kinds);
+  for (const [letter, values] of tagFilters(f)) out[`#${letter}`] = unique(values);
+  return out;
+}
+
+/** Values of a filter, counted over ids, authors, kinds and every #tag list (each list deduplicated). */
+export function filterValueCount(f: Filter): number {
+  const d = dedupeFilter(f);
+  let n = (d.ids?.length ?? 0) + (d.authors?.length ?? 0) + (d.kinds?.length ?? 0);
+  for (const [, values] of tagFilters(d)) n += values.length;
+  return n;
+}
+
+/** The relay's cap on values per filter (`max_filter_values`): the first filter over it, as a rejection. */
+export function checkFilterValues(filters: readonly Filter[], max: number): Rejection | undefined {
+  for (const f of filters) {
+    const n = filterValueCount(f);
+    if (n > max) return reject('invalid', `filter has ${n} values (max ${max})`);
+  }
+  return undefined;
 }
 
 export function matchFilter(f: Filter, e: NostrEvent): boolean {

@@ -9,13 +9,14 @@ describe('NIP-01 on a shard', () => {
     expect(f[1]).toMatch(/^[0-9a-f]{32}$/);
   });
 
-  it('stores an event, answers OK, serves it byte-for-byte, and says duplicate the second time', async () => {
+  it('stores an event, answers OK, serves its canonical JSON, and says duplicate the second time', async () => {
     const owner = freshOwner();
     const s = await connect(`/r/${owner.pk}`);
     const e = sign(owner, { content: 'unicode ✓ "quotes" \\ and \n newline', tags: [['t', 'x'], ['z', 'a', 'b']] });
-    // Send with unusual (but valid) formatting: the relay must serve the exact bytes it received.
-    const raw = JSON.stringify(e, null, 1);
-    s.send(`["EVENT",${raw}]`);
+    // Send with unusual (but valid) formatting and key order: the relay serves the canonical JSON
+    // (the seven fields once each, compact, in NIP-01 order) of what it validated.
+    const { sig, ...rest } = e;
+    s.send(`["EVENT",${JSON.stringify({ sig, ...rest }, null, 1)}]`);
     expect(await s.next((f) => f[0] === 'OK')).toEqual(['OK', e.id, true, '']);
     expect(await s.publish(e)).toEqual(['OK', e.id, true, 'duplicate: already have this event']);
     const reader = await connect(`/r/${owner.pk}`);
@@ -23,7 +24,7 @@ describe('NIP-01 on a shard', () => {
     reader.ws.addEventListener('message', (m) => got.push(m.data as string));
     const { events } = await reader.req('a', { ids: [e.id] });
     expect(events).toEqual([e]);
-    expect(got.find((m) => m.startsWith('["EVENT"'))).toBe(`["EVENT","a",${raw}]`);
+    expect(got.find((m) => m.startsWith('["EVENT"'))).toBe(`["EVENT","a",${JSON.stringify(e)}]`);
   });
 
   it('orders by created_at descending then id ascending, applies limit, since/until inclusive', async () => {

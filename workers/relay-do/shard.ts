@@ -3,9 +3,9 @@
 // live sockets of this shard only.
 
 import { DurableObject } from 'cloudflare:workers';
-import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
+import { checkIdAndSignature, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
-import type { Filter } from '../../src/shared/filters.js';
+import { checkFilterValues, dedupeFilter, type Filter } from '../../src/shared/filters.js';
 import { isPrivateKind, isStored, KIND } from '../../src/shared/kinds.js';
 import { parseClientMessage, relayMessage } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
@@ -14,7 +14,7 @@ import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { checkWrite, type PolicyContext } from './policy.js';
-import { EventStore } from './store.js';
+import { deletionTargetCount, EventStore } from './store.js';
 import { delivers } from './visibility.js';
 import { AoFrameGate, checkFrameFilters } from './ao-frames.js';
 import { ConnectionStore, type Connection } from './connections.js';
@@ -164,7 +164,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const msg = parsed.value;
     switch (msg.type) {
       case 'EVENT':
-        return this.onEvent(conn, msg.event, message);
+        return this.onEvent(conn, msg.event);
       case 'REQ':
         return this.onReq(conn, msg.subId, msg.filters);
       case 'COUNT':
@@ -197,7 +197,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return checked.ok ? { event: checked.value } : { id: shaped.value.id, rejection: checked.error };
   }
 
-  private async onEvent(conn: Connection, input: unknown, message: string): Promise<void> {
+  private async onEvent(conn: Connection, input: unknown): Promise<void> {
     const now = Date.now();
     // NIP-AO frames have their own limits (per agent, after authorization); other kinds share these.
     const isFrame = kindOf(input) === KIND.AO_FRAME;
@@ -209,7 +209,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const v = this.verified(input, verifier);
     if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
     const e = v.event;
-    if (isFrame) return this.onFrame(conn, e, rawEventOf(message), now, verifier);
+    if (isFrame) return this.onFrame(conn, e, eventJson(e), now, verifier);
     if (!internal && !this.byPubkey.take(e.pubkey, now)) {
       return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this pubkey'));
     }
@@ -218,7 +218,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     const denied = checkWrite(e, this.policyContext(conn, verifier));
     if (denied) return answerRejection(conn, e.id, denied);
-    const raw = rawEventOf(message);
+    if (e.kind === KIND.DELETION && deletionTargetCount(e) > this.limits.max_deletion_targets) {
+      return answerRejection(conn, e.id, reject('invalid', `a deletion may name at most ${this.limits.max_deletion_targets} events`));
+    }
+    // Stored and served: the canonical JSON of what was validated, never the bytes received.
+    const raw = eventJson(e);
     if (!isStored(e.kind)) {
       send(conn, relayMessage.ok(e.id, true, ''));
       return this.broadcast(e, raw);
@@ -313,17 +317,19 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return checkFrameFilters(filters, conn.authed, nowSeconds());
   }
 
-  private onReq(conn: Connection, subId: string, filters: Filter[]): void {
-    const denied = this.admitQuery(conn, subId, filters);
+  private onReq(conn: Connection, subId: string, input: Filter[]): void {
+    const filters = input.map(dedupeFilter);
+    const denied = checkFilterValues(filters, this.limits.max_filter_values) ?? this.admitQuery(conn, subId, filters);
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
-    const rows = this.store.query(filters, this.limitOf, [...conn.authed], nowSeconds());
+    const rows = this.store.query(filters, this.limitOf, [...conn.authed], nowSeconds(), this.limits.max_query_bytes);
     for (const row of rows) send(conn, relayMessage.event(subId, row.raw));
     send(conn, relayMessage.eose(subId));
     this.conns.setSub(conn, subId, filters);
   }
 
-  private onCount(conn: Connection, subId: string, filters: Filter[]): void {
-    const denied = this.admitQuery(conn, subId, filters);
+  private onCount(conn: Connection, subId: string, input: Filter[]): void {
+    const filters = input.map(dedupeFilter);
+    const denied = checkFilterValues(filters, this.limits.max_filter_values) ?? this.admitQuery(conn, subId, filters);
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
     send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds())));
   }
@@ -357,13 +363,6 @@ const eventIdOf = (input: unknown): string | undefined => {
   const id = typeof input === 'object' && input !== null ? (input as { id?: unknown }).id : undefined;
   return typeof id === 'string' ? id : undefined;
 };
-
-/** The event's JSON exactly as the client sent it: the second element of ["EVENT", {...}]. */
-function rawEventOf(message: string): string {
-  const start = message.indexOf('{');
-  const end = message.lastIndexOf('}');
-  return message.slice(start, end + 1);
-}
 
 /** Whether a string's UTF-8 encoding exceeds `max` bytes, without encoding short strings. */
 function byteLengthOver(s: string, max: number): boolean {

@@ -1,10 +1,11 @@
 // Event storage of one shard in the Durable Object's SQLite: schema, insert with the replace /
-// delete / expiry rules of DESIGN.md's kind policy, and filter queries compiled to SQL (chunked so
-// that no statement binds more than 100 parameters).
+// delete / expiry rules of DESIGN.md's kind policy, and filter queries compiled to SQL. The work of
+// a query is linear in its filters (one statement per filter, long value lists bound as one JSON
+// array, never more than 100 parameters) and its answer is bounded in bytes.
 
 import type { NostrEvent } from '../../src/shared/event.js';
-import { tagValue } from '../../src/shared/event.js';
-import { compareEvents, tagFilters, type Filter } from '../../src/shared/filters.js';
+import { tagValue, tagValues } from '../../src/shared/event.js';
+import { compareEvents, dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
 import { readableKindsSql } from './visibility.js';
@@ -18,12 +19,8 @@ export type InsertOutcome =
   | { status: 'stale' }
   | { status: 'deleted' };
 
-/** A stored event as returned by queries: the exact JSON received plus its sort keys. */
-export interface StoredEvent {
-  id: string;
-  created_at: number;
-  raw: string;
-}
+/** A stored event as returned by queries: its stored (canonical) JSON plus its sort keys. */
+export type StoredEvent = { id: string; created_at: number; raw: string };
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS events (
@@ -96,29 +93,66 @@ function indexedTags(e: NostrEvent): Array<[string, string]> {
   return out;
 }
 
-/** Splits a filter so that each piece binds at most `budget` parameters; the union of the pieces' matches equals the filter's. */
-export function chunkFilter(f: Filter, budget: number): Filter[] {
-  const lists: Array<[string, string[]]> = [];
-  if (f.ids) lists.push(['ids', f.ids]);
-  if (f.authors) lists.push(['authors', f.authors]);
-  for (const [letter, values] of tagFilters(f)) lists.push([`#${letter}`, values]);
-  const count = lists.reduce((n, [, v]) => n + v.length, 0);
-  if (count <= budget) return [f];
-  const [key, longest] = lists.reduce((a, b) => (b[1].length > a[1].length ? b : a));
-  const size = Math.max(1, budget - (count - longest.length));
-  const out: Filter[] = [];
-  for (let i = 0; i < longest.length; i += size) {
-    out.push(...chunkFilter({ ...f, [key]: longest.slice(i, i + size) }, budget));
-  }
-  return out;
-}
-
 interface CompiledQuery {
   sql: string;
   params: Array<string | number>;
 }
 
-const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(',');
+/** Lists up to this long bind one parameter per value (`IN (?,?)` plans best); longer ones bind one JSON array. */
+const PLAIN_LIST_MAX = 16;
+
+/** A value list as SQL: `expr IN (?,…)` or `expr IN (SELECT value FROM json_each(?))`. */
+function inList(expr: string, values: readonly (string | number)[], plain: boolean): CompiledQuery {
+  if (plain) return { sql: `${expr} IN (${values.map(() => '?').join(',')})`, params: [...values] };
+  return { sql: `${expr} IN (SELECT value FROM json_each(?))`, params: [JSON.stringify(values)] };
+}
+
+/**
+ * Which lists bind their values one by one: the shortest first, while the statement stays within
+ * MAX_BOUND_PARAMS (every list costs at least one parameter, the rest are `reserved`).
+ */
+function plainLists(lengths: readonly number[], reserved: number): boolean[] {
+  let spare = MAX_BOUND_PARAMS - reserved - lengths.length;
+  const plain = lengths.map(() => false);
+  const order = lengths.map((n, i) => [n, i] as const).sort((a, b) => a[0] - b[0]);
+  for (const [n, i] of order) {
+    if (n > PLAIN_LIST_MAX || n - 1 > spare) break;
+    plain[i] = true;
+    spare -= n - 1;
+  }
+  return plain;
+}
+
+/** A tag letter is inlined in SQL: only a single ASCII letter may get there. */
+const tagLiteral = (letter: string): string => {
+  if (!/^[a-zA-Z]$/.test(letter)) throw new Error(`not a tag letter: ${JSON.stringify(letter)}`);
+  return `'${letter}'`;
+};
+
+/** A value list of a filter: the column it constrains and the clause around the `IN`. */
+interface ListClause {
+  expr: string;
+  values: readonly string[];
+  wrap: (inList: string) => string;
+}
+
+/** Rows of the first phase of a multi-filter query: what to send, in order, before any event JSON is read. */
+type Candidate = { rid: number; id: string; created_at: number };
+
+/** A stored event with the UTF-8 size of its JSON, as query statements return it. */
+type SizedEvent = StoredEvent & { size: number };
+
+/** The longest prefix of `rows` whose JSON fits in `maxBytes` (at least one row); reads no row past it. */
+function withinBytes(rows: Iterable<SizedEvent>, maxBytes: number): StoredEvent[] {
+  const out: StoredEvent[] = [];
+  let bytes = 0;
+  for (const { id, created_at, raw, size } of rows) {
+    bytes += size;
+    if (bytes > maxBytes && out.length > 0) break;
+    out.push({ id, created_at, raw });
+  }
+  return out;
+}
 
 export class EventStore {
   constructor(private readonly sql: SqlStorage) {
@@ -198,126 +232,163 @@ export class EventStore {
     this.sql.exec('DELETE FROM events WHERE rid = ?', rid);
   }
 
-  /** NIP-09: `e` tags delete the author's events (or a gift wrap addressed to the deleter); `a` tags delete versions up to the deletion's created_at. */
+  /**
+   * NIP-09: `e` tags delete the author's events (or a gift wrap addressed to the deleter); `a` tags
+   * delete versions up to the deletion's created_at. Who may delete what is decided from indexed
+   * columns (pubkey, kind, the `p` tag index), never by reading stored JSON; the number of targets
+   * is capped by the shard (`max_deletion_targets`) before this runs.
+   */
   private applyDeletion(del: NostrEvent): void {
     const sql = this.sql;
-    for (const t of del.tags) {
-      if (t[0] === 'e' && t[1] && isHex64(t[1])) {
-        const target = sql.exec<{ rid: number; raw: string }>('SELECT rid, raw FROM events WHERE id = ?', t[1]).toArray()[0];
-        if (target) {
-          const ev = JSON.parse(target.raw) as NostrEvent;
-          if (ev.kind === KIND.DELETION || !mayDelete(del.pubkey, ev)) continue;
-          this.removeRow(target.rid);
-        }
-        sql.exec('INSERT OR IGNORE INTO deleted_ids (id, pubkey) VALUES (?, ?)', t[1], del.pubkey);
-      } else if (t[0] === 'a' && t[1]) {
-        const coord = parseCoordinate(t[1]);
-        if (!coord || coord.pubkey !== del.pubkey) continue;
-        const rows = sql
-          .exec<{ rid: number }>(
-            'SELECT rid FROM events WHERE pubkey = ? AND kind = ? AND d = ? AND created_at <= ?',
-            coord.pubkey,
-            coord.kind,
-            coord.d,
-            del.created_at,
-          )
-          .toArray();
-        for (const r of rows) this.removeRow(r.rid);
-        sql.exec(
-          `INSERT INTO deleted_addrs (pubkey, kind, d, until) VALUES (?, ?, ?, ?)
-           ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = max(until, excluded.until)`,
+    const ids = [...new Set(tagValues(del, 'e').filter(isHex64))];
+    if (ids.length > 0) {
+      const found = sql
+        .exec<{ rid: number; id: string; deletable: number }>(
+          `SELECT e.rid, e.id,
+             (e.kind <> ${KIND.DELETION} AND (e.pubkey = ?1 OR (e.kind = ${KIND.GIFT_WRAP}
+               AND EXISTS (SELECT 1 FROM tags p WHERE p.rid = e.rid AND p.name = 'p' AND p.value = ?1)))) AS deletable
+           FROM events e WHERE e.id IN (SELECT value FROM json_each(?2))`,
+          del.pubkey,
+          JSON.stringify(ids),
+        )
+        .toArray();
+      for (const r of found) if (r.deletable) this.removeRow(r.rid);
+      // Remembered for targets deleted now or not stored yet (so they cannot be added later).
+      const kept = new Set(found.filter((r) => !r.deletable).map((r) => r.id));
+      const remembered = ids.filter((id) => !kept.has(id));
+      if (remembered.length > 0) {
+        sql.exec('INSERT OR IGNORE INTO deleted_ids (id, pubkey) SELECT value, ? FROM json_each(?)', del.pubkey, JSON.stringify(remembered));
+      }
+    }
+    const coords = new Map<string, { kind: number; pubkey: string; d: string }>();
+    for (const a of tagValues(del, 'a')) {
+      const coord = parseCoordinate(a);
+      if (coord && coord.pubkey === del.pubkey) coords.set(`${coord.kind}:${coord.d}`, coord);
+    }
+    for (const coord of coords.values()) {
+      const rows = sql
+        .exec<{ rid: number }>(
+          'SELECT rid FROM events WHERE pubkey = ? AND kind = ? AND d = ? AND created_at <= ?',
           coord.pubkey,
           coord.kind,
           coord.d,
           del.created_at,
-        );
-      }
+        )
+        .toArray();
+      for (const r of rows) this.removeRow(r.rid);
+      sql.exec(
+        `INSERT INTO deleted_addrs (pubkey, kind, d, until) VALUES (?, ?, ?, ?)
+         ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = max(until, excluded.until)`,
+        coord.pubkey,
+        coord.kind,
+        coord.d,
+        del.created_at,
+      );
     }
   }
 
-  /** Matching stored events for a REQ, newest first, at most `limit` per filter. */
-  query(filters: readonly Filter[], limitOf: (f: Filter) => number, readers: readonly string[], now: number): StoredEvent[] {
-    const seen = new Set<string>();
-    const out: StoredEvent[] = [];
+  /**
+   * Matching stored events for a REQ: newest first (ties by lowest id), at most `limit` per filter,
+   * the union without duplicates, and no more than `maxBytes` of event JSON (the first event always
+   * goes, so paging with `until` progresses). Rows are read lazily and reading stops at the first
+   * event over the budget. One filter is one statement; several filters first pick their events
+   * from the indexes (one statement each, no JSON read), then one statement reads the merged list.
+   */
+  query(filters: readonly Filter[], limitOf: (f: Filter) => number, readers: readonly string[], now: number, maxBytes: number): StoredEvent[] {
+    const columns = 'e.id AS id, e.created_at AS created_at, e.raw AS raw, octet_length(e.raw) AS size';
+    if (filters.length === 1) {
+      const f = filters[0]!;
+      const q = limitOf(f) === 0 ? undefined : this.compile(f, readers, now, `SELECT DISTINCT ${columns}`, limitOf(f));
+      return q ? withinBytes(this.sql.exec<SizedEvent>(q.sql, ...q.params), maxBytes) : [];
+    }
+    const seen = new Set<number>();
+    const chosen: Candidate[] = [];
     for (const f of filters) {
       const limit = limitOf(f);
-      if (limit === 0) continue;
-      const rows: StoredEvent[] = [];
-      for (const piece of chunkFilter(f, MAX_BOUND_PARAMS - 8 - 2 * readers.length)) {
-        const q = this.compile(piece, readers, now, 'SELECT DISTINCT e.id, e.created_at, e.raw', limit);
-        rows.push(...this.sql.exec<{ id: string; created_at: number; raw: string }>(q.sql, ...q.params).toArray());
-      }
-      rows.sort(compareEvents);
-      let taken = 0;
-      for (const r of rows) {
-        if (taken >= limit) break;
-        if (seen.has(r.id)) continue;
-        seen.add(r.id);
-        out.push(r);
-        taken++;
+      const q = limit === 0 ? undefined : this.compile(f, readers, now, 'SELECT DISTINCT e.rid, e.id, e.created_at', limit);
+      if (!q) continue;
+      for (const row of this.sql.exec<Candidate>(q.sql, ...q.params)) {
+        if (seen.has(row.rid)) continue;
+        seen.add(row.rid);
+        chosen.push(row);
       }
     }
-    return filters.length > 1 ? out.sort(compareEvents) : out;
+    if (chosen.length === 0) return [];
+    chosen.sort(compareEvents);
+    // CROSS JOIN keeps json_each as the outer loop: rows come in the order of the array.
+    const rows = this.sql.exec<SizedEvent>(
+      `SELECT ${columns} FROM json_each(?) j CROSS JOIN events e ON e.rid = j.value`,
+      JSON.stringify(chosen.map((c) => c.rid)),
+    );
+    return withinBytes(rows, maxBytes);
   }
 
   /** NIP-45: number of distinct stored events matching any of the filters (limits ignored). */
   count(filters: readonly Filter[], readers: readonly string[], now: number): number {
-    const rids = new Set<number>();
-    for (const f of filters) {
-      for (const piece of chunkFilter(f, MAX_BOUND_PARAMS - 8 - 2 * readers.length)) {
-        const q = this.compile(piece, readers, now, 'SELECT DISTINCT e.rid', undefined);
-        for (const r of this.sql.exec<{ rid: number }>(q.sql, ...q.params)) rids.add(r.rid);
-      }
+    const compiled = filters.map((f) => this.compile(f, readers, now, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
+    if (compiled.length === 1) {
+      const q = compiled[0]!;
+      return this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM (${q.sql})`, ...q.params).one().n;
     }
+    const rids = new Set<number>();
+    for (const q of compiled) for (const r of this.sql.exec<{ rid: number }>(q.sql, ...q.params)) rids.add(r.rid);
     return rids.size;
   }
 
-  private compile(f: Filter, readers: readonly string[], now: number, select: string, limit: number | undefined): CompiledQuery {
-    const where: string[] = [];
-    const params: Array<string | number> = [];
+  /**
+   * One filter as one SQL statement (undefined when it cannot match): work linear in the filter's
+   * size. The most selective tag list drives the query through the tag index; the other tag lists
+   * are EXISTS checks; long lists bind one JSON array each, so no statement binds more than
+   * MAX_BOUND_PARAMS parameters (with up to 16 readers) and nothing is split into a product.
+   */
+  private compile(filter: Filter, readers: readonly string[], now: number, select: string, limit: number | undefined): CompiledQuery | undefined {
+    const f = dedupeFilter(filter);
     const tags = tagFilters(f);
-    let from = 'events e';
-    // The most selective tag filter drives the query through the tag index; the others are EXISTS checks.
+    if (tags.some(([, v]) => v.length === 0) || f.ids?.length === 0 || f.authors?.length === 0 || f.kinds?.length === 0) return undefined;
     tags.sort((a, b) => a[1].length - b[1].length);
     const driver = tags.shift();
-    if (driver) {
-      if (driver[1].length === 0) return { sql: `${select} FROM events e WHERE 0`, params: [] };
-      from = 'tags t JOIN events e ON e.rid = t.rid';
-      where.push(`t.name = ? AND t.value IN (${placeholders(driver[1].length)})`);
-      params.push(driver[0], ...driver[1]);
-    }
+    const clauses: ListClause[] = [];
+    if (driver) clauses.push({ expr: 't.value', values: driver[1], wrap: (c) => `t.name = ${tagLiteral(driver[0])} AND ${c}` });
     for (const [name, values] of tags) {
-      if (values.length === 0) return { sql: `${select} FROM events e WHERE 0`, params: [] };
-      where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.rid = e.rid AND x.name = ? AND x.value IN (${placeholders(values.length)}))`);
-      params.push(name, ...values);
+      clauses.push({
+        expr: 'x.value',
+        values,
+        wrap: (c) => `EXISTS (SELECT 1 FROM tags x WHERE x.rid = e.rid AND x.name = ${tagLiteral(name)} AND ${c})`,
+      });
     }
-    if (f.ids) {
-      where.push(`e.id IN (${placeholders(f.ids.length)})`);
-      params.push(...f.ids);
-    }
-    if (f.authors) {
-      where.push(`e.pubkey IN (${placeholders(f.authors.length)})`);
-      params.push(...f.authors);
-    }
-    if (f.kinds) where.push(`e.kind IN (${f.kinds.map((k) => Math.trunc(k)).join(',') || 'NULL'})`);
+    if (f.ids) clauses.push({ expr: 'e.id', values: f.ids, wrap: (c) => c });
+    if (f.authors) clauses.push({ expr: 'e.pubkey', values: f.authors, wrap: (c) => c });
+    const visible = readableKindsSql(readers);
+    const fixed = (f.since !== undefined ? 1 : 0) + (f.until !== undefined ? 1 : 0) + 1 + (limit !== undefined ? 1 : 0) + visible.params.length;
+    const plain = plainLists(clauses.map((c) => c.values.length), fixed);
+    const where: string[] = [];
+    const params: Array<string | number> = [];
+    clauses.forEach((c, i) => {
+      const list = inList(c.expr, c.values, plain[i]!);
+      where.push(c.wrap(list.sql));
+      params.push(...list.params);
+    });
+    if (f.kinds) where.push(`e.kind IN (${f.kinds.map((k) => Math.trunc(k)).join(',')})`);
+    const at = driver ? 't.created_at' : 'e.created_at';
     if (f.since !== undefined) {
-      where.push(driver ? 't.created_at >= ?' : 'e.created_at >= ?');
+      where.push(`${at} >= ?`);
       params.push(f.since);
     }
     if (f.until !== undefined) {
-      where.push(driver ? 't.created_at <= ?' : 'e.created_at <= ?');
+      where.push(`${at} <= ?`);
       params.push(f.until);
     }
     where.push('(e.expires_at IS NULL OR e.expires_at > ?)');
     params.push(now);
-    const visible = readableKindsSql(readers);
     where.push(visible.sql);
     params.push(...visible.params);
+    const from = driver ? 'tags t JOIN events e ON e.rid = t.rid' : 'events e';
     let sql = `${select} FROM ${from} WHERE ${where.join(' AND ')}`;
     if (limit !== undefined) {
-      sql += driver ? ' ORDER BY t.created_at DESC, e.id ASC LIMIT ?' : ' ORDER BY e.created_at DESC, e.id ASC LIMIT ?';
+      sql += ` ORDER BY ${at} DESC, e.id ASC LIMIT ?`;
       params.push(limit);
     }
+    if (params.length > MAX_BOUND_PARAMS) throw new Error(`query binds ${params.length} parameters (max ${MAX_BOUND_PARAMS}): too many readers`);
     return { sql, params };
   }
 
@@ -336,7 +407,10 @@ export class EventStore {
   }
 }
 
-/** Whether `deleter` may delete `e`: its author, or the p-tagged recipient of a gift wrap. */
+/** Number of `e` and `a` tags of a deletion: what the shard's `max_deletion_targets` caps. */
+export const deletionTargetCount = (del: Pick<NostrEvent, 'tags'>): number => del.tags.filter((t) => t[0] === 'e' || t[0] === 'a').length;
+
+/** Whether `deleter` may delete `e` (the SQL form in applyDeletion decides the same from the index): its author, or the p-tagged recipient of a gift wrap. */
 export function mayDelete(deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean {
   if (e.kind === KIND.DELETION) return false;
   if (e.pubkey === deleter) return true;
