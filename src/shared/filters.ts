@@ -93,14 +93,70 @@ export function checkFilterValues(filters: readonly Filter[], max: number): Reje
   return undefined;
 }
 
+/** A filter's lists as sets, built once per filter object (a subscription's filters are matched against every live event). */
+interface CompiledFilter {
+  ids?: Set<string>;
+  authors?: Set<string>;
+  kinds?: Set<number>;
+  tags: Array<[string, Set<string>]>;
+}
+
+const compiled = new WeakMap<Filter, CompiledFilter>();
+const eventTagIndexes = new WeakMap<NostrEvent, Map<string, Set<string>>>();
+
+function compile(f: Filter): CompiledFilter {
+  let c = compiled.get(f);
+  if (!c) {
+    c = { tags: tagFilters(f).map(([letter, values]) => [letter, new Set(values)]) };
+    if (f.ids) c.ids = new Set(f.ids);
+    if (f.authors) c.authors = new Set(f.authors);
+    if (f.kinds) c.kinds = new Set(f.kinds);
+    compiled.set(f, c);
+  }
+  return c;
+}
+
+/** The first values of an event's tags by tag name, built once per event object. */
+function tagIndex(e: NostrEvent): Map<string, Set<string>> {
+  let index = eventTagIndexes.get(e);
+  if (!index) {
+    index = new Map();
+    for (const t of e.tags) {
+      const [name, value] = t;
+      if (name === undefined || value === undefined) continue;
+      let values = index.get(name);
+      if (!values) index.set(name, (values = new Set()));
+      values.add(value);
+    }
+    eventTagIndexes.set(e, index);
+  }
+  return index;
+}
+
+/** Whether two sets share a member, walking the smaller one. */
+function intersects(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  const [small, large] = a.size <= b.size ? [a, b] : [b, a];
+  for (const v of small) if (large.has(v)) return true;
+  return false;
+}
+
+/**
+ * NIP-01 matching. The work is bounded by the smaller side of each list (filter values or event
+ * tags), never their product: an event with 2,000 tags against filters of 1,000 values each costs
+ * set look-ups, not 2,000 × 1,000 comparisons.
+ */
 export function matchFilter(f: Filter, e: NostrEvent): boolean {
-  if (f.ids && !f.ids.includes(e.id)) return false;
-  if (f.authors && !f.authors.includes(e.pubkey)) return false;
-  if (f.kinds && !f.kinds.includes(e.kind)) return false;
+  const c = compile(f);
+  if (c.ids && !c.ids.has(e.id)) return false;
+  if (c.authors && !c.authors.has(e.pubkey)) return false;
+  if (c.kinds && !c.kinds.has(e.kind)) return false;
   if (f.since !== undefined && e.created_at < f.since) return false;
   if (f.until !== undefined && e.created_at > f.until) return false;
-  for (const [letter, values] of tagFilters(f)) {
-    if (!e.tags.some((t) => t[0] === letter && t[1] !== undefined && values.includes(t[1]))) return false;
+  if (c.tags.length === 0) return true;
+  const index = tagIndex(e);
+  for (const [letter, values] of c.tags) {
+    const have = index.get(letter);
+    if (!have || !intersects(values, have)) return false;
   }
   return true;
 }
@@ -110,6 +166,3 @@ export const matchFilters = (filters: readonly Filter[], e: NostrEvent): boolean
 /** NIP-01 order for query results: created_at descending, then id ascending. */
 export const compareEvents = (a: Pick<NostrEvent, 'created_at' | 'id'>, b: Pick<NostrEvent, 'created_at' | 'id'>): number =>
   b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-
-/** Whether a filter could ever match an event of the given kind. */
-export const filterAdmitsKind = (f: Filter, kind: number): boolean => !f.kinds || f.kinds.includes(kind);
