@@ -30,7 +30,7 @@ const event = fc.record({
   tags: fc.array(
     fc.oneof(
       fc.tuple(fc.constantFrom(...letters, 'long'), fc.constantFrom(...values)).map((t) => [...t]),
-      fc.constantFrom(['e'], ['p', 'x', 'extra']),
+      fc.constantFrom<string[][]>(['e'], ['p', 'x', 'extra']),
     ),
     { maxLength: 6 },
   ),
