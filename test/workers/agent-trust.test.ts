@@ -2,7 +2,7 @@
 // strangers may spend, agents of removed owners stop answering, generic provider errors for
 // clients, retention, and runs that cannot be lost (remove with active runs, a provider dying
 // mid-stream, duplicate delivery through two relays). Limiters run on an injected clock.
-import { env, runInDurableObject } from 'cloudflare:test';
+import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { DEFAULT_LIMITS, type StoredAgent } from '../../workers/agent/config.js';
@@ -11,7 +11,10 @@ import { PROVIDER_MESSAGES } from '../../workers/agent/runtime.js';
 import { api } from './api-helpers.js';
 import { NipXxClient, createTestAgent } from './agent-helpers.js';
 import { keys } from './helpers.js';
-import { TEST_OWNER_SK } from './test-keys.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { RelayClient } from '../../src/shared/relay-client.js';
+import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
+import { sign } from './helpers.js';
 
 const fake = inject('fakeProviderUrl');
 type Recorded = Array<{ body: { messages?: Array<{ role: string; content: unknown }> } }>;
@@ -282,5 +285,103 @@ describe('runs that cannot be lost', () => {
     expect(await runRows(agent)).toContain(p.id);
     const terminals = [owner, pub].flatMap((c) => c.sock.frames.filter(isTerminalOf(p.id)));
     expect(terminals).toHaveLength(1);
+  });
+});
+
+/** Waits (without consuming frames) until the client has received some event. */
+async function untilSomeEvent(c: NipXxClient, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!c.sock.frames.some((f) => f[0] === 'EVENT')) {
+    if (Date.now() > deadline) throw new Error('no event arrived');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('faults during a run', () => {
+  it('the relay connection drops mid-run: the run completes, every delta arrives (seq without gaps), one terminal', { timeout: 60_000 }, async () => {
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'long', model: 'fake-slow' });
+    await c.send(p);
+    await untilSomeEvent(c);
+    const shard = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${TEST_OWNER}`));
+    const dropped = await runInDurableObject(shard, (_i, state) => {
+      const cids = state.storage.sql.exec<{ cid: string }>('SELECT cid FROM conn_auth WHERE pubkey = ?', agent).toArray().map((r) => r.cid);
+      let n = 0;
+      for (const ws of state.getWebSockets()) {
+        const att = ws.deserializeAttachment() as { cid: string } | null;
+        if (att && cids.includes(att.cid)) {
+          ws.close(1012, 'service restart');
+          n++;
+        }
+      }
+      return n;
+    });
+    expect(dropped).toBe(1);
+    const run = await c.collect(p.id, 45_000);
+    const text = Array.from({ length: 50 }, (_, i) => `tick ${i} `).join('');
+    expect(run.terminal.payload).toMatchObject({ text });
+    expect(run.deltas.map((d) => d.seq)).toEqual(run.deltas.map((_, i) => i));
+    expect(run.deltas.map((d) => d.text).join('')).toBe(text);
+    expect(await c.noTerminal(p.id)).toBe(true);
+  });
+
+  it('the Agent DO restarts mid-run: exactly one INTERNAL_ERROR, stored and published', { timeout: 60_000 }, async () => {
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'long', model: 'fake-slow' });
+    await c.send(p);
+    await untilSomeEvent(c);
+    // abort() resets the object as a crash or an eviction would: in-memory state is gone, storage stays.
+    await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
+    const stub = stubOf(agent);
+    await runDurableObjectAlarm(stub);
+    const run = await c.collect(p.id, 20_000);
+    expect(run.terminal.payload).toMatchObject({ code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry' });
+    const row = await runInDurableObject(stub, (_i, state) => state.storage.sql.exec('SELECT state, outcome, published FROM runs WHERE id = ?', p.id).toArray());
+    expect(row).toEqual([{ state: 'done', outcome: 'INTERNAL_ERROR', published: 1 }]);
+    await runDurableObjectAlarm(stub);
+    expect(await c.noTerminal(p.id)).toBe(true);
+  });
+});
+
+describe('the owner sees what the client is not told', () => {
+  it('the provider’s error text reaches the owner in session_resolved (NIP-AO), not the client', async () => {
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-error'] });
+    const owner = new RelayClient({
+      url: `ws://relay.test/r/${TEST_OWNER}`,
+      socket: async (u) => {
+        const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
+        const ws = res.webSocket!;
+        ws.accept();
+        return ws;
+      },
+      auth: async (t) => sign({ sk: TEST_OWNER_SK, pk: TEST_OWNER }, t),
+      reconnect: false,
+    });
+    await owner.connect();
+    await owner.authenticate();
+    const frames: ObservedFrame[] = [];
+    const observer = new Observer({
+      ownerSecretKey: TEST_OWNER_SK,
+      agents: [agent],
+      subscribe: (filters, opts) => owner.subscribe(filters, opts),
+      publish: (e) => owner.publish(e),
+      onFrame: (f) => frames.push(f),
+      onRejected: () => undefined,
+    });
+    observer.start();
+    await new Promise((r) => setTimeout(r, 100));
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'hi' });
+    await c.send(p);
+    expect((await c.collect(p.id)).terminal.payload['message']).toBe(PROVIDER_MESSAGES.unavailable);
+    const deadline = Date.now() + 8000;
+    while (!frames.some((f) => f.frame.kind === 'session_resolved') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const resolved = frames.find((f) => f.frame.kind === 'session_resolved')?.frame.payload as Record<string, unknown> | undefined;
+    expect(resolved).toMatchObject({ run_id: p.id, outcome: 'MODEL_UNAVAILABLE' });
+    expect(String(resolved?.['detail'])).toContain('server had an error');
+    observer.stop();
+    owner.close();
   });
 });
