@@ -106,6 +106,8 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Non-terminal run events that could not be published after every attempt. */
   undelivered = 0;
   private owners: { raw: string | undefined; set: Set<string> } | undefined;
+  /** Set while remove() ends the active runs: no new run starts. */
+  private removing = false;
   private sk: Uint8Array | undefined;
   /** null: no agent stored; undefined: not read yet. */
   private cachedConfig: StoredAgent | null | undefined;
@@ -197,32 +199,37 @@ export class Agent extends DurableObject<AgentEnv> {
   async remove(): Promise<boolean> {
     const c = this.config();
     if (!c) return false;
-    const running = [...this.settled.values()];
-    for (const abort of this.active.values()) abort.abort(new Error('agent deleted'));
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([Promise.allSettled(running), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
-    clearTimeout(timer);
-    const sk = await this.secretKey();
-    const now = Math.floor(Date.now() / 1000);
-    const deletion = await this.sign(
-      {
-        kind: KIND.DELETION,
-        created_at: now,
-        content: 'agent deleted',
-        tags: [['a', `${KIND.AI_INFO}:${c.pubkey}:agent-info`], ['a', `${KIND.METADATA}:${c.pubkey}:`], ['a', `10002:${c.pubkey}:`]],
-      },
-      sk,
-    );
-    await Promise.all(agentRelays(c).map((url) => this.client(url, c).publish(deletion, { timeoutMs: 5000 })));
-    this.closeClients();
-    this.sk = undefined;
-    await this.ctx.storage.deleteAlarm();
-    await this.ctx.storage.deleteAll();
-    this.cachedConfig = undefined;
-    this.migrate();
-    this.sessions.migrate();
-    this.budget.migrate();
-    return true;
+    this.removing = true;
+    try {
+      const running = [...this.settled.values()];
+      for (const abort of this.active.values()) abort.abort(new Error('agent deleted'));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([Promise.allSettled(running), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
+      clearTimeout(timer);
+      const sk = await this.secretKey();
+      const now = Math.floor(Date.now() / 1000);
+      const deletion = await this.sign(
+        {
+          kind: KIND.DELETION,
+          created_at: now,
+          content: 'agent deleted',
+          tags: [['a', `${KIND.AI_INFO}:${c.pubkey}:agent-info`], ['a', `${KIND.METADATA}:${c.pubkey}:`], ['a', `10002:${c.pubkey}:`]],
+        },
+        sk,
+      );
+      await Promise.all(agentRelays(c).map((url) => this.client(url, c).publish(deletion, { timeoutMs: 5000 })));
+      this.closeClients();
+      this.sk = undefined;
+      await this.ctx.storage.deleteAlarm();
+      await this.ctx.storage.deleteAll();
+      this.cachedConfig = undefined;
+      this.migrate();
+      this.sessions.migrate();
+      this.budget.migrate();
+      return true;
+    } finally {
+      this.removing = false;
+    }
   }
 
   // ---- lifecycle ----
@@ -467,7 +474,7 @@ export class Agent extends DurableObject<AgentEnv> {
   private async onPrompt(m: Incoming, c: EffectiveAgent): Promise<void> {
     const e = m.event;
     const client = e.pubkey;
-    if (this.sql.exec('SELECT 1 FROM runs WHERE id = ?', e.id).toArray().length) return;
+    if (this.removing || this.sql.exec('SELECT 1 FROM runs WHERE id = ?', e.id).toArray().length) return;
     const now = this.now();
     const tags = checkRequestTags(e, c.pubkey);
     if (!tags.ok) return this.refuse(m, c, { type: 'error', code: tags.error.code, message: tags.error.message });
