@@ -155,6 +155,31 @@ describe('per-agent caps', () => {
     expect((await c.collect(p3.id)).terminal.kind).toBe(25803);
   });
 
+  it('fresh keys cannot make the agent publish unbounded refusals: at most agent_prompts_per_minute answers per minute', async () => {
+    const agent = await createTestAgent({ limits: { agent_prompts_per_minute: 1 } });
+    await freeze(agent, T0);
+    const first = await NipXxClient.open(agent);
+    const p = first.prompt({ ver: 1, message: 'runs' });
+    await first.send(p);
+    expect((await first.collect(p.id)).terminal.kind).toBe(25803);
+    const told = await NipXxClient.open(agent);
+    const t = told.prompt({ ver: 1, message: 'refused, told' });
+    await told.send(t);
+    expect((await told.collect(t.id)).terminal.payload).toMatchObject({ code: 'RATE_LIMIT' });
+    const silent = await NipXxClient.open(agent);
+    const s = silent.prompt({ ver: 1, message: 'refused, not told' });
+    await silent.send(s);
+    // Sentinel: a refusal of `told` again (dropped too), then the counters say both were handled.
+    await told.send(told.prompt({ ver: 1, message: 'again' }));
+    let stats = { answered: 0, dropped: 0 };
+    for (let i = 0; i < 100 && stats.dropped < 2; i++) {
+      stats = await runInDurableObject(stubOf(agent), (i) => (i as Agent).refusals);
+      if (stats.dropped < 2) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(stats).toEqual({ answered: 1, dropped: 2 });
+    expect(await silent.noTerminal(s.id, 100)).toBe(true);
+  });
+
   it('the caps are set per agent through the API, with safe defaults', async () => {
     const created = await createTestAgent();
     const view = await api(TEST_OWNER_SK, 'GET', `/api/agents/${created}`);
@@ -205,6 +230,18 @@ describe('an agent created without a provider', () => {
     const stored = await runInDurableObject(stubOf(agent), (_i, state) => JSON.parse(state.storage.sql.exec<{ config: string }>('SELECT config FROM agent').one().config));
     expect(stored.provider).toBeUndefined();
     expect(((await api(TEST_OWNER_SK, 'GET', `/api/agents/${agent}`)).json as { provider: string }).provider).toBe('openai');
+  });
+});
+
+describe('the development demo agent', () => {
+  it('follows the deployment’s provider even though an older version stored one', async () => {
+    const { DEMO_AGENT, DEMO_AGENT_SK, DEMO_OWNER } = await import('../../workers/agent/owners.js');
+    const config: StoredAgent = { name: 'demo', pubkey: DEMO_AGENT, owner: DEMO_OWNER, origin: 'http://relay.test', provider: 'echo', limits: DEFAULT_LIMITS, created_at: 1 };
+    const stub = stubOf(DEMO_AGENT);
+    await stub.create(config, await sealSecretKey(DEMO_AGENT_SK, DEMO_AGENT, 'edgestr-test-secret-0123456789'));
+    // This deployment configures OPENAI_BASE_URL (the fake provider): the demo agent uses openai.
+    expect((await stub.view())?.provider).toBe('openai');
+    await stub.remove();
   });
 });
 

@@ -388,7 +388,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const tools = await buildToolRunner(c);
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
-    for (const t of infoTemplates(c, tools.definitions(), agentRelays(c), now)) await client.publish(await this.sign(t, sk), { timeoutMs: 5000 });
+    for (const t of infoTemplates(this.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.sign(t, sk), { timeoutMs: 5000 });
   }
 
 
@@ -517,7 +517,7 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /** A refusal that creates nothing: answered once per sender per window, later ones dropped. */
   private async refuse(m: Incoming, c: StoredAgent, t: Terminal): Promise<void> {
-    if (!this.budget.shouldAnswer(m.event.pubkey, this.now(), REFUSAL_WINDOW_SECONDS)) return;
+    if (!this.budget.shouldAnswer(m.event.pubkey, c.limits, this.now(), REFUSAL_WINDOW_SECONDS)) return;
     await this.answerWithoutRun(m, c, t);
   }
 

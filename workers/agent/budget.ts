@@ -2,7 +2,8 @@
 // across all senders, concurrent runs, and model tokens per UTC day (counted from the provider's
 // usage, persisted in the Agent DO's SQLite so a restart does not reset it). A refused prompt costs
 // O(1) (no run row, no decryption), and the refusals are bounded too: at most one answer per sender
-// per window; later refusals in that window are dropped and counted. Time comes from an injected
+// per window, and no more answers per minute in all than agent_prompts_per_minute (fresh keys cannot
+// make the agent publish unbounded errors); the other refusals are dropped and counted. Time comes from an injected
 // clock (milliseconds).
 
 import type { AgentLimits } from './config.js';
@@ -64,6 +65,8 @@ export interface BudgetStats {
 export class AgentBudget {
   private readonly senders = new Lru<Window>(10_000);
   private agentWindow: Window | undefined;
+  /** Refusal answers of the current minute, all senders together. */
+  private answerWindow: Window | undefined;
   /** Per sender: until when further refusals are dropped silently. */
   private readonly toldUntil = new Lru<number>(10_000);
   readonly stats: BudgetStats = { answered: 0, dropped: 0 };
@@ -103,19 +106,23 @@ export class AgentBudget {
       this.hit(sender, now);
       return { ok: true };
     }
-    return this.shouldAnswer(sender, now, refusal.retry_after) ? { ok: false, answer: true, ...refusal } : { ok: false, answer: false };
+    return this.shouldAnswer(sender, limits, now, refusal.retry_after) ? { ok: false, answer: true, ...refusal } : { ok: false, answer: false };
   }
 
   /**
    * Whether a refusal of `sender` is answered: the first in a window of `windowSeconds` is, later
-   * ones in that window are dropped (and counted).
+   * ones in that window are dropped (and counted); so are all refusals once the agent answered
+   * `agent_prompts_per_minute` refusals in the current minute.
    */
-  shouldAnswer(sender: string, now: number, windowSeconds: number): boolean {
+  shouldAnswer(sender: string, limits: AgentLimits, now: number, windowSeconds: number): boolean {
     const told = this.toldUntil.get(sender);
-    if (told !== undefined && told > now) {
+    const answers = this.live(this.answerWindow, now) ?? { start: now, count: 0 };
+    if ((told !== undefined && told > now) || answers.count >= limits.agent_prompts_per_minute) {
       this.stats.dropped++;
       return false;
     }
+    answers.count++;
+    this.answerWindow = answers;
     this.toldUntil.set(sender, now + windowSeconds * 1000);
     this.stats.answered++;
     return true;
