@@ -97,7 +97,7 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Settles when the run has written its terminal event (remove() waits for these). */
   private readonly settled = new Map<string, Promise<void>>();
   private readonly budget: AgentBudget;
-  /** The clock of the limiters and retention (ms); tests replace it. */
+  /** The clock (ms) of the limiters, the token day and the retention cut-offs (stored timestamps are real time); tests replace it. */
   now: () => number = () => Date.now();
   /** Refusals answered, and refusals dropped because the sender was already told in that window. */
   get refusals(): { answered: number; dropped: number } {
@@ -401,7 +401,7 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /** Claims an id in `seen` atomically (no await between check and insert); false when already claimed. */
   private claim(id: string): boolean {
-    return this.sql.exec('INSERT INTO seen (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING RETURNING id', id, Math.floor(this.now() / 1000)).toArray().length > 0;
+    return this.sql.exec('INSERT INTO seen (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING RETURNING id', id, Math.floor(Date.now() / 1000)).toArray().length > 0;
   }
 
   private async onEvent(e: NostrEvent, relay: string): Promise<void> {
@@ -624,7 +624,7 @@ export class Agent extends DurableObject<AgentEnv> {
         if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
           terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };
         }
-        if (terminal.type === 'response') this.sessions.append(conversation, runId, result.transcript, c.limits.max_context_tokens, this.now());
+        if (terminal.type === 'response') this.sessions.append(conversation, runId, result.transcript, c.limits.max_context_tokens);
       } finally {
         await tools.close();
       }
