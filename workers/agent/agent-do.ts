@@ -331,7 +331,7 @@ export class Agent extends DurableObject<AgentEnv> {
       auth: async (t) => this.sign(t, await this.secretKey()),
       authOn: 'challenge',
       onStatus: (status) => {
-        if (status === 'open') void this.onOpen(url);
+        if (status === 'open') this.handle('connection setup', url, this.onOpen(url));
       },
     });
     this.clients.set(url, client);
@@ -394,7 +394,10 @@ export class Agent extends DurableObject<AgentEnv> {
 
   // ---- incoming ----
 
-  /** Runs a handler to completion; a failure is logged (the run it belongs to already ended with INTERNAL_ERROR). */
+  /**
+   * Runs a handler to completion; a failure is logged, never dropped (a run it belongs to already
+   * ended with INTERNAL_ERROR in onPrompt; a failed connection setup is retried by the watchdog).
+   */
   private handle(what: string, id: string, p: Promise<void>): void {
     p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, e instanceof Error ? e.message : String(e)));
   }
