@@ -180,6 +180,19 @@ describe('per-agent caps', () => {
     expect(await silent.noTerminal(s.id, 100)).toBe(true);
   });
 
+  it('an agent stored before the caps existed gets their defaults', async () => {
+    const agent = await createTestAgent();
+    await runInDurableObject(stubOf(agent), (_i, state) => {
+      const row = state.storage.sql.exec<{ config: string }>('SELECT config FROM agent').one();
+      const config = JSON.parse(row.config);
+      for (const k of ['agent_prompts_per_minute', 'max_concurrent_runs', 'max_tokens_per_day']) delete config.limits[k];
+      state.storage.sql.exec('UPDATE agent SET config = ?', JSON.stringify(config));
+      // A fresh instance over the same storage, as after a deploy.
+      const fresh = new Agent(state, env);
+      expect(fresh.view()?.limits).toMatchObject({ agent_prompts_per_minute: 60, max_concurrent_runs: 4, max_tokens_per_day: 1_000_000 });
+    });
+  });
+
   it('the caps are set per agent through the API, with safe defaults', async () => {
     const created = await createTestAgent();
     const view = await api(TEST_OWNER_SK, 'GET', `/api/agents/${created}`);

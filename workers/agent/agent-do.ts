@@ -29,7 +29,7 @@ import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { relayVerifier } from '../relay-do/verifier.js';
 import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
 import { shardStub } from '../relay-do/routes.js';
-import { agentRelays, type StoredAgent } from './config.js';
+import { agentRelays, DEFAULT_LIMITS, type StoredAgent } from './config.js';
 import { executeRun, negotiateModel, type Terminal } from './runtime.js';
 import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
@@ -148,7 +148,9 @@ export class Agent extends DurableObject<AgentEnv> {
   private config(): StoredAgent | undefined {
     if (this.cachedConfig === undefined) {
       const row = this.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').toArray()[0];
-      this.cachedConfig = row ? (JSON.parse(row.config) as StoredAgent) : null;
+      const stored = row ? (JSON.parse(row.config) as StoredAgent) : null;
+      // Limits added later (e.g. the per-agent caps) take their defaults for agents stored before them.
+      this.cachedConfig = stored && { ...stored, limits: { ...DEFAULT_LIMITS, ...stored.limits } };
     }
     return this.cachedConfig ?? undefined;
   }
