@@ -246,20 +246,15 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /** Retention: old `seen` ids, finished and published runs, and untouched conversations, a bounded batch each. */
-  prune(): { seen: number; runs: number; sessions: number } {
+  prune(): void {
     const now = this.now();
-    const seen = this.sql.exec(
-      'DELETE FROM seen WHERE id IN (SELECT id FROM seen WHERE at < ? LIMIT ?)',
-      Math.floor((now - SEEN_RETENTION_MS) / 1000),
-      PRUNE_BATCH,
-    ).rowsWritten;
-    const runs = this.sql.exec(
+    this.sql.exec('DELETE FROM seen WHERE id IN (SELECT id FROM seen WHERE at < ? LIMIT ?)', Math.floor((now - SEEN_RETENTION_MS) / 1000), PRUNE_BATCH);
+    this.sql.exec(
       "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND published = 1 AND finished_at < ? LIMIT ?)",
       now - RUN_RETENTION_MS,
       PRUNE_BATCH,
-    ).rowsWritten;
-    const sessions = this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
-    return { seen, runs, sessions };
+    );
+    this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
   }
 
   /** Opens (or keeps) a connection to every relay and (re)subscribes after authenticating. */
