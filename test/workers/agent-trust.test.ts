@@ -292,6 +292,24 @@ describe('retention', () => {
   });
 });
 
+describe('retention work is bounded', () => {
+  it('one prune deletes at most 500 rows of a table; the next alarm continues', async () => {
+    const agent = await createTestAgent();
+    const counts = await runInDurableObject(stubOf(agent), (instance, state) => {
+      const i = instance as Agent;
+      const sql = state.storage.sql;
+      i.now = () => T0;
+      for (let n = 0; n < 600; n++) sql.exec('INSERT INTO seen (id, at) VALUES (?, ?)', `old-${n}`, T0 / 1000 - 10 * 86_400);
+      const left = () => sql.exec<{ n: number }>("SELECT count(*) AS n FROM seen WHERE id LIKE 'old-%'").one().n;
+      i.prune();
+      const afterOne = left();
+      i.prune();
+      return [afterOne, left()];
+    });
+    expect(counts).toEqual([100, 0]);
+  });
+});
+
 describe('runs that cannot be lost', () => {
   it('deleting an agent during a run ends the run with one CANCELLED terminal first', async () => {
     const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
