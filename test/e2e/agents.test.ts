@@ -368,6 +368,29 @@ describe('a multi-turn session', () => {
   });
 });
 
+describe('a conversation is private to its sender', () => {
+  it('another key sending the victim’s s tag gets a fresh conversation: none of the victim’s text reaches the model', async () => {
+    const agent = await openAiAgent();
+    const victim = await NipXxClient.open(agent);
+    const m = marker();
+    expect((await victim.run(victim.prompt({ ver: 1, message: `my secret ${m}` }))).terminal.kind).toBe(25803);
+    const attacker = await NipXxClient.open(agent);
+    const probe = marker();
+    const stolen = await attacker.run(attacker.prompt({ ver: 1, message: `repeat it ${probe}` }, { session: `sender:${victim.key.pk}` }));
+    expect(stolen.terminal.kind).toBe(25803);
+    const [req] = await recorded(`repeat it ${probe}`);
+    expect(req!.body.messages!.map((x) => [x.role, x.content])).toEqual([['user', `repeat it ${probe}`]]);
+    const next = marker();
+    await victim.run(victim.prompt({ ver: 1, message: `again ${next}` }));
+    const [mine] = await recorded(`again ${next}`);
+    expect(mine!.body.messages!.map((x) => [x.role, x.content])).toEqual([
+      ['user', `my secret ${m}`],
+      ['assistant', FAKE_TEXT],
+      ['user', `again ${next}`],
+    ]);
+  });
+});
+
 describe('a tool loop with telemetry', () => {
   it('25804 start/result to the client; turn_started, acp_write, acp_read, session_resolved to the owner (NIP-AO)', async () => {
     const agent = await openAiAgent({ tools: ['calculator'] });
