@@ -62,8 +62,9 @@ const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
 const SESSION_RETENTION_MS = 30 * 24 * 3600 * 1000;
 /** Rows deleted per table per watchdog alarm (bounded work per alarm). */
 const PRUNE_BATCH = 500;
-/** Attempts to publish one non-terminal run event. */
+/** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart. */
 const PUBLISH_ATTEMPTS = 3;
+const PUBLISH_RETRY_MS = 200;
 /** How long remove() waits for the terminal events of the runs it aborts. */
 const REMOVE_WAIT_MS = 10_000;
 /** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds. */
@@ -105,6 +106,8 @@ export class Agent extends DurableObject<AgentEnv> {
   }
   /** Non-terminal run events that could not be published after every attempt. */
   undelivered = 0;
+  /** Runs with an undelivered event (their later events get one attempt). */
+  private readonly undeliverable = new Set<string>();
   private owners: { raw: string | undefined; set: Set<string> } | undefined;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
@@ -651,6 +654,7 @@ export class Agent extends DurableObject<AgentEnv> {
     try {
       await this.inFlight.get(runId)?.catch(() => undefined);
       this.inFlight.delete(runId);
+      this.undeliverable.delete(runId);
       await this.writeTerminal(run, c, t);
     } finally {
       this.finishing.delete(runId);
@@ -705,19 +709,24 @@ export class Agent extends DurableObject<AgentEnv> {
     const previous = this.inFlight.get(runId) ?? Promise.resolve();
     this.inFlight.set(
       runId,
-      previous.then(() => this.publishWithRetry(event, run.relay, c)),
+      previous.then(() => this.publishWithRetry(runId, event, run.relay, c)),
     );
   }
 
-  private async publishWithRetry(event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
+  private async publishWithRetry(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
+    // Once an event of the run could not be delivered, the relay is unreachable: later events get
+    // one attempt each, so a long outage does not hold the run's terminal event back for minutes.
+    const attempts = this.undeliverable.has(runId) ? 1 : PUBLISH_ATTEMPTS;
     let last = '';
-    for (let attempt = 1; attempt <= PUBLISH_ATTEMPTS; attempt++) {
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      if (attempt > 1) await new Promise((r) => setTimeout(r, PUBLISH_RETRY_MS * (attempt - 1)));
       const r = await this.client(relay, c).publish(event, { timeoutMs: 5000 });
       if (r.ok || r.message.startsWith('duplicate:')) return;
       last = r.message;
     }
+    this.undeliverable.add(runId);
     this.undelivered++;
-    console.error(`agent: run event ${event.id} (kind ${event.kind}) not delivered to ${relay} after ${PUBLISH_ATTEMPTS} attempts: ${last}`);
+    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay} after ${attempts} attempt(s): ${last}`);
   }
 
   /** An encrypted run event for the client (gift-wrapped when the prompt was). */
