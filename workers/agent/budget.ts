@@ -58,7 +58,7 @@ export function utcDay(now: number): { day: string; end: number } {
 export interface BudgetStats {
   /** Refusals answered with RATE_LIMIT. */
   answered: number;
-  /** Refusals dropped because the sender was already told in the current window. */
+  /** Refusals dropped: the sender was already told in its window, or the agent answered its refusals quota for the minute. */
   dropped: number;
 }
 
