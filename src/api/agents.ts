@@ -63,7 +63,6 @@ export async function createAgent(
     pubkey,
     owner,
     origin,
-    provider: input.provider ?? configured.find((n) => n !== 'workers-ai') ?? 'echo',
     limits: { ...DEFAULT_LIMITS, ...(input.limits ?? {}) },
     created_at: Math.floor(Date.now() / 1000),
   };

@@ -1,33 +1,6 @@
-// Who may own agents and bridge servers on this deployment (EDGESTR_OWNERS), the local demo owner,
-// and the secret that seals keys at rest.
+// Who may own agents and bridge servers on this deployment (EDGESTR_OWNERS), the local demo
+// owner, and the secret that seals keys at rest. The parsing lives with the agent
+// (workers/agent/owners.ts), which checks its owner at prompt time without importing src/api.
 
-import { sha256 } from '@noble/hashes/sha2.js';
-import { getPublicKey } from 'nostr-tools/pure';
-import { parsePubkey } from '../shared/keys.js';
-import type { SecretEnv } from '../../workers/agent/secrets.js';
-
-export interface OwnerEnv extends SecretEnv {
-  EDGESTR_OWNERS?: string;
-}
-
+export { allowedOwners, DEMO_AGENT, DEMO_AGENT_SK, DEMO_OWNER, DEMO_OWNER_SK, type OwnerEnv } from '../../workers/agent/owners.js';
 export { isDevelopment } from '../../workers/agent/secrets.js';
-import { isDevelopment } from '../../workers/agent/secrets.js';
-
-const seed = (label: string) => sha256(new TextEncoder().encode(label));
-
-/** The local demo keys: derived from public labels, so they are known to everyone — development only. */
-export const DEMO_OWNER_SK = seed('edgestr demo owner (local development only)');
-export const DEMO_AGENT_SK = seed('edgestr demo agent (local development only)');
-export const DEMO_OWNER = getPublicKey(DEMO_OWNER_SK);
-export const DEMO_AGENT = getPublicKey(DEMO_AGENT_SK);
-
-
-export function allowedOwners(env: OwnerEnv): Set<string> {
-  const out = new Set<string>();
-  for (const part of (env.EDGESTR_OWNERS ?? '').split(',')) {
-    const hex = parsePubkey(part.trim());
-    if (hex) out.add(hex);
-  }
-  if (isDevelopment(env)) out.add(DEMO_OWNER);
-  return out;
-}

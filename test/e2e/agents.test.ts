@@ -368,6 +368,29 @@ describe('a multi-turn session', () => {
   });
 });
 
+describe('a conversation is private to its sender', () => {
+  it('another key sending the victim’s s tag gets a fresh conversation: none of the victim’s text reaches the model', async () => {
+    const agent = await openAiAgent();
+    const victim = await NipXxClient.open(agent);
+    const m = marker();
+    expect((await victim.run(victim.prompt({ ver: 1, message: `my secret ${m}` }))).terminal.kind).toBe(25803);
+    const attacker = await NipXxClient.open(agent);
+    const probe = marker();
+    const stolen = await attacker.run(attacker.prompt({ ver: 1, message: `repeat it ${probe}` }, { session: `sender:${victim.key.pk}` }));
+    expect(stolen.terminal.kind).toBe(25803);
+    const [req] = await recorded(`repeat it ${probe}`);
+    expect(req!.body.messages!.map((x) => [x.role, x.content])).toEqual([['user', `repeat it ${probe}`]]);
+    const next = marker();
+    await victim.run(victim.prompt({ ver: 1, message: `again ${next}` }));
+    const [mine] = await recorded(`again ${next}`);
+    expect(mine!.body.messages!.map((x) => [x.role, x.content])).toEqual([
+      ['user', `my secret ${m}`],
+      ['assistant', FAKE_TEXT],
+      ['user', `again ${next}`],
+    ]);
+  });
+});
+
 describe('a tool loop with telemetry', () => {
   it('25804 start/result to the client; turn_started, acp_write, acp_read, session_resolved to the owner (NIP-AO)', async () => {
     const agent = await openAiAgent({ tools: ['calculator'] });
@@ -487,8 +510,10 @@ interface ErrorCase {
 
 const msg = (message: string, extra: object = {}): Make => (c) => c.prompt({ ver: 1, message, ...extra });
 const openai = { provider: 'openai', models: ['gpt-e2e', ...FAKE_MODELS] };
-const RATE_429 =
-  'provider rate limit: HTTP 429: Rate limit reached for fake-429 in organization org-fake on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 7s.';
+// What a client is told about provider failures: a generic message (the provider's own text goes
+// to the owner over NIP-AO only, see workers/agent/runtime.ts PROVIDER_MESSAGES).
+const PROVIDER_RATE_LIMITED = 'the model provider is rate limiting this agent; retry later';
+const PROVIDER_UNAVAILABLE = 'the model provider is unavailable; retry later';
 
 const ERROR_CASES: ErrorCase[] = [
   {
@@ -542,9 +567,11 @@ const ERROR_CASES: ErrorCase[] = [
     agent: { limits: { prompts_per_minute: 1 } },
     before: [msg('one')],
     make: msg('two'),
-    expected: { code: 'RATE_LIMIT', message: 'at most 1 prompts per minute per sender', retry_after: 60 },
+    // retry_after: seconds until the sender's window frees (60 at most; exact values are checked on an
+    // injected clock in test/workers/agent-trust.test.ts).
+    expected: { code: 'RATE_LIMIT', message: 'at most 1 prompts per minute per sender', retry_after: expect.any(Number) },
   },
-  { name: 'the provider answering 429', agent: openai, make: msg('hi', { model: 'fake-429' }), expected: { code: 'RATE_LIMIT', message: RATE_429, retry_after: 7, details: { provider: 'openai', status: 429 } } },
+  { name: 'the provider answering 429', agent: openai, make: msg('hi', { model: 'fake-429' }), expected: { code: 'RATE_LIMIT', message: PROVIDER_RATE_LIMITED, retry_after: 7, details: { provider: 'openai', status: 429 } } },
   {
     name: 'a session over max_session_turns',
     agent: { limits: { max_session_turns: 1 } },
@@ -556,13 +583,13 @@ const ERROR_CASES: ErrorCase[] = [
     name: 'the provider overloaded (503)',
     agent: openai,
     make: msg('hi', { model: 'fake-overloaded' }),
-    expected: { code: 'MODEL_UNAVAILABLE', message: 'model unavailable: HTTP 503: The server is overloaded or not ready yet.', retry_after: 30, details: { provider: 'openai', status: 503 } },
+    expected: { code: 'MODEL_UNAVAILABLE', message: PROVIDER_UNAVAILABLE, retry_after: 30, details: { provider: 'openai', status: 503 } },
   },
   {
     name: 'a truncated provider stream',
     agent: openai,
     make: msg('hi', { model: 'fake-truncated' }),
-    expected: { code: 'MODEL_UNAVAILABLE', message: 'model unavailable: truncated stream', retry_after: 30, details: { provider: 'openai' } },
+    expected: { code: 'MODEL_UNAVAILABLE', message: PROVIDER_UNAVAILABLE, retry_after: 30, details: { provider: 'openai' } },
   },
   {
     name: 'a run over max_run_seconds',

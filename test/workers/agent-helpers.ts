@@ -31,8 +31,9 @@ export class NipXxClient {
     this.sock = sock;
   }
 
-  static async open(agent: string, k: Keys = keys()): Promise<NipXxClient> {
-    const sock = await connect(`/r/${TEST_OWNER}`);
+  /** A client on the owner's shard (or on `path`, e.g. `/` for the public shard). */
+  static async open(agent: string, k: Keys = keys(), path = `/r/${TEST_OWNER}`): Promise<NipXxClient> {
+    const sock = await connect(path);
     await sock.auth(k);
     const c = new NipXxClient(k, sock, agent);
     await sock.req('mine', { kinds: [25800, 25801, 25803, 25804, 25805], '#p': [k.pk], since: now() - 5 });

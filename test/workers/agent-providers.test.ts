@@ -69,7 +69,7 @@ describe.each(['openai', 'anthropic'] as const)('agent with the %s provider', (p
     ['fake-429', { code: 'RATE_LIMIT', retry_after: 7 }],
     ['fake-overloaded', { code: 'MODEL_UNAVAILABLE' }],
     ['fake-error', { code: 'MODEL_UNAVAILABLE' }],
-    ['fake-truncated', { code: 'MODEL_UNAVAILABLE', message: 'model unavailable: truncated stream' }],
+    ['fake-truncated', { code: 'MODEL_UNAVAILABLE', message: 'the model provider is unavailable; retry later' }],
     ['fake-401', { code: 'MODEL_UNAVAILABLE' }],
     ['fake-empty', { code: 'EMPTY_RESPONSE', message: 'the model produced no text' }],
   ])('%s → %o', async (m, expected) => {

@@ -103,6 +103,8 @@ describe('prompt validation → the exact NIP-XX error', () => {
 
   it('RATE_LIMIT per sender with retry_after', async () => {
     const agent = await createTestAgent({ limits: { prompts_per_minute: 1 } });
+    // The limiter's clock, frozen: the window cannot free between the two prompts on a slow machine.
+    await runInDurableObject(env.AGENT.get(env.AGENT.idFromName(agent)), (i) => void ((i as Agent).now = () => Date.UTC(2026, 0, 1)));
     const c = await NipXxClient.open(agent);
     const p1 = c.prompt({ ver: 1, message: 'one' });
     await c.send(p1);

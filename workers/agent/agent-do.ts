@@ -2,7 +2,9 @@
 // keeps subscriptions on its relays (25802/25806 and gift wraps addressed to it, NIP-AO control
 // frames from its owner), validates and runs prompts with the runtime, and publishes the run's
 // events. Runs and their terminal events are persisted so that a restart never loses a run or
-// produces a second terminal event.
+// produces a second terminal event. Conversations are keyed by (sender, s); what strangers may
+// spend is capped per agent (budget.ts); an agent whose owner left EDGESTR_OWNERS stops answering;
+// the watchdog alarm prunes old rows in bounded batches.
 
 import { DurableObject } from 'cloudflare:workers';
 import { getPublicKey } from 'nostr-tools/pure';
@@ -27,20 +29,24 @@ import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { relayVerifier } from '../relay-do/verifier.js';
 import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
 import { shardStub } from '../relay-do/routes.js';
-import { SlidingWindowLimiter } from '../relay-do/rate-limit.js';
-import { agentRelays, type StoredAgent } from './config.js';
+import { agentRelays, DEFAULT_LIMITS, type StoredAgent } from './config.js';
 import { executeRun, negotiateModel, type Terminal } from './runtime.js';
-import { SessionStore } from './sessions.js';
+import { SessionStore, type SessionKey } from './sessions.js';
+import { AgentBudget } from './budget.js';
+import { allowedOwners, DEMO_AGENT, type OwnerEnv } from './owners.js';
 import { infoTemplates, supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
-import { openSecretKey, sealingSecret, type SecretEnv } from './secrets.js';
-import { providerFor, type ProviderEnv } from './providers/index.js';
+import { openSecretKey, sealingSecret } from './secrets.js';
+import { defaultProviderName, providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
 import { buildToolRunner } from './tools/registry.js';
 
-export interface AgentEnv extends ProviderEnv, SecretEnv {
+export interface AgentEnv extends ProviderEnv, OwnerEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
 }
 
-/** Public view of an agent (never the key). */
+/** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
+type EffectiveAgent = StoredAgent & { provider: ProviderName };
+
+/** Public view of an agent (never the key); `provider` is the one its runs use now. */
 export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
 
 /** How often the watchdog alarm checks the relay connections. */
@@ -49,6 +55,21 @@ const WATCHDOG_MS = 30_000;
 const REPLAY_SLACK_SECONDS = 300;
 /** Gift wraps carry randomised timestamps up to two days in the past (NIP-59). */
 const WRAP_SLACK_SECONDS = 2 * 24 * 3600 + 600;
+/** `seen` ids are kept one day longer than any replay window reaches back. */
+const SEEN_RETENTION_MS = (WRAP_SLACK_SECONDS + REPLAY_SLACK_SECONDS + 24 * 3600) * 1000;
+/** Finished (and published) runs are kept 7 days; conversations untouched for 30 days are forgotten. */
+const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
+const SESSION_RETENTION_MS = 30 * 24 * 3600 * 1000;
+/** Rows deleted per table per watchdog alarm (bounded work per alarm). */
+const PRUNE_BATCH = 500;
+/** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart. */
+const PUBLISH_ATTEMPTS = 3;
+const PUBLISH_RETRY_MS = 200;
+/** How long remove() waits for the terminal events of the runs it aborts. */
+const REMOVE_WAIT_MS = 10_000;
+/** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds. */
+const REFUSAL_WINDOW_SECONDS = 60;
+export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
 
 type RunRow = {
   id: string;
@@ -74,7 +95,22 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly keys = new ConversationKeyCache(256);
   private readonly clients = new Map<string, RelayClient>();
   private readonly active = new Map<string, AbortController>();
-  private readonly senders = new Map<number, SlidingWindowLimiter>();
+  /** Settles when the run has written its terminal event (remove() waits for these). */
+  private readonly settled = new Map<string, Promise<void>>();
+  private readonly budget: AgentBudget;
+  /** The clock (ms) of the limiters, the token day and the retention cut-offs (stored timestamps are real time); tests replace it. */
+  now: () => number = () => Date.now();
+  /** Refusals answered, and refusals dropped because the sender was already told in that window. */
+  get refusals(): { answered: number; dropped: number } {
+    return { ...this.budget.stats };
+  }
+  /** Non-terminal run events that could not be published after every attempt. */
+  undelivered = 0;
+  /** Runs with an undelivered event (their later events get one attempt). */
+  private readonly undeliverable = new Set<string>();
+  private owners: { raw: string | undefined; set: Set<string> } | undefined;
+  /** Set while remove() ends the active runs: no new run starts. */
+  private removing = false;
   private sk: Uint8Array | undefined;
   /** null: no agent stored; undefined: not read yet. */
   private cachedConfig: StoredAgent | null | undefined;
@@ -91,6 +127,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.sql = ctx.storage.sql;
     this.migrate();
     this.sessions = new SessionStore(this.sql);
+    this.budget = new AgentBudget(this.sql);
   }
 
   private migrate(): void {
@@ -102,7 +139,8 @@ export class Agent extends DurableObject<AgentEnv> {
         relay TEXT NOT NULL, state TEXT NOT NULL, outcome TEXT, terminal TEXT, published INTEGER NOT NULL DEFAULT 0,
         started_at INTEGER NOT NULL, finished_at INTEGER
       ) WITHOUT ROWID;
-      CREATE INDEX IF NOT EXISTS runs_session ON runs(session);
+      CREATE INDEX IF NOT EXISTS runs_finished ON runs(state, finished_at);
+      CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
       CREATE TABLE IF NOT EXISTS cursor (k INTEGER PRIMARY KEY CHECK (k = 1), since INTEGER NOT NULL);
     `);
   }
@@ -113,7 +151,9 @@ export class Agent extends DurableObject<AgentEnv> {
   private config(): StoredAgent | undefined {
     if (this.cachedConfig === undefined) {
       const row = this.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').toArray()[0];
-      this.cachedConfig = row ? (JSON.parse(row.config) as StoredAgent) : null;
+      const stored = row ? (JSON.parse(row.config) as StoredAgent) : null;
+      // Limits added later (e.g. the per-agent caps) take their defaults for agents stored before them.
+      this.cachedConfig = stored && { ...stored, limits: { ...DEFAULT_LIMITS, ...stored.limits } };
     }
     return this.cachedConfig ?? undefined;
   }
@@ -130,10 +170,19 @@ export class Agent extends DurableObject<AgentEnv> {
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
 
+  /**
+   * The agent as its runs use it: an agent that names no provider (and the development demo agent,
+   * created before this rule) follows the deployment's configured provider, read at each run.
+   */
+  private effective(c: StoredAgent): EffectiveAgent {
+    const provider = c.provider && c.pubkey !== DEMO_AGENT ? c.provider : defaultProviderName(this.env);
+    return { ...c, provider };
+  }
+
   view(): AgentView | undefined {
     const c = this.config();
     if (!c) return undefined;
-    const { mcp_servers, ...rest } = c;
+    const { mcp_servers, ...rest } = this.effective(c);
     return { ...rest, ...(mcp_servers ? { mcp_servers: mcp_servers.map(({ id, url }) => ({ id, url })) } : {}) };
   }
 
@@ -148,30 +197,44 @@ export class Agent extends DurableObject<AgentEnv> {
     return this.view();
   }
 
-  /** Publishes deletions of what the agent published, then forgets everything (the key included). */
+  /**
+   * Ends the active runs (each with its one CANCELLED terminal, waited for up to REMOVE_WAIT_MS),
+   * publishes deletions of what the agent published, then forgets everything (the key included).
+   */
   async remove(): Promise<boolean> {
     const c = this.config();
     if (!c) return false;
-    const sk = await this.secretKey();
-    const now = Math.floor(Date.now() / 1000);
-    const deletion = await this.sign(
-      {
-        kind: KIND.DELETION,
-        created_at: now,
-        content: 'agent deleted',
-        tags: [['a', `${KIND.AI_INFO}:${c.pubkey}:agent-info`], ['a', `${KIND.METADATA}:${c.pubkey}:`], ['a', `10002:${c.pubkey}:`]],
-      },
-      sk,
-    );
-    await Promise.all(agentRelays(c).map((url) => this.client(url, c).publish(deletion, { timeoutMs: 5000 })));
-    this.closeClients();
-    this.sk = undefined;
-    await this.ctx.storage.deleteAlarm();
-    await this.ctx.storage.deleteAll();
-    this.cachedConfig = undefined;
-    this.migrate();
-    this.sessions.migrate();
-    return true;
+    this.removing = true;
+    try {
+      const running = [...this.settled.values()];
+      for (const abort of this.active.values()) abort.abort(new Error('agent deleted'));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([Promise.allSettled(running), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
+      clearTimeout(timer);
+      const sk = await this.secretKey();
+      const now = Math.floor(Date.now() / 1000);
+      const deletion = await this.sign(
+        {
+          kind: KIND.DELETION,
+          created_at: now,
+          content: 'agent deleted',
+          tags: [['a', `${KIND.AI_INFO}:${c.pubkey}:agent-info`], ['a', `${KIND.METADATA}:${c.pubkey}:`], ['a', `10002:${c.pubkey}:`]],
+        },
+        sk,
+      );
+      await Promise.all(agentRelays(c).map((url) => this.client(url, c).publish(deletion, { timeoutMs: 5000 })));
+      this.closeClients();
+      this.sk = undefined;
+      await this.ctx.storage.deleteAlarm();
+      await this.ctx.storage.deleteAll();
+      this.cachedConfig = undefined;
+      this.migrate();
+      this.sessions.migrate();
+      this.budget.migrate();
+      return true;
+    } finally {
+      this.removing = false;
+    }
   }
 
   // ---- lifecycle ----
@@ -181,7 +244,20 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!c) return;
     await this.ensureConnected(c);
     await this.finishOrphanedRuns(c);
+    this.prune();
     await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
+  }
+
+  /** Retention: old `seen` ids, finished and published runs, and untouched conversations, a bounded batch each. */
+  prune(): void {
+    const now = this.now();
+    this.sql.exec('DELETE FROM seen WHERE id IN (SELECT id FROM seen WHERE at < ? LIMIT ?)', Math.floor((now - SEEN_RETENTION_MS) / 1000), PRUNE_BATCH);
+    this.sql.exec(
+      "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND published = 1 AND finished_at < ? LIMIT ?)",
+      now - RUN_RETENTION_MS,
+      PRUNE_BATCH,
+    );
+    this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
   }
 
   /** Opens (or keeps) a connection to every relay and (re)subscribes after authenticating. */
@@ -233,7 +309,7 @@ export class Agent extends DurableObject<AgentEnv> {
         { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
         { kinds: [WRAP_KIND, EPHEMERAL_WRAP_KIND], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
       ],
-      { id: 'requests', onEvent: (e) => void this.onEvent(e, url) },
+      { id: 'requests', onEvent: (e) => this.handle('event', e.id, this.onEvent(e, url)) },
     );
     if (ownerShard) {
       // A new id per connection: the client's own re-send of the previous one (with its stale
@@ -241,7 +317,7 @@ export class Agent extends DurableObject<AgentEnv> {
       this.controlSub?.close();
       this.controlSub = client.subscribe([{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }], {
         id: `control:${++this.controlGeneration}`,
-        onEvent: (e) => void this.onControl(e),
+        onEvent: (e) => this.handle('control frame', e.id, this.onControl(e)),
       });
     }
   }
@@ -255,7 +331,7 @@ export class Agent extends DurableObject<AgentEnv> {
       auth: async (t) => this.sign(t, await this.secretKey()),
       authOn: 'challenge',
       onStatus: (status) => {
-        if (status === 'open') void this.onOpen(url);
+        if (status === 'open') this.handle('connection setup', url, this.onOpen(url));
       },
     });
     this.clients.set(url, client);
@@ -312,25 +388,41 @@ export class Agent extends DurableObject<AgentEnv> {
     const tools = await buildToolRunner(c);
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
-    for (const t of infoTemplates(c, tools.definitions(), agentRelays(c), now)) await client.publish(await this.sign(t, sk), { timeoutMs: 5000 });
+    for (const t of infoTemplates(this.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.sign(t, sk), { timeoutMs: 5000 });
   }
 
 
   // ---- incoming ----
 
+  /**
+   * Runs a handler to completion; a failure is logged, never dropped (a run it belongs to already
+   * ended with INTERNAL_ERROR in onPrompt; a failed connection setup is retried by the watchdog).
+   */
+  private handle(what: string, id: string, p: Promise<void>): void {
+    p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, e instanceof Error ? e.message : String(e)));
+  }
+
+  /** Claims an id in `seen` atomically (no await between check and insert); false when already claimed. */
+  private claim(id: string): boolean {
+    return this.sql.exec('INSERT INTO seen (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING RETURNING id', id, Math.floor(Date.now() / 1000)).toArray().length > 0;
+  }
+
   private async onEvent(e: NostrEvent, relay: string): Promise<void> {
-    if (this.sql.exec('SELECT 1 FROM seen WHERE id = ?', e.id).toArray().length) return;
+    // Claimed before the first await: the same event from a second relay (or a replay) is dropped here.
+    if (!this.claim(e.id)) return;
     const verifier = await relayVerifier();
-    if (!checkIdAndSignature(e, verifier).ok) return;
-    this.sql.exec('INSERT OR IGNORE INTO seen (id, at) VALUES (?, ?)', e.id, Math.floor(Date.now() / 1000));
+    if (!checkIdAndSignature(e, verifier).ok) {
+      // A forged copy must not block the genuine event with the same id.
+      this.sql.exec('DELETE FROM seen WHERE id = ?', e.id);
+      return;
+    }
     this.sql.exec('UPDATE cursor SET since = max(since, ?) WHERE k = 1', Math.min(e.created_at, Math.floor(Date.now() / 1000)));
     if (e.kind === WRAP_KIND || e.kind === EPHEMERAL_WRAP_KIND) {
       const opened = unwrap(e, await this.secretKey(), this.keys, verifier);
       if (!opened.ok) return;
       const r = opened.value.rumor;
       if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL) return;
-      if (this.sql.exec('SELECT 1 FROM seen WHERE id = ?', r.id).toArray().length) return;
-      this.sql.exec('INSERT OR IGNORE INTO seen (id, at) VALUES (?, ?)', r.id, Math.floor(Date.now() / 1000));
+      if (!this.claim(r.id)) return;
       return this.dispatch({ event: r, wrapped: true, relay });
     }
     return this.dispatch({ event: e, wrapped: false, relay });
@@ -340,7 +432,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const c = this.config();
     if (!c) return;
     if (m.event.kind === KIND.AI_CANCEL) return this.onCancel(m, c);
-    if (m.event.kind === KIND.AI_PROMPT) return this.onPrompt(m, c);
+    if (m.event.kind === KIND.AI_PROMPT) return this.onPrompt(m, this.effective(c));
   }
 
   private async onControl(e: NostrEvent): Promise<void> {
@@ -369,34 +461,91 @@ export class Agent extends DurableObject<AgentEnv> {
     this.active.get(run.id)?.abort();
   }
 
-  private async onPrompt(m: Incoming, c: StoredAgent): Promise<void> {
+  /** Whether the agent's owner is (still) allowed on this deployment (EDGESTR_OWNERS, the demo owner in development). */
+  private ownerAllowed(c: StoredAgent): boolean {
+    const raw = this.env.EDGESTR_OWNERS;
+    if (!this.owners || this.owners.raw !== raw) this.owners = { raw, set: allowedOwners(this.env) };
+    return this.owners.set.has(c.owner);
+  }
+
+  /**
+   * A prompt: first the checks that cost O(1) and create nothing (tags, owner, allow/block lists,
+   * the per-sender and per-agent caps), answered at most once per sender per window; then the run
+   * row and its AbortController together (so a cancel is never lost), then decryption, validation
+   * and the run. Any failure after that ends the run with INTERNAL_ERROR at once.
+   */
+  private async onPrompt(m: Incoming, c: EffectiveAgent): Promise<void> {
     const e = m.event;
     const client = e.pubkey;
-    const session = sessionOf(e);
-    if (this.sql.exec('SELECT 1 FROM runs WHERE id = ?', e.id).toArray().length) return;
+    if (this.removing || this.sql.exec('SELECT 1 FROM runs WHERE id = ?', e.id).toArray().length) return;
+    const now = this.now();
+    const tags = checkRequestTags(e, c.pubkey);
+    if (!tags.ok) return this.refuse(m, c, { type: 'error', code: tags.error.code, message: tags.error.message });
+    if (!this.ownerAllowed(c)) return this.refuse(m, c, { type: 'error', code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
+    if (c.block?.includes(client)) return this.refuse(m, c, { type: 'error', code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
+    if (c.allow && c.allow.length > 0 && !c.allow.includes(client)) {
+      return this.refuse(m, c, { type: 'error', code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
+    }
+    const admission = this.budget.admit(client, c.limits, this.active.size, now);
+    if (!admission.ok) {
+      if (admission.answer) await this.answerWithoutRun(m, c, { type: 'error', code: 'RATE_LIMIT', message: admission.message, retry_after: admission.retry_after });
+      return;
+    }
+    const conversation: SessionKey = { sender: client, session: sessionOf(e) };
     this.sql.exec(
       'INSERT INTO runs (id, client, session, wrapped, relay, state, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
       e.id,
       client,
-      session,
+      conversation.session,
       m.wrapped ? 1 : 0,
       m.relay,
       'running',
       Date.now(),
     );
-    const fail = (code: ErrorCode, message: string, extra: { retry_after?: number; details?: Record<string, unknown> } = {}) =>
-      this.finish(e.id, c, { type: 'error', code, message, ...extra });
-
-    const tags = checkRequestTags(e, c.pubkey);
-    if (!tags.ok) return fail(tags.error.code, tags.error.message);
-    if (c.block?.includes(client)) return fail('BLOCKED_SENDER', 'this sender is blocked by the agent’s policy');
-    if (c.allow && c.allow.length > 0 && !c.allow.includes(client)) return fail('UNAUTHORIZED', 'this sender is not on the agent’s allowlist');
-    const limiter = this.senderLimiter(c.limits.prompts_per_minute);
-    if (!limiter.take(client, Date.now())) {
-      return fail('RATE_LIMIT', `at most ${c.limits.prompts_per_minute} prompts per minute per sender`, { retry_after: 60 });
+    const abort = new AbortController();
+    this.active.set(e.id, abort);
+    let settle = (): void => undefined;
+    this.settled.set(e.id, new Promise<void>((r) => (settle = r)));
+    try {
+      await this.validateAndRun(m, c, conversation, abort);
+    } catch (err) {
+      console.error('agent: run failed', e.id, err instanceof Error ? err.message : String(err));
+      await this.finish(e.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 });
+    } finally {
+      this.active.delete(e.id);
+      this.settled.delete(e.id);
+      settle();
     }
+  }
+
+  /** A refusal that creates nothing: answered once per sender per window, later ones dropped. */
+  private async refuse(m: Incoming, c: StoredAgent, t: Terminal): Promise<void> {
+    if (!this.budget.shouldAnswer(m.event.pubkey, c.limits, this.now(), REFUSAL_WINDOW_SECONDS)) return;
+    await this.answerWithoutRun(m, c, t);
+  }
+
+  /** Publishes a terminal event for a prompt that got no run row (not persisted, not retried). */
+  private async answerWithoutRun(m: Incoming, c: StoredAgent, t: Terminal): Promise<void> {
+    const run: RunRow = {
+      id: m.event.id,
+      client: m.event.pubkey,
+      session: sessionOf(m.event),
+      wrapped: m.wrapped ? 1 : 0,
+      relay: m.relay,
+      state: 'done',
+      terminal: null,
+      published: 0,
+    };
+    const event = await this.build(run, KIND.AI_ERROR, this.terminalPayload(t));
+    await this.client(m.relay, c).publish(event, { timeoutMs: 10_000 });
+  }
+
+  /** Decrypts and validates a claimed prompt, then runs it; every problem ends the run with its NIP-XX error. */
+  private async validateAndRun(m: Incoming, c: EffectiveAgent, conversation: SessionKey, abort: AbortController): Promise<void> {
+    const e = m.event;
+    const fail = (code: ErrorCode, message: string) => this.finish(e.id, c, { type: 'error', code, message });
     const sk = await this.secretKey();
-    const text = decrypt(e.content, this.keys.get(sk, client));
+    const text = decrypt(e.content, this.keys.get(sk, e.pubkey));
     if (!text.ok) return fail('PARSE_ERROR', `the prompt could not be decrypted with NIP-44 (${text.error})`);
     let json: unknown;
     try {
@@ -423,103 +572,105 @@ export class Agent extends DurableObject<AgentEnv> {
     if (prompt.tool_schema_version !== undefined && prompt.tool_schema_version !== TOOL_SCHEMA_VERSION) {
       return fail('UNSUPPORTED_SCHEMA_VERSION', `tool_schema_version ${prompt.tool_schema_version} is not supported; this agent uses ${TOOL_SCHEMA_VERSION}`);
     }
-    const turns = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM runs WHERE session = ? AND outcome = 'response'", session).one().n;
-    if (turns >= c.limits.max_session_turns) {
+    if (this.sessions.turns(conversation) >= c.limits.max_session_turns) {
       return fail('SESSION_LIMIT', `this session reached ${c.limits.max_session_turns} turns; start a new session (s tag)`);
     }
-    await this.run(e.id, c, prompt, model.model, client, session);
-  }
-
-  private senderLimiter(perMinute: number): SlidingWindowLimiter {
-    let l = this.senders.get(perMinute);
-    if (!l) this.senders.set(perMinute, (l = new SlidingWindowLimiter(perMinute, 60_000)));
-    return l;
+    await this.run(e.id, c, prompt, model.model, conversation, abort);
   }
 
   // ---- running ----
 
-  private async run(runId: string, c: StoredAgent, prompt: Prompt, model: string, client: string, session: string): Promise<void> {
-    const abort = new AbortController();
-    this.active.set(runId, abort);
+  private async run(runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
+    const client = conversation.sender;
     const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
-    const ids = { channelId: runId, sessionId: session, turnId: runId };
+    const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
     const emitter = this.emitter;
     emitter?.turnStarted({ run_id: runId, model, client }, ids);
     let terminal: Terminal;
     const provider = providerFor(c.provider, this.env);
     if (!provider.ok) {
       clearTimeout(timer);
-      await this.finish(runId, c, { type: 'error', code: 'MODEL_UNAVAILABLE', message: provider.error, details: { provider: c.provider } });
-      this.active.delete(runId);
+      terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
+      emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
+      await this.finish(runId, c, terminal);
       return;
     }
-    const tools = await buildToolRunner(c);
     try {
-      const result = await executeRun({
-        prompt,
-        model,
-        thinking: prompt.thinking ?? c.thinking,
-        systemPrompt: c.system_prompt,
-        history: this.sessions.load(session),
-        provider: provider.value,
-        tools,
-        limits: c.limits,
-        signal: abort.signal,
-        observe: emitter && {
-          request: (body) => void emitter.acpWrite({ request: body }, ids),
-          response: (raw) => void emitter.acpRead({ data: raw }, ids),
-        },
-        sink: {
-          status: (state, progress, info) => this.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
-          delta: (text, seq) => this.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
-          toolCall: (t) =>
-            this.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
-              ['tool', t.name],
-              ['phase', t.phase],
-            ]),
-        },
-      });
-      terminal = result.terminal;
-      if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
-        terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };
+      const tools = await buildToolRunner(c);
+      try {
+        const result = await executeRun({
+          prompt,
+          model,
+          thinking: prompt.thinking ?? c.thinking,
+          systemPrompt: c.system_prompt,
+          history: this.sessions.load(conversation),
+          provider: provider.value,
+          tools,
+          limits: c.limits,
+          signal: abort.signal,
+          observe: emitter && {
+            request: (body) => void emitter.acpWrite({ request: body }, ids),
+            response: (raw) => void emitter.acpRead({ data: raw }, ids),
+          },
+          sink: {
+            status: (state, progress, info) => this.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
+            delta: (text, seq) => this.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
+            toolCall: (t) =>
+              this.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
+                ['tool', t.name],
+                ['phase', t.phase],
+              ]),
+          },
+        });
+        this.budget.spend(result.usage.input_tokens + result.usage.output_tokens, this.now());
+        terminal = result.terminal;
+        if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
+          terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };
+        }
+        if (terminal.type === 'response') this.sessions.append(conversation, runId, result.transcript, c.limits.max_context_tokens);
+      } finally {
+        await tools.close();
       }
-      if (terminal.type === 'response') this.sessions.append(session, runId, result.transcript, c.limits.max_context_tokens);
     } catch (e) {
-      console.error('run failed', runId, e instanceof Error ? e.message : String(e));
-      terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 };
+      const detail = e instanceof Error ? e.message : String(e);
+      console.error('agent: run failed', runId, detail);
+      terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5, detail };
     } finally {
       clearTimeout(timer);
-      await tools.close();
     }
-    emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code }, ids);
-    // Still `active` until the terminal is written, so the watchdog never takes it for an orphan.
+    // The client gets the generic message; the owner also gets the upstream detail.
+    const detail = terminal.type === 'error' ? terminal.detail : undefined;
+    emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
     await this.finish(runId, c, terminal);
-    this.active.delete(runId);
   }
 
   /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
   private async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
     // Exactly one finisher per run: claimed before any await (the watchdog may look meanwhile).
     if (this.finishing.has(runId)) return;
-    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
-    if (run.state === 'done') return;
+    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).toArray()[0];
+    if (!run || run.state === 'done') return;
     this.finishing.add(runId);
     try {
       await this.inFlight.get(runId)?.catch(() => undefined);
       this.inFlight.delete(runId);
+      this.undeliverable.delete(runId);
       await this.writeTerminal(run, c, t);
     } finally {
       this.finishing.delete(runId);
     }
   }
 
+  /** The encrypted payload of a terminal event (`detail` is for the owner and never included). */
+  private terminalPayload(t: Terminal): object {
+    return t.type === 'response'
+      ? { ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }
+      : { ver: NIPXX_VERSION, code: t.code, message: t.message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
+  }
+
   private async writeTerminal(run: RunRow, c: StoredAgent, t: Terminal): Promise<void> {
     const runId = run.id;
-    const payload =
-      t.type === 'response'
-        ? { ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }
-        : { ver: NIPXX_VERSION, code: t.code, message: t.message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
-    const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, payload);
+    const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, this.terminalPayload(t));
     const outcome = t.type === 'response' ? 'response' : t.code;
     this.sql.exec("UPDATE runs SET state = 'done', outcome = ?, terminal = ?, finished_at = ? WHERE id = ?", outcome, JSON.stringify(event), Date.now(), runId);
     await this.publishTerminal(runId, event, run.relay, c);
@@ -547,22 +698,36 @@ export class Agent extends DurableObject<AgentEnv> {
   /**
    * Publishes a non-terminal run event without making the run wait: the run's events form one chain
    * (each sent after the previous one's OK, so the relay sees them in order); finish() waits for the
-   * chain before the terminal event.
+   * chain before the terminal event. A refused or lost publish is retried (on the current connection
+   * to that relay) up to PUBLISH_ATTEMPTS times, then counted in `undelivered` and logged.
    */
   private async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
     const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
     const c = this.config();
     if (!c) return;
     const event = await this.build(run, kind, payload, extraTags);
-    const client = this.client(run.relay, c);
     const previous = this.inFlight.get(runId) ?? Promise.resolve();
     this.inFlight.set(
       runId,
-      previous.then(() => client.publish(event, { timeoutMs: 5000 })),
+      previous.then(() => this.publishWithRetry(runId, event, run.relay, c)),
     );
   }
 
-
+  private async publishWithRetry(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
+    // Once an event of the run could not be delivered, the relay is unreachable: later events get
+    // one attempt each, so a long outage does not hold the run's terminal event back for minutes.
+    const attempts = this.undeliverable.has(runId) ? 1 : PUBLISH_ATTEMPTS;
+    let last = '';
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      if (attempt > 1) await new Promise((r) => setTimeout(r, PUBLISH_RETRY_MS * (attempt - 1)));
+      const r = await this.client(relay, c).publish(event, { timeoutMs: 5000 });
+      if (r.ok || r.message.startsWith('duplicate:')) return;
+      last = r.message;
+    }
+    this.undeliverable.add(runId);
+    this.undelivered++;
+    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay} after ${attempts} attempt(s): ${last}`);
+  }
 
   /** An encrypted run event for the client (gift-wrapped when the prompt was). */
   private async build(run: RunRow, kind: number, payload: object, extraTags: string[][] = []): Promise<NostrEvent> {

@@ -27,6 +27,12 @@ export const LimitsSchema = z.strictObject({
   max_context_tokens: z.number().int().min(256).max(2_000_000).default(32_000),
   /** Prompts per sender per minute. */
   prompts_per_minute: z.number().int().min(1).max(10_000).default(20),
+  /** Prompts per minute across all senders (the agent's total). */
+  agent_prompts_per_minute: z.number().int().min(1).max(100_000).default(60),
+  /** Runs in progress at once. */
+  max_concurrent_runs: z.number().int().min(1).max(100).default(4),
+  /** Model tokens (input + output, from the provider's usage) per UTC day. */
+  max_tokens_per_day: z.number().int().min(1).max(1_000_000_000).default(1_000_000),
   /** Turns (prompts) per session before SESSION_LIMIT. */
   max_session_turns: z.number().int().min(1).max(100_000).default(200),
   /** Model/tool round trips per run. */
@@ -80,7 +86,11 @@ export interface StoredAgent extends Omit<CreateAgent, 'limits'> {
   owner: string;
   /** Origin of the deployment (e.g. https://edgestr.example), for relay URLs and NIP-42. */
   origin: string;
-  provider: (typeof PROVIDERS)[number];
+  /**
+   * The provider the owner chose; absent: the deployment's default provider, resolved at each run
+   * (so adding OPENAI_API_KEY later switches such agents from echo to the real model).
+   */
+  provider?: (typeof PROVIDERS)[number];
   limits: AgentLimits;
   created_at: number;
 }

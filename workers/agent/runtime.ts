@@ -12,9 +12,19 @@ import type { ToolDefinition, ToolOutput, ToolResult } from './tools/types.js';
 export const DELTA_FLUSH_CHARS = 256;
 export const DELTA_FLUSH_MS = 50;
 
+/**
+ * The one outcome of a run. An error's `message` goes to the client (who may be a stranger): it
+ * never carries upstream text; `detail` (provider or tool error text, which may name internal
+ * hosts) goes only to the owner, through NIP-AO.
+ */
 export type Terminal =
-  | { type: 'response'; text: string; usage: { input_tokens: number; output_tokens: number }; model: string }
-  | { type: 'error'; code: ErrorCode; message: string; retry_after?: number; details?: Record<string, unknown> };
+  | { type: 'response'; text: string; usage: Usage; model: string }
+  | { type: 'error'; code: ErrorCode; message: string; retry_after?: number; details?: Record<string, unknown>; detail?: string };
+
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+}
 
 export interface ToolRunner {
   definitions(): ToolDefinition[];
@@ -62,16 +72,24 @@ export function negotiateModel(
   return { ok: false, message: `model ${JSON.stringify(prompt.model)} is not supported; supported: ${supported.join(', ')}` };
 }
 
+/** What the client is told about a provider failure (the provider's own text goes to the owner only). */
+export const PROVIDER_MESSAGES = {
+  rate_limit: 'the model provider is rate limiting this agent; retry later',
+  unavailable: 'the model provider is unavailable; retry later',
+  rejected: 'the model provider refused the request; the agent owner can see why',
+} as const;
+
 /** Maps a provider failure to the NIP-XX error it becomes. */
 export function providerFailure(e: ProviderError): Terminal {
   const details = { provider: e.details.provider, ...(e.details.status ? { status: e.details.status } : {}) };
+  const detail = e.message;
   switch (e.kind) {
     case 'rate_limit':
-      return { type: 'error', code: 'RATE_LIMIT', message: `provider rate limit: ${e.message}`, retry_after: Math.max(1, Math.ceil(e.details.retryAfterSeconds ?? 30)), details };
+      return { type: 'error', code: 'RATE_LIMIT', message: PROVIDER_MESSAGES.rate_limit, retry_after: Math.max(1, Math.ceil(e.details.retryAfterSeconds ?? 30)), details, detail };
     case 'unavailable':
-      return { type: 'error', code: 'MODEL_UNAVAILABLE', message: `model unavailable: ${e.message}`, retry_after: 30, details };
+      return { type: 'error', code: 'MODEL_UNAVAILABLE', message: PROVIDER_MESSAGES.unavailable, retry_after: 30, details, detail };
     case 'rejected':
-      return { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the provider refused the request: ${e.message}`, details };
+      return { type: 'error', code: 'MODEL_UNAVAILABLE', message: PROVIDER_MESSAGES.rejected, details, detail };
     case 'aborted':
       return { type: 'error', code: 'CANCELLED', message: 'run cancelled' };
   }
@@ -127,8 +145,11 @@ export function toolMessageContent(error: string | undefined, output: ToolOutput
   return parts.filter((p) => p !== '').join('\n');
 }
 
-/** Runs the prompt to its one terminal outcome; `messages` receives the turns to keep in history. */
-export async function executeRun(input: RunInput): Promise<{ terminal: Terminal; transcript: ChatMessage[] }> {
+/**
+ * Runs the prompt to its one terminal outcome; `transcript` holds the turns to keep in history and
+ * `usage` the provider's token counts (also of a run that failed: they are spent all the same).
+ */
+export async function executeRun(input: RunInput): Promise<{ terminal: Terminal; transcript: ChatMessage[]; usage: Usage }> {
   const now = input.now ?? Date.now;
   const deltas = new DeltaBuffer(input.sink, now);
   const transcript: ChatMessage[] = [{ role: 'user', content: input.prompt.message }];
@@ -137,13 +158,13 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     ...input.history,
     ...transcript,
   ];
-  const usage = { input_tokens: 0, output_tokens: 0 };
+  const usage: Usage = { input_tokens: 0, output_tokens: 0 };
   const toolSpecs = input.tools.definitions().map((d) => ({ name: d.name, description: d.description, input_schema: d.input_schema }));
   let finalText = '';
   await input.sink.status('thinking', 0);
   for (let step = 0; ; step++) {
     if (step >= input.limits.max_tool_steps) {
-      return { terminal: { type: 'error', code: 'TOOL_ERROR', message: `the tool loop exceeded ${input.limits.max_tool_steps} steps` }, transcript };
+      return { terminal: { type: 'error', code: 'TOOL_ERROR', message: `the tool loop exceeded ${input.limits.max_tool_steps} steps` }, transcript, usage };
     }
     let text = '';
     const calls: ToolCall[] = [];
@@ -167,8 +188,8 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         }
       }
     } catch (e) {
-      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
-      if (e instanceof ProviderError) return { terminal: providerFailure(e), transcript };
+      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript, usage };
+      if (e instanceof ProviderError) return { terminal: providerFailure(e), transcript, usage };
       throw e;
     }
     await deltas.flush();
@@ -186,10 +207,10 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         ? await input.tools.run(call.name, args, input.signal)
         : { ok: false, error: 'tool arguments are not a JSON object' };
       const duration_ms = Math.max(0, Math.round(now() - started));
-      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
+      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript, usage };
       if (!result.ok && 'unknown' in result) {
         await input.sink.toolCall({ name: call.name, phase: 'result', success: false, duration_ms });
-        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(call.name)}` }, transcript };
+        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(call.name)}` }, transcript, usage };
       }
       const output: ToolOutput = result.ok ? result.output : (result.output ?? { stdout: '', stderr: result.error, exit_code: 1 });
       const success = result.ok && output.exit_code === 0;
@@ -201,7 +222,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     }
     await input.sink.status('thinking', Math.min(95, 20 + step * 10));
   }
-  if (!finalText.trim()) return { terminal: { type: 'error', code: 'EMPTY_RESPONSE', message: 'the model produced no text' }, transcript };
+  if (!finalText.trim()) return { terminal: { type: 'error', code: 'EMPTY_RESPONSE', message: 'the model produced no text' }, transcript, usage };
   await input.sink.status('done', 100);
-  return { terminal: { type: 'response', text: finalText, usage, model: input.model }, transcript };
+  return { terminal: { type: 'response', text: finalText, usage, model: input.model }, transcript, usage };
 }

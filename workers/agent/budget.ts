@@ -1,0 +1,167 @@
+// What a hosted agent lets strangers spend of its owner's money: prompts per minute per sender and
+// across all senders, concurrent runs, and model tokens per UTC day (counted from the provider's
+// usage, persisted in the Agent DO's SQLite so a restart does not reset it). A refused prompt costs
+// O(1) (no run row, no decryption), and the refusals are bounded too: at most one answer per sender
+// per window, and no more answers per minute in all than agent_prompts_per_minute (fresh keys cannot
+// make the agent publish unbounded errors); the other refusals are dropped and counted. Time comes from an injected
+// clock (milliseconds).
+
+import type { AgentLimits } from './config.js';
+
+/** A refusal the client is told about (NIP-XX RATE_LIMIT), or one that is dropped silently. */
+export type Admission =
+  | { ok: true }
+  | { ok: false; answer: true; message: string; retry_after: number }
+  | { ok: false; answer: false };
+
+/** Retry hint when the concurrency cap is reached (runs have no fixed end). */
+const CONCURRENCY_RETRY_SECONDS = 5;
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+
+/** A fixed window of `windowMs` that starts at its first hit. */
+interface Window {
+  start: number;
+  count: number;
+}
+
+/** Map with least-recently-used eviction beyond `max` entries. */
+class Lru<V> {
+  private readonly m = new Map<string, V>();
+  constructor(private readonly max: number) {}
+  get(k: string): V | undefined {
+    const v = this.m.get(k);
+    if (v !== undefined) {
+      this.m.delete(k);
+      this.m.set(k, v);
+    }
+    return v;
+  }
+  set(k: string, v: V): void {
+    this.m.delete(k);
+    if (this.m.size >= this.max) {
+      const oldest = this.m.keys().next().value;
+      if (oldest !== undefined) this.m.delete(oldest);
+    }
+    this.m.set(k, v);
+  }
+}
+
+const secondsUntil = (t: number, now: number): number => Math.max(1, Math.ceil((t - now) / 1000));
+
+/** The UTC day of `now` (YYYY-MM-DD) and the milliseconds at which it ends. */
+export function utcDay(now: number): { day: string; end: number } {
+  const start = Math.floor(now / DAY_MS) * DAY_MS;
+  return { day: new Date(start).toISOString().slice(0, 10), end: start + DAY_MS };
+}
+
+export interface BudgetStats {
+  /** Refusals answered with RATE_LIMIT. */
+  answered: number;
+  /** Refusals dropped: the sender was already told in its window, or the agent answered its refusals quota for the minute. */
+  dropped: number;
+}
+
+export class AgentBudget {
+  private readonly senders = new Lru<Window>(10_000);
+  private agentWindow: Window | undefined;
+  /** Refusal answers of the current minute, all senders together. */
+  private answerWindow: Window | undefined;
+  /** Per sender: until when further refusals are dropped silently. */
+  private readonly toldUntil = new Lru<number>(10_000);
+  readonly stats: BudgetStats = { answered: 0, dropped: 0 };
+
+  constructor(private readonly sql: SqlStorage) {
+    this.migrate();
+  }
+
+  migrate(): void {
+    this.sql.exec('CREATE TABLE IF NOT EXISTS token_usage (day TEXT PRIMARY KEY, tokens INTEGER NOT NULL) WITHOUT ROWID');
+  }
+
+  /** Model tokens (input + output) used on the UTC day of `now`. */
+  tokensToday(now: number): number {
+    return this.sql.exec<{ tokens: number }>('SELECT tokens FROM token_usage WHERE day = ?', utcDay(now).day).toArray()[0]?.tokens ?? 0;
+  }
+
+  /** Adds a run's provider usage to the day's total (and forgets earlier days). */
+  spend(tokens: number, now: number): void {
+    if (tokens <= 0) return;
+    const { day } = utcDay(now);
+    this.sql.exec(
+      'INSERT INTO token_usage (day, tokens) VALUES (?, ?) ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens',
+      day,
+      tokens,
+    );
+    this.sql.exec('DELETE FROM token_usage WHERE day < ?', day);
+  }
+
+  /**
+   * Admits a prompt of `sender` (taking one slot of its window and of the agent's) or refuses it;
+   * a refusal is answered once per sender per window, then dropped.
+   */
+  admit(sender: string, limits: AgentLimits, activeRuns: number, now: number): Admission {
+    const refusal = this.check(sender, limits, activeRuns, now);
+    if (!refusal) {
+      this.hit(sender, now);
+      return { ok: true };
+    }
+    return this.shouldAnswer(sender, limits, now, refusal.retry_after) ? { ok: false, answer: true, ...refusal } : { ok: false, answer: false };
+  }
+
+  /**
+   * Whether a refusal of `sender` is answered: the first in a window of `windowSeconds` is, later
+   * ones in that window are dropped (and counted); so are all refusals once the agent answered
+   * `agent_prompts_per_minute` refusals in the current minute.
+   */
+  shouldAnswer(sender: string, limits: AgentLimits, now: number, windowSeconds: number): boolean {
+    const told = this.toldUntil.get(sender);
+    const answers = this.live(this.answerWindow, now) ?? { start: now, count: 0 };
+    if ((told !== undefined && told > now) || answers.count >= limits.agent_prompts_per_minute) {
+      this.stats.dropped++;
+      return false;
+    }
+    answers.count++;
+    this.answerWindow = answers;
+    this.toldUntil.set(sender, now + windowSeconds * 1000);
+    this.stats.answered++;
+    return true;
+  }
+
+  private live(w: Window | undefined, now: number): Window | undefined {
+    return w && now < w.start + MINUTE_MS ? w : undefined;
+  }
+
+  private check(sender: string, limits: AgentLimits, activeRuns: number, now: number): { message: string; retry_after: number } | undefined {
+    const own = this.live(this.senders.get(sender), now);
+    if (own && own.count >= limits.prompts_per_minute) {
+      return { message: `at most ${limits.prompts_per_minute} prompts per minute per sender`, retry_after: secondsUntil(own.start + MINUTE_MS, now) };
+    }
+    const all = this.live(this.agentWindow, now);
+    if (all && all.count >= limits.agent_prompts_per_minute) {
+      return {
+        message: `this agent accepts at most ${limits.agent_prompts_per_minute} prompts per minute across all senders`,
+        retry_after: secondsUntil(all.start + MINUTE_MS, now),
+      };
+    }
+    if (activeRuns >= limits.max_concurrent_runs) {
+      return { message: `this agent is already running its maximum of ${limits.max_concurrent_runs} concurrent runs`, retry_after: CONCURRENCY_RETRY_SECONDS };
+    }
+    if (this.tokensToday(now) >= limits.max_tokens_per_day) {
+      return {
+        message: `this agent used its model budget of ${limits.max_tokens_per_day} tokens for today (UTC)`,
+        retry_after: secondsUntil(utcDay(now).end, now),
+      };
+    }
+    return undefined;
+  }
+
+  private hit(sender: string, now: number): void {
+    const own = this.live(this.senders.get(sender), now) ?? { start: now, count: 0 };
+    own.count++;
+    this.senders.set(sender, own);
+    const all = this.live(this.agentWindow, now) ?? { start: now, count: 0 };
+    all.count++;
+    this.agentWindow = all;
+  }
+}
