@@ -9,6 +9,7 @@ import { attestationDigest, signAttestation } from '../../src/shared/nip-oa.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { shardName } from '../../workers/relay-do/routes.js';
 import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+import { noneBefore } from './sentinel.js';
 
 const shardOf = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
 
@@ -130,7 +131,7 @@ describe('NIP-AO authorization matrix', () => {
           const ok = await p.publish(e);
           expect(ok[2]).toBe(sub.receives);
           if (sub.receives) expect(await s.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'ao', e]);
-          else expect(await s.silence((f) => f[0] === 'EVENT')).toBe(true);
+          else expect(await noneBefore(s, (f) => f[0] === 'EVENT' && f[1] === 'ao', p, sign(w.owner, { content: 'sentinel' }))).toBe(true);
         });
       }
     }
@@ -145,7 +146,7 @@ describe('NIP-AO authorization matrix', () => {
     const a = await connect(w.path);
     await a.auth(w.agent);
     expect((await a.publish(frameBy(w, 'agent', 'telemetry')))[2]).toBe(true);
-    expect(await spy.silence((f) => f[0] === 'EVENT')).toBe(true);
+    expect(await noneBefore(spy, (f) => f[0] === 'EVENT' && (f[1] === 'wide' || f[1] === 'own'), a, sign(w.owner, { content: 'sentinel' }))).toBe(true);
   });
 
   it('a subscription without kinds still gets frames only through #p of an authenticated pubkey', async () => {
@@ -159,7 +160,7 @@ describe('NIP-AO authorization matrix', () => {
     const e = frameBy(w, 'agent', 'telemetry');
     await a.publish(e);
     expect(await owner.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'withP', e]);
-    expect(await owner.silence((f) => f[0] === 'EVENT' && f[1] === 'noPs')).toBe(true);
+    expect(await noneBefore(owner, (f) => f[0] === 'EVENT' && f[1] === 'noPs', a, sign(w.owner, { content: 'sentinel' }))).toBe(true);
   });
 });
 
@@ -200,7 +201,7 @@ describe('NIP-AO frame checks', () => {
     await owner.req('ao', { kinds: [24200], '#p': [w.owner.pk], since: now() });
     const e = frame(w.agent, w.owner.pk, w.agent.pk, 'debug');
     expect(await s.publish(e)).toEqual(['OK', e.id, true, '']);
-    expect(await owner.silence((f) => f[0] === 'EVENT')).toBe(true);
+    expect(await noneBefore(owner, (f) => f[0] === 'EVENT' && f[1] === 'ao', s, sign(w.owner, { content: 'sentinel' }))).toBe(true);
   });
 
   it('refuses history queries for kind 24200', async () => {
