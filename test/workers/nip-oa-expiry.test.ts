@@ -109,6 +109,9 @@ describe('NIP-OA conditions at use', () => {
     await setClock(owner.pk, T + 1);
     const late = sign(agent, { content: 'after T', created_at: T + 1 });
     expect(await s.publish(late)).toEqual(['OK', late.id, false, SHARD_RESTRICTED]);
+    // Nor can the agent introduce itself again with the expired tag on a backdated profile.
+    const again = sign(agent, { kind: 0, content: '{"v":2}', created_at: t0 + 1, tags: [signAttestation(owner.sk, agent.pk, `kind=0&created_at<${T}`)] });
+    expect(await s.publish(again)).toEqual(['OK', again.id, false, SHARD_RESTRICTED]);
   });
 
   it('the conditions are stored with the record: a fresh instance over the same storage still applies them', async () => {

@@ -19,7 +19,7 @@ import { delivers } from './visibility.js';
 import { AoFrameGate, checkFrameFilters } from './ao-frames.js';
 import { ConnectionStore, type Connection } from './connections.js';
 import { BucketMap } from './rate-limit.js';
-import { OwnershipRegistry, type OwnershipUse } from './ownership.js';
+import { coversUse, OwnershipRegistry, type OwnershipUse } from './ownership.js';
 import { relayVerifier } from './verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 
@@ -300,9 +300,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
       limits: this.limits,
       isOwnersAgent: (pubkey) =>
         owner !== null && this.ownership.isAgentOwner(pubkey, owner, this.ownershipUse(pubkey === event.pubkey ? event : undefined)),
+      // The attestation on the event itself: valid for it (verifyAttestation) and not expired now.
       attestsToOwner: (e) => {
         const a = verifyAttestation(e, verifier);
-        return owner !== null && a.ok && a.value.owner === owner;
+        return owner !== null && a.ok && a.value.owner === owner && coversUse(a.value.conditions, this.ownershipUse(e));
       },
     };
   }
