@@ -9,7 +9,7 @@
 // A `kind=` clause names the carrier the proof may come from (22242 for AUTH, 0 for a profile) and is
 // checked when the record is made (verifyAttestation).
 
-import { parseConditions, type Clause } from '../../src/shared/nip-oa.js';
+import { parseConditions, timeClausesHold } from '../../src/shared/nip-oa.js';
 
 export type OwnershipSource = 'auth' | 'kind0' | 'provisioned';
 
@@ -82,7 +82,5 @@ export class OwnershipRegistry {
 export function coversUse(conditions: string, use: OwnershipUse): boolean {
   const parsed = parseConditions(conditions);
   if (!parsed.ok) return false;
-  return parsed.value.every((c) => timeClauseHolds(c, use.now) && (use.eventCreatedAt === undefined || timeClauseHolds(c, use.eventCreatedAt)));
+  return timeClausesHold(parsed.value, use.now) && (use.eventCreatedAt === undefined || timeClausesHold(parsed.value, use.eventCreatedAt));
 }
-
-const timeClauseHolds = (c: Clause, t: number): boolean => (c.field === 'kind' ? true : c.op === '<' ? t < c.value : t > c.value);
