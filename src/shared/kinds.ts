@@ -80,6 +80,3 @@ export function readRule(kind: number): ReadRule {
 
 /** Whether events of this kind are delivered only to authenticated parties (author or p-tagged). */
 export const isPrivateKind = (kind: number): boolean => readRule(kind) !== 'anyone';
-
-/** Who may read a private kind: NIP-XX kinds go to author or recipient; gift wraps to the recipient only. */
-export const authorMayRead = (kind: number): boolean => readRule(kind) === 'author-or-recipient';

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { connect, freshOwner, keys, sign, type Keys, type TestSocket } from './helpers.js';
 import type { NostrEvent } from '../../src/shared/event.js';
+import { READ_RESTRICTED_KINDS, readRule } from '../../src/shared/kinds.js';
 
 const AUTH_REQUIRED = 'auth-required: these kinds are only served to their authenticated author or recipient';
 const GATED_LIVE = [25800, 25801, 25804, 25806, 21059];
@@ -92,5 +93,24 @@ describe('live-only private kinds (NIP-XX run events, 21059)', () => {
     await pub.publish(sentinel);
     expect(await receivedUntil(spy, 'all', sentinel)).toEqual([]);
     expect(spy.frames.filter((f) => f[0] === 'EVENT' && f[1] === 'runs')).toEqual([]);
+  });
+});
+
+describe('one read rule', () => {
+  it('readRule and the kind lists the SQL clause is built from agree on every kind', () => {
+    const disagreements: number[] = [];
+    for (let k = 0; k <= 65535; k++) {
+      const listed = READ_RESTRICTED_KINDS['author-or-recipient'].includes(k)
+        ? 'author-or-recipient'
+        : READ_RESTRICTED_KINDS.recipient.includes(k)
+          ? 'recipient'
+          : 'anyone';
+      if (listed !== readRule(k)) disagreements.push(k);
+    }
+    expect(disagreements).toEqual([]);
+    expect(READ_RESTRICTED_KINDS).toEqual({
+      'author-or-recipient': [25800, 25801, 25802, 25803, 25804, 25805, 25806],
+      recipient: [1059, 21059],
+    });
   });
 });
