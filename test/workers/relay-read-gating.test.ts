@@ -76,7 +76,7 @@ describe('live-only private kinds (NIP-XX run events, 21059)', () => {
     expect(await receivedUntil(subs.wrapper, 'live', sentinel)).toEqual([]);
   });
 
-  it('a connection authenticated as someone else is refused nothing but receives nothing', async () => {
+  it('a connection authenticated as a stranger may subscribe but receives no one else’s run events', async () => {
     const agent = freshOwner();
     const client = keys();
     const path = `/r/${agent.pk}`;
