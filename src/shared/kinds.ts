@@ -6,6 +6,7 @@ export const KIND = {
   CONTACTS: 3,
   DELETION: 5,
   GIFT_WRAP: 1059,
+  EPHEMERAL_GIFT_WRAP: 21059,
   AUTH: 22242,
   HTTP_AUTH: 27235,
   AO_FRAME: 24200,
@@ -51,11 +52,31 @@ export const isStored = (kind: number): boolean => {
   return c !== 'ephemeral' && c !== 'ao-frame' && c !== 'auth';
 };
 
-/** Whether events of this kind are delivered only to authenticated parties (author or p-tagged). */
-export const isPrivateKind = (kind: number): boolean => {
-  const c = kindClass(kind);
-  return c === 'nipxx-durable' || c === 'gift-wrap';
+/** NIP-XX run events: never stored (ephemeral range), but their tags say who talks to which agent, when. */
+export const NIPXX_RUN_KINDS: ReadonlySet<number> = new Set([KIND.AI_STATUS, KIND.AI_DELTA, KIND.AI_TOOL_CALL, KIND.AI_CANCEL]);
+
+/**
+ * Who may read an event of this kind (DESIGN.md kind policy), stored or live:
+ * - 'anyone';
+ * - 'author-or-recipient': a connection authenticated (NIP-42) as the author or a p-tagged pubkey
+ *   (every NIP-XX kind, 25800–25806);
+ * - 'recipient': a connection authenticated as a p-tagged pubkey (gift wraps 1059 and 21059, whose
+ *   author is a one-time key).
+ * Kind 24200 (NIP-AO) has its own, stricter rule in the relay (workers/relay-do/visibility.ts).
+ */
+export type ReadRule = 'anyone' | 'author-or-recipient' | 'recipient';
+
+/** The kinds that are not 'anyone', by rule: the SQL form of the read rule is built from these lists. */
+export const READ_RESTRICTED_KINDS: Readonly<Record<Exclude<ReadRule, 'anyone'>, readonly number[]>> = {
+  'author-or-recipient': [...NIPXX_DURABLE_KINDS, ...NIPXX_RUN_KINDS].sort((a, b) => a - b),
+  recipient: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP],
 };
 
-/** Who may read a private kind: the NIP-XX durable kinds go to author or recipient; gift wraps to the recipient only. */
-export const authorMayRead = (kind: number): boolean => kindClass(kind) === 'nipxx-durable';
+export function readRule(kind: number): ReadRule {
+  if (NIPXX_DURABLE_KINDS.has(kind) || NIPXX_RUN_KINDS.has(kind)) return 'author-or-recipient';
+  if (kind === KIND.GIFT_WRAP || kind === KIND.EPHEMERAL_GIFT_WRAP) return 'recipient';
+  return 'anyone';
+}
+
+/** Whether events of this kind are delivered only to authenticated parties (author or p-tagged). */
+export const isPrivateKind = (kind: number): boolean => readRule(kind) !== 'anyone';

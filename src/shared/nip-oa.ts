@@ -63,11 +63,23 @@ export function parseConditions(s: string): Result<Clause[], string> {
 
 const formatClause = (c: Clause): string => `${c.field}${c.op}${c.value}`;
 
+type TimeClause = Extract<Clause, { field: 'created_at' }>;
+
+/** `created_at<T` ⇔ t < T; `created_at>T` ⇔ t > T (bounds are exclusive). */
+const timeHolds = (c: TimeClause, t: number): boolean => (c.op === '<' ? t < c.value : t > c.value);
+
+/**
+ * Whether every `created_at` clause holds for time `t` (kind clauses are not looked at): how a relay
+ * that keeps an attestation checks it later, against its own clock (NIP-OA leaves wall-clock
+ * freshness to relays that need it) or against another event's created_at.
+ */
+export const timeClausesHold = (clauses: readonly Clause[], t: number): boolean =>
+  clauses.every((c) => c.field === 'kind' || timeHolds(c, t));
+
 /** Whether every clause holds for the event (bounds are exclusive); the error names the first failure. */
 export function checkClauses(clauses: readonly Clause[], event: Pick<NostrEvent, 'kind' | 'created_at'>): Result<true, string> {
   for (const c of clauses) {
-    const holds =
-      c.field === 'kind' ? event.kind === c.value : c.op === '<' ? event.created_at < c.value : event.created_at > c.value;
+    const holds = c.field === 'kind' ? event.kind === c.value : timeHolds(c, event.created_at);
     if (!holds) {
       const actual = c.field === 'kind' ? `kind ${event.kind}` : `created_at ${event.created_at}`;
       return err(`condition ${formatClause(c)} does not hold for the event (${actual})`);

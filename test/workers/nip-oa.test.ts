@@ -9,6 +9,7 @@ import {
   checkClauses,
   parseConditions,
   signAttestation,
+  timeClausesHold,
   verifyAttestation,
 } from '../../src/shared/nip-oa.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
@@ -208,5 +209,21 @@ describe('parseConditions', () => {
     expect(parseConditions('&').ok).toBe(false);
     expect(parseConditions('KIND=1').ok).toBe(false);
     expect(parseConditions('kind=1\n').ok).toBe(false);
+  });
+});
+
+describe('timeClausesHold (a kept attestation checked later)', () => {
+  const clauses = (c: string) => {
+    const parsed = parseConditions(c);
+    if (!parsed.ok) throw new Error(parsed.error);
+    return parsed.value;
+  };
+
+  it('applies created_at bounds exclusively and ignores kind clauses', () => {
+    expect([99, 100, 101].map((t) => timeClausesHold(clauses('created_at<100'), t))).toEqual([true, false, false]);
+    expect([99, 100, 101].map((t) => timeClausesHold(clauses('created_at>100'), t))).toEqual([false, false, true]);
+    expect([50, 150, 250].map((t) => timeClausesHold(clauses('kind=1&created_at>100&created_at<200'), t))).toEqual([false, true, false]);
+    expect(timeClausesHold(clauses('kind=7'), 0)).toBe(true);
+    expect(timeClausesHold([], 4294967295)).toBe(true);
   });
 });

@@ -1,6 +1,7 @@
 // NIP-42 AUTH, private kinds (NIP-XX durable, gift wraps), NIP-70 protected events, NIP-40 expiry.
 import { describe, expect, it } from 'vitest';
 import { connect, freshOwner, keys, now, sign } from './helpers.js';
+import { noneBefore } from './sentinel.js';
 
 describe('NIP-42 AUTH', () => {
   it('accepts a valid AUTH, with or without a trailing slash on the relay URL', async () => {
@@ -50,7 +51,7 @@ describe('NIP-42 AUTH', () => {
     await watcher.req('w', { kinds: [22242] });
     const s = await connect(`/r/${owner.pk}`);
     await s.auth(owner);
-    expect(await watcher.silence((f) => f[0] === 'EVENT')).toBe(true);
+    expect(await noneBefore(watcher, (f) => f[0] === 'EVENT' && f[1] === 'w', s, sign(owner, { content: 'sentinel' }))).toBe(true);
     expect((await watcher.req('q', { kinds: [22242] })).events).toEqual([]);
   });
 });
@@ -94,7 +95,7 @@ describe('private kinds', () => {
     const pub = await connect(`/r/${owner.pk}`);
     await pub.publish(resp);
     expect(await recipient.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'mine', resp]);
-    expect(await anon.silence((f) => f[0] === 'EVENT')).toBe(true);
+    expect(await noneBefore(anon, (f) => f[0] === 'EVENT' && f[1] === 'all', pub, sign(owner, { content: 'sentinel' }))).toBe(true);
   });
 
   it('gift wraps are served to the recipient only, not to their author', async () => {

@@ -16,7 +16,8 @@ export const AO_SINCE_TOLERANCE_SECONDS = 60;
 export class AoFrameGate {
   private readonly telemetry = new SlidingWindowLimiter(AO_TELEMETRY_RATE, 1000);
 
-  constructor(private readonly isAgentOwner: (agent: string, owner: string) => boolean) {}
+  /** `isAgentOwner` decides whether the shard holds a proof of agent → owner valid for this frame. */
+  constructor(private readonly isAgentOwner: (agent: string, owner: string, frame: NostrEvent) => boolean) {}
 
   /** Decides what happens to a verified kind 24200 event published on a connection authenticated as `authed`. */
   admit(e: NostrEvent, authed: ReadonlySet<string>, nowMs: number): FrameVerdict {
@@ -29,7 +30,7 @@ export class AoFrameGate {
       return { action: 'reject', rejection: reject('auth-required', 'kind 24200 frames are accepted only from a connection authenticated as their signer') };
     }
     const { agent, owner, direction } = route.value;
-    if (!this.isAgentOwner(agent, owner)) {
+    if (!this.isAgentOwner(agent, owner, e)) {
       return { action: 'reject', rejection: reject('restricted', 'no authenticated proof that this agent belongs to this owner (NIP-OA)') };
     }
     if (direction === 'telemetry' && !this.telemetry.take(agent, nowMs)) {

@@ -2,6 +2,7 @@
 // connection's identity and AUTH challenge; subscriptions and authenticated pubkeys live in SQLite
 // (an attachment is limited to 2 KiB). In memory they are only a cache rebuilt on wake.
 
+import { reject, type Rejection } from '../../src/shared/errors.js';
 import type { Filter } from '../../src/shared/filters.js';
 import { TokenBucket } from './rate-limit.js';
 import type { RelayLimits } from './limits.js';
@@ -23,6 +24,8 @@ export interface Connection {
   readonly events: TokenBucket;
   readonly reqs: TokenBucket;
   readonly frames: TokenBucket;
+  /** AUTH messages: each costs a signature verification, so they are refused before it when empty. */
+  readonly auths: TokenBucket;
 }
 
 export class ConnectionStore {
@@ -31,6 +34,8 @@ export class ConnectionStore {
   constructor(
     private readonly sql: SqlStorage,
     private readonly limits: RelayLimits,
+    /** The shard's clock (unix milliseconds), for the buckets of rebuilt connections. */
+    private readonly clock: () => number,
   ) {
     sql.exec(`
       CREATE TABLE IF NOT EXISTS conn_auth (cid TEXT NOT NULL, pubkey TEXT NOT NULL, PRIMARY KEY (cid, pubkey)) WITHOUT ROWID;
@@ -52,7 +57,7 @@ export class ConnectionStore {
     if (known) return known;
     const att = ws.deserializeAttachment() as Attachment | null;
     if (!att) return undefined;
-    const now = Date.now();
+    const now = this.clock();
     const conn: Connection = {
       ws,
       att,
@@ -71,6 +76,7 @@ export class ConnectionStore {
       events: new TokenBucket(this.limits.events_per_second_per_connection, this.limits.events_burst_per_connection, now),
       reqs: new TokenBucket(this.limits.reqs_per_second_per_connection, this.limits.reqs_burst_per_connection, now),
       frames: new TokenBucket(this.limits.frames_per_second_per_connection, this.limits.frames_burst_per_connection, now),
+      auths: new TokenBucket(this.limits.auths_per_second_per_connection, this.limits.auths_burst_per_connection, now),
     };
     this.live.set(ws, conn);
     return conn;
@@ -83,9 +89,14 @@ export class ConnectionStore {
     return conn;
   }
 
-  addAuth(conn: Connection, pubkey: string): void {
+  /** Records that the connection authenticated as `pubkey`; refused past `max_auth_pubkeys_per_connection` distinct keys. */
+  addAuth(conn: Connection, pubkey: string): Rejection | undefined {
+    if (conn.authed.has(pubkey)) return undefined;
+    const max = this.limits.max_auth_pubkeys_per_connection;
+    if (conn.authed.size >= max) return reject('restricted', `this connection is already authenticated as ${conn.authed.size} pubkeys (max ${max})`);
     conn.authed.add(pubkey);
     this.sql.exec('INSERT OR IGNORE INTO conn_auth (cid, pubkey) VALUES (?, ?)', conn.att.cid, pubkey);
+    return undefined;
   }
 
   setSub(conn: Connection, sid: string, filters: Filter[]): void {

@@ -1,8 +1,25 @@
 // The shard's record of which agent keys belong to which owner: learned from authenticated proofs
 // (a NIP-OA `auth` tag on the agent's AUTH event or stored kind 0) or from edgestr's own
 // provisioning of hosted agents. Kept in the shard's SQLite so it survives hibernation and restarts.
+//
+// A NIP-OA record keeps the attestation's conditions and applies their time clauses at every use:
+// `created_at<T` covers neither an event dated at or after T nor any use once the relay's clock
+// reaches T (the agent signs its own created_at, so the relay enforces wall-clock expiry itself, as
+// NIP-OA asks of relays that need freshness); `created_at>T` covers no event dated at or before T.
+// A `kind=` clause names the carrier the proof may come from (22242 for AUTH, 0 for a profile) and is
+// checked when the record is made (verifyAttestation).
+
+import { parseConditions, timeClausesHold } from '../../src/shared/nip-oa.js';
 
 export type OwnershipSource = 'auth' | 'kind0' | 'provisioned';
+
+/** What a record is used for: the relay's clock, and the agent-signed event it would vouch for, if any. */
+export interface OwnershipUse {
+  /** Unix seconds. */
+  now: number;
+  /** `created_at` of the agent's own event being admitted (a write or a telemetry frame). */
+  eventCreatedAt?: number;
+}
 
 export class OwnershipRegistry {
   constructor(private readonly sql: SqlStorage) {
@@ -11,18 +28,24 @@ export class OwnershipRegistry {
       owner TEXT NOT NULL,
       source TEXT NOT NULL,
       recorded_at INTEGER NOT NULL,
+      conditions TEXT NOT NULL DEFAULT '',
       PRIMARY KEY (agent, owner, source)
     ) WITHOUT ROWID`);
+    // Shards created before conditions were kept: their records had none (and stay unconditional).
+    const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('agent_owners')").toArray();
+    if (!columns.some((c) => c.name === 'conditions')) sql.exec("ALTER TABLE agent_owners ADD COLUMN conditions TEXT NOT NULL DEFAULT ''");
   }
 
-  record(agent: string, owner: string, source: OwnershipSource, now: number): void {
+  /** Records agent → owner; `conditions` is the NIP-OA conditions string ('' for provisioning). */
+  record(agent: string, owner: string, source: OwnershipSource, now: number, conditions = ''): void {
     this.sql.exec(
-      `INSERT INTO agent_owners (agent, owner, source, recorded_at) VALUES (?, ?, ?, ?)
-       ON CONFLICT (agent, owner, source) DO UPDATE SET recorded_at = excluded.recorded_at`,
+      `INSERT INTO agent_owners (agent, owner, source, recorded_at, conditions) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (agent, owner, source) DO UPDATE SET recorded_at = excluded.recorded_at, conditions = excluded.conditions`,
       agent,
       owner,
       source,
       now,
+      conditions,
     );
   }
 
@@ -32,8 +55,12 @@ export class OwnershipRegistry {
     else this.sql.exec('DELETE FROM agent_owners WHERE agent = ? AND owner = ?', agent, owner);
   }
 
-  isAgentOwner(agent: string, owner: string): boolean {
-    return this.sql.exec('SELECT 1 FROM agent_owners WHERE agent = ? AND owner = ? LIMIT 1', agent, owner).toArray().length > 0;
+  /** Whether some record proves agent → owner for this use. */
+  isAgentOwner(agent: string, owner: string, use: OwnershipUse): boolean {
+    const rows = this.sql
+      .exec<{ conditions: string }>('SELECT conditions FROM agent_owners WHERE agent = ? AND owner = ?', agent, owner)
+      .toArray();
+    return rows.some((r) => coversUse(r.conditions, use));
   }
 
   ownersOf(agent: string, source: OwnershipSource): string[] {
@@ -49,4 +76,11 @@ export class OwnershipRegistry {
       .toArray()
       .map((r) => r.agent);
   }
+}
+
+/** Whether the time clauses of stored conditions hold for a use (a stored string that no longer parses covers nothing). */
+export function coversUse(conditions: string, use: OwnershipUse): boolean {
+  const parsed = parseConditions(conditions);
+  if (!parsed.ok) return false;
+  return timeClausesHold(parsed.value, use.now) && (use.eventCreatedAt === undefined || timeClausesHold(parsed.value, use.eventCreatedAt));
 }

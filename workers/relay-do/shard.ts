@@ -11,7 +11,7 @@ import { parseClientMessage, relayMessage } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
 import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
-import type { SchnorrVerifier } from '../../src/shared/verify.js';
+import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { checkWrite, type PolicyContext } from './policy.js';
 import { deletionTargetCount, EventStore } from './store.js';
@@ -19,7 +19,7 @@ import { delivers } from './visibility.js';
 import { AoFrameGate, checkFrameFilters } from './ao-frames.js';
 import { ConnectionStore, type Connection } from './connections.js';
 import { BucketMap } from './rate-limit.js';
-import { OwnershipRegistry } from './ownership.js';
+import { coversUse, OwnershipRegistry, type OwnershipUse } from './ownership.js';
 import { relayVerifier } from './verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 
@@ -49,18 +49,39 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly byIp: BucketMap;
   private readonly aoGate: AoFrameGate;
   private owner: string | null | undefined;
+  private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
+  /**
+   * The shard's clock in unix milliseconds, for everything this class decides by time (AUTH window,
+   * rate limits, NIP-OA expiry, NIP-AO freshness). Tests replace it through runInDurableObject.
+   */
+  clock: () => number = () => Date.now();
 
   constructor(ctx: DurableObjectState, env: RelayEnv) {
     super(ctx, env);
     this.limits = limitsFromEnv(env.RELAY_LIMITS);
+    // No message is delivered before the verifier is ready, so handlers never await it (an await
+    // would let a later message of the same connection overtake this one). It is set up once per
+    // isolate; on failure the object is reset and the next request constructs it again (a failed
+    // setup is not cached).
+    this.wasm = relayVerifier.ready;
+    if (!this.wasm) {
+      ctx
+        .blockConcurrencyWhile(async () => {
+          this.wasm = await setUpVerifier();
+        })
+        .catch((e: unknown) => console.error('relay shard: setup failed; the object will be constructed again', e));
+    }
     const sql = ctx.storage.sql;
     sql.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID');
     this.store = new EventStore(sql);
-    this.conns = new ConnectionStore(sql, this.limits);
+    this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
     this.ownership = new OwnershipRegistry(sql);
     this.byPubkey = new BucketMap(this.limits.events_per_second_per_pubkey, this.limits.events_burst_per_pubkey);
     this.byIp = new BucketMap(this.limits.events_per_second_per_ip, this.limits.events_burst_per_ip);
-    this.aoGate = new AoFrameGate((agent, owner) => this.ownership.isAgentOwner(agent, owner));
+    // Telemetry is signed by the agent (its created_at must be covered too); control frames by the owner.
+    this.aoGate = new AoFrameGate((agent, owner, frame) =>
+      this.ownership.isAgentOwner(agent, owner, this.ownershipUse(frame.pubkey === agent ? frame : undefined)),
+    );
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -138,9 +159,24 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return true;
   }
 
-  /** Internal RPC: whether the shard holds an authenticated agent → owner record. */
+  /** Internal RPC: whether the shard holds an authenticated agent → owner record valid now. */
   isAgentOwner(agent: string, owner: string): boolean {
-    return this.ownership.isAgentOwner(agent, owner);
+    return this.ownership.isAgentOwner(agent, owner, this.ownershipUse());
+  }
+
+  private clockSeconds(): number {
+    return Math.floor(this.clock() / 1000);
+  }
+
+  /** A use of an ownership record now, vouching for the agent's own event `agentEvent` when given. */
+  private ownershipUse(agentEvent?: Pick<NostrEvent, 'created_at'>): OwnershipUse {
+    return { now: this.clockSeconds(), eventCreatedAt: agentEvent?.created_at };
+  }
+
+  /** The Wasm verifier, set up by the constructor before any message is delivered. */
+  private get verifier(): SchnorrVerifier & SchnorrSigner {
+    if (!this.wasm) throw new Error('relay shard: the signature verifier is not set up');
+    return this.wasm;
   }
 
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
@@ -198,14 +234,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   private async onEvent(conn: Connection, input: unknown): Promise<void> {
-    const now = Date.now();
+    const now = this.clock();
     // NIP-AO frames have their own limits (per agent, after authorization); other kinds share these.
     const isFrame = kindOf(input) === KIND.AO_FRAME;
     const internal = conn.att.internal === true;
     if (!internal && !(isFrame ? conn.frames : conn.events).take(now)) {
       return answerRejection(conn, eventIdOf(input), reject('rate-limited', 'slow down: too many events on this connection'));
     }
-    const verifier = await relayVerifier();
+    const verifier = this.verifier;
     const v = this.verified(input, verifier);
     if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
     const e = v.event;
@@ -216,7 +252,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (!internal && !this.byIp.take(conn.att.ip, now)) {
       return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this address'));
     }
-    const denied = checkWrite(e, this.policyContext(conn, verifier));
+    const denied = checkWrite(e, this.policyContext(conn, e, verifier));
     if (denied) return answerRejection(conn, e.id, denied);
     if (e.kind === KIND.DELETION && deletionTargetCount(e) > this.limits.max_deletion_targets) {
       return answerRejection(conn, e.id, reject('invalid', `a deletion may name at most ${this.limits.max_deletion_targets} events`));
@@ -240,13 +276,13 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     if (e.kind === KIND.METADATA) this.learnOwnershipFromProfile(e, verifier);
     send(conn, relayMessage.ok(e.id, true, ''));
-    await this.scheduleExpiry(e);
     this.broadcast(e, raw);
+    await this.scheduleExpiry(e);
   }
 
   /** Kind 24200: the write policy, then NIP-AO admission; fanned out live, never stored. */
   private onFrame(conn: Connection, e: NostrEvent, raw: string, now: number, verifier: SchnorrVerifier): void {
-    const denied = checkWrite(e, this.policyContext(conn, verifier));
+    const denied = checkWrite(e, this.policyContext(conn, e, verifier));
     if (denied) return answerRejection(conn, e.id, denied);
     const verdict = this.aoGate.admit(e, conn.authed, now);
     if (verdict.action === 'reject') return answerRejection(conn, e.id, verdict.rejection);
@@ -254,17 +290,24 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (verdict.action === 'fan-out') this.broadcast(e, raw);
   }
 
-  private policyContext(conn: Connection, verifier: SchnorrVerifier): PolicyContext {
+  /**
+   * The write policy's view of `event` published on `conn`. An agent's proof must be valid now, and
+   * cover `event`'s created_at when the agent signed it (not when its connection vouches for an
+   * event signed by another key, e.g. a gift wrap with a randomized created_at).
+   */
+  private policyContext(conn: Connection, event: NostrEvent, verifier: SchnorrVerifier): PolicyContext {
     const owner = this.shardOwner();
     return {
       owner,
       authed: conn.authed,
-      now: nowSeconds(),
+      now: this.clockSeconds(),
       limits: this.limits,
-      isOwnersAgent: (pubkey) => owner !== null && this.ownership.isAgentOwner(pubkey, owner),
+      isOwnersAgent: (pubkey) =>
+        owner !== null && this.ownership.isAgentOwner(pubkey, owner, this.ownershipUse(pubkey === event.pubkey ? event : undefined)),
+      // The attestation on the event itself: valid for it (verifyAttestation) and not expired now.
       attestsToOwner: (e) => {
         const a = verifyAttestation(e, verifier);
-        return owner !== null && a.ok && a.value.owner === owner;
+        return owner !== null && a.ok && a.value.owner === owner && coversUse(a.value.conditions, this.ownershipUse(e));
       },
     };
   }
@@ -273,7 +316,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private learnOwnershipFromProfile(e: NostrEvent, verifier: SchnorrVerifier): void {
     const a = verifyAttestation(e, verifier);
     if (a.ok) {
-      this.ownership.record(e.pubkey, a.value.owner, 'kind0', nowSeconds());
+      this.ownership.record(e.pubkey, a.value.owner, 'kind0', this.clockSeconds(), a.value.conditions);
       return;
     }
     // The agent's newest public profile no longer claims an owner: its self-made proofs lapse
@@ -306,7 +349,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /** REQ/COUNT admission shared by both verbs; returns a rejection for CLOSED. */
   private admitQuery(conn: Connection, subId: string, filters: Filter[]): Rejection | undefined {
-    if (!conn.reqs.take(Date.now())) return reject('rate-limited', 'slow down: too many requests on this connection');
+    if (!conn.reqs.take(this.clock())) return reject('rate-limited', 'slow down: too many requests on this connection');
     if (!conn.subs.has(subId) && conn.subs.size >= this.limits.max_subscriptions) {
       return reject('rate-limited', `too many open subscriptions (max ${this.limits.max_subscriptions}); close one first`);
     }
@@ -314,7 +357,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (onlyPrivate && conn.authed.size === 0) {
       return reject('auth-required', 'these kinds are only served to their authenticated author or recipient');
     }
-    return checkFrameFilters(filters, conn.authed, nowSeconds());
+    return checkFrameFilters(filters, conn.authed, this.clockSeconds());
   }
 
   private onReq(conn: Connection, subId: string, input: Filter[]): void {
@@ -334,17 +377,33 @@ export class RelayShard extends DurableObject<RelayEnv> {
     send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds())));
   }
 
-  private async onAuth(conn: Connection, input: unknown): Promise<void> {
-    const verifier = await relayVerifier();
+  /** NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection` keys. */
+  private onAuth(conn: Connection, input: unknown): void {
+    if (!conn.auths.take(this.clock())) {
+      return answerRejection(conn, eventIdOf(input), reject('rate-limited', 'slow down: too many AUTH messages on this connection'));
+    }
+    const verifier = this.verifier;
     const v = this.verified(input, verifier);
     if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
     const e = v.event;
-    const valid = validateAuthEvent(e, { challenge: conn.att.challenge, relayUrl: conn.att.relayUrl, now: nowSeconds() });
+    const valid = validateAuthEvent(e, { challenge: conn.att.challenge, relayUrl: conn.att.relayUrl, now: this.clockSeconds() });
     if (!valid.ok) return answerRejection(conn, e.id, valid.error);
-    this.conns.addAuth(conn, e.pubkey);
+    const refused = this.conns.addAuth(conn, e.pubkey);
+    if (refused) return answerRejection(conn, e.id, refused);
     const a = verifyAttestation(e, verifier);
-    if (a.ok) this.ownership.record(e.pubkey, a.value.owner, 'auth', nowSeconds());
+    if (a.ok) this.ownership.record(e.pubkey, a.value.owner, 'auth', this.clockSeconds(), a.value.conditions);
     send(conn, relayMessage.ok(e.id, true, ''));
+  }
+}
+
+/** The verifier, set up once per isolate; a shard's constructor tries a few times before giving up. */
+async function setUpVerifier(attempts = 3): Promise<SchnorrVerifier & SchnorrSigner> {
+  for (let i = 1; ; i++) {
+    try {
+      return await relayVerifier();
+    } catch (e) {
+      if (i >= attempts) throw new Error(`relay shard: the signature verifier could not be set up (${attempts} attempts)`, { cause: e });
+    }
   }
 }
 
