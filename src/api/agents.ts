@@ -1,5 +1,7 @@
 // Management API for hosted agents (/api/agents), NIP-98 authenticated: create, list, read, update,
-// delete. Only owners listed in EDGESTR_OWNERS may create; only an agent's owner may see or change it.
+// delete. Every call needs a caller allowed to own (EDGESTR_OWNERS, checked before any Durable
+// Object is touched: an owner removed from the list loses its agents' management at once); only
+// an agent's owner may see or change it.
 
 import { Hono } from 'hono';
 import type { z } from 'zod';
@@ -11,7 +13,7 @@ import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type
 import type { Agent, AgentView } from '../../workers/agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../../workers/agent/secrets.js';
 import { shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
-import { allowedOwners, type OwnerEnv } from './owners.js';
+import { notAnOwner, type OwnerEnv } from './owners.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import { configuredProviders, type ProviderEnv } from '../../workers/agent/providers/index.js';
 
@@ -75,7 +77,7 @@ export async function createAgent(
 
 export function agentRoutes() {
   const app = new Hono<ApiEnv>();
-  app.use('*', nip98());
+  app.use('*', nip98<AgentApiBindings>(notAnOwner));
 
   /** The agent named in the path, when the caller owns it. */
   const owned = async (env: AgentApiBindings, caller: string, param: string): Promise<{ view: AgentView } | { status: 404 | 403; error: string }> => {
@@ -89,7 +91,6 @@ export function agentRoutes() {
 
   app.post('/', async (c) => {
     const caller = c.get('caller');
-    if (!allowedOwners(c.env).has(caller)) return c.json({ error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' }, 403);
     const json = parseJson(c.get('body'));
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = CreateAgentSchema.safeParse(json.value);

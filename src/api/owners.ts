@@ -31,3 +31,7 @@ export function allowedOwners(env: OwnerEnv): Set<string> {
   if (isDevelopment(env)) out.add(DEMO_OWNER);
   return out;
 }
+
+/** The management API's 403 reason for a pubkey that may not own (see allowedOwners), or undefined. */
+export const notAnOwner = (env: OwnerEnv, pubkey: string): string | undefined =>
+  allowedOwners(env).has(pubkey) ? undefined : 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)';
