@@ -15,7 +15,7 @@ import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../shared/ou
 import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../../workers/agent/config.js';
 import type { Agent, AgentView } from '../../workers/agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../../workers/agent/secrets.js';
-import { shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
+import { shardOfPath, shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
 import { notAnOwner, type OwnerEnv } from './owners.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import { configuredProviders, type ProviderEnv } from '../../workers/agent/providers/index.js';
@@ -50,8 +50,10 @@ function outboundIssues(env: OutboundEnv, origin: string, input: { relays?: stri
   const issues: Issue[] = [];
   (input.relays ?? []).forEach((relay, i) => {
     const checked = checkOutboundUrl(relay, 'relay', policy);
-    if (!checked.ok && !(checked.error !== 'invalid URL' && new URL(relay).host === ownHost)) {
-      issues.push({ path: `relays.${i}`, message: checked.error });
+    if (checked.ok || checked.error === 'invalid URL' || new URL(relay).host !== ownHost) {
+      if (!checked.ok) issues.push({ path: `relays.${i}`, message: checked.error });
+    } else if (shardOfPath(new URL(relay).pathname) === undefined) {
+      issues.push({ path: `relays.${i}`, message: 'not a relay shard of this deployment (/ or /r/<owner>)' });
     }
   });
   (input.mcp_servers ?? []).forEach((server, i) => {

@@ -132,6 +132,8 @@ describe("an agent's external relays (openSocket)", () => {
     expect(await open('wss://localhost:7777/')).toBe('relay wss://localhost:7777/: refused: localhost is a local name');
     expect(await open('wss://169.254.169.254/')).toBe('relay wss://169.254.169.254/: refused: 169.254.169.254 is a link-local address');
     expect(await open('ws://relay.example.com/')).toBe(`relay ws://relay.example.com/: refused: ${PLAIN_WS}`);
+    // This deployment's own host: only its shards, reached through their Durable Objects.
+    expect(await open('ws://relay.test/elsewhere')).toBe('relay ws://relay.test/elsewhere: not a relay shard of this deployment (/ or /r/<owner>)');
   });
 
   it('does not follow redirects', async () => {
@@ -164,6 +166,9 @@ describe('the management API validates outbound URLs', () => {
     expect(created.status).toBe(201);
     const pk = (created.json as { pubkey: string }).pubkey;
     expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: ['ws://10.1.2.3:7777/'] })).toEqual(invalid('relays.0', `refused: ${PLAIN_WS}`));
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: ['ws://relay.test/api/agents'] })).toEqual(
+      invalid('relays.0', 'not a relay shard of this deployment (/ or /r/<owner>)'),
+    );
     expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { mcp_servers: [{ id: 'm', url: 'http://[::1]:8080/mcp' }] })).toEqual(
       invalid('mcp_servers.0.url', `refused: ${PLAIN_HTTP}`),
     );

@@ -90,6 +90,13 @@ describe('the NIP-42 relay URL', () => {
     sock.close();
   });
 
+  it('a malformed EDGESTR_PUBLIC_URL is a clear configuration error', async () => {
+    expect(await answer({ EDGESTR_PUBLIC_URL: 'relay.example.org' }, `${BASE}/`, NIP11)).toEqual({
+      status: 500,
+      json: { error: 'EDGESTR_PUBLIC_URL is not a URL; fix the deployment configuration' },
+    });
+  });
+
   it('comes from the request URL otherwise', async () => {
     const owner = freshOwner();
     const sock = await connect(`/r/${owner.pk}`);

@@ -26,9 +26,8 @@ import { TelemetryEmitter, readControlFrame } from '../../src/shared/ao-emitter.
 import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { relayVerifier } from '../relay-do/verifier.js';
 import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
-import { ownerShardExists, shardStub } from '../relay-do/routes.js';
+import { ownerShardExists, shardOfPath, shardStub } from '../relay-do/routes.js';
 import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
-import { parsePubkey } from '../../src/shared/keys.js';
 import { SlidingWindowLimiter } from '../relay-do/rate-limit.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { executeRun, negotiateModel, type Terminal } from './runtime.js';
@@ -275,8 +274,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const httpUrl = url.replace(/^ws/, 'http');
     let response: Response;
     if (local.host === origin.host) {
-      const path = local.pathname.replace(/\/$/, '');
-      const owner = path === '' ? null : parsePubkey(path.startsWith('/r/') ? path.slice(3) : '');
+      const owner = shardOfPath(local.pathname);
       if (owner === undefined) throw new Error(`relay ${url}: not a relay shard of this deployment (/ or /r/<owner>)`);
       if (owner !== null && owner !== c.owner && !ownerShardExists(this.env, owner)) {
         throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);

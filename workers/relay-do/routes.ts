@@ -33,6 +33,13 @@ export function shardStub(env: ShardBindings, owner: string | null): DurableObje
   return env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
 }
 
+/** The shard a path names: null for `/`, the owner's hex for `/r/<hex or npub>` (trailing slash allowed), else undefined. */
+export function shardOfPath(pathname: string): string | null | undefined {
+  const path = pathname.replace(/\/$/, '');
+  if (path === '') return null;
+  return path.startsWith('/r/') ? parsePubkey(path.slice(3)) : undefined;
+}
+
 /** Whether `owner` has a shard on this deployment (see the header). */
 export const ownerShardExists = (env: RouterBindings, owner: string): boolean =>
   env.EDGESTR_OPEN_SHARDS === 'true' || isDevelopment(env) || allowedOwners(env).has(owner);
