@@ -15,12 +15,12 @@ import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../shared/ou
 import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../../workers/agent/config.js';
 import type { Agent, AgentView } from '../../workers/agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../../workers/agent/secrets.js';
-import { shardOfPath, shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
-import { notAnOwner, type OwnerEnv } from './owners.js';
+import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../../workers/relay-do/routes.js';
+import { notAnOwner } from './owners.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import { configuredProviders, type ProviderEnv } from '../../workers/agent/providers/index.js';
 
-export interface AgentApiBindings extends ShardBindings, OwnerEnv, ProviderEnv, OutboundEnv {
+export interface AgentApiBindings extends RouterBindings, ProviderEnv, OutboundEnv {
   AGENT: DurableObjectNamespace<Agent>;
 }
 
@@ -125,7 +125,9 @@ export function agentRoutes() {
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = CreateAgentSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
-    const created = await createAgent(c.env, caller, parsed.data, new URL(c.req.url).origin);
+    // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the agent advertises and dials its relays there.
+    const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
+    const created = await createAgent(c.env, caller, parsed.data, origin);
     return c.json(created.body, created.status);
   });
 

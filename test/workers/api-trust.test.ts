@@ -99,3 +99,13 @@ describe('NIP-98 before the body', () => {
     expect(expiresAt).toBeGreaterThanOrEqual(createdAt + 60);
   });
 });
+
+describe('EDGESTR_PUBLIC_URL', () => {
+  it("an agent's relays are on the public URL, whatever Host the management call used", async () => {
+    const r = await apiWithEnv({ EDGESTR_PUBLIC_URL: 'https://relay.example.org' }, TEST_OWNER_SK, 'POST', '/api/agents', { name: 'public' });
+    expect(r.status).toBe(201);
+    const { pubkey, relays } = r.json as { pubkey: string; relays: string[] };
+    expect(relays).toEqual([`wss://relay.example.org/r/${TEST_OWNER}`, 'wss://relay.example.org/']);
+    expect((await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${pubkey}`)).status).toBe(204); // (stops its connections)
+  });
+});
