@@ -57,6 +57,40 @@ describe('outboundRefusal', () => {
   });
 });
 
+// (First: the agents this creates start connecting while the rest of the file runs.)
+describe('the management API validates outbound URLs', () => {
+  const invalid = (path: string, message: string) => ({ status: 422, json: { error: 'invalid agent', issues: [{ path, message }] } });
+
+  it('422 naming the field at create', async () => {
+    expect(await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'x', relays: ['wss://relay.damus.io/', 'wss://localhost/'] })).toEqual(
+      invalid('relays.1', 'refused: localhost is a local name'),
+    );
+    expect(await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'x', mcp_servers: [{ id: 'm', url: 'https://169.254.169.254/mcp' }] })).toEqual(
+      invalid('mcp_servers.0.url', 'refused: 169.254.169.254 is a link-local address'),
+    );
+    expect(await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'x', mcp_servers: [{ id: 'm', url: 'https://user:pw@mcp.example.com/' }] })).toEqual(
+      invalid('mcp_servers.0.url', 'refused: URLs with credentials are not allowed'),
+    );
+  });
+
+  it('422 naming the field at update; this deployment’s own shards and allowed hosts are fine', async () => {
+    const created = await api(TEST_OWNER_SK, 'POST', '/api/agents', {
+      name: 'ok',
+      relays: ['ws://relay.test/', `ws://127.0.0.1:${FIXTURE_PORT}/`], // (no relay outside this machine)
+      mcp_servers: [{ id: 'local', url: EVERYTHING }],
+    });
+    expect(created.status).toBe(201);
+    const pk = (created.json as { pubkey: string }).pubkey;
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: ['ws://10.1.2.3:7777/'] })).toEqual(invalid('relays.0', `refused: ${PLAIN_WS}`));
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: ['ws://relay.test/api/agents'] })).toEqual(
+      invalid('relays.0', 'not a relay shard of this deployment (/ or /r/<owner>)'),
+    );
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { mcp_servers: [{ id: 'm', url: 'http://[::1]:8080/mcp' }] })).toEqual(
+      invalid('mcp_servers.0.url', `refused: ${PLAIN_HTTP}`),
+    );
+  });
+});
+
 describe('safeFetch', () => {
   const both = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1,localhost' });
   const headersAt = async (path: string): Promise<Record<string, string>> => {
@@ -139,38 +173,5 @@ describe("an agent's external relays (openSocket)", () => {
   it('does not follow redirects', async () => {
     const url = `ws://127.0.0.1:${FIXTURE_PORT}/redirect?to=/text`;
     expect(await open(url)).toBe(`relay ${url} did not accept a WebSocket (HTTP 302)`);
-  });
-});
-
-describe('the management API validates outbound URLs', () => {
-  const invalid = (path: string, message: string) => ({ status: 422, json: { error: 'invalid agent', issues: [{ path, message }] } });
-
-  it('422 naming the field at create', async () => {
-    expect(await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'x', relays: ['wss://relay.damus.io/', 'wss://localhost/'] })).toEqual(
-      invalid('relays.1', 'refused: localhost is a local name'),
-    );
-    expect(await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'x', mcp_servers: [{ id: 'm', url: 'https://169.254.169.254/mcp' }] })).toEqual(
-      invalid('mcp_servers.0.url', 'refused: 169.254.169.254 is a link-local address'),
-    );
-    expect(await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'x', mcp_servers: [{ id: 'm', url: 'https://user:pw@mcp.example.com/' }] })).toEqual(
-      invalid('mcp_servers.0.url', 'refused: URLs with credentials are not allowed'),
-    );
-  });
-
-  it('422 naming the field at update; this deployment’s own shards and allowed hosts are fine', async () => {
-    const created = await api(TEST_OWNER_SK, 'POST', '/api/agents', {
-      name: 'ok',
-      relays: ['ws://relay.test/', `ws://127.0.0.1:${FIXTURE_PORT}/`], // (no relay outside this machine)
-      mcp_servers: [{ id: 'local', url: EVERYTHING }],
-    });
-    expect(created.status).toBe(201);
-    const pk = (created.json as { pubkey: string }).pubkey;
-    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: ['ws://10.1.2.3:7777/'] })).toEqual(invalid('relays.0', `refused: ${PLAIN_WS}`));
-    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: ['ws://relay.test/api/agents'] })).toEqual(
-      invalid('relays.0', 'not a relay shard of this deployment (/ or /r/<owner>)'),
-    );
-    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { mcp_servers: [{ id: 'm', url: 'http://[::1]:8080/mcp' }] })).toEqual(
-      invalid('mcp_servers.0.url', `refused: ${PLAIN_HTTP}`),
-    );
   });
 });
