@@ -16,6 +16,9 @@ declare namespace Cloudflare {
     ANTHROPIC_BASE_URL?: string;
     EDGESTR_OWNERS?: string;
     EDGESTR_ENV?: string;
+    EDGESTR_OPEN_SHARDS?: string;
+    EDGESTR_PUBLIC_URL?: string;
+    EDGESTR_OUTBOUND_ALLOW?: string;
     RELAY_LIMITS?: string;
   }
 }

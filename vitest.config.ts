@@ -11,9 +11,16 @@ export default defineConfig({
       miniflare: {
         // TEST_OWNER may own agents; EDGESTR_SECRET seals agent keys (a test value, not a secret).
         // Both provider APIs point at the fake provider (test/fake-provider), started by globalSetup.
+        // EDGESTR_OPEN_SHARDS: tests use random owners' shards everywhere (the closed behaviour is
+        // tested with the variable removed, test/workers/router-trust.test.ts).
         bindings: {
           EDGESTR_OWNERS: TEST_OWNER,
           EDGESTR_ENV: 'test',
+          EDGESTR_OPEN_SHARDS: 'true',
+          // The fake provider, the MCP server and the fixture server listen on 127.0.0.1: the
+          // operator's explicit outbound exception (src/shared/outbound-url.ts) lets agents reach
+          // them, as a deployment would list an internal MCP server. Nothing else local is allowed.
+          EDGESTR_OUTBOUND_ALLOW: '127.0.0.1',
           EDGESTR_SECRET: 'edgestr-test-secret-0123456789',
           OPENAI_BASE_URL: `${inject('fakeProviderUrl')}/v1`,
           OPENAI_API_KEY: 'sk-test-fake',

@@ -1,23 +1,42 @@
 // The edgestr Worker: routes HTTP and WebSocket traffic to the relay shards (and, as they land,
 // the management API, the MCP endpoint and the console).
+// Development mode (EDGESTR_ENV=development: demo keys known to everyone, every key gets a
+// shard, private outbound hosts) is honoured only on loopback: a deployment in development mode
+// refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
 
 import { Hono } from 'hono';
-import { relayRoutes } from '../workers/relay-do/routes.js';
+import { relayRoutes, type RouterBindings } from '../workers/relay-do/routes.js';
 import { VERSION } from '../workers/relay-do/nip11.js';
 import type { ProviderEnv } from '../workers/agent/providers/index.js';
 import { agentRoutes, type AgentApiBindings } from './api/agents.js';
 import { ensureDemo } from './api/demo.js';
+import { isDevelopment } from './api/owners.js';
 
 export { RelayShard } from '../workers/relay-do/shard.js';
 export { Agent } from '../workers/agent/agent-do.js';
 
-export interface Env extends AgentApiBindings, ProviderEnv {
+export interface Env extends AgentApiBindings, RouterBindings, ProviderEnv {
   RELAY_LIMITS?: string;
 }
 
 type AppEnv = { Bindings: Env };
 
 const app = new Hono<AppEnv>();
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+const DEV_HOST_REFUSAL = 'development mode serves only loopback hosts; unset EDGESTR_ENV';
+let devHostLogged = false;
+
+app.use('*', async (c, next) => {
+  if (isDevelopment(c.env) && !LOOPBACK_HOSTS.has(new URL(c.req.url).hostname)) {
+    if (!devHostLogged) {
+      devHostLogged = true;
+      console.error(`EDGESTR_ENV=development on a non-loopback host (${new URL(c.req.url).hostname}): every request is refused; unset EDGESTR_ENV`);
+    }
+    return c.json({ error: DEV_HOST_REFUSAL }, 403);
+  }
+  await next();
+});
 
 app.get('/health', async (c) => {
   const demo = await ensureDemo(c.env, new URL(c.req.url).origin);

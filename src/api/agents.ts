@@ -1,5 +1,9 @@
 // Management API for hosted agents (/api/agents), NIP-98 authenticated: create, list, read, update,
-// delete. Only owners listed in EDGESTR_OWNERS may create; only an agent's owner may see or change it.
+// delete. Every call needs a caller allowed to own (EDGESTR_OWNERS, checked before any Durable
+// Object is touched: an owner removed from the list loses its agents' management at once); only
+// an agent's owner may see or change it. Outbound URLs (extra relays, MCP servers) must pass the
+// deployment's outbound policy (src/shared/outbound-url.ts) at create and update: 422 naming the
+// field; relays on this deployment's own host are its shards, reached without the network.
 
 import { Hono } from 'hono';
 import type { z } from 'zod';
@@ -7,15 +11,16 @@ import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey, toNpub } from '../shared/keys.js';
 import { verifyAuthTag } from '../shared/nip-oa.js';
 import { nobleVerifier } from '../shared/verify.js';
+import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../shared/outbound-url.js';
 import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../../workers/agent/config.js';
 import type { Agent, AgentView } from '../../workers/agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../../workers/agent/secrets.js';
-import { shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
-import { allowedOwners, type OwnerEnv } from './owners.js';
+import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../../workers/relay-do/routes.js';
+import { notAnOwner } from './owners.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import { configuredProviders, type ProviderEnv } from '../../workers/agent/providers/index.js';
 
-export interface AgentApiBindings extends ShardBindings, OwnerEnv, ProviderEnv {
+export interface AgentApiBindings extends RouterBindings, ProviderEnv, OutboundEnv {
   AGENT: DurableObjectNamespace<Agent>;
 }
 
@@ -31,6 +36,31 @@ function parseJson(body: Uint8Array): { ok: true; value: unknown } | { ok: false
   } catch {
     return { ok: false };
   }
+}
+
+interface Issue {
+  path: string;
+  message: string;
+}
+
+/** The outbound URLs of an agent config that the deployment's policy refuses, as 422 issues. */
+function outboundIssues(env: OutboundEnv, origin: string, input: { relays?: string[]; mcp_servers?: Array<{ url: string }> }): Issue[] {
+  const policy = outboundPolicy(env);
+  const ownHost = new URL(origin).host;
+  const issues: Issue[] = [];
+  (input.relays ?? []).forEach((relay, i) => {
+    const checked = checkOutboundUrl(relay, 'relay', policy);
+    if (checked.ok || checked.error === 'invalid URL' || new URL(relay).host !== ownHost) {
+      if (!checked.ok) issues.push({ path: `relays.${i}`, message: checked.error });
+    } else if (shardOfPath(new URL(relay).pathname) === undefined) {
+      issues.push({ path: `relays.${i}`, message: 'not a relay shard of this deployment (/ or /r/<owner>)' });
+    }
+  });
+  (input.mcp_servers ?? []).forEach((server, i) => {
+    const checked = checkOutboundUrl(server.url, 'http', policy);
+    if (!checked.ok) issues.push({ path: `mcp_servers.${i}.url`, message: checked.error });
+  });
+  return issues;
 }
 
 /** The agent's own NIP-OA tag must verify against the agent key and name the caller. */
@@ -56,6 +86,8 @@ export async function createAgent(
   if (input.provider && !configured.includes(input.provider)) {
     return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'provider', message: `provider "${input.provider}" is not configured on this deployment (available: ${configured.join(', ')})` }] } };
   }
+  const outbound = outboundIssues(env, origin, input);
+  if (outbound.length) return { status: 422, body: { error: 'invalid agent', issues: outbound } };
   const oaProblem = checkOaTag(input.oa_auth, pubkey, owner);
   if (oaProblem) return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] } };
   const stored: StoredAgent = {
@@ -74,7 +106,7 @@ export async function createAgent(
 
 export function agentRoutes() {
   const app = new Hono<ApiEnv>();
-  app.use('*', nip98());
+  app.use('*', nip98<AgentApiBindings>(notAnOwner));
 
   /** The agent named in the path, when the caller owns it. */
   const owned = async (env: AgentApiBindings, caller: string, param: string): Promise<{ view: AgentView } | { status: 404 | 403; error: string }> => {
@@ -88,12 +120,13 @@ export function agentRoutes() {
 
   app.post('/', async (c) => {
     const caller = c.get('caller');
-    if (!allowedOwners(c.env).has(caller)) return c.json({ error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' }, 403);
     const json = parseJson(c.get('body'));
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = CreateAgentSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
-    const created = await createAgent(c.env, caller, parsed.data, new URL(c.req.url).origin);
+    // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the agent advertises and dials its relays there.
+    const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
+    const created = await createAgent(c.env, caller, parsed.data, origin);
     return c.json(created.body, created.status);
   });
 
@@ -116,6 +149,8 @@ export function agentRoutes() {
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = UpdateAgentSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
+    const outbound = outboundIssues(c.env, r.view.origin, parsed.data);
+    if (outbound.length) return c.json({ error: 'invalid agent', issues: outbound }, 422);
     const oaProblem = checkOaTag(parsed.data.oa_auth, r.view.pubkey, r.view.owner);
     if (oaProblem) return c.json({ error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] }, 422);
     const { limits, ...rest } = parsed.data;

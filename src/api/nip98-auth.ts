@@ -1,36 +1,46 @@
-// NIP-98 authentication of management API calls: a hono middleware that verifies the
-// Authorization header against the exact request (URL, method, body hash, ±60 s), consumes the
-// event id once in the caller's shard (replay protection shared by every isolate), and exposes the
-// caller's pubkey.
+// NIP-98 authentication of management API calls: a hono middleware that, in this order,
+//   1. checks the Authorization header against the request (URL, method, ±60 s; no body needed),
+//   2. asks `authorize` whether the signer may use this API at all (e.g. EDGESTR_OWNERS): 403
+//      before any Durable Object is touched, so a key that can merely sign creates nothing,
+//   3. reads the body with a cap (413 over MAX_API_BODY_BYTES) and checks its `payload` hash,
+//   4. consumes the event id once in the caller's shard (replay protection shared by every
+//      isolate), remembered for as long as the event is valid (replayExpiry),
+// and exposes the caller's pubkey and the body.
 
 import type { MiddlewareHandler } from 'hono';
-import { verifyHttpAuth, HTTP_AUTH_WINDOW_SECONDS } from '../shared/nip98.js';
+import { checkHttpAuthPayload, replayExpiry, verifyHttpAuthHeader } from '../shared/nip98.js';
 import { relayVerifier } from '../../workers/relay-do/verifier.js';
 import { shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
+import { MAX_API_BODY_BYTES, readBoundedBody } from './body.js';
 
 export type AuthedVariables = { caller: string; body: Uint8Array };
 
-export function nip98(): MiddlewareHandler<{ Bindings: ShardBindings; Variables: AuthedVariables }> {
+/** Why `pubkey` may not use this API (the 403 message), or undefined when it may. */
+export type Authorize<B> = (env: B, pubkey: string) => string | undefined;
+
+export function nip98<B extends ShardBindings>(
+  authorize: Authorize<B>,
+  maxBody: number = MAX_API_BODY_BYTES,
+): MiddlewareHandler<{ Bindings: B; Variables: AuthedVariables }> {
   return async (c, next) => {
-    const body = new Uint8Array(await c.req.raw.arrayBuffer());
     const now = Math.floor(Date.now() / 1000);
-    let usedId: string | undefined;
-    const checked = verifyHttpAuth(
-      { authorization: c.req.header('Authorization') ?? null, url: c.req.url, method: c.req.method, body },
-      {
-        verifier: await relayVerifier(),
-        now,
-        // Replay is checked below in the caller's shard (shared by all isolates); here we only learn the id.
-        replay: { seen: (id) => ((usedId = id), false) },
-      },
+    const checked = verifyHttpAuthHeader(
+      { authorization: c.req.header('Authorization') ?? null, url: c.req.url, method: c.req.method },
+      { verifier: await relayVerifier(), now },
     );
     if (!checked.ok) return c.json({ error: `NIP-98: ${checked.error.reason}` }, 401);
-    const shard = shardStub(c.env, checked.value.pubkey);
-    if (!(await shard.consumeAuthorization(usedId ?? checked.value.event.id, now + HTTP_AUTH_WINDOW_SECONDS + 5))) {
+    const { pubkey, event } = checked.value;
+    const refused = authorize(c.env, pubkey);
+    if (refused !== undefined) return c.json({ error: refused }, 403);
+    const body = await readBoundedBody(c.req.raw, maxBody);
+    if (!body.ok) return c.json({ error: body.error }, 413);
+    const payload = checkHttpAuthPayload(event, body.value);
+    if (!payload.ok) return c.json({ error: `NIP-98: ${payload.error.reason}` }, 401);
+    if (!(await shardStub(c.env, pubkey).consumeAuthorization(event.id, replayExpiry(event, now)))) {
       return c.json({ error: 'NIP-98: this authorization event was already used' }, 401);
     }
-    c.set('caller', checked.value.pubkey);
-    c.set('body', body);
+    c.set('caller', pubkey);
+    c.set('body', body.value);
     await next();
   };
 }

@@ -1,6 +1,8 @@
 // NIP-98 HTTP auth (kind 27235) for the management API: the server-side verifier of an
-// `Authorization: Nostr <base64 event>` header, a replay guard so that each event id is accepted
-// once, and the client-side header builder used by the CLI and tests.
+// `Authorization: Nostr <base64 event>` header (in two steps, so that a server checks the header
+// before it reads a body: verifyHttpAuthHeader, then checkHttpAuthPayload), how long an id must
+// be remembered (replayExpiry), a replay guard so that each event id is accepted once, and the
+// client-side header builder used by the CLI and tests.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { finalizeEvent } from 'nostr-tools/pure';
@@ -13,6 +15,8 @@ import type { SchnorrVerifier } from './verify.js';
 
 /** How far the event's created_at may be from the server clock, in seconds (inclusive). */
 export const HTTP_AUTH_WINDOW_SECONDS = 60;
+/** Extra seconds an accepted id is remembered past its validity, for clock differences between isolates. */
+export const HTTP_AUTH_SKEW_SECONDS = 5;
 /** Longest accepted header value; a 27235 event is well under 1 KiB. */
 export const MAX_AUTH_HEADER_CHARS = 16384;
 
@@ -61,14 +65,23 @@ const bodyBytes = (body: Uint8Array | string | undefined): Uint8Array =>
 export const sha256Hex = (bytes: Uint8Array): string => bytesToHex(sha256(bytes));
 
 /**
- * Verifies a NIP-98 Authorization header for one request. Checks, in order: the header and its
- * base64 JSON event, the event's shape, id and signature, kind 27235, created_at within ±60 s,
- * `u` equal to the request URL (both compared as `new URL().href`), `method` (case-insensitive),
- * `payload` = sha256 hex of the body (required when the body is non-empty, checked whenever
- * present), and finally that the event id was not used before. Only events that pass every other
- * check are recorded by the replay guard.
+ * The unix second until which an accepted event id must be remembered: the event stays valid
+ * until created_at + window (an event dated in the future is valid longer than one dated now), so
+ * the id is kept until max(now, created_at) + window + skew.
  */
-export function verifyHttpAuth(req: HttpAuthRequest, opts: HttpAuthOptions): Result<HttpAuthOk, HttpAuthError> {
+export const replayExpiry = (event: Pick<NostrEvent, 'created_at'>, now: number): number =>
+  Math.max(now, event.created_at) + HTTP_AUTH_WINDOW_SECONDS + HTTP_AUTH_SKEW_SECONDS;
+
+/**
+ * The header-only checks of a NIP-98 Authorization header, in order: the header and its base64
+ * JSON event, the event's shape, id and signature, kind 27235, created_at within ±60 s, `u` equal
+ * to the request URL (both compared as `new URL().href`), `method` (case-insensitive). The body
+ * is not needed: a server runs this before reading it, then checkHttpAuthPayload.
+ */
+export function verifyHttpAuthHeader(
+  req: Omit<HttpAuthRequest, 'body'>,
+  opts: Pick<HttpAuthOptions, 'verifier' | 'now'>,
+): Result<HttpAuthOk, HttpAuthError> {
   const header = req.authorization?.trim();
   if (!header) return fail('missing Authorization header');
   if (header.length > MAX_AUTH_HEADER_CHARS) return fail('Authorization header is too large');
@@ -107,19 +120,35 @@ export function verifyHttpAuth(req: HttpAuthRequest, opts: HttpAuthOptions): Res
   if (method.toUpperCase() !== req.method.toUpperCase()) {
     return fail(`method tag does not match the request method (${req.method.toUpperCase()})`);
   }
+  return ok({ pubkey: event.pubkey, event });
+}
 
-  const body = bodyBytes(req.body);
+/** The body check: `payload` = sha256 hex of the body (required when the body is non-empty, checked whenever present). */
+export function checkHttpAuthPayload(event: NostrEvent, body: Uint8Array | string | undefined): Result<true, HttpAuthError> {
+  const bytes = bodyBytes(body);
   const payload = tagValue(event, 'payload');
   if (payload === undefined) {
-    if (body.length > 0) return fail('missing payload tag (required when the request has a body)');
-  } else if (payload.toLowerCase() !== sha256Hex(body)) {
+    if (bytes.length > 0) return fail('missing payload tag (required when the request has a body)');
+  } else if (payload.toLowerCase() !== sha256Hex(bytes)) {
     return fail('payload tag does not match the SHA-256 of the body');
   }
+  return ok(true);
+}
 
-  if (opts.replay.seen(event.id, event.created_at + HTTP_AUTH_WINDOW_SECONDS)) {
+/**
+ * Verifies a NIP-98 Authorization header for one request: verifyHttpAuthHeader, then
+ * checkHttpAuthPayload, and finally that the event id was not used before (remembered until
+ * replayExpiry). Only events that pass every other check are recorded by the replay guard.
+ */
+export function verifyHttpAuth(req: HttpAuthRequest, opts: HttpAuthOptions): Result<HttpAuthOk, HttpAuthError> {
+  const checked = verifyHttpAuthHeader(req, opts);
+  if (!checked.ok) return checked;
+  const payload = checkHttpAuthPayload(checked.value.event, req.body);
+  if (!payload.ok) return payload;
+  if (opts.replay.seen(checked.value.event.id, replayExpiry(checked.value.event, opts.now))) {
     return fail('event was already used (each NIP-98 event is accepted once)');
   }
-  return ok({ pubkey: event.pubkey, event });
+  return checked;
 }
 
 /**

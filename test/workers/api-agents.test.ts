@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { api } from './api-helpers.js';
+import { apiWithEnv } from './app-env.js';
 import { BASE, keys } from './helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
@@ -89,11 +90,20 @@ describe('agent CRUD', () => {
     expect(one.json).toMatchObject({ pubkey: created.pubkey, owner: TEST_OWNER, name: 'crud', system_prompt: 'be brief', provider: 'openai' });
     expect(JSON.stringify(one.json)).not.toMatch(/sealed|secret|"sk"|nsec/);
 
+    // Another owner allowed on the same deployment sees nothing of it.
+    const other = keys();
+    const twoOwners = { EDGESTR_OWNERS: `${TEST_OWNER},${other.pk}` };
+    const notYours = { status: 403, json: { error: 'only the agent’s owner may do this' } };
+    expect(await apiWithEnv(twoOwners, other.sk, 'GET', `/api/agents/${created.pubkey}`)).toEqual(notYours);
+    expect(await apiWithEnv(twoOwners, other.sk, 'PATCH', `/api/agents/${created.pubkey}`, { name: 'mine' })).toEqual(notYours);
+    expect(await apiWithEnv(twoOwners, other.sk, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual(notYours);
+    expect(await apiWithEnv(twoOwners, other.sk, 'GET', '/api/agents')).toEqual({ status: 200, json: { agents: [] } });
+    // A key that may not own gets the allow-list refusal on every call.
     const stranger = keys();
-    expect(await api(stranger.sk, 'GET', `/api/agents/${created.pubkey}`)).toEqual({ status: 403, json: { error: 'only the agent’s owner may do this' } });
-    expect((await api(stranger.sk, 'DELETE', `/api/agents/${created.pubkey}`)).status).toBe(403);
-    const strangerList = (await api(stranger.sk, 'GET', '/api/agents')).json as { agents: unknown[] };
-    expect(strangerList.agents).toEqual([]);
+    const notAnOwner = { status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } };
+    expect(await api(stranger.sk, 'GET', `/api/agents/${created.pubkey}`)).toEqual(notAnOwner);
+    expect(await api(stranger.sk, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual(notAnOwner);
+    expect(await api(stranger.sk, 'GET', '/api/agents')).toEqual(notAnOwner);
 
     const patched = await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { name: 'renamed', limits: { prompts_per_minute: 5 } });
     expect(patched.status).toBe(200);

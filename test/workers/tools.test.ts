@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
 import { checkArgs, validateJson } from '../../workers/agent/tools/args.js';
 import { CALCULATOR_DEFINITION, CalculatorTool, calculate } from '../../workers/agent/tools/calculator.js';
-import { classifyHost, hostAllowed, parseAllowlist, parseIPv4, parseIPv6 } from '../../workers/agent/tools/host-policy.js';
+import { classifyHost, hostAllowed, parseAllowlist, parseIPv4, parseIPv6 } from '../../src/shared/host-policy.js';
+import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { connectMcpServer, mcpToolName, type McpConnection } from '../../workers/agent/tools/mcp.js';
 import { buildToolRunner } from '../../workers/agent/tools/registry.js';
 import type { Tool, ToolResult } from '../../workers/agent/tools/types.js';
@@ -20,6 +21,11 @@ if (!FIXTURE || !EVERYTHING) {
   throw new Error("tools.test.ts needs test/mcp/global-setup.ts: add it to test.globalSetup in the vitest config");
 }
 const FIXTURE_PORT = new URL(FIXTURE).port;
+// The local servers run on 127.0.0.1: web_fetch tests use the development policy (loopback and
+// plain http allowed, so the per-tool allowlist decides); MCP tests the operator's explicit
+// exception for 127.0.0.1, as the test bindings set it (EDGESTR_OUTBOUND_ALLOW).
+const DEVELOPMENT = outboundPolicy({ EDGESTR_ENV: 'development' });
+const LOCAL_SERVERS = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
 
 const never = (): AbortSignal => new AbortController().signal;
 const ctx = () => ({ signal: never() });
@@ -298,7 +304,7 @@ describe('host policy', () => {
 // ---- web_fetch -------------------------------------------------------------------------------
 
 describe('web_fetch', () => {
-  const local = new WebFetchTool({ allowlist: ['127.0.0.1'], allowPrivateForTests: true });
+  const local = new WebFetchTool({ allowlist: ['127.0.0.1'], policy: DEVELOPMENT });
   const get = (path: string, extra: Record<string, unknown> = {}, tool: Tool = local) =>
     tool.run({ url: `${FIXTURE}${path}`, ...extra }, ctx());
 
@@ -337,7 +343,7 @@ describe('web_fetch', () => {
   });
 
   it('caps max_bytes at the configured limit (default 256 KiB)', async () => {
-    const small = new WebFetchTool({ allowlist: ['127.0.0.1'], allowPrivateForTests: true, maxBytes: 4096 });
+    const small = new WebFetchTool({ allowlist: ['127.0.0.1'], policy: DEVELOPMENT, maxBytes: 4096 });
     const capped = await get('/big?n=10000', { max_bytes: 1_000_000 }, small);
     expect(capped.ok && capped.output.stdout.length).toBe(4096);
     expect(capped.ok && capped.output.stderr).toBe('HTTP 200\ntruncated at 4096 bytes');
@@ -369,7 +375,7 @@ describe('web_fetch', () => {
   });
 
   it('times out (headers or body) and honours the caller signal', async () => {
-    const quick = new WebFetchTool({ allowlist: ['127.0.0.1'], allowPrivateForTests: true, timeoutMs: 300 });
+    const quick = new WebFetchTool({ allowlist: ['127.0.0.1'], policy: DEVELOPMENT, timeoutMs: 300 });
     let started = Date.now();
     expect(await get('/slow-headers?ms=3000', {}, quick)).toEqual(failure('timed out after 300 ms'));
     expect(Date.now() - started).toBeLessThan(2000);
@@ -386,7 +392,7 @@ describe('web_fetch', () => {
   });
 
   it('is disabled by an empty allowlist', async () => {
-    const off = new WebFetchTool({ allowlist: [], allowPrivateForTests: true });
+    const off = new WebFetchTool({ allowlist: [], policy: DEVELOPMENT });
     expect(off.definition.description).toContain('Disabled: no hosts are allowed.');
     expect(await get('/text', {}, off)).toEqual(failure('web_fetch is disabled: no allowed hosts are configured'));
   });
@@ -401,10 +407,11 @@ describe('web_fetch', () => {
       ['https://example.org/', 'refused: example.org is not in the allowlist'],
       ['https://example.com/', 'refused: example.com is not in the allowlist'],
       ['https://www.example.net/', 'refused: www.example.net is not in the allowlist'],
-      ['http://8.8.8.8/', 'refused: 8.8.8.8 is not in the allowlist'],
-      ['http://172.32.0.1/', 'refused: 172.32.0.1 is not in the allowlist'],
-      ['http://100.128.0.1/', 'refused: 100.128.0.1 is not in the allowlist'],
-      ['http://[2606:4700::1111]/', 'refused: [2606:4700::1111] is not in the allowlist'],
+      ['https://8.8.8.8/', 'refused: 8.8.8.8 is not in the allowlist'],
+      ['https://172.32.0.1/', 'refused: 172.32.0.1 is not in the allowlist'],
+      ['https://100.128.0.1/', 'refused: 100.128.0.1 is not in the allowlist'],
+      ['https://[2606:4700::1111]/', 'refused: [2606:4700::1111] is not in the allowlist'],
+      ['http://www.example.com/', 'refused: plain http:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use https://'],
     ] as const) {
       expect(await pub.run({ url }, ctx()), url).toEqual(failure(error));
     }
@@ -427,53 +434,54 @@ describe('web_fetch', () => {
     );
   });
 
-  describe('without allowPrivateForTests', () => {
-    // Every host is on the allowlist, so only the private-address rules can refuse.
+  describe('under the production outbound policy (the default)', () => {
+    // Every host is on the tool's allowlist, so only the outbound policy can refuse (https, so that
+    // the plain-http rule does not come first).
     const strict = new WebFetchTool({
       allowlist: ['127.0.0.1', 'localhost', '*.localhost', '*.local', '*.internal', 'intranet', '10.1.2.3'],
     });
     it.each([
-      ['http://127.0.0.1/', '127.0.0.1 is a loopback address'],
-      [`http://127.0.0.1:${FIXTURE_PORT}/text`, '127.0.0.1 is a loopback address'],
-      ['http://2130706433/', '127.0.0.1 is a loopback address'],
-      ['http://0x7f.1/', '127.0.0.1 is a loopback address'],
-      ['http://0177.0.0.1/', '127.0.0.1 is a loopback address'],
-      ['http://017700000001/', '127.0.0.1 is a loopback address'],
-      ['http://127.1/', '127.0.0.1 is a loopback address'],
-      ['http://127.255.255.254/', '127.255.255.254 is a loopback address'],
-      ['http://10.1.2.3/', '10.1.2.3 is a private address'],
-      ['http://172.16.5.4/', '172.16.5.4 is a private address'],
-      ['http://172.31.255.255/', '172.31.255.255 is a private address'],
-      ['http://192.168.1.1/', '192.168.1.1 is a private address'],
-      ['http://169.254.169.254/latest/meta-data/', '169.254.169.254 is a link-local address'],
-      ['http://100.64.0.1/', '100.64.0.1 is a carrier-grade NAT address'],
-      ['http://100.127.255.255/', '100.127.255.255 is a carrier-grade NAT address'],
-      ['http://0.0.0.0/', '0.0.0.0 is an unspecified address'],
-      ['http://0/', '0.0.0.0 is an unspecified address'],
-      ['http://224.0.0.1/', '224.0.0.1 is a multicast address'],
-      ['http://239.255.255.250/', '239.255.255.250 is a multicast address'],
-      ['http://255.255.255.255/', '255.255.255.255 is a reserved address'],
-      ['http://192.0.2.1/', '192.0.2.1 is a reserved address'],
-      ['http://198.18.0.1/', '198.18.0.1 is a reserved address'],
-      ['http://[::1]/', '[::1] is a loopback address'],
-      ['http://[::]/', '[::] is an unspecified address'],
-      ['http://[::ffff:127.0.0.1]/', '[::ffff:7f00:1] is an IPv4-mapped form of 127.0.0.1, a loopback address'],
-      ['http://[::ffff:10.0.0.1]/', '[::ffff:a00:1] is an IPv4-mapped form of 10.0.0.1, a private address'],
-      ['http://[::ffff:169.254.169.254]/', '[::ffff:a9fe:a9fe] is an IPv4-mapped form of 169.254.169.254, a link-local address'],
-      ['http://[64:ff9b::a9fe:a9fe]/', '[64:ff9b::a9fe:a9fe] is a NAT64 form of 169.254.169.254, a link-local address'],
-      ['http://[2002:7f00:1::]/', '[2002:7f00:1::] is a 6to4 form of 127.0.0.1, a loopback address'],
-      ['http://[fc00::1]/', '[fc00::1] is a private address'],
-      ['http://[fd12:3456::1]/', '[fd12:3456::1] is a private address'],
-      ['http://[fe80::1]/', '[fe80::1] is a link-local address'],
-      ['http://[febf::1]/', '[febf::1] is a link-local address'],
-      ['http://[ff02::1]/', '[ff02::1] is a multicast address'],
-      ['http://[2001:db8::1]/', '[2001:db8::1] is a reserved address'],
-      ['http://localhost/', 'localhost is a local name'],
-      [`http://LOCALHOST.:${FIXTURE_PORT}/`, 'localhost. is a local name'],
-      ['http://api.localhost/', 'api.localhost is a local name'],
-      ['http://printer.local/', 'printer.local is a local name'],
-      ['http://metadata.google.internal/', 'metadata.google.internal is a local name'],
-      ['http://intranet/', 'intranet is a single-label (local) name'],
+      ['https://127.0.0.1/', '127.0.0.1 is a loopback address'],
+      [`https://127.0.0.1:${FIXTURE_PORT}/text`, '127.0.0.1 is a loopback address'],
+      ['https://2130706433/', '127.0.0.1 is a loopback address'],
+      ['https://0x7f.1/', '127.0.0.1 is a loopback address'],
+      ['https://0177.0.0.1/', '127.0.0.1 is a loopback address'],
+      ['https://017700000001/', '127.0.0.1 is a loopback address'],
+      ['https://127.1/', '127.0.0.1 is a loopback address'],
+      ['https://127.255.255.254/', '127.255.255.254 is a loopback address'],
+      ['https://10.1.2.3/', '10.1.2.3 is a private address'],
+      ['https://172.16.5.4/', '172.16.5.4 is a private address'],
+      ['https://172.31.255.255/', '172.31.255.255 is a private address'],
+      ['https://192.168.1.1/', '192.168.1.1 is a private address'],
+      ['https://169.254.169.254/latest/meta-data/', '169.254.169.254 is a link-local address'],
+      ['https://100.64.0.1/', '100.64.0.1 is a carrier-grade NAT address'],
+      ['https://100.127.255.255/', '100.127.255.255 is a carrier-grade NAT address'],
+      ['https://0.0.0.0/', '0.0.0.0 is an unspecified address'],
+      ['https://0/', '0.0.0.0 is an unspecified address'],
+      ['https://224.0.0.1/', '224.0.0.1 is a multicast address'],
+      ['https://239.255.255.250/', '239.255.255.250 is a multicast address'],
+      ['https://255.255.255.255/', '255.255.255.255 is a reserved address'],
+      ['https://192.0.2.1/', '192.0.2.1 is a reserved address'],
+      ['https://198.18.0.1/', '198.18.0.1 is a reserved address'],
+      ['https://[::1]/', '[::1] is a loopback address'],
+      ['https://[::]/', '[::] is an unspecified address'],
+      ['https://[::ffff:127.0.0.1]/', '[::ffff:7f00:1] is an IPv4-mapped form of 127.0.0.1, a loopback address'],
+      ['https://[::ffff:10.0.0.1]/', '[::ffff:a00:1] is an IPv4-mapped form of 10.0.0.1, a private address'],
+      ['https://[::ffff:169.254.169.254]/', '[::ffff:a9fe:a9fe] is an IPv4-mapped form of 169.254.169.254, a link-local address'],
+      ['https://[64:ff9b::a9fe:a9fe]/', '[64:ff9b::a9fe:a9fe] is a NAT64 form of 169.254.169.254, a link-local address'],
+      ['https://[2002:7f00:1::]/', '[2002:7f00:1::] is a 6to4 form of 127.0.0.1, a loopback address'],
+      ['https://[fc00::1]/', '[fc00::1] is a private address'],
+      ['https://[fd12:3456::1]/', '[fd12:3456::1] is a private address'],
+      ['https://[fe80::1]/', '[fe80::1] is a link-local address'],
+      ['https://[febf::1]/', '[febf::1] is a link-local address'],
+      ['https://[ff02::1]/', '[ff02::1] is a multicast address'],
+      ['https://[2001:db8::1]/', '[2001:db8::1] is a reserved address'],
+      ['https://localhost/', 'localhost is a local name'],
+      [`https://LOCALHOST.:${FIXTURE_PORT}/`, 'localhost. is a local name'],
+      ['https://api.localhost/', 'api.localhost is a local name'],
+      ['https://printer.local/', 'printer.local is a local name'],
+      ['https://metadata.google.internal/', 'metadata.google.internal is a local name'],
+      ['https://intranet/', 'intranet is a single-label (local) name'],
     ])('%s is refused: %s', async (url, reason) => {
       expect(await strict.run({ url }, ctx())).toEqual(failure(`refused: ${reason}`));
     });
@@ -526,7 +534,7 @@ describe('MCP tools', () => {
     };
 
     beforeAll(async () => {
-      const connected = await connectMcpServer({ id: 'everything', url: EVERYTHING });
+      const connected = await connectMcpServer({ id: 'everything', url: EVERYTHING }, { policy: LOCAL_SERVERS });
       if (!connected.ok) throw new Error(connected.error);
       conn = connected.value;
     });
@@ -586,7 +594,7 @@ describe('MCP tools', () => {
     });
 
     it('times out a long call', async () => {
-      const quick = await connectMcpServer({ id: 'quick', url: EVERYTHING }, { callTimeoutMs: 300 });
+      const quick = await connectMcpServer({ id: 'quick', url: EVERYTHING }, { policy: LOCAL_SERVERS, callTimeoutMs: 300 });
       if (!quick.ok) throw new Error(quick.error);
       try {
         const op = quick.value.tools.find((t) => t.definition.name === 'quick__trigger-long-running-operation');
@@ -610,7 +618,7 @@ describe('MCP tools', () => {
         id: 'paged',
         url: `${FIXTURE}/mcp-paged`,
         headers: { authorization: 'Bearer s3cret' },
-      });
+      }, { policy: LOCAL_SERVERS });
       if (!connected.ok) throw new Error(connected.error);
       const conn = connected.value;
       try {
@@ -641,7 +649,7 @@ describe('MCP tools', () => {
     });
 
     it('limits the number of tools and the output size', async () => {
-      const connected = await connectMcpServer({ id: 'few', url: `${FIXTURE}/mcp-paged` }, { maxTools: 2, maxOutputChars: 4 });
+      const connected = await connectMcpServer({ id: 'few', url: `${FIXTURE}/mcp-paged` }, { policy: LOCAL_SERVERS, maxTools: 2, maxOutputChars: 4 });
       if (!connected.ok) throw new Error(connected.error);
       expect(connected.value.tools.map((t) => t.definition.name)).toEqual(['few__lookup', 'few__search_web_d62a5352']);
       expect(connected.value.skipped).toEqual([
@@ -656,7 +664,7 @@ describe('MCP tools', () => {
     });
 
     it('times out and aborts calls as values', async () => {
-      const connected = await connectMcpServer({ id: 'paged', url: `${FIXTURE}/mcp-paged` }, { callTimeoutMs: 300 });
+      const connected = await connectMcpServer({ id: 'paged', url: `${FIXTURE}/mcp-paged` }, { policy: LOCAL_SERVERS, callTimeoutMs: 300 });
       if (!connected.ok) throw new Error(connected.error);
       const slow = connected.value.tools.find((t) => t.definition.name === 'paged__slow');
       expect(await slow?.run({ ms: 3000 }, ctx())).toEqual(failure('MCP paged__slow: timed out after 300 ms'));
@@ -671,7 +679,7 @@ describe('MCP tools', () => {
     it('opens a new session when the server answers 404 for the old one, without a GET stream', async () => {
       const stats = async (): Promise<{ initializes: number; gets: number }> =>
         (await (await fetch(`${FIXTURE}/mcp-expire/stats`)).json()) as { initializes: number; gets: number };
-      const connected = await connectMcpServer({ id: 'exp', url: `${FIXTURE}/mcp-expire` });
+      const connected = await connectMcpServer({ id: 'exp', url: `${FIXTURE}/mcp-expire` }, { policy: LOCAL_SERVERS });
       if (!connected.ok) throw new Error(connected.error);
       const ping = connected.value.tools[0];
       const before = await stats();
@@ -693,17 +701,17 @@ describe('MCP tools', () => {
       expect(await connectMcpServer({ id: 'x', url: 'not a url' })).toEqual({ ok: false, error: 'MCP server x: invalid URL' });
       expect(await connectMcpServer({ id: 'x', url: 'ftp://127.0.0.1/' })).toEqual({
         ok: false,
-        error: 'MCP server x: only http and https URLs are allowed',
+        error: 'MCP server x: refused: only http and https URLs are allowed',
       });
-      expect(await connectMcpServer({ id: 'missing', url: `${FIXTURE}/nothing-here` })).toEqual({
+      expect(await connectMcpServer({ id: 'missing', url: `${FIXTURE}/nothing-here` }, { policy: LOCAL_SERVERS })).toEqual({
         ok: false,
         error: 'MCP server missing: Streamable HTTP error: Error POSTing to endpoint: not found',
       });
-      expect(await connectMcpServer({ id: 'slowpoke', url: `${FIXTURE}/slow-headers?ms=3000` }, { connectTimeoutMs: 300 })).toEqual({
+      expect(await connectMcpServer({ id: 'slowpoke', url: `${FIXTURE}/slow-headers?ms=3000` }, { policy: LOCAL_SERVERS, connectTimeoutMs: 300 })).toEqual({
         ok: false,
         error: 'MCP server slowpoke: timed out after 300 ms',
       });
-      expect(await connectMcpServer({ id: 'x', url: EVERYTHING }, {}, AbortSignal.abort())).toEqual({
+      expect(await connectMcpServer({ id: 'x', url: EVERYTHING }, { policy: LOCAL_SERVERS }, AbortSignal.abort())).toEqual({
         ok: false,
         error: 'MCP server x: aborted',
       });
@@ -721,7 +729,7 @@ describe('registry', () => {
         web_fetch_hosts: ['127.0.0.1'],
         mcp_servers: [{ id: 'everything', url: EVERYTHING }],
       },
-      { webFetch: { allowPrivateForTests: true } },
+      { webFetch: { policy: DEVELOPMENT }, mcp: { policy: LOCAL_SERVERS } },
     );
     try {
       expect(registry.problems).toEqual([]);
@@ -779,7 +787,7 @@ describe('registry', () => {
           { id: 'gone', url: `${FIXTURE}/nothing-here` },
         ],
       },
-      { mcp: { maxTools: 1 } },
+      { mcp: { maxTools: 1, policy: LOCAL_SERVERS } },
     );
     try {
       expect(registry.definitions().map((d) => d.name)).toEqual(['calculator', 'web_fetch', 'paged__lookup']);

@@ -28,7 +28,8 @@ import { TelemetryEmitter, readControlFrame } from '../../src/shared/ao-emitter.
 import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { relayVerifier } from '../relay-do/verifier.js';
 import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
-import { shardStub } from '../relay-do/routes.js';
+import { ownerShardExists, shardOfPath, shardStub } from '../relay-do/routes.js';
+import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
 import { agentRelays, DEFAULT_LIMITS, type StoredAgent } from './config.js';
 import { executeRun, negotiateModel, type Terminal } from './runtime.js';
 import { SessionStore, type SessionKey } from './sessions.js';
@@ -338,20 +339,30 @@ export class Agent extends DurableObject<AgentEnv> {
     return client;
   }
 
-  /** Shards of this deployment are reached through their Durable Object; other relays over the network. */
+  /**
+   * Shards of this deployment are reached through their Durable Object (the owner's, the public
+   * one, or another owner's shard that exists on this deployment); other relays over the network,
+   * under the outbound policy (src/shared/outbound-url.ts) and without following redirects.
+   */
   private async openSocket(url: string, c: StoredAgent): Promise<SocketLike> {
     const local = new URL(url);
     const origin = new URL(c.origin);
     const httpUrl = url.replace(/^ws/, 'http');
     let response: Response;
     if (local.host === origin.host) {
-      const owner = local.pathname.startsWith('/r/') ? local.pathname.slice(3).replace(/\/$/, '') : null;
+      const owner = shardOfPath(local.pathname);
+      if (owner === undefined) throw new Error(`relay ${url}: not a relay shard of this deployment (/ or /r/<owner>)`);
+      if (owner !== null && owner !== c.owner && !ownerShardExists(this.env, owner)) {
+        throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
+      }
       const headers = new Headers({ Upgrade: 'websocket' });
       headers.set(SHARD_HEADER, owner ?? 'public');
       headers.set(INTERNAL_HEADER, 'agent');
       response = await shardStub(this.env, owner).fetch(httpUrl, { headers });
     } else {
-      response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' } });
+      const refused = outboundRefusal(local, 'relay', outboundPolicy(this.env));
+      if (refused !== undefined) throw new Error(`relay ${url}: refused: ${refused}`);
+      response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' }, redirect: 'manual' });
     }
     const ws = response.webSocket;
     if (!ws) throw new Error(`relay ${url} did not accept a WebSocket (HTTP ${response.status})`);
@@ -385,7 +396,7 @@ export class Agent extends DurableObject<AgentEnv> {
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
     const sk = await this.secretKey();
-    const tools = await buildToolRunner(c);
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.env) }, mcp: { policy: outboundPolicy(this.env) } });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
     for (const t of infoTemplates(this.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.sign(t, sk), { timeoutMs: 5000 });
@@ -596,7 +607,7 @@ export class Agent extends DurableObject<AgentEnv> {
       return;
     }
     try {
-      const tools = await buildToolRunner(c);
+      const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.env) }, mcp: { policy: outboundPolicy(this.env) } });
       try {
         const result = await executeRun({
           prompt,

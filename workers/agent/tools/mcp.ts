@@ -20,6 +20,10 @@
 // characters" in stderr); exit_code 1 when the result has isError, else 0 (both ok: true).
 // Failures are values: "MCP server <id>: <reason>" for connections, "MCP <tool>: <reason>" for
 // calls, "timed out after <n> ms", "aborted".
+// Outbound policy (src/shared/outbound-url.ts, `policy` option, strict production by default):
+// the server URL is checked before connecting ("MCP server <id>: refused: <reason>"), and every
+// request of the transport goes through safeFetch: redirects are followed by hand and each hop is
+// checked again (a refused hop fails the request with "redirect refused: <reason>").
 //
 // workerd specifics (checked under `wrangler dev`, i.e. real workerd):
 //   - The SDK Client's default JSON Schema validator (Ajv) compiles tool output schemas with
@@ -43,6 +47,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
+import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
 import { checkArgs, validateJson, type JsonSchema } from './args.js';
 import { fail, messageOf, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
@@ -67,6 +72,8 @@ export interface McpOptions {
   maxPages?: number;
   /** Longest stdout, in characters (default 262,144). */
   maxOutputChars?: number;
+  /** The deployment's outbound policy (default: strict production). */
+  policy?: OutboundPolicy;
 }
 
 export const MCP_DEFAULTS = {
@@ -111,11 +118,15 @@ const codeFreeValidator: jsonSchemaValidator = {
   },
 };
 
-/** fetch for the transport: no standalone GET SSE stream (see the header). */
-const fetchWithoutStandaloneStream = (url: string | URL, init?: RequestInit): Promise<Response> =>
-  (init?.method ?? 'GET').toUpperCase() === 'GET'
-    ? Promise.resolve(new Response(null, { status: 405, statusText: 'Method Not Allowed' }))
-    : fetch(url, init);
+/** fetch for the transport: no standalone GET SSE stream (see the header); the rest through safeFetch. */
+const transportFetch =
+  (policy: OutboundPolicy) =>
+  async (url: string | URL, init?: RequestInit): Promise<Response> => {
+    if ((init?.method ?? 'GET').toUpperCase() === 'GET') return new Response(null, { status: 405, statusText: 'Method Not Allowed' });
+    const fetched = await safeFetch(url, init ?? {}, policy);
+    if (!fetched.ok) throw new Error(fetched.error);
+    return fetched.value.response;
+  };
 
 /** Our own stop (deadline or caller's signal), told apart from the SDK's errors. */
 class Stop extends Error {}
@@ -167,12 +178,13 @@ class McpSession {
   constructor(
     private readonly config: McpServerConfig,
     private readonly url: URL,
+    private readonly policy: OutboundPolicy,
   ) {}
 
   /** initialize + notifications/initialized on a new transport. */
   async open(signal: AbortSignal): Promise<void> {
     const transport = new StreamableHTTPClientTransport(this.url, {
-      fetch: fetchWithoutStandaloneStream,
+      fetch: transportFetch(this.policy),
       requestInit: this.config.headers ? { headers: { ...this.config.headers } } : undefined,
     });
     const client = new Client(CLIENT_INFO, { capabilities: {}, jsonSchemaValidator: codeFreeValidator });
@@ -328,16 +340,12 @@ export async function connectMcpServer(
 ): Promise<Result<McpConnection, string>> {
   const prefix = `MCP server ${config.id}`;
   if (!MCP_SERVER_ID.test(config.id)) return err(`${prefix}: id must match [a-zA-Z0-9_-]{1,32}`);
-  let url: URL;
-  try {
-    url = new URL(config.url);
-  } catch {
-    return err(`${prefix}: invalid URL`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return err(`${prefix}: only http and https URLs are allowed`);
+  const policy = options.policy ?? STRICT_OUTBOUND;
+  const checked = checkOutboundUrl(config.url, 'http', policy);
+  if (!checked.ok) return err(`${prefix}: ${checked.error}`);
 
   const connectTimeoutMs = options.connectTimeoutMs ?? MCP_DEFAULTS.connectTimeoutMs;
-  const session = new McpSession(config, url);
+  const session = new McpSession(config, checked.value, policy);
   const listed = await withDeadline(connectTimeoutMs, signal, (s) =>
     session.listTools(s, options.maxPages ?? MCP_DEFAULTS.maxPages),
   );

@@ -34,7 +34,7 @@ export interface AgentToolsConfig {
 }
 
 export interface RegistryOptions {
-  /** web_fetch limits; `allowPrivateForTests` only in tests. */
+  /** web_fetch limits and the deployment's outbound policy (`policy`). */
   webFetch?: Omit<WebFetchOptions, 'allowlist'>;
   mcp?: McpOptions;
   /** Aborts connecting to the MCP servers. */

@@ -5,13 +5,15 @@
 //   invalid arguments: ...                                     (see args.ts)
 //   max_bytes must be a positive integer
 //   url too long (max 2048 characters) / invalid URL
-//   refused: only http and https URLs are allowed
-//   refused: URLs with credentials are not allowed
-//   refused: <host verdict>          private/loopback/link-local/CGNAT/multicast/unspecified/
-//                                    reserved addresses, local names (host-policy.ts)
+//   refused: <outbound policy reason>  src/shared/outbound-url.ts: only http and https URLs are
+//                                    allowed / URLs with credentials are not allowed / plain
+//                                    http:// is allowed only in development or for hosts in
+//                                    EDGESTR_OUTBOUND_ALLOW; use https:// / <host class>
+//                                    (private, loopback, link-local, CGNAT, multicast,
+//                                    unspecified, reserved addresses, local names)
 //   refused: <host> is not in the allowlist
 //   redirect refused: <same reasons> every redirect hop (301/302/303/307/308 with Location) is
-//                                    checked again; at most 5 hops, then
+//                                    checked again (safeFetch); at most 5 hops, then
 //   too many redirects (max 5)
 //   timed out after <n> ms / aborted / fetch failed: <message>
 //   unsupported content type: <type>  only text/*, application/json, application/xml and
@@ -25,11 +27,12 @@
 // status is >= 400, else 0. The timeout (default 10 s) covers redirects and reading the body,
 // and the caller's signal aborts the whole call.
 //
-// `allowPrivateForTests` turns off the private-address and local-name checks (never the
-// allowlist): tests can only reach 127.0.0.1. Production code never sets it.
+// `policy` is the deployment's outbound policy (outboundPolicy(env)); without it, the strict
+// production policy applies.
 
+import { hostAllowed, parseAllowlist, type HostPattern } from '../../../src/shared/host-policy.js';
+import { outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
 import { checkArgs } from './args.js';
-import { classifyHost, hostAllowed, parseAllowlist, type HostPattern } from './host-policy.js';
 import { fail, messageOf, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
 
@@ -51,11 +54,10 @@ export interface WebFetchOptions {
   /** Redirect hops followed (default 5). */
   maxRedirects?: number;
   userAgent?: string;
-  /** TEST ONLY: skips the private-address and local-name checks (not the allowlist). */
-  allowPrivateForTests?: boolean;
+  /** The deployment's outbound policy (default: strict production). */
+  policy?: OutboundPolicy;
 }
 
-const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 const EMPTY_STATUSES = new Set([204, 205, 304]);
 
 /** Whether a Content-Type is text we return: text/*, JSON and XML (incl. +json / +xml). */
@@ -147,7 +149,7 @@ export class WebFetchTool implements Tool {
   private readonly maxBytes: number;
   private readonly maxRedirects: number;
   private readonly userAgent: string;
-  private readonly allowPrivate: boolean;
+  private readonly policy: OutboundPolicy;
 
   constructor(options: WebFetchOptions) {
     const { patterns, invalid } = parseAllowlist(options.allowlist);
@@ -157,7 +159,7 @@ export class WebFetchTool implements Tool {
     this.maxBytes = options.maxBytes ?? WEB_FETCH_DEFAULTS.maxBytes;
     this.maxRedirects = options.maxRedirects ?? WEB_FETCH_DEFAULTS.maxRedirects;
     this.userAgent = options.userAgent ?? WEB_FETCH_DEFAULTS.userAgent;
-    this.allowPrivate = options.allowPrivateForTests === true;
+    this.policy = options.policy ?? STRICT_OUTBOUND;
     const hosts = patterns.map((p) => p.pattern).join(', ');
     this.definition = {
       name: 'web_fetch',
@@ -178,16 +180,13 @@ export class WebFetchTool implements Tool {
     };
   }
 
-  /** Why `url` may not be fetched, or undefined when it may. */
+  /** Why `url` may not be fetched, or undefined when it may: the outbound policy, then the allowlist. */
   private refusal(url: URL): string | undefined {
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'only http and https URLs are allowed';
-    if (url.username !== '' || url.password !== '') return 'URLs with credentials are not allowed';
-    if (!this.allowPrivate) {
-      const verdict = classifyHost(url.hostname);
-      if (verdict !== undefined) return verdict;
-    }
-    if (!hostAllowed(url.hostname, this.patterns)) return `${url.hostname} is not in the allowlist`;
-    return undefined;
+    return outboundRefusal(url, 'http', this.policy) ?? this.notAllowlisted(url);
+  }
+
+  private notAllowlisted(url: URL): string | undefined {
+    return hostAllowed(url.hostname, this.patterns) ? undefined : `${url.hostname} is not in the allowlist`;
   }
 
   async run(args: unknown, ctx: { signal: AbortSignal }): Promise<ToolResult> {
@@ -230,36 +229,22 @@ export class WebFetchTool implements Tool {
   }
 
   private async fetchFollowing(start: URL, limit: number, signal: AbortSignal, stopOf: () => Stop): Promise<ToolResult> {
-    let url = start;
-    let hops = 0;
-    for (;;) {
-      const response = await fetch(url.href, {
+    const fetched = await safeFetch(
+      start,
+      {
         method: 'GET',
-        redirect: 'manual',
         signal,
         headers: {
           accept: 'text/html, text/plain;q=0.9, application/json;q=0.9, application/xml;q=0.8, text/*;q=0.7',
           'user-agent': this.userAgent,
         },
-      });
-      const location = response.headers.get('location');
-      if (REDIRECT_STATUSES.has(response.status) && location !== null) {
-        await response.body?.cancel().catch(() => undefined);
-        if (hops >= this.maxRedirects) return fail(`too many redirects (max ${this.maxRedirects})`);
-        let next: URL;
-        try {
-          next = new URL(location, url);
-        } catch {
-          return fail('redirect refused: invalid URL');
-        }
-        const refused = this.refusal(next);
-        if (refused) return fail(`redirect refused: ${refused}`);
-        url = next;
-        hops++;
-        continue;
-      }
-      return this.readResponse(response, url, hops, limit, signal, stopOf);
-    }
+      },
+      this.policy,
+      { maxRedirects: this.maxRedirects, check: (url) => this.notAllowlisted(url) },
+    );
+    if (!fetched.ok) return fail(fetched.error);
+    const { response, url, hops } = fetched.value;
+    return this.readResponse(response, url, hops, limit, signal, stopOf);
   }
 
   private async readResponse(

@@ -1,6 +1,7 @@
-// Which hosts an agent may fetch: the allowlist patterns of web_fetch, and the refusal of
-// private, loopback, link-local, CGNAT, multicast, unspecified and otherwise non-public
-// addresses and local names. Pure functions, shared by every outbound-fetching tool.
+// Host classification for outbound connections: host allowlist patterns ("example.com",
+// "*.example.com"), and the class of every non-public host (private, loopback, link-local, CGNAT,
+// multicast, unspecified, reserved addresses and local names) with a readable reason. Pure
+// functions; the policy that decides what is dialled lives in outbound-url.ts.
 //
 // IPv4 is recognised in every notation that resolvers accept (inet_aton): dotted decimal,
 // a single 32-bit number (2130706433), octal (0177.0.0.1), hex (0x7f.1) and short forms
@@ -16,30 +17,40 @@
 /** A reason the host is refused, e.g. "127.0.0.1 is a loopback address", or undefined. */
 export type HostVerdict = string | undefined;
 
+/** The class of a non-public host. */
+export type HostKind = 'unspecified' | 'private' | 'carrier-grade-nat' | 'loopback' | 'link-local' | 'reserved' | 'multicast' | 'local-name' | 'invalid';
+
+/** A non-public host: its class and the reason text. */
+export interface HostClass {
+  readonly kind: HostKind;
+  readonly reason: string;
+}
+
 interface Range4 {
   base: number;
   bits: number;
   kind: string;
+  cls: HostKind;
 }
 
 const ip4 = (a: number, b: number, c: number, d: number): number => ((a << 24) | (b << 16) | (c << 8) | d) >>> 0;
 
 const V4_RANGES: Range4[] = [
-  { base: ip4(0, 0, 0, 0), bits: 8, kind: 'an unspecified' }, // "this network"; 0.0.0.0 itself
-  { base: ip4(10, 0, 0, 0), bits: 8, kind: 'a private' },
-  { base: ip4(100, 64, 0, 0), bits: 10, kind: 'a carrier-grade NAT' },
-  { base: ip4(127, 0, 0, 0), bits: 8, kind: 'a loopback' },
-  { base: ip4(169, 254, 0, 0), bits: 16, kind: 'a link-local' },
-  { base: ip4(172, 16, 0, 0), bits: 12, kind: 'a private' },
-  { base: ip4(192, 0, 0, 0), bits: 24, kind: 'a reserved' }, // IETF protocol assignments
-  { base: ip4(192, 0, 2, 0), bits: 24, kind: 'a reserved' }, // TEST-NET-1
-  { base: ip4(192, 88, 99, 0), bits: 24, kind: 'a reserved' }, // 6to4 relay anycast
-  { base: ip4(192, 168, 0, 0), bits: 16, kind: 'a private' },
-  { base: ip4(198, 18, 0, 0), bits: 15, kind: 'a reserved' }, // benchmarking
-  { base: ip4(198, 51, 100, 0), bits: 24, kind: 'a reserved' }, // TEST-NET-2
-  { base: ip4(203, 0, 113, 0), bits: 24, kind: 'a reserved' }, // TEST-NET-3
-  { base: ip4(224, 0, 0, 0), bits: 4, kind: 'a multicast' },
-  { base: ip4(240, 0, 0, 0), bits: 4, kind: 'a reserved' }, // incl. 255.255.255.255 broadcast
+  { base: ip4(0, 0, 0, 0), bits: 8, kind: 'an unspecified', cls: 'unspecified' }, // "this network"; 0.0.0.0 itself
+  { base: ip4(10, 0, 0, 0), bits: 8, kind: 'a private', cls: 'private' },
+  { base: ip4(100, 64, 0, 0), bits: 10, kind: 'a carrier-grade NAT', cls: 'carrier-grade-nat' },
+  { base: ip4(127, 0, 0, 0), bits: 8, kind: 'a loopback', cls: 'loopback' },
+  { base: ip4(169, 254, 0, 0), bits: 16, kind: 'a link-local', cls: 'link-local' },
+  { base: ip4(172, 16, 0, 0), bits: 12, kind: 'a private', cls: 'private' },
+  { base: ip4(192, 0, 0, 0), bits: 24, kind: 'a reserved', cls: 'reserved' }, // IETF protocol assignments
+  { base: ip4(192, 0, 2, 0), bits: 24, kind: 'a reserved', cls: 'reserved' }, // TEST-NET-1
+  { base: ip4(192, 88, 99, 0), bits: 24, kind: 'a reserved', cls: 'reserved' }, // 6to4 relay anycast
+  { base: ip4(192, 168, 0, 0), bits: 16, kind: 'a private', cls: 'private' },
+  { base: ip4(198, 18, 0, 0), bits: 15, kind: 'a reserved', cls: 'reserved' }, // benchmarking
+  { base: ip4(198, 51, 100, 0), bits: 24, kind: 'a reserved', cls: 'reserved' }, // TEST-NET-2
+  { base: ip4(203, 0, 113, 0), bits: 24, kind: 'a reserved', cls: 'reserved' }, // TEST-NET-3
+  { base: ip4(224, 0, 0, 0), bits: 4, kind: 'a multicast', cls: 'multicast' },
+  { base: ip4(240, 0, 0, 0), bits: 4, kind: 'a reserved', cls: 'reserved' }, // incl. 255.255.255.255 broadcast
 ];
 
 const inRange4 = (addr: number, r: Range4): boolean =>
@@ -130,65 +141,75 @@ export function parseIPv6(host: string): number[] | undefined {
   return head.length === 8 ? head : undefined;
 }
 
-/** The refusal reason for an IPv4 address, or undefined when it is public. */
-export function classifyIPv4(addr: number): HostVerdict {
+/** The class of a non-public IPv4 address, or undefined when it is public. */
+export function classOfIPv4(addr: number): HostClass | undefined {
   const range = V4_RANGES.find((r) => inRange4(addr, r));
-  return range ? `${formatIPv4(addr)} is ${range.kind} address` : undefined;
+  return range ? { kind: range.cls, reason: `${formatIPv4(addr)} is ${range.kind} address` } : undefined;
 }
+
+/** The refusal reason for an IPv4 address, or undefined when it is public. */
+export const classifyIPv4 = (addr: number): HostVerdict => classOfIPv4(addr)?.reason;
 
 const v4From = (hi: number, lo: number): number => ((hi << 16) | lo) >>> 0;
 
-/** The refusal reason for an IPv6 address (eight groups), or undefined when it is public. */
-export function classifyIPv6(g: number[], text: string): HostVerdict {
+/** The class of a non-public IPv6 address (eight groups), or undefined when it is public. */
+export function classOfIPv6(g: number[], text: string): HostClass | undefined {
   const [g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0] = g;
-  const is = (kind: string): string => `${text} is ${kind} address`;
-  const embedded = (addr: number, via: string): HostVerdict => {
-    const v4 = classifyIPv4(addr);
-    return v4 === undefined ? undefined : `${text} is ${via} of ${formatIPv4(addr)}, ${v4.slice(v4.indexOf(' is ') + 4)}`;
+  const is = (article: string, kind: HostKind): HostClass => ({ kind, reason: `${text} is ${article} ${kind} address` });
+  const embedded = (addr: number, via: string): HostClass | undefined => {
+    const v4 = classOfIPv4(addr);
+    return v4 === undefined ? undefined : { kind: v4.kind, reason: `${text} is ${via} of ${formatIPv4(addr)}, ${v4.reason.slice(v4.reason.indexOf(' is ') + 4)}` };
   };
   const zeroPrefix = g0 === 0 && g1 === 0 && g2 === 0 && g3 === 0;
-  if (zeroPrefix && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 0) return is('an unspecified');
-  if (zeroPrefix && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 1) return is('a loopback');
+  if (zeroPrefix && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 0) return is('an', 'unspecified');
+  if (zeroPrefix && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 1) return is('a', 'loopback');
   if (zeroPrefix && g4 === 0 && g5 === 0xffff) return embedded(v4From(g6, g7), 'an IPv4-mapped form');
-  if (zeroPrefix && g4 === 0xffff && g5 === 0) return is('a reserved'); // IPv4-translated (SIIT)
-  if (zeroPrefix && g4 === 0 && g5 === 0) return is('a reserved'); // deprecated IPv4-compatible ::/96
+  if (zeroPrefix && g4 === 0xffff && g5 === 0) return is('a', 'reserved'); // IPv4-translated (SIIT)
+  if (zeroPrefix && g4 === 0 && g5 === 0) return is('a', 'reserved'); // deprecated IPv4-compatible ::/96
   if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) {
     return embedded(v4From(g6, g7), 'a NAT64 form');
   }
-  if (g0 === 0x64 && g1 === 0xff9b && g2 === 1) return is('a reserved'); // local-use NAT64
-  if (g0 === 0x100 && g1 === 0 && g2 === 0 && g3 === 0) return is('a reserved'); // discard-only
-  if (g0 === 0x2001 && g1 === 0) return is('a reserved'); // Teredo (hides an IPv4 address)
-  if (g0 === 0x2001 && g1 === 0xdb8) return is('a reserved'); // documentation
+  if (g0 === 0x64 && g1 === 0xff9b && g2 === 1) return is('a', 'reserved'); // local-use NAT64
+  if (g0 === 0x100 && g1 === 0 && g2 === 0 && g3 === 0) return is('a', 'reserved'); // discard-only
+  if (g0 === 0x2001 && g1 === 0) return is('a', 'reserved'); // Teredo (hides an IPv4 address)
+  if (g0 === 0x2001 && g1 === 0xdb8) return is('a', 'reserved'); // documentation
   if (g0 === 0x2002) return embedded(v4From(g1, g2), 'a 6to4 form');
-  if ((g0 & 0xfe00) === 0xfc00) return is('a private'); // unique local fc00::/7
-  if ((g0 & 0xffc0) === 0xfe80) return is('a link-local'); // fe80::/10
-  if ((g0 & 0xffc0) === 0xfec0) return is('a private'); // deprecated site-local fec0::/10
-  if ((g0 & 0xff00) === 0xff00) return is('a multicast');
+  if ((g0 & 0xfe00) === 0xfc00) return is('a', 'private'); // unique local fc00::/7
+  if ((g0 & 0xffc0) === 0xfe80) return is('a', 'link-local'); // fe80::/10
+  if ((g0 & 0xffc0) === 0xfec0) return is('a', 'private'); // deprecated site-local fec0::/10
+  if ((g0 & 0xff00) === 0xff00) return is('a', 'multicast');
   return undefined;
 }
+
+/** The refusal reason for an IPv6 address (eight groups), or undefined when it is public. */
+export const classifyIPv6 = (g: number[], text: string): HostVerdict => classOfIPv6(g, text)?.reason;
 
 const LOCAL_SUFFIXES = ['.localhost', '.local', '.internal', '.localdomain', '.home.arpa', '.lan', '.intranet'];
 
 /**
- * The refusal reason for a URL host (as `new URL().hostname` gives it, or raw), or undefined
- * when the host may be fetched: IP literals must be public; names must have a dot and must not
- * be local names (localhost, *.localhost, *.local, *.internal, *.localdomain, *.home.arpa, *.lan).
+ * The class of a URL host (as `new URL().hostname` gives it, or raw) when it is not public, or
+ * undefined when it is: IP literals must be public; names must have a dot and must not be local
+ * names (localhost, *.localhost, *.local, *.internal, *.localdomain, *.home.arpa, *.lan).
  */
-export function classifyHost(rawHost: string): HostVerdict {
+export function classOfHost(rawHost: string): HostClass | undefined {
   const host = rawHost.toLowerCase();
-  if (host === '') return 'empty host';
+  const invalid = (reason: string): HostClass => ({ kind: 'invalid', reason });
+  if (host === '') return invalid('empty host');
   const v6 = parseIPv6(host);
-  if (v6) return classifyIPv6(v6, host.startsWith('[') ? host : `[${host}]`);
-  if (host.startsWith('[') || host.includes(':')) return `${rawHost} is not a valid address`;
+  if (v6) return classOfIPv6(v6, host.startsWith('[') ? host : `[${host}]`);
+  if (host.startsWith('[') || host.includes(':')) return invalid(`${rawHost} is not a valid address`);
   const name = host.endsWith('.') ? host.slice(0, -1) : host;
   const v4 = parseIPv4(name);
-  if (v4 !== undefined) return classifyIPv4(v4);
+  if (v4 !== undefined) return classOfIPv4(v4);
   const lastLabel = name.slice(name.lastIndexOf('.') + 1);
-  if (/^(0x[0-9a-f]*|[0-9]+)$/i.test(lastLabel)) return `${rawHost} is not a valid IPv4 address`;
-  if (name === 'localhost' || LOCAL_SUFFIXES.some((s) => name.endsWith(s))) return `${rawHost} is a local name`;
-  if (!name.includes('.')) return `${rawHost} is a single-label (local) name`;
+  if (/^(0x[0-9a-f]*|[0-9]+)$/i.test(lastLabel)) return invalid(`${rawHost} is not a valid IPv4 address`);
+  if (name === 'localhost' || LOCAL_SUFFIXES.some((s) => name.endsWith(s))) return { kind: 'local-name', reason: `${rawHost} is a local name` };
+  if (!name.includes('.')) return { kind: 'local-name', reason: `${rawHost} is a single-label (local) name` };
   return undefined;
 }
+
+/** The refusal reason for a URL host (see classOfHost), or undefined when it is public. */
+export const classifyHost = (rawHost: string): HostVerdict => classOfHost(rawHost)?.reason;
 
 // ---- allowlist -----------------------------------------------------------------------------
 

@@ -1,0 +1,163 @@
+// The one outbound-URL policy: every URL an agent (or a bridge) dials on a user's behalf — MCP
+// servers, web_fetch, external relays — passes outboundRefusal, and HTTP goes through safeFetch,
+// which follows redirects by hand and checks every hop.
+//
+// Rules (production):
+//   - scheme: https (HTTP kinds) or wss (relay kind); plain http/ws only in development or for a
+//     host the operator listed in EDGESTR_OUTBOUND_ALLOW;
+//   - no userinfo (user:password@) in the URL;
+//   - the host must be public (host-policy.ts: not loopback, private, unique-local, link-local
+//     incl. the 169.254.169.254 metadata address, CGNAT, multicast, reserved, unspecified, an
+//     IPv4-mapped/NAT64/6to4 form of those, a decimal/octal/hex IPv4 trick, localhost or another
+//     local name).
+// Development (EDGESTR_ENV=development, served on loopback hosts only): loopback, private and
+// local names are allowed too, and plain http/ws. Link-local, CGNAT, multicast, reserved and
+// unspecified addresses stay refused.
+// EDGESTR_OUTBOUND_ALLOW (comma-separated "host" or "*.example.com" patterns, IP literals as
+// exact hosts): the operator's explicit exceptions; a listed host is allowed whatever its
+// address class, over plain http/ws too (e.g. an internal MCP server, or the test suite's local
+// servers on 127.0.0.1).
+// Names are not resolved (workerd has no DNS API): a public name that resolves to a private
+// address is not caught here; on Cloudflare the Worker's egress cannot reach private networks.
+// Provider base URLs (OPENAI_BASE_URL, ANTHROPIC_BASE_URL) are the operator's own configuration
+// and are not subject to this policy.
+
+import { err, ok, type Result } from './errors.js';
+import { classOfHost, hostAllowed, parseAllowlist, type HostKind, type HostPattern } from './host-policy.js';
+
+export interface OutboundEnv {
+  EDGESTR_ENV?: string;
+  EDGESTR_OUTBOUND_ALLOW?: string;
+}
+
+export interface OutboundPolicy {
+  /** Development: loopback, private and local names, and plain http/ws, are allowed. */
+  readonly development: boolean;
+  /** Hosts the operator listed (EDGESTR_OUTBOUND_ALLOW). */
+  readonly allow: readonly HostPattern[];
+}
+
+/** Production with no exceptions: what a policy-less caller gets. */
+export const STRICT_OUTBOUND: OutboundPolicy = { development: false, allow: [] };
+
+/** The deployment's policy (invalid EDGESTR_OUTBOUND_ALLOW entries are ignored). */
+export function outboundPolicy(env: OutboundEnv): OutboundPolicy {
+  const entries = (env.EDGESTR_OUTBOUND_ALLOW ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '');
+  return { development: env.EDGESTR_ENV === 'development', allow: parseAllowlist(entries).patterns };
+}
+
+/** What is dialled: an HTTP(S) endpoint, or a relay (WebSocket). */
+export type OutboundKind = 'http' | 'relay';
+
+const SCHEMES: Record<OutboundKind, { secure: string; plain: string; names: string }> = {
+  http: { secure: 'https:', plain: 'http:', names: 'http and https' },
+  relay: { secure: 'wss:', plain: 'ws:', names: 'ws and wss' },
+};
+
+/** Host classes development allows. */
+const DEVELOPMENT_KINDS: ReadonlySet<HostKind> = new Set(['loopback', 'private', 'local-name']);
+
+/** Why `url` may not be dialled under `policy`, or undefined when it may. */
+export function outboundRefusal(url: URL, kind: OutboundKind, policy: OutboundPolicy): string | undefined {
+  const scheme = SCHEMES[kind];
+  if (url.protocol !== scheme.secure && url.protocol !== scheme.plain) return `only ${scheme.names} URLs are allowed`;
+  if (url.username !== '' || url.password !== '') return 'URLs with credentials are not allowed';
+  const listed = hostAllowed(url.hostname, policy.allow);
+  if (url.protocol === scheme.plain && !listed && !policy.development) {
+    return `plain ${scheme.plain.slice(0, -1)}:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use ${scheme.secure.slice(0, -1)}://`;
+  }
+  if (listed) return undefined;
+  const cls = classOfHost(url.hostname);
+  if (cls === undefined || (policy.development && DEVELOPMENT_KINDS.has(cls.kind))) return undefined;
+  return cls.reason;
+}
+
+/** Parses and checks a URL: the URL, or "invalid URL" / "refused: <reason>". */
+export function checkOutboundUrl(raw: string, kind: OutboundKind, policy: OutboundPolicy): Result<URL, string> {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return err('invalid URL');
+  }
+  const refused = outboundRefusal(url, kind, policy);
+  return refused === undefined ? ok(url) : err(`refused: ${refused}`);
+}
+
+export interface SafeFetchOptions {
+  /** Redirect hops followed (default 5). */
+  maxRedirects?: number;
+  /** An extra per-hop rule of the caller (e.g. web_fetch's own host allowlist). */
+  check?: (url: URL) => string | undefined;
+}
+
+export interface SafeFetchOk {
+  response: Response;
+  /** The URL that answered (after redirects). */
+  url: URL;
+  hops: number;
+}
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+/** Headers kept when a redirect leaves the origin (credentials and custom headers are dropped; MCP's protocol headers stay). */
+const CROSS_ORIGIN_HEADERS = new Set(['accept', 'accept-language', 'content-type', 'user-agent', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id']);
+
+/**
+ * fetch with the outbound policy on the first URL and on every redirect hop (`redirect:
+ * 'manual'`, at most `maxRedirects` hops). 303, and 301/302 after a POST, continue as a GET
+ * without a body (as browsers do); 307/308 repeat the method and body (a string or bytes body
+ * only). A hop to another origin drops every header but Accept, Accept-Language, Content-Type,
+ * User-Agent and MCP's protocol headers (no Authorization or API keys to a host the caller did not name). Errors are values:
+ * "refused: <reason>", "redirect refused: <reason>", "too many redirects (max <n>)"; network
+ * errors and aborts reject as fetch does.
+ */
+export async function safeFetch(
+  input: string | URL,
+  init: RequestInit,
+  policy: OutboundPolicy,
+  options: SafeFetchOptions = {},
+): Promise<Result<SafeFetchOk, string>> {
+  const maxRedirects = options.maxRedirects ?? 5;
+  const refusal = (url: URL) => outboundRefusal(url, 'http', policy) ?? options.check?.(url);
+  let url: URL;
+  try {
+    url = new URL(input);
+  } catch {
+    return err('invalid URL');
+  }
+  const first = refusal(url);
+  if (first !== undefined) return err(`refused: ${first}`);
+  let method = (init.method ?? 'GET').toUpperCase();
+  let body = init.body;
+  let headers = new Headers(init.headers);
+  for (let hops = 0; ; hops++) {
+    const response = await fetch(url.href, { ...init, method, body, headers, redirect: 'manual' });
+    const location = response.headers.get('location');
+    if (!REDIRECT_STATUSES.has(response.status) || location === null) return ok({ response, url, hops });
+    await response.body?.cancel().catch(() => undefined);
+    if (hops >= maxRedirects) return err(`too many redirects (max ${maxRedirects})`);
+    let next: URL;
+    try {
+      next = new URL(location, url);
+    } catch {
+      return err('redirect refused: invalid URL');
+    }
+    const refused = refusal(next);
+    if (refused !== undefined) return err(`redirect refused: ${refused}`);
+    if (response.status === 303 || ((response.status === 301 || response.status === 302) && method === 'POST')) {
+      if (method !== 'HEAD') method = 'GET';
+      body = undefined;
+      headers.delete('content-type');
+    } else if (body !== undefined && body !== null && typeof body !== 'string' && !(body instanceof Uint8Array) && !(body instanceof ArrayBuffer)) {
+      return err('redirect refused: the request body cannot be sent again');
+    }
+    if (next.origin !== url.origin) {
+      const kept = new Headers();
+      headers.forEach((value, name) => {
+        if (CROSS_ORIGIN_HEADERS.has(name)) kept.set(name, value);
+      });
+      headers = kept;
+    }
+    url = next;
+  }
+}

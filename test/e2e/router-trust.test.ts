@@ -1,0 +1,54 @@
+// The router's trust rules under real `wrangler dev`: closed owner shards on a deployment that is
+// not in development (the "agents" instance: EDGESTR_ENV=test, EDGESTR_OWNERS = the e2e owner),
+// NDK's trailing slash, and the development instance refusing a non-loopback Host.
+import { request } from 'node:http';
+import { describe, expect, inject, it } from 'vitest';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { E2E_OWNER } from './e2e-keys.js';
+
+const NIP11 = { Accept: 'application/nostr+json' };
+
+/** A GET with an explicit Host header (fetch does not let a caller set one). */
+function getWithHost(url: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers: { Host: host, ...NIP11 } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('closed shards (not development)', () => {
+  const base = inject('agentHttpUrl');
+
+  it('404 JSON for a key that is not an owner; the owner’s shard answers, with or without a trailing slash', async () => {
+    const stranger = getPublicKey(generateSecretKey());
+    const refused = await fetch(`${base}/r/${stranger}`, { headers: NIP11 });
+    expect(refused.status).toBe(404);
+    expect(await refused.json()).toEqual({
+      error: `no relay shard for ${stranger} on this deployment (shards exist only for owners in EDGESTR_OWNERS)`,
+    });
+    for (const path of [`/r/${E2E_OWNER}`, `/r/${E2E_OWNER}/`]) {
+      const doc = await fetch(`${base}${path}`, { headers: NIP11 });
+      expect(doc.status, path).toBe(200);
+      expect(((await doc.json()) as { pubkey: string }).pubkey, path).toBe(E2E_OWNER);
+    }
+  });
+});
+
+describe('development mode only on loopback', () => {
+  const base = inject('httpUrl');
+
+  it('refuses a request whose Host is not loopback, serves 127.0.0.1', async () => {
+    const port = new URL(base).port;
+    expect(await getWithHost(`${base}/`, `relay.example.org:${port}`)).toEqual({
+      status: 403,
+      body: JSON.stringify({ error: 'development mode serves only loopback hosts; unset EDGESTR_ENV' }),
+    });
+    expect((await getWithHost(`${base}/`, `127.0.0.1:${port}`)).status).toBe(200);
+  });
+});
