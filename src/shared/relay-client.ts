@@ -2,7 +2,9 @@
 // OK, NOTICE), NIP-45 COUNT and NIP-42 AUTH over a WebSocket supplied by the caller. It adds
 // publish-with-OK (by event id, with a timeout), subscriptions that are re-sent after a reconnect
 // (exponential backoff with jitter, stopped by close()), and one retry after authenticating when
-// the relay answers `auth-required:`. Nothing is re-published automatically.
+// the relay answers `auth-required:`. A challenge is answered whenever it arrives (on connect or,
+// as edgestr sends it, with an `auth-required:` answer); authenticate() with none yet asks for one
+// with a bare `["AUTH"]`. Nothing is re-published automatically.
 //
 // The socket factory is the only platform-specific piece:
 //   Node 20:   new RelayClient({ url, socket: (u) => new WebSocket(u) })        // `ws` package

@@ -46,6 +46,18 @@ describe('NIP-01 on a shard', () => {
     expect(order.filter((t) => t === 'AUTH')).toHaveLength(2);
   });
 
+  it('a subscription id that spells auth-required: brings no challenge', async () => {
+    const s = await rawConnect('/');
+    const subId = 'x","auth-required: y';
+    s.send(['REQ', subId, { kinds: ['one'] }]);
+    const closed = await s.next((f) => f[0] === 'CLOSED');
+    expect(closed[1]).toBe(subId);
+    expect(closed[2]).toMatch(/^invalid: /);
+    s.send(['REQ', 'sentinel', { ids: ['0'.repeat(64)] }]);
+    await s.next((f) => f[0] === 'EOSE');
+    expect(s.frames).toEqual([]);
+  });
+
   it('answers ["PING"] with nothing: the next frame is the answer to a sentinel REQ', async () => {
     const s = await connect('/');
     s.frames.splice(0); // the challenge the helper asked for
