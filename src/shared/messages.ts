@@ -122,7 +122,8 @@ export type RelayMessage = z.infer<typeof RelayMessageSchema>;
  * message has the `auth-required:` prefix: the answers a NIP-42 challenge must precede.
  */
 export function isAuthRequiredAnswer(frame: string): boolean {
-  if (!frame.includes('"auth-required:') || !(frame.startsWith('["OK",') || frame.startsWith('["CLOSED",'))) return false;
+  // Cheap tests first: EVENT frames (up to the largest event) are never scanned.
+  if (!(frame.startsWith('["OK",') || frame.startsWith('["CLOSED",')) || !frame.includes('"auth-required:')) return false;
   const parsed = RelayMessageSchema.safeParse(JSON.parse(frame));
   if (!parsed.success) return false;
   const m = parsed.data;
