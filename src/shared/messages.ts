@@ -4,14 +4,18 @@
 import { z } from 'zod';
 import { describeIssue } from './event.js';
 import { FilterSchema, type Filter } from './filters.js';
-import { err, ok, reject, type Rejection, type Result } from './errors.js';
+import { err, ok, parseRejection, reject, type Rejection, type Result } from './errors.js';
 
 export type ClientMessage =
   | { type: 'EVENT'; event: unknown }
   | { type: 'REQ'; subId: string; filters: Filter[] }
   | { type: 'COUNT'; subId: string; filters: Filter[] }
   | { type: 'CLOSE'; subId: string }
-  | { type: 'AUTH'; event: unknown };
+  | { type: 'AUTH'; event: unknown }
+  /** `["PING"]`: a client keep-alive (not in NIP-01; welshman sends it); answered with nothing. */
+  | { type: 'PING' }
+  /** `["AUTH"]` with no event: the client asks for the connection's NIP-42 challenge. */
+  | { type: 'CHALLENGE' };
 
 /** A message that could not be parsed; `subId` is set when the frame named one (answer with CLOSED). */
 export interface MessageError {
@@ -44,6 +48,7 @@ export function parseClientMessage(text: string, limits: MessageLimits): Result<
   switch (verb) {
     case 'EVENT':
     case 'AUTH': {
+      if (verb === 'AUTH' && rest.length === 0) return ok({ type: 'CHALLENGE' });
       if (rest.length !== 1) {
         return err({ rejection: reject('invalid', `${verb} takes exactly one event`), eventId: idOf(rest[0]) });
       }
@@ -80,6 +85,8 @@ export function parseClientMessage(text: string, limits: MessageLimits): Result<
       }
       return ok({ type: verb, subId, filters });
     }
+    case 'PING':
+      return ok({ type: 'PING' });
     default:
       return err({
         rejection: reject('invalid', typeof verb === 'string' ? `unknown message type: ${verb.slice(0, 32)}` : 'message type must be a string'),
@@ -109,3 +116,17 @@ export const RelayMessageSchema = z.union([
   z.tuple([z.literal('COUNT'), z.string(), z.object({ count: z.number() }).loose()]),
 ]);
 export type RelayMessage = z.infer<typeof RelayMessageSchema>;
+
+/**
+ * Whether a relay → client frame (as built by `relayMessage`) is an OK false or a CLOSED whose
+ * message has the `auth-required:` prefix: the answers a NIP-42 challenge must precede.
+ */
+export function isAuthRequiredAnswer(frame: string): boolean {
+  // Cheap tests first: EVENT frames (up to the largest event) are never scanned.
+  if (!(frame.startsWith('["OK",') || frame.startsWith('["CLOSED",')) || !frame.includes('"auth-required:')) return false;
+  const parsed = RelayMessageSchema.safeParse(JSON.parse(frame));
+  if (!parsed.success) return false;
+  const m = parsed.data;
+  const message = m[0] === 'OK' && !m[2] ? m[3] : m[0] === 'CLOSED' ? m[2] : undefined;
+  return message !== undefined && parseRejection(message)?.prefix === 'auth-required';
+}

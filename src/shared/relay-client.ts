@@ -2,7 +2,9 @@
 // OK, NOTICE), NIP-45 COUNT and NIP-42 AUTH over a WebSocket supplied by the caller. It adds
 // publish-with-OK (by event id, with a timeout), subscriptions that are re-sent after a reconnect
 // (exponential backoff with jitter, stopped by close()), and one retry after authenticating when
-// the relay answers `auth-required:`. Nothing is re-published automatically.
+// the relay answers `auth-required:`. A challenge is answered whenever it arrives (on connect or,
+// as edgestr sends it, with an `auth-required:` answer); authenticate() with none yet asks for one
+// with a bare `["AUTH"]`. Nothing is re-published automatically.
 //
 // The socket factory is the only platform-specific piece:
 //   Node 20:   new RelayClient({ url, socket: (u) => new WebSocket(u) })        // `ws` package
@@ -82,8 +84,8 @@ export interface RelayClientOptions {
   socket: SocketFactory;
   /** NIP-42 signer. Without it, AUTH challenges are ignored and `auth-required:` is final. */
   auth?: AuthSigner;
-  /** 'challenge' (default): answer every AUTH challenge at once; 'demand': only when a publish,
-   *  REQ or COUNT comes back `auth-required:` (or authenticate() is called). */
+  /** 'challenge' (default): answer every AUTH challenge at once, whenever it arrives; 'demand':
+   *  only when a publish, REQ or COUNT comes back `auth-required:` (or authenticate() is called). */
   authOn?: 'challenge' | 'demand';
   /** Verifies incoming subscription events (id and signature); false drops the event. */
   verify?: (event: NostrEvent) => boolean;
@@ -189,6 +191,8 @@ export class RelayClient {
   #openWaiters: Array<(r: PublishResult) => void> = [];
 
   #challenge: string | undefined;
+  /** The connection (#gen) on which the client last asked for a challenge with `["AUTH"]`. */
+  #challengeAskedGen = -1;
   #challengeWaiters: Array<() => void> = [];
   #auth: { gen: number; result: Promise<PublishResult> } | undefined;
   #authedAs: string | undefined;
@@ -274,7 +278,12 @@ export class RelayClient {
     return this.#countOnce(filters, deadline);
   }
 
-  /** Authenticates the current connection (waiting for the relay's challenge if needed). */
+  /**
+   * Authenticates the current connection. Relays send their challenge on connect or only when
+   * authentication is needed (edgestr does the latter): with no challenge yet, the client asks for
+   * one with a bare `["AUTH"]` (edgestr answers it with the challenge; other relays ignore or
+   * NOTICE it) and uses whichever challenge arrives first.
+   */
   authenticate(opts: { timeoutMs?: number } = {}): Promise<PublishResult> {
     return this.#ensureAuthenticated(Date.now() + (opts.timeoutMs ?? this.#o.authTimeoutMs ?? DEFAULT_TIMEOUT_MS));
   }
@@ -486,6 +495,10 @@ export class RelayClient {
     if (!open.ok) return open;
     if (this.#auth && this.#auth.gen === this.#gen) return this.#auth.result;
     const gen = this.#gen;
+    if (this.#challenge === undefined && this.#challengeAskedGen !== gen) {
+      this.#challengeAskedGen = gen;
+      this.#send(['AUTH']);
+    }
     const challenge = this.#challenge ?? (await this.#waitForChallenge(deadline));
     if (gen !== this.#gen) return { ok: false, message: 'error: connection lost while authenticating' };
     if (challenge === undefined) return { ok: false, message: 'error: the relay sent no AUTH challenge', timeout: true };
@@ -635,12 +648,15 @@ export class RelayClient {
   }
 
   #onChallenge(challenge: string): void {
+    // edgestr repeats its challenge before every `auth-required:` answer: a challenge already
+    // answered (or being answered) on this connection needs nothing more.
+    const repeated = challenge === this.#challenge && this.#auth?.gen === this.#gen;
     this.#challenge = challenge;
     const waiters = this.#challengeWaiters;
     this.#challengeWaiters = [];
     for (const w of waiters) w();
     const signer = this.#o.auth;
-    if (signer && (this.#o.authOn ?? 'challenge') === 'challenge') {
+    if (signer && !repeated && (this.#o.authOn ?? 'challenge') === 'challenge') {
       void this.#authenticateWith(signer, challenge, Date.now() + (this.#o.authTimeoutMs ?? DEFAULT_TIMEOUT_MS));
     }
   }

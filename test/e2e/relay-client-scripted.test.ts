@@ -215,6 +215,62 @@ describe('callbacks and relay input', () => {
     expect(relayTags).toEqual([relay.url, relay.url]);
   });
 
+  it('authenticate() uses a challenge a relay sends on connect, with no request of its own', async () => {
+    const me = newKey();
+    const relay = await scriptedRelay(
+      (f, ws) => {
+        if (f[0] === 'AUTH' && f.length === 2) send(ws, 'OK', (f[1] as { id: string }).id, true, '');
+      },
+      (ws) => send(ws, 'AUTH', 'on-connect'),
+    );
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u), auth: signer(me), authOn: 'demand' }));
+    expect((await client.connect()).ok).toBe(true);
+    await waitFor(() => client.challenge === 'on-connect', 'the challenge');
+    expect(await client.authenticate()).toEqual({ ok: true, message: '' });
+    expect(relay.received[0]!.map((f) => f.length)).toEqual([2]);
+  });
+
+  it('authenticate() with no challenge asks once with ["AUTH"] and waits for one sent later', async () => {
+    const me = newKey();
+    const relay = await scriptedRelay((f, ws) => {
+      if (f[0] === 'AUTH' && f.length === 1) send(ws, 'NOTICE', 'invalid: AUTH takes exactly one event'); // a relay that does not know the request
+      if (f[0] === 'AUTH' && f.length === 2) send(ws, 'OK', (f[1] as { id: string }).id, true, '');
+    });
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u), auth: signer(me), authOn: 'demand' }));
+    const authenticated = client.authenticate({ timeoutMs: 10_000 });
+    await waitFor(() => relay.received[0]?.length === 1, 'the request for a challenge');
+    send(relay.connections[0]!, 'AUTH', 'later');
+    expect(await authenticated).toEqual({ ok: true, message: '' });
+    const frames = relay.received[0]!;
+    expect(frames[0]).toEqual(['AUTH']);
+    expect((frames[1]![1] as { tags: string[][] }).tags).toContainEqual(['challenge', 'later']);
+    expect(frames).toHaveLength(2);
+  });
+
+  it('does not answer a repeated challenge again (edgestr repeats it with every auth-required: answer)', async () => {
+    const me = newKey();
+    const relay = await scriptedRelay(
+      (f, ws) => {
+        if (f[0] === 'AUTH') send(ws, 'OK', (f[1] as { id: string }).id, true, '');
+        if (f[0] === 'REQ') {
+          send(ws, 'AUTH', 'same');
+          send(ws, 'EOSE', f[1]);
+        }
+      },
+      (ws) => send(ws, 'AUTH', 'same'),
+    );
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u), auth: signer(me) }));
+    expect((await client.connect()).ok).toBe(true);
+    await waitFor(() => client.authenticatedAs === me.pk, 'authentication');
+    let eoses = 0;
+    client.subscribe([{ kinds: [1] }], { onEvent: () => undefined, onEose: () => eoses++ });
+    await waitFor(() => eoses === 1, 'EOSE (after the repeated challenge)');
+    // A second round trip: anything the client did about the repeated challenge has reached the relay.
+    client.subscribe([{ kinds: [2] }], { onEvent: () => undefined, onEose: () => eoses++ });
+    await waitFor(() => eoses === 2, 'the sentinel EOSE');
+    expect(relay.received[0]!.map((f) => f[0])).toEqual(['AUTH', 'REQ', 'REQ']);
+  });
+
   it('returns ok=false (not a throw) for a malformed COUNT answer', async () => {
     const relay = await scriptedRelay((f, ws) => {
       if (f[0] === 'COUNT') send(ws, 'COUNT', f[1], { count: 'many' });

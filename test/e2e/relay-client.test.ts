@@ -242,7 +242,6 @@ describe('NIP-42 AUTH', () => {
     const me = newKey();
     const { client, sentTypes } = create(relayUrl);
     expect((await client.connect()).ok).toBe(true);
-    await waitFor(() => client.challenge !== undefined, 'the AUTH challenge');
     const closed = await new Promise<string>((resolve) => {
       client.subscribe([{ kinds: [GIFT_WRAP], '#p': [me.pk] }], { onEvent: () => undefined, onClosed: resolve });
     });
@@ -251,14 +250,29 @@ describe('NIP-42 AUTH', () => {
     expect(counted.ok).toBe(false);
     expect(!counted.ok && parseRejection(counted.message)?.prefix).toBe('auth-required');
     expect(sentTypes()).not.toContain('AUTH');
+    expect(client.challenge).toMatch(/^[0-9a-f]{32}$/); // sent by the relay with its auth-required: answer
   });
 
-  it('answers the challenge at once by default', async () => {
+  it('authenticate() before any challenge asks for one (a bare ["AUTH"]) and authenticates', async () => {
     const me = newKey();
-    const { client, sentTypes } = create(relayUrl, { auth: signer(me) });
+    const { client, sockets } = create(relayUrl, { auth: signer(me), authOn: 'demand' });
     expect((await client.connect()).ok).toBe(true);
-    await waitFor(() => client.authenticatedAs === me.pk, 'authentication');
-    expect(sentTypes()).toEqual(['AUTH']);
+    expect(client.challenge).toBeUndefined(); // edgestr sends no challenge on connect
+    expect(await client.authenticate()).toEqual({ ok: true, message: '' });
+    expect(client.authenticatedAs).toBe(me.pk);
+    const sent = sockets[0]!.sent.map((f) => JSON.parse(f) as unknown[]);
+    expect(sent.map((f) => [f[0], f.length])).toEqual([['AUTH', 1], ['AUTH', 2]]);
+  });
+
+  it('by default answers a challenge whenever it comes: a private REQ is served after one round trip', async () => {
+    const me = newKey();
+    const { client: writer } = create(relayUrl);
+    const stored = giftWrapTo(me.pk);
+    expect((await writer.publish(stored)).ok).toBe(true);
+    const { client, sentTypes } = create(relayUrl, { auth: signer(me) });
+    expect(await fetchIds(client, [{ kinds: [GIFT_WRAP], '#p': [me.pk] }])).toEqual([stored.id]);
+    expect(sentTypes()).toEqual(['REQ', 'AUTH', 'REQ', 'CLOSE']);
+    expect(client.authenticatedAs).toBe(me.pk);
   });
 
   it('on demand: a refused REQ is retried once after authenticating, and then serves the gift wrap', async () => {

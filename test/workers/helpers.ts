@@ -133,6 +133,8 @@ export async function connect(path = '/', headers: Record<string, string> = {}):
   if (!ws) throw new Error(`no websocket: ${res.status} ${await res.text()}`);
   ws.accept();
   const sock = new TestSocket(ws, `ws://relay.test${path}`);
+  // The relay sends its NIP-42 challenge lazily; ask for it, so that `challenge` is known at once.
+  sock.send(['AUTH']);
   await sock.next((f) => f[0] === 'AUTH').then((f) => sock.frames.unshift(f));
   return sock;
 }

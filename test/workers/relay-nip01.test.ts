@@ -1,12 +1,70 @@
 // NIP-01 behaviour of a shard over a real WebSocket: publish, query, order, limits, live events.
+import { SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { connect, freshOwner, keys, now, sign } from './helpers.js';
+import { BASE, connect, freshOwner, keys, now, sign, TestSocket } from './helpers.js';
+
+/** A connection exactly as a client gets it (the `connect` helper asks for the challenge at once). */
+async function rawConnect(path: string): Promise<TestSocket> {
+  const res = await SELF.fetch(`${BASE}${path}`, { headers: { Upgrade: 'websocket' } });
+  const ws = res.webSocket;
+  if (!ws) throw new Error(`no websocket: ${res.status}`);
+  ws.accept();
+  return new TestSocket(ws, `ws://relay.test${path}`);
+}
 
 describe('NIP-01 on a shard', () => {
-  it('sends an AUTH challenge on connect', async () => {
+  it('sends no AUTH challenge on connect, and the same challenge each time a bare ["AUTH"] asks', async () => {
+    const s = await rawConnect('/');
+    s.send(['REQ', 'sentinel', { ids: ['0'.repeat(64)] }]);
+    await s.next((f) => f[0] === 'EOSE');
+    expect(s.frames).toEqual([]);
+    s.send(['AUTH']);
+    const [, challenge] = await s.next((f) => f[0] === 'AUTH');
+    expect(challenge).toMatch(/^[0-9a-f]{32}$/);
+    s.send(['AUTH']);
+    expect(await s.next((f) => f[0] === 'AUTH')).toEqual(['AUTH', challenge]);
+  });
+
+  it('sends the challenge right before every auth-required answer (CLOSED and OK), and it authenticates', async () => {
+    const owner = freshOwner();
+    const s = await rawConnect(`/r/${owner.pk}`);
+    const order: string[] = [];
+    s.ws.addEventListener('message', (m) => order.push((JSON.parse(m.data as string) as string[])[0]!));
+    expect(await s.req('wraps', { kinds: [1059], '#p': [owner.pk] })).toEqual({
+      events: [],
+      closed: 'auth-required: these kinds are only served to their authenticated author or recipient',
+    });
+    const [, challenge] = await s.next((f) => f[0] === 'AUTH');
+    expect(challenge).toMatch(/^[0-9a-f]{32}$/);
+    const guarded = sign(owner, { tags: [['-']] });
+    expect(await s.publish(guarded)).toEqual(['OK', guarded.id, false, 'auth-required: this event is protected: authenticate as its author to publish it']);
+    expect(await s.next((f) => f[0] === 'AUTH')).toEqual(['AUTH', challenge]);
+    expect(order).toEqual(['AUTH', 'CLOSED', 'AUTH', 'OK']);
+    expect((await s.auth(owner))[2]).toBe(true);
+    expect(await s.req('wraps', { kinds: [1059], '#p': [owner.pk] })).toEqual({ events: [] });
+    expect(await s.publish(guarded)).toEqual(['OK', guarded.id, true, '']);
+    expect(order.filter((t) => t === 'AUTH')).toHaveLength(2);
+  });
+
+  it('a subscription id that spells auth-required: brings no challenge', async () => {
+    const s = await rawConnect('/');
+    const subId = 'x","auth-required: y';
+    s.send(['REQ', subId, { kinds: ['one'] }]);
+    const closed = await s.next((f) => f[0] === 'CLOSED');
+    expect(closed[1]).toBe(subId);
+    expect(closed[2]).toMatch(/^invalid: /);
+    s.send(['REQ', 'sentinel', { ids: ['0'.repeat(64)] }]);
+    await s.next((f) => f[0] === 'EOSE');
+    expect(s.frames).toEqual([]);
+  });
+
+  it('answers ["PING"] with nothing: the next frame is the answer to a sentinel REQ', async () => {
     const s = await connect('/');
-    const f = await s.next((x) => x[0] === 'AUTH');
-    expect(f[1]).toMatch(/^[0-9a-f]{32}$/);
+    s.frames.splice(0); // the challenge the helper asked for
+    s.send(['PING']);
+    s.send(['REQ', 'sentinel', { ids: ['0'.repeat(64)] }]);
+    await s.next((f) => f[0] === 'EOSE' && f[1] === 'sentinel');
+    expect(s.frames).toEqual([]);
   });
 
   it('stores an event, answers OK, serves its canonical JSON, and says duplicate the second time', async () => {

@@ -7,7 +7,7 @@ import { checkIdAndSignature, eventJson, parseEvent, type NostrEvent } from '../
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import { checkFilterValues, dedupeFilter, type Filter } from '../../src/shared/filters.js';
 import { isPrivateKind, isStored, KIND } from '../../src/shared/kinds.js';
-import { parseClientMessage, relayMessage } from '../../src/shared/messages.js';
+import { isAuthRequiredAnswer, parseClientMessage, relayMessage } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
 import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
@@ -127,7 +127,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
       relayUrl: url.href,
       internal,
     });
-    server.send(relayMessage.auth(challenge));
+    // NIP-42 challenge: not sent on connect (see `send`), so that clients with no auth set up
+    // (welshman, NDK) are not left waiting for an authentication that nothing needs.
     return new Response(null, { status: 101, webSocket: client });
   }
 
@@ -209,11 +210,22 @@ export class RelayShard extends DurableObject<RelayEnv> {
         return this.conns.closeSub(conn, msg.subId);
       case 'AUTH':
         return this.onAuth(conn, msg.event);
+      case 'PING':
+        return; // a keep-alive (welshman sends one every 30 s of silence): nothing to answer
+      case 'CHALLENGE':
+        return send(conn, relayMessage.auth(conn.att.challenge));
     }
   }
 
-  override async webSocketClose(ws: WebSocket): Promise<void> {
+  /**
+   * The client closed: forget the connection and complete the close handshake (RFC 6455 §5.5.1).
+   * Hibernatable sockets do not answer a close frame by themselves, so without this the client
+   * waits for its own timeout and reports 1006. Codes a peer may not send (1005 "no code", 1006,
+   * 1015) are answered with 1000; closing a socket that is already closed is a no-op.
+   */
+  override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
     this.conns.drop(ws);
+    ws.close(closeReplyCode(code), reason);
   }
 
   override async webSocketError(ws: WebSocket): Promise<void> {
@@ -407,8 +419,21 @@ async function setUpVerifier(attempts = 3): Promise<SchnorrVerifier & SchnorrSig
   }
 }
 
+/** The code to echo in a close reply: the peer's own, unless it is one that may not be sent on the wire. */
+function closeReplyCode(code: number): number {
+  const sendable = (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+  return sendable ? code : 1000;
+}
+
+/**
+ * Sends a frame. The connection's NIP-42 challenge goes out lazily: right before every
+ * `auth-required:` answer (OK or CLOSED), so a client learns it the moment authenticating would
+ * help, and clients that never need it (welshman and NDK without an auth policy) never see one.
+ */
 function send(conn: Connection, frame: string): void {
-  if (conn.ws.readyState === WebSocket.OPEN) conn.ws.send(frame);
+  if (conn.ws.readyState !== WebSocket.OPEN) return;
+  if (isAuthRequiredAnswer(frame)) conn.ws.send(relayMessage.auth(conn.att.challenge));
+  conn.ws.send(frame);
 }
 
 function answerRejection(conn: Connection, id: string | undefined, r: Rejection): void {
