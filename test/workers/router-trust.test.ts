@@ -29,7 +29,11 @@ async function socketWithEnv(override: EnvOverride, url: string): Promise<TestSo
   const ws = res.webSocket;
   if (!ws) throw new Error(`no websocket: ${res.status} ${await res.text()}`);
   ws.accept();
-  return new TestSocket(ws, url.replace(/^http/, 'ws'));
+  const sock = new TestSocket(ws, url.replace(/^http/, 'ws'));
+  // The relay sends its NIP-42 challenge lazily; ask for it (as connect() in helpers.ts does).
+  sock.send(['AUTH']);
+  await sock.next((f) => f[0] === 'AUTH').then((f) => sock.frames.unshift(f));
+  return sock;
 }
 
 describe('closed owner shards outside development', () => {
