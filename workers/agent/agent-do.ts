@@ -227,15 +227,25 @@ export class Agent extends DurableObject<AgentEnv> {
       this.closeClients();
       this.sk = undefined;
       await this.ctx.storage.deleteAlarm();
-      await this.ctx.storage.deleteAll();
-      this.cachedConfig = undefined;
-      this.migrate();
-      this.sessions.migrate();
-      this.budget.migrate();
+      this.forgetEverything();
       return true;
     } finally {
       this.removing = false;
     }
+  }
+
+  /**
+   * Empties every table in one synchronous transaction. (`storage.deleteAll()` drops the tables and
+   * resolves later: a message handler running in between would find no `runs` table.)
+   */
+  private forgetEverything(): void {
+    this.ctx.storage.transactionSync(() => {
+      const tables = this.sql
+        .exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%'")
+        .toArray();
+      for (const { name } of tables) this.sql.exec(`DELETE FROM "${name.replaceAll('"', '""')}"`);
+    });
+    this.cachedConfig = undefined;
   }
 
   // ---- lifecycle ----

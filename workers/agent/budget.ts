@@ -75,7 +75,7 @@ export class AgentBudget {
     this.migrate();
   }
 
-  migrate(): void {
+  private migrate(): void {
     this.sql.exec('CREATE TABLE IF NOT EXISTS token_usage (day TEXT PRIMARY KEY, tokens INTEGER NOT NULL) WITHOUT ROWID');
   }
 

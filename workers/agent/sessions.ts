@@ -28,7 +28,7 @@ export class SessionStore {
    * schema (keyed by `s` only) is moved under the sender of the run that wrote each turn (the
    * `runs` table knows it); turns whose run is unknown are dropped.
    */
-  migrate(): void {
+  private migrate(): void {
     const old = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('history')").toArray();
     const legacy = old.length > 0 && !old.some((c) => c.name === 'sender');
     if (legacy) this.sql.exec('ALTER TABLE history RENAME TO history_v1');
