@@ -8,7 +8,7 @@ import { bytesToHex } from '../../src/shared/hex.js';
 import { attestationDigest, signAttestation } from '../../src/shared/nip-oa.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { shardName } from '../../workers/relay-do/routes.js';
-import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+import { connect, eventFrame, keys, now, Sentinel, sign, type Keys, type TestSocket } from './helpers.js';
 
 const shardOf = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
 
@@ -130,7 +130,7 @@ describe('NIP-AO authorization matrix', () => {
           const ok = await p.publish(e);
           expect(ok[2]).toBe(sub.receives);
           if (sub.receives) expect(await s.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'ao', e]);
-          else expect(await s.silence((f) => f[0] === 'EVENT')).toBe(true);
+          else expect(await s.silence(eventFrame(e.id), await Sentinel.arm(s, p, w.owner))).toBe(true);
         });
       }
     }
@@ -144,8 +144,9 @@ describe('NIP-AO authorization matrix', () => {
     await spy.req('own', { kinds: [24200], '#p': [w.third.pk], since: now() });
     const a = await connect(w.path);
     await a.auth(w.agent);
-    expect((await a.publish(frameBy(w, 'agent', 'telemetry')))[2]).toBe(true);
-    expect(await spy.silence((f) => f[0] === 'EVENT')).toBe(true);
+    const e = frameBy(w, 'agent', 'telemetry');
+    expect((await a.publish(e))[2]).toBe(true);
+    expect(await spy.silence(eventFrame(e.id), await Sentinel.arm(spy, a, w.owner))).toBe(true);
   });
 
   it('a subscription without kinds still gets frames only through #p of an authenticated pubkey', async () => {
@@ -159,7 +160,7 @@ describe('NIP-AO authorization matrix', () => {
     const e = frameBy(w, 'agent', 'telemetry');
     await a.publish(e);
     expect(await owner.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'withP', e]);
-    expect(await owner.silence((f) => f[0] === 'EVENT' && f[1] === 'noPs')).toBe(true);
+    expect(await owner.silence((f) => f[0] === 'EVENT' && f[1] === 'noPs', await Sentinel.arm(owner, a, w.owner))).toBe(true);
   });
 });
 
@@ -200,7 +201,7 @@ describe('NIP-AO frame checks', () => {
     await owner.req('ao', { kinds: [24200], '#p': [w.owner.pk], since: now() });
     const e = frame(w.agent, w.owner.pk, w.agent.pk, 'debug');
     expect(await s.publish(e)).toEqual(['OK', e.id, true, '']);
-    expect(await owner.silence((f) => f[0] === 'EVENT')).toBe(true);
+    expect(await owner.silence(eventFrame(e.id), await Sentinel.arm(owner, s, w.owner))).toBe(true);
   });
 
   it('refuses history queries for kind 24200', async () => {
