@@ -50,9 +50,8 @@ export const filter: fc.Arbitrary<Record<string, unknown>> = fc
           // Long tag lists too: several of them in one filter is the planner's worst case (issue 7 #1).
           fc.oneof(fc.array(fc.string({ maxLength: 70 }), { maxLength: 40 }), fc.array(hex(16), { minLength: 200, maxLength: 400 }), awkward),
         ),
-        {
-        maxLength: 3,
-      })
+        { maxLength: 3 },
+      )
       .map((extra) => ({ ...base, ...Object.fromEntries(extra.filter(([k]) => k !== '__proto__')) })),
   );
 
