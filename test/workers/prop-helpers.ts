@@ -1,11 +1,12 @@
 // Shared settings and mutation arbitraries for the property tests (test/workers/prop-*.test.ts).
 // Runs are deterministic (a fixed seed: the same cases on every run and machine). On failure
-// fast-check prints the seed, the path and the shrunk counterexample; to explore other cases,
-// change PROP_SEED here (workerd tests do not see the shell's environment).
+// fast-check prints the seed, the path and the shrunk counterexample; to replay it or explore other
+// cases, set VITE_PROP_SEED (workerd tests see only VITE_-prefixed variables, through import.meta.env).
 
 import fc from 'fast-check';
 
-export const PROP_SEED = 7;
+const seedVar = Number((import.meta as unknown as { env: Record<string, string | undefined> }).env.VITE_PROP_SEED);
+export const PROP_SEED = Number.isInteger(seedVar) ? seedVar : 7;
 
 export const PROP: fc.Parameters<unknown> = { seed: PROP_SEED, numRuns: 150 };
 
