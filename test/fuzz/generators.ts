@@ -166,3 +166,32 @@ export function apiRequest(base: string, owner: FuzzKeys, agent: string): fc.Arb
       return { method, path, headers, ...(sent !== undefined ? { body: sent } : {}) };
     });
 }
+
+export interface RouterRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+}
+
+/** Random requests on the router's own paths: shards (upgrade or NIP-11), /health, unknown paths. */
+export function routerRequest(owner: string): fc.Arbitrary<RouterRequest> {
+  const path = fc.oneof(
+    fc.constantFrom('/', '/health', `/r/${owner}`, `/r/${owner.toUpperCase()}`, `/r/${owner}/`, '/r/', '/r', '/console', '/mcp', '/api', '/favicon.ico', '//', '/r/npub1', '/%00'),
+    fc.string({ maxLength: 80 }).map((x) => `/r/${encodeURIComponent(x)}`),
+    fc.webPath({ size: 'small' }),
+  );
+  return fc
+    .record({
+      method: fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'HEAD', 'PATCH'),
+      path,
+      upgrade: fc.constantFrom('websocket', 'WebSocket', 'h2c', ''),
+      accept: fc.constantFrom('application/nostr+json', 'text/html, application/nostr+json;q=0.9', '*/*', '', 'application/json'),
+      extra: fc.constantFrom<Record<string, string>>({}, { 'x-edgestr-internal': 'agent' }, { 'x-edgestr-shard': 'public' }, { 'CF-Connecting-IP': 'not an ip' }),
+    })
+    .map(({ method, path, upgrade, accept, extra }) => {
+      const headers: Record<string, string> = { ...extra };
+      if (upgrade) headers.Upgrade = upgrade;
+      if (accept) headers.Accept = accept;
+      return { method, path, headers };
+    });
+}

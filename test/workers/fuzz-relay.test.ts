@@ -1,6 +1,6 @@
 // Bounded fuzz run (issue 7): random and mutated frames on the WebSocket endpoints (the public shard
-// and an owner shard, unauthenticated and authenticated connections) and random requests on
-// /api/agents. Asserts that nothing crashes (a thrown error or unhandled rejection in the Worker
+// and an owner shard, unauthenticated and authenticated connections), random requests on
+// /api/agents and on the router's own paths (shards, NIP-11, upgrades, unknown paths). Asserts that nothing crashes (a thrown error or unhandled rejection in the Worker
 // fails the run; sockets stay open), every answer is a standard frame with a standard prefix,
 // every 4xx is JSON with an `error`, and a bystander connection on the same shard keeps getting
 // its REQ answered (EOSE) within 1 s throughout.
@@ -14,7 +14,7 @@ import { SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import { apiRequest, frame, type FuzzKeys } from '../fuzz/generators.js';
+import { apiRequest, frame, routerRequest, type FuzzKeys } from '../fuzz/generators.js';
 import { BASE, connect, sign, type TestSocket } from './helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
@@ -144,6 +144,34 @@ describe('fuzz: /api/agents', () => {
         const res = await SELF.fetch(`${BASE}${r.path}`, { method: r.method, headers: r.headers, ...(r.body !== undefined ? { body: r.body } : {}) });
         const text = await res.text();
         expect(res.status, where).toBeLessThan(500);
+        if (res.status >= 400 && r.method !== 'HEAD') {
+          let json: unknown;
+          expect(() => (json = JSON.parse(text)), `${where}: not JSON: ${text.slice(0, 200)}`).not.toThrow();
+          expect(typeof (json as { error?: unknown }).error, `${where}: ${text.slice(0, 200)}`).toBe('string');
+        }
+      }
+      count++;
+    }
+    expect(count).toBeGreaterThan(0);
+  }, Math.max(120_000, SECONDS * 1000 + 60_000));
+});
+
+describe('fuzz: router paths', () => {
+  it('random paths, methods, upgrades and Accept headers: no 5xx, every error is JSON with an error field, upgrades give a socket', async () => {
+    let count = 0;
+    for (const seed of rounds()) {
+      for (const [i, r] of fc.sample(routerRequest(TEST_OWNER), { seed, numRuns: API_PER_ROUND }).entries()) {
+        const where = `seed ${seed}, request #${i}: ${r.method} ${r.path} ${JSON.stringify(r.headers)}`;
+        const res = await SELF.fetch(`${BASE}${r.path}`, { method: r.method, headers: r.headers });
+        expect(res.status, where).toBeLessThan(500);
+        if (res.status === 101) {
+          const ws = res.webSocket;
+          expect(ws, where).toBeTruthy();
+          ws!.accept();
+          ws!.close(1000, 'fuzz');
+          continue;
+        }
+        const text = await res.text();
         if (res.status >= 400 && r.method !== 'HEAD') {
           let json: unknown;
           expect(() => (json = JSON.parse(text)), `${where}: not JSON: ${text.slice(0, 200)}`).not.toThrow();
