@@ -116,9 +116,14 @@ export class TestSocket {
     return (await this.next((f) => f[0] === 'OK' && f[1] === e.id)) as [string, string, boolean, string];
   }
 
-  /** Asserts nothing matching arrives within `ms`. */
-  async silence(pred: (f: Frame) => boolean, ms = 150): Promise<boolean> {
-    await new Promise((r) => setTimeout(r, ms));
+  /**
+   * "Nothing matching `pred` was delivered", without a timeout: fires `sentinel` (an event this
+   * socket must receive, published after the action that must not deliver) and waits for it. The
+   * shard sends one socket's frames in the order it processed the events, so a wrong delivery,
+   * however slow, arrives before the sentinel. `pred` must not match the sentinel itself.
+   */
+  async silence(pred: (f: Frame) => boolean, sentinel: Sentinel): Promise<boolean> {
+    await sentinel.fire();
     return !this.frames.some(pred);
   }
 
@@ -140,3 +145,40 @@ export async function connect(path = '/', headers: Record<string, string> = {}):
 }
 
 export const randomHex = (n = 32) => bytesToHex(crypto.getRandomValues(new Uint8Array(n)));
+
+/** A frame predicate: the EVENT frame carrying the event with `id` (on any subscription). */
+export const eventFrame =
+  (id: string) =>
+  (f: Frame): boolean =>
+    f[0] === 'EVENT' && (f[2] as { id?: string } | undefined)?.id === id;
+
+const SENTINEL_KIND = 20999;
+
+/**
+ * An event that `watcher` must receive: `watcher` subscribes to ephemeral kind 20999 by `author`
+ * on its own subscription; `fire()` publishes one through `publisher` (after the action under
+ * test, so the shard processes it later) and waits until the watcher has it. On an owner shard,
+ * `author` must be allowed to write there (the owner does).
+ */
+export class Sentinel {
+  private constructor(
+    private readonly watcher: TestSocket,
+    private readonly publisher: TestSocket,
+    private readonly author: Keys,
+    private readonly subId: string,
+  ) {}
+
+  static async arm(watcher: TestSocket, publisher: TestSocket, author: Keys): Promise<Sentinel> {
+    const subId = `sentinel-${randomHex(4)}`;
+    const res = await watcher.req(subId, { kinds: [SENTINEL_KIND], authors: [author.pk] });
+    if (res.closed !== undefined || res.events.length > 0) throw new Error(`sentinel subscription refused: ${JSON.stringify(res)}`);
+    return new Sentinel(watcher, publisher, author, subId);
+  }
+
+  async fire(): Promise<void> {
+    const e = sign(this.author, { kind: SENTINEL_KIND, content: `sentinel ${randomHex(4)}` });
+    const ok = await this.publisher.publish(e);
+    if (!ok[2]) throw new Error(`sentinel refused: ${JSON.stringify(ok)}`);
+    await this.watcher.next((f) => f[0] === 'EVENT' && f[1] === this.subId && (f[2] as NostrEvent).id === e.id);
+  }
+}

@@ -1,7 +1,6 @@
 // NIP-42 AUTH, private kinds (NIP-XX durable, gift wraps), NIP-70 protected events, NIP-40 expiry.
 import { describe, expect, it } from 'vitest';
-import { connect, freshOwner, keys, now, sign } from './helpers.js';
-import { noneBefore } from './sentinel.js';
+import { connect, eventFrame, freshOwner, keys, now, Sentinel, sign } from './helpers.js';
 
 describe('NIP-42 AUTH', () => {
   it('accepts a valid AUTH, with or without a trailing slash on the relay URL', async () => {
@@ -50,8 +49,10 @@ describe('NIP-42 AUTH', () => {
     const watcher = await connect(`/r/${owner.pk}`);
     await watcher.req('w', { kinds: [22242] });
     const s = await connect(`/r/${owner.pk}`);
-    await s.auth(owner);
-    expect(await noneBefore(watcher, (f) => f[0] === 'EVENT' && f[1] === 'w', s, sign(owner, { content: 'sentinel' }))).toBe(true);
+    const authEvent = sign(owner, { kind: 22242, content: '', tags: [['relay', s.url], ['challenge', s.challenge]] });
+    s.send(['AUTH', authEvent]);
+    expect(await s.next((f) => f[0] === 'OK' && f[1] === authEvent.id)).toEqual(['OK', authEvent.id, true, '']);
+    expect(await watcher.silence(eventFrame(authEvent.id), await Sentinel.arm(watcher, s, owner))).toBe(true);
     expect((await watcher.req('q', { kinds: [22242] })).events).toEqual([]);
   });
 });
@@ -95,7 +96,7 @@ describe('private kinds', () => {
     const pub = await connect(`/r/${owner.pk}`);
     await pub.publish(resp);
     expect(await recipient.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'mine', resp]);
-    expect(await noneBefore(anon, (f) => f[0] === 'EVENT' && f[1] === 'all', pub, sign(owner, { content: 'sentinel' }))).toBe(true);
+    expect(await anon.silence(eventFrame(resp.id), await Sentinel.arm(anon, pub, owner))).toBe(true);
   });
 
   it('gift wraps are served to the recipient only, not to their author', async () => {

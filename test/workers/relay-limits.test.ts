@@ -1,6 +1,8 @@
 // Enforced limits: subscriptions per connection, and rate limits per connection, per pubkey and
-// per IP (which a reconnect does not reset).
-import { describe, expect, it } from 'vitest';
+// per IP (which a reconnect does not reset). The rate-limit tests freeze the clock (the shard runs
+// in the test's isolate and reads the same Date), so each bucket's answer is exact: its burst is
+// accepted and nothing more until the clock is moved on, however slow the machine.
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { connect, freshOwner, keys, sign, type TestSocket } from './helpers.js';
@@ -23,7 +25,18 @@ describe('limits', () => {
     expect(await s.req('big', { kinds: [1], limit: 1_000_000 })).toEqual({ events: [] });
   });
 
-  /** Sends events without waiting, then collects their OKs in order. */
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** Freezes Date (here and in the shard) at the current time; `advance(ms)` moves it on. */
+  function freezeClock() {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now());
+    return { advance: (ms: number) => vi.setSystemTime(Date.now() + ms) };
+  }
+
+  /** Sends events without waiting, then collects their OKs. */
   async function flood(s: TestSocket, events: NostrEvent[]) {
     for (const e of events) s.send(['EVENT', e]);
     const answers = [];
@@ -31,71 +44,85 @@ describe('limits', () => {
     return answers as Array<[string, string, boolean, string]>;
   }
 
-  /** Tokens a bucket may have regained during `ms` (plus one for rounding). */
-  const refill = (perSecond: number, ms: number) => Math.ceil((perSecond * ms) / 1000) + 1;
-
-  /**
-   * Every refusal carries `message`; and when the bucket cannot have refilled enough to take all
-   * `sent` (a slow machine may take long enough for that), at least one event was refused.
-   */
-  function expectRefusals(answers: Array<[string, string, boolean, string]>, message: string, burst: number, perSecond: number, elapsed: number) {
-    const refused = answers.filter((a) => !a[2]);
-    for (const r of refused) expect(r[3]).toBe(message);
-    if (burst + refill(perSecond, elapsed) < answers.length) expect(refused.length).toBeGreaterThan(0);
+  /** Accepted count, and the distinct refusal messages (counted, not by position). */
+  function tally(answers: Array<[string, string, boolean, string]>) {
+    return { accepted: answers.filter((a) => a[2]).length, refusals: [...new Set(answers.filter((a) => !a[2]).map((a) => a[3]))] };
   }
 
-  it('rate-limits events per connection after the burst', async () => {
+  it('rate-limits events per connection after the burst, and refills at its rate', async () => {
+    const clock = freezeClock();
     const owner = freshOwner();
     // The internal marker of edgestr's own agents is stripped by the router: no exemption from outside.
     const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '203.0.113.1', 'x-edgestr-internal': 'agent' });
     const burst = DEFAULT_LIMITS.events_burst_per_connection;
+    const rate = DEFAULT_LIMITS.events_per_second_per_connection;
     // Ephemeral events from several authors, so only the connection's bucket can trip.
     const authors = Array.from({ length: 5 }, keys);
-    const events = Array.from({ length: burst + 40 }, (_, i) => sign(authors[i % 5]!, { kind: 20000, tags: [['p', owner.pk]], content: String(i) }));
-    const started = Date.now();
-    const answers = await flood(s, events);
-    const elapsed = Date.now() - started;
-    const accepted = answers.filter((a) => a[2]).length;
-    // Counted, not by position: under load the shard may take queued messages in another order.
-    expect(accepted).toBeGreaterThanOrEqual(burst);
-    expect(accepted).toBeLessThanOrEqual(burst + refill(DEFAULT_LIMITS.events_per_second_per_connection, elapsed));
-    expectRefusals(answers, 'rate-limited: slow down: too many events on this connection', burst, DEFAULT_LIMITS.events_per_second_per_connection, elapsed);
+    const make = (n: number, tag: string) => Array.from({ length: n }, (_, i) => sign(authors[i % 5]!, { kind: 20000, tags: [['p', owner.pk]], content: `${tag}${i}` }));
+    const message = 'rate-limited: slow down: too many events on this connection';
+    expect(tally(await flood(s, make(burst + 40, 'a')))).toEqual({ accepted: burst, refusals: [message] });
+    clock.advance(1000);
+    expect(tally(await flood(s, make(rate + 1, 'b')))).toEqual({ accepted: rate, refusals: [message] });
     expect(s.closed).toBeUndefined();
   });
 
   it('rate-limits one pubkey across connections (a reconnect does not reset it)', async () => {
+    const clock = freezeClock();
     const owner = freshOwner();
     const burst = DEFAULT_LIMITS.events_burst_per_pubkey;
-    const started = Date.now();
     const answers = [];
     for (let c = 0; c < 3; c++) {
       const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': `198.51.100.${c}` });
       answers.push(...(await flood(s, Array.from({ length: 90 }, (_, i) => sign(owner, { kind: 20000, content: `${c}/${i}` })))));
       s.close();
     }
-    const elapsed = Date.now() - started;
-    const accepted = answers.filter((a) => a[2]).length;
-    expect(accepted).toBeGreaterThanOrEqual(burst);
-    expect(accepted).toBeLessThanOrEqual(burst + refill(DEFAULT_LIMITS.events_per_second_per_pubkey, elapsed));
-    expectRefusals(answers, 'rate-limited: slow down: too many events from this pubkey', burst, DEFAULT_LIMITS.events_per_second_per_pubkey, elapsed);
+    const message = 'rate-limited: slow down: too many events from this pubkey';
+    expect(tally(answers)).toEqual({ accepted: burst, refusals: [message] });
+    clock.advance(1000);
+    const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '198.51.100.9' });
+    const rate = DEFAULT_LIMITS.events_per_second_per_pubkey;
+    expect(tally(await flood(s, Array.from({ length: rate + 1 }, (_, i) => sign(owner, { kind: 20000, content: `later ${i}` }))))).toEqual({
+      accepted: rate,
+      refusals: [message],
+    });
   });
 
   it('rate-limits one IP address across reconnects', async () => {
+    const clock = freezeClock();
     const owner = freshOwner();
     const burst = DEFAULT_LIMITS.events_burst_per_ip;
+    const rate = DEFAULT_LIMITS.events_per_second_per_ip;
     const authors = Array.from({ length: 20 }, keys);
-    const events = Array.from({ length: burst + 100 }, (_, i) => sign(authors[i % 20]!, { kind: 20000, tags: [['p', owner.pk]], content: String(i) }));
-    const started = Date.now();
+    const make = (n: number, tag: string) => Array.from({ length: n }, (_, i) => sign(authors[i % 20]!, { kind: 20000, tags: [['p', owner.pk]], content: `${tag}${i}` }));
+    const message = 'rate-limited: slow down: too many events from this address';
+    const events = make(burst + 100, 'a');
     const answers = [];
     for (let i = 0; i < events.length; i += 80) {
       const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.77' });
       answers.push(...(await flood(s, events.slice(i, i + 80))));
       s.close();
     }
-    const elapsed = Date.now() - started;
-    const accepted = answers.filter((a) => a[2]).length;
-    expect(accepted).toBeGreaterThanOrEqual(burst);
-    expect(accepted).toBeLessThanOrEqual(burst + refill(DEFAULT_LIMITS.events_per_second_per_ip, elapsed));
-    expectRefusals(answers, 'rate-limited: slow down: too many events from this address', burst, DEFAULT_LIMITS.events_per_second_per_ip, elapsed);
+    expect(tally(answers)).toEqual({ accepted: burst, refusals: [message] });
+    clock.advance(1000);
+    const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.77' });
+    expect(tally(await flood(s, make(rate + 1, 'b')))).toEqual({ accepted: rate, refusals: [message] });
+  });
+
+  it('rate-limits REQ and COUNT per connection after the burst, and refills at its rate', async () => {
+    const clock = freezeClock();
+    const s = await connect(`/r/${freshOwner().pk}`);
+    const burst = DEFAULT_LIMITS.reqs_burst_per_connection;
+    const rate = DEFAULT_LIMITS.reqs_per_second_per_connection;
+    /** Sends n REQ/COUNT (alternating, one reused subscription id) and counts the answers. */
+    async function queries(n: number) {
+      for (let i = 0; i < n; i++) s.send([i % 2 ? 'COUNT' : 'REQ', 'q', { kinds: [1], limit: 1 }]);
+      const answers = [];
+      for (let i = 0; i < n; i++) answers.push(await s.next((f) => (f[0] === 'EOSE' || f[0] === 'COUNT' || f[0] === 'CLOSED') && f[1] === 'q'));
+      return { answered: answers.filter((f) => f[0] !== 'CLOSED').length, refusals: [...new Set(answers.filter((f) => f[0] === 'CLOSED').map((f) => f[2]))] };
+    }
+    const message = 'rate-limited: slow down: too many requests on this connection';
+    expect(await queries(burst + 10)).toEqual({ answered: burst, refusals: [message] });
+    clock.advance(1000);
+    expect(await queries(rate + 1)).toEqual({ answered: rate, refusals: [message] });
   });
 });

@@ -1,7 +1,7 @@
 // NIP-01 behaviour of a shard over a real WebSocket: publish, query, order, limits, live events.
 import { SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { BASE, connect, freshOwner, keys, now, sign, TestSocket } from './helpers.js';
+import { BASE, connect, eventFrame, freshOwner, keys, now, Sentinel, sign, TestSocket } from './helpers.js';
 
 /** A connection exactly as a client gets it (the `connect` helper asks for the challenge at once). */
 async function rawConnect(path: string): Promise<TestSocket> {
@@ -139,9 +139,11 @@ describe('NIP-01 on a shard', () => {
     await pub.publish(e2);
     expect(await sub.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 's', e2]);
     sub.send(['CLOSE', 's']);
-    await new Promise((r) => setTimeout(r, 50));
-    await pub.publish(sign(owner, { kind: 2, content: 'after close' }));
-    expect(await sub.silence((f) => f[0] === 'EVENT')).toBe(true);
+    // The sentinel's REQ travels on `sub` after the CLOSE, so the shard has closed 's' by its EOSE.
+    const sentinel = await Sentinel.arm(sub, pub, owner);
+    const afterClose = sign(owner, { kind: 2, content: 'after close' });
+    await pub.publish(afterClose);
+    expect(await sub.silence(eventFrame(afterClose.id), sentinel)).toBe(true);
   });
 
   it('limit 0 gives EOSE at once and keeps the subscription open', async () => {

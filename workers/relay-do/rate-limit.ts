@@ -17,8 +17,14 @@ function lruEntry<V>(map: Map<string, V>, key: string, maxKeys: number, create: 
   return v;
 }
 
+/**
+ * A token bucket on an injected clock: `now` is passed to every call (milliseconds), so tests drive
+ * it exactly. Tokens are kept in thousandths: with integer millisecond times and integer rates the
+ * refill (elapsed ms × rate per second) is an integer, so no rounding drift delays a token past
+ * its boundary. A clock that steps back refills nothing.
+ */
 export class TokenBucket {
-  private tokens: number;
+  private milliTokens: number;
   private last: number;
 
   constructor(
@@ -26,16 +32,17 @@ export class TokenBucket {
     private readonly burst: number,
     now: number,
   ) {
-    this.tokens = burst;
+    this.milliTokens = burst * 1000;
     this.last = now;
   }
 
   /** Takes one token; false when the bucket is empty. `now` in milliseconds. */
   take(now: number): boolean {
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.ratePerSecond);
-    this.last = now;
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
+    const elapsed = Math.max(0, now - this.last);
+    this.milliTokens = Math.min(this.burst * 1000, this.milliTokens + elapsed * this.ratePerSecond);
+    this.last = Math.max(this.last, now);
+    if (this.milliTokens < 1000) return false;
+    this.milliTokens -= 1000;
     return true;
   }
 }
