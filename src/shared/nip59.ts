@@ -5,7 +5,7 @@
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { computeEventId, parseEvent, checkIdAndSignature, type NostrEvent, type UnsignedEvent } from './event.js';
 import { err, ok, type Result } from './errors.js';
-import { ConversationKeyCache, decrypt, encrypt } from './nip44.js';
+import { ConversationKeyCache, decrypt, encrypt, getConversationKey } from './nip44.js';
 import type { SchnorrVerifier } from './verify.js';
 import { kindClass } from './kinds.js';
 
@@ -59,7 +59,11 @@ export function unwrap(wrap: NostrEvent, recipientSk: Uint8Array, keys: Conversa
   if (wrap.kind !== WRAP_KIND && wrap.kind !== EPHEMERAL_WRAP_KIND) return err(`not a gift wrap (kind ${wrap.kind})`);
   const me = getPublicKey(recipientSk);
   if (!wrap.tags.some((t) => t[0] === 'p' && t[1] === me)) return err('gift wrap is not addressed to this key');
-  const sealText = decrypt(wrap.content, keys.get(recipientSk, wrap.pubkey));
+  // The wrap's key is a one-time key: its conversation key is computed, never cached (caching it
+  // would let any sender evict real peers from the shared cache).
+  const wrapKey = conversationKeyOf(recipientSk, wrap.pubkey);
+  if (!wrapKey.ok) return err(`cannot decrypt gift wrap: ${wrapKey.error}`);
+  const sealText = decrypt(wrap.content, wrapKey.value);
   if (!sealText.ok) return err(`cannot decrypt gift wrap: ${sealText.error}`);
   const seal = parseJsonEvent(sealText.value, verifier);
   if (!seal.ok) return err(`invalid seal: ${seal.error}`);
@@ -78,6 +82,15 @@ export function unwrap(wrap: NostrEvent, recipientSk: Uint8Array, keys: Conversa
   if (computeEventId(r) !== r.id) return err('invalid rumor: id does not match');
   if (r.pubkey !== seal.value.pubkey) return err('seal signer is not the rumor author');
   return ok({ rumor: r, author: seal.value.pubkey });
+}
+
+/** The NIP-44 conversation key, or why there is none (a pubkey that is not a point on the curve). */
+function conversationKeyOf(sk: Uint8Array, pubkey: string): Result<Uint8Array, string> {
+  try {
+    return ok(getConversationKey(sk, pubkey));
+  } catch (e) {
+    return err(e instanceof Error ? e.message : String(e));
+  }
 }
 
 function parseJsonEvent(text: string, verifier: SchnorrVerifier): Result<NostrEvent, string> {

@@ -23,6 +23,22 @@ describe('NIP-59', () => {
     expect(unwrap(wrap, bob.sk, cache, nobleVerifier)).toEqual({ ok: true, value: { rumor, author: alice.pk } });
   });
 
+  it('does not put the one-time wrap keys of unwrapped gift wraps into the shared cache', () => {
+    const shared = new ConversationKeyCache(8);
+    shared.get(bob.sk, alice.pk); // the real peer, as the agent would have it
+    for (let i = 0; i < 20; i++) expect(unwrap(giftWrap(rumor, alice.sk, bob.pk, cache), bob.sk, shared, nobleVerifier).ok).toBe(true);
+    // Only (bob, alice) for the seal layer: twenty one-time wrapper keys would have evicted it.
+    expect(shared.size).toBe(1);
+    expect(shared.stats.misses).toBe(1);
+  });
+
+  it('refuses a wrap whose signer is not a point on the curve, as a value', () => {
+    const wrap = { ...giftWrap(rumor, alice.sk, bob.pk, cache), pubkey: 'f'.repeat(64) };
+    const r = unwrap(wrap, bob.sk, cache, nobleVerifier);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error).toMatch(/^cannot decrypt gift wrap: /);
+  });
+
   it('uses 21059 (with the real time) for ephemeral rumors', () => {
     const eph = makeRumor({ pubkey: alice.pk, kind: 25801, created_at: now(), tags: [], content: 'delta' });
     const wrap = giftWrap(eph, alice.sk, bob.pk, cache);

@@ -88,10 +88,9 @@ describe('NIP-59 unwrap (property)', () => {
       stringMutation.map((m) => (w: NostrEvent): NostrEvent => ({ ...w, content: m(w.content) })),
       fc.array(fc.array(fc.string({ maxLength: 70 }), { minLength: 1, maxLength: 3 }), { maxLength: 3 }).map((tags) => (w: NostrEvent): NostrEvent => ({ ...w, tags })),
       fc.integer({ min: 0, max: 65535 }).filter((k) => k !== 1059 && k !== 21059).map((kind) => (w: NostrEvent): NostrEvent => ({ ...w, kind })),
-      // Another (valid) wrapper key. unwrap's contract is a wrap whose signature the caller has
-      // verified (the agent does), so its pubkey is on the curve: an off-curve one makes the
-      // conversation key derivation throw (reported, not a reachable path today).
+      // Another wrapper key: a valid one, or 64 hex characters that are not a point on the curve.
       fc.constant((w: NostrEvent): NostrEvent => ({ ...w, pubkey: keys().pk })),
+      fc.constant((w: NostrEvent): NostrEvent => ({ ...w, pubkey: 'f'.repeat(64) })),
     );
     fc.assert(
       fc.property(mutations, (mutate) => {
