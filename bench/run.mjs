@@ -106,7 +106,7 @@ async function attempt(name, fn, errors) {
  */
 async function withRelay(storageRoot, signer, deadline, scenarios) {
   log(`bundling the Worker and starting workerd (Durable Object storage under ${storageRoot})…`);
-  const relay = await startRelay({ relayLimits: JSON.stringify(BENCH_LIMITS), storageRoot });
+  const relay = await startRelay({ relayLimits: JSON.stringify(BENCH_LIMITS), storageRoot, bindings: { EDGESTR_OPEN_SHARDS: 'true' } });
   log(`relay on ${relay.httpUrl}`);
   try {
     return await scenarios({ httpUrl: relay.httpUrl, wsUrl: relay.wsUrl, signer, log, deadline, cpu: workerdCpuMeter() });

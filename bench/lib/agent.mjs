@@ -144,6 +144,8 @@ async function authedSocket(url, sk, timeoutMs = 10_000) {
     ws.once('open', resolve);
     ws.once('error', reject);
   });
+  // The shard sends its NIP-42 challenge lazily: ask for it.
+  void opened.then(() => ws.send('["AUTH"]'), () => undefined);
   try {
     const [, challenge] = await Promise.all([opened, next((f) => f[0] === 'AUTH', timeoutMs, `AUTH challenge from ${url}`)]);
     const auth = finalizeEvent({ kind: 22242, created_at: nowSeconds(), tags: [['relay', url], ['challenge', String(challenge[1])]], content: '' }, sk);
@@ -255,7 +257,7 @@ async function runSeries(o) {
     provider: 'openai',
     models: ['gpt-bench'],
     // One sender sends every prompt: the per-sender prompt limit (20 a minute by default) is lifted.
-    limits: { prompts_per_minute: 10_000, max_session_turns: 100_000 },
+    limits: { prompts_per_minute: 10_000, agent_prompts_per_minute: 100_000, max_session_turns: 100_000 },
   });
   if (created.status !== 201) throw new Error(`POST /api/agents: ${created.status} ${JSON.stringify(created.json)}`);
   const agent = /** @type {string} */ (created.json.pubkey);

@@ -85,7 +85,8 @@ export function fakeEvent({ author, kind, createdAt, p }) {
 }
 
 /**
- * Opens a socket and waits for the relay's AUTH challenge (the shard sends it on connect).
+ * Opens a socket and waits until the relay answers on it: the shard sends its NIP-42 challenge
+ * lazily, so the socket asks for it with a bare ["AUTH"] once open.
  * @param {string} url @param {number} timeoutMs @returns {Promise<WebSocket>}
  */
 export function openSocket(url, timeoutMs = 10_000) {
@@ -99,6 +100,7 @@ export function openSocket(url, timeoutMs = 10_000) {
       clearTimeout(timer);
       reject(e);
     });
+    ws.once('open', () => ws.send('["AUTH"]'));
     ws.once('message', (data) => {
       clearTimeout(timer);
       const frame = JSON.parse(data.toString());
