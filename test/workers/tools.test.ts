@@ -6,7 +6,7 @@
 
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
-import { checkArgs, validateJson } from '../../workers/agent/tools/args.js';
+import { argsCheck } from '../../workers/agent/tools/args.js';
 import { CALCULATOR_DEFINITION, CalculatorTool, calculate } from '../../workers/agent/tools/calculator.js';
 import { classifyHost, hostAllowed, parseAllowlist, parseIPv4, parseIPv6 } from '../../src/shared/host-policy.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
@@ -209,14 +209,25 @@ describe('argument checks', () => {
     [{ unit: 'c', maybe: 3 }, '"maybe" must be a string or null'],
     [{ unit: 'c', flag: 'yes' }, '"flag" must be a boolean'],
     [{ unit: 'c', extra: 'allowed without additionalProperties: false' }, undefined],
+    [{ unit: 'c', code: 'ab' }, '"code": string is too long (2 > 1)'],
+    [{ unit: 'c', site: 'not a url' }, '"site": string does not match format "uri"'],
     [[1], 'expected an object'],
   ])('%j → %s', (value, problem) => {
-    expect(validateJson(schema, value)).toBe(problem);
+    const checked = argsCheck({ ...schema, properties: { ...schema.properties, code: { type: 'string', maxLength: 1 }, site: { type: 'string', format: 'uri' } } })(value);
+    expect(checked.ok ? undefined : checked.error).toBe(problem === undefined ? undefined : `invalid arguments: ${problem}`);
+    if (checked.ok) expect(checked.value).toBe(value);
   });
 
   it('always wants an object as arguments', () => {
-    expect(checkArgs({}, [])).toBe('invalid arguments: expected an object');
-    expect(checkArgs({}, {})).toBeUndefined();
+    expect(argsCheck({ type: 'array' })([])).toEqual({ ok: false, error: 'invalid arguments: expected an object' });
+    expect(argsCheck({})({})).toEqual({ ok: true, value: {} });
+  });
+
+  it('refuses a call whose schema cannot be applied, as a value', () => {
+    const check = argsCheck({ type: 'object', properties: { s: { type: 'string', pattern: '(' } } });
+    const result = check({ s: 'x' });
+    expect(result.ok).toBe(false);
+    expect(!result.ok && result.error).toMatch(/^invalid arguments: the tool's input schema cannot be applied: /);
   });
 });
 
@@ -584,13 +595,14 @@ describe('MCP tools', () => {
       expect(await tool('everything__get-structured-content').run({ location: 'Paris' }, ctx())).toEqual(
         failure('invalid arguments: "location" must be one of "New York", "Chicago", "Los Angeles"'),
       );
-      // `format: uri` is not checked here; the server refuses it as a tool error (isError).
-      const server = await tool('everything__gzip-file-as-resource').run({ data: 'not a url' }, ctx());
+      // `format: uri` is checked here too; a valid URI the server refuses is a tool error (isError).
+      expect(await tool('everything__gzip-file-as-resource').run({ data: 'not a url' }, ctx())).toEqual(
+        failure('invalid arguments: "data": string does not match format "uri"'),
+      );
+      const server = await tool('everything__gzip-file-as-resource').run({ data: 'ftp://example.com/file' }, ctx());
       expect(server.ok).toBe(true);
       expect(server.ok && server.output.exit_code).toBe(1);
-      expect(server.ok && server.output.stdout).toContain(
-        'Input validation error: Invalid arguments for tool gzip-file-as-resource',
-      );
+      expect(server.ok && server.output.stdout).toContain('Unsupported URL protocol for ftp://example.com/file');
     });
 
     it('times out a long call', async () => {

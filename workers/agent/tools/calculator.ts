@@ -26,7 +26,7 @@
 // Output: stdout = the result; with `precision`, exactly that many decimal places (toFixed);
 // without it, rounded to 15 significant digits (so 0.1 + 0.2 prints 0.3). -0 prints as 0.
 
-import { checkArgs } from './args.js';
+import { argsCheck } from './args.js';
 import { fail, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
 
@@ -388,6 +388,7 @@ export function calculate(expr: string): CalcResult {
 
 export class CalculatorTool implements Tool {
   readonly definition = CALCULATOR_DEFINITION;
+  private readonly check = argsCheck(CALCULATOR_DEFINITION.input_schema);
 
   /** Synchronous work: the signal has nothing to interrupt. */
   run(args: unknown, _ctx?: { signal: AbortSignal }): Promise<ToolResult> {
@@ -395,9 +396,9 @@ export class CalculatorTool implements Tool {
   }
 
   private evaluate(args: unknown): ToolResult {
-    const bad = checkArgs(this.definition.input_schema, args);
-    if (bad) return fail(bad);
-    const { expr, precision } = args as { expr: string; precision?: number };
+    const checked = this.check(args);
+    if (!checked.ok) return fail(checked.error);
+    const { expr, precision } = checked.value as { expr: string; precision?: number };
     if (precision !== undefined && (!Number.isInteger(precision) || precision < 0 || precision > MAX_PRECISION)) {
       return fail(`precision must be an integer from 0 to ${MAX_PRECISION}`);
     }

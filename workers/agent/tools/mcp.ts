@@ -29,7 +29,7 @@
 //   - The SDK Client's default JSON Schema validator (Ajv) compiles tool output schemas with
 //     `new Function`, which workerd forbids: listTools fails with "EvalError: Code generation
 //     from strings disallowed for this context" as soon as a tool has an outputSchema. We pass
-//     a code-free validator (args.ts). (The vitest workers pool allows `new Function`, so the
+//     the SDK's code-free Workers validator (CfWorkerJsonSchemaValidator, @cfworker/json-schema). (The vitest workers pool allows `new Function`, so the
 //     tests also forbid it explicitly to catch a regression.)
 //   - The transport's optional standalone GET SSE stream (server-initiated messages) is not
 //     opened: our fetch answers that GET with 405, which the transport treats as "not offered".
@@ -44,11 +44,11 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
 import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
-import { checkArgs, validateJson, type JsonSchema } from './args.js';
+import { argsCheck, type ArgsCheck } from './args.js';
 import { fail, messageOf, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
 
@@ -107,16 +107,7 @@ export function mcpToolName(serverId: string, toolName: string): string {
 }
 
 /** The SDK's output-schema validator hook, without code generation (see the header). */
-const codeFreeValidator: jsonSchemaValidator = {
-  getValidator<T>(schema: JsonSchemaType): JsonSchemaValidator<T> {
-    return (input: unknown) => {
-      const problem = validateJson(schema as JsonSchema, input);
-      return problem === undefined
-        ? { valid: true, data: input as T, errorMessage: undefined }
-        : { valid: false, data: undefined, errorMessage: problem };
-    };
-  },
-};
+const codeFreeValidator = new CfWorkerJsonSchemaValidator();
 
 /** fetch for the transport: no standalone GET SSE stream (see the header); the rest through safeFetch. */
 const transportFetch =
@@ -302,19 +293,23 @@ export function renderCallResult(result: ToolCallOutcome, maxChars: number = MCP
 }
 
 class McpTool implements Tool {
+  private readonly check: ArgsCheck;
+
   constructor(
     readonly definition: ToolDefinition,
     private readonly remoteName: string,
     private readonly session: McpSession,
     private readonly timeoutMs: number,
     private readonly maxOutputChars: number,
-  ) {}
+  ) {
+    this.check = argsCheck(definition.input_schema);
+  }
 
   async run(args: unknown, ctx: { signal: AbortSignal }): Promise<ToolResult> {
-    const bad = checkArgs(this.definition.input_schema, args);
-    if (bad) return fail(bad);
+    const checked = this.check(args);
+    if (!checked.ok) return fail(checked.error);
     const outcome = await withDeadline(this.timeoutMs, ctx.signal, (signal) =>
-      this.session.callTool(this.remoteName, args as Record<string, unknown>, signal, this.timeoutMs),
+      this.session.callTool(this.remoteName, checked.value, signal, this.timeoutMs),
     );
     if (!outcome.ok) return fail(`MCP ${this.definition.name}: ${outcome.error}`);
     return renderCallResult(outcome.value, this.maxOutputChars);

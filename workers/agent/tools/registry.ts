@@ -10,7 +10,7 @@
 // skipped MCP tools, invalid web_fetch_hosts entries, an empty web_fetch allowlist, tools over
 // the limit of MAX_TOOLS).
 
-import { checkArgs } from './args.js';
+import { argsCheck, type ArgsCheck } from './args.js';
 import { CalculatorTool } from './calculator.js';
 import { connectMcpServer, type McpConnection, type McpOptions, type McpServerConfig } from './mcp.js';
 import { fail, messageOf } from './result.js';
@@ -57,7 +57,7 @@ export interface ToolRegistry {
 }
 
 class Registry implements ToolRegistry {
-  private readonly byName = new Map<string, Tool>();
+  private readonly byName = new Map<string, { tool: Tool; check: ArgsCheck }>();
 
   constructor(
     tools: readonly Tool[],
@@ -68,12 +68,12 @@ class Registry implements ToolRegistry {
       const name = tool.definition.name;
       if (this.byName.has(name)) problems.push(`tool ${name} skipped: the name is already taken`);
       else if (this.byName.size >= MAX_TOOLS) problems.push(`tool ${name} skipped: more than ${MAX_TOOLS} tools`);
-      else this.byName.set(name, tool);
+      else this.byName.set(name, { tool, check: argsCheck(tool.definition.input_schema) });
     }
   }
 
   definitions(): ToolDefinition[] {
-    return [...this.byName.values()].map((t) => t.definition);
+    return [...this.byName.values()].map(({ tool }) => tool.definition);
   }
 
   has(name: string): boolean {
@@ -81,12 +81,12 @@ class Registry implements ToolRegistry {
   }
 
   async run(name: string, args: unknown, signal: AbortSignal): Promise<RegistryRunResult> {
-    const tool = this.byName.get(name);
-    if (!tool) return { ok: false, unknown: true, error: `unknown tool "${name}"` };
-    const bad = checkArgs(tool.definition.input_schema, args);
-    if (bad) return fail(bad);
+    const entry = this.byName.get(name);
+    if (!entry) return { ok: false, unknown: true, error: `unknown tool "${name}"` };
+    const checked = entry.check(args);
+    if (!checked.ok) return fail(checked.error);
     try {
-      return await tool.run(args, { signal });
+      return await entry.tool.run(checked.value, { signal });
     } catch (e) {
       return fail(`${name} failed: ${messageOf(e)}`); // a tool must not throw; keep the run alive if one does
     }

@@ -32,7 +32,7 @@
 
 import { hostAllowed, parseAllowlist, type HostPattern } from '../../../src/shared/host-policy.js';
 import { outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
-import { checkArgs } from './args.js';
+import { argsCheck, type ArgsCheck } from './args.js';
 import { fail, messageOf, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
 
@@ -150,6 +150,7 @@ export class WebFetchTool implements Tool {
   private readonly maxRedirects: number;
   private readonly userAgent: string;
   private readonly policy: OutboundPolicy;
+  private readonly check: ArgsCheck;
 
   constructor(options: WebFetchOptions) {
     const { patterns, invalid } = parseAllowlist(options.allowlist);
@@ -178,6 +179,7 @@ export class WebFetchTool implements Tool {
         required: ['url'],
       },
     };
+    this.check = argsCheck(this.definition.input_schema);
   }
 
   /** Why `url` may not be fetched, or undefined when it may: the outbound policy, then the allowlist. */
@@ -191,9 +193,9 @@ export class WebFetchTool implements Tool {
 
   async run(args: unknown, ctx: { signal: AbortSignal }): Promise<ToolResult> {
     if (this.patterns.length === 0) return fail('web_fetch is disabled: no allowed hosts are configured');
-    const bad = checkArgs(this.definition.input_schema, args);
-    if (bad) return fail(bad);
-    const { url: rawUrl, max_bytes } = args as { url: string; max_bytes?: number };
+    const checked = this.check(args);
+    if (!checked.ok) return fail(checked.error);
+    const { url: rawUrl, max_bytes } = checked.value as { url: string; max_bytes?: number };
     if (max_bytes !== undefined && (!Number.isInteger(max_bytes) || max_bytes < 1)) {
       return fail('max_bytes must be a positive integer');
     }
