@@ -30,6 +30,11 @@ const LOCAL_SERVERS = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
 const never = (): AbortSignal => new AbortController().signal;
 const ctx = () => ({ signal: never() });
 const failure = (error: string): ToolResult => ({ ok: false, error, output: { stdout: '', stderr: error, exit_code: 1 } });
+/** What the registry answers when `args` do not fit the tool's input schema (undefined: they do). */
+const argsError = (tool: Tool | undefined, args: unknown): string | undefined => {
+  const checked = argsCheck(tool?.definition.input_schema ?? {})(args);
+  return checked.ok ? undefined : checked.error;
+};
 const success = (stdout: string, stderr = '', exit_code = 0): ToolResult => ({ ok: true, output: { stdout, stderr, exit_code } });
 
 // ---- calculator ------------------------------------------------------------------------------
@@ -158,14 +163,14 @@ describe('calculator', () => {
     expect(await run(`${'2^'.repeat(80)}1`)).toEqual(failure('nesting too deep (max 64 levels) at 129'));
   });
 
-  it('checks its arguments', async () => {
-    expect(await calc.run({}, ctx())).toEqual(failure('invalid arguments: missing required property "expr"'));
-    expect(await calc.run({ expr: 5 }, ctx())).toEqual(failure('invalid arguments: "expr" must be a string'));
-    expect(await calc.run('1+1', ctx())).toEqual(failure('invalid arguments: expected an object'));
-    expect(await calc.run(null, ctx())).toEqual(failure('invalid arguments: expected an object'));
-    expect(await calc.run({ expr: '1', precision: 'two' }, ctx())).toEqual(
-      failure('invalid arguments: "precision" must be a number'),
-    );
+  it('checks its arguments (the schema through the registry, the precision range itself)', async () => {
+    const registry = await buildToolRunner({ tools: ['calculator'] });
+    const call = (args: unknown) => registry.run('calculator', args, never());
+    expect(await call({})).toEqual(failure('invalid arguments: missing required property "expr"'));
+    expect(await call({ expr: 5 })).toEqual(failure('invalid arguments: "expr" must be a string'));
+    expect(await call('1+1')).toEqual(failure('invalid arguments: expected an object'));
+    expect(await call(null)).toEqual(failure('invalid arguments: expected an object'));
+    expect(await call({ expr: '1', precision: 'two' })).toEqual(failure('invalid arguments: "precision" must be a number'));
     expect(await run('1', 2.5)).toEqual(failure('precision must be an integer from 0 to 20'));
     expect(await run('1', 21)).toEqual(failure('precision must be an integer from 0 to 20'));
     expect(await run('1', -1)).toEqual(failure('precision must be an integer from 0 to 20'));
@@ -429,8 +434,9 @@ describe('web_fetch', () => {
   });
 
   it('checks its arguments and URL', async () => {
-    expect(await local.run({ url: 1 }, ctx())).toEqual(failure('invalid arguments: "url" must be a string'));
-    expect(await local.run({}, ctx())).toEqual(failure('invalid arguments: missing required property "url"'));
+    const registry = await buildToolRunner({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'] }, { webFetch: { policy: DEVELOPMENT } });
+    expect(await registry.run('web_fetch', { url: 1 }, never())).toEqual(failure('invalid arguments: "url" must be a string'));
+    expect(await registry.run('web_fetch', {}, never())).toEqual(failure('invalid arguments: missing required property "url"'));
     expect(await get('/text', { max_bytes: 0 })).toEqual(failure('max_bytes must be a positive integer'));
     expect(await get('/text', { max_bytes: 1.5 })).toEqual(failure('max_bytes must be a positive integer'));
     expect(await local.run({ url: 'not a url' }, ctx())).toEqual(failure('invalid URL'));
@@ -586,18 +592,15 @@ describe('MCP tools', () => {
     });
 
     it('rejects bad arguments before calling, and reports the server’s own validation errors', async () => {
-      expect(await tool('everything__echo').run({ message: 5 }, ctx())).toEqual(
-        failure('invalid arguments: "message" must be a string'),
-      );
-      expect(await tool('everything__get-sum').run({ a: 1 }, ctx())).toEqual(
-        failure('invalid arguments: missing required property "b"'),
-      );
-      expect(await tool('everything__get-structured-content').run({ location: 'Paris' }, ctx())).toEqual(
-        failure('invalid arguments: "location" must be one of "New York", "Chicago", "Los Angeles"'),
+      // The server's schemas as the registry applies them (registry.run calls only with checked arguments).
+      expect(argsError(tool('everything__echo'), { message: 5 })).toBe('invalid arguments: "message" must be a string');
+      expect(argsError(tool('everything__get-sum'), { a: 1 })).toBe('invalid arguments: missing required property "b"');
+      expect(argsError(tool('everything__get-structured-content'), { location: 'Paris' })).toBe(
+        'invalid arguments: "location" must be one of "New York", "Chicago", "Los Angeles"',
       );
       // `format: uri` is checked here too; a valid URI the server refuses is a tool error (isError).
-      expect(await tool('everything__gzip-file-as-resource').run({ data: 'not a url' }, ctx())).toEqual(
-        failure('invalid arguments: "data": string does not match format "uri"'),
+      expect(argsError(tool('everything__gzip-file-as-resource'), { data: 'not a url' })).toBe(
+        'invalid arguments: "data": string does not match format "uri"',
       );
       const server = await tool('everything__gzip-file-as-resource').run({ data: 'ftp://example.com/file' }, ctx());
       expect(server.ok).toBe(true);
@@ -647,7 +650,7 @@ describe('MCP tools', () => {
         expect(whoami?.definition.description).toBe('Who am I');
         expect(long?.definition.input_schema).toEqual({ type: 'object' });
         expect(await lookup?.run({ word: 'cat' }, ctx())).toEqual(success('definition of cat'));
-        expect(await lookup?.run({}, ctx())).toEqual(failure('invalid arguments: missing required property "word"'));
+        expect(argsError(lookup, {})).toBe('invalid arguments: missing required property "word"');
         expect(await searchWeb?.run({}, ctx())).toEqual(success('searched'));
         expect(await long?.run({}, ctx())).toEqual(success('long'));
         expect(await whoami?.run({}, ctx())).toEqual(success('authorization: Bearer s3cret'));

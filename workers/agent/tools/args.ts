@@ -2,7 +2,7 @@
 // generation, so it runs in workerd; the library the MCP SDK's Workers validator wraps, used here
 // directly because its error units give the messages below), and the input schemas of the
 // built-in tools derived from their zod schemas (so the type a tool receives is the schema's).
-// The registry checks every call once; tools trust their typed input.
+// The registry checks every call once (registry.ts); tools trust their typed input.
 //
 // Messages (the first problem found; paths are dotted, "[i]" for array items):
 //   invalid arguments: expected an object                       the arguments are not an object
@@ -15,12 +15,11 @@
 //   invalid arguments: the tool's input schema cannot be applied: <reason>   (a broken schema)
 
 import { Validator, type OutputUnit, type Schema } from '@cfworker/json-schema';
+import { z } from 'zod';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
+import type { ToolArgs } from './types.js';
 
 export type JsonSchema = Record<string, unknown>;
-
-/** Arguments of any tool: a JSON object. */
-export type ToolArgs = Record<string, unknown>;
 
 /** Checks a call's arguments; the checked arguments, or the message for the model. */
 export type ArgsCheck = (args: unknown) => Result<ToolArgs, string>;
@@ -36,6 +35,12 @@ const TYPE_WORDS: Record<string, string> = {
 };
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The input schema of a built-in tool, from the zod schema of its arguments (without `$schema`). */
+export function inputSchemaOf(args: z.ZodObject): JsonSchema {
+  const { $schema: _draft, ...schema } = z.toJSONSchema(args, { io: 'input' });
+  return schema;
+}
 
 /** A JSON pointer into `value` ("#/tags/1") as a dotted path ("tags[1]"). */
 function pathOf(pointer: string, value: unknown): string {

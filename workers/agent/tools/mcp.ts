@@ -48,9 +48,8 @@ import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validatio
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
 import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
-import { argsCheck, type ArgsCheck } from './args.js';
 import { fail, messageOf, succeed } from './result.js';
-import type { Tool, ToolDefinition, ToolResult } from './types.js';
+import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
 
 export interface McpServerConfig {
   /** [a-zA-Z0-9_-]{1,32}; the prefix of the tool names. */
@@ -293,23 +292,17 @@ export function renderCallResult(result: ToolCallOutcome, maxChars: number = MCP
 }
 
 class McpTool implements Tool {
-  private readonly check: ArgsCheck;
-
   constructor(
     readonly definition: ToolDefinition,
     private readonly remoteName: string,
     private readonly session: McpSession,
     private readonly timeoutMs: number,
     private readonly maxOutputChars: number,
-  ) {
-    this.check = argsCheck(definition.input_schema);
-  }
+  ) {}
 
-  async run(args: unknown, ctx: { signal: AbortSignal }): Promise<ToolResult> {
-    const checked = this.check(args);
-    if (!checked.ok) return fail(checked.error);
+  async run(args: ToolArgs, ctx: { signal: AbortSignal }): Promise<ToolResult> {
     const outcome = await withDeadline(this.timeoutMs, ctx.signal, (signal) =>
-      this.session.callTool(this.remoteName, checked.value, signal, this.timeoutMs),
+      this.session.callTool(this.remoteName, args, signal, this.timeoutMs),
     );
     if (!outcome.ok) return fail(`MCP ${this.definition.name}: ${outcome.error}`);
     return renderCallResult(outcome.value, this.maxOutputChars);

@@ -1,7 +1,8 @@
 // The agent's tool set, built from its config: the built-in tools it names (`tools`), and the
 // tools of its MCP servers (`mcp_servers`, connected in parallel; see mcp.ts for the naming
 // rule). It lists the definitions (for ai.info tool_names / tool_schemas and for the model) and
-// runs a tool by name: arguments are checked against the tool's input schema first (args.ts),
+// runs a tool by name: arguments are checked against the tool's input schema first (args.ts; the
+// only check: the tools trust their typed input),
 // and a name that is not in the set gives `{ok: false, unknown: true}` so that the runtime can
 // answer UNSUPPORTED_FEATURE.
 //
