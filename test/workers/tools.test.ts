@@ -229,10 +229,27 @@ describe('argument checks', () => {
   });
 
   it('refuses a call whose schema cannot be applied, as a value', () => {
-    const check = argsCheck({ type: 'object', properties: { s: { type: 'string', pattern: '(' } } });
-    const result = check({ s: 'x' });
-    expect(result.ok).toBe(false);
-    expect(!result.ok && result.error).toMatch(/^invalid arguments: the tool's input schema cannot be applied: /);
+    expect(argsCheck({ type: 'object', properties: { s: { $ref: '#/$defs/missing' } } })({ s: 'x' })).toEqual({
+      ok: false,
+      error: `invalid arguments: the tool's input schema cannot be applied: Unresolved $ref "#/$defs/missing".  Absolute URI "https://github.com/cfworker#/$defs/missing".`,
+    });
+    const cycle = argsCheck({ $ref: '#' })({});
+    expect(cycle.ok || cycle.error).toMatch(/^invalid arguments: the tool's input schema cannot be applied: /);
+  });
+
+  it('runs no regular expression of a schema (a server could stall the agent with one)', () => {
+    const check = argsCheck({
+      type: 'object',
+      properties: {
+        pattern: { type: 'string', pattern: '^(a+)+$' },
+        tagged: { type: 'object', patternProperties: { '^x-': { type: 'number' } }, additionalProperties: false },
+      },
+      dependentRequired: { pattern: ['tagged'] },
+    });
+    expect(check({ pattern: `${'a'.repeat(40)}!`, tagged: { 'x-1': 'one', other: true } }).ok).toBe(true);
+    // A property named like the keywords is still checked.
+    expect(check({ pattern: 1, tagged: {} })).toEqual({ ok: false, error: 'invalid arguments: "pattern" must be a string' });
+    expect(check({ pattern: 'a' })).toEqual({ ok: false, error: 'invalid arguments: instance has "pattern" but does not have "tagged"' });
   });
 });
 

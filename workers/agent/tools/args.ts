@@ -13,6 +13,10 @@
 //   invalid arguments: "url": string does not match format "uri"   any other keyword: the
 //                                                               library's own text
 //   invalid arguments: the tool's input schema cannot be applied: <reason>   (a broken schema)
+//
+// Regular expressions of a schema are not run (`pattern` and `patternProperties` are removed, the
+// latter with its `additionalProperties`): an MCP server writes its own schemas, and one pattern
+// could keep the agent busy without bound (ReDoS). The server checks those rules itself.
 
 import { Validator, type OutputUnit, type Schema } from '@cfworker/json-schema';
 import { z } from 'zod';
@@ -40,6 +44,27 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 export function inputSchemaOf(args: z.ZodObject): JsonSchema {
   const { $schema: _draft, ...schema } = z.toJSONSchema(args, { io: 'input' });
   return schema;
+}
+
+/** Keywords whose value is data, not a schema: kept as is. */
+const DATA_KEYWORDS = new Set(['const', 'enum', 'default', 'examples']);
+/** Keywords whose value maps names (not keywords) to schemas or lists. */
+const NAME_MAPS = new Set(['properties', '$defs', 'definitions', 'dependentSchemas', 'dependentRequired', 'dependencies']);
+
+/** `schema` without the keywords that run regular expressions (see the header). */
+export function withoutRegexes(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withoutRegexes);
+  if (!isRecord(schema)) return schema;
+  const byPattern = Object.hasOwn(schema, 'patternProperties');
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === 'pattern' || key === 'patternProperties' || (byPattern && key === 'additionalProperties')) continue;
+    if (DATA_KEYWORDS.has(key)) out[key] = value;
+    else if (NAME_MAPS.has(key) && isRecord(value)) {
+      out[key] = Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, withoutRegexes(sub)]));
+    } else out[key] = withoutRegexes(value);
+  }
+  return out;
 }
 
 /** A JSON pointer into `value` ("#/tags/1") as a dotted path ("tags[1]"). */
@@ -88,13 +113,14 @@ function problemOf(errors: readonly OutputUnit[], value: unknown): string {
   return path === '' ? lowered : `"${path}": ${lowered}`;
 }
 
-const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+/** The first line of a thrown value's message (the library appends the schemas it knows). */
+const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e)).split('\n')[0]!.trim();
 
 /** Compiles the check of a tool's input schema (once per tool). Never throws. */
 export function argsCheck(schema: JsonSchema): ArgsCheck {
   let validator: Validator;
   try {
-    validator = new Validator(schema as Schema, '2020-12', true);
+    validator = new Validator(withoutRegexes(schema) as Schema, '2020-12', true);
   } catch (e) {
     const broken = `invalid arguments: the tool's input schema cannot be applied: ${messageOf(e)}`;
     return () => err(broken);

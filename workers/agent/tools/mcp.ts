@@ -29,8 +29,10 @@
 //   - The SDK Client's default JSON Schema validator (Ajv) compiles tool output schemas with
 //     `new Function`, which workerd forbids: listTools fails with "EvalError: Code generation
 //     from strings disallowed for this context" as soon as a tool has an outputSchema. We pass
-//     the SDK's code-free Workers validator (CfWorkerJsonSchemaValidator, @cfworker/json-schema). (The vitest workers pool allows `new Function`, so the
-//     tests also forbid it explicitly to catch a regression.)
+//     the SDK's code-free Workers validator (CfWorkerJsonSchemaValidator, @cfworker/json-schema),
+//     with the schema's regular expressions removed as for tool arguments (args.ts). (The vitest
+//     workers pool allows `new Function`, so the tests also forbid it explicitly to catch a
+//     regression.)
 //   - The transport's optional standalone GET SSE stream (server-initiated messages) is not
 //     opened: our fetch answers that GET with 405, which the transport treats as "not offered".
 //     A never-ending subrequest would keep a Durable Object from hibernating and hold one of
@@ -45,9 +47,11 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
+import type { JsonSchemaType, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
 import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
+import { withoutRegexes } from './args.js';
 import { fail, messageOf, succeed } from './result.js';
 import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
 
@@ -105,8 +109,11 @@ export function mcpToolName(serverId: string, toolName: string): string {
   return `${cleaned}_${bytesToHex(sha256(new TextEncoder().encode(toolName))).slice(0, 8)}`;
 }
 
-/** The SDK's output-schema validator hook, without code generation (see the header). */
-const codeFreeValidator = new CfWorkerJsonSchemaValidator();
+/** The SDK's output-schema validator hook: no code generation, no regular expressions (see the header). */
+const workersValidator = new CfWorkerJsonSchemaValidator();
+const codeFreeValidator: jsonSchemaValidator = {
+  getValidator: <T>(schema: JsonSchemaType) => workersValidator.getValidator<T>(withoutRegexes(schema) as JsonSchemaType),
+};
 
 /** fetch for the transport: no standalone GET SSE stream (see the header); the rest through safeFetch. */
 const transportFetch =
