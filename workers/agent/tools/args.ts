@@ -10,13 +10,14 @@
 //   invalid arguments: missing required property "expr"
 //   invalid arguments: unknown property "foo"                   with additionalProperties: false
 //   invalid arguments: "unit" must be one of "c", "f"
-//   invalid arguments: "url": string does not match format "uri"   any other keyword: the
+//   invalid arguments: "code": string is too long (2 > 1)       any other keyword: the
 //                                                               library's own text
 //   invalid arguments: the tool's input schema cannot be applied: <reason>   (a broken schema)
 //
-// Regular expressions of a schema are not run (`pattern` and `patternProperties` are removed, the
-// latter with its `additionalProperties`): an MCP server writes its own schemas, and one pattern
-// could keep the agent busy without bound (ReDoS). The server checks those rules itself.
+// No regular expression of a schema is run: `pattern`, `format` (checked with the library's
+// regular expressions, some of them slow on crafted input) and `patternProperties` (with its
+// `additionalProperties`) are removed. An MCP server writes its own schemas, and one pattern could
+// keep the agent busy without bound (ReDoS); the server checks those rules itself.
 
 import { Validator, type OutputUnit, type Schema } from '@cfworker/json-schema';
 import { z } from 'zod';
@@ -46,6 +47,8 @@ export function inputSchemaOf(args: z.ZodObject): JsonSchema {
   return schema;
 }
 
+/** Keywords that run regular expressions (see the header). */
+const REGEX_KEYWORDS = new Set(['pattern', 'format', 'patternProperties']);
 /** Keywords whose value is data, not a schema: kept as is. */
 const DATA_KEYWORDS = new Set(['const', 'enum', 'default', 'examples']);
 /** Keywords whose value maps names (not keywords) to schemas or lists. */
@@ -58,7 +61,7 @@ export function withoutRegexes(schema: unknown): unknown {
   const byPattern = Object.hasOwn(schema, 'patternProperties');
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(schema)) {
-    if (key === 'pattern' || key === 'patternProperties' || (byPattern && key === 'additionalProperties')) continue;
+    if (REGEX_KEYWORDS.has(key) || (byPattern && key === 'additionalProperties')) continue;
     if (DATA_KEYWORDS.has(key)) out[key] = value;
     else if (NAME_MAPS.has(key) && isRecord(value)) {
       out[key] = Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, withoutRegexes(sub)]));
