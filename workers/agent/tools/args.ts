@@ -22,6 +22,7 @@
 import { Validator, type OutputUnit, type Schema } from '@cfworker/json-schema';
 import { z } from 'zod';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
+import { messageOf } from './result.js';
 import type { ToolArgs } from './types.js';
 
 export type JsonSchema = Record<string, unknown>;
@@ -116,8 +117,9 @@ function problemOf(errors: readonly OutputUnit[], value: unknown): string {
   return path === '' ? lowered : `"${path}": ${lowered}`;
 }
 
-/** The first line of a thrown value's message (the library appends the schemas it knows). */
-const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e)).split('\n')[0]!.trim();
+/** Why a schema cannot be applied: the first line of the library's message (it then lists the schemas it knows). */
+const unusable = (e: unknown): string =>
+  `invalid arguments: the tool's input schema cannot be applied: ${messageOf(e).split('\n')[0]!.trim()}`;
 
 /** Compiles the check of a tool's input schema (once per tool). Never throws. */
 export function argsCheck(schema: JsonSchema): ArgsCheck {
@@ -125,7 +127,7 @@ export function argsCheck(schema: JsonSchema): ArgsCheck {
   try {
     validator = new Validator(withoutRegexes(schema) as Schema, '2020-12', true);
   } catch (e) {
-    const broken = `invalid arguments: the tool's input schema cannot be applied: ${messageOf(e)}`;
+    const broken = unusable(e);
     return () => err(broken);
   }
   return (args) => {
@@ -135,8 +137,8 @@ export function argsCheck(schema: JsonSchema): ArgsCheck {
       const result = validator.validate(args);
       return result.valid ? ok(args) : err(`invalid arguments: ${problemOf(result.errors, args)}`);
     } catch (e) {
-      // An unusable schema (an invalid pattern, a $ref cycle) refuses the call rather than skipping the check.
-      return err(`invalid arguments: the tool's input schema cannot be applied: ${messageOf(e)}`);
+      // An unusable schema (an unresolved $ref, a $ref cycle) refuses the call rather than skipping the check.
+      return err(unusable(e));
     }
   };
 }
