@@ -175,6 +175,9 @@ describe('SSE reader', () => {
   it('at the end, dispatches an event missing only its blank line, and drops an unterminated line', async () => {
     expect(await items(streamOf(['data: one\n\ndata: [DONE]\n']))).toEqual([rec('one'), rec('[DONE]')]);
     expect(await items(streamOf(['data: one\n\ndata: [DONE]']))).toEqual([rec('one'), { type: 'truncated' }]);
+    expect(await items(streamOf(['data: one\n\ndata: [DONE]\r']))).toEqual([rec('one'), rec('[DONE]')]);
+    // The terminated lines of the last event are dispatched without its cut-off line.
+    expect(await items(streamOf(['data: a\ndata: b']))).toEqual([rec('a'), { type: 'truncated' }]);
   });
 
   it('cancels the body after the terminal record and when the consumer stops early', async () => {

@@ -6,7 +6,7 @@
 
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
-import { checkArgs, validateJson } from '../../workers/agent/tools/args.js';
+import { argsCheck } from '../../workers/agent/tools/args.js';
 import { CALCULATOR_DEFINITION, CalculatorTool, calculate } from '../../workers/agent/tools/calculator.js';
 import { classifyHost, hostAllowed, parseAllowlist, parseIPv4, parseIPv6 } from '../../src/shared/host-policy.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
@@ -30,6 +30,11 @@ const LOCAL_SERVERS = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
 const never = (): AbortSignal => new AbortController().signal;
 const ctx = () => ({ signal: never() });
 const failure = (error: string): ToolResult => ({ ok: false, error, output: { stdout: '', stderr: error, exit_code: 1 } });
+/** What the registry answers when `args` do not fit the tool's input schema (undefined: they do). */
+const argsError = (tool: Tool | undefined, args: unknown): string | undefined => {
+  const checked = argsCheck(tool?.definition.input_schema ?? {})(args);
+  return checked.ok ? undefined : checked.error;
+};
 const success = (stdout: string, stderr = '', exit_code = 0): ToolResult => ({ ok: true, output: { stdout, stderr, exit_code } });
 
 // ---- calculator ------------------------------------------------------------------------------
@@ -158,14 +163,14 @@ describe('calculator', () => {
     expect(await run(`${'2^'.repeat(80)}1`)).toEqual(failure('nesting too deep (max 64 levels) at 129'));
   });
 
-  it('checks its arguments', async () => {
-    expect(await calc.run({}, ctx())).toEqual(failure('invalid arguments: missing required property "expr"'));
-    expect(await calc.run({ expr: 5 }, ctx())).toEqual(failure('invalid arguments: "expr" must be a string'));
-    expect(await calc.run('1+1', ctx())).toEqual(failure('invalid arguments: expected an object'));
-    expect(await calc.run(null, ctx())).toEqual(failure('invalid arguments: expected an object'));
-    expect(await calc.run({ expr: '1', precision: 'two' }, ctx())).toEqual(
-      failure('invalid arguments: "precision" must be a number'),
-    );
+  it('checks its arguments (the schema through the registry, the precision range itself)', async () => {
+    const registry = await buildToolRunner({ tools: ['calculator'] });
+    const call = (args: unknown) => registry.run('calculator', args, never());
+    expect(await call({})).toEqual(failure('invalid arguments: missing required property "expr"'));
+    expect(await call({ expr: 5 })).toEqual(failure('invalid arguments: "expr" must be a string'));
+    expect(await call('1+1')).toEqual(failure('invalid arguments: expected an object'));
+    expect(await call(null)).toEqual(failure('invalid arguments: expected an object'));
+    expect(await call({ expr: '1', precision: 'two' })).toEqual(failure('invalid arguments: "precision" must be a number'));
     expect(await run('1', 2.5)).toEqual(failure('precision must be an integer from 0 to 20'));
     expect(await run('1', 21)).toEqual(failure('precision must be an integer from 0 to 20'));
     expect(await run('1', -1)).toEqual(failure('precision must be an integer from 0 to 20'));
@@ -209,14 +214,43 @@ describe('argument checks', () => {
     [{ unit: 'c', maybe: 3 }, '"maybe" must be a string or null'],
     [{ unit: 'c', flag: 'yes' }, '"flag" must be a boolean'],
     [{ unit: 'c', extra: 'allowed without additionalProperties: false' }, undefined],
+    [{ unit: 'c', code: 'ab' }, '"code": string is too long (2 > 1)'],
+    [{ unit: 'c', site: 'not a url' }, undefined],
     [[1], 'expected an object'],
   ])('%j → %s', (value, problem) => {
-    expect(validateJson(schema, value)).toBe(problem);
+    const checked = argsCheck({ ...schema, properties: { ...schema.properties, code: { type: 'string', maxLength: 1 }, site: { type: 'string', format: 'uri' } } })(value);
+    expect(checked.ok ? undefined : checked.error).toBe(problem === undefined ? undefined : `invalid arguments: ${problem}`);
+    if (checked.ok) expect(checked.value).toBe(value);
   });
 
   it('always wants an object as arguments', () => {
-    expect(checkArgs({}, [])).toBe('invalid arguments: expected an object');
-    expect(checkArgs({}, {})).toBeUndefined();
+    expect(argsCheck({ type: 'array' })([])).toEqual({ ok: false, error: 'invalid arguments: expected an object' });
+    expect(argsCheck({})({})).toEqual({ ok: true, value: {} });
+  });
+
+  it('refuses a call whose schema cannot be applied, as a value', () => {
+    expect(argsCheck({ type: 'object', properties: { s: { $ref: '#/$defs/missing' } } })({ s: 'x' })).toEqual({
+      ok: false,
+      error: `invalid arguments: the tool's input schema cannot be applied: Unresolved $ref "#/$defs/missing".  Absolute URI "https://github.com/cfworker#/$defs/missing".`,
+    });
+    const cycle = argsCheck({ $ref: '#' })({});
+    expect(cycle.ok || cycle.error).toMatch(/^invalid arguments: the tool's input schema cannot be applied: /);
+  });
+
+  it('runs no regular expression of a schema (a server could stall the agent with one)', () => {
+    const check = argsCheck({
+      type: 'object',
+      properties: {
+        pattern: { type: 'string', pattern: '^(a+)+$' },
+        site: { type: 'string', format: 'url' },
+        tagged: { type: 'object', patternProperties: { '^x-': { type: 'number' } }, additionalProperties: false },
+      },
+      dependentRequired: { pattern: ['tagged'] },
+    });
+    expect(check({ pattern: `${'a'.repeat(40)}!`, site: 'no', tagged: { 'x-1': 'one', other: true } }).ok).toBe(true);
+    // A property named like the keywords is still checked.
+    expect(check({ pattern: 1, tagged: {} })).toEqual({ ok: false, error: 'invalid arguments: "pattern" must be a string' });
+    expect(check({ pattern: 'a' })).toEqual({ ok: false, error: 'invalid arguments: instance has "pattern" but does not have "tagged"' });
   });
 });
 
@@ -418,8 +452,9 @@ describe('web_fetch', () => {
   });
 
   it('checks its arguments and URL', async () => {
-    expect(await local.run({ url: 1 }, ctx())).toEqual(failure('invalid arguments: "url" must be a string'));
-    expect(await local.run({}, ctx())).toEqual(failure('invalid arguments: missing required property "url"'));
+    const registry = await buildToolRunner({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'] }, { webFetch: { policy: DEVELOPMENT } });
+    expect(await registry.run('web_fetch', { url: 1 }, never())).toEqual(failure('invalid arguments: "url" must be a string'));
+    expect(await registry.run('web_fetch', {}, never())).toEqual(failure('invalid arguments: missing required property "url"'));
     expect(await get('/text', { max_bytes: 0 })).toEqual(failure('max_bytes must be a positive integer'));
     expect(await get('/text', { max_bytes: 1.5 })).toEqual(failure('max_bytes must be a positive integer'));
     expect(await local.run({ url: 'not a url' }, ctx())).toEqual(failure('invalid URL'));
@@ -575,16 +610,15 @@ describe('MCP tools', () => {
     });
 
     it('rejects bad arguments before calling, and reports the server’s own validation errors', async () => {
-      expect(await tool('everything__echo').run({ message: 5 }, ctx())).toEqual(
-        failure('invalid arguments: "message" must be a string'),
+      // The server's schemas as the registry applies them (registry.run calls only with checked arguments).
+      expect(argsError(tool('everything__echo'), { message: 5 })).toBe('invalid arguments: "message" must be a string');
+      expect(argsError(tool('everything__get-sum'), { a: 1 })).toBe('invalid arguments: missing required property "b"');
+      expect(argsError(tool('everything__get-structured-content'), { location: 'Paris' })).toBe(
+        'invalid arguments: "location" must be one of "New York", "Chicago", "Los Angeles"',
       );
-      expect(await tool('everything__get-sum').run({ a: 1 }, ctx())).toEqual(
-        failure('invalid arguments: missing required property "b"'),
-      );
-      expect(await tool('everything__get-structured-content').run({ location: 'Paris' }, ctx())).toEqual(
-        failure('invalid arguments: "location" must be one of "New York", "Chicago", "Los Angeles"'),
-      );
-      // `format: uri` is not checked here; the server refuses it as a tool error (isError).
+      // `format: uri` is not checked here (args.ts: no regular expressions); the server refuses it
+      // as a tool error (isError).
+      expect(argsError(tool('everything__gzip-file-as-resource'), { data: 'not a url' })).toBeUndefined();
       const server = await tool('everything__gzip-file-as-resource').run({ data: 'not a url' }, ctx());
       expect(server.ok).toBe(true);
       expect(server.ok && server.output.exit_code).toBe(1);
@@ -635,7 +669,7 @@ describe('MCP tools', () => {
         expect(whoami?.definition.description).toBe('Who am I');
         expect(long?.definition.input_schema).toEqual({ type: 'object' });
         expect(await lookup?.run({ word: 'cat' }, ctx())).toEqual(success('definition of cat'));
-        expect(await lookup?.run({}, ctx())).toEqual(failure('invalid arguments: missing required property "word"'));
+        expect(argsError(lookup, {})).toBe('invalid arguments: missing required property "word"');
         expect(await searchWeb?.run({}, ctx())).toEqual(success('searched'));
         expect(await long?.run({}, ctx())).toEqual(success('long'));
         expect(await whoami?.run({}, ctx())).toEqual(success('authorization: Bearer s3cret'));

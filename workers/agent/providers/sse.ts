@@ -1,16 +1,19 @@
-// Server-sent events (the WHATWG `text/event-stream` format) read from a fetch body: a pure
-// incremental parser and an async reader over a ReadableStream<Uint8Array>. It knows nothing about
-// providers: the caller says which record is terminal, and a stream that ends before that record
-// is reported as truncated (an item, not an exception).
+// Server-sent events (the WHATWG `text/event-stream` format) read from a fetch body: an incremental
+// parser (eventsource-parser, with the end-of-stream rule below around it) and an async reader over
+// a ReadableStream<Uint8Array>. It knows nothing about providers: the caller says which record is
+// terminal, and a stream that ends before that record is reported as truncated (an item, not an
+// exception).
 //
-// Parsing rules (WHATWG HTML, "Interpreting an event stream"):
-// - lines end with CRLF, LF or CR, and a CRLF split across two chunks counts once;
-// - bytes are decoded as UTF-8 in streaming mode, so a code point split across chunks is kept;
-// - a leading BOM is dropped; `:comment` lines are ignored; `field: value` loses one leading space;
-// - several `data` lines of one event are joined with "\n"; a blank line dispatches the event;
-//   an event with no `data` line is not dispatched; `id` and `retry` are ignored (no reconnects);
-// - at the end of the stream, an unterminated last line is discarded (it may be cut off), while
-//   an event whose lines were all terminated but whose blank line never came is still dispatched.
+// eventsource-parser applies the WHATWG rules (CRLF, LF or CR line ends, also split across chunks;
+// `:comment` lines ignored; one leading space of a value dropped; `data` lines joined with "\n";
+// an event without `data` not dispatched). Around it:
+// - bytes are decoded as UTF-8 in streaming mode (a code point split across chunks is kept) and a
+//   leading BOM is dropped; `id` and `retry` are ignored (no reconnects);
+// - the parser is fed whole lines only: at the end of the stream an unterminated last line is
+//   discarded (it may be cut off), while an event whose lines were all terminated but whose blank
+//   line never came is still dispatched.
+
+import { createParser, type EventSourceParser } from 'eventsource-parser';
 
 export interface SseRecord {
   /** The `event:` field, when the event had one (Anthropic names every event; OpenAI never does). */
@@ -24,71 +27,48 @@ export type SseItem =
   /** The body ended (cleanly) before a terminal record: always the last item. */
   | { type: 'truncated' };
 
-const LINE_BREAK = /\r\n|\r|\n/g;
-
 /** Incremental parser: feed decoded text with push(), finish with end(). */
 export class SseParser {
-  private buffer = '';
-  private data: string[] = [];
-  private event: string | undefined;
+  private out: SseRecord[] = [];
+  private readonly parser: EventSourceParser = createParser({
+    onEvent: ({ event, data }) => {
+      this.out.push(event === undefined ? { data } : { event, data });
+    },
+  });
+  /** Text after the last line break seen: held back until its line ends. */
+  private tail = '';
   private started = false;
-  /** The previous chunk ended with CR: a LF at the start of the next one belongs to it. */
-  private skipLeadingLf = false;
 
   push(text: string): SseRecord[] {
     if (text === '') return [];
     let input = text;
-    if (this.skipLeadingLf) {
-      this.skipLeadingLf = false;
-      if (input.startsWith('\n')) input = input.slice(1);
-    }
-    if (!this.started && input !== '') {
+    if (!this.started) {
       this.started = true;
       if (input.startsWith('\uFEFF')) input = input.slice(1);
     }
-    const buf = this.buffer + input;
-    const out: SseRecord[] = [];
-    let pos = 0;
-    LINE_BREAK.lastIndex = 0;
-    for (let m = LINE_BREAK.exec(buf); m !== null; m = LINE_BREAK.exec(buf)) {
-      this.line(buf.slice(pos, m.index), out);
-      pos = m.index + m[0].length;
-      if (m[0] === '\r' && pos === buf.length) this.skipLeadingLf = true;
+    const lineEnd = Math.max(input.lastIndexOf('\n'), input.lastIndexOf('\r')) + 1;
+    if (lineEnd === 0) {
+      this.tail += input;
+      return [];
     }
-    this.buffer = buf.slice(pos);
-    return out;
+    this.parser.feed(this.tail + input.slice(0, lineEnd));
+    this.tail = input.slice(lineEnd);
+    return this.take();
   }
 
   /** End of input: drops an unterminated last line, dispatches a complete but undispatched event. */
   end(): SseRecord[] {
-    this.buffer = '';
-    const out: SseRecord[] = [];
-    this.dispatch(out);
-    return out;
+    this.tail = '';
+    // The fed text ends with a line break (a CR may still wait for its LF): "\n\n" ends that line
+    // if needed and is then a blank line, which dispatches a pending event.
+    this.parser.feed('\n\n');
+    return this.take();
   }
 
-  private line(line: string, out: SseRecord[]): void {
-    if (line === '') {
-      this.dispatch(out);
-      return;
-    }
-    if (line.startsWith(':')) return;
-    const colon = line.indexOf(':');
-    const field = colon < 0 ? line : line.slice(0, colon);
-    let value = colon < 0 ? '' : line.slice(colon + 1);
-    if (value.startsWith(' ')) value = value.slice(1);
-    if (field === 'data') this.data.push(value);
-    else if (field === 'event') this.event = value;
-  }
-
-  private dispatch(out: SseRecord[]): void {
-    if (this.data.length > 0) {
-      const record: SseRecord = { data: this.data.join('\n') };
-      if (this.event !== undefined && this.event !== '') record.event = this.event;
-      out.push(record);
-    }
-    this.data = [];
-    this.event = undefined;
+  private take(): SseRecord[] {
+    const records = this.out;
+    this.out = [];
+    return records;
   }
 }
 

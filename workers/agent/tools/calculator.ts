@@ -26,13 +26,18 @@
 // Output: stdout = the result; with `precision`, exactly that many decimal places (toFixed);
 // without it, rounded to 15 significant digits (so 0.1 + 0.2 prints 0.3). -0 prints as 0.
 
-import { checkArgs } from './args.js';
+import { z } from 'zod';
+import { inputSchemaOf } from './args.js';
 import { fail, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
 
 export const MAX_EXPRESSION_CHARS = 1000;
 export const MAX_NESTING = 64;
 export const MAX_PRECISION = 20;
+
+/** The arguments (the NIP-XX example schema); `precision`'s range is checked by the tool. */
+const CalculatorArgs = z.object({ expr: z.string(), precision: z.number().optional() });
+export type CalculatorArgs = z.infer<typeof CalculatorArgs>;
 
 export const CALCULATOR_DEFINITION: ToolDefinition = {
   name: 'calculator',
@@ -42,14 +47,7 @@ export const CALCULATOR_DEFINITION: ToolDefinition = {
     'precision = number of decimal places in the result.',
   schema_version: 1,
   requires_approval: false,
-  input_schema: {
-    type: 'object',
-    properties: {
-      expr: { type: 'string' },
-      precision: { type: 'number' },
-    },
-    required: ['expr'],
-  },
+  input_schema: inputSchemaOf(CalculatorArgs),
 };
 
 // ---- tokens --------------------------------------------------------------------------------
@@ -386,23 +384,15 @@ export function calculate(expr: string): CalcResult {
   }
 }
 
-export class CalculatorTool implements Tool {
+export class CalculatorTool implements Tool<CalculatorArgs> {
   readonly definition = CALCULATOR_DEFINITION;
 
   /** Synchronous work: the signal has nothing to interrupt. */
-  run(args: unknown, _ctx?: { signal: AbortSignal }): Promise<ToolResult> {
-    return Promise.resolve(this.evaluate(args));
-  }
-
-  private evaluate(args: unknown): ToolResult {
-    const bad = checkArgs(this.definition.input_schema, args);
-    if (bad) return fail(bad);
-    const { expr, precision } = args as { expr: string; precision?: number };
+  run({ expr, precision }: CalculatorArgs, _ctx?: { signal: AbortSignal }): Promise<ToolResult> {
     if (precision !== undefined && (!Number.isInteger(precision) || precision < 0 || precision > MAX_PRECISION)) {
-      return fail(`precision must be an integer from 0 to ${MAX_PRECISION}`);
+      return Promise.resolve(fail(`precision must be an integer from 0 to ${MAX_PRECISION}`));
     }
     const result = calculate(expr);
-    if (!result.ok) return fail(result.error);
-    return succeed(formatNumber(result.value, precision));
+    return Promise.resolve(result.ok ? succeed(formatNumber(result.value, precision)) : fail(result.error));
   }
 }

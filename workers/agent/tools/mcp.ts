@@ -29,8 +29,10 @@
 //   - The SDK Client's default JSON Schema validator (Ajv) compiles tool output schemas with
 //     `new Function`, which workerd forbids: listTools fails with "EvalError: Code generation
 //     from strings disallowed for this context" as soon as a tool has an outputSchema. We pass
-//     a code-free validator (args.ts). (The vitest workers pool allows `new Function`, so the
-//     tests also forbid it explicitly to catch a regression.)
+//     the SDK's code-free Workers validator (CfWorkerJsonSchemaValidator, @cfworker/json-schema),
+//     with the schema's regular expressions removed as for tool arguments (args.ts). (The vitest
+//     workers pool allows `new Function`, so the tests also forbid it explicitly to catch a
+//     regression.)
 //   - The transport's optional standalone GET SSE stream (server-initiated messages) is not
 //     opened: our fetch answers that GET with 405, which the transport treats as "not offered".
 //     A never-ending subrequest would keep a Durable Object from hibernating and hold one of
@@ -44,13 +46,14 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
+import type { JsonSchemaType, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
 import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
-import { checkArgs, validateJson, type JsonSchema } from './args.js';
+import { withoutRegexes } from './args.js';
 import { fail, messageOf, succeed } from './result.js';
-import type { Tool, ToolDefinition, ToolResult } from './types.js';
+import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
 
 export interface McpServerConfig {
   /** [a-zA-Z0-9_-]{1,32}; the prefix of the tool names. */
@@ -106,16 +109,10 @@ export function mcpToolName(serverId: string, toolName: string): string {
   return `${cleaned}_${bytesToHex(sha256(new TextEncoder().encode(toolName))).slice(0, 8)}`;
 }
 
-/** The SDK's output-schema validator hook, without code generation (see the header). */
+/** The SDK's output-schema validator hook: no code generation, no regular expressions (see the header). */
+const workersValidator = new CfWorkerJsonSchemaValidator();
 const codeFreeValidator: jsonSchemaValidator = {
-  getValidator<T>(schema: JsonSchemaType): JsonSchemaValidator<T> {
-    return (input: unknown) => {
-      const problem = validateJson(schema as JsonSchema, input);
-      return problem === undefined
-        ? { valid: true, data: input as T, errorMessage: undefined }
-        : { valid: false, data: undefined, errorMessage: problem };
-    };
-  },
+  getValidator: <T>(schema: JsonSchemaType) => workersValidator.getValidator<T>(withoutRegexes(schema) as JsonSchemaType),
 };
 
 /** fetch for the transport: no standalone GET SSE stream (see the header); the rest through safeFetch. */
@@ -310,11 +307,9 @@ class McpTool implements Tool {
     private readonly maxOutputChars: number,
   ) {}
 
-  async run(args: unknown, ctx: { signal: AbortSignal }): Promise<ToolResult> {
-    const bad = checkArgs(this.definition.input_schema, args);
-    if (bad) return fail(bad);
+  async run(args: ToolArgs, ctx: { signal: AbortSignal }): Promise<ToolResult> {
     const outcome = await withDeadline(this.timeoutMs, ctx.signal, (signal) =>
-      this.session.callTool(this.remoteName, args as Record<string, unknown>, signal, this.timeoutMs),
+      this.session.callTool(this.remoteName, args, signal, this.timeoutMs),
     );
     if (!outcome.ok) return fail(`MCP ${this.definition.name}: ${outcome.error}`);
     return renderCallResult(outcome.value, this.maxOutputChars);

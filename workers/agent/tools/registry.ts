@@ -1,7 +1,8 @@
 // The agent's tool set, built from its config: the built-in tools it names (`tools`), and the
 // tools of its MCP servers (`mcp_servers`, connected in parallel; see mcp.ts for the naming
 // rule). It lists the definitions (for ai.info tool_names / tool_schemas and for the model) and
-// runs a tool by name: arguments are checked against the tool's input schema first (args.ts),
+// runs a tool by name: arguments are checked against the tool's input schema first (args.ts; the
+// only check: the tools trust their typed input),
 // and a name that is not in the set gives `{ok: false, unknown: true}` so that the runtime can
 // answer UNSUPPORTED_FEATURE.
 //
@@ -10,7 +11,7 @@
 // skipped MCP tools, invalid web_fetch_hosts entries, an empty web_fetch allowlist, tools over
 // the limit of MAX_TOOLS).
 
-import { checkArgs } from './args.js';
+import { argsCheck, type ArgsCheck } from './args.js';
 import { CalculatorTool } from './calculator.js';
 import { connectMcpServer, type McpConnection, type McpOptions, type McpServerConfig } from './mcp.js';
 import { fail, messageOf } from './result.js';
@@ -57,7 +58,7 @@ export interface ToolRegistry {
 }
 
 class Registry implements ToolRegistry {
-  private readonly byName = new Map<string, Tool>();
+  private readonly byName = new Map<string, { tool: Tool; check: ArgsCheck }>();
 
   constructor(
     tools: readonly Tool[],
@@ -68,12 +69,12 @@ class Registry implements ToolRegistry {
       const name = tool.definition.name;
       if (this.byName.has(name)) problems.push(`tool ${name} skipped: the name is already taken`);
       else if (this.byName.size >= MAX_TOOLS) problems.push(`tool ${name} skipped: more than ${MAX_TOOLS} tools`);
-      else this.byName.set(name, tool);
+      else this.byName.set(name, { tool, check: argsCheck(tool.definition.input_schema) });
     }
   }
 
   definitions(): ToolDefinition[] {
-    return [...this.byName.values()].map((t) => t.definition);
+    return [...this.byName.values()].map(({ tool }) => tool.definition);
   }
 
   has(name: string): boolean {
@@ -81,12 +82,12 @@ class Registry implements ToolRegistry {
   }
 
   async run(name: string, args: unknown, signal: AbortSignal): Promise<RegistryRunResult> {
-    const tool = this.byName.get(name);
-    if (!tool) return { ok: false, unknown: true, error: `unknown tool "${name}"` };
-    const bad = checkArgs(tool.definition.input_schema, args);
-    if (bad) return fail(bad);
+    const entry = this.byName.get(name);
+    if (!entry) return { ok: false, unknown: true, error: `unknown tool "${name}"` };
+    const checked = entry.check(args);
+    if (!checked.ok) return fail(checked.error);
     try {
-      return await tool.run(args, { signal });
+      return await entry.tool.run(checked.value, { signal });
     } catch (e) {
       return fail(`${name} failed: ${messageOf(e)}`); // a tool must not throw; keep the run alive if one does
     }

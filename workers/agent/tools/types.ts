@@ -19,8 +19,15 @@ export interface ToolOutput {
 
 export type ToolResult = { ok: true; output: ToolOutput } | { ok: false; error: string; output?: ToolOutput };
 
-export interface Tool {
+/** The arguments of a tool call: a JSON object. */
+export type ToolArgs = Record<string, unknown>;
+
+/**
+ * A tool. Its arguments are checked once, by the registry, against `definition.input_schema`
+ * (tools/args.ts); a built-in tool's `A` is the type of the zod schema that input schema is derived
+ * from, so `run` trusts its input. Failures are returned as values, never thrown.
+ */
+export interface Tool<A extends ToolArgs = ToolArgs> {
   readonly definition: ToolDefinition;
-  /** Runs the tool. Bad arguments and failures are returned as values, never thrown. */
-  run(args: unknown, ctx: { signal: AbortSignal }): Promise<ToolResult>;
+  run(args: A, ctx: { signal: AbortSignal }): Promise<ToolResult>;
 }

@@ -1,8 +1,8 @@
 // The `web_fetch` tool: GET an http(s) URL on an allowlisted host and return its text.
 //
 // Rules, in the order they are checked (each failure is an error value with this exact text):
+//   invalid arguments: ...                                     (the registry, see args.ts)
 //   web_fetch is disabled: no allowed hosts are configured     (empty allowlist)
-//   invalid arguments: ...                                     (see args.ts)
 //   max_bytes must be a positive integer
 //   url too long (max 2048 characters) / invalid URL
 //   refused: <outbound policy reason>  src/shared/outbound-url.ts: only http and https URLs are
@@ -32,7 +32,8 @@
 
 import { hostAllowed, parseAllowlist, type HostPattern } from '../../../src/shared/host-policy.js';
 import { outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
-import { checkArgs } from './args.js';
+import { z } from 'zod';
+import { inputSchemaOf } from './args.js';
 import { fail, messageOf, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
 
@@ -57,6 +58,13 @@ export interface WebFetchOptions {
   /** The deployment's outbound policy (default: strict production). */
   policy?: OutboundPolicy;
 }
+
+/** The arguments; `max_bytes` and the URL are checked by the tool (see the header). */
+const WebFetchArgs = z.object({
+  url: z.string().describe('http:// or https:// URL'),
+  max_bytes: z.number().describe('Largest body to return, in bytes').optional(),
+});
+export type WebFetchArgs = z.infer<typeof WebFetchArgs>;
 
 const EMPTY_STATUSES = new Set([204, 205, 304]);
 
@@ -140,7 +148,7 @@ async function readLimited(
   return { bytes, truncated };
 }
 
-export class WebFetchTool implements Tool {
+export class WebFetchTool implements Tool<WebFetchArgs> {
   readonly definition: ToolDefinition;
   /** Allowlist entries that are not valid host patterns (ignored; reported by the registry). */
   readonly invalidAllowlistEntries: readonly string[];
@@ -169,14 +177,7 @@ export class WebFetchTool implements Tool {
         ` max_bytes limits the returned body (at most ${this.maxBytes}).`,
       schema_version: 1,
       requires_approval: false,
-      input_schema: {
-        type: 'object',
-        properties: {
-          url: { type: 'string', description: 'http:// or https:// URL' },
-          max_bytes: { type: 'number', description: 'Largest body to return, in bytes' },
-        },
-        required: ['url'],
-      },
+      input_schema: inputSchemaOf(WebFetchArgs),
     };
   }
 
@@ -189,11 +190,8 @@ export class WebFetchTool implements Tool {
     return hostAllowed(url.hostname, this.patterns) ? undefined : `${url.hostname} is not in the allowlist`;
   }
 
-  async run(args: unknown, ctx: { signal: AbortSignal }): Promise<ToolResult> {
+  async run({ url: rawUrl, max_bytes }: WebFetchArgs, ctx: { signal: AbortSignal }): Promise<ToolResult> {
     if (this.patterns.length === 0) return fail('web_fetch is disabled: no allowed hosts are configured');
-    const bad = checkArgs(this.definition.input_schema, args);
-    if (bad) return fail(bad);
-    const { url: rawUrl, max_bytes } = args as { url: string; max_bytes?: number };
     if (max_bytes !== undefined && (!Number.isInteger(max_bytes) || max_bytes < 1)) {
       return fail('max_bytes must be a positive integer');
     }
