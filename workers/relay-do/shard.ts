@@ -6,7 +6,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import { checkFilterValues, dedupeFilter, type Filter } from '../../src/shared/filters.js';
-import { isPrivateKind, isStored, KIND } from '../../src/shared/kinds.js';
+import { isStored, KIND } from '../../src/shared/kinds.js';
 import { isAuthRequiredAnswer, parseClientMessage, relayMessage } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
 import { verifyAttestation } from '../../src/shared/nip-oa.js';
@@ -15,8 +15,8 @@ import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js'
 import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { checkWrite, type PolicyContext } from './policy.js';
 import { deletionTargetCount, EventStore } from './store.js';
-import { delivers } from './visibility.js';
-import { AoFrameGate, checkFrameFilters } from './ao-frames.js';
+import { checkReadFilters, delivers } from './read-policy.js';
+import { AoFrameGate } from './ao-frames.js';
 import { ConnectionStore, type Connection } from './connections.js';
 import { BucketMap } from './rate-limit.js';
 import { coversUse, OwnershipRegistry, type OwnershipUse } from './ownership.js';
@@ -365,11 +365,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (!conn.subs.has(subId) && conn.subs.size >= this.limits.max_subscriptions) {
       return reject('rate-limited', `too many open subscriptions (max ${this.limits.max_subscriptions}); close one first`);
     }
-    const onlyPrivate = filters.every((f) => f.kinds !== undefined && f.kinds.length > 0 && f.kinds.every(isPrivateKind));
-    if (onlyPrivate && conn.authed.size === 0) {
-      return reject('auth-required', 'these kinds are only served to their authenticated author or recipient');
-    }
-    return checkFrameFilters(filters, conn.authed, this.clockSeconds());
+    return checkReadFilters(filters, conn.authed, this.clockSeconds());
   }
 
   private onReq(conn: Connection, subId: string, input: Filter[]): void {

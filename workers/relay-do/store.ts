@@ -8,7 +8,7 @@ import { tagValue, tagValues } from '../../src/shared/event.js';
 import { compareEvents, dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
-import { readableKindsSql } from './visibility.js';
+import { readableKindsSql } from './read-policy.js';
 
 /** SQLite in Durable Objects binds at most 100 parameters per statement; keep headroom. */
 export const MAX_BOUND_PARAMS = 100;
