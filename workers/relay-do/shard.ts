@@ -147,19 +147,6 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return this.ownership.agentsOf(owner, 'provisioned');
   }
 
-  /**
-   * Internal RPC (NIP-98 replay protection for the owner's management API calls): records an
-   * authorization event id until `expiresAt` (unix seconds); false when it was already used.
-   */
-  consumeAuthorization(id: string, expiresAt: number): boolean {
-    const sql = this.ctx.storage.sql;
-    sql.exec('CREATE TABLE IF NOT EXISTS http_auth_seen (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID');
-    sql.exec('DELETE FROM http_auth_seen WHERE expires_at < ?', nowSeconds());
-    if (sql.exec('SELECT 1 FROM http_auth_seen WHERE id = ?', id).toArray().length) return false;
-    sql.exec('INSERT INTO http_auth_seen (id, expires_at) VALUES (?, ?)', id, expiresAt);
-    return true;
-  }
-
   /** Internal RPC: whether the shard holds an authenticated agent → owner record valid now. */
   isAgentOwner(agent: string, owner: string): boolean {
     return this.ownership.isAgentOwner(agent, owner, this.ownershipUse());
