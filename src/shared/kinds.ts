@@ -1,11 +1,16 @@
 // Kind classes (../shared/DESIGN.md "Kind policy of a shard"): the one place that says how a kind is stored
 // and who may read it.
 
+/** The largest kind number (NIP-01: kinds are 0..65535). */
+export const MAX_KIND = 65535;
+
 export const KIND = {
   METADATA: 0,
   CONTACTS: 3,
   DELETION: 5,
+  SEAL: 13,
   GIFT_WRAP: 1059,
+  RELAY_LIST: 10002,
   EPHEMERAL_GIFT_WRAP: 21059,
   AUTH: 22242,
   HTTP_AUTH: 27235,

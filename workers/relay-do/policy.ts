@@ -1,11 +1,10 @@
 // Write policy of a shard as a list of small hooks (khatru style): each looks at a verified event
 // and the publishing connection and either admits it (undefined) or answers with a rejection.
 
-import type { NostrEvent } from '../../src/shared/event.js';
+import { expirationOf, type NostrEvent } from '../../src/shared/event.js';
 import { reject, type Rejection } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { RelayLimits } from './limits.js';
-import { expirationOf } from './store.js';
 
 export interface PolicyContext {
   /** Owner of the shard, or null for the public shard. */

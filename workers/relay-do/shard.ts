@@ -3,11 +3,11 @@
 // live sockets of this shard only.
 
 import { DurableObject } from 'cloudflare:workers';
-import { checkIdAndSignature, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
+import { checkIdAndSignature, eventIdOf, eventJson, expirationOf, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import { checkFilterValues, dedupeFilter, type Filter } from '../../src/shared/filters.js';
 import { isStored, KIND } from '../../src/shared/kinds.js';
-import { isAuthRequiredAnswer, parseClientMessage, relayMessage } from '../../src/shared/messages.js';
+import { isAuthRequiredAnswer, parseClientMessage, relayMessage, sniffEventId } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
 import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
@@ -174,7 +174,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const tooLong = byteLengthOver(message, this.limits.max_message_length);
     if (tooLong) {
       const reason = formatRejection(reject('invalid', `message is longer than ${this.limits.max_message_length} bytes`));
-      const id = /^\s*\[\s*"EVENT"\s*,\s*\{[^}]*?"id"\s*:\s*"([0-9a-f]{64})"/.exec(message.slice(0, 512))?.[1];
+      const id = sniffEventId(message);
       return send(conn, id ? relayMessage.ok(id, false, reason) : relayMessage.notice(reason));
     }
     const parsed = parseClientMessage(message, { maxSubIdLength: this.limits.max_subid_length, maxFilters: this.limits.max_filters });
@@ -326,9 +326,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   private async scheduleExpiry(e: NostrEvent): Promise<void> {
-    const exp = e.tags.find((t) => t[0] === 'expiration')?.[1];
-    if (!exp || !/^\d{1,10}$/.test(exp)) return;
-    const at = Number(exp) * 1000;
+    const exp = expirationOf(e);
+    if (exp === null) return;
+    const at = exp * 1000;
     const current = await this.ctx.storage.getAlarm();
     if (current === null || at < current) await this.ctx.storage.setAlarm(at);
   }
@@ -425,11 +425,6 @@ function answerRejection(conn: Connection, id: string | undefined, r: Rejection)
 
 const kindOf = (input: unknown): unknown =>
   typeof input === 'object' && input !== null ? (input as { kind?: unknown }).kind : undefined;
-
-const eventIdOf = (input: unknown): string | undefined => {
-  const id = typeof input === 'object' && input !== null ? (input as { id?: unknown }).id : undefined;
-  return typeof id === 'string' ? id : undefined;
-};
 
 /** Whether a string's UTF-8 encoding exceeds `max` bytes, without encoding short strings. */
 function byteLengthOver(s: string, max: number): boolean {

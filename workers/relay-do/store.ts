@@ -4,7 +4,7 @@
 // array, never more than 100 parameters) and its answer is bounded in bytes.
 
 import type { NostrEvent } from '../../src/shared/event.js';
-import { tagValue, tagValues } from '../../src/shared/event.js';
+import { expirationOf, tagValue, tagValues } from '../../src/shared/event.js';
 import { compareEvents, dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
@@ -66,12 +66,6 @@ export function coordinateD(e: Pick<NostrEvent, 'kind' | 'tags'>): string | null
   if (c === 'replaceable') return '';
   if (c === 'addressable') return tagValue(e, 'd') ?? '';
   return null;
-}
-
-/** The NIP-40 expiration timestamp, when the event carries a well-formed one. */
-export function expirationOf(e: Pick<NostrEvent, 'tags'>): number | null {
-  const v = tagValue(e, 'expiration');
-  return v !== undefined && /^\d{1,10}$/.test(v) ? Number(v) : null;
 }
 
 /** Whether `a` replaces `b` for the same coordinate: newer wins; equal created_at → lowest id wins. */
