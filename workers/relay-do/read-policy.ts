@@ -5,12 +5,13 @@
 // only to the authenticated recipient through a live `#p` subscription. The rule has three forms,
 // all built here from the same kind lists: the predicate (live fan-out), the SQL clause (stored
 // queries; tested against the predicate in test/workers/store*.test.ts) and the REQ/COUNT admission
-// of filters (what a connection may ask for at all).
+// of filters (what a connection may ask for at all: `rejectFilter` hooks, policy.ts).
 
 import type { NostrEvent } from '../../src/shared/event.js';
-import { reject, type Rejection } from '../../src/shared/errors.js';
+import { reject } from '../../src/shared/errors.js';
 import { matchFilter, matchFilters, type Filter } from '../../src/shared/filters.js';
 import { isPrivateKind, KIND, kindClass, READ_RESTRICTED_KINDS, readRule } from '../../src/shared/kinds.js';
+import type { RejectFilterHook } from './policy.js';
 
 /** NIP-AO history requests are refused; `since` may lag the relay's clock by this much (clock skew). */
 export const AO_SINCE_TOLERANCE_SECONDS = 60;
@@ -50,16 +51,21 @@ export function delivers(filters: readonly Filter[], e: NostrEvent, readers: Rea
   return canRead(e, readers) && matchFilters(filters, e);
 }
 
-/**
- * REQ/COUNT: whether a connection authenticated as `authed` may ask for these filters at all (unix
- * seconds `now`). Filters naming only private kinds need an authenticated connection; filters naming
- * kind 24200 must be live (no history) and carry `#p` of pubkeys the connection authenticated as.
- */
-export function checkReadFilters(filters: readonly Filter[], authed: ReadonlySet<string>, now: number): Rejection | undefined {
+/** REQ/COUNT (a `rejectFilter` hook): filters naming only private kinds need an authenticated connection. */
+export const privateKindsNeedAuth: RejectFilterHook = (filters, { conn }) => {
   const onlyPrivate = filters.every((f) => f.kinds !== undefined && f.kinds.length > 0 && f.kinds.every(isPrivateKind));
-  if (onlyPrivate && authed.size === 0) {
-    return reject('auth-required', 'these kinds are only served to their authenticated author or recipient');
-  }
+  return onlyPrivate && conn.authed.size === 0
+    ? reject('auth-required', 'these kinds are only served to their authenticated author or recipient')
+    : undefined;
+};
+
+/**
+ * REQ/COUNT (a `rejectFilter` hook): filters naming kind 24200 must be live (no history) and carry
+ * `#p` of pubkeys the connection authenticated as.
+ */
+export const aoFramesLiveToRecipient: RejectFilterHook = (filters, { conn, nowMs }) => {
+  const now = Math.floor(nowMs / 1000);
+  const authed = conn.authed;
   for (const f of filters) {
     if (!f.kinds?.includes(KIND.AO_FRAME)) continue;
     if (f.ids || f.until !== undefined || (f.since !== undefined && f.since < now - AO_SINCE_TOLERANCE_SECONDS)) {
@@ -71,4 +77,4 @@ export function checkReadFilters(filters: readonly Filter[], authed: ReadonlySet
     }
   }
   return undefined;
-}
+};

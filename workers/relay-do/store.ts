@@ -9,6 +9,8 @@ import { compareEvents, dedupeFilter, tagFilters, type Filter } from '../../src/
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
 import { readableKindsSql } from './read-policy.js';
+import { reject } from '../../src/shared/errors.js';
+import type { RejectEventHook } from './policy.js';
 
 /** SQLite in Durable Objects binds at most 100 parameters per statement; keep headroom. */
 export const MAX_BOUND_PARAMS = 100;
@@ -401,8 +403,11 @@ export class EventStore {
   }
 }
 
-/** Number of `e` and `a` tags of a deletion: what the shard's `max_deletion_targets` caps. */
-export const deletionTargetCount = (del: Pick<NostrEvent, 'tags'>): number => del.tags.filter((t) => t[0] === 'e' || t[0] === 'a').length;
+/** NIP-09 (a `rejectEvent` hook, policy.ts): a deletion names at most `max_deletion_targets` events (`e` and `a` tags). */
+export const deletionTargetsCap: RejectEventHook = (e, { limits }) =>
+  e.kind === KIND.DELETION && e.tags.filter((t) => t[0] === 'e' || t[0] === 'a').length > limits.max_deletion_targets
+    ? reject('invalid', `a deletion may name at most ${limits.max_deletion_targets} events`)
+    : undefined;
 
 /** Whether `deleter` may delete `e` (the SQL form in applyDeletion decides the same from the index): its author, or the p-tagged recipient of a gift wrap. */
 export function mayDelete(deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean {
