@@ -132,3 +132,10 @@ export function isAuthRequiredAnswer(frame: string): boolean {
   const message = m[0] === 'OK' && !m[2] ? m[3] : m[0] === 'CLOSED' ? m[2] : undefined;
   return message !== undefined && parseRejection(message)?.prefix === 'auth-required';
 }
+
+/** Whether a string's UTF-8 encoding exceeds `max` bytes, without encoding short strings. */
+export function byteLengthOver(s: string, max: number): boolean {
+  if (s.length > max) return true;
+  if (s.length * 3 <= max) return false;
+  return new TextEncoder().encode(s).length > max;
+}

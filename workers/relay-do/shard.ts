@@ -8,7 +8,7 @@ import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent 
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import { dedupeFilter, type Filter } from '../../src/shared/filters.js';
 import { isStored, KIND } from '../../src/shared/kinds.js';
-import { isAuthRequiredAnswer, parseClientMessage, relayMessage, sniffEventId } from '../../src/shared/messages.js';
+import { byteLengthOver, parseClientMessage, relayMessage, sniffEventId } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
 import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
@@ -17,7 +17,7 @@ import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { firstVerdict, shardPolicy, type EventContext, type RelayPolicy } from './policy.js';
 import { EventStore } from './store.js';
 import { delivers } from './read-policy.js';
-import { ConnectionStore, type Connection } from './connections.js';
+import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
 import { coversUse, OwnershipRegistry, type OwnershipUse } from './ownership.js';
 import { relayVerifier } from './verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
@@ -349,33 +349,5 @@ async function setUpVerifier(attempts = 3): Promise<SchnorrVerifier & SchnorrSig
   }
 }
 
-/** The code to echo in a close reply: the peer's own, unless it is one that may not be sent on the wire. */
-function closeReplyCode(code: number): number {
-  const sendable = (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
-  return sendable ? code : 1000;
-}
-
-/**
- * Sends a frame. The connection's NIP-42 challenge goes out lazily: right before every
- * `auth-required:` answer (OK or CLOSED), so a client learns it the moment authenticating would
- * help, and clients that never need it (welshman and NDK without an auth policy) never see one.
- */
-function send(conn: Connection, frame: string): void {
-  if (conn.ws.readyState !== WebSocket.OPEN) return;
-  if (isAuthRequiredAnswer(frame)) conn.ws.send(relayMessage.auth(conn.att.challenge));
-  conn.ws.send(frame);
-}
-
-function answerRejection(conn: Connection, id: string | undefined, r: Rejection): void {
-  send(conn, id ? relayMessage.ok(id, false, formatRejection(r)) : relayMessage.notice(formatRejection(r)));
-}
-
 const kindOf = (input: unknown): unknown =>
   typeof input === 'object' && input !== null ? (input as { kind?: unknown }).kind : undefined;
-
-/** Whether a string's UTF-8 encoding exceeds `max` bytes, without encoding short strings. */
-function byteLengthOver(s: string, max: number): boolean {
-  if (s.length > max) return true;
-  if (s.length * 3 <= max) return false;
-  return new TextEncoder().encode(s).length > max;
-}
