@@ -14,6 +14,7 @@ import { isDevelopment } from './api/owners.js';
 
 export { RelayShard } from '../workers/relay-do/shard.js';
 export { Agent } from '../workers/agent/agent-do.js';
+export { ApiState } from './api/api-state.js';
 
 export interface Env extends AgentApiBindings, RouterBindings, ProviderEnv {
   RELAY_LIMITS?: string;

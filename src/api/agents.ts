@@ -18,9 +18,10 @@ import { sealingSecret, sealSecretKey } from '../../workers/agent/secrets.js';
 import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../../workers/relay-do/routes.js';
 import { notAnOwner } from './owners.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
+import type { ApiStateBindings } from './api-state.js';
 import { configuredProviders, type ProviderEnv } from '../../workers/agent/providers/index.js';
 
-export interface AgentApiBindings extends RouterBindings, ProviderEnv, OutboundEnv {
+export interface AgentApiBindings extends RouterBindings, ApiStateBindings, ProviderEnv, OutboundEnv {
   AGENT: DurableObjectNamespace<Agent>;
 }
 

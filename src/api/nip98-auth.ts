@@ -3,22 +3,22 @@
 //   2. asks `authorize` whether the signer may use this API at all (e.g. EDGESTR_OWNERS): 403
 //      before any Durable Object is touched, so a key that can merely sign creates nothing,
 //   3. reads the body with a cap (413 over MAX_API_BODY_BYTES) and checks its `payload` hash,
-//   4. consumes the event id once in the caller's shard (replay protection shared by every
-//      isolate), remembered for as long as the event is valid (replayExpiry),
+//   4. consumes the event id once in the caller's ApiState object (replay protection shared by
+//      every isolate), remembered for as long as the event is valid (replayExpiry),
 // and exposes the caller's pubkey and the body.
 
 import type { MiddlewareHandler } from 'hono';
 import { checkHttpAuthPayload, replayExpiry, verifyHttpAuthHeader } from '../shared/nip98.js';
 import { relayVerifier } from '../../workers/relay-do/verifier.js';
-import { shardStub, type ShardBindings } from '../../workers/relay-do/routes.js';
 import { MAX_API_BODY_BYTES, readBoundedBody } from './body.js';
+import { apiStateStub, type ApiStateBindings } from './api-state.js';
 
 export type AuthedVariables = { caller: string; body: Uint8Array };
 
 /** Why `pubkey` may not use this API (the 403 message), or undefined when it may. */
 export type Authorize<B> = (env: B, pubkey: string) => string | undefined;
 
-export function nip98<B extends ShardBindings>(
+export function nip98<B extends ApiStateBindings>(
   authorize: Authorize<B>,
   maxBody: number = MAX_API_BODY_BYTES,
 ): MiddlewareHandler<{ Bindings: B; Variables: AuthedVariables }> {
@@ -36,7 +36,7 @@ export function nip98<B extends ShardBindings>(
     if (!body.ok) return c.json({ error: body.error }, 413);
     const payload = checkHttpAuthPayload(event, body.value);
     if (!payload.ok) return c.json({ error: `NIP-98: ${payload.error.reason}` }, 401);
-    if (!(await shardStub(c.env, pubkey).consumeAuthorization(event.id, replayExpiry(event, now)))) {
+    if (!(await apiStateStub(c.env, pubkey).consumeAuthorization(event.id, replayExpiry(event, now)))) {
       return c.json({ error: 'NIP-98: this authorization event was already used' }, 401);
     }
     c.set('caller', pubkey);

@@ -1,14 +1,16 @@
 // Nostr events (NIP-01): the zod schema, the canonical serializations (for the id, and the JSON a
-// relay serves), id computation, and full validation (shape, id, signature) that every component runs before looking at an event.
+// relay serves), id computation, and full validation (shape, id, signature) that every component
+// runs before looking at an event; tag readers, including the NIP-40 expiration.
 
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex, HEX64, hexToBytes } from './hex.js';
 import { err, ok, reject, type Result } from './errors.js';
 import type { SchnorrSigner, SchnorrVerifier } from './verify.js';
+import { MAX_KIND } from './kinds.js';
 
-export const MAX_KIND = 65535;
-const MAX_TIMESTAMP = 2 ** 32 - 1;
+/** The largest created_at (and NIP-OA timestamp) accepted: an unsigned 32-bit value. */
+export const MAX_TIMESTAMP = 2 ** 32 - 1;
 
 const hex64 = (what: string) => z.string().regex(HEX64, `${what} must be 64 lowercase hex characters`);
 
@@ -112,3 +114,15 @@ export function signEventWith(
   if (bytesToHex(signer) !== pubkey) throw new Error('signEventWith: the secret key does not belong to the pubkey');
   return { id: bytesToHex(idBytes), ...unsigned, sig: bytesToHex(signature) };
 }
+
+/** The NIP-40 expiration timestamp, when the event carries a well-formed one. */
+export function expirationOf(e: Pick<NostrEvent, 'tags'>): number | null {
+  const v = tagValue(e, 'expiration');
+  return v !== undefined && /^\d{1,10}$/.test(v) ? Number(v) : null;
+}
+
+/** The `id` of something that may be an event (a string, not checked further), to answer OK with. */
+export const eventIdOf = (input: unknown): string | undefined => {
+  const id = typeof input === 'object' && input !== null ? (input as { id?: unknown }).id : undefined;
+  return typeof id === 'string' ? id : undefined;
+};

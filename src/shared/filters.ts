@@ -4,7 +4,7 @@
 
 import { z } from 'zod';
 import type { NostrEvent } from './event.js';
-import { MAX_KIND } from './event.js';
+import { MAX_KIND } from './kinds.js';
 import { HEX64 } from './hex.js';
 import { reject, type Rejection } from './errors.js';
 

@@ -1,11 +1,16 @@
-// Kind classes (DESIGN.md "Kind policy of a shard"): the one place that says how a kind is stored
+// Kind classes (../shared/DESIGN.md "Kind policy of a shard"): the one place that says how a kind is stored
 // and who may read it.
+
+/** The largest kind number (NIP-01: kinds are 0..65535). */
+export const MAX_KIND = 65535;
 
 export const KIND = {
   METADATA: 0,
   CONTACTS: 3,
   DELETION: 5,
+  SEAL: 13,
   GIFT_WRAP: 1059,
+  RELAY_LIST: 10002,
   EPHEMERAL_GIFT_WRAP: 21059,
   AUTH: 22242,
   HTTP_AUTH: 27235,
@@ -62,7 +67,7 @@ export const NIPXX_RUN_KINDS: ReadonlySet<number> = new Set([KIND.AI_STATUS, KIN
  *   (every NIP-XX kind, 25800–25806);
  * - 'recipient': a connection authenticated as a p-tagged pubkey (gift wraps 1059 and 21059, whose
  *   author is a one-time key).
- * Kind 24200 (NIP-AO) has its own, stricter rule in the relay (workers/relay-do/visibility.ts).
+ * Kind 24200 (NIP-AO) has its own, stricter rule in the relay (workers/relay-do/read-policy.ts).
  */
 export type ReadRule = 'anyone' | 'author-or-recipient' | 'recipient';
 

@@ -2,7 +2,7 @@
 // rejection when malformed) and builders for relay → client frames.
 
 import { z } from 'zod';
-import { describeIssue } from './event.js';
+import { describeIssue, eventIdOf } from './event.js';
 import { FilterSchema, type Filter } from './filters.js';
 import { err, ok, parseRejection, reject, type Rejection, type Result } from './errors.js';
 
@@ -29,10 +29,12 @@ export interface MessageLimits {
   maxFilters: number;
 }
 
-const idOf = (v: unknown): string | undefined =>
-  typeof v === 'object' && v !== null && typeof (v as { id?: unknown }).id === 'string'
-    ? (v as { id: string }).id
-    : undefined;
+/**
+ * The id of an EVENT frame read from its first 512 characters without parsing it (for a message too
+ * long to parse, so that the answer can still be an OK false for that id).
+ */
+export const sniffEventId = (text: string): string | undefined =>
+  /^\s*\[\s*"EVENT"\s*,\s*\{[^}]*?"id"\s*:\s*"([0-9a-f]{64})"/.exec(text.slice(0, 512))?.[1];
 
 export function parseClientMessage(text: string, limits: MessageLimits): Result<ClientMessage, MessageError> {
   let frame: unknown;
@@ -50,7 +52,7 @@ export function parseClientMessage(text: string, limits: MessageLimits): Result<
     case 'AUTH': {
       if (verb === 'AUTH' && rest.length === 0) return ok({ type: 'CHALLENGE' });
       if (rest.length !== 1) {
-        return err({ rejection: reject('invalid', `${verb} takes exactly one event`), eventId: idOf(rest[0]) });
+        return err({ rejection: reject('invalid', `${verb} takes exactly one event`), eventId: eventIdOf(rest[0]) });
       }
       return ok({ type: verb, event: rest[0] });
     }
@@ -129,4 +131,11 @@ export function isAuthRequiredAnswer(frame: string): boolean {
   const m = parsed.data;
   const message = m[0] === 'OK' && !m[2] ? m[3] : m[0] === 'CLOSED' ? m[2] : undefined;
   return message !== undefined && parseRejection(message)?.prefix === 'auth-required';
+}
+
+/** Whether a string's UTF-8 encoding exceeds `max` bytes, without encoding short strings. */
+export function byteLengthOver(s: string, max: number): boolean {
+  if (s.length > max) return true;
+  if (s.length * 3 <= max) return false;
+  return new TextEncoder().encode(s).length > max;
 }

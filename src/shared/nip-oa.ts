@@ -7,7 +7,8 @@
 import { schnorr } from '@noble/curves/secp256k1.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { err, ok, type Result } from './errors.js';
-import { checkIdAndSignature, type NostrEvent } from './event.js';
+import { checkIdAndSignature, MAX_TIMESTAMP, type NostrEvent } from './event.js';
+import { MAX_KIND } from './kinds.js';
 import { bytesToHex, hexToBytes, isHex128, isHex64 } from './hex.js';
 import type { SchnorrVerifier } from './verify.js';
 
@@ -29,8 +30,6 @@ export interface Attestation {
 
 export const NO_ATTESTATION = 'no attestation';
 
-const MAX_KIND = 65535;
-const MAX_TIMESTAMP = 4294967295;
 const CANONICAL_UINT = /^(0|[1-9][0-9]*)$/;
 const CLAUSE = /^(kind=|created_at<|created_at>)(.*)$/s;
 

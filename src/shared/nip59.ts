@@ -7,11 +7,11 @@ import { computeEventId, parseEvent, checkIdAndSignature, type NostrEvent, type 
 import { err, ok, type Result } from './errors.js';
 import { ConversationKeyCache, decrypt, encrypt, getConversationKey } from './nip44.js';
 import type { SchnorrVerifier } from './verify.js';
-import { kindClass } from './kinds.js';
+import { KIND, kindClass } from './kinds.js';
 
-export const SEAL_KIND = 13;
-export const WRAP_KIND = 1059;
-export const EPHEMERAL_WRAP_KIND = 21059;
+export const SEAL_KIND = KIND.SEAL;
+export const WRAP_KIND = KIND.GIFT_WRAP;
+export const EPHEMERAL_WRAP_KIND = KIND.EPHEMERAL_GIFT_WRAP;
 
 /** A rumor: an event with an id but no signature (deniable if leaked). */
 export type Rumor = UnsignedEvent & { id: string };

@@ -18,6 +18,7 @@
 import { parseRejection } from './errors.js';
 import { parseEvent, type NostrEvent } from './event.js';
 import { matchFilters, type Filter } from './filters.js';
+import { KIND } from './kinds.js';
 
 /** WebSocket readyState values (identical in the web API, workerd and `ws`). */
 export const READY_STATE = { CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3 } as const;
@@ -146,7 +147,6 @@ interface Waiter<T> {
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
-const AUTH_KIND = 22242;
 
 const isAuthRequired = (message: string): boolean => parseRejection(message)?.prefix === 'auth-required';
 const nowSeconds = (): number => Math.floor(Date.now() / 1000);
@@ -526,7 +526,7 @@ export class RelayClient {
       let signed: NostrEvent;
       try {
         signed = await signer({
-          kind: AUTH_KIND,
+          kind: KIND.AUTH,
           created_at: nowSeconds(),
           tags: [
             ['relay', this.url],

@@ -1,12 +1,14 @@
 // Management API trust rules: the owner allow-list on every call (not only on create), NIP-98
 // header checks before the body is read, a capped body, no Durable Object touched for callers who
-// may not use the API, and replay ids remembered as long as their event is valid.
-import { runInDurableObject, env, SELF } from 'cloudflare:test';
+// may not use the API, and replay ids remembered (in the caller's ApiState) as long as their event
+// is valid.
+import { listDurableObjectIds, runInDurableObject, env, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { DEMO_AGENT, DEMO_OWNER, DEMO_OWNER_SK } from '../../src/api/owners.js';
 import { base64Decode } from '../../src/shared/nip44.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
-import { shardStub } from '../../workers/relay-do/routes.js';
+import { apiStateStub } from '../../src/api/api-state.js';
+import { shardName } from '../../workers/relay-do/routes.js';
 import { api } from './api-helpers.js';
 import { apiWithEnv, fetchWithEnv } from './app-env.js';
 import { BASE, keys, now } from './helpers.js';
@@ -18,10 +20,16 @@ const TOO_LARGE = { error: 'request body too large (max 262144 bytes)' };
 const eventIdOf = (header: string): string =>
   (JSON.parse(new TextDecoder().decode(base64Decode(header.slice('Nostr '.length))!)) as { id: string }).id;
 
-const hasReplayTable = (owner: string) =>
-  runInDurableObject(shardStub(env, owner), (_i, state) =>
-    state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE name = 'http_auth_seen'").one().n,
-  );
+/** Whether the caller's ApiState object exists (listing the ids never creates one), and its shard's. */
+const touched = async (caller: string) => {
+  const ids = await listDurableObjectIds(env.API_STATE);
+  const shards = await listDurableObjectIds(env.RELAY_SHARD);
+  const shard = env.RELAY_SHARD.idFromName(shardName(caller));
+  return {
+    apiState: ids.some((id) => id.equals(env.API_STATE.idFromName(caller))),
+    shard: shards.some((id) => id.equals(shard)),
+  };
+};
 
 describe('the owner allow-list on every management call', () => {
   it('an owner removed from EDGESTR_OWNERS can no longer list, read, change or delete its agents', async () => {
@@ -51,10 +59,10 @@ describe('the owner allow-list on every management call', () => {
     const stranger = keys();
     expect(await api(stranger.sk, 'GET', '/api/agents')).toEqual({ status: 403, json: NOT_AN_OWNER });
     expect(await api(stranger.sk, 'POST', '/api/agents', { name: 'x' })).toEqual({ status: 403, json: NOT_AN_OWNER });
-    expect(await hasReplayTable(stranger.pk)).toBe(0);
+    expect(await touched(stranger.pk)).toEqual({ apiState: false, shard: false });
     // The allowed owner's calls do record their id.
     expect((await api(TEST_OWNER_SK, 'GET', '/api/agents')).status).toBe(200);
-    expect(await hasReplayTable(TEST_OWNER)).toBe(1);
+    expect((await touched(TEST_OWNER)).apiState).toBe(true);
   });
 });
 
@@ -101,7 +109,7 @@ describe('NIP-98 before the body', () => {
     const header = makeHttpAuthHeader(TEST_OWNER_SK, url, 'GET', undefined, createdAt);
     expect((await api(TEST_OWNER_SK, 'GET', '/api/agents', undefined, header)).status).toBe(200);
     const id = eventIdOf(header);
-    const expiresAt = await runInDurableObject(shardStub(env, TEST_OWNER), (_i, state) =>
+    const expiresAt = await runInDurableObject(apiStateStub(env, TEST_OWNER), (_i, state) =>
       state.storage.sql.exec<{ expires_at: number }>('SELECT expires_at FROM http_auth_seen WHERE id = ?', id).one().expires_at,
     );
     expect(expiresAt).toBeGreaterThanOrEqual(createdAt + 60);

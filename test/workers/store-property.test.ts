@@ -8,11 +8,11 @@
 import { env, runInDurableObject } from 'cloudflare:test';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { NostrEvent } from '../../src/shared/event.js';
+import { expirationOf, type NostrEvent } from '../../src/shared/event.js';
 import { compareEvents, matchFilter, type Filter } from '../../src/shared/filters.js';
 import { KIND } from '../../src/shared/kinds.js';
-import { coordinateD, EventStore, expirationOf, mayDelete, parseCoordinate, supersedes, type InsertOutcome } from '../../workers/relay-do/store.js';
-import { canRead } from '../../workers/relay-do/visibility.js';
+import { coordinateD, EventStore, mayDelete, parseCoordinate, supersedes, type InsertOutcome } from '../../workers/relay-do/store.js';
+import { canRead } from '../../workers/relay-do/read-policy.js';
 
 const T0 = 1_700_000_000;
 const NOW = T0 + 3;

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { compareEvents, matchFilter, type Filter } from '../../src/shared/filters.js';
 import { EventStore, MAX_BOUND_PARAMS } from '../../workers/relay-do/store.js';
-import { canRead } from '../../workers/relay-do/visibility.js';
+import { canRead } from '../../workers/relay-do/read-policy.js';
 import { connect, freshOwner, keys, randomHex, sign } from './helpers.js';
 
 /** A small deterministic PRNG so failures reproduce. */

@@ -1,8 +1,10 @@
 // Per-connection state of a shard that must survive hibernation: the socket attachment holds the
 // connection's identity and AUTH challenge; subscriptions and authenticated pubkeys live in SQLite
-// (an attachment is limited to 2 KiB). In memory they are only a cache rebuilt on wake.
+// (an attachment is limited to 2 KiB). In memory they are only a cache rebuilt on wake. Also how
+// frames are sent to a connection (with the lazy NIP-42 challenge) and how its close is answered.
 
-import { reject, type Rejection } from '../../src/shared/errors.js';
+import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
+import { isAuthRequiredAnswer, relayMessage } from '../../src/shared/messages.js';
 import type { Filter } from '../../src/shared/filters.js';
 import { TokenBucket } from './rate-limit.js';
 import type { RelayLimits } from './limits.js';
@@ -121,4 +123,26 @@ export class ConnectionStore {
     this.sql.exec('DELETE FROM conn_auth WHERE cid = ?', att.cid);
     this.sql.exec('DELETE FROM conn_subs WHERE cid = ?', att.cid);
   }
+}
+
+/**
+ * Sends a frame. The connection's NIP-42 challenge goes out lazily: right before every
+ * `auth-required:` answer (OK or CLOSED), so a client learns it the moment authenticating would
+ * help, and clients that never need it (welshman and NDK without an auth policy) never see one.
+ */
+export function send(conn: Connection, frame: string): void {
+  if (conn.ws.readyState !== WebSocket.OPEN) return;
+  if (isAuthRequiredAnswer(frame)) conn.ws.send(relayMessage.auth(conn.att.challenge));
+  conn.ws.send(frame);
+}
+
+/** Answers a refused EVENT or AUTH: OK false for its id, or a NOTICE when it had none. */
+export function answerRejection(conn: Connection, id: string | undefined, r: Rejection): void {
+  send(conn, id ? relayMessage.ok(id, false, formatRejection(r)) : relayMessage.notice(formatRejection(r)));
+}
+
+/** The code to echo in a close reply: the peer's own, unless it is one that may not be sent on the wire. */
+export function closeReplyCode(code: number): number {
+  const sendable = (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+  return sendable ? code : 1000;
 }

@@ -9,7 +9,9 @@
 // A `kind=` clause names the carrier the proof may come from (22242 for AUTH, 0 for a profile) and is
 // checked when the record is made (verifyAttestation).
 
-import { parseConditions, timeClausesHold } from '../../src/shared/nip-oa.js';
+import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
+import { KIND } from '../../src/shared/kinds.js';
+import type { OnEventSavedHook } from './policy.js';
 
 export type OwnershipSource = 'auth' | 'kind0' | 'provisioned';
 
@@ -84,3 +86,22 @@ export function coversUse(conditions: string, use: OwnershipUse): boolean {
   if (!parsed.ok) return false;
   return timeClausesHold(parsed.value, use.now) && (use.eventCreatedAt === undefined || timeClausesHold(parsed.value, use.eventCreatedAt));
 }
+
+/**
+ * An `onEventSaved` hook (policy.ts): a stored kind 0 with a valid NIP-OA tag records agent → owner;
+ * a newer one without it revokes the agent's self-made proofs (edgestr's own provisioning records
+ * are revoked through the management API only).
+ */
+export const learnOwnershipFromProfile =
+  (registry: OwnershipRegistry): OnEventSavedHook =>
+  (e, { verifier, now }) => {
+    if (e.kind !== KIND.METADATA) return;
+    const a = verifyAttestation(e, verifier);
+    if (a.ok) {
+      registry.record(e.pubkey, a.value.owner, 'kind0', now, a.value.conditions);
+      return;
+    }
+    for (const source of ['kind0', 'auth'] as const) {
+      for (const owner of registry.ownersOf(e.pubkey, source)) registry.revoke(e.pubkey, owner, source);
+    }
+  };

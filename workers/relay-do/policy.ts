@@ -1,81 +1,98 @@
-// Write policy of a shard as a list of small hooks (khatru style): each looks at a verified event
-// and the publishing connection and either admits it (undefined) or answers with a rejection.
+// Relay policy of a shard as hook lists (khatru style). `rejectFilter` hooks decide whether a REQ or
+// COUNT may run, `rejectEvent` hooks whether a verified EVENT is accepted, `onEventSaved` hooks act on
+// an event once it is stored. Each rule is one small hook in the module of its NIP; this file holds
+// the hook types, the context they see and the shard's lists, in the order they run (which decides
+// which answer a request that breaks several rules gets).
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { reject, type Rejection } from '../../src/shared/errors.js';
-import { KIND } from '../../src/shared/kinds.js';
+import { checkFilterValues, type Filter } from '../../src/shared/filters.js';
+import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import type { RelayLimits } from './limits.js';
-import { expirationOf } from './store.js';
+import type { Connection } from './connections.js';
+import { learnOwnershipFromProfile, type OwnershipRegistry } from './ownership.js';
+import { aoFrameAdmission } from './ao-frames.js';
+import { privateKindsNeedAuth, aoFramesLiveToRecipient } from './read-policy.js';
+import { notExpired, scheduleExpiry } from './nip40.js';
+import { deletionTargetsCap } from './store.js';
+import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
-export interface PolicyContext {
+/** What an event hook sees of the shard and the publishing connection. */
+export interface EventContext {
   /** Owner of the shard, or null for the public shard. */
   owner: string | null;
   /** Pubkeys the connection has authenticated as (NIP-42). */
   authed: ReadonlySet<string>;
-  /** Seconds since the epoch. */
+  /** The shard's clock: unix seconds, and the same instant in milliseconds. */
   now: number;
+  nowMs: number;
+  /** The connection's address, and whether it is edgestr's own agent (see INTERNAL_HEADER). */
+  ip: string;
+  internal: boolean;
   limits: RelayLimits;
+  verifier: SchnorrVerifier;
+  /** Whether `pubkey` is an agent of the shard's owner, by a record valid for the event at hand. */
   isOwnersAgent(pubkey: string): boolean;
+  /** Whether the shard holds a record of `agent` → `owner` valid now (and for `agentEvent`, signed by the agent). */
+  isAgentOwner(agent: string, owner: string, agentEvent?: NostrEvent): boolean;
   /** Whether the event carries a valid NIP-OA attestation naming the shard's owner. */
   attestsToOwner(e: NostrEvent): boolean;
 }
 
-export type RejectEventHook = (e: NostrEvent, ctx: PolicyContext) => Rejection | undefined;
+/** A rejection, 'drop' (accepted with OK true but neither stored nor delivered), or undefined to go on. */
+export type EventVerdict = Rejection | 'drop' | undefined;
+export type RejectEventHook = (e: NostrEvent, ctx: EventContext) => EventVerdict;
+export type OnEventSavedHook = (e: NostrEvent, ctx: EventContext) => void | Promise<void>;
 
-export const withinLimits: RejectEventHook = (e, { limits, now }) => {
-  if (e.tags.length > limits.max_event_tags) return reject('invalid', `too many tags (max ${limits.max_event_tags})`);
-  if (e.content.length > limits.max_content_length) {
-    return reject('invalid', `content is longer than ${limits.max_content_length} characters`);
-  }
-  if (e.created_at < now - limits.created_at_lower_limit) return reject('invalid', 'created_at is too far in the past');
-  if (e.created_at > now + limits.created_at_upper_limit) return reject('invalid', 'created_at is too far in the future');
-  return undefined;
-};
+/** What a filter hook sees: the connection asking, the subscription id, the shard's clock (unix ms). */
+export interface FilterContext {
+  conn: Connection;
+  subId: string;
+  limits: RelayLimits;
+  nowMs: number;
+}
+export type RejectFilterHook = (filters: readonly Filter[], ctx: FilterContext) => Rejection | undefined;
 
-export const notAuthEvent: RejectEventHook = (e) =>
-  e.kind === KIND.AUTH ? reject('invalid', 'kind 22242 is sent with the AUTH message, not EVENT') : undefined;
+export interface RelayPolicy {
+  rejectFilter: readonly RejectFilterHook[];
+  rejectEvent: readonly RejectEventHook[];
+  onEventSaved: readonly OnEventSavedHook[];
+}
 
-/** NIP-40: an expired event is refused on publish. */
-export const notExpired: RejectEventHook = (e, { now }) => {
-  const exp = expirationOf(e);
-  return exp !== null && exp <= now ? reject('invalid', 'event has expired') : undefined;
-};
+/** NIP-01 limits on a REQ/COUNT: values per filter, request rate, open subscriptions. */
+const filterValuesCap: RejectFilterHook = (filters, { limits }) => checkFilterValues(filters, limits.max_filter_values);
 
-/** NIP-70: an event tagged ["-"] is accepted only from a connection authenticated as its author. */
-export const protectedByAuthor: RejectEventHook = (e, { authed }) => {
-  if (!e.tags.some((t) => t.length === 1 && t[0] === '-')) return undefined;
-  if (authed.has(e.pubkey)) return undefined;
-  return authed.size === 0
-    ? reject('auth-required', 'this event is protected: authenticate as its author to publish it')
-    : reject('restricted', 'this event is protected: only its author may publish it');
-};
+const requestRate: RejectFilterHook = (_filters, { conn, nowMs }) =>
+  conn.reqs.take(nowMs) ? undefined : reject('rate-limited', 'slow down: too many requests on this connection');
 
-/** The owner shard's default: the owner, the owner's agents, and anything addressed to them (its inbox). */
-export const ownerShardWrites: RejectEventHook = (e, ctx) => {
-  const { owner } = ctx;
-  if (owner === null) return undefined;
-  if (e.pubkey === owner || ctx.isOwnersAgent(e.pubkey)) return undefined;
-  // A connection authenticated as the owner or one of the owner's agents vouches for what it
-  // publishes: gift wraps are signed by one-time keys and may be addressed to anyone.
-  for (const who of ctx.authed) if (who === owner || ctx.isOwnersAgent(who)) return undefined;
-  if (e.tags.some((t) => t[0] === 'p' && t[1] !== undefined && (t[1] === owner || ctx.isOwnersAgent(t[1])))) return undefined;
-  if (e.kind === KIND.METADATA && ctx.attestsToOwner(e)) return undefined;
-  return reject('restricted', "this shard accepts events from its owner and the owner's agents, or addressed to them");
-};
+const subscriptionCap: RejectFilterHook = (_filters, { conn, subId, limits }) =>
+  !conn.subs.has(subId) && conn.subs.size >= limits.max_subscriptions
+    ? reject('rate-limited', `too many open subscriptions (max ${limits.max_subscriptions}); close one first`)
+    : undefined;
 
-/** Hooks every shard runs, in order, after the event's id and signature are verified. */
-export const DEFAULT_WRITE_POLICY: readonly RejectEventHook[] = [
-  withinLimits,
-  notAuthEvent,
-  notExpired,
-  protectedByAuthor,
-  ownerShardWrites,
-];
+/** The hooks of a shard, in the order they run; stateful ones (rate limits) live as long as the shard object. */
+export function shardPolicy(limits: RelayLimits, ownership: OwnershipRegistry, storage: DurableObjectStorage): RelayPolicy {
+  return {
+    rejectFilter: [filterValuesCap, requestRate, subscriptionCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
+    rejectEvent: [
+      ...eventRateLimits(limits),
+      withinLimits,
+      notAuthEvent,
+      notExpired,
+      protectedByAuthor,
+      ownerShardWrites,
+      deletionTargetsCap,
+      aoFrameAdmission(),
+    ],
+    onEventSaved: [learnOwnershipFromProfile(ownership), scheduleExpiry(storage)],
+  };
+}
 
-export function checkWrite(e: NostrEvent, ctx: PolicyContext, hooks = DEFAULT_WRITE_POLICY): Rejection | undefined {
+/** The first answer of `hooks` (in order) that is not undefined. */
+export function firstVerdict<T, C, R>(hooks: readonly ((input: T, ctx: C) => R | undefined)[], input: T, ctx: C): R | undefined {
   for (const hook of hooks) {
-    const r = hook(e, ctx);
-    if (r) return r;
+    const r = hook(input, ctx);
+    if (r !== undefined) return r;
   }
   return undefined;
 }

@@ -1,24 +1,23 @@
-// RelayShard: one Durable Object per shard (the public shard, or one per owner). Speaks NIP-01
-// over hibernatable WebSockets; stores durable kinds in SQLite; fans ephemeral kinds out to the
-// live sockets of this shard only.
+// RelayShard: one Durable Object per shard (the public shard, or one per owner). A small core that
+// speaks NIP-01 over hibernatable WebSockets (parse, verify, answer), stores durable kinds in SQLite
+// and fans events out to the live sockets of this shard only; what is admitted, refused and done
+// after a write is decided by the hook lists of policy.ts.
 
 import { DurableObject } from 'cloudflare:workers';
-import { checkIdAndSignature, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
+import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
-import { checkFilterValues, dedupeFilter, type Filter } from '../../src/shared/filters.js';
-import { isPrivateKind, isStored, KIND } from '../../src/shared/kinds.js';
-import { isAuthRequiredAnswer, parseClientMessage, relayMessage } from '../../src/shared/messages.js';
+import { dedupeFilter, type Filter } from '../../src/shared/filters.js';
+import { isStored, KIND } from '../../src/shared/kinds.js';
+import { byteLengthOver, parseClientMessage, relayMessage, sniffEventId } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
 import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
-import { checkWrite, type PolicyContext } from './policy.js';
-import { deletionTargetCount, EventStore } from './store.js';
-import { delivers } from './visibility.js';
-import { AoFrameGate, checkFrameFilters } from './ao-frames.js';
-import { ConnectionStore, type Connection } from './connections.js';
-import { BucketMap } from './rate-limit.js';
+import { firstVerdict, shardPolicy, type EventContext, type RelayPolicy } from './policy.js';
+import { EventStore } from './store.js';
+import { delivers } from './read-policy.js';
+import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
 import { coversUse, OwnershipRegistry, type OwnershipUse } from './ownership.js';
 import { relayVerifier } from './verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
@@ -45,9 +44,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly store: EventStore;
   private readonly conns: ConnectionStore;
   private readonly ownership: OwnershipRegistry;
-  private readonly byPubkey: BucketMap;
-  private readonly byIp: BucketMap;
-  private readonly aoGate: AoFrameGate;
+  private readonly policy: RelayPolicy;
   private owner: string | null | undefined;
   private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
   /**
@@ -76,12 +73,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.store = new EventStore(sql);
     this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
     this.ownership = new OwnershipRegistry(sql);
-    this.byPubkey = new BucketMap(this.limits.events_per_second_per_pubkey, this.limits.events_burst_per_pubkey);
-    this.byIp = new BucketMap(this.limits.events_per_second_per_ip, this.limits.events_burst_per_ip);
-    // Telemetry is signed by the agent (its created_at must be covered too); control frames by the owner.
-    this.aoGate = new AoFrameGate((agent, owner, frame) =>
-      this.ownership.isAgentOwner(agent, owner, this.ownershipUse(frame.pubkey === agent ? frame : undefined)),
-    );
+    this.policy = shardPolicy(this.limits, this.ownership, ctx.storage);
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -147,31 +139,13 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return this.ownership.agentsOf(owner, 'provisioned');
   }
 
-  /**
-   * Internal RPC (NIP-98 replay protection for the owner's management API calls): records an
-   * authorization event id until `expiresAt` (unix seconds); false when it was already used.
-   */
-  consumeAuthorization(id: string, expiresAt: number): boolean {
-    const sql = this.ctx.storage.sql;
-    sql.exec('CREATE TABLE IF NOT EXISTS http_auth_seen (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID');
-    sql.exec('DELETE FROM http_auth_seen WHERE expires_at < ?', nowSeconds());
-    if (sql.exec('SELECT 1 FROM http_auth_seen WHERE id = ?', id).toArray().length) return false;
-    sql.exec('INSERT INTO http_auth_seen (id, expires_at) VALUES (?, ?)', id, expiresAt);
-    return true;
-  }
-
   /** Internal RPC: whether the shard holds an authenticated agent → owner record valid now. */
   isAgentOwner(agent: string, owner: string): boolean {
-    return this.ownership.isAgentOwner(agent, owner, this.ownershipUse());
+    return this.ownership.isAgentOwner(agent, owner, { now: this.clockSeconds() });
   }
 
   private clockSeconds(): number {
     return Math.floor(this.clock() / 1000);
-  }
-
-  /** A use of an ownership record now, vouching for the agent's own event `agentEvent` when given. */
-  private ownershipUse(agentEvent?: Pick<NostrEvent, 'created_at'>): OwnershipUse {
-    return { now: this.clockSeconds(), eventCreatedAt: agentEvent?.created_at };
   }
 
   /** The Wasm verifier, set up by the constructor before any message is delivered. */
@@ -187,7 +161,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const tooLong = byteLengthOver(message, this.limits.max_message_length);
     if (tooLong) {
       const reason = formatRejection(reject('invalid', `message is longer than ${this.limits.max_message_length} bytes`));
-      const id = /^\s*\[\s*"EVENT"\s*,\s*\{[^}]*?"id"\s*:\s*"([0-9a-f]{64})"/.exec(message.slice(0, 512))?.[1];
+      const id = sniffEventId(message);
       return send(conn, id ? relayMessage.ok(id, false, reason) : relayMessage.notice(reason));
     }
     const parsed = parseClientMessage(message, { maxSubIdLength: this.limits.max_subid_length, maxFilters: this.limits.max_filters });
@@ -247,28 +221,19 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   private async onEvent(conn: Connection, input: unknown): Promise<void> {
     const now = this.clock();
-    // NIP-AO frames have their own limits (per agent, after authorization); other kinds share these.
+    // NIP-AO frames have their own connection bucket (unverified floods); other kinds share one.
     const isFrame = kindOf(input) === KIND.AO_FRAME;
-    const internal = conn.att.internal === true;
-    if (!internal && !(isFrame ? conn.frames : conn.events).take(now)) {
+    if (conn.att.internal !== true && !(isFrame ? conn.frames : conn.events).take(now)) {
       return answerRejection(conn, eventIdOf(input), reject('rate-limited', 'slow down: too many events on this connection'));
     }
     const verifier = this.verifier;
     const v = this.verified(input, verifier);
     if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
     const e = v.event;
-    if (isFrame) return this.onFrame(conn, e, eventJson(e), now, verifier);
-    if (!internal && !this.byPubkey.take(e.pubkey, now)) {
-      return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this pubkey'));
-    }
-    if (!internal && !this.byIp.take(conn.att.ip, now)) {
-      return answerRejection(conn, e.id, reject('rate-limited', 'slow down: too many events from this address'));
-    }
-    const denied = checkWrite(e, this.policyContext(conn, e, verifier));
-    if (denied) return answerRejection(conn, e.id, denied);
-    if (e.kind === KIND.DELETION && deletionTargetCount(e) > this.limits.max_deletion_targets) {
-      return answerRejection(conn, e.id, reject('invalid', `a deletion may name at most ${this.limits.max_deletion_targets} events`));
-    }
+    const ctx = this.eventContext(conn, e, now, verifier);
+    const verdict = firstVerdict(this.policy.rejectEvent, e, ctx);
+    if (verdict === 'drop') return send(conn, relayMessage.ok(e.id, true, ''));
+    if (verdict) return answerRejection(conn, e.id, verdict);
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
     if (!isStored(e.kind)) {
@@ -286,64 +251,37 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'stored':
         break;
     }
-    if (e.kind === KIND.METADATA) this.learnOwnershipFromProfile(e, verifier);
     send(conn, relayMessage.ok(e.id, true, ''));
     this.broadcast(e, raw);
-    await this.scheduleExpiry(e);
-  }
-
-  /** Kind 24200: the write policy, then NIP-AO admission; fanned out live, never stored. */
-  private onFrame(conn: Connection, e: NostrEvent, raw: string, now: number, verifier: SchnorrVerifier): void {
-    const denied = checkWrite(e, this.policyContext(conn, e, verifier));
-    if (denied) return answerRejection(conn, e.id, denied);
-    const verdict = this.aoGate.admit(e, conn.authed, now);
-    if (verdict.action === 'reject') return answerRejection(conn, e.id, verdict.rejection);
-    send(conn, relayMessage.ok(e.id, true, ''));
-    if (verdict.action === 'fan-out') this.broadcast(e, raw);
+    for (const hook of this.policy.onEventSaved) await hook(e, ctx);
   }
 
   /**
-   * The write policy's view of `event` published on `conn`. An agent's proof must be valid now, and
-   * cover `event`'s created_at when the agent signed it (not when its connection vouches for an
-   * event signed by another key, e.g. a gift wrap with a randomized created_at).
+   * What the policy hooks see of `event` published on `conn` at `nowMs`. An agent's proof must be
+   * valid now, and cover `event`'s created_at when the agent signed it (not when its connection
+   * vouches for an event signed by another key, e.g. a gift wrap with a randomized created_at).
    */
-  private policyContext(conn: Connection, event: NostrEvent, verifier: SchnorrVerifier): PolicyContext {
+  private eventContext(conn: Connection, event: NostrEvent, nowMs: number, verifier: SchnorrVerifier): EventContext {
     const owner = this.shardOwner();
+    const now = Math.floor(nowMs / 1000);
+    const use = (agentEvent?: Pick<NostrEvent, 'created_at'>): OwnershipUse => ({ now, eventCreatedAt: agentEvent?.created_at });
     return {
       owner,
       authed: conn.authed,
-      now: this.clockSeconds(),
+      now,
+      nowMs,
+      ip: conn.att.ip,
+      internal: conn.att.internal === true,
       limits: this.limits,
-      isOwnersAgent: (pubkey) =>
-        owner !== null && this.ownership.isAgentOwner(pubkey, owner, this.ownershipUse(pubkey === event.pubkey ? event : undefined)),
+      verifier,
+      isOwnersAgent: (pubkey) => owner !== null && this.ownership.isAgentOwner(pubkey, owner, use(pubkey === event.pubkey ? event : undefined)),
+      isAgentOwner: (agent, agentOwner, agentEvent) => this.ownership.isAgentOwner(agent, agentOwner, use(agentEvent)),
       // The attestation on the event itself: valid for it (verifyAttestation) and not expired now.
       attestsToOwner: (e) => {
         const a = verifyAttestation(e, verifier);
-        return owner !== null && a.ok && a.value.owner === owner && coversUse(a.value.conditions, this.ownershipUse(e));
+        return owner !== null && a.ok && a.value.owner === owner && coversUse(a.value.conditions, use(e));
       },
     };
-  }
-
-  /** A stored kind 0 with a valid NIP-OA tag records agent → owner; a newer one without it revokes. */
-  private learnOwnershipFromProfile(e: NostrEvent, verifier: SchnorrVerifier): void {
-    const a = verifyAttestation(e, verifier);
-    if (a.ok) {
-      this.ownership.record(e.pubkey, a.value.owner, 'kind0', this.clockSeconds(), a.value.conditions);
-      return;
-    }
-    // The agent's newest public profile no longer claims an owner: its self-made proofs lapse
-    // (edgestr's own provisioning records are revoked through the management API only).
-    for (const source of ['kind0', 'auth'] as const) {
-      for (const owner of this.ownership.ownersOf(e.pubkey, source)) this.ownership.revoke(e.pubkey, owner, source);
-    }
-  }
-
-  private async scheduleExpiry(e: NostrEvent): Promise<void> {
-    const exp = e.tags.find((t) => t[0] === 'expiration')?.[1];
-    if (!exp || !/^\d{1,10}$/.test(exp)) return;
-    const at = Number(exp) * 1000;
-    const current = await this.ctx.storage.getAlarm();
-    if (current === null || at < current) await this.ctx.storage.setAlarm(at);
   }
 
   /** Sends an accepted event to every live subscription of this shard that matches and may read it. */
@@ -359,22 +297,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   private limitOf = (f: Filter): number => Math.min(f.limit ?? this.limits.default_limit, this.limits.max_limit);
 
-  /** REQ/COUNT admission shared by both verbs; returns a rejection for CLOSED. */
+  /** REQ/COUNT admission shared by both verbs (the `rejectFilter` hooks); returns a rejection for CLOSED. */
   private admitQuery(conn: Connection, subId: string, filters: Filter[]): Rejection | undefined {
-    if (!conn.reqs.take(this.clock())) return reject('rate-limited', 'slow down: too many requests on this connection');
-    if (!conn.subs.has(subId) && conn.subs.size >= this.limits.max_subscriptions) {
-      return reject('rate-limited', `too many open subscriptions (max ${this.limits.max_subscriptions}); close one first`);
-    }
-    const onlyPrivate = filters.every((f) => f.kinds !== undefined && f.kinds.length > 0 && f.kinds.every(isPrivateKind));
-    if (onlyPrivate && conn.authed.size === 0) {
-      return reject('auth-required', 'these kinds are only served to their authenticated author or recipient');
-    }
-    return checkFrameFilters(filters, conn.authed, this.clockSeconds());
+    return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock() });
   }
 
   private onReq(conn: Connection, subId: string, input: Filter[]): void {
     const filters = input.map(dedupeFilter);
-    const denied = checkFilterValues(filters, this.limits.max_filter_values) ?? this.admitQuery(conn, subId, filters);
+    const denied = this.admitQuery(conn, subId, filters);
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
     const rows = this.store.query(filters, this.limitOf, [...conn.authed], nowSeconds(), this.limits.max_query_bytes);
     for (const row of rows) send(conn, relayMessage.event(subId, row.raw));
@@ -384,7 +314,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   private onCount(conn: Connection, subId: string, input: Filter[]): void {
     const filters = input.map(dedupeFilter);
-    const denied = checkFilterValues(filters, this.limits.max_filter_values) ?? this.admitQuery(conn, subId, filters);
+    const denied = this.admitQuery(conn, subId, filters);
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
     send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds())));
   }
@@ -419,38 +349,5 @@ async function setUpVerifier(attempts = 3): Promise<SchnorrVerifier & SchnorrSig
   }
 }
 
-/** The code to echo in a close reply: the peer's own, unless it is one that may not be sent on the wire. */
-function closeReplyCode(code: number): number {
-  const sendable = (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
-  return sendable ? code : 1000;
-}
-
-/**
- * Sends a frame. The connection's NIP-42 challenge goes out lazily: right before every
- * `auth-required:` answer (OK or CLOSED), so a client learns it the moment authenticating would
- * help, and clients that never need it (welshman and NDK without an auth policy) never see one.
- */
-function send(conn: Connection, frame: string): void {
-  if (conn.ws.readyState !== WebSocket.OPEN) return;
-  if (isAuthRequiredAnswer(frame)) conn.ws.send(relayMessage.auth(conn.att.challenge));
-  conn.ws.send(frame);
-}
-
-function answerRejection(conn: Connection, id: string | undefined, r: Rejection): void {
-  send(conn, id ? relayMessage.ok(id, false, formatRejection(r)) : relayMessage.notice(formatRejection(r)));
-}
-
 const kindOf = (input: unknown): unknown =>
   typeof input === 'object' && input !== null ? (input as { kind?: unknown }).kind : undefined;
-
-const eventIdOf = (input: unknown): string | undefined => {
-  const id = typeof input === 'object' && input !== null ? (input as { id?: unknown }).id : undefined;
-  return typeof id === 'string' ? id : undefined;
-};
-
-/** Whether a string's UTF-8 encoding exceeds `max` bytes, without encoding short strings. */
-function byteLengthOver(s: string, max: number): boolean {
-  if (s.length > max) return true;
-  if (s.length * 3 <= max) return false;
-  return new TextEncoder().encode(s).length > max;
-}

@@ -4,11 +4,13 @@
 // array, never more than 100 parameters) and its answer is bounded in bytes.
 
 import type { NostrEvent } from '../../src/shared/event.js';
-import { tagValue, tagValues } from '../../src/shared/event.js';
+import { expirationOf, tagValue, tagValues } from '../../src/shared/event.js';
 import { compareEvents, dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
-import { readableKindsSql } from './visibility.js';
+import { readableKindsSql } from './read-policy.js';
+import { reject } from '../../src/shared/errors.js';
+import type { RejectEventHook } from './policy.js';
 
 /** SQLite in Durable Objects binds at most 100 parameters per statement; keep headroom. */
 export const MAX_BOUND_PARAMS = 100;
@@ -66,12 +68,6 @@ export function coordinateD(e: Pick<NostrEvent, 'kind' | 'tags'>): string | null
   if (c === 'replaceable') return '';
   if (c === 'addressable') return tagValue(e, 'd') ?? '';
   return null;
-}
-
-/** The NIP-40 expiration timestamp, when the event carries a well-formed one. */
-export function expirationOf(e: Pick<NostrEvent, 'tags'>): number | null {
-  const v = tagValue(e, 'expiration');
-  return v !== undefined && /^\d{1,10}$/.test(v) ? Number(v) : null;
 }
 
 /** Whether `a` replaces `b` for the same coordinate: newer wins; equal created_at → lowest id wins. */
@@ -407,8 +403,11 @@ export class EventStore {
   }
 }
 
-/** Number of `e` and `a` tags of a deletion: what the shard's `max_deletion_targets` caps. */
-export const deletionTargetCount = (del: Pick<NostrEvent, 'tags'>): number => del.tags.filter((t) => t[0] === 'e' || t[0] === 'a').length;
+/** NIP-09 (a `rejectEvent` hook, policy.ts): a deletion names at most `max_deletion_targets` events (`e` and `a` tags). */
+export const deletionTargetsCap: RejectEventHook = (e, { limits }) =>
+  e.kind === KIND.DELETION && e.tags.filter((t) => t[0] === 'e' || t[0] === 'a').length > limits.max_deletion_targets
+    ? reject('invalid', `a deletion may name at most ${limits.max_deletion_targets} events`)
+    : undefined;
 
 /** Whether `deleter` may delete `e` (the SQL form in applyDeletion decides the same from the index): its author, or the p-tagged recipient of a gift wrap. */
 export function mayDelete(deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean {

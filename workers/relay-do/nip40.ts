@@ -1,0 +1,23 @@
+// NIP-40 on the relay: an expired event is refused on publish, and a stored event with an
+// expiration schedules the shard's alarm (which purges expired events, store.ts `purgeExpired`).
+// Queries never return an expired event (store.ts).
+
+import { expirationOf } from '../../src/shared/event.js';
+import { reject } from '../../src/shared/errors.js';
+import type { OnEventSavedHook, RejectEventHook } from './policy.js';
+
+export const notExpired: RejectEventHook = (e, { now }) => {
+  const exp = expirationOf(e);
+  return exp !== null && exp <= now ? reject('invalid', 'event has expired') : undefined;
+};
+
+/** Brings the shard's alarm forward to a stored event's expiration. */
+export const scheduleExpiry =
+  (storage: DurableObjectStorage): OnEventSavedHook =>
+  async (e) => {
+    const exp = expirationOf(e);
+    if (exp === null) return;
+    const at = exp * 1000;
+    const current = await storage.getAlarm();
+    if (current === null || at < current) await storage.setAlarm(at);
+  };

@@ -1,0 +1,60 @@
+// Write rules of a shard (`rejectEvent` hooks, see policy.ts): per-pubkey and per-address rate
+// limits, the NIP-11 limits on one event, kind 22242 only through AUTH, NIP-70 protected events, and
+// the owner shard's default of accepting only its owner's traffic.
+
+import { reject } from '../../src/shared/errors.js';
+import { KIND } from '../../src/shared/kinds.js';
+import type { RelayLimits } from './limits.js';
+import type { RejectEventHook } from './policy.js';
+import { BucketMap } from './rate-limit.js';
+
+/**
+ * Events per pubkey and per address (token buckets shared by every connection of the shard). Kind
+ * 24200 frames have their own limits (NIP-AO) and edgestr's own agents are bounded by theirs.
+ */
+export function eventRateLimits(limits: RelayLimits): RejectEventHook[] {
+  const byPubkey = new BucketMap(limits.events_per_second_per_pubkey, limits.events_burst_per_pubkey);
+  const byIp = new BucketMap(limits.events_per_second_per_ip, limits.events_burst_per_ip);
+  const exempt = (kind: number, internal: boolean) => internal || kind === KIND.AO_FRAME;
+  return [
+    (e, { internal, nowMs }) =>
+      exempt(e.kind, internal) || byPubkey.take(e.pubkey, nowMs) ? undefined : reject('rate-limited', 'slow down: too many events from this pubkey'),
+    (e, { internal, nowMs, ip }) =>
+      exempt(e.kind, internal) || byIp.take(ip, nowMs) ? undefined : reject('rate-limited', 'slow down: too many events from this address'),
+  ];
+}
+
+export const withinLimits: RejectEventHook = (e, { limits, now }) => {
+  if (e.tags.length > limits.max_event_tags) return reject('invalid', `too many tags (max ${limits.max_event_tags})`);
+  if (e.content.length > limits.max_content_length) {
+    return reject('invalid', `content is longer than ${limits.max_content_length} characters`);
+  }
+  if (e.created_at < now - limits.created_at_lower_limit) return reject('invalid', 'created_at is too far in the past');
+  if (e.created_at > now + limits.created_at_upper_limit) return reject('invalid', 'created_at is too far in the future');
+  return undefined;
+};
+
+export const notAuthEvent: RejectEventHook = (e) =>
+  e.kind === KIND.AUTH ? reject('invalid', 'kind 22242 is sent with the AUTH message, not EVENT') : undefined;
+
+/** NIP-70: an event tagged ["-"] is accepted only from a connection authenticated as its author. */
+export const protectedByAuthor: RejectEventHook = (e, { authed }) => {
+  if (!e.tags.some((t) => t.length === 1 && t[0] === '-')) return undefined;
+  if (authed.has(e.pubkey)) return undefined;
+  return authed.size === 0
+    ? reject('auth-required', 'this event is protected: authenticate as its author to publish it')
+    : reject('restricted', 'this event is protected: only its author may publish it');
+};
+
+/** The owner shard's default: the owner, the owner's agents, and anything addressed to them (its inbox). */
+export const ownerShardWrites: RejectEventHook = (e, ctx) => {
+  const { owner } = ctx;
+  if (owner === null) return undefined;
+  if (e.pubkey === owner || ctx.isOwnersAgent(e.pubkey)) return undefined;
+  // A connection authenticated as the owner or one of the owner's agents vouches for what it
+  // publishes: gift wraps are signed by one-time keys and may be addressed to anyone.
+  for (const who of ctx.authed) if (who === owner || ctx.isOwnersAgent(who)) return undefined;
+  if (e.tags.some((t) => t[0] === 'p' && t[1] !== undefined && (t[1] === owner || ctx.isOwnersAgent(t[1])))) return undefined;
+  if (e.kind === KIND.METADATA && ctx.attestsToOwner(e)) return undefined;
+  return reject('restricted', "this shard accepts events from its owner and the owner's agents, or addressed to them");
+};
