@@ -12,6 +12,7 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { randomBytes } from '@noble/hashes/utils.js';
 import { err, ok, type Result } from './errors.js';
 import { bytesToHex, hexToBytes, isHex64 } from './hex.js';
+import { LruMap } from './lru.js';
 
 export const NIP44_VERSION = 2;
 export const MIN_PLAINTEXT_BYTES = 1;
@@ -231,14 +232,16 @@ export function looksLikeNip44v2(content: string): boolean {
  * material: keep one per isolate/Durable Object, never serialise it.
  */
 export class ConversationKeyCache {
-  readonly maxEntries: number;
-  private readonly entries = new Map<string, Uint8Array>();
+  private readonly entries: LruMap<string, Uint8Array>;
   private hitCount = 0;
   private missCount = 0;
 
   constructor(maxEntries = 1024) {
-    if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) throw new RangeError('ConversationKeyCache: maxEntries must be ≥ 1');
-    this.maxEntries = maxEntries;
+    this.entries = new LruMap(maxEntries);
+  }
+
+  get maxEntries(): number {
+    return this.entries.max;
   }
 
   /** The conversation key for (sk, pk), computed on a miss; throws like `getConversationKey`. */
@@ -249,17 +252,11 @@ export class ConversationKeyCache {
     const hit = this.entries.get(id);
     if (hit) {
       this.hitCount++;
-      this.entries.delete(id);
-      this.entries.set(id, hit);
       return hit;
     }
     this.missCount++;
     const key = getConversationKey(secret, pk);
     this.entries.set(id, key);
-    if (this.entries.size > this.maxEntries) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
-    }
     return key;
   }
 
