@@ -1,20 +1,18 @@
-// NIP-44 v2 payload encryption (secp256k1 ECDH + HKDF + ChaCha20 + HMAC-SHA256), written on the
-// @noble primitives, plus a bounded LRU cache of conversation keys: the ECDH step costs ~3 ms, so
-// every component that talks to the same peer repeatedly goes through `ConversationKeyCache`.
-// Decryption reports bad payloads as values; encryption throws only on programmer errors
+// NIP-44 v2 payload encryption: a thin wrapper over nostr-tools' `nip44` (the same @noble
+// primitives, checked here against the official vectors) that reports bad payloads as values,
+// keeps the relay's cheap shape check (`looksLikeNip44v2`), and adds a bounded LRU cache of
+// conversation keys: the ECDH step costs ~3 ms, so every component that talks to the same peer
+// repeatedly goes through `ConversationKeyCache`. Encryption throws only on programmer errors
 // (bad key material, plaintext outside 1..65535 bytes).
 
-import { chacha20 } from '@noble/ciphers/chacha.js';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
-import { expand, extract } from '@noble/hashes/hkdf.js';
-import { hmac } from '@noble/hashes/hmac.js';
+import { expand } from '@noble/hashes/hkdf.js';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { randomBytes } from '@noble/hashes/utils.js';
+import { v2 } from 'nostr-tools/nip44';
 import { err, ok, type Result } from './errors.js';
 import { bytesToHex, hexToBytes, isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
 
-export const NIP44_VERSION = 2;
 export const MIN_PLAINTEXT_BYTES = 1;
 export const MAX_PLAINTEXT_BYTES = 65535;
 /** Bounds of a v2 payload: base64 characters, and decoded bytes (version + nonce + ct + mac). */
@@ -33,8 +31,6 @@ export type DecryptError =
   | 'invalid utf-8 in plaintext';
 
 const utf8 = new TextEncoder();
-const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
-const SALT = utf8.encode('nip44-v2');
 
 // ---- base64 (RFC 4648, standard alphabet, padding required; strict: no whitespace) ----
 
@@ -94,6 +90,10 @@ const toSecretBytes = (sk: Uint8Array | string): Uint8Array => {
   return hexToBytes(sk);
 };
 
+const checkKey = (conversationKey: Uint8Array): void => {
+  if (conversationKey.length !== 32) throw new Error('nip44: conversation key must be 32 bytes');
+};
+
 /**
  * The conversation key shared by `sk` and the x-only public key `pubkeyHex` (symmetric: A→B and
  * B→A give the same key). Throws on an invalid secret key (0 or ≥ n) or a public key that is not
@@ -103,13 +103,11 @@ export function getConversationKey(sk: Uint8Array | string, pubkeyHex: string): 
   const secret = toSecretBytes(sk);
   if (secret.length !== 32 || !secp256k1.utils.isValidSecretKey(secret)) throw new Error('nip44: invalid secret key');
   if (!isHex64(pubkeyHex.toLowerCase())) throw new Error('nip44: public key must be 64 hex characters');
-  let shared: Uint8Array;
   try {
-    shared = secp256k1.getSharedSecret(secret, hexToBytes('02' + pubkeyHex), true);
+    return v2.utils.getConversationKey(secret, pubkeyHex.toLowerCase());
   } catch {
     throw new Error('nip44: invalid public key (not on the curve)');
   }
-  return extract(sha256, shared.subarray(1, 33), SALT);
 }
 
 export interface MessageKeys {
@@ -118,112 +116,86 @@ export interface MessageKeys {
   hmacKey: Uint8Array;
 }
 
-/** Per-message keys: HKDF-expand(conversation key, nonce, 76). */
+/**
+ * Per-message keys: HKDF-expand(conversation key, nonce, 76). nostr-tools derives them privately;
+ * this exposes the same step for the official get_message_keys vectors.
+ */
 export function getMessageKeys(conversationKey: Uint8Array, nonce: Uint8Array): MessageKeys {
-  if (conversationKey.length !== 32) throw new Error('nip44: conversation key must be 32 bytes');
+  checkKey(conversationKey);
   if (nonce.length !== 32) throw new Error('nip44: nonce must be 32 bytes');
   const keys = expand(sha256, conversationKey, nonce, 76);
   return { chachaKey: keys.subarray(0, 32), chachaNonce: keys.subarray(32, 44), hmacKey: keys.subarray(44, 76) };
 }
 
-// ---- padding ----
-
-/** Padded length of a plaintext of `len` bytes (len ≥ 1). */
+/** Padded length of a plaintext of `len` bytes (len ≥ 1, else RangeError). */
 export function calcPaddedLen(len: number): number {
   if (!Number.isSafeInteger(len) || len < 1) throw new RangeError('nip44: length must be a positive integer');
-  if (len <= 32) return 32;
-  const nextPower = 1 << (Math.floor(Math.log2(len - 1)) + 1);
-  const chunk = nextPower <= 256 ? 32 : nextPower / 8;
-  return chunk * (Math.floor((len - 1) / chunk) + 1);
-}
-
-function pad(plaintext: string): Uint8Array {
-  const bytes = utf8.encode(plaintext);
-  const n = bytes.length;
-  if (n < MIN_PLAINTEXT_BYTES || n > MAX_PLAINTEXT_BYTES) {
-    throw new RangeError(`nip44: plaintext must be ${MIN_PLAINTEXT_BYTES} to ${MAX_PLAINTEXT_BYTES} bytes of UTF-8 (got ${n})`);
-  }
-  const out = new Uint8Array(2 + calcPaddedLen(n));
-  out[0] = n >> 8;
-  out[1] = n & 255;
-  out.set(bytes, 2);
-  return out;
-}
-
-function unpad(padded: Uint8Array): Result<string, DecryptError> {
-  const n = ((padded[0] ?? 0) << 8) | (padded[1] ?? 0);
-  if (n === 0 || padded.length < 2 + n || padded.length !== 2 + calcPaddedLen(n)) return err('invalid padding');
-  try {
-    return ok(utf8Strict.decode(padded.subarray(2, 2 + n)));
-  } catch {
-    return err('invalid utf-8 in plaintext');
-  }
-}
-
-// ---- MAC ----
-
-function hmacAad(key: Uint8Array, nonce: Uint8Array, ciphertext: Uint8Array): Uint8Array {
-  return hmac.create(sha256, key).update(nonce).update(ciphertext).digest();
-}
-
-function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
-  return diff === 0;
+  return v2.utils.calcPaddedLen(len);
 }
 
 // ---- encrypt / decrypt ----
 
 /** Encrypts `plaintext` (1..65535 UTF-8 bytes, else RangeError) into a base64 v2 payload. */
-export function encrypt(plaintext: string, conversationKey: Uint8Array, nonce: Uint8Array = randomBytes(32)): string {
-  const { chachaKey, chachaNonce, hmacKey } = getMessageKeys(conversationKey, nonce);
-  const ciphertext = chacha20(chachaKey, chachaNonce, pad(plaintext));
-  const mac = hmacAad(hmacKey, nonce, ciphertext);
-  const out = new Uint8Array(1 + 32 + ciphertext.length + 32);
-  out[0] = NIP44_VERSION;
-  out.set(nonce, 1);
-  out.set(ciphertext, 33);
-  out.set(mac, 33 + ciphertext.length);
-  return base64Encode(out);
+export function encrypt(plaintext: string, conversationKey: Uint8Array, nonce?: Uint8Array): string {
+  checkKey(conversationKey);
+  if (nonce !== undefined && nonce.length !== 32) throw new Error('nip44: nonce must be 32 bytes');
+  // nostr-tools also accepts longer plaintexts (an extended length prefix that v2 peers refuse).
+  const n = utf8.encode(plaintext).length;
+  if (n < MIN_PLAINTEXT_BYTES || n > MAX_PLAINTEXT_BYTES) {
+    throw new RangeError(`nip44: plaintext must be ${MIN_PLAINTEXT_BYTES} to ${MAX_PLAINTEXT_BYTES} bytes of UTF-8 (got ${n})`);
+  }
+  return v2.encrypt(plaintext, conversationKey, nonce);
+}
+
+const BASE64_TEXT = /^[A-Za-z0-9+/]+={0,2}$/;
+
+/** What makes `payload` no v2 payload, checked without decoding (the first failure, in decrypt's order). */
+function shapeError(payload: string): DecryptError | undefined {
+  if (payload.startsWith('#')) return 'unknown encryption version';
+  const len = payload.length;
+  if (len < MIN_PAYLOAD_CHARS || len > MAX_PAYLOAD_CHARS) return 'invalid payload length';
+  if (len % 4 !== 0 || !BASE64_TEXT.test(payload)) return 'invalid base64';
+  const pad = payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0;
+  const bytes = (len / 4) * 3 - pad;
+  if (bytes < MIN_PAYLOAD_BYTES || bytes > MAX_PAYLOAD_BYTES) return 'invalid payload length';
+  // Version byte 0x02 = 000000|10xxxx: first character 'A', second one of 'g'..'v'.
+  const second = payload[1]!;
+  if (payload[0] !== 'A' || second < 'g' || second > 'v') return 'unknown encryption version';
+  return undefined;
+}
+
+/**
+ * nostr-tools decodes the plaintext leniently (U+FFFD for bytes that are not UTF-8). A plaintext
+ * holding U+FFFD is re-encrypted under the payload's own nonce: only the exact original bytes
+ * (UTF-8, zero padding) give back the same payload.
+ */
+function decodedExactly(text: string, payload: string, conversationKey: Uint8Array): boolean {
+  if (!text.includes('\uFFFD')) return true;
+  const nonce = base64Decode(payload.slice(0, 44))?.subarray(1);
+  return nonce !== undefined && v2.encrypt(text, conversationKey, nonce) === payload;
 }
 
 /** Decrypts a v2 payload. Every malformed or forged payload yields an error value, never a throw. */
 export function decrypt(payload: string, conversationKey: Uint8Array): Result<string, DecryptError> {
-  if (conversationKey.length !== 32) throw new Error('nip44: conversation key must be 32 bytes');
-  if (payload.startsWith('#')) return err('unknown encryption version');
-  if (payload.length < MIN_PAYLOAD_CHARS || payload.length > MAX_PAYLOAD_CHARS) return err('invalid payload length');
-  const data = base64Decode(payload);
-  if (!data) return err('invalid base64');
-  if (data.length < MIN_PAYLOAD_BYTES || data.length > MAX_PAYLOAD_BYTES) return err('invalid payload length');
-  if (data[0] !== NIP44_VERSION) return err('unknown encryption version');
-  const nonce = data.subarray(1, 33);
-  const ciphertext = data.subarray(33, data.length - 32);
-  const mac = data.subarray(data.length - 32);
-  const { chachaKey, chachaNonce, hmacKey } = getMessageKeys(conversationKey, nonce);
-  if (!constantTimeEqual(hmacAad(hmacKey, nonce, ciphertext), mac)) return err('invalid MAC');
-  return unpad(chacha20(chachaKey, chachaNonce, ciphertext));
+  checkKey(conversationKey);
+  const bad = shapeError(payload);
+  if (bad) return err(bad);
+  let text: string;
+  try {
+    text = v2.decrypt(payload, conversationKey);
+  } catch (e) {
+    // After the shape check the library fails only on non-canonical base64, the MAC or the padding.
+    const message = e instanceof Error ? e.message : '';
+    return err(message.startsWith('invalid base64') ? 'invalid base64' : message.startsWith('invalid MAC') ? 'invalid MAC' : 'invalid padding');
+  }
+  return decodedExactly(text, payload, conversationKey) ? ok(text) : err('invalid utf-8 in plaintext');
 }
 
 /**
  * Cheap shape check (no decoding, no allocation): padded base64 of a length a v2 payload can have,
  * whose first byte is the version 2. Used by the relay to reject content that cannot be NIP-44 v2.
  */
-export function looksLikeNip44v2(content: string): boolean {
-  const len = content.length;
-  if (len < MIN_PAYLOAD_CHARS || len > MAX_PAYLOAD_CHARS || len % 4 !== 0) return false;
-  // Version byte 0x02 = 000000|10xxxx: first character 'A', second one of 'g'..'v'.
-  const second = B64_INDEX[content.charCodeAt(1)] ?? -1;
-  if (content[0] !== 'A' || second < 32 || second > 47) return false;
-  const pad = content.endsWith('==') ? 2 : content.endsWith('=') ? 1 : 0;
-  const bytes = (len / 4) * 3 - pad;
-  if (bytes < MIN_PAYLOAD_BYTES || bytes > MAX_PAYLOAD_BYTES) return false;
-  for (let i = 2; i < len - pad; i++) {
-    const c = content.charCodeAt(i);
-    if (c >= 128 || B64_INDEX[c]! < 0) return false;
-  }
-  return true;
-}
+export const looksLikeNip44v2 = (content: string): boolean => shapeError(content) === undefined;
 
 // ---- conversation key cache ----
 
