@@ -10,7 +10,7 @@ import { expand } from '@noble/hashes/hkdf.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { v2 } from 'nostr-tools/nip44';
 import { err, ok, type Result } from './errors.js';
-import { bytesToHex, hexToBytes, isHex64 } from './hex.js';
+import { base64Decode, bytesToHex, hexToBytes, isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
 
 export const MIN_PLAINTEXT_BYTES = 1;
@@ -31,56 +31,6 @@ export type DecryptError =
   | 'invalid utf-8 in plaintext';
 
 const utf8 = new TextEncoder();
-
-// ---- base64 (RFC 4648, standard alphabet, padding required; strict: no whitespace) ----
-
-const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
-const B64_INDEX = new Int16Array(128).fill(-1);
-for (let i = 0; i < B64.length; i++) B64_INDEX[B64.charCodeAt(i)] = i;
-
-export function base64Encode(bytes: Uint8Array): string {
-  let out = '';
-  let i = 0;
-  for (; i + 2 < bytes.length; i += 3) {
-    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
-    out += B64[n >> 18]! + B64[(n >> 12) & 63]! + B64[(n >> 6) & 63]! + B64[n & 63]!;
-  }
-  const rest = bytes.length - i;
-  if (rest === 1) {
-    const n = bytes[i]! << 16;
-    out += B64[n >> 18]! + B64[(n >> 12) & 63]! + '==';
-  } else if (rest === 2) {
-    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8);
-    out += B64[n >> 18]! + B64[(n >> 12) & 63]! + B64[(n >> 6) & 63]! + '=';
-  }
-  return out;
-}
-
-/** Strict base64 decoding; undefined when the input is not canonical padded base64. */
-export function base64Decode(s: string): Uint8Array | undefined {
-  if (s.length % 4 !== 0) return undefined;
-  const pad = s.endsWith('==') ? 2 : s.endsWith('=') ? 1 : 0;
-  const out = new Uint8Array((s.length / 4) * 3 - pad);
-  let o = 0;
-  for (let i = 0; i < s.length; i += 4) {
-    const last = i + 4 === s.length;
-    let n = 0;
-    for (let j = 0; j < 4; j++) {
-      const c = s.charCodeAt(i + j);
-      let v: number;
-      if (c === 61 /* '=' */ && last && j >= 4 - pad) v = 0;
-      else v = c < 128 ? B64_INDEX[c]! : -1;
-      if (v < 0) return undefined;
-      n = (n << 6) | v;
-    }
-    out[o++] = n >> 16;
-    if (o < out.length) out[o++] = (n >> 8) & 255;
-    if (o < out.length) out[o++] = n & 255;
-    // Non-zero bits hidden under the padding make the encoding non-canonical.
-    if (last && ((pad === 1 && (n & 0xff) !== 0) || (pad === 2 && (n & 0xffff) !== 0))) return undefined;
-  }
-  return out;
-}
 
 // ---- keys ----
 

@@ -8,10 +8,9 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { finalizeEvent } from 'nostr-tools/pure';
 import { err, ok, type Result } from './errors.js';
 import { tagValue, validateEvent, type NostrEvent, type Tag } from './event.js';
-import { bytesToHex } from './hex.js';
+import { base64Decode, base64Encode, bytesToHex } from './hex.js';
 import { KIND } from './kinds.js';
 import { LruMap } from './lru.js';
-import { base64Decode, base64Encode } from './nip44.js';
 import type { SchnorrVerifier } from './verify.js';
 
 /** How far the event's created_at may be from the server clock, in seconds (inclusive). */

@@ -3,11 +3,9 @@ import { chacha20 } from '@noble/ciphers/chacha.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
-import { bytesToHex, hexToBytes } from '../../src/shared/hex.js';
+import { base64Decode, base64Encode, bytesToHex, hexToBytes } from '../../src/shared/hex.js';
 import {
   ConversationKeyCache,
-  base64Decode,
-  base64Encode,
   calcPaddedLen,
   decrypt,
   encrypt,
