@@ -27,7 +27,7 @@ export interface Attestation {
   clauses: Clause[];
 }
 
-export const NO_ATTESTATION = 'no attestation';
+const NO_ATTESTATION = 'no attestation';
 
 const MAX_KIND = 65535;
 const MAX_TIMESTAMP = 4294967295;

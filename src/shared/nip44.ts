@@ -13,13 +13,13 @@ import { err, ok, type Result } from './errors.js';
 import { base64Decode, bytesToHex, hexToBytes, isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
 
-export const MIN_PLAINTEXT_BYTES = 1;
+const MIN_PLAINTEXT_BYTES = 1;
 export const MAX_PLAINTEXT_BYTES = 65535;
 /** Bounds of a v2 payload: base64 characters, and decoded bytes (version + nonce + ct + mac). */
-export const MIN_PAYLOAD_CHARS = 132;
-export const MAX_PAYLOAD_CHARS = 87472;
-export const MIN_PAYLOAD_BYTES = 99;
-export const MAX_PAYLOAD_BYTES = 65603;
+const MIN_PAYLOAD_CHARS = 132;
+const MAX_PAYLOAD_CHARS = 87472;
+const MIN_PAYLOAD_BYTES = 99;
+const MAX_PAYLOAD_BYTES = 65603;
 
 /** Reasons returned by `decrypt` (stable strings; callers may map them to protocol error codes). */
 export type DecryptError =

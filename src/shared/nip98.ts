@@ -16,9 +16,9 @@ import type { SchnorrVerifier } from './verify.js';
 /** How far the event's created_at may be from the server clock, in seconds (inclusive). */
 export const HTTP_AUTH_WINDOW_SECONDS = 60;
 /** Extra seconds an accepted id is remembered past its validity, for clock differences between isolates. */
-export const HTTP_AUTH_SKEW_SECONDS = 5;
+const HTTP_AUTH_SKEW_SECONDS = 5;
 /** Longest accepted header value; a 27235 event is well under 1 KiB. */
-export const MAX_AUTH_HEADER_CHARS = 16384;
+const MAX_AUTH_HEADER_CHARS = 16384;
 
 export interface HttpAuthError {
   readonly status: 401;
