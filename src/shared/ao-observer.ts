@@ -162,8 +162,8 @@ export class Observer {
   readonly #cache: ConversationKeyCache;
   readonly #now: () => number;
   readonly #ring: RingBuffer<ObservedFrame>;
-  readonly #dedupeSize: number;
-  readonly #seen = new Set<string>();
+  /** Frames already seen (oldest forgotten first: `has` does not refresh). */
+  readonly #seen: LruMap<string, true>;
   readonly #expected = new LruMap<string, number>(SESSION_STATES);
   #sub: { close(): void } | undefined;
   #subscribedAt = 0;
@@ -189,7 +189,7 @@ export class Observer {
     this.#cache = o.cache ?? new ConversationKeyCache(64);
     this.#now = o.now ?? Date.now;
     this.#ring = new RingBuffer(o.ringSize ?? AO_RING_SIZE);
-    this.#dedupeSize = Math.max(1, o.dedupeSize ?? 4096);
+    this.#seen = new LruMap(Math.max(1, o.dedupeSize ?? 4096));
   }
 
   get stats(): ObserverStats {
@@ -322,11 +322,7 @@ export class Observer {
 
     const dedupeKey = JSON.stringify([agent, frame.sessionId, frame.seq, frame.timestamp]);
     if (this.#seen.has(dedupeKey)) return { status: 'duplicate' };
-    this.#seen.add(dedupeKey);
-    if (this.#seen.size > this.#dedupeSize) {
-      const oldest = this.#seen.values().next().value;
-      if (oldest !== undefined) this.#seen.delete(oldest);
-    }
+    this.#seen.set(dedupeKey, true);
 
     this.#trackSeq(agent, frame);
     const dropped = frame.payload.dropped;

@@ -1,7 +1,7 @@
-// The one bounded least-recently-used map of the code base (conversation keys, NIP-98 replay ids,
-// NIP-AO sequence counters, rate-limit keys, agent budgets). Recency is the insertion order of a
-// Map: `get`, `getOrCreate` and `set` move a key to the newest end; `peek`, `has` and iteration do
-// not. Beyond `max` entries the oldest one is forgotten.
+// The one bounded least-recently-used map of the code base (conversation keys, NIP-98 replay
+// ids, NIP-AO sequence counters and seen frames, rate-limit keys, agent budgets). Recency is the
+// insertion order of a Map: `get`, `getOrCreate` and `set` move a key to the newest end; `peek`,
+// `has` and iteration do not. Beyond `max` entries the oldest one is forgotten.
 
 export class LruMap<K, V extends {}> {
   readonly max: number;
