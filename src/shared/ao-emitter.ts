@@ -50,6 +50,7 @@ import { finalizeEvent, getPublicKey } from 'nostr-tools/pure';
 import { parseRejection, type Result } from './errors.js';
 import { checkIdAndSignature, type NostrEvent } from './event.js';
 import { hexToBytes, isHex64 } from './hex.js';
+import { LruMap } from './lru.js';
 import {
   AO_FRESHNESS_SECONDS,
   AO_KIND,
@@ -329,10 +330,9 @@ export class TelemetryEmitter {
   readonly #maxAttempts: number;
   readonly #backoff: BackoffPolicy;
   readonly #maxQueued: number;
-  readonly #maxSessions: number;
   readonly #onDrop: ((d: DroppedFrame) => void) | undefined;
 
-  readonly #seqs = new Map<string, number>();
+  readonly #seqs: LruMap<string, number>;
   readonly #queue: QueuedFrame[] = [];
   readonly #sendTimes: number[] = [];
   #batch: Batch | undefined;
@@ -361,7 +361,7 @@ export class TelemetryEmitter {
     this.#maxAttempts = Math.max(1, o.maxAttempts ?? 5);
     this.#backoff = { ...DEFAULT_RETRY_BACKOFF, ...o.backoff };
     this.#maxQueued = Math.max(1, o.maxQueuedFrames ?? 1000);
-    this.#maxSessions = Math.max(1, o.maxSessions ?? 1024);
+    this.#seqs = new LruMap(Math.max(1, o.maxSessions ?? 1024));
     this.#onDrop = o.onDrop;
   }
 
@@ -482,13 +482,8 @@ export class TelemetryEmitter {
 
   #nextSeq(sessionId: string | null): number {
     const key = sessionId === null ? '\u0000null' : `s:${sessionId}`;
-    const seq = this.#seqs.get(key) ?? 0;
-    this.#seqs.delete(key);
+    const seq = this.#seqs.peek(key) ?? 0;
     this.#seqs.set(key, seq + 1);
-    if (this.#seqs.size > this.#maxSessions) {
-      const oldest = this.#seqs.keys().next().value;
-      if (oldest !== undefined) this.#seqs.delete(oldest);
-    }
     return seq;
   }
 

@@ -30,6 +30,7 @@ import { parseRejection } from './errors.js';
 import { checkIdAndSignature, describeIssue, type NostrEvent } from './event.js';
 import type { Filter } from './filters.js';
 import { hexToBytes, isHex64 } from './hex.js';
+import { LruMap } from './lru.js';
 import {
   AO_FRESHNESS_SECONDS,
   AO_KIND,
@@ -152,16 +153,6 @@ const KNOWN: ReadonlySet<string> = new Set(KNOWN_FRAME_KINDS);
 const SESSION_STATES = 1024;
 const RESUBSCRIBE_MIN_INTERVAL_MS = 10_000;
 
-/** Inserts into a Map used as an LRU bounded at `max` entries. */
-function lruSet<K, V>(m: Map<K, V>, k: K, v: V, max: number): void {
-  m.delete(k);
-  m.set(k, v);
-  if (m.size > max) {
-    const oldest = m.keys().next().value;
-    if (oldest !== undefined) m.delete(oldest);
-  }
-}
-
 export class Observer {
   readonly owner: string;
   readonly #sk: Uint8Array;
@@ -171,9 +162,9 @@ export class Observer {
   readonly #cache: ConversationKeyCache;
   readonly #now: () => number;
   readonly #ring: RingBuffer<ObservedFrame>;
-  readonly #dedupeSize: number;
-  readonly #seen = new Set<string>();
-  readonly #expected = new Map<string, number>();
+  /** Frames already seen (oldest forgotten first: `has` does not refresh). */
+  readonly #seen: LruMap<string, true>;
+  readonly #expected = new LruMap<string, number>(SESSION_STATES);
   #sub: { close(): void } | undefined;
   #subscribedAt = 0;
   readonly #stats: ObserverStats = {
@@ -198,7 +189,7 @@ export class Observer {
     this.#cache = o.cache ?? new ConversationKeyCache(64);
     this.#now = o.now ?? Date.now;
     this.#ring = new RingBuffer(o.ringSize ?? AO_RING_SIZE);
-    this.#dedupeSize = Math.max(1, o.dedupeSize ?? 4096);
+    this.#seen = new LruMap(Math.max(1, o.dedupeSize ?? 4096));
   }
 
   get stats(): ObserverStats {
@@ -331,11 +322,7 @@ export class Observer {
 
     const dedupeKey = JSON.stringify([agent, frame.sessionId, frame.seq, frame.timestamp]);
     if (this.#seen.has(dedupeKey)) return { status: 'duplicate' };
-    this.#seen.add(dedupeKey);
-    if (this.#seen.size > this.#dedupeSize) {
-      const oldest = this.#seen.values().next().value;
-      if (oldest !== undefined) this.#seen.delete(oldest);
-    }
+    this.#seen.set(dedupeKey, true);
 
     this.#trackSeq(agent, frame);
     const dropped = frame.payload.dropped;
@@ -352,7 +339,7 @@ export class Observer {
 
   #trackSeq(agent: string, frame: ObserverEvent): void {
     const key = JSON.stringify([agent, frame.sessionId]);
-    const expected = this.#expected.get(key);
+    const expected = this.#expected.peek(key);
     const seq = frame.seq;
     if (expected === undefined || seq >= expected) {
       if (expected !== undefined && seq > expected) {
@@ -360,10 +347,10 @@ export class Observer {
         this.#stats.gaps += gap.missing;
         this.#call(() => this.#o.onGap?.(gap));
       }
-      lruSet(this.#expected, key, seq + 1, SESSION_STATES);
+      this.#expected.set(key, seq + 1);
     } else if (seq === 0) {
       this.#stats.restarts++;
-      lruSet(this.#expected, key, 1, SESSION_STATES);
+      this.#expected.set(key, 1);
     } else {
       this.#stats.reordered++;
     }

@@ -1,7 +1,7 @@
 // Machine-readable prefixes for OK/CLOSED messages (NIP-01), and the Result type used for
 // errors-as-values throughout the core.
 
-export const PREFIXES = [
+const PREFIXES = [
   'duplicate',
   'pow',
   'blocked',

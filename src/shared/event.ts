@@ -14,11 +14,11 @@ export const MAX_TIMESTAMP = 2 ** 32 - 1;
 
 const hex64 = (what: string) => z.string().regex(HEX64, `${what} must be 64 lowercase hex characters`);
 
-export const TagSchema = z
+const TagSchema = z
   .array(z.string({ error: 'tag elements must be strings' }), { error: 'each tag must be an array of strings' })
   .min(1, 'a tag must not be empty');
 
-export const EventSchema = z.strictObject(
+const EventSchema = z.strictObject(
   {
     id: hex64('id'),
     pubkey: hex64('pubkey'),
@@ -44,7 +44,7 @@ export type Tag = z.infer<typeof TagSchema>;
 export type UnsignedEvent = Omit<NostrEvent, 'id' | 'sig'>;
 
 /** NIP-01 canonical serialization: [0, pubkey, created_at, kind, tags, content]. */
-export const serializeEvent = (e: UnsignedEvent): string =>
+const serializeEvent = (e: UnsignedEvent): string =>
   JSON.stringify([0, e.pubkey, e.created_at, e.kind, e.tags, e.content]);
 
 /**
@@ -57,7 +57,7 @@ export const eventJson = (e: NostrEvent): string =>
 
 const utf8 = new TextEncoder();
 
-export const computeEventIdBytes = (e: UnsignedEvent, hash: (data: Uint8Array) => Uint8Array = sha256): Uint8Array =>
+const computeEventIdBytes = (e: UnsignedEvent, hash: (data: Uint8Array) => Uint8Array = sha256): Uint8Array =>
   hash(utf8.encode(serializeEvent(e)));
 
 export const computeEventId = (e: UnsignedEvent): string => bytesToHex(computeEventIdBytes(e));

@@ -1,4 +1,9 @@
-// Hex helpers shared by every module: strict lowercase hex checks and byte conversion.
+// Byte encodings shared by every module: strict lowercase hex checks, hex and base64 conversion.
+// Conversions come from @noble/hashes and @scure/base, except hexToBytes (see below).
+
+import { base64 } from '@scure/base';
+
+export { bytesToHex } from '@noble/hashes/utils.js';
 
 /** 64 lowercase hex characters: event ids, pubkeys. The one definition every schema uses. */
 export const HEX64 = /^[0-9a-f]{64}$/;
@@ -12,6 +17,12 @@ const NIBBLE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 10; i++) NIBBLE[48 + i] = i;
 for (let i = 0; i < 6; i++) NIBBLE[65 + i] = NIBBLE[97 + i] = 10 + i;
 
+/**
+ * Hex to bytes through a lookup table, kept on purpose: the relay decodes every event's pubkey and
+ * signature with it, and in workerd this table beat @noble/hashes' hexToBytes (which calls the
+ * built-in Uint8Array.fromHex there) by 2.5–4× on 32- and 64-byte values. bytesToHex, where the
+ * built-in Uint8Array#toHex was 2× faster than a table, comes from @noble/hashes.
+ */
 export function hexToBytes(hex: string): Uint8Array {
   if (hex.length % 2 !== 0) throw new Error('invalid hex');
   const out = new Uint8Array(hex.length / 2);
@@ -24,10 +35,14 @@ export function hexToBytes(hex: string): Uint8Array {
   return out;
 }
 
-const HEX_DIGITS = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+/** Standard base64 (RFC 4648 alphabet, with padding). */
+export const base64Encode = (bytes: Uint8Array): string => base64.encode(bytes);
 
-export function bytesToHex(bytes: Uint8Array): string {
-  let s = '';
-  for (let i = 0; i < bytes.length; i++) s += HEX_DIGITS[bytes[i]!];
-  return s;
+/** Strict base64 decoding (padding required, no whitespace, zero bits under the padding); undefined otherwise. */
+export function base64Decode(s: string): Uint8Array | undefined {
+  try {
+    return base64.decode(s);
+  } catch {
+    return undefined;
+  }
 }

@@ -142,18 +142,15 @@ export function parseIPv6(host: string): number[] | undefined {
 }
 
 /** The class of a non-public IPv4 address, or undefined when it is public. */
-export function classOfIPv4(addr: number): HostClass | undefined {
+function classOfIPv4(addr: number): HostClass | undefined {
   const range = V4_RANGES.find((r) => inRange4(addr, r));
   return range ? { kind: range.cls, reason: `${formatIPv4(addr)} is ${range.kind} address` } : undefined;
 }
 
-/** The refusal reason for an IPv4 address, or undefined when it is public. */
-export const classifyIPv4 = (addr: number): HostVerdict => classOfIPv4(addr)?.reason;
-
 const v4From = (hi: number, lo: number): number => ((hi << 16) | lo) >>> 0;
 
 /** The class of a non-public IPv6 address (eight groups), or undefined when it is public. */
-export function classOfIPv6(g: number[], text: string): HostClass | undefined {
+function classOfIPv6(g: number[], text: string): HostClass | undefined {
   const [g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0] = g;
   const is = (article: string, kind: HostKind): HostClass => ({ kind, reason: `${text} is ${article} ${kind} address` });
   const embedded = (addr: number, via: string): HostClass | undefined => {
@@ -180,9 +177,6 @@ export function classOfIPv6(g: number[], text: string): HostClass | undefined {
   if ((g0 & 0xff00) === 0xff00) return is('a', 'multicast');
   return undefined;
 }
-
-/** The refusal reason for an IPv6 address (eight groups), or undefined when it is public. */
-export const classifyIPv6 = (g: number[], text: string): HostVerdict => classOfIPv6(g, text)?.reason;
 
 const LOCAL_SUFFIXES = ['.localhost', '.local', '.internal', '.localdomain', '.home.arpa', '.lan', '.intranet'];
 

@@ -28,7 +28,7 @@ export interface Attestation {
   clauses: Clause[];
 }
 
-export const NO_ATTESTATION = 'no attestation';
+const NO_ATTESTATION = 'no attestation';
 
 const CANONICAL_UINT = /^(0|[1-9][0-9]*)$/;
 const CLAUSE = /^(kind=|created_at<|created_at>)(.*)$/s;

@@ -1,5 +1,6 @@
 // NIP-XX "AI Agent Messages": kinds, payload schemas (zod), error codes, tag rules, and helpers to
-// build and read the encrypted protocol events. Used by the hosted agent, the CLI and the console.
+// build and read the encrypted protocol events. Used by the hosted agent; the payload schemas also
+// check the agent's outgoing payloads in tests (test/workers/agent-payloads.test.ts).
 
 import { z } from 'zod';
 import type { NostrEvent } from './event.js';
@@ -9,7 +10,7 @@ import { KIND } from './kinds.js';
 
 export const NIPXX_VERSION = 1;
 
-export const ERROR_CODES = [
+const ERROR_CODES = [
   'UNSUPPORTED_ENCRYPTION',
   'UNSUPPORTED_MODEL',
   'UNSUPPORTED_SCHEMA_VERSION',
@@ -47,9 +48,8 @@ export const CancelSchema = z.looseObject({
   ver,
   reason: z.enum(['user_cancel', 'timeout', 'policy']),
 });
-export type Cancel = z.infer<typeof CancelSchema>;
 
-export const UsageSchema = z.object({ input_tokens: z.number().int().min(0), output_tokens: z.number().int().min(0) });
+const UsageSchema = z.object({ input_tokens: z.number().int().min(0), output_tokens: z.number().int().min(0) });
 
 export const ResponseSchema = z.looseObject({
   ver,
@@ -57,7 +57,6 @@ export const ResponseSchema = z.looseObject({
   timestamp: z.number().int().min(0).optional(),
   usage: UsageSchema.optional(),
 });
-export type AgentResponse = z.infer<typeof ResponseSchema>;
 
 export const DeltaSchema = z.looseObject({
   ver,
@@ -86,7 +85,6 @@ export const ToolCallSchema = z.looseObject({
   duration_ms: z.number().int().min(0).optional(),
   timestamp: z.number().int().min(0).optional(),
 });
-export type ToolCallTelemetry = z.infer<typeof ToolCallSchema>;
 
 export const ErrorSchema = z.looseObject({
   ver,
@@ -95,9 +93,8 @@ export const ErrorSchema = z.looseObject({
   retry_after: z.number().int().min(1).optional(),
   details: z.record(z.string(), z.unknown()).optional(),
 });
-export type AgentError = z.infer<typeof ErrorSchema>;
 
-export const ToolSchemaEntry = z.object({
+const ToolSchemaEntry = z.object({
   schema_version: z.number().int().min(1),
   description: z.string(),
   requires_approval: z.boolean().optional(),
@@ -154,27 +151,4 @@ export function checkRequestTags(e: Pick<NostrEvent, 'kind' | 'tags'>, agent: st
 /** Tags of an agent → client event of a run. */
 export function runTags(client: string, runId: string, session: string, extra: string[][] = []): string[][] {
   return [['p', client], ['e', runId, '', 'root'], ['s', session], ['encryption', 'nip44'], ...extra];
-}
-
-/** The prompt id a run event refers to (its `e` tag with marker root). */
-export const runIdOf = (e: Pick<NostrEvent, 'tags'>): string | undefined =>
-  e.tags.find((t) => t[0] === 'e' && t[3] === 'root')?.[1] ?? e.tags.find((t) => t[0] === 'e')?.[1];
-
-/** NIP-XX compatibility text envelope: `key=value|key=value` with percent-encoded values. */
-export function parseTextEnvelope(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const part of text.split('|')) {
-    const i = part.indexOf('=');
-    if (i <= 0) continue;
-    const raw = part.slice(i + 1);
-    let value: string;
-    try {
-      value = decodeURIComponent(raw);
-    } catch {
-      // Malformed percent-encoding: keep the raw value rather than lose the field.
-      value = raw;
-    }
-    out[part.slice(0, i).trim()] = value;
-  }
-  return out;
 }

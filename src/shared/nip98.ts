@@ -8,17 +8,17 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { finalizeEvent } from 'nostr-tools/pure';
 import { err, ok, type Result } from './errors.js';
 import { tagValue, validateEvent, type NostrEvent, type Tag } from './event.js';
-import { bytesToHex } from './hex.js';
+import { base64Decode, base64Encode, bytesToHex } from './hex.js';
 import { KIND } from './kinds.js';
-import { base64Decode, base64Encode } from './nip44.js';
+import { LruMap } from './lru.js';
 import type { SchnorrVerifier } from './verify.js';
 
 /** How far the event's created_at may be from the server clock, in seconds (inclusive). */
 export const HTTP_AUTH_WINDOW_SECONDS = 60;
 /** Extra seconds an accepted id is remembered past its validity, for clock differences between isolates. */
-export const HTTP_AUTH_SKEW_SECONDS = 5;
+const HTTP_AUTH_SKEW_SECONDS = 5;
 /** Longest accepted header value; a 27235 event is well under 1 KiB. */
-export const MAX_AUTH_HEADER_CHARS = 16384;
+const MAX_AUTH_HEADER_CHARS = 16384;
 
 export interface HttpAuthError {
   readonly status: 401;
@@ -158,28 +158,24 @@ export function verifyHttpAuth(req: HttpAuthRequest, opts: HttpAuthOptions): Res
  * isolate only: a deployment with several isolates needs a shared guard (e.g. a Durable Object).
  */
 export class MemoryReplayGuard implements ReplayGuard {
-  readonly maxEntries: number;
   private readonly clock: () => number;
-  private readonly ids = new Map<string, number>();
+  private readonly ids: LruMap<string, number>;
 
   constructor(opts: { maxEntries?: number; clock?: () => number } = {}) {
-    this.maxEntries = opts.maxEntries ?? 10_000;
-    if (!Number.isSafeInteger(this.maxEntries) || this.maxEntries < 1) throw new RangeError('MemoryReplayGuard: maxEntries must be ≥ 1');
+    this.ids = new LruMap(opts.maxEntries ?? 10_000);
     this.clock = opts.clock ?? (() => Math.floor(Date.now() / 1000));
+  }
+
+  get maxEntries(): number {
+    return this.ids.max;
   }
 
   seen(id: string, expiresAt: number): boolean {
     const now = this.clock();
     this.purge(now);
-    const known = this.ids.get(id);
+    const known = this.ids.peek(id);
     if (known !== undefined && known >= now) return true;
-    this.ids.delete(id);
     this.ids.set(id, expiresAt);
-    while (this.ids.size > this.maxEntries) {
-      const oldest = this.ids.keys().next().value;
-      if (oldest === undefined) break;
-      this.ids.delete(oldest);
-    }
     return false;
   }
 

@@ -5,7 +5,7 @@
 import { listDurableObjectIds, runInDurableObject, env, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { DEMO_AGENT, DEMO_OWNER, DEMO_OWNER_SK } from '../../src/api/owners.js';
-import { base64Decode } from '../../src/shared/nip44.js';
+import { base64Decode } from '../../src/shared/hex.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { apiStateStub } from '../../src/api/api-state.js';
 import { shardName } from '../../workers/relay-do/routes.js';

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { chacha20 } from '@noble/ciphers/chacha.js';
+import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
-import { bytesToHex, hexToBytes } from '../../src/shared/hex.js';
+import { base64Decode, base64Encode, bytesToHex, hexToBytes } from '../../src/shared/hex.js';
 import {
   ConversationKeyCache,
-  base64Decode,
-  base64Encode,
   calcPaddedLen,
   decrypt,
   encrypt,
@@ -124,6 +124,24 @@ describe('payload helpers', () => {
         expect(looksLikeNip44v2(v.payload), v.note).toBe(false);
       }
     }
+  });
+
+  it('a MAC-valid plaintext that is not UTF-8 is refused; a real U+FFFD and non-zero padding bytes are not', () => {
+    const ck = new Uint8Array(32).fill(3);
+    // A conforming sender's payload around arbitrary plaintext bytes and padding bytes.
+    const seal = (bytes: number[], padByte = 0): string => {
+      const nonce = new Uint8Array(32).fill(9);
+      const { chachaKey, chachaNonce, hmacKey } = getMessageKeys(ck, nonce);
+      const padded = new Uint8Array(2 + calcPaddedLen(bytes.length)).fill(padByte);
+      padded.set([bytes.length >> 8, bytes.length & 255, ...bytes]);
+      const ct = chacha20(chachaKey, chachaNonce, padded);
+      const mac = hmac(sha256, hmacKey, new Uint8Array([...nonce, ...ct]));
+      return base64Encode(new Uint8Array([2, ...nonce, ...ct, ...mac]));
+    };
+    expect(decrypt(seal([0x41, 0xff, 0x42]), ck)).toEqual({ ok: false, error: 'invalid utf-8 in plaintext' });
+    expect(decrypt(seal([0xf0, 0x90, 0x80, 0x41]), ck)).toEqual({ ok: false, error: 'invalid utf-8 in plaintext' });
+    expect(decrypt(seal([...utf8.encode('a\uFFFDb')]), ck)).toEqual({ ok: true, value: 'a\uFFFDb' });
+    expect(decrypt(seal([...utf8.encode('hi')], 7), ck)).toEqual({ ok: true, value: 'hi' });
   });
 
   it('decrypt rejects a payload encrypted under another key with invalid MAC', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Tag } from '../../src/shared/event.js';
-import { base64Encode } from '../../src/shared/nip44.js';
+import { base64Encode } from '../../src/shared/hex.js';
 import {
   HTTP_AUTH_WINDOW_SECONDS,
   MemoryReplayGuard,

@@ -9,7 +9,7 @@ import { ConversationKeyCache, decrypt, encrypt, getConversationKey, MAX_PLAINTE
 import { giftWrap, makeRumor, unwrap, SEAL_KIND } from '../../src/shared/nip59.js';
 import { parseConditions, signAttestation, verifyAttestation, verifyAuthTag } from '../../src/shared/nip-oa.js';
 import { makeHttpAuthHeader, MemoryReplayGuard, verifyHttpAuth } from '../../src/shared/nip98.js';
-import { base64Decode, base64Encode } from '../../src/shared/nip44.js';
+import { base64Decode, base64Encode } from '../../src/shared/hex.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import vectors from '../vectors/nip44.vectors.json';

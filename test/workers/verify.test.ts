@@ -1,13 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import secp256k1 from '../../node_modules/nostr-wasm/public/out/secp256k1.wasm';
-import { createWasmVerifier } from '../../src/shared/secp256k1-wasm.js';
+import { createWasmVerifier } from '../../workers/relay-do/secp256k1-wasm.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { checkIdAndSignature, parseEvent } from '../../src/shared/event.js';
 
 describe('verifiers', () => {
   it('wasm and noble agree', async () => {
-    const wasm = await createWasmVerifier(secp256k1);
+    const wasm = await createWasmVerifier();
     const e = finalizeEvent({ kind: 1, created_at: 1, tags: [], content: 'hi' }, generateSecretKey());
     const p = parseEvent(e);
     expect(p.ok).toBe(true);
@@ -22,7 +21,7 @@ describe('verifiers', () => {
 describe('Wasm SHA-256 (event ids on the relay)', () => {
   it('equals noble for empty, small, chunk-boundary and large inputs', async () => {
     const { sha256 } = await import('@noble/hashes/sha2.js');
-    const wasm = await createWasmVerifier(secp256k1);
+    const wasm = await createWasmVerifier();
     for (const n of [0, 1, 55, 64, 16_383, 16_384, 16_385, 100_000, 262_144]) {
       const data = new Uint8Array(n).map((_, i) => (i * 31 + n) & 0xff);
       expect(Buffer.from(wasm.sha256!(data)).toString('hex'), `length ${n}`).toBe(Buffer.from(sha256(data)).toString('hex'));
@@ -30,7 +29,7 @@ describe('Wasm SHA-256 (event ids on the relay)', () => {
   });
 
   it('gives the same ids and verdicts as noble through checkIdAndSignature', async () => {
-    const wasm = await createWasmVerifier(secp256k1);
+    const wasm = await createWasmVerifier();
     const e = finalizeEvent({ kind: 1, created_at: 1, tags: [['t', 'ü✓']], content: 'x'.repeat(20_000) }, generateSecretKey());
     const p = parseEvent(e);
     if (!p.ok) throw new Error('shape');

@@ -6,6 +6,7 @@
 // make the agent publish unbounded errors); the other refusals are dropped and counted. Time comes from an injected
 // clock (milliseconds).
 
+import { LruMap } from '../../src/shared/lru.js';
 import type { AgentLimits } from './config.js';
 
 /** A refusal the client is told about (NIP-XX RATE_LIMIT), or one that is dropped silently. */
@@ -25,28 +26,6 @@ interface Window {
   count: number;
 }
 
-/** Map with least-recently-used eviction beyond `max` entries. */
-class Lru<V> {
-  private readonly m = new Map<string, V>();
-  constructor(private readonly max: number) {}
-  get(k: string): V | undefined {
-    const v = this.m.get(k);
-    if (v !== undefined) {
-      this.m.delete(k);
-      this.m.set(k, v);
-    }
-    return v;
-  }
-  set(k: string, v: V): void {
-    this.m.delete(k);
-    if (this.m.size >= this.max) {
-      const oldest = this.m.keys().next().value;
-      if (oldest !== undefined) this.m.delete(oldest);
-    }
-    this.m.set(k, v);
-  }
-}
-
 const secondsUntil = (t: number, now: number): number => Math.max(1, Math.ceil((t - now) / 1000));
 
 /** The UTC day of `now` (YYYY-MM-DD) and the milliseconds at which it ends. */
@@ -63,12 +42,12 @@ export interface BudgetStats {
 }
 
 export class AgentBudget {
-  private readonly senders = new Lru<Window>(10_000);
+  private readonly senders = new LruMap<string, Window>(10_000);
   private agentWindow: Window | undefined;
   /** Refusal answers of the current minute, all senders together. */
   private answerWindow: Window | undefined;
   /** Per sender: until when further refusals are dropped silently. */
-  private readonly toldUntil = new Lru<number>(10_000);
+  private readonly toldUntil = new LruMap<string, number>(10_000);
   readonly stats: BudgetStats = { answered: 0, dropped: 0 };
 
   constructor(private readonly sql: SqlStorage) {

@@ -2,7 +2,7 @@
 // from EDGESTR_SECRET, with the public key as associated data so a ciphertext cannot be moved to
 // another record.
 
-import { base64Decode, base64Encode } from '../../src/shared/nip44.js';
+import { base64Decode, base64Encode } from '../../src/shared/hex.js';
 
 const encoder = new TextEncoder();
 

@@ -1,21 +1,7 @@
 // Token buckets for the shard's rate limits, and a size-bounded map of them keyed by pubkey or IP
 // so that a reconnect does not reset a client's budget.
 
-/** The entry for `key`, created when missing, moved to most recently used; the least recently used beyond `maxKeys` is dropped. */
-function lruEntry<V>(map: Map<string, V>, key: string, maxKeys: number, create: () => V): V {
-  let v = map.get(key);
-  if (v === undefined) {
-    v = create();
-    if (map.size >= maxKeys) {
-      const oldest = map.keys().next().value;
-      if (oldest !== undefined) map.delete(oldest);
-    }
-  } else {
-    map.delete(key);
-  }
-  map.set(key, v);
-  return v;
-}
+import { LruMap } from '../../src/shared/lru.js';
 
 /**
  * A token bucket on an injected clock: `now` is passed to every call (milliseconds), so tests drive
@@ -49,16 +35,18 @@ export class TokenBucket {
 
 /** Buckets per key, forgetting the least recently used beyond `maxKeys`. */
 export class BucketMap {
-  private readonly buckets = new Map<string, TokenBucket>();
+  private readonly buckets: LruMap<string, TokenBucket>;
 
   constructor(
     private readonly ratePerSecond: number,
     private readonly burst: number,
-    private readonly maxKeys = 10_000,
-  ) {}
+    maxKeys = 10_000,
+  ) {
+    this.buckets = new LruMap(maxKeys);
+  }
 
   take(key: string, now: number): boolean {
-    const b = lruEntry(this.buckets, key, this.maxKeys, () => new TokenBucket(this.ratePerSecond, this.burst, now));
+    const b = this.buckets.getOrCreate(key, () => new TokenBucket(this.ratePerSecond, this.burst, now));
     return b.take(now);
   }
 }
@@ -68,16 +56,18 @@ export class BucketMap {
  * times of the last `max` hits per key, for at most `maxKeys` keys.
  */
 export class SlidingWindowLimiter {
-  private readonly hits = new Map<string, number[]>();
+  private readonly hits: LruMap<string, number[]>;
 
   constructor(
     private readonly max: number,
     private readonly windowMs: number,
-    private readonly maxKeys = 10_000,
-  ) {}
+    maxKeys = 10_000,
+  ) {
+    this.hits = new LruMap(maxKeys);
+  }
 
   take(key: string, now: number): boolean {
-    const times = lruEntry(this.hits, key, this.maxKeys, (): number[] => []);
+    const times = this.hits.getOrCreate(key, (): number[] => []);
     while (times.length > 0 && times[0]! <= now - this.windowMs) times.shift();
     if (times.length >= this.max) return false;
     times.push(now);

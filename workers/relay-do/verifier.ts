@@ -3,9 +3,7 @@
 // A failed setup is not remembered: the next caller tries again. Relay shards set it up in their
 // constructor (blockConcurrencyWhile), so their message handlers use it without awaiting.
 
-// A relative path: wrangler's bundler applies its CompiledWasm rule to it (a bare alias is not matched).
-import secp256k1 from '../../node_modules/nostr-wasm/public/out/secp256k1.wasm';
-import { createWasmVerifier } from '../../src/shared/secp256k1-wasm.js';
+import { createWasmVerifier } from './secp256k1-wasm.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 
 /** A shared async setup: call it to get (or start) the value; `ready` holds it once it succeeded. */
@@ -32,4 +30,4 @@ export function onceAtATime<T>(setup: () => Promise<T>): Loader<T> {
   return Object.defineProperty(load, 'ready', { get: () => ready }) as Loader<T>;
 }
 
-export const relayVerifier: Loader<SchnorrVerifier & SchnorrSigner> = onceAtATime(() => createWasmVerifier(secp256k1));
+export const relayVerifier: Loader<SchnorrVerifier & SchnorrSigner> = onceAtATime(createWasmVerifier);

@@ -1,11 +1,65 @@
-// BIP-340 Schnorr verification (and SHA-256, for event ids) with libsecp256k1 compiled to Wasm (the binary shipped by the
-// `nostr-wasm` package). Workers refuse to compile Wasm from bytes at run time, so this binding
-// takes an already compiled WebAssembly.Module (a `.wasm` import in workerd, WebAssembly.compile
-// of the file's bytes in Node) and talks to the module's exports directly.
+// Everything specific to the `nostr-wasm` package, in one file: its libsecp256k1 build
+// (public/out/secp256k1.wasm), bound by the build's minified import and export names, gives BIP-340
+// Schnorr verification and signing and SHA-256 (for event ids). Workers refuse to compile Wasm from
+// bytes at run time, so the module is imported here and compiled by wrangler at deploy time. The
+// names belong to one build: package.json pins the version exactly, and the module's exports are
+// checked against them before use (test/workers/wasm-verifier.test.ts fails loudly on a change).
 
-import type { SchnorrSigner, SchnorrVerifier } from './verify.js';
+// A relative path: wrangler's bundler applies its CompiledWasm rule to it (a bare alias is not matched).
+import secp256k1 from '../../node_modules/nostr-wasm/public/out/secp256k1.wasm';
+import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 
-/** The minified export names of nostr-wasm's secp256k1.wasm build. */
+/** The nostr-wasm release whose build these names belong to (package.json pins exactly this). */
+export const NOSTR_WASM_VERSION = '0.1.0';
+
+/** The build's minified export names this binding calls, by what they do. */
+export const EXPECTED_EXPORTS = {
+  memory: 'g',
+  init: 'h',
+  malloc: 'i',
+  sha256Initialize: 'l',
+  sha256Write: 'm',
+  sha256Finalize: 'n',
+  contextCreate: 'o',
+  xonlyPubkeyParse: 'p',
+  xonlyPubkeySerialize: 'q',
+  keypairCreate: 'r',
+  keypairXonlyPub: 's',
+  schnorrsigSign32: 't',
+  schnorrsigVerify: 'u',
+} as const;
+
+/** The functions the build imports from module "a" (all provided by `wasmImports`). */
+export const EXPECTED_IMPORTS = ['a', 'b', 'c', 'd', 'e', 'f'] as const;
+
+/**
+ * Why a module (by default the bundled one) is not the build this binding was written for, or
+ * undefined when its imports and the exports above match (names and kinds).
+ */
+export function bindingMismatch(
+  exports: WebAssembly.ModuleExportDescriptor[] = WebAssembly.Module.exports(secp256k1),
+  imports: WebAssembly.ModuleImportDescriptor[] = WebAssembly.Module.imports(secp256k1),
+): string | undefined {
+  const exported = new Map(exports.map((e) => [e.name, e.kind]));
+  const problems: string[] = [];
+  for (const [role, name] of Object.entries(EXPECTED_EXPORTS)) {
+    const want = role === 'memory' ? 'memory' : 'function';
+    const got = exported.get(name);
+    if (got !== want) problems.push(`export "${name}" (${role}) should be a ${want}, is ${got ?? 'missing'}`);
+  }
+  const provided: ReadonlySet<string> = new Set(EXPECTED_IMPORTS);
+  for (const i of imports) {
+    if (i.module !== 'a' || !provided.has(i.name) || i.kind !== 'function') problems.push(`unexpected import "${i.module}.${i.name}" (${i.kind})`);
+  }
+  if (problems.length === 0) return undefined;
+  const expected = Object.entries(EXPECTED_EXPORTS).map(([role, name]) => `${name}=${role}`).join(', ');
+  return (
+    `secp256k1.wasm is not the nostr-wasm ${NOSTR_WASM_VERSION} build this binding was written for: ${problems.join('; ')}. ` +
+    `Expected exports: ${expected}; imports a.${EXPECTED_IMPORTS.join(', a.')}. Re-derive the names from the new build before changing the version.`
+  );
+}
+
+/** The build's exports as named functions. */
 interface Secp256k1Exports {
   memory: WebAssembly.Memory;
   init(): void;
@@ -29,28 +83,24 @@ const SHA256_STRUCT = 104;
 /** Input is hashed through a fixed buffer in chunks of this size (the module's memory cannot grow). */
 const HASH_CHUNK = 16_384;
 
+/** Binds the exports checked by `bindingMismatch`. */
 function bindExports(raw: WebAssembly.Exports): Secp256k1Exports {
-  const fn = (name: string) => {
-    const f = raw[name];
-    if (typeof f !== 'function') throw new Error(`secp256k1.wasm: missing export ${name}`);
-    return f as (...args: number[]) => number;
-  };
-  const memory = raw['g'];
-  if (!(memory instanceof WebAssembly.Memory)) throw new Error('secp256k1.wasm: missing memory');
+  const fn = (name: string) => raw[name] as (...args: number[]) => number;
+  const x = EXPECTED_EXPORTS;
   return {
-    memory,
-    init: () => void fn('h')(),
-    malloc: (size) => fn('i')(size),
-    contextCreate: (flags) => fn('o')(flags),
-    xonlyPubkeyParse: (ctx, out, input) => fn('p')(ctx, out, input),
-    schnorrsigVerify: (ctx, sig, msg, len, pub) => fn('u')(ctx, sig, msg, len, pub),
-    keypairCreate: (ctx, keypair, sk) => fn('r')(ctx, keypair, sk),
-    keypairXonlyPub: (ctx, xonly, parity, keypair) => fn('s')(ctx, xonly, parity, keypair),
-    xonlyPubkeySerialize: (ctx, out, xonly) => fn('q')(ctx, out, xonly),
-    schnorrsigSign32: (ctx, sig, msg, keypair, aux) => fn('t')(ctx, sig, msg, keypair, aux),
-    sha256Initialize: (state) => void fn('l')(state),
-    sha256Write: (state, data, len) => void fn('m')(state, data, len),
-    sha256Finalize: (state, out) => void fn('n')(state, out),
+    memory: raw[x.memory] as WebAssembly.Memory,
+    init: () => void fn(x.init)(),
+    malloc: (size) => fn(x.malloc)(size),
+    contextCreate: (flags) => fn(x.contextCreate)(flags),
+    xonlyPubkeyParse: (ctx, out, input) => fn(x.xonlyPubkeyParse)(ctx, out, input),
+    schnorrsigVerify: (ctx, sig, msg, len, pub) => fn(x.schnorrsigVerify)(ctx, sig, msg, len, pub),
+    keypairCreate: (ctx, keypair, sk) => fn(x.keypairCreate)(ctx, keypair, sk),
+    keypairXonlyPub: (ctx, xonly, parity, keypair) => fn(x.keypairXonlyPub)(ctx, xonly, parity, keypair),
+    xonlyPubkeySerialize: (ctx, out, xonly) => fn(x.xonlyPubkeySerialize)(ctx, out, xonly),
+    schnorrsigSign32: (ctx, sig, msg, keypair, aux) => fn(x.schnorrsigSign32)(ctx, sig, msg, keypair, aux),
+    sha256Initialize: (state) => void fn(x.sha256Initialize)(state),
+    sha256Write: (state, data, len) => void fn(x.sha256Write)(state, data, len),
+    sha256Finalize: (state, out) => void fn(x.sha256Finalize)(state, out),
   };
 }
 
@@ -84,10 +134,12 @@ function wasmImports(): { imports: WebAssembly.Imports; setHeap(h: Uint8Array<Ar
   return { imports, setHeap: (h) => void (heap = h) };
 }
 
-/** Instantiates the Wasm verifier (and signer) from a compiled module. */
-export async function createWasmVerifier(module: WebAssembly.Module): Promise<SchnorrVerifier & SchnorrSigner> {
+/** Instantiates the Wasm verifier (and signer); rejects with `bindingMismatch`'s reason on another build. */
+export async function createWasmVerifier(): Promise<SchnorrVerifier & SchnorrSigner> {
+  const mismatch = bindingMismatch();
+  if (mismatch) throw new Error(mismatch);
   const { imports, setHeap } = wasmImports();
-  const instance = await WebAssembly.instantiate(module, imports);
+  const instance = await WebAssembly.instantiate(secp256k1, imports);
   const wasm = bindExports(instance.exports);
   let heap: Uint8Array<ArrayBufferLike> = new Uint8Array(wasm.memory.buffer);
   setHeap(heap);
