@@ -39,6 +39,7 @@ import { infoTemplates, supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
 import { openSecretKey, sealingSecret } from './secrets.js';
 import { defaultProviderName, providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
 import { buildToolRunner } from './tools/registry.js';
+import { REPLAY_SLACK_SECONDS, RunStore, WRAP_SLACK_SECONDS, type RunRow } from './run-store.js';
 
 export interface AgentEnv extends ProviderEnv, OwnerEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -52,14 +53,7 @@ export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_
 
 /** How often the watchdog alarm checks the relay connections. */
 const WATCHDOG_MS = 30_000;
-/** Replay window on (re)subscribe, covering clock skew and the time the agent was away. */
-const REPLAY_SLACK_SECONDS = 300;
-/** Gift wraps carry randomised timestamps up to two days in the past (NIP-59). */
-const WRAP_SLACK_SECONDS = 2 * 24 * 3600 + 600;
-/** `seen` ids are kept one day longer than any replay window reaches back. */
-const SEEN_RETENTION_MS = (WRAP_SLACK_SECONDS + REPLAY_SLACK_SECONDS + 24 * 3600) * 1000;
-/** Finished (and published) runs are kept 7 days; conversations untouched for 30 days are forgotten. */
-const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
+/** Conversations untouched for 30 days are forgotten. */
 const SESSION_RETENTION_MS = 30 * 24 * 3600 * 1000;
 /** Rows deleted per table per watchdog alarm (bounded work per alarm). */
 const PRUNE_BATCH = 500;
@@ -72,17 +66,6 @@ const REMOVE_WAIT_MS = 10_000;
 const REFUSAL_WINDOW_SECONDS = 60;
 export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
 
-type RunRow = {
-  id: string;
-  client: string;
-  session: string;
-  wrapped: number;
-  relay: string;
-  state: 'running' | 'done';
-  terminal: string | null;
-  published: number;
-};
-
 interface Incoming {
   /** The protocol event (the rumor when it came gift-wrapped). */
   event: { id: string; pubkey: string; kind: number; tags: string[][]; content: string; created_at: number };
@@ -92,6 +75,7 @@ interface Incoming {
 
 export class Agent extends DurableObject<AgentEnv> {
   private readonly sql: SqlStorage;
+  private readonly runs: RunStore;
   private readonly sessions: SessionStore;
   private readonly keys = new ConversationKeyCache(256);
   private readonly clients = new Map<string, RelayClient>();
@@ -127,6 +111,7 @@ export class Agent extends DurableObject<AgentEnv> {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.migrate();
+    this.runs = new RunStore(this.sql);
     this.sessions = new SessionStore(this.sql);
     this.budget = new AgentBudget(this.sql);
   }
@@ -134,15 +119,6 @@ export class Agent extends DurableObject<AgentEnv> {
   private migrate(): void {
     this.sql.exec(`
       CREATE TABLE IF NOT EXISTS agent (k INTEGER PRIMARY KEY CHECK (k = 1), config TEXT NOT NULL, sealed_key TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS runs (
-        id TEXT PRIMARY KEY, client TEXT NOT NULL, session TEXT NOT NULL, wrapped INTEGER NOT NULL,
-        relay TEXT NOT NULL, state TEXT NOT NULL, outcome TEXT, terminal TEXT, published INTEGER NOT NULL DEFAULT 0,
-        started_at INTEGER NOT NULL, finished_at INTEGER
-      ) WITHOUT ROWID;
-      CREATE INDEX IF NOT EXISTS runs_finished ON runs(state, finished_at);
-      CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
-      CREATE TABLE IF NOT EXISTS cursor (k INTEGER PRIMARY KEY CHECK (k = 1), since INTEGER NOT NULL);
     `);
   }
 
@@ -166,7 +142,7 @@ export class Agent extends DurableObject<AgentEnv> {
       JSON.stringify(config),
       sealedKey,
     );
-    this.sql.exec('INSERT OR IGNORE INTO cursor (k, since) VALUES (1, ?)', Math.floor(Date.now() / 1000) - 60);
+    this.runs.initCursor(Math.floor(Date.now() / 1000) - 60);
     this.cachedConfig = undefined;
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
@@ -262,12 +238,7 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Retention: old `seen` ids, finished and published runs, and untouched conversations, a bounded batch each. */
   prune(): void {
     const now = this.now();
-    this.sql.exec('DELETE FROM seen WHERE id IN (SELECT id FROM seen WHERE at < ? LIMIT ?)', Math.floor((now - SEEN_RETENTION_MS) / 1000), PRUNE_BATCH);
-    this.sql.exec(
-      "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND published = 1 AND finished_at < ? LIMIT ?)",
-      now - RUN_RETENTION_MS,
-      PRUNE_BATCH,
-    );
+    this.runs.prune(now, PRUNE_BATCH);
     this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
   }
 
@@ -313,7 +284,7 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   private subscribe(client: RelayClient, c: StoredAgent, ownerShard: boolean): void {
-    const since = this.sql.exec<{ since: number }>('SELECT since FROM cursor WHERE k = 1').one().since;
+    const since = this.runs.since();
     const url = client.url;
     client.subscribe(
       [
@@ -423,27 +394,22 @@ export class Agent extends DurableObject<AgentEnv> {
     p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, e instanceof Error ? e.message : String(e)));
   }
 
-  /** Claims an id in `seen` atomically (no await between check and insert); false when already claimed. */
-  private claim(id: string): boolean {
-    return this.sql.exec('INSERT INTO seen (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING RETURNING id', id, Math.floor(Date.now() / 1000)).toArray().length > 0;
-  }
-
   private async onEvent(e: NostrEvent, relay: string): Promise<void> {
     // Claimed before the first await: the same event from a second relay (or a replay) is dropped here.
-    if (!this.claim(e.id)) return;
+    if (!this.runs.claim(e.id)) return;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {
       // A forged copy must not block the genuine event with the same id.
-      this.sql.exec('DELETE FROM seen WHERE id = ?', e.id);
+      this.runs.unclaim(e.id);
       return;
     }
-    this.sql.exec('UPDATE cursor SET since = max(since, ?) WHERE k = 1', Math.min(e.created_at, Math.floor(Date.now() / 1000)));
+    this.runs.advance(Math.min(e.created_at, Math.floor(Date.now() / 1000)));
     if (e.kind === WRAP_KIND || e.kind === EPHEMERAL_WRAP_KIND) {
       const opened = unwrap(e, await this.secretKey(), this.keys, verifier);
       if (!opened.ok) return;
       const r = opened.value.rumor;
       if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL) return;
-      if (!this.claim(r.id)) return;
+      if (!this.runs.claim(r.id)) return;
       return this.dispatch({ event: r, wrapped: true, relay });
     }
     return this.dispatch({ event: e, wrapped: false, relay });
@@ -467,7 +433,7 @@ export class Agent extends DurableObject<AgentEnv> {
   private async onCancel(m: Incoming, c: StoredAgent): Promise<void> {
     const tags = checkRequestTags(m.event, c.pubkey);
     if (!tags.ok || !tags.value.runId) return;
-    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', tags.value.runId).toArray()[0];
+    const run = this.runs.get(tags.value.runId);
     // Only the client that started the run may cancel it; cancels of finished or unknown runs are ignored.
     if (!run || run.state !== 'running' || run.client !== m.event.pubkey) return;
     const text = decrypt(m.event.content, this.keys.get(await this.secretKey(), m.event.pubkey));
@@ -498,7 +464,7 @@ export class Agent extends DurableObject<AgentEnv> {
   private async onPrompt(m: Incoming, c: EffectiveAgent): Promise<void> {
     const e = m.event;
     const client = e.pubkey;
-    if (this.removing || this.sql.exec('SELECT 1 FROM runs WHERE id = ?', e.id).toArray().length) return;
+    if (this.removing || this.runs.has(e.id)) return;
     const now = this.now();
     const tags = checkRequestTags(e, c.pubkey);
     if (!tags.ok) return this.refuse(m, c, { type: 'error', code: tags.error.code, message: tags.error.message });
@@ -513,16 +479,7 @@ export class Agent extends DurableObject<AgentEnv> {
       return;
     }
     const conversation: SessionKey = { sender: client, session: sessionOf(e) };
-    this.sql.exec(
-      'INSERT INTO runs (id, client, session, wrapped, relay, state, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      e.id,
-      client,
-      conversation.session,
-      m.wrapped ? 1 : 0,
-      m.relay,
-      'running',
-      Date.now(),
-    );
+    this.runs.start(e.id, client, conversation.session, m.wrapped, m.relay);
     const abort = new AbortController();
     this.active.set(e.id, abort);
     let settle = (): void => undefined;
@@ -669,7 +626,7 @@ export class Agent extends DurableObject<AgentEnv> {
   private async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
     // Exactly one finisher per run: claimed before any await (the watchdog may look meanwhile).
     if (this.finishing.has(runId)) return;
-    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).toArray()[0];
+    const run = this.runs.get(runId);
     if (!run || run.state === 'done') return;
     this.finishing.add(runId);
     try {
@@ -693,25 +650,24 @@ export class Agent extends DurableObject<AgentEnv> {
     const runId = run.id;
     const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, this.terminalPayload(t));
     const outcome = t.type === 'response' ? 'response' : t.code;
-    this.sql.exec("UPDATE runs SET state = 'done', outcome = ?, terminal = ?, finished_at = ? WHERE id = ?", outcome, JSON.stringify(event), Date.now(), runId);
+    this.runs.finish(runId, outcome, event);
     await this.publishTerminal(runId, event, run.relay, c);
   }
 
   private async publishTerminal(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
     const result = await this.client(relay, c).publish(event, { timeoutMs: 10_000 });
-    if (result.ok) this.sql.exec('UPDATE runs SET published = 1 WHERE id = ?', runId);
+    if (result.ok) this.runs.markPublished(runId);
   }
 
   /** After a restart: runs that were in flight end with one INTERNAL_ERROR; unpublished terminals are re-sent. */
   private async finishOrphanedRuns(c: StoredAgent): Promise<void> {
-    const orphans = this.sql
-      .exec<RunRow>("SELECT * FROM runs WHERE state = 'running'")
-      .toArray()
+    const orphans = this.runs
+      .running()
       .filter((r) => !this.active.has(r.id) && !this.finishing.has(r.id));
     for (const r of orphans) {
       await this.finish(r.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
     }
-    for (const r of this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'done' AND published = 0").toArray()) {
+    for (const r of this.runs.unpublished()) {
       if (r.terminal) await this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c);
     }
   }
@@ -723,7 +679,8 @@ export class Agent extends DurableObject<AgentEnv> {
    * to that relay) up to PUBLISH_ATTEMPTS times, then counted in `undelivered` and logged.
    */
   private async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
-    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
+    const run = this.runs.get(runId);
+    if (!run) throw new Error(`run ${runId} has no row`);
     const c = this.config();
     if (!c) return;
     const event = await this.build(run, kind, payload, extraTags);
