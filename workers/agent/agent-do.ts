@@ -11,14 +11,13 @@ import { getPublicKey } from 'nostr-tools/pure';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { checkIdAndSignature, signEventWith } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
-import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
-import { giftWrap, makeRumor, unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
+import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
+import { unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
 import {
   CancelSchema,
   checkRequestTags,
   NIPXX_VERSION,
   PromptSchema,
-  runTags,
   sessionOf,
   type ErrorCode,
   type Prompt,
@@ -39,7 +38,9 @@ import { infoTemplates, supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
 import { openSecretKey, sealingSecret } from './secrets.js';
 import { defaultProviderName, providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
 import { buildToolRunner } from './tools/registry.js';
-import { REPLAY_SLACK_SECONDS, RunStore, WRAP_SLACK_SECONDS, type RunRow } from './run-store.js';
+import { REPLAY_SLACK_SECONDS, RunStore, WRAP_SLACK_SECONDS, type RunAddress } from './run-store.js';
+import { Outbox } from './outbox.js';
+import { admitPrompt } from './admission.js';
 
 export interface AgentEnv extends ProviderEnv, OwnerEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -57,14 +58,8 @@ const WATCHDOG_MS = 30_000;
 const SESSION_RETENTION_MS = 30 * 24 * 3600 * 1000;
 /** Rows deleted per table per watchdog alarm (bounded work per alarm). */
 const PRUNE_BATCH = 500;
-/** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart. */
-const PUBLISH_ATTEMPTS = 3;
-const PUBLISH_RETRY_MS = 200;
 /** How long remove() waits for the terminal events of the runs it aborts. */
 const REMOVE_WAIT_MS = 10_000;
-/** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds. */
-const REFUSAL_WINDOW_SECONDS = 60;
-export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
 
 interface Incoming {
   /** The protocol event (the rumor when it came gift-wrapped). */
@@ -72,6 +67,9 @@ interface Incoming {
   wrapped: boolean;
   relay: string;
 }
+
+/** Where the events answering an incoming prompt go. */
+const addressOf = (m: Incoming): RunAddress => ({ id: m.event.id, client: m.event.pubkey, session: sessionOf(m.event), wrapped: m.wrapped ? 1 : 0, relay: m.relay });
 
 export class Agent extends DurableObject<AgentEnv> {
   private readonly sql: SqlStorage;
@@ -90,9 +88,10 @@ export class Agent extends DurableObject<AgentEnv> {
     return { ...this.budget.stats };
   }
   /** Non-terminal run events that could not be published after every attempt. */
-  undelivered = 0;
-  /** Runs with an undelivered event (their later events get one attempt). */
-  private readonly undeliverable = new Set<string>();
+  get undelivered(): number {
+    return this.outbox.undelivered;
+  }
+  private readonly outbox: Outbox;
   private owners: { raw: string | undefined; set: Set<string> } | undefined;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
@@ -102,10 +101,6 @@ export class Agent extends DurableObject<AgentEnv> {
   private emitter: TelemetryEmitter | undefined;
   private controlSub: Subscription | undefined;
   private controlGeneration = 0;
-  /** The chain of each active run's non-terminal publishes. */
-  private readonly inFlight = new Map<string, Promise<unknown>>();
-  /** Runs whose terminal event is being written by this instance. */
-  private readonly finishing = new Set<string>();
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
@@ -114,6 +109,14 @@ export class Agent extends DurableObject<AgentEnv> {
     this.runs = new RunStore(this.sql);
     this.sessions = new SessionStore(this.sql);
     this.budget = new AgentBudget(this.sql);
+    this.outbox = new Outbox({
+      runs: this.runs,
+      keys: this.keys,
+      secretKey: () => this.secretKey(),
+      sign: (t, sk) => this.sign(t, sk),
+      client: (url, c) => this.client(url, c),
+      config: () => this.config(),
+    });
   }
 
   private migrate(): void {
@@ -465,19 +468,9 @@ export class Agent extends DurableObject<AgentEnv> {
     const e = m.event;
     const client = e.pubkey;
     if (this.removing || this.runs.has(e.id)) return;
-    const now = this.now();
-    const tags = checkRequestTags(e, c.pubkey);
-    if (!tags.ok) return this.refuse(m, c, { type: 'error', code: tags.error.code, message: tags.error.message });
-    if (!this.ownerAllowed(c)) return this.refuse(m, c, { type: 'error', code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
-    if (c.block?.includes(client)) return this.refuse(m, c, { type: 'error', code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
-    if (c.allow && c.allow.length > 0 && !c.allow.includes(client)) {
-      return this.refuse(m, c, { type: 'error', code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
-    }
-    const admission = this.budget.admit(client, c.limits, this.active.size, now);
-    if (!admission.ok) {
-      if (admission.answer) await this.answerWithoutRun(m, c, { type: 'error', code: 'RATE_LIMIT', message: admission.message, retry_after: admission.retry_after });
-      return;
-    }
+    const admission = admitPrompt(e, c, { ownerAllowed: this.ownerAllowed(c), activeRuns: this.active.size, now: this.now(), budget: this.budget });
+    if (admission.verdict === 'drop') return;
+    if (admission.verdict === 'answer') return this.outbox.answerWithoutRun(addressOf(m), c, { type: 'error', ...admission.refusal });
     const conversation: SessionKey = { sender: client, session: sessionOf(e) };
     this.runs.start(e.id, client, conversation.session, m.wrapped, m.relay);
     const abort = new AbortController();
@@ -488,7 +481,7 @@ export class Agent extends DurableObject<AgentEnv> {
       await this.validateAndRun(m, c, conversation, abort);
     } catch (err) {
       console.error('agent: run failed', e.id, err instanceof Error ? err.message : String(err));
-      await this.finish(e.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 });
+      await this.outbox.finish(e.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 });
     } finally {
       this.active.delete(e.id);
       this.settled.delete(e.id);
@@ -496,32 +489,10 @@ export class Agent extends DurableObject<AgentEnv> {
     }
   }
 
-  /** A refusal that creates nothing: answered once per sender per window, later ones dropped. */
-  private async refuse(m: Incoming, c: StoredAgent, t: Terminal): Promise<void> {
-    if (!this.budget.shouldAnswer(m.event.pubkey, c.limits, this.now(), REFUSAL_WINDOW_SECONDS)) return;
-    await this.answerWithoutRun(m, c, t);
-  }
-
-  /** Publishes a terminal event for a prompt that got no run row (not persisted, not retried). */
-  private async answerWithoutRun(m: Incoming, c: StoredAgent, t: Terminal): Promise<void> {
-    const run: RunRow = {
-      id: m.event.id,
-      client: m.event.pubkey,
-      session: sessionOf(m.event),
-      wrapped: m.wrapped ? 1 : 0,
-      relay: m.relay,
-      state: 'done',
-      terminal: null,
-      published: 0,
-    };
-    const event = await this.build(run, KIND.AI_ERROR, this.terminalPayload(t));
-    await this.client(m.relay, c).publish(event, { timeoutMs: 10_000 });
-  }
-
   /** Decrypts and validates a claimed prompt, then runs it; every problem ends the run with its NIP-XX error. */
   private async validateAndRun(m: Incoming, c: EffectiveAgent, conversation: SessionKey, abort: AbortController): Promise<void> {
     const e = m.event;
-    const fail = (code: ErrorCode, message: string) => this.finish(e.id, c, { type: 'error', code, message });
+    const fail = (code: ErrorCode, message: string) => this.outbox.finish(e.id, c, { type: 'error', code, message });
     const sk = await this.secretKey();
     const text = decrypt(e.content, this.keys.get(sk, e.pubkey));
     if (!text.ok) return fail('PARSE_ERROR', `the prompt could not be decrypted with NIP-44 (${text.error})`);
@@ -570,7 +541,7 @@ export class Agent extends DurableObject<AgentEnv> {
       clearTimeout(timer);
       terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
       emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
-      await this.finish(runId, c, terminal);
+      await this.outbox.finish(runId, c, terminal);
       return;
     }
     try {
@@ -591,10 +562,10 @@ export class Agent extends DurableObject<AgentEnv> {
             response: (raw) => void emitter.acpRead({ data: raw }, ids),
           },
           sink: {
-            status: (state, progress, info) => this.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
-            delta: (text, seq) => this.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
+            status: (state, progress, info) => this.outbox.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
+            delta: (text, seq) => this.outbox.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
             toolCall: (t) =>
-              this.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
+              this.outbox.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
                 ['tool', t.name],
                 ['phase', t.phase],
               ]),
@@ -619,100 +590,17 @@ export class Agent extends DurableObject<AgentEnv> {
     // The client gets the generic message; the owner also gets the upstream detail.
     const detail = terminal.type === 'error' ? terminal.detail : undefined;
     emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
-    await this.finish(runId, c, terminal);
-  }
-
-  /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
-  private async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
-    // Exactly one finisher per run: claimed before any await (the watchdog may look meanwhile).
-    if (this.finishing.has(runId)) return;
-    const run = this.runs.get(runId);
-    if (!run || run.state === 'done') return;
-    this.finishing.add(runId);
-    try {
-      await this.inFlight.get(runId)?.catch(() => undefined);
-      this.inFlight.delete(runId);
-      this.undeliverable.delete(runId);
-      await this.writeTerminal(run, c, t);
-    } finally {
-      this.finishing.delete(runId);
-    }
-  }
-
-  /** The encrypted payload of a terminal event (`detail` is for the owner and never included). */
-  private terminalPayload(t: Terminal): object {
-    return t.type === 'response'
-      ? { ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }
-      : { ver: NIPXX_VERSION, code: t.code, message: t.message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
-  }
-
-  private async writeTerminal(run: RunRow, c: StoredAgent, t: Terminal): Promise<void> {
-    const runId = run.id;
-    const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, this.terminalPayload(t));
-    const outcome = t.type === 'response' ? 'response' : t.code;
-    this.runs.finish(runId, outcome, event);
-    await this.publishTerminal(runId, event, run.relay, c);
-  }
-
-  private async publishTerminal(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
-    const result = await this.client(relay, c).publish(event, { timeoutMs: 10_000 });
-    if (result.ok) this.runs.markPublished(runId);
+    await this.outbox.finish(runId, c, terminal);
   }
 
   /** After a restart: runs that were in flight end with one INTERNAL_ERROR; unpublished terminals are re-sent. */
   private async finishOrphanedRuns(c: StoredAgent): Promise<void> {
     const orphans = this.runs
       .running()
-      .filter((r) => !this.active.has(r.id) && !this.finishing.has(r.id));
+      .filter((r) => !this.active.has(r.id) && !this.outbox.isFinishing(r.id));
     for (const r of orphans) {
-      await this.finish(r.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
+      await this.outbox.finish(r.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
     }
-    for (const r of this.runs.unpublished()) {
-      if (r.terminal) await this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c);
-    }
-  }
-
-  /**
-   * Publishes a non-terminal run event without making the run wait: the run's events form one chain
-   * (each sent after the previous one's OK, so the relay sees them in order); finish() waits for the
-   * chain before the terminal event. A refused or lost publish is retried (on the current connection
-   * to that relay) up to PUBLISH_ATTEMPTS times, then counted in `undelivered` and logged.
-   */
-  private async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
-    const run = this.runs.get(runId);
-    if (!run) throw new Error(`run ${runId} has no row`);
-    const c = this.config();
-    if (!c) return;
-    const event = await this.build(run, kind, payload, extraTags);
-    const previous = this.inFlight.get(runId) ?? Promise.resolve();
-    this.inFlight.set(
-      runId,
-      previous.then(() => this.publishWithRetry(runId, event, run.relay, c)),
-    );
-  }
-
-  private async publishWithRetry(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
-    // Once an event of the run could not be delivered, the relay is unreachable: later events get
-    // one attempt each, so a long outage does not hold the run's terminal event back for minutes.
-    const attempts = this.undeliverable.has(runId) ? 1 : PUBLISH_ATTEMPTS;
-    let last = '';
-    for (let attempt = 1; attempt <= attempts; attempt++) {
-      if (attempt > 1) await new Promise((r) => setTimeout(r, PUBLISH_RETRY_MS * (attempt - 1)));
-      const r = await this.client(relay, c).publish(event, { timeoutMs: 5000 });
-      if (r.ok || r.message.startsWith('duplicate:')) return;
-      last = r.message;
-    }
-    this.undeliverable.add(runId);
-    this.undelivered++;
-    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay} after ${attempts} attempt(s): ${last}`);
-  }
-
-  /** An encrypted run event for the client (gift-wrapped when the prompt was). */
-  private async build(run: RunRow, kind: number, payload: object, extraTags: string[][] = []): Promise<NostrEvent> {
-    const sk = await this.secretKey();
-    const content = encrypt(JSON.stringify(payload), this.keys.get(sk, run.client));
-    const template = { kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags), content };
-    if (!run.wrapped) return this.sign(template, sk);
-    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.keys);
+    await this.outbox.resendTerminals(c);
   }
 }
