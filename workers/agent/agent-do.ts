@@ -22,29 +22,25 @@ import {
   type ErrorCode,
   type Prompt,
 } from '../../src/shared/nip-xx.js';
-import { RelayClient, type EventTemplate, type SocketLike, type Subscription } from '../../src/shared/relay-client.js';
-import { TelemetryEmitter, readControlFrame } from '../../src/shared/ao-emitter.js';
-import { AO_KIND } from '../../src/shared/nip-ao.js';
+import type { EventTemplate } from '../../src/shared/relay-client.js';
+import { readControlFrame } from '../../src/shared/ao-emitter.js';
 import { relayVerifier } from '../relay-do/verifier.js';
-import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
-import { ownerShardExists, shardOfPath, shardStub } from '../relay-do/routes.js';
-import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
+import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { agentRelays, DEFAULT_LIMITS, type StoredAgent } from './config.js';
 import { executeRun, negotiateModel, type Terminal } from './runtime.js';
 import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
-import { allowedOwners, DEMO_AGENT, type OwnerEnv } from './owners.js';
-import { infoTemplates, supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
+import { allowedOwners, DEMO_AGENT } from './owners.js';
+import { supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
 import { openSecretKey, sealingSecret } from './secrets.js';
 import { defaultProviderName, providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
 import { buildToolRunner } from './tools/registry.js';
-import { REPLAY_SLACK_SECONDS, RunStore, WRAP_SLACK_SECONDS, type RunAddress } from './run-store.js';
+import { RunStore, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt } from './admission.js';
+import { RelayLinks, type LinksEnv } from './relay-links.js';
 
-export interface AgentEnv extends ProviderEnv, OwnerEnv {
-  RELAY_SHARD: DurableObjectNamespace<RelayShard>;
-}
+export interface AgentEnv extends ProviderEnv, LinksEnv {}
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
 type EffectiveAgent = StoredAgent & { provider: ProviderName };
@@ -76,7 +72,7 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly runs: RunStore;
   private readonly sessions: SessionStore;
   private readonly keys = new ConversationKeyCache(256);
-  private readonly clients = new Map<string, RelayClient>();
+  private readonly links: RelayLinks;
   private readonly active = new Map<string, AbortController>();
   /** Settles when the run has written its terminal event (remove() waits for these). */
   private readonly settled = new Map<string, Promise<void>>();
@@ -98,9 +94,6 @@ export class Agent extends DurableObject<AgentEnv> {
   private sk: Uint8Array | undefined;
   /** null: no agent stored; undefined: not read yet. */
   private cachedConfig: StoredAgent | null | undefined;
-  private emitter: TelemetryEmitter | undefined;
-  private controlSub: Subscription | undefined;
-  private controlGeneration = 0;
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
@@ -109,12 +102,23 @@ export class Agent extends DurableObject<AgentEnv> {
     this.runs = new RunStore(this.sql);
     this.sessions = new SessionStore(this.sql);
     this.budget = new AgentBudget(this.sql);
+    this.links = new RelayLinks({
+      env,
+      keys: this.keys,
+      config: () => this.config(),
+      effective: (c) => this.effective(c),
+      secretKey: () => this.secretKey(),
+      sign: (t, sk) => this.sign(t, sk),
+      since: () => this.runs.since(),
+      onRequest: (e, relay) => this.onEvent(e, relay),
+      onControl: (e) => this.onControl(e),
+    });
     this.outbox = new Outbox({
       runs: this.runs,
       keys: this.keys,
       secretKey: () => this.secretKey(),
       sign: (t, sk) => this.sign(t, sk),
-      client: (url, c) => this.client(url, c),
+      client: (url, c) => this.links.client(url, c),
       config: () => this.config(),
     });
   }
@@ -172,7 +176,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const next: StoredAgent = { ...c, ...patch, limits: { ...c.limits, ...(patch.limits ?? {}) } };
     this.sql.exec('UPDATE agent SET config = ? WHERE k = 1', JSON.stringify(next));
     this.cachedConfig = undefined;
-    this.closeClients();
+    this.links.close();
     await this.ctx.storage.setAlarm(Date.now() + 10);
     return this.view();
   }
@@ -202,8 +206,8 @@ export class Agent extends DurableObject<AgentEnv> {
         },
         sk,
       );
-      await Promise.all(agentRelays(c).map((url) => this.client(url, c).publish(deletion, { timeoutMs: 5000 })));
-      this.closeClients();
+      await Promise.all(agentRelays(c).map((url) => this.links.client(url, c).publish(deletion, { timeoutMs: 5000 })));
+      this.links.close();
       this.sk = undefined;
       await this.ctx.storage.deleteAlarm();
       this.forgetEverything();
@@ -232,7 +236,7 @@ export class Agent extends DurableObject<AgentEnv> {
   override async alarm(): Promise<void> {
     const c = this.config();
     if (!c) return;
-    await this.ensureConnected(c);
+    await this.links.ensureConnected(c);
     await this.finishOrphanedRuns(c);
     this.prune();
     await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
@@ -243,122 +247,6 @@ export class Agent extends DurableObject<AgentEnv> {
     const now = this.now();
     this.runs.prune(now, PRUNE_BATCH);
     this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
-  }
-
-  /** Opens (or keeps) a connection to every relay and (re)subscribes after authenticating. */
-  /** Opens a connection to every relay; each (re)opened connection is set up by onOpen. */
-  private async ensureConnected(c: StoredAgent): Promise<void> {
-    await Promise.all(
-      agentRelays(c).map(async (url) => {
-        const client = this.client(url, c);
-        const opened = await client.connect({ timeoutMs: 10_000 });
-        // Open but not set up (AUTH failed earlier): try again.
-        if (opened.ok && !client.authenticatedAs) await this.onOpen(url);
-      }),
-    );
-  }
-
-  /**
-   * A connection (re)opened: authenticate first (the relay serves stored prompts and wraps only to
-   * their recipient), then subscribe with fresh filters (a reconnect must not resend a stale
-   * `since`, which the relay refuses for NIP-AO control frames), then publish ai.info, kind 0 and
-   * the relay list.
-   */
-  private async onOpen(url: string): Promise<void> {
-    const c = this.config();
-    const client = this.clients.get(url);
-    if (!c || !client) return;
-    const auth = await client.authenticate({ timeoutMs: 10_000 });
-    if (!auth.ok) return; // the watchdog tries again
-    const ownerShard = url === agentRelays(c)[0];
-    this.subscribe(client, c, ownerShard);
-    if (ownerShard && !this.emitter) {
-      const sk = await this.secretKey();
-      const backend = await relayVerifier();
-      this.emitter = new TelemetryEmitter({
-        agentSecretKey: sk,
-        owner: c.owner,
-        publish: (e) => client.publish(e, { timeoutMs: 5000 }),
-        cache: this.keys,
-        sign: (t) => signEventWith(t, sk, backend, c.pubkey),
-      });
-    }
-    await this.publishInfo(c, client);
-  }
-
-  private subscribe(client: RelayClient, c: StoredAgent, ownerShard: boolean): void {
-    const since = this.runs.since();
-    const url = client.url;
-    client.subscribe(
-      [
-        { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
-        { kinds: [WRAP_KIND, EPHEMERAL_WRAP_KIND], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
-      ],
-      { id: 'requests', onEvent: (e) => this.handle('event', e.id, this.onEvent(e, url)) },
-    );
-    if (ownerShard) {
-      // A new id per connection: the client's own re-send of the previous one (with its stale
-      // `since`) is refused by the relay and must not replace this one.
-      this.controlSub?.close();
-      this.controlSub = client.subscribe([{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }], {
-        id: `control:${++this.controlGeneration}`,
-        onEvent: (e) => this.handle('control frame', e.id, this.onControl(e)),
-      });
-    }
-  }
-
-  private client(url: string, c: StoredAgent): RelayClient {
-    const existing = this.clients.get(url);
-    if (existing && existing.status !== 'closed') return existing;
-    const client = new RelayClient({
-      url,
-      socket: (u) => this.openSocket(u, c),
-      auth: async (t) => this.sign(t, await this.secretKey()),
-      authOn: 'challenge',
-      onStatus: (status) => {
-        if (status === 'open') this.handle('connection setup', url, this.onOpen(url));
-      },
-    });
-    this.clients.set(url, client);
-    return client;
-  }
-
-  /**
-   * Shards of this deployment are reached through their Durable Object (the owner's, the public
-   * one, or another owner's shard that exists on this deployment); other relays over the network,
-   * under the outbound policy (src/shared/outbound-url.ts) and without following redirects.
-   */
-  private async openSocket(url: string, c: StoredAgent): Promise<SocketLike> {
-    const local = new URL(url);
-    const origin = new URL(c.origin);
-    const httpUrl = url.replace(/^ws/, 'http');
-    let response: Response;
-    if (local.host === origin.host) {
-      const owner = shardOfPath(local.pathname);
-      if (owner === undefined) throw new Error(`relay ${url}: not a relay shard of this deployment (/ or /r/<owner>)`);
-      if (owner !== null && owner !== c.owner && !ownerShardExists(this.env, owner)) {
-        throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
-      }
-      const headers = new Headers({ Upgrade: 'websocket' });
-      headers.set(SHARD_HEADER, owner ?? 'public');
-      headers.set(INTERNAL_HEADER, 'agent');
-      response = await shardStub(this.env, owner).fetch(httpUrl, { headers });
-    } else {
-      const refused = outboundRefusal(local, 'relay', outboundPolicy(this.env));
-      if (refused !== undefined) throw new Error(`relay ${url}: refused: ${refused}`);
-      response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' }, redirect: 'manual' });
-    }
-    const ws = response.webSocket;
-    if (!ws) throw new Error(`relay ${url} did not accept a WebSocket (HTTP ${response.status})`);
-    ws.accept();
-    return ws as unknown as SocketLike;
-  }
-
-  private closeClients(): void {
-    for (const c of this.clients.values()) c.close();
-    this.clients.clear();
-    this.emitter = undefined;
-    this.controlSub = undefined;
   }
 
   private async secretKey(): Promise<Uint8Array> {
@@ -378,24 +266,7 @@ export class Agent extends DurableObject<AgentEnv> {
     return signEventWith(t, sk, await relayVerifier(), c?.pubkey ?? getPublicKey(sk));
   }
 
-  private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
-    const sk = await this.secretKey();
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.env) }, mcp: { policy: outboundPolicy(this.env) } });
-    await tools.close();
-    const now = Math.floor(Date.now() / 1000);
-    for (const t of infoTemplates(this.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.sign(t, sk), { timeoutMs: 5000 });
-  }
-
-
   // ---- incoming ----
-
-  /**
-   * Runs a handler to completion; a failure is logged, never dropped (a run it belongs to already
-   * ended with INTERNAL_ERROR in onPrompt; a failed connection setup is retried by the watchdog).
-   */
-  private handle(what: string, id: string, p: Promise<void>): void {
-    p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, e instanceof Error ? e.message : String(e)));
-  }
 
   private async onEvent(e: NostrEvent, relay: string): Promise<void> {
     // Claimed before the first await: the same event from a second relay (or a replay) is dropped here.
@@ -533,7 +404,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const client = conversation.sender;
     const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
     const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
-    const emitter = this.emitter;
+    const emitter = this.links.emitter;
     emitter?.turnStarted({ run_id: runId, model, client }, ids);
     let terminal: Terminal;
     const provider = providerFor(c.provider, this.env);
