@@ -1,15 +1,15 @@
-// Agent: one Durable Object per hosted agent key. Holds the agent's encrypted key and config,
-// keeps subscriptions on its relays (25802/25806 and gift wraps addressed to it, NIP-AO control
-// frames from its owner), validates and runs prompts with the runtime, and publishes the run's
-// events. Runs and their terminal events are persisted so that a restart never loses a run or
-// produces a second terminal event. Conversations are keyed by (sender, s); what strangers may
-// spend is capped per agent (budget.ts); an agent whose owner left EDGESTR_OWNERS stops answering;
-// the watchdog alarm prunes old rows in bounded batches.
+// Agent: one Durable Object per hosted agent key. It wires the parts beside it: its row (config
+// and sealed key, agent-store.ts), its relay connections (relay-links.ts), the runs / seen / cursor
+// tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on a
+// decrypted prompt (prompt-check.ts), the runtime (runtime.ts) and the outbox that publishes a
+// run's events (outbox.ts). Here: the management RPCs, the watchdog alarm (reconnect, orphaned
+// runs, bounded retention), incoming events (each id claimed once, signature checked, gift wraps
+// opened), cancels, and a prompt's path from admission to its one terminal event. Conversations
+// are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops answering.
 
 import { DurableObject } from 'cloudflare:workers';
-import { getPublicKey } from 'nostr-tools/pure';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { checkIdAndSignature, signEventWith } from '../../src/shared/event.js';
+import { checkIdAndSignature } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
 import { unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
@@ -17,28 +17,25 @@ import {
   CancelSchema,
   checkRequestTags,
   NIPXX_VERSION,
-  PromptSchema,
   sessionOf,
-  type ErrorCode,
   type Prompt,
 } from '../../src/shared/nip-xx.js';
-import type { EventTemplate } from '../../src/shared/relay-client.js';
 import { readControlFrame } from '../../src/shared/ao-emitter.js';
 import { relayVerifier } from '../relay-do/verifier.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
-import { agentRelays, DEFAULT_LIMITS, type StoredAgent } from './config.js';
-import { executeRun, negotiateModel, type Terminal } from './runtime.js';
+import { agentRelays, type StoredAgent } from './config.js';
+import { executeRun, type Terminal } from './runtime.js';
 import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { allowedOwners, DEMO_AGENT } from './owners.js';
-import { supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
-import { openSecretKey, sealingSecret } from './secrets.js';
 import { defaultProviderName, providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
 import { buildToolRunner } from './tools/registry.js';
 import { RunStore, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
+import { AgentStore } from './agent-store.js';
+import { checkPrompt } from './prompt-check.js';
 
 export interface AgentEnv extends ProviderEnv, LinksEnv {}
 
@@ -69,6 +66,7 @@ const addressOf = (m: Incoming): RunAddress => ({ id: m.event.id, client: m.even
 
 export class Agent extends DurableObject<AgentEnv> {
   private readonly sql: SqlStorage;
+  private readonly store: AgentStore;
   private readonly runs: RunStore;
   private readonly sessions: SessionStore;
   private readonly keys = new ConversationKeyCache(256);
@@ -91,24 +89,21 @@ export class Agent extends DurableObject<AgentEnv> {
   private owners: { raw: string | undefined; set: Set<string> } | undefined;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
-  private sk: Uint8Array | undefined;
-  /** null: no agent stored; undefined: not read yet. */
-  private cachedConfig: StoredAgent | null | undefined;
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
-    this.migrate();
+    this.store = new AgentStore(this.sql, env);
     this.runs = new RunStore(this.sql);
     this.sessions = new SessionStore(this.sql);
     this.budget = new AgentBudget(this.sql);
     this.links = new RelayLinks({
       env,
       keys: this.keys,
-      config: () => this.config(),
+      config: () => this.store.config(),
       effective: (c) => this.effective(c),
-      secretKey: () => this.secretKey(),
-      sign: (t, sk) => this.sign(t, sk),
+      secretKey: () => this.store.secretKey(),
+      sign: (t, sk) => this.store.sign(t, sk),
       since: () => this.runs.since(),
       onRequest: (e, relay) => this.onEvent(e, relay),
       onControl: (e) => this.onControl(e),
@@ -116,41 +111,19 @@ export class Agent extends DurableObject<AgentEnv> {
     this.outbox = new Outbox({
       runs: this.runs,
       keys: this.keys,
-      secretKey: () => this.secretKey(),
-      sign: (t, sk) => this.sign(t, sk),
+      secretKey: () => this.store.secretKey(),
+      sign: (t, sk) => this.store.sign(t, sk),
       client: (url, c) => this.links.client(url, c),
-      config: () => this.config(),
+      config: () => this.store.config(),
     });
-  }
-
-  private migrate(): void {
-    this.sql.exec(`
-      CREATE TABLE IF NOT EXISTS agent (k INTEGER PRIMARY KEY CHECK (k = 1), config TEXT NOT NULL, sealed_key TEXT NOT NULL);
-    `);
   }
 
   // ---- management (RPC from the API) ----
 
-  /** The stored config, parsed once and kept until it changes (it is read for every event a run publishes). */
-  private config(): StoredAgent | undefined {
-    if (this.cachedConfig === undefined) {
-      const row = this.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').toArray()[0];
-      const stored = row ? (JSON.parse(row.config) as StoredAgent) : null;
-      // Limits added later (e.g. the per-agent caps) take their defaults for agents stored before them.
-      this.cachedConfig = stored && { ...stored, limits: { ...DEFAULT_LIMITS, ...stored.limits } };
-    }
-    return this.cachedConfig ?? undefined;
-  }
-
   /** Creates the agent (idempotent for the same key). */
   async create(config: StoredAgent, sealedKey: string): Promise<void> {
-    this.sql.exec(
-      'INSERT INTO agent (k, config, sealed_key) VALUES (1, ?, ?) ON CONFLICT (k) DO UPDATE SET config = excluded.config',
-      JSON.stringify(config),
-      sealedKey,
-    );
+    this.store.create(config, sealedKey);
     this.runs.initCursor(Math.floor(Date.now() / 1000) - 60);
-    this.cachedConfig = undefined;
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
 
@@ -164,18 +137,17 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   view(): AgentView | undefined {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return undefined;
     const { mcp_servers, ...rest } = this.effective(c);
     return { ...rest, ...(mcp_servers ? { mcp_servers: mcp_servers.map(({ id, url }) => ({ id, url })) } : {}) };
   }
 
   async update(patch: Partial<StoredAgent>): Promise<AgentView | undefined> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return undefined;
     const next: StoredAgent = { ...c, ...patch, limits: { ...c.limits, ...(patch.limits ?? {}) } };
-    this.sql.exec('UPDATE agent SET config = ? WHERE k = 1', JSON.stringify(next));
-    this.cachedConfig = undefined;
+    this.store.update(next);
     this.links.close();
     await this.ctx.storage.setAlarm(Date.now() + 10);
     return this.view();
@@ -186,7 +158,7 @@ export class Agent extends DurableObject<AgentEnv> {
    * publishes deletions of what the agent published, then forgets everything (the key included).
    */
   async remove(): Promise<boolean> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return false;
     this.removing = true;
     try {
@@ -195,9 +167,9 @@ export class Agent extends DurableObject<AgentEnv> {
       let timer: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([Promise.allSettled(running), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
       clearTimeout(timer);
-      const sk = await this.secretKey();
+      const sk = await this.store.secretKey();
       const now = Math.floor(Date.now() / 1000);
-      const deletion = await this.sign(
+      const deletion = await this.store.sign(
         {
           kind: KIND.DELETION,
           created_at: now,
@@ -208,7 +180,7 @@ export class Agent extends DurableObject<AgentEnv> {
       );
       await Promise.all(agentRelays(c).map((url) => this.links.client(url, c).publish(deletion, { timeoutMs: 5000 })));
       this.links.close();
-      this.sk = undefined;
+      this.store.forgetKey();
       await this.ctx.storage.deleteAlarm();
       this.forgetEverything();
       return true;
@@ -228,13 +200,13 @@ export class Agent extends DurableObject<AgentEnv> {
         .toArray();
       for (const { name } of tables) this.sql.exec(`DELETE FROM "${name.replaceAll('"', '""')}"`);
     });
-    this.cachedConfig = undefined;
+    this.store.reload();
   }
 
   // ---- lifecycle ----
 
   override async alarm(): Promise<void> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return;
     await this.links.ensureConnected(c);
     await this.finishOrphanedRuns(c);
@@ -247,23 +219,6 @@ export class Agent extends DurableObject<AgentEnv> {
     const now = this.now();
     this.runs.prune(now, PRUNE_BATCH);
     this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
-  }
-
-  private async secretKey(): Promise<Uint8Array> {
-    if (this.sk) return this.sk;
-    const row = this.sql.exec<{ sealed_key: string; config: string }>('SELECT sealed_key, config FROM agent WHERE k = 1').one();
-    const c = JSON.parse(row.config) as StoredAgent;
-    const secret = sealingSecret(this.env);
-    if (!secret) throw new Error('EDGESTR_SECRET is not configured');
-    this.sk = await openSecretKey(row.sealed_key, c.pubkey, secret);
-    if (getPublicKey(this.sk) !== c.pubkey) throw new Error('stored key does not match the agent pubkey');
-    return this.sk;
-  }
-
-  /** Signs with libsecp256k1 in Wasm (several times faster than pure JS: every run event is signed). */
-  private async sign(t: EventTemplate, sk: Uint8Array): Promise<NostrEvent> {
-    const c = this.config();
-    return signEventWith(t, sk, await relayVerifier(), c?.pubkey ?? getPublicKey(sk));
   }
 
   // ---- incoming ----
@@ -279,7 +234,7 @@ export class Agent extends DurableObject<AgentEnv> {
     }
     this.runs.advance(Math.min(e.created_at, Math.floor(Date.now() / 1000)));
     if (e.kind === WRAP_KIND || e.kind === EPHEMERAL_WRAP_KIND) {
-      const opened = unwrap(e, await this.secretKey(), this.keys, verifier);
+      const opened = unwrap(e, await this.store.secretKey(), this.keys, verifier);
       if (!opened.ok) return;
       const r = opened.value.rumor;
       if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL) return;
@@ -290,16 +245,16 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   private async dispatch(m: Incoming): Promise<void> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return;
     if (m.event.kind === KIND.AI_CANCEL) return this.onCancel(m, c);
     if (m.event.kind === KIND.AI_PROMPT) return this.onPrompt(m, this.effective(c));
   }
 
   private async onControl(e: NostrEvent): Promise<void> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return;
-    const read = readControlFrame(e, { agentSecretKey: await this.secretKey(), owners: [c.owner], verifier: await relayVerifier(), cache: this.keys });
+    const read = readControlFrame(e, { agentSecretKey: await this.store.secretKey(), owners: [c.owner], verifier: await relayVerifier(), cache: this.keys });
     if (read.status !== 'accepted' || !read.control.channelId) return;
     this.active.get(read.control.channelId)?.abort();
   }
@@ -310,7 +265,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const run = this.runs.get(tags.value.runId);
     // Only the client that started the run may cancel it; cancels of finished or unknown runs are ignored.
     if (!run || run.state !== 'running' || run.client !== m.event.pubkey) return;
-    const text = decrypt(m.event.content, this.keys.get(await this.secretKey(), m.event.pubkey));
+    const text = decrypt(m.event.content, this.keys.get(await this.store.secretKey(), m.event.pubkey));
     if (!text.ok) return;
     let parsed: unknown;
     try {
@@ -363,39 +318,10 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Decrypts and validates a claimed prompt, then runs it; every problem ends the run with its NIP-XX error. */
   private async validateAndRun(m: Incoming, c: EffectiveAgent, conversation: SessionKey, abort: AbortController): Promise<void> {
     const e = m.event;
-    const fail = (code: ErrorCode, message: string) => this.outbox.finish(e.id, c, { type: 'error', code, message });
-    const sk = await this.secretKey();
-    const text = decrypt(e.content, this.keys.get(sk, e.pubkey));
-    if (!text.ok) return fail('PARSE_ERROR', `the prompt could not be decrypted with NIP-44 (${text.error})`);
-    let json: unknown;
-    try {
-      json = JSON.parse(text.value);
-    } catch {
-      return fail('PARSE_ERROR', 'the decrypted prompt is not JSON');
-    }
-    const parsed = PromptSchema.safeParse(json);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      return fail('INVALID_SCHEMA', `prompt: ${issue?.path.join('.') || 'payload'}: ${issue?.message ?? 'invalid'}`);
-    }
-    const prompt: Prompt = parsed.data;
-    const bytes = new TextEncoder().encode(prompt.message).length;
-    if (bytes > c.limits.max_prompt_bytes) {
-      return fail('INVALID_SCHEMA', `the message is ${bytes} bytes; this agent accepts at most ${c.limits.max_prompt_bytes} (max_prompt_bytes)`);
-    }
-    if (prompt.provider && prompt.provider !== c.provider) {
-      return fail('UNSUPPORTED_MODEL', `provider ${JSON.stringify(prompt.provider)} is not available; this agent uses ${c.provider}`);
-    }
-    const { models, defaultModel } = supportedModels(c);
-    const model = negotiateModel(prompt, models, defaultModel);
-    if (!model.ok) return fail('UNSUPPORTED_MODEL', model.message);
-    if (prompt.tool_schema_version !== undefined && prompt.tool_schema_version !== TOOL_SCHEMA_VERSION) {
-      return fail('UNSUPPORTED_SCHEMA_VERSION', `tool_schema_version ${prompt.tool_schema_version} is not supported; this agent uses ${TOOL_SCHEMA_VERSION}`);
-    }
-    if (this.sessions.turns(conversation) >= c.limits.max_session_turns) {
-      return fail('SESSION_LIMIT', `this session reached ${c.limits.max_session_turns} turns; start a new session (s tag)`);
-    }
-    await this.run(e.id, c, prompt, model.model, conversation, abort);
+    const sk = await this.store.secretKey();
+    const checked = checkPrompt(decrypt(e.content, this.keys.get(sk, e.pubkey)), c, () => this.sessions.turns(conversation));
+    if (!checked.ok) return this.outbox.finish(e.id, c, { type: 'error', ...checked.error });
+    await this.run(e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
   }
 
   // ---- running ----
