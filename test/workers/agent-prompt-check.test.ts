@@ -1,11 +1,11 @@
 // checkPrompt (workers/agent/prompt-check.ts) without an Agent: each check on a decrypted prompt,
-// in its order, with the NIP-XX error the run ends with.
+// in its order, with the NIP-XX error the run ends with; and which cancel payloads count.
 import { describe, expect, it } from 'vitest';
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import type { DecryptError } from '../../src/shared/nip44.js';
 import { NIPXX_VERSION } from '../../src/shared/nip-xx.js';
 import { DEFAULT_LIMITS } from '../../workers/agent/config.js';
-import { checkPrompt } from '../../workers/agent/prompt-check.js';
+import { checkPrompt, isCancel } from '../../workers/agent/prompt-check.js';
 
 const agent = {
   provider: 'openai' as const,
@@ -43,5 +43,16 @@ describe('checkPrompt', () => {
     let reads = 0;
     checkPrompt(ok('{'), agent, () => ++reads);
     expect(reads).toBe(0);
+  });
+});
+
+describe('isCancel', () => {
+  it.each<[Result<string, DecryptError>, boolean]>([
+    [text({ reason: 'user_cancel' }), true],
+    [text({ reason: 'whatever' }), false],
+    [ok('not json'), false],
+    [err('invalid MAC'), false],
+  ])('%j → %s', (input, want) => {
+    expect(isCancel(input)).toBe(want);
   });
 });

@@ -14,7 +14,6 @@ import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
 import { unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
 import {
-  CancelSchema,
   checkRequestTags,
   NIPXX_VERSION,
   sessionOf,
@@ -35,7 +34,8 @@ import { Outbox } from './outbox.js';
 import { admitPrompt } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
-import { checkPrompt } from './prompt-check.js';
+import { checkPrompt, isCancel } from './prompt-check.js';
+import { deletionTemplate } from './info.js';
 
 export interface AgentEnv extends ProviderEnv, LinksEnv {}
 
@@ -168,16 +168,7 @@ export class Agent extends DurableObject<AgentEnv> {
       await Promise.race([Promise.allSettled(running), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
       clearTimeout(timer);
       const sk = await this.store.secretKey();
-      const now = Math.floor(Date.now() / 1000);
-      const deletion = await this.store.sign(
-        {
-          kind: KIND.DELETION,
-          created_at: now,
-          content: 'agent deleted',
-          tags: [['a', `${KIND.AI_INFO}:${c.pubkey}:agent-info`], ['a', `${KIND.METADATA}:${c.pubkey}:`], ['a', `10002:${c.pubkey}:`]],
-        },
-        sk,
-      );
+      const deletion = await this.store.sign(deletionTemplate(c, Math.floor(Date.now() / 1000)), sk);
       await Promise.all(agentRelays(c).map((url) => this.links.client(url, c).publish(deletion, { timeoutMs: 5000 })));
       this.links.close();
       this.store.forgetKey();
@@ -265,15 +256,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const run = this.runs.get(tags.value.runId);
     // Only the client that started the run may cancel it; cancels of finished or unknown runs are ignored.
     if (!run || run.state !== 'running' || run.client !== m.event.pubkey) return;
-    const text = decrypt(m.event.content, this.keys.get(await this.store.secretKey(), m.event.pubkey));
-    if (!text.ok) return;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text.value);
-    } catch {
-      return;
-    }
-    if (!CancelSchema.safeParse(parsed).success) return;
+    if (!isCancel(decrypt(m.event.content, this.keys.get(await this.store.secretKey(), m.event.pubkey)))) return;
     this.active.get(run.id)?.abort();
   }
 

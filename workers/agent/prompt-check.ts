@@ -1,11 +1,11 @@
 // What a claimed prompt must be to run, checked in order on its decrypted content: NIP-44
 // decryption, JSON, the NIP-XX prompt schema, max_prompt_bytes, the provider, the model
 // (negotiated with the agent's models), the tool schema version and the session's turn limit.
-// Each problem is the NIP-XX error the run ends with. Pure.
+// Each problem is the NIP-XX error the run ends with. And what a cancel's content must be. Pure.
 
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import type { DecryptError } from '../../src/shared/nip44.js';
-import { PromptSchema, type ErrorCode, type Prompt } from '../../src/shared/nip-xx.js';
+import { CancelSchema, PromptSchema, type ErrorCode, type Prompt } from '../../src/shared/nip-xx.js';
 import type { StoredAgent } from './config.js';
 import { supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
 import type { ProviderName } from './providers/index.js';
@@ -53,4 +53,14 @@ export function checkPrompt(
     return fail('SESSION_LIMIT', `this session reached ${c.limits.max_session_turns} turns; start a new session (s tag)`);
   }
   return ok({ prompt, model: model.model });
+}
+
+/** Whether a decrypted cancel payload is a NIP-XX cancel (anything else is ignored). */
+export function isCancel(text: Result<string, DecryptError>): boolean {
+  if (!text.ok) return false;
+  try {
+    return CancelSchema.safeParse(JSON.parse(text.value)).success;
+  } catch {
+    return false;
+  }
 }
