@@ -1,11 +1,12 @@
 // Agent: one Durable Object per hosted agent key. It wires the parts beside it: its row (config
-// and sealed key, agent-store.ts), its relay connections (relay-links.ts), the runs / seen / cursor
-// tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on a
-// decrypted prompt (prompt-check.ts), the runtime (runtime.ts) and the outbox that publishes a
-// run's events (outbox.ts). Here: the management RPCs, the watchdog alarm (reconnect, orphaned
-// runs, bounded retention), incoming events (each id claimed once, signature checked, gift wraps
-// opened), cancels, and a prompt's path from admission to its one terminal event. Conversations
-// are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops answering.
+// and sealed key, agent-store.ts), its relay connections (relay-links.ts), the runs / seen /
+// cursor tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on
+// a decrypted prompt (prompt-check.ts), one run with the runtime (run-driver.ts) and the outbox
+// that publishes a run's events (outbox.ts). Here: the management RPCs, the watchdog alarm
+// (reconnect, orphaned runs, bounded retention), incoming events (each id claimed once, signature
+// checked, gift wraps opened), cancels, and a prompt's path from admission to its one terminal
+// event. Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops
+// answering.
 
 import { DurableObject } from 'cloudflare:workers';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -13,34 +14,24 @@ import { checkIdAndSignature } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
 import { unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
-import {
-  checkRequestTags,
-  NIPXX_VERSION,
-  sessionOf,
-  type Prompt,
-} from '../../src/shared/nip-xx.js';
+import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
 import { readControlFrame } from '../../src/shared/ao-emitter.js';
 import { relayVerifier } from '../relay-do/verifier.js';
-import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { agentRelays, type StoredAgent } from './config.js';
-import { executeRun, type Terminal } from './runtime.js';
 import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { allowedOwners, DEMO_AGENT } from './owners.js';
-import { defaultProviderName, providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
-import { buildToolRunner } from './tools/registry.js';
+import { defaultProviderName, type ProviderEnv } from './providers/index.js';
 import { RunStore, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
+import { runPrompt, type EffectiveAgent } from './run-driver.js';
 import { deletionTemplate } from './info.js';
 
 export interface AgentEnv extends ProviderEnv, LinksEnv {}
-
-/** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
-type EffectiveAgent = StoredAgent & { provider: ProviderName };
 
 /** Public view of an agent (never the key); `provider` is the one its runs use now. */
 export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
@@ -304,74 +295,11 @@ export class Agent extends DurableObject<AgentEnv> {
     const sk = await this.store.secretKey();
     const checked = checkPrompt(decrypt(e.content, this.keys.get(sk, e.pubkey)), c, () => this.sessions.turns(conversation));
     if (!checked.ok) return this.outbox.finish(e.id, c, { type: 'error', ...checked.error });
-    await this.run(e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
+    const deps = { env: this.env, sessions: this.sessions, budget: this.budget, outbox: this.outbox, emitter: this.links.emitter, now: () => this.now() };
+    await runPrompt(deps, e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
   }
 
-  // ---- running ----
-
-  private async run(runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
-    const client = conversation.sender;
-    const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
-    const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
-    const emitter = this.links.emitter;
-    emitter?.turnStarted({ run_id: runId, model, client }, ids);
-    let terminal: Terminal;
-    const provider = providerFor(c.provider, this.env);
-    if (!provider.ok) {
-      clearTimeout(timer);
-      terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
-      emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
-      await this.outbox.finish(runId, c, terminal);
-      return;
-    }
-    try {
-      const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.env) }, mcp: { policy: outboundPolicy(this.env) } });
-      try {
-        const result = await executeRun({
-          prompt,
-          model,
-          thinking: prompt.thinking ?? c.thinking,
-          systemPrompt: c.system_prompt,
-          history: this.sessions.load(conversation),
-          provider: provider.value,
-          tools,
-          limits: c.limits,
-          signal: abort.signal,
-          observe: emitter && {
-            request: (body) => void emitter.acpWrite({ request: body }, ids),
-            response: (raw) => void emitter.acpRead({ data: raw }, ids),
-          },
-          sink: {
-            status: (state, progress, info) => this.outbox.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
-            delta: (text, seq) => this.outbox.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
-            toolCall: (t) =>
-              this.outbox.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
-                ['tool', t.name],
-                ['phase', t.phase],
-              ]),
-          },
-        });
-        this.budget.spend(result.usage.input_tokens + result.usage.output_tokens, this.now());
-        terminal = result.terminal;
-        if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
-          terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };
-        }
-        if (terminal.type === 'response') this.sessions.append(conversation, runId, result.transcript, c.limits.max_context_tokens);
-      } finally {
-        await tools.close();
-      }
-    } catch (e) {
-      const detail = e instanceof Error ? e.message : String(e);
-      console.error('agent: run failed', runId, detail);
-      terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5, detail };
-    } finally {
-      clearTimeout(timer);
-    }
-    // The client gets the generic message; the owner also gets the upstream detail.
-    const detail = terminal.type === 'error' ? terminal.detail : undefined;
-    emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
-    await this.outbox.finish(runId, c, terminal);
-  }
+  // ---- after a restart ----
 
   /** After a restart: runs that were in flight end with one INTERNAL_ERROR; unpublished terminals are re-sent. */
   private async finishOrphanedRuns(c: StoredAgent): Promise<void> {
