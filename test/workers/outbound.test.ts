@@ -10,6 +10,7 @@ import '../mcp/provided.js';
 import { outboundPolicy, outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundKind } from '../../src/shared/outbound-url.js';
 import type { StoredAgent } from '../../workers/agent/config.js';
 import { connectMcpServer } from '../../workers/agent/tools/mcp.js';
+import { openRelaySocket } from '../../workers/agent/relay-links.js';
 import { api } from './api-helpers.js';
 import { TEST_OWNER_SK } from './test-keys.js';
 
@@ -153,9 +154,9 @@ describe('MCP servers under the policy', () => {
 describe("an agent's external relays (openSocket)", () => {
   const config = { origin: 'http://relay.test', owner: 'f'.repeat(64) } as StoredAgent;
   const open = (url: string) =>
-    runInDurableObject(env.AGENT.get(env.AGENT.idFromName('outbound-probe')), async (agent) => {
+    runInDurableObject(env.AGENT.get(env.AGENT.idFromName('outbound-probe')), async () => {
       try {
-        await (agent as unknown as { openSocket(u: string, c: StoredAgent): Promise<unknown> }).openSocket(url, config);
+        await openRelaySocket(env, url, config);
         return 'opened';
       } catch (e) {
         return e instanceof Error ? e.message : String(e);

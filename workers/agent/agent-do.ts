@@ -1,87 +1,49 @@
-// Agent: one Durable Object per hosted agent key. Holds the agent's encrypted key and config,
-// keeps subscriptions on its relays (25802/25806 and gift wraps addressed to it, NIP-AO control
-// frames from its owner), validates and runs prompts with the runtime, and publishes the run's
-// events. Runs and their terminal events are persisted so that a restart never loses a run or
-// produces a second terminal event. Conversations are keyed by (sender, s); what strangers may
-// spend is capped per agent (budget.ts); an agent whose owner left EDGESTR_OWNERS stops answering;
-// the watchdog alarm prunes old rows in bounded batches.
+// Agent: one Durable Object per hosted agent key. It wires the parts beside it: its row (config
+// and sealed key, agent-store.ts), its relay connections (relay-links.ts), the runs / seen /
+// cursor tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on
+// a decrypted prompt (prompt-check.ts), one run with the runtime (run-driver.ts) and the outbox
+// that publishes a run's events (outbox.ts). Here: the management RPCs, the watchdog alarm
+// (reconnect, orphaned runs, bounded retention), incoming events (each id claimed once, signature
+// checked, gift wraps opened), cancels, and a prompt's path from admission to its one terminal
+// event. Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops
+// answering.
 
 import { DurableObject } from 'cloudflare:workers';
-import { getPublicKey } from 'nostr-tools/pure';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { checkIdAndSignature, signEventWith } from '../../src/shared/event.js';
+import { checkIdAndSignature } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
-import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
-import { giftWrap, makeRumor, unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
-import {
-  CancelSchema,
-  checkRequestTags,
-  NIPXX_VERSION,
-  PromptSchema,
-  runTags,
-  sessionOf,
-  type ErrorCode,
-  type Prompt,
-} from '../../src/shared/nip-xx.js';
-import { RelayClient, type EventTemplate, type SocketLike, type Subscription } from '../../src/shared/relay-client.js';
-import { TelemetryEmitter, readControlFrame } from '../../src/shared/ao-emitter.js';
-import { AO_KIND } from '../../src/shared/nip-ao.js';
+import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
+import { unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
+import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
+import { readControlFrame } from '../../src/shared/ao-emitter.js';
 import { relayVerifier } from '../relay-do/verifier.js';
-import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
-import { ownerShardExists, shardOfPath, shardStub } from '../relay-do/routes.js';
-import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
-import { agentRelays, DEFAULT_LIMITS, type StoredAgent } from './config.js';
-import { executeRun, negotiateModel, type Terminal } from './runtime.js';
+import { agentRelays, type StoredAgent } from './config.js';
 import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
-import { allowedOwners, DEMO_AGENT, type OwnerEnv } from './owners.js';
-import { infoTemplates, supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
-import { openSecretKey, sealingSecret } from './secrets.js';
-import { defaultProviderName, providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
-import { buildToolRunner } from './tools/registry.js';
+import { allowedOwners, DEMO_AGENT } from './owners.js';
+import { defaultProviderName, type ProviderEnv } from './providers/index.js';
+import { RunStore, type RunAddress } from './run-store.js';
+import { Outbox } from './outbox.js';
+import { admitPrompt } from './admission.js';
+import { RelayLinks, type LinksEnv } from './relay-links.js';
+import { AgentStore } from './agent-store.js';
+import { checkPrompt, isCancel } from './prompt-check.js';
+import { runPrompt, type EffectiveAgent } from './run-driver.js';
+import { deletionTemplate } from './info.js';
 
-export interface AgentEnv extends ProviderEnv, OwnerEnv {
-  RELAY_SHARD: DurableObjectNamespace<RelayShard>;
-}
-
-/** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
-type EffectiveAgent = StoredAgent & { provider: ProviderName };
+export interface AgentEnv extends ProviderEnv, LinksEnv {}
 
 /** Public view of an agent (never the key); `provider` is the one its runs use now. */
 export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
 
 /** How often the watchdog alarm checks the relay connections. */
 const WATCHDOG_MS = 30_000;
-/** Replay window on (re)subscribe, covering clock skew and the time the agent was away. */
-const REPLAY_SLACK_SECONDS = 300;
-/** Gift wraps carry randomised timestamps up to two days in the past (NIP-59). */
-const WRAP_SLACK_SECONDS = 2 * 24 * 3600 + 600;
-/** `seen` ids are kept one day longer than any replay window reaches back. */
-const SEEN_RETENTION_MS = (WRAP_SLACK_SECONDS + REPLAY_SLACK_SECONDS + 24 * 3600) * 1000;
-/** Finished (and published) runs are kept 7 days; conversations untouched for 30 days are forgotten. */
-const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
+/** Conversations untouched for 30 days are forgotten. */
 const SESSION_RETENTION_MS = 30 * 24 * 3600 * 1000;
 /** Rows deleted per table per watchdog alarm (bounded work per alarm). */
 const PRUNE_BATCH = 500;
-/** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart. */
-const PUBLISH_ATTEMPTS = 3;
-const PUBLISH_RETRY_MS = 200;
 /** How long remove() waits for the terminal events of the runs it aborts. */
 const REMOVE_WAIT_MS = 10_000;
-/** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds. */
-const REFUSAL_WINDOW_SECONDS = 60;
-export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
-
-type RunRow = {
-  id: string;
-  client: string;
-  session: string;
-  wrapped: number;
-  relay: string;
-  state: 'running' | 'done';
-  terminal: string | null;
-  published: number;
-};
 
 interface Incoming {
   /** The protocol event (the rumor when it came gift-wrapped). */
@@ -90,11 +52,16 @@ interface Incoming {
   relay: string;
 }
 
+/** Where the events answering an incoming prompt go. */
+const addressOf = (m: Incoming): RunAddress => ({ id: m.event.id, client: m.event.pubkey, session: sessionOf(m.event), wrapped: m.wrapped ? 1 : 0, relay: m.relay });
+
 export class Agent extends DurableObject<AgentEnv> {
   private readonly sql: SqlStorage;
+  private readonly store: AgentStore;
+  private readonly runs: RunStore;
   private readonly sessions: SessionStore;
   private readonly keys = new ConversationKeyCache(256);
-  private readonly clients = new Map<string, RelayClient>();
+  private readonly links: RelayLinks;
   private readonly active = new Map<string, AbortController>();
   /** Settles when the run has written its terminal event (remove() waits for these). */
   private readonly settled = new Map<string, Promise<void>>();
@@ -106,68 +73,48 @@ export class Agent extends DurableObject<AgentEnv> {
     return { ...this.budget.stats };
   }
   /** Non-terminal run events that could not be published after every attempt. */
-  undelivered = 0;
-  /** Runs with an undelivered event (their later events get one attempt). */
-  private readonly undeliverable = new Set<string>();
+  get undelivered(): number {
+    return this.outbox.undelivered;
+  }
+  private readonly outbox: Outbox;
   private owners: { raw: string | undefined; set: Set<string> } | undefined;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
-  private sk: Uint8Array | undefined;
-  /** null: no agent stored; undefined: not read yet. */
-  private cachedConfig: StoredAgent | null | undefined;
-  private emitter: TelemetryEmitter | undefined;
-  private controlSub: Subscription | undefined;
-  private controlGeneration = 0;
-  /** The chain of each active run's non-terminal publishes. */
-  private readonly inFlight = new Map<string, Promise<unknown>>();
-  /** Runs whose terminal event is being written by this instance. */
-  private readonly finishing = new Set<string>();
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
-    this.migrate();
+    this.store = new AgentStore(this.sql, env);
+    this.runs = new RunStore(this.sql);
     this.sessions = new SessionStore(this.sql);
     this.budget = new AgentBudget(this.sql);
-  }
-
-  private migrate(): void {
-    this.sql.exec(`
-      CREATE TABLE IF NOT EXISTS agent (k INTEGER PRIMARY KEY CHECK (k = 1), config TEXT NOT NULL, sealed_key TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS runs (
-        id TEXT PRIMARY KEY, client TEXT NOT NULL, session TEXT NOT NULL, wrapped INTEGER NOT NULL,
-        relay TEXT NOT NULL, state TEXT NOT NULL, outcome TEXT, terminal TEXT, published INTEGER NOT NULL DEFAULT 0,
-        started_at INTEGER NOT NULL, finished_at INTEGER
-      ) WITHOUT ROWID;
-      CREATE INDEX IF NOT EXISTS runs_finished ON runs(state, finished_at);
-      CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
-      CREATE TABLE IF NOT EXISTS cursor (k INTEGER PRIMARY KEY CHECK (k = 1), since INTEGER NOT NULL);
-    `);
+    this.links = new RelayLinks({
+      env,
+      keys: this.keys,
+      config: () => this.store.config(),
+      effective: (c) => this.effective(c),
+      secretKey: () => this.store.secretKey(),
+      sign: (t, sk) => this.store.sign(t, sk),
+      since: () => this.runs.since(),
+      onRequest: (e, relay) => this.onEvent(e, relay),
+      onControl: (e) => this.onControl(e),
+    });
+    this.outbox = new Outbox({
+      runs: this.runs,
+      keys: this.keys,
+      secretKey: () => this.store.secretKey(),
+      sign: (t, sk) => this.store.sign(t, sk),
+      client: (url, c) => this.links.client(url, c),
+      config: () => this.store.config(),
+    });
   }
 
   // ---- management (RPC from the API) ----
 
-  /** The stored config, parsed once and kept until it changes (it is read for every event a run publishes). */
-  private config(): StoredAgent | undefined {
-    if (this.cachedConfig === undefined) {
-      const row = this.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').toArray()[0];
-      const stored = row ? (JSON.parse(row.config) as StoredAgent) : null;
-      // Limits added later (e.g. the per-agent caps) take their defaults for agents stored before them.
-      this.cachedConfig = stored && { ...stored, limits: { ...DEFAULT_LIMITS, ...stored.limits } };
-    }
-    return this.cachedConfig ?? undefined;
-  }
-
   /** Creates the agent (idempotent for the same key). */
   async create(config: StoredAgent, sealedKey: string): Promise<void> {
-    this.sql.exec(
-      'INSERT INTO agent (k, config, sealed_key) VALUES (1, ?, ?) ON CONFLICT (k) DO UPDATE SET config = excluded.config',
-      JSON.stringify(config),
-      sealedKey,
-    );
-    this.sql.exec('INSERT OR IGNORE INTO cursor (k, since) VALUES (1, ?)', Math.floor(Date.now() / 1000) - 60);
-    this.cachedConfig = undefined;
+    this.store.create(config, sealedKey);
+    this.runs.initCursor(Math.floor(Date.now() / 1000) - 60);
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
 
@@ -181,19 +128,18 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   view(): AgentView | undefined {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return undefined;
     const { mcp_servers, ...rest } = this.effective(c);
     return { ...rest, ...(mcp_servers ? { mcp_servers: mcp_servers.map(({ id, url }) => ({ id, url })) } : {}) };
   }
 
   async update(patch: Partial<StoredAgent>): Promise<AgentView | undefined> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return undefined;
     const next: StoredAgent = { ...c, ...patch, limits: { ...c.limits, ...(patch.limits ?? {}) } };
-    this.sql.exec('UPDATE agent SET config = ? WHERE k = 1', JSON.stringify(next));
-    this.cachedConfig = undefined;
-    this.closeClients();
+    this.store.update(next);
+    this.links.close();
     await this.ctx.storage.setAlarm(Date.now() + 10);
     return this.view();
   }
@@ -203,7 +149,7 @@ export class Agent extends DurableObject<AgentEnv> {
    * publishes deletions of what the agent published, then forgets everything (the key included).
    */
   async remove(): Promise<boolean> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return false;
     this.removing = true;
     try {
@@ -212,20 +158,11 @@ export class Agent extends DurableObject<AgentEnv> {
       let timer: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([Promise.allSettled(running), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
       clearTimeout(timer);
-      const sk = await this.secretKey();
-      const now = Math.floor(Date.now() / 1000);
-      const deletion = await this.sign(
-        {
-          kind: KIND.DELETION,
-          created_at: now,
-          content: 'agent deleted',
-          tags: [['a', `${KIND.AI_INFO}:${c.pubkey}:agent-info`], ['a', `${KIND.METADATA}:${c.pubkey}:`], ['a', `10002:${c.pubkey}:`]],
-        },
-        sk,
-      );
-      await Promise.all(agentRelays(c).map((url) => this.client(url, c).publish(deletion, { timeoutMs: 5000 })));
-      this.closeClients();
-      this.sk = undefined;
+      const sk = await this.store.secretKey();
+      const deletion = await this.store.sign(deletionTemplate(c, Math.floor(Date.now() / 1000)), sk);
+      await Promise.all(agentRelays(c).map((url) => this.links.client(url, c).publish(deletion, { timeoutMs: 5000 })));
+      this.links.close();
+      this.store.forgetKey();
       await this.ctx.storage.deleteAlarm();
       this.forgetEverything();
       return true;
@@ -245,15 +182,15 @@ export class Agent extends DurableObject<AgentEnv> {
         .toArray();
       for (const { name } of tables) this.sql.exec(`DELETE FROM "${name.replaceAll('"', '""')}"`);
     });
-    this.cachedConfig = undefined;
+    this.store.reload();
   }
 
   // ---- lifecycle ----
 
   override async alarm(): Promise<void> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return;
-    await this.ensureConnected(c);
+    await this.links.ensureConnected(c);
     await this.finishOrphanedRuns(c);
     this.prune();
     await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
@@ -262,204 +199,44 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Retention: old `seen` ids, finished and published runs, and untouched conversations, a bounded batch each. */
   prune(): void {
     const now = this.now();
-    this.sql.exec('DELETE FROM seen WHERE id IN (SELECT id FROM seen WHERE at < ? LIMIT ?)', Math.floor((now - SEEN_RETENTION_MS) / 1000), PRUNE_BATCH);
-    this.sql.exec(
-      "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND published = 1 AND finished_at < ? LIMIT ?)",
-      now - RUN_RETENTION_MS,
-      PRUNE_BATCH,
-    );
+    this.runs.prune(now, PRUNE_BATCH);
     this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
   }
 
-  /** Opens (or keeps) a connection to every relay and (re)subscribes after authenticating. */
-  /** Opens a connection to every relay; each (re)opened connection is set up by onOpen. */
-  private async ensureConnected(c: StoredAgent): Promise<void> {
-    await Promise.all(
-      agentRelays(c).map(async (url) => {
-        const client = this.client(url, c);
-        const opened = await client.connect({ timeoutMs: 10_000 });
-        // Open but not set up (AUTH failed earlier): try again.
-        if (opened.ok && !client.authenticatedAs) await this.onOpen(url);
-      }),
-    );
-  }
-
-  /**
-   * A connection (re)opened: authenticate first (the relay serves stored prompts and wraps only to
-   * their recipient), then subscribe with fresh filters (a reconnect must not resend a stale
-   * `since`, which the relay refuses for NIP-AO control frames), then publish ai.info, kind 0 and
-   * the relay list.
-   */
-  private async onOpen(url: string): Promise<void> {
-    const c = this.config();
-    const client = this.clients.get(url);
-    if (!c || !client) return;
-    const auth = await client.authenticate({ timeoutMs: 10_000 });
-    if (!auth.ok) return; // the watchdog tries again
-    const ownerShard = url === agentRelays(c)[0];
-    this.subscribe(client, c, ownerShard);
-    if (ownerShard && !this.emitter) {
-      const sk = await this.secretKey();
-      const backend = await relayVerifier();
-      this.emitter = new TelemetryEmitter({
-        agentSecretKey: sk,
-        owner: c.owner,
-        publish: (e) => client.publish(e, { timeoutMs: 5000 }),
-        cache: this.keys,
-        sign: (t) => signEventWith(t, sk, backend, c.pubkey),
-      });
-    }
-    await this.publishInfo(c, client);
-  }
-
-  private subscribe(client: RelayClient, c: StoredAgent, ownerShard: boolean): void {
-    const since = this.sql.exec<{ since: number }>('SELECT since FROM cursor WHERE k = 1').one().since;
-    const url = client.url;
-    client.subscribe(
-      [
-        { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
-        { kinds: [WRAP_KIND, EPHEMERAL_WRAP_KIND], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
-      ],
-      { id: 'requests', onEvent: (e) => this.handle('event', e.id, this.onEvent(e, url)) },
-    );
-    if (ownerShard) {
-      // A new id per connection: the client's own re-send of the previous one (with its stale
-      // `since`) is refused by the relay and must not replace this one.
-      this.controlSub?.close();
-      this.controlSub = client.subscribe([{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }], {
-        id: `control:${++this.controlGeneration}`,
-        onEvent: (e) => this.handle('control frame', e.id, this.onControl(e)),
-      });
-    }
-  }
-
-  private client(url: string, c: StoredAgent): RelayClient {
-    const existing = this.clients.get(url);
-    if (existing && existing.status !== 'closed') return existing;
-    const client = new RelayClient({
-      url,
-      socket: (u) => this.openSocket(u, c),
-      auth: async (t) => this.sign(t, await this.secretKey()),
-      authOn: 'challenge',
-      onStatus: (status) => {
-        if (status === 'open') this.handle('connection setup', url, this.onOpen(url));
-      },
-    });
-    this.clients.set(url, client);
-    return client;
-  }
-
-  /**
-   * Shards of this deployment are reached through their Durable Object (the owner's, the public
-   * one, or another owner's shard that exists on this deployment); other relays over the network,
-   * under the outbound policy (src/shared/outbound-url.ts) and without following redirects.
-   */
-  private async openSocket(url: string, c: StoredAgent): Promise<SocketLike> {
-    const local = new URL(url);
-    const origin = new URL(c.origin);
-    const httpUrl = url.replace(/^ws/, 'http');
-    let response: Response;
-    if (local.host === origin.host) {
-      const owner = shardOfPath(local.pathname);
-      if (owner === undefined) throw new Error(`relay ${url}: not a relay shard of this deployment (/ or /r/<owner>)`);
-      if (owner !== null && owner !== c.owner && !ownerShardExists(this.env, owner)) {
-        throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
-      }
-      const headers = new Headers({ Upgrade: 'websocket' });
-      headers.set(SHARD_HEADER, owner ?? 'public');
-      headers.set(INTERNAL_HEADER, 'agent');
-      response = await shardStub(this.env, owner).fetch(httpUrl, { headers });
-    } else {
-      const refused = outboundRefusal(local, 'relay', outboundPolicy(this.env));
-      if (refused !== undefined) throw new Error(`relay ${url}: refused: ${refused}`);
-      response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' }, redirect: 'manual' });
-    }
-    const ws = response.webSocket;
-    if (!ws) throw new Error(`relay ${url} did not accept a WebSocket (HTTP ${response.status})`);
-    ws.accept();
-    return ws as unknown as SocketLike;
-  }
-
-  private closeClients(): void {
-    for (const c of this.clients.values()) c.close();
-    this.clients.clear();
-    this.emitter = undefined;
-    this.controlSub = undefined;
-  }
-
-  private async secretKey(): Promise<Uint8Array> {
-    if (this.sk) return this.sk;
-    const row = this.sql.exec<{ sealed_key: string; config: string }>('SELECT sealed_key, config FROM agent WHERE k = 1').one();
-    const c = JSON.parse(row.config) as StoredAgent;
-    const secret = sealingSecret(this.env);
-    if (!secret) throw new Error('EDGESTR_SECRET is not configured');
-    this.sk = await openSecretKey(row.sealed_key, c.pubkey, secret);
-    if (getPublicKey(this.sk) !== c.pubkey) throw new Error('stored key does not match the agent pubkey');
-    return this.sk;
-  }
-
-  /** Signs with libsecp256k1 in Wasm (several times faster than pure JS: every run event is signed). */
-  private async sign(t: EventTemplate, sk: Uint8Array): Promise<NostrEvent> {
-    const c = this.config();
-    return signEventWith(t, sk, await relayVerifier(), c?.pubkey ?? getPublicKey(sk));
-  }
-
-  private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
-    const sk = await this.secretKey();
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.env) }, mcp: { policy: outboundPolicy(this.env) } });
-    await tools.close();
-    const now = Math.floor(Date.now() / 1000);
-    for (const t of infoTemplates(this.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.sign(t, sk), { timeoutMs: 5000 });
-  }
-
-
   // ---- incoming ----
-
-  /**
-   * Runs a handler to completion; a failure is logged, never dropped (a run it belongs to already
-   * ended with INTERNAL_ERROR in onPrompt; a failed connection setup is retried by the watchdog).
-   */
-  private handle(what: string, id: string, p: Promise<void>): void {
-    p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, e instanceof Error ? e.message : String(e)));
-  }
-
-  /** Claims an id in `seen` atomically (no await between check and insert); false when already claimed. */
-  private claim(id: string): boolean {
-    return this.sql.exec('INSERT INTO seen (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING RETURNING id', id, Math.floor(Date.now() / 1000)).toArray().length > 0;
-  }
 
   private async onEvent(e: NostrEvent, relay: string): Promise<void> {
     // Claimed before the first await: the same event from a second relay (or a replay) is dropped here.
-    if (!this.claim(e.id)) return;
+    if (!this.runs.claim(e.id)) return;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {
       // A forged copy must not block the genuine event with the same id.
-      this.sql.exec('DELETE FROM seen WHERE id = ?', e.id);
+      this.runs.unclaim(e.id);
       return;
     }
-    this.sql.exec('UPDATE cursor SET since = max(since, ?) WHERE k = 1', Math.min(e.created_at, Math.floor(Date.now() / 1000)));
+    this.runs.advance(Math.min(e.created_at, Math.floor(Date.now() / 1000)));
     if (e.kind === WRAP_KIND || e.kind === EPHEMERAL_WRAP_KIND) {
-      const opened = unwrap(e, await this.secretKey(), this.keys, verifier);
+      const opened = unwrap(e, await this.store.secretKey(), this.keys, verifier);
       if (!opened.ok) return;
       const r = opened.value.rumor;
       if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL) return;
-      if (!this.claim(r.id)) return;
+      if (!this.runs.claim(r.id)) return;
       return this.dispatch({ event: r, wrapped: true, relay });
     }
     return this.dispatch({ event: e, wrapped: false, relay });
   }
 
   private async dispatch(m: Incoming): Promise<void> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return;
     if (m.event.kind === KIND.AI_CANCEL) return this.onCancel(m, c);
     if (m.event.kind === KIND.AI_PROMPT) return this.onPrompt(m, this.effective(c));
   }
 
   private async onControl(e: NostrEvent): Promise<void> {
-    const c = this.config();
+    const c = this.store.config();
     if (!c) return;
-    const read = readControlFrame(e, { agentSecretKey: await this.secretKey(), owners: [c.owner], verifier: await relayVerifier(), cache: this.keys });
+    const read = readControlFrame(e, { agentSecretKey: await this.store.secretKey(), owners: [c.owner], verifier: await relayVerifier(), cache: this.keys });
     if (read.status !== 'accepted' || !read.control.channelId) return;
     this.active.get(read.control.channelId)?.abort();
   }
@@ -467,18 +244,10 @@ export class Agent extends DurableObject<AgentEnv> {
   private async onCancel(m: Incoming, c: StoredAgent): Promise<void> {
     const tags = checkRequestTags(m.event, c.pubkey);
     if (!tags.ok || !tags.value.runId) return;
-    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', tags.value.runId).toArray()[0];
+    const run = this.runs.get(tags.value.runId);
     // Only the client that started the run may cancel it; cancels of finished or unknown runs are ignored.
     if (!run || run.state !== 'running' || run.client !== m.event.pubkey) return;
-    const text = decrypt(m.event.content, this.keys.get(await this.secretKey(), m.event.pubkey));
-    if (!text.ok) return;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text.value);
-    } catch {
-      return;
-    }
-    if (!CancelSchema.safeParse(parsed).success) return;
+    if (!isCancel(decrypt(m.event.content, this.keys.get(await this.store.secretKey(), m.event.pubkey)))) return;
     this.active.get(run.id)?.abort();
   }
 
@@ -498,31 +267,12 @@ export class Agent extends DurableObject<AgentEnv> {
   private async onPrompt(m: Incoming, c: EffectiveAgent): Promise<void> {
     const e = m.event;
     const client = e.pubkey;
-    if (this.removing || this.sql.exec('SELECT 1 FROM runs WHERE id = ?', e.id).toArray().length) return;
-    const now = this.now();
-    const tags = checkRequestTags(e, c.pubkey);
-    if (!tags.ok) return this.refuse(m, c, { type: 'error', code: tags.error.code, message: tags.error.message });
-    if (!this.ownerAllowed(c)) return this.refuse(m, c, { type: 'error', code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
-    if (c.block?.includes(client)) return this.refuse(m, c, { type: 'error', code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
-    if (c.allow && c.allow.length > 0 && !c.allow.includes(client)) {
-      return this.refuse(m, c, { type: 'error', code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
-    }
-    const admission = this.budget.admit(client, c.limits, this.active.size, now);
-    if (!admission.ok) {
-      if (admission.answer) await this.answerWithoutRun(m, c, { type: 'error', code: 'RATE_LIMIT', message: admission.message, retry_after: admission.retry_after });
-      return;
-    }
+    if (this.removing || this.runs.has(e.id)) return;
+    const admission = admitPrompt(e, c, { ownerAllowed: this.ownerAllowed(c), activeRuns: this.active.size, now: this.now(), budget: this.budget });
+    if (admission.verdict === 'drop') return;
+    if (admission.verdict === 'answer') return this.outbox.answerWithoutRun(addressOf(m), c, { type: 'error', ...admission.refusal });
     const conversation: SessionKey = { sender: client, session: sessionOf(e) };
-    this.sql.exec(
-      'INSERT INTO runs (id, client, session, wrapped, relay, state, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      e.id,
-      client,
-      conversation.session,
-      m.wrapped ? 1 : 0,
-      m.relay,
-      'running',
-      Date.now(),
-    );
+    this.runs.start(e.id, client, conversation.session, m.wrapped, m.relay);
     const abort = new AbortController();
     this.active.set(e.id, abort);
     let settle = (): void => undefined;
@@ -531,7 +281,7 @@ export class Agent extends DurableObject<AgentEnv> {
       await this.validateAndRun(m, c, conversation, abort);
     } catch (err) {
       console.error('agent: run failed', e.id, err instanceof Error ? err.message : String(err));
-      await this.finish(e.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 });
+      await this.outbox.finish(e.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 });
     } finally {
       this.active.delete(e.id);
       this.settled.delete(e.id);
@@ -539,223 +289,26 @@ export class Agent extends DurableObject<AgentEnv> {
     }
   }
 
-  /** A refusal that creates nothing: answered once per sender per window, later ones dropped. */
-  private async refuse(m: Incoming, c: StoredAgent, t: Terminal): Promise<void> {
-    if (!this.budget.shouldAnswer(m.event.pubkey, c.limits, this.now(), REFUSAL_WINDOW_SECONDS)) return;
-    await this.answerWithoutRun(m, c, t);
-  }
-
-  /** Publishes a terminal event for a prompt that got no run row (not persisted, not retried). */
-  private async answerWithoutRun(m: Incoming, c: StoredAgent, t: Terminal): Promise<void> {
-    const run: RunRow = {
-      id: m.event.id,
-      client: m.event.pubkey,
-      session: sessionOf(m.event),
-      wrapped: m.wrapped ? 1 : 0,
-      relay: m.relay,
-      state: 'done',
-      terminal: null,
-      published: 0,
-    };
-    const event = await this.build(run, KIND.AI_ERROR, this.terminalPayload(t));
-    await this.client(m.relay, c).publish(event, { timeoutMs: 10_000 });
-  }
-
   /** Decrypts and validates a claimed prompt, then runs it; every problem ends the run with its NIP-XX error. */
   private async validateAndRun(m: Incoming, c: EffectiveAgent, conversation: SessionKey, abort: AbortController): Promise<void> {
     const e = m.event;
-    const fail = (code: ErrorCode, message: string) => this.finish(e.id, c, { type: 'error', code, message });
-    const sk = await this.secretKey();
-    const text = decrypt(e.content, this.keys.get(sk, e.pubkey));
-    if (!text.ok) return fail('PARSE_ERROR', `the prompt could not be decrypted with NIP-44 (${text.error})`);
-    let json: unknown;
-    try {
-      json = JSON.parse(text.value);
-    } catch {
-      return fail('PARSE_ERROR', 'the decrypted prompt is not JSON');
-    }
-    const parsed = PromptSchema.safeParse(json);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      return fail('INVALID_SCHEMA', `prompt: ${issue?.path.join('.') || 'payload'}: ${issue?.message ?? 'invalid'}`);
-    }
-    const prompt: Prompt = parsed.data;
-    const bytes = new TextEncoder().encode(prompt.message).length;
-    if (bytes > c.limits.max_prompt_bytes) {
-      return fail('INVALID_SCHEMA', `the message is ${bytes} bytes; this agent accepts at most ${c.limits.max_prompt_bytes} (max_prompt_bytes)`);
-    }
-    if (prompt.provider && prompt.provider !== c.provider) {
-      return fail('UNSUPPORTED_MODEL', `provider ${JSON.stringify(prompt.provider)} is not available; this agent uses ${c.provider}`);
-    }
-    const { models, defaultModel } = supportedModels(c);
-    const model = negotiateModel(prompt, models, defaultModel);
-    if (!model.ok) return fail('UNSUPPORTED_MODEL', model.message);
-    if (prompt.tool_schema_version !== undefined && prompt.tool_schema_version !== TOOL_SCHEMA_VERSION) {
-      return fail('UNSUPPORTED_SCHEMA_VERSION', `tool_schema_version ${prompt.tool_schema_version} is not supported; this agent uses ${TOOL_SCHEMA_VERSION}`);
-    }
-    if (this.sessions.turns(conversation) >= c.limits.max_session_turns) {
-      return fail('SESSION_LIMIT', `this session reached ${c.limits.max_session_turns} turns; start a new session (s tag)`);
-    }
-    await this.run(e.id, c, prompt, model.model, conversation, abort);
+    const sk = await this.store.secretKey();
+    const checked = checkPrompt(decrypt(e.content, this.keys.get(sk, e.pubkey)), c, () => this.sessions.turns(conversation));
+    if (!checked.ok) return this.outbox.finish(e.id, c, { type: 'error', ...checked.error });
+    const deps = { env: this.env, sessions: this.sessions, budget: this.budget, outbox: this.outbox, emitter: this.links.emitter, now: () => this.now() };
+    await runPrompt(deps, e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
   }
 
-  // ---- running ----
-
-  private async run(runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
-    const client = conversation.sender;
-    const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
-    const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
-    const emitter = this.emitter;
-    emitter?.turnStarted({ run_id: runId, model, client }, ids);
-    let terminal: Terminal;
-    const provider = providerFor(c.provider, this.env);
-    if (!provider.ok) {
-      clearTimeout(timer);
-      terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
-      emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
-      await this.finish(runId, c, terminal);
-      return;
-    }
-    try {
-      const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.env) }, mcp: { policy: outboundPolicy(this.env) } });
-      try {
-        const result = await executeRun({
-          prompt,
-          model,
-          thinking: prompt.thinking ?? c.thinking,
-          systemPrompt: c.system_prompt,
-          history: this.sessions.load(conversation),
-          provider: provider.value,
-          tools,
-          limits: c.limits,
-          signal: abort.signal,
-          observe: emitter && {
-            request: (body) => void emitter.acpWrite({ request: body }, ids),
-            response: (raw) => void emitter.acpRead({ data: raw }, ids),
-          },
-          sink: {
-            status: (state, progress, info) => this.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
-            delta: (text, seq) => this.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
-            toolCall: (t) =>
-              this.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
-                ['tool', t.name],
-                ['phase', t.phase],
-              ]),
-          },
-        });
-        this.budget.spend(result.usage.input_tokens + result.usage.output_tokens, this.now());
-        terminal = result.terminal;
-        if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
-          terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };
-        }
-        if (terminal.type === 'response') this.sessions.append(conversation, runId, result.transcript, c.limits.max_context_tokens);
-      } finally {
-        await tools.close();
-      }
-    } catch (e) {
-      const detail = e instanceof Error ? e.message : String(e);
-      console.error('agent: run failed', runId, detail);
-      terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5, detail };
-    } finally {
-      clearTimeout(timer);
-    }
-    // The client gets the generic message; the owner also gets the upstream detail.
-    const detail = terminal.type === 'error' ? terminal.detail : undefined;
-    emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
-    await this.finish(runId, c, terminal);
-  }
-
-  /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
-  private async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
-    // Exactly one finisher per run: claimed before any await (the watchdog may look meanwhile).
-    if (this.finishing.has(runId)) return;
-    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).toArray()[0];
-    if (!run || run.state === 'done') return;
-    this.finishing.add(runId);
-    try {
-      await this.inFlight.get(runId)?.catch(() => undefined);
-      this.inFlight.delete(runId);
-      this.undeliverable.delete(runId);
-      await this.writeTerminal(run, c, t);
-    } finally {
-      this.finishing.delete(runId);
-    }
-  }
-
-  /** The encrypted payload of a terminal event (`detail` is for the owner and never included). */
-  private terminalPayload(t: Terminal): object {
-    return t.type === 'response'
-      ? { ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }
-      : { ver: NIPXX_VERSION, code: t.code, message: t.message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
-  }
-
-  private async writeTerminal(run: RunRow, c: StoredAgent, t: Terminal): Promise<void> {
-    const runId = run.id;
-    const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, this.terminalPayload(t));
-    const outcome = t.type === 'response' ? 'response' : t.code;
-    this.sql.exec("UPDATE runs SET state = 'done', outcome = ?, terminal = ?, finished_at = ? WHERE id = ?", outcome, JSON.stringify(event), Date.now(), runId);
-    await this.publishTerminal(runId, event, run.relay, c);
-  }
-
-  private async publishTerminal(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
-    const result = await this.client(relay, c).publish(event, { timeoutMs: 10_000 });
-    if (result.ok) this.sql.exec('UPDATE runs SET published = 1 WHERE id = ?', runId);
-  }
+  // ---- after a restart ----
 
   /** After a restart: runs that were in flight end with one INTERNAL_ERROR; unpublished terminals are re-sent. */
   private async finishOrphanedRuns(c: StoredAgent): Promise<void> {
-    const orphans = this.sql
-      .exec<RunRow>("SELECT * FROM runs WHERE state = 'running'")
-      .toArray()
-      .filter((r) => !this.active.has(r.id) && !this.finishing.has(r.id));
+    const orphans = this.runs
+      .running()
+      .filter((r) => !this.active.has(r.id) && !this.outbox.isFinishing(r.id));
     for (const r of orphans) {
-      await this.finish(r.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
+      await this.outbox.finish(r.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
     }
-    for (const r of this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'done' AND published = 0").toArray()) {
-      if (r.terminal) await this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c);
-    }
-  }
-
-  /**
-   * Publishes a non-terminal run event without making the run wait: the run's events form one chain
-   * (each sent after the previous one's OK, so the relay sees them in order); finish() waits for the
-   * chain before the terminal event. A refused or lost publish is retried (on the current connection
-   * to that relay) up to PUBLISH_ATTEMPTS times, then counted in `undelivered` and logged.
-   */
-  private async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
-    const run = this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', runId).one();
-    const c = this.config();
-    if (!c) return;
-    const event = await this.build(run, kind, payload, extraTags);
-    const previous = this.inFlight.get(runId) ?? Promise.resolve();
-    this.inFlight.set(
-      runId,
-      previous.then(() => this.publishWithRetry(runId, event, run.relay, c)),
-    );
-  }
-
-  private async publishWithRetry(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
-    // Once an event of the run could not be delivered, the relay is unreachable: later events get
-    // one attempt each, so a long outage does not hold the run's terminal event back for minutes.
-    const attempts = this.undeliverable.has(runId) ? 1 : PUBLISH_ATTEMPTS;
-    let last = '';
-    for (let attempt = 1; attempt <= attempts; attempt++) {
-      if (attempt > 1) await new Promise((r) => setTimeout(r, PUBLISH_RETRY_MS * (attempt - 1)));
-      const r = await this.client(relay, c).publish(event, { timeoutMs: 5000 });
-      if (r.ok || r.message.startsWith('duplicate:')) return;
-      last = r.message;
-    }
-    this.undeliverable.add(runId);
-    this.undelivered++;
-    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay} after ${attempts} attempt(s): ${last}`);
-  }
-
-  /** An encrypted run event for the client (gift-wrapped when the prompt was). */
-  private async build(run: RunRow, kind: number, payload: object, extraTags: string[][] = []): Promise<NostrEvent> {
-    const sk = await this.secretKey();
-    const content = encrypt(JSON.stringify(payload), this.keys.get(sk, run.client));
-    const template = { kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags), content };
-    if (!run.wrapped) return this.sign(template, sk);
-    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.keys);
+    await this.outbox.resendTerminals(c);
   }
 }

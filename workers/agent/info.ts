@@ -1,5 +1,6 @@
 // What a hosted agent publishes about itself: ai.info (kind 31340, fixed `d`), its kind 0 profile
-// (with the owner's NIP-OA tag when it has one) and its relay list (kind 10002).
+// (with the owner's NIP-OA tag when it has one) and its relay list (kind 10002); and the deletion
+// of all three when the agent is removed.
 
 import { AI_INFO_D, NIPXX_VERSION, type AgentInfo } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -47,4 +48,14 @@ export function infoTemplates(a: StoredAgent, tools: readonly ToolDefinition[], 
     { kind: KIND.METADATA, created_at: now, tags: a.oa_auth ? [[...a.oa_auth]] : [], content: JSON.stringify(profile) },
     { kind: 10002, created_at: now, tags: relays.map((r) => ['r', r]), content: '' },
   ];
+}
+
+/** The NIP-09 deletion of what infoTemplates published (by address). */
+export function deletionTemplate(a: Pick<StoredAgent, 'pubkey'>, now: number): EventTemplate {
+  return {
+    kind: KIND.DELETION,
+    created_at: now,
+    content: 'agent deleted',
+    tags: [['a', `${KIND.AI_INFO}:${a.pubkey}:${AI_INFO_D}`], ['a', `${KIND.METADATA}:${a.pubkey}:`], ['a', `10002:${a.pubkey}:`]],
+  };
 }

@@ -1,0 +1,54 @@
+// Whether a prompt gets a run: the checks that cost O(1) and create nothing, in their order —
+// NIP-XX request tags, the owner still allowed on the deployment, the agent's block and allow
+// lists, then the per-sender and per-agent prompt windows, concurrency and the daily token budget
+// (budget.ts). A refusal carries its NIP-XX error; whether it is answered or dropped is decided
+// here too (at most one answer per sender per window). No Durable Object needed: the only state
+// touched is the budget's limiter windows.
+
+import type { ErrorCode } from '../../src/shared/nip-xx.js';
+import { checkRequestTags } from '../../src/shared/nip-xx.js';
+import type { AgentBudget } from './budget.js';
+import type { StoredAgent } from './config.js';
+
+/** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds. */
+export const REFUSAL_WINDOW_SECONDS = 60;
+export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
+
+export interface AdmissionState {
+  /** Whether the agent's owner is (still) allowed on this deployment. */
+  ownerAllowed: boolean;
+  /** Runs of this agent in progress. */
+  activeRuns: number;
+  /** The clock of the limiters (ms). */
+  now: number;
+  budget: Pick<AgentBudget, 'admit' | 'shouldAnswer'>;
+}
+
+export interface Refusal {
+  code: ErrorCode;
+  message: string;
+  retry_after?: number;
+}
+
+/** `run`: start it; `answer`: publish the refusal (no run row); `drop`: the sender was already told. */
+export type AdmissionResult = { verdict: 'run' } | { verdict: 'answer'; refusal: Refusal } | { verdict: 'drop' };
+
+export function admitPrompt(
+  event: { pubkey: string; kind: number; tags: string[][] },
+  config: Pick<StoredAgent, 'pubkey' | 'block' | 'allow' | 'limits'>,
+  state: AdmissionState,
+): AdmissionResult {
+  const sender = event.pubkey;
+  const refuse = (refusal: Refusal): AdmissionResult =>
+    state.budget.shouldAnswer(sender, config.limits, state.now, REFUSAL_WINDOW_SECONDS) ? { verdict: 'answer', refusal } : { verdict: 'drop' };
+  const tags = checkRequestTags(event, config.pubkey);
+  if (!tags.ok) return refuse({ code: tags.error.code, message: tags.error.message });
+  if (!state.ownerAllowed) return refuse({ code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
+  if (config.block?.includes(sender)) return refuse({ code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
+  if (config.allow && config.allow.length > 0 && !config.allow.includes(sender)) {
+    return refuse({ code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
+  }
+  const admission = state.budget.admit(sender, config.limits, state.activeRuns, state.now);
+  if (admission.ok) return { verdict: 'run' };
+  return admission.answer ? { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: admission.message, retry_after: admission.retry_after } } : { verdict: 'drop' };
+}

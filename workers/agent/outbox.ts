@@ -1,0 +1,135 @@
+// What a run sends to its client: each event encrypted with NIP-44 (gift-wrapped when the prompt
+// was) and signed; the run's non-terminal events published as one ordered chain with bounded
+// retries; and its one durable terminal event (persisted before it is published, re-sent after a
+// restart until the relay accepts it).
+
+import { getPublicKey } from 'nostr-tools/pure';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { encrypt, type ConversationKeyCache } from '../../src/shared/nip44.js';
+import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
+import { NIPXX_VERSION, runTags } from '../../src/shared/nip-xx.js';
+import type { EventTemplate, RelayClient } from '../../src/shared/relay-client.js';
+import type { StoredAgent } from './config.js';
+import type { RunAddress, RunStore } from './run-store.js';
+import type { Terminal } from './runtime.js';
+
+/** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart. */
+const PUBLISH_ATTEMPTS = 3;
+const PUBLISH_RETRY_MS = 200;
+
+export interface OutboxDeps {
+  runs: RunStore;
+  keys: ConversationKeyCache;
+  secretKey(): Promise<Uint8Array>;
+  sign(t: EventTemplate, sk: Uint8Array): Promise<NostrEvent>;
+  /** The (current) connection to `relay`. */
+  client(relay: string, c: StoredAgent): RelayClient;
+  config(): StoredAgent | undefined;
+}
+
+/** The encrypted payload of a terminal event (`detail` is for the owner and never included). */
+function terminalPayload(t: Terminal): object {
+  return t.type === 'response'
+    ? { ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }
+    : { ver: NIPXX_VERSION, code: t.code, message: t.message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
+}
+
+export class Outbox {
+  /** Non-terminal run events that could not be published after every attempt. */
+  undelivered = 0;
+  /** Runs with an undelivered event (their later events get one attempt). */
+  private readonly undeliverable = new Set<string>();
+  /** The chain of each active run's non-terminal publishes. */
+  private readonly inFlight = new Map<string, Promise<unknown>>();
+  /** Runs whose terminal event is being written by this instance. */
+  private readonly finishing = new Set<string>();
+
+  constructor(private readonly deps: OutboxDeps) {}
+
+  /** Whether this instance is writing the terminal event of `runId`. */
+  isFinishing(runId: string): boolean {
+    return this.finishing.has(runId);
+  }
+
+  /**
+   * Publishes a non-terminal run event without making the run wait: the run's events form one chain
+   * (each sent after the previous one's OK, so the relay sees them in order); finish() waits for the
+   * chain before the terminal event. A refused or lost publish is retried (on the current connection
+   * to that relay) up to PUBLISH_ATTEMPTS times, then counted in `undelivered` and logged.
+   */
+  async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
+    const run = this.deps.runs.get(runId);
+    if (!run) throw new Error(`run ${runId} has no row`);
+    const c = this.deps.config();
+    if (!c) return;
+    const event = await this.build(run, kind, payload, extraTags);
+    const previous = this.inFlight.get(runId) ?? Promise.resolve();
+    this.inFlight.set(
+      runId,
+      previous.then(() => this.publishWithRetry(runId, event, run.relay, c)),
+    );
+  }
+
+  /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
+  async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
+    // Exactly one finisher per run: claimed before any await (the watchdog may look meanwhile).
+    if (this.finishing.has(runId)) return;
+    const run = this.deps.runs.get(runId);
+    if (!run || run.state === 'done') return;
+    this.finishing.add(runId);
+    try {
+      await this.inFlight.get(runId)?.catch(() => undefined);
+      this.inFlight.delete(runId);
+      this.undeliverable.delete(runId);
+      const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, terminalPayload(t));
+      this.deps.runs.finish(runId, t.type === 'response' ? 'response' : t.code, event);
+      await this.publishTerminal(runId, event, run.relay, c);
+    } finally {
+      this.finishing.delete(runId);
+    }
+  }
+
+  /** Re-sends the stored terminal events the relay has not accepted yet. */
+  async resendTerminals(c: StoredAgent): Promise<void> {
+    for (const r of this.deps.runs.unpublished()) {
+      if (r.terminal) await this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c);
+    }
+  }
+
+  /** Publishes a terminal event for a prompt that got no run row (not persisted, not retried). */
+  async answerWithoutRun(to: RunAddress, c: StoredAgent, t: Terminal): Promise<void> {
+    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t));
+    await this.deps.client(to.relay, c).publish(event, { timeoutMs: 10_000 });
+  }
+
+  private async publishTerminal(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
+    const result = await this.deps.client(relay, c).publish(event, { timeoutMs: 10_000 });
+    if (result.ok) this.deps.runs.markPublished(runId);
+  }
+
+  private async publishWithRetry(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
+    // Once an event of the run could not be delivered, the relay is unreachable: later events get
+    // one attempt each, so a long outage does not hold the run's terminal event back for minutes.
+    const attempts = this.undeliverable.has(runId) ? 1 : PUBLISH_ATTEMPTS;
+    let last = '';
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      if (attempt > 1) await new Promise((r) => setTimeout(r, PUBLISH_RETRY_MS * (attempt - 1)));
+      const r = await this.deps.client(relay, c).publish(event, { timeoutMs: 5000 });
+      if (r.ok || r.message.startsWith('duplicate:')) return;
+      last = r.message;
+    }
+    this.undeliverable.add(runId);
+    this.undelivered++;
+    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay} after ${attempts} attempt(s): ${last}`);
+  }
+
+  /** An encrypted run event for the client (gift-wrapped when the prompt was). */
+  private async build(run: RunAddress, kind: number, payload: object, extraTags: string[][] = []): Promise<NostrEvent> {
+    const sk = await this.deps.secretKey();
+    const content = encrypt(JSON.stringify(payload), this.deps.keys.get(sk, run.client));
+    const template = { kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags), content };
+    if (!run.wrapped) return this.deps.sign(template, sk);
+    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.deps.keys);
+  }
+}

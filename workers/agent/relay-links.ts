@@ -1,0 +1,191 @@
+// The Agent's connections to its relays: one RelayClient per relay URL, opened through the relay
+// shard's Durable Object for shards of this deployment and over the network (under the outbound
+// policy) for others; on each (re)open: NIP-42 AUTH, the subscriptions (prompts, cancels and gift
+// wraps addressed to the agent; NIP-AO control frames on the owner's shard), the NIP-AO telemetry
+// emitter, and the agent's ai.info, kind 0 and relay list.
+
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import type { ConversationKeyCache } from '../../src/shared/nip44.js';
+import { EPHEMERAL_WRAP_KIND, WRAP_KIND } from '../../src/shared/nip59.js';
+import { RelayClient, type EventTemplate, type SocketLike, type Subscription } from '../../src/shared/relay-client.js';
+import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
+import { AO_KIND } from '../../src/shared/nip-ao.js';
+import { signEventWith } from '../../src/shared/event.js';
+import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
+import { relayVerifier } from '../relay-do/verifier.js';
+import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
+import { ownerShardExists, shardOfPath, shardStub } from '../relay-do/routes.js';
+import { agentRelays, type StoredAgent } from './config.js';
+import { infoTemplates } from './info.js';
+import type { OwnerEnv } from './owners.js';
+import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
+import { buildToolRunner } from './tools/registry.js';
+
+export interface LinksEnv extends OwnerEnv {
+  RELAY_SHARD: DurableObjectNamespace<RelayShard>;
+}
+
+export interface RelayLinksDeps {
+  env: LinksEnv;
+  keys: ConversationKeyCache;
+  config(): StoredAgent | undefined;
+  /** The agent as published in ai.info (its provider resolved). */
+  effective(c: StoredAgent): StoredAgent;
+  secretKey(): Promise<Uint8Array>;
+  sign(t: EventTemplate, sk: Uint8Array): Promise<NostrEvent>;
+  /** The subscription cursor (seconds). */
+  since(): number;
+  /** A prompt, cancel or gift wrap addressed to the agent, from `relay`. */
+  onRequest(e: NostrEvent, relay: string): Promise<void>;
+  /** A NIP-AO control frame for the agent on its owner's shard. */
+  onControl(e: NostrEvent): Promise<void>;
+}
+
+/**
+ * Runs a handler to completion; a failure is logged, never dropped (a run it belongs to already
+ * ended with INTERNAL_ERROR in onPrompt; a failed connection setup is retried by the watchdog).
+ */
+function handle(what: string, id: string, p: Promise<void>): void {
+  p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, e instanceof Error ? e.message : String(e)));
+}
+
+/**
+ * A WebSocket to relay `url` for agent `c`. Shards of this deployment are reached through their
+ * Durable Object (the owner's, the public one, or another owner's shard that exists on this
+ * deployment); other relays over the network, under the outbound policy
+ * (src/shared/outbound-url.ts) and without following redirects.
+ */
+export async function openRelaySocket(env: LinksEnv, url: string, c: Pick<StoredAgent, 'origin' | 'owner'>): Promise<SocketLike> {
+  const local = new URL(url);
+  const origin = new URL(c.origin);
+  const httpUrl = url.replace(/^ws/, 'http');
+  let response: Response;
+  if (local.host === origin.host) {
+    const owner = shardOfPath(local.pathname);
+    if (owner === undefined) throw new Error(`relay ${url}: not a relay shard of this deployment (/ or /r/<owner>)`);
+    if (owner !== null && owner !== c.owner && !ownerShardExists(env, owner)) {
+      throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
+    }
+    const headers = new Headers({ Upgrade: 'websocket' });
+    headers.set(SHARD_HEADER, owner ?? 'public');
+    headers.set(INTERNAL_HEADER, 'agent');
+    response = await shardStub(env, owner).fetch(httpUrl, { headers });
+  } else {
+    const refused = outboundRefusal(local, 'relay', outboundPolicy(env));
+    if (refused !== undefined) throw new Error(`relay ${url}: refused: ${refused}`);
+    response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' }, redirect: 'manual' });
+  }
+  const ws = response.webSocket;
+  if (!ws) throw new Error(`relay ${url} did not accept a WebSocket (HTTP ${response.status})`);
+  ws.accept();
+  return ws as unknown as SocketLike;
+}
+
+export class RelayLinks {
+  private readonly clients = new Map<string, RelayClient>();
+  private telemetry: TelemetryEmitter | undefined;
+  private controlSub: Subscription | undefined;
+  private controlGeneration = 0;
+
+  constructor(private readonly deps: RelayLinksDeps) {}
+
+  /** The NIP-AO emitter to the owner, once the owner's shard connection is set up. */
+  get emitter(): TelemetryEmitter | undefined {
+    return this.telemetry;
+  }
+
+  /** Opens a connection to every relay; each (re)opened connection is set up by onOpen. */
+  async ensureConnected(c: StoredAgent): Promise<void> {
+    await Promise.all(
+      agentRelays(c).map(async (url) => {
+        const client = this.client(url, c);
+        const opened = await client.connect({ timeoutMs: 10_000 });
+        // Open but not set up (AUTH failed earlier): try again.
+        if (opened.ok && !client.authenticatedAs) await this.onOpen(url);
+      }),
+    );
+  }
+
+  /** The connection to `url` (a new one when there is none or it closed for good). */
+  client(url: string, c: StoredAgent): RelayClient {
+    const existing = this.clients.get(url);
+    if (existing && existing.status !== 'closed') return existing;
+    const client = new RelayClient({
+      url,
+      socket: (u) => openRelaySocket(this.deps.env, u, c),
+      auth: async (t) => this.deps.sign(t, await this.deps.secretKey()),
+      authOn: 'challenge',
+      onStatus: (status) => {
+        if (status === 'open') handle('connection setup', url, this.onOpen(url));
+      },
+    });
+    this.clients.set(url, client);
+    return client;
+  }
+
+  /** Closes every connection (the next use opens new ones). */
+  close(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+    this.telemetry = undefined;
+    this.controlSub = undefined;
+  }
+
+  /**
+   * A connection (re)opened: authenticate first (the relay serves stored prompts and wraps only to
+   * their recipient), then subscribe with fresh filters (a reconnect must not resend a stale
+   * `since`, which the relay refuses for NIP-AO control frames), then publish ai.info, kind 0 and
+   * the relay list.
+   */
+  private async onOpen(url: string): Promise<void> {
+    const c = this.deps.config();
+    const client = this.clients.get(url);
+    if (!c || !client) return;
+    const auth = await client.authenticate({ timeoutMs: 10_000 });
+    if (!auth.ok) return; // the watchdog tries again
+    const ownerShard = url === agentRelays(c)[0];
+    this.subscribe(client, c, ownerShard);
+    if (ownerShard && !this.telemetry) {
+      const sk = await this.deps.secretKey();
+      const backend = await relayVerifier();
+      this.telemetry = new TelemetryEmitter({
+        agentSecretKey: sk,
+        owner: c.owner,
+        publish: (e) => client.publish(e, { timeoutMs: 5000 }),
+        cache: this.deps.keys,
+        sign: (t) => signEventWith(t, sk, backend, c.pubkey),
+      });
+    }
+    await this.publishInfo(c, client);
+  }
+
+  private subscribe(client: RelayClient, c: StoredAgent, ownerShard: boolean): void {
+    const since = this.deps.since();
+    const url = client.url;
+    client.subscribe(
+      [
+        { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
+        { kinds: [WRAP_KIND, EPHEMERAL_WRAP_KIND], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
+      ],
+      { id: 'requests', onEvent: (e) => handle('event', e.id, this.deps.onRequest(e, url)) },
+    );
+    if (ownerShard) {
+      // A new id per connection: the client's own re-send of the previous one (with its stale
+      // `since`) is refused by the relay and must not replace this one.
+      this.controlSub?.close();
+      this.controlSub = client.subscribe([{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }], {
+        id: `control:${++this.controlGeneration}`,
+        onEvent: (e) => handle('control frame', e.id, this.deps.onControl(e)),
+      });
+    }
+  }
+
+  private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
+    const sk = await this.deps.secretKey();
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env) } });
+    await tools.close();
+    const now = Math.floor(Date.now() / 1000);
+    for (const t of infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });
+  }
+}

@@ -1,0 +1,94 @@
+// One run of a validated prompt: the provider and the tools for it, the runtime's callbacks turned
+// into run events (through the outbox), the run time limit, the NIP-AO telemetry to the owner
+// (turn_started, the provider's wire, session_resolved with the upstream detail), the tokens spent
+// and the conversation's new turn, and then the run's one terminal event.
+
+import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import type { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
+import type { StoredAgent } from './config.js';
+import type { AgentBudget } from './budget.js';
+import type { Outbox } from './outbox.js';
+import { providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
+import { executeRun, type Terminal } from './runtime.js';
+import type { SessionKey, SessionStore } from './sessions.js';
+import { buildToolRunner } from './tools/registry.js';
+
+/** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
+export type EffectiveAgent = StoredAgent & { provider: ProviderName };
+
+export interface RunDeps {
+  env: ProviderEnv & OutboundEnv;
+  sessions: SessionStore;
+  budget: AgentBudget;
+  outbox: Outbox;
+  /** The NIP-AO emitter to the owner, when connected. */
+  emitter: TelemetryEmitter | undefined;
+  /** The clock (ms) of the token day. */
+  now: () => number;
+}
+
+export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
+  const client = conversation.sender;
+  const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
+  const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
+  const emitter = d.emitter;
+  emitter?.turnStarted({ run_id: runId, model, client }, ids);
+  let terminal: Terminal;
+  const provider = providerFor(c.provider, d.env);
+  if (!provider.ok) {
+    clearTimeout(timer);
+    terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
+    emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
+    await d.outbox.finish(runId, c, terminal);
+    return;
+  }
+  try {
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env) } });
+    try {
+      const result = await executeRun({
+        prompt,
+        model,
+        thinking: prompt.thinking ?? c.thinking,
+        systemPrompt: c.system_prompt,
+        history: d.sessions.load(conversation),
+        provider: provider.value,
+        tools,
+        limits: c.limits,
+        signal: abort.signal,
+        observe: emitter && {
+          request: (body) => void emitter.acpWrite({ request: body }, ids),
+          response: (raw) => void emitter.acpRead({ data: raw }, ids),
+        },
+        sink: {
+          status: (state, progress, info) => d.outbox.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
+          delta: (text, seq) => d.outbox.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
+          toolCall: (t) =>
+            d.outbox.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
+              ['tool', t.name],
+              ['phase', t.phase],
+            ]),
+        },
+      });
+      d.budget.spend(result.usage.input_tokens + result.usage.output_tokens, d.now());
+      terminal = result.terminal;
+      if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
+        terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };
+      }
+      if (terminal.type === 'response') d.sessions.append(conversation, runId, result.transcript, c.limits.max_context_tokens);
+    } finally {
+      await tools.close();
+    }
+  } catch (e) {
+    const detail = e instanceof Error ? e.message : String(e);
+    console.error('agent: run failed', runId, detail);
+    terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5, detail };
+  } finally {
+    clearTimeout(timer);
+  }
+  // The client gets the generic message; the owner also gets the upstream detail.
+  const detail = terminal.type === 'error' ? terminal.detail : undefined;
+  emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
+  await d.outbox.finish(runId, c, terminal);
+}

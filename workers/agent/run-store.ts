@@ -1,0 +1,128 @@
+// The Agent Durable Object's run bookkeeping in its SQLite: the `runs` table (one row per claimed
+// prompt, its state and its durable terminal event), the `seen` ids (each incoming event and
+// rumor handled once, claimed atomically) and the subscription `cursor` (how far back a
+// (re)subscribe asks), with their bounded retention.
+
+import type { NostrEvent } from '../../src/shared/event.js';
+
+/** Replay window on (re)subscribe, covering clock skew and the time the agent was away. */
+export const REPLAY_SLACK_SECONDS = 300;
+/** Gift wraps carry randomised timestamps up to two days in the past (NIP-59). */
+export const WRAP_SLACK_SECONDS = 2 * 24 * 3600 + 600;
+/** `seen` ids are kept one day longer than any replay window reaches back. */
+const SEEN_RETENTION_MS = (WRAP_SLACK_SECONDS + REPLAY_SLACK_SECONDS + 24 * 3600) * 1000;
+/** Finished (and published) runs are kept 7 days. */
+const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+export type RunRow = {
+  id: string;
+  client: string;
+  session: string;
+  wrapped: number;
+  relay: string;
+  state: 'running' | 'done';
+  terminal: string | null;
+  published: number;
+};
+
+/** Where a run's events go: its client, run id, session and relay, and whether they are gift-wrapped. */
+export type RunAddress = Pick<RunRow, 'id' | 'client' | 'session' | 'wrapped' | 'relay'>;
+
+export class RunStore {
+  constructor(private readonly sql: SqlStorage) {
+    this.migrate();
+  }
+
+  private migrate(): void {
+    this.sql.exec(`
+      CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS runs (
+        id TEXT PRIMARY KEY, client TEXT NOT NULL, session TEXT NOT NULL, wrapped INTEGER NOT NULL,
+        relay TEXT NOT NULL, state TEXT NOT NULL, outcome TEXT, terminal TEXT, published INTEGER NOT NULL DEFAULT 0,
+        started_at INTEGER NOT NULL, finished_at INTEGER
+      ) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS runs_finished ON runs(state, finished_at);
+      CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
+      CREATE TABLE IF NOT EXISTS cursor (k INTEGER PRIMARY KEY CHECK (k = 1), since INTEGER NOT NULL);
+    `);
+  }
+
+  // ---- seen ----
+
+  /** Claims an id in `seen` atomically (no await between check and insert); false when already claimed. */
+  claim(id: string): boolean {
+    return this.sql.exec('INSERT INTO seen (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING RETURNING id', id, Math.floor(Date.now() / 1000)).toArray().length > 0;
+  }
+
+  /** Releases a claim (a forged copy must not block the genuine event with the same id). */
+  unclaim(id: string): void {
+    this.sql.exec('DELETE FROM seen WHERE id = ?', id);
+  }
+
+  // ---- cursor ----
+
+  /** Starts the cursor at `since` (seconds) unless it exists. */
+  initCursor(since: number): void {
+    this.sql.exec('INSERT OR IGNORE INTO cursor (k, since) VALUES (1, ?)', since);
+  }
+
+  since(): number {
+    return this.sql.exec<{ since: number }>('SELECT since FROM cursor WHERE k = 1').one().since;
+  }
+
+  /** Moves the cursor forward to `at` (seconds), never backward. */
+  advance(at: number): void {
+    this.sql.exec('UPDATE cursor SET since = max(since, ?) WHERE k = 1', at);
+  }
+
+  // ---- runs ----
+
+  get(id: string): RunRow | undefined {
+    return this.sql.exec<RunRow>('SELECT * FROM runs WHERE id = ?', id).toArray()[0];
+  }
+
+  has(id: string): boolean {
+    return this.sql.exec('SELECT 1 FROM runs WHERE id = ?', id).toArray().length > 0;
+  }
+
+  /** Inserts the row of a claimed prompt, in state 'running'. */
+  start(id: string, client: string, session: string, wrapped: boolean, relay: string): void {
+    this.sql.exec(
+      'INSERT INTO runs (id, client, session, wrapped, relay, state, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      id,
+      client,
+      session,
+      wrapped ? 1 : 0,
+      relay,
+      'running',
+      Date.now(),
+    );
+  }
+
+  /** Ends a run with its outcome and its (signed, not yet published) terminal event. */
+  finish(id: string, outcome: string, terminal: NostrEvent): void {
+    this.sql.exec("UPDATE runs SET state = 'done', outcome = ?, terminal = ?, finished_at = ? WHERE id = ?", outcome, JSON.stringify(terminal), Date.now(), id);
+  }
+
+  markPublished(id: string): void {
+    this.sql.exec('UPDATE runs SET published = 1 WHERE id = ?', id);
+  }
+
+  running(): RunRow[] {
+    return this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'running'").toArray();
+  }
+
+  unpublished(): RunRow[] {
+    return this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'done' AND published = 0").toArray();
+  }
+
+  /** Retention at `now` (ms): old `seen` ids and finished, published runs, at most `batch` rows each. */
+  prune(now: number, batch: number): void {
+    this.sql.exec('DELETE FROM seen WHERE id IN (SELECT id FROM seen WHERE at < ? LIMIT ?)', Math.floor((now - SEEN_RETENTION_MS) / 1000), batch);
+    this.sql.exec(
+      "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND published = 1 AND finished_at < ? LIMIT ?)",
+      now - RUN_RETENTION_MS,
+      batch,
+    );
+  }
+}
