@@ -94,8 +94,14 @@ export class NipXxClient {
   async collect(runId: string, timeoutMs = 8000): Promise<RunEvents> {
     const out: Omit<RunEvents, 'terminal'> = { status: [], deltas: [], tools: [] };
     const deadline = Date.now() + timeoutMs;
+    // Nostr delivery is at least once (the agent re-sends an event whose OK it did not get, e.g.
+    // across a reconnect): a client counts each event id once, as every client library does.
+    const seen = new Set<string>();
     for (;;) {
       const f = await this.sock.next((x) => x[0] === 'EVENT', Math.max(1, deadline - Date.now()));
+      const id = (f[2] as NostrEvent).id;
+      if (seen.has(id)) continue;
+      seen.add(id);
       const opened = this.open(f[2] as NostrEvent);
       if (!opened) continue;
       const root = opened.tags.find((t) => t[0] === 'e' && t[3] === 'root')?.[1];
