@@ -9,7 +9,7 @@ declare namespace Cloudflare {
   interface Env {
     RELAY_SHARD: DurableObjectNamespace<import('./workers/relay-do/shard.js').RelayShard>;
     AGENT: DurableObjectNamespace<import('./workers/agent/agent-do.js').Agent>;
-    API_STATE: DurableObjectNamespace<import('./src/api/api-state.js').ApiState>;
+    API_STATE: DurableObjectNamespace<import('./workers/api/api-state.js').ApiState>;
     EDGESTR_SECRET?: string;
     OPENAI_API_KEY?: string;
     OPENAI_BASE_URL?: string;

@@ -6,14 +6,14 @@
 //   GET  /__bench/size                              number of stored events
 // `?owner=<hex>` picks an owner shard (default: the public shard). Never deployed.
 
-import app, { RelayShard as ProductionShard, type Env } from '../../src/index.js';
+import app, { RelayShard as ProductionShard, type Env } from '../../workers/index.js';
 
 // Every other export of the production entry (the other Durable Object classes) unchanged; the
 // RelayShard declared below takes precedence over the re-exported one.
-export * from '../../src/index.js';
-import { shardStub } from '../../workers/relay-do/routes.js';
+export * from '../../workers/index.js';
+import { shardStub } from '../../workers/common/shards.js';
 import { EventStore } from '../../workers/relay-do/store.js';
-import { relayVerifier } from '../../workers/relay-do/verifier.js';
+import { relayVerifier } from '../../workers/common/verifier.js';
 import { checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
 import { hexToBytes } from '../../src/shared/hex.js';
 import { nobleVerifier, type SchnorrVerifier } from '../../src/shared/verify.js';

@@ -61,7 +61,7 @@ export const isStored = (kind: number): boolean => {
 export const NIPXX_RUN_KINDS: ReadonlySet<number> = new Set([KIND.AI_STATUS, KIND.AI_DELTA, KIND.AI_TOOL_CALL, KIND.AI_CANCEL]);
 
 /**
- * Who may read an event of this kind (DESIGN.md kind policy), stored or live:
+ * Who may read an event of this kind (../shared/DESIGN.md kind policy), stored or live:
  * - 'anyone';
  * - 'author-or-recipient': a connection authenticated (NIP-42) as the author or a p-tagged pubkey
  *   (every NIP-XX kind, 25800–25806);

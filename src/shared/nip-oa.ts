@@ -1,5 +1,5 @@
 // NIP-OA owner attestation: an `["auth", owner, conditions, sig]` tag by which an owner key
-// vouches for an agent key (specs/nip-oa-owner-attestation-summary.md). The relay uses a valid tag
+// vouches for an agent key (../shared/specs/nip-oa-owner-attestation-summary.md). The relay uses a valid tag
 // on an agent's AUTH or kind 0 event as the proof of agent -> owner that NIP-AO frames require.
 // Errors are plain reason strings: an invalid attestation proves nothing, but the event carrying
 // it may still be a fine event, so the caller decides what (if anything) to reject.

@@ -1,5 +1,5 @@
 // Schnorr verifier interface plus the pure-JS (noble) implementation. The relay uses the Wasm
-// verifier (workers/relay-do/secp256k1-wasm.ts) on its hot path; everything else may use either.
+// verifier (workers/common/secp256k1-wasm.ts) on its hot path; everything else may use either.
 
 import { schnorr } from '@noble/curves/secp256k1.js';
 

@@ -6,7 +6,7 @@ import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare
 import { describe, expect, inject, it } from 'vitest';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { DEFAULT_LIMITS, type StoredAgent } from '../../workers/agent/config.js';
-import { sealSecretKey } from '../../workers/agent/secrets.js';
+import { sealSecretKey } from '../../workers/common/secrets.js';
 import { PROVIDER_MESSAGES } from '../../workers/agent/runtime.js';
 import { api } from './api-helpers.js';
 import { NipXxClient, createTestAgent } from './agent-helpers.js';
@@ -248,7 +248,7 @@ describe('an agent created without a provider', () => {
 
 describe('the development demo agent', () => {
   it('follows the deployment’s provider even though an older version stored one', async () => {
-    const { DEMO_AGENT, DEMO_AGENT_SK, DEMO_OWNER } = await import('../../workers/agent/owners.js');
+    const { DEMO_AGENT, DEMO_AGENT_SK, DEMO_OWNER } = await import('../../workers/common/owners.js');
     const config: StoredAgent = { name: 'demo', pubkey: DEMO_AGENT, owner: DEMO_OWNER, origin: 'http://relay.test', provider: 'echo', limits: DEFAULT_LIMITS, created_at: 1 };
     const stub = stubOf(DEMO_AGENT);
     await stub.create(config, await sealSecretKey(DEMO_AGENT_SK, DEMO_AGENT, 'edgestr-test-secret-0123456789'));

@@ -7,7 +7,7 @@ import { schnorr } from '@noble/curves/secp256k1.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import { attestationDigest, signAttestation } from '../../src/shared/nip-oa.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { shardName } from '../../workers/relay-do/routes.js';
+import { shardName } from '../../workers/common/shards.js';
 import { connect, eventFrame, keys, now, Sentinel, sign, type Keys, type TestSocket } from './helpers.js';
 
 const shardOf = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));

@@ -4,11 +4,11 @@
 // is valid.
 import { listDurableObjectIds, runInDurableObject, env, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { DEMO_AGENT, DEMO_OWNER, DEMO_OWNER_SK } from '../../src/api/owners.js';
+import { DEMO_AGENT, DEMO_OWNER, DEMO_OWNER_SK } from '../../workers/common/owners.js';
 import { base64Decode } from '../../src/shared/hex.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
-import { apiStateStub } from '../../src/api/api-state.js';
-import { shardName } from '../../workers/relay-do/routes.js';
+import { apiStateStub } from '../../workers/api/api-state.js';
+import { shardName } from '../../workers/common/shards.js';
 import { api } from './api-helpers.js';
 import { apiWithEnv, fetchWithEnv } from './app-env.js';
 import { BASE, keys, now } from './helpers.js';

@@ -2,7 +2,7 @@
 // owner, closed shards, development mode), so that configuration-dependent rules can be tested
 // inside workerd against the real Durable Objects of the test run.
 import { createExecutionContext, env, waitOnExecutionContext } from 'cloudflare:test';
-import app from '../../src/index.js';
+import app from '../../workers/index.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { BASE } from './helpers.js';
 

@@ -1,5 +1,5 @@
 // The authorization matrix (issue 7, systematic work): who may publish, subscribe live, read history
-// and COUNT each kind class of DESIGN.md's "Kind policy of a shard" table, on an owner shard and on
+// and COUNT each kind class of ../shared/DESIGN.md's "Kind policy of a shard" table, on an owner shard and on
 // the public shard, authenticated (NIP-42) or not; and who may manage an agent through /api/agents.
 //
 // Subjects: the shard's owner (TEST_OWNER, the one owner EDGESTR_OWNERS allows in these tests), an
@@ -11,14 +11,14 @@
 // kinds are read from a conversation between the agent and a client (a fifth key, not a subject):
 // the agent is its author or p-tagged recipient, so it is the only subject that may read them once
 // authenticated; the owner is not a party to its agent's conversations. The expected outcomes below
-// are derived from DESIGN.md, not from the code. Kind 24200 has its own matrix in ao-relay.test.ts.
+// are derived from ../shared/DESIGN.md, not from the code. Kind 24200 has its own matrix in ao-relay.test.ts.
 
 import { env } from 'cloudflare:test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiWithEnv } from './app-env.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { createAgent } from '../../src/api/agents.js';
+import { createAgent } from '../../workers/api/agents.js';
 import { CreateAgentSchema } from '../../workers/agent/config.js';
 import { api } from './api-helpers.js';
 import { connect, eventFrame, keys, now, randomHex, Sentinel, sign, type Keys, type TestSocket } from './helpers.js';
@@ -61,7 +61,7 @@ const RESTRICTED = "restricted: this shard accepts events from its owner and the
 const AUTH_REQUIRED = 'auth-required: these kinds are only served to their authenticated author or recipient';
 
 const STORED: ReadonlySet<Class> = new Set<Class>(['regular', 'replaceable', 'addressable', 'NIP-XX durable', 'gift wrap']);
-/** Classes served only to a connection authenticated as a party (DESIGN.md). */
+/** Classes served only to a connection authenticated as a party (../shared/DESIGN.md). */
 const PRIVATE: ReadonlySet<Class> = new Set<Class>(['NIP-XX durable', 'NIP-XX run event', 'ephemeral gift wrap', 'gift wrap']);
 /** Private classes that the relay stores: a REQ/COUNT naming only them, unauthenticated, is answered auth-required (PROTOCOL.md). */
 const PRIVATE_STORED: ReadonlySet<Class> = new Set<Class>(['NIP-XX durable', 'gift wrap']);
@@ -71,7 +71,7 @@ const PRIVATE_LIVE_ONLY: ReadonlySet<Class> = new Set<Class>(['NIP-XX run event'
 /** Whether the subject is a party to the target event and proved it. */
 const isReader = (k: KindCase, s: Subject, authed: boolean) => k.party !== 'public' && s === 'agent' && authed;
 
-// ---- expected outcomes (from DESIGN.md) ----
+// ---- expected outcomes (from ../shared/DESIGN.md) ----
 
 /** Publishing the subject's own event of the kind, addressed to nobody on this shard. */
 function expectPublish(where: Where, s: Subject): string {

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { encrypt, getConversationKey } from '../../src/shared/nip44.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { shardName } from '../../workers/relay-do/routes.js';
+import { shardName } from '../../workers/common/shards.js';
 import { connect, keys, sign, type Keys, type TestSocket } from './helpers.js';
 
 const shardOf = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));

@@ -14,7 +14,7 @@ import {
 } from '../../src/shared/nip-oa.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 
-// Test vector from specs/nip-oa-owner-attestation-summary.md.
+// Test vector from ../shared/specs/nip-oa-owner-attestation-summary.md.
 const OWNER_SK = '0000000000000000000000000000000000000000000000000000000000000001';
 const OWNER_PK = '79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798';
 const AGENT_SK = '0000000000000000000000000000000000000000000000000000000000000002';

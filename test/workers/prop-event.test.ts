@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { parseEvent, validateEvent, type NostrEvent } from '../../src/shared/event.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
-import { relayVerifier } from '../../workers/relay-do/verifier.js';
+import { relayVerifier } from '../../workers/common/verifier.js';
 import { keys, sign } from './helpers.js';
 import { PROP, stringMutation, weirdValue } from './prop-helpers.js';
 

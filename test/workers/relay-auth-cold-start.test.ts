@@ -11,8 +11,8 @@
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { shardName } from '../../workers/relay-do/routes.js';
-import { onceAtATime } from '../../workers/relay-do/verifier.js';
+import { shardName } from '../../workers/common/shards.js';
+import { onceAtATime } from '../../workers/common/verifier.js';
 import { connect, freshOwner, keys, sign, type TestSocket } from './helpers.js';
 
 const shardOf = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));

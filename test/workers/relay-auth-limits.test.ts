@@ -6,7 +6,7 @@ import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { shardName } from '../../workers/relay-do/routes.js';
+import { shardName } from '../../workers/common/shards.js';
 import { connect, freshOwner, keys, sign, type Keys, type TestSocket } from './helpers.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 

@@ -6,7 +6,7 @@ import { npubEncode } from 'nostr-tools/nip19';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import { SUPPORTED_NIPS } from '../../workers/relay-do/nip11.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { shardName } from '../../workers/relay-do/routes.js';
+import { shardName } from '../../workers/common/shards.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
 import { BASE, connect, eventFrame, freshOwner, keys, Sentinel, sign } from './helpers.js';
 

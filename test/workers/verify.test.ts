@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createWasmVerifier } from '../../workers/relay-do/secp256k1-wasm.js';
+import { createWasmVerifier } from '../../workers/common/secp256k1-wasm.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { checkIdAndSignature, parseEvent } from '../../src/shared/event.js';

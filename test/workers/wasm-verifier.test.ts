@@ -1,10 +1,10 @@
-// The nostr-wasm binding (workers/relay-do/secp256k1-wasm.ts) is written for one build's minified
+// The nostr-wasm binding (workers/common/secp256k1-wasm.ts) is written for one build's minified
 // names: these tests fail loudly, naming the expected exports, when the package or its build
 // changes, and check that the version is pinned exactly.
 import { describe, expect, it } from 'vitest';
 import installed from '../../node_modules/nostr-wasm/package.json';
 import project from '../../package.json';
-import { bindingMismatch, createWasmVerifier, EXPECTED_EXPORTS, EXPECTED_IMPORTS, NOSTR_WASM_VERSION } from '../../workers/relay-do/secp256k1-wasm.js';
+import { bindingMismatch, createWasmVerifier, EXPECTED_EXPORTS, EXPECTED_IMPORTS, NOSTR_WASM_VERSION } from '../../workers/common/secp256k1-wasm.js';
 
 // Descriptors of a build that matches, to change one thing at a time.
 const realExports = (): WebAssembly.ModuleExportDescriptor[] =>

@@ -5,9 +5,9 @@
 import { getPublicKey } from 'nostr-tools/pure';
 import { signEventWith, type NostrEvent } from '../../src/shared/event.js';
 import type { EventTemplate } from '../../src/shared/relay-client.js';
-import { relayVerifier } from '../relay-do/verifier.js';
+import { relayVerifier } from '../common/verifier.js';
 import { DEFAULT_LIMITS, type StoredAgent } from './config.js';
-import { openSecretKey, sealingSecret, type SecretEnv } from './secrets.js';
+import { openSecretKey, sealingSecret, type SecretEnv } from '../common/secrets.js';
 
 export class AgentStore {
   private sk: Uint8Array | undefined;

@@ -13,12 +13,13 @@ import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { signEventWith } from '../../src/shared/event.js';
 import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
-import { relayVerifier } from '../relay-do/verifier.js';
-import { INTERNAL_HEADER, SHARD_HEADER, type RelayShard } from '../relay-do/shard.js';
-import { ownerShardExists, shardOfPath, shardStub } from '../relay-do/routes.js';
+import { relayVerifier } from '../common/verifier.js';
+import { type RelayShard } from '../relay-do/shard.js';
+import { INTERNAL_HEADER, SHARD_HEADER } from '../common/shards.js';
+import { ownerShardExists, shardOfPath, shardStub } from '../common/shards.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { infoTemplates } from './info.js';
-import type { OwnerEnv } from './owners.js';
+import type { OwnerEnv } from '../common/owners.js';
 import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
 import { buildToolRunner } from './tools/registry.js';
 

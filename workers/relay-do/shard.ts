@@ -19,23 +19,14 @@ import { EventStore } from './store.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
 import { coversUse, OwnershipRegistry, type OwnershipUse } from './ownership.js';
-import { relayVerifier } from './verifier.js';
+import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
+import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../common/shards.js';
 
 export interface RelayEnv {
   RELAY_LIMITS?: string;
 }
 
-/** Headers set by the router (never by clients: the router overwrites them). */
-export const SHARD_HEADER = 'x-edgestr-shard';
-/**
- * Set only by edgestr's own components connecting through the shard's Durable Object stub (hosted
- * agents); the router deletes it from every outside request. Such connections skip the generic
- * per-connection, per-pubkey and per-IP event buckets (their output is bounded by the agent's own
- * limits); every other rule applies to them.
- */
-export const INTERNAL_HEADER = 'x-edgestr-internal';
-export const PUBLIC_SHARD = 'public';
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 

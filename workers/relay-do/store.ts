@@ -1,5 +1,5 @@
 // Event storage of one shard in the Durable Object's SQLite: schema, insert with the replace /
-// delete / expiry rules of DESIGN.md's kind policy, and filter queries compiled to SQL. The work of
+// delete / expiry rules of ../shared/DESIGN.md's kind policy, and filter queries compiled to SQL. The work of
 // a query is linear in its filters (one statement per filter, long value lists bound as one JSON
 // array, never more than 100 parameters) and its answer is bounded in bytes.
 

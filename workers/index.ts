@@ -5,15 +5,16 @@
 // refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
 
 import { Hono } from 'hono';
-import { relayRoutes, type RouterBindings } from '../workers/relay-do/routes.js';
-import { VERSION } from '../workers/relay-do/nip11.js';
-import type { ProviderEnv } from '../workers/agent/providers/index.js';
+import { relayRoutes } from './relay-do/routes.js';
+import { type RouterBindings } from './common/shards.js';
+import { VERSION } from './relay-do/nip11.js';
+import type { ProviderEnv } from './agent/providers/index.js';
 import { agentRoutes, type AgentApiBindings } from './api/agents.js';
 import { ensureDemo } from './api/demo.js';
-import { isDevelopment } from './api/owners.js';
+import { isDevelopment } from './common/secrets.js';
 
-export { RelayShard } from '../workers/relay-do/shard.js';
-export { Agent } from '../workers/agent/agent-do.js';
+export { RelayShard } from './relay-do/shard.js';
+export { Agent } from './agent/agent-do.js';
 export { ApiState } from './api/api-state.js';
 
 export interface Env extends AgentApiBindings, RouterBindings, ProviderEnv {

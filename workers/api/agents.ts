@@ -8,18 +8,18 @@
 import { Hono } from 'hono';
 import type { z } from 'zod';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import { parsePubkey, toNpub } from '../shared/keys.js';
-import { verifyAuthTag } from '../shared/nip-oa.js';
-import { nobleVerifier } from '../shared/verify.js';
-import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../shared/outbound-url.js';
-import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../../workers/agent/config.js';
-import type { Agent, AgentView } from '../../workers/agent/agent-do.js';
-import { sealingSecret, sealSecretKey } from '../../workers/agent/secrets.js';
-import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../../workers/relay-do/routes.js';
-import { notAnOwner } from './owners.js';
+import { parsePubkey, toNpub } from '../../src/shared/keys.js';
+import { verifyAuthTag } from '../../src/shared/nip-oa.js';
+import { nobleVerifier } from '../../src/shared/verify.js';
+import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../agent/config.js';
+import type { Agent, AgentView } from '../agent/agent-do.js';
+import { sealingSecret, sealSecretKey } from '../common/secrets.js';
+import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../common/shards.js';
+import { notAnOwner } from '../common/owners.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import type { ApiStateBindings } from './api-state.js';
-import { configuredProviders, type ProviderEnv } from '../../workers/agent/providers/index.js';
+import { configuredProviders, type ProviderEnv } from '../agent/providers/index.js';
 
 export interface AgentApiBindings extends RouterBindings, ApiStateBindings, ProviderEnv, OutboundEnv {
   AGENT: DurableObjectNamespace<Agent>;

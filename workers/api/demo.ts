@@ -1,7 +1,8 @@
 // The local demo (EDGESTR_ENV=development only): a known demo owner and one demo agent, created on
 // first use so that `npm start` gives a client something to talk to without any account.
 
-import { DEMO_AGENT, DEMO_AGENT_SK, DEMO_OWNER, isDevelopment } from './owners.js';
+import { DEMO_AGENT, DEMO_AGENT_SK, DEMO_OWNER } from '../common/owners.js';
+import { isDevelopment } from '../common/secrets.js';
 import { agentStub, createAgent, type AgentApiBindings } from './agents.js';
 
 export interface DemoBlock {

@@ -8,8 +8,8 @@
 // and exposes the caller's pubkey and the body.
 
 import type { MiddlewareHandler } from 'hono';
-import { checkHttpAuthPayload, replayExpiry, verifyHttpAuthHeader } from '../shared/nip98.js';
-import { relayVerifier } from '../../workers/relay-do/verifier.js';
+import { checkHttpAuthPayload, replayExpiry, verifyHttpAuthHeader } from '../../src/shared/nip98.js';
+import { relayVerifier } from '../common/verifier.js';
 import { MAX_API_BODY_BYTES, readBoundedBody } from './body.js';
 import { apiStateStub, type ApiStateBindings } from './api-state.js';
 

@@ -1,7 +1,7 @@
 // Reading a request body with a size cap: a declared Content-Length over the cap is refused
 // before anything is read, and a streamed body is read only up to the cap (then cancelled).
 
-import { err, ok, type Result } from '../shared/errors.js';
+import { err, ok, type Result } from '../../src/shared/errors.js';
 
 /** Largest management API body, in bytes. */
 export const MAX_API_BODY_BYTES = 256 * 1024;

@@ -1,6 +1,6 @@
 // Who may own agents and bridge servers on this deployment (EDGESTR_OWNERS) and the local demo
-// keys. Pure parsing, shared by the management API (src/api/owners.ts re-exports it) and the Agent
-// Durable Object, which checks at prompt time that its owner is still allowed.
+// keys. Shared by the router (closed shards), the management API and the Agent Durable Object,
+// which checks at prompt time that its owner is still allowed.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
@@ -29,3 +29,7 @@ export function allowedOwners(env: OwnerEnv): Set<string> {
   if (isDevelopment(env)) out.add(DEMO_OWNER);
   return out;
 }
+
+/** The management API's 403 reason for a pubkey that may not own (see allowedOwners), or undefined. */
+export const notAnOwner = (env: OwnerEnv, pubkey: string): string | undefined =>
+  allowedOwners(env).has(pubkey) ? undefined : 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)';

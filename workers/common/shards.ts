@@ -1,0 +1,64 @@
+// Addressing a relay shard from any component: the Durable Object name of a shard, which paths
+// name which shard, whether an owner has one on this deployment (closed shards), the URL the shard
+// names in NIP-42, and the headers only edgestr's own components set. (RelayShard is imported as a
+// type only: this module creates stubs, it never runs shard code.)
+
+import { allowedOwners, type OwnerEnv } from './owners.js';
+import { isDevelopment } from './secrets.js';
+import { parsePubkey } from '../../src/shared/keys.js';
+import type { RelayShard } from '../relay-do/shard.js';
+
+/** Headers set by the router (never by clients: the router overwrites them). */
+export const SHARD_HEADER = 'x-edgestr-shard';
+/**
+ * Set only by edgestr's own components connecting through the shard's Durable Object stub (hosted
+ * agents); the router deletes it from every outside request. Such connections skip the generic
+ * per-connection, per-pubkey and per-IP event buckets (their output is bounded by the agent's own
+ * limits); every other rule applies to them.
+ */
+export const INTERNAL_HEADER = 'x-edgestr-internal';
+export const PUBLIC_SHARD = 'public';
+
+export interface ShardBindings {
+  RELAY_SHARD: DurableObjectNamespace<RelayShard>;
+}
+
+export interface RouterBindings extends ShardBindings, OwnerEnv {
+  /** "true": every key gets an owner shard (a public multi-tenant relay). */
+  EDGESTR_OPEN_SHARDS?: string;
+  /** The deployment's public URL (e.g. https://relay.example.org): the origin of NIP-42 relay URLs. */
+  EDGESTR_PUBLIC_URL?: string;
+}
+
+/** The Durable Object name of a shard: "public" or "owner:<hex>". */
+export const shardName = (owner: string | null): string => (owner ? `owner:${owner}` : PUBLIC_SHARD);
+
+export function shardStub(env: ShardBindings, owner: string | null): DurableObjectStub<RelayShard> {
+  return env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
+}
+
+/** The shard a path names: null for `/`, the owner's hex for `/r/<hex or npub>` (trailing slash allowed), else undefined. */
+export function shardOfPath(pathname: string): string | null | undefined {
+  const path = pathname.replace(/\/$/, '');
+  if (path === '') return null;
+  return path.startsWith('/r/') ? parsePubkey(path.slice(3)) : undefined;
+}
+
+/** Whether `owner` has a shard on this deployment (see the header). */
+export const ownerShardExists = (env: RouterBindings, owner: string): boolean =>
+  env.EDGESTR_OPEN_SHARDS === 'true' || isDevelopment(env) || allowedOwners(env).has(owner);
+
+/** The URL the shard sees (and names in NIP-42): the request's, on EDGESTR_PUBLIC_URL's origin when set. */
+export function relayRequestUrl(env: RouterBindings, requestUrl: string): URL | undefined {
+  const url = new URL(requestUrl);
+  if (!env.EDGESTR_PUBLIC_URL) return url;
+  let pub: URL;
+  try {
+    pub = new URL(env.EDGESTR_PUBLIC_URL);
+  } catch {
+    return undefined;
+  }
+  url.protocol = pub.protocol;
+  url.host = pub.host;
+  return url;
+}
