@@ -19,6 +19,7 @@ import { parseRejection } from './errors.js';
 import { parseEvent, type NostrEvent } from './event.js';
 import { matchFilters, type Filter } from './filters.js';
 import { KIND } from './kinds.js';
+import { CountAnswerSchema, parseRelayMessage } from './messages.js';
 
 /** WebSocket readyState values (identical in the web API, workerd and `ws`). */
 export const READY_STATE = { CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3 } as const;
@@ -549,41 +550,34 @@ export class RelayClient {
   // ---- incoming ----
 
   #onMessage(gen: number, text: string): void {
-    let msg: unknown;
-    try {
-      msg = JSON.parse(text);
-    } catch {
-      return;
-    }
-    if (!Array.isArray(msg) || typeof msg[0] !== 'string') return;
-    const [type, a, b, c] = msg as [string, unknown, unknown, unknown];
-    switch (type) {
+    const msg = parseRelayMessage(text);
+    if (!msg) return;
+    switch (msg[0]) {
       case 'EVENT':
-        if (typeof a === 'string') this.#onEvent(a, b);
+        this.#onEvent(msg[1], msg[2]);
         return;
       case 'EOSE': {
-        const onEose = typeof a === 'string' ? this.#subs.get(a)?.opts.onEose : undefined;
+        const onEose = this.#subs.get(msg[1])?.opts.onEose;
         if (onEose) this.#guard(onEose);
         return;
       }
       case 'CLOSED':
-        if (typeof a === 'string') this.#onClosed(gen, a, typeof b === 'string' ? b : '');
+        this.#onClosed(gen, msg[1], msg[2]);
         return;
       case 'OK':
-        if (typeof a === 'string' && typeof b === 'boolean') this.#onOk(a, b, typeof c === 'string' ? c : '');
+        this.#onOk(msg[1], msg[2], msg[3]);
         return;
       case 'COUNT':
-        if (typeof a === 'string') this.#onCount(a, b);
+        this.#onCount(msg[1], msg[2]);
         return;
       case 'NOTICE': {
         const onNotice = this.#o.onNotice;
-        if (onNotice && typeof a === 'string') this.#guard(() => onNotice(a));
+        const message = msg[1];
+        if (onNotice) this.#guard(() => onNotice(message));
         return;
       }
       case 'AUTH':
-        if (typeof a === 'string') this.#onChallenge(a);
-        return;
-      default:
+        this.#onChallenge(msg[1]);
         return;
     }
   }
@@ -639,9 +633,9 @@ export class RelayClient {
     const w = this.#countWaiters.get(id);
     if (!w) return;
     this.#countWaiters.delete(id);
-    const p = payload as { count?: unknown; approximate?: unknown } | null;
-    if (p && typeof p === 'object' && typeof p.count === 'number' && Number.isInteger(p.count) && p.count >= 0) {
-      w.settle({ ok: true, count: p.count, approximate: p.approximate === true });
+    const answer = CountAnswerSchema.safeParse(payload);
+    if (answer.success) {
+      w.settle({ ok: true, count: answer.data.count, approximate: answer.data.approximate === true });
     } else {
       w.settle({ ok: false, message: 'invalid: malformed COUNT answer from the relay' });
     }
