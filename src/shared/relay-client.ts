@@ -14,126 +14,29 @@
 //                const ws = res.webSocket; if (!ws) throw new Error(`no upgrade: ${res.status}`);
 //                ws.accept(); return ws; } })                                     // already open
 // A socket that is already OPEN when the factory returns (an accepted workerd socket) is used as is.
+//
+// Beside it: relay-socket.ts (socket shape, backoff), relay-pending.ts (requests awaiting OK/COUNT),
+// relay-auth.ts (NIP-42 template), relay-types.ts (public types, re-exported here).
 
-import { parseRejection } from './errors.js';
 import { parseEvent, type NostrEvent } from './event.js';
 import { matchFilters, type Filter } from './filters.js';
-import { KIND } from './kinds.js';
-import { CountAnswerSchema, parseRelayMessage } from './messages.js';
+import { parseRelayMessage } from './messages.js';
+import { authTemplate, isAuthRequired, wireEvent } from './relay-auth.js';
+import { PendingRequests } from './relay-pending.js';
+import { backoffDelay, DEFAULT_BACKOFF, messageText, READY_STATE, safeClose, type BackoffOptions, type SocketLike } from './relay-socket.js';
+import type {
+  AuthSigner,
+  ConnectionStatus,
+  CountResult,
+  PublishResult,
+  RelayClientOptions,
+  SubscribeOptions,
+  Subscription,
+} from './relay-types.js';
 
-/** WebSocket readyState values (identical in the web API, workerd and `ws`). */
-export const READY_STATE = { CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3 } as const;
-
-/** The fields of open/message/close/error events that the client reads. */
-export interface SocketEvent {
-  readonly type?: string;
-  readonly data?: unknown;
-  readonly code?: number;
-  readonly reason?: string;
-}
-
-/** The part of a WebSocket the client uses: the web API, workerd's WebSocket and `ws` all fit. */
-export interface SocketLike {
-  readonly readyState: number;
-  send(data: string): void;
-  close(code?: number, reason?: string): void;
-  addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: SocketEvent) => void): void;
-}
-
-export type SocketFactory = (url: string) => SocketLike | Promise<SocketLike>;
-
-export interface EventTemplate {
-  kind: number;
-  created_at: number;
-  tags: string[][];
-  content: string;
-}
-
-/** Signs a NIP-42 AUTH template (kind 22242) with the key the client should authenticate as. */
-export type AuthSigner = (template: EventTemplate) => Promise<NostrEvent>;
-
-export interface BackoffOptions {
-  /** Delay before the first reconnect attempt (before jitter). */
-  initialDelayMs: number;
-  /** Upper bound of any delay. */
-  maxDelayMs: number;
-  /** Growth per failed attempt. */
-  factor: number;
-}
-
-export const DEFAULT_BACKOFF: BackoffOptions = { initialDelayMs: 250, maxDelayMs: 30_000, factor: 2 };
-
-/**
- * Delay before reconnect attempt `attempt` (0-based): exponential, capped at maxDelayMs, with
- * "equal jitter" (half fixed, half random) so clients dropped together do not return together.
- * `random` returns a number in [0, 1).
- */
-export function backoffDelay(attempt: number, o: BackoffOptions, random: () => number): number {
-  const capped = Math.min(o.maxDelayMs, o.initialDelayMs * o.factor ** Math.max(0, attempt));
-  return Math.round(capped / 2 + (capped / 2) * Math.min(1, Math.max(0, random())));
-}
-
-export type ConnectionStatus =
-  | 'idle' // not connected and not trying (before the first use, or after a failure with reconnect off)
-  | 'connecting'
-  | 'open'
-  | 'waiting' // disconnected, a reconnect is scheduled
-  | 'closed'; // close() was called; terminal
-
-export interface RelayClientOptions {
-  /** ws:// or wss:// URL; also the `relay` tag of AUTH events. */
-  url: string;
-  socket: SocketFactory;
-  /** NIP-42 signer. Without it, AUTH challenges are ignored and `auth-required:` is final. */
-  auth?: AuthSigner;
-  /** 'challenge' (default): answer every AUTH challenge at once, whenever it arrives; 'demand':
-   *  only when a publish, REQ or COUNT comes back `auth-required:` (or authenticate() is called). */
-  authOn?: 'challenge' | 'demand';
-  /** Verifies incoming subscription events (id and signature); false drops the event. */
-  verify?: (event: NostrEvent) => boolean;
-  onNotice?: (message: string) => void;
-  onStatus?: (status: ConnectionStatus, detail: string) => void;
-  /** Called when a caller-supplied callback throws (default: console.error). */
-  onError?: (error: unknown) => void;
-  /** false disables automatic reconnects (the next use connects again). */
-  reconnect?: false | Partial<BackoffOptions>;
-  /** A connection open at least this long resets the backoff (default 5 s). */
-  stableAfterMs?: number;
-  /** Give up on a socket that has not opened after this long (default 10 s). */
-  connectTimeoutMs?: number;
-  /** Time allowed for the AUTH exchange, including waiting for a challenge (default 10 s). */
-  authTimeoutMs?: number;
-  /** Jitter source in [0, 1) (default Math.random). */
-  random?: () => number;
-}
-
-/** A relay's answer to EVENT (or AUTH), or the client's own failure (`timeout` when no OK came). */
-export interface PublishResult {
-  ok: boolean;
-  message: string;
-  timeout?: boolean;
-}
-
-export type CountResult = { ok: true; count: number; approximate: boolean } | { ok: false; message: string; timeout?: boolean };
-
-export interface SubscribeOptions {
-  onEvent: (event: NostrEvent) => void;
-  /** Called after each EOSE: once per (re)sent REQ, so again after a reconnect. */
-  onEose?: () => void;
-  /** The relay ended the subscription (CLOSED) with this message; it will not be re-sent. */
-  onClosed?: (message: string) => void;
-  /** Overrides the client's verify for this subscription. */
-  verify?: (event: NostrEvent) => boolean;
-  /** Subscription id (default: generated, unique per client). */
-  id?: string;
-}
-
-export interface Subscription {
-  readonly id: string;
-  readonly filters: readonly Filter[];
-  /** Sends CLOSE and stops delivery; the subscription is not re-sent after a reconnect. */
-  close(): void;
-}
+export { backoffDelay, DEFAULT_BACKOFF, READY_STATE } from './relay-socket.js';
+export type { BackoffOptions, SocketEvent, SocketFactory, SocketLike } from './relay-socket.js';
+export type * from './relay-types.js';
 
 interface SubState {
   readonly id: string;
@@ -142,34 +45,9 @@ interface SubState {
   authRetried: boolean;
 }
 
-interface Waiter<T> {
-  readonly gen: number;
-  readonly settle: (result: T) => void;
-}
-
 const DEFAULT_TIMEOUT_MS = 10_000;
 
-const isAuthRequired = (message: string): boolean => parseRejection(message)?.prefix === 'auth-required';
-const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e));
-
-/** The event with `id` first, so a relay refusing an oversized message can still name it in OK. */
-const wireEvent = (e: NostrEvent): NostrEvent => ({
-  id: e.id,
-  pubkey: e.pubkey,
-  created_at: e.created_at,
-  kind: e.kind,
-  tags: e.tags,
-  content: e.content,
-  sig: e.sig,
-});
-
-function messageText(data: unknown): string | undefined {
-  if (typeof data === 'string') return data;
-  if (data instanceof ArrayBuffer) return new TextDecoder().decode(data);
-  if (ArrayBuffer.isView(data)) return new TextDecoder().decode(data);
-  return undefined;
-}
 
 export class RelayClient {
   readonly url: string;
@@ -187,8 +65,7 @@ export class RelayClient {
   #nextId = 0;
 
   readonly #subs = new Map<string, SubState>();
-  readonly #okWaiters = new Map<string, Array<Waiter<PublishResult>>>();
-  readonly #countWaiters = new Map<string, Waiter<CountResult>>();
+  readonly #pending = new PendingRequests();
   #openWaiters: Array<(r: PublishResult) => void> = [];
 
   #challenge: string | undefined;
@@ -378,12 +255,7 @@ export class RelayClient {
 
   /** Settles everything tied to the current connection (OKs, COUNTs, AUTH state). */
   #failInFlight(message: string): void {
-    const oks = [...this.#okWaiters.values()].flat();
-    const counts = [...this.#countWaiters.values()];
-    this.#okWaiters.clear();
-    this.#countWaiters.clear();
-    for (const w of oks) w.settle({ ok: false, message });
-    for (const w of counts) w.settle({ ok: false, message });
+    this.#pending.failAll(message);
     this.#challenge = undefined;
     this.#auth = undefined;
     this.#authedAs = undefined;
@@ -436,55 +308,14 @@ export class RelayClient {
   }
 
   #sendNowAndWaitOk(frame: unknown[], id: string, deadline: number): Promise<PublishResult> {
-    const ms = Math.max(0, deadline - Date.now());
-    return new Promise((resolve) => {
-      const waiter: Waiter<PublishResult> = {
-        gen: this.#gen,
-        settle: (r) => {
-          clearTimeout(timer);
-          resolve(r);
-        },
-      };
-      const remove = (): void => {
-        const list = this.#okWaiters.get(id)?.filter((w) => w !== waiter) ?? [];
-        if (list.length) this.#okWaiters.set(id, list);
-        else this.#okWaiters.delete(id);
-      };
-      const timer = setTimeout(() => {
-        remove();
-        resolve({ ok: false, message: `error: no OK from the relay within ${ms} ms`, timeout: true });
-      }, ms);
-      this.#okWaiters.set(id, [...(this.#okWaiters.get(id) ?? []), waiter]);
-      if (!this.#send(frame)) {
-        remove();
-        waiter.settle({ ok: false, message: 'error: could not send on the connection' });
-      }
-    });
+    return this.#pending.waitOk(id, this.#gen, Math.max(0, deadline - Date.now()), () => this.#send(frame));
   }
 
   async #countOnce(filters: readonly Filter[], deadline: number): Promise<CountResult> {
     const open = await this.#whenOpen(deadline);
     if (!open.ok) return { ok: false, message: open.message, ...(open.timeout ? { timeout: true } : {}) };
     const id = `count:${++this.#nextId}`;
-    const ms = Math.max(0, deadline - Date.now());
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#countWaiters.delete(id);
-        resolve({ ok: false, message: `error: no COUNT from the relay within ${ms} ms`, timeout: true });
-      }, ms);
-      this.#countWaiters.set(id, {
-        gen: this.#gen,
-        settle: (r) => {
-          clearTimeout(timer);
-          resolve(r);
-        },
-      });
-      if (!this.#send(['COUNT', id, ...filters])) {
-        this.#countWaiters.delete(id);
-        clearTimeout(timer);
-        resolve({ ok: false, message: 'error: could not send on the connection' });
-      }
-    });
+    return this.#pending.waitCount(id, this.#gen, Math.max(0, deadline - Date.now()), () => this.#send(['COUNT', id, ...filters]));
   }
 
   // ---- NIP-42 ----
@@ -526,15 +357,7 @@ export class RelayClient {
     const result = (async (): Promise<PublishResult> => {
       let signed: NostrEvent;
       try {
-        signed = await signer({
-          kind: KIND.AUTH,
-          created_at: nowSeconds(),
-          tags: [
-            ['relay', this.url],
-            ['challenge', challenge],
-          ],
-          content: '',
-        });
+        signed = await signer(authTemplate(this.url, challenge));
       } catch (e) {
         return { ok: false, message: `error: auth signer failed: ${describe(e)}` };
       }
@@ -565,10 +388,10 @@ export class RelayClient {
         this.#onClosed(gen, msg[1], msg[2]);
         return;
       case 'OK':
-        this.#onOk(msg[1], msg[2], msg[3]);
+        this.#pending.onOk(msg[1], msg[2], msg[3], this.#gen);
         return;
       case 'COUNT':
-        this.#onCount(msg[1], msg[2]);
+        this.#pending.onCount(msg[1], msg[2]);
         return;
       case 'NOTICE': {
         const onNotice = this.#o.onNotice;
@@ -595,12 +418,7 @@ export class RelayClient {
   }
 
   #onClosed(gen: number, id: string, message: string): void {
-    const counter = this.#countWaiters.get(id);
-    if (counter) {
-      this.#countWaiters.delete(id);
-      counter.settle({ ok: false, message });
-      return;
-    }
+    if (this.#pending.onClosed(id, message)) return;
     const sub = this.#subs.get(id);
     if (!sub) return;
     if (isAuthRequired(message) && this.#o.auth && !sub.authRetried) {
@@ -620,25 +438,6 @@ export class RelayClient {
     this.#subs.delete(sub.id);
     const onClosed = sub.opts.onClosed;
     if (onClosed) this.#guard(() => onClosed(message));
-  }
-
-  #onOk(id: string, accepted: boolean, message: string): void {
-    const waiters = this.#okWaiters.get(id);
-    if (!waiters) return;
-    this.#okWaiters.delete(id);
-    for (const w of waiters) if (w.gen === this.#gen) w.settle({ ok: accepted, message });
-  }
-
-  #onCount(id: string, payload: unknown): void {
-    const w = this.#countWaiters.get(id);
-    if (!w) return;
-    this.#countWaiters.delete(id);
-    const answer = CountAnswerSchema.safeParse(payload);
-    if (answer.success) {
-      w.settle({ ok: true, count: answer.data.count, approximate: answer.data.approximate === true });
-    } else {
-      w.settle({ ok: false, message: 'invalid: malformed COUNT answer from the relay' });
-    }
   }
 
   #onChallenge(challenge: string): void {
@@ -663,13 +462,5 @@ export class RelayClient {
       if (this.#o.onError) this.#o.onError(e);
       else console.error('relay-client: callback threw', e);
     }
-  }
-}
-
-function safeClose(socket: SocketLike, code: number, reason: string): void {
-  try {
-    if (socket.readyState === READY_STATE.CONNECTING || socket.readyState === READY_STATE.OPEN) socket.close(code, reason);
-  } catch {
-    // already closing or closed
   }
 }
