@@ -15,15 +15,17 @@
 //                ws.accept(); return ws; } })                                     // already open
 // A socket that is already OPEN when the factory returns (an accepted workerd socket) is used as is.
 //
-// Beside it: relay-socket.ts (socket shape, backoff), relay-pending.ts (requests awaiting OK/COUNT),
-// relay-auth.ts (NIP-42 template), relay-types.ts (public types, re-exported here).
+// Beside it: relay-connection.ts (socket, status, reconnects), relay-socket.ts (socket shape,
+// backoff), relay-pending.ts (requests awaiting OK/COUNT), relay-auth.ts (NIP-42 template) and
+// relay-types.ts (public types, re-exported here).
 
 import { parseEvent, type NostrEvent } from './event.js';
 import { matchFilters, type Filter } from './filters.js';
 import { parseRelayMessage } from './messages.js';
 import { authTemplate, isAuthRequired, wireEvent } from './relay-auth.js';
 import { PendingRequests } from './relay-pending.js';
-import { backoffDelay, DEFAULT_BACKOFF, messageText, READY_STATE, safeClose, type BackoffOptions, type SocketLike } from './relay-socket.js';
+import { RelayConnection } from './relay-connection.js';
+import { DEFAULT_BACKOFF } from './relay-socket.js';
 import type {
   AuthSigner,
   ConnectionStatus,
@@ -52,21 +54,11 @@ const describe = (e: unknown): string => (e instanceof Error ? e.message : Strin
 export class RelayClient {
   readonly url: string;
   readonly #o: RelayClientOptions;
-  readonly #backoff: BackoffOptions | undefined;
-
-  #status: ConnectionStatus = 'idle';
-  #socket: SocketLike | undefined;
-  /** Incremented on every connection attempt and every disconnect; stale events are ignored. */
-  #gen = 0;
-  #attempt = 0;
-  #openedAt = 0;
-  #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
-  #connectTimer: ReturnType<typeof setTimeout> | undefined;
+  readonly #conn: RelayConnection;
   #nextId = 0;
 
   readonly #subs = new Map<string, SubState>();
   readonly #pending = new PendingRequests();
-  #openWaiters: Array<(r: PublishResult) => void> = [];
 
   #challenge: string | undefined;
   /** The connection (#gen) on which the client last asked for a challenge with `["AUTH"]`. */
@@ -78,11 +70,29 @@ export class RelayClient {
   constructor(options: RelayClientOptions) {
     this.url = options.url;
     this.#o = options;
-    this.#backoff = options.reconnect === false ? undefined : { ...DEFAULT_BACKOFF, ...options.reconnect };
+    this.#conn = new RelayConnection(
+      {
+        url: options.url,
+        socket: options.socket,
+        backoff: options.reconnect === false ? undefined : { ...DEFAULT_BACKOFF, ...options.reconnect },
+        stableAfterMs: options.stableAfterMs ?? 5_000,
+        connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+        random: options.random ?? Math.random,
+      },
+      {
+        onStatus: (status, detail) => {
+          const cb = this.#o.onStatus;
+          if (cb) this.#guard(() => cb(status, detail));
+        },
+        onOpen: () => this.#resubscribe(),
+        onLost: (message) => this.#failInFlight(message),
+        onMessage: (gen, text) => this.#onMessage(gen, text),
+      },
+    );
   }
 
   get status(): ConnectionStatus {
-    return this.#status;
+    return this.#conn.status;
   }
 
   /** Pubkey this connection is authenticated as (NIP-42), if any. */
@@ -102,35 +112,29 @@ export class RelayClient {
 
   /** Closes the socket, stops reconnecting, ends every subscription and pending request. */
   close(): void {
-    if (this.#status === 'closed') return;
-    this.#setStatus('closed', 'closed by caller');
-    clearTimeout(this.#reconnectTimer);
-    clearTimeout(this.#connectTimer);
-    const socket = this.#socket;
-    this.#socket = undefined;
-    this.#gen++;
-    this.#failPending('error: client closed');
+    if (this.#conn.status === 'closed') return;
+    this.#conn.close();
+    this.#failInFlight('error: client closed');
     this.#subs.clear();
-    if (socket) safeClose(socket, 1000, 'client closed');
   }
 
   subscribe(filters: readonly Filter[], opts: SubscribeOptions): Subscription {
     const id = opts.id ?? `sub:${++this.#nextId}`;
     const state: SubState = { id, filters: [...filters], opts, authRetried: false };
-    if (this.#status === 'closed') {
+    if (this.#conn.status === 'closed') {
       queueMicrotask(() => this.#endSub(state, 'error: client closed'));
       return { id, filters: state.filters, close: () => undefined };
     }
     this.#subs.set(id, state); // an id reused by the caller replaces the previous subscription
-    if (this.#status === 'open') this.#send(['REQ', id, ...state.filters]);
-    else this.#ensureConnecting();
+    if (this.#conn.status === 'open') this.#send(['REQ', id, ...state.filters]);
+    else this.#conn.ensureConnecting();
     return {
       id,
       filters: state.filters,
       close: () => {
         if (this.#subs.get(id) !== state) return;
         this.#subs.delete(id);
-        if (this.#status === 'open') this.#send(['CLOSE', id]);
+        if (this.#conn.status === 'open') this.#send(['CLOSE', id]);
       },
     };
   }
@@ -166,91 +170,25 @@ export class RelayClient {
     return this.#ensureAuthenticated(Date.now() + (opts.timeoutMs ?? this.#o.authTimeoutMs ?? DEFAULT_TIMEOUT_MS));
   }
 
-  // ---- connection lifecycle ----
+  // ---- connection (relay-connection.ts) ----
 
-  #setStatus(status: ConnectionStatus, detail: string): void {
-    this.#status = status;
-    const cb = this.#o.onStatus;
-    if (cb) this.#guard(() => cb(status, detail));
+  get #gen(): number {
+    return this.#conn.gen;
   }
 
-  #ensureConnecting(): void {
-    if (this.#status === 'idle') void this.#openSocket();
+  #send(frame: unknown[]): boolean {
+    return this.#conn.send(frame);
   }
 
-  async #openSocket(): Promise<void> {
-    const gen = ++this.#gen;
-    this.#setStatus('connecting', this.url);
-    clearTimeout(this.#connectTimer);
-    this.#connectTimer = setTimeout(() => {
-      if (gen === this.#gen && this.#status === 'connecting') this.#down(gen, 'connect timeout');
-    }, this.#o.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS);
-    let socket: SocketLike;
-    try {
-      socket = await this.#o.socket(this.url);
-    } catch (e) {
-      this.#down(gen, `connect failed: ${describe(e)}`);
-      return;
-    }
-    if (gen !== this.#gen) {
-      socket.addEventListener('error', () => undefined); // `ws` throws on an unheard error event
-      safeClose(socket, 1000, 'superseded');
-      return;
-    }
-    this.#socket = socket;
-    socket.addEventListener('open', () => {
-      if (gen === this.#gen && this.#status === 'connecting') this.#opened();
-    });
-    socket.addEventListener('message', (ev) => {
-      if (gen !== this.#gen) return;
-      const text = messageText(ev.data);
-      if (text !== undefined) this.#onMessage(gen, text);
-    });
-    socket.addEventListener('close', (ev) => {
-      const why = `closed${ev.code !== undefined ? ` (${ev.code}${ev.reason ? ` ${ev.reason}` : ''})` : ''}`;
-      this.#down(gen, why);
-    });
-    socket.addEventListener('error', () => this.#down(gen, 'socket error'));
-    if (socket.readyState === READY_STATE.OPEN) this.#opened();
-    else if (socket.readyState >= READY_STATE.CLOSING) this.#down(gen, 'socket closed before opening');
+  #whenOpen(deadline: number): Promise<PublishResult> {
+    return this.#conn.whenOpen(deadline);
   }
 
-  #opened(): void {
-    clearTimeout(this.#connectTimer);
-    this.#openedAt = Date.now();
-    this.#setStatus('open', this.url);
+  #resubscribe(): void {
     for (const sub of this.#subs.values()) {
       sub.authRetried = false;
       this.#send(['REQ', sub.id, ...sub.filters]);
     }
-    const waiters = this.#openWaiters;
-    this.#openWaiters = [];
-    for (const w of waiters) w({ ok: true, message: '' });
-  }
-
-  /** The current connection is gone (or never came up): fail what it carried, maybe reconnect. */
-  #down(gen: number, why: string): void {
-    if (gen !== this.#gen || this.#status === 'closed') return;
-    this.#gen++;
-    clearTimeout(this.#connectTimer);
-    const socket = this.#socket;
-    this.#socket = undefined;
-    if (socket) safeClose(socket, 1000, 'closing');
-    const wasOpenFor = this.#status === 'open' ? Date.now() - this.#openedAt : -1;
-    this.#failInFlight(`error: connection ${why} before the relay answered`);
-    if (!this.#backoff) {
-      this.#setStatus('idle', why);
-      const waiters = this.#openWaiters;
-      this.#openWaiters = [];
-      for (const w of waiters) w({ ok: false, message: `error: connection ${why}` });
-      return;
-    }
-    if (wasOpenFor >= (this.#o.stableAfterMs ?? 5_000)) this.#attempt = 0;
-    const delay = backoffDelay(this.#attempt++, this.#backoff, this.#o.random ?? Math.random);
-    this.#setStatus('waiting', `${why}; reconnecting in ${delay} ms`);
-    this.#reconnectTimer = setTimeout(() => {
-      if (this.#status === 'waiting') void this.#openSocket();
-    }, delay);
   }
 
   /** Settles everything tied to the current connection (OKs, COUNTs, AUTH state). */
@@ -262,41 +200,6 @@ export class RelayClient {
     const cw = this.#challengeWaiters;
     this.#challengeWaiters = [];
     for (const w of cw) w();
-  }
-
-  #failPending(message: string): void {
-    this.#failInFlight(message);
-    const waiters = this.#openWaiters;
-    this.#openWaiters = [];
-    for (const w of waiters) w({ ok: false, message });
-  }
-
-  #whenOpen(deadline: number): Promise<PublishResult> {
-    if (this.#status === 'open') return Promise.resolve({ ok: true, message: '' });
-    if (this.#status === 'closed') return Promise.resolve({ ok: false, message: 'error: client closed' });
-    this.#ensureConnecting();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#openWaiters = this.#openWaiters.filter((w) => w !== settle);
-        resolve({ ok: false, message: 'error: timed out waiting for the connection', timeout: true });
-      }, Math.max(0, deadline - Date.now()));
-      const settle = (r: PublishResult): void => {
-        clearTimeout(timer);
-        resolve(r);
-      };
-      this.#openWaiters.push(settle);
-    });
-  }
-
-  #send(frame: unknown[]): boolean {
-    const socket = this.#socket;
-    if (!socket || this.#status !== 'open' || socket.readyState !== READY_STATE.OPEN) return false;
-    try {
-      socket.send(JSON.stringify(frame));
-      return true;
-    } catch {
-      return false;
-    }
   }
 
   // ---- requests ----
