@@ -107,17 +107,40 @@ export const relayMessage = {
   count: (subId: string, count: number) => JSON.stringify(['COUNT', subId, { count }]),
 };
 
-/** Relay → client frames as parsed by a client. */
+/** The message of OK, CLOSED and NOTICE: a non-string or missing one reads as ''. */
+const FrameMessage = z.string().catch('');
+
+/**
+ * Relay → client frames as parsed by a client. Elements after the ones named are ignored; the COUNT
+ * payload is checked by `CountAnswerSchema`, so that a malformed one still answers the request.
+ */
 export const RelayMessageSchema = z.union([
-  z.tuple([z.literal('EVENT'), z.string(), z.unknown()]),
-  z.tuple([z.literal('OK'), z.string(), z.boolean(), z.string()]),
-  z.tuple([z.literal('EOSE'), z.string()]),
-  z.tuple([z.literal('CLOSED'), z.string(), z.string()]),
-  z.tuple([z.literal('NOTICE'), z.string()]),
-  z.tuple([z.literal('AUTH'), z.string()]),
-  z.tuple([z.literal('COUNT'), z.string(), z.object({ count: z.number() }).loose()]),
+  z.tuple([z.literal('EVENT'), z.string(), z.unknown()]).rest(z.unknown()),
+  z.tuple([z.literal('OK'), z.string(), z.boolean(), FrameMessage]).rest(z.unknown()),
+  z.tuple([z.literal('EOSE'), z.string()]).rest(z.unknown()),
+  z.tuple([z.literal('CLOSED'), z.string(), FrameMessage]).rest(z.unknown()),
+  z.tuple([z.literal('NOTICE'), z.string()]).rest(z.unknown()),
+  z.tuple([z.literal('AUTH'), z.string()]).rest(z.unknown()),
+  z.tuple([z.literal('COUNT'), z.string(), z.unknown()]).rest(z.unknown()),
 ]);
 export type RelayMessage = z.infer<typeof RelayMessageSchema>;
+
+/** The payload of a NIP-45 COUNT answer. */
+export const CountAnswerSchema = z
+  .object({ count: z.number().int().nonnegative(), approximate: z.unknown().optional() })
+  .loose();
+
+/** A relay → client frame, or undefined when it is not JSON or not a known, well-formed frame. */
+export function parseRelayMessage(text: string): RelayMessage | undefined {
+  let frame: unknown;
+  try {
+    frame = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const parsed = RelayMessageSchema.safeParse(frame);
+  return parsed.success ? parsed.data : undefined;
+}
 
 /**
  * Whether a relay → client frame (as built by `relayMessage`) is an OK false or a CLOSED whose
@@ -126,9 +149,8 @@ export type RelayMessage = z.infer<typeof RelayMessageSchema>;
 export function isAuthRequiredAnswer(frame: string): boolean {
   // Cheap tests first: EVENT frames (up to the largest event) are never scanned.
   if (!(frame.startsWith('["OK",') || frame.startsWith('["CLOSED",')) || !frame.includes('"auth-required:')) return false;
-  const parsed = RelayMessageSchema.safeParse(JSON.parse(frame));
-  if (!parsed.success) return false;
-  const m = parsed.data;
+  const m = parseRelayMessage(frame);
+  if (!m) return false;
   const message = m[0] === 'OK' && !m[2] ? m[3] : m[0] === 'CLOSED' ? m[2] : undefined;
   return message !== undefined && parseRejection(message)?.prefix === 'auth-required';
 }

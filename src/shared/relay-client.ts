@@ -14,125 +14,31 @@
 //                const ws = res.webSocket; if (!ws) throw new Error(`no upgrade: ${res.status}`);
 //                ws.accept(); return ws; } })                                     // already open
 // A socket that is already OPEN when the factory returns (an accepted workerd socket) is used as is.
+//
+// Beside it: relay-connection.ts (socket, status, reconnects), relay-socket.ts (socket shape,
+// backoff), relay-pending.ts (requests awaiting OK/COUNT), relay-auth.ts (NIP-42 template) and
+// relay-types.ts (public types, re-exported here).
 
-import { parseRejection } from './errors.js';
 import { parseEvent, type NostrEvent } from './event.js';
 import { matchFilters, type Filter } from './filters.js';
-import { KIND } from './kinds.js';
+import { parseRelayMessage } from './messages.js';
+import { authTemplate, isAuthRequired, wireEvent } from './relay-auth.js';
+import { PendingRequests } from './relay-pending.js';
+import { RelayConnection } from './relay-connection.js';
+import { DEFAULT_BACKOFF } from './relay-socket.js';
+import type {
+  AuthSigner,
+  ConnectionStatus,
+  CountResult,
+  PublishResult,
+  RelayClientOptions,
+  SubscribeOptions,
+  Subscription,
+} from './relay-types.js';
 
-/** WebSocket readyState values (identical in the web API, workerd and `ws`). */
-export const READY_STATE = { CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3 } as const;
-
-/** The fields of open/message/close/error events that the client reads. */
-export interface SocketEvent {
-  readonly type?: string;
-  readonly data?: unknown;
-  readonly code?: number;
-  readonly reason?: string;
-}
-
-/** The part of a WebSocket the client uses: the web API, workerd's WebSocket and `ws` all fit. */
-export interface SocketLike {
-  readonly readyState: number;
-  send(data: string): void;
-  close(code?: number, reason?: string): void;
-  addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: SocketEvent) => void): void;
-}
-
-export type SocketFactory = (url: string) => SocketLike | Promise<SocketLike>;
-
-export interface EventTemplate {
-  kind: number;
-  created_at: number;
-  tags: string[][];
-  content: string;
-}
-
-/** Signs a NIP-42 AUTH template (kind 22242) with the key the client should authenticate as. */
-export type AuthSigner = (template: EventTemplate) => Promise<NostrEvent>;
-
-export interface BackoffOptions {
-  /** Delay before the first reconnect attempt (before jitter). */
-  initialDelayMs: number;
-  /** Upper bound of any delay. */
-  maxDelayMs: number;
-  /** Growth per failed attempt. */
-  factor: number;
-}
-
-export const DEFAULT_BACKOFF: BackoffOptions = { initialDelayMs: 250, maxDelayMs: 30_000, factor: 2 };
-
-/**
- * Delay before reconnect attempt `attempt` (0-based): exponential, capped at maxDelayMs, with
- * "equal jitter" (half fixed, half random) so clients dropped together do not return together.
- * `random` returns a number in [0, 1).
- */
-export function backoffDelay(attempt: number, o: BackoffOptions, random: () => number): number {
-  const capped = Math.min(o.maxDelayMs, o.initialDelayMs * o.factor ** Math.max(0, attempt));
-  return Math.round(capped / 2 + (capped / 2) * Math.min(1, Math.max(0, random())));
-}
-
-export type ConnectionStatus =
-  | 'idle' // not connected and not trying (before the first use, or after a failure with reconnect off)
-  | 'connecting'
-  | 'open'
-  | 'waiting' // disconnected, a reconnect is scheduled
-  | 'closed'; // close() was called; terminal
-
-export interface RelayClientOptions {
-  /** ws:// or wss:// URL; also the `relay` tag of AUTH events. */
-  url: string;
-  socket: SocketFactory;
-  /** NIP-42 signer. Without it, AUTH challenges are ignored and `auth-required:` is final. */
-  auth?: AuthSigner;
-  /** 'challenge' (default): answer every AUTH challenge at once, whenever it arrives; 'demand':
-   *  only when a publish, REQ or COUNT comes back `auth-required:` (or authenticate() is called). */
-  authOn?: 'challenge' | 'demand';
-  /** Verifies incoming subscription events (id and signature); false drops the event. */
-  verify?: (event: NostrEvent) => boolean;
-  onNotice?: (message: string) => void;
-  onStatus?: (status: ConnectionStatus, detail: string) => void;
-  /** Called when a caller-supplied callback throws (default: console.error). */
-  onError?: (error: unknown) => void;
-  /** false disables automatic reconnects (the next use connects again). */
-  reconnect?: false | Partial<BackoffOptions>;
-  /** A connection open at least this long resets the backoff (default 5 s). */
-  stableAfterMs?: number;
-  /** Give up on a socket that has not opened after this long (default 10 s). */
-  connectTimeoutMs?: number;
-  /** Time allowed for the AUTH exchange, including waiting for a challenge (default 10 s). */
-  authTimeoutMs?: number;
-  /** Jitter source in [0, 1) (default Math.random). */
-  random?: () => number;
-}
-
-/** A relay's answer to EVENT (or AUTH), or the client's own failure (`timeout` when no OK came). */
-export interface PublishResult {
-  ok: boolean;
-  message: string;
-  timeout?: boolean;
-}
-
-export type CountResult = { ok: true; count: number; approximate: boolean } | { ok: false; message: string; timeout?: boolean };
-
-export interface SubscribeOptions {
-  onEvent: (event: NostrEvent) => void;
-  /** Called after each EOSE: once per (re)sent REQ, so again after a reconnect. */
-  onEose?: () => void;
-  /** The relay ended the subscription (CLOSED) with this message; it will not be re-sent. */
-  onClosed?: (message: string) => void;
-  /** Overrides the client's verify for this subscription. */
-  verify?: (event: NostrEvent) => boolean;
-  /** Subscription id (default: generated, unique per client). */
-  id?: string;
-}
-
-export interface Subscription {
-  readonly id: string;
-  readonly filters: readonly Filter[];
-  /** Sends CLOSE and stops delivery; the subscription is not re-sent after a reconnect. */
-  close(): void;
-}
+export { backoffDelay, DEFAULT_BACKOFF, READY_STATE } from './relay-socket.js';
+export type { BackoffOptions, SocketEvent, SocketFactory, SocketLike } from './relay-socket.js';
+export type * from './relay-types.js';
 
 interface SubState {
   readonly id: string;
@@ -141,54 +47,18 @@ interface SubState {
   authRetried: boolean;
 }
 
-interface Waiter<T> {
-  readonly gen: number;
-  readonly settle: (result: T) => void;
-}
-
 const DEFAULT_TIMEOUT_MS = 10_000;
 
-const isAuthRequired = (message: string): boolean => parseRejection(message)?.prefix === 'auth-required';
-const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e));
-
-/** The event with `id` first, so a relay refusing an oversized message can still name it in OK. */
-const wireEvent = (e: NostrEvent): NostrEvent => ({
-  id: e.id,
-  pubkey: e.pubkey,
-  created_at: e.created_at,
-  kind: e.kind,
-  tags: e.tags,
-  content: e.content,
-  sig: e.sig,
-});
-
-function messageText(data: unknown): string | undefined {
-  if (typeof data === 'string') return data;
-  if (data instanceof ArrayBuffer) return new TextDecoder().decode(data);
-  if (ArrayBuffer.isView(data)) return new TextDecoder().decode(data);
-  return undefined;
-}
 
 export class RelayClient {
   readonly url: string;
   readonly #o: RelayClientOptions;
-  readonly #backoff: BackoffOptions | undefined;
-
-  #status: ConnectionStatus = 'idle';
-  #socket: SocketLike | undefined;
-  /** Incremented on every connection attempt and every disconnect; stale events are ignored. */
-  #gen = 0;
-  #attempt = 0;
-  #openedAt = 0;
-  #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
-  #connectTimer: ReturnType<typeof setTimeout> | undefined;
+  readonly #conn: RelayConnection;
   #nextId = 0;
 
   readonly #subs = new Map<string, SubState>();
-  readonly #okWaiters = new Map<string, Array<Waiter<PublishResult>>>();
-  readonly #countWaiters = new Map<string, Waiter<CountResult>>();
-  #openWaiters: Array<(r: PublishResult) => void> = [];
+  readonly #pending = new PendingRequests();
 
   #challenge: string | undefined;
   /** The connection (#gen) on which the client last asked for a challenge with `["AUTH"]`. */
@@ -200,11 +70,29 @@ export class RelayClient {
   constructor(options: RelayClientOptions) {
     this.url = options.url;
     this.#o = options;
-    this.#backoff = options.reconnect === false ? undefined : { ...DEFAULT_BACKOFF, ...options.reconnect };
+    this.#conn = new RelayConnection(
+      {
+        url: options.url,
+        socket: options.socket,
+        backoff: options.reconnect === false ? undefined : { ...DEFAULT_BACKOFF, ...options.reconnect },
+        stableAfterMs: options.stableAfterMs ?? 5_000,
+        connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+        random: options.random ?? Math.random,
+      },
+      {
+        onStatus: (status, detail) => {
+          const cb = this.#o.onStatus;
+          if (cb) this.#guard(() => cb(status, detail));
+        },
+        onOpen: () => this.#resubscribe(),
+        onLost: (message) => this.#failInFlight(message),
+        onMessage: (gen, text) => this.#onMessage(gen, text),
+      },
+    );
   }
 
   get status(): ConnectionStatus {
-    return this.#status;
+    return this.#conn.status;
   }
 
   /** Pubkey this connection is authenticated as (NIP-42), if any. */
@@ -224,35 +112,29 @@ export class RelayClient {
 
   /** Closes the socket, stops reconnecting, ends every subscription and pending request. */
   close(): void {
-    if (this.#status === 'closed') return;
-    this.#setStatus('closed', 'closed by caller');
-    clearTimeout(this.#reconnectTimer);
-    clearTimeout(this.#connectTimer);
-    const socket = this.#socket;
-    this.#socket = undefined;
-    this.#gen++;
-    this.#failPending('error: client closed');
+    if (this.#conn.status === 'closed') return;
+    this.#conn.close();
+    this.#failInFlight('error: client closed');
     this.#subs.clear();
-    if (socket) safeClose(socket, 1000, 'client closed');
   }
 
   subscribe(filters: readonly Filter[], opts: SubscribeOptions): Subscription {
     const id = opts.id ?? `sub:${++this.#nextId}`;
     const state: SubState = { id, filters: [...filters], opts, authRetried: false };
-    if (this.#status === 'closed') {
+    if (this.#conn.status === 'closed') {
       queueMicrotask(() => this.#endSub(state, 'error: client closed'));
       return { id, filters: state.filters, close: () => undefined };
     }
     this.#subs.set(id, state); // an id reused by the caller replaces the previous subscription
-    if (this.#status === 'open') this.#send(['REQ', id, ...state.filters]);
-    else this.#ensureConnecting();
+    if (this.#conn.status === 'open') this.#send(['REQ', id, ...state.filters]);
+    else this.#conn.ensureConnecting();
     return {
       id,
       filters: state.filters,
       close: () => {
         if (this.#subs.get(id) !== state) return;
         this.#subs.delete(id);
-        if (this.#status === 'open') this.#send(['CLOSE', id]);
+        if (this.#conn.status === 'open') this.#send(['CLOSE', id]);
       },
     };
   }
@@ -288,142 +170,36 @@ export class RelayClient {
     return this.#ensureAuthenticated(Date.now() + (opts.timeoutMs ?? this.#o.authTimeoutMs ?? DEFAULT_TIMEOUT_MS));
   }
 
-  // ---- connection lifecycle ----
+  // ---- connection (relay-connection.ts) ----
 
-  #setStatus(status: ConnectionStatus, detail: string): void {
-    this.#status = status;
-    const cb = this.#o.onStatus;
-    if (cb) this.#guard(() => cb(status, detail));
+  get #gen(): number {
+    return this.#conn.gen;
   }
 
-  #ensureConnecting(): void {
-    if (this.#status === 'idle') void this.#openSocket();
+  #send(frame: unknown[]): boolean {
+    return this.#conn.send(frame);
   }
 
-  async #openSocket(): Promise<void> {
-    const gen = ++this.#gen;
-    this.#setStatus('connecting', this.url);
-    clearTimeout(this.#connectTimer);
-    this.#connectTimer = setTimeout(() => {
-      if (gen === this.#gen && this.#status === 'connecting') this.#down(gen, 'connect timeout');
-    }, this.#o.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS);
-    let socket: SocketLike;
-    try {
-      socket = await this.#o.socket(this.url);
-    } catch (e) {
-      this.#down(gen, `connect failed: ${describe(e)}`);
-      return;
-    }
-    if (gen !== this.#gen) {
-      socket.addEventListener('error', () => undefined); // `ws` throws on an unheard error event
-      safeClose(socket, 1000, 'superseded');
-      return;
-    }
-    this.#socket = socket;
-    socket.addEventListener('open', () => {
-      if (gen === this.#gen && this.#status === 'connecting') this.#opened();
-    });
-    socket.addEventListener('message', (ev) => {
-      if (gen !== this.#gen) return;
-      const text = messageText(ev.data);
-      if (text !== undefined) this.#onMessage(gen, text);
-    });
-    socket.addEventListener('close', (ev) => {
-      const why = `closed${ev.code !== undefined ? ` (${ev.code}${ev.reason ? ` ${ev.reason}` : ''})` : ''}`;
-      this.#down(gen, why);
-    });
-    socket.addEventListener('error', () => this.#down(gen, 'socket error'));
-    if (socket.readyState === READY_STATE.OPEN) this.#opened();
-    else if (socket.readyState >= READY_STATE.CLOSING) this.#down(gen, 'socket closed before opening');
+  #whenOpen(deadline: number): Promise<PublishResult> {
+    return this.#conn.whenOpen(deadline);
   }
 
-  #opened(): void {
-    clearTimeout(this.#connectTimer);
-    this.#openedAt = Date.now();
-    this.#setStatus('open', this.url);
+  #resubscribe(): void {
     for (const sub of this.#subs.values()) {
       sub.authRetried = false;
       this.#send(['REQ', sub.id, ...sub.filters]);
     }
-    const waiters = this.#openWaiters;
-    this.#openWaiters = [];
-    for (const w of waiters) w({ ok: true, message: '' });
-  }
-
-  /** The current connection is gone (or never came up): fail what it carried, maybe reconnect. */
-  #down(gen: number, why: string): void {
-    if (gen !== this.#gen || this.#status === 'closed') return;
-    this.#gen++;
-    clearTimeout(this.#connectTimer);
-    const socket = this.#socket;
-    this.#socket = undefined;
-    if (socket) safeClose(socket, 1000, 'closing');
-    const wasOpenFor = this.#status === 'open' ? Date.now() - this.#openedAt : -1;
-    this.#failInFlight(`error: connection ${why} before the relay answered`);
-    if (!this.#backoff) {
-      this.#setStatus('idle', why);
-      const waiters = this.#openWaiters;
-      this.#openWaiters = [];
-      for (const w of waiters) w({ ok: false, message: `error: connection ${why}` });
-      return;
-    }
-    if (wasOpenFor >= (this.#o.stableAfterMs ?? 5_000)) this.#attempt = 0;
-    const delay = backoffDelay(this.#attempt++, this.#backoff, this.#o.random ?? Math.random);
-    this.#setStatus('waiting', `${why}; reconnecting in ${delay} ms`);
-    this.#reconnectTimer = setTimeout(() => {
-      if (this.#status === 'waiting') void this.#openSocket();
-    }, delay);
   }
 
   /** Settles everything tied to the current connection (OKs, COUNTs, AUTH state). */
   #failInFlight(message: string): void {
-    const oks = [...this.#okWaiters.values()].flat();
-    const counts = [...this.#countWaiters.values()];
-    this.#okWaiters.clear();
-    this.#countWaiters.clear();
-    for (const w of oks) w.settle({ ok: false, message });
-    for (const w of counts) w.settle({ ok: false, message });
+    this.#pending.failAll(message);
     this.#challenge = undefined;
     this.#auth = undefined;
     this.#authedAs = undefined;
     const cw = this.#challengeWaiters;
     this.#challengeWaiters = [];
     for (const w of cw) w();
-  }
-
-  #failPending(message: string): void {
-    this.#failInFlight(message);
-    const waiters = this.#openWaiters;
-    this.#openWaiters = [];
-    for (const w of waiters) w({ ok: false, message });
-  }
-
-  #whenOpen(deadline: number): Promise<PublishResult> {
-    if (this.#status === 'open') return Promise.resolve({ ok: true, message: '' });
-    if (this.#status === 'closed') return Promise.resolve({ ok: false, message: 'error: client closed' });
-    this.#ensureConnecting();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#openWaiters = this.#openWaiters.filter((w) => w !== settle);
-        resolve({ ok: false, message: 'error: timed out waiting for the connection', timeout: true });
-      }, Math.max(0, deadline - Date.now()));
-      const settle = (r: PublishResult): void => {
-        clearTimeout(timer);
-        resolve(r);
-      };
-      this.#openWaiters.push(settle);
-    });
-  }
-
-  #send(frame: unknown[]): boolean {
-    const socket = this.#socket;
-    if (!socket || this.#status !== 'open' || socket.readyState !== READY_STATE.OPEN) return false;
-    try {
-      socket.send(JSON.stringify(frame));
-      return true;
-    } catch {
-      return false;
-    }
   }
 
   // ---- requests ----
@@ -435,55 +211,14 @@ export class RelayClient {
   }
 
   #sendNowAndWaitOk(frame: unknown[], id: string, deadline: number): Promise<PublishResult> {
-    const ms = Math.max(0, deadline - Date.now());
-    return new Promise((resolve) => {
-      const waiter: Waiter<PublishResult> = {
-        gen: this.#gen,
-        settle: (r) => {
-          clearTimeout(timer);
-          resolve(r);
-        },
-      };
-      const remove = (): void => {
-        const list = this.#okWaiters.get(id)?.filter((w) => w !== waiter) ?? [];
-        if (list.length) this.#okWaiters.set(id, list);
-        else this.#okWaiters.delete(id);
-      };
-      const timer = setTimeout(() => {
-        remove();
-        resolve({ ok: false, message: `error: no OK from the relay within ${ms} ms`, timeout: true });
-      }, ms);
-      this.#okWaiters.set(id, [...(this.#okWaiters.get(id) ?? []), waiter]);
-      if (!this.#send(frame)) {
-        remove();
-        waiter.settle({ ok: false, message: 'error: could not send on the connection' });
-      }
-    });
+    return this.#pending.waitOk(id, this.#gen, Math.max(0, deadline - Date.now()), () => this.#send(frame));
   }
 
   async #countOnce(filters: readonly Filter[], deadline: number): Promise<CountResult> {
     const open = await this.#whenOpen(deadline);
     if (!open.ok) return { ok: false, message: open.message, ...(open.timeout ? { timeout: true } : {}) };
     const id = `count:${++this.#nextId}`;
-    const ms = Math.max(0, deadline - Date.now());
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#countWaiters.delete(id);
-        resolve({ ok: false, message: `error: no COUNT from the relay within ${ms} ms`, timeout: true });
-      }, ms);
-      this.#countWaiters.set(id, {
-        gen: this.#gen,
-        settle: (r) => {
-          clearTimeout(timer);
-          resolve(r);
-        },
-      });
-      if (!this.#send(['COUNT', id, ...filters])) {
-        this.#countWaiters.delete(id);
-        clearTimeout(timer);
-        resolve({ ok: false, message: 'error: could not send on the connection' });
-      }
-    });
+    return this.#pending.waitCount(id, this.#gen, Math.max(0, deadline - Date.now()), () => this.#send(['COUNT', id, ...filters]));
   }
 
   // ---- NIP-42 ----
@@ -525,15 +260,7 @@ export class RelayClient {
     const result = (async (): Promise<PublishResult> => {
       let signed: NostrEvent;
       try {
-        signed = await signer({
-          kind: KIND.AUTH,
-          created_at: nowSeconds(),
-          tags: [
-            ['relay', this.url],
-            ['challenge', challenge],
-          ],
-          content: '',
-        });
+        signed = await signer(authTemplate(this.url, challenge));
       } catch (e) {
         return { ok: false, message: `error: auth signer failed: ${describe(e)}` };
       }
@@ -549,41 +276,34 @@ export class RelayClient {
   // ---- incoming ----
 
   #onMessage(gen: number, text: string): void {
-    let msg: unknown;
-    try {
-      msg = JSON.parse(text);
-    } catch {
-      return;
-    }
-    if (!Array.isArray(msg) || typeof msg[0] !== 'string') return;
-    const [type, a, b, c] = msg as [string, unknown, unknown, unknown];
-    switch (type) {
+    const msg = parseRelayMessage(text);
+    if (!msg) return;
+    switch (msg[0]) {
       case 'EVENT':
-        if (typeof a === 'string') this.#onEvent(a, b);
+        this.#onEvent(msg[1], msg[2]);
         return;
       case 'EOSE': {
-        const onEose = typeof a === 'string' ? this.#subs.get(a)?.opts.onEose : undefined;
+        const onEose = this.#subs.get(msg[1])?.opts.onEose;
         if (onEose) this.#guard(onEose);
         return;
       }
       case 'CLOSED':
-        if (typeof a === 'string') this.#onClosed(gen, a, typeof b === 'string' ? b : '');
+        this.#onClosed(gen, msg[1], msg[2]);
         return;
       case 'OK':
-        if (typeof a === 'string' && typeof b === 'boolean') this.#onOk(a, b, typeof c === 'string' ? c : '');
+        this.#pending.onOk(msg[1], msg[2], msg[3], this.#gen);
         return;
       case 'COUNT':
-        if (typeof a === 'string') this.#onCount(a, b);
+        this.#pending.onCount(msg[1], msg[2]);
         return;
       case 'NOTICE': {
         const onNotice = this.#o.onNotice;
-        if (onNotice && typeof a === 'string') this.#guard(() => onNotice(a));
+        const message = msg[1];
+        if (onNotice) this.#guard(() => onNotice(message));
         return;
       }
       case 'AUTH':
-        if (typeof a === 'string') this.#onChallenge(a);
-        return;
-      default:
+        this.#onChallenge(msg[1]);
         return;
     }
   }
@@ -601,12 +321,7 @@ export class RelayClient {
   }
 
   #onClosed(gen: number, id: string, message: string): void {
-    const counter = this.#countWaiters.get(id);
-    if (counter) {
-      this.#countWaiters.delete(id);
-      counter.settle({ ok: false, message });
-      return;
-    }
+    if (this.#pending.onClosed(id, message)) return;
     const sub = this.#subs.get(id);
     if (!sub) return;
     if (isAuthRequired(message) && this.#o.auth && !sub.authRetried) {
@@ -626,25 +341,6 @@ export class RelayClient {
     this.#subs.delete(sub.id);
     const onClosed = sub.opts.onClosed;
     if (onClosed) this.#guard(() => onClosed(message));
-  }
-
-  #onOk(id: string, accepted: boolean, message: string): void {
-    const waiters = this.#okWaiters.get(id);
-    if (!waiters) return;
-    this.#okWaiters.delete(id);
-    for (const w of waiters) if (w.gen === this.#gen) w.settle({ ok: accepted, message });
-  }
-
-  #onCount(id: string, payload: unknown): void {
-    const w = this.#countWaiters.get(id);
-    if (!w) return;
-    this.#countWaiters.delete(id);
-    const p = payload as { count?: unknown; approximate?: unknown } | null;
-    if (p && typeof p === 'object' && typeof p.count === 'number' && Number.isInteger(p.count) && p.count >= 0) {
-      w.settle({ ok: true, count: p.count, approximate: p.approximate === true });
-    } else {
-      w.settle({ ok: false, message: 'invalid: malformed COUNT answer from the relay' });
-    }
   }
 
   #onChallenge(challenge: string): void {
@@ -669,13 +365,5 @@ export class RelayClient {
       if (this.#o.onError) this.#o.onError(e);
       else console.error('relay-client: callback threw', e);
     }
-  }
-}
-
-function safeClose(socket: SocketLike, code: number, reason: string): void {
-  try {
-    if (socket.readyState === READY_STATE.CONNECTING || socket.readyState === READY_STATE.OPEN) socket.close(code, reason);
-  } catch {
-    // already closing or closed
   }
 }
