@@ -1,6 +1,7 @@
 // NIP-AO telemetry emitter (agent side). Pure: no Worker or Node APIs, no module-level state;
 // everything lives in the instances. Works in workerd and Node. Payload shapes: ao-payloads.ts;
-// control frames: ao-control.ts; pacing and retries: paced-publisher.ts.
+// envelope and splitting: ao-frame.ts; control frames: ao-control.ts; ordered queue, pacing and
+// retries: paced-publisher.ts.
 //
 // What the emitter does with a frame (the rules observers and docs rely on):
 //
@@ -44,14 +45,15 @@
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { signEvent, toSecretBytes, type UnsignedEvent } from './ao-keys.js';
-import { chunkForJson, isPlainObject, type Payload, type SplitPart } from './ao-payloads.js';
+import { byteLength, envelope, envelopeBytes, splitParts, type ResolvedIds } from './ao-frame.js';
+import { isPlainObject, type Payload } from './ao-payloads.js';
 import type { Result } from './errors.js';
 import type { NostrEvent } from './event.js';
 import { isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
 import { AO_MAX_PAYLOAD_BYTES, AO_TELEMETRY_RATE, frameTemplate } from './nip-ao.js';
 import { ConversationKeyCache, encrypt } from './nip44.js';
-import { DEFAULT_RETRY_BACKOFF, PacedPublisher, defaultTimers, errorText, type BackoffPolicy, type EmitterTimers, type PublishFn } from './paced-publisher.js';
+import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, defaultTimers, errorText, type BackoffPolicy, type EmitterTimers, type PublishFn } from './paced-publisher.js';
 
 /** Correlation ids of a frame; anything not given is sent as `null`. */
 export interface FrameIds {
@@ -60,9 +62,6 @@ export interface FrameIds {
   sessionId?: string | null;
   turnId?: string | null;
 }
-
-const utf8 = new TextEncoder();
-const byteLength = (s: string): number => utf8.encode(s).length;
 
 export interface DroppedFrame {
   seq: number;
@@ -122,13 +121,6 @@ export interface EmitterStats {
   queued: number;
 }
 
-interface ResolvedIds {
-  agentIndex: number | null;
-  channelId: string | null;
-  sessionId: string | null;
-  turnId: string | null;
-}
-
 interface QueuedFrame {
   seq: number;
   timestamp: string;
@@ -148,22 +140,6 @@ interface Batch {
   cancelTimer: () => void;
 }
 
-/** Room kept in every plaintext for `,"dropped":<n>`. */
-const DROPPED_RESERVE = 32;
-/** Stand-in for seq and split numbers when sizing an envelope (as wide as they can be). */
-const WIDEST = Number.MAX_SAFE_INTEGER;
-
-const envelope = (seq: number, timestamp: string, kind: string, ids: ResolvedIds, payload: Payload) => ({
-  seq,
-  timestamp,
-  kind,
-  agentIndex: ids.agentIndex,
-  channelId: ids.channelId,
-  sessionId: ids.sessionId,
-  turnId: ids.turnId,
-  payload,
-});
-
 export class TelemetryEmitter {
   readonly agent: string;
   readonly owner: string;
@@ -181,9 +157,8 @@ export class TelemetryEmitter {
   readonly #onDrop: ((d: DroppedFrame) => void) | undefined;
 
   readonly #seqs: LruMap<string, number>;
-  readonly #queue: QueuedFrame[] = [];
+  readonly #queue: OrderedQueue<QueuedFrame>;
   #batch: Batch | undefined;
-  #draining: Promise<void> | undefined;
   #closed = false;
   readonly #stats = { emitted: 0, frames: 0, sent: 0, dropped: 0, droppedUnreported: 0, coalescedItems: 0, splitPayloads: 0 };
 
@@ -214,6 +189,11 @@ export class TelemetryEmitter {
     this.#maxQueued = Math.max(1, o.maxQueuedFrames ?? 1000);
     this.#seqs = new LruMap(Math.max(1, o.maxSessions ?? 1024));
     this.#onDrop = o.onDrop;
+    // A throwing delivery is unreachable by design; never lose a frame silently.
+    this.#queue = new OrderedQueue(
+      (f) => this.#deliver(f),
+      (f, e) => this.#dropped(f, `error: ${errorText(e)}`),
+    );
   }
 
   get stats(): EmitterStats {
@@ -249,7 +229,7 @@ export class TelemetryEmitter {
       this.#flushBatch();
       this.#enqueue(kind, frozen, resolved, at);
     }
-    this.#pump();
+    this.#queue.run();
     return { ok: true, value: true };
   }
 
@@ -272,8 +252,8 @@ export class TelemetryEmitter {
   /** Closes the open batch and resolves once every queued frame is sent or dropped. */
   async flush(): Promise<void> {
     this.#flushBatch();
-    this.#pump();
-    while (this.#draining) await this.#draining;
+    this.#queue.run();
+    await this.#queue.idle();
   }
 
   /** Refuses further frames, then delivers what is queued (like flush()). */
@@ -302,7 +282,7 @@ export class TelemetryEmitter {
     }
     this.#flushBatch();
     const timestamp = new Date(at).toISOString();
-    const base = byteLength(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, { coalesced: [] }))) + DROPPED_RESERVE;
+    const base = envelopeBytes(timestamp, kind, ids, { coalesced: [] });
     if (base + bytes > AO_MAX_PAYLOAD_BYTES || this.#maxCoalesced === 1) {
       this.#enqueue(kind, payload, ids, at); // too big to share a frame: on its own (maybe split)
       return;
@@ -311,7 +291,7 @@ export class TelemetryEmitter {
     batch.cancelTimer = this.#timers.after(this.#coalesceMs, () => {
       if (this.#batch === batch) {
         this.#flushBatch();
-        this.#pump();
+        this.#queue.run();
       }
     });
     this.#batch = batch;
@@ -341,17 +321,9 @@ export class TelemetryEmitter {
   /** Turns one payload into one frame, or into split parts, each with its seq. */
   #enqueue(kind: string, payload: Payload, ids: ResolvedIds, at: number): void {
     const timestamp = new Date(at).toISOString();
-    const json = JSON.stringify(payload);
-    const whole = byteLength(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, payload))) + DROPPED_RESERVE;
-    let payloads: Payload[];
-    if (whole <= AO_MAX_PAYLOAD_BYTES) payloads = [payload];
-    else {
-      const empty: SplitPart = { split: WIDEST, part: WIDEST, parts: WIDEST, chunk: '' };
-      const overhead = byteLength(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, { ...empty }))) + DROPPED_RESERVE;
-      const chunks = chunkForJson(json, AO_MAX_PAYLOAD_BYTES - overhead);
-      payloads = chunks.map((chunk, part) => ({ split: -1, part, parts: chunks.length, chunk }));
-      this.#stats.splitPayloads++;
-    }
+    const parts = splitParts(timestamp, kind, ids, payload);
+    if (parts) this.#stats.splitPayloads++;
+    const payloads = parts ?? [payload];
     const frames = payloads.map((p): QueuedFrame => ({ seq: this.#nextSeq(ids.sessionId), timestamp, kind, ids, payload: p }));
     if (frames.length > 1) for (const f of frames) f.payload.split = frames[0]!.seq;
     this.#stats.frames += frames.length;
@@ -359,7 +331,7 @@ export class TelemetryEmitter {
       for (const f of frames) this.#dropped(f, `send queue full (${this.#maxQueued} frames waiting)`);
       return;
     }
-    this.#queue.push(...frames);
+    this.#queue.add(...frames);
   }
 
   #dropped(f: QueuedFrame, reason: string): void {
@@ -376,26 +348,6 @@ export class TelemetryEmitter {
   }
 
   // ---- delivery ----
-
-  #pump(): void {
-    if (this.#draining || this.#queue.length === 0) return;
-    this.#draining = this.#drain().finally(() => {
-      this.#draining = undefined;
-      this.#pump();
-    });
-  }
-
-  async #drain(): Promise<void> {
-    while (this.#queue.length > 0) {
-      const f = this.#queue[0]!;
-      try {
-        await this.#deliver(f);
-      } catch (e) {
-        this.#dropped(f, `error: ${errorText(e)}`); // unreachable by design; never lose a frame silently
-      }
-      this.#queue.shift();
-    }
-  }
 
   async #deliver(f: QueuedFrame): Promise<void> {
     const carried = this.#stats.droppedUnreported > 0 && !Object.hasOwn(f.payload, 'dropped') ? this.#stats.droppedUnreported : 0;

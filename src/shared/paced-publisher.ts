@@ -123,3 +123,55 @@ export class PacedPublisher {
     }
   }
 }
+
+/**
+ * Runs `deliver` on queued items one at a time, in the order they were added; an item stays in the
+ * queue (and in `length`) until its delivery settles. A delivery that throws goes to `onError`.
+ */
+export class OrderedQueue<T> {
+  readonly #items: T[] = [];
+  readonly #deliver: (item: T) => Promise<void>;
+  readonly #onError: (item: T, e: unknown) => void;
+  #draining: Promise<void> | undefined;
+
+  constructor(deliver: (item: T) => Promise<void>, onError: (item: T, e: unknown) => void) {
+    this.#deliver = deliver;
+    this.#onError = onError;
+  }
+
+  /** Items waiting, the one being delivered included. */
+  get length(): number {
+    return this.#items.length;
+  }
+
+  /** Queues items; delivery starts on the next run(). */
+  add(...items: T[]): void {
+    this.#items.push(...items);
+  }
+
+  /** Starts delivering, unless a delivery is under way or nothing waits. */
+  run(): void {
+    if (this.#draining || this.#items.length === 0) return;
+    this.#draining = this.#drain().finally(() => {
+      this.#draining = undefined;
+      this.run();
+    });
+  }
+
+  /** Resolves once nothing is being delivered (call run() first to deliver what waits). */
+  async idle(): Promise<void> {
+    while (this.#draining) await this.#draining;
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#items.length > 0) {
+      const item = this.#items[0]!;
+      try {
+        await this.#deliver(item);
+      } catch (e) {
+        this.#onError(item, e);
+      }
+      this.#items.shift();
+    }
+  }
+}

@@ -1,4 +1,4 @@
-// NIP-AO client library (src/shared/ao-emitter.ts, ao-payloads.ts, ao-control.ts, paced-publisher.ts,
+// NIP-AO client library (src/shared/ao-emitter.ts, ao-frame.ts, ao-payloads.ts, ao-control.ts, paced-publisher.ts,
 // ao-observer.ts) inside workerd:
 // frames go through the real relay over real WebSockets (RelayClient with a fetch-upgrade socket),
 // except where a test needs exact control of timing or of malformed input (injected publish /
