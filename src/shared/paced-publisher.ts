@@ -8,7 +8,11 @@
 // * Retries. An OK=false answer `rate-limited:` or `error:` (a relay client's own timeouts and lost
 //   connections use `error:`), or a publish that throws, is retried with the same signed event after
 //   `initialMs · factor^(r-1)` ms capped at `maxMs`, for at most `maxAttempts` attempts in all. Any
-//   other answer (`invalid:`, `restricted:`, `auth-required:`, …) is final at once.
+//   other answer (`invalid:`, `restricted:`, `auth-required:`, …) is final at once. A caller can
+//   pass its own `settle` rule instead (the agent's outbox retries every refusal and takes
+//   `duplicate:` as delivered).
+//
+// * Order. OrderedQueue delivers queued items one at a time, in the order they were added.
 
 import { parseRejection } from './errors.js';
 import type { NostrEvent } from './event.js';
@@ -47,6 +51,16 @@ export const DEFAULT_RETRY_BACKOFF: BackoffPolicy = { initialMs: 250, factor: 2,
 /** Delay before retry number `retry` (1-based). */
 export const retryDelay = (retry: number, b: BackoffPolicy): number => Math.min(b.maxMs, b.initialMs * b.factor ** Math.max(0, retry - 1));
 
+/** How an answer ends an attempt: delivered, worth another attempt, or final. */
+export type Settle = (answer: PublishOutcome) => 'delivered' | 'retry' | 'final';
+
+/** The default rule: OK delivers; `rate-limited:` and `error:` are retried; the rest is final. */
+export const retryTransient: Settle = (answer) => {
+  if (answer.ok) return 'delivered';
+  const prefix = parseRejection(answer.message)?.prefix;
+  return prefix === 'rate-limited' || prefix === 'error' ? 'retry' : 'final';
+};
+
 /** The message of a thrown value. */
 export const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
@@ -62,6 +76,8 @@ export interface PacedPublisherOptions {
   /** Attempts per event, the first included (at least 1). */
   maxAttempts: number;
   backoff: BackoffPolicy;
+  /** Which answers are retried (default retryTransient). */
+  settle?: Settle;
 }
 
 export class PacedPublisher {
@@ -72,6 +88,7 @@ export class PacedPublisher {
   readonly #windowMs: number;
   readonly #maxAttempts: number;
   readonly #backoff: BackoffPolicy;
+  readonly #settle: Settle;
   readonly #sendTimes: number[] = [];
   #retries = 0;
 
@@ -83,6 +100,7 @@ export class PacedPublisher {
     this.#windowMs = 1000 + o.marginMs;
     this.#maxAttempts = Math.max(1, o.maxAttempts);
     this.#backoff = o.backoff;
+    this.#settle = o.settle ?? retryTransient;
   }
 
   /** Publish attempts beyond the first, over all events. */
@@ -90,7 +108,10 @@ export class PacedPublisher {
     return this.#retries;
   }
 
-  /** Publishes `event`, retrying transient refusals; resolves with the last answer. Never throws. */
+  /**
+   * Publishes `event`, retrying what `settle` calls worth it; resolves with the last answer (`ok`
+   * set when it counts as delivered, the message suffixed when the attempts ran out). Never throws.
+   */
   async publish(event: NostrEvent): Promise<PublishOutcome> {
     let last: PublishOutcome = { ok: false, message: 'error: not sent' };
     for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
@@ -105,9 +126,9 @@ export class PacedPublisher {
       } catch (e) {
         last = { ok: false, message: `error: publish failed: ${errorText(e)}` };
       }
-      if (last.ok) return last;
-      const prefix = parseRejection(last.message)?.prefix;
-      if (prefix !== 'rate-limited' && prefix !== 'error') return last;
+      const verdict = this.#settle(last);
+      if (verdict === 'delivered') return { ...last, ok: true };
+      if (verdict === 'final') return last;
     }
     return { ok: false, message: `${last.message} (gave up after ${this.#maxAttempts} attempts)` };
   }

@@ -3,7 +3,7 @@
 // the ordered queue (one delivery at a time, in order, a throwing delivery reported, idle()).
 import { describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, type EmitterTimers, type PublishOutcome } from '../../src/shared/paced-publisher.js';
+import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, type EmitterTimers, type PublishOutcome, type Settle } from '../../src/shared/paced-publisher.js';
 
 const event = { id: 'e', pubkey: 'p', created_at: 0, kind: 24200, tags: [], content: '', sig: 's' } satisfies NostrEvent;
 
@@ -21,7 +21,7 @@ function clock() {
   return { now: () => t, timers, sleeps };
 }
 
-function publisher(answers: (PublishOutcome | Error)[], o: { maxPerSecond?: number; maxAttempts?: number } = {}) {
+function publisher(answers: (PublishOutcome | Error)[], o: { maxPerSecond?: number; maxAttempts?: number; settle?: Settle } = {}) {
   const c = clock();
   const attemptsAt: number[] = [];
   const p = new PacedPublisher({
@@ -37,6 +37,7 @@ function publisher(answers: (PublishOutcome | Error)[], o: { maxPerSecond?: numb
     marginMs: 50,
     maxAttempts: o.maxAttempts ?? 5,
     backoff: DEFAULT_RETRY_BACKOFF,
+    ...(o.settle ? { settle: o.settle } : {}),
   });
   return { p, sleeps: c.sleeps, attemptsAt };
 }
@@ -60,6 +61,15 @@ describe('PacedPublisher', () => {
     const { p, sleeps } = publisher([new Error('down'), new Error('down'), new Error('down')], { maxAttempts: 3 });
     expect(await p.publish(event)).toEqual({ ok: false, message: 'error: publish failed: down (gave up after 3 attempts)' });
     expect(sleeps).toEqual([250, 500]);
+  });
+
+  it('follows a caller settle rule (the outbox: every refusal retried, duplicate: delivered)', async () => {
+    const settle: Settle = (r) => (r.ok || r.message.startsWith('duplicate:') ? 'delivered' : 'retry');
+    const a = publisher([{ ok: false, message: 'invalid: nope' }, { ok: false, message: 'duplicate: have it' }], { settle });
+    expect(await a.p.publish(event)).toEqual({ ok: true, message: 'duplicate: have it' });
+    expect(a.sleeps).toEqual([250]);
+    const b = publisher([{ ok: false, message: 'invalid: nope' }], { settle, maxAttempts: 1 });
+    expect(await b.p.publish(event)).toEqual({ ok: false, message: 'invalid: nope (gave up after 1 attempts)' });
   });
 
   it('keeps at most maxPerSecond attempts in any window of 1000 + margin ms', async () => {
