@@ -1,5 +1,7 @@
-// NIP-AO telemetry emitter (agent side) and control frames (owner → agent). Pure: no Worker or
-// Node APIs, no module-level state; everything lives in the instances. Works in workerd and Node.
+// NIP-AO telemetry emitter (agent side). Pure: no Worker or Node APIs, no module-level state;
+// everything lives in the instances. Works in workerd and Node. Payload shapes: ao-payloads.ts;
+// envelope and splitting: ao-frame.ts; control frames: ao-control.ts; ordered queue, pacing and
+// retries: paced-publisher.ts.
 //
 // What the emitter does with a frame (the rules observers and docs rely on):
 //
@@ -27,16 +29,11 @@
 //   order and JSON-parsing gives the payload back (`joinSplit()`). Chunks never cut a UTF-16
 //   surrogate pair, and each part's plaintext (with room for `dropped`) is ≤ 65,535 bytes.
 //
-// * Pacing. One frame is in flight at a time, so frames reach the relay in seq order, and at most
-//   `maxFramesPerSecond` (100, the relay's limit) publish attempts happen in any window of
-//   1000 + `pacingMarginMs` (50) ms; the margin absorbs network jitter between us and the relay.
-//
-// * Retries. An OK=false answer `rate-limited:` or `error:` (the relay client's own timeouts and
-//   lost connections use `error:`), or a publish that throws, is retried with the same signed event
-//   after `initialMs · factor^(r-1)` ms capped at `maxMs` (250 ms, ×2, ≤ 4 s), for at most
-//   `maxAttempts` (5) attempts in all. Any other answer (`invalid:`, `restricted:`,
-//   `auth-required:`, …) is final at once. A retry whose first attempt did arrive shows up twice;
-//   observers dedupe by (agent, sessionId, seq, timestamp).
+// * Pacing and retries (PacedPublisher, paced-publisher.ts). One frame is in flight at a time, so
+//   frames reach the relay in seq order, at most `maxFramesPerSecond` (100, the relay's limit)
+//   attempts per 1000 + `pacingMarginMs` (50) ms; `rate-limited:`/`error:` answers are retried
+//   (`maxAttempts` 5, backoff 250 ms ×2 ≤ 4 s). A retry whose first attempt did arrive shows up
+//   twice; observers dedupe by (agent, sessionId, seq, timestamp).
 //
 // * Drops are never silent. A frame that finally cannot be delivered (answers above, a full queue
 //   — `maxQueuedFrames`, 1000 frames, beyond which new frames are dropped — or a build failure) is
@@ -46,33 +43,17 @@
 //   A caller payload that already has a `dropped` key is left alone; the report waits for the
 //   next frame. `stats.droppedUnreported` is what has not been reported yet.
 
-import { finalizeEvent, getPublicKey } from 'nostr-tools/pure';
-import { parseRejection, type Result } from './errors.js';
-import { checkIdAndSignature, type NostrEvent } from './event.js';
-import { hexToBytes, isHex64 } from './hex.js';
+import { getPublicKey } from 'nostr-tools/pure';
+import { signEvent, toSecretBytes, type UnsignedEvent } from './ao-keys.js';
+import { byteLength, envelope, envelopeBytes, splitParts, type ResolvedIds } from './ao-frame.js';
+import { isPlainObject, type Payload } from './ao-payloads.js';
+import type { Result } from './errors.js';
+import type { NostrEvent } from './event.js';
+import { isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
-import {
-  AO_FRESHNESS_SECONDS,
-  AO_KIND,
-  AO_MAX_PAYLOAD_BYTES,
-  AO_TELEMETRY_RATE,
-  ControlFrameSchema,
-  frameRoute,
-  frameTemplate,
-  type ControlFrame,
-} from './nip-ao.js';
-import { ConversationKeyCache, decrypt, encrypt } from './nip44.js';
-import { nobleVerifier, type SchnorrVerifier } from './verify.js';
-
-// ---- shared types ----
-
-/** What a relay answered to a publish (the relay client's `publish` fits). */
-export interface PublishOutcome {
-  ok: boolean;
-  message: string;
-}
-
-export type PublishFn = (event: NostrEvent) => Promise<PublishOutcome>;
+import { AO_MAX_PAYLOAD_BYTES, AO_TELEMETRY_RATE, frameTemplate } from './nip-ao.js';
+import { ConversationKeyCache, encrypt } from './nip44.js';
+import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, defaultTimers, errorText, type BackoffPolicy, type EmitterTimers, type PublishFn } from './paced-publisher.js';
 
 /** Correlation ids of a frame; anything not given is sent as `null`. */
 export interface FrameIds {
@@ -81,136 +62,6 @@ export interface FrameIds {
   sessionId?: string | null;
   turnId?: string | null;
 }
-
-export type Payload = Record<string, unknown>;
-
-/** Timers, injectable for tests (defaults: the platform's setTimeout). */
-export interface EmitterTimers {
-  sleep(ms: number): Promise<void>;
-  /** Runs `fn` after `ms`; returns a function that cancels it. */
-  after(ms: number, fn: () => void): () => void;
-}
-
-export const defaultTimers: EmitterTimers = {
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms))),
-  after(ms, fn) {
-    const t = setTimeout(fn, Math.max(0, ms));
-    return () => clearTimeout(t);
-  },
-};
-
-const utf8 = new TextEncoder();
-const byteLength = (s: string): number => utf8.encode(s).length;
-const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e));
-const toSecretBytes = (sk: Uint8Array | string): Uint8Array => (typeof sk === 'string' ? hexToBytes(sk) : sk);
-const isPlainObject = (v: unknown): v is Payload => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** A signed event as a plain object (nostr-tools marks its events with a symbol). */
-function signEvent(template: { kind: number; created_at: number; tags: string[][]; content: string }, sk: Uint8Array): NostrEvent {
-  const { id, pubkey, created_at, kind, tags, content, sig } = finalizeEvent(template, sk);
-  return { id, pubkey, created_at, kind, tags, content, sig };
-}
-
-// ---- payload shapes: coalesced batches and split parts ----
-
-/** Payload of one part of a split frame. */
-export interface SplitPart {
-  split: number;
-  part: number;
-  parts: number;
-  chunk: string;
-}
-
-export function isSplitPart(payload: Payload): payload is Payload & SplitPart {
-  const { split, part, parts, chunk } = payload;
-  return (
-    Number.isSafeInteger(split) &&
-    Number.isSafeInteger(parts) &&
-    (parts as number) >= 2 &&
-    Number.isSafeInteger(part) &&
-    (part as number) >= 0 &&
-    (part as number) < (parts as number) &&
-    typeof chunk === 'string'
-  );
-}
-
-/**
- * Reassembles a split payload from its parts (any order, duplicates tolerated). Errors name what is
- * missing or inconsistent.
- */
-export function joinSplit(parts: readonly Payload[]): Result<Payload, string> {
-  if (parts.length === 0) return { ok: false, error: 'no parts' };
-  const first = parts[0]!;
-  if (!isSplitPart(first)) return { ok: false, error: 'not a split part: expected {split, part, parts, chunk}' };
-  const chunks = new Array<string | undefined>(first.parts);
-  for (const p of parts) {
-    if (!isSplitPart(p)) return { ok: false, error: 'not a split part: expected {split, part, parts, chunk}' };
-    if (p.split !== first.split || p.parts !== first.parts) return { ok: false, error: `parts of different splits (${first.split} and ${p.split})` };
-    chunks[p.part] = p.chunk;
-  }
-  const missing = [...chunks.keys()].filter((i) => chunks[i] === undefined);
-  if (missing.length) return { ok: false, error: `missing part(s) ${missing.join(', ')} of ${first.parts}` };
-  let value: unknown;
-  try {
-    value = JSON.parse(chunks.join(''));
-  } catch {
-    return { ok: false, error: 'the joined chunks are not JSON' };
-  }
-  return isPlainObject(value) ? { ok: true, value } : { ok: false, error: 'the joined chunks are not a JSON object' };
-}
-
-/** The items of a frame's payload: `coalesced` for a batch, else the payload itself. */
-export function coalescedItems(payload: Payload): unknown[] {
-  return Array.isArray(payload.coalesced) ? payload.coalesced : [payload];
-}
-
-/** UTF-8 size of one UTF-16 unit (or surrogate pair) once written inside a JSON string. */
-function escapedUnitSize(s: string, i: number): [bytes: number, units: number] {
-  const c = s.charCodeAt(i);
-  if (c === 0x22 || c === 0x5c) return [2, 1];
-  if (c < 0x20) return [c === 8 || c === 9 || c === 10 || c === 12 || c === 13 ? 2 : 6, 1];
-  if (c < 0x80) return [1, 1];
-  if (c < 0x800) return [2, 1];
-  if (c >= 0xd800 && c <= 0xdbff) {
-    const d = s.charCodeAt(i + 1);
-    return d >= 0xdc00 && d <= 0xdfff ? [4, 2] : [6, 1];
-  }
-  if (c >= 0xdc00 && c <= 0xdfff) return [6, 1]; // lone low surrogate: JSON.stringify escapes it
-  return [3, 1];
-}
-
-/** Cuts `s` into slices whose JSON-string-escaped UTF-8 size is ≤ budget, never inside a pair. */
-export function chunkForJson(s: string, budget: number): string[] {
-  if (budget < 6) throw new RangeError('chunkForJson: budget too small');
-  const out: string[] = [];
-  let start = 0;
-  let size = 0;
-  for (let i = 0; i < s.length; ) {
-    const [bytes, units] = escapedUnitSize(s, i);
-    if (size + bytes > budget) {
-      out.push(s.slice(start, i));
-      start = i;
-      size = 0;
-    }
-    size += bytes;
-    i += units;
-  }
-  if (start < s.length || out.length === 0) out.push(s.slice(start));
-  return out;
-}
-
-// ---- the emitter ----
-
-export interface BackoffPolicy {
-  initialMs: number;
-  factor: number;
-  maxMs: number;
-}
-
-export const DEFAULT_RETRY_BACKOFF: BackoffPolicy = { initialMs: 250, factor: 2, maxMs: 4000 };
-
-/** Delay before retry number `retry` (1-based). */
-export const retryDelay = (retry: number, b: BackoffPolicy): number => Math.min(b.maxMs, b.initialMs * b.factor ** Math.max(0, retry - 1));
 
 export interface DroppedFrame {
   seq: number;
@@ -244,7 +95,7 @@ export interface TelemetryEmitterOptions {
   maxQueuedFrames?: number;
   maxSessions?: number;
   /** Signs frames (e.g. the relay's Wasm backend, several times faster); default: nostr-tools. */
-  sign?: (template: { kind: number; created_at: number; tags: string[][]; content: string }) => NostrEvent;
+  sign?: (template: UnsignedEvent) => NostrEvent;
   /** Called for every frame that is finally dropped. */
   onDrop?: (drop: DroppedFrame) => void;
 }
@@ -270,13 +121,6 @@ export interface EmitterStats {
   queued: number;
 }
 
-interface ResolvedIds {
-  agentIndex: number | null;
-  channelId: string | null;
-  sessionId: string | null;
-  turnId: string | null;
-}
-
 interface QueuedFrame {
   seq: number;
   timestamp: string;
@@ -296,28 +140,12 @@ interface Batch {
   cancelTimer: () => void;
 }
 
-/** Room kept in every plaintext for `,"dropped":<n>`. */
-const DROPPED_RESERVE = 32;
-/** Stand-in for seq and split numbers when sizing an envelope (as wide as they can be). */
-const WIDEST = Number.MAX_SAFE_INTEGER;
-
-const envelope = (seq: number, timestamp: string, kind: string, ids: ResolvedIds, payload: Payload) => ({
-  seq,
-  timestamp,
-  kind,
-  agentIndex: ids.agentIndex,
-  channelId: ids.channelId,
-  sessionId: ids.sessionId,
-  turnId: ids.turnId,
-  payload,
-});
-
 export class TelemetryEmitter {
   readonly agent: string;
   readonly owner: string;
   readonly #sk: Uint8Array;
-  readonly #sign: (template: { kind: number; created_at: number; tags: string[][]; content: string }) => NostrEvent;
-  readonly #publish: PublishFn;
+  readonly #sign: (template: UnsignedEvent) => NostrEvent;
+  readonly #publisher: PacedPublisher;
   readonly #now: () => number;
   readonly #timers: EmitterTimers;
   readonly #cache: ConversationKeyCache;
@@ -325,20 +153,14 @@ export class TelemetryEmitter {
   readonly #coalesceKinds: ReadonlySet<string>;
   readonly #coalesceMs: number;
   readonly #maxCoalesced: number;
-  readonly #rate: number;
-  readonly #windowMs: number;
-  readonly #maxAttempts: number;
-  readonly #backoff: BackoffPolicy;
   readonly #maxQueued: number;
   readonly #onDrop: ((d: DroppedFrame) => void) | undefined;
 
   readonly #seqs: LruMap<string, number>;
-  readonly #queue: QueuedFrame[] = [];
-  readonly #sendTimes: number[] = [];
+  readonly #queue: OrderedQueue<QueuedFrame>;
   #batch: Batch | undefined;
-  #draining: Promise<void> | undefined;
   #closed = false;
-  readonly #stats = { emitted: 0, frames: 0, sent: 0, dropped: 0, droppedUnreported: 0, retries: 0, coalescedItems: 0, splitPayloads: 0 };
+  readonly #stats = { emitted: 0, frames: 0, sent: 0, dropped: 0, droppedUnreported: 0, coalescedItems: 0, splitPayloads: 0 };
 
   constructor(o: TelemetryEmitterOptions) {
     this.#sk = toSecretBytes(o.agentSecretKey);
@@ -347,26 +169,35 @@ export class TelemetryEmitter {
     if (!isHex64(o.owner)) throw new Error('TelemetryEmitter: owner must be a 64 lowercase hex pubkey');
     this.agent = getPublicKey(this.#sk);
     this.owner = o.owner;
-    this.#publish = o.publish;
     this.#now = o.now ?? Date.now;
     this.#timers = o.timers ?? defaultTimers;
+    this.#publisher = new PacedPublisher({
+      publish: o.publish,
+      now: this.#now,
+      timers: this.#timers,
+      maxPerSecond: o.maxFramesPerSecond ?? AO_TELEMETRY_RATE,
+      marginMs: o.pacingMarginMs ?? 50,
+      maxAttempts: o.maxAttempts ?? 5,
+      backoff: { ...DEFAULT_RETRY_BACKOFF, ...o.backoff },
+    });
     this.#cache = o.cache ?? new ConversationKeyCache(16);
     this.#cache.get(this.#sk, this.owner); // fails fast on a bad owner key (not on the curve)
     this.#agentIndex = o.agentIndex ?? null;
     this.#coalesceKinds = new Set(o.coalesceKinds ?? ['acp_read']);
     this.#coalesceMs = o.coalesceMs ?? 50;
     this.#maxCoalesced = Math.max(1, o.maxCoalesced ?? 64);
-    this.#rate = o.maxFramesPerSecond ?? AO_TELEMETRY_RATE;
-    this.#windowMs = 1000 + (o.pacingMarginMs ?? 50);
-    this.#maxAttempts = Math.max(1, o.maxAttempts ?? 5);
-    this.#backoff = { ...DEFAULT_RETRY_BACKOFF, ...o.backoff };
     this.#maxQueued = Math.max(1, o.maxQueuedFrames ?? 1000);
     this.#seqs = new LruMap(Math.max(1, o.maxSessions ?? 1024));
     this.#onDrop = o.onDrop;
+    // A throwing delivery is unreachable by design; never lose a frame silently.
+    this.#queue = new OrderedQueue(
+      (f) => this.#deliver(f),
+      (f, e) => this.#dropped(f, `error: ${errorText(e)}`),
+    );
   }
 
   get stats(): EmitterStats {
-    return { ...this.#stats, queued: this.#queue.length };
+    return { ...this.#stats, retries: this.#publisher.retries, queued: this.#queue.length };
   }
 
   /**
@@ -381,7 +212,7 @@ export class TelemetryEmitter {
     try {
       json = JSON.stringify(payload);
     } catch (e) {
-      return { ok: false, error: `payload is not JSON-serialisable: ${describe(e)}` };
+      return { ok: false, error: `payload is not JSON-serialisable: ${errorText(e)}` };
     }
     // Freeze the payload as JSON now: later mutation by the caller must not change the frame.
     const frozen = JSON.parse(json) as Payload;
@@ -398,7 +229,7 @@ export class TelemetryEmitter {
       this.#flushBatch();
       this.#enqueue(kind, frozen, resolved, at);
     }
-    this.#pump();
+    this.#queue.run();
     return { ok: true, value: true };
   }
 
@@ -421,8 +252,8 @@ export class TelemetryEmitter {
   /** Closes the open batch and resolves once every queued frame is sent or dropped. */
   async flush(): Promise<void> {
     this.#flushBatch();
-    this.#pump();
-    while (this.#draining) await this.#draining;
+    this.#queue.run();
+    await this.#queue.idle();
   }
 
   /** Refuses further frames, then delivers what is queued (like flush()). */
@@ -451,7 +282,7 @@ export class TelemetryEmitter {
     }
     this.#flushBatch();
     const timestamp = new Date(at).toISOString();
-    const base = byteLength(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, { coalesced: [] }))) + DROPPED_RESERVE;
+    const base = envelopeBytes(timestamp, kind, ids, { coalesced: [] });
     if (base + bytes > AO_MAX_PAYLOAD_BYTES || this.#maxCoalesced === 1) {
       this.#enqueue(kind, payload, ids, at); // too big to share a frame: on its own (maybe split)
       return;
@@ -460,7 +291,7 @@ export class TelemetryEmitter {
     batch.cancelTimer = this.#timers.after(this.#coalesceMs, () => {
       if (this.#batch === batch) {
         this.#flushBatch();
-        this.#pump();
+        this.#queue.run();
       }
     });
     this.#batch = batch;
@@ -490,17 +321,9 @@ export class TelemetryEmitter {
   /** Turns one payload into one frame, or into split parts, each with its seq. */
   #enqueue(kind: string, payload: Payload, ids: ResolvedIds, at: number): void {
     const timestamp = new Date(at).toISOString();
-    const json = JSON.stringify(payload);
-    const whole = byteLength(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, payload))) + DROPPED_RESERVE;
-    let payloads: Payload[];
-    if (whole <= AO_MAX_PAYLOAD_BYTES) payloads = [payload];
-    else {
-      const empty: SplitPart = { split: WIDEST, part: WIDEST, parts: WIDEST, chunk: '' };
-      const overhead = byteLength(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, { ...empty }))) + DROPPED_RESERVE;
-      const chunks = chunkForJson(json, AO_MAX_PAYLOAD_BYTES - overhead);
-      payloads = chunks.map((chunk, part) => ({ split: -1, part, parts: chunks.length, chunk }));
-      this.#stats.splitPayloads++;
-    }
+    const parts = splitParts(timestamp, kind, ids, payload);
+    if (parts) this.#stats.splitPayloads++;
+    const payloads = parts ?? [payload];
     const frames = payloads.map((p): QueuedFrame => ({ seq: this.#nextSeq(ids.sessionId), timestamp, kind, ids, payload: p }));
     if (frames.length > 1) for (const f of frames) f.payload.split = frames[0]!.seq;
     this.#stats.frames += frames.length;
@@ -508,7 +331,7 @@ export class TelemetryEmitter {
       for (const f of frames) this.#dropped(f, `send queue full (${this.#maxQueued} frames waiting)`);
       return;
     }
-    this.#queue.push(...frames);
+    this.#queue.add(...frames);
   }
 
   #dropped(f: QueuedFrame, reason: string): void {
@@ -526,26 +349,6 @@ export class TelemetryEmitter {
 
   // ---- delivery ----
 
-  #pump(): void {
-    if (this.#draining || this.#queue.length === 0) return;
-    this.#draining = this.#drain().finally(() => {
-      this.#draining = undefined;
-      this.#pump();
-    });
-  }
-
-  async #drain(): Promise<void> {
-    while (this.#queue.length > 0) {
-      const f = this.#queue[0]!;
-      try {
-        await this.#deliver(f);
-      } catch (e) {
-        this.#dropped(f, `error: ${describe(e)}`); // unreachable by design; never lose a frame silently
-      }
-      this.#queue.shift();
-    }
-  }
-
   async #deliver(f: QueuedFrame): Promise<void> {
     const carried = this.#stats.droppedUnreported > 0 && !Object.hasOwn(f.payload, 'dropped') ? this.#stats.droppedUnreported : 0;
     const payload = carried > 0 ? { ...f.payload, dropped: carried } : f.payload;
@@ -559,140 +362,12 @@ export class TelemetryEmitter {
         frameTemplate({ direction: 'telemetry', agent: this.agent, recipient: this.owner, content, created_at: Math.floor(this.#now() / 1000) }),
       );
     } catch (e) {
-      return this.#dropped(f, `could not build the frame: ${describe(e)}`);
+      return this.#dropped(f, `could not build the frame: ${errorText(e)}`);
     }
-    const answer = await this.#publishWithRetry(event);
+    const answer = await this.#publisher.publish(event);
     if (answer.ok) {
       this.#stats.sent++;
       this.#stats.droppedUnreported -= carried;
     } else this.#dropped(f, answer.message);
   }
-
-  async #publishWithRetry(event: NostrEvent): Promise<PublishOutcome> {
-    let last: PublishOutcome = { ok: false, message: 'error: not sent' };
-    for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
-      if (attempt > 1) {
-        this.#stats.retries++;
-        await this.#timers.sleep(retryDelay(attempt - 1, this.#backoff));
-      }
-      await this.#pace();
-      this.#sendTimes.push(this.#now());
-      try {
-        last = await this.#publish(event);
-      } catch (e) {
-        last = { ok: false, message: `error: publish failed: ${describe(e)}` };
-      }
-      if (last.ok) return last;
-      const prefix = parseRejection(last.message)?.prefix;
-      if (prefix !== 'rate-limited' && prefix !== 'error') return last;
-    }
-    return { ok: false, message: `${last.message} (gave up after ${this.#maxAttempts} attempts)` };
-  }
-
-  /** Waits until one more attempt keeps ≤ rate attempts in any window of #windowMs. */
-  async #pace(): Promise<void> {
-    if (!Number.isFinite(this.#rate)) return;
-    for (;;) {
-      const now = this.#now();
-      while (this.#sendTimes.length > 0 && this.#sendTimes[0]! <= now - this.#windowMs) this.#sendTimes.shift();
-      if (this.#sendTimes.length < this.#rate) return;
-      await this.#timers.sleep(this.#sendTimes[0]! + this.#windowMs - now);
-    }
-  }
-}
-
-// ---- control frames (owner → agent) ----
-
-export interface CancelTurn {
-  type: 'cancel_turn';
-  channelId: string;
-}
-
-export interface ControlFrameArgs {
-  /** The owner's secret key (32 bytes or 64 hex). */
-  ownerSecretKey: Uint8Array | string;
-  /** The agent the frame targets (64 hex). */
-  agent: string;
-  control: CancelTurn;
-  /** Milliseconds since the epoch (default Date.now). */
-  now?: () => number;
-  cache?: ConversationKeyCache;
-}
-
-/** Builds, encrypts (owner sk → agent pk) and signs a control frame. Throws on bad key material. */
-export function buildControlFrame(a: ControlFrameArgs): NostrEvent {
-  const sk = toSecretBytes(a.ownerSecretKey);
-  if (!isHex64(a.agent)) throw new Error('buildControlFrame: agent must be a 64 lowercase hex pubkey');
-  const key = (a.cache ?? new ConversationKeyCache(1)).get(sk, a.agent);
-  const content = encrypt(JSON.stringify({ type: a.control.type, channelId: a.control.channelId }), key);
-  const created_at = Math.floor((a.now ?? Date.now)() / 1000);
-  return signEvent(frameTemplate({ direction: 'control', agent: a.agent, recipient: a.agent, content, created_at }), sk);
-}
-
-/** Builds a `cancel_turn` control frame for `channelId` and publishes it. Never throws. */
-export async function sendControl(
-  a: Omit<ControlFrameArgs, 'control'> & { channelId: string; publish: PublishFn },
-): Promise<{ event?: NostrEvent } & PublishOutcome> {
-  let event: NostrEvent;
-  try {
-    event = buildControlFrame({ ...a, control: { type: 'cancel_turn', channelId: a.channelId } });
-  } catch (e) {
-    return { ok: false, message: `error: could not build the control frame: ${describe(e)}` };
-  }
-  try {
-    const r = await a.publish(event);
-    return { event, ok: r.ok, message: r.message };
-  } catch (e) {
-    return { event, ok: false, message: `error: publish failed: ${describe(e)}` };
-  }
-}
-
-export type ControlOutcome =
-  | { status: 'accepted'; owner: string; control: ControlFrame }
-  | { status: 'ignored'; reason: string }
-  | { status: 'rejected'; reason: string };
-
-export interface ReadControlOptions {
-  agentSecretKey: Uint8Array | string;
-  /** Owners whose control frames this agent obeys. */
-  owners: Iterable<string>;
-  verifier?: SchnorrVerifier;
-  cache?: ConversationKeyCache;
-  /** Milliseconds since the epoch (default Date.now); frames outside ±5 min are refused. */
-  now?: () => number;
-}
-
-/**
- * Agent side: checks and opens a control frame received through a `#p` = agent subscription.
- * Unknown `frame` values and unknown control `type`s are ignored (NIP-AO); everything that is not
- * a fresh, authentic control frame from a known owner to this agent is rejected with a reason.
- */
-export function readControlFrame(e: NostrEvent, o: ReadControlOptions): ControlOutcome {
-  const sk = toSecretBytes(o.agentSecretKey);
-  const agent = getPublicKey(sk);
-  if (e.kind !== AO_KIND) return { status: 'rejected', reason: `invalid: not a kind ${AO_KIND} frame (kind ${e.kind})` };
-  const checked = checkIdAndSignature(e, o.verifier ?? nobleVerifier);
-  if (!checked.ok) return { status: 'rejected', reason: `${checked.error.prefix}: ${checked.error.reason}` };
-  const route = frameRoute(e);
-  if (!route.ok) return { status: 'rejected', reason: `${route.error.prefix}: ${route.error.reason}` };
-  if (route.value.direction === 'unknown') return { status: 'ignored', reason: 'unknown "frame" value' };
-  if (route.value.direction !== 'control') return { status: 'rejected', reason: 'restricted: a telemetry frame is addressed to an owner, not to an agent' };
-  if (route.value.agent !== agent) return { status: 'rejected', reason: `restricted: the frame targets agent ${route.value.agent}, not this agent` };
-  if (![...o.owners].includes(e.pubkey)) return { status: 'rejected', reason: `restricted: ${e.pubkey} is not an owner of this agent` };
-  const now = Math.floor((o.now ?? Date.now)() / 1000);
-  if (Math.abs(e.created_at - now) > AO_FRESHNESS_SECONDS) {
-    return { status: 'rejected', reason: `invalid: created_at is more than ${AO_FRESHNESS_SECONDS} seconds from now (stale or replayed frame)` };
-  }
-  const opened = decrypt(e.content, (o.cache ?? new ConversationKeyCache(1)).get(sk, e.pubkey));
-  if (!opened.ok) return { status: 'rejected', reason: `invalid: cannot decrypt the frame (${opened.error}): it was not encrypted by this owner for this agent` };
-  let json: unknown;
-  try {
-    json = JSON.parse(opened.value);
-  } catch {
-    return { status: 'rejected', reason: 'invalid: the decrypted control frame is not JSON' };
-  }
-  const parsed = ControlFrameSchema.safeParse(json);
-  if (!parsed.success) return { status: 'rejected', reason: 'invalid: the decrypted control frame is not {type, channelId?}' };
-  if (parsed.data.type !== 'cancel_turn') return { status: 'ignored', reason: `unknown control type ${JSON.stringify(parsed.data.type)}` };
-  return { status: 'accepted', owner: e.pubkey, control: parsed.data };
 }

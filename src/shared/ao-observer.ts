@@ -42,7 +42,8 @@ import {
 } from './nip-ao.js';
 import { ConversationKeyCache, decrypt } from './nip44.js';
 import { nobleVerifier, type SchnorrVerifier } from './verify.js';
-import { sendControl, type PublishFn, type PublishOutcome } from './ao-emitter.js';
+import { sendControl } from './ao-control.js';
+import type { PublishFn, PublishOutcome } from './paced-publisher.js';
 
 /** The options of a subscription that the observer uses (RelayClient's SubscribeOptions fit). */
 export interface ObserverSubscribeOptions {

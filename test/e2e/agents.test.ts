@@ -10,7 +10,7 @@ import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.j
 import { giftWrap, makeRumor, unwrap } from '../../src/shared/nip59.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
-import { coalescedItems } from '../../src/shared/ao-emitter.js';
+import { coalescedItems } from '../../src/shared/ao-payloads.js';
 import type { RelayClient } from '../../src/shared/relay-client.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { E2E_OWNER, E2E_OWNER_SK } from './e2e-keys.js';

@@ -1,21 +1,14 @@
-// NIP-AO client library (src/shared/ao-emitter.ts, src/shared/ao-observer.ts) inside workerd:
+// NIP-AO client library (src/shared/ao-emitter.ts, ao-frame.ts, ao-payloads.ts, ao-control.ts, paced-publisher.ts,
+// ao-observer.ts) inside workerd:
 // frames go through the real relay over real WebSockets (RelayClient with a fetch-upgrade socket),
 // except where a test needs exact control of timing or of malformed input (injected publish /
 // subscribe functions with the same shapes).
 import { env, SELF } from 'cloudflare:test';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  TelemetryEmitter,
-  buildControlFrame,
-  chunkForJson,
-  coalescedItems,
-  joinSplit,
-  readControlFrame,
-  sendControl,
-  type EmitterTimers,
-  type Payload,
-  type PublishOutcome,
-} from '../../src/shared/ao-emitter.js';
+import { buildControlFrame, readControlFrame, sendControl } from '../../src/shared/ao-control.js';
+import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
+import { chunkForJson, coalescedItems, joinSplit, type Payload } from '../../src/shared/ao-payloads.js';
+import type { EmitterTimers, PublishOutcome } from '../../src/shared/paced-publisher.js';
 import { Observer, RingBuffer, type ObservedFrame, type SeqGap } from '../../src/shared/ao-observer.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import type { Filter } from '../../src/shared/filters.js';

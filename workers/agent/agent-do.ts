@@ -15,7 +15,7 @@ import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
 import { unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
 import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
-import { readControlFrame } from '../../src/shared/ao-emitter.js';
+import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { SessionStore, type SessionKey } from './sessions.js';

@@ -1,7 +1,8 @@
 // What a run sends to its client: each event encrypted with NIP-44 (gift-wrapped when the prompt
-// was) and signed; the run's non-terminal events published as one ordered chain with bounded
-// retries; and its one durable terminal event (persisted before it is published, re-sent after a
-// restart until the relay accepts it).
+// was) and signed; the run's non-terminal events published in order with bounded retries (one
+// OrderedQueue per run, PacedPublisher from src/shared/paced-publisher.ts); and its one durable
+// terminal event (persisted before it is published, re-sent after a restart until the relay
+// accepts it).
 
 import { getPublicKey } from 'nostr-tools/pure';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -9,14 +10,24 @@ import { KIND } from '../../src/shared/kinds.js';
 import { encrypt, type ConversationKeyCache } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
 import { NIPXX_VERSION, runTags } from '../../src/shared/nip-xx.js';
+import { OrderedQueue, PacedPublisher, defaultTimers, errorText, type Settle } from '../../src/shared/paced-publisher.js';
 import type { EventTemplate, RelayClient } from '../../src/shared/relay-client.js';
 import type { StoredAgent } from './config.js';
 import type { RunAddress, RunStore } from './run-store.js';
 import type { Terminal } from './runtime.js';
 
-/** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart. */
+/** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart (200, 400 ms). */
 const PUBLISH_ATTEMPTS = 3;
 const PUBLISH_RETRY_MS = 200;
+/** Every refusal is retried; `duplicate:` means the relay already has the event. */
+const settle: Settle = (r) => (r.ok || r.message.startsWith('duplicate:') ? 'delivered' : 'retry');
+
+/** One queued non-terminal event and where it goes. */
+interface Pending {
+  event: NostrEvent;
+  relay: string;
+  c: StoredAgent;
+}
 
 export interface OutboxDeps {
   runs: RunStore;
@@ -40,8 +51,8 @@ export class Outbox {
   undelivered = 0;
   /** Runs with an undelivered event (their later events get one attempt). */
   private readonly undeliverable = new Set<string>();
-  /** The chain of each active run's non-terminal publishes. */
-  private readonly inFlight = new Map<string, Promise<unknown>>();
+  /** The ordered queue of each active run's non-terminal publishes. */
+  private readonly inFlight = new Map<string, OrderedQueue<Pending>>();
   /** Runs whose terminal event is being written by this instance. */
   private readonly finishing = new Set<string>();
 
@@ -64,11 +75,17 @@ export class Outbox {
     const c = this.deps.config();
     if (!c) return;
     const event = await this.build(run, kind, payload, extraTags);
-    const previous = this.inFlight.get(runId) ?? Promise.resolve();
-    this.inFlight.set(
-      runId,
-      previous.then(() => this.publishWithRetry(runId, event, run.relay, c)),
-    );
+    let queue = this.inFlight.get(runId);
+    if (!queue) {
+      queue = new OrderedQueue<Pending>(
+        (p) => this.publishWithRetry(runId, p),
+        // unreachable by design (PacedPublisher.publish never throws); never lose an event silently
+        (p, e) => console.error(`agent: run ${runId}: event ${p.event.id} could not be published: ${errorText(e)}`),
+      );
+      this.inFlight.set(runId, queue);
+    }
+    queue.add({ event, relay: run.relay, c });
+    queue.run();
   }
 
   /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
@@ -79,7 +96,7 @@ export class Outbox {
     if (!run || run.state === 'done') return;
     this.finishing.add(runId);
     try {
-      await this.inFlight.get(runId)?.catch(() => undefined);
+      await this.inFlight.get(runId)?.idle();
       this.inFlight.delete(runId);
       this.undeliverable.delete(runId);
       const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, terminalPayload(t));
@@ -108,20 +125,25 @@ export class Outbox {
     if (result.ok) this.deps.runs.markPublished(runId);
   }
 
-  private async publishWithRetry(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
+  private async publishWithRetry(runId: string, { event, relay, c }: Pending): Promise<void> {
     // Once an event of the run could not be delivered, the relay is unreachable: later events get
     // one attempt each, so a long outage does not hold the run's terminal event back for minutes.
     const attempts = this.undeliverable.has(runId) ? 1 : PUBLISH_ATTEMPTS;
-    let last = '';
-    for (let attempt = 1; attempt <= attempts; attempt++) {
-      if (attempt > 1) await new Promise((r) => setTimeout(r, PUBLISH_RETRY_MS * (attempt - 1)));
-      const r = await this.deps.client(relay, c).publish(event, { timeoutMs: 5000 });
-      if (r.ok || r.message.startsWith('duplicate:')) return;
-      last = r.message;
-    }
+    const publisher = new PacedPublisher({
+      publish: (e) => this.deps.client(relay, c).publish(e, { timeoutMs: 5000 }),
+      now: Date.now,
+      timers: defaultTimers,
+      maxPerSecond: Infinity,
+      marginMs: 0,
+      maxAttempts: attempts,
+      backoff: { initialMs: PUBLISH_RETRY_MS, factor: 2, maxMs: PUBLISH_RETRY_MS * (PUBLISH_ATTEMPTS - 1) },
+      settle,
+    });
+    const r = await publisher.publish(event);
+    if (r.ok) return;
     this.undeliverable.add(runId);
     this.undelivered++;
-    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay} after ${attempts} attempt(s): ${last}`);
+    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay}: ${r.message}`);
   }
 
   /** An encrypted run event for the client (gift-wrapped when the prompt was). */
