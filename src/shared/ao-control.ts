@@ -7,8 +7,9 @@ import { checkIdAndSignature, type NostrEvent } from './event.js';
 import { isHex64 } from './hex.js';
 import { AO_FRESHNESS_SECONDS, AO_KIND, ControlFrameSchema, frameRoute, frameTemplate, type ControlFrame } from './nip-ao.js';
 import { ConversationKeyCache, decrypt, encrypt } from './nip44.js';
-import { errorText, type PublishFn, type PublishOutcome } from './paced-publisher.js';
+import { type PublishFn, type PublishOutcome } from './paced-publisher.js';
 import { nobleVerifier, type SchnorrVerifier } from './verify.js';
+import { errorMessage } from './errors.js';
 
 export interface CancelTurn {
   type: 'cancel_turn';
@@ -44,13 +45,13 @@ export async function sendControl(
   try {
     event = buildControlFrame({ ...a, control: { type: 'cancel_turn', channelId: a.channelId } });
   } catch (e) {
-    return { ok: false, message: `error: could not build the control frame: ${errorText(e)}` };
+    return { ok: false, message: `error: could not build the control frame: ${errorMessage(e)}` };
   }
   try {
     const r = await a.publish(event);
     return { event, ok: r.ok, message: r.message };
   } catch (e) {
-    return { event, ok: false, message: `error: publish failed: ${errorText(e)}` };
+    return { event, ok: false, message: `error: publish failed: ${errorMessage(e)}` };
   }
 }
 

@@ -53,7 +53,8 @@ import { isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
 import { AO_MAX_PAYLOAD_BYTES, AO_TELEMETRY_RATE, frameTemplate } from './nip-ao.js';
 import { ConversationKeyCache, encrypt } from './nip44.js';
-import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, defaultTimers, errorText, type BackoffPolicy, type EmitterTimers, type PublishFn } from './paced-publisher.js';
+import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, defaultTimers, type BackoffPolicy, type EmitterTimers, type PublishFn } from './paced-publisher.js';
+import { errorMessage } from './errors.js';
 
 /** Correlation ids of a frame; anything not given is sent as `null`. */
 export interface FrameIds {
@@ -192,7 +193,7 @@ export class TelemetryEmitter {
     // A throwing delivery is unreachable by design; never lose a frame silently.
     this.#queue = new OrderedQueue(
       (f) => this.#deliver(f),
-      (f, e) => this.#dropped(f, `error: ${errorText(e)}`),
+      (f, e) => this.#dropped(f, `error: ${errorMessage(e)}`),
     );
   }
 
@@ -212,7 +213,7 @@ export class TelemetryEmitter {
     try {
       json = JSON.stringify(payload);
     } catch (e) {
-      return { ok: false, error: `payload is not JSON-serialisable: ${errorText(e)}` };
+      return { ok: false, error: `payload is not JSON-serialisable: ${errorMessage(e)}` };
     }
     // Freeze the payload as JSON now: later mutation by the caller must not change the frame.
     const frozen = JSON.parse(json) as Payload;
@@ -362,7 +363,7 @@ export class TelemetryEmitter {
         frameTemplate({ direction: 'telemetry', agent: this.agent, recipient: this.owner, content, created_at: Math.floor(this.#now() / 1000) }),
       );
     } catch (e) {
-      return this.#dropped(f, `could not build the frame: ${errorText(e)}`);
+      return this.#dropped(f, `could not build the frame: ${errorMessage(e)}`);
     }
     const answer = await this.#publisher.publish(event);
     if (answer.ok) {

@@ -37,3 +37,6 @@ export type Result<T, E = Rejection> = { ok: true; value: T } | { ok: false; err
 
 export const ok = <T>(value: T): Result<T, never> => ({ ok: true, value });
 export const err = <E>(error: E): Result<never, E> => ({ ok: false, error });
+
+/** The message of a thrown value (an Error's message, anything else as text), for error values and logs. */
+export const errorMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));

@@ -4,7 +4,7 @@
 
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { computeEventId, parseEvent, checkIdAndSignature, type NostrEvent, type UnsignedEvent } from './event.js';
-import { err, ok, type Result } from './errors.js';
+import { err, errorMessage, ok, type Result } from './errors.js';
 import { ConversationKeyCache, decrypt, encrypt, getConversationKey } from './nip44.js';
 import type { SchnorrVerifier } from './verify.js';
 import { KIND, kindClass } from './kinds.js';
@@ -89,7 +89,7 @@ function conversationKeyOf(sk: Uint8Array, pubkey: string): Result<Uint8Array, s
   try {
     return ok(getConversationKey(sk, pubkey));
   } catch (e) {
-    return err(e instanceof Error ? e.message : String(e));
+    return err(errorMessage(e));
   }
 }
 

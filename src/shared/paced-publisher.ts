@@ -14,7 +14,7 @@
 //
 // * Order. OrderedQueue delivers queued items one at a time, in the order they were added.
 
-import { parseRejection } from './errors.js';
+import { errorMessage, parseRejection } from './errors.js';
 import type { NostrEvent } from './event.js';
 
 /** What a relay answered to a publish (the relay client's `publish` fits). */
@@ -61,8 +61,6 @@ export const retryTransient: Settle = (answer) => {
   return prefix === 'rate-limited' || prefix === 'error' ? 'retry' : 'final';
 };
 
-/** The message of a thrown value. */
-export const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export interface PacedPublisherOptions {
   publish: PublishFn;
@@ -124,7 +122,7 @@ export class PacedPublisher {
       try {
         last = await this.#publish(event);
       } catch (e) {
-        last = { ok: false, message: `error: publish failed: ${errorText(e)}` };
+        last = { ok: false, message: `error: publish failed: ${errorMessage(e)}` };
       }
       const verdict = this.#settle(last);
       if (verdict === 'delivered') return { ...last, ok: true };

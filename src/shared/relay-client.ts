@@ -35,6 +35,7 @@ import type {
   SubscribeOptions,
   Subscription,
 } from './relay-types.js';
+import { errorMessage } from './errors.js';
 
 export { backoffDelay, DEFAULT_BACKOFF, READY_STATE } from './relay-socket.js';
 export type { BackoffOptions, SocketEvent, SocketFactory, SocketLike } from './relay-socket.js';
@@ -49,7 +50,6 @@ interface SubState {
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 
-const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export class RelayClient {
   readonly url: string;
@@ -262,7 +262,7 @@ export class RelayClient {
       try {
         signed = await signer(authTemplate(this.url, challenge));
       } catch (e) {
-        return { ok: false, message: `error: auth signer failed: ${describe(e)}` };
+        return { ok: false, message: `error: auth signer failed: ${errorMessage(e)}` };
       }
       if (gen !== this.#gen) return { ok: false, message: 'error: connection lost while authenticating' };
       const r = await this.#sendNowAndWaitOk(['AUTH', wireEvent(signed)], signed.id, deadline);

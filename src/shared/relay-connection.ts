@@ -6,6 +6,7 @@
 
 import { backoffDelay, messageText, READY_STATE, safeClose, type BackoffOptions, type SocketFactory, type SocketLike } from './relay-socket.js';
 import type { ConnectionStatus, PublishResult } from './relay-types.js';
+import { errorMessage } from './errors.js';
 
 export interface ConnectionOptions {
   url: string;
@@ -26,7 +27,6 @@ export interface ConnectionHandlers {
   onMessage(gen: number, text: string): void;
 }
 
-const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export class RelayConnection {
   readonly #o: ConnectionOptions;
@@ -123,7 +123,7 @@ export class RelayConnection {
     try {
       socket = await this.#o.socket(this.#o.url);
     } catch (e) {
-      this.#down(gen, `connect failed: ${describe(e)}`);
+      this.#down(gen, `connect failed: ${errorMessage(e)}`);
       return;
     }
     if (gen !== this.#gen) {

@@ -30,6 +30,7 @@ import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
 import { runPrompt, type EffectiveAgent } from './run-driver.js';
 import { deletionTemplate } from './info.js';
+import { errorMessage } from '../../src/shared/errors.js';
 
 export interface AgentEnv extends ProviderEnv, LinksEnv {}
 
@@ -280,7 +281,7 @@ export class Agent extends DurableObject<AgentEnv> {
     try {
       await this.validateAndRun(m, c, conversation, abort);
     } catch (err) {
-      console.error('agent: run failed', e.id, err instanceof Error ? err.message : String(err));
+      console.error('agent: run failed', e.id, errorMessage(err));
       await this.outbox.finish(e.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 });
     } finally {
       this.active.delete(e.id);

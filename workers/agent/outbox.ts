@@ -10,11 +10,12 @@ import { KIND } from '../../src/shared/kinds.js';
 import { encrypt, type ConversationKeyCache } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
 import { NIPXX_VERSION, runTags } from '../../src/shared/nip-xx.js';
-import { OrderedQueue, PacedPublisher, defaultTimers, errorText, type Settle } from '../../src/shared/paced-publisher.js';
+import { OrderedQueue, PacedPublisher, defaultTimers, type Settle } from '../../src/shared/paced-publisher.js';
 import type { EventTemplate, RelayClient } from '../../src/shared/relay-client.js';
 import type { StoredAgent } from './config.js';
 import type { RunAddress, RunStore } from './run-store.js';
 import type { Terminal } from './runtime.js';
+import { errorMessage } from '../../src/shared/errors.js';
 
 /** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart (200, 400 ms). */
 const PUBLISH_ATTEMPTS = 3;
@@ -80,7 +81,7 @@ export class Outbox {
       queue = new OrderedQueue<Pending>(
         (p) => this.publishWithRetry(runId, p),
         // unreachable by design (PacedPublisher.publish never throws); never lose an event silently
-        (p, e) => console.error(`agent: run ${runId}: event ${p.event.id} could not be published: ${errorText(e)}`),
+        (p, e) => console.error(`agent: run ${runId}: event ${p.event.id} could not be published: ${errorMessage(e)}`),
       );
       this.inFlight.set(runId, queue);
     }

@@ -22,6 +22,7 @@ import { infoTemplates } from './info.js';
 import type { OwnerEnv } from '../common/owners.js';
 import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
 import { buildToolRunner } from './tools/registry.js';
+import { errorMessage } from '../../src/shared/errors.js';
 
 export interface LinksEnv extends OwnerEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -48,7 +49,7 @@ export interface RelayLinksDeps {
  * ended with INTERNAL_ERROR in onPrompt; a failed connection setup is retried by the watchdog).
  */
 function handle(what: string, id: string, p: Promise<void>): void {
-  p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, e instanceof Error ? e.message : String(e)));
+  p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, errorMessage(e)));
 }
 
 /**

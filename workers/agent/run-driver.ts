@@ -14,6 +14,7 @@ import { providerFor, type ProviderEnv, type ProviderName } from './providers/in
 import { executeRun, type Terminal } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
+import { errorMessage } from '../../src/shared/errors.js';
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
 export type EffectiveAgent = StoredAgent & { provider: ProviderName };
@@ -81,7 +82,7 @@ export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, pr
       await tools.close();
     }
   } catch (e) {
-    const detail = e instanceof Error ? e.message : String(e);
+    const detail = errorMessage(e);
     console.error('agent: run failed', runId, detail);
     terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5, detail };
   } finally {

@@ -10,6 +10,7 @@
 
 import { ProviderError, type WireObserver } from './types.js';
 import { readSse, type SseItem, type SseRecord } from './sse.js';
+import { errorMessage } from '../../../src/shared/errors.js';
 
 /** Longest provider error text kept in a ProviderError message. */
 export const MAX_ERROR_TEXT = 300;
@@ -123,7 +124,6 @@ export async function httpError(provider: string, res: Response, signal?: AbortS
   return new ProviderError(kind, message ? `HTTP ${res.status}: ${message}` : `HTTP ${res.status}`, details);
 }
 
-const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export interface PostStreamOptions {
   provider: string;
@@ -152,7 +152,7 @@ export async function postStream(o: PostStreamOptions): Promise<Response> {
     });
   } catch (e) {
     if (o.signal.aborted) throw abortedError(o.provider);
-    throw new ProviderError('unavailable', truncate(`network error: ${errorText(e)}`), { provider: o.provider });
+    throw new ProviderError('unavailable', truncate(`network error: ${errorMessage(e)}`), { provider: o.provider });
   }
   if (!res.ok) throw await httpError(o.provider, res, o.signal);
   return res;

@@ -23,6 +23,7 @@
 import { ProviderError, type ChatMessage, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
 import { abortedError, isObject, str, truncate, type JsonObject } from './http.js';
 import { chatCompletionPayloads, ChatCompletionsDecoder } from './openai.js';
+import { errorMessage } from '../../../src/shared/errors.js';
 
 /** The part of the Workers AI binding (`Ai`) this provider uses. */
 export interface WorkersAiBinding {
@@ -34,7 +35,7 @@ const REJECTED_CODES = new Set([3003, 3006, 3023, 3039, 3041, 3042, 5004, 5005, 
 
 /** The ProviderError of an exception thrown by `AI.run`. */
 export function workersAiError(e: unknown): ProviderError {
-  const message = e instanceof Error ? e.message : String(e);
+  const message = errorMessage(e);
   const provider = 'workers-ai';
   const code = /\b([35]\d{3})\b/.exec(message);
   const n = code ? Number(code[1]) : undefined;

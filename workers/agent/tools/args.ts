@@ -21,8 +21,7 @@
 
 import { Validator, type OutputUnit, type Schema } from '@cfworker/json-schema';
 import { z } from 'zod';
-import { err, ok, type Result } from '../../../src/shared/errors.js';
-import { messageOf } from './result.js';
+import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
 import type { ToolArgs } from './types.js';
 
 export type JsonSchema = Record<string, unknown>;
@@ -119,7 +118,7 @@ function problemOf(errors: readonly OutputUnit[], value: unknown): string {
 
 /** Why a schema cannot be applied: the first line of the library's message (it then lists the schemas it knows). */
 const unusable = (e: unknown): string =>
-  `invalid arguments: the tool's input schema cannot be applied: ${messageOf(e).split('\n')[0]!.trim()}`;
+  `invalid arguments: the tool's input schema cannot be applied: ${errorMessage(e).split('\n')[0]!.trim()}`;
 
 /** Compiles the check of a tool's input schema (once per tool). Never throws. */
 export function argsCheck(schema: JsonSchema): ArgsCheck {

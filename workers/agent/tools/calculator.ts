@@ -30,6 +30,7 @@ import { z } from 'zod';
 import { inputSchemaOf } from './args.js';
 import { fail, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
+import { errorMessage } from '../../../src/shared/errors.js';
 
 export const MAX_EXPRESSION_CHARS = 1000;
 export const MAX_NESTING = 64;
@@ -380,7 +381,7 @@ export function calculate(expr: string): CalcResult {
     return { ok: true, value: evaluate(tree) };
   } catch (e) {
     if (e instanceof CalcError) return { ok: false, error: e.message };
-    return { ok: false, error: `internal error: ${e instanceof Error ? e.message : String(e)}` };
+    return { ok: false, error: `internal error: ${errorMessage(e)}` };
   }
 }
 

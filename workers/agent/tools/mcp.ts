@@ -48,11 +48,11 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
 import type { JsonSchemaType, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { err, ok, type Result } from '../../../src/shared/errors.js';
+import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
 import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
 import { withoutRegexes } from './args.js';
-import { fail, messageOf, succeed } from './result.js';
+import { fail, succeed } from './result.js';
 import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
 
 export interface McpServerConfig {
@@ -151,7 +151,7 @@ async function withDeadline<T>(
     if (e instanceof Stop) return err(e.message);
     if (timer.signal.aborted) return err(`timed out after ${timeoutMs} ms`);
     if (caller?.aborted) return err('aborted');
-    return err(messageOf(e));
+    return err(errorMessage(e));
   } finally {
     clearTimeout(timeout);
     if (onAbort) signal.removeEventListener('abort', onAbort);

@@ -14,9 +14,10 @@
 import { argsCheck, type ArgsCheck } from './args.js';
 import { CalculatorTool } from './calculator.js';
 import { connectMcpServer, type McpConnection, type McpOptions, type McpServerConfig } from './mcp.js';
-import { fail, messageOf } from './result.js';
+import { fail } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
 import { WebFetchTool, type WebFetchOptions } from './web-fetch.js';
+import { errorMessage } from '../../../src/shared/errors.js';
 
 export const BUILTIN_TOOL_NAMES = ['calculator', 'web_fetch'] as const;
 export type BuiltinToolName = (typeof BUILTIN_TOOL_NAMES)[number];
@@ -89,7 +90,7 @@ class Registry implements ToolRegistry {
     try {
       return await entry.tool.run(checked.value, { signal });
     } catch (e) {
-      return fail(`${name} failed: ${messageOf(e)}`); // a tool must not throw; keep the run alive if one does
+      return fail(`${name} failed: ${errorMessage(e)}`); // a tool must not throw; keep the run alive if one does
     }
   }
 

@@ -19,5 +19,3 @@ export const fail = (error: string): ToolResult => ({
   output: { stdout: '', stderr: error, exit_code: 1 } satisfies ToolOutput,
 });
 
-/** The message of any thrown value (for the few places that catch platform exceptions). */
-export const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));

@@ -34,8 +34,9 @@ import { hostAllowed, parseAllowlist, type HostPattern } from '../../../src/shar
 import { outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
 import { z } from 'zod';
 import { inputSchemaOf } from './args.js';
-import { fail, messageOf, succeed } from './result.js';
+import { fail, succeed } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
+import { errorMessage } from '../../../src/shared/errors.js';
 
 export const WEB_FETCH_DEFAULTS = {
   timeoutMs: 10_000,
@@ -220,7 +221,7 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
         const stop = e instanceof Stop ? e : stopOf();
         return fail(stop.reason === 'timeout' ? `timed out after ${this.timeoutMs} ms` : 'aborted');
       }
-      return fail(`fetch failed: ${messageOf(e)}`);
+      return fail(`fetch failed: ${errorMessage(e)}`);
     } finally {
       clearTimeout(timeout);
     }
