@@ -46,7 +46,7 @@ export function infoTemplates(a: StoredAgent, tools: readonly ToolDefinition[], 
   return [
     { kind: KIND.AI_INFO, created_at: now, tags: [['d', AI_INFO_D]], content: JSON.stringify(aiInfo(a, tools)) },
     { kind: KIND.METADATA, created_at: now, tags: a.oa_auth ? [[...a.oa_auth]] : [], content: JSON.stringify(profile) },
-    { kind: 10002, created_at: now, tags: relays.map((r) => ['r', r]), content: '' },
+    { kind: KIND.RELAY_LIST, created_at: now, tags: relays.map((r) => ['r', r]), content: '' },
   ];
 }
 
@@ -56,6 +56,6 @@ export function deletionTemplate(a: Pick<StoredAgent, 'pubkey'>, now: number): E
     kind: KIND.DELETION,
     created_at: now,
     content: 'agent deleted',
-    tags: [['a', `${KIND.AI_INFO}:${a.pubkey}:${AI_INFO_D}`], ['a', `${KIND.METADATA}:${a.pubkey}:`], ['a', `10002:${a.pubkey}:`]],
+    tags: [['a', `${KIND.AI_INFO}:${a.pubkey}:${AI_INFO_D}`], ['a', `${KIND.METADATA}:${a.pubkey}:`], ['a', `${KIND.RELAY_LIST}:${a.pubkey}:`]],
   };
 }
