@@ -1,6 +1,8 @@
 // Helpers for agent tests: create an agent through the API, and act as a NIP-XX client over a real
 // WebSocket to the owner's shard (encrypting prompts, decrypting the agent's events).
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import type { NostrEvent } from '../../src/shared/event.js';
+import { RelayClient } from '../../src/shared/relay-client.js';
 import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor, unwrap } from '../../src/shared/nip59.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
@@ -122,4 +124,48 @@ export class NipXxClient {
       return !!o && (o.kind === 25803 || o.kind === 25805) && o.tags.some((t) => t[0] === 'e' && t[1] === runId);
     });
   }
+}
+
+/** The test owner as a RelayClient on its own shard (over SELF), authenticated on demand, no reconnects. */
+export function ownerRelayClient(): RelayClient {
+  return new RelayClient({
+    url: `ws://relay.test/r/${TEST_OWNER}`,
+    socket: async (u) => {
+      const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
+      const ws = res.webSocket!;
+      ws.accept();
+      return ws;
+    },
+    auth: async (t) => sign({ sk: TEST_OWNER_SK, pk: TEST_OWNER }, t),
+    reconnect: false,
+  });
+}
+
+/** Closes, from the relay's side, every connection of the owner's shard authenticated as `agent`; how many. */
+export function dropAgentConnections(agent: string): Promise<number> {
+  const shard = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${TEST_OWNER}`));
+  return runInDurableObject(shard, (_i, state) => {
+    const cids = state.storage.sql.exec<{ cid: string }>('SELECT cid FROM conn_auth WHERE pubkey = ?', agent).toArray().map((r) => r.cid);
+    let n = 0;
+    for (const ws of state.getWebSockets()) {
+      const att = ws.deserializeAttachment() as { cid: string } | null;
+      if (att && cids.includes(att.cid)) {
+        ws.close(1012, 'service restart');
+        n++;
+      }
+    }
+    return n;
+  });
+}
+
+/** The agent's ai.info (31340) on the owner's shard, polled until it is published (at most ~4 s). */
+export async function agentInfo(agent: string): Promise<NostrEvent | undefined> {
+  const s = await connect(`/r/${TEST_OWNER}`);
+  let info: NostrEvent | undefined;
+  for (let i = 0; i < 40 && !info; i++) {
+    info = (await s.req(`i${i}`, { kinds: [31340], authors: [agent] })).events[0];
+    if (!info) await new Promise((r) => setTimeout(r, 100));
+  }
+  s.close();
+  return info;
 }

@@ -4,9 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { DeltaSchema, ErrorSchema, InfoSchema, ResponseSchema, StatusSchema, ToolCallSchema } from '../../src/shared/nip-xx.js';
-import { NipXxClient, createTestAgent, type RunEvents } from './agent-helpers.js';
-import { connect } from './helpers.js';
-import { TEST_OWNER } from './test-keys.js';
+import { NipXxClient, agentInfo, createTestAgent, type RunEvents } from './agent-helpers.js';
 
 function conforms(schema: z.ZodType, payload: unknown, what: string): void {
   const r = schema.safeParse(payload);
@@ -53,12 +51,7 @@ describe("the agent's outgoing payloads match the NIP-XX schemas", () => {
 
   it('the ai.info announcement', async () => {
     const agent = await createTestAgent({ tools: ['calculator'] });
-    const s = await connect(`/r/${TEST_OWNER}`);
-    let info: { content: string } | undefined;
-    for (let i = 0; i < 40 && !info; i++) {
-      info = (await s.req(`i${i}`, { kinds: [31340], authors: [agent] })).events[0];
-      if (!info) await new Promise((r) => setTimeout(r, 100));
-    }
+    const info = await agentInfo(agent);
     expect(info).toBeDefined();
     conforms(InfoSchema, JSON.parse(info!.content), 'ai.info (31340)');
   });

@@ -3,12 +3,11 @@
 // the response, and the owner watching the run live over NIP-AO and cancelling it with a control frame.
 import { inject } from 'vitest';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SELF } from 'cloudflare:test';
-import { RelayClient } from '../../src/shared/relay-client.js';
+import type { RelayClient } from '../../src/shared/relay-client.js';
 import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
-import { NipXxClient, createTestAgent } from './agent-helpers.js';
-import { sign, keys } from './helpers.js';
-import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { NipXxClient, createTestAgent, ownerRelayClient } from './agent-helpers.js';
+import { keys } from './helpers.js';
+import { TEST_OWNER_SK } from './test-keys.js';
 
 const fake = inject('fakeProviderUrl');
 
@@ -121,17 +120,7 @@ describe('the owner watches a run live (NIP-AO) and cancels it with a control fr
 
   it('sees turn_started, acp_write, acp_read; cancel_turn ends the run with CANCELLED', async () => {
     const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
-    const owner = new RelayClient({
-      url: `ws://relay.test/r/${TEST_OWNER}`,
-      socket: async (u) => {
-        const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
-        const ws = res.webSocket!;
-        ws.accept();
-        return ws;
-      },
-      auth: async (t) => sign({ sk: TEST_OWNER_SK, pk: TEST_OWNER }, t),
-      reconnect: false,
-    });
+    const owner = ownerRelayClient();
     clients.push(owner);
     await owner.connect();
     await owner.authenticate();

@@ -4,7 +4,7 @@ import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { encrypt, getConversationKey } from '../../src/shared/nip44.js';
 import { Agent } from '../../workers/agent/agent-do.js';
-import { NipXxClient, createTestAgent } from './agent-helpers.js';
+import { NipXxClient, agentInfo, createTestAgent, dropAgentConnections } from './agent-helpers.js';
 import { connect, keys } from './helpers.js';
 import { TEST_OWNER } from './test-keys.js';
 
@@ -34,13 +34,9 @@ describe('a run with the echo model', () => {
 
   it('publishes ai.info with tool schemas, a kind 0 and a relay list', async () => {
     const agent = await createTestAgent({ name: 'info test', tools: ['calculator'] });
-    const s = await connect(`/r/${TEST_OWNER}`);
-    let info: { content: string } | undefined;
-    for (let i = 0; i < 40 && !info; i++) {
-      info = (await s.req(`i${i}`, { kinds: [31340], authors: [agent] })).events[0];
-      if (!info) await new Promise((r) => setTimeout(r, 100));
-    }
+    const info = await agentInfo(agent);
     expect(info).toBeDefined();
+    const s = await connect(`/r/${TEST_OWNER}`);
     const content = JSON.parse(info!.content);
     expect(content).toMatchObject({ ver: 1, encryption: ['nip44'], supported_models: ['echo'], default_model: 'echo', tool_names: ['calculator'], tool_schema_version: 1 });
     expect(content.tool_schemas.calculator.input_schema).toMatchObject({ type: 'object' });
@@ -236,22 +232,7 @@ describe('reconnection', () => {
     const warm = c.prompt({ ver: 1, message: 'before' });
     await c.send(warm);
     expect((await c.collect(warm.id)).terminal.kind).toBe(25803);
-    const shard = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${TEST_OWNER}`));
-    const dropped = await runInDurableObject(shard, (_i, state) => {
-      const cids = state.storage.sql
-        .exec<{ cid: string }>('SELECT cid FROM conn_auth WHERE pubkey = ?', agent)
-        .toArray()
-        .map((r) => r.cid);
-      let n = 0;
-      for (const ws of state.getWebSockets()) {
-        const att = ws.deserializeAttachment() as { cid: string } | null;
-        if (att && cids.includes(att.cid)) {
-          ws.close(1012, 'service restart');
-          n++;
-        }
-      }
-      return n;
-    });
+    const dropped = await dropAgentConnections(agent);
     expect(dropped).toBe(1);
     // Published while the agent is away: stored (NIP-XX durable), replayed after it re-authenticates.
     const missed = c.prompt({ ver: 1, message: 'while you were away' });

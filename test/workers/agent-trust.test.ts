@@ -2,19 +2,17 @@
 // strangers may spend, agents of removed owners stop answering, generic provider errors for
 // clients, retention, and runs that cannot be lost (remove with active runs, a provider dying
 // mid-stream, duplicate delivery through two relays). Limiters run on an injected clock.
-import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { DEFAULT_LIMITS, type StoredAgent } from '../../workers/agent/config.js';
 import { sealSecretKey } from '../../workers/common/secrets.js';
 import { PROVIDER_MESSAGES } from '../../workers/agent/runtime.js';
 import { api } from './api-helpers.js';
-import { NipXxClient, createTestAgent } from './agent-helpers.js';
+import { NipXxClient, createTestAgent, dropAgentConnections, ownerRelayClient } from './agent-helpers.js';
 import { keys } from './helpers.js';
-import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
-import { RelayClient } from '../../src/shared/relay-client.js';
+import { TEST_OWNER_SK } from './test-keys.js';
 import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
-import { sign } from './helpers.js';
 
 const fake = inject('fakeProviderUrl');
 type Recorded = Array<{ body: { messages?: Array<{ role: string; content: unknown }> } }>;
@@ -372,19 +370,7 @@ describe('faults during a run', () => {
     const p = c.prompt({ ver: 1, message: 'long', model: 'fake-slow' });
     await c.send(p);
     await untilSomeEvent(c);
-    const shard = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${TEST_OWNER}`));
-    const dropped = await runInDurableObject(shard, (_i, state) => {
-      const cids = state.storage.sql.exec<{ cid: string }>('SELECT cid FROM conn_auth WHERE pubkey = ?', agent).toArray().map((r) => r.cid);
-      let n = 0;
-      for (const ws of state.getWebSockets()) {
-        const att = ws.deserializeAttachment() as { cid: string } | null;
-        if (att && cids.includes(att.cid)) {
-          ws.close(1012, 'service restart');
-          n++;
-        }
-      }
-      return n;
-    });
+    const dropped = await dropAgentConnections(agent);
     expect(dropped).toBe(1);
     const run = await c.collect(p.id, 45_000);
     const text = Array.from({ length: 50 }, (_, i) => `tick ${i} `).join('');
@@ -416,17 +402,7 @@ describe('faults during a run', () => {
 describe('the owner sees what the client is not told', () => {
   it('the provider’s error text reaches the owner in session_resolved (NIP-AO), not the client', async () => {
     const agent = await createTestAgent({ provider: 'openai', models: ['fake-error'] });
-    const owner = new RelayClient({
-      url: `ws://relay.test/r/${TEST_OWNER}`,
-      socket: async (u) => {
-        const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
-        const ws = res.webSocket!;
-        ws.accept();
-        return ws;
-      },
-      auth: async (t) => sign({ sk: TEST_OWNER_SK, pk: TEST_OWNER }, t),
-      reconnect: false,
-    });
+    const owner = ownerRelayClient();
     await owner.connect();
     await owner.authenticate();
     const frames: ObservedFrame[] = [];
