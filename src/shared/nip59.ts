@@ -24,8 +24,22 @@ export function makeRumor(e: UnsignedEvent): Rumor {
   return { ...e, id: computeEventId(e) };
 }
 
+export interface WrapOptions {
+  /** The wrap's kind (default: 21059 for rumors of ephemeral kinds, else 1059). DVMCP uses 1059 for all. */
+  kind?: number;
+  /** The wrap's created_at is `now`, not randomized (default: exact for ephemeral wraps only). */
+  exactTime?: boolean;
+}
+
 /** Wraps `rumor` from `authorSk` to `recipient`. Rumors of ephemeral kinds get kind 21059. */
-export function giftWrap(rumor: Rumor, authorSk: Uint8Array, recipient: string, keys: ConversationKeyCache, now = Math.floor(Date.now() / 1000)): NostrEvent {
+export function giftWrap(
+  rumor: Rumor,
+  authorSk: Uint8Array,
+  recipient: string,
+  keys: ConversationKeyCache,
+  now = Math.floor(Date.now() / 1000),
+  options: WrapOptions = {},
+): NostrEvent {
   const seal = finalizeEvent(
     { kind: SEAL_KIND, created_at: tweakedTime(now), tags: [], content: encrypt(JSON.stringify(rumor), keys.get(authorSk, recipient)) },
     authorSk,
@@ -35,9 +49,10 @@ export function giftWrap(rumor: Rumor, authorSk: Uint8Array, recipient: string, 
   const ephemeral = kindClass(rumor.kind) === 'ephemeral';
   const wrap = finalizeEvent(
     {
-      kind: ephemeral ? EPHEMERAL_WRAP_KIND : WRAP_KIND,
-      // Ephemeral wraps keep the real time: relays drop stale ephemeral events.
-      created_at: ephemeral ? now : tweakedTime(now),
+      kind: options.kind ?? (ephemeral ? EPHEMERAL_WRAP_KIND : WRAP_KIND),
+      // Ephemeral wraps keep the real time: relays drop stale ephemeral events (and DVMCP clients
+      // subscribe with `since`).
+      created_at: (options.exactTime ?? ephemeral) ? now : tweakedTime(now),
       tags: [['p', recipient]],
       // A one-time key: its conversation key is never reused, so it is not cached.
       content: encrypt(JSON.stringify(seal), keys.get(oneTime, recipient)),
@@ -76,10 +91,16 @@ export function unwrap(wrap: NostrEvent, recipientSk: Uint8Array, keys: Conversa
   } catch {
     return err('rumor is not JSON');
   }
-  const shaped = parseEvent({ ...(rumor as object), sig: '0'.repeat(128) });
+  if (typeof rumor !== 'object' || rumor === null || Array.isArray(rumor)) return err('invalid rumor: not an object');
+  // A rumor without an id (the DVMCP reference implementation sends those) gets its computed id.
+  const given = rumor as Record<string, unknown>;
+  const withId = 'id' in given ? given : { ...given, id: '0'.repeat(64) };
+  const shaped = parseEvent({ ...withId, sig: '0'.repeat(128) });
   if (!shaped.ok) return err(`invalid rumor: ${shaped.error.reason}`);
-  const { sig: _sig, ...r } = shaped.value;
-  if (computeEventId(r) !== r.id) return err('invalid rumor: id does not match');
+  const { sig: _sig, id: claimed, ...fields } = shaped.value;
+  const id = computeEventId(fields);
+  if ('id' in given && claimed !== id) return err('invalid rumor: id does not match');
+  const r: Rumor = { ...fields, id };
   if (r.pubkey !== seal.value.pubkey) return err('seal signer is not the rumor author');
   return ok({ rumor: r, author: seal.value.pubkey });
 }

@@ -1,0 +1,45 @@
+// DVMCP encryption (spec "Encryption"): NIP-59 gift wraps of kind 1059 around a seal (kind 13, signed
+// by the sender) around a rumor. Two rumor forms are met: the full DVMCP event (25910 / 26910 / 21316
+// with its tags; what the reference implementation sends, often without an `id`) and the spec text's
+// kind 14 carrying the DVMCP content. Both are accepted; an answer is sent in the form it was asked in.
+// The seal must be signed by the rumor's author (NIP-59): wraps whose seal is signed by another key
+// (the reference implementation signs with a random key) cannot be authenticated and are refused.
+// Wraps carry the real time (not NIP-59's randomized one): DVMCP clients subscribe with `since`.
+
+import type { NostrEvent } from './event.js';
+import { err, ok, type Result } from './errors.js';
+import { KIND } from './kinds.js';
+import type { ConversationKeyCache } from './nip44.js';
+import { giftWrap, makeRumor, unwrap } from './nip59.js';
+import type { EventTemplate } from './relay-types.js';
+import type { SchnorrVerifier } from './verify.js';
+import type { Incoming } from './dvmcp.js';
+
+/** How a message travelled: as a plain event, a wrapped DVMCP event, or a wrapped kind 14. */
+export type Form = 'plain' | 'wrapped' | 'wrapped-dm';
+
+const RUMOR_KINDS: ReadonlySet<number> = new Set([KIND.DVMCP_REQUEST, KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION, KIND.PRIVATE_DM]);
+
+/** Wraps a DVMCP event template from `authorSk` (public key `author`) to `recipient`, in `form`. */
+export function wrapDvmcp(t: EventTemplate, authorSk: Uint8Array, author: string, recipient: string, keys: ConversationKeyCache, form: Exclude<Form, 'plain'> = 'wrapped'): NostrEvent {
+  const kind = form === 'wrapped-dm' ? KIND.PRIVATE_DM : t.kind;
+  const rumor = makeRumor({ pubkey: author, created_at: t.created_at, kind, tags: t.tags, content: t.content });
+  return giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true });
+}
+
+export interface UnwrappedMessage {
+  /** The rumor, with its (computed) id: responses refer to it with `e`. */
+  message: Incoming;
+  form: Exclude<Form, 'plain'>;
+}
+
+/** Opens a 1059 addressed to `recipientSk`; the error says why it is refused (for the log, never answered). */
+export function unwrapDvmcp(wrap: NostrEvent, recipientSk: Uint8Array, keys: ConversationKeyCache, verifier: SchnorrVerifier): Result<UnwrappedMessage, string> {
+  if (wrap.kind !== KIND.GIFT_WRAP) return err(`not a DVMCP gift wrap (kind ${wrap.kind})`);
+  const opened = unwrap(wrap, recipientSk, keys, verifier);
+  if (!opened.ok) return opened;
+  const { rumor } = opened.value;
+  if (!RUMOR_KINDS.has(rumor.kind)) return err(`rumor kind ${rumor.kind} is not a DVMCP message`);
+  const form = rumor.kind === KIND.PRIVATE_DM ? 'wrapped-dm' : 'wrapped';
+  return ok({ message: { id: rumor.id, pubkey: rumor.pubkey, kind: rumor.kind, tags: rumor.tags, content: rumor.content }, form });
+}

@@ -1,0 +1,225 @@
+// DVMCP protocol core (src/shared/dvmcp.ts, dvmcp-wrap.ts): parsing the captured reference and
+// ContextVM requests, every malformed input with its JSON-RPC error, the shapes of everything the
+// bridge publishes, and gift wraps in both rumor forms (and the reference's unauthenticated seals).
+import { describe, expect, it } from 'vitest';
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { hexToBytes } from '@noble/hashes/utils.js';
+import refPlain from '../vectors/interop/dvmcp-ref-public-plain.jsonl?raw';
+import refPrivate from '../vectors/interop/dvmcp-ref-private-initialize.jsonl?raw';
+import refWrapped from '../vectors/interop/dvmcp-ref-public-giftwrap.jsonl?raw';
+import cvmPlain from '../vectors/interop/cvm-0.11.14-plain.jsonl?raw';
+import {
+  announcementDeletion,
+  errorTemplate,
+  initializeResponse,
+  LISTS,
+  listAnnouncement,
+  notificationTemplate,
+  parseMessage,
+  parseResponse,
+  paymentRequiredTemplate,
+  responseTemplate,
+  RPC,
+  serverAnnouncement,
+  withoutInjectedName,
+  type Incoming,
+} from '../../src/shared/dvmcp.js';
+import { unwrapDvmcp, wrapDvmcp } from '../../src/shared/dvmcp-wrap.js';
+import { ConversationKeyCache, encrypt, getConversationKey } from '../../src/shared/nip44.js';
+import { computeEventId, type NostrEvent } from '../../src/shared/event.js';
+import { nobleVerifier } from '../../src/shared/verify.js';
+
+interface Captured {
+  t: number;
+  ok: boolean;
+  e: NostrEvent;
+}
+const lines = (raw: string): Captured[] => raw.trim().split('\n').map((l) => JSON.parse(l) as Captured);
+
+const BRIDGE_SK = hexToBytes('33'.repeat(32));
+const CLIENT_SK = hexToBytes('44'.repeat(32));
+const BRIDGE = getPublicKey(BRIDGE_SK);
+const CLIENT = getPublicKey(CLIENT_SK);
+const keys = new ConversationKeyCache(16);
+
+const incoming = (content: string, tags: string[][] = [], kind = 25910): Incoming => ({ id: 'a'.repeat(64), pubkey: CLIENT, kind, tags, content });
+
+describe('DVMCP: reading requests', () => {
+  it('reads every request and notification the reference client sent (plain and private initialize)', () => {
+    const requests = [...lines(refPlain), ...lines(refPrivate)].map((c) => c.e).filter((e) => e.kind === 25910);
+    expect(requests.length).toBeGreaterThanOrEqual(9);
+    for (const e of requests) {
+      const m = parseMessage(e);
+      expect(m.ok, e.content).toBe(true);
+      if (!m.ok) continue;
+      const content = JSON.parse(e.content) as { method: string };
+      expect(m.value.method).toBe(content.method);
+      expect(m.value.client).toBe(e.pubkey);
+      // The reference sends notifications/initialized as 25910: a notification, never answered.
+      expect(m.value.type).toBe(content.method.startsWith('notifications/') ? 'notification' : 'request');
+      if (m.value.type === 'request') expect(m.value.requestId).toBe(e.id);
+    }
+    const init = requests.map((e) => parseMessage(e)).find((m) => m.ok && m.value.method === 'initialize');
+    expect(init?.ok && init.value.serverId).toBeUndefined(); // no `s`: every server of the provider answers
+  });
+
+  it('tolerates ContextVM-style content with jsonrpc and id (dropped)', () => {
+    const call = lines(cvmPlain).map((c) => c.e).find((e) => e.content.startsWith('{"method":"tools/call"') && e.content.includes('get-sum'))!;
+    const m = parseMessage(call);
+    expect(m).toMatchObject({ ok: true, value: { type: 'request', method: 'tools/call', params: { name: 'get-sum', arguments: { a: 2, b: 40 } } } });
+  });
+
+  it.each([
+    ['not JSON', 'nope', [], RPC.PARSE_ERROR, 'Parse error: content is not JSON'],
+    ['no method', '{"params":{}}', [], RPC.INVALID_REQUEST, 'Invalid request: content needs a method'],
+    ['method not a string', '{"method":5}', [], RPC.INVALID_REQUEST, 'Invalid request: content needs a method'],
+    ['params an array', '{"method":"tools/list","params":[1]}', [], RPC.INVALID_REQUEST, 'Invalid request: params must be an object'],
+    ['content an array', '[1,2]', [], RPC.INVALID_REQUEST, 'Invalid request: content needs a method'],
+    ['method tag differs', '{"method":"tools/list"}', [['method', 'tools/call']], RPC.INVALID_REQUEST, 'Invalid request: method tag "tools/call" differs from content method "tools/list"'],
+  ])('refuses %s with the JSON-RPC error', (_name, content, tags, code, message) => {
+    expect(parseMessage(incoming(content, tags as string[][]))).toEqual({ ok: false, error: { code, message } });
+  });
+
+  it('refuses oversized content before parsing it', () => {
+    const big = `{"method":"tools/call","params":{"x":"${'a'.repeat(256 * 1024)}"}}`;
+    expect(parseMessage(incoming(big))).toEqual({ ok: false, error: { code: RPC.INVALID_REQUEST, message: 'Invalid request: content over 262144 characters' } });
+  });
+
+  it('refuses kinds that are not DVMCP requests', () => {
+    expect(parseMessage(incoming('{"method":"ping"}', [], 1))).toMatchObject({ ok: false, error: { code: RPC.INVALID_REQUEST } });
+  });
+
+  it('reads 21316 as a notification with the request it refers to', () => {
+    const m = parseMessage(incoming('{"method":"notifications/cancel","params":{"id":"x"}}', [['e', 'b'.repeat(64)], ['s', 'srv']], 21316));
+    expect(m).toEqual({ ok: true, value: { type: 'notification', method: 'notifications/cancel', params: { id: 'x' }, serverId: 'srv', refersTo: 'b'.repeat(64), client: CLIENT } });
+  });
+
+  it("drops the reference client's injected `name` argument only when the tool does not declare one", () => {
+    const echo = { type: 'object', properties: { message: { type: 'string' } } };
+    expect(withoutInjectedName({ message: 'hi', name: 'echo_3c72' }, 'echo', echo)).toEqual({ message: 'hi' });
+    const named = { type: 'object', properties: { name: { type: 'string' } } };
+    expect(withoutInjectedName({ name: 'echo_3c72' }, 'echo', named)).toEqual({ name: 'echo_3c72' });
+    expect(withoutInjectedName({ name: 'Alice' }, 'echo', echo)).toEqual({ name: 'Alice' });
+  });
+});
+
+describe('DVMCP: what the bridge publishes', () => {
+  const to = { requestId: 'c'.repeat(64), client: CLIENT };
+  const profile = { id: 'everything', name: 'Everything', about: 'demo', encryption: true };
+  const init = { protocolVersion: '2025-11-25', capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'x', version: '1' } };
+
+  it('answers with e and p tags and the result at the root', () => {
+    const t = responseTemplate(to, { content: [{ type: 'text', text: 'hi' }] });
+    expect(t.kind).toBe(26910);
+    expect(t.tags).toEqual([['e', to.requestId], ['p', CLIENT]]);
+    expect(JSON.parse(t.content)).toEqual({ content: [{ type: 'text', text: 'hi' }] });
+    expect(JSON.parse(errorTemplate(to, { code: -32601, message: 'Method not found' }).content)).toEqual({ error: { code: -32601, message: 'Method not found' } });
+  });
+
+  it('reads responses: results, protocol errors, and the reference full JSON-RPC error', () => {
+    expect(parseResponse('{"tools":[]}')).toEqual({ ok: true, value: { tools: [] } });
+    expect(parseResponse('{"error":{"code":-32602,"message":"bad"}}')).toEqual({ ok: false, error: { code: -32602, message: 'bad' } });
+    expect(parseResponse('{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"nope"}}')).toEqual({ ok: false, error: { code: -32601, message: 'nope' } });
+    expect(parseResponse('{"jsonrpc":"2.0","id":3,"result":{"content":[]}}')).toEqual({ ok: true, value: { content: [] } });
+    expect(parseResponse('x')).toMatchObject({ ok: false, error: { code: RPC.PARSE_ERROR } });
+  });
+
+  it('announces a server (31316) as the spec and the reference do', () => {
+    const t = serverAnnouncement({ ...profile, picture: '', website: 'https://example.com' }, init);
+    expect(t.kind).toBe(31316);
+    expect(t.tags).toEqual([['d', 'everything'], ['k', '25910'], ['name', 'Everything'], ['about', 'demo'], ['website', 'https://example.com'], ['support_encryption', 'true']]);
+    expect(JSON.parse(t.content)).toEqual(init);
+    const ref = lines(refPlain).map((c) => c.e).find((e) => e.kind === 31316)!;
+    expect(Object.keys(JSON.parse(ref.content)).sort()).toEqual(Object.keys(JSON.parse(t.content)).sort());
+  });
+
+  it('announces capability lists with one cap tag per item and prices as ["cap", name, price, unit]', () => {
+    const tools = LISTS.find((l) => l.method === 'tools/list')!;
+    const t = listAnnouncement('everything', tools, [{ name: 'echo' }, { name: 'get-sum' }], { 'get-sum': { price: '21', unit: 'sats' } });
+    expect(t.kind).toBe(31317);
+    expect(t.tags).toEqual([['d', 'everything/tools/list'], ['s', 'everything'], ['cap', 'echo'], ['cap', 'get-sum', '21', 'sats']]);
+    const templates = LISTS.find((l) => l.method === 'resources/templates/list')!;
+    const r = listAnnouncement('everything', templates, [{ name: 'Dynamic', uriTemplate: 'demo://{id}' }]);
+    expect(r.kind).toBe(31318);
+    expect(r.tags[0]).toEqual(['d', 'everything/resources/templates/list']);
+    expect(Object.keys(JSON.parse(r.content))).toEqual(['resourceTemplates']);
+    // The reference's d tags follow the same scheme.
+    const refDs = lines(refPlain).map((c) => c.e).filter((e) => e.kind >= 31317 && e.kind <= 31319).map((e) => e.tags[0]![1]!.split('/').slice(1).join('/'));
+    expect(refDs.sort()).toEqual(LISTS.map((l) => l.method).sort());
+  });
+
+  it('answers initialize with d and support_encryption', () => {
+    const t = initializeResponse(to, profile, init);
+    expect(t.tags).toEqual([['e', to.requestId], ['p', CLIENT], ['d', 'everything'], ['support_encryption', 'true']]);
+  });
+
+  it('sends progress with the request e tag, and payment-required with empty content', () => {
+    const p = notificationTemplate(CLIENT, 'notifications/progress', { progress: 1, total: 2 }, { requestId: to.requestId });
+    expect(p).toMatchObject({ kind: 21316, tags: [['p', CLIENT], ['method', 'notifications/progress'], ['e', to.requestId]] });
+    expect(JSON.parse(p.content)).toEqual({ method: 'notifications/progress', params: { progress: 1, total: 2 } });
+    const pay = paymentRequiredTemplate(to, 21, 'lnbc210n1...');
+    expect(pay).toMatchObject({ kind: 21316, content: '', tags: [['status', 'payment-required'], ['amount', '21', 'lnbc210n1...'], ['e', to.requestId], ['p', CLIENT]] });
+  });
+
+  it('deletes every announcement of a server by `a` (NIP-09)', () => {
+    const d = announcementDeletion(BRIDGE, 'everything');
+    expect(d.kind).toBe(5);
+    expect(d.tags.filter((t) => t[0] === 'a').map((t) => t[1])).toEqual([
+      `31316:${BRIDGE}:everything`,
+      `31317:${BRIDGE}:everything/tools/list`,
+      `31318:${BRIDGE}:everything/resources/list`,
+      `31318:${BRIDGE}:everything/resources/templates/list`,
+      `31319:${BRIDGE}:everything/prompts/list`,
+    ]);
+    expect(d.tags.filter((t) => t[0] === 'k').map((t) => t[1])).toEqual(['31316', '31317', '31318', '31319']);
+  });
+});
+
+describe('DVMCP: gift wraps', () => {
+  const request = { kind: 25910, created_at: Math.floor(Date.now() / 1000), tags: [['p', BRIDGE], ['method', 'tools/list'], ['s', 'everything']], content: '{"method":"tools/list"}' };
+
+  it('round-trips a wrapped DVMCP event: kind 1059 at the real time, the rumor id as the request id', () => {
+    const wrap = wrapDvmcp(request, CLIENT_SK, CLIENT, BRIDGE, keys);
+    expect(wrap.kind).toBe(1059);
+    expect(wrap.created_at).toBe(request.created_at);
+    expect(wrap.tags).toEqual([['p', BRIDGE]]);
+    const opened = unwrapDvmcp(wrap, BRIDGE_SK, keys, nobleVerifier);
+    expect(opened.ok).toBe(true);
+    if (!opened.ok) return;
+    expect(opened.value.form).toBe('wrapped');
+    expect(opened.value.message).toEqual({ id: computeEventId({ pubkey: CLIENT, ...request }), pubkey: CLIENT, kind: 25910, tags: request.tags, content: request.content });
+    expect(parseMessage(opened.value.message)).toMatchObject({ ok: true, value: { type: 'request', method: 'tools/list', serverId: 'everything' } });
+  });
+
+  it('round-trips the spec text form (kind 14 rumor) and says so', () => {
+    const opened = unwrapDvmcp(wrapDvmcp(request, CLIENT_SK, CLIENT, BRIDGE, keys, 'wrapped-dm'), BRIDGE_SK, keys, nobleVerifier);
+    expect(opened).toMatchObject({ ok: true, value: { form: 'wrapped-dm', message: { kind: 14, pubkey: CLIENT } } });
+    expect(opened.ok && parseMessage(opened.value.message)).toMatchObject({ ok: true, value: { type: 'request', method: 'tools/list' } });
+  });
+
+  it('accepts a rumor without an id (as the reference sends) when the seal is signed by its author', () => {
+    const rumor = { pubkey: CLIENT, ...request }; // no id
+    const seal = finalizeEvent({ kind: 13, created_at: request.created_at, tags: [], content: encrypt(JSON.stringify(rumor), getConversationKey(CLIENT_SK, BRIDGE)) }, CLIENT_SK);
+    const oneTime = generateSecretKey();
+    const wrap = finalizeEvent({ kind: 1059, created_at: request.created_at, tags: [['p', BRIDGE]], content: encrypt(JSON.stringify(seal), getConversationKey(oneTime, BRIDGE)) }, oneTime);
+    const opened = unwrapDvmcp(wrap, BRIDGE_SK, keys, nobleVerifier);
+    expect(opened).toMatchObject({ ok: true, value: { message: { id: computeEventId(rumor), pubkey: CLIENT } } });
+  });
+
+  it("refuses the reference implementation's wraps: their seal is signed by a random key, not the rumor's author", () => {
+    const wraps = lines(refWrapped).map((c) => c.e);
+    expect(wraps).toHaveLength(6);
+    for (const w of wraps) {
+      const sk = w.tags[0]![1] === BRIDGE ? BRIDGE_SK : CLIENT_SK;
+      expect(unwrapDvmcp(w, sk, keys, nobleVerifier)).toEqual({ ok: false, error: 'seal signer is not the rumor author' });
+    }
+  });
+
+  it('refuses wraps for someone else, of other kinds, and with non-DVMCP rumors', () => {
+    const wrap = wrapDvmcp(request, CLIENT_SK, CLIENT, BRIDGE, keys);
+    expect(unwrapDvmcp(wrap, CLIENT_SK, keys, nobleVerifier)).toEqual({ ok: false, error: 'gift wrap is not addressed to this key' });
+    expect(unwrapDvmcp({ ...wrap, kind: 21059 }, BRIDGE_SK, keys, nobleVerifier)).toEqual({ ok: false, error: 'not a DVMCP gift wrap (kind 21059)' });
+    const note = wrapDvmcp({ ...request, kind: 1 }, CLIENT_SK, CLIENT, BRIDGE, keys);
+    expect(unwrapDvmcp(note, BRIDGE_SK, keys, nobleVerifier)).toEqual({ ok: false, error: 'rumor kind 1 is not a DVMCP message' });
+  });
+});
