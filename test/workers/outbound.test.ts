@@ -10,7 +10,7 @@ import '../mcp/provided.js';
 import { outboundPolicy, outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundKind } from '../../src/shared/outbound-url.js';
 import type { StoredAgent } from '../../workers/agent/config.js';
 import { connectMcpServer } from '../../workers/agent/tools/mcp.js';
-import { openRelaySocket } from '../../workers/agent/relay-links.js';
+import { openRelaySocket } from '../../workers/common/relay-sockets.js';
 import { api } from './api-helpers.js';
 import { TEST_OWNER_SK } from './test-keys.js';
 

@@ -8,15 +8,14 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { EPHEMERAL_WRAP_KIND, WRAP_KIND } from '../../src/shared/nip59.js';
-import { RelayClient, type EventTemplate, type SocketLike, type Subscription } from '../../src/shared/relay-client.js';
+import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
 import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { signEventWith } from '../../src/shared/event.js';
-import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
+import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { relayVerifier } from '../common/verifier.js';
 import { type RelayShard } from '../relay-do/shard.js';
-import { INTERNAL_HEADER, SHARD_HEADER } from '../common/shards.js';
-import { ownerShardExists, shardOfPath, shardStub } from '../common/shards.js';
+import { openRelaySocket } from '../common/relay-sockets.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { infoTemplates } from './info.js';
 import type { OwnerEnv } from '../common/owners.js';
@@ -50,38 +49,6 @@ export interface RelayLinksDeps {
  */
 function handle(what: string, id: string, p: Promise<void>): void {
   p.catch((e: unknown) => console.error(`agent: ${what} ${id} failed`, errorMessage(e)));
-}
-
-/**
- * A WebSocket to relay `url` for agent `c`. Shards of this deployment are reached through their
- * Durable Object (the owner's, the public one, or another owner's shard that exists on this
- * deployment); other relays over the network, under the outbound policy
- * (src/shared/outbound-url.ts) and without following redirects.
- */
-export async function openRelaySocket(env: LinksEnv, url: string, c: Pick<StoredAgent, 'origin' | 'owner'>): Promise<SocketLike> {
-  const local = new URL(url);
-  const origin = new URL(c.origin);
-  const httpUrl = url.replace(/^ws/, 'http');
-  let response: Response;
-  if (local.host === origin.host) {
-    const owner = shardOfPath(local.pathname);
-    if (owner === undefined) throw new Error(`relay ${url}: not a relay shard of this deployment (/ or /r/<owner>)`);
-    if (owner !== null && owner !== c.owner && !ownerShardExists(env, owner)) {
-      throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
-    }
-    const headers = new Headers({ Upgrade: 'websocket' });
-    headers.set(SHARD_HEADER, owner ?? 'public');
-    headers.set(INTERNAL_HEADER, 'agent');
-    response = await shardStub(env, owner).fetch(httpUrl, { headers });
-  } else {
-    const refused = outboundRefusal(local, 'relay', outboundPolicy(env));
-    if (refused !== undefined) throw new Error(`relay ${url}: refused: ${refused}`);
-    response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' }, redirect: 'manual' });
-  }
-  const ws = response.webSocket;
-  if (!ws) throw new Error(`relay ${url} did not accept a WebSocket (HTTP ${response.status})`);
-  ws.accept();
-  return ws as unknown as SocketLike;
 }
 
 export class RelayLinks {
