@@ -1,11 +1,11 @@
 // NIP-59 gift wrap: round trip, kinds, and every way an unwrap must fail.
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent } from 'nostr-tools/pure';
-import { ConversationKeyCache, encrypt } from '../../src/shared/nip44.js';
-import { EPHEMERAL_WRAP_KIND, giftWrap, makeRumor, unwrap, WRAP_KIND } from '../../src/shared/nip59.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
-import type { NostrEvent } from '../../src/shared/event.js';
-import { keys, now } from './helpers.js';
+import { ConversationKeyCache, encrypt } from './nip44.js';
+import { EPHEMERAL_WRAP_KIND, giftWrap, makeRumor, unwrap, WRAP_KIND } from './nip59.js';
+import { nobleVerifier } from './verify.js';
+import type { NostrEvent } from './event.js';
+import { keys, now } from '../../test/support/nostr.js';
 
 const cache = new ConversationKeyCache(64);
 const plain = (e: NostrEvent): NostrEvent => ({ id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, tags: e.tags, content: e.content, sig: e.sig });

@@ -5,16 +5,16 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { finalizeEvent } from 'nostr-tools/pure';
-import { ConversationKeyCache, decrypt, encrypt, getConversationKey, MAX_PLAINTEXT_BYTES } from '../../src/shared/nip44.js';
-import { giftWrap, makeRumor, unwrap, SEAL_KIND } from '../../src/shared/nip59.js';
-import { parseConditions, signAttestation, verifyAttestation, verifyAuthTag } from '../../src/shared/nip-oa.js';
-import { makeHttpAuthHeader, MemoryReplayGuard, verifyHttpAuth } from '../../src/shared/nip98.js';
-import { base64Decode, base64Encode } from '../../src/shared/hex.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
-import type { NostrEvent } from '../../src/shared/event.js';
-import vectors from '../vectors/nip44.vectors.json';
-import { keys, now, sign } from './helpers.js';
-import { PROP, stringMutation, weirdValue } from './prop-helpers.js';
+import { ConversationKeyCache, decrypt, encrypt, getConversationKey, MAX_PLAINTEXT_BYTES } from './nip44.js';
+import { giftWrap, makeRumor, unwrap, SEAL_KIND } from './nip59.js';
+import { parseConditions, signAttestation, verifyAttestation, verifyAuthTag } from './nip-oa.js';
+import { makeHttpAuthHeader, MemoryReplayGuard, verifyHttpAuth } from './nip98.js';
+import { base64Decode, base64Encode } from './hex.js';
+import { nobleVerifier } from './verify.js';
+import type { NostrEvent } from './event.js';
+import vectors from '../../test/vectors/nip44.vectors.json';
+import { keys, now, sign } from '../../test/support/nostr.js';
+import { PROP, stringMutation, weirdValue } from '../../test/support/prop.js';
 
 const alice = keys();
 const bob = keys();
