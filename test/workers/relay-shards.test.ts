@@ -75,6 +75,17 @@ describe('shards', () => {
     expect((await otherShard.req('c', { ids: [e.id] })).events).toEqual([]);
   });
 
+  it('a request that did not come through the router (no shard header) is refused before anything is served (rejectConnection)', async () => {
+    const owner = freshOwner();
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner.pk)));
+    for (const headers of [{ Upgrade: 'websocket' }, { Accept: 'application/nostr+json' }] as Record<string, string>[]) {
+      const res = await stub.fetch(`${BASE}/r/${owner.pk}`, { headers });
+      expect(res.status).toBe(400);
+      expect(await res.text()).toBe('missing shard header');
+      expect(res.webSocket).toBeNull();
+    }
+  });
+
   it('ephemeral events fan out only within their shard', async () => {
     const owner = freshOwner();
     const inShard = await connect(`/r/${owner.pk}`);

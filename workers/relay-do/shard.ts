@@ -88,9 +88,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   override async fetch(request: Request): Promise<Response> {
-    const shard = request.headers.get(SHARD_HEADER);
-    if (!shard) return new Response('missing shard header', { status: 400 });
-    this.rememberOwner(shard);
+    const shard = request.headers.get(SHARD_HEADER) || undefined;
+    const refused = firstVerdict(this.policy.rejectConnection, request, { shard });
+    if (refused) return new Response(refused.message, { status: refused.status });
+    if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     if (request.headers.get('Upgrade')?.toLowerCase() !== 'websocket') {
       return Response.json(relayInformation(this.limits, this.shardOwner()), {
         headers: { ...NIP11_CORS_HEADERS, 'Content-Type': 'application/nostr+json' },
