@@ -9,10 +9,6 @@ import { ConversationKeyCache, decrypt, encrypt, getConversationKey } from './ni
 import type { SchnorrVerifier } from './verify.js';
 import { KIND, kindClass } from './kinds.js';
 
-export const SEAL_KIND = KIND.SEAL;
-export const WRAP_KIND = KIND.GIFT_WRAP;
-export const EPHEMERAL_WRAP_KIND = KIND.EPHEMERAL_GIFT_WRAP;
-
 /** A rumor: an event with an id but no signature (deniable if leaked). */
 export type Rumor = UnsignedEvent & { id: string };
 
@@ -27,7 +23,7 @@ export function makeRumor(e: UnsignedEvent): Rumor {
 /** Wraps `rumor` from `authorSk` to `recipient`. Rumors of ephemeral kinds get kind 21059. */
 export function giftWrap(rumor: Rumor, authorSk: Uint8Array, recipient: string, keys: ConversationKeyCache, now = Math.floor(Date.now() / 1000)): NostrEvent {
   const seal = finalizeEvent(
-    { kind: SEAL_KIND, created_at: tweakedTime(now), tags: [], content: encrypt(JSON.stringify(rumor), keys.get(authorSk, recipient)) },
+    { kind: KIND.SEAL, created_at: tweakedTime(now), tags: [], content: encrypt(JSON.stringify(rumor), keys.get(authorSk, recipient)) },
     authorSk,
   );
   const oneTime = generateSecretKey();
@@ -35,7 +31,7 @@ export function giftWrap(rumor: Rumor, authorSk: Uint8Array, recipient: string, 
   const ephemeral = kindClass(rumor.kind) === 'ephemeral';
   const wrap = finalizeEvent(
     {
-      kind: ephemeral ? EPHEMERAL_WRAP_KIND : WRAP_KIND,
+      kind: ephemeral ? KIND.EPHEMERAL_GIFT_WRAP : KIND.GIFT_WRAP,
       // Ephemeral wraps keep the real time: relays drop stale ephemeral events.
       created_at: ephemeral ? now : tweakedTime(now),
       tags: [['p', recipient]],
@@ -56,7 +52,7 @@ export interface Unwrapped {
 
 /** Unwraps a gift wrap addressed to `recipientSk`, checking both layers. */
 export function unwrap(wrap: NostrEvent, recipientSk: Uint8Array, keys: ConversationKeyCache, verifier: SchnorrVerifier): Result<Unwrapped, string> {
-  if (wrap.kind !== WRAP_KIND && wrap.kind !== EPHEMERAL_WRAP_KIND) return err(`not a gift wrap (kind ${wrap.kind})`);
+  if (wrap.kind !== KIND.GIFT_WRAP && wrap.kind !== KIND.EPHEMERAL_GIFT_WRAP) return err(`not a gift wrap (kind ${wrap.kind})`);
   const me = getPublicKey(recipientSk);
   if (!wrap.tags.some((t) => t[0] === 'p' && t[1] === me)) return err('gift wrap is not addressed to this key');
   // The wrap's key is a one-time key: its conversation key is computed, never cached (caching it
@@ -67,7 +63,7 @@ export function unwrap(wrap: NostrEvent, recipientSk: Uint8Array, keys: Conversa
   if (!sealText.ok) return err(`cannot decrypt gift wrap: ${sealText.error}`);
   const seal = parseJsonEvent(sealText.value, verifier);
   if (!seal.ok) return err(`invalid seal: ${seal.error}`);
-  if (seal.value.kind !== SEAL_KIND) return err(`invalid seal: kind ${seal.value.kind}, expected 13`);
+  if (seal.value.kind !== KIND.SEAL) return err(`invalid seal: kind ${seal.value.kind}, expected 13`);
   const rumorText = decrypt(seal.value.content, keys.get(recipientSk, seal.value.pubkey));
   if (!rumorText.ok) return err(`cannot decrypt seal: ${rumorText.error}`);
   let rumor: unknown;
