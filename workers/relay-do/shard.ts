@@ -61,6 +61,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     const sql = ctx.storage.sql;
     sql.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID');
+    // Shards older than ApiState kept the management API's NIP-98 replay ids (workers/api/api-state.ts now).
+    sql.exec('DROP TABLE IF EXISTS http_auth_seen');
     this.store = new EventStore(sql);
     this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
     this.ownership = new OwnershipRegistry(sql);
