@@ -1,8 +1,7 @@
 // Public types of the NIP-AO telemetry emitter (ao-emitter.ts): its options, the ids of a frame, a
 // dropped frame as reported to `onDrop`, and its counters. Re-exported by ao-emitter.ts.
 
-import type { UnsignedEvent } from './ao-keys.js';
-import type { NostrEvent } from './event.js';
+import type { EventTemplate, NostrEvent } from './event.js';
 import type { ConversationKeyCache } from './nip44.js';
 import type { BackoffPolicy, EmitterTimers, PublishFn } from './paced-publisher.js';
 
@@ -46,7 +45,7 @@ export interface TelemetryEmitterOptions {
   maxQueuedFrames?: number;
   maxSessions?: number;
   /** Signs frames (e.g. the relay's Wasm backend, several times faster); default: nostr-tools. */
-  sign?: (template: UnsignedEvent) => NostrEvent;
+  sign?: (template: EventTemplate) => NostrEvent;
   /** Called for every frame that is finally dropped. */
   onDrop?: (drop: DroppedFrame) => void;
 }

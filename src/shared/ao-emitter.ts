@@ -44,11 +44,11 @@
 //   next frame. `stats.droppedUnreported` is what has not been reported yet.
 
 import { getPublicKey } from 'nostr-tools/pure';
-import { signEvent, toSecretBytes, type UnsignedEvent } from './ao-keys.js';
+import { signEvent, toSecretBytes } from './ao-keys.js';
 import { byteLength, envelope, envelopeBytes, splitParts, type ResolvedIds } from './ao-frame.js';
 import { isPlainObject, type Payload } from './ao-payloads.js';
 import { errorMessage, type Result } from './errors.js';
-import type { NostrEvent } from './event.js';
+import type { EventTemplate, NostrEvent } from './event.js';
 import { isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
 import { AO_MAX_PAYLOAD_BYTES, AO_TELEMETRY_RATE, frameTemplate } from './nip-ao.js';
@@ -81,7 +81,7 @@ export class TelemetryEmitter {
   readonly agent: string;
   readonly owner: string;
   readonly #sk: Uint8Array;
-  readonly #sign: (template: UnsignedEvent) => NostrEvent;
+  readonly #sign: (template: EventTemplate) => NostrEvent;
   readonly #publisher: PacedPublisher;
   readonly #now: () => number;
   readonly #timers: EmitterTimers;
