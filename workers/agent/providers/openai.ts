@@ -276,11 +276,7 @@ export class OpenAiProvider implements Provider {
     this.baseUrl = config.baseUrl.replace(/\/+$/, '');
   }
 
-  stream(req: ProviderRequest): AsyncIterable<StreamChunk> {
-    return this.run(req);
-  }
-
-  private async *run(req: ProviderRequest): AsyncGenerator<StreamChunk> {
+  async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {
     const provider = this.id;
     const headers: Record<string, string> = {};
     if (this.config.apiKey) headers.authorization = `Bearer ${this.config.apiKey}`;

@@ -62,11 +62,7 @@ export class WorkersAiProvider implements Provider {
 
   constructor(private readonly ai: WorkersAiBinding) {}
 
-  stream(req: ProviderRequest): AsyncIterable<StreamChunk> {
-    return this.run(req);
-  }
-
-  private async *run(req: ProviderRequest): AsyncGenerator<StreamChunk> {
+  async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {
     const provider = this.id;
     if (req.signal.aborted) throw abortedError(provider);
     const input = workersAiInput(req);
