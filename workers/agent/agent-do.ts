@@ -13,7 +13,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { checkIdAndSignature } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
-import { unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
+import { unwrap } from '../../src/shared/nip59.js';
 import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
 import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
@@ -216,7 +216,7 @@ export class Agent extends DurableObject<AgentEnv> {
       return;
     }
     this.runs.advance(Math.min(e.created_at, Math.floor(Date.now() / 1000)));
-    if (e.kind === WRAP_KIND || e.kind === EPHEMERAL_WRAP_KIND) {
+    if (e.kind === KIND.GIFT_WRAP || e.kind === KIND.EPHEMERAL_GIFT_WRAP) {
       const opened = unwrap(e, await this.store.secretKey(), this.keys, verifier);
       if (!opened.ok) return;
       const r = opened.value.rumor;

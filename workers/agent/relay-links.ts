@@ -7,7 +7,6 @@
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { ConversationKeyCache } from '../../src/shared/nip44.js';
-import { EPHEMERAL_WRAP_KIND, WRAP_KIND } from '../../src/shared/nip59.js';
 import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
 import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import { AO_KIND } from '../../src/shared/nip-ao.js';
@@ -135,7 +134,7 @@ export class RelayLinks {
     client.subscribe(
       [
         { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
-        { kinds: [WRAP_KIND, EPHEMERAL_WRAP_KIND], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
+        { kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
       ],
       { id: 'requests', onEvent: (e) => handle('event', e.id, this.deps.onRequest(e, url)) },
     );
