@@ -3,6 +3,8 @@
 // hand-written MCP Streamable HTTP endpoints that answer with plain JSON (no SSE):
 //   /mcp-paged   tools/list in two pages, tool names that need the naming rule, isError,
 //                mixed content, a tool that answers late (timeouts), one that echoes Authorization
+//                GET /mcp-paged/notifications?tag=T lists the notifications (method, params)
+//                received with the request header x-test-tag: T (e.g. notifications/cancelled)
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
 //                (the client must start a new session); GET /mcp-expire/stats counts initializes
 //                and GET requests to the endpoint (standalone SSE stream attempts)
@@ -163,11 +165,22 @@ async function pagedToolCall(msg: RpcMessage, req: IncomingMessage): Promise<unk
   return undefined;
 }
 
-async function pagedMcp(req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** Notifications received by /mcp-paged, by the x-test-tag header of their request. */
+const pagedNotifications = new Map<string, RpcMessage[]>();
+
+async function pagedMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  if (url.pathname === '/mcp-paged/notifications') {
+    const list = pagedNotifications.get(url.searchParams.get('tag') ?? '') ?? [];
+    return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(list));
+  }
   if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
   const msg = JSON.parse(await readBody(req)) as RpcMessage;
   const json = { 'content-type': 'application/json' };
-  if (msg.id === undefined) return send(res, 202, {}); // a notification
+  if (msg.id === undefined) {
+    const tag = req.headers['x-test-tag'];
+    if (typeof tag === 'string') pagedNotifications.set(tag, [...(pagedNotifications.get(tag) ?? []), { method: msg.method, params: msg.params }]);
+    return send(res, 202, {}); // a notification
+  }
   if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'paged')));
   if (msg.method === 'tools/list') {
     const cursor = msg.params?.cursor;
@@ -220,7 +233,7 @@ async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL):
 
 async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://fixture');
-  if (url.pathname === '/mcp-paged') return pagedMcp(req, res);
+  if (url.pathname.startsWith('/mcp-paged')) return pagedMcp(req, res, url);
   if (url.pathname.startsWith('/mcp-expire')) return expiringMcp(req, res, url);
   if (await webRoute(req, res, url)) return;
   send(res, 404, { 'content-type': 'text/plain' }, 'not found');
