@@ -5,6 +5,8 @@
 //                mixed content, a tool that answers late (timeouts), one that echoes Authorization
 //                GET /mcp-paged/notifications?tag=T lists the notifications (method, params)
 //                received with the request header x-test-tag: T (e.g. notifications/cancelled)
+//   /mcp-changing  tools/list gives one tool named v<version>; tools/call `bump` raises the
+//                version and answers as SSE: notifications/tools/list_changed, then the result
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
 //                (the client must start a new session); GET /mcp-expire/stats counts initializes
 //                and GET requests to the endpoint (standalone SSE stream attempts)
@@ -197,6 +199,27 @@ async function pagedMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pr
   return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
 }
 
+let changingVersion = 1;
+
+async function changingMcp(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
+  const msg = JSON.parse(await readBody(req)) as RpcMessage;
+  const json = { 'content-type': 'application/json' };
+  if (msg.id === undefined) return send(res, 202, {});
+  if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'changing')));
+  if (msg.method === 'tools/list') {
+    const tools = [{ name: `v${changingVersion}`, inputSchema: { type: 'object' } }, { name: 'bump', inputSchema: { type: 'object' } }];
+    return send(res, 200, json, rpcResult(msg.id, { tools }));
+  }
+  if (msg.method === 'tools/call' && msg.params?.name === 'bump') {
+    changingVersion += 1;
+    const changed = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    const result = rpcResult(msg.id, { content: [{ type: 'text', text: `now v${changingVersion}` }] });
+    return send(res, 200, { 'content-type': 'text/event-stream' }, `event: message\ndata: ${changed}\n\nevent: message\ndata: ${result}\n\n`);
+  }
+  return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
+}
+
 const expire = { initializes: 0, gets: 0, sessions: new Set<string>(), next: 1 };
 
 async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
@@ -233,6 +256,7 @@ async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL):
 
 async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://fixture');
+  if (url.pathname === '/mcp-changing') return changingMcp(req, res);
   if (url.pathname.startsWith('/mcp-paged')) return pagedMcp(req, res, url);
   if (url.pathname.startsWith('/mcp-expire')) return expiringMcp(req, res, url);
   if (await webRoute(req, res, url)) return;

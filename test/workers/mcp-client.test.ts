@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { openMcpSession, type McpNotification, type McpProgress, type McpSession } from '../../workers/common/mcp-client.js';
+import { McpSessionCache } from '../../workers/common/mcp-session-cache.js';
 
 const EVERYTHING = inject('mcpEverythingUrl');
 const EVERYTHING_SSE = inject('mcpEverythingSseUrl');
@@ -336,5 +337,103 @@ describe('failures when opening', () => {
     });
     expect(Date.now() - started).toBeLessThan(1_500);
     expect(await openMcpSession({ url: EVERYTHING }, { policy: LOCAL, signal: AbortSignal.abort() })).toEqual({ ok: false, error: 'aborted' });
+  });
+});
+
+describe('McpSessionCache', () => {
+  const PAGED = `${FIXTURE}/mcp-paged`;
+
+  it('keeps one session per key, and a new one when the server changes', async () => {
+    const cache = new McpSessionCache();
+    try {
+      const a = value(await cache.session('a', { url: EVERYTHING }, { policy: LOCAL }));
+      const [again, concurrent] = await Promise.all([
+        cache.session('a', { url: EVERYTHING }, { policy: LOCAL }),
+        cache.session('a', { url: EVERYTHING }, { policy: LOCAL }),
+      ]);
+      expect(value(again)).toBe(a);
+      expect(value(concurrent)).toBe(a);
+      const b = value(await cache.session('b', { url: EVERYTHING }, { policy: LOCAL }));
+      expect(b).not.toBe(a);
+      expect(b.sessionId).not.toBe(a.sessionId);
+      const moved = value(await cache.session('a', { url: EVERYTHING, headers: { authorization: 'Bearer x' } }, { policy: LOCAL }));
+      expect(moved).not.toBe(a);
+      expect(a.closed).toBe(true);
+      expect(cache.size).toBe(2);
+    } finally {
+      await cache.closeAll();
+    }
+    expect(cache.size).toBe(0);
+  });
+
+  it('closes the least recently used session beyond maxSessions, and idle sessions', async () => {
+    const cache = new McpSessionCache({ maxSessions: 2, idleTtlMs: 400 });
+    try {
+      const a = value(await cache.session('a', { url: PAGED }, { policy: LOCAL }));
+      const b = value(await cache.session('b', { url: PAGED }, { policy: LOCAL }));
+      value(await cache.session('a', { url: PAGED }, { policy: LOCAL })); // a is now the most recent
+      const c = value(await cache.session('c', { url: PAGED }, { policy: LOCAL }));
+      expect([a.closed, b.closed, c.closed]).toEqual([false, true, false]);
+      expect(cache.size).toBe(2);
+      await sleep(500);
+      const fresh = value(await cache.session('a', { url: PAGED }, { policy: LOCAL }));
+      expect(fresh).not.toBe(a);
+      expect([a.closed, c.closed]).toEqual([true, true]);
+      expect(cache.size).toBe(1);
+    } finally {
+      await cache.closeAll();
+    }
+  });
+
+  it('does not keep failed opens', async () => {
+    const cache = new McpSessionCache();
+    expect(await cache.session('x', { url: EVERYTHING })).toEqual({ ok: false, error: `refused: ${PLAIN_HTTP}` });
+    expect(cache.size).toBe(0);
+    expect(await cache.tools('x', { url: 'http://127.0.0.1:1/mcp' }, { policy: LOCAL })).toEqual({
+      ok: false,
+      error: 'unreachable: Network connection lost.',
+    });
+    expect(cache.size).toBe(0);
+  });
+
+  it('caches the tool list (every page) until it expires or is invalidated', async () => {
+    const cache = new McpSessionCache({ toolsTtlMs: 300 });
+    try {
+      const first = value(await cache.tools('p', { url: PAGED }, { policy: LOCAL }));
+      expect(first.map((t) => t.name)).toHaveLength(7);
+      expect(first[0]).toEqual({
+        name: 'lookup',
+        description: 'Looks a word up',
+        inputSchema: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] },
+      });
+      expect(value(await cache.tools('p', { url: PAGED }, { policy: LOCAL }))).toBe(first);
+      cache.invalidateTools('p');
+      const relisted = value(await cache.tools('p', { url: PAGED }, { policy: LOCAL }));
+      expect(relisted).not.toBe(first);
+      expect(relisted).toEqual(first);
+      await sleep(350);
+      expect(value(await cache.tools('p', { url: PAGED }, { policy: LOCAL }))).not.toBe(relisted);
+    } finally {
+      await cache.closeAll();
+    }
+  });
+
+  it('lists again after upstream sends tools/list_changed, and still passes it on', async () => {
+    const cache = new McpSessionCache();
+    const server = { url: `${FIXTURE}/mcp-changing` };
+    const seen: string[] = [];
+    const options = { policy: LOCAL, onNotification: (n: McpNotification) => seen.push(n.method) };
+    try {
+      const before = value(await cache.tools('c', server, options)).map((t) => t.name);
+      expect(value(await cache.tools('c', server, options)).map((t) => t.name)).toEqual(before);
+      const session = value(await cache.session('c', server, options));
+      const bumped = value(await session.request('tools/call', { name: 'bump', arguments: {} })) as { content: { text: string }[] };
+      const after = value(await cache.tools('c', server, options)).map((t) => t.name);
+      expect(after).toEqual([bumped.content[0]?.text.replace('now ', ''), 'bump']);
+      expect(after).not.toEqual(before);
+      expect(seen).toEqual(['notifications/tools/list_changed']);
+    } finally {
+      await cache.closeAll();
+    }
   });
 });
