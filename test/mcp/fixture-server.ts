@@ -9,7 +9,8 @@
 //                version and answers as SSE: notifications/tools/list_changed, then the result
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
 //                (the client must start a new session); GET /mcp-expire/stats counts initializes
-//                and GET requests to the endpoint (standalone SSE stream attempts)
+//                and GET requests to the endpoint (standalone SSE stream attempts), per ?bucket=
+//                of the endpoint URL (give each test its own)
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -220,19 +221,22 @@ async function changingMcp(req: IncomingMessage, res: ServerResponse): Promise<v
   return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
 }
 
-const expire = { initializes: 0, gets: 0, sessions: new Set<string>(), next: 1 };
+const expire = { sessions: new Set<string>(), next: 1 };
+/** Counts per ?bucket= of the URL, so that test files running at once do not see each other's. */
+const expireCounts = new Map<string, { initializes: number; gets: number }>();
 
 async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-  if (url.pathname === '/mcp-expire/stats') {
-    return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify({ initializes: expire.initializes, gets: expire.gets }));
-  }
-  if (req.method === 'GET') expire.gets += 1; // a standalone SSE stream attempt
+  const bucket = url.searchParams.get('bucket') ?? '';
+  const counts = expireCounts.get(bucket) ?? { initializes: 0, gets: 0 };
+  expireCounts.set(bucket, counts);
+  if (url.pathname === '/mcp-expire/stats') return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(counts));
+  if (req.method === 'GET') counts.gets += 1; // a standalone SSE stream attempt
   if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
   const msg = JSON.parse(await readBody(req)) as RpcMessage;
   const json = { 'content-type': 'application/json' };
   const session = req.headers['mcp-session-id'];
   if (msg.method === 'initialize') {
-    expire.initializes += 1;
+    counts.initializes += 1;
     const id = `session-${expire.next++}`;
     expire.sessions.add(id);
     return send(res, 200, { ...json, 'mcp-session-id': id }, rpcResult(msg.id, initializeResult(msg, 'expire')));

@@ -179,8 +179,8 @@ describe('session loss', () => {
   });
 
   it('re-initializes when the server answers 404 for the session', async () => {
-    const stats = async (): Promise<{ initializes: number }> => (await (await fetch(`${FIXTURE}/mcp-expire/stats`)).json()) as { initializes: number };
-    const session = await open(`${FIXTURE}/mcp-expire`);
+    const stats = async (): Promise<{ initializes: number }> => (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=client-loss`)).json()) as { initializes: number };
+    const session = await open(`${FIXTURE}/mcp-expire?bucket=client-loss`);
     try {
       const before = await stats();
       const call = async (): Promise<unknown> => value(await session.request('tools/call', { name: 'ping', arguments: {} }));
@@ -309,9 +309,9 @@ describe('legacy HTTP+SSE fallback', () => {
 
 describe('failures when opening', () => {
   it('refuses a URL outside the outbound policy before any fetch', async () => {
-    const stats = async (): Promise<{ initializes: number }> => (await (await fetch(`${FIXTURE}/mcp-expire/stats`)).json()) as { initializes: number };
+    const stats = async (): Promise<{ initializes: number }> => (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=client-refused`)).json()) as { initializes: number };
     const before = await stats();
-    expect(await openMcpSession({ url: `${FIXTURE}/mcp-expire` })).toEqual({ ok: false, error: `refused: ${PLAIN_HTTP}` });
+    expect(await openMcpSession({ url: `${FIXTURE}/mcp-expire?bucket=client-refused` })).toEqual({ ok: false, error: `refused: ${PLAIN_HTTP}` });
     expect(await openMcpSession({ url: 'https://169.254.169.254/mcp' }, { policy: LOCAL })).toEqual({
       ok: false,
       error: 'refused: 169.254.169.254 is a link-local address',
