@@ -10,7 +10,7 @@
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
 //                (the client must start a new session); GET /mcp-expire/stats counts initializes
 //                and GET requests to the endpoint (standalone SSE stream attempts), per ?bucket=
-//                of the endpoint URL (give each test its own)
+//                of the endpoint URL (give each test its own); with ?keep=1 sessions are kept
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -250,7 +250,7 @@ async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL):
     return send(res, 200, json, rpcResult(msg.id, { tools }));
   }
   if (msg.method === 'tools/call') {
-    expire.sessions.delete(session); // the next request of this session gets 404
+    if (url.searchParams.get('keep') !== '1') expire.sessions.delete(session); // the next request of this session gets 404
     return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: `pong from ${session}` }] }));
   }
   return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
