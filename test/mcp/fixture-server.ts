@@ -3,8 +3,9 @@
 // hand-written MCP Streamable HTTP endpoints that answer with plain JSON (no SSE):
 //   /mcp-paged   tools/list in two pages, tool names that need the naming rule, isError,
 //                mixed content, a tool that answers late (timeouts), one that echoes Authorization
-//                GET /mcp-paged/notifications?tag=T lists the notifications (method, params)
-//                received with the request header x-test-tag: T (e.g. notifications/cancelled)
+//                GET /mcp-paged/notifications?tag=T lists the notifications (method, params,
+//                MCP-Protocol-Version header) received with the request header x-test-tag: T;
+//                /mcp-paged?version=V answers initialize with protocol revision V
 //   /mcp-changing  tools/list gives one tool named v<version>; tools/call `bump` raises the
 //                version and answers as SSE: notifications/tools/list_changed, then the result
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
@@ -169,7 +170,7 @@ async function pagedToolCall(msg: RpcMessage, req: IncomingMessage): Promise<unk
 }
 
 /** Notifications received by /mcp-paged, by the x-test-tag header of their request. */
-const pagedNotifications = new Map<string, RpcMessage[]>();
+const pagedNotifications = new Map<string, { method?: string; params?: RpcMessage['params']; protocolVersion?: string }[]>();
 
 async function pagedMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
   if (url.pathname === '/mcp-paged/notifications') {
@@ -181,10 +182,16 @@ async function pagedMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pr
   const json = { 'content-type': 'application/json' };
   if (msg.id === undefined) {
     const tag = req.headers['x-test-tag'];
-    if (typeof tag === 'string') pagedNotifications.set(tag, [...(pagedNotifications.get(tag) ?? []), { method: msg.method, params: msg.params }]);
+    const protocol = req.headers['mcp-protocol-version'];
+    const seen = { method: msg.method, params: msg.params, protocolVersion: typeof protocol === 'string' ? protocol : undefined };
+    if (typeof tag === 'string') pagedNotifications.set(tag, [...(pagedNotifications.get(tag) ?? []), seen]);
     return send(res, 202, {}); // a notification
   }
-  if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'paged')));
+  if (msg.method === 'initialize') {
+    const result = initializeResult(msg, 'paged');
+    const version = url.searchParams.get('version'); // answer with this protocol revision instead
+    return send(res, 200, json, rpcResult(msg.id, version === null ? result : { ...(result as object), protocolVersion: version }));
+  }
   if (msg.method === 'tools/list') {
     const cursor = msg.params?.cursor;
     if (cursor === undefined) return send(res, 200, json, rpcResult(msg.id, { tools: PAGE_1, nextCursor: 'page-2' }));

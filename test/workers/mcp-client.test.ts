@@ -221,6 +221,22 @@ describe('hand-written endpoint (JSON answers)', () => {
     }
   });
 
+  it('speaks each protocol revision the server picks, and refuses one the SDK does not know', async () => {
+    for (const version of ['2025-03-26', '2025-06-18', '2025-11-25']) {
+      const tag = crypto.randomUUID();
+      const session = await openMcpSession({ url: `${FIXTURE}/mcp-paged?version=${version}`, headers: { 'x-test-tag': tag } }, { policy: LOCAL });
+      expect(value(session).identity.protocolVersion).toBe(version);
+      // notifications/initialized already carries the negotiated MCP-Protocol-Version header.
+      const seen = (await (await fetch(`${FIXTURE}/mcp-paged/notifications?tag=${tag}`)).json()) as unknown[];
+      expect(seen).toEqual([{ method: 'notifications/initialized', protocolVersion: version }]);
+      await value(session).close();
+    }
+    expect(await openMcpSession({ url: `${FIXTURE}/mcp-paged?version=2023-01-01` }, { policy: LOCAL })).toEqual({
+      ok: false,
+      error: "Server's protocol version is not supported: 2023-01-01",
+    });
+  });
+
   it('tells upstream when a request is cancelled or timed out (notifications/cancelled)', async () => {
     const tag = crypto.randomUUID();
     const opened = await openMcpSession({ url: `${FIXTURE}/mcp-paged`, headers: { 'x-test-tag': tag } }, { policy: LOCAL });

@@ -17,7 +17,9 @@
 // timeout, sends notifications/cancelled upstream.
 // Session loss: a request answered 404, or 400 naming the session, while a session id was sent
 // (the server forgot it) re-initializes once and is sent again; a session whose connection
-// closed (legacy SSE stream ended) is re-opened by the next request.
+// closed (legacy SSE stream ended) is re-opened by the next request. (The legacy transport's
+// EventSource reconnects by itself when its stream drops; a server that then starts a new
+// session is not re-initialized: its requests time out; close the session and open another.)
 // Notifications from upstream (list_changed, resources/updated, logging) go to onNotification;
 // they arrive only on SSE answers, on the legacy transport's stream, or on the standalone GET
 // stream of Streamable HTTP, which is opened only with `standaloneGet` (a never-ending
@@ -222,6 +224,8 @@ class Session implements McpSession {
   private connection: Connection | undefined;
   private opening: Promise<Connection> | undefined;
   private legacy = false;
+  /** The identity of the latest connection (kept after close). */
+  private identified: McpServerIdentity | undefined;
   closed = false;
 
   constructor(
@@ -231,8 +235,8 @@ class Session implements McpSession {
   ) {}
 
   get identity(): McpServerIdentity {
-    if (!this.connection) throw new Error('the session is not open');
-    return this.connection.identity;
+    if (!this.identified) throw new Error('the session is not open');
+    return this.identified;
   }
 
   get sessionId(): string | undefined {
@@ -240,7 +244,10 @@ class Session implements McpSession {
     return transport instanceof StreamableHTTPClientTransport ? transport.sessionId : undefined;
   }
 
-  /** The open connection, opening one (once for concurrent callers) when there is none. */
+  /**
+   * The open connection, opening one (once for concurrent callers) when there is none. Only the
+   * first open takes the caller's signal; a re-open is shared and bounded by connectTimeoutMs.
+   */
   async current(signal?: AbortSignal): Promise<Connection> {
     if (this.closed) throw new Error('session is closed');
     if (this.connection && !this.connection.lost) return this.connection;
@@ -276,6 +283,7 @@ class Session implements McpSession {
       throw new Error('session is closed');
     }
     this.connection = connection;
+    this.identified = connection.identity;
     return connection;
   }
 
@@ -330,7 +338,7 @@ class Session implements McpSession {
     const stop = (): { timedOutMs: number; aborted: boolean } => ({ timedOutMs: timeoutMs, aborted: signal?.aborted === true });
     let connection: Connection;
     try {
-      connection = await this.current(signal);
+      connection = await this.current();
     } catch (e) {
       return err(failureOf(e, stop()));
     }
@@ -343,7 +351,7 @@ class Session implements McpSession {
     // The server forgot the session: a new one (once for concurrent callers), one retry.
     if (this.connection === connection) connection.lost = true;
     try {
-      return ok(await send(await this.current(signal)));
+      return ok(await send(await this.current()));
     } catch (e) {
       return err(failureOf(e, stop()));
     }
