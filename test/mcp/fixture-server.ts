@@ -82,7 +82,8 @@ async function webRoute(req: IncomingMessage, res: ServerResponse, url: URL): Pr
     send(res, 204, {});
   } else if (p === '/status') {
     const code = Number(url.searchParams.get('code') ?? '500');
-    send(res, code, { 'content-type': 'text/plain' }, `status ${code}`);
+    const size = url.searchParams.get('n'); // a body of n bytes instead of "status <code>"
+    send(res, code, { 'content-type': 'text/plain' }, size === null ? `status ${code}` : PATTERN.repeat(Math.ceil(Number(size) / 64)).slice(0, Number(size)));
   } else if (p === '/redirect') {
     const to = url.searchParams.get('to') ?? '/text';
     const status = Number(url.searchParams.get('status') ?? '302');

@@ -345,6 +345,12 @@ describe('failures when opening', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
+  it('cuts a long upstream error text at 1,000 characters', async () => {
+    const opened = await openMcpSession({ url: `${FIXTURE}/status?code=500&n=5000` }, { policy: LOCAL });
+    const prefix = 'Streamable HTTP error: Error POSTing to endpoint: ';
+    expect(!opened.ok && opened.error).toBe(`${prefix}${'0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/'.repeat(16).slice(0, 1_000 - prefix.length)}…`);
+  });
+
   it('times out and aborts the initialize', async () => {
     const started = Date.now();
     expect(await openMcpSession({ url: `${FIXTURE}/slow-headers?ms=3000` }, { policy: LOCAL, connectTimeoutMs: 300 })).toEqual({

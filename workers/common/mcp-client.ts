@@ -6,12 +6,14 @@
 // Mcp-Session-Id and MCP-Protocol-Version, reads JSON or SSE answers, accepts 202 for
 // notifications, sends DELETE on close). When that initialize is answered 400, 404 or 405 the
 // server is taken for a legacy HTTP+SSE one (MCP spec, backwards compatibility) and the SDK's
-// SSEClientTransport is tried on the same URL (its GET stream carries every answer).
+// SSEClientTransport is tried on the same URL (its GET stream carries every answer, so a legacy
+// session holds one open subrequest for its whole life).
 // McpSession.request(method, params) sends any MCP request and returns the raw result object
 // (a passthrough schema: unknown fields survive). Failures are values (McpFailure):
 //   {kind: 'protocol', code, message, data?}  a JSON-RPC error from upstream;
 //   {kind: 'transport', message}              unreachable, refused by the outbound policy,
 //                                             "timed out after <n> ms", "aborted", "session is closed".
+// Messages are cut at 1,000 characters.
 // onProgress receives the request's progress notifications (the SDK sets _meta.progressToken;
 // each one restarts the timeout, `maxTotalMs` bounds the whole). Aborting the signal, or a
 // timeout, sends notifications/cancelled upstream.
@@ -125,7 +127,10 @@ const CLIENT_INFO = { name: 'edgestr', version: '1.0.0' };
 const RawResult = z.looseObject({});
 const validator = new CfWorkerJsonSchemaValidator();
 
-const transportFailure = (message: string): McpFailure => ({ kind: 'transport', message });
+/** Longest failure message kept (an upstream's error page can be large). */
+const MAX_MESSAGE_CHARS = 1_000;
+const clip = (text: string): string => (text.length > MAX_MESSAGE_CHARS ? `${text.slice(0, MAX_MESSAGE_CHARS)}…` : text);
+const transportFailure = (message: string): McpFailure => ({ kind: 'transport', message: clip(message) });
 
 /** fetch for the transports: through safeFetch; GET answered 405 unless allowed (see the header). */
 function transportFetch(policy: OutboundPolicy, allowGet: boolean) {
@@ -202,7 +207,7 @@ function failureOf(e: unknown, stop: { timedOutMs?: number; aborted: boolean }):
       return transportFailure('connection closed');
     }
     const prefix = `MCP error ${e.code}: `;
-    const message = e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message;
+    const message = clip(e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message);
     return data === undefined ? { kind: 'protocol', code: e.code, message } : { kind: 'protocol', code: e.code, message, data };
   }
   return transportFailure(errorMessage(e));
