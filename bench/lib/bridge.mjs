@@ -11,12 +11,15 @@
 //   wrapped:    the same request gift-wrapped (1059 around a seal signed by the client around the
 //               DVMCP event; src/shared/dvmcp-wrap.ts, bundled with esbuild), the 1059 answer
 //               unwrapped and its seal verified;
-//   concurrent: 50 clients, each its own key and socket, a bounded number of calls each.
+//   concurrent: 50 clients, each its own key and socket, a bounded number of calls each, next to
+//               50 direct SDK clients (each its own MCP session) doing the same.
 // The bridge's limits (workers/bridge/limits.ts) have no override binding, so the bench stays
 // under them: each key makes at most `callsPerKey` calls (30 a minute allowed), one at a time (4 in
 // progress allowed); each series has its own server id (300 calls a minute allowed per server).
 // Every call is prepared (signed, wrapped) before its clock starts; the clock stops when the
-// answer has been received, unwrapped and checked. Every loop is bounded by a count and a deadline.
+// answer has been received, unwrapped and checked (the client's unwrap time is also recorded
+// alone). The workerd process's CPU time (/proc) over each series is divided by the calls made.
+// Every loop is bounded by a count and a deadline.
 
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -28,7 +31,7 @@ import { build } from 'esbuild';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { api, authedSocket, closeAll, subscribe } from './agent.mjs';
 import { Deadline, latencySummary, nowSeconds, randomHex } from './client.mjs';
-import { startRelay, ROOT } from './server.mjs';
+import { startRelay, workerdCpuMeter, ROOT } from './server.mjs';
 
 /**
  * @typedef {import('./client.mjs').NostrEvent} NostrEvent
@@ -37,11 +40,11 @@ import { startRelay, ROOT } from './server.mjs';
  * @typedef {'plain' | 'wrapped'} Form
  * @typedef {{ calls: number, warmup: number, callsPerKey: number, concurrentClients: number, callsPerClient: number,
  *   callTimeoutMs: number, budgetMs: number }} BridgeConfig
- * @typedef {{ latency: Latency, keys: number, errors: string[] }} SequentialResult
+ * @typedef {{ latency: Latency, unwrap: Latency, keys: number, calls: number, cpuPerCallMs: number, errors: string[] }} SequentialResult
  * @typedef {{ clients: number, callsPerClient: number, latency: Latency, throughput: number, durationMs: number,
- *   errors: string[] }} ConcurrentResult
+ *   cpuPerCallMs: number, errors: string[] }} ConcurrentResult
  * @typedef {{ provider: string, direct: Latency, plain?: SequentialResult, wrapped?: SequentialResult,
- *   concurrent?: ConcurrentResult, errors: Record<string, string> }} BridgeResult
+ *   directConcurrent?: ConcurrentResult, concurrent?: ConcurrentResult, errors: Record<string, string> }} BridgeResult
  */
 
 /**
@@ -127,7 +130,7 @@ export async function bridgeBench(o) {
     });
     log(`relay on ${relay.httpUrl}`);
     try {
-      return await runSeries({ h, log, deadline, config, upstream: everything.url, httpUrl: relay.httpUrl, wsUrl: relay.wsUrl, ownerSk });
+      return await runSeries({ h, log, deadline, config, upstream: everything.url, httpUrl: relay.httpUrl, wsUrl: relay.wsUrl, ownerSk, cpu: workerdCpuMeter() });
     } finally {
       await relay.stop();
     }
@@ -138,7 +141,7 @@ export async function bridgeBench(o) {
 
 /**
  * @param {{ h: Helpers, log: (s: string) => void, deadline: Deadline, config: BridgeConfig, upstream: string,
- *   httpUrl: string, wsUrl: string, ownerSk: Uint8Array }} o
+ *   httpUrl: string, wsUrl: string, ownerSk: Uint8Array, cpu: () => number }} o
  * @returns {Promise<BridgeResult>}
  */
 async function runSeries(o) {
@@ -160,23 +163,38 @@ async function runSeries(o) {
 
   /** @type {Record<string, string>} */
   const errors = {};
-  const ctx = { h, deadline, config, publicUrl, provider };
+  const ctx = { h, deadline, config, publicUrl, provider, cpu: o.cpu };
   /** @type {BridgeResult} */
   const result = { provider, direct, errors };
   for (const form of /** @type {Form[]} */ (['plain', 'wrapped'])) {
     try {
       const r = await sequentialSeries(ctx, servers[form], form);
       result[form] = r;
-      log(`  ${form}: n ${r.latency.n} over ${r.keys} keys; p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms; overhead p50 ${(r.latency.p50 - direct.p50).toFixed(2)} ms${problems(r.errors)}`);
+      log(
+        `  ${form}: n ${r.latency.n} over ${r.keys} keys; p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms; ` +
+          `overhead p50 ${(r.latency.p50 - direct.p50).toFixed(2)} ms; client unwrap p50 ${r.unwrap.p50.toFixed(2)} ms; ` +
+          `workerd CPU ${r.cpuPerCallMs.toFixed(2)} ms/call${problems(r.errors)}`,
+      );
     } catch (e) {
       errors[form] = e instanceof Error ? e.message : String(e);
       log(`  ${form} FAILED: ${errors[form]}`);
     }
   }
   try {
+    const r = await directConcurrentSeries(o.upstream, config, deadline);
+    result.directConcurrent = r;
+    log(`  direct MCP HTTP, concurrent: ${r.clients} clients × ${r.callsPerClient} calls; ${r.throughput.toFixed(1)} calls/s; p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms${problems(r.errors)}`);
+  } catch (e) {
+    errors.directConcurrent = e instanceof Error ? e.message : String(e);
+    log(`  direct concurrent FAILED: ${errors.directConcurrent}`);
+  }
+  try {
     const r = await concurrentSeries(ctx, servers.concurrent);
     result.concurrent = r;
-    log(`  concurrent: ${r.clients} clients × ${r.callsPerClient} calls; ${r.throughput.toFixed(1)} calls/s; p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms${problems(r.errors)}`);
+    log(
+      `  concurrent: ${r.clients} clients × ${r.callsPerClient} calls; ${r.throughput.toFixed(1)} calls/s; ` +
+        `p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms; workerd CPU ${r.cpuPerCallMs.toFixed(2)} ms/call${problems(r.errors)}`,
+    );
   } catch (e) {
     errors.concurrent = e instanceof Error ? e.message : String(e);
     log(`  concurrent FAILED: ${errors.concurrent}`);
@@ -225,33 +243,109 @@ function firstText(result) {
 }
 
 /**
- * Direct MCP calls with the official SDK Client, one at a time, after `warmup`.
+ * A direct MCP client: the official SDK Client over Streamable HTTP, connected (initialized).
+ * `call` sends one `echo` and resolves with its round trip (ms).
+ * @param {string} url @param {BridgeConfig} config @returns {Promise<{ call: () => Promise<number>, close: () => Promise<void> }>}
+ */
+async function directCaller(url, config) {
+  const client = new Client({ name: 'edgestr-bench', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  const call = async () => {
+    const { message, expected } = echo();
+    const started = performance.now();
+    const result = await client.callTool({ name: 'echo', arguments: { message } }, undefined, { timeout: config.callTimeoutMs });
+    const took = performance.now() - started;
+    if (firstText(result) !== expected) throw new Error(`direct echo answered ${JSON.stringify(result).slice(0, 200)}`);
+    return took;
+  };
+  return { call, close: () => client.close() };
+}
+
+/**
+ * Direct MCP calls, one at a time, after `warmup`.
  * @param {string} url @param {BridgeConfig} config @param {Deadline} deadline @returns {Promise<Latency>}
  */
 async function directSeries(url, config, deadline) {
-  const client = new Client({ name: 'edgestr-bench', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  const caller = await directCaller(url, config);
   try {
     /** @type {number[]} */
     const samples = [];
     for (let i = 0; i < config.warmup + config.calls && deadline.left() > config.callTimeoutMs; i++) {
-      const { message, expected } = echo();
-      const started = performance.now();
-      const result = await client.callTool({ name: 'echo', arguments: { message } }, undefined, { timeout: config.callTimeoutMs });
-      const took = performance.now() - started;
-      if (firstText(result) !== expected) throw new Error(`direct echo answered ${JSON.stringify(result).slice(0, 200)}`);
+      const took = await caller.call();
       if (i >= config.warmup) samples.push(took);
     }
     if (samples.length === 0) throw new Error('direct MCP HTTP: no call measured before the deadline');
     return latencySummary(samples);
   } finally {
-    await client.close();
+    await caller.close();
   }
 }
 
 /**
- * @typedef {{ h: Helpers, deadline: Deadline, config: BridgeConfig, publicUrl: string, provider: string }} Ctx
- * @typedef {{ call: (serverId: string, form: Form) => Promise<number>, close: () => Promise<void> }} NostrCaller
+ * Opens `n` callers, 10 at a time; `warmup` calls each (all callers together).
+ * @template {{ close: () => Promise<void> }} C
+ * @param {number} n @param {() => Promise<C>} open @param {(c: C) => Promise<unknown>} warm @param {BridgeConfig} config
+ * @param {Deadline} deadline @param {C[]} into  filled as callers open (the caller closes them, also on failure)
+ */
+async function openWarm(n, open, warm, config, deadline, into) {
+  for (let i = 0; i < n; i += 10) {
+    deadline.check();
+    into.push(...(await Promise.all(Array.from({ length: Math.min(10, n - i) }, open))));
+  }
+  await Promise.all(into.map(async (c) => {
+    for (let i = 0; i < config.warmup; i++) await warm(c);
+  }));
+}
+
+/**
+ * Every caller makes `callsPerClient` calls, one at a time, all callers at once.
+ * Throughput = calls answered ÷ (last answer − first send).
+ * @template C @param {C[]} callers @param {(c: C) => Promise<number>} call @param {BridgeConfig} config @param {Deadline} deadline
+ * @returns {Promise<{ latency: Latency, throughput: number, durationMs: number, attempts: number, errors: string[] }>}
+ */
+async function concurrently(callers, call, config, deadline) {
+  /** @type {number[]} */
+  const samples = [];
+  /** @type {string[]} */
+  const errors = [];
+  const started = performance.now();
+  await Promise.all(
+    callers.map(async (c) => {
+      for (let i = 0; i < config.callsPerClient && deadline.left() > config.callTimeoutMs; i++) {
+        try {
+          samples.push(await call(c));
+        } catch (e) {
+          errors.push(e instanceof Error ? e.message : String(e));
+        }
+      }
+    }),
+  );
+  const durationMs = performance.now() - started;
+  if (samples.length === 0) throw new Error(`concurrent: no call answered (${errors.slice(0, 3).join('; ') || 'deadline'})`);
+  return { latency: latencySummary(samples), throughput: samples.length / (durationMs / 1000), durationMs, attempts: samples.length + errors.length, errors };
+}
+
+/**
+ * `concurrentClients` direct MCP clients at once (each its own session), as the bridge's
+ * concurrent series: what server-everything alone sustains on this machine.
+ * @param {string} url @param {BridgeConfig} config @param {Deadline} deadline @returns {Promise<ConcurrentResult>}
+ */
+async function directConcurrentSeries(url, config, deadline) {
+  /** @type {Array<Awaited<ReturnType<typeof directCaller>>>} */
+  const callers = [];
+  try {
+    await openWarm(config.concurrentClients, () => directCaller(url, config), (c) => c.call(), config, deadline, callers);
+    const r = await concurrently(callers, (c) => c.call(), config, deadline);
+    return { clients: callers.length, callsPerClient: config.callsPerClient, latency: r.latency, throughput: r.throughput, durationMs: r.durationMs, cpuPerCallMs: NaN, errors: r.errors };
+  } finally {
+    await Promise.all(callers.map((c) => c.close()));
+  }
+}
+
+/**
+ * @typedef {{ h: Helpers, deadline: Deadline, config: BridgeConfig, publicUrl: string, provider: string, cpu: () => number }} Ctx
+ * @typedef {{ ms: number, unwrapMs: number }} CallTime  the round trip; of it, the client's unwrap of the answer
+ * @typedef {{ call: (serverId: string, form: Form) => Promise<CallTime>, close: () => Promise<void> }} NostrCaller
  */
 
 /**
@@ -265,10 +359,11 @@ async function nostrCaller(ctx) {
   const pk = getPublicKey(sk);
   const keys = new h.ConversationKeyCache(4);
   const socket = await authedSocket(ctx.publicUrl, sk);
-  /** Pending calls by the request (or rumor) id. @type {Map<string, (content: string, at: number) => void>} */
+  /** Pending calls by the request (or rumor) id. @type {Map<string, (content: string, at: number, unwrapMs: number) => void>} */
   const pending = new Map();
   socket.listen((f) => {
     if (f[0] !== 'EVENT' || (f[1] !== 'answers' && f[1] !== 'wraps')) return;
+    const arrived = performance.now();
     const e = /** @type {NostrEvent} */ (f[2]);
     /** @type {{ tags: string[][], content: string } | undefined} */
     let answer;
@@ -279,7 +374,8 @@ async function nostrCaller(ctx) {
     }
     const requestId = answer?.tags.find((t) => t[0] === 'e')?.[1];
     const done = requestId === undefined ? undefined : pending.get(requestId);
-    if (answer && done) done(answer.content, performance.now());
+    const at = performance.now();
+    if (answer && done) done(answer.content, at, e.kind === GIFT_WRAP ? at - arrived : 0);
   });
   await subscribe(socket, 'answers', { kinds: [DVMCP_RESPONSE], '#p': [pk], since: nowSeconds() - 5 });
   await subscribe(socket, 'wraps', { kinds: [GIFT_WRAP], '#p': [pk], since: nowSeconds() - 5 });
@@ -297,7 +393,7 @@ async function nostrCaller(ctx) {
     const requestId = form === 'plain' ? event.id : h.makeRumor({ pubkey: pk, ...t }).id;
     const frame = JSON.stringify(['EVENT', event]);
     const ms = Math.max(1_000, Math.min(config.callTimeoutMs, ctx.deadline.left()));
-    /** @type {Promise<{ content: string, at: number }>} */
+    /** @type {Promise<{ content: string, at: number, unwrapMs: number }>} */
     const answered = new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         pending.delete(requestId);
@@ -311,20 +407,20 @@ async function nostrCaller(ctx) {
         off();
         reject(new Error(`request refused by the relay: ${f[3]}`));
       });
-      pending.set(requestId, (content, at) => {
+      pending.set(requestId, (content, at, unwrapMs) => {
         clearTimeout(timer);
         pending.delete(requestId);
         off();
-        resolve({ content, at });
+        resolve({ content, at, unwrapMs });
       });
     });
     const started = performance.now();
     socket.ws.send(frame);
-    const { content, at } = await answered;
+    const { content, at, unwrapMs } = await answered;
     const parsed = h.parseResponse(content);
     if (!parsed.ok) throw new Error(`${form} call answered error ${parsed.error.code}: ${parsed.error.message}`);
     if (firstText(parsed.value) !== expected) throw new Error(`${form} call answered ${content.slice(0, 200)}`);
-    return at - started;
+    return { ms: at - started, unwrapMs };
   };
   return { call, close: () => closeAll([socket]) };
 }
@@ -336,19 +432,25 @@ async function nostrCaller(ctx) {
  */
 async function sequentialSeries(ctx, serverId, form) {
   const { config, deadline } = ctx;
-  /** @type {number[]} */
+  /** @type {CallTime[]} */
   const samples = [];
   /** @type {string[]} */
   const errors = [];
   let keys = 0;
   let attempts = 0;
+  let calls = 0;
+  const cpuStart = ctx.cpu();
   while (samples.length < config.calls && attempts < config.calls * 2 && deadline.left() > config.callTimeoutMs) {
     const caller = await nostrCaller(ctx);
     keys += 1;
     try {
-      for (let i = 0; i < config.warmup; i++) await caller.call(serverId, form);
+      for (let i = 0; i < config.warmup; i++) {
+        calls += 1;
+        await caller.call(serverId, form);
+      }
       for (let i = config.warmup; i < config.callsPerKey && samples.length < config.calls && deadline.left() > config.callTimeoutMs; i++) {
         attempts += 1;
+        calls += 1;
         try {
           samples.push(await caller.call(serverId, form));
         } catch (e) {
@@ -359,14 +461,21 @@ async function sequentialSeries(ctx, serverId, form) {
       await caller.close();
     }
   }
+  const cpuMs = ctx.cpu() - cpuStart;
   if (samples.length === 0) throw new Error(`${form}: no call measured (${errors.slice(0, 3).join('; ') || 'deadline'})`);
-  return { latency: latencySummary(samples), keys, errors };
+  return {
+    latency: latencySummary(samples.map((x) => x.ms)),
+    unwrap: latencySummary(samples.map((x) => x.unwrapMs)),
+    keys,
+    calls,
+    cpuPerCallMs: cpuMs / calls,
+    errors,
+  };
 }
 
 /**
  * `concurrentClients` clients at once, each its own key and socket: `warmup` calls each (all
- * clients together), then `callsPerClient` measured calls each, one at a time per client.
- * Throughput = measured calls answered ÷ (last answer − first send).
+ * clients together), then `callsPerClient` plain calls each, one at a time per client.
  * @param {Ctx} ctx @param {string} serverId @returns {Promise<ConcurrentResult>}
  */
 async function concurrentSeries(ctx, serverId) {
@@ -374,40 +483,11 @@ async function concurrentSeries(ctx, serverId) {
   /** @type {NostrCaller[]} */
   const callers = [];
   try {
-    for (let i = 0; i < config.concurrentClients; i += 10) {
-      deadline.check();
-      const batch = Math.min(10, config.concurrentClients - i);
-      callers.push(...(await Promise.all(Array.from({ length: batch }, () => nostrCaller(ctx)))));
-    }
-    await Promise.all(callers.map(async (c) => {
-      for (let i = 0; i < config.warmup; i++) await c.call(serverId, 'plain');
-    }));
-    /** @type {number[]} */
-    const samples = [];
-    /** @type {string[]} */
-    const errors = [];
-    const started = performance.now();
-    await Promise.all(
-      callers.map(async (c) => {
-        for (let i = 0; i < config.callsPerClient && deadline.left() > config.callTimeoutMs; i++) {
-          try {
-            samples.push(await c.call(serverId, 'plain'));
-          } catch (e) {
-            errors.push(e instanceof Error ? e.message : String(e));
-          }
-        }
-      }),
-    );
-    const durationMs = performance.now() - started;
-    if (samples.length === 0) throw new Error(`concurrent: no call answered (${errors.slice(0, 3).join('; ') || 'deadline'})`);
-    return {
-      clients: callers.length,
-      callsPerClient: config.callsPerClient,
-      latency: latencySummary(samples),
-      throughput: samples.length / (durationMs / 1000),
-      durationMs,
-      errors,
-    };
+    await openWarm(config.concurrentClients, () => nostrCaller(ctx), (c) => c.call(serverId, 'plain'), config, deadline, callers);
+    const cpuStart = ctx.cpu();
+    const r = await concurrently(callers, async (c) => (await c.call(serverId, 'plain')).ms, config, deadline);
+    const cpuMs = ctx.cpu() - cpuStart;
+    return { clients: callers.length, callsPerClient: config.callsPerClient, latency: r.latency, throughput: r.throughput, durationMs: r.durationMs, cpuPerCallMs: cpuMs / r.attempts, errors: r.errors };
   } finally {
     await Promise.all(callers.map((c) => c.close()));
   }

@@ -139,14 +139,10 @@ function bridgeRows(r) {
       'client (Node), same run',
     ]);
   }
-  const k = b?.concurrent;
-  rows.push([
-    `DVMCP bridge: ${c.concurrentClients} concurrent clients (each its own key and socket, ${c.callsPerClient} ${c.callsPerClient === 1 ? 'call' : 'calls'} each, plain): throughput and latency`,
-    k ? `${num(k.throughput)} calls/s · ${p50p99(k.latency)}` : 'failed',
-    '',
-    '',
-    'client (Node)',
-  ]);
+  const calls = `${c.callsPerClient} ${c.callsPerClient === 1 ? 'call' : 'calls'} each`;
+  const throughput = (/** @type {import('./bridge.mjs').ConcurrentResult | undefined} */ k) => (k ? `${num(k.throughput)} calls/s · ${p50p99(k.latency)}` : 'failed');
+  rows.push([`DVMCP bridge baseline: ${c.concurrentClients} concurrent direct MCP clients (each its own session, ${calls}): throughput and latency`, throughput(b?.directConcurrent), '', '', 'client (Node)']);
+  rows.push([`DVMCP bridge: ${c.concurrentClients} concurrent clients through relay + bridge (each its own key and socket, ${calls}, plain): throughput and latency`, throughput(b?.concurrent), '', '', 'client (Node)']);
   return rows;
 }
 
@@ -226,11 +222,14 @@ function bridgeContextRows(b, c) {
   for (const [form, s] of /** @type {const} */ ([['plain', b.plain], ['gift-wrapped', b.wrapped]])) {
     if (!s) continue;
     rows.push([`bridge, ${form}: calls measured · client keys used (${c.warmup} warm-up calls each, at most ${c.callsPerKey} calls each) · failed calls`, `${s.latency.n} · ${s.keys} · ${s.errors.length}`, 'client (Node)']);
+    if (form === 'gift-wrapped') rows.push(['bridge, gift-wrapped: of the round trip, the client unwrapping the answer (two NIP-44 decryptions, one ECDH, the seal\'s signature check with noble)', p50p99(s.unwrap), 'client (Node)']);
+    rows.push([`bridge, ${form}: workerd CPU time per call (relay + Bridge DO; all ${s.calls} calls of the series, warm-ups included)`, ms(s.cpuPerCallMs), '/proc CPU time of the workerd process']);
     if (s.errors.length) rows.push([`bridge, ${form}: problems`, s.errors.slice(0, 5).join('; '), '']);
   }
   const k = b.concurrent;
   if (k) {
     rows.push([`bridge, concurrent: calls answered · failed · wall time (first send → last answer)`, `${k.latency.n} · ${k.errors.length} · ${ms(k.durationMs)}`, 'client (Node)']);
+    rows.push(['bridge, concurrent: workerd CPU time per call (relay + Bridge DO)', ms(k.cpuPerCallMs), '/proc CPU time of the workerd process']);
     if (k.errors.length) rows.push(['bridge, concurrent: problems', k.errors.slice(0, 5).join('; '), '']);
   }
   return rows;
@@ -395,7 +394,8 @@ with libsecp256k1 (\`nostr-wasm\`) before any clock starts.
   answer's signing (and wrapping), and the relay's fan-out back. **Overhead** = p50 through relay +
   bridge − p50 direct. **Concurrent**: ${c.bridge.concurrentClients} clients, each its own key and socket, ${c.bridge.warmup} warm-up calls
   each (all together), then ${c.bridge.callsPerClient} plain calls each, one at a time per client, all clients at
-  once; throughput = calls answered ÷ (last answer − first send). **Bridge limits**: the bridge
+  once; throughput = calls answered ÷ (last answer − first send); its baseline is the same with
+  ${c.bridge.concurrentClients} direct SDK clients (each its own MCP session), i.e. what server-everything alone sustains here. **Bridge limits**: the bridge
   allows 30 requests a minute and 4 in progress per client key and 300 requests a minute per
   server (\`workers/bridge/limits.ts\`); it has no binding to raise them, so the bench stays under
   them: each key makes at most ${c.bridge.callsPerKey} calls (${c.bridge.warmup} warm-up calls first, which open its upstream session;
