@@ -35,7 +35,6 @@ import { startRelay, workerdCpuMeter, ROOT } from './server.mjs';
 
 /**
  * @typedef {import('./client.mjs').NostrEvent} NostrEvent
- * @typedef {import('./agent.mjs').Socket} Socket
  * @typedef {{ n: number, p50: number, p99: number, max: number }} Latency
  * @typedef {'plain' | 'wrapped'} Form
  * @typedef {{ calls: number, warmup: number, callsPerKey: number, concurrentClients: number, callsPerClient: number,
@@ -43,7 +42,8 @@ import { startRelay, workerdCpuMeter, ROOT } from './server.mjs';
  * @typedef {{ latency: Latency, unwrap: Latency, keys: number, calls: number, cpuPerCallMs: number, errors: string[] }} SequentialResult
  * @typedef {{ clients: number, callsPerClient: number, latency: Latency, throughput: number, durationMs: number,
  *   cpuPerCallMs: number, errors: string[] }} ConcurrentResult
- * @typedef {{ provider: string, direct: Latency, plain?: SequentialResult, wrapped?: SequentialResult,
+ * @typedef {import('../../workers/bridge/limits.js').BridgeLimits} BridgeLimits
+ * @typedef {{ provider: string, limits: BridgeLimits, direct: Latency, plain?: SequentialResult, wrapped?: SequentialResult,
  *   directConcurrent?: ConcurrentResult, concurrent?: ConcurrentResult, errors: Record<string, string> }} BridgeResult
  */
 
@@ -51,13 +51,9 @@ import { startRelay, workerdCpuMeter, ROOT } from './server.mjs';
  * The project's code the client side uses, bundled for Node with esbuild (the one wrangler uses).
  * @typedef {typeof import('../../src/shared/dvmcp-wrap.js') & typeof import('../../src/shared/nip59.js')
  *   & typeof import('../../src/shared/dvmcp.js') & typeof import('../../src/shared/verify.js')
- *   & typeof import('../../src/shared/nip44.js') & typeof import('../../test/mcp/global-setup.js')} Helpers
+ *   & typeof import('../../src/shared/nip44.js') & typeof import('../../workers/bridge/limits.js')
+ *   & typeof import('../../test/mcp/global-setup.js')} Helpers
  */
-
-/** The bridge's requests per server per minute (workers/bridge/limits.ts DEFAULT_BRIDGE_LIMITS.serverPerMinute). */
-const SERVER_PER_MINUTE = 300;
-/** The bridge's requests per client key per minute (DEFAULT_BRIDGE_LIMITS.clientPerMinute). */
-const CLIENT_PER_MINUTE = 30;
 
 const DVMCP_REQUEST = 25910;
 const DVMCP_RESPONSE = 26910;
@@ -76,6 +72,7 @@ async function loadHelpers() {
           "export { parseResponse } from './src/shared/dvmcp.js';",
           "export { nobleVerifier } from './src/shared/verify.js';",
           "export { ConversationKeyCache } from './src/shared/nip44.js';",
+          "export { DEFAULT_BRIDGE_LIMITS } from './workers/bridge/limits.js';",
           "export { startEverything, stop } from './test/mcp/global-setup.js';",
         ].join('\n'),
         resolveDir: ROOT,
@@ -96,28 +93,27 @@ async function loadHelpers() {
   }
 }
 
-/** @param {BridgeConfig} c */
-function checkAgainstLimits(c) {
-  if (c.callsPerKey > CLIENT_PER_MINUTE) throw new Error(`callsPerKey ${c.callsPerKey} exceeds the bridge's ${CLIENT_PER_MINUTE} requests a minute per key`);
-  if (c.warmup + c.callsPerClient > CLIENT_PER_MINUTE) throw new Error(`a concurrent client's ${c.warmup + c.callsPerClient} calls exceed ${CLIENT_PER_MINUTE} a minute`);
-  const keys = Math.ceil(c.calls / (c.callsPerKey - c.warmup));
-  const sequential = c.calls + keys * c.warmup;
-  const concurrent = c.concurrentClients * (c.warmup + c.callsPerClient);
-  if (Math.max(sequential, concurrent) > SERVER_PER_MINUTE) {
-    throw new Error(`a series would send ${Math.max(sequential, concurrent)} requests to one server; the bridge allows ${SERVER_PER_MINUTE} a minute`);
+/** Refuses a config the bridge's limits would throttle. @param {BridgeConfig} c @param {BridgeLimits} limits */
+function checkAgainstLimits(c, limits) {
+  if (c.callsPerKey <= c.warmup) throw new Error(`callsPerKey ${c.callsPerKey} leaves no measured call after ${c.warmup} warm-up calls`);
+  if (Math.max(c.callsPerKey, c.warmup + c.callsPerClient) > limits.clientPerMinute) {
+    throw new Error(`a key would make ${Math.max(c.callsPerKey, c.warmup + c.callsPerClient)} calls; the bridge allows ${limits.clientPerMinute} a minute per key`);
   }
+  const keys = Math.ceil(c.calls / (c.callsPerKey - c.warmup));
+  const perServer = Math.max(c.calls + keys * c.warmup, c.concurrentClients * (c.warmup + c.callsPerClient));
+  if (perServer > limits.serverPerMinute) throw new Error(`a series would send ${perServer} requests to one server; the bridge allows ${limits.serverPerMinute} a minute`);
 }
 
 /**
- * Runs the whole bridge pass: server-everything, Worker, registration, the four series.
+ * Runs the whole bridge pass: server-everything, Worker, registration, the series.
  * @param {{ relayLimits: string, log: (s: string) => void, deadline: Deadline, config: BridgeConfig }} o
  * @returns {Promise<BridgeResult>}
  */
 export async function bridgeBench(o) {
   const { log, config } = o;
-  checkAgainstLimits(config);
   const deadline = new Deadline(Math.min(config.budgetMs, o.deadline.left()), 'the bridge pass');
   const h = await loadHelpers();
+  checkAgainstLimits(config, h.DEFAULT_BRIDGE_LIMITS);
   const everything = await h.startEverything('streamableHttp');
   log(`server-everything on ${everything.url}`);
   try {
@@ -164,42 +160,37 @@ async function runSeries(o) {
   /** @type {Record<string, string>} */
   const errors = {};
   const ctx = { h, deadline, config, publicUrl, provider, cpu: o.cpu };
-  /** @type {BridgeResult} */
-  const result = { provider, direct, errors };
-  for (const form of /** @type {Form[]} */ (['plain', 'wrapped'])) {
+  /** A series that fails is recorded in `errors`, and the next one runs. @template T @param {string} name @param {() => Promise<T>} run @param {(r: T) => string} line */
+  const series = async (name, run, line) => {
     try {
-      const r = await sequentialSeries(ctx, servers[form], form);
-      result[form] = r;
-      log(
-        `  ${form}: n ${r.latency.n} over ${r.keys} keys; p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms; ` +
-          `overhead p50 ${(r.latency.p50 - direct.p50).toFixed(2)} ms; client unwrap p50 ${r.unwrap.p50.toFixed(2)} ms; ` +
-          `workerd CPU ${r.cpuPerCallMs.toFixed(2)} ms/call${problems(r.errors)}`,
-      );
+      const r = await run();
+      log(`  ${name}: ${line(r)}`);
+      return r;
     } catch (e) {
-      errors[form] = e instanceof Error ? e.message : String(e);
-      log(`  ${form} FAILED: ${errors[form]}`);
+      errors[name] = e instanceof Error ? e.message : String(e);
+      log(`  ${name} FAILED: ${errors[name]}`);
+      return undefined;
     }
-  }
-  try {
-    const r = await directConcurrentSeries(o.upstream, config, deadline);
-    result.directConcurrent = r;
-    log(`  direct MCP HTTP, concurrent: ${r.clients} clients × ${r.callsPerClient} calls; ${r.throughput.toFixed(1)} calls/s; p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms${problems(r.errors)}`);
-  } catch (e) {
-    errors.directConcurrent = e instanceof Error ? e.message : String(e);
-    log(`  direct concurrent FAILED: ${errors.directConcurrent}`);
-  }
-  try {
-    const r = await concurrentSeries(ctx, servers.concurrent);
-    result.concurrent = r;
-    log(
-      `  concurrent: ${r.clients} clients × ${r.callsPerClient} calls; ${r.throughput.toFixed(1)} calls/s; ` +
-        `p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms; workerd CPU ${r.cpuPerCallMs.toFixed(2)} ms/call${problems(r.errors)}`,
-    );
-  } catch (e) {
-    errors.concurrent = e instanceof Error ? e.message : String(e);
-    log(`  concurrent FAILED: ${errors.concurrent}`);
-  }
-  return result;
+  };
+  /** @param {SequentialResult} r */
+  const sequentialLine = (r) =>
+    `n ${r.latency.n} over ${r.keys} keys; p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms; ` +
+    `overhead p50 ${(r.latency.p50 - direct.p50).toFixed(2)} ms; client unwrap p50 ${r.unwrap.p50.toFixed(2)} ms; ` +
+    `workerd CPU ${r.cpuPerCallMs.toFixed(2)} ms/call${problems(r.errors)}`;
+  /** @param {ConcurrentResult} r */
+  const concurrentLine = (r) =>
+    `${r.clients} clients × ${r.callsPerClient} calls; ${r.throughput.toFixed(1)} calls/s; p50 ${r.latency.p50.toFixed(2)} / p99 ${r.latency.p99.toFixed(2)} ms` +
+    `${Number.isFinite(r.cpuPerCallMs) ? `; workerd CPU ${r.cpuPerCallMs.toFixed(2)} ms/call` : ''}${problems(r.errors)}`;
+  return {
+    provider,
+    limits: h.DEFAULT_BRIDGE_LIMITS,
+    direct,
+    plain: await series('plain', () => sequentialSeries(ctx, servers.plain, 'plain'), sequentialLine),
+    wrapped: await series('wrapped', () => sequentialSeries(ctx, servers.wrapped, 'wrapped'), sequentialLine),
+    directConcurrent: await series('direct concurrent', () => directConcurrentSeries(o.upstream, config, deadline), concurrentLine),
+    concurrent: await series('concurrent', () => concurrentSeries(ctx, servers.concurrent), concurrentLine),
+    errors,
+  };
 }
 
 const problems = (/** @type {string[]} */ errors) => (errors.length ? `; ${errors.length} problems: ${errors.slice(0, 3).join('; ')}` : '');
