@@ -71,28 +71,15 @@ export class VerifierGate implements PaymentGate {
     const sats = satsOf(price);
     if (!sats.ok) return sats;
     if (sats.value === 0) return ok(undefined);
-    const now = this.now();
     const name = `${capability.method} ${capability.name}`;
-
-    const previous = this.store.byRequest(requester.requestId, requester.client);
-    if (previous !== undefined && previous.server === capability.serverId && previous.capability === name) {
-      if (previous.paid_at !== null) {
-        return this.store.markUsed(previous.id, now) ? ok(undefined) : err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request'));
-      }
-      if (previous.expires <= now) return err(this.#expired());
-      return this.#waitAndNotify(previous, requester, ctx);
-    }
-
-    const counts = this.store.pendingCounts(requester.client, now);
-    if (counts.client >= this.config.maxPendingPerClient) {
-      return err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `too many unpaid invoices: at most ${this.config.maxPendingPerClient} per client; pay one or let it expire`));
-    }
-    if (counts.total >= this.config.maxPendingTotal) {
-      return err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `this bridge has too many unpaid invoices (${this.config.maxPendingTotal}); try again later`));
-    }
-
+    // Checked before asking the verifier (no invoice for a refused call), and again after its await,
+    // right before the insert (a duplicate of the request or another call may have come in meanwhile).
+    const before = this.#admit(requester, capability.serverId, name, ctx);
+    if (before !== undefined) return before;
     const invoice = await this.verifier.invoice({ sats: sats.value, memo: `${name} on ${capability.serverId}`, requestId: requester.requestId, client: requester.client });
     if (!invoice.ok) return err(rpcError(PAYMENT_RPC.UNAVAILABLE, `payment unavailable: ${invoice.error}`));
+    const after = this.#admit(requester, capability.serverId, name, ctx);
+    if (after !== undefined) return after;
     const row: PaymentRow = {
       id: invoice.value.id,
       invoice: invoice.value.invoice,
@@ -110,6 +97,30 @@ export class VerifierGate implements PaymentGate {
     this.store.insert(row);
     await this.host.wakeAt(row.expires);
     return this.#waitAndNotify(row, requester, ctx);
+  }
+
+  /**
+   * The answer for a request that needs no new invoice: its earlier row (paid → run once; open →
+   * wait for it; expired → NOT_PAID), or a cap refusal. Undefined when a new invoice is needed.
+   */
+  #admit(requester: Requester, serverId: string, name: string, ctx: PaymentContext): Promise<Result<void, RpcError>> | undefined {
+    const now = this.now();
+    const previous = this.store.byRequest(requester.requestId, requester.client);
+    if (previous !== undefined && previous.server === serverId && previous.capability === name) {
+      if (previous.paid_at !== null) {
+        return Promise.resolve(this.store.markUsed(previous.id, now) ? ok(undefined) : err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request')));
+      }
+      if (previous.expires <= now) return Promise.resolve(err(this.#expired()));
+      return this.#waitAndNotify(previous, requester, ctx);
+    }
+    const counts = this.store.pendingCounts(requester.client, now);
+    if (counts.client >= this.config.maxPendingPerClient) {
+      return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `too many unpaid invoices: at most ${this.config.maxPendingPerClient} per client; pay one or let it expire`)));
+    }
+    if (counts.total >= this.config.maxPendingTotal) {
+      return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `this bridge has too many unpaid invoices (${this.config.maxPendingTotal}); try again later`)));
+    }
+    return undefined;
   }
 
   /**
