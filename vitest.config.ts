@@ -35,7 +35,8 @@ export default defineConfig({
     // Two cores run many workerd test files at once: allow for slow moments under that load.
     testTimeout: 20_000,
     // Local servers at the network boundary (Node side): the fake LLM provider, and the real
-    // MCP server-everything plus a small HTTP fixture server for web_fetch.
-    globalSetup: ['test/fake-provider/global-setup.ts', 'test/mcp/global-setup.ts'],
+    // MCP server-everything plus a small HTTP fixture server for web_fetch; the LNURL-pay server of
+    // the payment tests.
+    globalSetup: ['test/fake-provider/global-setup.ts', 'test/mcp/global-setup.ts', 'test/lnurl/global-setup.ts'],
   },
 });
