@@ -17,7 +17,7 @@ import { DEFAULT_PAYMENT_CONFIG, paymentConfig, PAYMENT_RPC, verifierKind, type 
 import type { PaymentContext, PricedCapability } from '../../workers/bridge/payment-gate.js';
 import { randomHex } from './helpers.js';
 
-const PROVIDER = 'a1'.repeat(32);
+const OWNER = 'a1'.repeat(32);
 const CAP: PricedCapability = { serverId: 'everything', method: 'tools/call', name: 'echo' };
 const SATS: Price = { price: '21', unit: 'sats' };
 
@@ -40,7 +40,7 @@ interface Harness {
 
 function harness(sql: SqlStorage, config: PaymentConfig, clock = { now: 1_800_000_000 }): Harness {
   const store = new PaymentStore(sql);
-  const local = new LocalVerifier(PROVIDER, store, config.expirySeconds, () => clock.now);
+  const local = new LocalVerifier(OWNER, store, config.expirySeconds, () => clock.now);
   const wakes: number[] = [];
   const host: GateHost = { wakeAt: async (at) => void wakes.push(at) };
   const gate = new VerifierGate(local, store, config, host, () => clock.now);
@@ -68,12 +68,12 @@ const settle = async (): Promise<void> => {
 const invoiceOf = (t: EventTemplate): string => t.tags.find((x) => x[0] === 'amount')![2]!;
 
 describe('local invoices', () => {
-  it('read as a regtest BOLT-11 amount and name their provider and id', () => {
+  it('read as a regtest BOLT-11 amount and name their bridge (its owner) and id', () => {
     const id = 'c3'.repeat(16);
-    const inv = localInvoice(PROVIDER, id, 21);
+    const inv = localInvoice(OWNER, id, 21);
     expect(inv).toMatch(/^lnbcrt210n1edgestrdev[qpzry9x8gf2tvdw0s3jn54khce6mua7l]{77}$/);
     expect(bolt11Msat(inv)).toEqual({ ok: true, value: 21_000 });
-    expect(parseLocalInvoice(inv)).toEqual({ ok: true, value: { provider: PROVIDER, id, sats: 21 } });
+    expect(parseLocalInvoice(inv)).toEqual({ ok: true, value: { owner: OWNER, id, sats: 21 } });
   });
 
   it.each(['lnbc210n1edgestrdevqqqq', `lnbcrt210n1${'q'.repeat(87)}`, 'hello', `lnbcrt210n1edgestrdev${'l'.repeat(77)}`])('refuses %s', (s) => {

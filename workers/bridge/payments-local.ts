@@ -6,8 +6,9 @@
 //   - `lnbcrt` + amount in nano-BTC + `1`: a regtest BOLT-11 human-readable part, so the amount
 //     reads as BOLT-11 (`bolt11Msat`) and no mainnet wallet could ever pay it;
 //   - `edgestrdev`: the marker of a local invoice;
-//   - 77 characters of the bech32 alphabet: the provider key (32 bytes) then the invoice id
-//     (16 bytes), so the endpoint knows which bridge holds it.
+//   - 77 characters of the bech32 alphabet: the bridge's owner key (32 bytes; the Bridge Durable
+//     Object is named by it) then the invoice id (16 bytes), so the endpoint knows which bridge
+//     holds it.
 // There is no checksum or signature: it is not a Lightning invoice and nothing but the endpoint pays it.
 
 import { bech32 } from '@scure/base';
@@ -21,15 +22,15 @@ const ALPHABET = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
 const MARKER = 'edgestrdev';
 const LOCAL = /^lnbcrt([1-9][0-9]{0,14})n1edgestrdev([qpzry9x8gf2tvdw0s3jn54khce6mua7l]{77})$/;
 
-/** The local invoice of `sats` for invoice `id` (32 hex) held by `provider`. */
-export function localInvoice(provider: string, id: string, sats: number): string {
-  const bytes = new Uint8Array([...hexToBytes(provider), ...hexToBytes(id)]);
+/** The local invoice of `sats` for invoice `id` (32 hex) held by the bridge of `owner`. */
+export function localInvoice(owner: string, id: string, sats: number): string {
+  const bytes = new Uint8Array([...hexToBytes(owner), ...hexToBytes(id)]);
   const data = bech32.toWords(bytes).map((w) => ALPHABET[w]).join('');
   return `lnbcrt${sats * 10}n1${MARKER}${data}`;
 }
 
-/** Reads a local invoice: its provider, invoice id and amount; the reason when it is not one. */
-export function parseLocalInvoice(invoice: string): Result<{ provider: string; id: string; sats: number }, string> {
+/** Reads a local invoice: its bridge's owner, invoice id and amount; the reason when it is not one. */
+export function parseLocalInvoice(invoice: string): Result<{ owner: string; id: string; sats: number }, string> {
   const m = LOCAL.exec(invoice);
   if (!m) return err('not a local invoice of this deployment (lnbcrt…n1edgestrdev…)');
   const msat = bolt11Msat(invoice);
@@ -40,7 +41,7 @@ export function parseLocalInvoice(invoice: string): Result<{ provider: string; i
   } catch {
     return err('not a local invoice of this deployment (lnbcrt…n1edgestrdev…)');
   }
-  return ok({ provider: bytesToHex(bytes.slice(0, 32)), id: bytesToHex(bytes.slice(32)), sats: msat.value / 1000 });
+  return ok({ owner: bytesToHex(bytes.slice(0, 32)), id: bytesToHex(bytes.slice(32)), sats: msat.value / 1000 });
 }
 
 export class LocalVerifier implements PaymentVerifier {
@@ -48,7 +49,8 @@ export class LocalVerifier implements PaymentVerifier {
   #listener: ((id: string) => void) | undefined;
 
   constructor(
-    private readonly provider: string,
+    /** The owner of the bridge (what names its Durable Object). */
+    private readonly owner: string,
     private readonly store: PaymentStore,
     private readonly expirySeconds: number,
     private readonly now: () => number = nowSeconds,
@@ -56,7 +58,7 @@ export class LocalVerifier implements PaymentVerifier {
 
   async invoice(req: InvoiceRequest): Promise<Result<Invoice, string>> {
     const id = bytesToHex(crypto.getRandomValues(new Uint8Array(16)));
-    return ok({ invoice: localInvoice(this.provider, id, req.sats), id, expiresAt: this.now() + this.expirySeconds });
+    return ok({ invoice: localInvoice(this.owner, id, req.sats), id, expiresAt: this.now() + this.expirySeconds });
   }
 
   settled(id: string): boolean {
