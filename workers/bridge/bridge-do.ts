@@ -172,7 +172,9 @@ export class Bridge extends DurableObject<BridgeEnv> {
     if (!this.store.providerRecord()) return;
     await this.links.ensureConnected();
     for (const id of this.store.dueForRefresh(Date.now())) await this.refresh(id);
-    await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
+    // A refresh asked for while this alarm ran (registration, list_changed) must not wait for the watchdog.
+    const now = Date.now();
+    await this.ctx.storage.setAlarm(Math.max(now + 10, Math.min(now + WATCHDOG_MS, this.store.nextRefresh() ?? Infinity)));
     await this.payments.onAlarm(); // keeps an earlier alarm for the next invoice expiry
   }
 

@@ -60,7 +60,7 @@ export const CreateServerSchema = z.strictObject({
   id: z.string().regex(SERVER_ID, 'server ids are 1-64 characters of [a-zA-Z0-9_.-]'),
   ...fields,
 });
-export const UpdateServerSchema = z.strictObject(fields);
+export const UpdateServerSchema = z.strictObject({ ...fields, url: fields.url.optional() });
 export type CreateServer = z.infer<typeof CreateServerSchema>;
 export type UpdateServer = z.infer<typeof UpdateServerSchema>;
 

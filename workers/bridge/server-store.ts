@@ -152,6 +152,12 @@ export class ServerStore {
     this.sql.exec('UPDATE servers SET refresh_at = ? WHERE id = ?', at, id);
   }
 
+  /** The earliest refresh time (ms) of any server, or undefined with none. */
+  nextRefresh(): number | undefined {
+    const v = this.sql.exec<{ at: number | null }>('SELECT min(refresh_at) AS at FROM servers').one().at;
+    return v ?? undefined;
+  }
+
   /** Servers whose refresh is due at `now` (ms). */
   dueForRefresh(now: number): string[] {
     return this.sql.exec<{ id: string }>('SELECT id FROM servers WHERE refresh_at <= ? ORDER BY refresh_at, id', now).toArray().map((r) => r.id);
