@@ -2,7 +2,8 @@
 // (test/lnurl/server.ts, real LUD-06 JSON, zap requests checked by nostr-tools): the pay endpoint
 // and callback, the zap request it receives, a real signed receipt published to a relay shard and
 // read back with the verifier's own filter, the gate's call running once it is paid; receipts that
-// must not settle anything; endpoints that cannot be used, each with the error the client gets.
+// must not settle anything; endpoints that cannot be used, each with the error the client gets;
+// the bridge's payments (payments-bridge.ts) choosing the zap verifier, or none, from the configuration.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -17,6 +18,7 @@ import { PaymentStore } from '../../workers/bridge/payments-store.js';
 import { ZapVerifier } from '../../workers/bridge/payments-zap.js';
 import { VerifierGate } from '../../workers/bridge/payments-gate.js';
 import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC } from '../../workers/bridge/payments.js';
+import { BridgePayments } from '../../workers/bridge/payments-bridge.js';
 import { connect, randomHex } from './helpers.js';
 
 const LNURL = inject('lnurlUrl');
@@ -159,6 +161,58 @@ describe('ZapVerifier', () => {
       expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message } });
       expect(sent).toEqual([]);
       expect(store.pendingCounts('x', 0).total).toBe(0);
+    });
+  });
+});
+
+describe('BridgePayments with a Lightning address', () => {
+  it('chooses the zap verifier, subscribes to receipts paying the provider, and settles the call through one', async () => {
+    const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-bridge-${randomHex(8)}`));
+    await runInDurableObject(stub, async (_i, state) => {
+      const payments = new BridgePayments({
+        storage: state.storage,
+        env: { ...env, EDGESTR_LN_ADDRESS: `${LNURL}/.well-known/lnurlp/bridge`, EDGESTR_PAYMENT_EXPIRY: '600' },
+        identity: () => ({ provider: PROVIDER, owner: randomHex() }),
+        relays: () => [RELAY],
+        sign: async (t) => plain(finalizeEvent(t, PROVIDER_SK)),
+        verifier: async () => nobleVerifier,
+      });
+      expect(await payments.receiptFilters()).toEqual([{ kinds: [9735], '#p': [PROVIDER], since: expect.any(Number) }]);
+      const sent: EventTemplate[] = [];
+      const call = payments.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: '21', unit: 'sats' }, {
+        notify: async (t) => void sent.push(t),
+        signal: new AbortController().signal,
+      });
+      for (let i = 0; i < 50 && sent.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      const invoice = sent[0]!.tags[1]![2]!;
+      expect(invoice).toMatch(/^lnbc210n1/);
+      expect(await payments.payLocal(invoice)).toEqual({ ok: false, error: 'local payments are off' });
+      expect((await payments.onReceipt(await pay(invoice))).ok).toBe(true);
+      expect(await call).toEqual({ ok: true, value: undefined });
+      await state.storage.deleteAlarm();
+    });
+  });
+
+  it('refuses priced calls when no verifier is configured (production, no Lightning address)', async () => {
+    const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-none-${randomHex(8)}`));
+    await runInDurableObject(stub, async (_i, state) => {
+      const payments = new BridgePayments({
+        storage: state.storage,
+        env: { EDGESTR_ENV: 'production' },
+        identity: () => ({ provider: PROVIDER, owner: randomHex() }),
+        relays: () => [RELAY],
+        sign: async (t) => plain(finalizeEvent(t, PROVIDER_SK)),
+        verifier: async () => nobleVerifier,
+      });
+      const result = await payments.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: '21', unit: 'sats' }, {
+        notify: async () => undefined,
+        signal: new AbortController().signal,
+      });
+      expect(result).toEqual({ ok: false, error: { code: -32603, message: 'payment not configured: t of s is priced and this bridge has no payment verifier' } });
+      expect(await payments.receiptFilters()).toEqual([]);
+      const receipt = plain(finalizeEvent({ kind: 9735, created_at: 1_800_000_000, tags: [['p', PROVIDER]], content: '' }, generateSecretKey()));
+      expect(await payments.onReceipt(receipt)).toEqual({ ok: false, error: 'this bridge does not take zaps' });
+      expect(await payments.payLocal('lnbcrt210n1x')).toEqual({ ok: false, error: 'local payments are off' });
     });
   });
 });
