@@ -53,6 +53,23 @@ describe('payments through the bridge', () => {
     expect(await pay({ invoice })).toEqual({ status: 409, json: { error: 'invoice already paid' } });
   });
 
+  it('a gift-wrapped priced call gets its payment-required and its answer wrapped', async () => {
+    const id = await client.send(client.request('tools/call', { name: 'echo', arguments: { message: 'sealed' } }, { s: SERVER }), 'wrapped');
+    const frame = await client.sock.next((f) => {
+      const e = f[2] as NostrEvent | undefined;
+      const m = f[0] === 'EVENT' && e?.kind === KIND.GIFT_WRAP ? client.opened(e) : undefined;
+      return m !== undefined && m.tags.some((t) => t[0] === 'e' && t[1] === id) && m.tags.some((t) => t[0] === 'status');
+    });
+    const note = client.opened(frame[2] as NostrEvent)!;
+    expect(note.kind).toBe(KIND.DVMCP_NOTIFICATION);
+    const invoice = note.tags.find((t) => t[0] === 'amount')![2]!;
+    expect(note.tags).toEqual([['status', 'payment-required'], ['amount', '21', invoice], ['e', id], ['p', client.k.pk]]);
+    expect((await pay({ invoice })).status).toBe(200);
+    const answer = await client.answer(id);
+    expect(answer.event.kind).toBe(KIND.GIFT_WRAP);
+    expect(answer.result.ok && answer.result.value.content).toEqual([{ type: 'text', text: 'Echo: sealed' }]);
+  });
+
   it('an unpaid call is answered NOT_PAID when its invoice expires, and cannot be paid after', async () => {
     const { id, invoice } = await pricedCall('never paid');
     const answer = await client.answer(id, 20_000);

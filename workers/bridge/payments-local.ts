@@ -45,7 +45,6 @@ export function parseLocalInvoice(invoice: string): Result<{ owner: string; id: 
 }
 
 export class LocalVerifier implements PaymentVerifier {
-  readonly kind = 'local';
   #listener: ((id: string) => void) | undefined;
 
   constructor(
@@ -62,7 +61,7 @@ export class LocalVerifier implements PaymentVerifier {
   }
 
   settled(id: string): boolean {
-    return (this.store.byId(id)?.paid_at ?? null) !== null;
+    return this.store.isPaid(id);
   }
 
   onSettled(listener: (id: string) => void): void {

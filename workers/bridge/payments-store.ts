@@ -53,6 +53,10 @@ export class PaymentStore {
     return this.sql.exec<PaymentRow>('SELECT * FROM payments WHERE id = ?', id).toArray()[0];
   }
 
+  isPaid(id: string): boolean {
+    return this.sql.exec('SELECT 1 FROM payments WHERE id = ? AND paid_at IS NOT NULL', id).toArray().length > 0;
+  }
+
   byInvoice(invoice: string): PaymentRow | undefined {
     return this.sql.exec<PaymentRow>('SELECT * FROM payments WHERE invoice = ?', invoice).toArray()[0];
   }

@@ -89,7 +89,6 @@ async function readJson(response: Response): Promise<Result<unknown, string>> {
 }
 
 export class ZapVerifier implements PaymentVerifier {
-  readonly kind = 'zap';
   readonly #o: ZapVerifierOptions;
   readonly #now: () => number;
   #endpoint: { value: ZapEndpoint; lnurl: string; at: number } | undefined;
@@ -149,7 +148,7 @@ export class ZapVerifier implements PaymentVerifier {
   }
 
   settled(id: string): boolean {
-    return (this.#o.store.byId(id)?.paid_at ?? null) !== null;
+    return this.#o.store.isPaid(id);
   }
 
   onSettled(listener: (id: string) => void): void {

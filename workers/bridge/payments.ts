@@ -34,8 +34,6 @@ export interface Invoice {
  * marks it paid in the store (payments-store.ts) and tells its listener.
  */
 export interface PaymentVerifier {
-  /** 'local' (development and tests) or 'zap' (NIP-57, a configured Lightning address). */
-  readonly kind: 'local' | 'zap';
   invoice(req: InvoiceRequest): Promise<Result<Invoice, string>>;
   /** Whether the invoice with this id is paid. */
   settled(id: string): boolean;
