@@ -224,6 +224,15 @@ describe('VerifierGate with the local verifier', () => {
     });
   });
 
+  it('ends the wait with UNAVAILABLE when the payment request cannot be sent', async () => {
+    await withGate({}, async (h) => {
+      const ctx: PaymentContext = { notify: async () => Promise.reject(new Error('relay refused')), signal: new AbortController().signal };
+      const result = await h.gate.requirePayment(requester(), CAP, SATS, ctx);
+      expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message: 'payment unavailable: the payment request could not be sent (relay refused)' } });
+      expect(h.gate.waiting).toBe(0);
+    });
+  });
+
   it.each<[Price, number, string]>([
     [{ price: '5', unit: 'usd' }, PAYMENT_RPC.UNSUPPORTED_PRICE, 'unsupported price unit "usd": this bridge takes payment in sats'],
     [{ price: '1.5', unit: 'sats' }, PAYMENT_RPC.UNSUPPORTED_PRICE, 'unsupported price "1.5": a price is a whole number of sats'],

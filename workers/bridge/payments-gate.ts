@@ -9,7 +9,7 @@
 // paying is served once without paying again; a request waiting in memory when the Durable Object
 // restarts is not resumed (its row stays; re-sending the request resumes the wait or runs it if paid).
 
-import { err, ok, type Result } from '../../src/shared/errors.js';
+import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { paymentRequiredTemplate, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
 import type { PaymentContext, PaymentGate, PricedCapability } from './payment-gate.js';
 import { PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
@@ -143,16 +143,27 @@ export class VerifierGate implements PaymentGate {
     return rpcError(PAYMENT_RPC.NOT_PAID, `payment not received within ${this.config.expirySeconds} s: the invoice expired`);
   }
 
-  /** Registers the waiter first (a payment may land while the notification is being sent), then notifies. */
+  /**
+   * Registers the waiter first (a payment may land while the notification is being sent), then
+   * notifies; a notification that cannot be sent ends the wait with UNAVAILABLE.
+   */
   async #waitAndNotify(row: PaymentRow, requester: Requester, ctx: PaymentContext): Promise<Result<void, RpcError>> {
-    const result = this.#wait(row, ctx.signal);
-    if (this.verifier.settled(row.id)) this.#settle(row.id);
-    else await ctx.notify(paymentRequiredTemplate(requester, row.sats, row.invoice));
-    return result;
+    const waiting = this.#wait(row, ctx.signal);
+    if (this.verifier.settled(row.id)) {
+      this.#settle(row.id);
+    } else {
+      try {
+        await ctx.notify(paymentRequiredTemplate(requester, row.sats, row.invoice));
+      } catch (e) {
+        waiting.finish(err(rpcError(PAYMENT_RPC.UNAVAILABLE, `payment unavailable: the payment request could not be sent (${errorMessage(e)})`)));
+      }
+    }
+    return waiting.result;
   }
 
-  #wait(row: PaymentRow, signal: AbortSignal): Promise<Result<void, RpcError>> {
-    return new Promise((resolve) => {
+  #wait(row: PaymentRow, signal: AbortSignal): { result: Promise<Result<void, RpcError>>; finish: Waiter['finish'] } {
+    let finish: Waiter['finish'] = () => undefined;
+    const result = new Promise<Result<void, RpcError>>((resolve) => {
       const waiter: Waiter = {
         expires: row.expires,
         finish: (r) => {
@@ -163,11 +174,13 @@ export class VerifierGate implements PaymentGate {
           resolve(r);
         },
       };
+      finish = waiter.finish;
       const onAbort = (): void => waiter.finish(err(rpcError(PAYMENT_RPC.NOT_PAID, 'the request was cancelled before the payment arrived')));
       this.#waiters.set(row.id, [...(this.#waiters.get(row.id) ?? []), waiter]);
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });
     });
+    return { result, finish };
   }
 
   /** A paid invoice: its first waiting call runs (the row is spent once); any duplicate is refused. */
