@@ -2,8 +2,8 @@
 // verifier; EDGESTR_PAYMENT_EXPIRY=5 in vitest.config.ts): a priced tools/call on the real
 // server-everything gets 21316 payment-required (amount, local invoice, `e` = the request), is paid
 // through POST /api/bridge/pay and then answered with the tool's result (plain and gift-wrapped,
-// each in the form it was asked in); an unpaid call is answered
-// NOT_PAID when the Bridge's alarm sees its invoice expire; the pay endpoint's every refusal.
+// each in the form it was asked in); an unpaid call is answered NOT_PAID when the Bridge's alarm
+// sees its invoice expire; the pay endpoint's every refusal.
 import { SELF } from 'cloudflare:test';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
