@@ -2,18 +2,18 @@
 // on a real Durable Object SQLite store (a fresh object of the ApiState class hosts the payments
 // table): payment-required → paid → the call runs; expiry answered NOT_PAID when the alarm runs;
 // caps per client and per bridge; a paid row spent once; rows that survive a restart; prices the
-// gate refuses; cancellation. The bridge's own alarm and dispatcher are exercised in the bridge
-// end-to-end tests; here the gate's host records the wake-ups it asks for.
+// gate refuses; cancellation. The Bridge's own alarm and dispatcher are exercised in
+// payments-bridge.test.ts; here the gate's host records the wake-ups it asks for. Pure parts
+// (invoice format, configuration, prices) are workers/bridge/payments.test.ts.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { KIND } from '../../src/shared/kinds.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
-import { bolt11Msat } from '../../src/shared/nip57.js';
 import type { Price, Requester } from '../../src/shared/dvmcp.js';
 import { PaymentStore } from '../../workers/bridge/payments-store.js';
-import { LocalVerifier, localInvoice, parseLocalInvoice } from '../../workers/bridge/payments-local.js';
+import { LocalVerifier } from '../../workers/bridge/payments-local.js';
 import { VerifierGate, type GateHost } from '../../workers/bridge/payments-gate.js';
-import { DEFAULT_PAYMENT_CONFIG, paymentConfig, PAYMENT_RPC, verifierKind, type PaymentConfig } from '../../workers/bridge/payments.js';
+import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC, type PaymentConfig } from '../../workers/bridge/payments.js';
 import type { PaymentContext, PricedCapability } from '../../workers/bridge/payment-gate.js';
 import { randomHex } from './helpers.js';
 
@@ -66,35 +66,6 @@ const settle = async (): Promise<void> => {
   for (let i = 0; i < 5; i++) await Promise.resolve();
 };
 const invoiceOf = (t: EventTemplate): string => t.tags.find((x) => x[0] === 'amount')![2]!;
-
-describe('local invoices', () => {
-  it('read as a regtest BOLT-11 amount and name their bridge (its owner) and id', () => {
-    const id = 'c3'.repeat(16);
-    const inv = localInvoice(OWNER, id, 21);
-    expect(inv).toMatch(/^lnbcrt210n1edgestrdev[qpzry9x8gf2tvdw0s3jn54khce6mua7l]{77}$/);
-    expect(bolt11Msat(inv)).toEqual({ ok: true, value: 21_000 });
-    expect(parseLocalInvoice(inv)).toEqual({ ok: true, value: { owner: OWNER, id, sats: 21 } });
-  });
-
-  it.each(['lnbc210n1edgestrdevqqqq', `lnbcrt210n1${'q'.repeat(87)}`, 'hello', `lnbcrt210n1edgestrdev${'l'.repeat(77)}`])('refuses %s', (s) => {
-    expect(parseLocalInvoice(s)).toEqual({ ok: false, error: 'not a local invoice of this deployment (lnbcrt…n1edgestrdev…)' });
-  });
-
-  it('is chosen with no Lightning address in development and test only', () => {
-    expect(verifierKind({ EDGESTR_ENV: 'test' })).toEqual({ kind: 'local' });
-    expect(verifierKind({ EDGESTR_ENV: 'development' })).toEqual({ kind: 'local' });
-    expect(verifierKind({})).toBeUndefined();
-    expect(verifierKind({ EDGESTR_ENV: 'production' })).toBeUndefined();
-    expect(verifierKind({ EDGESTR_ENV: 'test', EDGESTR_LN_ADDRESS: 'bridge@pay.example.com' })).toEqual({ kind: 'zap', address: 'bridge@pay.example.com' });
-    expect(verifierKind({ EDGESTR_LN_ADDRESS: 'env@pay.example.com' }, 'setting@pay.example.com')).toEqual({ kind: 'zap', address: 'setting@pay.example.com' });
-  });
-
-  it('expiry is configurable, whole seconds only', () => {
-    expect(paymentConfig({}).expirySeconds).toBe(600);
-    expect(paymentConfig({ EDGESTR_PAYMENT_EXPIRY: '30' }).expirySeconds).toBe(30);
-    for (const bad of ['0', '-5', '1.5', 'soon', '', '999999']) expect(paymentConfig({ EDGESTR_PAYMENT_EXPIRY: bad }).expirySeconds).toBe(600);
-  });
-});
 
 describe('VerifierGate with the local verifier', () => {
   it('sends payment-required, keeps a durable row, and lets the call run once paid', async () => {

@@ -17,9 +17,9 @@ import {
   zapEndpointOf,
   zapRequestTemplate,
   type ZapExpectation,
-} from '../../src/shared/nip57.js';
-import type { NostrEvent } from '../../src/shared/event.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
+} from './nip57.js';
+import type { NostrEvent } from './event.js';
+import { nobleVerifier } from './verify.js';
 
 /** The data part after the separator in BOLT-11's examples (irrelevant to the amount). */
 const TAIL = 'pvjluezsp5zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygspp5qqqsyqcyq5rqwzqfqqqsyqcyq5rqwzqfqqqsyqcyq5rqwzqfqypq';
