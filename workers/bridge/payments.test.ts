@@ -28,7 +28,8 @@ describe('local invoices and configuration', () => {
     expect(verifierKind({})).toBeUndefined();
     expect(verifierKind({ EDGESTR_ENV: 'production' })).toBeUndefined();
     expect(verifierKind({ EDGESTR_ENV: 'test', EDGESTR_LN_ADDRESS: 'bridge@pay.example.com' })).toEqual({ kind: 'zap', address: 'bridge@pay.example.com' });
-    expect(verifierKind({ EDGESTR_LN_ADDRESS: 'env@pay.example.com' }, 'setting@pay.example.com')).toEqual({ kind: 'zap', address: 'setting@pay.example.com' });
+    expect(verifierKind({ EDGESTR_LN_ADDRESS: ' env@pay.example.com ' })).toEqual({ kind: 'zap', address: 'env@pay.example.com' });
+    expect(verifierKind({ EDGESTR_ENV: 'test', EDGESTR_LN_ADDRESS: '  ' })).toEqual({ kind: 'local' });
   });
 
   it('expiry is configurable, whole seconds only', () => {

@@ -84,12 +84,11 @@ export function paymentConfig(env: PaymentEnv): PaymentConfig {
 }
 
 /**
- * Which verifier a bridge uses: 'zap' when a Lightning address is configured (the bridge setting,
- * else EDGESTR_LN_ADDRESS); 'local' with none in development or test; none otherwise (priced calls
- * are then refused, payment-gate.ts `noPaymentGate`).
+ * Which verifier a bridge uses: 'zap' when EDGESTR_LN_ADDRESS is set; 'local' without it in
+ * development or test; none otherwise (priced calls are then refused, payment-gate.ts `noPaymentGate`).
  */
-export function verifierKind(env: PaymentEnv, lnAddress?: string): { kind: 'zap'; address: string } | { kind: 'local' } | undefined {
-  const address = lnAddress ?? env.EDGESTR_LN_ADDRESS;
-  if (address !== undefined && address.trim() !== '') return { kind: 'zap', address: address.trim() };
+export function verifierKind(env: PaymentEnv): { kind: 'zap'; address: string } | { kind: 'local' } | undefined {
+  const address = env.EDGESTR_LN_ADDRESS?.trim() ?? '';
+  if (address !== '') return { kind: 'zap', address };
   return env.EDGESTR_ENV === 'development' || env.EDGESTR_ENV === 'test' ? { kind: 'local' } : undefined;
 }
