@@ -1,5 +1,5 @@
-// The NIP-57 payment verifier: for a configured Lightning address (the bridge setting, else
-// EDGESTR_LN_ADDRESS), each invoice is a zap invoice. LNURL-pay: GET the address's endpoint, check
+// The NIP-57 payment verifier: for a configured Lightning address (EDGESTR_LN_ADDRESS), each
+// invoice is a zap invoice. LNURL-pay: GET the address's endpoint, check
 // allowsNostr, nostrPubkey and the amount range, then GET its callback with the amount (msat) and a
 // zap request (9734) signed by the provider key (p = the provider, relays = where the bridge
 // listens, `e` = the DVMCP request) → the BOLT-11 invoice, checked to be for that amount. Both URLs
