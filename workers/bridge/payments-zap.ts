@@ -1,6 +1,6 @@
 // The NIP-57 payment verifier: for a configured Lightning address (EDGESTR_LN_ADDRESS), each
-// invoice is a zap invoice. LNURL-pay: GET the address's endpoint, check
-// allowsNostr, nostrPubkey and the amount range, then GET its callback with the amount (msat) and a
+// invoice is a zap invoice. LNURL-pay: GET the address's endpoint, check allowsNostr, nostrPubkey
+// and the amount range, then GET its callback with the amount (msat) and a
 // zap request (9734) signed by the provider key (p = the provider, relays = where the bridge
 // listens, `e` = the DVMCP request) → the BOLT-11 invoice, checked to be for that amount. Both URLs
 // go through the outbound policy (safeFetch). The invoice is paid when a valid zap receipt (9735)
