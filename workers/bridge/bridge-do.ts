@@ -4,7 +4,7 @@
 // one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
-// changed), and incoming events: each id seen once (bounded LRU: a request seen on both shards is
+// changed), and incoming events (only while the owner may have a shard here): each id seen once (bounded LRU: a request seen on both shards is
 // answered once, on the relay it came from first), signature checked, stale ones (created_at over
 // 60 s old) ignored, gift wraps opened (refusals logged with the reason, never answered).
 
@@ -20,11 +20,11 @@ import { LruMap } from '../../src/shared/lru.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
-import type { RouterBindings } from '../common/shards.js';
+import { ownerShardExists, type RouterBindings } from '../common/shards.js';
 import type { SecretEnv } from '../common/secrets.js';
 import { relayVerifier } from '../common/verifier.js';
-import type { McpNotification } from './mcp-interim/mcp-client.js';
-import { McpSessionCache } from './mcp-interim/mcp-session-cache.js';
+import type { McpNotification } from '../common/mcp-client.js';
+import { McpSessionCache } from '../common/mcp-session-cache.js';
 import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
@@ -252,7 +252,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   private async onEvent(e: NostrEvent, url: string): Promise<void> {
     const p = this.store.providerRecord();
-    if (!p || !this.claim(e.id)) return;
+    // An owner who may no longer have a shard here (EDGESTR_OWNERS changed) has no bridge either.
+    if (!p || !ownerShardExists(this.env, p.owner) || !this.claim(e.id)) return;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {
       this.seen.delete(e.id); // a forged copy must not block the genuine event
