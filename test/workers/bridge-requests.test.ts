@@ -137,9 +137,9 @@ describe('bridge: requests through the relay', () => {
     expect(after.initializes - before.initializes).toBeGreaterThanOrEqual(1);
   });
 
-  it('a priced capability is refused while no payment verifier is configured; unpriced ones run', async () => {
+  it('a priced capability waits for payment (the local verifier of the test deployment; unpaid: NOT_PAID at expiry); unpriced ones run', async () => {
     const priced = await client.call('tools/call', { name: 'echo', arguments: { message: 'hi' } }, { s: 'priced' });
-    expect(priced.result).toEqual({ ok: false, error: { code: -32603, message: 'payment not configured: echo of priced is priced and this bridge has no payment verifier' } });
+    expect(priced.result).toEqual({ ok: false, error: { code: -32010, message: 'payment not received within 5 s: the invoice expired' } });
     const free = await client.call('tools/call', { name: 'get-sum', arguments: { a: 1, b: 2 } }, { s: 'priced' });
     expect(free.result.ok && text(free.result.value)).toBe('The sum of 1 and 2 is 3.');
   });
