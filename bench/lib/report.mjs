@@ -272,7 +272,9 @@ Written by \`npm run bench\` (bench/run.mjs); every number below comes from the 
 ${f.date}. Performance is never asserted in tests, only measured here.
 
 **Reproduce:** \`npm ci && npm run bench\` (about ${Math.ceil(Number(f.durationS) / 60)} minutes here; rewrites this file
-and prints the table; \`BENCH_QUICK=1 npm run bench\` is a small smoke run that writes nothing).
+and prints the table; \`BENCH_QUICK=1 npm run bench\` is a small smoke run that writes nothing;
+\`BENCH_ONLY=bridge\` (any of \`relay\`, \`tmpfs\`, \`agent\`, \`bridge\`, comma-separated) runs only those passes
+and writes nothing).
 
 ## Results
 
