@@ -17,8 +17,8 @@
 // under them: each key makes at most `callsPerKey` calls (30 a minute allowed), one at a time (4 in
 // progress allowed); each series has its own server id (300 calls a minute allowed per server).
 // Every call is prepared (signed, wrapped) before its clock starts; the clock stops when the
-// answer has been received, unwrapped and checked (the client's unwrap time is also recorded
-// alone). The workerd process's CPU time (/proc) over each series is divided by the calls made.
+// answer has been received (a gift wrap: unwrapped, its seal verified), which is then parsed and
+// checked (the client's unwrap time is also recorded alone). The workerd process's CPU time (/proc) over each series is divided by the calls made.
 // Every loop is bounded by a count and a deadline.
 
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -352,6 +352,8 @@ async function nostrCaller(ctx) {
   const socket = await authedSocket(ctx.publicUrl, sk);
   /** Pending calls by the request (or rumor) id. @type {Map<string, (content: string, at: number, unwrapMs: number) => void>} */
   const pending = new Map();
+  /** Why the last gift wrap addressed to this key could not be opened (told when a call times out). */
+  let unwrapProblem = '';
   socket.listen((f) => {
     if (f[0] !== 'EVENT' || (f[1] !== 'answers' && f[1] !== 'wraps')) return;
     const arrived = performance.now();
@@ -361,7 +363,8 @@ async function nostrCaller(ctx) {
     if (e.kind === DVMCP_RESPONSE && e.pubkey === provider) answer = e;
     else if (e.kind === GIFT_WRAP) {
       const opened = h.unwrapDvmcp(e, sk, keys, h.nobleVerifier);
-      if (opened.ok && opened.value.message.pubkey === provider && opened.value.message.kind === DVMCP_RESPONSE) answer = opened.value.message;
+      if (!opened.ok) unwrapProblem = `; a gift wrap could not be opened: ${opened.error}`;
+      else if (opened.value.message.pubkey === provider && opened.value.message.kind === DVMCP_RESPONSE) answer = opened.value.message;
     }
     const requestId = answer?.tags.find((t) => t[0] === 'e')?.[1];
     const done = requestId === undefined ? undefined : pending.get(requestId);
@@ -389,7 +392,7 @@ async function nostrCaller(ctx) {
       const timer = setTimeout(() => {
         pending.delete(requestId);
         off();
-        reject(new Error(`no ${form} answer within ${ms} ms`));
+        reject(new Error(`no ${form} answer within ${ms} ms${unwrapProblem}`));
       }, ms);
       const off = socket.listen((f) => {
         if (f[0] !== 'OK' || f[1] !== event.id || f[2] === true) return;

@@ -393,8 +393,8 @@ with libsecp256k1 (\`nostr-wasm\`) before any clock starts.
   the \`callTool\` promise. **Through relay + bridge**: a Nostr client (\`ws\`, NIP-42 as its own key on
   \`/\`, subscribed to the 26910 and 1059 that p-tag it) publishes a 25910 \`tools/call echo\` to the
   provider with \`s\` = the server id; the time runs from sending the EVENT frame (signed, or
-  gift-wrapped, before the clock starts) to the arrival of the 26910 with \`e\` = the request id,
-  parsed and checked (\`Echo: <message>\`); gift-wrapped: the request is a 1059 around a seal signed
+  gift-wrapped, before the clock starts) to the arrival of the 26910 with \`e\` = the request id
+  (then parsed and checked: \`Echo: <message>\`); gift-wrapped: the request is a 1059 around a seal signed
   by the client around the 25910 (\`src/shared/dvmcp-wrap.ts\`, bundled with esbuild), and the
   answer's 1059 is unwrapped and its seal verified (noble) before the clock stops. The path includes
   the relay's ingest and fan-out of the request to the bridge's subscription, the Bridge Durable
