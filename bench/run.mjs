@@ -7,14 +7,19 @@
 // Worker with the fake LLM provider of test/fake-provider as its OpenAI server, prompts from a
 // NIP-XX client); renders the report (bench/lib/report.mjs). All traffic stays on 127.0.0.1; every
 // loop is bounded by a count and a deadline; the whole run by BUDGET_MS, the agent pass by
-// CONFIG.agent.budgetMs.
+// CONFIG.agent.budgetMs; then the DVMCP bridge pass (bench/lib/bridge.mjs: the real
+// server-everything called directly with the MCP SDK and through relay + bridge from Nostr
+// clients), bounded by CONFIG.bridge.budgetMs.
 // BENCH_QUICK=1 runs small sizes and prints the table without writing the report.
+// BENCH_ONLY=relay,tmpfs,agent,bridge (any of them) runs only those passes, prints the table and
+// does not write the report.
 
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { agentBench } from './lib/agent.mjs';
+import { bridgeBench } from './lib/bridge.mjs';
 import { Deadline, makeSigner } from './lib/client.mjs';
 import { machineFacts } from './lib/facts.mjs';
 import { renderReport, renderTable } from './lib/report.mjs';
@@ -22,6 +27,11 @@ import { fanout, reqLatency, verifyAndIngest } from './lib/scenarios.mjs';
 import { ROOT, startRelay, workerdCpuMeter } from './lib/server.mjs';
 
 const QUICK = process.env.BENCH_QUICK === '1';
+const PASSES = ['relay', 'tmpfs', 'agent', 'bridge'];
+const ONLY = (process.env.BENCH_ONLY ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '');
+const unknownPass = ONLY.find((p) => !PASSES.includes(p));
+if (unknownPass) throw new Error(`BENCH_ONLY: unknown pass ${unknownPass} (passes: ${PASSES.join(', ')})`);
+const runs = (/** @type {string} */ pass) => ONLY.length === 0 || ONLY.includes(pass);
 const BUDGET_MS = 10 * 60_000;
 const REPORT = join(ROOT, 'docs', 'BENCHMARKS.md');
 /** Memory-backed filesystem for the second pass, which separates SQLite's fsync cost from the relay's own work. */
@@ -58,18 +68,30 @@ function agentConfig(streamRuns, shortRuns, warmup) {
   };
 }
 
+/**
+ * The bridge pass: `calls` sequential calls per series (direct, plain, gift-wrapped), each Nostr key
+ * making at most `callsPerKey` (the bridge allows 30 a minute per key), `warmup` unmeasured first;
+ * then `concurrentClients` clients making `callsPerClient` calls each.
+ * @param {number} calls @param {number} callsPerClient @returns {import('./lib/bridge.mjs').BridgeConfig}
+ */
+function bridgeConfig(calls, callsPerClient) {
+  return { calls, warmup: 2, callsPerKey: 25, concurrentClients: 50, callsPerClient, callTimeoutMs: 15_000, budgetMs: 150_000 };
+}
+
 export const CONFIG = QUICK
   ? {
       ingest: { rounds: 2, ingestPerRound: 500, verifyPerRound: 300, connections: 4 },
       fanout: { subscriberCounts: [10, 100], publishes: 10, warmup: 2 },
       req: { sizes: [2_000, 5_000], queries: 30, warmup: 5, limit: 100, authors: 500, recipients: 100 },
       agent: agentConfig(5, 5, 1),
+      bridge: bridgeConfig(20, 1),
     }
   : {
       ingest: { rounds: 5, ingestPerRound: 2_000, verifyPerRound: 1_000, connections: 4 },
       fanout: { subscriberCounts: [100, 1_000], publishes: 100, warmup: 5 },
       req: { sizes: [10_000, 100_000], queries: 200, warmup: 20, limit: 100, authors: 500, recipients: 100 },
       agent: agentConfig(40, 50, 3),
+      bridge: bridgeConfig(100, 3),
     };
 
 const log = (/** @type {string} */ s) => console.log(`[bench] ${s}`);
@@ -123,34 +145,48 @@ async function main() {
   const errors = {};
   const started = Date.now();
   const signer = await makeSigner();
-  const disk = await withRelay(tmpdir(), signer, deadline, async (common) => ({
-    ingest: await attempt('disk: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors),
-    fanout: await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
-    req: await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors),
-  }));
-  const tmpfs = existsSync(TMPFS)
+  const disk = runs('relay')
+    ? await withRelay(tmpdir(), signer, deadline, async (common) => ({
+        ingest: await attempt('disk: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors),
+        fanout: await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
+        req: await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors),
+      }))
+    : undefined;
+  const tmpfs = runs('tmpfs') && existsSync(TMPFS)
     ? await withRelay(TMPFS, signer, deadline, async (common) => ({
         ingest: await attempt('tmpfs: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors),
         fanout: await attempt('tmpfs: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
       }))
     : undefined;
-  const agent = await attempt(
-    'agent: time to first delta, events per response, CPU per delta',
-    () => agentBench({ relayLimits: JSON.stringify(BENCH_LIMITS), log, deadline, config: CONFIG.agent }),
-    errors,
-  );
+  const agent = runs('agent')
+    ? await attempt(
+        'agent: time to first delta, events per response, CPU per delta',
+        () => agentBench({ relayLimits: JSON.stringify(BENCH_LIMITS), log, deadline, config: CONFIG.agent }),
+        errors,
+      )
+    : undefined;
+  const bridge = runs('bridge')
+    ? await attempt(
+        'bridge: tools/call through relay + bridge vs. direct MCP HTTP',
+        () => bridgeBench({ relayLimits: JSON.stringify(BENCH_LIMITS), log, deadline, config: CONFIG.bridge }),
+        errors,
+      )
+    : undefined;
+  for (const [series, e] of Object.entries(bridge?.errors ?? {})) errors[`bridge: ${series}`] = e;
   const report = {
     facts: { ...facts, loadEnd: (await machineFacts()).loadStart, durationS: Math.round((Date.now() - started) / 1000) },
     config: CONFIG,
     relayLimits: JSON.stringify(BENCH_LIMITS),
     storage: { disk: tmpdir(), tmpfs: TMPFS },
+    passes: PASSES.filter(runs),
     disk,
     tmpfs,
     agent,
+    bridge,
     errors,
   };
-  if (QUICK) {
-    log('BENCH_QUICK=1: small sizes, report not written');
+  if (QUICK || ONLY.length > 0) {
+    log(QUICK ? 'BENCH_QUICK=1: small sizes, report not written' : `BENCH_ONLY=${ONLY.join(',')}: report not written`);
   } else {
     await writeFile(REPORT, renderReport(report));
     log(`wrote ${REPORT}`);

@@ -77,7 +77,7 @@ export async function startFakeProvider(options) {
  * A management API call signed with NIP-98 (as src/shared/nip98.ts `makeHttpAuthHeader` builds it).
  * @param {string} httpUrl @param {Uint8Array} sk @param {string} method @param {string} path @param {unknown} [body]
  */
-async function api(httpUrl, sk, method, path, body) {
+export async function api(httpUrl, sk, method, path, body) {
   const url = `${httpUrl}${path}`;
   const text = body === undefined ? undefined : JSON.stringify(body);
   const tags = [
@@ -107,7 +107,7 @@ async function api(httpUrl, sk, method, path, body) {
  * arrival time on `clock()`.
  * @param {string} url @param {Uint8Array} sk @returns {Promise<Socket>}
  */
-async function authedSocket(url, sk, timeoutMs = 10_000) {
+export async function authedSocket(url, sk, timeoutMs = 10_000) {
   const ws = new WebSocket(url, { perMessageDeflate: false });
   /** @type {Set<(frame: any[], at: number) => void>} */
   const listeners = new Set();
@@ -161,7 +161,7 @@ async function authedSocket(url, sk, timeoutMs = 10_000) {
 }
 
 /** Sends a REQ and waits for its EOSE. @param {Socket} s @param {string} id @param {object} filter */
-async function subscribe(s, id, filter, timeoutMs = 10_000) {
+export async function subscribe(s, id, filter, timeoutMs = 10_000) {
   const end = s.next((f) => (f[0] === 'EOSE' || f[0] === 'CLOSED') && f[1] === id, timeoutMs, `EOSE for ${id}`);
   s.ws.send(JSON.stringify(['REQ', id, filter]));
   const f = await end;
@@ -169,7 +169,7 @@ async function subscribe(s, id, filter, timeoutMs = 10_000) {
 }
 
 /** Closes sockets, bounded. @param {Socket[]} sockets */
-async function closeAll(sockets) {
+export async function closeAll(sockets) {
   await Promise.all(
     sockets.map(
       (s) =>

@@ -1,7 +1,7 @@
 // @ts-check
 // Renders bench results: the summary table (printed at the end of `npm run bench`) and the whole
 // docs/BENCHMARKS.md (machine facts, method, the RELAY_LIMITS override, per-round details, the
-// hosted-agent pass).
+// hosted-agent pass, the DVMCP bridge pass). Only the passes that ran (BENCH_ONLY) get rows.
 
 /**
  * @typedef {{ n: number, p50: number, p99: number, max: number }} Latency
@@ -15,9 +15,10 @@
  * @typedef {{ ingest?: IngestResult, fanout?: FanoutResult, req?: ReqResult }} PassResult
  * @typedef {import('./agent.mjs').SeriesResult} AgentSeries
  * @typedef {{ agent: string, results: Record<string, AgentSeries>, slowIntervalMs: number }} AgentResult
+ * @typedef {import('./bridge.mjs').BridgeResult} BridgeResult
  * @typedef {{ facts: Record<string, string | number>, config: typeof import('../run.mjs').CONFIG, relayLimits: string,
- *   storage: { disk: string, tmpfs: string }, disk: PassResult, tmpfs?: PassResult, agent?: AgentResult,
- *   errors: Record<string, string> }} Report
+ *   storage: { disk: string, tmpfs: string }, passes: string[], disk?: PassResult, tmpfs?: PassResult, agent?: AgentResult,
+ *   bridge?: BridgeResult, errors: Record<string, string> }} Report
  */
 
 const int = (/** @type {number} */ x) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a');
@@ -31,6 +32,18 @@ const num = (/** @type {number} */ x) => (Number.isFinite(x) ? String(Math.round
 
 /** Target of the hosted-agent overhead (time to first delta minus the provider's own TTFT), p50. */
 export const AGENT_OVERHEAD_TARGET_MS = 25;
+/** Target of the DVMCP bridge overhead (p50 through relay + bridge minus p50 of the direct MCP call). */
+export const BRIDGE_OVERHEAD_TARGET_MS = 20;
+
+/** The bridge's sequential series, labelled. @param {Report} r */
+const bridgeForms = (r) =>
+  /** @type {Array<[string, import('./bridge.mjs').SequentialResult | undefined]>} */ ([
+    ['plain (25910 → 26910)', r.bridge?.plain],
+    ['gift-wrapped (1059 → 1059, seal signed by the client)', r.bridge?.wrapped],
+  ]);
+
+/** Overhead p50 of a bridge series over the direct call of the same run. @param {Report} r @param {import('./bridge.mjs').SequentialResult | undefined} s */
+const bridgeOverhead = (r, s) => (s && r.bridge ? s.latency.p50 - r.bridge.direct.p50 : undefined);
 
 /** The agent series of the config with their results (undefined when the pass failed). @param {Report} r */
 const agentSeries = (r) => r.config.agent.series.map((s) => /** @type {[typeof s, AgentSeries | undefined]} */ ([s, r.agent?.results[s.name]]));
@@ -64,8 +77,8 @@ function metricRows(r) {
     rows.push([`Raw signature verification, libsecp256k1 Wasm (the shard's own verifier), same pass`, `${int(i.verify)} /s`, '', '', 'inside the shard DO']);
     rows.push([`**Ingest ÷ raw verification** (median of per-round ratios), ${where}`, `**${pct(i.ratio)}**`, '≥ 80 %', met(i.ratio >= 0.8), '']);
   }
-  const noble = r.disk.ingest?.noble;
-  rows.push(['Raw signature verification, noble (pure JS), context', noble ? `${int(noble)} /s` : 'failed', '', '', 'inside the shard DO']);
+  const noble = r.disk?.ingest?.noble;
+  if (r.disk) rows.push(['Raw signature verification, noble (pure JS), context', noble ? `${int(noble)} /s` : 'failed', '', '', 'inside the shard DO']);
   for (const [storage, pass] of passes) {
     if (!pass) continue;
     for (const count of r.config.fanout.subscriberCounts) {
@@ -80,8 +93,8 @@ function metricRows(r) {
       ]);
     }
   }
-  const req = r.disk.req;
-  for (const size of r.config.req.sizes) {
+  const req = r.disk?.req;
+  for (const size of r.disk ? r.config.req.sizes : []) {
     for (const filter of ['author+kind', '#p']) {
       const l = req?.results[String(size)]?.[filter];
       const target = size === 100_000 ? 'p50 < 10 ms' : '';
@@ -94,7 +107,7 @@ function metricRows(r) {
       ]);
     }
   }
-  for (const [s, a] of agentSeries(r)) {
+  for (const [s, a] of r.passes.includes('agent') ? agentSeries(r) : []) {
     rows.push([
       `**Hosted agent: time to first delta at the client − the fake provider's own time to first token**, ${s.what}`,
       a ? `**${p50p99(a.overhead)}**` : 'failed',
@@ -105,6 +118,31 @@ function metricRows(r) {
     rows.push([`Hosted agent: events per response at the client (median per run), ${s.what}`, a ? eventsLabel(a) : 'failed', '', '', 'client (Node)']);
     rows.push([`Hosted agent: workerd CPU time per delta event, ${s.what}`, a ? ms(a.cpuPerDeltaMs) : 'failed', '', '', '/proc CPU time of the workerd process']);
   }
+  if (r.passes.includes('bridge')) rows.push(...bridgeRows(r));
+  return rows;
+}
+
+/** The DVMCP bridge's required metrics. @param {Report} r */
+function bridgeRows(r) {
+  const b = r.bridge;
+  const c = r.config.bridge;
+  /** @type {string[][]} */
+  const rows = [['DVMCP bridge baseline: direct MCP HTTP tools/call `echo` to server-everything (official SDK `Client`, sequential)', p50p99(b?.direct), '', '', 'client (Node)']];
+  for (const [label, s] of bridgeForms(r)) {
+    const overhead = bridgeOverhead(r, s);
+    rows.push([`DVMCP bridge: tools/call \`echo\` through relay + bridge, ${label}, sequential`, p50p99(s?.latency), '', '', 'client (Node)']);
+    rows.push([
+      `**DVMCP bridge overhead: p50 through relay + bridge − p50 direct**, ${label}`,
+      overhead === undefined ? 'failed' : `**${ms(overhead)}**`,
+      `p50 ≤ ${BRIDGE_OVERHEAD_TARGET_MS} ms`,
+      met(overhead === undefined ? undefined : overhead <= BRIDGE_OVERHEAD_TARGET_MS),
+      'client (Node), same run',
+    ]);
+  }
+  const calls = `${c.callsPerClient} ${c.callsPerClient === 1 ? 'call' : 'calls'} each`;
+  const throughput = (/** @type {import('./bridge.mjs').ConcurrentResult | undefined} */ k) => (k ? `${num(k.throughput)} calls/s · ${p50p99(k.latency)}` : 'failed');
+  rows.push([`DVMCP bridge baseline: ${c.concurrentClients} concurrent direct MCP clients (each its own session, ${calls}): throughput and latency`, throughput(b?.directConcurrent), '', '', 'client (Node)']);
+  rows.push([`DVMCP bridge: ${c.concurrentClients} concurrent clients through relay + bridge (each its own key and socket, ${calls}, plain): throughput and latency`, throughput(b?.concurrent), '', '', 'client (Node)']);
   return rows;
 }
 
@@ -164,7 +202,7 @@ function contextRows(r) {
     ]);
     if (a.errors.length) rows.push([`${name}: problems`, a.errors.slice(0, 5).join('; '), '']);
   }
-  const req = r.disk.req;
+  const req = r.disk?.req;
   if (req) {
     rows.push(['disk: seeding through `EventStore.insert` (a `transactionSync` per event, 2,500 events per request)', `${int(req.seedRate)} inserts/s`, 'inside the shard DO']);
     for (const [size, byFilter] of Object.entries(req.results)) {
@@ -172,6 +210,27 @@ function contextRows(r) {
         rows.push([`disk: events returned per REQ, ${filter}, ${sizeLabel(size)} (median; limit ${req.limit})`, String(l.events), '']);
       }
     }
+  }
+  if (r.bridge) rows.push(...bridgeContextRows(r.bridge, r.config.bridge));
+  return rows;
+}
+
+/** @param {BridgeResult} b @param {import('./bridge.mjs').BridgeConfig} c */
+function bridgeContextRows(b, c) {
+  /** @type {string[][]} */
+  const rows = [[`bridge: direct calls measured (after ${c.warmup} warm-up)`, String(b.direct.n), 'client (Node)']];
+  for (const [form, s] of /** @type {const} */ ([['plain', b.plain], ['gift-wrapped', b.wrapped]])) {
+    if (!s) continue;
+    rows.push([`bridge, ${form}: calls measured · client keys used (${c.warmup} warm-up calls each, at most ${c.callsPerKey} calls each) · failed calls`, `${s.latency.n} · ${s.keys} · ${s.errors.length}`, 'client (Node)']);
+    if (form === 'gift-wrapped') rows.push(['bridge, gift-wrapped: of the round trip, the client unwrapping the answer (two NIP-44 decryptions, one ECDH, the seal\'s signature check with noble)', p50p99(s.unwrap), 'client (Node)']);
+    rows.push([`bridge, ${form}: workerd CPU time per call (relay + Bridge DO; all ${s.calls} calls of the series, warm-ups included)`, ms(s.cpuPerCallMs), '/proc CPU time of the workerd process']);
+    if (s.errors.length) rows.push([`bridge, ${form}: problems`, s.errors.slice(0, 5).join('; '), '']);
+  }
+  const k = b.concurrent;
+  if (k) {
+    rows.push([`bridge, concurrent: calls answered · failed · wall time (first send → last answer)`, `${k.latency.n} · ${k.errors.length} · ${ms(k.durationMs)}`, 'client (Node)']);
+    rows.push(['bridge, concurrent: workerd CPU time per call (relay + Bridge DO)', ms(k.cpuPerCallMs), '/proc CPU time of the workerd process']);
+    if (k.errors.length) rows.push(['bridge, concurrent: problems', k.errors.slice(0, 5).join('; '), '']);
   }
   return rows;
 }
@@ -196,18 +255,26 @@ export function renderTable(r) {
   return [head, '', table(['metric', 'value', 'target', 'met', 'measured at'], metricRows(r)), ...(errors.length ? ['', ...errors] : [])].join('\n');
 }
 
+/** @param {BridgeResult | undefined} b */
+const bridgeLimits = (b) =>
+  b
+    ? `${b.limits.clientPerMinute} requests a minute and ${b.limits.clientConcurrent} in progress per client key and ${b.limits.serverPerMinute} requests a minute per server`
+    : 'a number of requests per client key and per server (the pass failed in this run)';
+
 /** docs/BENCHMARKS.md. @param {Report} r */
 export function renderReport(r) {
   const f = r.facts;
   const c = r.config;
-  const req = r.disk.req;
+  const req = r.disk?.req;
   return `# Benchmarks
 
 Written by \`npm run bench\` (bench/run.mjs); every number below comes from the run of
 ${f.date}. Performance is never asserted in tests, only measured here.
 
 **Reproduce:** \`npm ci && npm run bench\` (about ${Math.ceil(Number(f.durationS) / 60)} minutes here; rewrites this file
-and prints the table; \`BENCH_QUICK=1 npm run bench\` is a small smoke run that writes nothing).
+and prints the table; \`BENCH_QUICK=1 npm run bench\` is a small smoke run that writes nothing;
+\`BENCH_ONLY=bridge\` (any of \`relay\`, \`tmpfs\`, \`agent\`, \`bridge\`, comma-separated) runs only those passes
+and writes nothing).
 
 ## Results
 
@@ -314,6 +381,32 @@ with libsecp256k1 (\`nostr-wasm\`) before any clock starts.
   status and response events, the NIP-AO frames the agent sends its owner (signed and encrypted,
   verified by the shard), and the provider stream's parsing. The fake provider runs in this
   Node process, not in workerd.
+
+- **DVMCP bridge** (client side, \`performance.now()\` in this Node process). The real
+  \`@modelcontextprotocol/server-everything\` (\`mcp-server-everything streamableHttp\`, started as
+  \`test/mcp/global-setup.ts\` does) listens on 127.0.0.1; a fourth workerd is started as above with
+  \`EDGESTR_OWNERS\` = a bench owner, \`EDGESTR_SECRET\` set and \`EDGESTR_OUTBOUND_ALLOW=127.0.0.1\`.
+  The owner registers server-everything through \`POST /api/bridge/servers\` (NIP-98) under three
+  server ids (one per series below, same upstream URL) and waits for their 31316 on the public
+  shard. **Direct** (the baseline, same run): the official MCP SDK \`Client\` over Streamable HTTP
+  calls \`tools/call echo\` ${c.bridge.calls} times one at a time after ${c.bridge.warmup} warm-ups; the time is
+  the \`callTool\` promise. **Through relay + bridge**: a Nostr client (\`ws\`, NIP-42 as its own key on
+  \`/\`, subscribed to the 26910 and 1059 that p-tag it) publishes a 25910 \`tools/call echo\` to the
+  provider with \`s\` = the server id; the time runs from sending the EVENT frame (signed, or
+  gift-wrapped, before the clock starts) to the arrival of the 26910 with \`e\` = the request id
+  (then parsed and checked: \`Echo: <message>\`); gift-wrapped: the request is a 1059 around a seal signed
+  by the client around the 25910 (\`src/shared/dvmcp-wrap.ts\`, bundled with esbuild), and the
+  answer's 1059 is unwrapped and its seal verified (noble) before the clock stops. The path includes
+  the relay's ingest and fan-out of the request to the bridge's subscription, the Bridge Durable
+  Object's checks and limits, its upstream MCP call (one session per client key and server), the
+  answer's signing (and wrapping), and the relay's fan-out back. **Overhead** = p50 through relay +
+  bridge − p50 direct. **Concurrent**: ${c.bridge.concurrentClients} clients, each its own key and socket, ${c.bridge.warmup} warm-up calls
+  each (all together), then ${c.bridge.callsPerClient} plain calls each, one at a time per client, all clients at
+  once; throughput = calls answered ÷ (last answer − first send); its baseline is the same with
+  ${c.bridge.concurrentClients} direct SDK clients (each its own MCP session), i.e. what server-everything alone
+  sustains here. **Bridge limits**: the bridge allows ${bridgeLimits(r.bridge)}
+  (\`workers/bridge/limits.ts\`); it has no binding to raise them, so the bench stays under them: each key makes at most ${c.bridge.callsPerKey} calls (${c.bridge.warmup} warm-up calls first, which open its upstream session;
+  the sequential series use fresh keys in turn), one at a time, and each series has its own server id.
 
 ## Per-round ingest
 
