@@ -6,7 +6,7 @@
 // (the reference implementation signs with a random key) cannot be authenticated and are refused.
 // Wraps carry the real time (not NIP-59's randomized one): DVMCP clients subscribe with `since`.
 
-import type { NostrEvent } from './event.js';
+import type { EventSigner, NostrEvent } from './event.js';
 import { err, ok, type Result } from './errors.js';
 import { KIND } from './kinds.js';
 import type { ConversationKeyCache } from './nip44.js';
@@ -20,11 +20,22 @@ export type Form = 'plain' | 'wrapped' | 'wrapped-dm';
 
 const RUMOR_KINDS: ReadonlySet<number> = new Set([KIND.DVMCP_REQUEST, KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION, KIND.PRIVATE_DM]);
 
-/** Wraps a DVMCP event template from `authorSk` (public key `author`) to `recipient`, in `form`. */
-export function wrapDvmcp(t: EventTemplate, authorSk: Uint8Array, author: string, recipient: string, keys: ConversationKeyCache, form: Exclude<Form, 'plain'> = 'wrapped'): NostrEvent {
+/**
+ * Wraps a DVMCP event template from `authorSk` (public key `author`) to `recipient`, in `form`;
+ * `sign` signs the seal and the wrap (the Workers pass the Wasm signer; default @noble/curves).
+ */
+export function wrapDvmcp(
+  t: EventTemplate,
+  authorSk: Uint8Array,
+  author: string,
+  recipient: string,
+  keys: ConversationKeyCache,
+  form: Exclude<Form, 'plain'> = 'wrapped',
+  sign?: EventSigner,
+): NostrEvent {
   const kind = form === 'wrapped-dm' ? KIND.PRIVATE_DM : t.kind;
   const rumor = makeRumor({ pubkey: author, created_at: t.created_at, kind, tags: t.tags, content: t.content });
-  return giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true });
+  return giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true, sign });
 }
 
 export interface UnwrappedMessage {

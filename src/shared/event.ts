@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { sha256 } from '@noble/hashes/sha2.js';
+import { schnorr } from '@noble/curves/secp256k1.js';
 import { bytesToHex, HEX64, hexToBytes } from './hex.js';
 import { err, ok, reject, type Result } from './errors.js';
 import type { SchnorrSigner, SchnorrVerifier } from './verify.js';
@@ -116,6 +117,18 @@ export function signEventWith(
   if (bytesToHex(signer) !== pubkey) throw new Error('signEventWith: the secret key does not belong to the pubkey');
   return { id: bytesToHex(idBytes), ...unsigned, sig: bytesToHex(signature) };
 }
+
+/** Signs a template with a secret key (the signer derives the key's pubkey). */
+export type EventSigner = (t: EventTemplate, secretKey: Uint8Array) => NostrEvent;
+
+/**
+ * An EventSigner over a fast backend (the Wasm module), for keys held only as secrets (one-time
+ * gift-wrap keys, seals): the pubkey from the backend when it derives keys, else @noble/curves.
+ */
+export const backendSigner =
+  (backend: SchnorrSigner & Pick<SchnorrVerifier, 'sha256'>): EventSigner =>
+  (t, secretKey) =>
+    signEventWith(t, secretKey, backend, bytesToHex(backend.publicKey ? backend.publicKey(secretKey) : schnorr.getPublicKey(secretKey)));
 
 /** The NIP-40 expiration timestamp, when the event carries a well-formed one. */
 export function expirationOf(e: Pick<NostrEvent, 'tags'>): number | null {

@@ -5,7 +5,7 @@ import { ConversationKeyCache, encrypt } from './nip44.js';
 import { KIND } from './kinds.js';
 import { giftWrap, makeRumor, unwrap } from './nip59.js';
 import { nobleVerifier } from './verify.js';
-import type { NostrEvent } from './event.js';
+import type { EventSigner, NostrEvent } from './event.js';
 import { keys, now } from '../../test/support/nostr.js';
 
 const cache = new ConversationKeyCache(64);
@@ -31,6 +31,26 @@ describe('NIP-59', () => {
     // Only (bob, alice) for the seal layer: twenty one-time wrapper keys would have evicted it.
     expect(shared.size).toBe(1);
     expect(shared.stats.misses).toBe(1);
+  });
+
+  it('does not put the one-time keys of the wraps it makes into the shared cache either', () => {
+    const shared = new ConversationKeyCache(8);
+    for (let i = 0; i < 20; i++) giftWrap(rumor, alice.sk, bob.pk, shared);
+    // Only (alice, bob) for the seal layer: twenty one-time wrap keys would fill the cache.
+    expect(shared.size).toBe(1);
+    expect(shared.stats.misses).toBe(1);
+  });
+
+  it('signs the seal and the wrap with the signer it is given', () => {
+    const signed: number[] = [];
+    const sign: EventSigner = (t, sk) => {
+      signed.push(t.kind);
+      const { id, pubkey, created_at, kind, tags, content, sig } = finalizeEvent(t, sk);
+      return { id, pubkey, created_at, kind, tags, content, sig };
+    };
+    const wrap = giftWrap(rumor, alice.sk, bob.pk, cache, now(), { sign });
+    expect(signed).toEqual([13, 1059]);
+    expect(unwrap(wrap, bob.sk, cache, nobleVerifier)).toEqual({ ok: true, value: { rumor, author: alice.pk } });
   });
 
   it('refuses a wrap whose signer is not a point on the curve, as a value', () => {

@@ -3,7 +3,7 @@
 // checks every layer and that the seal's signer is the rumor's author.
 
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import { computeEventId, parseEvent, checkIdAndSignature, type NostrEvent, type UnsignedEvent } from './event.js';
+import { computeEventId, parseEvent, checkIdAndSignature, type EventSigner, type NostrEvent, type UnsignedEvent } from './event.js';
 import { err, errorMessage, ok, type Result } from './errors.js';
 import { ConversationKeyCache, decrypt, encrypt, getConversationKey } from './nip44.js';
 import type { SchnorrVerifier } from './verify.js';
@@ -25,7 +25,14 @@ export interface WrapOptions {
   kind?: number;
   /** The wrap's created_at is `now`, not randomized (default: exact for ephemeral wraps only). */
   exactTime?: boolean;
+  /** Signs the seal and the wrap (default: nostr-tools' finalizeEvent; the Workers pass the Wasm signer). */
+  sign?: EventSigner;
 }
+
+const nobleSign: EventSigner = (t, sk) => {
+  const { id, pubkey, created_at, kind, tags, content, sig } = finalizeEvent(t, sk);
+  return { id, pubkey, created_at, kind, tags, content, sig };
+};
 
 /** Wraps `rumor` from `authorSk` to `recipient`. Rumors of ephemeral kinds get kind 21059. */
 export function giftWrap(
@@ -36,14 +43,15 @@ export function giftWrap(
   now = Math.floor(Date.now() / 1000),
   options: WrapOptions = {},
 ): NostrEvent {
-  const seal = finalizeEvent(
+  const sign = options.sign ?? nobleSign;
+  const seal = sign(
     { kind: KIND.SEAL, created_at: tweakedTime(now), tags: [], content: encrypt(JSON.stringify(rumor), keys.get(authorSk, recipient)) },
     authorSk,
   );
   const oneTime = generateSecretKey();
   // NIP-XX's durable kinds (25802/25803/25805) live in the ephemeral range but must be replayable.
   const ephemeral = kindClass(rumor.kind) === 'ephemeral';
-  const wrap = finalizeEvent(
+  return sign(
     {
       kind: options.kind ?? (ephemeral ? KIND.EPHEMERAL_GIFT_WRAP : KIND.GIFT_WRAP),
       // Ephemeral wraps keep the real time: relays drop stale ephemeral events (and DVMCP clients
@@ -51,12 +59,10 @@ export function giftWrap(
       created_at: (options.exactTime ?? ephemeral) ? now : tweakedTime(now),
       tags: [['p', recipient]],
       // A one-time key: its conversation key is never reused, so it is not cached.
-      content: encrypt(JSON.stringify(seal), keys.get(oneTime, recipient)),
+      content: encrypt(JSON.stringify(seal), getConversationKey(oneTime, recipient)),
     },
     oneTime,
   );
-  const { id, pubkey, created_at, kind, tags, content, sig } = wrap;
-  return { id, pubkey, created_at, kind, tags, content, sig };
 }
 
 export interface Unwrapped {

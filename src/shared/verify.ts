@@ -26,4 +26,6 @@ export const nobleVerifier: SchnorrVerifier = {
 export interface SchnorrSigner {
   /** BIP-340 signature (with fresh auxiliary randomness) over a 32-byte message; also returns the x-only pubkey. */
   sign(message: Uint8Array, secretKey: Uint8Array): { signature: Uint8Array; pubkey: Uint8Array };
+  /** The x-only public key of a secret key (when the backend derives it faster than @noble/curves). */
+  publicKey?(secretKey: Uint8Array): Uint8Array;
 }

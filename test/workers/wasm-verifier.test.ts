@@ -2,6 +2,9 @@
 // names: these tests fail loudly, naming the expected exports, when the package or its build
 // changes, and check that the version is pinned exactly.
 import { describe, expect, it } from 'vitest';
+import { generateSecretKey, getPublicKey, verifyEvent } from 'nostr-tools/pure';
+import { backendSigner } from '../../src/shared/event.js';
+import { bytesToHex } from '../../src/shared/hex.js';
 import installed from '../../node_modules/nostr-wasm/package.json';
 import project from '../../package.json';
 import { bindingMismatch, createWasmVerifier, EXPECTED_EXPORTS, EXPECTED_IMPORTS, NOSTR_WASM_VERSION } from '../../workers/common/secp256k1-wasm.js';
@@ -36,5 +39,18 @@ describe('the nostr-wasm binding', () => {
     expect(bindingMismatch(realExports(), [...realImports(), { module: 'env', name: 'emscripten_resize', kind: 'function' }])).toContain(
       'unexpected import "env.emscripten_resize" (function)',
     );
+  });
+
+  it('derives public keys as @noble/curves does, and signs events that verify (backendSigner)', async () => {
+    const wasm = await createWasmVerifier();
+    for (let i = 0; i < 8; i++) {
+      const sk = generateSecretKey();
+      expect(bytesToHex(wasm.publicKey!(sk))).toBe(getPublicKey(sk));
+      const e = backendSigner(wasm)({ kind: 1, created_at: 1_700_000_000 + i, tags: [], content: `n${i}` }, sk);
+      expect(e.pubkey).toBe(getPublicKey(sk));
+      expect(verifyEvent(e)).toBe(true);
+    }
+    expect(() => wasm.publicKey!(new Uint8Array(32))).toThrow('publicKey: invalid secret key');
+    expect(() => wasm.publicKey!(new Uint8Array(31))).toThrow('publicKey: a 32-byte secret key is required');
   });
 });

@@ -5,7 +5,8 @@
 // accepts it).
 
 import { getPublicKey } from 'nostr-tools/pure';
-import type { NostrEvent } from '../../src/shared/event.js';
+import { backendSigner, type NostrEvent } from '../../src/shared/event.js';
+import { relayVerifier } from '../common/verifier.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { encrypt, type ConversationKeyCache } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
@@ -153,6 +154,6 @@ export class Outbox {
     const content = encrypt(JSON.stringify(payload), this.deps.keys.get(sk, run.client));
     const template = { kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags), content };
     if (!run.wrapped) return this.deps.sign(template, sk);
-    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.deps.keys);
+    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.deps.keys, template.created_at, { sign: backendSigner(await relayVerifier()) });
   }
 }

@@ -10,7 +10,7 @@
 
 import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import { checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
+import { backendSigner, checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { announcementDeletion, errorTemplate, MAX_CONTENT_CHARS, notificationTemplate, parseMessage, type Incoming } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
@@ -299,7 +299,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   private replyFor(url: string, client: string, form: Form, p: ProviderRecord): Reply {
     const send = async (t: EventTemplate): Promise<void> => {
-      const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form);
+      const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form, backendSigner(await relayVerifier()));
       await this.links.publish(url, e);
     };
     return { send, encrypted: form !== 'plain', maxAnswerChars: form === 'plain' ? MAX_PLAIN_ANSWER : MAX_WRAPPED_ANSWER };

@@ -193,6 +193,20 @@ export async function createWasmVerifier(): Promise<SchnorrVerifier & SchnorrSig
         heap.fill(0, keypair, keypair + KEYPAIR_STRUCT);
       }
     },
+    publicKey(secretKey: Uint8Array): Uint8Array {
+      if (secretKey.length !== 32) throw new Error('publicKey: a 32-byte secret key is required');
+      freshHeap();
+      try {
+        heap.set(secretKey, secret);
+        if (wasm.keypairCreate(ctx, keypair, secret) !== 1) throw new Error('publicKey: invalid secret key');
+        wasm.keypairXonlyPub(ctx, xonly, 0, keypair);
+        wasm.xonlyPubkeySerialize(ctx, pub, xonly);
+        return heap.slice(pub, pub + 32);
+      } finally {
+        heap.fill(0, secret, secret + 32);
+        heap.fill(0, keypair, keypair + KEYPAIR_STRUCT);
+      }
+    },
     verify(signature: Uint8Array, message: Uint8Array, pubkey: Uint8Array): boolean {
       if (signature.length !== 64 || message.length !== 32 || pubkey.length !== 32) return false;
       freshHeap();
