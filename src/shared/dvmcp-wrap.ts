@@ -22,9 +22,14 @@ const RUMOR_KINDS: ReadonlySet<number> = new Set([KIND.DVMCP_REQUEST, KIND.DVMCP
 
 /** Wraps a DVMCP event template from `authorSk` (public key `author`) to `recipient`, in `form`. */
 export function wrapDvmcp(t: EventTemplate, authorSk: Uint8Array, author: string, recipient: string, keys: ConversationKeyCache, form: Exclude<Form, 'plain'> = 'wrapped'): NostrEvent {
+  return wrapDvmcpWithId(t, authorSk, author, recipient, keys, form).wrap;
+}
+
+/** wrapDvmcp, also returning the rumor's id (what the answers to a wrapped request refer to with `e`). */
+export function wrapDvmcpWithId(t: EventTemplate, authorSk: Uint8Array, author: string, recipient: string, keys: ConversationKeyCache, form: Exclude<Form, 'plain'> = 'wrapped'): { wrap: NostrEvent; rumorId: string } {
   const kind = form === 'wrapped-dm' ? KIND.PRIVATE_DM : t.kind;
   const rumor = makeRumor({ pubkey: author, created_at: t.created_at, kind, tags: t.tags, content: t.content });
-  return giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true });
+  return { wrap: giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true }), rumorId: rumor.id };
 }
 
 export interface UnwrappedMessage {
