@@ -1,5 +1,5 @@
-// The edgestr Worker: routes HTTP and WebSocket traffic to the relay shards (and, as they land,
-// the management API, the MCP endpoint and the console).
+// The edgestr Worker: routes HTTP and WebSocket traffic to the relay shards, the management API
+// and the MCP endpoint /mcp (the DVMCP gateway, workers/gateway/route.ts); the console as it lands.
 // Development mode (EDGESTR_ENV=development: demo keys known to everyone, every key gets a
 // shard, private outbound hosts) is honoured only on loopback: a deployment in development mode
 // refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
@@ -12,6 +12,7 @@ import type { ProviderEnv } from './agent/providers/index.js';
 import { agentRoutes, type AgentApiBindings } from './api/agents.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
+import { handleMcp } from './gateway/route.js';
 
 export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
@@ -46,6 +47,8 @@ app.get('/health', async (c) => {
 });
 
 app.route('/api/agents', agentRoutes());
+
+app.on(['POST', 'GET', 'DELETE'], '/mcp', (c) => handleMcp(c.req.raw, c.env, (p) => c.executionCtx.waitUntil(p)));
 
 const landing = (req: Request) =>
   new Response(

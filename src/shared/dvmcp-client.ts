@@ -127,6 +127,7 @@ export class DvmcpClient {
   readonly #pending = new Map<string, Pending>();
   readonly #seen = new LruMap<string, true>(4096);
   #listening: Promise<Listening[]> | undefined;
+  readonly #cancelling = new Set<Promise<void>>();
   #closed = false;
 
   constructor(options: DvmcpClientOptions) {
@@ -177,20 +178,22 @@ export class DvmcpClient {
     return answer;
   }
 
-  /** Ends every waiting request ("cancelled", with a notifications/cancel) and the subscriptions. */
-  close(): void {
+  /**
+   * Ends every waiting request ("cancelled", with a notifications/cancel), waits for the cancels
+   * still being published (each bounded by the publish timeout), then ends the subscriptions.
+   */
+  async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     for (const [id, p] of [...this.#pending]) {
       this.#sendCancel(id, p.target, 'the client closed');
       p.finish(err({ kind: 'cancelled', message: 'cancelled: the DVMCP client is closed' }));
     }
-    void this.#listening?.then((ls) => {
-      for (const l of ls) {
-        l.plain.close();
-        l.wraps.close();
-      }
-    });
+    await Promise.all(this.#cancelling);
+    for (const l of (await this.#listening) ?? []) {
+      l.plain.close();
+      l.wraps.close();
+    }
   }
 
   // ---- requests ----
@@ -242,12 +245,14 @@ export class DvmcpClient {
   #sendCancel(requestId: string, target: DvmcpTarget, reason: string): void {
     const t = cancelTemplate(target.provider, requestId, target.serverId, reason);
     const event = target.encrypt ? Promise.resolve(wrapDvmcpWithId(t, this.#o.secretKey, this.pubkey, target.provider, this.#o.keys).wrap) : this.#o.sign(t);
-    void event
+    const sent: Promise<void> = event
       .then((e) => this.#publish(e))
       .then((r) => {
         if (!r.ok) console.warn(`dvmcp-client: cancel of ${requestId} not delivered: ${r.error}`);
       })
-      .catch((e: unknown) => console.warn(`dvmcp-client: cancel of ${requestId} failed: ${errorMessage(e)}`));
+      .catch((e: unknown) => console.warn(`dvmcp-client: cancel of ${requestId} failed: ${errorMessage(e)}`))
+      .finally(() => this.#cancelling.delete(sent));
+    this.#cancelling.add(sent);
   }
 
   // ---- subscriptions ----

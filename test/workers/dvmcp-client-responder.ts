@@ -55,6 +55,7 @@ export class DvmcpResponder {
   readonly #relay: RelayClient;
   readonly #keys = new ConversationKeyCache();
   readonly #paid = new Map<string, () => void>();
+  #closed = false;
 
   constructor(
     url: string,
@@ -71,8 +72,8 @@ export class DvmcpResponder {
     await new Promise<void>((resolve, reject) => {
       let waiting = 2;
       const opts = (onEvent: (e: NostrEvent) => void) => ({ onEvent, onEose: () => void (--waiting === 0 && resolve()), onClosed: (m: string) => reject(new Error(m)) });
-      this.#relay.subscribe([{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [this.provider], since }], opts((e) => void this.#on(e, 'plain')));
-      this.#relay.subscribe([{ kinds: [KIND.GIFT_WRAP], '#p': [this.provider], since }], opts((e) => void this.#onWrap(e)));
+      this.#relay.subscribe([{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [this.provider], since }], opts((e) => this.#handle(this.#on(e, 'plain'))));
+      this.#relay.subscribe([{ kinds: [KIND.GIFT_WRAP], '#p': [this.provider], since }], opts((e) => this.#handle(this.#onWrap(e))));
     });
     const init = { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 'responder', version: '1.0.0' } };
     await this.#publish(serverAnnouncement({ id: this.serverId, name: 'Test responder', encryption: this.encryption }, init));
@@ -80,7 +81,15 @@ export class DvmcpResponder {
   }
 
   close(): void {
+    this.#closed = true;
     this.#relay.close();
+  }
+
+  /** A request's handling failed: logged, unless the responder was closed meanwhile (a test ended). */
+  #handle(p: Promise<void>): void {
+    p.catch((e: unknown) => {
+      if (!this.#closed) console.error('dvmcp responder:', e);
+    });
   }
 
   /** The local payment verifier: the paid request is answered now. */
@@ -134,7 +143,7 @@ export class DvmcpResponder {
       case 'hang':
         return;
       case 'paid':
-        this.#paid.set(msg.requestId, () => void answer(text('paid')));
+        this.#paid.set(msg.requestId, () => this.#handle(answer(text('paid'))));
         return this.send(paymentRequiredTemplate(to, 21, 'lnbc21test'), form, msg.client);
       case 'noisy': {
         await this.send(responseTemplate(to, text('forged')), form, msg.client, generateSecretKey());

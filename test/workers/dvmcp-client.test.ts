@@ -21,9 +21,9 @@ const socket: SocketFactory = async (u) => {
 };
 const URL_PUBLIC = 'ws://relay.test/';
 
-const open: Array<{ close(): void }> = [];
-afterEach(() => {
-  for (const c of open.splice(0).reverse()) c.close();
+const open: Array<{ close(): void | Promise<void> }> = [];
+afterEach(async () => {
+  for (const c of open.splice(0).reverse()) await c.close();
 });
 
 async function responder(serverId = 'test-server'): Promise<DvmcpResponder> {
@@ -194,8 +194,10 @@ describe('DvmcpClient', () => {
     const { c } = client();
     const pending = c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'hang', arguments: {} });
     await vi_waitFor(() => r.requests.length === 1);
-    c.close();
+    const closing = c.close();
     expect(await pending).toEqual({ ok: false, error: { kind: 'cancelled', message: 'cancelled: the DVMCP client is closed' } });
+    await closing;
+    await vi_waitFor(() => r.cancels.length === 1); // the cancel was published before close() resolved
   });
 });
 
