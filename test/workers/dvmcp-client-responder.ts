@@ -50,8 +50,8 @@ export class DvmcpResponder {
   readonly provider = getPublicKey(this.sk);
   /** Request ids of notifications/cancel received. */
   readonly cancels: string[] = [];
-  /** Requests received (method and how they travelled). */
-  readonly requests: Array<{ method: string; form: Form; id: string }> = [];
+  /** Requests received (method, how they travelled, id, author). */
+  readonly requests: Array<{ method: string; form: Form; id: string; client: string }> = [];
   readonly #relay: RelayClient;
   readonly #keys = new ConversationKeyCache();
   readonly #paid = new Map<string, () => void>();
@@ -122,7 +122,7 @@ export class DvmcpResponder {
       if (msg.method === 'notifications/cancel' && msg.refersTo) this.cancels.push(msg.refersTo);
       return;
     }
-    this.requests.push({ method: msg.method, form, id: msg.requestId });
+    this.requests.push({ method: msg.method, form, id: msg.requestId, client: msg.client });
     const to: Requester = { requestId: msg.requestId, client: msg.client };
     const answer = (result: Record<string, unknown>) => this.send(responseTemplate(to, result), form, msg.client);
     if (msg.method === 'tools/list') return answer({ tools: RESPONDER_TOOLS });

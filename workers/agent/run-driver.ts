@@ -14,6 +14,7 @@ import { providerFor, type ProviderEnv, type ProviderName } from './providers/in
 import { executeRun, type Terminal } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
+import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
@@ -28,6 +29,8 @@ export interface RunDeps {
   emitter: TelemetryEmitter | undefined;
   /** The clock (ms) of the token day. */
   now: () => number;
+  /** The agent's DVMCP client, for its `dvmcp_servers` tools. */
+  dvmcp: DvmcpToolOptions;
 }
 
 export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -46,7 +49,7 @@ export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, pr
     return;
   }
   try {
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env) } });
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env) }, dvmcp: d.dvmcp });
     try {
       const result = await executeRun({
         prompt,
