@@ -10,6 +10,7 @@ import { type RouterBindings } from './common/shards.js';
 import { VERSION } from './relay-do/nip11.js';
 import type { ProviderEnv } from './agent/providers/index.js';
 import { agentRoutes, type AgentApiBindings } from './api/agents.js';
+import { bridgeRoutes, type BridgeApiBindings } from './api/bridge.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
 import { handleMcp } from './gateway/route.js';
@@ -17,8 +18,9 @@ import { handleMcp } from './gateway/route.js';
 export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
 export { ApiState } from './api/api-state.js';
+export { Bridge } from './bridge/bridge-do.js';
 
-export interface Env extends AgentApiBindings, RouterBindings, ProviderEnv {
+export interface Env extends AgentApiBindings, BridgeApiBindings, RouterBindings, ProviderEnv {
   RELAY_LIMITS?: string;
 }
 
@@ -47,6 +49,7 @@ app.get('/health', async (c) => {
 });
 
 app.route('/api/agents', agentRoutes());
+app.route('/api/bridge/servers', bridgeRoutes());
 
 app.on(['POST', 'GET', 'DELETE'], '/mcp', (c) => handleMcp(c.req.raw, c.env, (p) => c.executionCtx.waitUntil(p)));
 
