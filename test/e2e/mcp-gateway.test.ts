@@ -31,9 +31,14 @@ const firstText = (r: unknown): string | undefined => ((r as { content?: Array<{
 
 describe('/mcp from Node (wrangler dev)', () => {
   it('lists the DVMCP tools announced on the relay, prefixed by server', async () => {
-    const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(['echo', 'slow', 'hang', 'paid', 'noisy'].map((t) => `${server}__${t}`)));
-  });
+    // The gateway caches its catalog for 10 s: poll until the new announcements are in it.
+    let names: string[] = [];
+    for (let i = 0; i < 30 && !names.includes(`${server}__echo`); i++) {
+      names = (await client.listTools()).tools.map((t) => t.name);
+      if (!names.includes(`${server}__echo`)) await new Promise((r) => setTimeout(r, 1000));
+    }
+    expect(names).toEqual(expect.arrayContaining(['echo', 'slow', 'hang', 'paid', 'noisy'].map((t) => `${server}__${t}`)));
+  }, 40_000);
 
   it('calls a tool over Nostr (gift-wrapped, as announced)', async () => {
     const started = Date.now();
