@@ -1,7 +1,7 @@
 // NIP-AO telemetry emitter (agent side). Pure: no Worker or Node APIs, no module-level state;
 // everything lives in the instances. Works in workerd and Node. Payload shapes: ao-payloads.ts;
 // envelope and splitting: ao-frame.ts; control frames: ao-control.ts; ordered queue, pacing and
-// retries: paced-publisher.ts.
+// retries: paced-publisher.ts; options and stats types: ao-emitter-types.ts.
 //
 // What the emitter does with a frame (the rules observers and docs rely on):
 //
@@ -44,83 +44,19 @@
 //   next frame. `stats.droppedUnreported` is what has not been reported yet.
 
 import { getPublicKey } from 'nostr-tools/pure';
-import { signEvent, toSecretBytes, type UnsignedEvent } from './ao-keys.js';
+import { signEvent, toSecretBytes } from './ao-keys.js';
 import { byteLength, envelope, envelopeBytes, splitParts, type ResolvedIds } from './ao-frame.js';
 import { isPlainObject, type Payload } from './ao-payloads.js';
-import type { Result } from './errors.js';
-import type { NostrEvent } from './event.js';
+import { errorMessage, type Result } from './errors.js';
+import type { EventTemplate, NostrEvent } from './event.js';
 import { isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
 import { AO_MAX_PAYLOAD_BYTES, AO_TELEMETRY_RATE, frameTemplate } from './nip-ao.js';
 import { ConversationKeyCache, encrypt } from './nip44.js';
-import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, defaultTimers, type BackoffPolicy, type EmitterTimers, type PublishFn } from './paced-publisher.js';
-import { errorMessage } from './errors.js';
+import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, defaultTimers, type EmitterTimers } from './paced-publisher.js';
+import type { DroppedFrame, EmitterStats, FrameIds, TelemetryEmitterOptions } from './ao-emitter-types.js';
 
-/** Correlation ids of a frame; anything not given is sent as `null`. */
-export interface FrameIds {
-  agentIndex?: number | null;
-  channelId?: string | null;
-  sessionId?: string | null;
-  turnId?: string | null;
-}
-
-export interface DroppedFrame {
-  seq: number;
-  kind: string;
-  sessionId: string | null;
-  /** The relay's last answer, or why the frame could not be sent. */
-  reason: string;
-}
-
-export interface TelemetryEmitterOptions {
-  /** The agent's secret key (32 bytes or 64 hex). */
-  agentSecretKey: Uint8Array | string;
-  /** The owner's pubkey (64 hex): the `p` tag and the NIP-44 peer. */
-  owner: string;
-  /** Publishes one event and resolves with the relay's OK (e.g. RelayClient.publish). */
-  publish: PublishFn;
-  /** Milliseconds since the epoch (default Date.now). */
-  now?: () => number;
-  timers?: EmitterTimers;
-  /** Shared conversation-key cache (default: one per emitter). */
-  cache?: ConversationKeyCache;
-  /** Default `agentIndex` of every frame (default null). */
-  agentIndex?: number | null;
-  coalesceKinds?: readonly string[];
-  coalesceMs?: number;
-  maxCoalesced?: number;
-  maxFramesPerSecond?: number;
-  pacingMarginMs?: number;
-  maxAttempts?: number;
-  backoff?: Partial<BackoffPolicy>;
-  maxQueuedFrames?: number;
-  maxSessions?: number;
-  /** Signs frames (e.g. the relay's Wasm backend, several times faster); default: nostr-tools. */
-  sign?: (template: UnsignedEvent) => NostrEvent;
-  /** Called for every frame that is finally dropped. */
-  onDrop?: (drop: DroppedFrame) => void;
-}
-
-export interface EmitterStats {
-  /** emit() calls accepted. */
-  emitted: number;
-  /** Frames built (each has a seq): sent + dropped + queued. */
-  frames: number;
-  /** Frames the relay accepted. */
-  sent: number;
-  /** Frames finally dropped. */
-  dropped: number;
-  /** Dropped frames not yet reported in a delivered frame's payload. */
-  droppedUnreported: number;
-  /** Publish attempts beyond the first, over all frames. */
-  retries: number;
-  /** Items that went into multi-item (coalesced) frames. */
-  coalescedItems: number;
-  /** Payloads sent as several frames. */
-  splitPayloads: number;
-  /** Frames waiting to be sent (including the one in flight). */
-  queued: number;
-}
+export type * from './ao-emitter-types.js';
 
 interface QueuedFrame {
   seq: number;
@@ -145,7 +81,7 @@ export class TelemetryEmitter {
   readonly agent: string;
   readonly owner: string;
   readonly #sk: Uint8Array;
-  readonly #sign: (template: UnsignedEvent) => NostrEvent;
+  readonly #sign: (template: EventTemplate) => NostrEvent;
   readonly #publisher: PacedPublisher;
   readonly #now: () => number;
   readonly #timers: EmitterTimers;

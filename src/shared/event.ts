@@ -42,6 +42,8 @@ const EventSchema = z.strictObject(
 export type NostrEvent = z.infer<typeof EventSchema>;
 export type Tag = z.infer<typeof TagSchema>;
 export type UnsignedEvent = Omit<NostrEvent, 'id' | 'sig'>;
+/** What a signer turns into an event: kind, created_at, tags and content. */
+export type EventTemplate = Pick<NostrEvent, 'kind' | 'created_at' | 'tags' | 'content'>;
 
 /** NIP-01 canonical serialization: [0, pubkey, created_at, kind, tags, content]. */
 const serializeEvent = (e: UnsignedEvent): string =>
@@ -103,7 +105,7 @@ export const tagValues = (e: Pick<NostrEvent, 'tags'>, name: string): string[] =
 
 /** Signs a template with a fast backend (the relay's Wasm module): id with its SHA-256 when it has one. */
 export function signEventWith(
-  t: Pick<NostrEvent, 'kind' | 'created_at' | 'tags' | 'content'>,
+  t: EventTemplate,
   secretKey: Uint8Array,
   backend: SchnorrSigner & Pick<SchnorrVerifier, 'sha256'>,
   pubkey: string,

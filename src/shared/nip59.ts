@@ -9,10 +9,6 @@ import { ConversationKeyCache, decrypt, encrypt, getConversationKey } from './ni
 import type { SchnorrVerifier } from './verify.js';
 import { KIND, kindClass } from './kinds.js';
 
-export const SEAL_KIND = KIND.SEAL;
-export const WRAP_KIND = KIND.GIFT_WRAP;
-export const EPHEMERAL_WRAP_KIND = KIND.EPHEMERAL_GIFT_WRAP;
-
 /** A rumor: an event with an id but no signature (deniable if leaked). */
 export type Rumor = UnsignedEvent & { id: string };
 
@@ -41,7 +37,7 @@ export function giftWrap(
   options: WrapOptions = {},
 ): NostrEvent {
   const seal = finalizeEvent(
-    { kind: SEAL_KIND, created_at: tweakedTime(now), tags: [], content: encrypt(JSON.stringify(rumor), keys.get(authorSk, recipient)) },
+    { kind: KIND.SEAL, created_at: tweakedTime(now), tags: [], content: encrypt(JSON.stringify(rumor), keys.get(authorSk, recipient)) },
     authorSk,
   );
   const oneTime = generateSecretKey();
@@ -49,7 +45,7 @@ export function giftWrap(
   const ephemeral = kindClass(rumor.kind) === 'ephemeral';
   const wrap = finalizeEvent(
     {
-      kind: options.kind ?? (ephemeral ? EPHEMERAL_WRAP_KIND : WRAP_KIND),
+      kind: options.kind ?? (ephemeral ? KIND.EPHEMERAL_GIFT_WRAP : KIND.GIFT_WRAP),
       // Ephemeral wraps keep the real time: relays drop stale ephemeral events (and DVMCP clients
       // subscribe with `since`).
       created_at: (options.exactTime ?? ephemeral) ? now : tweakedTime(now),
@@ -71,7 +67,7 @@ export interface Unwrapped {
 
 /** Unwraps a gift wrap addressed to `recipientSk`, checking both layers. */
 export function unwrap(wrap: NostrEvent, recipientSk: Uint8Array, keys: ConversationKeyCache, verifier: SchnorrVerifier): Result<Unwrapped, string> {
-  if (wrap.kind !== WRAP_KIND && wrap.kind !== EPHEMERAL_WRAP_KIND) return err(`not a gift wrap (kind ${wrap.kind})`);
+  if (wrap.kind !== KIND.GIFT_WRAP && wrap.kind !== KIND.EPHEMERAL_GIFT_WRAP) return err(`not a gift wrap (kind ${wrap.kind})`);
   const me = getPublicKey(recipientSk);
   if (!wrap.tags.some((t) => t[0] === 'p' && t[1] === me)) return err('gift wrap is not addressed to this key');
   // The wrap's key is a one-time key: its conversation key is computed, never cached (caching it
@@ -82,7 +78,7 @@ export function unwrap(wrap: NostrEvent, recipientSk: Uint8Array, keys: Conversa
   if (!sealText.ok) return err(`cannot decrypt gift wrap: ${sealText.error}`);
   const seal = parseJsonEvent(sealText.value, verifier);
   if (!seal.ok) return err(`invalid seal: ${seal.error}`);
-  if (seal.value.kind !== SEAL_KIND) return err(`invalid seal: kind ${seal.value.kind}, expected 13`);
+  if (seal.value.kind !== KIND.SEAL) return err(`invalid seal: kind ${seal.value.kind}, expected 13`);
   const rumorText = decrypt(seal.value.content, keys.get(recipientSk, seal.value.pubkey));
   if (!rumorText.ok) return err(`cannot decrypt seal: ${rumorText.error}`);
   let rumor: unknown;

@@ -6,14 +6,8 @@
 // as edgestr sends it, with an `auth-required:` answer); authenticate() with none yet asks for one
 // with a bare `["AUTH"]`. Nothing is re-published automatically.
 //
-// The socket factory is the only platform-specific piece:
-//   Node 20:   new RelayClient({ url, socket: (u) => new WebSocket(u) })        // `ws` package
-//   workerd:   new RelayClient({ url, socket: (u) => new WebSocket(u) })        // global WebSocket
-//   workerd:   new RelayClient({ url, socket: async (u) => {                    // fetch upgrade
-//                const res = await fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
-//                const ws = res.webSocket; if (!ws) throw new Error(`no upgrade: ${res.status}`);
-//                ws.accept(); return ws; } })                                     // already open
-// A socket that is already OPEN when the factory returns (an accepted workerd socket) is used as is.
+// The socket factory (relay-socket.ts, with examples for Node and workerd) is the only
+// platform-specific piece.
 //
 // Beside it: relay-connection.ts (socket, status, reconnects), relay-socket.ts (socket shape,
 // backoff), relay-pending.ts (requests awaiting OK/COUNT), relay-auth.ts (NIP-42 template) and
@@ -22,7 +16,7 @@
 import { parseEvent, type NostrEvent } from './event.js';
 import { matchFilters, type Filter } from './filters.js';
 import { parseRelayMessage } from './messages.js';
-import { authTemplate, isAuthRequired, wireEvent } from './relay-auth.js';
+import { authTemplate, ChallengeSlot, isAuthRequired, wireEvent } from './relay-auth.js';
 import { PendingRequests } from './relay-pending.js';
 import { RelayConnection } from './relay-connection.js';
 import { DEFAULT_BACKOFF } from './relay-socket.js';
@@ -60,10 +54,9 @@ export class RelayClient {
   readonly #subs = new Map<string, SubState>();
   readonly #pending = new PendingRequests();
 
-  #challenge: string | undefined;
+  readonly #challenge = new ChallengeSlot();
   /** The connection (#gen) on which the client last asked for a challenge with `["AUTH"]`. */
   #challengeAskedGen = -1;
-  #challengeWaiters: Array<() => void> = [];
   #auth: { gen: number; result: Promise<PublishResult> } | undefined;
   #authedAs: string | undefined;
 
@@ -102,12 +95,12 @@ export class RelayClient {
 
   /** The latest AUTH challenge of the current connection. */
   get challenge(): string | undefined {
-    return this.#challenge;
+    return this.#challenge.value;
   }
 
   /** Opens the connection (idempotent). Resolves once open, or with ok=false on timeout/close. */
   connect(opts: { timeoutMs?: number } = {}): Promise<PublishResult> {
-    return this.#whenOpen(Date.now() + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS));
+    return this.#conn.whenOpen(Date.now() + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS));
   }
 
   /** Closes the socket, stops reconnecting, ends every subscription and pending request. */
@@ -126,7 +119,7 @@ export class RelayClient {
       return { id, filters: state.filters, close: () => undefined };
     }
     this.#subs.set(id, state); // an id reused by the caller replaces the previous subscription
-    if (this.#conn.status === 'open') this.#send(['REQ', id, ...state.filters]);
+    if (this.#conn.status === 'open') this.#conn.send(['REQ', id, ...state.filters]);
     else this.#conn.ensureConnecting();
     return {
       id,
@@ -134,30 +127,30 @@ export class RelayClient {
       close: () => {
         if (this.#subs.get(id) !== state) return;
         this.#subs.delete(id);
-        if (this.#conn.status === 'open') this.#send(['CLOSE', id]);
+        if (this.#conn.status === 'open') this.#conn.send(['CLOSE', id]);
       },
     };
   }
 
   /** Sends EVENT and resolves with the relay's OK (retried once after AUTH on `auth-required:`). */
-  async publish(event: NostrEvent, opts: { timeoutMs?: number } = {}): Promise<PublishResult> {
-    const deadline = Date.now() + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  publish(event: NostrEvent, opts: { timeoutMs?: number } = {}): Promise<PublishResult> {
     const frame = ['EVENT', wireEvent(event)];
-    const first = await this.#sendAndWaitOk(frame, event.id, deadline);
-    if (first.ok || !isAuthRequired(first.message) || !this.#o.auth) return first;
-    const auth = await this.#ensureAuthenticated(deadline);
-    if (!auth.ok) return { ...first, message: `${first.message} (authentication failed: ${auth.message})` };
-    return this.#sendAndWaitOk(frame, event.id, deadline);
+    return this.#onceMoreAfterAuth((deadline) => this.#sendAndWaitOk(frame, event.id, deadline), opts.timeoutMs);
   }
 
   /** NIP-45 COUNT (retried once after AUTH on `auth-required:`). */
-  async count(filters: readonly Filter[], opts: { timeoutMs?: number } = {}): Promise<CountResult> {
-    const deadline = Date.now() + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-    const first = await this.#countOnce(filters, deadline);
+  count(filters: readonly Filter[], opts: { timeoutMs?: number } = {}): Promise<CountResult> {
+    return this.#onceMoreAfterAuth((deadline) => this.#countOnce(filters, deadline), opts.timeoutMs);
+  }
+
+  /** Runs a request; an `auth-required:` answer (with a signer) authenticates and runs it once more, within the same deadline. */
+  async #onceMoreAfterAuth<R extends { ok: true } | { ok: false; message: string }>(request: (deadline: number) => Promise<R>, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<R> {
+    const deadline = Date.now() + timeoutMs;
+    const first = await request(deadline);
     if (first.ok || !isAuthRequired(first.message) || !this.#o.auth) return first;
     const auth = await this.#ensureAuthenticated(deadline);
     if (!auth.ok) return { ...first, message: `${first.message} (authentication failed: ${auth.message})` };
-    return this.#countOnce(filters, deadline);
+    return request(deadline);
   }
 
   /**
@@ -172,53 +165,38 @@ export class RelayClient {
 
   // ---- connection (relay-connection.ts) ----
 
-  get #gen(): number {
-    return this.#conn.gen;
-  }
-
-  #send(frame: unknown[]): boolean {
-    return this.#conn.send(frame);
-  }
-
-  #whenOpen(deadline: number): Promise<PublishResult> {
-    return this.#conn.whenOpen(deadline);
-  }
-
   #resubscribe(): void {
     for (const sub of this.#subs.values()) {
       sub.authRetried = false;
-      this.#send(['REQ', sub.id, ...sub.filters]);
+      this.#conn.send(['REQ', sub.id, ...sub.filters]);
     }
   }
 
   /** Settles everything tied to the current connection (OKs, COUNTs, AUTH state). */
   #failInFlight(message: string): void {
     this.#pending.failAll(message);
-    this.#challenge = undefined;
+    this.#challenge.set(undefined);
     this.#auth = undefined;
     this.#authedAs = undefined;
-    const cw = this.#challengeWaiters;
-    this.#challengeWaiters = [];
-    for (const w of cw) w();
   }
 
   // ---- requests ----
 
   async #sendAndWaitOk(frame: unknown[], id: string, deadline: number): Promise<PublishResult> {
-    const open = await this.#whenOpen(deadline);
+    const open = await this.#conn.whenOpen(deadline);
     if (!open.ok) return open;
     return this.#sendNowAndWaitOk(frame, id, deadline);
   }
 
   #sendNowAndWaitOk(frame: unknown[], id: string, deadline: number): Promise<PublishResult> {
-    return this.#pending.waitOk(id, this.#gen, Math.max(0, deadline - Date.now()), () => this.#send(frame));
+    return this.#pending.waitOk(id, this.#conn.gen, Math.max(0, deadline - Date.now()), () => this.#conn.send(frame));
   }
 
   async #countOnce(filters: readonly Filter[], deadline: number): Promise<CountResult> {
-    const open = await this.#whenOpen(deadline);
+    const open = await this.#conn.whenOpen(deadline);
     if (!open.ok) return { ok: false, message: open.message, ...(open.timeout ? { timeout: true } : {}) };
     const id = `count:${++this.#nextId}`;
-    return this.#pending.waitCount(id, this.#gen, Math.max(0, deadline - Date.now()), () => this.#send(['COUNT', id, ...filters]));
+    return this.#pending.waitCount(id, this.#conn.gen, Math.max(0, deadline - Date.now()), () => this.#conn.send(['COUNT', id, ...filters]));
   }
 
   // ---- NIP-42 ----
@@ -226,37 +204,23 @@ export class RelayClient {
   async #ensureAuthenticated(deadline: number): Promise<PublishResult> {
     const signer = this.#o.auth;
     if (!signer) return { ok: false, message: 'error: no auth signer configured' };
-    const open = await this.#whenOpen(deadline);
+    const open = await this.#conn.whenOpen(deadline);
     if (!open.ok) return open;
-    if (this.#auth && this.#auth.gen === this.#gen) return this.#auth.result;
-    const gen = this.#gen;
-    if (this.#challenge === undefined && this.#challengeAskedGen !== gen) {
+    if (this.#auth && this.#auth.gen === this.#conn.gen) return this.#auth.result;
+    const gen = this.#conn.gen;
+    if (this.#challenge.value === undefined && this.#challengeAskedGen !== gen) {
       this.#challengeAskedGen = gen;
-      this.#send(['AUTH']);
+      this.#conn.send(['AUTH']);
     }
-    const challenge = this.#challenge ?? (await this.#waitForChallenge(deadline));
-    if (gen !== this.#gen) return { ok: false, message: 'error: connection lost while authenticating' };
+    const challenge = this.#challenge.value ?? (await this.#challenge.wait(deadline));
+    if (gen !== this.#conn.gen) return { ok: false, message: 'error: connection lost while authenticating' };
     if (challenge === undefined) return { ok: false, message: 'error: the relay sent no AUTH challenge', timeout: true };
-    if (this.#auth && this.#auth.gen === this.#gen) return this.#auth.result;
+    if (this.#auth && this.#auth.gen === this.#conn.gen) return this.#auth.result;
     return this.#authenticateWith(signer, challenge, deadline);
   }
 
-  #waitForChallenge(deadline: number): Promise<string | undefined> {
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        resolve(this.#challenge);
-      };
-      const timer = setTimeout(() => {
-        this.#challengeWaiters = this.#challengeWaiters.filter((w) => w !== done);
-        resolve(undefined);
-      }, Math.max(0, deadline - Date.now()));
-      this.#challengeWaiters.push(done);
-    });
-  }
-
   #authenticateWith(signer: AuthSigner, challenge: string, deadline: number): Promise<PublishResult> {
-    const gen = this.#gen;
+    const gen = this.#conn.gen;
     const result = (async (): Promise<PublishResult> => {
       let signed: NostrEvent;
       try {
@@ -264,9 +228,9 @@ export class RelayClient {
       } catch (e) {
         return { ok: false, message: `error: auth signer failed: ${errorMessage(e)}` };
       }
-      if (gen !== this.#gen) return { ok: false, message: 'error: connection lost while authenticating' };
+      if (gen !== this.#conn.gen) return { ok: false, message: 'error: connection lost while authenticating' };
       const r = await this.#sendNowAndWaitOk(['AUTH', wireEvent(signed)], signed.id, deadline);
-      if (r.ok && gen === this.#gen) this.#authedAs = signed.pubkey;
+      if (r.ok && gen === this.#conn.gen) this.#authedAs = signed.pubkey;
       return r;
     })();
     this.#auth = { gen, result };
@@ -291,7 +255,7 @@ export class RelayClient {
         this.#onClosed(gen, msg[1], msg[2]);
         return;
       case 'OK':
-        this.#pending.onOk(msg[1], msg[2], msg[3], this.#gen);
+        this.#pending.onOk(msg[1], msg[2], msg[3], this.#conn.gen);
         return;
       case 'COUNT':
         this.#pending.onCount(msg[1], msg[2]);
@@ -328,8 +292,8 @@ export class RelayClient {
       sub.authRetried = true;
       void this.#ensureAuthenticated(Date.now() + (this.#o.authTimeoutMs ?? DEFAULT_TIMEOUT_MS)).then((auth) => {
         // After a reconnect the REQ has already been re-sent by #opened; nothing to do here.
-        if (gen !== this.#gen || this.#subs.get(id) !== sub) return;
-        if (auth.ok) this.#send(['REQ', id, ...sub.filters]);
+        if (gen !== this.#conn.gen || this.#subs.get(id) !== sub) return;
+        if (auth.ok) this.#conn.send(['REQ', id, ...sub.filters]);
         else this.#endSub(sub, `${message} (authentication failed: ${auth.message})`);
       });
       return;
@@ -346,11 +310,8 @@ export class RelayClient {
   #onChallenge(challenge: string): void {
     // edgestr repeats its challenge before every `auth-required:` answer: a challenge already
     // answered (or being answered) on this connection needs nothing more.
-    const repeated = challenge === this.#challenge && this.#auth?.gen === this.#gen;
-    this.#challenge = challenge;
-    const waiters = this.#challengeWaiters;
-    this.#challengeWaiters = [];
-    for (const w of waiters) w();
+    const repeated = challenge === this.#challenge.value && this.#auth?.gen === this.#conn.gen;
+    this.#challenge.set(challenge);
     const signer = this.#o.auth;
     if (signer && !repeated && (this.#o.authOn ?? 'challenge') === 'challenge') {
       void this.#authenticateWith(signer, challenge, Date.now() + (this.#o.authTimeoutMs ?? DEFAULT_TIMEOUT_MS));

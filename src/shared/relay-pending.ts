@@ -10,57 +10,69 @@ interface Waiter<T> {
   readonly settle: (result: T) => void;
 }
 
+/** How a wait ends without an answer: the relay said nothing in time, or the frame could not be sent. */
+type Unanswered = { ok: false; message: string; timeout?: true };
+
+/**
+ * One wait for the relay's `answer`: the waiter is registered (`add`) before `send` runs, and
+ * removed again on a timeout after `ms` or a failed send, which settle it with an error.
+ */
+function wait<T>(
+  answer: string,
+  gen: number,
+  ms: number,
+  add: (w: Waiter<T>) => void,
+  remove: (w: Waiter<T>) => void,
+  send: () => boolean,
+): Promise<T | Unanswered> {
+  return new Promise((resolve) => {
+    const waiter: Waiter<T> = {
+      gen,
+      settle: (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      },
+    };
+    const timer = setTimeout(() => {
+      remove(waiter);
+      resolve({ ok: false, message: `error: no ${answer} from the relay within ${ms} ms`, timeout: true });
+    }, ms);
+    add(waiter);
+    if (!send()) {
+      remove(waiter);
+      clearTimeout(timer);
+      resolve({ ok: false, message: 'error: could not send on the connection' });
+    }
+  });
+}
+
 export class PendingRequests {
   readonly #ok = new Map<string, Array<Waiter<PublishResult>>>();
   readonly #count = new Map<string, Waiter<CountResult>>();
 
   /** Waits for the OK of `id` (registered before `send` runs); a failed send settles at once. */
   waitOk(id: string, gen: number, ms: number, send: () => boolean): Promise<PublishResult> {
-    return new Promise((resolve) => {
-      const waiter: Waiter<PublishResult> = {
-        gen,
-        settle: (r) => {
-          clearTimeout(timer);
-          resolve(r);
-        },
-      };
-      const remove = (): void => {
-        const list = this.#ok.get(id)?.filter((w) => w !== waiter) ?? [];
-        if (list.length) this.#ok.set(id, list);
-        else this.#ok.delete(id);
-      };
-      const timer = setTimeout(() => {
-        remove();
-        resolve({ ok: false, message: `error: no OK from the relay within ${ms} ms`, timeout: true });
-      }, ms);
-      this.#ok.set(id, [...(this.#ok.get(id) ?? []), waiter]);
-      if (!send()) {
-        remove();
-        waiter.settle({ ok: false, message: 'error: could not send on the connection' });
-      }
-    });
+    const add = (w: Waiter<PublishResult>): void => {
+      this.#ok.set(id, [...(this.#ok.get(id) ?? []), w]);
+    };
+    const remove = (w: Waiter<PublishResult>): void => {
+      const list = this.#ok.get(id)?.filter((x) => x !== w) ?? [];
+      if (list.length) this.#ok.set(id, list);
+      else this.#ok.delete(id);
+    };
+    return wait('OK', gen, ms, add, remove, send);
   }
 
   /** Waits for the COUNT (or CLOSED) answering request `id`; a failed send settles at once. */
   waitCount(id: string, gen: number, ms: number, send: () => boolean): Promise<CountResult> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#count.delete(id);
-        resolve({ ok: false, message: `error: no COUNT from the relay within ${ms} ms`, timeout: true });
-      }, ms);
-      this.#count.set(id, {
-        gen,
-        settle: (r) => {
-          clearTimeout(timer);
-          resolve(r);
-        },
-      });
-      if (!send()) {
-        this.#count.delete(id);
-        clearTimeout(timer);
-        resolve({ ok: false, message: 'error: could not send on the connection' });
-      }
-    });
+    return wait(
+      'COUNT',
+      gen,
+      ms,
+      (w: Waiter<CountResult>) => this.#count.set(id, w),
+      () => this.#count.delete(id),
+      send,
+    );
   }
 
   /** An OK arrived on connection `gen`: settles the waits sent on it, drops older ones. */

@@ -20,6 +20,16 @@ export interface SocketLike {
   addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: SocketEvent) => void): void;
 }
 
+/**
+ * Opens the client's socket: the only platform-specific piece. A socket that is already OPEN when
+ * the factory returns (an accepted workerd socket) is used as is.
+ *   Node 20:   new RelayClient({ url, socket: (u) => new WebSocket(u) })        // `ws` package
+ *   workerd:   new RelayClient({ url, socket: (u) => new WebSocket(u) })        // global WebSocket
+ *   workerd:   new RelayClient({ url, socket: async (u) => {                    // fetch upgrade
+ *                const res = await fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
+ *                const ws = res.webSocket; if (!ws) throw new Error(`no upgrade: ${res.status}`);
+ *                ws.accept(); return ws; } })                                     // already open
+ */
 export type SocketFactory = (url: string) => SocketLike | Promise<SocketLike>;
 
 export interface BackoffOptions {

@@ -1,16 +1,11 @@
 // Public types of the relay client: its options, the results of publish/count/authenticate, and
 // subscriptions. Re-exported by relay-client.ts, where callers import them.
 
-import type { NostrEvent } from './event.js';
+import type { EventTemplate, NostrEvent } from './event.js';
 import type { Filter } from './filters.js';
 import type { BackoffOptions, SocketFactory } from './relay-socket.js';
 
-export interface EventTemplate {
-  kind: number;
-  created_at: number;
-  tags: string[][];
-  content: string;
-}
+export type { EventTemplate };
 
 /** Signs a NIP-42 AUTH template (kind 22242) with the key the client should authenticate as. */
 export type AuthSigner = (template: EventTemplate) => Promise<NostrEvent>;

@@ -7,7 +7,7 @@ import { parseEvent, validateEvent, type NostrEvent } from '../../src/shared/eve
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { relayVerifier } from '../../workers/common/verifier.js';
 import { keys, sign } from './helpers.js';
-import { PROP, stringMutation, weirdValue } from './prop-helpers.js';
+import { PROP, stringMutation, weirdValue } from '../support/prop.js';
 
 const FIELDS = ['id', 'pubkey', 'created_at', 'kind', 'tags', 'content', 'sig'] as const;
 type Field = (typeof FIELDS)[number];

@@ -75,6 +75,17 @@ describe('shards', () => {
     expect((await otherShard.req('c', { ids: [e.id] })).events).toEqual([]);
   });
 
+  it('a request that did not come through the router (no shard header) is refused before anything is served (rejectConnection)', async () => {
+    const owner = freshOwner();
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner.pk)));
+    for (const headers of [{ Upgrade: 'websocket' }, { Accept: 'application/nostr+json' }] as Record<string, string>[]) {
+      const res = await stub.fetch(`${BASE}/r/${owner.pk}`, { headers });
+      expect(res.status).toBe(400);
+      expect(await res.text()).toBe('missing shard header');
+      expect(res.webSocket).toBeNull();
+    }
+  });
+
   it('ephemeral events fan out only within their shard', async () => {
     const owner = freshOwner();
     const inShard = await connect(`/r/${owner.pk}`);
@@ -164,6 +175,22 @@ describe('hibernation', () => {
     });
     // The woken instance delivered the private event: it knew both the subscription and the AUTH.
     expect(await sub.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'live', resp]);
+  });
+
+  it('a shard from before ApiState loses its http_auth_seen table (NIP-98 replay ids) when it starts', async () => {
+    const owner = freshOwner();
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner.pk)));
+    const tables = (state: DurableObjectState) =>
+      state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'http_auth_seen'").one().n;
+    const [before, after] = await runInDurableObject(stub, (_i, state) => {
+      // What an old shard's storage holds: the table and a replay id in it.
+      state.storage.sql.exec('CREATE TABLE IF NOT EXISTS http_auth_seen (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID');
+      state.storage.sql.exec('INSERT INTO http_auth_seen (id, expires_at) VALUES (?, ?)', 'a'.repeat(64), 2 ** 31);
+      const before = tables(state);
+      new RelayShard(state, env);
+      return [before, tables(state)];
+    });
+    expect([before, after]).toEqual([1, 0]);
   });
 
   it('forgets subscriptions of sockets that are gone after a restart', async () => {

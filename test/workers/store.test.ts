@@ -4,7 +4,8 @@ import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { compareEvents, matchFilter, type Filter } from '../../src/shared/filters.js';
-import { EventStore, MAX_BOUND_PARAMS } from '../../workers/relay-do/store.js';
+import { EventStore } from '../../workers/relay-do/store.js';
+import { MAX_BOUND_PARAMS } from '../../workers/relay-do/query-sql.js';
 import { canRead } from '../../workers/relay-do/read-policy.js';
 import { connect, freshOwner, keys, randomHex, sign } from './helpers.js';
 

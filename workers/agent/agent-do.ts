@@ -13,7 +13,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { checkIdAndSignature } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
-import { unwrap, WRAP_KIND, EPHEMERAL_WRAP_KIND } from '../../src/shared/nip59.js';
+import { unwrap } from '../../src/shared/nip59.js';
 import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
 import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
@@ -31,6 +31,7 @@ import { checkPrompt, isCancel } from './prompt-check.js';
 import { runPrompt, type EffectiveAgent } from './run-driver.js';
 import { deletionTemplate } from './info.js';
 import { errorMessage } from '../../src/shared/errors.js';
+import { McpSessionCache } from '../common/mcp-session-cache.js';
 
 export interface AgentEnv extends ProviderEnv, LinksEnv {}
 
@@ -62,6 +63,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly runs: RunStore;
   private readonly sessions: SessionStore;
   private readonly keys = new ConversationKeyCache(256);
+  /** MCP sessions and tool lists of the agent's servers, kept across runs (keyed by server id). */
+  private readonly mcpSessions = new McpSessionCache({ maxSessions: 16 });
   private readonly links: RelayLinks;
   private readonly active = new Map<string, AbortController>();
   /** Settles when the run has written its terminal event (remove() waits for these). */
@@ -99,6 +102,7 @@ export class Agent extends DurableObject<AgentEnv> {
       since: () => this.runs.since(),
       onRequest: (e, relay) => this.onEvent(e, relay),
       onControl: (e) => this.onControl(e),
+      mcpSessions: this.mcpSessions,
     });
     this.outbox = new Outbox({
       runs: this.runs,
@@ -163,6 +167,7 @@ export class Agent extends DurableObject<AgentEnv> {
       const deletion = await this.store.sign(deletionTemplate(c, Math.floor(Date.now() / 1000)), sk);
       await Promise.all(agentRelays(c).map((url) => this.links.client(url, c).publish(deletion, { timeoutMs: 5000 })));
       this.links.close();
+      await this.mcpSessions.closeAll();
       this.store.forgetKey();
       await this.ctx.storage.deleteAlarm();
       this.forgetEverything();
@@ -216,7 +221,7 @@ export class Agent extends DurableObject<AgentEnv> {
       return;
     }
     this.runs.advance(Math.min(e.created_at, Math.floor(Date.now() / 1000)));
-    if (e.kind === WRAP_KIND || e.kind === EPHEMERAL_WRAP_KIND) {
+    if (e.kind === KIND.GIFT_WRAP || e.kind === KIND.EPHEMERAL_GIFT_WRAP) {
       const opened = unwrap(e, await this.store.secretKey(), this.keys, verifier);
       if (!opened.ok) return;
       const r = opened.value.rumor;
@@ -296,7 +301,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const sk = await this.store.secretKey();
     const checked = checkPrompt(decrypt(e.content, this.keys.get(sk, e.pubkey)), c, () => this.sessions.turns(conversation));
     if (!checked.ok) return this.outbox.finish(e.id, c, { type: 'error', ...checked.error });
-    const deps = { env: this.env, sessions: this.sessions, budget: this.budget, outbox: this.outbox, emitter: this.links.emitter, now: () => this.now(), dvmcp: this.links.dvmcpTools(c) };
+    const deps = { env: this.env, sessions: this.sessions, budget: this.budget, outbox: this.outbox, emitter: this.links.emitter, now: () => this.now(), mcpSessions: this.mcpSessions, dvmcp: this.links.dvmcpTools(c) };
     await runPrompt(deps, e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
   }
 

@@ -8,7 +8,6 @@
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { ConversationKeyCache } from '../../src/shared/nip44.js';
-import { EPHEMERAL_WRAP_KIND, WRAP_KIND } from '../../src/shared/nip59.js';
 import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
 import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import { AO_KIND } from '../../src/shared/nip-ao.js';
@@ -25,6 +24,7 @@ import { buildToolRunner } from './tools/registry.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
+import type { McpSessionCache } from '../common/mcp-session-cache.js';
 
 export interface LinksEnv extends OwnerEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -44,6 +44,8 @@ export interface RelayLinksDeps {
   onRequest(e: NostrEvent, relay: string): Promise<void>;
   /** A NIP-AO control frame for the agent on its owner's shard. */
   onControl(e: NostrEvent): Promise<void>;
+  /** The agent's MCP sessions and tool lists (ai.info lists the tools from them). */
+  mcpSessions: McpSessionCache;
 }
 
 /**
@@ -159,7 +161,7 @@ export class RelayLinks {
     client.subscribe(
       [
         { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
-        { kinds: [WRAP_KIND, EPHEMERAL_WRAP_KIND], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
+        { kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
       ],
       { id: 'requests', onEvent: (e) => handle('event', e.id, this.deps.onRequest(e, url)) },
     );
@@ -176,7 +178,7 @@ export class RelayLinks {
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
     const sk = await this.deps.secretKey();
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env) }, dvmcp: this.dvmcpTools(c) });
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env), sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
     for (const t of infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });

@@ -16,6 +16,7 @@ import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
+import type { McpSessionCache } from '../common/mcp-session-cache.js';
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
 export type EffectiveAgent = StoredAgent & { provider: ProviderName };
@@ -31,6 +32,8 @@ export interface RunDeps {
   now: () => number;
   /** The agent's DVMCP client, for its `dvmcp_servers` tools. */
   dvmcp: DvmcpToolOptions;
+  /** The agent's MCP sessions and tool lists, kept across runs. */
+  mcpSessions: McpSessionCache;
 }
 
 export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -49,7 +52,7 @@ export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, pr
     return;
   }
   try {
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env) }, dvmcp: d.dvmcp });
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions }, dvmcp: d.dvmcp });
     try {
       const result = await executeRun({
         prompt,

@@ -1,6 +1,6 @@
 // NIP-40 on the relay: an expired event is refused on publish, and a stored event with an
 // expiration schedules the shard's alarm (which purges expired events, store.ts `purgeExpired`).
-// Queries never return an expired event (store.ts).
+// Queries never return an expired event (query-sql.ts).
 
 import { expirationOf } from '../../src/shared/event.js';
 import { reject } from '../../src/shared/errors.js';

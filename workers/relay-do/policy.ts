@@ -1,5 +1,6 @@
-// Relay policy of a shard as hook lists (khatru style). `rejectFilter` hooks decide whether a REQ or
-// COUNT may run, `rejectEvent` hooks whether a verified EVENT is accepted, `onEventSaved` hooks act on
+// Relay policy of a shard as hook lists (khatru style). `rejectConnection` hooks decide whether a
+// request reaching the shard (a WebSocket upgrade or a NIP-11 fetch) is served, `rejectFilter` hooks
+// whether a REQ or COUNT may run, `rejectEvent` hooks whether a verified EVENT is accepted, `onEventSaved` hooks act on
 // an event once it is stored. Each rule is one small hook in the module of its NIP; this file holds
 // the hook types, the context they see and the shard's lists, in the order they run (which decides
 // which answer a request that breaks several rules gets).
@@ -16,6 +17,17 @@ import { privateKindsNeedAuth, aoFramesLiveToRecipient } from './read-policy.js'
 import { notExpired, scheduleExpiry } from './nip40.js';
 import { deletionTargetsCap } from './store.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
+
+/** What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined: none). */
+export interface ConnectionContext {
+  shard: string | undefined;
+}
+/** Why a request is not served: its HTTP status and plain-text body. */
+export interface ConnectionRefusal {
+  status: number;
+  message: string;
+}
+export type RejectConnectionHook = (request: Request, ctx: ConnectionContext) => ConnectionRefusal | undefined;
 
 /** What an event hook sees of the shard and the publishing connection. */
 export interface EventContext {
@@ -54,10 +66,15 @@ export interface FilterContext {
 export type RejectFilterHook = (filters: readonly Filter[], ctx: FilterContext) => Rejection | undefined;
 
 export interface RelayPolicy {
+  rejectConnection: readonly RejectConnectionHook[];
   rejectFilter: readonly RejectFilterHook[];
   rejectEvent: readonly RejectEventHook[];
   onEventSaved: readonly OnEventSavedHook[];
 }
+
+/** Requests reach a shard only through the router, which names the shard (SHARD_HEADER): anything else is refused. */
+const routedByRouter: RejectConnectionHook = (_request, { shard }) =>
+  shard === undefined ? { status: 400, message: 'missing shard header' } : undefined;
 
 /** NIP-01 limits on a REQ/COUNT: values per filter, request rate, open subscriptions. */
 const filterValuesCap: RejectFilterHook = (filters, { limits }) => checkFilterValues(filters, limits.max_filter_values);
@@ -73,6 +90,7 @@ const subscriptionCap: RejectFilterHook = (_filters, { conn, subId, limits }) =>
 /** The hooks of a shard, in the order they run; stateful ones (rate limits) live as long as the shard object. */
 export function shardPolicy(limits: RelayLimits, ownership: OwnershipRegistry, storage: DurableObjectStorage): RelayPolicy {
   return {
+    rejectConnection: [routedByRouter],
     rejectFilter: [filterValuesCap, requestRate, subscriptionCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),

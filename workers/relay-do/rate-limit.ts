@@ -1,5 +1,5 @@
-// Token buckets for the shard's rate limits, and a size-bounded map of them keyed by pubkey or IP
-// so that a reconnect does not reset a client's budget.
+// Rate limiters of the shard on an injected clock: token buckets and exact sliding windows, and
+// size-bounded maps of them keyed by pubkey or IP, so that a reconnect does not reset a client's budget.
 
 import { LruMap } from '../../src/shared/lru.js';
 
@@ -33,44 +33,51 @@ export class TokenBucket {
   }
 }
 
-/** Buckets per key, forgetting the least recently used beyond `maxKeys`. */
-export class BucketMap {
-  private readonly buckets: LruMap<string, TokenBucket>;
+/** A limiter per key (created at its first use), forgetting the least recently used beyond `maxKeys`. */
+class PerKey<L extends { take(now: number): boolean }> {
+  private readonly limiters: LruMap<string, L>;
 
   constructor(
-    private readonly ratePerSecond: number,
-    private readonly burst: number,
-    maxKeys = 10_000,
+    private readonly create: (now: number) => L,
+    maxKeys: number,
   ) {
-    this.buckets = new LruMap(maxKeys);
+    this.limiters = new LruMap(maxKeys);
   }
 
+  /** Takes one hit for `key`; false when its limit is reached. `now` in milliseconds. */
   take(key: string, now: number): boolean {
-    const b = this.buckets.getOrCreate(key, () => new TokenBucket(this.ratePerSecond, this.burst, now));
-    return b.take(now);
+    return this.limiters.getOrCreate(key, () => this.create(now)).take(now);
   }
 }
 
-/**
- * At most `max` hits per key in any window of `windowMs` (exact, unlike a token bucket): keeps the
- * times of the last `max` hits per key, for at most `maxKeys` keys.
- */
-export class SlidingWindowLimiter {
-  private readonly hits: LruMap<string, number[]>;
+/** Token buckets per key (pubkey, IP), for at most `maxKeys` keys. */
+export class BucketMap extends PerKey<TokenBucket> {
+  constructor(ratePerSecond: number, burst: number, maxKeys = 10_000) {
+    super((now) => new TokenBucket(ratePerSecond, burst, now), maxKeys);
+  }
+}
+
+/** At most `max` hits in any window of `windowMs` (exact, unlike a token bucket): the times of the last `max` hits. */
+class SlidingWindow {
+  private readonly times: number[] = [];
 
   constructor(
     private readonly max: number,
     private readonly windowMs: number,
-    maxKeys = 10_000,
-  ) {
-    this.hits = new LruMap(maxKeys);
-  }
+  ) {}
 
-  take(key: string, now: number): boolean {
-    const times = this.hits.getOrCreate(key, (): number[] => []);
+  take(now: number): boolean {
+    const times = this.times;
     while (times.length > 0 && times[0]! <= now - this.windowMs) times.shift();
     if (times.length >= this.max) return false;
     times.push(now);
     return true;
+  }
+}
+
+/** At most `max` hits per key in any window of `windowMs`, for at most `maxKeys` keys. */
+export class SlidingWindowLimiter extends PerKey<SlidingWindow> {
+  constructor(max: number, windowMs: number, maxKeys = 10_000) {
+    super(() => new SlidingWindow(max, windowMs), maxKeys);
   }
 }

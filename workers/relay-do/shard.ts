@@ -16,6 +16,7 @@ import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js'
 import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { firstVerdict, shardPolicy, type EventContext, type RelayPolicy } from './policy.js';
 import { EventStore } from './store.js';
+import type { TokenBucket } from './rate-limit.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
 import { coversUse, OwnershipRegistry, type OwnershipUse } from './ownership.js';
@@ -61,6 +62,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     const sql = ctx.storage.sql;
     sql.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID');
+    // Shards older than ApiState kept the management API's NIP-98 replay ids (workers/api/api-state.ts now).
+    sql.exec('DROP TABLE IF EXISTS http_auth_seen');
     this.store = new EventStore(sql);
     this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
     this.ownership = new OwnershipRegistry(sql);
@@ -88,9 +91,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   override async fetch(request: Request): Promise<Response> {
-    const shard = request.headers.get(SHARD_HEADER);
-    if (!shard) return new Response('missing shard header', { status: 400 });
-    this.rememberOwner(shard);
+    const shard = request.headers.get(SHARD_HEADER) || undefined;
+    const refused = firstVerdict(this.policy.rejectConnection, request, { shard });
+    if (refused) return new Response(refused.message, { status: refused.status });
+    if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     if (request.headers.get('Upgrade')?.toLowerCase() !== 'websocket') {
       return Response.json(relayInformation(this.limits, this.shardOwner()), {
         headers: { ...NIP11_CORS_HEADERS, 'Content-Type': 'application/nostr+json' },
@@ -203,24 +207,33 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   /** Verifies an EVENT or AUTH payload: shape, then id and signature. */
-  private verified(input: unknown, verifier: SchnorrVerifier): { event: NostrEvent } | { id: string | undefined; rejection: Rejection } {
+  /**
+   * The signed event of an EVENT or AUTH message: a token of the connection's `bucket` is taken
+   * before any signature work (no bucket: exempt), then shape, id and signature are checked.
+   * Undefined when the message was answered with a refusal (`too many` names what was refused).
+   */
+  private signedEvent(conn: Connection, input: unknown, bucket: TokenBucket | undefined, tooMany: string, now: number): NostrEvent | undefined {
+    if (bucket && !bucket.take(now)) {
+      answerRejection(conn, eventIdOf(input), reject('rate-limited', `slow down: too many ${tooMany} on this connection`));
+      return undefined;
+    }
     const shaped = parseEvent(input);
-    if (!shaped.ok) return { id: eventIdOf(input), rejection: shaped.error };
-    const checked = checkIdAndSignature(shaped.value, verifier);
-    return checked.ok ? { event: checked.value } : { id: shaped.value.id, rejection: checked.error };
+    if (!shaped.ok) {
+      answerRejection(conn, eventIdOf(input), shaped.error);
+      return undefined;
+    }
+    const checked = checkIdAndSignature(shaped.value, this.verifier);
+    if (!checked.ok) answerRejection(conn, shaped.value.id, checked.error);
+    return checked.ok ? checked.value : undefined;
   }
 
   private async onEvent(conn: Connection, input: unknown): Promise<void> {
     const now = this.clock();
     // NIP-AO frames have their own connection bucket (unverified floods); other kinds share one.
     const isFrame = kindOf(input) === KIND.AO_FRAME;
-    if (conn.att.internal !== true && !(isFrame ? conn.frames : conn.events).take(now)) {
-      return answerRejection(conn, eventIdOf(input), reject('rate-limited', 'slow down: too many events on this connection'));
-    }
+    const e = this.signedEvent(conn, input, conn.att.internal === true ? undefined : isFrame ? conn.frames : conn.events, 'events', now);
+    if (!e) return;
     const verifier = this.verifier;
-    const v = this.verified(input, verifier);
-    if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
-    const e = v.event;
     const ctx = this.eventContext(conn, e, now, verifier);
     const verdict = firstVerdict(this.policy.rejectEvent, e, ctx);
     if (verdict === 'drop') return send(conn, relayMessage.ok(e.id, true, ''));
@@ -312,13 +325,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /** NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection` keys. */
   private onAuth(conn: Connection, input: unknown): void {
-    if (!conn.auths.take(this.clock())) {
-      return answerRejection(conn, eventIdOf(input), reject('rate-limited', 'slow down: too many AUTH messages on this connection'));
-    }
+    const e = this.signedEvent(conn, input, conn.auths, 'AUTH messages', this.clock());
+    if (!e) return;
     const verifier = this.verifier;
-    const v = this.verified(input, verifier);
-    if ('rejection' in v) return answerRejection(conn, v.id, v.rejection);
-    const e = v.event;
     const valid = validateAuthEvent(e, { challenge: conn.att.challenge, relayUrl: conn.att.relayUrl, now: this.clockSeconds() });
     if (!valid.ok) return answerRejection(conn, e.id, valid.error);
     const refused = this.conns.addAuth(conn, e.pubkey);

@@ -1,19 +1,16 @@
 // Event storage of one shard in the Durable Object's SQLite: schema, insert with the replace /
-// delete / expiry rules of ../shared/DESIGN.md's kind policy, and filter queries compiled to SQL. The work of
-// a query is linear in its filters (one statement per filter, long value lists bound as one JSON
-// array, never more than 100 parameters) and its answer is bounded in bytes.
+// delete / expiry rules of ../shared/DESIGN.md's kind policy, and queries. The work of a query is
+// linear in its filters (one statement per filter, compiled by query-sql.ts) and its answer is
+// bounded in bytes.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { expirationOf, tagValue, tagValues } from '../../src/shared/event.js';
-import { compareEvents, dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
+import { compareEvents, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
-import { readableKindsSql } from './read-policy.js';
+import { compileFilter, MAX_BOUND_PARAMS, type CompiledQuery } from './query-sql.js';
 import { reject } from '../../src/shared/errors.js';
 import type { RejectEventHook } from './policy.js';
-
-/** SQLite in Durable Objects binds at most 100 parameters per statement; keep headroom. */
-export const MAX_BOUND_PARAMS = 100;
 
 export type InsertOutcome =
   | { status: 'stored' }
@@ -87,49 +84,6 @@ function indexedTags(e: NostrEvent): Array<[string, string]> {
     out.push([name, value]);
   }
   return out;
-}
-
-interface CompiledQuery {
-  sql: string;
-  params: Array<string | number>;
-}
-
-/** Lists up to this long bind one parameter per value (`IN (?,?)` plans best); longer ones bind one JSON array. */
-const PLAIN_LIST_MAX = 16;
-
-/** A value list as SQL: `expr IN (?,…)` or `expr IN (SELECT value FROM json_each(?))`. */
-function inList(expr: string, values: readonly (string | number)[], plain: boolean): CompiledQuery {
-  if (plain) return { sql: `${expr} IN (${values.map(() => '?').join(',')})`, params: [...values] };
-  return { sql: `${expr} IN (SELECT value FROM json_each(?))`, params: [JSON.stringify(values)] };
-}
-
-/**
- * Which lists bind their values one by one: the shortest first, while the statement stays within
- * MAX_BOUND_PARAMS (every list costs at least one parameter, the rest are `reserved`).
- */
-function plainLists(lengths: readonly number[], reserved: number): boolean[] {
-  let spare = MAX_BOUND_PARAMS - reserved - lengths.length;
-  const plain = lengths.map(() => false);
-  const order = lengths.map((n, i) => [n, i] as const).sort((a, b) => a[0] - b[0]);
-  for (const [n, i] of order) {
-    if (n > PLAIN_LIST_MAX || n - 1 > spare) break;
-    plain[i] = true;
-    spare -= n - 1;
-  }
-  return plain;
-}
-
-/** A tag letter is inlined in SQL: only a single ASCII letter may get there. */
-const tagLiteral = (letter: string): string => {
-  if (!/^[a-zA-Z]$/.test(letter)) throw new Error(`not a tag letter: ${JSON.stringify(letter)}`);
-  return `'${letter}'`;
-};
-
-/** A value list of a filter: the column it constrains and the clause around the `IN`. */
-interface ListClause {
-  expr: string;
-  values: readonly string[];
-  wrap: (inList: string) => string;
 }
 
 /** Rows of the first phase of a multi-filter query: what to send, in order, before any event JSON is read. */
@@ -294,21 +248,10 @@ export class EventStore {
     const columns = 'e.id AS id, e.created_at AS created_at, e.raw AS raw, octet_length(e.raw) AS size';
     if (filters.length === 1) {
       const f = filters[0]!;
-      const q = limitOf(f) === 0 ? undefined : this.compile(f, readers, now, `SELECT DISTINCT ${columns}`, limitOf(f));
+      const q = compileFilter(f, readers, now, `SELECT DISTINCT ${columns}`, limitOf(f));
       return q ? withinBytes(this.sql.exec<SizedEvent>(q.sql, ...q.params), maxBytes) : [];
     }
-    const seen = new Set<number>();
-    const chosen: Candidate[] = [];
-    for (const f of filters) {
-      const limit = limitOf(f);
-      const q = limit === 0 ? undefined : this.compile(f, readers, now, 'SELECT DISTINCT e.rid, e.id, e.created_at', limit);
-      if (!q) continue;
-      for (const row of this.sql.exec<Candidate>(q.sql, ...q.params)) {
-        if (seen.has(row.rid)) continue;
-        seen.add(row.rid);
-        chosen.push(row);
-      }
-    }
+    const chosen = this.union<Candidate>(filters.map((f) => compileFilter(f, readers, now, 'SELECT DISTINCT e.rid, e.id, e.created_at', limitOf(f))));
     if (chosen.length === 0) return [];
     chosen.sort(compareEvents);
     // CROSS JOIN keeps json_each as the outer loop: rows come in the order of the array.
@@ -321,71 +264,27 @@ export class EventStore {
 
   /** NIP-45: number of distinct stored events matching any of the filters (limits ignored). */
   count(filters: readonly Filter[], readers: readonly string[], now: number): number {
-    const compiled = filters.map((f) => this.compile(f, readers, now, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
+    const compiled = filters.map((f) => compileFilter(f, readers, now, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
     if (compiled.length === 1) {
       const q = compiled[0]!;
       return this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM (${q.sql})`, ...q.params).one().n;
     }
-    const rids = new Set<number>();
-    for (const q of compiled) for (const r of this.sql.exec<{ rid: number }>(q.sql, ...q.params)) rids.add(r.rid);
-    return rids.size;
+    return this.union<{ rid: number }>(compiled).length;
   }
 
-  /**
-   * One filter as one SQL statement (undefined when it cannot match): work linear in the filter's
-   * size. The most selective tag list drives the query through the tag index; the other tag lists
-   * are EXISTS checks; long lists bind one JSON array each, so no statement binds more than
-   * MAX_BOUND_PARAMS parameters (with up to 16 readers) and nothing is split into a product.
-   */
-  private compile(filter: Filter, readers: readonly string[], now: number, select: string, limit: number | undefined): CompiledQuery | undefined {
-    const f = dedupeFilter(filter);
-    const tags = tagFilters(f);
-    if (tags.some(([, v]) => v.length === 0) || f.ids?.length === 0 || f.authors?.length === 0 || f.kinds?.length === 0) return undefined;
-    tags.sort((a, b) => a[1].length - b[1].length);
-    const driver = tags.shift();
-    const clauses: ListClause[] = [];
-    if (driver) clauses.push({ expr: 't.value', values: driver[1], wrap: (c) => `t.name = ${tagLiteral(driver[0])} AND ${c}` });
-    for (const [name, values] of tags) {
-      clauses.push({
-        expr: 'x.value',
-        values,
-        wrap: (c) => `EXISTS (SELECT 1 FROM tags x WHERE x.rid = e.rid AND x.name = ${tagLiteral(name)} AND ${c})`,
-      });
+  /** The rows of several statements (undefined: cannot match), each event once: the first row with its rid, in statement order. */
+  private union<Row extends { rid: number }>(queries: ReadonlyArray<CompiledQuery | undefined>): Row[] {
+    const seen = new Set<number>();
+    const rows: Row[] = [];
+    for (const q of queries) {
+      if (!q) continue;
+      for (const row of this.sql.exec<Row>(q.sql, ...q.params)) {
+        if (seen.has(row.rid)) continue;
+        seen.add(row.rid);
+        rows.push(row);
+      }
     }
-    if (f.ids) clauses.push({ expr: 'e.id', values: f.ids, wrap: (c) => c });
-    if (f.authors) clauses.push({ expr: 'e.pubkey', values: f.authors, wrap: (c) => c });
-    const visible = readableKindsSql(readers);
-    const fixed = (f.since !== undefined ? 1 : 0) + (f.until !== undefined ? 1 : 0) + 1 + (limit !== undefined ? 1 : 0) + visible.params.length;
-    const plain = plainLists(clauses.map((c) => c.values.length), fixed);
-    const where: string[] = [];
-    const params: Array<string | number> = [];
-    clauses.forEach((c, i) => {
-      const list = inList(c.expr, c.values, plain[i]!);
-      where.push(c.wrap(list.sql));
-      params.push(...list.params);
-    });
-    if (f.kinds) where.push(`e.kind IN (${f.kinds.map((k) => Math.trunc(k)).join(',')})`);
-    const at = driver ? 't.created_at' : 'e.created_at';
-    if (f.since !== undefined) {
-      where.push(`${at} >= ?`);
-      params.push(f.since);
-    }
-    if (f.until !== undefined) {
-      where.push(`${at} <= ?`);
-      params.push(f.until);
-    }
-    where.push('(e.expires_at IS NULL OR e.expires_at > ?)');
-    params.push(now);
-    where.push(visible.sql);
-    params.push(...visible.params);
-    const from = driver ? 'tags t JOIN events e ON e.rid = t.rid' : 'events e';
-    let sql = `${select} FROM ${from} WHERE ${where.join(' AND ')}`;
-    if (limit !== undefined) {
-      sql += ` ORDER BY ${at} DESC, e.id ASC LIMIT ?`;
-      params.push(limit);
-    }
-    if (params.length > MAX_BOUND_PARAMS) throw new Error(`query binds ${params.length} parameters (max ${MAX_BOUND_PARAMS}): too many readers`);
-    return { sql, params };
+    return rows;
   }
 
   /** Removes expired events; returns the next expiry still pending, if any. */

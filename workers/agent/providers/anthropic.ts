@@ -157,11 +157,7 @@ export class AnthropicProvider implements Provider {
     this.baseUrl = config.baseUrl.replace(/\/+$/, '');
   }
 
-  stream(req: ProviderRequest): AsyncIterable<StreamChunk> {
-    return this.run(req);
-  }
-
-  private async *run(req: ProviderRequest): AsyncGenerator<StreamChunk> {
+  async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {
     const provider = this.id;
     const headers: Record<string, string> = { 'anthropic-version': ANTHROPIC_VERSION };
     if (this.config.apiKey) headers['x-api-key'] = this.config.apiKey;

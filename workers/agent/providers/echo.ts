@@ -71,11 +71,7 @@ function pendingToolResults(messages: ChatMessage[]): string[] | undefined {
 export class EchoProvider implements Provider {
   readonly id = 'echo' as const;
 
-  stream(req: ProviderRequest): AsyncIterable<StreamChunk> {
-    return this.run(req);
-  }
-
-  private async *run(req: ProviderRequest): AsyncGenerator<StreamChunk> {
+  async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {
     const provider = this.id;
     const emit = (chunk: StreamChunk): StreamChunk => {
       if (req.signal.aborted) throw abortedError(provider);

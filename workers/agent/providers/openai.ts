@@ -51,8 +51,18 @@ export function mapFinishReason(reason: string): FinishReason {
   return 'other';
 }
 
-/** ChatMessage[] → Chat Completions messages. */
-export function toOpenAiMessages(messages: ChatMessage[]): JsonObject[] {
+/** Where the Chat Completions servers this project speaks to differ in the messages they read. */
+export interface MessageDialect {
+  /** The content of an assistant turn with tool calls and no text: OpenAI wants null, Workers AI a string. */
+  emptyCallContent: null | '';
+  /** Whether a tool result names its tool (`name`, Workers AI) besides `tool_call_id`. */
+  toolResultName: boolean;
+}
+
+export const OPENAI_DIALECT: MessageDialect = { emptyCallContent: null, toolResultName: false };
+
+/** ChatMessage[] → Chat Completions messages, in `dialect`. */
+export function toChatMessages(messages: ChatMessage[], dialect: MessageDialect): JsonObject[] {
   return messages.map((m): JsonObject => {
     switch (m.role) {
       case 'system':
@@ -62,7 +72,7 @@ export function toOpenAiMessages(messages: ChatMessage[]): JsonObject[] {
         if (m.tool_calls && m.tool_calls.length > 0) {
           return {
             role: 'assistant',
-            content: m.content === '' ? null : m.content,
+            content: m.content === '' ? dialect.emptyCallContent : m.content,
             tool_calls: m.tool_calls.map((c) => ({
               id: c.id,
               type: 'function',
@@ -72,10 +82,19 @@ export function toOpenAiMessages(messages: ChatMessage[]): JsonObject[] {
         }
         return { role: 'assistant', content: m.content };
       case 'tool':
-        return { role: 'tool', tool_call_id: m.tool_call_id, content: m.content };
+        return dialect.toolResultName
+          ? { role: 'tool', tool_call_id: m.tool_call_id, name: m.name, content: m.content }
+          : { role: 'tool', tool_call_id: m.tool_call_id, content: m.content };
     }
   });
 }
+
+/** Tool definitions in the function format: `{type: 'function', function: {name, description, parameters}}`. */
+export const functionTools = (tools: ProviderRequest['tools']): JsonObject[] =>
+  tools.map((t) => ({
+    type: 'function',
+    function: { name: t.name, description: t.description, parameters: t.input_schema },
+  }));
 
 function usesMaxCompletionTokens(baseUrl: string): boolean {
   try {
@@ -89,16 +108,11 @@ function usesMaxCompletionTokens(baseUrl: string): boolean {
 export function openAiRequestBody(req: ProviderRequest, baseUrl: string): JsonObject {
   const body: JsonObject = {
     model: req.model,
-    messages: toOpenAiMessages(req.messages),
+    messages: toChatMessages(req.messages, OPENAI_DIALECT),
     stream: true,
     stream_options: { include_usage: true },
   };
-  if (req.tools.length > 0) {
-    body.tools = req.tools.map((t) => ({
-      type: 'function',
-      function: { name: t.name, description: t.description, parameters: t.input_schema },
-    }));
-  }
+  if (req.tools.length > 0) body.tools = functionTools(req.tools);
   if (req.thinking) body.reasoning_effort = REASONING_EFFORT[req.thinking];
   if (req.maxOutputTokens !== undefined) {
     body[usesMaxCompletionTokens(baseUrl) ? 'max_completion_tokens' : 'max_tokens'] = req.maxOutputTokens;
@@ -262,11 +276,7 @@ export class OpenAiProvider implements Provider {
     this.baseUrl = config.baseUrl.replace(/\/+$/, '');
   }
 
-  stream(req: ProviderRequest): AsyncIterable<StreamChunk> {
-    return this.run(req);
-  }
-
-  private async *run(req: ProviderRequest): AsyncGenerator<StreamChunk> {
+  async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {
     const provider = this.id;
     const headers: Record<string, string> = {};
     if (this.config.apiKey) headers.authorization = `Bearer ${this.config.apiKey}`;

@@ -20,9 +20,9 @@
 // code → unavailable; 3003/3006/3023/3039/3041/3042/5004/5005/5007/5016/5018/5019 (bad input,
 // unknown model, access refused) → rejected. A thrown error after the signal fired → aborted.
 
-import { ProviderError, type ChatMessage, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
+import { ProviderError, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
 import { abortedError, isObject, str, truncate, type JsonObject } from './http.js';
-import { chatCompletionPayloads, ChatCompletionsDecoder } from './openai.js';
+import { chatCompletionPayloads, ChatCompletionsDecoder, functionTools, toChatMessages, type MessageDialect } from './openai.js';
 import { errorMessage } from '../../../src/shared/errors.js';
 
 /** The part of the Workers AI binding (`Ai`) this provider uses. */
@@ -46,40 +46,13 @@ export function workersAiError(e: unknown): ProviderError {
   return new ProviderError(kind, truncate(message || 'Workers AI error'), { provider });
 }
 
-export function toWorkersAiMessages(messages: ChatMessage[]): JsonObject[] {
-  return messages.map((m): JsonObject => {
-    switch (m.role) {
-      case 'system':
-      case 'user':
-        return { role: m.role, content: m.content };
-      case 'assistant':
-        if (m.tool_calls && m.tool_calls.length > 0) {
-          return {
-            role: 'assistant',
-            content: m.content,
-            tool_calls: m.tool_calls.map((c) => ({
-              id: c.id,
-              type: 'function',
-              function: { name: c.name, arguments: c.arguments },
-            })),
-          };
-        }
-        return { role: 'assistant', content: m.content };
-      case 'tool':
-        return { role: 'tool', tool_call_id: m.tool_call_id, name: m.name, content: m.content };
-    }
-  });
-}
+/** Workers AI reads OpenAI's messages, except that assistant content stays a string and tool results name their tool. */
+const WORKERS_AI_DIALECT: MessageDialect = { emptyCallContent: '', toolResultName: true };
 
 /** The `inputs` object passed to `AI.run` (the model is the first argument). */
 export function workersAiInput(req: ProviderRequest): JsonObject {
-  const input: JsonObject = { messages: toWorkersAiMessages(req.messages), stream: true };
-  if (req.tools.length > 0) {
-    input.tools = req.tools.map((t) => ({
-      type: 'function',
-      function: { name: t.name, description: t.description, parameters: t.input_schema },
-    }));
-  }
+  const input: JsonObject = { messages: toChatMessages(req.messages, WORKERS_AI_DIALECT), stream: true };
+  if (req.tools.length > 0) input.tools = functionTools(req.tools);
   if (req.maxOutputTokens !== undefined) input.max_tokens = req.maxOutputTokens;
   return input;
 }
@@ -89,11 +62,7 @@ export class WorkersAiProvider implements Provider {
 
   constructor(private readonly ai: WorkersAiBinding) {}
 
-  stream(req: ProviderRequest): AsyncIterable<StreamChunk> {
-    return this.run(req);
-  }
-
-  private async *run(req: ProviderRequest): AsyncGenerator<StreamChunk> {
+  async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {
     const provider = this.id;
     if (req.signal.aborted) throw abortedError(provider);
     const input = workersAiInput(req);

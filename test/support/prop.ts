@@ -1,7 +1,8 @@
-// Shared settings and mutation arbitraries for the property tests (test/workers/prop-*.test.ts).
-// Runs are deterministic (a fixed seed: the same cases on every run and machine). On failure
-// fast-check prints the seed, the path and the shrunk counterexample; to replay it or explore other
-// cases, set VITE_PROP_SEED (workerd tests see only VITE_-prefixed variables, through import.meta.env).
+// Shared settings and mutation arbitraries for the property tests (*.prop.test.ts beside the source,
+// test/workers/prop-*.test.ts in workerd). Runs are deterministic (a fixed seed: the same cases on
+// every run and machine). On failure fast-check prints the seed, the path and the shrunk
+// counterexample; to replay it or explore other cases, set VITE_PROP_SEED (read through
+// import.meta.env, which both the Node and the workerd runs fill from VITE_-prefixed variables).
 
 import fc from 'fast-check';
 

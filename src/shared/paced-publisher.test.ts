@@ -2,8 +2,8 @@
 // timers: which answers are retried and after which delays, the attempt cap, the rate window, and
 // the ordered queue (one delivery at a time, in order, a throwing delivery reported, idle()).
 import { describe, expect, it } from 'vitest';
-import type { NostrEvent } from '../../src/shared/event.js';
-import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, type EmitterTimers, type PublishOutcome, type Settle } from '../../src/shared/paced-publisher.js';
+import type { NostrEvent } from './event.js';
+import { DEFAULT_RETRY_BACKOFF, OrderedQueue, PacedPublisher, type EmitterTimers, type PublishOutcome, type Settle } from './paced-publisher.js';
 
 const event = { id: 'e', pubkey: 'p', created_at: 0, kind: 24200, tags: [], content: '', sig: 's' } satisfies NostrEvent;
 

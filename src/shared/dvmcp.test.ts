@@ -4,10 +4,10 @@
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { hexToBytes } from '@noble/hashes/utils.js';
-import refPlain from '../vectors/interop/dvmcp-ref-public-plain.jsonl?raw';
-import refPrivate from '../vectors/interop/dvmcp-ref-private-initialize.jsonl?raw';
-import refWrapped from '../vectors/interop/dvmcp-ref-public-giftwrap.jsonl?raw';
-import cvmPlain from '../vectors/interop/cvm-0.11.14-plain.jsonl?raw';
+import refPlain from '../../test/vectors/interop/dvmcp-ref-public-plain.jsonl?raw';
+import refPrivate from '../../test/vectors/interop/dvmcp-ref-private-initialize.jsonl?raw';
+import refWrapped from '../../test/vectors/interop/dvmcp-ref-public-giftwrap.jsonl?raw';
+import cvmPlain from '../../test/vectors/interop/cvm-0.11.14-plain.jsonl?raw';
 import {
   announcementDeletion,
   errorTemplate,
@@ -23,11 +23,11 @@ import {
   serverAnnouncement,
   withoutInjectedName,
   type Incoming,
-} from '../../src/shared/dvmcp.js';
-import { unwrapDvmcp, wrapDvmcp } from '../../src/shared/dvmcp-wrap.js';
-import { ConversationKeyCache, encrypt, getConversationKey } from '../../src/shared/nip44.js';
-import { computeEventId, type NostrEvent } from '../../src/shared/event.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
+} from './dvmcp.js';
+import { unwrapDvmcp, wrapDvmcp } from './dvmcp-wrap.js';
+import { ConversationKeyCache, encrypt, getConversationKey } from './nip44.js';
+import { computeEventId, type NostrEvent } from './event.js';
+import { nobleVerifier } from './verify.js';
 
 interface Captured {
   t: number;

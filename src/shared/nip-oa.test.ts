@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { schnorr } from '@noble/curves/secp256k1.js';
 import { finalizeEvent } from 'nostr-tools/pure';
-import { parseEvent, type NostrEvent, type Tag } from '../../src/shared/event.js';
-import { bytesToHex, hexToBytes } from '../../src/shared/hex.js';
+import { parseEvent, type NostrEvent, type Tag } from './event.js';
+import { bytesToHex, hexToBytes } from './hex.js';
 import {
   attestationDigest,
   attestationPreimage,
@@ -11,8 +11,8 @@ import {
   signAttestation,
   timeClausesHold,
   verifyAttestation,
-} from '../../src/shared/nip-oa.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
+} from './nip-oa.js';
+import { nobleVerifier } from './verify.js';
 
 // Test vector from ../shared/specs/nip-oa-owner-attestation-summary.md.
 const OWNER_SK = '0000000000000000000000000000000000000000000000000000000000000001';

@@ -1,11 +1,12 @@
 // NIP-59 gift wrap: round trip, kinds, and every way an unwrap must fail.
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent } from 'nostr-tools/pure';
-import { ConversationKeyCache, encrypt } from '../../src/shared/nip44.js';
-import { EPHEMERAL_WRAP_KIND, giftWrap, makeRumor, unwrap, WRAP_KIND } from '../../src/shared/nip59.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
-import type { NostrEvent } from '../../src/shared/event.js';
-import { keys, now } from './helpers.js';
+import { ConversationKeyCache, encrypt } from './nip44.js';
+import { KIND } from './kinds.js';
+import { giftWrap, makeRumor, unwrap } from './nip59.js';
+import { nobleVerifier } from './verify.js';
+import type { NostrEvent } from './event.js';
+import { keys, now } from '../../test/support/nostr.js';
 
 const cache = new ConversationKeyCache(64);
 const plain = (e: NostrEvent): NostrEvent => ({ id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, tags: e.tags, content: e.content, sig: e.sig });
@@ -17,7 +18,7 @@ describe('NIP-59', () => {
 
   it('round-trips, hides the author behind a one-time key, and keeps durable NIP-XX kinds in 1059', () => {
     const wrap = giftWrap(rumor, alice.sk, bob.pk, cache);
-    expect(wrap.kind).toBe(WRAP_KIND);
+    expect(wrap.kind).toBe(KIND.GIFT_WRAP);
     expect(wrap.pubkey).not.toBe(alice.pk);
     expect(wrap.tags).toEqual([['p', bob.pk]]);
     expect(unwrap(wrap, bob.sk, cache, nobleVerifier)).toEqual({ ok: true, value: { rumor, author: alice.pk } });
@@ -42,7 +43,7 @@ describe('NIP-59', () => {
   it('uses 21059 (with the real time) for ephemeral rumors', () => {
     const eph = makeRumor({ pubkey: alice.pk, kind: 25801, created_at: now(), tags: [], content: 'delta' });
     const wrap = giftWrap(eph, alice.sk, bob.pk, cache);
-    expect(wrap.kind).toBe(EPHEMERAL_WRAP_KIND);
+    expect(wrap.kind).toBe(KIND.EPHEMERAL_GIFT_WRAP);
     expect(Math.abs(wrap.created_at - now())).toBeLessThanOrEqual(2);
   });
 
@@ -50,7 +51,7 @@ describe('NIP-59', () => {
     const wrap = giftWrap(rumor, alice.sk, bob.pk, cache);
     expect(unwrap(wrap, keys().sk, cache, nobleVerifier)).toEqual({ ok: false, error: 'gift wrap is not addressed to this key' });
     expect(unwrap({ ...wrap, kind: 1 }, bob.sk, cache, nobleVerifier)).toEqual({ ok: false, error: 'not a gift wrap (kind 1)' });
-    const garbage = plain(finalizeEvent({ kind: WRAP_KIND, created_at: now(), tags: [['p', bob.pk]], content: 'not nip44' }, keys().sk));
+    const garbage = plain(finalizeEvent({ kind: KIND.GIFT_WRAP, created_at: now(), tags: [['p', bob.pk]], content: 'not nip44' }, keys().sk));
     const r = unwrap(garbage, bob.sk, cache, nobleVerifier);
     expect(r.ok).toBe(false);
     expect(!r.ok && r.error).toMatch(/^cannot decrypt gift wrap: /);
@@ -61,7 +62,7 @@ describe('NIP-59', () => {
     // Mallory seals a rumor that claims Alice as author.
     const seal = plain(finalizeEvent({ kind: 13, created_at: now(), tags: [], content: encrypt(JSON.stringify(rumor), cache.get(mallory.sk, bob.pk)) }, mallory.sk));
     const oneTime = keys();
-    const wrap = plain(finalizeEvent({ kind: WRAP_KIND, created_at: now(), tags: [['p', bob.pk]], content: encrypt(JSON.stringify(seal), cache.get(oneTime.sk, bob.pk)) }, oneTime.sk));
+    const wrap = plain(finalizeEvent({ kind: KIND.GIFT_WRAP, created_at: now(), tags: [['p', bob.pk]], content: encrypt(JSON.stringify(seal), cache.get(oneTime.sk, bob.pk)) }, oneTime.sk));
     expect(unwrap(wrap, bob.sk, cache, nobleVerifier)).toEqual({ ok: false, error: 'seal signer is not the rumor author' });
   });
 
@@ -70,7 +71,7 @@ describe('NIP-59', () => {
     const badSeal = { ...seal, sig: seal.sig.replace(/.$/, (c) => (c === '0' ? '1' : '0')) };
     const wrapOf = (inner: unknown) => {
       const k = keys();
-      return plain(finalizeEvent({ kind: WRAP_KIND, created_at: now(), tags: [['p', bob.pk]], content: encrypt(JSON.stringify(inner), cache.get(k.sk, bob.pk)) }, k.sk));
+      return plain(finalizeEvent({ kind: KIND.GIFT_WRAP, created_at: now(), tags: [['p', bob.pk]], content: encrypt(JSON.stringify(inner), cache.get(k.sk, bob.pk)) }, k.sk));
     };
     expect(unwrap(wrapOf(badSeal), bob.sk, cache, nobleVerifier)).toEqual({ ok: false, error: 'invalid seal: signature verification failed' });
     const forged = { ...rumor, content: 'changed' };

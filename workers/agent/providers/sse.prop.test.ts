@@ -3,8 +3,8 @@
 // byte at a time), and a stream cut anywhere before its terminal record ends with `truncated`.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { readSse, type SseItem, type SseRecord } from '../../workers/agent/providers/sse.js';
-import { PROP } from './prop-helpers.js';
+import { readSse, type SseItem, type SseRecord } from './sse.js';
+import { PROP } from '../../../test/support/prop.js';
 
 const utf8 = new TextEncoder();
 

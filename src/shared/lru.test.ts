@@ -2,7 +2,7 @@
 // entries are kept, and which one goes depends on reads that refresh (get, getOrCreate, set) and
 // reads that do not (peek, has, iteration).
 import { describe, expect, it } from 'vitest';
-import { LruMap } from '../../src/shared/lru.js';
+import { LruMap } from './lru.js';
 
 const keys = <K, V extends {}>(m: LruMap<K, V>): K[] => [...m].map(([k]) => k);
 

@@ -1,7 +1,7 @@
 // The shard's limiters on their own, with an injected clock (every `take` gets `now` in ms): token
 // buckets, the exact sliding window, and the bounded key maps, checked exactly at their boundaries.
 import { describe, expect, it } from 'vitest';
-import { BucketMap, SlidingWindowLimiter, TokenBucket } from '../../workers/relay-do/rate-limit.js';
+import { BucketMap, SlidingWindowLimiter, TokenBucket } from './rate-limit.js';
 
 describe('limiters', () => {
   it('a token bucket allows its burst, then refills at its rate', () => {

@@ -4,9 +4,9 @@
 // and private ranges. Also: a NIP-98 id is remembered for as long as its event is valid.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatIPv4 } from '../../src/shared/host-policy.js';
-import { HTTP_AUTH_WINDOW_SECONDS, replayExpiry } from '../../src/shared/nip98.js';
-import { outboundPolicy, outboundRefusal, STRICT_OUTBOUND } from '../../src/shared/outbound-url.js';
+import { formatIPv4 } from './host-policy.js';
+import { HTTP_AUTH_WINDOW_SECONDS, replayExpiry } from './nip98.js';
+import { outboundPolicy, outboundRefusal, STRICT_OUTBOUND } from './outbound-url.js';
 
 const RANGES = [
   { base: 0x7f000000, bits: 8, development: true }, // loopback

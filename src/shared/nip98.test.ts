@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import type { Tag } from '../../src/shared/event.js';
-import { base64Encode } from '../../src/shared/hex.js';
+import type { Tag } from './event.js';
+import { base64Encode } from './hex.js';
 import {
   HTTP_AUTH_WINDOW_SECONDS,
   MemoryReplayGuard,
@@ -9,8 +9,8 @@ import {
   sha256Hex,
   verifyHttpAuth,
   type HttpAuthRequest,
-} from '../../src/shared/nip98.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
+} from './nip98.js';
+import { nobleVerifier } from './verify.js';
 
 const NOW = 1_750_000_000;
 const URL_ = 'https://edgestr.example.com/api/agents';

@@ -5,16 +5,17 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { finalizeEvent } from 'nostr-tools/pure';
-import { ConversationKeyCache, decrypt, encrypt, getConversationKey, MAX_PLAINTEXT_BYTES } from '../../src/shared/nip44.js';
-import { giftWrap, makeRumor, unwrap, SEAL_KIND } from '../../src/shared/nip59.js';
-import { parseConditions, signAttestation, verifyAttestation, verifyAuthTag } from '../../src/shared/nip-oa.js';
-import { makeHttpAuthHeader, MemoryReplayGuard, verifyHttpAuth } from '../../src/shared/nip98.js';
-import { base64Decode, base64Encode } from '../../src/shared/hex.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
-import type { NostrEvent } from '../../src/shared/event.js';
-import vectors from '../vectors/nip44.vectors.json';
-import { keys, now, sign } from './helpers.js';
-import { PROP, stringMutation, weirdValue } from './prop-helpers.js';
+import { ConversationKeyCache, decrypt, encrypt, getConversationKey, MAX_PLAINTEXT_BYTES } from './nip44.js';
+import { KIND } from './kinds.js';
+import { giftWrap, makeRumor, unwrap } from './nip59.js';
+import { parseConditions, signAttestation, verifyAttestation, verifyAuthTag } from './nip-oa.js';
+import { makeHttpAuthHeader, MemoryReplayGuard, verifyHttpAuth } from './nip98.js';
+import { base64Decode, base64Encode } from './hex.js';
+import { nobleVerifier } from './verify.js';
+import type { NostrEvent } from './event.js';
+import vectors from '../../test/vectors/nip44.vectors.json';
+import { keys, now, sign } from '../../test/support/nostr.js';
+import { PROP, stringMutation, weirdValue } from '../../test/support/prop.js';
 
 const alice = keys();
 const bob = keys();
@@ -110,18 +111,18 @@ describe('NIP-59 unwrap (property)', () => {
       fc.oneof(weirdValue.map((v) => JSON.stringify(v) ?? 'undefined'), fc.string({ minLength: 1, maxLength: 200 })),
       // A seal signed by someone else than the rumor's author, or of another kind.
       fc.constantFrom(
-        () => JSON.stringify(sign(keys(), { kind: SEAL_KIND, content: encrypt(JSON.stringify(rumor), getConversationKey(keys().sk, bob.pk)) })),
+        () => JSON.stringify(sign(keys(), { kind: KIND.SEAL, content: encrypt(JSON.stringify(rumor), getConversationKey(keys().sk, bob.pk)) })),
         () => JSON.stringify(sign(alice, { kind: 1, content: encrypt(JSON.stringify(rumor), getConversationKey(alice.sk, bob.pk)) })),
       ).map((make) => make()),
       // A real seal with one field mutated after signing.
       fc.tuple(fc.constantFrom('id', 'sig', 'content', 'created_at'), stringMutation).map(([field, m]) => {
-        const seal = sign(alice, { kind: SEAL_KIND, content: encrypt(JSON.stringify(rumor), getConversationKey(alice.sk, bob.pk)) });
+        const seal = sign(alice, { kind: KIND.SEAL, content: encrypt(JSON.stringify(rumor), getConversationKey(alice.sk, bob.pk)) });
         const v = seal[field as keyof NostrEvent];
         return JSON.stringify({ ...seal, [field]: typeof v === 'number' ? v + 1 : m(v as string) });
       }),
       // A seal whose rumor is not the author's, or not an event.
       fc.oneof(weirdValue.map((v) => JSON.stringify(v) ?? '0'), fc.constant(JSON.stringify({ ...rumor, pubkey: bob.pk }))).map((inner) =>
-        JSON.stringify(sign(alice, { kind: SEAL_KIND, content: encrypt(inner, getConversationKey(alice.sk, bob.pk)) })),
+        JSON.stringify(sign(alice, { kind: KIND.SEAL, content: encrypt(inner, getConversationKey(alice.sk, bob.pk)) })),
       ),
     );
     fc.assert(

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import { formatRejection } from '../../src/shared/errors.js';
-import { validateEvent, type NostrEvent, type Tag } from '../../src/shared/event.js';
-import { AUTH_WINDOW_SECONDS, makeAuthEvent, normalizeRelayUrl, validateAuthEvent } from '../../src/shared/nip42.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
+import { formatRejection } from './errors.js';
+import { validateEvent, type NostrEvent, type Tag } from './event.js';
+import { AUTH_WINDOW_SECONDS, makeAuthEvent, normalizeRelayUrl, validateAuthEvent } from './nip42.js';
+import { nobleVerifier } from './verify.js';
 
 const NOW = 1_750_000_000;
 const RELAY = 'wss://relay.example.com/r/abc';

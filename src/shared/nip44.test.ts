@@ -3,7 +3,7 @@ import { chacha20 } from '@noble/ciphers/chacha.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
-import { base64Decode, base64Encode, bytesToHex, hexToBytes } from '../../src/shared/hex.js';
+import { base64Decode, base64Encode, bytesToHex, hexToBytes } from './hex.js';
 import {
   ConversationKeyCache,
   calcPaddedLen,
@@ -12,8 +12,8 @@ import {
   getConversationKey,
   getMessageKeys,
   looksLikeNip44v2,
-} from '../../src/shared/nip44.js';
-import vectors from '../vectors/nip44.vectors.json';
+} from './nip44.js';
+import vectors from '../../test/vectors/nip44.vectors.json';
 
 const v2 = vectors.v2;
 const utf8 = new TextEncoder();

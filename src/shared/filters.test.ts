@@ -3,8 +3,8 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { matchFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
-import type { NostrEvent } from '../../src/shared/event.js';
+import { matchFilter, tagFilters, type Filter } from './filters.js';
+import type { NostrEvent } from './event.js';
 
 const hex = (c: string) => c.repeat(64);
 const ids = ['a', 'b', 'c'].map(hex);

@@ -4,8 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import type { DecryptError } from '../../src/shared/nip44.js';
 import { NIPXX_VERSION } from '../../src/shared/nip-xx.js';
-import { DEFAULT_LIMITS } from '../../workers/agent/config.js';
-import { checkPrompt, isCancel } from '../../workers/agent/prompt-check.js';
+import { DEFAULT_LIMITS } from './config.js';
+import { checkPrompt, isCancel } from './prompt-check.js';
 
 const agent = {
   provider: 'openai' as const,
