@@ -11,7 +11,8 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SocketFactory } from '../../src/shared/relay-client.js';
 import { DvmcpResponder } from './dvmcp-client-responder.js';
-import { randomHex } from './helpers.js';
+import { connect, keys, randomHex, sign } from './helpers.js';
+import { LISTS, listAnnouncement, serverAnnouncement } from '../../src/shared/dvmcp.js';
 
 const socket: SocketFactory = async (u) => {
   const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
@@ -34,6 +35,7 @@ beforeAll(async () => {
   twinA = new DvmcpResponder('ws://relay.test/', socket, shared, false);
   twinB = new DvmcpResponder('ws://relay.test/', socket, shared, false);
   await Promise.all([wrapped, plain, twinA, twinB].map((r) => r.start()));
+  await announceMany();
   client = new Client({ name: 'gateway-test', version: '1.0.0' }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
   await client.connect(new StreamableHTTPClientTransport(new URL('http://relay.test/mcp'), { fetch: (u, init) => SELF.fetch(u, init) }));
 });
@@ -42,6 +44,33 @@ afterAll(async () => {
   await client.close();
   for (const r of [wrapped, plain, twinA, twinB]) r.close();
 });
+
+const many = `gw-many-${randomHex(4)}`;
+
+/** A server announcing 150 tools (more than one page of the gateway). */
+async function announceMany(): Promise<void> {
+  const k = keys();
+  const s = await connect('/');
+  const init = { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 'many', version: '1' } };
+  const tools = Array.from({ length: 150 }, (_, i) => ({ name: `t${i}`, inputSchema: { type: 'object' } }));
+  for (const t of [serverAnnouncement({ id: many, encryption: false }, init), listAnnouncement(many, LISTS[0], tools)]) {
+    const ok = await s.publish(sign(k, t));
+    if (!ok[2]) throw new Error(`announcement refused: ${JSON.stringify(ok)}`);
+  }
+  s.close();
+}
+
+/** Every tool, page after page. */
+async function allTools(): Promise<Awaited<ReturnType<Client['listTools']>>['tools']> {
+  const tools = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor === undefined ? {} : { cursor });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return tools;
+}
 
 const firstText = (r: unknown): string | undefined => ((r as { content?: Array<{ text?: string }> }).content ?? [])[0]?.text;
 
@@ -56,7 +85,7 @@ async function callError(p: Promise<unknown>): Promise<McpError> {
 
 describe('/mcp gateway', () => {
   it('lists the announced tools under <server>__<tool>, with a provider prefix when two providers share a server id', async () => {
-    const { tools } = await client.listTools();
+    const tools = await allTools();
     const names = tools.map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining([`${id}__echo`, `${id}__slow`, `${id}-plain__echo`]));
     expect(names).toEqual(expect.arrayContaining([`${twinA.provider.slice(0, 8)}_${shared}__echo`, `${twinB.provider.slice(0, 8)}_${shared}__echo`]));
@@ -100,6 +129,16 @@ describe('/mcp gateway', () => {
     expect(e.message).toBe(`MCP error -32602: Unknown prompt: ${id}__anything`);
     const r = await callError(client.readResource({ uri: 'test://nope' }));
     expect(r.message).toBe('MCP error -32602: Unknown resource: test://nope (gateway uris are dvmcp://<server>/<uri>)');
+  });
+
+  it('lists in pages of 100 with nextCursor = the offset; every page together has every tool once', async () => {
+    const first = await client.listTools();
+    expect(first.tools).toHaveLength(100);
+    expect(first.nextCursor).toBe('100');
+    const names = (await allTools()).map((t) => t.name);
+    const mine = names.filter((n) => n.startsWith(`${many}__`));
+    expect(new Set(mine).size).toBe(150);
+    expect(mine).toHaveLength(150);
   });
 
   it('GET and DELETE are 405 (stateless: no SSE stream, no sessions); a bad cursor is -32602', async () => {
