@@ -1,5 +1,6 @@
 // The edgestr Worker: routes HTTP and WebSocket traffic to the relay shards, the management API
-// and the MCP endpoint /mcp (the DVMCP gateway, workers/gateway/route.ts); the console as it lands.
+// (agents, bridge servers, local payments in development) and the MCP endpoint /mcp (the DVMCP
+// gateway, workers/gateway/route.ts); the console as it lands.
 // Development mode (EDGESTR_ENV=development: demo keys known to everyone, every key gets a
 // shard, private outbound hosts) is honoured only on loopback: a deployment in development mode
 // refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
@@ -10,7 +11,8 @@ import { type RouterBindings } from './common/shards.js';
 import { VERSION } from './relay-do/nip11.js';
 import type { ProviderEnv } from './agent/providers/index.js';
 import { agentRoutes, type AgentApiBindings } from './api/agents.js';
-import { bridgeRoutes, type BridgeApiBindings } from './api/bridge.js';
+import { bridgeRoutes, bridgeStub, type BridgeApiBindings } from './api/bridge.js';
+import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
 import { handleMcp } from './gateway/route.js';
@@ -50,6 +52,7 @@ app.get('/health', async (c) => {
 
 app.route('/api/agents', agentRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());
+app.route('/api/bridge/pay', localPayRoutes<Env>(bridgeStub));
 
 app.on(['POST', 'GET', 'DELETE'], '/mcp', (c) => handleMcp(c.req.raw, c.env, (p) => c.executionCtx.waitUntil(p)));
 

@@ -29,7 +29,7 @@ function everythingBin(): string {
   return join(EVERYTHING_DIR, bin);
 }
 
-async function stop(child: ChildProcess): Promise<void> {
+export async function stop(child: ChildProcess): Promise<void> {
   const pid = child.pid;
   if (pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
@@ -52,7 +52,7 @@ const MODES = {
 } as const;
 
 /** Starts server-everything in `mode` and waits until express is listening. */
-async function startEverything(mode: keyof typeof MODES): Promise<{ url: string; child: ChildProcess; log: () => string }> {
+export async function startEverything(mode: keyof typeof MODES): Promise<{ url: string; child: ChildProcess; log: () => string }> {
   const port = await freePort();
   const { endpoint, probe, ready } = MODES[mode];
   const url = `http://127.0.0.1:${port}${endpoint}`;

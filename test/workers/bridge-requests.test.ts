@@ -9,10 +9,11 @@ import { now } from './helpers.js';
 const fixtureUrl = (): string => inject('toolsFixtureUrl');
 
 let provider: string;
+let owner: string;
 let client: DvmcpClient;
 
 beforeAll(async () => {
-  ({ provider } = await directBridge([
+  ({ provider, owner } = await directBridge([
     { id: 'ev', url: everythingUrl(), name: 'Everything', public: false },
     { id: 'paged', url: `${fixtureUrl()}/mcp-paged`, public: false },
     { id: 'expire', url: `${fixtureUrl()}/mcp-expire`, public: false },
@@ -136,9 +137,9 @@ describe('bridge: requests through the relay', () => {
     expect(after.initializes - before.initializes).toBeGreaterThanOrEqual(1);
   });
 
-  it('a priced capability is refused while no payment verifier is configured; unpriced ones run', async () => {
+  it('a priced capability waits for payment (the local verifier of the test deployment; unpaid: NOT_PAID at expiry); unpriced ones run', async () => {
     const priced = await client.call('tools/call', { name: 'echo', arguments: { message: 'hi' } }, { s: 'priced' });
-    expect(priced.result).toEqual({ ok: false, error: { code: -32603, message: 'payment not configured: echo of priced is priced and this bridge has no payment verifier' } });
+    expect(priced.result).toEqual({ ok: false, error: { code: -32010, message: 'payment not received within 5 s: the invoice expired' } });
     const free = await client.call('tools/call', { name: 'get-sum', arguments: { a: 1, b: 2 } }, { s: 'priced' });
     expect(free.result.ok && text(free.result.value)).toBe('The sum of 1 and 2 is 3.');
   });
@@ -155,6 +156,30 @@ describe('bridge: requests through the relay', () => {
     expect(plainOff.result.ok).toBe(true);
     await expect(client.answer(off, 1000)).rejects.toThrow(/timed out waiting for a frame/);
   });
+
+  it('on the owner’s shard a stranger’s request p-tagging the provider is admitted and answered there; the same request on both shards is answered once', async () => {
+    const onOwner = await DvmcpClient.open(provider, `/r/${owner}`);
+    const a = await onOwner.call('tools/call', { name: 'echo', arguments: { message: 'owner shard' } }, { s: 'ev' });
+    expect(a.result.ok && text(a.result.value)).toBe('Echo: owner shard');
+    const onPublic = await DvmcpClient.open(provider, '/', onOwner.k);
+    const e = onOwner.request('ping', { both: true }, { s: 'ev' });
+    await onOwner.send(e);
+    expect((await onOwner.answer(e.id)).content).toBe('{}');
+    await onPublic.send(e);
+    const later = await onPublic.call('ping', { later: true }, { s: 'ev' });
+    expect(later.content).toBe('{}');
+    await expect(onPublic.answer(e.id, 500)).rejects.toThrow(/timed out waiting for a frame/);
+    onOwner.close();
+    onPublic.close();
+  });
+
+  it('a keep-alive progress is sent while upstream is silent for 10 s', async () => {
+    const id = await client.send(client.request('tools/call', { name: 'trigger-long-running-operation', arguments: { duration: 12, steps: 1 } }, { s: 'ev' }));
+    const a = await client.answer(id, 18_000);
+    expect(a.result.ok && text(a.result.value)).toBe('Long running operation completed. Duration: 12 seconds, Steps: 1.');
+    const keepAlive = client.notifications(id).map((n) => JSON.parse(n.content) as { params: Record<string, unknown> });
+    expect(keepAlive[0]!.params).toEqual({ progressToken: id, progress: 0, message: 'waiting for ev' });
+  }, 25_000);
 
   it('stale requests (created_at over 60 s old) are ignored', async () => {
     const stale = client.request('ping', undefined, { s: 'ev', created_at: now() - 120 });

@@ -158,7 +158,7 @@ export class Dispatcher {
     };
     const keepAlive = setInterval(() => {
       if (Date.now() - lastSent >= KEEPALIVE_MS) progress({ ...last, message: `waiting for ${serverId}` });
-    }, KEEPALIVE_MS / 2);
+    }, KEEPALIVE_MS / 5);
     let result: Awaited<ReturnType<DvmcpBackend['request']>>;
     try {
       result = await b.request(method, params, { requester: to, signal: abort.signal, onProgress: progress });
