@@ -7,22 +7,26 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
+import { DvmcpClient, spendCap } from '../../src/shared/dvmcp-client.js';
 import { discover } from '../../src/shared/dvmcp-discovery.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient } from '../../src/shared/relay-client.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { announcements, bridgeReady, directBridge, everythingUrl } from './bridge-helpers.js';
-import { keys, randomHex, sign } from './helpers.js';
+import { BASE, keys, randomHex, sign } from './helpers.js';
 
 const id = `ev${randomHex(3)}`;
+const priced = `${id}-priced`;
 const me = keys();
 let provider: string;
 let relay: RelayClient;
 let dvmcp: DvmcpClient;
 
 beforeAll(async () => {
-  ({ provider } = await directBridge([{ id, url: everythingUrl(), name: 'Everything', public: true, encryption: true }]));
+  ({ provider } = await directBridge([
+    { id, url: everythingUrl(), name: 'Everything', public: true, encryption: true },
+    { id: priced, url: everythingUrl(), public: true, prices: { echo: { price: '21', unit: 'sats' } } },
+  ]));
   await bridgeReady(provider);
   await announcements(provider, [31316, 31317], (es) => es.length >= 2);
   relay = new RelayClient({
@@ -78,6 +82,24 @@ describe('DvmcpClient against the bridge', () => {
   });
 });
 
+describe('payments against the bridge (local verifier)', () => {
+  it('spendCap pays through the bridge’s local pay endpoint and the call is answered; the call past the cap is declined', async () => {
+    const paid: string[] = [];
+    const cap = spendCap(30, async (p) => {
+      const res = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice: p.invoice }) });
+      paid.push(p.invoice);
+      return res.status === 200;
+    });
+    const call = (message: string) => dvmcp.request({ provider, serverId: priced }, 'tools/call', { name: 'echo', arguments: { message } }, { onPaymentRequired: cap });
+    const first = await call('paid');
+    expect(first.ok && text(first.value)).toBe('Echo: paid');
+    expect(cap.spent()).toBe(21);
+    const second = await call('too much');
+    expect(second.ok ? undefined : second.error).toMatchObject({ kind: 'payment', sats: 21, message: expect.stringMatching(/^payment required: 21 sats \(invoice lnbcrt210n1edgestrdev/) });
+    expect(paid).toHaveLength(1);
+  });
+});
+
 describe('/mcp against the bridge', () => {
   let client: Client;
   beforeAll(async () => {
@@ -94,6 +116,16 @@ describe('/mcp against the bridge', () => {
     const r = await client.callTool({ name: `${id}__trigger-long-running-operation`, arguments: { duration: 2, steps: 4 } }, undefined, { onprogress: (p) => progress.push(p.progress) });
     expect(text(r)).toMatch(/^Long running operation completed/);
     expect(progress.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('a priced tool is a -32603 error carrying the amount and invoice (the gateway pays nothing)', async () => {
+    const e = await client.callTool({ name: `${priced}__echo`, arguments: { message: 'x' } }).then(
+      () => undefined,
+      (x: unknown) => x as { code: number; message: string; data: unknown },
+    );
+    expect(e?.code).toBe(-32603);
+    expect(e?.message).toMatch(/^MCP error -32603: payment required: 21 sats \(invoice lnbcrt210n1edgestrdev\S+\); the \/mcp gateway does not pay/);
+    expect(e?.data).toEqual({ payment_required: { sats: 21, invoice: expect.stringMatching(/^lnbcrt210n1edgestrdev/) } });
   });
 
   it('reads a resource through its dvmcp:// uri', async () => {
