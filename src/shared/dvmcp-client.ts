@@ -28,7 +28,7 @@ import { checkIdAndSignature, type NostrEvent } from './event.js';
 import { KIND } from './kinds.js';
 import { LruMap } from './lru.js';
 import type { ConversationKeyCache } from './nip44.js';
-import type { EventTemplate, RelayClient, Subscription } from './relay-client.js';
+import { RelayClient, type EventTemplate, type Subscription } from './relay-client.js';
 import type { SchnorrVerifier } from './verify.js';
 
 /** Which server a request goes to. */
@@ -132,7 +132,8 @@ export class DvmcpClient {
 
   constructor(options: DvmcpClientOptions) {
     this.#o = options;
-    this.#relays = Array.isArray(options.relays) ? [...(options.relays as readonly RelayClient[])] : [options.relays as RelayClient];
+    const relays = options.relays;
+    this.#relays = relays instanceof RelayClient ? [relays] : [...relays];
     this.pubkey = getPublicKey(options.secretKey);
   }
 
