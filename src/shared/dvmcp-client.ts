@@ -173,6 +173,9 @@ export class DvmcpClient {
       }
       if (this.#firstTime(`request:${requestId}`)) break;
     }
+    // Checked again: other requests may have started (or close() run) while this one was prepared.
+    if (this.#closed) return err({ kind: 'cancelled', message: 'cancelled: the DVMCP client is closed' });
+    if (this.#pending.size >= maxPending) return err({ kind: 'busy', message: `too many DVMCP requests in flight (at most ${maxPending})` });
     const answer = this.#register(requestId, target, method, opts);
     const published = await this.#publish(event);
     if (!published.ok) this.#pending.get(requestId)?.finish(err({ kind: 'relay', message: `request not delivered: ${published.error}` }));

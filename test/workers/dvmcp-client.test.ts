@@ -181,12 +181,15 @@ describe('DvmcpClient', () => {
     const { c } = client({ maxPending: 2 });
     const target = { provider: r.provider, serverId: r.serverId };
     const abort = new AbortController();
-    const hanging = [1, 2].map(() => c.request(target, 'tools/call', { name: 'hang', arguments: {} }, { signal: abort.signal }));
-    await vi_waitFor(() => r.requests.length === 2); // identical requests: the second gets its own id
+    // Three started at once: the cap holds although all three pass the first check together.
+    const started = [1, 2, 3].map(() => c.request(target, 'tools/call', { name: 'hang', arguments: {} }, { signal: abort.signal }));
+    await vi_waitFor(() => r.requests.length === 2); // identical requests: each gets its own id
     expect(new Set(r.requests.map((q) => q.id)).size).toBe(2);
+    expect(await started[2]).toEqual({ ok: false, error: { kind: 'busy', message: 'too many DVMCP requests in flight (at most 2)' } });
     expect(await c.request(target, 'ping', {})).toEqual({ ok: false, error: { kind: 'busy', message: 'too many DVMCP requests in flight (at most 2)' } });
     abort.abort();
-    await Promise.all(hanging);
+    await Promise.all(started);
+    expect(r.requests).toHaveLength(2);
   });
 
   it('close() ends waiting requests as cancelled', async () => {
