@@ -6,7 +6,8 @@ export default defineConfig({
   test: {
     environment: 'node',
     include: ['test/e2e/**/*.test.ts'],
-    globalSetup: ['test/e2e/global-setup.ts'],
+    // The Worker under wrangler dev; the real MCP server-everything (for the DVMCP bridge behind /mcp).
+    globalSetup: ['test/e2e/global-setup.ts', 'test/mcp/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // One wrangler dev serves every file; keep the load on it (and the one core) predictable.

@@ -1,5 +1,6 @@
-// The edgestr Worker: routes HTTP and WebSocket traffic to the relay shards (and, as they land,
-// the management API, the MCP endpoint and the console).
+// The edgestr Worker: routes HTTP and WebSocket traffic to the relay shards, the management API
+// (agents, bridge servers, local payments in development) and the MCP endpoint /mcp (the DVMCP
+// gateway, workers/gateway/route.ts); the console as it lands.
 // Development mode (EDGESTR_ENV=development: demo keys known to everyone, every key gets a
 // shard, private outbound hosts) is honoured only on loopback: a deployment in development mode
 // refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
@@ -14,6 +15,7 @@ import { bridgeRoutes, bridgeStub, type BridgeApiBindings } from './api/bridge.j
 import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
+import { handleMcp } from './gateway/route.js';
 
 export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
@@ -51,6 +53,8 @@ app.get('/health', async (c) => {
 app.route('/api/agents', agentRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());
 app.route('/api/bridge/pay', localPayRoutes<Env>(bridgeStub));
+
+app.on(['POST', 'GET', 'DELETE'], '/mcp', (c) => handleMcp(c.req.raw, c.env, (p) => c.executionCtx.waitUntil(p)));
 
 const landing = (req: Request) =>
   new Response(

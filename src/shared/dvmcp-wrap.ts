@@ -33,9 +33,22 @@ export function wrapDvmcp(
   form: Exclude<Form, 'plain'> = 'wrapped',
   sign?: EventSigner,
 ): NostrEvent {
+  return wrapDvmcpWithId(t, authorSk, author, recipient, keys, form, sign).wrap;
+}
+
+/** wrapDvmcp, also returning the rumor's id (what the answers to a wrapped request refer to with `e`). */
+export function wrapDvmcpWithId(
+  t: EventTemplate,
+  authorSk: Uint8Array,
+  author: string,
+  recipient: string,
+  keys: ConversationKeyCache,
+  form: Exclude<Form, 'plain'> = 'wrapped',
+  sign?: EventSigner,
+): { wrap: NostrEvent; rumorId: string } {
   const kind = form === 'wrapped-dm' ? KIND.PRIVATE_DM : t.kind;
   const rumor = makeRumor({ pubkey: author, created_at: t.created_at, kind, tags: t.tags, content: t.content });
-  return giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true, sign });
+  return { wrap: giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true, sign }), rumorId: rumor.id };
 }
 
 export interface UnwrappedMessage {

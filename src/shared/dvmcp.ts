@@ -146,6 +146,32 @@ export function paymentRequiredTemplate(to: Requester, sats: number, invoice: st
   };
 }
 
+/** A client's 25910 request to `provider` (server `serverId` when given; spec "List Request Template"). */
+export function requestTemplate(provider: string, method: string, params: Record<string, unknown> | undefined, serverId?: string): EventTemplate {
+  const tags = [['p', provider], ['method', method]];
+  if (serverId !== undefined) tags.push(['s', serverId]);
+  return { kind: KIND.DVMCP_REQUEST, created_at: now(), tags, content: JSON.stringify(params === undefined ? { method } : { method, params }) };
+}
+
+/** A client's notifications/cancel (21316) of request `requestId` (spec "Common MCP Notifications"). */
+export const cancelTemplate = (provider: string, requestId: string, serverId?: string, reason = 'cancelled by the client'): EventTemplate =>
+  notificationTemplate(provider, 'notifications/cancel', { id: requestId, requestId, reason }, { requestId, serverId });
+
+/** A payment request read from a 21316 (`["status", "payment-required"]`, `["amount", sats, invoice]`). */
+export interface PaymentRequired {
+  sats: number;
+  invoice: string;
+}
+
+/** The payment a 21316 asks for; undefined when it is not a well-formed payment-required notification. */
+export function parsePaymentRequired(e: Pick<Incoming, 'tags'>): PaymentRequired | undefined {
+  if (tag(e, 'status') !== 'payment-required') return undefined;
+  const amount = e.tags.find((t) => t[0] === 'amount');
+  const sats = Number(amount?.[1]);
+  if (!amount || !Number.isSafeInteger(sats) || sats < 0) return undefined;
+  return { sats, invoice: amount[2] ?? '' };
+}
+
 /** Reads a response content: the result, or the protocol error (also the reference's full `{jsonrpc, id, error}`). */
 export function parseResponse(content: string): Result<Record<string, unknown>, RpcError> {
   let raw: unknown;

@@ -175,7 +175,10 @@ describe('fuzz: router paths', () => {
         if (res.status >= 400 && r.method !== 'HEAD') {
           let json: unknown;
           expect(() => (json = JSON.parse(text)), `${where}: not JSON: ${text.slice(0, 200)}`).not.toThrow();
-          expect(typeof (json as { error?: unknown }).error, `${where}: ${text.slice(0, 200)}`).toBe('string');
+          // /mcp speaks MCP: its HTTP errors are JSON-RPC error responses ({jsonrpc, error: {code, message}, id}).
+          const error = (json as { error?: unknown }).error;
+          const message = /^\/mcp(\?|$)/.test(r.path) ? (error as { message?: unknown } | undefined)?.message : error;
+          expect(typeof message, `${where}: ${text.slice(0, 200)}`).toBe('string');
         }
       }
       count++;

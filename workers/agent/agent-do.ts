@@ -301,7 +301,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const sk = await this.store.secretKey();
     const checked = checkPrompt(decrypt(e.content, this.keys.get(sk, e.pubkey)), c, () => this.sessions.turns(conversation));
     if (!checked.ok) return this.outbox.finish(e.id, c, { type: 'error', ...checked.error });
-    const deps = { env: this.env, sessions: this.sessions, budget: this.budget, outbox: this.outbox, emitter: this.links.emitter, now: () => this.now(), mcpSessions: this.mcpSessions };
+    const deps = { env: this.env, sessions: this.sessions, budget: this.budget, outbox: this.outbox, emitter: this.links.emitter, now: () => this.now(), mcpSessions: this.mcpSessions, dvmcp: this.links.dvmcpTools(c) };
     await runPrompt(deps, e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
   }
 

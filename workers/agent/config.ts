@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { THINKING_LEVELS } from '../../src/shared/nip-xx.js';
 import { parsePubkey } from '../../src/shared/keys.js';
+import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { BUILTIN_TOOL_NAMES } from './tools/registry.js';
 
 const pubkeyList = z
@@ -49,6 +50,17 @@ export const McpServerSchema = z.strictObject({
   headers: z.record(z.string(), z.string()).optional(),
 });
 
+/** A DVMCP server on Nostr: its provider (64-hex or npub, stored as hex) and server id (`d`). */
+export const DvmcpServerSchema = z.strictObject({
+  provider: z.string().transform((s, ctx) => {
+    const hex = parsePubkey(s);
+    if (!hex) ctx.addIssue({ code: 'custom', message: `not a pubkey (64-hex or npub): ${s.slice(0, 80)}` });
+    return hex ?? '';
+  }),
+  server: z.string().regex(SERVER_ID, 'dvmcp server ids are 1-64 characters of [a-zA-Z0-9_.-]'),
+  encrypt: z.boolean().optional(),
+});
+
 export const PROVIDERS = ['openai', 'anthropic', 'workers-ai', 'echo'] as const;
 
 const fields = {
@@ -63,6 +75,7 @@ const fields = {
   tools: z.array(z.enum(BUILTIN_TOOL_NAMES, { error: `built-in tools are ${BUILTIN_TOOL_NAMES.join(', ')}` })).max(50).optional(),
   web_fetch_hosts: z.array(z.string().min(1)).max(100).optional(),
   mcp_servers: z.array(McpServerSchema).max(10).optional(),
+  dvmcp_servers: z.array(DvmcpServerSchema).max(10).optional(),
   allow: pubkeyList.optional(),
   block: pubkeyList.optional(),
   limits: LimitsSchema.partial().optional(),

@@ -2,7 +2,8 @@
 // shard's Durable Object for shards of this deployment and over the network (under the outbound
 // policy) for others; on each (re)open: NIP-42 AUTH, the subscriptions (prompts, cancels and gift
 // wraps addressed to the agent; NIP-AO control frames on the owner's shard), the NIP-AO telemetry
-// emitter, and the agent's ai.info, kind 0 and relay list.
+// emitter, and the agent's ai.info, kind 0 and relay list. The agent's DVMCP client (for its
+// `dvmcp_servers` tools) runs over the public shard's connection, authenticated as the agent.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -21,6 +22,8 @@ import type { OwnerEnv } from '../common/owners.js';
 import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
 import { buildToolRunner } from './tools/registry.js';
 import { errorMessage } from '../../src/shared/errors.js';
+import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
+import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 
 export interface LinksEnv extends OwnerEnv {
@@ -58,6 +61,7 @@ export class RelayLinks {
   private telemetry: TelemetryEmitter | undefined;
   private controlSub: Subscription | undefined;
   private controlGeneration = 0;
+  private dvmcp: { relay: RelayClient; client: DvmcpClient } | undefined;
 
   constructor(private readonly deps: RelayLinksDeps) {}
 
@@ -95,8 +99,28 @@ export class RelayLinks {
     return client;
   }
 
+  /** The agent's DVMCP client over the public shard (a new one when that connection was replaced). */
+  async dvmcpClient(c: StoredAgent): Promise<DvmcpClient> {
+    const relay = this.client(agentRelays(c)[1]!, c);
+    if (this.dvmcp?.relay === relay) return this.dvmcp.client;
+    const sk = await this.deps.secretKey();
+    const backend = await relayVerifier();
+    const client = new DvmcpClient({ relays: relay, secretKey: sk, keys: this.deps.keys, sign: (t) => this.deps.sign(t, sk), verifier: backend });
+    if (this.dvmcp?.relay === relay) return this.dvmcp.client; // another caller made one meanwhile
+    void this.dvmcp?.client.close();
+    this.dvmcp = { relay, client };
+    return client;
+  }
+
+  /** The DVMCP tool options of the agent's tool set. */
+  dvmcpTools(c: StoredAgent): DvmcpToolOptions {
+    return { client: () => this.dvmcpClient(c), agent: c.pubkey };
+  }
+
   /** Closes every connection (the next use opens new ones). */
   close(): void {
+    void this.dvmcp?.client.close();
+    this.dvmcp = undefined;
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
     this.telemetry = undefined;
@@ -154,7 +178,7 @@ export class RelayLinks {
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
     const sk = await this.deps.secretKey();
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env), sessions: this.deps.mcpSessions } });
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env), sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
     for (const t of infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });

@@ -14,6 +14,7 @@ import { providerFor, type ProviderEnv, type ProviderName } from './providers/in
 import { executeRun, type Terminal } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
+import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 
@@ -29,6 +30,8 @@ export interface RunDeps {
   emitter: TelemetryEmitter | undefined;
   /** The clock (ms) of the token day. */
   now: () => number;
+  /** The agent's DVMCP client, for its `dvmcp_servers` tools. */
+  dvmcp: DvmcpToolOptions;
   /** The agent's MCP sessions and tool lists, kept across runs. */
   mcpSessions: McpSessionCache;
 }
@@ -49,7 +52,7 @@ export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, pr
     return;
   }
   try {
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions } });
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions }, dvmcp: d.dvmcp });
     try {
       const result = await executeRun({
         prompt,

@@ -1,18 +1,19 @@
-// The agent's tool set, built from its config: the built-in tools it names (`tools`), and the
+// The agent's tool set, built from its config: the built-in tools it names (`tools`), the
 // tools of its MCP servers (`mcp_servers`, connected in parallel; see mcp.ts for the naming
-// rule). It lists the definitions (for ai.info tool_names / tool_schemas and for the model) and
+// rule) and of its DVMCP servers (`dvmcp_servers`, over Nostr; dvmcp.ts, same naming rule). It lists the definitions (for ai.info tool_names / tool_schemas and for the model) and
 // runs a tool by name: arguments are checked against the tool's input schema first (args.ts; the
 // only check: the tools trust their typed input),
 // and a name that is not in the set gives `{ok: false, unknown: true}` so that the runtime can
 // answer UNSUPPORTED_FEATURE.
 //
 // Building never fails: the agent runs with the tools it can have, and `problems` lists the rest
-// (an unknown built-in name, a repeated MCP server id, an MCP server that cannot be reached,
+// (an unknown built-in name, a repeated MCP server id, an MCP or DVMCP server that cannot be reached,
 // skipped MCP tools, invalid web_fetch_hosts entries, an empty web_fetch allowlist, tools over
 // the limit of MAX_TOOLS).
 
 import { argsCheck, type ArgsCheck } from './args.js';
 import { CalculatorTool } from './calculator.js';
+import { connectDvmcpServer, type DvmcpServerConfig, type DvmcpToolOptions } from './dvmcp.js';
 import { connectMcpServer, type McpConnection, type McpOptions, type McpServerConfig } from './mcp.js';
 import { fail } from './result.js';
 import type { Tool, ToolDefinition, ToolResult } from './types.js';
@@ -31,6 +32,8 @@ export interface AgentToolsConfig {
   tools?: readonly string[];
   /** Remote MCP servers whose tools the agent may call. */
   mcp_servers?: readonly McpServerConfig[];
+  /** DVMCP servers on Nostr whose tools the agent may call. */
+  dvmcp_servers?: readonly DvmcpServerConfig[];
   /** Hosts web_fetch may fetch: "example.com" or "*.example.com"; empty = web_fetch refuses every call. */
   web_fetch_hosts?: readonly string[];
 }
@@ -39,6 +42,8 @@ export interface RegistryOptions {
   /** web_fetch limits and the deployment's outbound policy (`policy`). */
   webFetch?: Omit<WebFetchOptions, 'allowlist'>;
   mcp?: McpOptions;
+  /** The agent's DVMCP client; without it, DVMCP servers are reported in `problems`. */
+  dvmcp?: DvmcpToolOptions;
   /** Aborts connecting to the MCP servers. */
   signal?: AbortSignal;
 }
@@ -128,7 +133,13 @@ export async function buildToolRunner(config: AgentToolsConfig, options: Registr
     else servers.push(s);
     ids.add(s.id);
   }
-  const connected = await Promise.all(servers.map((s) => connectMcpServer(s, options.mcp, options.signal)));
+  const dvmcpServers = config.dvmcp_servers ?? [];
+  const dvmcp = options.dvmcp;
+  if (dvmcpServers.length > 0 && !dvmcp) problems.push('DVMCP servers skipped: no relay connection for DVMCP here');
+  const [connected, dvmcpConnected] = await Promise.all([
+    Promise.all(servers.map((s) => connectMcpServer(s, options.mcp, options.signal))),
+    dvmcp ? Promise.all(dvmcpServers.map((s) => connectDvmcpServer(s, dvmcp, options.signal))) : [],
+  ]);
   const connections: McpConnection[] = [];
   for (const c of connected) {
     if (!c.ok) {
@@ -138,6 +149,14 @@ export async function buildToolRunner(config: AgentToolsConfig, options: Registr
     connections.push(c.value);
     tools.push(...c.value.tools);
     for (const s of c.value.skipped) problems.push(`MCP server ${c.value.serverId}: skipped ${s}`);
+  }
+  for (const c of dvmcpConnected) {
+    if (!c.ok) {
+      problems.push(c.error);
+      continue;
+    }
+    tools.push(...c.value.tools);
+    for (const s of c.value.skipped) problems.push(`DVMCP server ${c.value.serverId}: skipped ${s}`);
   }
   return new Registry(tools, problems, connections);
 }

@@ -1,0 +1,65 @@
+// The pure parts of the DVMCP client: spendCap (cumulative, reserved before paying, released when
+// a payment fails) and the client-side message shapes of dvmcp.ts (request, cancel, payment-required).
+import { describe, expect, it } from 'vitest';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { spendCap } from './dvmcp-client.js';
+import { cancelTemplate, parseMessage, parsePaymentRequired, paymentRequiredTemplate, requestTemplate } from './dvmcp.js';
+
+const provider = getPublicKey(generateSecretKey());
+const ask = (sats: number) => ({ sats, invoice: `lnbc${sats}`, target: { provider }, method: 'tools/call' });
+
+describe('spendCap', () => {
+  it('pays while the running total stays within the cap, then declines', async () => {
+    const cap = spendCap(50);
+    expect(await cap(ask(20))).toBe(true);
+    expect(await cap(ask(30))).toBe(true);
+    expect(await cap(ask(1))).toBe(false);
+    expect(cap.spent()).toBe(50);
+  });
+
+  it('reserves before paying, so concurrent payments cannot pass the cap together', async () => {
+    let release: () => void = () => undefined;
+    const slow = new Promise<void>((r) => (release = r));
+    const cap = spendCap(30, async () => {
+      await slow;
+      return true;
+    });
+    const first = cap(ask(20));
+    const second = await cap(ask(20)); // decided while the first is still paying
+    release();
+    expect([await first, second]).toEqual([true, false]);
+    expect(cap.spent()).toBe(20);
+  });
+
+  it('a payment that fails gives its amount back', async () => {
+    const cap = spendCap(30, (p) => p.sats !== 25);
+    expect(await cap(ask(25))).toBe(false);
+    expect(await cap(ask(30))).toBe(true);
+    expect(cap.spent()).toBe(30);
+  });
+});
+
+describe('client message shapes', () => {
+  it('requestTemplate: 25910 with p, method and s; the content is {method, params}', () => {
+    const t = requestTemplate(provider, 'tools/call', { name: 'echo', arguments: {} }, 'srv');
+    expect(t).toMatchObject({ kind: 25910, tags: [['p', provider], ['method', 'tools/call'], ['s', 'srv']] });
+    expect(JSON.parse(t.content)).toEqual({ method: 'tools/call', params: { name: 'echo', arguments: {} } });
+    expect(requestTemplate(provider, 'ping', undefined).tags).toEqual([['p', provider], ['method', 'ping']]);
+  });
+
+  it('cancelTemplate: a 21316 notifications/cancel naming the request with e, read back by parseMessage as a notification', () => {
+    const t = cancelTemplate(provider, 'ab'.repeat(32), 'srv', 'why');
+    expect(t.tags).toEqual([['p', provider], ['method', 'notifications/cancel'], ['s', 'srv'], ['e', 'ab'.repeat(32)]]);
+    const m = parseMessage({ ...t, id: 'cd'.repeat(32), pubkey: 'ef'.repeat(32) });
+    expect(m.ok && m.value).toMatchObject({ type: 'notification', method: 'notifications/cancel', refersTo: 'ab'.repeat(32), serverId: 'srv' });
+  });
+
+  it('parsePaymentRequired reads what paymentRequiredTemplate writes; malformed amounts are not payment requests', () => {
+    const t = paymentRequiredTemplate({ requestId: 'ab'.repeat(32), client: provider }, 21, 'lnbc21');
+    expect(parsePaymentRequired(t)).toEqual({ sats: 21, invoice: 'lnbc21' });
+    expect(parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', 'x', 'lnbc']] })).toBeUndefined();
+    expect(parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', '-1', 'lnbc']] })).toBeUndefined();
+    expect(parsePaymentRequired({ tags: [['status', 'processing'], ['amount', '5', 'lnbc']] })).toBeUndefined();
+    expect(parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', '5']] })).toEqual({ sats: 5, invoice: '' });
+  });
+});

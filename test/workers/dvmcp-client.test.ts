@@ -1,0 +1,228 @@
+// The DVMCP client (src/shared/dvmcp-client.ts) and discovery (src/shared/dvmcp-discovery.ts)
+// through the real relay (public shard) against a DVMCP server peer (dvmcp-client-responder.ts):
+// concurrent correlation, progress, cancel, timeouts, payment-required with a spend cap, wrapped
+// round trips, forged and misaddressed answers ignored, bounds; discovery from the relay. The pure
+// parts (catalog rules, spendCap, message shapes) are unit-tested beside the source in src/shared.
+import { SELF } from 'cloudflare:test';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DvmcpClient, spendCap, type DvmcpClientOptions } from '../../src/shared/dvmcp-client.js';
+import { discover } from '../../src/shared/dvmcp-discovery.js';
+import { ConversationKeyCache } from '../../src/shared/nip44.js';
+import { RelayClient, type SocketFactory } from '../../src/shared/relay-client.js';
+import { nobleVerifier } from '../../src/shared/verify.js';
+import { DvmcpResponder } from './dvmcp-client-responder.js';
+import { keys, sign, type Keys } from './helpers.js';
+
+const socket: SocketFactory = async (u) => {
+  const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
+  const ws = res.webSocket!;
+  ws.accept();
+  return ws;
+};
+const URL_PUBLIC = 'ws://relay.test/';
+
+const open: Array<{ close(): void | Promise<void> }> = [];
+afterEach(async () => {
+  for (const c of open.splice(0).reverse()) await c.close();
+});
+
+async function responder(serverId = 'test-server'): Promise<DvmcpResponder> {
+  const r = new DvmcpResponder(URL_PUBLIC, socket, serverId);
+  open.push(r);
+  await r.start();
+  return r;
+}
+
+function relayAs(k: Keys, withAuth = true): RelayClient {
+  const relay = new RelayClient({ url: URL_PUBLIC, socket, reconnect: false, ...(withAuth ? { auth: async (t) => sign(k, t) } : {}) });
+  open.push(relay);
+  return relay;
+}
+
+function client(opts: Partial<DvmcpClientOptions> & { me?: Keys; withAuth?: boolean } = {}): { c: DvmcpClient; me: Keys } {
+  const me = opts.me ?? keys();
+  const c = new DvmcpClient({
+    relays: relayAs(me, opts.withAuth ?? true),
+    secretKey: me.sk,
+    keys: new ConversationKeyCache(),
+    sign: async (t) => sign(me, t),
+    verifier: nobleVerifier,
+    ...opts,
+  });
+  open.push(c);
+  return { c, me };
+}
+
+const text = (r: { ok: boolean; value?: Record<string, unknown> }): unknown => (r.value?.content as Array<{ text: string }> | undefined)?.[0]?.text;
+
+describe('DvmcpClient', () => {
+  it('answers concurrent requests each with its own result (correlation by e)', async () => {
+    const r = await responder();
+    const { c } = client();
+    const target = { provider: r.provider, serverId: r.serverId };
+    const results = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((t) => c.request(target, 'tools/call', { name: 'echo', arguments: { text: t } })));
+    expect(results.map(text)).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect(c.pending).toBe(0);
+  });
+
+  it('passes progress notifications to onProgress and they keep the request alive past the idle timeout', async () => {
+    const r = await responder();
+    const { c } = client();
+    const progress: unknown[] = [];
+    const result = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'slow', arguments: { steps: 4, ms: 250 } }, {
+      timeoutMs: 600,
+      onProgress: (p) => progress.push(p),
+    });
+    expect(text(result)).toBe('done');
+    expect(progress).toEqual([1, 2, 3, 4].map((i) => ({ progress: i, total: 4, message: `step ${i}` })));
+  });
+
+  it('cancels on abort: fails with "cancelled" and sends notifications/cancel with the request id', async () => {
+    const r = await responder();
+    const { c } = client();
+    const abort = new AbortController();
+    const pending = c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'hang', arguments: {} }, { signal: abort.signal });
+    await vi_waitFor(() => r.requests.length === 1);
+    abort.abort();
+    expect(await pending).toEqual({ ok: false, error: { kind: 'cancelled', message: 'cancelled' } });
+    await vi_waitFor(() => r.cancels.length === 1);
+    expect(r.cancels).toEqual([r.requests[0]!.id]);
+  });
+
+  it('times out with a clear message when the server never answers', async () => {
+    const r = await responder();
+    const { c } = client();
+    const result = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'hang', arguments: {} }, { timeoutMs: 300 });
+    expect(result).toEqual({ ok: false, error: { kind: 'timeout', message: 'timed out: no answer from the DVMCP server in 300 ms' } });
+  });
+
+  it('bounds the whole request even while progress keeps arriving', async () => {
+    const r = await responder();
+    const { c } = client();
+    const result = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'slow', arguments: { steps: 20, ms: 100 } }, { timeoutMs: 1000, maxTotalMs: 700 });
+    expect(result).toEqual({ ok: false, error: { kind: 'timeout', message: 'timed out: the DVMCP request took over 700 ms' } });
+  });
+
+  it('maps a protocol error answer to {kind: protocol, code, message}', async () => {
+    const r = await responder();
+    const { c } = client();
+    const result = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'nope', arguments: {} });
+    expect(result).toEqual({ ok: false, error: { kind: 'protocol', code: -32602, message: 'Unknown tool: nope' } });
+  });
+
+  it('payment-required with no handler fails with the amount and invoice, and cancels the request', async () => {
+    const r = await responder();
+    const { c } = client();
+    const result = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'paid', arguments: {} });
+    expect(result).toEqual({ ok: false, error: { kind: 'payment', message: 'payment required: 21 sats (invoice lnbc21test)', sats: 21, invoice: 'lnbc21test' } });
+    await vi_waitFor(() => r.cancels.length === 1);
+  });
+
+  it('spend cap: pays within the cap (the request is answered once paid), declines the call that would pass it', async () => {
+    const r = await responder();
+    const { c } = client();
+    const seen: number[] = [];
+    const cap = spendCap(50, (p) => {
+      seen.push(p.sats);
+      r.markPaid(r.requests.at(-1)!.id); // the local verifier learns of the payment
+      return true;
+    });
+    const target = { provider: r.provider, serverId: r.serverId };
+    const call = () => c.request(target, 'tools/call', { name: 'paid', arguments: {} }, { onPaymentRequired: cap });
+    expect(text(await call())).toBe('paid');
+    expect(text(await call())).toBe('paid');
+    expect(cap.spent()).toBe(42);
+    const third = await call();
+    expect(third).toEqual({ ok: false, error: { kind: 'payment', message: 'payment required: 21 sats (invoice lnbc21test)', sats: 21, invoice: 'lnbc21test' } });
+    expect(seen).toEqual([21, 21]);
+    expect(cap.spent()).toBe(42);
+  });
+
+  it('a declined payment (handler answers false) ends the request', async () => {
+    const r = await responder();
+    const { c } = client();
+    const result = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'paid', arguments: {} }, { onPaymentRequired: () => false });
+    expect(result.ok ? undefined : result.error.kind).toBe('payment');
+  });
+
+  it('wrapped round trip: the request travels gift-wrapped and the wrapped answer is read', async () => {
+    const r = await responder();
+    const { c } = client();
+    const progress: unknown[] = [];
+    const result = await c.request({ provider: r.provider, serverId: r.serverId, encrypt: true }, 'tools/call', { name: 'slow', arguments: { steps: 2, ms: 20 } }, { onProgress: (p) => progress.push(p) });
+    expect(text(result)).toBe('done');
+    expect(progress).toHaveLength(2);
+    expect(r.requests.map((q) => q.form)).toEqual(['wrapped']);
+  });
+
+  it('an encrypted request without AUTH fails at once with the relay reason', async () => {
+    const r = await responder();
+    const { c } = client({ withAuth: false });
+    const result = await c.request({ provider: r.provider, serverId: r.serverId, encrypt: true }, 'tools/call', { name: 'echo', arguments: { text: 'x' } });
+    expect(result.ok).toBe(false);
+    expect(!result.ok && result.error.kind).toBe('relay');
+    expect(!result.ok && result.error.message).toMatch(/^cannot receive encrypted DVMCP answers: ws:\/\/relay\.test\/: auth-required: /);
+    expect(r.requests).toHaveLength(0);
+    // plain requests still work on that client
+    expect(text(await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'echo', arguments: { text: 'y' } }))).toBe('y');
+  });
+
+  it('ignores answers from another author and answers with another e (plain and wrapped)', async () => {
+    const r = await responder();
+    const { c } = client();
+    for (const encrypt of [false, true]) {
+      const result = await c.request({ provider: r.provider, serverId: r.serverId, encrypt }, 'tools/call', { name: 'noisy', arguments: {} });
+      expect(text(result)).toBe('real');
+    }
+  });
+
+  it('refuses requests over maxPending with a clear error', async () => {
+    const r = await responder();
+    const { c } = client({ maxPending: 2 });
+    const target = { provider: r.provider, serverId: r.serverId };
+    const abort = new AbortController();
+    // Three started at once: the cap holds although all three pass the first check together.
+    const started = [1, 2, 3].map(() => c.request(target, 'tools/call', { name: 'hang', arguments: {} }, { signal: abort.signal }));
+    await vi_waitFor(() => r.requests.length === 2); // identical requests: each gets its own id
+    expect(new Set(r.requests.map((q) => q.id)).size).toBe(2);
+    expect(await started[2]).toEqual({ ok: false, error: { kind: 'busy', message: 'too many DVMCP requests in flight (at most 2)' } });
+    expect(await c.request(target, 'ping', {})).toEqual({ ok: false, error: { kind: 'busy', message: 'too many DVMCP requests in flight (at most 2)' } });
+    abort.abort();
+    await Promise.all(started);
+    expect(r.requests).toHaveLength(2);
+  });
+
+  it('close() ends waiting requests as cancelled', async () => {
+    const r = await responder();
+    const { c } = client();
+    const pending = c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'hang', arguments: {} });
+    await vi_waitFor(() => r.requests.length === 1);
+    const closing = c.close();
+    expect(await pending).toEqual({ ok: false, error: { kind: 'cancelled', message: 'cancelled: the DVMCP client is closed' } });
+    await closing;
+    await vi_waitFor(() => r.cancels.length === 1); // the cancel was published before close() resolved
+  });
+});
+
+describe('DVMCP discovery', () => {
+  it('reads the responder announcement from the relay into a catalog with prices', async () => {
+    const r = await responder('disc-server');
+    const relay = relayAs(keys());
+    const catalog = await discover(relay, { verifier: nobleVerifier, providers: [r.provider] });
+    expect(catalog.ok).toBe(true);
+    const servers = catalog.ok ? catalog.value.servers : [];
+    expect(servers).toHaveLength(1);
+    expect(servers[0]).toMatchObject({ provider: r.provider, id: 'disc-server', name: 'Test responder', encryption: true, serverInfo: { name: 'responder' } });
+    expect(servers[0]!.tools.map((t) => t.name)).toEqual(['echo', 'slow', 'hang', 'paid', 'noisy']);
+    expect(servers[0]!.tools.find((t) => t.name === 'paid')!.price).toEqual({ price: '21', unit: 'sats' });
+  });
+
+});
+
+async function vi_waitFor(cond: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

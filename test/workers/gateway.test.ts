@@ -1,0 +1,153 @@
+// /mcp (workers/gateway): the official SDK Client over Streamable HTTP against the Worker, with
+// DVMCP server peers (dvmcp-client-responder.ts) announcing on the public shard: prefixed names
+// (and the provider prefix when two providers share a server id), calls forwarded plain or
+// gift-wrapped as announced, progress passed through, unknown names, payment-required, protocol
+// errors, methods other than POST.
+import { SELF } from 'cloudflare:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SocketFactory } from '../../src/shared/relay-client.js';
+import { DvmcpResponder } from './dvmcp-client-responder.js';
+import { connect, keys, randomHex, sign } from './helpers.js';
+import { LISTS, listAnnouncement, serverAnnouncement } from '../../src/shared/dvmcp.js';
+
+const socket: SocketFactory = async (u) => {
+  const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
+  const ws = res.webSocket!;
+  ws.accept();
+  return ws;
+};
+
+const id = `gw-${randomHex(4)}`;
+const shared = `gw-shared-${randomHex(4)}`;
+let wrapped: DvmcpResponder;
+let plain: DvmcpResponder;
+let twinA: DvmcpResponder;
+let twinB: DvmcpResponder;
+let client: Client;
+
+beforeAll(async () => {
+  wrapped = new DvmcpResponder('ws://relay.test/', socket, id, true);
+  plain = new DvmcpResponder('ws://relay.test/', socket, `${id}-plain`, false);
+  twinA = new DvmcpResponder('ws://relay.test/', socket, shared, false);
+  twinB = new DvmcpResponder('ws://relay.test/', socket, shared, false);
+  await Promise.all([wrapped, plain, twinA, twinB].map((r) => r.start()));
+  await announceMany();
+  client = new Client({ name: 'gateway-test', version: '1.0.0' }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
+  await client.connect(new StreamableHTTPClientTransport(new URL('http://relay.test/mcp'), { fetch: (u, init) => SELF.fetch(u, init) }));
+});
+
+afterAll(async () => {
+  await client.close();
+  for (const r of [wrapped, plain, twinA, twinB]) r.close();
+});
+
+const many = `gw-many-${randomHex(4)}`;
+
+/** A server announcing 150 tools (more than one page of the gateway). */
+async function announceMany(): Promise<void> {
+  const k = keys();
+  const s = await connect('/');
+  const init = { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 'many', version: '1' } };
+  const tools = Array.from({ length: 150 }, (_, i) => ({ name: `t${i}`, inputSchema: { type: 'object' } }));
+  for (const t of [serverAnnouncement({ id: many, encryption: false }, init), listAnnouncement(many, LISTS[0], tools)]) {
+    const ok = await s.publish(sign(k, t));
+    if (!ok[2]) throw new Error(`announcement refused: ${JSON.stringify(ok)}`);
+  }
+  s.close();
+}
+
+/** Every tool, page after page. */
+async function allTools(): Promise<Awaited<ReturnType<Client['listTools']>>['tools']> {
+  const tools = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor === undefined ? {} : { cursor });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return tools;
+}
+
+const firstText = (r: unknown): string | undefined => ((r as { content?: Array<{ text?: string }> }).content ?? [])[0]?.text;
+
+async function callError(p: Promise<unknown>): Promise<McpError> {
+  const e = await p.then(
+    () => undefined,
+    (x: unknown) => x,
+  );
+  expect(e).toBeInstanceOf(McpError);
+  return e as McpError;
+}
+
+describe('/mcp gateway', () => {
+  it('lists the announced tools under <server>__<tool>, with a provider prefix when two providers share a server id', async () => {
+    const tools = await allTools();
+    const names = tools.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining([`${id}__echo`, `${id}__slow`, `${id}-plain__echo`]));
+    expect(names).toEqual(expect.arrayContaining([`${twinA.provider.slice(0, 8)}_${shared}__echo`, `${twinB.provider.slice(0, 8)}_${shared}__echo`]));
+    expect(names).not.toContain(`${shared}__echo`);
+    expect(tools.find((t) => t.name === `${id}__echo`)).toMatchObject({ description: 'Echoes text', inputSchema: { type: 'object', required: ['text'] } });
+  });
+
+  it('calls a tool gift-wrapped when the server announces encryption, plain otherwise', async () => {
+    expect(firstText(await client.callTool({ name: `${id}__echo`, arguments: { text: 'secret' } }))).toBe('secret');
+    expect(wrapped.requests.at(-1)).toMatchObject({ method: 'tools/call', form: 'wrapped' });
+    expect(firstText(await client.callTool({ name: `${id}-plain__echo`, arguments: { text: 'open' } }))).toBe('open');
+    expect(plain.requests.at(-1)).toMatchObject({ method: 'tools/call', form: 'plain' });
+    expect(firstText(await client.callTool({ name: `${twinB.provider.slice(0, 8)}_${shared}__echo`, arguments: { text: 'b' } }))).toBe('b');
+    expect(twinB.requests).toHaveLength(1);
+    expect(twinA.requests).toHaveLength(0);
+  });
+
+  it('passes progress through as notifications/progress for the request’s progressToken', async () => {
+    const progress: Array<{ progress: number; total?: number; message?: string }> = [];
+    const r = await client.callTool({ name: `${id}__slow`, arguments: { steps: 3, ms: 50 } }, undefined, { onprogress: (p) => progress.push(p) });
+    expect(firstText(r)).toBe('done');
+    expect(progress).toEqual([1, 2, 3].map((i) => ({ progress: i, total: 3, message: `step ${i}` })));
+  });
+
+  it('an unknown tool is a -32602 error', async () => {
+    const e = await callError(client.callTool({ name: `${id}__nope`, arguments: {} }));
+    expect(e.code).toBe(-32602);
+    expect(e.message).toBe(`MCP error -32602: Unknown tool: ${id}__nope`);
+  });
+
+  it('payment-required is a clear -32603 error with the amount and invoice (the gateway pays nothing)', async () => {
+    const e = await callError(client.callTool({ name: `${id}__paid`, arguments: {} }));
+    expect(e.code).toBe(-32603);
+    expect(e.message).toBe('MCP error -32603: payment required: 21 sats (invoice lnbc21test); the /mcp gateway does not pay, call this server with a DVMCP client that can');
+    expect(e.data).toEqual({ payment_required: { sats: 21, invoice: 'lnbc21test' } });
+  });
+
+  it('a protocol error of the DVMCP server keeps its code and message', async () => {
+    const e = await callError(client.getPrompt({ name: `${id}__anything` }));
+    expect(e.code).toBe(-32602);
+    expect(e.message).toBe(`MCP error -32602: Unknown prompt: ${id}__anything`);
+    const r = await callError(client.readResource({ uri: 'test://nope' }));
+    expect(r.message).toBe('MCP error -32602: Unknown resource: test://nope (gateway uris are dvmcp://<server>/<uri>)');
+  });
+
+  it('lists in pages of 100 with nextCursor = the offset; every page together has every tool once', async () => {
+    const first = await client.listTools();
+    expect(first.tools).toHaveLength(100);
+    expect(first.nextCursor).toBe('100');
+    const names = (await allTools()).map((t) => t.name);
+    const mine = names.filter((n) => n.startsWith(`${many}__`));
+    expect(new Set(mine).size).toBe(150);
+    expect(mine).toHaveLength(150);
+  });
+
+  it('GET and DELETE are 405 (stateless: no SSE stream, no sessions); a bad cursor is -32602', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const res = await SELF.fetch('http://relay.test/mcp', { method, headers: { Accept: 'text/event-stream' } });
+      expect(res.status).toBe(405);
+      expect(res.headers.get('Allow')).toBe('POST');
+    }
+    const e = await callError(client.listTools({ cursor: 'x' }));
+    expect(e.message).toBe('MCP error -32602: Invalid cursor: x');
+  });
+});

@@ -1,0 +1,112 @@
+// The /mcp gateway's view of the DVMCP servers announced on the deployment's public shard: the
+// discovered catalog (src/shared/dvmcp-discovery.ts) turned into MCP items under exposed names
+// (names.ts), with the way back from an exposed name or uri to (server, original). Catalogs are
+// cached per isolate for CATALOG_TTL_MS (one discovery per origin at a time), so a burst of MCP
+// requests costs one relay query.
+
+import { PromptSchema, ResourceSchema, ResourceTemplateSchema, ToolSchema, type Prompt, type Resource, type ResourceTemplate, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { z } from 'zod';
+import { discover, type Catalog, type CatalogServer } from '../../src/shared/dvmcp-discovery.js';
+import { err, ok, type Result } from '../../src/shared/errors.js';
+import { LruMap } from '../../src/shared/lru.js';
+import type { RelayClient } from '../../src/shared/relay-client.js';
+import type { SchnorrVerifier } from '../../src/shared/verify.js';
+import { exposedName, exposedUri, key, originalUri, serverPrefixes } from './names.js';
+
+export const CATALOG_TTL_MS = 10_000;
+/** Bounds of one catalog: servers, and items per list of a server. */
+export const CATALOG_LIMITS = { maxServers: 100, maxItems: 200, maxEvents: 1000 } as const;
+
+/** An exposed item and where it leads. */
+export interface Route {
+  server: CatalogServer;
+  /** The name (or uri) the server knows. */
+  original: string;
+}
+
+export class GatewayIndex {
+  readonly tools: Tool[] = [];
+  readonly prompts: Prompt[] = [];
+  readonly resources: Resource[] = [];
+  readonly resourceTemplates: ResourceTemplate[] = [];
+  readonly #tools = new Map<string, Route>();
+  readonly #prompts = new Map<string, Route>();
+  readonly #servers = new Map<string, CatalogServer>();
+
+  /** Items that are not valid MCP items (by the SDK's schemas) are left out. */
+  constructor(catalog: Catalog) {
+    const prefixes = serverPrefixes(catalog);
+    for (const server of catalog.servers) {
+      const prefix = prefixes.get(key(server))!;
+      this.#servers.set(prefix, server);
+      for (const { price: _price, ...tool } of server.tools) {
+        const item = valid(ToolSchema, { ...tool, name: exposedName(prefix, tool.name) });
+        if (item && this.#route(this.#tools, item.name, server, tool.name)) this.tools.push(item);
+      }
+      for (const { price: _price, ...prompt } of server.prompts) {
+        const item = valid(PromptSchema, { ...prompt, name: exposedName(prefix, prompt.name) });
+        if (item && this.#route(this.#prompts, item.name, server, prompt.name)) this.prompts.push(item);
+      }
+      for (const { price: _price, ...r } of server.resources) {
+        const item = valid(ResourceSchema, { ...r, name: exposedName(prefix, r.name), uri: exposedUri(prefix, r.uri) });
+        if (item) this.resources.push(item);
+      }
+      for (const { price: _price, ...t } of server.resourceTemplates) {
+        const item = valid(ResourceTemplateSchema, { ...t, name: exposedName(prefix, t.name), uriTemplate: exposedUri(prefix, t.uriTemplate) });
+        if (item) this.resourceTemplates.push(item);
+      }
+    }
+  }
+
+  tool(name: string): Route | undefined {
+    return this.#tools.get(name);
+  }
+
+  prompt(name: string): Route | undefined {
+    return this.#prompts.get(name);
+  }
+
+  /** The server and original uri of an exposed resource uri. */
+  resource(uri: string): Route | undefined {
+    const found = originalUri(uri, this.#servers.keys());
+    return found && { server: this.#servers.get(found.prefix)!, original: found.uri };
+  }
+
+  /** The exposed form of `uri` of `server` (for the uris in a read's contents). */
+  exposeUri(server: CatalogServer, uri: string): string {
+    for (const [prefix, s] of this.#servers) if (s === server) return exposedUri(prefix, uri);
+    return uri;
+  }
+
+  /** Routes `name`; false when it is taken (a name listed twice keeps its first owner). */
+  #route(routes: Map<string, Route>, name: string, server: CatalogServer, original: string): boolean {
+    if (routes.has(name)) return false;
+    routes.set(name, { server, original });
+    return true;
+  }
+}
+
+const valid = <T>(schema: z.ZodType<T>, item: unknown): T | undefined => {
+  const r = schema.safeParse(item);
+  return r.success ? r.data : undefined;
+};
+
+interface Cached {
+  at: number;
+  index: Promise<Result<GatewayIndex, string>>;
+}
+const cache = new LruMap<string, Cached>(16);
+
+/** The index for the public shard at `origin`, discovered through `relay` when the cache is stale. */
+export function gatewayIndex(origin: string, relay: RelayClient, verifier: SchnorrVerifier, now = Date.now()): Promise<Result<GatewayIndex, string>> {
+  const hit = cache.get(origin);
+  if (hit && now - hit.at < CATALOG_TTL_MS) return hit.index;
+  const index = discover(relay, { verifier, timeoutMs: 5_000, limits: CATALOG_LIMITS }).then((c) => (c.ok ? ok(new GatewayIndex(c.value)) : err(c.error)));
+  const entry: Cached = { at: now, index };
+  cache.set(origin, entry);
+  // A failed discovery is not kept: the next request tries again.
+  void index.then((r) => {
+    if (!r.ok && cache.peek(origin) === entry) cache.delete(origin);
+  });
+  return index;
+}
