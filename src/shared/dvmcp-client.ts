@@ -24,7 +24,7 @@ import { getPublicKey } from 'nostr-tools/pure';
 import { cancelTemplate, parsePaymentRequired, parseResponse, requestTemplate, type Incoming, type PaymentRequired } from './dvmcp.js';
 import { unwrapDvmcp, wrapDvmcpWithId } from './dvmcp-wrap.js';
 import { err, errorMessage, ok, type Result } from './errors.js';
-import { checkIdAndSignature, type NostrEvent } from './event.js';
+import { checkIdAndSignature, type EventSigner, type NostrEvent } from './event.js';
 import { KIND } from './kinds.js';
 import { LruMap } from './lru.js';
 import type { ConversationKeyCache } from './nip44.js';
@@ -72,6 +72,8 @@ export interface DvmcpClientOptions {
   sign: (t: EventTemplate) => Promise<NostrEvent>;
   /** Checks answers' signatures (and seals). */
   verifier: SchnorrVerifier;
+  /** Signs the seals and one-time wraps of encrypted requests (default @noble/curves; Workers pass the Wasm signer). */
+  wrapSign?: EventSigner;
   /** Most requests waiting at once (default 64). */
   maxPending?: number;
   /** How long the first request waits for the subscriptions to be in place, in ms (default 5,000). */
@@ -164,7 +166,7 @@ export class DvmcpClient {
       const t = requestTemplate(target.provider, method, params, target.serverId);
       t.created_at += bump;
       if (target.encrypt) {
-        const wrapped = wrapDvmcpWithId(t, this.#o.secretKey, this.pubkey, target.provider, this.#o.keys);
+        const wrapped = wrapDvmcpWithId(t, this.#o.secretKey, this.pubkey, target.provider, this.#o.keys, 'wrapped', this.#o.wrapSign);
         event = wrapped.wrap;
         requestId = wrapped.rumorId;
       } else {
@@ -248,7 +250,7 @@ export class DvmcpClient {
   /** notifications/cancel for `requestId`, in the request's form; best effort (logged when undelivered). */
   #sendCancel(requestId: string, target: DvmcpTarget, reason: string): void {
     const t = cancelTemplate(target.provider, requestId, target.serverId, reason);
-    const event = target.encrypt ? Promise.resolve(wrapDvmcpWithId(t, this.#o.secretKey, this.pubkey, target.provider, this.#o.keys).wrap) : this.#o.sign(t);
+    const event = target.encrypt ? Promise.resolve(wrapDvmcpWithId(t, this.#o.secretKey, this.pubkey, target.provider, this.#o.keys, 'wrapped', this.#o.wrapSign).wrap) : this.#o.sign(t);
     const sent: Promise<void> = event
       .then((e) => this.#publish(e))
       .then((r) => {

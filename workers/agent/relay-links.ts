@@ -11,7 +11,7 @@ import type { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
 import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import { AO_KIND } from '../../src/shared/nip-ao.js';
-import { signEventWith } from '../../src/shared/event.js';
+import { backendSigner, signEventWith } from '../../src/shared/event.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { relayVerifier } from '../common/verifier.js';
 import { type RelayShard } from '../relay-do/shard.js';
@@ -105,7 +105,7 @@ export class RelayLinks {
     if (this.dvmcp?.relay === relay) return this.dvmcp.client;
     const sk = await this.deps.secretKey();
     const backend = await relayVerifier();
-    const client = new DvmcpClient({ relays: relay, secretKey: sk, keys: this.deps.keys, sign: (t) => this.deps.sign(t, sk), verifier: backend });
+    const client = new DvmcpClient({ relays: relay, secretKey: sk, keys: this.deps.keys, sign: (t) => this.deps.sign(t, sk), verifier: backend, wrapSign: backendSigner(backend) });
     if (this.dvmcp?.relay === relay) return this.dvmcp.client; // another caller made one meanwhile
     void this.dvmcp?.client.close();
     this.dvmcp = { relay, client };

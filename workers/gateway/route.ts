@@ -12,7 +12,7 @@
 
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
-import { signEventWith } from '../../src/shared/event.js';
+import { backendSigner, signEventWith } from '../../src/shared/event.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient } from '../../src/shared/relay-client.js';
@@ -46,7 +46,7 @@ export async function handleMcp(req: Request, env: RouterBindings, waitUntil: (p
     auth: sign,
     reconnect: false,
   });
-  const dvmcp = new DvmcpClient({ relays: relay, secretKey: sk, keys: new ConversationKeyCache(16), sign, verifier: backend });
+  const dvmcp = new DvmcpClient({ relays: relay, secretKey: sk, keys: new ConversationKeyCache(16), sign, verifier: backend, wrapSign: backendSigner(backend) });
   const server = gatewayServer({ index: () => gatewayIndex(origin, relay, backend), dvmcp });
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, maxRequestBodySize: MAX_BODY_BYTES });
   const cleanup = async (): Promise<void> => {
