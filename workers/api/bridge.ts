@@ -52,7 +52,7 @@ export function bridgeRoutes() {
     const bridge = bridgeStub(c.env, caller);
     const provider = await bridge.ensureProvider(caller, origin);
     // The owner's shard must know the provider key before the bridge connects and publishes.
-    await shardStub(c.env, caller).provisionAgent(provider, caller);
+    await shardStub(c.env, caller).provisionAgent(provider, caller, 'bridge');
     const added = await bridge.addServer(parsed.data);
     if (!added.ok) return c.json({ error: added.error }, added.status);
     return c.json({ provider, id: parsed.data.id }, 201);

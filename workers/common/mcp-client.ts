@@ -143,7 +143,10 @@ function transportFetch(policy: OutboundPolicy, allowGet: boolean) {
       fetched = await safeFetch(url, init ?? {}, policy);
     } catch (e) {
       if (init?.signal?.aborted) throw e;
-      throw new Error(`unreachable: ${errorMessage(e)}`); // workerd: "Network connection lost." for a refused connection
+      // workerd: "Network connection lost." for a refused connection. workerd also logs that as
+      // "Uncaught (in promise)" from its own fetch, even when caught as here; no rejection reaches
+      // the isolate (test/workers/mcp-client-rejections.test.ts).
+      throw new Error(`unreachable: ${errorMessage(e)}`);
     }
     if (!fetched.ok) throw new Error(fetched.error);
     return fetched.value.response;

@@ -1,6 +1,9 @@
 // The shard's record of which agent keys belong to which owner: learned from authenticated proofs
 // (a NIP-OA `auth` tag on the agent's AUTH event or stored kind 0) or from edgestr's own
-// provisioning of hosted agents. Kept in the shard's SQLite so it survives hibernation and restarts.
+// provisioning: 'provisioned' for the hosted agents (the management API's list), 'bridge' for the
+// owner's DVMCP bridge provider key (the owner's for the write policy, but not an agent: never
+// listed, so the list never wakes an Agent object for it). Kept in the shard's SQLite so it
+// survives hibernation and restarts.
 //
 // A NIP-OA record keeps the attestation's conditions and applies their time clauses at every use:
 // `created_at<T` covers neither an event dated at or after T nor any use once the relay's clock
@@ -13,7 +16,9 @@ import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/s
 import { KIND } from '../../src/shared/kinds.js';
 import type { OnEventSavedHook } from './policy.js';
 
-export type OwnershipSource = 'auth' | 'kind0' | 'provisioned';
+export type OwnershipSource = 'auth' | 'kind0' | 'provisioned' | 'bridge';
+/** The sources edgestr's own provisioning writes: a hosted agent, or the owner's bridge provider key. */
+export type ProvisionedSource = Extract<OwnershipSource, 'provisioned' | 'bridge'>;
 
 /** What a record is used for: the relay's clock, and the agent-signed event it would vouch for, if any. */
 export interface OwnershipUse {
@@ -49,6 +54,8 @@ export class OwnershipRegistry {
       now,
       conditions,
     );
+    // A bridge key provisioned before the 'bridge' source existed was recorded as 'provisioned'.
+    if (source === 'bridge') this.revoke(agent, owner, 'provisioned');
   }
 
   /** Forgets a proof of one source (or every source) for agent → owner. */

@@ -19,7 +19,7 @@ import { EventStore } from './store.js';
 import type { TokenBucket } from './rate-limit.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
-import { coversUse, OwnershipRegistry, type OwnershipUse } from './ownership.js';
+import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource } from './ownership.js';
 import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../common/shards.js';
@@ -119,9 +119,12 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return new Response(null, { status: 101, webSocket: client });
   }
 
-  /** Internal RPC from the agent component: records that edgestr provisioned `agent` for `owner`. */
-  provisionAgent(agent: string, owner: string): void {
-    this.ownership.record(agent, owner, 'provisioned', nowSeconds());
+  /**
+   * Internal RPC from the agent component (and the bridge, with 'bridge' for its provider key):
+   * records that edgestr provisioned `agent` for `owner`.
+   */
+  provisionAgent(agent: string, owner: string, source: ProvisionedSource = 'provisioned'): void {
+    this.ownership.record(agent, owner, source, nowSeconds());
   }
 
   /** Internal RPC (management API): forgets every proof that `agent` belongs to `owner`. */
