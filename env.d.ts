@@ -10,6 +10,7 @@ declare namespace Cloudflare {
     RELAY_SHARD: DurableObjectNamespace<import('./workers/relay-do/shard.js').RelayShard>;
     AGENT: DurableObjectNamespace<import('./workers/agent/agent-do.js').Agent>;
     API_STATE: DurableObjectNamespace<import('./workers/api/api-state.js').ApiState>;
+    BRIDGE: DurableObjectNamespace<import('./workers/bridge/bridge-do.js').Bridge>;
     EDGESTR_SECRET?: string;
     OPENAI_API_KEY?: string;
     OPENAI_BASE_URL?: string;

@@ -10,14 +10,16 @@ import { type RouterBindings } from './common/shards.js';
 import { VERSION } from './relay-do/nip11.js';
 import type { ProviderEnv } from './agent/providers/index.js';
 import { agentRoutes, type AgentApiBindings } from './api/agents.js';
+import { bridgeRoutes, type BridgeApiBindings } from './api/bridge.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
 
 export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
 export { ApiState } from './api/api-state.js';
+export { Bridge } from './bridge/bridge-do.js';
 
-export interface Env extends AgentApiBindings, RouterBindings, ProviderEnv {
+export interface Env extends AgentApiBindings, BridgeApiBindings, RouterBindings, ProviderEnv {
   RELAY_LIMITS?: string;
 }
 
@@ -46,6 +48,7 @@ app.get('/health', async (c) => {
 });
 
 app.route('/api/agents', agentRoutes());
+app.route('/api/bridge/servers', bridgeRoutes());
 
 const landing = (req: Request) =>
   new Response(

@@ -31,6 +31,8 @@ export interface UnwrappedMessage {
   /** The rumor, with its (computed) id: responses refer to it with `e`. */
   message: Incoming;
   form: Exclude<Form, 'plain'>;
+  /** The rumor's created_at (requests older than a receiver's window are ignored). */
+  createdAt: number;
 }
 
 /** Opens a 1059 addressed to `recipientSk`; the error says why it is refused (for the log, never answered). */
@@ -41,5 +43,5 @@ export function unwrapDvmcp(wrap: NostrEvent, recipientSk: Uint8Array, keys: Con
   const { rumor } = opened.value;
   if (!RUMOR_KINDS.has(rumor.kind)) return err(`rumor kind ${rumor.kind} is not a DVMCP message`);
   const form = rumor.kind === KIND.PRIVATE_DM ? 'wrapped-dm' : 'wrapped';
-  return ok({ message: { id: rumor.id, pubkey: rumor.pubkey, kind: rumor.kind, tags: rumor.tags, content: rumor.content }, form });
+  return ok({ message: { id: rumor.id, pubkey: rumor.pubkey, kind: rumor.kind, tags: rumor.tags, content: rumor.content }, form, createdAt: rumor.created_at });
 }

@@ -22,6 +22,8 @@ export const RPC = {
   INVALID_PARAMS: -32602,
   INTERNAL_ERROR: -32603,
   RESOURCE_NOT_FOUND: -32002,
+  /** edgestr's choice in the server-error range: a request refused by a rate limit (message `rate-limited: …`). */
+  RATE_LIMITED: -32029,
 } as const;
 
 /** The MCP request methods a DVMCP server answers (spec "Capability Operations", "Ping", "Completions"). */

@@ -29,9 +29,9 @@ type ApiEnv = { Bindings: AgentApiBindings; Variables: AuthedVariables };
 
 export const agentStub = (env: Pick<AgentApiBindings, 'AGENT'>, pubkey: string) => env.AGENT.get(env.AGENT.idFromName(pubkey));
 
-const issuesOf = (error: z.ZodError) => error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+export const issuesOf = (error: z.ZodError) => error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
 
-function parseJson(body: Uint8Array): { ok: true; value: unknown } | { ok: false } {
+export function parseJson(body: Uint8Array): { ok: true; value: unknown } | { ok: false } {
   try {
     return { ok: true, value: body.length ? JSON.parse(new TextDecoder().decode(body)) : {} };
   } catch {

@@ -1,0 +1,176 @@
+// The bridge's management API (/api/bridge/servers) against the real server-everything: every call,
+// the exact 401/403/404/409/422 answers, headers sealed and never returned, health after contact,
+// announcements (31316/31317/31318/31319 with prices as cap tags) and their NIP-09 deletion.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { api } from './api-helpers.js';
+import { BASE, connect, keys } from './helpers.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { announcements, everythingUrl, registerServer } from './bridge-helpers.js';
+
+const SECRET = 'Bearer very-secret-token-value';
+
+interface View {
+  id: string;
+  url: string;
+  provider: string;
+  header_names: string[];
+  public: boolean;
+  encryption: boolean;
+  prices: Record<string, { price: string; unit: string }>;
+  health: { ok: boolean | null; checked_at: number | null; error: string | null; tools: number; resources: number; resource_templates: number; prompts: number };
+}
+
+const tag = (e: NostrEvent, name: string) => e.tags.find((t) => t[0] === name)?.[1];
+
+async function healthy(id: string): Promise<View> {
+  for (let i = 0; i < 100; i++) {
+    const r = await api(TEST_OWNER_SK, 'GET', `/api/bridge/servers/${id}`);
+    const v = r.json as View;
+    if (v.health.ok !== null && v.health.tools > 0) return v;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error(`server ${id} never became healthy`);
+}
+
+describe('bridge management API', () => {
+  it('registers a server: 201 {provider, id}; lists it with health, header names only; the provider key is one per owner', async () => {
+    const a = await registerServer({ id: 'api-a', name: 'Everything', headers: { Authorization: SECRET }, public: false });
+    expect(a.id).toBe('api-a');
+    expect(a.provider).toMatch(/^[0-9a-f]{64}$/);
+    const b = await registerServer({ id: 'api-b', public: false });
+    expect(b.provider).toBe(a.provider);
+    const list = await api(TEST_OWNER_SK, 'GET', '/api/bridge/servers');
+    expect(list.status).toBe(200);
+    const servers = (list.json as { servers: View[] }).servers;
+    expect(servers.map((s) => s.id)).toEqual(expect.arrayContaining(['api-a', 'api-b']));
+    const raw = JSON.stringify(list.json);
+    expect(raw).not.toContain('very-secret-token-value');
+    const one = servers.find((s) => s.id === 'api-a')!;
+    expect(one).toMatchObject({ url: everythingUrl(), header_names: ['Authorization'], public: false, encryption: true, provider: a.provider });
+    const v = await healthy('api-a');
+    expect(v.health).toMatchObject({ ok: true, error: null });
+    expect(v.health.tools).toBeGreaterThan(5);
+    expect(v.health.prompts).toBeGreaterThan(0);
+    expect(v.health.resources).toBeGreaterThan(0);
+    expect(JSON.stringify(v)).not.toContain('very-secret');
+    // At rest: the headers and the key are sealed (no plaintext in the Durable Object's tables).
+    const dump = await runInDurableObject(env.BRIDGE.get(env.BRIDGE.idFromName(TEST_OWNER)), (_i, state) =>
+      JSON.stringify([state.storage.sql.exec('SELECT * FROM servers').toArray(), state.storage.sql.exec('SELECT * FROM provider').toArray()]),
+    );
+    expect(dump).not.toContain('very-secret-token-value');
+    expect(dump).toContain('v1:');
+  });
+
+  it('409 on a duplicate id; 422 for bad bodies, ids, prices, headers and URLs the outbound policy refuses', async () => {
+    await registerServer({ id: 'api-dup', public: false });
+    const dup = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'api-dup', url: everythingUrl() });
+    expect(dup).toEqual({ status: 409, json: { error: 'a server with id api-dup is already registered' } });
+
+    const notJson = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', '{nope');
+    expect(notJson).toEqual({ status: 422, json: { error: 'body is not JSON', issues: [] } });
+    const badId = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'bad id!', url: everythingUrl() });
+    expect(badId).toEqual({ status: 422, json: { error: 'invalid server', issues: [{ path: 'id', message: 'server ids are 1-64 characters of [a-zA-Z0-9_.-]' }] } });
+    const badPrice = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'p1', url: everythingUrl(), prices: { echo: { price: '0', unit: 'sats' } } });
+    expect(badPrice).toEqual({ status: 422, json: { error: 'invalid server', issues: [{ path: 'prices.echo.price', message: 'price is a positive integer string, e.g. "21"' }] } });
+    const badHeader = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'h1', url: everythingUrl(), headers: { 'Mcp-Session-Id': 'x' } });
+    expect(badHeader).toEqual({ status: 422, json: { error: 'invalid server', issues: [{ path: 'headers.Mcp-Session-Id', message: 'Mcp-Session-Id is set by the bridge' }] } });
+    const unknownField = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'u1', url: everythingUrl(), color: 'red' });
+    expect(unknownField.status).toBe(422);
+    const metadata = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'm1', url: 'http://169.254.169.254/latest' });
+    expect(metadata).toEqual({
+      status: 422,
+      json: { error: 'invalid server', issues: [{ path: 'url', message: 'refused: plain http:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use https://' }] },
+    });
+    const local = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'm2', url: 'https://10.0.0.1/mcp' });
+    expect(local).toEqual({ status: 422, json: { error: 'invalid server', issues: [{ path: 'url', message: 'refused: 10.0.0.1 is a private address' }] } });
+    const listed = (await api(TEST_OWNER_SK, 'GET', '/api/bridge/servers')).json as { servers: View[] };
+    expect(listed.servers.map((s) => s.id)).not.toContain('m1');
+  });
+
+  it('401 without or with a bad NIP-98 header; 403 for a key that may not own, before anything is created', async () => {
+    const none = await api(TEST_OWNER_SK, 'GET', '/api/bridge/servers', undefined, '');
+    expect(none.status).toBe(401);
+    expect((none.json as { error: string }).error).toMatch(/^NIP-98: /);
+    const wrongUrl = await api(TEST_OWNER_SK, 'GET', '/api/bridge/servers', undefined, makeHttpAuthHeader(TEST_OWNER_SK, `${BASE}/api/agents`, 'GET'));
+    expect(wrongUrl.status).toBe(401);
+    const stranger = keys();
+    const r = await api(stranger.sk, 'POST', '/api/bridge/servers', { id: 'x', url: everythingUrl() });
+    expect(r).toEqual({ status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } });
+    const created = await runInDurableObject(env.BRIDGE.get(env.BRIDGE.idFromName(stranger.pk)), (_i, state) => state.storage.sql.exec('SELECT count(*) AS n FROM provider').one().n);
+    expect(created).toBe(0);
+  });
+
+  it('GET/PATCH/DELETE of an unknown id: 404; PATCH validates like POST; PATCH of headers replaces them (names only shown)', async () => {
+    for (const method of ['GET', 'PATCH', 'DELETE']) {
+      const r = await api(TEST_OWNER_SK, method, '/api/bridge/servers/nope', method === 'PATCH' ? { name: 'x' } : undefined);
+      expect(r).toEqual({ status: 404, json: { error: 'no such server' } });
+    }
+    await registerServer({ id: 'api-patch', public: false, headers: { 'X-One': 'a' } });
+    const bad = await api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/api-patch', { url: 'ftp://example.com/' });
+    expect(bad).toEqual({ status: 422, json: { error: 'invalid server', issues: [{ path: 'url', message: 'refused: only http and https URLs are allowed' }] } });
+    const idChange = await api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/api-patch', { id: 'other' });
+    expect(idChange.status).toBe(422);
+    const r = await api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/api-patch', { name: 'Renamed', headers: { 'X-Two': 'secret-two' } });
+    expect(r.status).toBe(200);
+    expect(r.json).toMatchObject({ id: 'api-patch', name: 'Renamed', header_names: ['X-Two'] });
+    expect(JSON.stringify(r.json)).not.toContain('secret-two');
+  });
+
+  it('a public server is announced on the public and the owner shard (31316, 31317, 31318 ×2, 31319), prices as cap tags; DELETE publishes the NIP-09 deletion', async () => {
+    const { provider } = await registerServer({
+      id: 'api-pub',
+      name: 'Everything',
+      about: 'server-everything over DVMCP',
+      website: 'https://example.com/',
+      prices: { echo: { price: '21', unit: 'sats' }, 'demo://resource/static/document/architecture.md': { price: '5', unit: 'sats' } },
+    });
+    const ofServer = (es: NostrEvent[]) => es.filter((e) => tag(e, 'd') === 'api-pub' || tag(e, 's') === 'api-pub');
+    const all = ofServer(await announcements(provider, [31316, 31317, 31318, 31319], (es) => ofServer(es).length >= 5));
+    const server = all.find((e) => e.kind === 31316)!;
+    expect(server.tags).toEqual([['d', 'api-pub'], ['k', '25910'], ['name', 'Everything'], ['about', 'server-everything over DVMCP'], ['website', 'https://example.com/'], ['support_encryption', 'true']]);
+    expect(JSON.parse(server.content)).toMatchObject({ serverInfo: { name: expect.any(String) }, capabilities: { tools: expect.any(Object) } });
+    const tools = all.find((e) => e.kind === 31317)!;
+    expect(tag(tools, 'd')).toBe('api-pub/tools/list');
+    expect(tools.tags).toContainEqual(['cap', 'echo', '21', 'sats']);
+    expect(tools.tags).toContainEqual(['cap', 'get-sum']);
+    expect(tools.tags).toContainEqual(['s', 'api-pub']);
+    const resources = all.filter((e) => e.kind === 31318);
+    expect(resources.map((e) => tag(e, 'd')).sort()).toEqual(['api-pub/resources/list', 'api-pub/resources/templates/list']);
+    const list = resources.find((e) => tag(e, 'd') === 'api-pub/resources/list')!;
+    expect(list.tags).toContainEqual(['cap', 'architecture.md', '5', 'sats']);
+    expect(all.some((e) => e.kind === 31319)).toBe(true);
+    // The owner's shard has them too.
+    const owners = ofServer(await announcements(provider, [31316, 31317], (es) => ofServer(es).length >= 2, `/r/${TEST_OWNER}`));
+    expect(owners.map((e) => e.kind).sort()).toEqual([31316, 31317]);
+
+    const del = await api(TEST_OWNER_SK, 'DELETE', '/api/bridge/servers/api-pub');
+    expect(del).toEqual({ status: 204, json: null });
+    const s = await connect('/');
+    const deletions = (await s.req('del', { kinds: [5], authors: [provider] })).events;
+    const deletion = deletions.find((e) => e.tags.some((t) => t[0] === 'a' && t[1] === `31316:${provider}:api-pub`))!;
+    expect(deletion.tags.filter((t) => t[0] === 'a').map((t) => t[1])).toEqual([
+      `31316:${provider}:api-pub`,
+      `31317:${provider}:api-pub/tools/list`,
+      `31318:${provider}:api-pub/resources/list`,
+      `31318:${provider}:api-pub/resources/templates/list`,
+      `31319:${provider}:api-pub/prompts/list`,
+    ]);
+    const gone = (await s.req('gone', { kinds: [31316, 31317], authors: [provider], '#d': ['api-pub', 'api-pub/tools/list'] })).events;
+    expect(gone).toEqual([]);
+    s.close();
+    expect(await api(TEST_OWNER_SK, 'GET', '/api/bridge/servers/api-pub')).toEqual({ status: 404, json: { error: 'no such server' } });
+  });
+
+  it('a public server made private has its announcements deleted', async () => {
+    const { provider } = await registerServer({ id: 'api-flip' });
+    const mine = (es: NostrEvent[]) => es.filter((e) => tag(e, 'd') === 'api-flip');
+    expect(mine(await announcements(provider, [31316], (es) => mine(es).length > 0))).toHaveLength(1);
+    const r = await api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/api-flip', { public: false });
+    expect(r.status).toBe(200);
+    const left = await announcements(provider, [31316], (es) => mine(es).length === 0);
+    expect(mine(left)).toEqual([]);
+  });
+});

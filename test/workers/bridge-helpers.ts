@@ -1,0 +1,120 @@
+// Helpers for the bridge tests: register servers through the management API, and a DVMCP client
+// over a real WebSocket to a shard (plain or gift-wrapped requests, responses and notifications
+// collected by request id).
+import { inject } from 'vitest';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { parseResponse } from '../../src/shared/dvmcp.js';
+import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
+import { ConversationKeyCache } from '../../src/shared/nip44.js';
+import { makeRumor } from '../../src/shared/nip59.js';
+import { nobleVerifier } from '../../src/shared/verify.js';
+import { api } from './api-helpers.js';
+import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+import { TEST_OWNER_SK } from './test-keys.js';
+
+export const everythingUrl = (): string => inject('mcpEverythingUrl');
+
+export async function registerServer(body: Record<string, unknown>): Promise<{ provider: string; id: string }> {
+  const r = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { url: everythingUrl(), ...body });
+  if (r.status !== 201) throw new Error(`server not registered: ${r.status} ${JSON.stringify(r.json)}`);
+  return r.json as { provider: string; id: string };
+}
+
+/** Polls `path` for `provider`'s events of `kinds` (at most ~10 s) until `ready` holds. */
+export async function announcements(provider: string, kinds: number[], ready: (es: NostrEvent[]) => boolean, path = '/'): Promise<NostrEvent[]> {
+  const s = await connect(path);
+  let events: NostrEvent[] = [];
+  for (let i = 0; i < 100; i++) {
+    events = (await s.req(`a${i}`, { kinds, authors: [provider] })).events;
+    if (ready(events)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  s.close();
+  return events;
+}
+
+const cache = new ConversationKeyCache(64);
+
+export interface Answer {
+  event: NostrEvent;
+  /** The rumor when the answer came gift-wrapped. */
+  tags: string[][];
+  content: string;
+  result: ReturnType<typeof parseResponse>;
+}
+
+/** A DVMCP client on a shard: publishes 25910 (plain or wrapped) to `provider`, collects 26910/21316. */
+export class DvmcpClient {
+  private constructor(
+    readonly k: Keys,
+    readonly sock: TestSocket,
+    readonly provider: string,
+  ) {}
+
+  static async open(provider: string, path = '/', k: Keys = keys()): Promise<DvmcpClient> {
+    const sock = await connect(path);
+    await sock.auth(k);
+    await sock.req('answers', { kinds: [26910, 21316], '#p': [k.pk], since: now() - 5 });
+    await sock.req('wraps', { kinds: [1059], '#p': [k.pk], since: now() - 5 });
+    return new DvmcpClient(k, sock, provider);
+  }
+
+  /** A signed request event (not sent). */
+  request(method: string, params?: Record<string, unknown>, opts: { s?: string; tags?: string[][]; created_at?: number; content?: string } = {}): NostrEvent {
+    const tags = opts.tags ?? [['p', this.provider], ['method', method], ...(opts.s !== undefined ? [['s', opts.s]] : [])];
+    const content = opts.content ?? JSON.stringify(params === undefined ? { method } : { method, params });
+    return sign(this.k, { kind: 25910, content, tags, created_at: opts.created_at });
+  }
+
+  /** Publishes `e` plain, or wrapped in `form`; the request id (the rumor's when wrapped). */
+  async send(e: NostrEvent, form: Form = 'plain'): Promise<string> {
+    if (form === 'plain') {
+      const ok = await this.sock.publish(e);
+      if (!ok[2]) throw new Error(`request refused: ${ok[3]}`);
+      return e.id;
+    }
+    const t = { kind: e.kind, created_at: e.created_at, tags: e.tags, content: e.content };
+    const ok = await this.sock.publish(wrapDvmcp(t, this.k.sk, this.k.pk, this.provider, cache, form));
+    if (!ok[2]) throw new Error(`wrap refused: ${ok[3]}`);
+    return makeRumor({ pubkey: this.k.pk, ...t, kind: form === 'wrapped-dm' ? 14 : e.kind }).id;
+  }
+
+  /** Opens a 1059 addressed to this client: its rumor (undefined when it cannot be opened). */
+  opened(wrap: NostrEvent): { id: string; kind: number; tags: string[][]; content: string; pubkey: string } | undefined {
+    const r = unwrapDvmcp(wrap, this.k.sk, cache, nobleVerifier);
+    return r.ok ? r.value.message : undefined;
+  }
+
+  /** Sends a request and waits for its 26910 answer (plain or wrapped as asked). */
+  async call(method: string, params?: Record<string, unknown>, opts: { s?: string; form?: Form; timeoutMs?: number } = {}): Promise<Answer> {
+    const id = await this.send(this.request(method, params, { s: opts.s }), opts.form ?? 'plain');
+    return this.answer(id, opts.timeoutMs);
+  }
+
+  /** A message for this client (a plain 26910/21316 or the rumor of a wrap) referring to request `id`. */
+  private match(f: unknown[], id: string, kinds: number[]): Answer | undefined {
+    if (f[0] !== 'EVENT') return undefined;
+    const e = f[2] as NostrEvent;
+    const m = e.kind === 1059 ? this.opened(e) : e;
+    if (!m || !kinds.includes(m.kind) || !m.tags.some((t) => t[0] === 'e' && t[1] === id)) return undefined;
+    return { event: e, tags: m.tags, content: m.content, result: parseResponse(m.content) };
+  }
+
+  /** Waits for the answer (26910, or the kind 14 rumor of a wrapped-dm answer) to request `id`. */
+  async answer(id: string, timeoutMs = 15_000): Promise<Answer> {
+    const isAnswer = (x: unknown[]): boolean => {
+      const m = this.match(x, id, [26910, 14]);
+      return m !== undefined && !m.tags.some((t) => t[0] === 'method');
+    };
+    return this.match(await this.sock.next(isAnswer, timeoutMs), id, [26910, 14])!;
+  }
+
+  /** Notifications (21316) received so far for request `id`. */
+  notifications(id: string): Answer[] {
+    return this.sock.frames.map((f) => this.match(f, id, [21316, 14])).filter((a): a is Answer => a !== undefined && a.tags.some((t) => t[0] === 'method'));
+  }
+
+  close(): void {
+    this.sock.close();
+  }
+}

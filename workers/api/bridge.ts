@@ -1,0 +1,90 @@
+// Management API for the DVMCP bridge (/api/bridge/servers), NIP-98 authenticated: register, list
+// (with health), read, update and remove the caller's remote MCP servers. Every call needs a caller
+// allowed to own (EDGESTR_OWNERS, checked before any Durable Object is touched). Each owner has one
+// Bridge (one provider key, created on the first registration); a server id is unique per owner.
+// The URL must pass the deployment's outbound policy (422 naming it); it is checked again at every
+// dial. Secret headers are sealed at rest and never returned (a view lists their names only).
+
+import { Hono } from 'hono';
+import { SERVER_ID } from '../../src/shared/dvmcp.js';
+import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import type { Bridge } from '../bridge/bridge-do.js';
+import { CreateServerSchema, UpdateServerSchema } from '../bridge/config.js';
+import { notAnOwner } from '../common/owners.js';
+import { sealingSecret } from '../common/secrets.js';
+import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
+import { issuesOf, parseJson } from './agents.js';
+import type { ApiStateBindings } from './api-state.js';
+import { nip98, type AuthedVariables } from './nip98-auth.js';
+
+export interface BridgeApiBindings extends RouterBindings, ApiStateBindings, OutboundEnv {
+  BRIDGE: DurableObjectNamespace<Bridge>;
+}
+
+type ApiEnv = { Bindings: BridgeApiBindings; Variables: AuthedVariables };
+
+/** The owner's Bridge (one per owner: its provider key is the owner's bridge key). */
+export const bridgeStub = (env: Pick<BridgeApiBindings, 'BRIDGE'>, owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+
+const NO_SERVER = 'no such server';
+
+/** The outbound policy's verdict on a server URL, as a 422 issue. */
+function urlIssue(env: OutboundEnv, url: string): { path: string; message: string } | undefined {
+  const checked = checkOutboundUrl(url, 'http', outboundPolicy(env));
+  return checked.ok ? undefined : { path: 'url', message: checked.error };
+}
+
+export function bridgeRoutes() {
+  const app = new Hono<ApiEnv>();
+  app.use('*', nip98<BridgeApiBindings>(notAnOwner));
+
+  app.post('/', async (c) => {
+    const caller = c.get('caller');
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = CreateServerSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid server', issues: issuesOf(parsed.error) }, 422);
+    const refused = urlIssue(c.env, parsed.data.url);
+    if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
+    if (!sealingSecret(c.env)) return c.json({ error: 'EDGESTR_SECRET is not configured on this deployment' }, 500);
+    // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the bridge dials its shards there.
+    const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
+    const bridge = bridgeStub(c.env, caller);
+    const provider = await bridge.ensureProvider(caller, origin);
+    // The owner's shard must know the provider key before the bridge connects and publishes.
+    await shardStub(c.env, caller).provisionAgent(provider, caller);
+    const added = await bridge.addServer(parsed.data);
+    if (!added.ok) return c.json({ error: added.error }, added.status);
+    return c.json({ provider, id: parsed.data.id }, 201);
+  });
+
+  app.get('/', async (c) => c.json({ servers: await bridgeStub(c.env, c.get('caller')).list() }));
+
+  app.get('/:id', async (c) => {
+    const id = c.req.param('id');
+    const view = SERVER_ID.test(id) ? await bridgeStub(c.env, c.get('caller')).view(id) : undefined;
+    return view ? c.json(view) : c.json({ error: NO_SERVER }, 404);
+  });
+
+  app.patch('/:id', async (c) => {
+    const id = c.req.param('id');
+    const bridge = bridgeStub(c.env, c.get('caller'));
+    if (!SERVER_ID.test(id) || !(await bridge.view(id))) return c.json({ error: NO_SERVER }, 404);
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = UpdateServerSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid server', issues: issuesOf(parsed.error) }, 422);
+    const refused = parsed.data.url === undefined ? undefined : urlIssue(c.env, parsed.data.url);
+    if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
+    const view = await bridge.updateServer(id, parsed.data);
+    return view ? c.json(view) : c.json({ error: NO_SERVER }, 404);
+  });
+
+  app.delete('/:id', async (c) => {
+    const id = c.req.param('id');
+    const removed = SERVER_ID.test(id) && (await bridgeStub(c.env, c.get('caller')).removeServer(id));
+    return removed ? c.body(null, 204) : c.json({ error: NO_SERVER }, 404);
+  });
+
+  return app;
+}

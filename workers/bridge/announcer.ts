@@ -1,0 +1,50 @@
+// A public server's announcements (DVMCP spec "Server Announcements"): 31316 with upstream's
+// initialize result, and 31317 (tools), 31318 (resources; resource templates as a second event)
+// and 31319 (prompts) for the capabilities upstream declares, each list read in full (bounded
+// pages), prices as `cap` tags. The set is hashed without created_at so that an unchanged set is
+// not published again.
+
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex } from '../../src/shared/hex.js';
+import { err, ok, type Result } from '../../src/shared/errors.js';
+import { LISTS, listAnnouncement, RPC, serverAnnouncement, type ListSpec } from '../../src/shared/dvmcp.js';
+import type { EventTemplate } from '../../src/shared/relay-types.js';
+import type { ServerHealth, StoredServer } from './config.js';
+import type { UpstreamServer } from './upstream.js';
+
+export interface Announcements {
+  templates: EventTemplate[];
+  hash: string;
+  counts: Pick<ServerHealth, 'tools' | 'resources' | 'resource_templates' | 'prompts'>;
+}
+
+/** The capability of initialize's `capabilities` a list needs. */
+const capabilityOf = (spec: ListSpec): string => spec.method.split('/')[0]!;
+
+const COUNT_FIELD: Record<ListSpec['method'], keyof Announcements['counts']> = {
+  'tools/list': 'tools',
+  'resources/list': 'resources',
+  'resources/templates/list': 'resource_templates',
+  'prompts/list': 'prompts',
+};
+
+/** Builds the announcement set of `stored` from what upstream lists now; the error says why not. */
+export async function buildAnnouncements(stored: StoredServer, upstream: UpstreamServer): Promise<Result<Announcements, string>> {
+  const init = await upstream.capabilities();
+  if (!init.ok) return err(init.error.message);
+  const templates: EventTemplate[] = [serverAnnouncement(upstream.profile, init.value)];
+  const counts: Announcements['counts'] = { tools: 0, resources: 0, resource_templates: 0, prompts: 0 };
+  for (const spec of LISTS) {
+    if (init.value.capabilities[capabilityOf(spec)] === undefined) continue;
+    const items = await upstream.list(spec);
+    if (!items.ok) {
+      // A server may declare resources without resource templates.
+      if (items.error.code === RPC.METHOD_NOT_FOUND) continue;
+      return err(`${spec.method}: ${items.error.message}`);
+    }
+    counts[COUNT_FIELD[spec.method]] = items.value.length;
+    templates.push(listAnnouncement(stored.id, spec, items.value, stored.prices));
+  }
+  const hash = bytesToHex(sha256(new TextEncoder().encode(JSON.stringify(templates.map((t) => [t.kind, t.tags, t.content])))));
+  return ok({ templates, hash, counts });
+}

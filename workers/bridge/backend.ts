@@ -1,0 +1,32 @@
+// What the DVMCP dispatcher serves: one DvmcpBackend per server id of a provider. The bridge's
+// backend is a remote MCP server (upstream.ts); a hosted agent exposed as a DVMCP server can be
+// another implementation of the same interface.
+
+import type { Result } from '../../src/shared/errors.js';
+import type { InitializeInfo, Prices, Requester, RpcError, ServerProfile } from '../../src/shared/dvmcp.js';
+
+/** An MCP progress notification's values. */
+export interface Progress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/** One request being served. */
+export interface RequestContext {
+  requester: Requester;
+  /** Aborted when the client cancels (notifications/cancel) or the bridge gives up. */
+  signal: AbortSignal;
+  onProgress(p: Progress): void;
+}
+
+export interface DvmcpBackend {
+  /** `d`/`s`, name, about…, support_encryption. */
+  readonly profile: ServerProfile;
+  /** Prices by tool or prompt name, or resource uri. */
+  readonly prices: Prices;
+  /** What the server answers to initialize (for `client`, whose session it opens when needed). */
+  initialize(client: string, signal: AbortSignal): Promise<Result<InitializeInfo, RpcError>>;
+  /** An MCP request (not initialize or ping): the result object at the root, or the protocol error. */
+  request(method: string, params: Record<string, unknown>, ctx: RequestContext): Promise<Result<Record<string, unknown>, RpcError>>;
+}

@@ -1,0 +1,276 @@
+// Bridge: one Durable Object per provider key, i.e. per owner (`idFromName(owner)`): the owner's
+// remote MCP servers exposed over DVMCP. It wires the parts beside it: its tables
+// (server-store.ts), its relay connections (bridge-links.ts), the dispatcher (dispatcher.ts) over
+// one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
+// (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
+// alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
+// changed), and incoming events: each id seen once (bounded LRU: a request seen on both shards is
+// answered once, on the relay it came from first), signature checked, stale ones (created_at over
+// 60 s old) ignored, gift wraps opened (refusals logged with the reason, never answered).
+
+import { DurableObject } from 'cloudflare:workers';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
+import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
+import { announcementDeletion, errorTemplate, MAX_CONTENT_CHARS, notificationTemplate, parseMessage, type Incoming } from '../../src/shared/dvmcp.js';
+import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
+import { hexToBytes } from '../../src/shared/hex.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { LruMap } from '../../src/shared/lru.js';
+import { ConversationKeyCache } from '../../src/shared/nip44.js';
+import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import type { EventTemplate } from '../../src/shared/relay-types.js';
+import type { RouterBindings } from '../common/shards.js';
+import type { SecretEnv } from '../common/secrets.js';
+import { relayVerifier } from '../common/verifier.js';
+import type { McpNotification } from './mcp-interim/mcp-client.js';
+import { McpSessionCache } from './mcp-interim/mcp-session-cache.js';
+import { buildAnnouncements } from './announcer.js';
+import { BridgeLinks } from './bridge-links.js';
+import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
+import { Dispatcher, type Reply } from './dispatcher.js';
+import { Limiter, STALE_SECONDS } from './limits.js';
+import { noPaymentGate, type PaymentGate } from './payment-gate.js';
+import { ServerStore, type ProviderRecord } from './server-store.js';
+import { BRIDGE_CLIENT, UpstreamServer } from './upstream.js';
+
+export interface BridgeEnv extends RouterBindings, OutboundEnv, SecretEnv {}
+
+const WATCHDOG_MS = 30_000;
+/** Announcements (and health counts) are refreshed this often, and retried this soon after a failure. */
+export const REFRESH_MS = 6 * 3600_000;
+const RETRY_MS = 5 * 60_000;
+/** Event ids remembered for dedupe. */
+const SEEN_IDS = 4096;
+/** Longest answer content: a plain event within the relay's content limit; a gift wrap within NIP-44's 64 KiB twice over. */
+const MAX_PLAIN_ANSWER = Math.min(MAX_CONTENT_CHARS, 120_000);
+const MAX_WRAPPED_ANSWER = 40_000;
+/** Upstream notifications passed on to the client whose session received them. */
+const FORWARDED = new Set(['notifications/tools/list_changed', 'notifications/resources/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/updated']);
+
+export type AddResult = { ok: true; view: ServerView } | { ok: false; status: 409; error: string };
+
+export class Bridge extends DurableObject<BridgeEnv> {
+  private readonly store: ServerStore;
+  private readonly links: BridgeLinks;
+  private readonly dispatcher: Dispatcher;
+  private readonly limiter = new Limiter();
+  private readonly cache = new McpSessionCache({ maxSessions: 128 });
+  private readonly keys = new ConversationKeyCache(256);
+  private readonly seen = new LruMap<string, true>(SEEN_IDS);
+  /** Where the last answer to a client of a server went: upstream notifications follow it. */
+  private readonly replies = new LruMap<string, Reply>(256);
+  private backendMap: Map<string, UpstreamServer> | undefined;
+  /** The payment verifier (workers/bridge/payments*.ts); none configured: priced calls are refused. */
+  gate: PaymentGate = noPaymentGate;
+
+  constructor(ctx: DurableObjectState, env: BridgeEnv) {
+    super(ctx, env);
+    this.store = new ServerStore(ctx.storage.sql, env);
+    this.links = new BridgeLinks({
+      env,
+      provider: () => this.store.providerRecord(),
+      sign: (t) => this.store.sign(t),
+      onEvent: (e, url) => this.onEvent(e, url),
+    });
+    this.dispatcher = new Dispatcher({
+      backends: () => this.backends(),
+      limiter: this.limiter,
+      gate: () => this.gate,
+      log: (line) => console.log(line),
+    });
+  }
+
+  // ---- management (RPC from the API) ----
+
+  /** The owner's provider key, created (and sealed) on first use. */
+  async ensureProvider(owner: string, origin: string): Promise<string> {
+    const p = this.store.providerRecord();
+    if (p) return p.pubkey;
+    return (await this.store.createProvider(owner, origin, generateSecretKey())).pubkey;
+  }
+
+  /**
+   * Test deployments only (EDGESTR_ENV=test): adopt a known provider key before the first
+   * registration, so that captured requests signed for that key can be replayed.
+   */
+  async importTestProviderKey(owner: string, origin: string, skHex: string): Promise<Result<string, string>> {
+    if (this.env.EDGESTR_ENV !== 'test') return err('provider keys can be imported only when EDGESTR_ENV=test');
+    const existing = this.store.providerRecord();
+    if (!/^[0-9a-f]{64}$/.test(skHex)) return err('not a 64-hex secret key');
+    const sk = hexToBytes(skHex);
+    if (existing) return existing.pubkey === getPublicKey(sk) ? ok(existing.pubkey) : err('this bridge already has another provider key');
+    return ok((await this.store.createProvider(owner, origin, sk)).pubkey);
+  }
+
+  async addServer(input: CreateServer): Promise<AddResult> {
+    const p = this.store.providerRecord();
+    if (!p) throw new Error('no provider key: ensureProvider first');
+    const s = storedServer(input, Math.floor(Date.now() / 1000));
+    if (!(await this.store.insert(s, input.headers ?? {}))) return { ok: false, status: 409, error: `a server with id ${input.id} is already registered` };
+    this.backendMap = undefined;
+    await this.refreshSoon(s.id);
+    return { ok: true, view: this.view(s.id)! };
+  }
+
+  list(): ServerView[] {
+    return this.store.servers().map((s) => this.viewOf(s));
+  }
+
+  view(id: string): ServerView | undefined {
+    const s = this.store.server(id);
+    return s && this.viewOf(s);
+  }
+
+  async updateServer(id: string, patch: UpdateServer): Promise<ServerView | undefined> {
+    const s = this.store.server(id);
+    if (!s) return undefined;
+    const next = patchedServer(s, patch, Math.floor(Date.now() / 1000));
+    await this.store.update(next, patch.headers);
+    this.backendMap = undefined;
+    if (next.url !== s.url || patch.headers !== undefined) this.dispatcher.abortServer(id, 'server changed');
+    await this.refreshSoon(id);
+    return this.view(id);
+  }
+
+  /** Removes a server: NIP-09 deletion of its announcements, requests aborted, upstream sessions closed. */
+  async removeServer(id: string): Promise<boolean> {
+    const p = this.store.providerRecord();
+    if (!p || !this.store.server(id)) return false;
+    this.store.delete(id);
+    this.backendMap = undefined;
+    this.limiter.forgetServer(id);
+    this.dispatcher.abortServer(id, 'server removed');
+    await this.links.ensureConnected();
+    await this.links.publishAll(await this.store.sign(announcementDeletion(p.pubkey, id)));
+    await this.cache.closeAll();
+    return true;
+  }
+
+  // ---- lifecycle ----
+
+  override async alarm(): Promise<void> {
+    if (!this.store.providerRecord()) return;
+    await this.links.ensureConnected();
+    for (const id of this.store.dueForRefresh(Date.now())) await this.refresh(id);
+    // A refresh asked for while this alarm ran (registration, list_changed) must not wait for the watchdog.
+    const now = Date.now();
+    await this.ctx.storage.setAlarm(Math.max(now + 10, Math.min(now + WATCHDOG_MS, this.store.nextRefresh() ?? Infinity)));
+  }
+
+  private async refreshSoon(id: string): Promise<void> {
+    this.store.scheduleRefresh(id, 0);
+    await this.ctx.storage.setAlarm(Date.now() + 10);
+  }
+
+  /** Lists upstream (health counts); publishes a public server's changed announcements, deletes a private one's. */
+  private async refresh(id: string): Promise<void> {
+    const s = this.store.server(id);
+    const upstream = this.backends().get(id);
+    const p = this.store.providerRecord();
+    if (!s || !upstream || !p) return;
+    const built = await buildAnnouncements(s, upstream);
+    if (!built.ok) {
+      console.warn(`bridge: announcements of ${id} not refreshed: ${built.error}`);
+      this.store.scheduleRefresh(id, Date.now() + RETRY_MS);
+      return;
+    }
+    this.store.recordHealth(id, built.value.counts);
+    const previous = this.store.announced(id);
+    if (!s.public) {
+      if (previous !== '') await this.links.publishAll(await this.store.sign(announcementDeletion(p.pubkey, id, 'server made private')));
+      this.store.setAnnounced(id, '');
+    } else if (previous !== built.value.hash) {
+      for (const t of built.value.templates) await this.links.publishAll(await this.store.sign(t));
+      this.store.setAnnounced(id, built.value.hash);
+    }
+    this.store.scheduleRefresh(id, Date.now() + REFRESH_MS);
+  }
+
+  private viewOf(s: StoredServer): ServerView {
+    return { ...s, provider: this.store.providerRecord()?.pubkey ?? '', health: this.store.health(s.id) };
+  }
+
+  private backends(): Map<string, UpstreamServer> {
+    if (this.backendMap) return this.backendMap;
+    const policy = outboundPolicy(this.env);
+    const deps = {
+      cache: this.cache,
+      policy,
+      headers: (id: string) => this.store.secretHeaders(id),
+      onContact: (id: string, error: string | null) => this.store.recordHealth(id, { ok: error === null, checked_at: Math.floor(Date.now() / 1000), error }),
+      onNotification: (id: string, client: string, n: McpNotification) => this.onUpstreamNotification(id, client, n),
+    };
+    this.backendMap = new Map(this.store.servers().map((s) => [s.id, new UpstreamServer(s, deps)]));
+    return this.backendMap;
+  }
+
+  /** A list changed upstream: announcements are refreshed soon; the client whose session heard it is told. */
+  private onUpstreamNotification(id: string, client: string, n: McpNotification): void {
+    if (n.method.endsWith('/list_changed') && this.store.server(id)) {
+      this.refreshSoon(id).catch((e: unknown) => console.error(`bridge: refresh of ${id} not scheduled`, errorMessage(e)));
+    }
+    const reply = client === BRIDGE_CLIENT ? undefined : this.replies.peek(`${id}:${client}`);
+    if (reply && FORWARDED.has(n.method)) {
+      reply.send(notificationTemplate(client, n.method, n.params, { serverId: id })).catch((e: unknown) => console.error(`bridge: ${n.method} to ${client} not delivered`, errorMessage(e)));
+    }
+  }
+
+  // ---- incoming ----
+
+  /** Claims an id once (a request seen on both shards, or replayed, is handled once). */
+  private claim(id: string): boolean {
+    if (this.seen.has(id)) return false;
+    this.seen.set(id, true);
+    return true;
+  }
+
+  private async onEvent(e: NostrEvent, url: string): Promise<void> {
+    const p = this.store.providerRecord();
+    if (!p || !this.claim(e.id)) return;
+    const verifier = await relayVerifier();
+    if (!checkIdAndSignature(e, verifier).ok) {
+      this.seen.delete(e.id); // a forged copy must not block the genuine event
+      return;
+    }
+    const oldest = Math.floor(Date.now() / 1000) - STALE_SECONDS;
+    if (e.kind === KIND.GIFT_WRAP) {
+      const opened = unwrapDvmcp(e, await this.store.secretKey(), this.keys, verifier);
+      if (!opened.ok) {
+        console.warn(`bridge: gift wrap ${e.id} refused: ${opened.error}`);
+        return;
+      }
+      const { message, form, createdAt } = opened.value;
+      if (createdAt < oldest || !this.claim(message.id)) return;
+      return this.dispatch(message, form, url, p);
+    }
+    if (e.created_at < oldest) return;
+    return this.dispatch(e, 'plain', url, p);
+  }
+
+  private async dispatch(m: Incoming, form: Form, url: string, p: ProviderRecord): Promise<void> {
+    // A wrapped message must be addressed to this provider inside too (the wrap's p alone is not signed by the sender).
+    if (form !== 'plain' && !m.tags.some((t) => t[0] === 'p' && t[1] === p.pubkey)) {
+      console.warn(`bridge: wrapped ${m.id} refused: its rumor is not addressed to this provider`);
+      return;
+    }
+    const reply = this.replyFor(url, m.pubkey, form, p);
+    const parsed = parseMessage(m);
+    if (!parsed.ok) {
+      // A bad notification is dropped; a bad request gets the error.
+      if (m.kind === KIND.DVMCP_NOTIFICATION) return;
+      return reply.send(errorTemplate({ requestId: m.id, client: m.pubkey }, parsed.error));
+    }
+    const msg = parsed.value;
+    if (msg.serverId !== undefined) this.replies.set(`${msg.serverId}:${msg.client}`, reply);
+    await this.dispatcher.handle(msg, reply);
+  }
+
+  private replyFor(url: string, client: string, form: Form, p: ProviderRecord): Reply {
+    const send = async (t: EventTemplate): Promise<void> => {
+      const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form);
+      await this.links.publish(url, e);
+    };
+    return { send, encrypted: form !== 'plain', maxAnswerChars: form === 'plain' ? MAX_PLAIN_ANSWER : MAX_WRAPPED_ANSWER };
+  }
+}

@@ -1,0 +1,112 @@
+// The Bridge's connections to its relays: the owner's shard `/r/<owner>` and the public shard `/`
+// of the deployment it was registered on, opened with openRelaySocket (through the shards' Durable
+// Objects). On each (re)open: NIP-42 AUTH as the provider, then fresh subscriptions (a new
+// `since`): requests and notifications (25910, 21316) and gift wraps (1059) p-tagging the provider.
+
+import type { NostrEvent } from '../../src/shared/event.js';
+import { errorMessage } from '../../src/shared/errors.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
+import type { RouterBindings } from '../common/shards.js';
+import { openRelaySocket } from '../common/relay-sockets.js';
+import type { ProviderRecord } from './server-store.js';
+import { STALE_SECONDS } from './limits.js';
+
+export interface BridgeLinksDeps {
+  env: RouterBindings;
+  provider(): ProviderRecord | undefined;
+  sign(t: EventTemplate): Promise<NostrEvent>;
+  /** A request, notification or gift wrap addressed to the provider, from relay `url`. */
+  onEvent(e: NostrEvent, url: string): Promise<void>;
+}
+
+/** The relays of a provider: its owner's shard first, then the public shard. */
+export function bridgeRelays(p: ProviderRecord): string[] {
+  const ws = p.origin.replace(/^http/, 'ws');
+  return [`${ws}/r/${p.owner}`, `${ws}/`];
+}
+
+function handle(what: string, p: Promise<void>): void {
+  p.catch((e: unknown) => console.error(`bridge: ${what} failed`, errorMessage(e)));
+}
+
+export class BridgeLinks {
+  private readonly clients = new Map<string, RelayClient>();
+  private readonly subs = new Map<string, Subscription>();
+  private generation = 0;
+
+  constructor(private readonly deps: BridgeLinksDeps) {}
+
+  /** Opens (or checks) a connection to every relay. */
+  async ensureConnected(): Promise<void> {
+    const p = this.deps.provider();
+    if (!p) return;
+    await Promise.all(
+      bridgeRelays(p).map(async (url) => {
+        const client = this.client(url, p);
+        const opened = await client.connect({ timeoutMs: 10_000 });
+        if (opened.ok && !client.authenticatedAs) await this.onOpen(url);
+      }),
+    );
+  }
+
+  /** Publishes on `url` (connecting when needed); false when the relay did not accept it. */
+  async publish(url: string, e: NostrEvent): Promise<boolean> {
+    const p = this.deps.provider();
+    if (!p) return false;
+    const r = await this.client(url, p).publish(e, { timeoutMs: 5000 });
+    if (!r.ok) console.warn(`bridge: ${url} refused ${e.kind} ${e.id}: ${r.message}`);
+    return r.ok;
+  }
+
+  /** Publishes on every relay. */
+  async publishAll(e: NostrEvent): Promise<void> {
+    const p = this.deps.provider();
+    if (!p) return;
+    await Promise.all(bridgeRelays(p).map((url) => this.publish(url, e)));
+  }
+
+  close(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+    this.subs.clear();
+  }
+
+  private client(url: string, p: ProviderRecord): RelayClient {
+    const existing = this.clients.get(url);
+    if (existing && existing.status !== 'closed') return existing;
+    const client = new RelayClient({
+      url,
+      socket: (u) => openRelaySocket(this.deps.env, u, { origin: p.origin, owner: p.owner }),
+      auth: (t) => this.deps.sign(t),
+      authOn: 'challenge',
+      onStatus: (status) => {
+        if (status === 'open') handle(`connection setup ${url}`, this.onOpen(url));
+      },
+    });
+    this.clients.set(url, client);
+    return client;
+  }
+
+  /** Authenticate first (gift wraps are served only to their recipient), then subscribe afresh. */
+  private async onOpen(url: string): Promise<void> {
+    const p = this.deps.provider();
+    const client = this.clients.get(url);
+    if (!p || !client) return;
+    const auth = await client.authenticate({ timeoutMs: 10_000 });
+    if (!auth.ok) return; // the watchdog tries again
+    const since = Math.floor(Date.now() / 1000) - STALE_SECONDS;
+    // A new id per connection: the client's own re-send of the old one carries a stale `since`.
+    this.subs.get(url)?.close();
+    this.subs.set(
+      url,
+      client.subscribe(
+        [
+          { kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [p.pubkey], since },
+          { kinds: [KIND.GIFT_WRAP], '#p': [p.pubkey], since },
+        ],
+        { id: `dvmcp:${++this.generation}`, onEvent: (e) => handle(`event ${e.id}`, this.deps.onEvent(e, url)) },
+      ),
+    );
+  }
+}

@@ -1,0 +1,121 @@
+// Bridge server configuration: the management API's request bodies (zod) for a remote MCP server
+// exposed over DVMCP, its stored form (secret headers kept apart, sealed), its public view with
+// health, and the provider record of an owner's bridge.
+
+import { z } from 'zod';
+import { SERVER_ID, type Prices, type ServerProfile } from '../../src/shared/dvmcp.js';
+
+/** Header names the bridge sets itself (or the transport owns): refused as secret headers. */
+const RESERVED_HEADERS = new Set([
+  'host',
+  'content-length',
+  'content-type',
+  'accept',
+  'connection',
+  'upgrade',
+  'transfer-encoding',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'last-event-id',
+]);
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/;
+
+const HeadersSchema = z
+  .record(z.string(), z.string().max(4096).regex(/^[^\r\n]*$/, 'header values are one line'))
+  .superRefine((headers, ctx) => {
+    const names = Object.keys(headers);
+    if (names.length > 16) ctx.addIssue({ code: 'custom', message: 'at most 16 headers' });
+    for (const name of names) {
+      if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'not an HTTP header name' });
+      else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], message: `${name} is set by the bridge` });
+    }
+  });
+
+/** `{<tool or prompt name, or resource uri>: {price, unit}}`; the price is a positive integer string. */
+export const PricesSchema = z
+  .record(
+    z.string().min(1).max(512),
+    z.strictObject({
+      price: z.string().regex(/^[1-9][0-9]{0,15}$/, 'price is a positive integer string, e.g. "21"'),
+      unit: z.string().min(1).max(16).regex(/^[a-zA-Z0-9_-]+$/, 'unit is a word, e.g. "sats"'),
+    }),
+  )
+  .refine((p) => Object.keys(p).length <= 500, 'at most 500 prices');
+
+const fields = {
+  url: z.url({ error: 'url must be a URL' }).max(2048),
+  headers: HeadersSchema.optional(),
+  name: z.string().min(1).max(100).optional(),
+  about: z.string().max(2000).optional(),
+  picture: z.url().max(2048).optional(),
+  website: z.url().max(2048).optional(),
+  /** Announced on the relays (31316–31319); a private server answers only clients that know its id. */
+  public: z.boolean().optional(),
+  /** Whether the server accepts gift-wrapped (NIP-59) requests. */
+  encryption: z.boolean().optional(),
+  prices: PricesSchema.optional(),
+};
+
+export const CreateServerSchema = z.strictObject({
+  id: z.string().regex(SERVER_ID, 'server ids are 1-64 characters of [a-zA-Z0-9_.-]'),
+  ...fields,
+});
+export const UpdateServerSchema = z.strictObject({ ...fields, url: fields.url.optional() });
+export type CreateServer = z.infer<typeof CreateServerSchema>;
+export type UpdateServer = z.infer<typeof UpdateServerSchema>;
+
+/** A server as stored (its secret headers are sealed in their own column). */
+export interface StoredServer {
+  id: string;
+  url: string;
+  header_names: string[];
+  name?: string;
+  about?: string;
+  picture?: string;
+  website?: string;
+  public: boolean;
+  encryption: boolean;
+  prices: Prices;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The last upstream contact and what the server lists. */
+export interface ServerHealth {
+  /** null until the first contact. */
+  ok: boolean | null;
+  /** Unix seconds of the last contact. */
+  checked_at: number | null;
+  error: string | null;
+  tools: number;
+  resources: number;
+  resource_templates: number;
+  prompts: number;
+}
+
+export const EMPTY_HEALTH: ServerHealth = { ok: null, checked_at: null, error: null, tools: 0, resources: 0, resource_templates: 0, prompts: 0 };
+
+/** What the API returns for a server: never the header values. */
+export type ServerView = StoredServer & { provider: string; health: ServerHealth };
+
+/** The DVMCP profile of a stored server. */
+export const profileOf = (s: StoredServer): ServerProfile => ({
+  id: s.id,
+  ...(s.name !== undefined ? { name: s.name } : {}),
+  ...(s.about !== undefined ? { about: s.about } : {}),
+  ...(s.picture !== undefined ? { picture: s.picture } : {}),
+  ...(s.website !== undefined ? { website: s.website } : {}),
+  encryption: s.encryption,
+});
+
+/** A new server's stored form (defaults: public, encryption on, no prices). */
+export function storedServer(input: CreateServer, now: number): StoredServer {
+  const { headers, ...rest } = input;
+  return { ...rest, header_names: Object.keys(headers ?? {}), public: input.public ?? true, encryption: input.encryption ?? true, prices: input.prices ?? {}, created_at: now, updated_at: now };
+}
+
+/** A server after a PATCH (headers, when given, replace the old ones). */
+export function patchedServer(s: StoredServer, patch: UpdateServer, now: number): StoredServer {
+  const { headers, ...rest } = patch;
+  return { ...s, ...rest, ...(headers !== undefined ? { header_names: Object.keys(headers) } : {}), updated_at: now };
+}

@@ -1,0 +1,183 @@
+// DVMCP requests → backends → answers (../shared/specs/dvmcp-spec-2025-03-26.txt), over the
+// DvmcpBackend interface (backend.ts), whatever the transport (plain or gift-wrapped, which relay):
+// the caller gives a Reply that publishes in the form and on the relay the request came from.
+//
+//   ping                       answered {} here (no upstream)
+//   unknown method             -32601 "Method not found: <method>"
+//   s names no server          -32602 "Unknown server id <s>"
+//   no s                       initialize: every server answers (initializeResponse with its d and
+//                              support_encryption); other methods: the only server, or -32602
+//                              naming the choice when there are several
+//   encrypted request to a server with encryption off: not answered (logged)
+//   limits (limits.ts)         -32029 "rate-limited: … retry in N s"
+//   priced capability          tools/call by name, prompts/get by name, resources/read by uri: the
+//                              PaymentGate decides (its error is the answer)
+//   progress                   upstream progress → 21316 notifications/progress with e = request
+//                              id; a keep-alive progress when upstream is silent for 10 s
+//   cancel                     notifications/cancel (or notifications/cancelled) with e = request
+//                              id, from the requester only → the upstream request is aborted
+//                              (MCP notifications/cancelled) and nothing is answered
+//   result over maxAnswerChars -32603 "result too large: …"
+// Client notifications other than cancel (notifications/initialized…) are accepted and ignored.
+
+import type { EventTemplate } from '../../src/shared/relay-types.js';
+import {
+  errorTemplate,
+  initializeResponse,
+  isRequestMethod,
+  notificationTemplate,
+  responseTemplate,
+  RPC,
+  rpcError,
+  type DvmcpMessage,
+  type Requester,
+  type RpcError,
+} from '../../src/shared/dvmcp.js';
+import type { DvmcpBackend, Progress } from './backend.js';
+import type { Limiter } from './limits.js';
+import type { PaymentGate, PricedCapability } from './payment-gate.js';
+
+/** Where the answers to one request go. */
+export interface Reply {
+  /** Publishes a response or notification to the requester (form and relay of the request). */
+  send(t: EventTemplate): Promise<void>;
+  /** Whether the request came gift-wrapped. */
+  encrypted: boolean;
+  /** Longest answer content, in characters, this form can carry. */
+  maxAnswerChars: number;
+}
+
+export interface DispatcherDeps {
+  /** The provider's servers by id, in a stable order. */
+  backends(): ReadonlyMap<string, DvmcpBackend>;
+  limiter: Limiter;
+  gate(): PaymentGate;
+  /** Operational log lines (never decrypted content). */
+  log(line: string): void;
+}
+
+/** A progress notification is sent at least this often while a request runs. */
+export const KEEPALIVE_MS = 10_000;
+
+const CANCEL_METHODS = new Set(['notifications/cancel', 'notifications/cancelled']);
+
+/** The priced capability a request calls, if it calls one. */
+function capabilityOf(method: string, params: Record<string, unknown>): string | undefined {
+  const key = method === 'resources/read' ? params.uri : method === 'tools/call' || method === 'prompts/get' ? params.name : undefined;
+  return typeof key === 'string' ? key : undefined;
+}
+
+export class Dispatcher {
+  /** Requests in progress by request id: who asked and how to stop it. */
+  private readonly active = new Map<string, { client: string; servers: string[]; abort: AbortController }>();
+
+  constructor(private readonly deps: DispatcherDeps) {}
+
+  /** Requests in progress. */
+  get inProgress(): number {
+    return this.active.size;
+  }
+
+  /** Aborts the requests in progress to server `id` (removed or changed). */
+  abortServer(id: string, reason: string): void {
+    for (const { servers, abort } of this.active.values()) if (servers.includes(id)) abort.abort(new Error(reason));
+  }
+
+  async handle(msg: DvmcpMessage, reply: Reply): Promise<void> {
+    if (msg.type === 'notification') return this.onNotification(msg);
+    const to: Requester = { requestId: msg.requestId, client: msg.client };
+    const fail = (e: RpcError): Promise<void> => reply.send(errorTemplate(to, e));
+    if (!isRequestMethod(msg.method)) return fail(rpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${msg.method}`));
+    if (msg.method === 'ping') return reply.send(responseTemplate(to, {}));
+    const routed = this.route(msg);
+    if (!routed.ok) return fail(routed.error);
+    const targets = routed.targets.filter((b) => b.profile.encryption || !reply.encrypted);
+    if (targets.length < routed.targets.length) {
+      const off = routed.targets.filter((b) => !targets.includes(b)).map((b) => b.profile.id);
+      this.deps.log(`bridge: encrypted ${msg.method} ${msg.requestId} not answered for ${off.join(', ')}: encryption is off`);
+    }
+    if (targets.length === 0) return;
+    const admitted = this.deps.limiter.admit(msg.client, targets.map((b) => b.profile.id));
+    if (!admitted.ok) return fail(admitted.error);
+    const abort = new AbortController();
+    this.active.set(msg.requestId, { client: msg.client, servers: targets.map((b) => b.profile.id), abort });
+    try {
+      if (msg.method === 'initialize') {
+        await Promise.all(targets.map((b) => this.initialize(b, to, reply, abort.signal)));
+      } else {
+        await this.serve(targets[0]!, msg.method, msg.params, to, reply, abort);
+      }
+    } finally {
+      this.active.delete(msg.requestId);
+      admitted.release();
+    }
+  }
+
+  private route(msg: Extract<DvmcpMessage, { type: 'request' }>): { ok: true; targets: DvmcpBackend[] } | { ok: false; error: RpcError } {
+    const backends = this.deps.backends();
+    if (msg.serverId !== undefined) {
+      const b = backends.get(msg.serverId);
+      return b ? { ok: true, targets: [b] } : { ok: false, error: rpcError(RPC.INVALID_PARAMS, `Unknown server id ${msg.serverId}`) };
+    }
+    const all = [...backends.values()];
+    if (all.length === 0) return { ok: false, error: rpcError(RPC.INVALID_PARAMS, 'this provider runs no servers') };
+    if (msg.method === 'initialize' || all.length === 1) return { ok: true, targets: msg.method === 'initialize' ? all : [all[0]!] };
+    return { ok: false, error: rpcError(RPC.INVALID_PARAMS, `this provider runs ${all.length} servers (${[...backends.keys()].join(', ')}): name one with an s tag`) };
+  }
+
+  private async initialize(b: DvmcpBackend, to: Requester, reply: Reply, signal: AbortSignal): Promise<void> {
+    const info = await b.initialize(to.client, signal);
+    if (info.ok) return reply.send(initializeResponse(to, b.profile, info.value));
+    // With several servers answering, the error names its server as the initialize answer does.
+    return reply.send(responseTemplate(to, { error: info.error }, [['d', b.profile.id]]));
+  }
+
+  private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController): Promise<void> {
+    const serverId = b.profile.id;
+    const name = capabilityOf(method, params);
+    const price = name === undefined ? undefined : b.prices[name];
+    if (name !== undefined && price !== undefined) {
+      const capability: PricedCapability = { serverId, method, name };
+      const paid = await this.deps.gate().requirePayment(to, capability, price, { notify: (t) => reply.send(t), signal: abort.signal });
+      if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorTemplate(to, paid.error));
+    }
+    // Progress notifications are published in order, and before the answer.
+    let chain = Promise.resolve();
+    let last: Progress = { progress: 0 };
+    let lastSent = Date.now();
+    const progress = (p: Progress): void => {
+      last = p;
+      lastSent = Date.now();
+      const t = notificationTemplate(to.client, 'notifications/progress', { progressToken: to.requestId, ...p }, { requestId: to.requestId, serverId });
+      chain = chain.then(() => reply.send(t)).catch((e: unknown) => this.deps.log(`bridge: progress for ${to.requestId} not delivered: ${String(e)}`));
+    };
+    const keepAlive = setInterval(() => {
+      if (Date.now() - lastSent >= KEEPALIVE_MS) progress({ ...last, message: `waiting for ${serverId}` });
+    }, KEEPALIVE_MS / 2);
+    let result: Awaited<ReturnType<DvmcpBackend['request']>>;
+    try {
+      result = await b.request(method, params, { requester: to, signal: abort.signal, onProgress: progress });
+    } finally {
+      clearInterval(keepAlive);
+    }
+    await chain;
+    if (abort.signal.aborted) {
+      this.deps.log(`bridge: ${method} ${to.requestId} cancelled, not answered`);
+      return;
+    }
+    if (!result.ok) return reply.send(errorTemplate(to, result.error));
+    const answer = responseTemplate(to, result.value);
+    if (answer.content.length > reply.maxAnswerChars) {
+      return reply.send(errorTemplate(to, rpcError(RPC.INTERNAL_ERROR, `result too large: ${answer.content.length} characters (this bridge answers at most ${reply.maxAnswerChars} in this form)`)));
+    }
+    return reply.send(answer);
+  }
+
+  private onNotification(msg: Extract<DvmcpMessage, { type: 'notification' }>): void {
+    if (!CANCEL_METHODS.has(msg.method)) return;
+    const target = msg.refersTo ?? (typeof msg.params.requestId === 'string' ? msg.params.requestId : undefined);
+    const running = target === undefined ? undefined : this.active.get(target);
+    // Only the requester may cancel its request.
+    if (running && running.client === msg.client) running.abort.abort(new Error('cancelled by the client'));
+  }
+}

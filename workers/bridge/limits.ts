@@ -1,0 +1,92 @@
+// What strangers may make the bridge do: requests per client pubkey per minute, requests in progress
+// per client, requests per server per minute (fixed one-minute windows, in memory: an evicted
+// bridge starts with fresh windows). A refusal is a JSON-RPC error RATE_LIMITED whose message
+// starts `rate-limited:` and says how many seconds to wait.
+
+import { LruMap } from '../../src/shared/lru.js';
+import { RPC, rpcError, type RpcError } from '../../src/shared/dvmcp.js';
+
+export interface BridgeLimits {
+  clientPerMinute: number;
+  clientConcurrent: number;
+  serverPerMinute: number;
+}
+
+export const DEFAULT_BRIDGE_LIMITS: BridgeLimits = { clientPerMinute: 30, clientConcurrent: 4, serverPerMinute: 300 };
+
+/** Requests older than this (created_at, seconds) are ignored, never answered. */
+export const STALE_SECONDS = 60;
+
+const WINDOW_MS = 60_000;
+/** Client pubkeys tracked at once (the least recently seen are forgotten). */
+const MAX_CLIENTS = 4096;
+
+interface Window {
+  start: number;
+  count: number;
+}
+
+interface ClientState extends Window {
+  active: number;
+}
+
+const waitSeconds = (w: Window, now: number): number => Math.max(1, Math.ceil((w.start + WINDOW_MS - now) / 1000));
+
+export class Limiter {
+  private readonly clients = new LruMap<string, ClientState>(MAX_CLIENTS);
+  private readonly servers = new Map<string, Window>();
+  now: () => number = () => Date.now();
+
+  constructor(readonly limits: BridgeLimits = DEFAULT_BRIDGE_LIMITS) {}
+
+  /**
+   * Admits one request of `client` to `serverIds` (every server it goes to), or says why not. An
+   * admitted request holds one of the client's concurrent slots until `release`.
+   */
+  admit(client: string, serverIds: readonly string[]): { ok: true; release: () => void } | { ok: false; error: RpcError } {
+    const now = this.now();
+    const c = this.clients.get(client) ?? { start: now, count: 0, active: 0 };
+    if (now - c.start >= WINDOW_MS) {
+      c.start = now;
+      c.count = 0;
+    }
+    this.clients.set(client, c);
+    if (c.count >= this.limits.clientPerMinute) {
+      return { ok: false, error: rpcError(RPC.RATE_LIMITED, `rate-limited: more than ${this.limits.clientPerMinute} requests a minute from your key; retry in ${waitSeconds(c, now)} s`) };
+    }
+    if (c.active >= this.limits.clientConcurrent) {
+      return { ok: false, error: rpcError(RPC.RATE_LIMITED, `rate-limited: ${this.limits.clientConcurrent} of your requests are in progress; retry in 1 s`) };
+    }
+    for (const id of serverIds) {
+      const w = this.serverWindow(id, now);
+      if (w.count >= this.limits.serverPerMinute) {
+        return { ok: false, error: rpcError(RPC.RATE_LIMITED, `rate-limited: server ${id} took ${this.limits.serverPerMinute} requests this minute; retry in ${waitSeconds(w, now)} s`) };
+      }
+    }
+    for (const id of serverIds) this.serverWindow(id, now).count += 1;
+    c.count += 1;
+    c.active += 1;
+    let released = false;
+    return {
+      ok: true,
+      release: () => {
+        if (released) return;
+        released = true;
+        c.active -= 1;
+      },
+    };
+  }
+
+  private serverWindow(id: string, now: number): Window {
+    let w = this.servers.get(id);
+    if (!w || now - w.start >= WINDOW_MS) {
+      w = { start: now, count: 0 };
+      this.servers.set(id, w);
+    }
+    return w;
+  }
+
+  forgetServer(id: string): void {
+    this.servers.delete(id);
+  }
+}

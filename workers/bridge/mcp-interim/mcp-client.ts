@@ -1,0 +1,395 @@
+// INTERIM copy of H2's workers/common/mcp-client.ts (branch mcp-client) until it lands on main; deleted then, imports switch to workers/common.
+// The one upstream MCP client of the Workers (the agent's MCP tools and the DVMCP bridge), on the
+// official @modelcontextprotocol/sdk Client.
+//
+// openMcpSession({url, headers?}, options) initializes a session: Streamable HTTP first (the SDK
+// negotiates the protocol revision, 2025-11-25 down to 2024-10-07; the transport keeps
+// Mcp-Session-Id and MCP-Protocol-Version, reads JSON or SSE answers, accepts 202 for
+// notifications, sends DELETE on close). When that initialize is answered 400, 404 or 405 the
+// server is taken for a legacy HTTP+SSE one (MCP spec, backwards compatibility) and the SDK's
+// SSEClientTransport is tried on the same URL (its GET stream carries every answer).
+// McpSession.request(method, params) sends any MCP request and returns the raw result object
+// (a passthrough schema: unknown fields survive). Failures are values (McpFailure):
+//   {kind: 'protocol', code, message, data?}  a JSON-RPC error from upstream;
+//   {kind: 'transport', message}              unreachable, refused by the outbound policy,
+//                                             "timed out after <n> ms", "aborted", "session is closed".
+// onProgress receives the request's progress notifications (the SDK sets _meta.progressToken;
+// each one restarts the timeout, `maxTotalMs` bounds the whole). Aborting the signal, or a
+// timeout, sends notifications/cancelled upstream.
+// Session loss: a request answered 404, or 400 naming the session, while a session id was sent
+// (the server forgot it) re-initializes once and is sent again; a session whose connection
+// closed (legacy SSE stream ended) is re-opened by the next request.
+// Notifications from upstream (list_changed, resources/updated, logging) go to onNotification;
+// they arrive only on SSE answers, on the legacy transport's stream, or on the standalone GET
+// stream of Streamable HTTP, which is opened only with `standaloneGet` (a never-ending
+// subrequest keeps a Durable Object from hibernating and holds one of the Worker's few
+// simultaneous connections; without it our fetch answers that GET 405, "not offered").
+// Every fetch goes through safeFetch under the deployment's OutboundPolicy: the URL is checked
+// before anything is sent, redirects are followed by hand and each hop is checked again.
+// workerd: the SDK Client's default JSON Schema validator (Ajv) generates code, which workerd
+// forbids; the code-free CfWorkerJsonSchemaValidator is passed instead (the generic request
+// never validates tool output, so it is not used on the request path).
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
+import { z } from 'zod';
+import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
+import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
+
+export interface McpServerEndpoint {
+  /** The MCP endpoint, http(s) (Streamable HTTP, or the legacy SSE endpoint). */
+  url: string;
+  /** Extra request headers (e.g. Authorization), sent with every request. */
+  headers?: Record<string, string>;
+}
+
+/** A notification from upstream, as received (method and params). */
+export interface McpNotification {
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+export interface McpOpenOptions {
+  /** The deployment's outbound policy (default: strict production). */
+  policy?: OutboundPolicy;
+  /** initialize, in milliseconds (default 10,000); also bounds a re-initialize. */
+  connectTimeoutMs?: number;
+  /** Cancels the initialize. */
+  signal?: AbortSignal;
+  /** Open the standalone GET SSE stream of Streamable HTTP (default false; see the header). */
+  standaloneGet?: boolean;
+  /** Try the legacy HTTP+SSE transport when Streamable HTTP is refused (default true). */
+  legacySse?: boolean;
+  /** Upstream notifications (other than progress, which goes to the request's onProgress). */
+  onNotification?: (notification: McpNotification) => void;
+  /** Our clientInfo in initialize (default edgestr). */
+  clientInfo?: { name: string; version: string };
+}
+
+export interface McpRequestOptions {
+  signal?: AbortSignal;
+  /** Without a progress notification, in milliseconds (default 30,000). */
+  timeoutMs?: number;
+  /** The whole request, whatever the progress, in milliseconds (default: no bound). */
+  maxTotalMs?: number;
+  onProgress?: (progress: McpProgress) => void;
+}
+
+export interface McpProgress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+export type McpFailure =
+  | { kind: 'protocol'; code: number; message: string; data?: unknown }
+  | { kind: 'transport'; message: string };
+
+export type McpTransportKind = 'streamable-http' | 'sse';
+
+/** What the server said in its initialize result. */
+export interface McpServerIdentity {
+  serverInfo: { name: string; version: string; [k: string]: unknown };
+  capabilities: Record<string, unknown>;
+  protocolVersion: string;
+  instructions?: string;
+  transport: McpTransportKind;
+}
+
+export interface McpSession {
+  /** The initialize result of the current connection (changes after a re-initialize). */
+  readonly identity: McpServerIdentity;
+  readonly closed: boolean;
+  /** The Mcp-Session-Id of the current connection (Streamable HTTP, when the server gave one). */
+  readonly sessionId: string | undefined;
+  request(method: string, params?: Record<string, unknown>, options?: McpRequestOptions): Promise<Result<unknown, McpFailure>>;
+  /** A client notification (e.g. notifications/roots/list_changed). */
+  notify(method: string, params?: Record<string, unknown>): Promise<Result<void, McpFailure>>;
+  /** Ends the session (DELETE with the session id, bounded, best effort) and releases the transport. */
+  close(): Promise<void>;
+}
+
+export const MCP_CLIENT_DEFAULTS = {
+  connectTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  closeTimeoutMs: 2_000,
+} as const;
+
+const CLIENT_INFO = { name: 'edgestr', version: '1.0.0' };
+/** Any result object, unknown fields kept. */
+const RawResult = z.looseObject({});
+const validator = new CfWorkerJsonSchemaValidator();
+
+const transportFailure = (message: string): McpFailure => ({ kind: 'transport', message });
+
+/** fetch for the transports: through safeFetch; GET answered 405 unless allowed (see the header). */
+function transportFetch(policy: OutboundPolicy, allowGet: boolean) {
+  return async (url: string | URL, init?: RequestInit): Promise<Response> => {
+    if (!allowGet && (init?.method ?? 'GET').toUpperCase() === 'GET') {
+      return new Response(null, { status: 405, statusText: 'Method Not Allowed' });
+    }
+    let fetched: Awaited<ReturnType<typeof safeFetch>>;
+    try {
+      fetched = await safeFetch(url, init ?? {}, policy);
+    } catch (e) {
+      if (init?.signal?.aborted) throw e;
+      throw new Error(`unreachable: ${errorMessage(e)}`); // workerd: "Network connection lost." for a refused connection
+    }
+    if (!fetched.ok) throw new Error(fetched.error);
+    return fetched.value.response;
+  };
+}
+
+/**
+ * The legacy transport, remembering the negotiated protocol version (the SDK keeps it private).
+ * workerd's EventTarget also calls an `on<type>` property from dispatchEvent, and the
+ * `eventsource` package both calls its `onmessage` and dispatches the event: every message
+ * (progress, notifications) would arrive twice. The SDK's handler is moved to a listener.
+ */
+class LegacySseTransport extends SSEClientTransport {
+  negotiated: string | undefined;
+
+  override setProtocolVersion(version: string): void {
+    this.negotiated = version;
+    super.setProtocolVersion(version);
+  }
+
+  override start(): Promise<void> {
+    const started = super.start(); // creates the EventSource synchronously
+    const source = (this as unknown as { _eventSource?: EventSource })._eventSource;
+    const handler = source?.onmessage;
+    if (source && handler) {
+      source.onmessage = null;
+      source.addEventListener('message', handler);
+    }
+    return started;
+  }
+}
+
+interface Connection {
+  client: Client;
+  transport: StreamableHTTPClientTransport | LegacySseTransport;
+  identity: McpServerIdentity;
+  /** Set when the transport closed under us (the next request opens a new connection). */
+  lost: boolean;
+}
+
+/** Whether the server answered that our session does not exist (any more). */
+function sessionLost(e: unknown): boolean {
+  if (!(e instanceof StreamableHTTPError)) return false;
+  return e.code === 404 || (e.code === 400 && /session/i.test(e.message));
+}
+
+/** Streamable HTTP refused at initialize: try the legacy transport (MCP spec, backwards compatibility). */
+const legacyHint = (e: unknown): boolean => e instanceof StreamableHTTPError && [400, 404, 405].includes(e.code ?? 0);
+
+/** A thrown SDK/transport error as an McpFailure; our own stops by their fixed messages. */
+function failureOf(e: unknown, stop: { timedOutMs?: number; aborted: boolean }): McpFailure {
+  if (stop.aborted) return transportFailure('aborted');
+  if (e instanceof McpError) {
+    const data: unknown = e.data;
+    if (e.code === ErrorCode.RequestTimeout && typeof data === 'object' && data !== null && ('timeout' in data || 'maxTotalTimeout' in data)) {
+      const d = data as { timeout?: unknown; maxTotalTimeout?: unknown };
+      const ms = typeof d.maxTotalTimeout === 'number' ? d.maxTotalTimeout : typeof d.timeout === 'number' ? d.timeout : stop.timedOutMs;
+      return transportFailure(`timed out after ${ms} ms`);
+    }
+    if (e.code === ErrorCode.ConnectionClosed && e.message === `MCP error ${ErrorCode.ConnectionClosed}: Connection closed`) {
+      return transportFailure('connection closed');
+    }
+    const prefix = `MCP error ${e.code}: `;
+    const message = e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message;
+    return data === undefined ? { kind: 'protocol', code: e.code, message } : { kind: 'protocol', code: e.code, message, data };
+  }
+  return transportFailure(errorMessage(e));
+}
+
+const identityOf = (client: Client, protocolVersion: string | undefined, transport: McpTransportKind): McpServerIdentity => {
+  const info = client.getServerVersion();
+  const instructions = client.getInstructions();
+  return {
+    serverInfo: info ? { ...info } : { name: 'unknown', version: 'unknown' },
+    capabilities: { ...(client.getServerCapabilities() ?? {}) },
+    protocolVersion: protocolVersion ?? 'unknown',
+    ...(instructions === undefined ? {} : { instructions }),
+    transport,
+  };
+};
+
+class Session implements McpSession {
+  private connection: Connection | undefined;
+  private opening: Promise<Connection> | undefined;
+  private legacy = false;
+  closed = false;
+
+  constructor(
+    private readonly server: McpServerEndpoint,
+    private readonly url: URL,
+    private readonly options: McpOpenOptions,
+  ) {}
+
+  get identity(): McpServerIdentity {
+    if (!this.connection) throw new Error('the session is not open');
+    return this.connection.identity;
+  }
+
+  get sessionId(): string | undefined {
+    const transport = this.connection?.transport;
+    return transport instanceof StreamableHTTPClientTransport ? transport.sessionId : undefined;
+  }
+
+  /** The open connection, opening one (once for concurrent callers) when there is none. */
+  async current(signal?: AbortSignal): Promise<Connection> {
+    if (this.closed) throw new Error('session is closed');
+    if (this.connection && !this.connection.lost) return this.connection;
+    this.opening ??= this.open(signal).finally(() => {
+      this.opening = undefined;
+    });
+    return this.opening;
+  }
+
+  private async open(signal?: AbortSignal): Promise<Connection> {
+    const stale = this.connection;
+    this.connection = undefined;
+    await stale?.client.close().catch(() => undefined);
+    let connection: Connection;
+    if (this.legacy) {
+      connection = await this.connect('sse', signal);
+    } else {
+      try {
+        connection = await this.connect('streamable-http', signal);
+      } catch (e) {
+        if (this.options.legacySse === false || !legacyHint(e)) throw e;
+        try {
+          connection = await this.connect('sse', signal);
+        } catch (sse) {
+          const stop = { aborted: signal?.aborted === true };
+          throw new Error(`${failureOf(e, stop).message} (legacy HTTP+SSE: ${failureOf(sse, stop).message})`);
+        }
+        this.legacy = true;
+      }
+    }
+    if (this.closed) {
+      await connection.client.close().catch(() => undefined);
+      throw new Error('session is closed');
+    }
+    this.connection = connection;
+    return connection;
+  }
+
+  private async connect(kind: McpTransportKind, signal?: AbortSignal): Promise<Connection> {
+    const policy = this.options.policy ?? STRICT_OUTBOUND;
+    const requestInit = this.server.headers ? { headers: { ...this.server.headers } } : undefined;
+    const transport =
+      kind === 'sse'
+        ? new LegacySseTransport(this.url, { fetch: transportFetch(policy, true), requestInit })
+        : new StreamableHTTPClientTransport(this.url, {
+            fetch: transportFetch(policy, this.options.standaloneGet === true),
+            requestInit,
+          });
+    const client = new Client(this.options.clientInfo ?? CLIENT_INFO, { capabilities: {}, jsonSchemaValidator: validator });
+    const onNotification = this.options.onNotification;
+    if (onNotification) {
+      client.fallbackNotificationHandler = async (n) => {
+        onNotification({ method: n.method, ...(n.params ? { params: { ...n.params } } : {}) });
+      };
+    }
+    // Transport errors also reject the pending request; this hook only keeps them from being unhandled.
+    transport.onerror = () => undefined;
+    const timeout = this.options.connectTimeoutMs ?? MCP_CLIENT_DEFAULTS.connectTimeoutMs;
+    try {
+      await client.connect(transport as Transport, { signal, timeout });
+    } catch (e) {
+      await client.close().catch(() => undefined);
+      throw e;
+    }
+    const protocolVersion = transport instanceof LegacySseTransport ? transport.negotiated : transport.protocolVersion;
+    const connection: Connection = { client, transport, identity: identityOf(client, protocolVersion, kind), lost: false };
+    client.onclose = () => {
+      connection.lost = true;
+    };
+    return connection;
+  }
+
+  async request(method: string, params?: Record<string, unknown>, options: McpRequestOptions = {}): Promise<Result<unknown, McpFailure>> {
+    const signal = options.signal;
+    if (signal?.aborted) return err(transportFailure('aborted'));
+    if (this.closed) return err(transportFailure('session is closed'));
+    const timeoutMs = options.timeoutMs ?? MCP_CLIENT_DEFAULTS.requestTimeoutMs;
+    const sdkOptions = {
+      signal,
+      timeout: timeoutMs,
+      resetTimeoutOnProgress: options.onProgress !== undefined,
+      ...(options.maxTotalMs === undefined ? {} : { maxTotalTimeout: options.maxTotalMs }),
+      ...(options.onProgress ? { onprogress: options.onProgress } : {}),
+    };
+    const send = async (connection: Connection): Promise<unknown> =>
+      connection.client.request(params === undefined ? { method } : { method, params }, RawResult, sdkOptions);
+    const stop = (): { timedOutMs: number; aborted: boolean } => ({ timedOutMs: timeoutMs, aborted: signal?.aborted === true });
+    let connection: Connection;
+    try {
+      connection = await this.current(signal);
+    } catch (e) {
+      return err(failureOf(e, stop()));
+    }
+    try {
+      return ok(await send(connection));
+    } catch (e) {
+      const hadSession = connection.transport instanceof StreamableHTTPClientTransport && connection.transport.sessionId !== undefined;
+      if (!hadSession || !sessionLost(e) || this.closed || signal?.aborted) return err(failureOf(e, stop()));
+    }
+    // The server forgot the session: a new one (once for concurrent callers), one retry.
+    if (this.connection === connection) connection.lost = true;
+    try {
+      return ok(await send(await this.current(signal)));
+    } catch (e) {
+      return err(failureOf(e, stop()));
+    }
+  }
+
+  async notify(method: string, params?: Record<string, unknown>): Promise<Result<void, McpFailure>> {
+    try {
+      const connection = await this.current();
+      await connection.client.notification(params === undefined ? { method } : { method, params });
+      return ok(undefined);
+    } catch (e) {
+      return err(failureOf(e, { aborted: false }));
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const connection = this.connection;
+    this.connection = undefined;
+    if (!connection) return;
+    const transport = connection.transport;
+    if (transport instanceof StreamableHTTPClientTransport && transport.sessionId && !connection.lost) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<void>((r) => {
+        timer = setTimeout(r, MCP_CLIENT_DEFAULTS.closeTimeoutMs);
+      });
+      await Promise.race([transport.terminateSession().catch(() => undefined), deadline]);
+      clearTimeout(timer);
+    }
+    await connection.client.close().catch(() => undefined);
+  }
+}
+
+/** Opens a session with an MCP server (see the header); failures as "<reason>" values. */
+export async function openMcpSession(server: McpServerEndpoint, options: McpOpenOptions = {}): Promise<Result<McpSession, string>> {
+  const checked = checkOutboundUrl(server.url, 'http', options.policy ?? STRICT_OUTBOUND);
+  if (!checked.ok) return err(checked.error);
+  if (options.signal?.aborted) return err('aborted');
+  const session = new Session(server, checked.value, options);
+  try {
+    await session.current(options.signal);
+  } catch (e) {
+    await session.close();
+    const timeout = options.connectTimeoutMs ?? MCP_CLIENT_DEFAULTS.connectTimeoutMs;
+    return err(failureOf(e, { timedOutMs: timeout, aborted: options.signal?.aborted === true }).message);
+  }
+  return ok(session);
+}

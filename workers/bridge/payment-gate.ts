@@ -1,0 +1,41 @@
+// The payment gate of the DVMCP bridge: the dispatcher asks it before a call to a priced capability
+// (tools/call by tool name, prompts/get by name, resources/read by uri) reaches upstream. Verifiers
+// (a local one for development and tests, a NIP-57 zap-receipt watcher) implement this interface in
+// workers/bridge/payments*.ts. With none configured, priced calls are refused ("payment not configured").
+
+import { err, type Result } from '../../src/shared/errors.js';
+import { RPC, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
+import type { EventTemplate } from '../../src/shared/relay-types.js';
+
+/** The priced capability a request calls. */
+export interface PricedCapability {
+  /** The server id (`s`) the capability belongs to. */
+  serverId: string;
+  /** The request's method: tools/call, prompts/get or resources/read. */
+  method: string;
+  /** The tool or prompt name, or the resource uri: the key of the server's `prices`. */
+  name: string;
+}
+
+/** What a gate may need while it waits for a payment. */
+export interface PaymentContext {
+  /** Publishes a notification (e.g. the 21316 payment-required built by `paymentRequiredTemplate`)
+   *  to the requester, in the form (plain or gift-wrapped) the request came in, on its relay. */
+  notify(t: EventTemplate): Promise<void>;
+  /** Aborted when the client cancels the request or the bridge gives up on it. */
+  signal: AbortSignal;
+}
+
+export interface PaymentGate {
+  /**
+   * Resolves ok once `requester` has paid `price` for `capability` (the call then runs), or with
+   * the JSON-RPC error the client gets (unpaid and expired, unsupported unit, …).
+   */
+  requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<void, RpcError>>;
+}
+
+/** The gate in force while no verifier is configured: every priced call is refused with a clear error. */
+export const noPaymentGate: PaymentGate = {
+  requirePayment: async (_requester, capability) =>
+    err(rpcError(RPC.INTERNAL_ERROR, `payment not configured: ${capability.name} of ${capability.serverId} is priced and this bridge has no payment verifier`)),
+};

@@ -1,0 +1,174 @@
+// The Bridge Durable Object's tables: its provider record (owner, origin of the deployment, the
+// provider key sealed with EDGESTR_SECRET) and its servers (config, secret headers sealed with the
+// same secret under `<provider>/<server id>`, health, hash of what was last announced).
+
+import { getPublicKey } from 'nostr-tools/pure';
+import { signEventWith, type NostrEvent } from '../../src/shared/event.js';
+import type { EventTemplate } from '../../src/shared/relay-types.js';
+import { relayVerifier } from '../common/verifier.js';
+import { openSecretKey, sealingSecret, sealSecretKey, type SecretEnv } from '../common/secrets.js';
+import { EMPTY_HEALTH, type ServerHealth, type StoredServer } from './config.js';
+
+export interface ProviderRecord {
+  owner: string;
+  pubkey: string;
+  /** The deployment's origin (http(s)://host) the bridge dials its shards on. */
+  origin: string;
+}
+
+interface ServerRow extends Record<string, SqlStorageValue> {
+  id: string;
+  config: string;
+  sealed_headers: string;
+  health: string;
+  announced: string;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export class ServerStore {
+  private sk: Uint8Array | undefined;
+  private provider: ProviderRecord | null | undefined;
+  private readonly headers = new Map<string, Record<string, string>>();
+
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly env: SecretEnv,
+  ) {
+    sql.exec('CREATE TABLE IF NOT EXISTS provider (k INTEGER PRIMARY KEY CHECK (k = 1), owner TEXT NOT NULL, pubkey TEXT NOT NULL, origin TEXT NOT NULL, sealed_key TEXT NOT NULL)');
+    sql.exec(`CREATE TABLE IF NOT EXISTS servers (
+      id TEXT PRIMARY KEY,
+      config TEXT NOT NULL,
+      sealed_headers TEXT NOT NULL DEFAULT '',
+      health TEXT NOT NULL DEFAULT '{}',
+      announced TEXT NOT NULL DEFAULT '',
+      refresh_at INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID`);
+  }
+
+  private secret(): string {
+    const s = sealingSecret(this.env);
+    if (!s) throw new Error('EDGESTR_SECRET is not configured');
+    return s;
+  }
+
+  providerRecord(): ProviderRecord | undefined {
+    if (this.provider === undefined) {
+      this.provider = this.sql.exec<{ owner: string; pubkey: string; origin: string }>('SELECT owner, pubkey, origin FROM provider WHERE k = 1').toArray()[0] ?? null;
+    }
+    return this.provider ?? undefined;
+  }
+
+  /** Stores the provider key (sealed) for `owner`. */
+  async createProvider(owner: string, origin: string, sk: Uint8Array): Promise<ProviderRecord> {
+    const pubkey = getPublicKey(sk);
+    const sealed = await sealSecretKey(sk, pubkey, this.secret());
+    this.sql.exec('INSERT INTO provider (k, owner, pubkey, origin, sealed_key) VALUES (1, ?, ?, ?, ?)', owner, pubkey, origin, sealed);
+    this.provider = undefined;
+    this.sk = sk;
+    return { owner, pubkey, origin };
+  }
+
+  async secretKey(): Promise<Uint8Array> {
+    if (this.sk) return this.sk;
+    const row = this.sql.exec<{ pubkey: string; sealed_key: string }>('SELECT pubkey, sealed_key FROM provider WHERE k = 1').one();
+    const sk = await openSecretKey(row.sealed_key, row.pubkey, this.secret());
+    if (getPublicKey(sk) !== row.pubkey) throw new Error('stored key does not match the provider pubkey');
+    this.sk = sk;
+    return sk;
+  }
+
+  async sign(t: EventTemplate): Promise<NostrEvent> {
+    const sk = await this.secretKey();
+    return signEventWith(t, sk, await relayVerifier(), this.providerRecord()?.pubkey ?? getPublicKey(sk));
+  }
+
+  servers(): StoredServer[] {
+    return this.sql.exec<ServerRow>('SELECT config FROM servers ORDER BY id').toArray().map((r) => JSON.parse(r.config) as StoredServer);
+  }
+
+  server(id: string): StoredServer | undefined {
+    const row = this.sql.exec<ServerRow>('SELECT config FROM servers WHERE id = ?', id).toArray()[0];
+    return row ? (JSON.parse(row.config) as StoredServer) : undefined;
+  }
+
+  /** Inserts a server; false when the id is taken. */
+  async insert(s: StoredServer, headers: Record<string, string>): Promise<boolean> {
+    if (this.server(s.id)) return false;
+    const sealed = await this.sealHeaders(s.id, headers);
+    this.sql.exec('INSERT INTO servers (id, config, sealed_headers, health) VALUES (?, ?, ?, ?)', s.id, JSON.stringify(s), sealed, JSON.stringify(EMPTY_HEALTH));
+    this.headers.set(s.id, headers);
+    return true;
+  }
+
+  /** Replaces a server's config (and its headers when given). */
+  async update(s: StoredServer, headers?: Record<string, string>): Promise<void> {
+    this.sql.exec('UPDATE servers SET config = ? WHERE id = ?', JSON.stringify(s), s.id);
+    if (headers !== undefined) {
+      this.sql.exec('UPDATE servers SET sealed_headers = ? WHERE id = ?', await this.sealHeaders(s.id, headers), s.id);
+      this.headers.set(s.id, headers);
+    }
+  }
+
+  delete(id: string): void {
+    this.sql.exec('DELETE FROM servers WHERE id = ?', id);
+    this.headers.delete(id);
+  }
+
+  /** The server's secret headers, opened once and kept in memory. */
+  async secretHeaders(id: string): Promise<Record<string, string>> {
+    const cached = this.headers.get(id);
+    if (cached) return cached;
+    const row = this.sql.exec<ServerRow>('SELECT sealed_headers FROM servers WHERE id = ?', id).toArray()[0];
+    if (!row || row.sealed_headers === '') return {};
+    const bytes = await openSecretKey(row.sealed_headers, this.headerAad(id), this.secret());
+    const headers = JSON.parse(decoder.decode(bytes)) as Record<string, string>;
+    this.headers.set(id, headers);
+    return headers;
+  }
+
+  health(id: string): ServerHealth {
+    const row = this.sql.exec<ServerRow>('SELECT health FROM servers WHERE id = ?', id).toArray()[0];
+    return { ...EMPTY_HEALTH, ...(row ? (JSON.parse(row.health) as Partial<ServerHealth>) : {}) };
+  }
+
+  recordHealth(id: string, patch: Partial<ServerHealth>): void {
+    const next = { ...this.health(id), ...patch };
+    this.sql.exec('UPDATE servers SET health = ? WHERE id = ?', JSON.stringify(next), id);
+  }
+
+  /** Hash of the announcement set last published ('' when none is out). */
+  announced(id: string): string {
+    return this.sql.exec<ServerRow>('SELECT announced FROM servers WHERE id = ?', id).toArray()[0]?.announced ?? '';
+  }
+
+  setAnnounced(id: string, hash: string): void {
+    this.sql.exec('UPDATE servers SET announced = ? WHERE id = ?', hash, id);
+  }
+
+  /** When the server's announcements (and health counts) are refreshed next (ms; 0 = now). */
+  scheduleRefresh(id: string, at: number): void {
+    this.sql.exec('UPDATE servers SET refresh_at = ? WHERE id = ?', at, id);
+  }
+
+  /** The earliest refresh time (ms) of any server, or undefined with none. */
+  nextRefresh(): number | undefined {
+    const v = this.sql.exec<{ at: number | null }>('SELECT min(refresh_at) AS at FROM servers').one().at;
+    return v ?? undefined;
+  }
+
+  /** Servers whose refresh is due at `now` (ms). */
+  dueForRefresh(now: number): string[] {
+    return this.sql.exec<{ id: string }>('SELECT id FROM servers WHERE refresh_at <= ? ORDER BY refresh_at, id', now).toArray().map((r) => r.id);
+  }
+
+  private headerAad(id: string): string {
+    return `${this.providerRecord()?.pubkey ?? ''}/${id}`;
+  }
+
+  private async sealHeaders(id: string, headers: Record<string, string>): Promise<string> {
+    if (Object.keys(headers).length === 0) return '';
+    return sealSecretKey(encoder.encode(JSON.stringify(headers)), this.headerAad(id), this.secret());
+  }
+}

@@ -1,0 +1,142 @@
+// A registered remote MCP server as a DVMCP backend: one upstream session per Nostr client
+// (McpSessionCache key `<server id>:<client pubkey>`; the bridge's own listing for announcements
+// uses `<server id>:bridge`), its URL checked by the outbound policy at every dial (inside the MCP
+// client), the reference client's injected `name` argument dropped (the tool's inputSchema from
+// the cached tool list), and every contact recorded as the server's health.
+// Upstream failures become JSON-RPC errors: its own protocol errors pass through; a transport
+// failure is INTERNAL_ERROR "upstream <id> unreachable: <reason>" (or "upstream <id> timed out
+// after <n> ms"); tool execution errors are results with isError and pass through untouched.
+
+import { err, ok, type Result } from '../../src/shared/errors.js';
+import { RPC, rpcError, withoutInjectedName, type InitializeInfo, type ListSpec, type Prices, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
+import type { OutboundPolicy } from '../../src/shared/outbound-url.js';
+import type { McpFailure, McpNotification, McpServerEndpoint, McpSession } from './mcp-interim/mcp-client.js';
+import type { McpSessionCache } from './mcp-interim/mcp-session-cache.js';
+import type { DvmcpBackend, RequestContext } from './backend.js';
+import { profileOf, type StoredServer } from './config.js';
+
+/** A request's limit without any progress from upstream, and its limit in total. */
+export const UPSTREAM_TIMEOUT_MS = 30_000;
+export const UPSTREAM_MAX_TOTAL_MS = 5 * 60_000;
+/** Pages of one list read for an announcement. */
+export const MAX_LIST_PAGES = 20;
+
+/** The session key of the bridge's own listing (announcements, health). */
+export const BRIDGE_CLIENT = 'bridge';
+
+export interface UpstreamDeps {
+  cache: McpSessionCache;
+  policy: OutboundPolicy;
+  headers(serverId: string): Promise<Record<string, string>>;
+  /** Every upstream contact: ok, or the error text. */
+  onContact(serverId: string, error: string | null): void;
+  /** A notification upstream sent on `client`'s session (list_changed, resources/updated…). */
+  onNotification(serverId: string, client: string, n: McpNotification): void;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The JSON-RPC error a DVMCP client gets for an upstream failure. */
+export function upstreamError(serverId: string, f: McpFailure): RpcError {
+  if (f.kind === 'protocol') return f.data === undefined ? rpcError(f.code, f.message) : { code: f.code, message: f.message, data: f.data };
+  if (f.message.startsWith('timed out')) return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} ${f.message}`);
+  return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} unreachable: ${f.message}`);
+}
+
+export class UpstreamServer implements DvmcpBackend {
+  constructor(
+    private readonly server: StoredServer,
+    private readonly deps: UpstreamDeps,
+  ) {}
+
+  get profile(): ServerProfile {
+    return profileOf(this.server);
+  }
+
+  get prices(): Prices {
+    return this.server.prices;
+  }
+
+  private key(client: string): string {
+    return `${this.server.id}:${client}`;
+  }
+
+  private async endpoint(): Promise<McpServerEndpoint> {
+    const headers = await this.deps.headers(this.server.id);
+    return Object.keys(headers).length ? { url: this.server.url, headers } : { url: this.server.url };
+  }
+
+  private async session(client: string): Promise<Result<McpSession, RpcError>> {
+    const id = this.server.id;
+    const opened = await this.deps.cache.session(this.key(client), await this.endpoint(), {
+      policy: this.deps.policy,
+      onNotification: (n) => this.deps.onNotification(id, client, n),
+    });
+    if (!opened.ok) {
+      this.deps.onContact(id, opened.error);
+      return err(upstreamError(id, { kind: 'transport', message: opened.error }));
+    }
+    return opened;
+  }
+
+  async initialize(client: string): Promise<Result<InitializeInfo, RpcError>> {
+    const s = await this.session(client);
+    if (!s.ok) return s;
+    this.deps.onContact(this.server.id, null);
+    const { protocolVersion, capabilities, serverInfo, instructions } = s.value.identity;
+    return ok({ protocolVersion, capabilities, serverInfo, ...(instructions === undefined ? {} : { instructions }) });
+  }
+
+  async request(method: string, params: Record<string, unknown>, ctx: RequestContext): Promise<Result<Record<string, unknown>, RpcError>> {
+    const client = ctx.requester.client;
+    const s = await this.session(client);
+    if (!s.ok) return s;
+    const sent = method === 'tools/call' ? await this.toolCallParams(client, params) : params;
+    const r = await s.value.request(method, sent, { signal: ctx.signal, timeoutMs: UPSTREAM_TIMEOUT_MS, maxTotalMs: UPSTREAM_MAX_TOTAL_MS, onProgress: (p) => ctx.onProgress(p) });
+    if (!r.ok) {
+      if (r.error.kind === 'transport' && r.error.message !== 'aborted') this.deps.onContact(this.server.id, r.error.message);
+      else this.deps.onContact(this.server.id, null);
+      return err(upstreamError(this.server.id, r.error));
+    }
+    this.deps.onContact(this.server.id, null);
+    if (!isRecord(r.value)) return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${this.server.id} answered ${method} with a result that is not an object`));
+    return ok(r.value);
+  }
+
+  /** tools/call params without the reference client's injected `name` argument (see dvmcp.ts). */
+  private async toolCallParams(client: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const args = params.arguments;
+    const name = params.name;
+    if (!isRecord(args) || typeof name !== 'string' || typeof args.name !== 'string') return params;
+    const tools = await this.deps.cache.tools(this.key(client), await this.endpoint(), { policy: this.deps.policy }, { timeoutMs: UPSTREAM_TIMEOUT_MS });
+    const tool = tools.ok ? tools.value.find((t) => t.name === name) : undefined;
+    return { ...params, arguments: withoutInjectedName(args, name, tool?.inputSchema) };
+  }
+
+  /** Every item of one list (all pages, at most MAX_LIST_PAGES), through the bridge's own session. */
+  async list(spec: ListSpec): Promise<Result<Record<string, unknown>[], RpcError>> {
+    const s = await this.session(BRIDGE_CLIENT);
+    if (!s.ok) return s;
+    const items: Record<string, unknown>[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_LIST_PAGES; page++) {
+      const r = await s.value.request(spec.method, cursor === undefined ? {} : { cursor }, { timeoutMs: UPSTREAM_TIMEOUT_MS });
+      if (!r.ok) {
+        this.deps.onContact(this.server.id, r.error.kind === 'transport' ? r.error.message : null);
+        return err(upstreamError(this.server.id, r.error));
+      }
+      const value = isRecord(r.value) ? r.value : {};
+      const listed = value[spec.key];
+      if (Array.isArray(listed)) items.push(...listed.filter(isRecord));
+      cursor = typeof value.nextCursor === 'string' ? value.nextCursor : undefined;
+      if (cursor === undefined) break;
+    }
+    this.deps.onContact(this.server.id, null);
+    return ok(items);
+  }
+
+  /** The capabilities upstream declared (through the bridge's own session). */
+  async capabilities(): Promise<Result<InitializeInfo, RpcError>> {
+    return this.initialize(BRIDGE_CLIENT);
+  }
+}
