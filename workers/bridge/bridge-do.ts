@@ -28,9 +28,9 @@ import { McpSessionCache } from './mcp-interim/mcp-session-cache.js';
 import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
-import { Dispatcher, type Reply } from './dispatcher.js';
-import { Limiter, STALE_SECONDS } from './limits.js';
-import { noPaymentGate, type PaymentGate } from './payment-gate.js';
+import { Dispatcher, type Reply } from '../common/dvmcp-server/dispatcher.js';
+import { Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import { ServerStore, type ProviderRecord } from './server-store.js';
 import { BRIDGE_CLIENT, UpstreamServer } from './upstream.js';
 

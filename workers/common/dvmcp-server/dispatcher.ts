@@ -20,7 +20,7 @@
 //   result over maxAnswerChars -32603 "result too large: …"
 // Client notifications other than cancel (notifications/initialized…) are accepted and ignored.
 
-import type { EventTemplate } from '../../src/shared/relay-types.js';
+import type { EventTemplate } from '../../../src/shared/relay-types.js';
 import {
   errorTemplate,
   initializeResponse,
@@ -32,7 +32,7 @@ import {
   type DvmcpMessage,
   type Requester,
   type RpcError,
-} from '../../src/shared/dvmcp.js';
+} from '../../../src/shared/dvmcp.js';
 import type { DvmcpBackend, Progress } from './backend.js';
 import type { Limiter } from './limits.js';
 import type { PaymentGate, PricedCapability } from './payment-gate.js';
