@@ -77,7 +77,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       backends: () => this.backends(),
       limiter: this.limiter,
       gate: () => this.gate,
-      log: (line) => console.log(line),
+      log: (line) => console.log(`bridge: ${line}`),
     });
   }
 
