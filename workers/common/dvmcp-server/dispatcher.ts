@@ -27,6 +27,7 @@ import {
   errorTemplate,
   initializeResponse,
   isRequestMethod,
+  MAX_CONTENT_CHARS,
   notificationTemplate,
   responseTemplate,
   RPC,
@@ -35,6 +36,7 @@ import {
   type Requester,
   type RpcError,
 } from '../../../src/shared/dvmcp.js';
+import type { Form } from '../../../src/shared/dvmcp-wrap.js';
 import type { DvmcpBackend, Progress } from './backend.js';
 import type { PaymentGate, PricedCapability } from './payment-gate.js';
 
@@ -65,6 +67,9 @@ export interface DispatcherDeps {
   /** Operational log lines (never decrypted content), without a prefix. */
   log(line: string): void;
 }
+
+/** Longest answer content: a plain event within the relay's content limit; a gift wrap within NIP-44's 64 KiB twice over. */
+export const maxAnswerChars = (form: Form): number => (form === 'plain' ? Math.min(MAX_CONTENT_CHARS, 120_000) : 40_000);
 
 /** A progress notification is sent at least this often while a request runs. */
 export const KEEPALIVE_MS = 10_000;
