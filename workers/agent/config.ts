@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { THINKING_LEVELS } from '../../src/shared/nip-xx.js';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { BUILTIN_TOOL_NAMES } from './tools/registry.js';
+import { SERVER_ID } from '../../src/shared/dvmcp.js';
 
 const pubkeyList = z
   .array(z.string())
@@ -49,6 +50,18 @@ export const McpServerSchema = z.strictObject({
   headers: z.record(z.string(), z.string()).optional(),
 });
 
+/** The agent exposed as a DVMCP server (docs/AGENTS.md "The agent as a DVMCP server"). */
+export const DvmcpSettingsSchema = z.strictObject({
+  enabled: z.boolean(),
+  /** `d` of its 31316 and `s` of the requests to it. */
+  server_id: z.string().regex(SERVER_ID, 'server_id is 1-64 characters of [a-zA-Z0-9_.-]').default('agent'),
+  /** Announced (31316/31317) on the agent's relays; a private server answers only who knows its pubkey. */
+  public: z.boolean().default(true),
+  /** Whether gift-wrapped requests are answered (announced as support_encryption). */
+  encryption: z.boolean().default(true),
+});
+export type DvmcpSettings = z.infer<typeof DvmcpSettingsSchema>;
+
 export const PROVIDERS = ['openai', 'anthropic', 'workers-ai', 'echo'] as const;
 
 const fields = {
@@ -67,6 +80,7 @@ const fields = {
   block: pubkeyList.optional(),
   limits: LimitsSchema.partial().optional(),
   relays: z.array(relayUrl).max(10).optional(),
+  dvmcp: DvmcpSettingsSchema.optional(),
   /** The owner's NIP-OA `auth` tag for the agent key, published on the agent's kind 0. */
   oa_auth: z
     .array(z.string())
