@@ -7,7 +7,8 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { REFUSED_BY_POLICY } from '../../workers/agent/dvmcp-server.js';
 import { api } from './api-helpers.js';
-import { createTestAgent } from './agent-helpers.js';
+import { createTestAgent, ownerRelayClient } from './agent-helpers.js';
+import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
 import { announcements, DvmcpClient } from './bridge-helpers.js';
 import { connect, keys, sign } from './helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
@@ -262,6 +263,39 @@ describe('requests', () => {
     await expect(c.answer(id, 3000)).rejects.toThrow();
     const records = (await (await fetch(`${fake}/_requests?contains=${encodeURIComponent('cancel me')}`)).json()) as Array<{ clientClosed: boolean }>;
     expect(records[0]!.clientClosed).toBe(true);
+    c.close();
+  });
+});
+
+describe('the owner sees an ask as any run (NIP-AO)', () => {
+  it('turn_started and session_resolved reach the owner with the request id as run id; the owner’s cancel ends the ask with CANCELLED', async () => {
+    const { agent, c } = await agentAndClient(FAKE);
+    const owner = ownerRelayClient();
+    await owner.connect();
+    await owner.authenticate();
+    const frames: ObservedFrame[] = [];
+    const observer = new Observer({
+      ownerSecretKey: TEST_OWNER_SK,
+      agents: [agent],
+      subscribe: (filters, opts) => owner.subscribe(filters, opts),
+      publish: (e) => owner.publish(e),
+      onFrame: (f) => frames.push(f),
+      onRejected: () => undefined,
+    });
+    observer.start();
+    await sleep(100);
+    const id = await c.send(c.request('tools/call', { name: 'ask', arguments: { message: 'scenario:slow watched' } }));
+    await notificationsOf(c, id, 2);
+    const started = frames.find((f) => f.frame.kind === 'turn_started')?.frame.payload;
+    expect(started).toMatchObject({ run_id: id, client: c.k.pk, model: 'gpt-test' });
+    expect(await observer.cancelTurn(agent, id)).toMatchObject({ ok: true });
+    // Not the client's cancel: the client is told, as a NIP-XX client would be.
+    expect((await c.answer(id, 5000)).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: 'CANCELLED: run cancelled' }], isError: true } });
+    for (let i = 0; i < 100 && !frames.some((f) => f.frame.kind === 'session_resolved'); i++) await sleep(50);
+    const resolved = frames.find((f) => f.frame.kind === 'session_resolved')?.frame.payload;
+    expect(resolved).toMatchObject({ run_id: id, outcome: 'CANCELLED' });
+    observer.stop();
+    owner.close();
     c.close();
   });
 });
