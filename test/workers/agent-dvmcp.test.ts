@@ -103,6 +103,16 @@ describe('announcements', () => {
     c.close();
   });
 
+  it('renaming the server (server_id) deletes the old announcements, announces the new and answers s = the new id', async () => {
+    const { agent, c } = await agentAndClient();
+    expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${agent}`, { dvmcp: { enabled: true, server_id: 'renamed' } })).status).toBe(200);
+    const now = await announcements(agent, [31316], (es) => es.some((e) => tag(e, 'd') === 'renamed'), OWNER_SHARD);
+    expect(now.map((e) => tag(e, 'd'))).toEqual(['renamed']);
+    expect((await c.call('tools/list', undefined, { s: 'renamed' })).result.ok).toBe(true);
+    expect((await c.call('tools/list', undefined, { s: 'agent' })).result).toEqual({ ok: false, error: { code: -32602, message: 'Unknown server id agent' } });
+    c.close();
+  });
+
   it('deleting the agent deletes its announcements', async () => {
     const { agent, c } = await agentAndClient({ dvmcp: { enabled: true, server_id: 'gone' } });
     c.close();
