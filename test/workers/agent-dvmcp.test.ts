@@ -39,6 +39,16 @@ const ask = (c: DvmcpClient, args: Record<string, unknown>, opts: { form?: 'plai
 /** The text of an MCP tool result. */
 const textOf = (r: Record<string, unknown>) => (r.content as Array<{ type: string; text: string }>)[0]!.text;
 
+/** Polls the fake provider until the request carrying `marker` was closed by the agent (at most ~5 s); whether it was. */
+async function providerClosed(marker: string): Promise<boolean> {
+  for (let i = 0; i < 50; i++) {
+    const records = (await (await fetch(`${fake}/_requests?contains=${encodeURIComponent(marker)}`)).json()) as Array<{ clientClosed: boolean }>;
+    if (records[0]?.clientClosed) return true;
+    await sleep(100);
+  }
+  return false;
+}
+
 /** Polls until `n` notifications arrived for request `id` (at most ~10 s). */
 async function notificationsOf(c: DvmcpClient, id: string, n: number) {
   for (let i = 0; i < 100 && c.notifications(id).length < n; i++) await sleep(100);
@@ -124,6 +134,15 @@ describe('announcements', () => {
     s.close();
   });
 
+  it('deleting the agent during an ask: the client is answered CANCELLED before the agent goes', async () => {
+    const { agent, c } = await agentAndClient(FAKE);
+    const id = await c.send(c.request('tools/call', { name: 'ask', arguments: { message: 'scenario:slow until deleted' } }));
+    await notificationsOf(c, id, 2);
+    expect((await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${agent}`)).status).toBe(204);
+    expect((await c.answer(id, 1000)).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: 'CANCELLED: run cancelled' }], isError: true } });
+    c.close();
+  });
+
   it('the API refuses a bad dvmcp setting with the exact 422', async () => {
     const agent = await createTestAgent();
     expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${agent}`, { dvmcp: { enabled: true, server_id: 'has space' } })).toEqual({
@@ -149,8 +168,8 @@ describe('requests', () => {
     c.close();
   });
 
-  it('tools/call ask runs the agent: the answer is the final text as MCP content', async () => {
-    const { c } = await agentAndClient();
+  it('tools/call ask runs the agent: the answer is the final text as MCP content (here on the public shard)', async () => {
+    const { c } = await agentAndClient({}, '/');
     const a = await ask(c, { message: 'hello over dvmcp' });
     expect(a.result).toEqual({ ok: true, value: { content: [{ type: 'text', text: 'echo: hello over dvmcp' }] } });
     expect(a.event.kind).toBe(26910);
@@ -270,9 +289,8 @@ describe('requests', () => {
     await sleep(700);
     expect(c.notifications(id).length).toBeGreaterThan(before);
     await c.send(cancel());
-    await expect(c.answer(id, 3000)).rejects.toThrow();
-    const records = (await (await fetch(`${fake}/_requests?contains=${encodeURIComponent('cancel me')}`)).json()) as Array<{ clientClosed: boolean }>;
-    expect(records[0]!.clientClosed).toBe(true);
+    expect(await providerClosed('cancel me')).toBe(true);
+    await expect(c.answer(id, 1500)).rejects.toThrow();
     c.close();
   });
 });
@@ -363,6 +381,7 @@ describe('the agent’s policy and budget apply as for NIP-XX prompts', () => {
     other.close();
     const cancel = sign(c.k, { kind: 21316, content: JSON.stringify({ method: 'notifications/cancelled', params: { requestId: first } }), tags: [['p', agent], ['e', first]] });
     await c.send(cancel);
+    expect(await providerClosed('scenario:slow busy')).toBe(true);
     c.close();
   });
 });

@@ -172,7 +172,8 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /**
-   * Ends the active runs (each with its one CANCELLED terminal, waited for up to REMOVE_WAIT_MS),
+   * Ends the active runs (each with its one CANCELLED terminal, and the DVMCP asks with their
+   * CANCELLED answer, waited for up to REMOVE_WAIT_MS),
    * publishes deletions of what the agent published, then forgets everything (the key included).
    */
   async remove(): Promise<boolean> {
@@ -184,7 +185,7 @@ export class Agent extends DurableObject<AgentEnv> {
       for (const abort of this.active.values()) abort.abort(new Error('agent deleted'));
       this.dvmcp.abortAll('agent deleted');
       let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([Promise.allSettled(running), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
+      await Promise.race([Promise.allSettled([...running, this.dvmcp.whenIdle()]), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
       clearTimeout(timer);
       await this.publishEverywhere(c, deletionTemplate(c, Math.floor(Date.now() / 1000)));
       const announced = dvmcpDeletion(c.pubkey, c, undefined);

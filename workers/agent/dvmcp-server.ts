@@ -186,6 +186,8 @@ export class AgentDvmcp {
   private reserved = 0;
   /** Asks running, by request id: NIP-AO control frames and the agent's removal abort them. */
   private readonly runs = new Map<string, AbortController>();
+  /** Called when the last admitted ask has been answered. */
+  private idle: Array<() => void> = [];
 
   constructor(private readonly deps: AgentDvmcpDeps) {
     const admission: RequestAdmission = { admit: (client, ids, method) => this.admit(client, ids, method) };
@@ -202,6 +204,11 @@ export class AgentDvmcp {
     const abort = this.runs.get(runId);
     abort?.abort(new Error('cancelled by the owner'));
     return abort !== undefined;
+  }
+
+  /** Resolves once every admitted ask has been answered (at once when there are none). */
+  whenIdle(): Promise<void> {
+    return this.reserved === 0 ? Promise.resolve() : new Promise((r) => this.idle.push(r));
   }
 
   /** Aborts every ask (the agent is removed or its DVMCP server changed). */
@@ -277,7 +284,8 @@ export class AgentDvmcp {
       release: () => {
         if (released) return;
         released = true;
-        this.reserved--;
+        if (--this.reserved > 0) return;
+        for (const r of this.idle.splice(0)) r();
       },
     };
   }
