@@ -18,7 +18,7 @@ import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
 import { Dispatcher, maxAnswerChars, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
-import { Limiter } from '../common/dvmcp-server/limits.js';
+import { Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import type { AdmissionResult, Refusal } from './admission.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
@@ -28,8 +28,6 @@ import type { EffectiveAgent, RunOutput } from './run-driver.js';
 import type { RunSink, Terminal } from './runtime.js';
 import type { SessionKey } from './sessions.js';
 
-/** Requests whose created_at (the rumor's, when wrapped) is older than this are ignored, never answered. */
-export const STALE_SECONDS = 60;
 /** At most one progress notification per this many milliseconds (the latest text wins). */
 export const PROGRESS_INTERVAL_MS = 300;
 /** A progress message carries at most the last this-many characters of the text so far. */

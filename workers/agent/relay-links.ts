@@ -19,7 +19,7 @@ import { openRelaySocket } from '../common/relay-sockets.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { infoTemplates } from './info.js';
 import { dvmcpAnnouncements } from './dvmcp-profile.js';
-import { STALE_SECONDS as DVMCP_STALE_SECONDS } from './dvmcp-server.js';
+import { STALE_SECONDS as DVMCP_STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import type { OwnerEnv } from '../common/owners.js';
 import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
 import { buildToolRunner } from './tools/registry.js';
