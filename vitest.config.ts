@@ -22,6 +22,8 @@ export default defineConfig({
           // them, as a deployment would list an internal MCP server. Nothing else local is allowed.
           EDGESTR_OUTBOUND_ALLOW: '127.0.0.1',
           EDGESTR_SECRET: 'edgestr-test-secret-0123456789',
+          // Unpaid priced calls expire after 5 s (workers/bridge/payments.ts), so expiry is testable.
+          EDGESTR_PAYMENT_EXPIRY: '5',
           OPENAI_BASE_URL: `${inject('fakeProviderUrl')}/v1`,
           OPENAI_API_KEY: 'sk-test-fake',
           ANTHROPIC_BASE_URL: inject('fakeProviderUrl'),
@@ -35,7 +37,8 @@ export default defineConfig({
     // Two cores run many workerd test files at once: allow for slow moments under that load.
     testTimeout: 20_000,
     // Local servers at the network boundary (Node side): the fake LLM provider, and the real
-    // MCP server-everything plus a small HTTP fixture server for web_fetch.
-    globalSetup: ['test/fake-provider/global-setup.ts', 'test/mcp/global-setup.ts'],
+    // MCP server-everything plus a small HTTP fixture server for web_fetch; the LNURL-pay server of
+    // the payment tests.
+    globalSetup: ['test/fake-provider/global-setup.ts', 'test/mcp/global-setup.ts', 'test/lnurl/global-setup.ts'],
   },
 });

@@ -10,7 +10,8 @@ import { type RouterBindings } from './common/shards.js';
 import { VERSION } from './relay-do/nip11.js';
 import type { ProviderEnv } from './agent/providers/index.js';
 import { agentRoutes, type AgentApiBindings } from './api/agents.js';
-import { bridgeRoutes, type BridgeApiBindings } from './api/bridge.js';
+import { bridgeRoutes, bridgeStub, type BridgeApiBindings } from './api/bridge.js';
+import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
 
@@ -49,6 +50,7 @@ app.get('/health', async (c) => {
 
 app.route('/api/agents', agentRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());
+app.route('/api/bridge/pay', localPayRoutes<Env>(bridgeStub));
 
 const landing = (req: Request) =>
   new Response(

@@ -187,6 +187,7 @@ describe('DVMCP: gift wraps', () => {
     expect(opened.ok).toBe(true);
     if (!opened.ok) return;
     expect(opened.value.form).toBe('wrapped');
+    expect(opened.value.createdAt).toBe(request.created_at);
     expect(opened.value.message).toEqual({ id: computeEventId({ pubkey: CLIENT, ...request }), pubkey: CLIENT, kind: 25910, tags: request.tags, content: request.content });
     expect(parseMessage(opened.value.message)).toMatchObject({ ok: true, value: { type: 'request', method: 'tools/list', serverId: 'everything' } });
   });

@@ -56,14 +56,14 @@ async function killTree(child: ChildProcess): Promise<void> {
   signal('SIGKILL');
 }
 
-interface RunningWorker {
+export interface RunningWorker {
   httpUrl: string;
   log: () => string;
   cleanup: () => Promise<void>;
 }
 
 /** `wrangler dev` with `vars` (KEY:VALUE) on a free port and fresh storage; resolves once healthy. */
-async function startWrangler(label: string, vars: string[]): Promise<RunningWorker> {
+export async function startWrangler(label: string, vars: string[]): Promise<RunningWorker> {
   const [port, inspectorPort] = [await freePort(), await freePort()];
   const persistDir = await mkdtemp(join(tmpdir(), 'edgestr-e2e-'));
   const httpUrl = `http://127.0.0.1:${port}`;

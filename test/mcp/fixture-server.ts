@@ -3,9 +3,15 @@
 // hand-written MCP Streamable HTTP endpoints that answer with plain JSON (no SSE):
 //   /mcp-paged   tools/list in two pages, tool names that need the naming rule, isError,
 //                mixed content, a tool that answers late (timeouts), one that echoes Authorization
+//                GET /mcp-paged/notifications?tag=T lists the notifications (method, params,
+//                MCP-Protocol-Version header) received with the request header x-test-tag: T;
+//                /mcp-paged?version=V answers initialize with protocol revision V
+//   /mcp-changing  tools/list gives one tool named v<version>; tools/call `bump` raises the
+//                version and answers as SSE: notifications/tools/list_changed, then the result
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
 //                (the client must start a new session); GET /mcp-expire/stats counts initializes
-//                and GET requests to the endpoint (standalone SSE stream attempts)
+//                and GET requests to the endpoint (standalone SSE stream attempts), per ?bucket=
+//                of the endpoint URL (give each test its own); with ?keep=1 sessions are kept
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -76,7 +82,8 @@ async function webRoute(req: IncomingMessage, res: ServerResponse, url: URL): Pr
     send(res, 204, {});
   } else if (p === '/status') {
     const code = Number(url.searchParams.get('code') ?? '500');
-    send(res, code, { 'content-type': 'text/plain' }, `status ${code}`);
+    const size = url.searchParams.get('n'); // a body of n bytes instead of "status <code>"
+    send(res, code, { 'content-type': 'text/plain' }, size === null ? `status ${code}` : PATTERN.repeat(Math.ceil(Number(size) / 64)).slice(0, Number(size)));
   } else if (p === '/redirect') {
     const to = url.searchParams.get('to') ?? '/text';
     const status = Number(url.searchParams.get('status') ?? '302');
@@ -163,12 +170,29 @@ async function pagedToolCall(msg: RpcMessage, req: IncomingMessage): Promise<unk
   return undefined;
 }
 
-async function pagedMcp(req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** Notifications received by /mcp-paged, by the x-test-tag header of their request. */
+const pagedNotifications = new Map<string, { method?: string; params?: RpcMessage['params']; protocolVersion?: string }[]>();
+
+async function pagedMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  if (url.pathname === '/mcp-paged/notifications') {
+    const list = pagedNotifications.get(url.searchParams.get('tag') ?? '') ?? [];
+    return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(list));
+  }
   if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
   const msg = JSON.parse(await readBody(req)) as RpcMessage;
   const json = { 'content-type': 'application/json' };
-  if (msg.id === undefined) return send(res, 202, {}); // a notification
-  if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'paged')));
+  if (msg.id === undefined) {
+    const tag = req.headers['x-test-tag'];
+    const protocol = req.headers['mcp-protocol-version'];
+    const seen = { method: msg.method, params: msg.params, protocolVersion: typeof protocol === 'string' ? protocol : undefined };
+    if (typeof tag === 'string') pagedNotifications.set(tag, [...(pagedNotifications.get(tag) ?? []), seen]);
+    return send(res, 202, {}); // a notification
+  }
+  if (msg.method === 'initialize') {
+    const result = initializeResult(msg, 'paged');
+    const version = url.searchParams.get('version'); // answer with this protocol revision instead
+    return send(res, 200, json, rpcResult(msg.id, version === null ? result : { ...(result as object), protocolVersion: version }));
+  }
   if (msg.method === 'tools/list') {
     const cursor = msg.params?.cursor;
     if (cursor === undefined) return send(res, 200, json, rpcResult(msg.id, { tools: PAGE_1, nextCursor: 'page-2' }));
@@ -184,19 +208,43 @@ async function pagedMcp(req: IncomingMessage, res: ServerResponse): Promise<void
   return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
 }
 
-const expire = { initializes: 0, gets: 0, sessions: new Set<string>(), next: 1 };
+let changingVersion = 1;
+
+async function changingMcp(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
+  const msg = JSON.parse(await readBody(req)) as RpcMessage;
+  const json = { 'content-type': 'application/json' };
+  if (msg.id === undefined) return send(res, 202, {});
+  if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'changing')));
+  if (msg.method === 'tools/list') {
+    const tools = [{ name: `v${changingVersion}`, inputSchema: { type: 'object' } }, { name: 'bump', inputSchema: { type: 'object' } }];
+    return send(res, 200, json, rpcResult(msg.id, { tools }));
+  }
+  if (msg.method === 'tools/call' && msg.params?.name === 'bump') {
+    changingVersion += 1;
+    const changed = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    const result = rpcResult(msg.id, { content: [{ type: 'text', text: `now v${changingVersion}` }] });
+    return send(res, 200, { 'content-type': 'text/event-stream' }, `event: message\ndata: ${changed}\n\nevent: message\ndata: ${result}\n\n`);
+  }
+  return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
+}
+
+const expire = { sessions: new Set<string>(), next: 1 };
+/** Counts per ?bucket= of the URL, so that test files running at once do not see each other's. */
+const expireCounts = new Map<string, { initializes: number; gets: number }>();
 
 async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-  if (url.pathname === '/mcp-expire/stats') {
-    return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify({ initializes: expire.initializes, gets: expire.gets }));
-  }
-  if (req.method === 'GET') expire.gets += 1; // a standalone SSE stream attempt
+  const bucket = url.searchParams.get('bucket') ?? '';
+  const counts = expireCounts.get(bucket) ?? { initializes: 0, gets: 0 };
+  expireCounts.set(bucket, counts);
+  if (url.pathname === '/mcp-expire/stats') return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(counts));
+  if (req.method === 'GET') counts.gets += 1; // a standalone SSE stream attempt
   if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
   const msg = JSON.parse(await readBody(req)) as RpcMessage;
   const json = { 'content-type': 'application/json' };
   const session = req.headers['mcp-session-id'];
   if (msg.method === 'initialize') {
-    expire.initializes += 1;
+    counts.initializes += 1;
     const id = `session-${expire.next++}`;
     expire.sessions.add(id);
     return send(res, 200, { ...json, 'mcp-session-id': id }, rpcResult(msg.id, initializeResult(msg, 'expire')));
@@ -210,7 +258,7 @@ async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL):
     return send(res, 200, json, rpcResult(msg.id, { tools }));
   }
   if (msg.method === 'tools/call') {
-    expire.sessions.delete(session); // the next request of this session gets 404
+    if (url.searchParams.get('keep') !== '1') expire.sessions.delete(session); // the next request of this session gets 404
     return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: `pong from ${session}` }] }));
   }
   return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
@@ -220,7 +268,8 @@ async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL):
 
 async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://fixture');
-  if (url.pathname === '/mcp-paged') return pagedMcp(req, res);
+  if (url.pathname === '/mcp-changing') return changingMcp(req, res);
+  if (url.pathname.startsWith('/mcp-paged')) return pagedMcp(req, res, url);
   if (url.pathname.startsWith('/mcp-expire')) return expiringMcp(req, res, url);
   if (await webRoute(req, res, url)) return;
   send(res, 404, { 'content-type': 'text/plain' }, 'not found');

@@ -1,8 +1,9 @@
 // Node-side global setup of the in-runtime tool tests (test/workers/tools*.test.ts): starts the
 // fixture HTTP server (test/mcp/fixture-server.ts) and the real MCP "everything" server
 // (@modelcontextprotocol/server-everything, `mcp-server-everything streamableHttp`, endpoint /mcp)
+// plus a second instance in the legacy HTTP+SSE mode (`mcp-server-everything sse`, endpoint /sse)
 // on free 127.0.0.1 ports, provides their URLs (inject('toolsFixtureUrl'),
-// inject('mcpEverythingUrl')), and stops both on teardown.
+// inject('mcpEverythingUrl'), inject('mcpEverythingSseUrl')), and stops them on teardown.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -28,7 +29,7 @@ function everythingBin(): string {
   return join(EVERYTHING_DIR, bin);
 }
 
-async function stop(child: ChildProcess): Promise<void> {
+export async function stop(child: ChildProcess): Promise<void> {
   const pid = child.pid;
   if (pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
@@ -44,11 +45,19 @@ async function stop(child: ChildProcess): Promise<void> {
   signal('SIGKILL');
 }
 
-/** Starts server-everything over Streamable HTTP and waits until it accepts an initialize. */
-async function startEverything(): Promise<{ url: string; child: ChildProcess; log: () => string }> {
+/** How each mode is started and probed: its endpoint, and the status a GET gets once express listens. */
+const MODES = {
+  streamableHttp: { endpoint: '/mcp', probe: '/mcp', ready: 400 }, // a GET without a session
+  sse: { endpoint: '/sse', probe: '/probe', ready: 404 }, // any unknown path (GET /sse would open a session)
+} as const;
+
+/** Starts server-everything in `mode` and waits until express is listening. */
+export async function startEverything(mode: keyof typeof MODES): Promise<{ url: string; child: ChildProcess; log: () => string }> {
   const port = await freePort();
-  const url = `http://127.0.0.1:${port}/mcp`;
-  const child = spawn(process.execPath, [everythingBin(), 'streamableHttp'], {
+  const { endpoint, probe, ready } = MODES[mode];
+  const url = `http://127.0.0.1:${port}${endpoint}`;
+  const probeUrl = `http://127.0.0.1:${port}${probe}`;
+  const child = spawn(process.execPath, [everythingBin(), mode], {
     cwd: ROOT,
     env: { ...process.env, PORT: String(port), NO_COLOR: '1' },
     detached: true,
@@ -69,18 +78,17 @@ async function startEverything(): Promise<{ url: string; child: ChildProcess; lo
   let lastError = 'no answer yet';
   for (;;) {
     try {
-      // A GET without a session is answered 400 once express is listening.
-      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      const res = await fetch(probeUrl, { signal: AbortSignal.timeout(2_000) });
       await res.body?.cancel();
-      if (res.status === 400) break;
-      lastError = `GET /mcp answered ${res.status}`;
+      if (res.status === ready) break;
+      lastError = `GET ${probe} answered ${res.status}`;
     } catch (e) {
       lastError = e instanceof Error ? e.message : String(e);
     }
     const failure = exitInfo ?? (Date.now() > deadline ? `timeout after ${READY_TIMEOUT_MS} ms: ${lastError}` : undefined);
     if (failure) {
       await stop(child);
-      throw new Error(`server-everything did not start on ${url} (${failure}).\n--- output ---\n${log}\n--- end ---`);
+      throw new Error(`server-everything (${mode}) did not start on ${url} (${failure}).\n--- output ---\n${log}\n--- end ---`);
     }
     await sleep(100);
   }
@@ -89,18 +97,25 @@ async function startEverything(): Promise<{ url: string; child: ChildProcess; lo
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const fixture = await startFixtureServer();
-  let everything: Awaited<ReturnType<typeof startEverything>>;
-  try {
-    everything = await startEverything();
-  } catch (e) {
-    await fixture.close();
-    throw e;
-  }
-  project.provide('toolsFixtureUrl', fixture.url);
-  project.provide('mcpEverythingUrl', everything.url);
-  return async () => {
-    if (process.env.MCP_EVERYTHING_LOG) console.log(`--- server-everything ---\n${everything.log()}\n--- end ---`);
-    await stop(everything.child);
+  const started: Awaited<ReturnType<typeof startEverything>>[] = [];
+  const teardown = async (): Promise<void> => {
+    for (const s of started) {
+      if (process.env.MCP_EVERYTHING_LOG) console.log(`--- server-everything ${s.url} ---\n${s.log()}\n--- end ---`);
+      await stop(s.child);
+    }
     await fixture.close();
   };
+  try {
+    started.push(await startEverything('streamableHttp'));
+    started.push(await startEverything('sse'));
+  } catch (e) {
+    await teardown();
+    throw e;
+  }
+  const [everything, everythingSse] = started;
+  if (!everything || !everythingSse) throw new Error('server-everything did not start');
+  project.provide('toolsFixtureUrl', fixture.url);
+  project.provide('mcpEverythingUrl', everything.url);
+  project.provide('mcpEverythingSseUrl', everythingSse.url);
+  return teardown;
 }

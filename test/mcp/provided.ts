@@ -7,6 +7,8 @@ declare module 'vitest' {
     toolsFixtureUrl: string;
     /** http://127.0.0.1:PORT/mcp — the real @modelcontextprotocol/server-everything (Streamable HTTP). */
     mcpEverythingUrl: string;
+    /** http://127.0.0.1:PORT/sse — a second server-everything in the legacy HTTP+SSE mode. */
+    mcpEverythingSseUrl: string;
   }
 }
 

@@ -150,6 +150,24 @@ describe('MCP tools', () => {
     expect(run.tools[1]).toMatchObject({ name: 'everything__echo', phase: 'result', success: true });
     expect(run.terminal.payload['text']).toBe('Echo: hi from nostr');
   });
+
+  it('keeps the MCP session and tool list across runs', async () => {
+    const fixture = inject('toolsFixtureUrl');
+    const url = `${fixture}/mcp-expire?bucket=agent-runs&keep=1`;
+    const agent = await createTestAgent({ mcp_servers: [{ id: 'kept', url }] });
+    const c = await NipXxClient.open(agent);
+    const texts: unknown[] = [];
+    for (let i = 0; i < 2; i++) {
+      const p = c.prompt({ ver: 1, message: '/tool kept__ping {}' });
+      await c.send(p);
+      texts.push((await c.collect(p.id)).terminal.payload['text']);
+    }
+    expect(texts[0]).toMatch(/^pong from session-\d+$/);
+    expect(texts[1]).toBe(texts[0]);
+    // ai.info and both runs share one session: one initialize.
+    const stats = (await (await fetch(`${fixture}/mcp-expire/stats?bucket=agent-runs`)).json()) as { initializes: number };
+    expect(stats.initializes).toBe(1);
+  });
 });
 
 describe('durability', () => {

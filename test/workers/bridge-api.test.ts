@@ -1,7 +1,7 @@
 // The bridge's management API (/api/bridge/servers) against the real server-everything: every call,
 // the exact 401/403/404/409/422 answers, headers sealed and never returned, health after contact,
 // announcements (31316/31317/31318/31319 with prices as cap tags) and their NIP-09 deletion.
-import { env, runInDurableObject } from 'cloudflare:test';
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
@@ -172,5 +172,36 @@ describe('bridge management API', () => {
     expect(r.status).toBe(200);
     const left = await announcements(provider, [31316], (es) => mine(es).length === 0);
     expect(mine(left)).toEqual([]);
+  });
+
+  it('health shows an unreachable upstream with the error', async () => {
+    await registerServer({ id: 'api-down', url: 'http://127.0.0.1:1/mcp', public: false });
+    let v: View | undefined;
+    for (let i = 0; i < 100 && v?.health.ok !== false; i++) {
+      v = (await api(TEST_OWNER_SK, 'GET', '/api/bridge/servers/api-down')).json as View;
+      if (v.health.ok !== false) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(v!.health).toMatchObject({ ok: false, checked_at: expect.any(Number), error: expect.stringMatching(/^unreachable: /), tools: 0 });
+  });
+
+  it('the scheduled refresh does not republish an unchanged set; an update republishes', async () => {
+    const { provider } = await registerServer({ id: 'api-hash' });
+    const server = async (ready: (e: NostrEvent | undefined) => boolean) =>
+      (await announcements(provider, [31316], (es) => ready(es.find((e) => tag(e, 'd') === 'api-hash')))).find((e) => tag(e, 'd') === 'api-hash');
+    const first = await server((e) => e !== undefined);
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(TEST_OWNER));
+    // The 6-hour refresh, made due now.
+    await runInDurableObject(bridge, (_i, state) => {
+      state.storage.sql.exec("UPDATE servers SET refresh_at = 0 WHERE id = 'api-hash'");
+    });
+    await new Promise((r) => setTimeout(r, 1100)); // a republish would carry a later created_at
+    expect(await runDurableObjectAlarm(bridge)).toBe(true);
+    const refreshAt = await runInDurableObject(bridge, (_i, state) => state.storage.sql.exec<{ r: number }>("SELECT refresh_at AS r FROM servers WHERE id = 'api-hash'").one().r);
+    expect(refreshAt).toBeGreaterThan(Date.now() + 5 * 3600_000);
+    expect((await server(() => true))!.id).toBe(first!.id);
+    const r = await api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/api-hash', { about: 'now described' });
+    expect(r.status).toBe(200);
+    const second = await server((e) => e !== undefined && tag(e, 'about') === 'now described');
+    expect(second!.id).not.toBe(first!.id);
   });
 });

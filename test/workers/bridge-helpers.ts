@@ -1,7 +1,9 @@
 // Helpers for the bridge tests: register servers through the management API, and a DVMCP client
 // over a real WebSocket to a shard (plain or gift-wrapped requests, responses and notifications
 // collected by request id).
+import { env } from 'cloudflare:test';
 import { inject } from 'vitest';
+import type { CreateServer } from '../../workers/bridge/config.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { parseResponse } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
@@ -9,7 +11,7 @@ import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { makeRumor } from '../../src/shared/nip59.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { api } from './api-helpers.js';
-import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+import { BASE, connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
 import { TEST_OWNER_SK } from './test-keys.js';
 
 export const everythingUrl = (): string => inject('mcpEverythingUrl');
@@ -66,6 +68,11 @@ export class DvmcpClient {
     return sign(this.k, { kind: 25910, content, tags, created_at: opts.created_at });
   }
 
+  /** A signed client notification (21316) referring to request `id` (e.g. notifications/cancel). */
+  sign21316(method: string, id: string): NostrEvent {
+    return sign(this.k, { kind: 21316, content: JSON.stringify({ method, params: { requestId: id } }), tags: [['p', this.provider], ['method', method], ['e', id]] });
+  }
+
   /** Publishes `e` plain, or wrapped in `form`; the request id (the rumor's when wrapped). */
   async send(e: NostrEvent, form: Form = 'plain'): Promise<string> {
     if (form === 'plain') {
@@ -116,5 +123,46 @@ export class DvmcpClient {
 
   close(): void {
     this.sock.close();
+  }
+}
+
+/**
+ * A bridge for a fresh owner, set up through the Bridge Durable Object's own RPCs (what the API
+ * calls): its provider key (imported when `sk` is given, EDGESTR_ENV=test only), provisioned on the
+ * owner's shard, with `servers`. Returns the owner and provider.
+ */
+export async function directBridge(servers: CreateServer[], sk?: string): Promise<{ owner: string; provider: string }> {
+  const owner = keys().pk;
+  const stub = env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+  let provider: string;
+  if (sk === undefined) provider = await stub.ensureProvider(owner, BASE);
+  else {
+    const imported = await stub.importTestProviderKey(owner, BASE, sk);
+    if (!imported.ok) throw new Error(imported.error);
+    provider = imported.value;
+  }
+  await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner}`)).provisionAgent(provider, owner);
+  for (const s of servers) {
+    const added = await stub.addServer(s);
+    if (!added.ok) throw new Error(added.error);
+  }
+  return { owner, provider };
+}
+
+/** Waits until the bridge of `provider` answers on `path` (a ping from a throwaway key, every 200 ms, at most ~10 s). */
+export async function bridgeReady(provider: string, path = '/'): Promise<void> {
+  const probe = await DvmcpClient.open(provider, path);
+  try {
+    for (let i = 0; i < 50; i++) {
+      const id = await probe.send(probe.request('ping'));
+      const answered = await probe.answer(id, 200).then(
+        () => true,
+        () => false,
+      );
+      if (answered) return;
+    }
+    throw new Error(`bridge ${provider} never answered a ping on ${path}`);
+  } finally {
+    probe.close();
   }
 }

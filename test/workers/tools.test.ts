@@ -11,6 +11,7 @@ import { CALCULATOR_DEFINITION, CalculatorTool, calculate } from '../../workers/
 import { classifyHost, hostAllowed, parseAllowlist, parseIPv4, parseIPv6 } from '../../src/shared/host-policy.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { connectMcpServer, mcpToolName, type McpConnection } from '../../workers/agent/tools/mcp.js';
+import { McpSessionCache } from '../../workers/common/mcp-session-cache.js';
 import { buildToolRunner } from '../../workers/agent/tools/registry.js';
 import type { Tool, ToolResult } from '../../workers/agent/tools/types.js';
 import { WebFetchTool } from '../../workers/agent/tools/web-fetch.js';
@@ -600,7 +601,7 @@ describe('MCP tools', () => {
       expect(await tool('everything__get-sum').run({ a: 2, b: 3.5 }, ctx())).toEqual(success('The sum of 2 and 3.5 is 5.5.'));
     });
 
-    it('validates structured output without generating code', async () => {
+    it('renders structured output without generating code', async () => {
       const result = await tool('everything__get-structured-content').run({ location: 'Chicago' }, ctx());
       expect(result.ok && JSON.parse(result.output.stdout)).toEqual({
         temperature: 36,
@@ -712,8 +713,8 @@ describe('MCP tools', () => {
 
     it('opens a new session when the server answers 404 for the old one, without a GET stream', async () => {
       const stats = async (): Promise<{ initializes: number; gets: number }> =>
-        (await (await fetch(`${FIXTURE}/mcp-expire/stats`)).json()) as { initializes: number; gets: number };
-      const connected = await connectMcpServer({ id: 'exp', url: `${FIXTURE}/mcp-expire` }, { policy: LOCAL_SERVERS });
+        (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=tools-expire`)).json()) as { initializes: number; gets: number };
+      const connected = await connectMcpServer({ id: 'exp', url: `${FIXTURE}/mcp-expire?bucket=tools-expire` }, { policy: LOCAL_SERVERS });
       if (!connected.ok) throw new Error(connected.error);
       const ping = connected.value.tools[0];
       const before = await stats();
@@ -725,6 +726,44 @@ describe('MCP tools', () => {
       // One new initialize, and never a GET: no standalone SSE stream is opened.
       expect(await stats()).toEqual({ initializes: before.initializes + 1, gets: 0 });
       await connected.value.close();
+    });
+
+    it('keeps sessions and tool lists across connections with a shared cache', async () => {
+      const stats = async (): Promise<{ initializes: number; gets: number }> =>
+        (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=tools-cache`)).json()) as { initializes: number; gets: number };
+      const sessions = new McpSessionCache();
+      try {
+        const before = await stats();
+        const first = await connectMcpServer({ id: 'kept', url: `${FIXTURE}/mcp-paged` }, { policy: LOCAL_SERVERS, sessions });
+        if (!first.ok) throw new Error(first.error);
+        await first.value.close(); // the run ends: the cached session stays open
+        const expiring = await connectMcpServer({ id: 'exp', url: `${FIXTURE}/mcp-expire?bucket=tools-cache` }, { policy: LOCAL_SERVERS, sessions });
+        if (!expiring.ok) throw new Error(expiring.error);
+        await expiring.value.close();
+        const again = await connectMcpServer({ id: 'exp', url: `${FIXTURE}/mcp-expire?bucket=tools-cache` }, { policy: LOCAL_SERVERS, sessions });
+        if (!again.ok) throw new Error(again.error);
+        // One initialize for both connections: the second reused the session and the tool list.
+        expect(await stats()).toEqual({ initializes: before.initializes + 1, gets: 0 });
+        expect(again.value.tools.map((t) => t.definition.name)).toEqual(['exp__ping']);
+        const pong = await again.value.tools[0]?.run({}, ctx());
+        expect(pong?.ok && pong.output.stdout).toMatch(/^pong from session-\d+$/);
+        expect(sessions.size).toBe(2);
+        await again.value.close();
+        expect(await again.value.tools[0]?.run({}, ctx())).toEqual(failure('MCP exp__ping: connection is closed'));
+      } finally {
+        await sessions.closeAll();
+      }
+    });
+
+    it('uses a legacy HTTP+SSE server', async () => {
+      const connected = await connectMcpServer({ id: 'old', url: inject('mcpEverythingSseUrl') }, { policy: LOCAL_SERVERS });
+      if (!connected.ok) throw new Error(connected.error);
+      try {
+        const echo = connected.value.tools.find((t) => t.definition.name === 'old__echo');
+        expect(await echo?.run({ message: 'sse' }, ctx())).toEqual(success('Echo: sse'));
+      } finally {
+        await connected.value.close();
+      }
     });
 
     it('reports connection failures as values', async () => {
@@ -739,7 +778,7 @@ describe('MCP tools', () => {
       });
       expect(await connectMcpServer({ id: 'missing', url: `${FIXTURE}/nothing-here` }, { policy: LOCAL_SERVERS })).toEqual({
         ok: false,
-        error: 'MCP server missing: Streamable HTTP error: Error POSTing to endpoint: not found',
+        error: 'MCP server missing: Streamable HTTP error: Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))',
       });
       expect(await connectMcpServer({ id: 'slowpoke', url: `${FIXTURE}/slow-headers?ms=3000` }, { policy: LOCAL_SERVERS, connectTimeoutMs: 300 })).toEqual({
         ok: false,
@@ -836,7 +875,7 @@ describe('registry', () => {
         'MCP server paged: skipped fails (over the tool limit of 1)',
         'MCP server paged: skipped mixed (over the tool limit of 1)',
         'MCP server paged: skipped slow (over the tool limit of 1)',
-        'MCP server gone: Streamable HTTP error: Error POSTing to endpoint: not found',
+        'MCP server gone: Streamable HTTP error: Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))',
       ]);
       expect(await registry.run('web_fetch', { url: 'https://x.com/' }, never())).toEqual(
         failure('web_fetch is disabled: no allowed hosts are configured'),

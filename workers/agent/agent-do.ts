@@ -34,6 +34,7 @@ import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
 import { dvmcpDeletion } from './dvmcp-profile.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
+import { McpSessionCache } from '../common/mcp-session-cache.js';
 
 export interface AgentEnv extends ProviderEnv, LinksEnv {}
 
@@ -65,6 +66,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly runs: RunStore;
   private readonly sessions: SessionStore;
   private readonly keys = new ConversationKeyCache(256);
+  /** MCP sessions and tool lists of the agent's servers, kept across runs (keyed by server id). */
+  private readonly mcpSessions = new McpSessionCache({ maxSessions: 16 });
   private readonly links: RelayLinks;
   private readonly active = new Map<string, AbortController>();
   /** Settles when the run has written its terminal event (remove() waits for these). */
@@ -103,6 +106,7 @@ export class Agent extends DurableObject<AgentEnv> {
       since: () => this.runs.since(),
       onRequest: (e, relay) => this.onEvent(e, relay),
       onControl: (e) => this.onControl(e),
+      mcpSessions: this.mcpSessions,
     });
     this.outbox = new Outbox({
       runs: this.runs,
@@ -191,6 +195,7 @@ export class Agent extends DurableObject<AgentEnv> {
       const announced = dvmcpDeletion(c.pubkey, c, undefined);
       if (announced) await this.publishEverywhere(c, announced);
       this.links.close();
+      await this.mcpSessions.closeAll();
       this.store.forgetKey();
       await this.ctx.storage.deleteAlarm();
       this.forgetEverything();
@@ -338,7 +343,7 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   private runDeps(): RunDeps {
-    return { env: this.env, sessions: this.sessions, budget: this.budget, emitter: this.links.emitter, now: () => this.now() };
+    return { env: this.env, sessions: this.sessions, budget: this.budget, emitter: this.links.emitter, now: () => this.now(), mcpSessions: this.mcpSessions };
   }
 
   // ---- after a restart ----

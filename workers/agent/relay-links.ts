@@ -24,6 +24,7 @@ import type { OwnerEnv } from '../common/owners.js';
 import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
 import { buildToolRunner } from './tools/registry.js';
 import { errorMessage } from '../../src/shared/errors.js';
+import type { McpSessionCache } from '../common/mcp-session-cache.js';
 
 export interface LinksEnv extends OwnerEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -43,6 +44,8 @@ export interface RelayLinksDeps {
   onRequest(e: NostrEvent, relay: string): Promise<void>;
   /** A NIP-AO control frame for the agent on its owner's shard. */
   onControl(e: NostrEvent): Promise<void>;
+  /** The agent's MCP sessions and tool lists (ai.info lists the tools from them). */
+  mcpSessions: McpSessionCache;
 }
 
 /**
@@ -155,7 +158,7 @@ export class RelayLinks {
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
     const sk = await this.deps.secretKey();
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env) } });
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env), sessions: this.deps.mcpSessions } });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
     const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now), ...dvmcpAnnouncements(c)];

@@ -16,6 +16,7 @@ import { executeRun, type RunSink, type Terminal } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
 import { errorMessage } from '../../src/shared/errors.js';
+import type { McpSessionCache } from '../common/mcp-session-cache.js';
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
 export type EffectiveAgent = StoredAgent & { provider: ProviderName };
@@ -50,6 +51,8 @@ export interface RunDeps {
   emitter: TelemetryEmitter | undefined;
   /** The clock (ms) of the token day. */
   now: () => number;
+  /** The agent's MCP sessions and tool lists, kept across runs. */
+  mcpSessions: McpSessionCache;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -68,7 +71,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     return;
   }
   try {
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env) } });
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions } });
     try {
       const result = await executeRun({
         prompt,

@@ -4,7 +4,7 @@
 // one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
-// changed), and incoming events: each id seen once (bounded LRU: a request seen on both shards is
+// changed), and incoming events (only while the owner may have a shard here): each id seen once (bounded LRU: a request seen on both shards is
 // answered once, on the relay it came from first), signature checked, stale ones (created_at over
 // 60 s old) ignored, gift wraps opened (refusals logged with the reason, never answered).
 
@@ -20,21 +20,23 @@ import { LruMap } from '../../src/shared/lru.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
-import type { RouterBindings } from '../common/shards.js';
+import { ownerShardExists, type RouterBindings } from '../common/shards.js';
 import type { SecretEnv } from '../common/secrets.js';
 import { relayVerifier } from '../common/verifier.js';
-import type { McpNotification } from './mcp-interim/mcp-client.js';
-import { McpSessionCache } from './mcp-interim/mcp-session-cache.js';
+import type { McpNotification } from '../common/mcp-client.js';
+import { McpSessionCache } from '../common/mcp-session-cache.js';
 import { buildAnnouncements } from './announcer.js';
-import { BridgeLinks } from './bridge-links.js';
+import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { Dispatcher, maxAnswerChars, type Reply } from '../common/dvmcp-server/dispatcher.js';
 import { Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
+import { BridgePayments } from './payments-bridge.js';
+import type { PaymentEnv } from './payments.js';
 import { ServerStore, type ProviderRecord } from './server-store.js';
 import { BRIDGE_CLIENT, UpstreamServer } from './upstream.js';
 
-export interface BridgeEnv extends RouterBindings, OutboundEnv, SecretEnv {}
+export interface BridgeEnv extends RouterBindings, OutboundEnv, SecretEnv, PaymentEnv {}
 
 const WATCHDOG_MS = 30_000;
 /** Announcements (and health counts) are refreshed this often, and retried this soon after a failure. */
@@ -60,15 +62,32 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private backendMap: Map<string, UpstreamServer> | undefined;
   /** The payment verifier (workers/bridge/payments*.ts); none configured: priced calls are refused. */
   gate: PaymentGate = noPaymentGate;
+  private readonly payments: BridgePayments;
 
   constructor(ctx: DurableObjectState, env: BridgeEnv) {
     super(ctx, env);
     this.store = new ServerStore(ctx.storage.sql, env);
+    this.payments = new BridgePayments({
+      storage: ctx.storage,
+      env,
+      identity: () => {
+        const p = this.store.providerRecord();
+        return p && { provider: p.pubkey, owner: p.owner };
+      },
+      relays: () => {
+        const p = this.store.providerRecord();
+        return p ? bridgeRelays(p) : [];
+      },
+      sign: (t) => this.store.sign(t),
+      verifier: relayVerifier,
+    });
+    this.gate = this.payments;
     this.links = new BridgeLinks({
       env,
       provider: () => this.store.providerRecord(),
       sign: (t) => this.store.sign(t),
       onEvent: (e, url) => this.onEvent(e, url),
+      extraFilters: () => this.payments.receiptFilters(),
     });
     this.dispatcher = new Dispatcher({
       backends: () => this.backends(),
@@ -153,6 +172,12 @@ export class Bridge extends DurableObject<BridgeEnv> {
     // A refresh asked for while this alarm ran (registration, list_changed) must not wait for the watchdog.
     const now = Date.now();
     await this.ctx.storage.setAlarm(Math.max(now + 10, Math.min(now + WATCHDOG_MS, this.store.nextRefresh() ?? Infinity)));
+    await this.payments.onAlarm(); // keeps an earlier alarm for the next invoice expiry
+  }
+
+  /** Development and test only (POST /api/bridge/pay): pays a local invoice of this bridge. */
+  payLocalInvoice(invoice: string): ReturnType<BridgePayments['payLocal']> {
+    return this.payments.payLocal(invoice);
   }
 
   private async refreshSoon(id: string): Promise<void> {
@@ -224,10 +249,16 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   private async onEvent(e: NostrEvent, url: string): Promise<void> {
     const p = this.store.providerRecord();
-    if (!p || !this.claim(e.id)) return;
+    // An owner who may no longer have a shard here (EDGESTR_OWNERS changed) has no bridge either.
+    if (!p || !ownerShardExists(this.env, p.owner) || !this.claim(e.id)) return;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {
       this.seen.delete(e.id); // a forged copy must not block the genuine event
+      return;
+    }
+    if (e.kind === KIND.ZAP_RECEIPT) {
+      const paid = await this.payments.onReceipt(e);
+      if (!paid.ok) console.warn(`bridge: zap receipt ${e.id} ignored: ${paid.error}`);
       return;
     }
     const oldest = Math.floor(Date.now() / 1000) - STALE_SECONDS;

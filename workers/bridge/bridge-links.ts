@@ -6,6 +6,7 @@
 import type { NostrEvent } from '../../src/shared/event.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
+import type { Filter } from '../../src/shared/filters.js';
 import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
 import type { RouterBindings } from '../common/shards.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
@@ -18,6 +19,8 @@ export interface BridgeLinksDeps {
   sign(t: EventTemplate): Promise<NostrEvent>;
   /** A request, notification or gift wrap addressed to the provider, from relay `url`. */
   onEvent(e: NostrEvent, url: string): Promise<void>;
+  /** More subscriptions on every relay (the payment verifier's zap receipts, payments-bridge.ts). */
+  extraFilters?(): Promise<Filter[]>;
 }
 
 /** The relays of a provider: its owner's shard first, then the public shard. */
@@ -96,6 +99,7 @@ export class BridgeLinks {
     const auth = await client.authenticate({ timeoutMs: 10_000 });
     if (!auth.ok) return; // the watchdog tries again
     const since = Math.floor(Date.now() / 1000) - STALE_SECONDS;
+    const extra = (await this.deps.extraFilters?.()) ?? [];
     // A new id per connection: the client's own re-send of the old one carries a stale `since`.
     this.subs.get(url)?.close();
     this.subs.set(
@@ -104,6 +108,7 @@ export class BridgeLinks {
         [
           { kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [p.pubkey], since },
           { kinds: [KIND.GIFT_WRAP], '#p': [p.pubkey], since },
+          ...extra,
         ],
         { id: `dvmcp:${++this.generation}`, onEvent: (e) => handle(`event ${e.id}`, this.deps.onEvent(e, url)) },
       ),

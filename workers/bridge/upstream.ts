@@ -10,8 +10,8 @@
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { RPC, rpcError, withoutInjectedName, type InitializeInfo, type ListSpec, type Prices, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
 import type { OutboundPolicy } from '../../src/shared/outbound-url.js';
-import type { McpFailure, McpNotification, McpServerEndpoint, McpSession } from './mcp-interim/mcp-client.js';
-import type { McpSessionCache } from './mcp-interim/mcp-session-cache.js';
+import type { McpFailure, McpNotification, McpServerEndpoint, McpSession } from '../common/mcp-client.js';
+import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
 import { profileOf, type StoredServer } from './config.js';
 

@@ -1,10 +1,9 @@
-// Tools of configured remote MCP servers (Streamable HTTP), through the official
-// @modelcontextprotocol/sdk Client and StreamableHTTPClientTransport.
+// Tools of configured remote MCP servers: the Tool adapter over the one upstream MCP client
+// (workers/common/mcp-client.ts: Streamable HTTP, or legacy HTTP+SSE, through the official SDK).
 //
-// connectMcpServer({id, url, headers?}) initializes a session (initialize, then
-// notifications/initialized; the Mcp-Session-Id header is kept by the transport), lists the
-// tools (tools/list, following nextCursor), and returns one Tool per server tool whose run is
-// tools/call. Both JSON and SSE answers are handled by the transport.
+// connectMcpServer({id, url, headers?}) opens (or reuses, see Sessions below) a session, lists
+// the tools (tools/list, following nextCursor), and returns one Tool per server tool whose run
+// is tools/call.
 //
 // Tool names (LLM providers accept only [a-zA-Z0-9_-]{1,64}):
 //   <serverId>__<toolName>                       when that is already valid and at most 64 chars;
@@ -14,6 +13,7 @@
 //   taken (the server listed it twice) is skipped and reported in `skipped`.
 // Definitions: description = the tool's description (or title, or ""), input_schema = the
 // server's inputSchema as given, schema_version 1, requires_approval false.
+// Server URL: Streamable HTTP, or a legacy HTTP+SSE endpoint (tried when Streamable HTTP is refused).
 // Output: stdout = the text content blocks joined with "\n" (an embedded text resource counts as
 // text; other blocks become one-line placeholders like "[image: image/png]"; structured content
 // is printed as JSON when there is no content), cut at 256 KiB characters ("truncated at <n>
@@ -25,58 +25,47 @@
 // request of the transport goes through safeFetch: redirects are followed by hand and each hop is
 // checked again (a refused hop fails the request with "redirect refused: <reason>").
 //
-// workerd specifics (checked under `wrangler dev`, i.e. real workerd):
-//   - The SDK Client's default JSON Schema validator (Ajv) compiles tool output schemas with
-//     `new Function`, which workerd forbids: listTools fails with "EvalError: Code generation
-//     from strings disallowed for this context" as soon as a tool has an outputSchema. We pass
-//     the SDK's code-free Workers validator (CfWorkerJsonSchemaValidator, @cfworker/json-schema),
-//     with the schema's regular expressions removed as for tool arguments (args.ts). (The vitest
-//     workers pool allows `new Function`, so the tests also forbid it explicitly to catch a
-//     regression.)
-//   - The transport's optional standalone GET SSE stream (server-initiated messages) is not
-//     opened: our fetch answers that GET with 405, which the transport treats as "not offered".
-//     A never-ending subrequest would keep a Durable Object from hibernating and hold one of
-//     the Worker's few simultaneous connections; we advertise no client capabilities, so the
-//     server has nothing to ask us. Consequence: tools/list_changed is not seen; the tool list
-//     is fixed per connection.
-//   - A 404 on a request with a session id means the session expired (MCP spec): the call
-//     opens a new session and retries once. A session that could not be re-opened (timeout,
-//     server down) is opened again by the next call.
+// Sessions (workers/common/mcp-client.ts, mcp-session-cache.ts): with `sessions` (the agent
+// Durable Object's McpSessionCache, keyed by server id) the session and the tool list outlive a
+// run: a run reuses them instead of initializing and listing again (the list is refreshed after
+// its expiry or on tools/list_changed), and close() leaves them open. Without it, the connection
+// owns its sessions and close() ends them. A session the server forgot (404, or 400 naming the
+// session) is re-initialized and the call retried once; the standalone GET stream is not opened
+// (see mcp-client.ts). Tool results are taken as sent (no client-side output-schema validation).
 
 import { sha256 } from '@noble/hashes/sha2.js';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
-import type { JsonSchemaType, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
+import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
-import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
-import { withoutRegexes } from './args.js';
+import { STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
+import type { McpOpenOptions } from '../../common/mcp-client.js';
+import { McpSessionCache, type McpListedTool } from '../../common/mcp-session-cache.js';
 import { fail, succeed } from './result.js';
 import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
 
 export interface McpServerConfig {
   /** [a-zA-Z0-9_-]{1,32}; the prefix of the tool names. */
   id: string;
-  /** The Streamable HTTP endpoint, http(s). */
+  /** The MCP endpoint, http(s): Streamable HTTP, or legacy HTTP+SSE. */
   url: string;
   /** Extra request headers (e.g. Authorization), sent with every request. */
   headers?: Record<string, string>;
 }
 
 export interface McpOptions {
-  /** initialize + tools/list, in milliseconds (default 10,000). */
+  /** initialize, and each tools/list page, in milliseconds (default 10,000). */
   connectTimeoutMs?: number;
   /** One tools/call, in milliseconds (default 30,000). */
   callTimeoutMs?: number;
   /** Most tools taken from one server (default 128); the rest are reported in `skipped`. */
   maxTools?: number;
-  /** Most tools/list pages read (default 20). */
+  /** Most tools/list pages read (default 20; a shared `sessions` cache applies its own maxToolPages). */
   maxPages?: number;
   /** Longest stdout, in characters (default 262,144). */
   maxOutputChars?: number;
   /** The deployment's outbound policy (default: strict production). */
   policy?: OutboundPolicy;
+  /** Sessions and tool lists kept across connections, keyed by server id (see the header). */
+  sessions?: McpSessionCache;
 }
 
 export const MCP_DEFAULTS = {
@@ -92,7 +81,7 @@ export interface McpConnection {
   readonly tools: readonly Tool[];
   /** Server tool names that were not exposed, with the reason. */
   readonly skipped: readonly string[];
-  /** Ends the session (DELETE with the session id, best effort) and releases the transport. */
+  /** Ends the connection; its own session is closed (DELETE, best effort), a cached one is kept. */
   close(): Promise<void>;
 }
 
@@ -108,159 +97,6 @@ export function mcpToolName(serverId: string, toolName: string): string {
   const cleaned = `${serverId}${SEPARATOR}${toolName.replace(/[^a-zA-Z0-9_-]/g, '_')}`.slice(0, 55);
   return `${cleaned}_${bytesToHex(sha256(new TextEncoder().encode(toolName))).slice(0, 8)}`;
 }
-
-/** The SDK's output-schema validator hook: no code generation, no regular expressions (see the header). */
-const workersValidator = new CfWorkerJsonSchemaValidator();
-const codeFreeValidator: jsonSchemaValidator = {
-  getValidator: <T>(schema: JsonSchemaType) => workersValidator.getValidator<T>(withoutRegexes(schema) as JsonSchemaType),
-};
-
-/** fetch for the transport: no standalone GET SSE stream (see the header); the rest through safeFetch. */
-const transportFetch =
-  (policy: OutboundPolicy) =>
-  async (url: string | URL, init?: RequestInit): Promise<Response> => {
-    if ((init?.method ?? 'GET').toUpperCase() === 'GET') return new Response(null, { status: 405, statusText: 'Method Not Allowed' });
-    const fetched = await safeFetch(url, init ?? {}, policy);
-    if (!fetched.ok) throw new Error(fetched.error);
-    return fetched.value.response;
-  };
-
-/** Our own stop (deadline or caller's signal), told apart from the SDK's errors. */
-class Stop extends Error {}
-
-/** Runs `work` with a deadline and the caller's signal; maps our own stops to fixed messages. */
-async function withDeadline<T>(
-  timeoutMs: number,
-  caller: AbortSignal | undefined,
-  work: (signal: AbortSignal) => Promise<T>,
-): Promise<Result<T, string>> {
-  if (caller?.aborted) return err('aborted');
-  const timer = new AbortController();
-  const timeout = setTimeout(() => timer.abort(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
-  const signal = caller ? AbortSignal.any([caller, timer.signal]) : timer.signal;
-  // The SDK rejects with the signal's reason on abort; racing keeps our messages exact.
-  let onAbort: (() => void) | undefined;
-  const stopped = new Promise<never>((_, reject) => {
-    onAbort = () => reject(timer.signal.aborted ? new Stop(`timed out after ${timeoutMs} ms`) : new Stop('aborted'));
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  stopped.catch(() => undefined);
-  try {
-    return ok(await Promise.race([work(signal), stopped]));
-  } catch (e) {
-    if (e instanceof Stop) return err(e.message);
-    if (timer.signal.aborted) return err(`timed out after ${timeoutMs} ms`);
-    if (caller?.aborted) return err('aborted');
-    return err(errorMessage(e));
-  } finally {
-    clearTimeout(timeout);
-    if (onAbort) signal.removeEventListener('abort', onAbort);
-  }
-}
-
-interface ListedTool {
-  name: string;
-  title?: string;
-  description?: string;
-  inputSchema: Record<string, unknown>;
-}
-
-/** One MCP session that re-opens itself when the server forgets it (HTTP 404) or a re-open failed. */
-class McpSession {
-  private client: Client | undefined;
-  private transport: StreamableHTTPClientTransport | undefined;
-  private opening: Promise<void> | undefined;
-  private closed = false;
-
-  constructor(
-    private readonly config: McpServerConfig,
-    private readonly url: URL,
-    private readonly policy: OutboundPolicy,
-  ) {}
-
-  /** initialize + notifications/initialized on a new transport. */
-  async open(signal: AbortSignal): Promise<void> {
-    const transport = new StreamableHTTPClientTransport(this.url, {
-      fetch: transportFetch(this.policy),
-      requestInit: this.config.headers ? { headers: { ...this.config.headers } } : undefined,
-    });
-    const client = new Client(CLIENT_INFO, { capabilities: {}, jsonSchemaValidator: codeFreeValidator });
-    // Transport errors also reject the pending request; this hook only keeps them from being unhandled.
-    transport.onerror = () => undefined;
-    try {
-      await client.connect(transport, { signal });
-      if (this.closed) throw new Error('connection is closed');
-    } catch (e) {
-      await client.close().catch(() => undefined);
-      throw e;
-    }
-    this.client = client;
-    this.transport = transport;
-  }
-
-  async listTools(signal: AbortSignal, maxPages: number): Promise<ListedTool[]> {
-    const client = await this.current(signal);
-    const tools: ListedTool[] = [];
-    let cursor: string | undefined;
-    for (let page = 0; page < maxPages; page++) {
-      const result = await client.listTools(cursor === undefined ? {} : { cursor }, { signal });
-      tools.push(...result.tools);
-      cursor = result.nextCursor;
-      if (cursor === undefined) break;
-    }
-    return tools;
-  }
-
-  async callTool(name: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<ToolCallOutcome> {
-    // The SDK's own timer is a backstop only; withDeadline decides the message.
-    const options = { signal, timeout: timeoutMs + 5_000 };
-    const client = await this.current(signal);
-    try {
-      return await client.callTool({ name, arguments: args }, undefined, options);
-    } catch (e) {
-      if (!(e instanceof StreamableHTTPError && e.code === 404) || signal.aborted || this.closed) throw e;
-      // The server forgot the session: a new session (once for concurrent callers), one retry.
-      if (this.client === client) await this.drop();
-      return (await this.current(signal)).callTool({ name, arguments: args }, undefined, options);
-    }
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    const transport = this.transport;
-    if (transport?.sessionId) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<void>((r) => {
-        timer = setTimeout(r, 2_000);
-      });
-      await Promise.race([transport.terminateSession().catch(() => undefined), deadline]);
-      clearTimeout(timer);
-    }
-    await this.drop();
-  }
-
-  /** The open client, opening a session first when there is none. */
-  private async current(signal: AbortSignal): Promise<Client> {
-    if (this.closed) throw new Error('connection is closed');
-    if (!this.client) {
-      this.opening ??= this.open(signal).finally(() => {
-        this.opening = undefined;
-      });
-      await this.opening;
-    }
-    if (!this.client) throw new Error('connection is closed');
-    return this.client;
-  }
-
-  private async drop(): Promise<void> {
-    const client = this.client;
-    this.client = undefined;
-    this.transport = undefined;
-    await client?.close().catch(() => undefined);
-  }
-}
-
-type ToolCallOutcome = Awaited<ReturnType<Client['callTool']>>;
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -287,8 +123,8 @@ function renderBlock(block: unknown): string {
 }
 
 /** The ToolResult of a tools/call result (see the header). */
-export function renderCallResult(result: ToolCallOutcome, maxChars: number = MCP_DEFAULTS.maxOutputChars): ToolResult {
-  const r: Record<string, unknown> = result;
+export function renderCallResult(result: unknown, maxChars: number = MCP_DEFAULTS.maxOutputChars): ToolResult {
+  const r: Record<string, unknown> = isRecord(result) ? result : {};
   let text: string;
   if (Array.isArray(r.content) && r.content.length > 0) text = r.content.map(renderBlock).join('\n');
   else if (r.structuredContent !== undefined) text = JSON.stringify(r.structuredContent);
@@ -298,29 +134,48 @@ export function renderCallResult(result: ToolCallOutcome, maxChars: number = MCP
   return succeed(truncated ? text.slice(0, maxChars) : text, truncated ? `truncated at ${maxChars} characters` : '', r.isError === true ? 1 : 0);
 }
 
+/** One server of one connection: where its session comes from, and whether the connection closed. */
+class ServerLink {
+  closed = false;
+
+  constructor(
+    readonly config: McpServerConfig,
+    readonly sessions: McpSessionCache,
+    readonly open: McpOpenOptions,
+  ) {}
+
+  async call(name: string, args: ToolArgs, signal: AbortSignal, timeoutMs: number): Promise<Result<unknown, string>> {
+    if (this.closed) return err('connection is closed');
+    const { id, url, headers } = this.config;
+    const session = await this.sessions.session(id, headers ? { url, headers } : { url }, { ...this.open, signal });
+    if (!session.ok) return session;
+    const called = await session.value.request('tools/call', { name, arguments: args }, { signal, timeoutMs });
+    return called.ok ? called : err(called.error.message);
+  }
+}
+
 class McpTool implements Tool {
   constructor(
     readonly definition: ToolDefinition,
     private readonly remoteName: string,
-    private readonly session: McpSession,
+    private readonly link: ServerLink,
     private readonly timeoutMs: number,
     private readonly maxOutputChars: number,
   ) {}
 
   async run(args: ToolArgs, ctx: { signal: AbortSignal }): Promise<ToolResult> {
-    const outcome = await withDeadline(this.timeoutMs, ctx.signal, (signal) =>
-      this.session.callTool(this.remoteName, args, signal, this.timeoutMs),
-    );
+    const outcome = await this.link.call(this.remoteName, args, ctx.signal, this.timeoutMs);
     if (!outcome.ok) return fail(`MCP ${this.definition.name}: ${outcome.error}`);
     return renderCallResult(outcome.value, this.maxOutputChars);
   }
 }
 
-function definitionOf(name: string, tool: ListedTool): ToolDefinition {
+function definitionOf(name: string, tool: McpListedTool): ToolDefinition {
   const schema = isRecord(tool.inputSchema) ? tool.inputSchema : {};
+  const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
   return {
     name,
-    description: tool.description ?? tool.title ?? '',
+    description: text(tool.description) ?? text(tool.title) ?? '',
     schema_version: 1,
     requires_approval: false,
     input_schema: { ...schema, type: 'object' },
@@ -335,17 +190,15 @@ export async function connectMcpServer(
 ): Promise<Result<McpConnection, string>> {
   const prefix = `MCP server ${config.id}`;
   if (!MCP_SERVER_ID.test(config.id)) return err(`${prefix}: id must match [a-zA-Z0-9_-]{1,32}`);
-  const policy = options.policy ?? STRICT_OUTBOUND;
-  const checked = checkOutboundUrl(config.url, 'http', policy);
-  if (!checked.ok) return err(`${prefix}: ${checked.error}`);
-
   const connectTimeoutMs = options.connectTimeoutMs ?? MCP_DEFAULTS.connectTimeoutMs;
-  const session = new McpSession(config, checked.value, policy);
-  const listed = await withDeadline(connectTimeoutMs, signal, (s) =>
-    session.listTools(s, options.maxPages ?? MCP_DEFAULTS.maxPages),
-  );
+  const open: McpOpenOptions = { policy: options.policy ?? STRICT_OUTBOUND, connectTimeoutMs, clientInfo: CLIENT_INFO };
+  const owned = options.sessions === undefined;
+  const sessions = options.sessions ?? new McpSessionCache({ maxSessions: 1, maxToolPages: options.maxPages ?? MCP_DEFAULTS.maxPages });
+  const link = new ServerLink(config, sessions, open);
+  const server = config.headers ? { url: config.url, headers: config.headers } : { url: config.url };
+  const listed = await sessions.tools(config.id, server, { ...open, signal }, { signal, timeoutMs: connectTimeoutMs });
   if (!listed.ok) {
-    await session.close();
+    if (owned) await sessions.closeAll();
     return err(`${prefix}: ${listed.error}`);
   }
 
@@ -363,8 +216,12 @@ export async function connectMcpServer(
       skipped.push(`${tool.name} (over the tool limit of ${maxTools})`);
     } else {
       taken.add(name);
-      tools.push(new McpTool(definitionOf(name, tool), tool.name, session, callTimeoutMs, maxOutputChars));
+      tools.push(new McpTool(definitionOf(name, tool), tool.name, link, callTimeoutMs, maxOutputChars));
     }
   }
-  return ok({ serverId: config.id, tools, skipped, close: () => session.close() });
+  const close = async (): Promise<void> => {
+    link.closed = true;
+    if (owned) await sessions.closeAll();
+  };
+  return ok({ serverId: config.id, tools, skipped, close });
 }

@@ -2,7 +2,7 @@
 // DvmcpBackend interface (backend.ts), whatever the transport (plain or gift-wrapped, which relay):
 // the caller gives a Reply that publishes in the form and on the relay the request came from.
 //
-//   ping                       answered {} here (no upstream)
+//   ping                       answered {} here (no upstream; counted by the client's limit)
 //   unknown method             -32601 "Method not found: <method>"
 //   s names no server          -32602 "Unknown server id <s>"
 //   no s                       initialize: every server answers (initializeResponse with its d and
@@ -103,7 +103,12 @@ export class Dispatcher {
     const to: Requester = { requestId: msg.requestId, client: msg.client };
     const fail = (e: RpcError): Promise<void> => reply.send(errorTemplate(to, e));
     if (!isRequestMethod(msg.method)) return fail(rpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${msg.method}`));
-    if (msg.method === 'ping') return reply.send(responseTemplate(to, {}));
+    if (msg.method === 'ping') {
+      const admitted = this.deps.limiter.admit(msg.client, [], msg.method);
+      if (!admitted.ok) return admitted.error ? fail(admitted.error) : undefined;
+      admitted.release();
+      return reply.send(responseTemplate(to, {}));
+    }
     const routed = this.route(msg);
     if (!routed.ok) return fail(routed.error);
     const targets = routed.targets.filter((b) => b.profile.encryption || !reply.encrypted);
@@ -168,7 +173,7 @@ export class Dispatcher {
     };
     const keepAlive = setInterval(() => {
       if (Date.now() - lastSent >= KEEPALIVE_MS) progress({ ...last, message: `waiting for ${serverId}` });
-    }, KEEPALIVE_MS / 2);
+    }, KEEPALIVE_MS / 5);
     let result: Awaited<ReturnType<DvmcpBackend['request']>>;
     try {
       result = await b.request(method, params, { requester: to, signal: abort.signal, onProgress: progress });

@@ -1,4 +1,3 @@
-// INTERIM copy of H2's workers/common/mcp-session-cache.ts (branch mcp-client) until it lands on main; deleted then, imports switch to workers/common.
 // Open MCP sessions kept across uses (mcp-client.ts), keyed by a string: the DVMCP bridge keys
 // by `<serverId>:<clientPubkey>` (one upstream session per Nostr client), the agent by
 // `<serverId>`. Bounded (LruMap: beyond `maxSessions` the least recently used session is
@@ -9,8 +8,8 @@
 // `toolsTtlMs`; a notifications/tools/list_changed from upstream (seen on SSE answers, the legacy
 // transport, or the standalone GET stream) marks it stale, so the next `tools` lists again.
 
-import { err, ok, type Result } from '../../../src/shared/errors.js';
-import { LruMap } from '../../../src/shared/lru.js';
+import { err, ok, type Result } from '../../src/shared/errors.js';
+import { LruMap } from '../../src/shared/lru.js';
 import { openMcpSession, type McpOpenOptions, type McpServerEndpoint, type McpSession } from './mcp-client.js';
 
 /** A tool as listed by the server: its name, and every other field as sent. */

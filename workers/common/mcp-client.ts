@@ -1,4 +1,3 @@
-// INTERIM copy of H2's workers/common/mcp-client.ts (branch mcp-client) until it lands on main; deleted then, imports switch to workers/common.
 // The one upstream MCP client of the Workers (the agent's MCP tools and the DVMCP bridge), on the
 // official @modelcontextprotocol/sdk Client.
 //
@@ -7,18 +6,22 @@
 // Mcp-Session-Id and MCP-Protocol-Version, reads JSON or SSE answers, accepts 202 for
 // notifications, sends DELETE on close). When that initialize is answered 400, 404 or 405 the
 // server is taken for a legacy HTTP+SSE one (MCP spec, backwards compatibility) and the SDK's
-// SSEClientTransport is tried on the same URL (its GET stream carries every answer).
+// SSEClientTransport is tried on the same URL (its GET stream carries every answer, so a legacy
+// session holds one open subrequest for its whole life).
 // McpSession.request(method, params) sends any MCP request and returns the raw result object
 // (a passthrough schema: unknown fields survive). Failures are values (McpFailure):
 //   {kind: 'protocol', code, message, data?}  a JSON-RPC error from upstream;
 //   {kind: 'transport', message}              unreachable, refused by the outbound policy,
 //                                             "timed out after <n> ms", "aborted", "session is closed".
+// Messages are cut at 1,000 characters.
 // onProgress receives the request's progress notifications (the SDK sets _meta.progressToken;
 // each one restarts the timeout, `maxTotalMs` bounds the whole). Aborting the signal, or a
 // timeout, sends notifications/cancelled upstream.
 // Session loss: a request answered 404, or 400 naming the session, while a session id was sent
 // (the server forgot it) re-initializes once and is sent again; a session whose connection
-// closed (legacy SSE stream ended) is re-opened by the next request.
+// closed (legacy SSE stream ended) is re-opened by the next request. (The legacy transport's
+// EventSource reconnects by itself when its stream drops; a server that then starts a new
+// session is not re-initialized: its requests time out; close the session and open another.)
 // Notifications from upstream (list_changed, resources/updated, logging) go to onNotification;
 // they arrive only on SSE answers, on the legacy transport's stream, or on the standalone GET
 // stream of Streamable HTTP, which is opened only with `standaloneGet` (a never-ending
@@ -37,8 +40,8 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
 import { z } from 'zod';
-import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
-import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
+import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
+import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../src/shared/outbound-url.js';
 
 export interface McpServerEndpoint {
   /** The MCP endpoint, http(s) (Streamable HTTP, or the legacy SSE endpoint). */
@@ -124,7 +127,10 @@ const CLIENT_INFO = { name: 'edgestr', version: '1.0.0' };
 const RawResult = z.looseObject({});
 const validator = new CfWorkerJsonSchemaValidator();
 
-const transportFailure = (message: string): McpFailure => ({ kind: 'transport', message });
+/** Longest failure message kept (an upstream's error page can be large). */
+const MAX_MESSAGE_CHARS = 1_000;
+const clip = (text: string): string => (text.length > MAX_MESSAGE_CHARS ? `${text.slice(0, MAX_MESSAGE_CHARS)}…` : text);
+const transportFailure = (message: string): McpFailure => ({ kind: 'transport', message: clip(message) });
 
 /** fetch for the transports: through safeFetch; GET answered 405 unless allowed (see the header). */
 function transportFetch(policy: OutboundPolicy, allowGet: boolean) {
@@ -201,7 +207,7 @@ function failureOf(e: unknown, stop: { timedOutMs?: number; aborted: boolean }):
       return transportFailure('connection closed');
     }
     const prefix = `MCP error ${e.code}: `;
-    const message = e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message;
+    const message = clip(e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message);
     return data === undefined ? { kind: 'protocol', code: e.code, message } : { kind: 'protocol', code: e.code, message, data };
   }
   return transportFailure(errorMessage(e));
@@ -223,6 +229,8 @@ class Session implements McpSession {
   private connection: Connection | undefined;
   private opening: Promise<Connection> | undefined;
   private legacy = false;
+  /** The identity of the latest connection (kept after close). */
+  private identified: McpServerIdentity | undefined;
   closed = false;
 
   constructor(
@@ -232,8 +240,8 @@ class Session implements McpSession {
   ) {}
 
   get identity(): McpServerIdentity {
-    if (!this.connection) throw new Error('the session is not open');
-    return this.connection.identity;
+    if (!this.identified) throw new Error('the session is not open');
+    return this.identified;
   }
 
   get sessionId(): string | undefined {
@@ -241,7 +249,10 @@ class Session implements McpSession {
     return transport instanceof StreamableHTTPClientTransport ? transport.sessionId : undefined;
   }
 
-  /** The open connection, opening one (once for concurrent callers) when there is none. */
+  /**
+   * The open connection, opening one (once for concurrent callers) when there is none. Only the
+   * first open takes the caller's signal; a re-open is shared and bounded by connectTimeoutMs.
+   */
   async current(signal?: AbortSignal): Promise<Connection> {
     if (this.closed) throw new Error('session is closed');
     if (this.connection && !this.connection.lost) return this.connection;
@@ -277,6 +288,7 @@ class Session implements McpSession {
       throw new Error('session is closed');
     }
     this.connection = connection;
+    this.identified = connection.identity;
     return connection;
   }
 
@@ -331,7 +343,7 @@ class Session implements McpSession {
     const stop = (): { timedOutMs: number; aborted: boolean } => ({ timedOutMs: timeoutMs, aborted: signal?.aborted === true });
     let connection: Connection;
     try {
-      connection = await this.current(signal);
+      connection = await this.current();
     } catch (e) {
       return err(failureOf(e, stop()));
     }
@@ -344,7 +356,7 @@ class Session implements McpSession {
     // The server forgot the session: a new one (once for concurrent callers), one retry.
     if (this.connection === connection) connection.lost = true;
     try {
-      return ok(await send(await this.current(signal)));
+      return ok(await send(await this.current()));
     } catch (e) {
       return err(failureOf(e, stop()));
     }

@@ -1,0 +1,192 @@
+// Every DVMCP request method through the relay, as a real client sends it (25910 on the public
+// shard, answers 26910/21316 p-tagging the client), against the real server-everything: initialize
+// with and without `s`, tools/list (with pagination), tools/call, resources, prompts, completion,
+// ping, progress, cancel, and the errors a client gets.
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { now } from './helpers.js';
+
+const fixtureUrl = (): string => inject('toolsFixtureUrl');
+
+let provider: string;
+let owner: string;
+let client: DvmcpClient;
+
+beforeAll(async () => {
+  ({ provider, owner } = await directBridge([
+    { id: 'ev', url: everythingUrl(), name: 'Everything', public: false },
+    { id: 'paged', url: `${fixtureUrl()}/mcp-paged`, public: false },
+    { id: 'expire', url: `${fixtureUrl()}/mcp-expire`, public: false },
+    { id: 'down', url: 'http://127.0.0.1:1/mcp', public: false },
+    { id: 'priced', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } },
+    { id: 'noenc', url: everythingUrl(), public: false, encryption: false },
+  ]));
+  await bridgeReady(provider);
+  client = await DvmcpClient.open(provider);
+});
+
+const text = (r: Record<string, unknown>): string => (r.content as Array<{ text: string }>)[0]!.text;
+
+describe('bridge: requests through the relay', () => {
+  it('initialize with s: upstream result with d and support_encryption tags', async () => {
+    const a = await client.call('initialize', { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } }, { s: 'ev' });
+    expect(a.tags).toContainEqual(['d', 'ev']);
+    expect(a.tags).toContainEqual(['support_encryption', 'true']);
+    expect(a.tags).toContainEqual(['p', client.k.pk]);
+    expect(a.result.ok && a.result.value).toMatchObject({ protocolVersion: expect.any(String), capabilities: { tools: expect.any(Object) }, serverInfo: { name: expect.any(String) } });
+    expect(JSON.parse(a.content)).not.toHaveProperty('jsonrpc');
+  });
+
+  it('initialize without s: every server of the provider answers, each with its d', async () => {
+    const id = await client.send(client.request('initialize', { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } }));
+    const seen = new Map<string, string>();
+    for (let i = 0; i < 6; i++) {
+      const a = await client.answer(id);
+      seen.set(a.tags.find((t) => t[0] === 'd')![1]!, a.content);
+    }
+    expect([...seen.keys()].sort()).toEqual(['down', 'ev', 'expire', 'noenc', 'paged', 'priced']);
+    expect(JSON.parse(seen.get('ev')!)).toMatchObject({ serverInfo: expect.any(Object) });
+    expect(JSON.parse(seen.get('down')!).error).toMatchObject({ code: -32603, message: expect.stringMatching(/^upstream down unreachable: /) });
+  });
+
+  it('tools/list follows pagination cursors as the client asks; tools/call answers at the root', async () => {
+    const page1 = await client.call('tools/list', {}, { s: 'paged' });
+    expect(page1.result.ok && page1.result.value).toMatchObject({ nextCursor: 'page-2' });
+    const page2 = await client.call('tools/list', { cursor: 'page-2' }, { s: 'paged' });
+    expect(page2.result.ok && page2.result.value.nextCursor).toBeUndefined();
+    expect(page2.result.ok && (page2.result.value.tools as unknown[]).length).toBeGreaterThan(0);
+
+    const tools = await client.call('tools/list', {}, { s: 'ev' });
+    expect(tools.result.ok && (tools.result.value.tools as Array<{ name: string }>).map((t) => t.name)).toEqual(expect.arrayContaining(['echo', 'get-sum', 'trigger-long-running-operation']));
+    const call = await client.call('tools/call', { name: 'get-sum', arguments: { a: 20, b: 22 } }, { s: 'ev' });
+    expect(call.result.ok && text(call.result.value)).toBe('The sum of 20 and 22 is 42.');
+    expect(call.tags).toEqual([['e', call.tags[0]![1]], ['p', client.k.pk]]);
+  });
+
+  it('resources/list, resources/templates/list, resources/read; prompts/list, prompts/get; completion/complete; ping', async () => {
+    const resources = await client.call('resources/list', {}, { s: 'ev' });
+    expect(resources.result.ok && (resources.result.value.resources as Array<{ uri: string }>).map((r) => r.uri)).toContain('demo://resource/static/document/architecture.md');
+    const templates = await client.call('resources/templates/list', {}, { s: 'ev' });
+    expect(templates.result.ok && (templates.result.value.resourceTemplates as Array<{ uriTemplate: string }>).map((r) => r.uriTemplate)).toContain('demo://resource/dynamic/text/{resourceId}');
+    const read = await client.call('resources/read', { uri: 'demo://resource/dynamic/text/1' }, { s: 'ev' });
+    expect(read.result.ok && read.result.value.contents).toEqual([expect.objectContaining({ uri: 'demo://resource/dynamic/text/1', text: expect.any(String) })]);
+    const prompts = await client.call('prompts/list', {}, { s: 'ev' });
+    expect(prompts.result.ok && (prompts.result.value.prompts as Array<{ name: string }>).map((p) => p.name)).toEqual(expect.arrayContaining(['simple-prompt', 'args-prompt']));
+    const prompt = await client.call('prompts/get', { name: 'args-prompt', arguments: { city: 'Lisbon' } }, { s: 'ev' });
+    expect(JSON.stringify(prompt.result.ok && prompt.result.value.messages)).toContain('Lisbon');
+    const completion = await client.call('completion/complete', { ref: { type: 'ref/prompt', name: 'completable-prompt' }, argument: { name: 'department', value: 'S' } }, { s: 'ev' });
+    expect(completion.result.ok && completion.result.value.completion).toMatchObject({ values: ['Sales', 'Support'] });
+    const ping = await client.call('ping', undefined, { s: 'ev' });
+    expect(ping.content).toBe('{}');
+  });
+
+  it('progress of a long-running tool arrives as 21316 notifications/progress with e = request id, before the result', async () => {
+    const id = await client.send(client.request('tools/call', { name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 4 } }, { s: 'ev' }));
+    const a = await client.answer(id);
+    expect(a.result.ok && text(a.result.value)).toBe('Long running operation completed. Duration: 2 seconds, Steps: 4.');
+    const progress = client.notifications(id);
+    expect(progress.length).toBeGreaterThanOrEqual(3);
+    for (const p of progress) {
+      expect(p.tags).toEqual(expect.arrayContaining([['p', client.k.pk], ['method', 'notifications/progress'], ['s', 'ev'], ['e', id]]));
+      expect(JSON.parse(p.content)).toMatchObject({ method: 'notifications/progress', params: { progressToken: id, progress: expect.any(Number), total: 4 } });
+    }
+  });
+
+  it('a client cancel (21316 notifications/cancel, e = request) stops the call: no answer; a stranger cannot cancel it', async () => {
+    const id = await client.send(client.request('tools/call', { name: 'trigger-long-running-operation', arguments: { duration: 3, steps: 3 } }, { s: 'ev' }));
+    const stranger = await DvmcpClient.open(provider);
+    await stranger.sock.publish(stranger.sign21316('notifications/cancel', id));
+    const other = await client.send(client.request('tools/call', { name: 'trigger-long-running-operation', arguments: { duration: 3, steps: 2 } }, { s: 'ev' }));
+    await client.sock.publish(client.sign21316('notifications/cancel', other));
+    // The stranger's cancel did nothing: the first call completes; the second was cancelled.
+    const first = await client.answer(id);
+    expect(first.result.ok && text(first.result.value)).toMatch(/^Long running operation completed/);
+    await expect(client.answer(other, 1500)).rejects.toThrow(/timed out waiting for a frame/);
+    stranger.close();
+  });
+
+  it('errors: unknown server id, unknown method, unknown tool, bad params, not JSON, several servers and no s, upstream down', async () => {
+    const unknownServer = await client.call('tools/list', {}, { s: 'nope' });
+    expect(unknownServer.result).toEqual({ ok: false, error: { code: -32602, message: 'Unknown server id nope' } });
+    const unknownMethod = await client.call('tools/destroy', {}, { s: 'ev' });
+    expect(unknownMethod.result).toEqual({ ok: false, error: { code: -32601, message: 'Method not found: tools/destroy' } });
+    const noS = await client.call('tools/list', {});
+    expect(noS.result).toEqual({ ok: false, error: { code: -32602, message: 'this provider runs 6 servers (down, ev, expire, noenc, paged, priced): name one with an s tag' } });
+    const unknownTool = await client.call('tools/call', { name: 'no-such-tool', arguments: {} }, { s: 'ev' });
+    expect(unknownTool.result.ok ? unknownTool.result.value : unknownTool.result.error).toMatchObject(
+      unknownTool.result.ok ? { isError: true, content: [{ type: 'text', text: expect.stringContaining('no-such-tool') }] } : { code: -32602, message: expect.stringContaining('no-such-tool') },
+    );
+    const badParams = await client.call('tools/call', { name: 'get-sum', arguments: { a: 'x', b: 2 } }, { s: 'ev' });
+    expect(badParams.result.ok ? badParams.result.value : badParams.result.error).toMatchObject(badParams.result.ok ? { isError: true } : { code: -32602 });
+    const raw = await client.send(client.request('tools/list', undefined, { s: 'ev', content: '{not json' }));
+    expect((await client.answer(raw)).result).toEqual({ ok: false, error: { code: -32700, message: 'Parse error: content is not JSON' } });
+    const down = await client.call('tools/list', {}, { s: 'down' });
+    expect(down.result.ok).toBe(false);
+    expect(!down.result.ok && down.result.error).toMatchObject({ code: -32603, message: expect.stringMatching(/^upstream down unreachable: /) });
+  });
+
+  it('upstream session loss: the bridge re-initializes and the call is answered', async () => {
+    const before = (await (await fetch(`${fixtureUrl()}/mcp-expire/stats`)).json()) as { initializes: number };
+    const first = await client.call('tools/call', { name: 'ping', arguments: { n: 1 } }, { s: 'expire' });
+    expect(first.result.ok && text(first.result.value)).toMatch(/^pong from session-\d+$/);
+    const second = await client.call('tools/call', { name: 'ping', arguments: { n: 2 } }, { s: 'expire' });
+    expect(second.result.ok && text(second.result.value)).toMatch(/^pong from session-\d+$/);
+    expect(second.result.ok && text(second.result.value)).not.toBe(first.result.ok && text(first.result.value));
+    const after = (await (await fetch(`${fixtureUrl()}/mcp-expire/stats`)).json()) as { initializes: number };
+    // The second call found its session forgotten (404) and initialized a new one.
+    expect(after.initializes - before.initializes).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a priced capability waits for payment (the local verifier of the test deployment; unpaid: NOT_PAID at expiry); unpriced ones run', async () => {
+    const priced = await client.call('tools/call', { name: 'echo', arguments: { message: 'hi' } }, { s: 'priced' });
+    expect(priced.result).toEqual({ ok: false, error: { code: -32010, message: 'payment not received within 5 s: the invoice expired' } });
+    const free = await client.call('tools/call', { name: 'get-sum', arguments: { a: 1, b: 2 } }, { s: 'priced' });
+    expect(free.result.ok && text(free.result.value)).toBe('The sum of 1 and 2 is 3.');
+  });
+
+  it('gift-wrapped round trips in both rumor forms are answered in the form asked; wrapped requests to a server with encryption off are not answered', async () => {
+    const wrapped = await client.call('tools/call', { name: 'echo', arguments: { message: 'sealed' } }, { s: 'ev', form: 'wrapped' });
+    expect(wrapped.event.kind).toBe(1059);
+    expect(wrapped.result.ok && text(wrapped.result.value)).toBe('Echo: sealed');
+    const dm = await client.call('tools/call', { name: 'echo', arguments: { message: 'dm' } }, { s: 'ev', form: 'wrapped-dm' });
+    expect(dm.event.kind).toBe(1059);
+    expect(dm.result.ok && text(dm.result.value)).toBe('Echo: dm');
+    const off = await client.send(client.request('tools/list', {}, { s: 'noenc' }), 'wrapped');
+    const plainOff = await client.call('resources/list', {}, { s: 'noenc' });
+    expect(plainOff.result.ok).toBe(true);
+    await expect(client.answer(off, 1000)).rejects.toThrow(/timed out waiting for a frame/);
+  });
+
+  it('on the owner’s shard a stranger’s request p-tagging the provider is admitted and answered there; the same request on both shards is answered once', async () => {
+    const onOwner = await DvmcpClient.open(provider, `/r/${owner}`);
+    const a = await onOwner.call('tools/call', { name: 'echo', arguments: { message: 'owner shard' } }, { s: 'ev' });
+    expect(a.result.ok && text(a.result.value)).toBe('Echo: owner shard');
+    const onPublic = await DvmcpClient.open(provider, '/', onOwner.k);
+    const e = onOwner.request('ping', { both: true }, { s: 'ev' });
+    await onOwner.send(e);
+    expect((await onOwner.answer(e.id)).content).toBe('{}');
+    await onPublic.send(e);
+    const later = await onPublic.call('ping', { later: true }, { s: 'ev' });
+    expect(later.content).toBe('{}');
+    await expect(onPublic.answer(e.id, 500)).rejects.toThrow(/timed out waiting for a frame/);
+    onOwner.close();
+    onPublic.close();
+  });
+
+  it('a keep-alive progress is sent while upstream is silent for 10 s', async () => {
+    const id = await client.send(client.request('tools/call', { name: 'trigger-long-running-operation', arguments: { duration: 12, steps: 1 } }, { s: 'ev' }));
+    const a = await client.answer(id, 18_000);
+    expect(a.result.ok && text(a.result.value)).toBe('Long running operation completed. Duration: 12 seconds, Steps: 1.');
+    const keepAlive = client.notifications(id).map((n) => JSON.parse(n.content) as { params: Record<string, unknown> });
+    expect(keepAlive[0]!.params).toEqual({ progressToken: id, progress: 0, message: 'waiting for ev' });
+  }, 25_000);
+
+  it('stale requests (created_at over 60 s old) are ignored', async () => {
+    const stale = client.request('ping', undefined, { s: 'ev', created_at: now() - 120 });
+    await client.send(stale);
+    const fresh = client.request('ping', undefined, { s: 'ev' });
+    await client.send(fresh);
+    await client.answer(fresh.id);
+    await expect(client.answer(stale.id, 1000)).rejects.toThrow(/timed out waiting for a frame/);
+  });
+});

@@ -1,0 +1,98 @@
+// Payments through the whole bridge, as a DVMCP client sees them (EDGESTR_ENV=test: the local
+// verifier; EDGESTR_PAYMENT_EXPIRY=5 in vitest.config.ts): a priced tools/call on the real
+// server-everything gets 21316 payment-required (amount, local invoice, `e` = the request), is paid
+// through POST /api/bridge/pay and then answered with the tool's result (plain and gift-wrapped,
+// each in the form it was asked in); an unpaid call is answered NOT_PAID when the Bridge's alarm
+// sees its invoice expire; the pay endpoint's every refusal.
+import { SELF } from 'cloudflare:test';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { localInvoice } from '../../workers/bridge/payments-local.js';
+import { localPayRoutes } from '../../workers/bridge/payments-route.js';
+import { PAYMENT_RPC } from '../../workers/bridge/payments.js';
+import { announcements, DvmcpClient, registerServer } from './bridge-helpers.js';
+import { BASE, randomHex } from './helpers.js';
+import { TEST_OWNER } from './test-keys.js';
+
+const SERVER = 'paid';
+let client: DvmcpClient;
+
+beforeAll(async () => {
+  const { provider } = await registerServer({ id: SERVER, prices: { echo: { price: '21', unit: 'sats' } } });
+  // The announcement is published after the bridge subscribed on the same connection: requests sent now reach it.
+  await announcements(provider, [KIND.DVMCP_TOOLS], (es) => es.some((e) => e.tags.some((t) => t[0] === 's' && t[1] === SERVER)));
+  client = await DvmcpClient.open(provider);
+});
+
+const pay = async (body: unknown): Promise<{ status: number; json: unknown }> => {
+  const res = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: res.status, json: await res.json() };
+};
+
+/** Sends a priced echo call and waits for its payment-required notification; the request id and invoice. */
+async function pricedCall(message: string): Promise<{ id: string; note: NostrEvent; invoice: string }> {
+  const id = await client.send(client.request('tools/call', { name: 'echo', arguments: { message } }, { s: SERVER }));
+  const frame = await client.sock.next((f) => {
+    const e = f[2] as NostrEvent | undefined;
+    return f[0] === 'EVENT' && e?.kind === KIND.DVMCP_NOTIFICATION && e.tags.some((t) => t[0] === 'e' && t[1] === id) && e.tags.some((t) => t[0] === 'status');
+  });
+  const note = frame[2] as NostrEvent;
+  return { id, note, invoice: note.tags.find((t) => t[0] === 'amount')![2]! };
+}
+
+describe('payments through the bridge', () => {
+  it('payment-required → paid (local) → the tool result', async () => {
+    const { id, note, invoice } = await pricedCall('paid hello');
+    expect(note.content).toBe('');
+    expect(note.tags).toEqual([['status', 'payment-required'], ['amount', '21', invoice], ['e', id], ['p', client.k.pk]]);
+    expect(invoice).toMatch(/^lnbcrt210n1edgestrdev/);
+
+    expect(await pay({ invoice })).toEqual({ status: 200, json: { paid: true, sats: 21, request_id: id } });
+    const answer = await client.answer(id);
+    expect(answer.result.ok && answer.result.value.content).toEqual([{ type: 'text', text: 'Echo: paid hello' }]);
+    expect(await pay({ invoice })).toEqual({ status: 409, json: { error: 'invoice already paid' } });
+  });
+
+  it('a gift-wrapped priced call gets its payment-required and its answer wrapped', async () => {
+    const id = await client.send(client.request('tools/call', { name: 'echo', arguments: { message: 'sealed' } }, { s: SERVER }), 'wrapped');
+    const frame = await client.sock.next((f) => {
+      const e = f[2] as NostrEvent | undefined;
+      const m = f[0] === 'EVENT' && e?.kind === KIND.GIFT_WRAP ? client.opened(e) : undefined;
+      return m !== undefined && m.tags.some((t) => t[0] === 'e' && t[1] === id) && m.tags.some((t) => t[0] === 'status');
+    });
+    const note = client.opened(frame[2] as NostrEvent)!;
+    expect(note.kind).toBe(KIND.DVMCP_NOTIFICATION);
+    const invoice = note.tags.find((t) => t[0] === 'amount')![2]!;
+    expect(note.tags).toEqual([['status', 'payment-required'], ['amount', '21', invoice], ['e', id], ['p', client.k.pk]]);
+    expect((await pay({ invoice })).status).toBe(200);
+    const answer = await client.answer(id);
+    expect(answer.event.kind).toBe(KIND.GIFT_WRAP);
+    expect(answer.result.ok && answer.result.value.content).toEqual([{ type: 'text', text: 'Echo: sealed' }]);
+  });
+
+  it('an unpaid call is answered NOT_PAID when its invoice expires, and cannot be paid after', async () => {
+    const { id, invoice } = await pricedCall('never paid');
+    const answer = await client.answer(id, 20_000);
+    expect(answer.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'payment not received within 5 s: the invoice expired' } });
+    expect(await pay({ invoice })).toEqual({ status: 410, json: { error: 'invoice expired' } });
+  });
+
+  it('the pay endpoint refuses bad bodies, foreign invoices and unknown ones', async () => {
+    const shape = { status: 422, json: { error: 'the body must be {"invoice": "<local invoice>"}' } };
+    expect(await pay('{not json')).toEqual(shape);
+    expect(await pay({ invoice: 42 })).toEqual(shape);
+    expect(await pay({ invoice: 'x'.repeat(5000) })).toEqual(shape);
+    expect(await pay({ invoice: 'lnbc210n1pvjluezsp5zyg3zyg3zyg3' })).toEqual({ status: 422, json: { error: 'not a local invoice of this deployment (lnbcrt…n1edgestrdev…)' } });
+    expect(await pay({ invoice: localInvoice(TEST_OWNER, randomHex(16), 21) })).toEqual({ status: 404, json: { error: 'unknown invoice' } });
+  });
+
+  it('the pay endpoint does not exist outside development and test', async () => {
+    const app = localPayRoutes(() => {
+      throw new Error('no bridge is asked');
+    });
+    const res = await app.request('/', { method: 'POST', body: JSON.stringify({ invoice: localInvoice(TEST_OWNER, randomHex(16), 21) }) }, { EDGESTR_ENV: 'production' });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ error: 'not found' });
+  });
+});

@@ -1,0 +1,233 @@
+// The payment gate (workers/bridge/payments-gate.ts) over the local verifier (payments-local.ts),
+// on a real Durable Object SQLite store (a fresh object of the ApiState class hosts the payments
+// table): payment-required → paid → the call runs; expiry answered NOT_PAID when the alarm runs;
+// caps per client and per bridge; a paid row spent once; rows that survive a restart; prices the
+// gate refuses; cancellation. The Bridge's own alarm and dispatcher are exercised in
+// payments-bridge.test.ts; here the gate's host records the wake-ups it asks for. Pure parts
+// (invoice format, configuration, prices) are workers/bridge/payments.test.ts.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { KIND } from '../../src/shared/kinds.js';
+import type { EventTemplate } from '../../src/shared/relay-types.js';
+import type { Price, Requester } from '../../src/shared/dvmcp.js';
+import { PaymentStore } from '../../workers/bridge/payments-store.js';
+import { LocalVerifier } from '../../workers/bridge/payments-local.js';
+import { VerifierGate, type GateHost } from '../../workers/bridge/payments-gate.js';
+import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC, type PaymentConfig } from '../../workers/bridge/payments.js';
+import type { PaymentContext, PricedCapability } from '../../workers/common/dvmcp-server/payment-gate.js';
+import { randomHex } from './helpers.js';
+
+const OWNER = 'a1'.repeat(32);
+const CAP: PricedCapability = { serverId: 'everything', method: 'tools/call', name: 'echo' };
+const SATS: Price = { price: '21', unit: 'sats' };
+
+/** A gate, its verifier and store on a fresh Durable Object's SQLite, a settable clock, and what it asked for. */
+async function withGate<T>(config: Partial<PaymentConfig>, body: (g: Harness) => Promise<T>): Promise<T> {
+  const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-test-${randomHex(8)}`));
+  return runInDurableObject(stub, async (_instance, state) => body(harness(state.storage.sql, { ...DEFAULT_PAYMENT_CONFIG, ...config })));
+}
+
+interface Harness {
+  gate: VerifierGate;
+  local: LocalVerifier;
+  store: PaymentStore;
+  clock: { now: number };
+  wakes: number[];
+  /** A new gate over the same storage (what a restarted Durable Object builds). */
+  restart(): Harness;
+  call(requester: Requester, price?: Price): { result: ReturnType<VerifierGate['requirePayment']>; sent: EventTemplate[]; abort: AbortController };
+}
+
+function harness(sql: SqlStorage, config: PaymentConfig, clock = { now: 1_800_000_000 }): Harness {
+  const store = new PaymentStore(sql);
+  const local = new LocalVerifier(OWNER, store, config.expirySeconds, () => clock.now);
+  const wakes: number[] = [];
+  const host: GateHost = { wakeAt: async (at) => void wakes.push(at) };
+  const gate = new VerifierGate(local, store, config, host, () => clock.now);
+  return {
+    gate,
+    local,
+    store,
+    clock,
+    wakes,
+    restart: () => harness(sql, config, clock),
+    call(requester, price = SATS) {
+      const sent: EventTemplate[] = [];
+      const abort = new AbortController();
+      const ctx: PaymentContext = { notify: async (t) => void sent.push(t), signal: abort.signal };
+      return { result: gate.requirePayment(requester, CAP, price, ctx), sent, abort };
+    },
+  };
+}
+
+const requester = (client = randomHex()): Requester => ({ requestId: randomHex(), client });
+/** Lets the gate's awaits (invoice, insert, wake, notify) run. */
+const settle = async (): Promise<void> => {
+  for (let i = 0; i < 5; i++) await Promise.resolve();
+};
+const invoiceOf = (t: EventTemplate): string => t.tags.find((x) => x[0] === 'amount')![2]!;
+
+describe('VerifierGate with the local verifier', () => {
+  it('sends payment-required, keeps a durable row, and lets the call run once paid', async () => {
+    await withGate({}, async (h) => {
+      const who = requester();
+      const { result, sent } = h.call(who);
+      await settle();
+      expect(sent).toHaveLength(1);
+      const note = sent[0]!;
+      expect(note.kind).toBe(KIND.DVMCP_NOTIFICATION);
+      expect(note.content).toBe('');
+      const invoice = invoiceOf(note);
+      expect(note.tags).toEqual([['status', 'payment-required'], ['amount', '21', invoice], ['e', who.requestId], ['p', who.client]]);
+      const row = h.store.byInvoice(invoice)!;
+      expect(row).toMatchObject({ request_id: who.requestId, client: who.client, server: 'everything', capability: 'tools/call echo', sats: 21, created: h.clock.now, expires: h.clock.now + 600, paid_at: null, used_at: null });
+      expect(h.wakes).toEqual([h.clock.now + 600]);
+      expect(h.gate.waiting).toBe(1);
+
+      h.clock.now += 5;
+      expect(h.local.pay(invoice).ok).toBe(true);
+      expect(await result).toEqual({ ok: true, value: undefined });
+      expect(h.store.byId(row.id)).toMatchObject({ paid_at: h.clock.now, used_at: h.clock.now });
+      expect(h.local.pay(invoice)).toEqual({ ok: false, error: 'invoice already paid' });
+      expect(h.local.pay(`${invoice.slice(0, -1)}q`)).toEqual({ ok: false, error: 'unknown invoice' });
+    });
+  });
+
+  it('answers an unpaid call NOT_PAID when its invoice expires, and refuses to pay it after', async () => {
+    await withGate({ expirySeconds: 2 }, async (h) => {
+      const { result, sent } = h.call(requester());
+      await settle();
+      const invoice = invoiceOf(sent[0]!);
+      h.clock.now += 1;
+      await h.gate.onAlarm(); // not yet
+      expect(h.gate.waiting).toBe(1);
+      h.clock.now += 1;
+      await h.gate.onAlarm();
+      expect(await result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'payment not received within 2 s: the invoice expired' } });
+      expect(h.gate.waiting).toBe(0);
+      expect(h.local.pay(invoice)).toEqual({ ok: false, error: 'invoice expired' });
+    });
+  });
+
+  it('wakes at the next expiry and prunes rows a day after they expired', async () => {
+    await withGate({ expirySeconds: 10 }, async (h) => {
+      const first = h.call(requester());
+      await settle();
+      h.clock.now += 4;
+      const second = h.call(requester());
+      await settle();
+      h.clock.now += 6; // the first expires
+      await h.gate.onAlarm();
+      expect((await first.result).ok).toBe(false);
+      expect(h.wakes.at(-1)).toBe(h.clock.now + 4); // the second's expiry
+      second.abort.abort();
+      await second.result;
+      const rows = (): number => h.store.pendingCounts('x', 0).total;
+      expect(rows()).toBe(2);
+      h.clock.now += 24 * 3600 + 10;
+      await h.gate.onAlarm();
+      expect(rows()).toBe(0);
+    });
+  });
+
+  it('caps unpaid invoices per client and per bridge', async () => {
+    await withGate({ maxPendingPerClient: 2, maxPendingTotal: 3 }, async (h) => {
+      const alice = randomHex();
+      const a1 = h.call(requester(alice));
+      const a2 = h.call(requester(alice));
+      await settle();
+      const a3 = h.call(requester(alice));
+      expect(await a3.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'too many unpaid invoices: at most 2 per client; pay one or let it expire' } });
+      expect(a3.sent).toEqual([]);
+      const b1 = h.call(requester());
+      await settle();
+      const c1 = h.call(requester());
+      expect(await c1.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'this bridge has too many unpaid invoices (3); try again later' } });
+      // Paying one frees a place for its client.
+      h.local.pay(invoiceOf(a1.sent[0]!));
+      expect((await a1.result).ok).toBe(true);
+      const a4 = h.call(requester(alice));
+      await settle();
+      expect(a4.sent).toHaveLength(1);
+      for (const c of [a2, b1, a4]) c.abort.abort();
+    });
+  });
+
+  it('spends a paid row on one call: a duplicate of the request is refused, a re-sent one after a restart runs once', async () => {
+    await withGate({}, async (h) => {
+      const who = requester();
+      const first = h.call(who);
+      const dup = h.call(who); // the same request delivered twice (two relays)
+      await settle();
+      expect(invoiceOf(dup.sent[0]!)).toBe(invoiceOf(first.sent[0]!)); // one invoice
+      h.local.pay(invoiceOf(first.sent[0]!));
+      const results = [await first.result, await dup.result];
+      expect(results.filter((r) => r.ok)).toHaveLength(1);
+      expect(results.find((r) => !r.ok)).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'this paid request was already served; send a new request' } });
+
+      // Paid while nobody waited (the Durable Object restarted): re-sending the request runs it.
+      const later = requester();
+      const waiting = h.call(later);
+      await settle();
+      const invoice = invoiceOf(waiting.sent[0]!);
+      waiting.abort.abort();
+      await waiting.result;
+      const after = h.restart();
+      expect(after.local.pay(invoice).ok).toBe(true);
+      const resent = after.call(later);
+      expect(await resent.result).toEqual({ ok: true, value: undefined });
+      expect(resent.sent).toEqual([]);
+      expect(await after.call(later).result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'this paid request was already served; send a new request' } });
+    });
+  });
+
+  it('re-sent while unpaid: the same invoice again, and the call runs when it is paid', async () => {
+    await withGate({}, async (h) => {
+      const who = requester();
+      const first = h.call(who);
+      await settle();
+      first.abort.abort();
+      expect(await first.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'the request was cancelled before the payment arrived' } });
+      const again = h.restart().call(who);
+      await settle();
+      expect(invoiceOf(again.sent[0]!)).toBe(invoiceOf(first.sent[0]!));
+      expect(h.store.pendingCounts(who.client, h.clock.now).client).toBe(1);
+    });
+  });
+
+  it('ends the wait with UNAVAILABLE when the payment request cannot be sent', async () => {
+    await withGate({}, async (h) => {
+      const ctx: PaymentContext = { notify: async () => Promise.reject(new Error('relay refused')), signal: new AbortController().signal };
+      const result = await h.gate.requirePayment(requester(), CAP, SATS, ctx);
+      expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message: 'payment unavailable: the payment request could not be sent (relay refused)' } });
+      expect(h.gate.waiting).toBe(0);
+    });
+  });
+
+  it.each<[Price, number, string]>([
+    [{ price: '5', unit: 'usd' }, PAYMENT_RPC.UNSUPPORTED_PRICE, 'unsupported price unit "usd": this bridge takes payment in sats'],
+    [{ price: '1.5', unit: 'sats' }, PAYMENT_RPC.UNSUPPORTED_PRICE, 'unsupported price "1.5": a price is a whole number of sats'],
+    [{ price: '-1', unit: 'sats' }, PAYMENT_RPC.UNSUPPORTED_PRICE, 'unsupported price "-1": a price is a whole number of sats'],
+    [{ price: '99999999999', unit: 'sats' }, PAYMENT_RPC.UNSUPPORTED_PRICE, 'unsupported price "99999999999": a price is a whole number of sats'],
+  ])('refuses price %j', async (price, code, message) => {
+    await withGate({}, async (h) => {
+      const c = h.call(requester(), price);
+      expect(await c.result).toEqual({ ok: false, error: { code, message } });
+      expect(c.sent).toEqual([]);
+    });
+  });
+
+  it('lets a zero price through without an invoice; "sat" and "SATS" are sats', async () => {
+    await withGate({}, async (h) => {
+      const free = h.call(requester(), { price: '0', unit: 'sats' });
+      expect(await free.result).toEqual({ ok: true, value: undefined });
+      expect(free.sent).toEqual([]);
+      for (const unit of ['sat', 'SATS']) {
+        const c = h.call(requester(), { price: '3', unit });
+        await settle();
+        expect(c.sent[0]!.tags[1]!.slice(0, 2)).toEqual(['amount', '3']);
+        c.abort.abort();
+      }
+    });
+  });
+});

@@ -1,0 +1,218 @@
+// The NIP-57 verifier (workers/bridge/payments-zap.ts) against the local LNURL-pay server
+// (test/lnurl/server.ts, real LUD-06 JSON, zap requests checked by nostr-tools): the pay endpoint
+// and callback, the zap request it receives, a real signed receipt published to a relay shard and
+// read back with the verifier's own filter, the gate's call running once it is paid; receipts that
+// must not settle anything; endpoints that cannot be used, each with the error the client gets;
+// the bridge's payments (payments-bridge.ts) choosing the zap verifier, or none, from the configuration.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, inject, it } from 'vitest';
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import '../lnurl/provided.js';
+import type { NostrEvent } from '../../src/shared/event.js';
+import type { EventTemplate } from '../../src/shared/relay-types.js';
+import { bolt11Msat } from '../../src/shared/nip57.js';
+import { outboundPolicy } from '../../src/shared/outbound-url.js';
+import { nobleVerifier } from '../../src/shared/verify.js';
+import type { Requester } from '../../src/shared/dvmcp.js';
+import { PaymentStore } from '../../workers/bridge/payments-store.js';
+import { ZapVerifier } from '../../workers/bridge/payments-zap.js';
+import { VerifierGate } from '../../workers/bridge/payments-gate.js';
+import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC } from '../../workers/bridge/payments.js';
+import { BridgePayments } from '../../workers/bridge/payments-bridge.js';
+import { connect, randomHex } from './helpers.js';
+
+const LNURL = inject('lnurlUrl');
+const RELAY = 'ws://relay.test/';
+const PROVIDER_SK = generateSecretKey();
+const PROVIDER = getPublicKey(PROVIDER_SK);
+
+const plain = (e: NostrEvent): NostrEvent => ({ id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, tags: e.tags, content: e.content, sig: e.sig });
+
+function zapVerifier(sql: SqlStorage, name = 'bridge', address = `${LNURL}/.well-known/lnurlp/${name}`): { zap: ZapVerifier; store: PaymentStore } {
+  const store = new PaymentStore(sql);
+  const zap = new ZapVerifier({
+    provider: PROVIDER,
+    address,
+    relays: [RELAY],
+    sign: async (t: EventTemplate) => plain(finalizeEvent(t, PROVIDER_SK)),
+    policy: outboundPolicy(env),
+    store,
+    verifier: nobleVerifier,
+    expirySeconds: 600,
+  });
+  return { zap, store };
+}
+
+/** Runs `body` with a fresh Durable Object's SQLite (an ApiState object hosts the payments table). */
+const inObject = <T>(body: (sql: SqlStorage) => Promise<T>): Promise<T> =>
+  runInDurableObject(env.API_STATE.get(env.API_STATE.idFromName(`payments-zap-${randomHex(8)}`)), (_i, state) => body(state.storage.sql));
+
+/** The LNURL server's test hook: "this invoice was paid" → its signed zap receipt. */
+async function pay(invoice: string): Promise<NostrEvent> {
+  const res = await fetch(`${LNURL}/test/pay`, { method: 'POST', body: JSON.stringify({ invoice }) });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { receipt: NostrEvent }).receipt;
+}
+
+const requester = (): Requester => ({ requestId: randomHex(), client: randomHex() });
+
+describe('ZapVerifier', () => {
+  it('gets a zap invoice for the amount with a zap request naming the provider, the request and the relays', async () => {
+    await inObject(async (sql) => {
+      const { zap } = zapVerifier(sql);
+      const who = requester();
+      const inv = await zap.invoice({ sats: 21, memo: 'tools/call echo on everything', ...who });
+      expect(inv.ok).toBe(true);
+      if (!inv.ok) return;
+      expect(bolt11Msat(inv.value.invoice)).toEqual({ ok: true, value: 21_000 });
+      const proof = JSON.parse(inv.value.proof!) as { nostrPubkey: string; zapRequest: NostrEvent };
+      expect(proof.zapRequest.id).toBe(inv.value.id);
+      expect(proof.zapRequest.pubkey).toBe(PROVIDER);
+      expect(proof.zapRequest.tags).toEqual(
+        expect.arrayContaining([['relays', RELAY], ['amount', '21000'], ['p', PROVIDER], ['e', who.requestId]]),
+      );
+      const seen = (await (await fetch(`${LNURL}/test/requests`)).json()) as NostrEvent[];
+      expect(seen.map((r) => r.id)).toContain(inv.value.id);
+    });
+  });
+
+  it('settles the call when the LNURL server\'s receipt, published to a relay shard, arrives through the verifier\'s filter', async () => {
+    await inObject(async (sql) => {
+      const { zap, store } = zapVerifier(sql);
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined });
+      const sent: EventTemplate[] = [];
+      const who = requester();
+      const call = gate.requirePayment(who, { serverId: 'everything', method: 'tools/call', name: 'echo' }, { price: '21', unit: 'sats' }, {
+        notify: async (t) => void sent.push(t),
+        signal: new AbortController().signal,
+      });
+      const watcher = await connect('/');
+      const sub = await watcher.req('receipts', zap.receiptFilter());
+      expect(sub.closed).toBeUndefined();
+      for (let i = 0; i < 50 && sent.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      const invoice = sent[0]!.tags.find((t) => t[0] === 'amount')![2]!;
+      expect(sent[0]!.tags[1]).toEqual(['amount', '21', invoice]);
+
+      const receipt = await pay(invoice);
+      const publisher = await connect('/');
+      expect((await publisher.publish(receipt))[2]).toBe(true);
+      const frame = await watcher.next((f) => f[0] === 'EVENT' && f[1] === 'receipts');
+      expect(zap.onReceipt(frame[2] as NostrEvent)).toEqual({ ok: true, value: store.byInvoice(invoice)!.id });
+      expect(await call).toEqual({ ok: true, value: undefined });
+      expect(zap.settled(store.byInvoice(invoice)!.id)).toBe(true);
+      expect(zap.onReceipt(receipt)).toEqual({ ok: false, error: 'the invoice is already paid' });
+      watcher.close();
+      publisher.close();
+    });
+  });
+
+  it('ignores receipts that are not for our invoice, not by the nostrPubkey, or not of our zap request', async () => {
+    await inObject(async (sql) => {
+      const { zap, store } = zapVerifier(sql);
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined });
+      const invoices: string[] = [];
+      const ctx = { notify: async (t: EventTemplate) => void invoices.push(t.tags[1]![2]!), signal: new AbortController().signal };
+      const cap = { serverId: 's', method: 'tools/call', name: 't' };
+      const call = gate.requirePayment(requester(), cap, { price: '5', unit: 'sats' }, ctx);
+      void gate.requirePayment(requester(), cap, { price: '5', unit: 'sats' }, ctx);
+      for (let i = 0; i < 50 && invoices.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+      const [mine, other] = invoices as [string, string];
+      const id = store.byInvoice(mine)!.id;
+
+      const receipt = await pay(mine);
+      const forger = generateSecretKey();
+      const forged = plain(finalizeEvent({ kind: 9735, created_at: receipt.created_at, tags: receipt.tags, content: '' }, forger));
+      expect(zap.onReceipt(forged)).toEqual({ ok: false, error: 'the receipt is not signed by the Lightning address nostrPubkey' });
+      // The other invoice's receipt, relabelled with ours, is no longer signed by the server.
+      const otherReceipt = await pay(other);
+      const relabelled = { ...otherReceipt, tags: otherReceipt.tags.map((t) => (t[0] === 'bolt11' ? ['bolt11', mine] : t)) };
+      expect(zap.onReceipt(relabelled)).toEqual({ ok: false, error: 'the receipt is invalid: event id does not match the event hash' });
+      const stranger = plain(finalizeEvent({ kind: 9735, created_at: receipt.created_at, tags: [['bolt11', 'lnbc10n1qqqq']], content: '' }, forger));
+      expect(zap.onReceipt(stranger)).toEqual({ ok: false, error: 'the receipt is not for an invoice of this bridge' });
+      expect(zap.settled(id)).toBe(false);
+      expect(gate.waiting).toBe(2);
+
+      expect(zap.onReceipt(receipt)).toEqual({ ok: true, value: id });
+      expect(await call).toEqual({ ok: true, value: undefined });
+      // A restarted bridge reads the zap request back from the row.
+      const again = zapVerifier(sql).zap;
+      expect(again.onReceipt(otherReceipt)).toEqual({ ok: true, value: store.byInvoice(other)!.id });
+    });
+  });
+
+  it.each<[string, string | undefined, number, string]>([
+    ['plain', undefined, 21, 'payment unavailable: the Lightning address does not support zaps (allowsNostr is not true)'],
+    ['liar', undefined, 21, "payment unavailable: the LNURL callback's invoice is for 22000 msat, not the 21000 msat asked for"],
+    ['down', undefined, 21, 'payment unavailable: the LNURL server answered HTTP 503'],
+    ['nobody', undefined, 21, 'payment unavailable: the LNURL server answered HTTP 404'],
+    ['bridge', undefined, 200_000_000, 'payment unavailable: 200000000000 msat is outside what the Lightning address accepts (1000–100000000000 msat)'],
+    ['internal', 'http://10.1.2.3/.well-known/lnurlp/x', 21, 'payment unavailable: the LNURL server may not be dialled: refused: plain http:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use https://'],
+    ['metadata', 'https://169.254.169.254/.well-known/lnurlp/x', 21, expect.stringMatching(/^payment unavailable: the LNURL server may not be dialled: refused: /) as unknown as string],
+    ['no address', 'not an address', 21, 'payment unavailable: a Lightning address is name@domain (or an https:// LNURL-pay URL)'],
+  ])('refuses the call when the Lightning address is %s', async (name, address, sats, message) => {
+    await inObject(async (sql) => {
+      const { zap, store } = zapVerifier(sql, name, address);
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined });
+      const sent: EventTemplate[] = [];
+      const result = await gate.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: String(sats), unit: 'sats' }, {
+        notify: async (t) => void sent.push(t),
+        signal: new AbortController().signal,
+      });
+      expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message } });
+      expect(sent).toEqual([]);
+      expect(store.pendingCounts('x', 0).total).toBe(0);
+    });
+  });
+});
+
+describe('BridgePayments with a Lightning address', () => {
+  it('chooses the zap verifier, subscribes to receipts paying the provider, and settles the call through one', async () => {
+    const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-bridge-${randomHex(8)}`));
+    await runInDurableObject(stub, async (_i, state) => {
+      const payments = new BridgePayments({
+        storage: state.storage,
+        env: { ...env, EDGESTR_LN_ADDRESS: `${LNURL}/.well-known/lnurlp/bridge`, EDGESTR_PAYMENT_EXPIRY: '600' },
+        identity: () => ({ provider: PROVIDER, owner: randomHex() }),
+        relays: () => [RELAY],
+        sign: async (t) => plain(finalizeEvent(t, PROVIDER_SK)),
+        verifier: async () => nobleVerifier,
+      });
+      expect(await payments.receiptFilters()).toEqual([{ kinds: [9735], '#p': [PROVIDER], since: expect.any(Number) }]);
+      const sent: EventTemplate[] = [];
+      const call = payments.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: '21', unit: 'sats' }, {
+        notify: async (t) => void sent.push(t),
+        signal: new AbortController().signal,
+      });
+      for (let i = 0; i < 50 && sent.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      const invoice = sent[0]!.tags[1]![2]!;
+      expect(invoice).toMatch(/^lnbc210n1/);
+      expect(await payments.payLocal(invoice)).toEqual({ ok: false, error: 'local payments are off' });
+      expect((await payments.onReceipt(await pay(invoice))).ok).toBe(true);
+      expect(await call).toEqual({ ok: true, value: undefined });
+      await state.storage.deleteAlarm();
+    });
+  });
+
+  it('refuses priced calls when no verifier is configured (production, no Lightning address)', async () => {
+    const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-none-${randomHex(8)}`));
+    await runInDurableObject(stub, async (_i, state) => {
+      const payments = new BridgePayments({
+        storage: state.storage,
+        env: { EDGESTR_ENV: 'production' },
+        identity: () => ({ provider: PROVIDER, owner: randomHex() }),
+        relays: () => [RELAY],
+        sign: async (t) => plain(finalizeEvent(t, PROVIDER_SK)),
+        verifier: async () => nobleVerifier,
+      });
+      const result = await payments.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: '21', unit: 'sats' }, {
+        notify: async () => undefined,
+        signal: new AbortController().signal,
+      });
+      expect(result).toEqual({ ok: false, error: { code: -32603, message: 'payment not configured: t of s is priced and this bridge has no payment verifier' } });
+      expect(await payments.receiptFilters()).toEqual([]);
+      const receipt = plain(finalizeEvent({ kind: 9735, created_at: 1_800_000_000, tags: [['p', PROVIDER]], content: '' }, generateSecretKey()));
+      expect(await payments.onReceipt(receipt)).toEqual({ ok: false, error: 'this bridge does not take zaps' });
+      expect(await payments.payLocal('lnbcrt210n1x')).toEqual({ ok: false, error: 'local payments are off' });
+    });
+  });
+});

@@ -1,0 +1,108 @@
+// Payments inside the Bridge Durable Object: the PaymentGate the dispatcher asks (payment-gate.ts),
+// built on first use once the bridge has its provider key, over the verifier the configuration
+// chooses (payments.ts `verifierKind`): the NIP-57 zap verifier for a Lightning address, the local
+// verifier in development and test, or none (priced calls refused, `noPaymentGate`). The bridge
+// calls `onAlarm` from its alarm (expiry of unpaid calls), subscribes its relays with
+// `receiptFilters()` and hands kind 9735 events to `onReceipt`, and serves the development
+// endpoint POST /api/bridge/pay through `payLocal`.
+
+import { err, ok, type Result } from '../../src/shared/errors.js';
+import type { NostrEvent } from '../../src/shared/event.js';
+import type { Filter } from '../../src/shared/filters.js';
+import type { Price, Requester, RpcError } from '../../src/shared/dvmcp.js';
+import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import type { EventTemplate } from '../../src/shared/relay-types.js';
+import type { SchnorrVerifier } from '../../src/shared/verify.js';
+import { noPaymentGate, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
+import { paymentConfig, verifierKind, type PaymentEnv } from './payments.js';
+import { alarmHost, VerifierGate } from './payments-gate.js';
+import { LocalVerifier } from './payments-local.js';
+import { PaymentStore } from './payments-store.js';
+import { ZapVerifier } from './payments-zap.js';
+
+export interface BridgePaymentsDeps {
+  storage: DurableObjectStorage;
+  env: PaymentEnv & OutboundEnv;
+  /** The bridge's keys once it has them: its provider key and its owner (the Durable Object's name). */
+  identity(): { provider: string; owner: string } | undefined;
+  /** The relays the bridge listens on (where zap receipts must be published). */
+  relays(): string[];
+  /** Signs with the provider key. */
+  sign(t: EventTemplate): Promise<NostrEvent>;
+  verifier(): Promise<SchnorrVerifier>;
+}
+
+interface Built {
+  gate: VerifierGate;
+  local?: LocalVerifier;
+  zap?: ZapVerifier;
+}
+
+export class BridgePayments implements PaymentGate {
+  readonly #store: PaymentStore;
+  /** undefined: not built yet; null: no verifier configured. */
+  #built: Built | null | undefined;
+
+  constructor(private readonly deps: BridgePaymentsDeps) {
+    this.#store = new PaymentStore(deps.storage.sql);
+  }
+
+  async #build(): Promise<Built | null | undefined> {
+    if (this.#built !== undefined) return this.#built;
+    const id = this.deps.identity();
+    if (id === undefined) return undefined;
+    const kind = verifierKind(this.deps.env);
+    if (kind === undefined) return (this.#built = null);
+    const config = paymentConfig(this.deps.env);
+    const host = alarmHost(this.deps.storage);
+    if (kind.kind === 'local') {
+      const local = new LocalVerifier(id.owner, this.#store, config.expirySeconds);
+      return (this.#built = { gate: new VerifierGate(local, this.#store, config, host), local });
+    }
+    const zap = new ZapVerifier({
+      provider: id.provider,
+      address: kind.address,
+      relays: this.deps.relays(),
+      sign: this.deps.sign,
+      policy: outboundPolicy(this.deps.env),
+      store: this.#store,
+      verifier: await this.deps.verifier(),
+      expirySeconds: config.expirySeconds,
+    });
+    return (this.#built = { gate: new VerifierGate(zap, this.#store, config, host), zap });
+  }
+
+  async requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<void, RpcError>> {
+    const built = await this.#build();
+    return (built ? built.gate : noPaymentGate).requirePayment(requester, capability, price, ctx);
+  }
+
+  /** From the bridge's alarm: unpaid calls whose invoice expired are answered; the next expiry is scheduled. */
+  async onAlarm(): Promise<void> {
+    const built = await this.#build();
+    await built?.gate.onAlarm();
+  }
+
+  /** Extra subscriptions for the bridge's relays: zap receipts paying the provider (zap verifier only). */
+  async receiptFilters(): Promise<Filter[]> {
+    const built = await this.#build();
+    return built?.zap ? [built.zap.receiptFilter()] : [];
+  }
+
+  /** A kind 9735 event from a relay: the invoice it pays, or why it was ignored. */
+  async onReceipt(e: NostrEvent): Promise<Result<string, string>> {
+    const built = await this.#build();
+    return built?.zap ? built.zap.onReceipt(e) : err('this bridge does not take zaps');
+  }
+
+  /**
+   * The development endpoint: pays a local invoice of this bridge. Errors: 'local payments are off'
+   * (a Lightning address is configured, or not development/test), or the verifier's reason.
+   */
+  async payLocal(invoice: string): Promise<Result<{ sats: number; request_id: string }, string>> {
+    const built = await this.#build();
+    if (!built?.local) return err('local payments are off');
+    const paid = built.local.pay(invoice);
+    return paid.ok ? ok({ sats: paid.value.sats, request_id: paid.value.request_id }) : paid;
+  }
+}

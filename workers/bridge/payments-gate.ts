@@ -1,0 +1,193 @@
+// The bridge's PaymentGate over a PaymentVerifier (payment-gate.ts is the interface): a call to a
+// priced capability gets an invoice, a 21316 payment-required notification (amount, invoice, `e` =
+// the request), a durable row (payments-store.ts), and waits; it runs once the verifier reports the
+// invoice paid, or is answered NOT_PAID when the invoice expires (the Durable Object's alarm wakes
+// the gate at each expiry: `onAlarm`). Bounded: at most `maxPendingPerClient` unpaid invoices per
+// client and `maxPendingTotal` per bridge; over the cap the call is refused at once.
+//
+// A paid row is spent on one call: a client that re-sends the same request (same event id) after
+// paying is served once without paying again; a request waiting in memory when the Durable Object
+// restarts is not resumed (its row stays; re-sending the request resumes the wait or runs it if paid).
+
+import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
+import { paymentRequiredTemplate, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
+import type { PaymentContext, PaymentGate, PricedCapability } from '../common/dvmcp-server/payment-gate.js';
+import { PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
+import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
+
+/** How the gate asks its Durable Object to wake it (set the alarm no later than `at`, Unix seconds). */
+export interface GateHost {
+  wakeAt(at: number): Promise<void>;
+}
+
+/** A GateHost over the DO's alarm: keeps an earlier alarm, else sets it to `at`. */
+export const alarmHost = (storage: DurableObjectStorage): GateHost => ({
+  async wakeAt(at) {
+    const current = await storage.getAlarm();
+    if (current === null || current > at * 1000) await storage.setAlarm(at * 1000);
+  },
+});
+
+const MAX_SATS = 1_000_000_000;
+
+/** A price in whole sats ("21", unit sats/sat, any case); the JSON-RPC error for anything else. */
+export function satsOf(price: Price): Result<number, RpcError> {
+  const unit = price.unit.toLowerCase();
+  if (unit !== 'sats' && unit !== 'sat') {
+    return err(rpcError(PAYMENT_RPC.UNSUPPORTED_PRICE, `unsupported price unit "${price.unit}": this bridge takes payment in sats`));
+  }
+  if (!/^[0-9]{1,10}$/.test(price.price) || Number(price.price) > MAX_SATS) {
+    return err(rpcError(PAYMENT_RPC.UNSUPPORTED_PRICE, `unsupported price "${price.price}": a price is a whole number of sats`));
+  }
+  return ok(Number(price.price));
+}
+
+interface Waiter {
+  expires: number;
+  finish(r: Result<void, RpcError>): void;
+}
+
+export class VerifierGate implements PaymentGate {
+  readonly #waiters = new Map<string, Waiter[]>();
+
+  constructor(
+    private readonly verifier: PaymentVerifier,
+    private readonly store: PaymentStore,
+    private readonly config: PaymentConfig,
+    private readonly host: GateHost,
+    private readonly now: () => number = nowSeconds,
+  ) {
+    verifier.onSettled((id) => this.#settle(id));
+  }
+
+  /** Calls waiting for a payment right now. */
+  get waiting(): number {
+    let n = 0;
+    for (const ws of this.#waiters.values()) n += ws.length;
+    return n;
+  }
+
+  async requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<void, RpcError>> {
+    const sats = satsOf(price);
+    if (!sats.ok) return sats;
+    if (sats.value === 0) return ok(undefined);
+    const name = `${capability.method} ${capability.name}`;
+    // Checked before asking the verifier (no invoice for a refused call), and again after its await,
+    // right before the insert (a duplicate of the request or another call may have come in meanwhile).
+    const before = this.#admit(requester, capability.serverId, name, ctx);
+    if (before !== undefined) return before;
+    const invoice = await this.verifier.invoice({ sats: sats.value, memo: `${name} on ${capability.serverId}`, requestId: requester.requestId, client: requester.client });
+    if (!invoice.ok) return err(rpcError(PAYMENT_RPC.UNAVAILABLE, `payment unavailable: ${invoice.error}`));
+    const after = this.#admit(requester, capability.serverId, name, ctx);
+    if (after !== undefined) return after;
+    const row: PaymentRow = {
+      id: invoice.value.id,
+      invoice: invoice.value.invoice,
+      request_id: requester.requestId,
+      client: requester.client,
+      server: capability.serverId,
+      capability: name,
+      sats: sats.value,
+      created: this.now(),
+      expires: invoice.value.expiresAt,
+      paid_at: null,
+      used_at: null,
+      proof: invoice.value.proof ?? null,
+    };
+    this.store.insert(row);
+    await this.host.wakeAt(row.expires);
+    return this.#waitAndNotify(row, requester, ctx);
+  }
+
+  /**
+   * The answer for a request that needs no new invoice: its earlier row (paid → run once; open →
+   * wait for it; expired → NOT_PAID), or a cap refusal. Undefined when a new invoice is needed.
+   */
+  #admit(requester: Requester, serverId: string, name: string, ctx: PaymentContext): Promise<Result<void, RpcError>> | undefined {
+    const now = this.now();
+    const previous = this.store.byRequest(requester.requestId, requester.client);
+    if (previous !== undefined && previous.server === serverId && previous.capability === name) {
+      if (previous.paid_at !== null) {
+        return Promise.resolve(this.store.markUsed(previous.id, now) ? ok(undefined) : err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request')));
+      }
+      if (previous.expires <= now) return Promise.resolve(err(this.#expired()));
+      return this.#waitAndNotify(previous, requester, ctx);
+    }
+    const counts = this.store.pendingCounts(requester.client, now);
+    if (counts.client >= this.config.maxPendingPerClient) {
+      return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `too many unpaid invoices: at most ${this.config.maxPendingPerClient} per client; pay one or let it expire`)));
+    }
+    if (counts.total >= this.config.maxPendingTotal) {
+      return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `this bridge has too many unpaid invoices (${this.config.maxPendingTotal}); try again later`)));
+    }
+    return undefined;
+  }
+
+  /**
+   * The Durable Object's alarm: answers every waiting call whose invoice expired unpaid, prunes old
+   * rows, and asks to be woken at the next expiry.
+   */
+  async onAlarm(): Promise<void> {
+    const now = this.now();
+    for (const [id, waiters] of [...this.#waiters]) {
+      const expired = waiters.filter((w) => w.expires <= now);
+      if (expired.length === 0 || this.verifier.settled(id)) continue;
+      for (const w of expired) w.finish(err(this.#expired()));
+    }
+    this.store.prune(now);
+    const next = this.store.nextExpiry(now);
+    if (next !== undefined) await this.host.wakeAt(next);
+  }
+
+  #expired(): RpcError {
+    return rpcError(PAYMENT_RPC.NOT_PAID, `payment not received within ${this.config.expirySeconds} s: the invoice expired`);
+  }
+
+  /**
+   * Registers the waiter first (a payment may land while the notification is being sent), then
+   * notifies; a notification that cannot be sent ends the wait with UNAVAILABLE.
+   */
+  async #waitAndNotify(row: PaymentRow, requester: Requester, ctx: PaymentContext): Promise<Result<void, RpcError>> {
+    const waiting = this.#wait(row, ctx.signal);
+    if (this.verifier.settled(row.id)) {
+      this.#settle(row.id);
+    } else {
+      try {
+        await ctx.notify(paymentRequiredTemplate(requester, row.sats, row.invoice));
+      } catch (e) {
+        waiting.finish(err(rpcError(PAYMENT_RPC.UNAVAILABLE, `payment unavailable: the payment request could not be sent (${errorMessage(e)})`)));
+      }
+    }
+    return waiting.result;
+  }
+
+  #wait(row: PaymentRow, signal: AbortSignal): { result: Promise<Result<void, RpcError>>; finish: Waiter['finish'] } {
+    let finish: Waiter['finish'] = () => undefined;
+    const result = new Promise<Result<void, RpcError>>((resolve) => {
+      const waiter: Waiter = {
+        expires: row.expires,
+        finish: (r) => {
+          const rest = (this.#waiters.get(row.id) ?? []).filter((w) => w !== waiter);
+          if (rest.length > 0) this.#waiters.set(row.id, rest);
+          else this.#waiters.delete(row.id);
+          signal.removeEventListener('abort', onAbort);
+          resolve(r);
+        },
+      };
+      finish = waiter.finish;
+      const onAbort = (): void => waiter.finish(err(rpcError(PAYMENT_RPC.NOT_PAID, 'the request was cancelled before the payment arrived')));
+      this.#waiters.set(row.id, [...(this.#waiters.get(row.id) ?? []), waiter]);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    return { result, finish };
+  }
+
+  /** A paid invoice: its first waiting call runs (the row is spent once); any duplicate is refused. */
+  #settle(id: string): void {
+    const now = this.now();
+    for (const w of this.#waiters.get(id) ?? []) {
+      w.finish(this.store.markUsed(id, now) ? ok(undefined) : err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request')));
+    }
+  }
+}

@@ -1,0 +1,101 @@
+// The bridge's payment rows in its Durable Object's SQLite: one row per invoice handed out (who
+// asked, for which request, capability and server, how much, until when, paid when, used when, and
+// what the verifier needs to confirm it). Rows outlive the DO's memory: a payment that arrives
+// while the bridge sleeps is recorded, and a client that re-sends the same request after paying is
+// served without paying twice. Rows are deleted a day after they expire (bounded per pass).
+
+/** Unix seconds. */
+export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
+
+/** Expired rows are kept this long (to answer "expired" rather than "unknown"), then pruned. */
+const RETENTION_SECONDS = 24 * 3600;
+const PRUNE_BATCH = 500;
+
+export type PaymentRow = {
+  id: string;
+  invoice: string;
+  request_id: string;
+  client: string;
+  server: string;
+  capability: string;
+  sats: number;
+  created: number;
+  expires: number;
+  paid_at: number | null;
+  used_at: number | null;
+  proof: string | null;
+};
+
+export type NewPayment = Omit<PaymentRow, 'paid_at' | 'used_at'>;
+
+export class PaymentStore {
+  constructor(private readonly sql: SqlStorage) {
+    this.sql.exec(`
+      CREATE TABLE IF NOT EXISTS payments (
+        id TEXT PRIMARY KEY, invoice TEXT NOT NULL UNIQUE, request_id TEXT NOT NULL, client TEXT NOT NULL,
+        server TEXT NOT NULL, capability TEXT NOT NULL, sats INTEGER NOT NULL, created INTEGER NOT NULL,
+        expires INTEGER NOT NULL, paid_at INTEGER, used_at INTEGER, proof TEXT
+      ) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS payments_request ON payments(request_id);
+      CREATE INDEX IF NOT EXISTS payments_pending ON payments(client, paid_at, expires);
+      CREATE INDEX IF NOT EXISTS payments_expires ON payments(expires);
+    `);
+  }
+
+  insert(p: NewPayment): void {
+    this.sql.exec(
+      'INSERT INTO payments (id, invoice, request_id, client, server, capability, sats, created, expires, proof) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      p.id, p.invoice, p.request_id, p.client, p.server, p.capability, p.sats, p.created, p.expires, p.proof,
+    );
+  }
+
+  byId(id: string): PaymentRow | undefined {
+    return this.sql.exec<PaymentRow>('SELECT * FROM payments WHERE id = ?', id).toArray()[0];
+  }
+
+  isPaid(id: string): boolean {
+    return this.sql.exec('SELECT 1 FROM payments WHERE id = ? AND paid_at IS NOT NULL', id).toArray().length > 0;
+  }
+
+  byInvoice(invoice: string): PaymentRow | undefined {
+    return this.sql.exec<PaymentRow>('SELECT * FROM payments WHERE invoice = ?', invoice).toArray()[0];
+  }
+
+  /** The newest row of a request by this client. */
+  byRequest(requestId: string, client: string): PaymentRow | undefined {
+    return this.sql.exec<PaymentRow>('SELECT * FROM payments WHERE request_id = ? AND client = ? ORDER BY created DESC LIMIT 1', requestId, client).toArray()[0];
+  }
+
+  /** Unpaid invoices still open at `now`: the client's and everybody's. */
+  pendingCounts(client: string, now: number): { client: number; total: number } {
+    const row = this.sql
+      .exec<{ mine: number; total: number }>(
+        'SELECT COALESCE(SUM(client = ?), 0) AS mine, COUNT(*) AS total FROM payments WHERE paid_at IS NULL AND expires > ?',
+        client,
+        now,
+      )
+      .one();
+    return { client: row.mine, total: row.total };
+  }
+
+  /** Records the payment once; false when the row is unknown or was already paid. */
+  markPaid(id: string, at: number): boolean {
+    return this.sql.exec('UPDATE payments SET paid_at = ? WHERE id = ? AND paid_at IS NULL RETURNING id', at, id).toArray().length > 0;
+  }
+
+  /** Spends a paid row on the call it was for, once; false when unpaid or already used. */
+  markUsed(id: string, at: number): boolean {
+    return this.sql.exec('UPDATE payments SET used_at = ? WHERE id = ? AND paid_at IS NOT NULL AND used_at IS NULL RETURNING id', at, id).toArray().length > 0;
+  }
+
+  /** The earliest expiry of an unpaid invoice after `now` (when the gate must wake next). */
+  nextExpiry(now: number): number | undefined {
+    const row = this.sql.exec<{ at: number | null }>('SELECT MIN(expires) AS at FROM payments WHERE paid_at IS NULL AND expires > ?', now).one();
+    return row.at ?? undefined;
+  }
+
+  /** Deletes rows expired more than a day before `now` (at most 500 a pass); how many went. */
+  prune(now: number): number {
+    return this.sql.exec('DELETE FROM payments WHERE id IN (SELECT id FROM payments WHERE expires < ? LIMIT ?)', now - RETENTION_SECONDS, PRUNE_BATCH).rowsWritten;
+  }
+}
