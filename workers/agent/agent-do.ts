@@ -2,11 +2,11 @@
 // and sealed key, agent-store.ts), its relay connections (relay-links.ts), the runs / seen /
 // cursor tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on
 // a decrypted prompt (prompt-check.ts), one run with the runtime (run-driver.ts), the outbox
-// that publishes a run's events (outbox.ts) and the agent's DVMCP server (dvmcp-server.ts). Here: the management RPCs, the watchdog alarm
-// (reconnect, orphaned runs, bounded retention), incoming events (each id claimed once, signature
-// checked, gift wraps opened), cancels, and a prompt's path from admission to its one terminal
-// event. Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops
-// answering.
+// that publishes a run's events (outbox.ts) and the agent's DVMCP server (dvmcp-server.ts). Here:
+// the management RPCs, the watchdog alarm (reconnect, orphaned runs, bounded retention), incoming
+// events (each id claimed once, signature checked, gift wraps opened; DVMCP requests handed to
+// dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
+// Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops answering.
 
 import { DurableObject } from 'cloudflare:workers';
 import type { NostrEvent } from '../../src/shared/event.js';
