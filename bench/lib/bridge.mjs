@@ -13,7 +13,7 @@
 //               unwrapped and its seal verified;
 //   concurrent: 50 clients, each its own key and socket, a bounded number of calls each, next to
 //               50 direct SDK clients (each its own MCP session) doing the same.
-// The bridge's limits (workers/bridge/limits.ts) have no override binding, so the bench stays
+// The bridge's limits (workers/common/dvmcp-server/limits.ts) have no override binding, so the bench stays
 // under them: each key makes at most `callsPerKey` calls (30 a minute allowed), one at a time (4 in
 // progress allowed); each series has its own server id (300 calls a minute allowed per server).
 // Every call is prepared (signed, wrapped) before its clock starts; the clock stops when the
@@ -42,7 +42,7 @@ import { startRelay, workerdCpuMeter, ROOT } from './server.mjs';
  * @typedef {{ latency: Latency, unwrap: Latency, keys: number, calls: number, cpuPerCallMs: number, errors: string[] }} SequentialResult
  * @typedef {{ clients: number, callsPerClient: number, latency: Latency, throughput: number, durationMs: number,
  *   cpuPerCallMs: number, errors: string[] }} ConcurrentResult
- * @typedef {import('../../workers/bridge/limits.js').BridgeLimits} BridgeLimits
+ * @typedef {import('../../workers/common/dvmcp-server/limits.js').BridgeLimits} BridgeLimits
  * @typedef {{ provider: string, limits: BridgeLimits, direct: Latency, plain?: SequentialResult, wrapped?: SequentialResult,
  *   directConcurrent?: ConcurrentResult, concurrent?: ConcurrentResult, errors: Record<string, string> }} BridgeResult
  */
@@ -51,7 +51,7 @@ import { startRelay, workerdCpuMeter, ROOT } from './server.mjs';
  * The project's code the client side uses, bundled for Node with esbuild (the one wrangler uses).
  * @typedef {typeof import('../../src/shared/dvmcp-wrap.js') & typeof import('../../src/shared/nip59.js')
  *   & typeof import('../../src/shared/dvmcp.js') & typeof import('../../src/shared/verify.js')
- *   & typeof import('../../src/shared/nip44.js') & typeof import('../../workers/bridge/limits.js')
+ *   & typeof import('../../src/shared/nip44.js') & typeof import('../../workers/common/dvmcp-server/limits.js')
  *   & typeof import('../../test/mcp/global-setup.js')} Helpers
  */
 
@@ -72,7 +72,7 @@ async function loadHelpers() {
           "export { parseResponse } from './src/shared/dvmcp.js';",
           "export { nobleVerifier } from './src/shared/verify.js';",
           "export { ConversationKeyCache } from './src/shared/nip44.js';",
-          "export { DEFAULT_BRIDGE_LIMITS } from './workers/bridge/limits.js';",
+          "export { DEFAULT_BRIDGE_LIMITS } from './workers/common/dvmcp-server/limits.js';",
           "export { startEverything, stop } from './test/mcp/global-setup.js';",
         ].join('\n'),
         resolveDir: ROOT,

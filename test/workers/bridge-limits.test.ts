@@ -3,7 +3,7 @@
 // Limiter itself, with its clock moved), each refusal a JSON-RPC error -32029 `rate-limited: …`.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RPC } from '../../src/shared/dvmcp.js';
-import { Limiter } from '../../workers/bridge/limits.js';
+import { Limiter } from '../../workers/common/dvmcp-server/limits.js';
 import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
 
 let provider: string;

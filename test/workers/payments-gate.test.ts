@@ -14,7 +14,7 @@ import { PaymentStore } from '../../workers/bridge/payments-store.js';
 import { LocalVerifier } from '../../workers/bridge/payments-local.js';
 import { VerifierGate, type GateHost } from '../../workers/bridge/payments-gate.js';
 import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC, type PaymentConfig } from '../../workers/bridge/payments.js';
-import type { PaymentContext, PricedCapability } from '../../workers/bridge/payment-gate.js';
+import type { PaymentContext, PricedCapability } from '../../workers/common/dvmcp-server/payment-gate.js';
 import { randomHex } from './helpers.js';
 
 const OWNER = 'a1'.repeat(32);

@@ -30,7 +30,7 @@ export interface Refusal {
   retry_after?: number;
 }
 
-/** `run`: start it; `answer`: publish the refusal (no run row); `drop`: the sender was already told. */
+/** `run`: start it (or serve the request); `answer`: publish the refusal (no run row); `drop`: the sender was already told. */
 export type AdmissionResult = { verdict: 'run' } | { verdict: 'answer'; refusal: Refusal } | { verdict: 'drop' };
 
 export function admitPrompt(
@@ -38,17 +38,29 @@ export function admitPrompt(
   config: Pick<StoredAgent, 'pubkey' | 'block' | 'allow' | 'limits'>,
   state: AdmissionState,
 ): AdmissionResult {
-  const sender = event.pubkey;
-  const refuse = (refusal: Refusal): AdmissionResult =>
-    state.budget.shouldAnswer(sender, config.limits, state.now, REFUSAL_WINDOW_SECONDS) ? { verdict: 'answer', refusal } : { verdict: 'drop' };
   const tags = checkRequestTags(event, config.pubkey);
-  if (!tags.ok) return refuse({ code: tags.error.code, message: tags.error.message });
-  if (!state.ownerAllowed) return refuse({ code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
-  if (config.block?.includes(sender)) return refuse({ code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
+  if (!tags.ok) return refuse(event.pubkey, config, state, { code: tags.error.code, message: tags.error.message });
+  return admitSender(event.pubkey, config, state, 'run');
+}
+
+/**
+ * The checks after the transport's own (NIP-XX tags, or a DVMCP request's parsing): the owner, the
+ * block and allow lists, then, for a `run`, the prompt windows, concurrency and the token budget.
+ * A `request` (a DVMCP initialize or list, which starts no run) passes the sender policy only.
+ */
+export function admitSender(sender: string, config: Pick<StoredAgent, 'block' | 'allow' | 'limits'>, state: AdmissionState, what: 'run' | 'request'): AdmissionResult {
+  if (!state.ownerAllowed) return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
+  if (config.block?.includes(sender)) return refuse(sender, config, state, { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
   if (config.allow && config.allow.length > 0 && !config.allow.includes(sender)) {
-    return refuse({ code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
+    return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
   }
+  if (what === 'request') return { verdict: 'run' };
   const admission = state.budget.admit(sender, config.limits, state.activeRuns, state.now);
   if (admission.ok) return { verdict: 'run' };
   return admission.answer ? { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: admission.message, retry_after: admission.retry_after } } : { verdict: 'drop' };
+}
+
+/** A policy refusal: answered once per sender per window, then dropped. */
+function refuse(sender: string, config: Pick<StoredAgent, 'limits'>, state: AdmissionState, refusal: Refusal): AdmissionResult {
+  return state.budget.shouldAnswer(sender, config.limits, state.now, REFUSAL_WINDOW_SECONDS) ? { verdict: 'answer', refusal } : { verdict: 'drop' };
 }

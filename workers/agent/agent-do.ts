@@ -1,12 +1,12 @@
 // Agent: one Durable Object per hosted agent key. It wires the parts beside it: its row (config
 // and sealed key, agent-store.ts), its relay connections (relay-links.ts), the runs / seen /
 // cursor tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on
-// a decrypted prompt (prompt-check.ts), one run with the runtime (run-driver.ts) and the outbox
-// that publishes a run's events (outbox.ts). Here: the management RPCs, the watchdog alarm
-// (reconnect, orphaned runs, bounded retention), incoming events (each id claimed once, signature
-// checked, gift wraps opened), cancels, and a prompt's path from admission to its one terminal
-// event. Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops
-// answering.
+// a decrypted prompt (prompt-check.ts), one run with the runtime (run-driver.ts), the outbox
+// that publishes a run's events (outbox.ts) and the agent's DVMCP server (dvmcp-server.ts). Here:
+// the management RPCs, the watchdog alarm (reconnect, orphaned runs, bounded retention), incoming
+// events (each id claimed once, signature checked, gift wraps opened; DVMCP requests handed to
+// dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
+// Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops answering.
 
 import { DurableObject } from 'cloudflare:workers';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -24,13 +24,16 @@ import { allowedOwners, DEMO_AGENT } from '../common/owners.js';
 import { defaultProviderName, type ProviderEnv } from './providers/index.js';
 import { RunStore, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
-import { admitPrompt } from './admission.js';
+import { admitPrompt, admitSender } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
-import { runPrompt, type EffectiveAgent } from './run-driver.js';
+import { outboxOutput, runPrompt, type EffectiveAgent, type RunDeps } from './run-driver.js';
 import { deletionTemplate } from './info.js';
+import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
+import { dvmcpDeletion } from './dvmcp-profile.js';
 import { errorMessage } from '../../src/shared/errors.js';
+import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { McpSessionCache } from '../common/mcp-session-cache.js';
 
 export interface AgentEnv extends ProviderEnv, LinksEnv {}
@@ -81,6 +84,7 @@ export class Agent extends DurableObject<AgentEnv> {
     return this.outbox.undelivered;
   }
   private readonly outbox: Outbox;
+  private readonly dvmcp: AgentDvmcp;
   private owners: { raw: string | undefined; set: Set<string> } | undefined;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
@@ -111,6 +115,25 @@ export class Agent extends DurableObject<AgentEnv> {
       sign: (t, sk) => this.store.sign(t, sk),
       client: (url, c) => this.links.client(url, c),
       config: () => this.store.config(),
+    });
+    this.dvmcp = new AgentDvmcp({
+      config: () => this.store.config(),
+      effective: (c) => this.effective(c),
+      keys: this.keys,
+      secretKey: () => this.store.secretKey(),
+      sign: (t, sk) => this.store.sign(t, sk),
+      publish: async (url, e, c) => {
+        const r = await this.links.client(url, c).publish(e, { timeoutMs: 5000 });
+        if (!r.ok) console.warn(`agent dvmcp: ${url} refused ${e.kind} ${e.id}: ${r.message}`);
+      },
+      admit: (sender, what, reserved) => {
+        const c = this.store.config();
+        if (!c || this.removing) return { verdict: 'drop' };
+        return admitSender(sender, c, { ownerAllowed: this.ownerAllowed(c), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget }, what);
+      },
+      turns: (k) => this.sessions.turns(k),
+      run: (out, runId, c, prompt, model, conversation, abort) => runPrompt(this.runDeps(c), out, runId, c, prompt, model, conversation, abort),
+      now: () => Date.now(),
     });
   }
 
@@ -143,6 +166,9 @@ export class Agent extends DurableObject<AgentEnv> {
     const c = this.store.config();
     if (!c) return undefined;
     const next: StoredAgent = { ...c, ...patch, limits: { ...c.limits, ...(patch.limits ?? {}) } };
+    const deletion = dvmcpDeletion(c.pubkey, c, next);
+    if (deletion) await this.publishEverywhere(c, deletion);
+    if (c.dvmcp?.enabled && (!next.dvmcp?.enabled || next.dvmcp.server_id !== c.dvmcp.server_id)) this.dvmcp.abortAll('DVMCP server disabled or renamed');
     this.store.update(next);
     this.links.close();
     await this.ctx.storage.setAlarm(Date.now() + 10);
@@ -150,7 +176,8 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /**
-   * Ends the active runs (each with its one CANCELLED terminal, waited for up to REMOVE_WAIT_MS),
+   * Ends the active runs (each with its one CANCELLED terminal, and the DVMCP asks with their
+   * CANCELLED answer, waited for up to REMOVE_WAIT_MS),
    * publishes deletions of what the agent published, then forgets everything (the key included).
    */
   async remove(): Promise<boolean> {
@@ -160,12 +187,13 @@ export class Agent extends DurableObject<AgentEnv> {
     try {
       const running = [...this.settled.values()];
       for (const abort of this.active.values()) abort.abort(new Error('agent deleted'));
+      this.dvmcp.abortAll('agent deleted');
       let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([Promise.allSettled(running), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
+      await Promise.race([Promise.allSettled([...running, this.dvmcp.whenIdle()]), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
       clearTimeout(timer);
-      const sk = await this.store.secretKey();
-      const deletion = await this.store.sign(deletionTemplate(c, Math.floor(Date.now() / 1000)), sk);
-      await Promise.all(agentRelays(c).map((url) => this.links.client(url, c).publish(deletion, { timeoutMs: 5000 })));
+      await this.publishEverywhere(c, deletionTemplate(c, Math.floor(Date.now() / 1000)));
+      const announced = dvmcpDeletion(c.pubkey, c, undefined);
+      if (announced) await this.publishEverywhere(c, announced);
       this.links.close();
       await this.mcpSessions.closeAll();
       this.store.forgetKey();
@@ -175,6 +203,12 @@ export class Agent extends DurableObject<AgentEnv> {
     } finally {
       this.removing = false;
     }
+  }
+
+  /** Signs `t` and publishes it on every relay of the agent. */
+  private async publishEverywhere(c: StoredAgent, t: EventTemplate): Promise<void> {
+    const e = await this.store.sign(t, await this.store.secretKey());
+    await Promise.all(agentRelays(c).map((url) => this.links.client(url, c).publish(e, { timeoutMs: 5000 })));
   }
 
   /**
@@ -225,10 +259,13 @@ export class Agent extends DurableObject<AgentEnv> {
       const opened = unwrap(e, await this.store.secretKey(), this.keys, verifier);
       if (!opened.ok) return;
       const r = opened.value.rumor;
-      if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL) return;
+      const dvmcp = e.kind === KIND.GIFT_WRAP && isDvmcpRumor(r.kind);
+      if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL && !dvmcp) return;
       if (!this.runs.claim(r.id)) return;
+      if (dvmcp) return this.dvmcp.onRumor(r, relay);
       return this.dispatch({ event: r, wrapped: true, relay });
     }
+    if (e.kind === KIND.DVMCP_REQUEST || e.kind === KIND.DVMCP_NOTIFICATION) return this.dvmcp.onEvent(e, relay);
     return this.dispatch({ event: e, wrapped: false, relay });
   }
 
@@ -245,6 +282,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const read = readControlFrame(e, { agentSecretKey: await this.store.secretKey(), owners: [c.owner], verifier: await relayVerifier(), cache: this.keys });
     if (read.status !== 'accepted' || !read.control.channelId) return;
     this.active.get(read.control.channelId)?.abort();
+    this.dvmcp.abortRun(read.control.channelId);
   }
 
   private async onCancel(m: Incoming, c: StoredAgent): Promise<void> {
@@ -274,7 +312,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const e = m.event;
     const client = e.pubkey;
     if (this.removing || this.runs.has(e.id)) return;
-    const admission = admitPrompt(e, c, { ownerAllowed: this.ownerAllowed(c), activeRuns: this.active.size, now: this.now(), budget: this.budget });
+    const admission = admitPrompt(e, c, { ownerAllowed: this.ownerAllowed(c), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
     if (admission.verdict === 'drop') return;
     if (admission.verdict === 'answer') return this.outbox.answerWithoutRun(addressOf(m), c, { type: 'error', ...admission.refusal });
     const conversation: SessionKey = { sender: client, session: sessionOf(e) };
@@ -301,8 +339,11 @@ export class Agent extends DurableObject<AgentEnv> {
     const sk = await this.store.secretKey();
     const checked = checkPrompt(decrypt(e.content, this.keys.get(sk, e.pubkey)), c, () => this.sessions.turns(conversation));
     if (!checked.ok) return this.outbox.finish(e.id, c, { type: 'error', ...checked.error });
-    const deps = { env: this.env, sessions: this.sessions, budget: this.budget, outbox: this.outbox, emitter: this.links.emitter, now: () => this.now(), mcpSessions: this.mcpSessions, dvmcp: this.links.dvmcpTools(c) };
-    await runPrompt(deps, e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
+    await runPrompt(this.runDeps(c), outboxOutput(this.outbox, e.id, c), e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
+  }
+
+  private runDeps(c: StoredAgent): RunDeps {
+    return { env: this.env, sessions: this.sessions, budget: this.budget, emitter: this.links.emitter, now: () => this.now(), mcpSessions: this.mcpSessions, dvmcp: this.links.dvmcpTools(c) };
   }
 
   // ---- after a restart ----

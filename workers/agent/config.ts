@@ -61,6 +61,18 @@ export const DvmcpServerSchema = z.strictObject({
   encrypt: z.boolean().optional(),
 });
 
+/** The agent exposed as a DVMCP server (docs/AGENTS.md "The agent as a DVMCP server"). */
+export const DvmcpSettingsSchema = z.strictObject({
+  enabled: z.boolean(),
+  /** `d` of its 31316 and `s` of the requests to it. */
+  server_id: z.string().regex(SERVER_ID, 'server_id is 1-64 characters of [a-zA-Z0-9_.-]').default('agent'),
+  /** Announced (31316/31317) on the agent's relays; a private server answers only who knows its pubkey. */
+  public: z.boolean().default(true),
+  /** Whether gift-wrapped requests are answered (announced as support_encryption). */
+  encryption: z.boolean().default(true),
+});
+export type DvmcpSettings = z.infer<typeof DvmcpSettingsSchema>;
+
 export const PROVIDERS = ['openai', 'anthropic', 'workers-ai', 'echo'] as const;
 
 const fields = {
@@ -80,6 +92,7 @@ const fields = {
   block: pubkeyList.optional(),
   limits: LimitsSchema.partial().optional(),
   relays: z.array(relayUrl).max(10).optional(),
+  dvmcp: DvmcpSettingsSchema.optional(),
   /** The owner's NIP-OA `auth` tag for the agent key, published on the agent's kind 0. */
   oa_auth: z
     .array(z.string())

@@ -1,9 +1,10 @@
 // The Agent's connections to its relays: one RelayClient per relay URL, opened through the relay
 // shard's Durable Object for shards of this deployment and over the network (under the outbound
 // policy) for others; on each (re)open: NIP-42 AUTH, the subscriptions (prompts, cancels and gift
-// wraps addressed to the agent; NIP-AO control frames on the owner's shard), the NIP-AO telemetry
-// emitter, and the agent's ai.info, kind 0 and relay list. The agent's DVMCP client (for its
-// `dvmcp_servers` tools) runs over the public shard's connection, authenticated as the agent.
+// wraps addressed to the agent, DVMCP requests when its DVMCP server is enabled; NIP-AO control
+// frames on the owner's shard), the NIP-AO telemetry emitter, and the agent's ai.info, kind 0,
+// relay list and DVMCP announcements. The agent's DVMCP client (for its `dvmcp_servers` tools)
+// runs over the public shard's connection, authenticated as the agent.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -18,6 +19,8 @@ import { type RelayShard } from '../relay-do/shard.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { infoTemplates } from './info.js';
+import { dvmcpAnnouncements } from './dvmcp-profile.js';
+import { STALE_SECONDS as DVMCP_STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import type { OwnerEnv } from '../common/owners.js';
 import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
 import { buildToolRunner } from './tools/registry.js';
@@ -40,7 +43,7 @@ export interface RelayLinksDeps {
   sign(t: EventTemplate, sk: Uint8Array): Promise<NostrEvent>;
   /** The subscription cursor (seconds). */
   since(): number;
-  /** A prompt, cancel or gift wrap addressed to the agent, from `relay`. */
+  /** A prompt, cancel, DVMCP request or gift wrap addressed to the agent, from `relay`. */
   onRequest(e: NostrEvent, relay: string): Promise<void>;
   /** A NIP-AO control frame for the agent on its owner's shard. */
   onControl(e: NostrEvent): Promise<void>;
@@ -162,6 +165,7 @@ export class RelayLinks {
       [
         { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
         { kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
+        ...(c.dvmcp?.enabled ? [{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) - DVMCP_STALE_SECONDS }] : []),
       ],
       { id: 'requests', onEvent: (e) => handle('event', e.id, this.deps.onRequest(e, url)) },
     );
@@ -181,6 +185,7 @@ export class RelayLinks {
     const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env), sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
-    for (const t of infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now)) await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });
+    const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now), ...dvmcpAnnouncements(c)];
+    for (const t of templates) await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });
   }
 }

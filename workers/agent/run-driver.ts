@@ -1,7 +1,8 @@
 // One run of a validated prompt: the provider and the tools for it, the runtime's callbacks turned
-// into run events (through the outbox), the run time limit, the NIP-AO telemetry to the owner
-// (turn_started, the provider's wire, session_resolved with the upstream detail), the tokens spent
-// and the conversation's new turn, and then the run's one terminal event.
+// into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
+// limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
+// with the upstream detail), the tokens spent and the conversation's new turn, and then the run's
+// one terminal outcome.
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -11,7 +12,7 @@ import type { StoredAgent } from './config.js';
 import type { AgentBudget } from './budget.js';
 import type { Outbox } from './outbox.js';
 import { providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
-import { executeRun, type Terminal } from './runtime.js';
+import { executeRun, type RunSink, type Terminal } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
@@ -21,11 +22,32 @@ import type { McpSessionCache } from '../common/mcp-session-cache.js';
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
 export type EffectiveAgent = StoredAgent & { provider: ProviderName };
 
+/** Where a run's progress and its one terminal outcome go. */
+export interface RunOutput {
+  sink: RunSink;
+  finish(terminal: Terminal): Promise<void>;
+}
+
+/** A NIP-XX run's output: its events, encrypted and published by the outbox. */
+export function outboxOutput(outbox: Outbox, runId: string, c: StoredAgent): RunOutput {
+  return {
+    sink: {
+      status: (state, progress, info) => outbox.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
+      delta: (text, seq) => outbox.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
+      toolCall: (t) =>
+        outbox.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
+          ['tool', t.name],
+          ['phase', t.phase],
+        ]),
+    },
+    finish: (terminal) => outbox.finish(runId, c, terminal),
+  };
+}
+
 export interface RunDeps {
   env: ProviderEnv & OutboundEnv;
   sessions: SessionStore;
   budget: AgentBudget;
-  outbox: Outbox;
   /** The NIP-AO emitter to the owner, when connected. */
   emitter: TelemetryEmitter | undefined;
   /** The clock (ms) of the token day. */
@@ -36,7 +58,7 @@ export interface RunDeps {
   mcpSessions: McpSessionCache;
 }
 
-export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
+export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
   const client = conversation.sender;
   const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
   const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
@@ -48,7 +70,7 @@ export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, pr
     clearTimeout(timer);
     terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
     emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
-    await d.outbox.finish(runId, c, terminal);
+    await out.finish(terminal);
     return;
   }
   try {
@@ -68,15 +90,7 @@ export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, pr
           request: (body) => void emitter.acpWrite({ request: body }, ids),
           response: (raw) => void emitter.acpRead({ data: raw }, ids),
         },
-        sink: {
-          status: (state, progress, info) => d.outbox.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
-          delta: (text, seq) => d.outbox.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
-          toolCall: (t) =>
-            d.outbox.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
-              ['tool', t.name],
-              ['phase', t.phase],
-            ]),
-        },
+        sink: out.sink,
       });
       d.budget.spend(result.usage.input_tokens + result.usage.output_tokens, d.now());
       terminal = result.terminal;
@@ -97,5 +111,5 @@ export async function runPrompt(d: RunDeps, runId: string, c: EffectiveAgent, pr
   // The client gets the generic message; the owner also gets the upstream detail.
   const detail = terminal.type === 'error' ? terminal.detail : undefined;
   emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
-  await d.outbox.finish(runId, c, terminal);
+  await out.finish(terminal);
 }

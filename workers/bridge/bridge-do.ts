@@ -12,7 +12,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { backendSigner, checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
-import { announcementDeletion, errorTemplate, MAX_CONTENT_CHARS, notificationTemplate, parseMessage, type Incoming } from '../../src/shared/dvmcp.js';
+import { announcementDeletion, errorTemplate, notificationTemplate, parseMessage, type Incoming } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
 import { hexToBytes } from '../../src/shared/hex.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -28,9 +28,9 @@ import { McpSessionCache } from '../common/mcp-session-cache.js';
 import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
-import { Dispatcher, type Reply } from './dispatcher.js';
-import { Limiter, STALE_SECONDS } from './limits.js';
-import { noPaymentGate, type PaymentGate } from './payment-gate.js';
+import { Dispatcher, maxAnswerChars, type Reply } from '../common/dvmcp-server/dispatcher.js';
+import { Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import { BridgePayments } from './payments-bridge.js';
 import type { PaymentEnv } from './payments.js';
 import { ServerStore, type ProviderRecord } from './server-store.js';
@@ -44,9 +44,6 @@ export const REFRESH_MS = 6 * 3600_000;
 const RETRY_MS = 5 * 60_000;
 /** Event ids remembered for dedupe. */
 const SEEN_IDS = 4096;
-/** Longest answer content: a plain event within the relay's content limit; a gift wrap within NIP-44's 64 KiB twice over. */
-const MAX_PLAIN_ANSWER = Math.min(MAX_CONTENT_CHARS, 120_000);
-const MAX_WRAPPED_ANSWER = 40_000;
 /** Upstream notifications passed on to the client whose session received them. */
 const FORWARDED = new Set(['notifications/tools/list_changed', 'notifications/resources/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/updated']);
 
@@ -96,7 +93,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       backends: () => this.backends(),
       limiter: this.limiter,
       gate: () => this.gate,
-      log: (line) => console.log(line),
+      log: (line) => console.log(`bridge: ${line}`),
     });
   }
 
@@ -302,6 +299,6 @@ export class Bridge extends DurableObject<BridgeEnv> {
       const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form, backendSigner(await relayVerifier()));
       await this.links.publish(url, e);
     };
-    return { send, encrypted: form !== 'plain', maxAnswerChars: form === 'plain' ? MAX_PLAIN_ANSWER : MAX_WRAPPED_ANSWER };
+    return { send, encrypted: form !== 'plain', maxAnswerChars: maxAnswerChars(form) };
   }
 }

@@ -11,7 +11,7 @@ import { RelayClient, type EventTemplate, type Subscription } from '../../src/sh
 import type { RouterBindings } from '../common/shards.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
 import type { ProviderRecord } from './server-store.js';
-import { STALE_SECONDS } from './limits.js';
+import { STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 
 export interface BridgeLinksDeps {
   env: RouterBindings;

@@ -11,7 +11,7 @@
 
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { paymentRequiredTemplate, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
-import type { PaymentContext, PaymentGate, PricedCapability } from './payment-gate.js';
+import type { PaymentContext, PaymentGate, PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
 import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
 

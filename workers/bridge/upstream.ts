@@ -12,7 +12,7 @@ import { RPC, rpcError, withoutInjectedName, type InitializeInfo, type ListSpec,
 import type { OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { McpFailure, McpNotification, McpServerEndpoint, McpSession } from '../common/mcp-client.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
-import type { DvmcpBackend, RequestContext } from './backend.js';
+import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
 import { profileOf, type StoredServer } from './config.js';
 
 /** A request's limit without any progress from upstream, and its limit in total. */

@@ -3,8 +3,8 @@
 // bridge starts with fresh windows). A refusal is a JSON-RPC error RATE_LIMITED whose message
 // starts `rate-limited:` and says how many seconds to wait.
 
-import { LruMap } from '../../src/shared/lru.js';
-import { RPC, rpcError, type RpcError } from '../../src/shared/dvmcp.js';
+import { LruMap } from '../../../src/shared/lru.js';
+import { RPC, rpcError, type RpcError } from '../../../src/shared/dvmcp.js';
 
 export interface BridgeLimits {
   clientPerMinute: number;

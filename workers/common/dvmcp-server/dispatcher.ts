@@ -9,7 +9,9 @@
 //                              support_encryption); other methods: the only server, or -32602
 //                              naming the choice when there are several
 //   encrypted request to a server with encryption off: not answered (logged)
-//   limits (limits.ts)         -32029 "rate-limited: … retry in N s"
+//   limits (limits.ts)         -32029 "rate-limited: … retry in N s"; another RequestAdmission
+//                              (a hosted agent's policy) may answer its own error, or drop the
+//                              request unanswered (a sender already told in its window)
 //   priced capability          tools/call by name, prompts/get by name, resources/read by uri: the
 //                              PaymentGate decides (its error is the answer)
 //   progress                   upstream progress → 21316 notifications/progress with e = request
@@ -20,11 +22,12 @@
 //   result over maxAnswerChars -32603 "result too large: …"
 // Client notifications other than cancel (notifications/initialized…) are accepted and ignored.
 
-import type { EventTemplate } from '../../src/shared/relay-types.js';
+import type { EventTemplate } from '../../../src/shared/relay-types.js';
 import {
   errorTemplate,
   initializeResponse,
   isRequestMethod,
+  MAX_CONTENT_CHARS,
   notificationTemplate,
   responseTemplate,
   RPC,
@@ -32,9 +35,9 @@ import {
   type DvmcpMessage,
   type Requester,
   type RpcError,
-} from '../../src/shared/dvmcp.js';
+} from '../../../src/shared/dvmcp.js';
+import type { Form } from '../../../src/shared/dvmcp-wrap.js';
 import type { DvmcpBackend, Progress } from './backend.js';
-import type { Limiter } from './limits.js';
 import type { PaymentGate, PricedCapability } from './payment-gate.js';
 
 /** Where the answers to one request go. */
@@ -47,14 +50,26 @@ export interface Reply {
   maxAnswerChars: number;
 }
 
+/** Who may make a request reach a backend (the bridge's Limiter, or a hosted agent's policy). */
+export interface RequestAdmission {
+  /**
+   * Admits one request of `client` for `method` to `serverIds`, holding what it takes until
+   * `release`; or refuses it: with `error`, that is the answer; without, it is dropped unanswered.
+   */
+  admit(client: string, serverIds: readonly string[], method: string): { ok: true; release: () => void } | { ok: false; error?: RpcError };
+}
+
 export interface DispatcherDeps {
   /** The provider's servers by id, in a stable order. */
   backends(): ReadonlyMap<string, DvmcpBackend>;
-  limiter: Limiter;
+  limiter: RequestAdmission;
   gate(): PaymentGate;
-  /** Operational log lines (never decrypted content). */
+  /** Operational log lines (never decrypted content), without a prefix. */
   log(line: string): void;
 }
+
+/** Longest answer content: a plain event within the relay's content limit; a gift wrap within NIP-44's 64 KiB twice over. */
+export const maxAnswerChars = (form: Form): number => (form === 'plain' ? Math.min(MAX_CONTENT_CHARS, 120_000) : 40_000);
 
 /** A progress notification is sent at least this often while a request runs. */
 export const KEEPALIVE_MS = 10_000;
@@ -89,8 +104,8 @@ export class Dispatcher {
     const fail = (e: RpcError): Promise<void> => reply.send(errorTemplate(to, e));
     if (!isRequestMethod(msg.method)) return fail(rpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${msg.method}`));
     if (msg.method === 'ping') {
-      const admitted = this.deps.limiter.admit(msg.client, []);
-      if (!admitted.ok) return fail(admitted.error);
+      const admitted = this.deps.limiter.admit(msg.client, [], msg.method);
+      if (!admitted.ok) return admitted.error ? fail(admitted.error) : undefined;
       admitted.release();
       return reply.send(responseTemplate(to, {}));
     }
@@ -99,11 +114,11 @@ export class Dispatcher {
     const targets = routed.targets.filter((b) => b.profile.encryption || !reply.encrypted);
     if (targets.length < routed.targets.length) {
       const off = routed.targets.filter((b) => !targets.includes(b)).map((b) => b.profile.id);
-      this.deps.log(`bridge: encrypted ${msg.method} ${msg.requestId} not answered for ${off.join(', ')}: encryption is off`);
+      this.deps.log(`encrypted ${msg.method} ${msg.requestId} not answered for ${off.join(', ')}: encryption is off`);
     }
     if (targets.length === 0) return;
-    const admitted = this.deps.limiter.admit(msg.client, targets.map((b) => b.profile.id));
-    if (!admitted.ok) return fail(admitted.error);
+    const admitted = this.deps.limiter.admit(msg.client, targets.map((b) => b.profile.id), msg.method);
+    if (!admitted.ok) return admitted.error ? fail(admitted.error) : undefined;
     const abort = new AbortController();
     this.active.set(msg.requestId, { client: msg.client, servers: targets.map((b) => b.profile.id), abort });
     try {
@@ -154,7 +169,7 @@ export class Dispatcher {
       last = p;
       lastSent = Date.now();
       const t = notificationTemplate(to.client, 'notifications/progress', { progressToken: to.requestId, ...p }, { requestId: to.requestId, serverId });
-      chain = chain.then(() => reply.send(t)).catch((e: unknown) => this.deps.log(`bridge: progress for ${to.requestId} not delivered: ${String(e)}`));
+      chain = chain.then(() => reply.send(t)).catch((e: unknown) => this.deps.log(`progress for ${to.requestId} not delivered: ${String(e)}`));
     };
     const keepAlive = setInterval(() => {
       if (Date.now() - lastSent >= KEEPALIVE_MS) progress({ ...last, message: `waiting for ${serverId}` });
@@ -167,13 +182,13 @@ export class Dispatcher {
     }
     await chain;
     if (abort.signal.aborted) {
-      this.deps.log(`bridge: ${method} ${to.requestId} cancelled, not answered`);
+      this.deps.log(`${method} ${to.requestId} cancelled, not answered`);
       return;
     }
     if (!result.ok) return reply.send(errorTemplate(to, result.error));
     const answer = responseTemplate(to, result.value);
     if (answer.content.length > reply.maxAnswerChars) {
-      return reply.send(errorTemplate(to, rpcError(RPC.INTERNAL_ERROR, `result too large: ${answer.content.length} characters (this bridge answers at most ${reply.maxAnswerChars} in this form)`)));
+      return reply.send(errorTemplate(to, rpcError(RPC.INTERNAL_ERROR, `result too large: ${answer.content.length} characters (this server answers at most ${reply.maxAnswerChars} in this form)`)));
     }
     return reply.send(answer);
   }

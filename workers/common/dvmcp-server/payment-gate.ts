@@ -3,9 +3,9 @@
 // (a local one for development and tests, a NIP-57 zap-receipt watcher) implement this interface in
 // workers/bridge/payments*.ts. With none configured, priced calls are refused ("payment not configured").
 
-import { err, type Result } from '../../src/shared/errors.js';
-import { RPC, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
-import type { EventTemplate } from '../../src/shared/relay-types.js';
+import { err, type Result } from '../../../src/shared/errors.js';
+import { RPC, rpcError, type Price, type Requester, type RpcError } from '../../../src/shared/dvmcp.js';
+import type { EventTemplate } from '../../../src/shared/relay-types.js';
 
 /** The priced capability a request calls. */
 export interface PricedCapability {

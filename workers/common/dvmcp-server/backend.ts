@@ -2,8 +2,8 @@
 // backend is a remote MCP server (upstream.ts); a hosted agent exposed as a DVMCP server can be
 // another implementation of the same interface.
 
-import type { Result } from '../../src/shared/errors.js';
-import type { InitializeInfo, Prices, Requester, RpcError, ServerProfile } from '../../src/shared/dvmcp.js';
+import type { Result } from '../../../src/shared/errors.js';
+import type { InitializeInfo, Prices, Requester, RpcError, ServerProfile } from '../../../src/shared/dvmcp.js';
 
 /** An MCP progress notification's values. */
 export interface Progress {
