@@ -15,7 +15,8 @@
 //   priced capability          tools/call by name, prompts/get by name, resources/read by uri: the
 //                              PaymentGate decides (its error is the answer)
 //   progress                   upstream progress → 21316 notifications/progress with e = request
-//                              id; a keep-alive progress when upstream is silent for 10 s
+//                              id; a keep-alive progress when upstream is silent for 10 s (values
+//                              always increase, as MCP requires: a keep-alive adds PROGRESS_STEP)
 //   cancel                     notifications/cancel (or notifications/cancelled) with e = request
 //                              id, from the requester only → the upstream request is aborted
 //                              (MCP notifications/cancelled) and nothing is answered
@@ -73,6 +74,18 @@ export const maxAnswerChars = (form: Form): number => (form === 'plain' ? Math.m
 
 /** A progress notification is sent at least this often while a request runs. */
 export const KEEPALIVE_MS = 10_000;
+/** How far a keep-alive (or a non-increasing upstream value) moves the progress value on. */
+export const PROGRESS_STEP = 0.001;
+
+/**
+ * MCP: the progress value must increase with each notification. A keep-alive (or an upstream value
+ * that does not increase) is sent a small step above the last value sent, without a total it would pass.
+ */
+export function increasingProgress(p: Progress, lastSent: number | undefined): Progress {
+  const value = lastSent === undefined || p.progress > lastSent ? p.progress : lastSent + PROGRESS_STEP;
+  const { total, ...rest } = p;
+  return total !== undefined && value <= total ? { ...rest, progress: value, total } : { ...rest, progress: value };
+}
 
 const CANCEL_METHODS = new Set(['notifications/cancel', 'notifications/cancelled']);
 
@@ -165,10 +178,13 @@ export class Dispatcher {
     let chain = Promise.resolve();
     let last: Progress = { progress: 0 };
     let lastSent = Date.now();
+    let sentValue: number | undefined;
     const progress = (p: Progress): void => {
       last = p;
       lastSent = Date.now();
-      const t = notificationTemplate(to.client, 'notifications/progress', { progressToken: to.requestId, ...p }, { requestId: to.requestId, serverId });
+      const sent = increasingProgress(p, sentValue);
+      sentValue = sent.progress;
+      const t = notificationTemplate(to.client, 'notifications/progress', { progressToken: to.requestId, ...sent }, { requestId: to.requestId, serverId });
       chain = chain.then(() => reply.send(t)).catch((e: unknown) => this.deps.log(`progress for ${to.requestId} not delivered: ${String(e)}`));
     };
     const keepAlive = setInterval(() => {
