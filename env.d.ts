@@ -22,5 +22,6 @@ declare namespace Cloudflare {
     EDGESTR_PUBLIC_URL?: string;
     EDGESTR_OUTBOUND_ALLOW?: string;
     RELAY_LIMITS?: string;
+    BACKUPS?: R2Bucket;
   }
 }

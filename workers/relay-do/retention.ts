@@ -1,0 +1,58 @@
+// Retention rules of a shard, set by its owner (PATCH /api/relay/retention): events of the listed
+// kinds older than `days` are removed by the shard's alarm, at most RETENTION_BATCH events per
+// alarm run (the alarm comes back at once while more remain, else every RETENTION_INTERVAL).
+// A kind in several rules keeps the shortest. Stored in the shard's `meta` table; advertised in
+// NIP-11 as `retention` ([{kinds, time}], time in seconds).
+
+import { z } from 'zod';
+import { MAX_KIND } from '../../src/shared/kinds.js';
+import type { EventStore } from './store.js';
+
+export const RETENTION_BATCH = 500;
+export const RETENTION_INTERVAL_SECONDS = 3600;
+const DAY = 86_400;
+
+export const RetentionSchema = z.strictObject({
+  rules: z
+    .array(
+      z.strictObject({
+        kinds: z.array(z.number().int().min(0).max(MAX_KIND)).min(1).max(100),
+        days: z.number().int().min(1).max(36_500),
+      }),
+    )
+    .max(32),
+});
+export type Retention = z.infer<typeof RetentionSchema>;
+export type RetentionRule = Retention['rules'][number];
+
+/** The NIP-11 `retention` field of these rules. */
+export const nip11Retention = (rules: readonly RetentionRule[]) => rules.map((r) => ({ kinds: [...r.kinds], time: r.days * DAY }));
+
+export class RetentionRules {
+  constructor(private readonly sql: SqlStorage) {}
+
+  get(): RetentionRule[] {
+    const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'retention'").toArray()[0];
+    return row ? RetentionSchema.parse(JSON.parse(row.value)).rules : [];
+  }
+
+  set(rules: RetentionRule[]): void {
+    if (rules.length === 0) this.sql.exec("DELETE FROM meta WHERE key = 'retention'");
+    else this.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('retention', ?)", JSON.stringify({ rules }));
+  }
+
+  /**
+   * Removes at most `batch` events past their rule at `now` (unix seconds); returns the unix second
+   * the alarm should come back at, or undefined when there are no rules.
+   */
+  apply(store: EventStore, now: number, batch = RETENTION_BATCH): number | undefined {
+    const rules = this.get();
+    if (rules.length === 0) return undefined;
+    let left = batch;
+    for (const rule of rules) {
+      if (left === 0) break;
+      left -= store.purgeOlder(rule.kinds, now - rule.days * DAY, left);
+    }
+    return left === 0 ? now + 1 : now + RETENTION_INTERVAL_SECONDS;
+  }
+}
