@@ -3,7 +3,7 @@
 //   shards/<shard>/<name>.jsonl   <shard> = "public" or "owner:<hex>", <name> = UTC time "2026-12-01T05-00-00Z"
 // The cron run (runBackups, from the Worker's `scheduled` handler) backs up the public shard and the
 // shards of the owners in EDGESTR_OWNERS, at most BACKUP_SHARDS_PER_RUN of them per run (rotating
-// through the list run by run), skipping empty shards. A shard's export is written in parts of
+// through the list, see shardsOfRun), skipping empty shards; a failed shard is logged and the run goes on. A shard's export is written in parts of
 // BACKUP_PART_BYTES (R2 multipart; one plain put when it is smaller), so memory stays bounded.
 // Old backups are not removed here: set an R2 lifecycle rule on the bucket (docs/OPERATIONS.md).
 
@@ -83,15 +83,23 @@ export interface BackupRun {
   failed: Array<{ key: string; error: string }>;
 }
 
-/** One cron run at `nowMs`: the shards of this run's slice of the list (see the header). */
-export async function runBackups(env: ShardBindings & OwnerEnv, bucket: R2Bucket, nowMs: number): Promise<BackupRun> {
+/**
+ * The shards a run at `nowMs` backs up (null: the public shard): at most BACKUP_SHARDS_PER_RUN of the
+ * public shard and the EDGESTR_OWNERS shards, the window moving on by that many every minute of
+ * `nowMs`, so that successive runs go round the whole list.
+ */
+export function shardsOfRun(env: OwnerEnv, nowMs: number): Array<string | null> {
   const shards: Array<string | null> = [null, ...[...allowedOwners(env)].sort()];
-  const runIndex = Math.floor(nowMs / 60_000);
-  const start = shards.length > BACKUP_SHARDS_PER_RUN ? (runIndex * BACKUP_SHARDS_PER_RUN) % shards.length : 0;
-  const slice = Array.from({ length: Math.min(BACKUP_SHARDS_PER_RUN, shards.length) }, (_, i) => shards[(start + i) % shards.length] ?? null);
+  if (shards.length <= BACKUP_SHARDS_PER_RUN) return shards;
+  const start = (Math.floor(nowMs / 60_000) * BACKUP_SHARDS_PER_RUN) % shards.length;
+  return Array.from({ length: BACKUP_SHARDS_PER_RUN }, (_, i) => shards[(start + i) % shards.length] ?? null);
+}
+
+/** One cron run at `nowMs`: each shard of shardsOfRun that holds events, as backup `backupName(nowMs)`. */
+export async function runBackups(env: ShardBindings & OwnerEnv, bucket: R2Bucket, nowMs: number): Promise<BackupRun> {
   const name = backupName(nowMs);
   const run: BackupRun = { written: [], failed: [] };
-  for (const owner of slice) {
+  for (const owner of shardsOfRun(env, nowMs)) {
     const key = backupKey(owner, name);
     try {
       const bytes = await backupShard(env, bucket, owner, key);
