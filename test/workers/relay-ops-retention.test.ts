@@ -72,6 +72,23 @@ describe('retention by the alarm', () => {
     expect(next).toBe((t + RETENTION_INTERVAL_SECONDS) * 1000);
   });
 
+  it('refuses a write already past its rule: exactly `days` old is accepted, a second older refused', async () => {
+    const owner = keys();
+    await patch(owner, { rules: [{ kinds: [1], days: 30 }] });
+    const t = now();
+    await runInDurableObject(shardStub(env, owner.pk), (shard) => {
+      shard.clock = () => t * 1000;
+    });
+    const atCutoff = sign(owner, { content: 'at cutoff', created_at: t - 30 * DAY });
+    const over = sign(owner, { content: 'over', created_at: t - 30 * DAY - 1 });
+    const otherKind = sign(owner, { kind: 7, content: '+', created_at: t - 40 * DAY });
+    expect((await importInto(owner, jsonl([atCutoff, over, otherKind]))).json).toEqual({
+      accepted: 2,
+      duplicate: 0,
+      refused: { 'invalid: this shard keeps kind 1 for 30 days (NIP-11 retention)': 1 },
+    });
+  });
+
   it('removes at most one batch per run and comes back at once while more remain', async () => {
     const owner = keys();
     const t = now();

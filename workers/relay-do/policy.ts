@@ -18,6 +18,7 @@ import { privateKindsNeedAuth, aoFramesLiveToRecipient } from './read-policy.js'
 import { notExpired, scheduleExpiry } from './nip40.js';
 import { deletionTargetsCap, type EventStore } from './store.js';
 import { applyVanish, notVanished, vanishAddressedHere, type VanishList } from './vanish.js';
+import { withinRetention, type RetentionRules } from './retention.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
 /** What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined: none). */
@@ -100,6 +101,7 @@ export function shardPolicy(
   storage: DurableObjectStorage,
   store: EventStore,
   vanished: VanishList,
+  retention: RetentionRules,
 ): RelayPolicy {
   return {
     rejectConnection: [routedByRouter],
@@ -107,6 +109,7 @@ export function shardPolicy(
     rejectEvent: [
       ...eventRateLimits(limits),
       withinLimits,
+      withinRetention(retention),
       notAuthEvent,
       notExpired,
       protectedByAuthor,

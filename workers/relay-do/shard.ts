@@ -73,7 +73,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
     this.ownership = new OwnershipRegistry(sql);
     this.retention = new RetentionRules(sql);
-    this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, new VanishList(sql));
+    this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, new VanishList(sql), this.retention);
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
