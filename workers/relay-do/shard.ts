@@ -218,11 +218,6 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (next !== Infinity) await this.ctx.storage.setAlarm(next * 1000);
   }
 
-  /** Internal RPC (management API): the retention rules in force. */
-  retentionRules(): RetentionRule[] {
-    return this.retention.get();
-  }
-
   /** Internal RPC (management API): replaces the retention rules; the alarm applies them now. */
   async setRetentionRules(rules: RetentionRule[]): Promise<RetentionRule[]> {
     this.retention.set(rules);
