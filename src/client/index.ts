@@ -1,0 +1,2 @@
+// edgestr/client: the client library for programs talking to an edgestr deployment.
+export {};
