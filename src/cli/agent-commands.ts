@@ -1,7 +1,7 @@
 // `edgestr agent create|list|show|update|delete`: the management API through edgestr/client.
 import { ManagementClient, type AgentInput, type AgentView } from '../client/api.js';
 import { findAgent } from '../client/agents.js';
-import { parsePubkey } from '../shared/keys.js';
+import { parsePubkey, toNpub } from '../shared/keys.js';
 import { Context, EXIT, Failure, httpFailure } from './context.js';
 
 const PROVIDERS = ['openai', 'anthropic', 'workers-ai', 'echo'] as const;
@@ -42,7 +42,7 @@ async function agentKey(ctx: Context, agent: string): Promise<string> {
   return found.value.pubkey;
 }
 
-const line = (a: AgentView): string => `${a.pubkey}  ${a.npub}  ${a.name ?? ''}  ${a.provider ?? ''}${a.default_model ? `/${a.default_model}` : ''}`;
+const line = (a: AgentView): string => `${a.pubkey}  ${toNpub(a.pubkey)}  ${a.name ?? ''}  ${a.provider ?? ''}${a.default_model ? `/${a.default_model}` : ''}`;
 
 const details = (a: AgentView): string =>
   Object.entries(a)

@@ -121,7 +121,8 @@ export async function chatCommand(ctx: Context, args: string[]): Promise<number>
   process.on('SIGINT', onIdleSigint);
   let last: number = EXIT.OK;
   try {
-    if (tty) rl.setPrompt('> '), rl.prompt();
+    rl.setPrompt('> ');
+    if (tty) rl.prompt();
     for await (const input of rl) {
       const message = input.trim();
       if (message) {

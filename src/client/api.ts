@@ -31,8 +31,8 @@ export interface CreatedAgent {
   relays: string[];
 }
 
-/** An agent as the API shows it (the stored configuration, never its secret key). */
-export type AgentView = CreatedAgent & AgentInput & Record<string, unknown>;
+/** An agent as the API shows it (the stored configuration, never its secret key; `npub` only sometimes). */
+export type AgentView = { pubkey: string; owner: string; npub?: string } & AgentInput & Record<string, unknown>;
 
 export interface BridgeServerInput {
   id: string;

@@ -78,10 +78,14 @@ export class AgentConversation {
   static async open(relayUrl: string, agent: string, key: KeyPair): Promise<Result<AgentConversation, string>> {
     const relay = relayClient(relayUrl, key, { reconnect: true });
     const c = new AgentConversation(relay, key, agent);
+    const fail = (message: string): Result<never, string> => {
+      relay.close();
+      return err(message);
+    };
     const connected = await relay.connect();
-    if (!connected.ok) return relay.close(), err(`cannot connect to ${relayUrl}: ${connected.message}`);
+    if (!connected.ok) return fail(`cannot connect to ${relayUrl}: ${connected.message}`);
     const authed = await relay.authenticate();
-    if (!authed.ok) return relay.close(), err(`authentication refused by ${relayUrl}: ${authed.message}`);
+    if (!authed.ok) return fail(`authentication refused by ${relayUrl}: ${authed.message}`);
     const since = nowSeconds() - 5;
     const subscribed = await Promise.all([
       c.#subscribe({ kinds: RUN_KINDS, '#p': [key.pk], authors: [agent], since }),
@@ -89,7 +93,7 @@ export class AgentConversation {
       c.#subscribe({ kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [key.pk], since: since - 2 * 24 * 3600 }),
     ]);
     const refused = subscribed.find((r) => !r.ok);
-    if (refused && !refused.ok) return relay.close(), err(`subscription refused by ${relayUrl}: ${refused.error}`);
+    if (refused && !refused.ok) return fail(`subscription refused by ${relayUrl}: ${refused.error}`);
     return ok(c);
   }
 
