@@ -4,7 +4,9 @@ import { ManagementClient } from '../client/api.js';
 import { findAgent } from '../client/agents.js';
 import { relayInfo } from '../client/http.js';
 import { observeAgents } from '../client/observe.js';
-import { callTool, findServer, listTools } from '../client/tools.js';
+import { callTool, findServer, listTools, payLocalInvoice } from '../client/tools.js';
+import type { PaymentRequired } from '../shared/dvmcp.js';
+import { createInterface } from 'node:readline/promises';
 import type { ObservedFrame } from '../shared/ao-observer.js';
 import { parsePubkey } from '../shared/keys.js';
 import { keyValues, secondsOption } from './args.js';
@@ -98,6 +100,27 @@ export async function toolsCommand(ctx: Context): Promise<number> {
   return EXIT.OK;
 }
 
+/**
+ * A payment request within --max-sats: on a terminal, asked first; then paid at the deployment when
+ * it is a local invoice (development), else shown for the user's wallet while the call waits.
+ */
+async function pay(ctx: Context, p: PaymentRequired): Promise<boolean> {
+  ctx.err(`[payment required: ${p.sats} sats]\n`);
+  if (ctx.io.stdin.isTTY) {
+    const rl = createInterface({ input: ctx.io.stdin, output: ctx.io.stderr });
+    const answer = await rl.question(`pay ${p.sats} sats? [y/N] `);
+    rl.close();
+    if (!/^y(es)?$/i.test(answer.trim())) return false;
+  }
+  const local = await payLocalInvoice(ctx.url, p.invoice);
+  if (local.ok) {
+    ctx.err(`[paid ${p.sats} sats (local invoice)]\n`);
+    return true;
+  }
+  ctx.err(`[pay this invoice with your wallet; waiting for the payment: ${p.invoice}]\n`);
+  return true;
+}
+
 export async function callCommand(ctx: Context, args: string[]): Promise<number> {
   const [serverName, tool, ...pairs] = args as [string, string, ...string[]];
   const kv = keyValues(pairs);
@@ -115,11 +138,11 @@ export async function callCommand(ctx: Context, args: string[]): Promise<number>
     maxSats,
     ...(timeout.value ? { timeoutMs: timeout.value } : {}),
     onProgress: (p) => ctx.err(`[progress ${p.progress ?? ''}${p.total !== undefined ? `/${p.total}` : ''}${p.message ? ` ${p.message}` : ''}]\n`),
-    onInvoice: (p) => ctx.err(`[payment required: ${p.sats} sats (within --max-sats ${maxSats}); pay this invoice to continue: ${p.invoice}]\n`),
+    pay: (p) => pay(ctx, p),
   });
   if (!r.ok) {
     const code = r.error.kind === 'timeout' ? EXIT.TIMEOUT : r.error.kind === 'relay' ? EXIT.CONNECT : EXIT.AGENT_ERROR;
-    const declined = r.error.kind === 'payment' ? ` (declined: over --max-sats ${maxSats})` : '';
+    const declined = r.error.kind === 'payment' ? ` (not paid: --max-sats ${maxSats})` : '';
     ctx.err(`error ${r.error.kind}: ${r.error.message}${declined}\n`);
     return code;
   }

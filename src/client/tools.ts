@@ -1,7 +1,8 @@
 // DVMCP from the client side: the tools announced on a deployment's public shard (the shared
 // discovery, src/shared/dvmcp-discovery.ts) and calls to them (the shared DvmcpClient), with
 // progress and a spend cap on payment requests (past the cap the call is declined; within it the
-// invoice goes to `onInvoice` and the call waits for the payment).
+// caller's `pay` decides, and the call waits for the payment). Local development and test
+// deployments take their own local invoices at POST /api/bridge/pay (docs/PAYMENTS.md).
 import { finalizeEvent } from 'nostr-tools/pure';
 import { discover, type Catalog, type CatalogServer } from '../shared/dvmcp-discovery.js';
 import { DvmcpClient, spendCap, type DvmcpFailure } from '../shared/dvmcp-client.js';
@@ -9,7 +10,7 @@ import type { PaymentRequired } from '../shared/dvmcp.js';
 import { err, ok, type Result } from '../shared/errors.js';
 import { ConversationKeyCache } from '../shared/nip44.js';
 import { nobleVerifier } from '../shared/verify.js';
-import { wsUrl } from './http.js';
+import { requestJson, wsUrl, type HttpError } from './http.js';
 import type { KeyPair } from './keys.js';
 import { relayClient } from './relay.js';
 
@@ -35,8 +36,9 @@ export interface CallOptions {
   /** Most sats to pay in all (default 0: every payment request is declined). */
   maxSats?: number;
   onProgress?: (params: Record<string, unknown>) => void;
-  /** A payment request within the cap: the invoice to pay (the call keeps waiting). */
-  onInvoice?: (p: PaymentRequired) => void;
+  /** A payment request within the cap: true once paid or being paid (the call keeps waiting),
+   *  false to decline. Default: decline. */
+  pay?: (p: PaymentRequired) => boolean | Promise<boolean>;
   timeoutMs?: number;
   signal?: AbortSignal;
 }
@@ -58,10 +60,7 @@ export async function callTool(
     sign: async (t) => finalizeEvent(t, key.sk),
     verifier: nobleVerifier,
   });
-  const cap = spendCap(opts.maxSats ?? 0, (p) => {
-    opts.onInvoice?.(p);
-    return true;
-  });
+  const cap = spendCap(opts.maxSats ?? 0, opts.pay ?? (() => false));
   try {
     const r = await client.request({ provider: server.provider, serverId: server.id, encrypt: server.encryption }, 'tools/call', { name: tool, arguments: args }, {
       onPaymentRequired: cap,
@@ -74,4 +73,10 @@ export async function callTool(
     await client.close();
     relay.close();
   }
+}
+
+/** Pays a local invoice of a development or test deployment (POST /api/bridge/pay, no NIP-98). */
+export async function payLocalInvoice(base: string, invoice: string): Promise<Result<{ sats: number }, HttpError>> {
+  const r = await requestJson(base, 'POST', '/api/bridge/pay', { body: { invoice } });
+  return r.ok ? ok(r.value as { sats: number }) : r;
 }

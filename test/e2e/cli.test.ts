@@ -197,13 +197,19 @@ describe('agents of an owner (the agent instance)', () => {
 describe('DVMCP tools through the bridge', () => {
   let everything: { url: string; child: ChildProcess };
   const id = `cli-${Date.now() % 1_000_000}`;
+  const priced = `${id}-paid`;
+
+  const register = async (server: Record<string, unknown>): Promise<void> => {
+    const url = `${devUrl}/api/bridge/servers`;
+    const body = JSON.stringify({ url: everything.url, ...server });
+    const res = await fetch(url, { method: 'POST', headers: { Authorization: makeHttpAuthHeader(DEMO_OWNER_SK, url, 'POST', body), 'Content-Type': 'application/json' }, body });
+    expect(res.status, await res.text()).toBe(201);
+  };
 
   beforeAll(async () => {
     everything = await startEverything('streamableHttp');
-    const url = `${devUrl}/api/bridge/servers`;
-    const body = JSON.stringify({ id, url: everything.url, name: 'Everything (cli)' });
-    const res = await fetch(url, { method: 'POST', headers: { Authorization: makeHttpAuthHeader(DEMO_OWNER_SK, url, 'POST', body), 'Content-Type': 'application/json' }, body });
-    expect(res.status).toBe(201);
+    await register({ id, name: 'Everything (cli)' });
+    await register({ id: priced, name: 'Everything (priced)', prices: { echo: { price: '21', unit: 'sats' } } });
   }, 40_000);
 
   afterAll(async () => {
@@ -222,7 +228,23 @@ describe('DVMCP tools through the bridge', () => {
     const called = await edgestr(['call', id, 'echo', 'message=hello tools'], { home, url: devUrl });
     expect(called.code, called.stderr).toBe(0);
     expect(called.stdout).toContain('hello tools');
+    expect(listed).toContain(`${priced}  Everything (priced)`);
+    expect(listed).toContain('echo  [21 sats]');
     const missing = await edgestr(['call', 'no-such-server', 'echo'], { home, url: devUrl });
     expect(missing).toMatchObject({ code: 5, stderr: expect.stringContaining('no DVMCP server no-such-server') });
+  }, 30_000);
+
+  it('a priced tool: declined by default (--max-sats 0, exit 3); paid within --max-sats (local invoice)', async () => {
+    const home = tempHome();
+    const declined = await edgestr(['call', priced, 'echo', 'message=not free'], { home, url: devUrl });
+    expect(declined.code, declined.stderr).toBe(3);
+    expect(declined.stderr).toMatch(/error payment: payment required: 21 sats \(invoice lnbcrt210n1edgestrdev[a-z0-9]+\) \(not paid: --max-sats 0\)/);
+    expect(declined.stdout).toBe('');
+    const tooLittle = await edgestr(['call', priced, 'echo', 'message=not free', '--max-sats', '20'], { home, url: devUrl });
+    expect(tooLittle.code).toBe(3);
+    const paid = await edgestr(['call', priced, 'echo', 'message=paid for', '--max-sats', '21'], { home, url: devUrl });
+    expect(paid.code, paid.stderr).toBe(0);
+    expect(paid.stderr).toContain('[payment required: 21 sats]\n[paid 21 sats (local invoice)]');
+    expect(paid.stdout).toContain('paid for');
   }, 30_000);
 });
