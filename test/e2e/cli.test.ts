@@ -105,7 +105,9 @@ describe('ask the demo agent', () => {
     const r = await edgestr(['ask', 'demo', '/tool calculator {"expr":"6*7"}'], { home: tempHome(), url: devUrl });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.trim()).toContain('42');
-    expect(r.stderr).toContain('[tool calculator');
+    expect(r.stderr).toContain('[thinking 0%]');
+    expect(r.stderr).toContain('[tool_use 10%: calculator]');
+    expect(r.stderr).toContain('[tool calculator start {"expr":"6*7"}]\n[tool calculator result]');
   });
 
   it('an unreachable deployment exits 5', async () => {
