@@ -19,6 +19,7 @@ import { waitFor } from './helpers.js';
 
 const devUrl = inject('httpUrl');
 const agentUrl = inject('agentHttpUrl');
+const fakeUrl = inject('fakeProviderUrl');
 const DEMO_OWNER_SK = sha256(new TextEncoder().encode('edgestr demo owner (local development only)'));
 
 beforeAll(() => build(), 60_000);
@@ -173,6 +174,30 @@ describe('agents of an owner (the agent instance)', () => {
     expect(r.code).toBe(0);
     expect(r.stderr).toContain('[cancelling]');
     expect(r.stdout).not.toContain('tick 49');
+  }, 30_000);
+
+  it('--session: a second ask in the same session carries the first turn to the model', async () => {
+    const me = tempHome();
+    expect((await edgestr(['keygen'], { home: me })).code).toBe(0); // a session belongs to its sender: the same key both times
+    const session = `cli-session-${Date.now()}`;
+    const marker = `m${Math.random().toString(36).slice(2, 10)}`;
+    expect((await edgestr(['ask', agent, `first ${marker}`, '--session', session], { home: me, url: agentUrl })).code).toBe(0);
+    expect((await edgestr(['ask', agent, `second ${marker}`, '--session', session], { home: me, url: agentUrl })).code).toBe(0);
+    const recorded = (await (await fetch(`${fakeUrl}/_requests?contains=${encodeURIComponent(`second ${marker}`)}`)).json()) as Array<{ body: { messages: Array<{ role: string; content: unknown }> } }>;
+    expect(recorded).toHaveLength(1);
+    const users = recorded[0]!.body.messages.filter((m) => m.role === 'user').map((m) => JSON.stringify(m.content));
+    expect(users).toEqual([expect.stringContaining(`first ${marker}`), expect.stringContaining(`second ${marker}`)]);
+  }, 30_000);
+
+  it('cancel-turn: the owner cancels a client\'s running turn (NIP-AO control frame)', async () => {
+    const asking = start(['ask', agent, 'count for me', '--model', 'fake-slow', '--json'], { home: tempHome(), url: agentUrl });
+    await waitFor(() => asking.stdout().includes('"type":"delta"'), 'the first delta', 15_000);
+    const run = (JSON.parse(asking.stdout().split('\n')[0]!) as { run: string }).run;
+    const cancelled = await edgestr(['cancel-turn', agent, run], { home, url: agentUrl });
+    expect(cancelled).toMatchObject({ code: 0, stdout: `cancel_turn sent for run ${run}\n` });
+    const r = await asking.done;
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('error CANCELLED: run cancelled');
   }, 30_000);
 
   it('observe shows the frames of a run, one line each', async () => {
