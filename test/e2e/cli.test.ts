@@ -132,6 +132,11 @@ describe('ask the demo agent', () => {
     const r = await edgestr(['relay', 'info', '--json'], { home: tempHome(), url: devUrl });
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ supported_nips: expect.arrayContaining([1, 42]) });
+    const shard = `${devUrl.replace(/^http/, 'ws')}/r/${E2E_OWNER}`;
+    const owner = await edgestr(['relay', 'info', shard, '--json'], { home: tempHome() });
+    expect(owner.code, owner.stderr).toBe(0);
+    expect(JSON.parse(owner.stdout)).toMatchObject({ supported_nips: expect.arrayContaining([1, 42]) });
+    expect(await edgestr(['relay', 'info', 'http://127.0.0.1:9'], { home: tempHome() })).toMatchObject({ code: 5 });
   });
 });
 
