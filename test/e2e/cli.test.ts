@@ -231,10 +231,12 @@ describe('DVMCP tools through the bridge', () => {
   const id = `cli-${Date.now() % 1_000_000}`;
   const priced = `${id}-paid`;
 
+  const bridgeApi = (method: string, path: string, body?: string) => {
+    const url = `${devUrl}/api/bridge/servers${path}`;
+    return fetch(url, { method, headers: { Authorization: makeHttpAuthHeader(DEMO_OWNER_SK, url, method, body), 'Content-Type': 'application/json' }, ...(body ? { body } : {}) });
+  };
   const register = async (server: Record<string, unknown>): Promise<void> => {
-    const url = `${devUrl}/api/bridge/servers`;
-    const body = JSON.stringify({ url: everything.url, ...server });
-    const res = await fetch(url, { method: 'POST', headers: { Authorization: makeHttpAuthHeader(DEMO_OWNER_SK, url, 'POST', body), 'Content-Type': 'application/json' }, body });
+    const res = await bridgeApi('POST', '', JSON.stringify({ url: everything.url, ...server }));
     expect(res.status, await res.text()).toBe(201);
   };
 
@@ -245,6 +247,7 @@ describe('DVMCP tools through the bridge', () => {
   }, 40_000);
 
   afterAll(async () => {
+    for (const server of [id, priced]) expect((await bridgeApi('DELETE', `/${server}`)).status).toBe(204);
     await stop(everything.child);
   });
 
