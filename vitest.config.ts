@@ -2,10 +2,12 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
 import { TEST_OWNER } from './test/workers/test-keys.js';
+import { dropBrokenSourcemaps } from './test/support/drop-broken-sourcemaps.js';
 
 
 export default defineConfig({
   plugins: [
+    dropBrokenSourcemaps(),
     cloudflareTest(({ inject }) => ({
       wrangler: { configPath: './wrangler.toml' },
       miniflare: {
