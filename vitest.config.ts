@@ -38,6 +38,8 @@ export default defineConfig({
     include: ['test/workers/**/*.test.ts'],
     // Two cores run many workerd test files at once: allow for slow moments under that load.
     testTimeout: 20_000,
+    // The Workers' logs (e.g. the agents' JSON lines, docs/OPERATIONS.md "Logs") are shown for failing tests only.
+    silent: 'passed-only',
     // Local servers at the network boundary (Node side): the fake LLM provider, and the real
     // MCP server-everything plus a small HTTP fixture server for web_fetch; the LNURL-pay server of
     // the payment tests.
