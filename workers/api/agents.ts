@@ -6,10 +6,9 @@
 // field; relays on this deployment's own host are its shards, reached without the network.
 // An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
-// needs `web_fetch_hosts`. Agents are
-// looked up in the caller's shard record first, so a key that is not one of the caller's agents
-// never reaches (or creates) an Agent Durable Object: 404. A path that is not a key: 400; a
-// method the resource does not have: 405 with `Allow`.
+// needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
+// is not one of the caller's agents never reaches (or creates) an Agent Durable Object: 404. A
+// path that is not a key: 400; a method the resource does not have: 405 with `Allow`.
 
 import { Hono } from 'hono';
 import type { z } from 'zod';
@@ -80,7 +79,7 @@ type CrossFields = Pick<z.infer<typeof UpdateAgentSchema>, 'provider' | 'models'
  * 422 issues of settings that would fail every run: a hosted provider with no model to call, and
  * web_fetch with no allowed host (it would refuse every call).
  */
-export function crossFieldIssues(c: CrossFields): Issue[] {
+function crossFieldIssues(c: CrossFields): Issue[] {
   const issues: Issue[] = [];
   if (c.provider && NAMED_MODEL_PROVIDERS.has(c.provider) && !c.models?.length && !c.default_model) {
     issues.push({
