@@ -16,6 +16,7 @@ import { backendSigner, signEventWith } from '../../src/shared/event.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { relayVerifier } from '../common/verifier.js';
 import { type RelayShard } from '../relay-do/shard.js';
+import { logAgent } from './agent-log.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { infoTemplates } from './info.js';
@@ -142,6 +143,7 @@ export class RelayLinks {
     if (!c || !client) return;
     const auth = await client.authenticate({ timeoutMs: 10_000 });
     if (!auth.ok) return; // the watchdog tries again
+    logAgent({ msg: 'agent.connected', agent: c.pubkey, relay: url });
     const ownerShard = url === agentRelays(c)[0];
     this.subscribe(client, c, ownerShard);
     if (ownerShard && !this.telemetry) {
