@@ -35,6 +35,19 @@ async function waitForLine(match: (l: Record<string, unknown>) => boolean, timeo
 }
 
 describe('agent log lines', () => {
+  it('each relay connection is set up once (one agent.connected line per relay, not one per caller)', async () => {
+    const agent = await createTestAgent({});
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'hello' });
+    await c.send(p);
+    expect((await c.collect(p.id)).terminal.kind).toBe(25803);
+    await waitForLine((l) => l['msg'] === 'agent.connected' && l['agent'] === agent);
+    await new Promise((r) => setTimeout(r, 500));
+    const relays = jsonLines().filter((l) => l['msg'] === 'agent.connected' && l['agent'] === agent).map((l) => l['relay']);
+    expect(relays.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(relays).size).toBe(relays.length);
+  });
+
   it('a run with a tool call: one agent.run line with the counts and the outcome, nothing of the content', async () => {
     const agent = await createTestAgent({ provider: 'openai', models: ['fake-tool'], tools: ['calculator'], system_prompt: SECRET_WORDS[1] });
     expect(AgentLifecycleLogSchema.parse(await waitForLine((l) => l['msg'] === 'agent.created' && l['agent'] === agent))).toEqual({
