@@ -145,7 +145,7 @@ async function signedIn(signer: Signer): Promise<void> {
     byId('owner').hidden = false;
     panel.show(mine);
   }
-  new ToolsPanel(relays);
+  new ToolsPanel();
 }
 
 function start(): void {

@@ -1,7 +1,8 @@
 // The tools panel: DVMCP servers and tools announced on the public shard (dvmcp-discovery.ts), a
 // form generated from a tool's input schema (string, number, integer and boolean fields; anything
 // else as JSON), and the call through the DVMCP client with its progress shown. Calls use a fresh
-// key per page (servers see an unlinkable client), gift-wrapped when the server supports it; priced
+// key per page (servers see an unlinkable client; its own relay connection is authenticated as it,
+// so gift-wrapped answers reach it), gift-wrapped when the server supports it; priced
 // tools are declined (the console does not pay).
 
 import { generateSecretKey } from 'nostr-tools/pure';
@@ -11,7 +12,8 @@ import { discover, type CatalogServer, type CatalogTool } from '../shared/dvmcp-
 import { ConversationKeyCache } from '../shared/nip44.js';
 import { nobleVerifier } from '../shared/verify.js';
 import { button, byId, el, scrollToEnd } from './dom.js';
-import { shardUrl, type Relays } from './relay.js';
+import { Relays, shardUrl } from './relay.js';
+import { localSigner } from './signer.js';
 
 interface Field {
   name: string;
@@ -27,6 +29,7 @@ const propertiesOf = (schema: Record<string, unknown>): Array<[string, Record<st
 };
 
 export class ToolsPanel {
+  /** Connections authenticated as the panel's own key, so gift-wrapped answers reach it. */
   readonly #relays: Relays;
   readonly #list = byId('tool-list');
   readonly #form = byId<HTMLFormElement>('tool-form');
@@ -35,8 +38,8 @@ export class ToolsPanel {
   #client: DvmcpClient | undefined;
   #selected: { server: CatalogServer; tool: CatalogTool; fields: Field[] } | undefined;
 
-  constructor(relays: Relays) {
-    this.#relays = relays;
+  constructor() {
+    this.#relays = new Relays(localSigner(this.#sk));
     byId('tools-refresh').addEventListener('click', () => void this.#refresh());
     this.#form.addEventListener('submit', (ev) => {
       ev.preventDefault();

@@ -64,7 +64,7 @@ export const CONSOLE_HTML = `<!doctype html>
       <h3 id="agent-form-title">New agent</h3>
       <input type="hidden" id="edit-pubkey">
       <label for="agent-name">Name</label>
-      <input id="agent-name" required maxlength="100">
+      <input id="agent-name">
       <label for="agent-provider">Provider</label>
       <select id="agent-provider">
         <option value="">deployment default</option>
