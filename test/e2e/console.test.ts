@@ -6,7 +6,10 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { getPublicKey } from 'nostr-tools/pure';
+import { finalizeEvent, getPublicKey } from 'nostr-tools/pure';
+import { npubEncode } from 'nostr-tools/nip19';
+import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
+import type { EventTemplate } from '../../src/shared/event.js';
 import { conversation, launch, newPage, screenshot, signInWithKey } from './console-browser.js';
 
 const httpUrl = inject('httpUrl');
@@ -148,6 +151,41 @@ describe('the web console (echo instance)', () => {
     expect(await telemetry.getByRole('button', { name: 'cancel_turn' }).count()).toBeGreaterThan(0);
     expect(await page.getByText(/^frames \d+ · missing 0 · reported drops 0 · rejected 0$/).count()).toBe(1);
     await screenshot(page, 'owner');
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it('signs in with a NIP-07 extension when one is present, and says telemetry needs a local key', async () => {
+    const { context, page, errors } = await newPage(browser);
+    // A NIP-07 provider as an extension injects it: window.nostr, here backed by the demo owner's
+    // key held in Node (the page never sees the key).
+    const keys = new ConversationKeyCache(8);
+    await page.exposeFunction('nip07Sign', (t: EventTemplate) => finalizeEvent(t, DEMO_OWNER_SK));
+    await page.exposeFunction('nip07Encrypt', (peer: string, text: string) => encrypt(text, keys.get(DEMO_OWNER_SK, peer)));
+    await page.exposeFunction('nip07Decrypt', (peer: string, payload: string) => {
+      const r = decrypt(payload, keys.get(DEMO_OWNER_SK, peer));
+      if (!r.ok) throw new Error(r.error);
+      return r.value;
+    });
+    await page.addInitScript((pubkey: string) => {
+      const w = window as unknown as Record<string, (...a: unknown[]) => Promise<unknown>> & { nostr?: unknown };
+      w.nostr = {
+        getPublicKey: async () => pubkey,
+        signEvent: (t: unknown) => w.nip07Sign!(t),
+        nip44: { encrypt: (p: unknown, t: unknown) => w.nip07Encrypt!(p, t), decrypt: (p: unknown, c: unknown) => w.nip07Decrypt!(p, c) },
+      };
+    }, demo.owner);
+    await page.goto(consoleUrl);
+    await page.getByText('A NIP-07 extension was found: sign in with it, or use a key kept in this browser.').waitFor();
+    await page.getByRole('button', { name: 'Sign in with extension' }).click();
+    expect(await page.getByText(/^npub1[a-z0-9]{58}$/).textContent()).toBe(npubEncode(demo.owner));
+    await page.getByRole('status').getByText(/new conversation|restored/).waitFor();
+    await page.getByRole('textbox', { name: 'Message' }).fill('signed by the extension');
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
+    await conversation(page).getByText('echo: signed by the extension').waitFor();
+    await page.getByText('Live telemetry needs a local key: a NIP-07 extension cannot open NIP-AO frames here.').waitFor();
+    // Nothing of the extension's key was stored in the browser.
+    expect(await page.evaluate(() => localStorage.getItem('edgestr.console.key'))).toBeNull();
     expect(errors).toEqual([]);
     await context.close();
   });
