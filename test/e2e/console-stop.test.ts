@@ -58,3 +58,25 @@ it('stops a slow run with Stop: deltas stop and the answer ends with CANCELLED',
   expect(errors).toEqual([]);
   await context.close();
 });
+
+it('ends a slow run from the owner panel: cancel_turn on the Telemetry log stops it with CANCELLED', async () => {
+  const { context, page, errors } = await newPage(browser);
+  await page.goto(`${httpUrl}/console`);
+  await signInWithKey(page, E2E_OWNER_SK);
+  await page.getByRole('combobox', { name: 'Agent', exact: true }).selectOption({ label: 'console stop agent (yours)' });
+  await page.getByRole('status').getByText(/restored/).waitFor();
+  await page.getByText('watching your agents’ telemetry').waitFor();
+
+  await page.getByRole('textbox', { name: 'Message' }).fill('scenario:slow count again');
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
+  const log = conversation(page);
+  await log.getByText(/tick 2 /).waitFor();
+  const telemetry = page.getByRole('log', { name: 'Telemetry' });
+  await telemetry.getByRole('button', { name: 'cancel_turn' }).last().click();
+  await telemetry.getByText(/cancel_turn sent for turn [0-9a-f]{8}$/).waitFor();
+  // The restored run's CANCELLED and this one's.
+  await expect.poll(() => log.getByText(/^CANCELLED: /).count(), { timeout: 10_000 }).toBe(2);
+  expect(await page.getByRole('button', { name: 'Stop', exact: true }).count()).toBe(0);
+  expect(errors).toEqual([]);
+  await context.close();
+});
