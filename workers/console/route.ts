@@ -48,10 +48,8 @@ export async function serveConsole(req: Request, env: ConsoleBindings): Promise<
     case '/console/console.js': {
       const asset = await env.ASSETS.fetch(new Request(`${url.origin}/console.js`));
       if (!asset.ok) {
-        return new Response(`console bundle missing (${asset.status}): run \`npm install\` (or \`npm run build\`) to build dist/console`, {
-          status: 503,
-          headers: headers(url.origin, 'text/plain; charset=utf-8'),
-        });
+        const error = `the console bundle is missing (assets answered ${asset.status}): run \`npm install\` or \`npm run build\` to build dist/console`;
+        return new Response(JSON.stringify({ error }), { status: 503, headers: headers(url.origin, 'application/json') });
       }
       return new Response(asset.body, { headers: headers(url.origin, 'text/javascript; charset=utf-8') });
     }
