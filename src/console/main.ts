@@ -3,6 +3,7 @@
 // workers/console/page.ts.
 
 import { z } from 'zod';
+import { errorMessage } from '../shared/errors.js';
 import { parsePubkey, toNpub } from '../shared/keys.js';
 import { listAgents, type AgentView } from './api.js';
 import { Chat, type AgentTarget } from './chat.js';
@@ -29,7 +30,7 @@ async function demoAgent(): Promise<AgentTarget | undefined> {
     if (!parsed.success || !parsed.data.demo) return undefined;
     return { pubkey: parsed.data.demo.agent, relay: shardUrl(parsed.data.demo.relay) };
   } catch (e) {
-    notice(`GET /health failed: ${e instanceof Error ? e.message : String(e)}`);
+    notice(`GET /health failed: ${errorMessage(e)}`);
     return undefined;
   }
 }
@@ -112,7 +113,7 @@ async function signedIn(signer: Signer): Promise<void> {
     const text = box.value.trim();
     if (!text) return;
     box.value = '';
-    void chat.send(text);
+    chat.send(text).catch((e: unknown) => notice(`the message was not sent: ${errorMessage(e)}`));
   });
   byId<HTMLTextAreaElement>('message').addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && !ev.shiftKey) {
@@ -120,7 +121,7 @@ async function signedIn(signer: Signer): Promise<void> {
       byId<HTMLFormElement>('composer').requestSubmit();
     }
   });
-  stop.addEventListener('click', () => void chat.stop());
+  stop.addEventListener('click', () => chat.stop().catch((e: unknown) => notice(`the cancel was not sent: ${errorMessage(e)}`)));
   byId<HTMLFormElement>('add-agent-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const input = byId<HTMLInputElement>('add-agent');
@@ -149,6 +150,8 @@ async function signedIn(signer: Signer): Promise<void> {
 }
 
 function start(): void {
+  // Anything that fails outside the handled paths (an extension refusing to sign, say) is shown.
+  window.addEventListener('unhandledrejection', (ev) => notice(`something failed: ${errorMessage(ev.reason)}`));
   const stored = storedSigner();
   if (stored) {
     void signedIn(stored);
