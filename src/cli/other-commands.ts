@@ -7,9 +7,9 @@ import { observeAgents } from '../client/observe.js';
 import { callTool, findServer, listTools, payLocalInvoice } from '../client/tools.js';
 import type { PaymentRequired } from '../shared/dvmcp.js';
 import { createInterface } from 'node:readline/promises';
-import type { ObservedFrame } from '../shared/ao-observer.js';
 import { parsePubkey } from '../shared/keys.js';
 import { keyValues, secondsOption } from './args.js';
+import { dropLine, frameJson, frameLine, gapLine } from './observe-lines.js';
 import { Context, EXIT, Failure, httpFailure } from './context.js';
 
 export async function keygenCommand(ctx: Context): Promise<number> {
@@ -35,15 +35,6 @@ async function agentHex(ctx: Context, agent: string): Promise<string> {
   return hex;
 }
 
-const summary = (f: ObservedFrame): string => {
-  const p = f.frame.payload;
-  const text = JSON.stringify(p);
-  return text.length > 160 ? `${text.slice(0, 157)}...` : text;
-};
-
-const frameLine = (f: ObservedFrame): string =>
-  `${new Date(f.receivedAt).toISOString().slice(11, 23)} ${f.agent.slice(0, 8)} #${f.frame.seq} ${f.frame.kind}${f.frame.channelId ? ` run=${f.frame.channelId}` : ''} ${summary(f)}`;
-
 /** Watches the owner's telemetry until SIGINT/SIGTERM (or the end of stdin when it is not a terminal). */
 export async function observeCommand(ctx: Context, args: string[]): Promise<number> {
   const owner = await ctx.key();
@@ -56,9 +47,9 @@ export async function observeCommand(ctx: Context, args: string[]): Promise<numb
     if (agents.length === 0) throw new Failure(EXIT.USAGE, 'you have no agents to observe (name one: edgestr observe <agent>)');
   }
   const watching = await observeAgents(ctx.url, owner, agents, {
-    onFrame: (f) => ctx.emit({ type: 'frame', agent: f.agent, event: f.eventId, ...f.frame }, frameLine(f)),
-    onGap: (g) => ctx.emit({ type: 'gap', ...g }, `gap: ${g.agent.slice(0, 8)} session ${g.sessionId ?? '-'}: ${g.missing} frame(s) missing (expected #${g.expected}, got #${g.received})`),
-    onDropReport: (agent, dropped) => ctx.emit({ type: 'dropped', agent, dropped }, `dropped: ${agent.slice(0, 8)} could not deliver ${dropped} frame(s)`),
+    onFrame: (f) => ctx.emit(frameJson(f), frameLine(f)),
+    onGap: (g) => ctx.emit({ type: 'gap', ...g }, gapLine(g)),
+    onDropReport: (agent, dropped) => ctx.emit({ type: 'dropped', agent, dropped }, dropLine(agent, dropped)),
     onRejected: (reason, e) => ctx.err(`rejected frame ${e.id.slice(0, 8)}: ${reason}\n`),
     onClosed: (m) => ctx.err(`subscription closed: ${m}\n`),
   });

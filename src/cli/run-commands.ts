@@ -119,7 +119,6 @@ export async function chatCommand(ctx: Context, args: string[]): Promise<number>
   };
   rl.on('SIGINT', () => (idle ? rl.close() : process.emit('SIGINT')));
   process.on('SIGINT', onIdleSigint);
-  let last: number = EXIT.OK;
   try {
     rl.setPrompt('> ');
     if (tty) rl.prompt();
@@ -127,7 +126,7 @@ export async function chatCommand(ctx: Context, args: string[]): Promise<number>
       const message = input.trim();
       if (message) {
         idle = false;
-        last = await turn(ctx, conv, message, session, timeoutMs);
+        await turn(ctx, conv, message, session, timeoutMs); // each turn's outcome is shown; chat goes on
         idle = true;
       }
       if (tty) rl.prompt();
@@ -137,5 +136,5 @@ export async function chatCommand(ctx: Context, args: string[]): Promise<number>
     rl.close();
     conv.close();
   }
-  return last === EXIT.TIMEOUT ? last : EXIT.OK;
+  return EXIT.OK;
 }

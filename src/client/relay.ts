@@ -8,7 +8,7 @@ import { RelayClient, type SocketLike } from '../shared/relay-client.js';
 import { nobleVerifier } from '../shared/verify.js';
 import type { KeyPair } from './keys.js';
 
-export const nodeSocket = (url: string): SocketLike => new WebSocket(url) as unknown as SocketLike;
+export const nodeSocket = (url: string): SocketLike => new WebSocket(url);
 
 export const verifyEvent = (e: NostrEvent): boolean => checkIdAndSignature(e, nobleVerifier).ok;
 

@@ -193,6 +193,7 @@ export class AgentConversation {
     });
     const published = await this.relay.publish(event);
     if (!published.ok) {
+      // Registered before publishing (answers may overtake the OK); settle it so its timer stops.
       this.#runs.get(id)?.finish({ kind: 'timeout' });
       return err(`the relay refused the prompt: ${published.message}`);
     }

@@ -1,8 +1,12 @@
 // The README's transcript of the `edgestr` command is what the command prints: each `$ npx edgestr …`
 // line of the block after the `cli-transcript` marker runs (as `node bin/edgestr.mjs …`, against the
 // development instance, in a fresh HOME) and its stdout must match the lines below it, with npubs
-// shown as `npub1…` and hex keys as `<hex>`. `chat` (interactive) is run with empty input.
+// shown as `npub1…` and hex keys as `<hex>`. `chat` (interactive) is run with empty input. The
+// library example (the `js` block after the `client-example` marker) runs as a program in the
+// checkout, where `edgestr/client` resolves to the package itself.
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { build, edgestr, ROOT, tempHome } from './cli-run.js';
@@ -12,11 +16,18 @@ const devUrl = inject('httpUrl');
 beforeAll(() => build(), 60_000);
 
 /** The transcript: commands with their expected output lines. */
+const readme = (): string => readFileSync(join(ROOT, 'README.md'), 'utf8');
+
+/** The fenced block of `lang` after `marker`. */
+function blockAfter(marker: string, lang: string): string {
+  const text = readme();
+  const after = text.slice(text.indexOf(marker));
+  const from = after.indexOf(`\`\`\`${lang}\n`) + `\`\`\`${lang}\n`.length;
+  return after.slice(from, after.indexOf('\n```', from));
+}
+
 function transcript(): Array<{ args: string[]; expected: string[] }> {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const after = readme.slice(readme.indexOf('<!-- cli-transcript'));
-  const from = after.indexOf('```console\n') + '```console\n'.length;
-  const block = after.slice(from, after.indexOf('\n```', from));
+  const block = blockAfter('<!-- cli-transcript', 'console');
   const steps: Array<{ args: string[]; expected: string[] }> = [];
   for (const line of block.split('\n')) {
     if (line.startsWith('$ npx edgestr ')) steps.push({ args: shellWords(line.slice('$ npx edgestr '.length)), expected: [] });
@@ -47,5 +58,18 @@ describe('README: the `edgestr` command', () => {
       expect(r.code, `${step.args.join(' ')}: ${r.stderr}`).toBe(0);
       expect(normalise(r.stdout), step.args.join(' ')).toEqual(step.expected);
     }
+  }, 30_000);
+});
+
+describe('README: the client library example', () => {
+  it('runs and streams the demo agent\'s answer', async () => {
+    const code = blockAfter('<!-- client-example', 'js');
+    expect(code).toContain("from 'edgestr/client'");
+    const { stdout } = await promisify(execFile)('node', ['--input-type=module', '-e', code], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', EDGESTR_URL: devUrl },
+      timeout: 20_000,
+    });
+    expect(stdout).toBe('echo: hello\nresponse\n');
   }, 30_000);
 });

@@ -48,15 +48,18 @@ describe('examples/', () => {
     let everything: { url: string; child: ChildProcess };
     const id = `ex-${Date.now() % 1_000_000}`;
 
+    const bridgeApi = (method: string, path: string, body?: string) => {
+      const url = `${devUrl}/api/bridge/servers${path}`;
+      return fetch(url, { method, headers: { Authorization: makeHttpAuthHeader(DEMO_OWNER_SK, url, method, body), 'Content-Type': 'application/json' }, ...(body ? { body } : {}) });
+    };
+
     beforeAll(async () => {
       everything = await startEverything('streamableHttp');
-      const url = `${devUrl}/api/bridge/servers`;
-      const body = JSON.stringify({ id, url: everything.url });
-      const res = await fetch(url, { method: 'POST', headers: { Authorization: makeHttpAuthHeader(DEMO_OWNER_SK, url, 'POST', body), 'Content-Type': 'application/json' }, body });
-      expect(res.status).toBe(201);
+      expect((await bridgeApi('POST', '', JSON.stringify({ id, url: everything.url }))).status).toBe(201);
     }, 40_000);
 
     afterAll(async () => {
+      expect((await bridgeApi('DELETE', `/${id}`)).status).toBe(204);
       await stop(everything.child);
     });
 
