@@ -86,6 +86,11 @@ describe('tools panel (development instance)', () => {
   const DEMO_OWNER_SK = sha256(new TextEncoder().encode('edgestr demo owner (local development only)'));
   const id = `cs${bytesToHex(crypto.getRandomValues(new Uint8Array(3)))}`;
 
+  // The wrangler instance is shared by every e2e file: the server registered here goes again.
+  afterAll(async () => {
+    expect((await api(base, DEMO_OWNER_SK, 'DELETE', `/api/bridge/servers/${id}`)).status).toBe(204);
+  });
+
   it('finds the announced tools, builds a form from the input schema, and calls a tool with progress', async () => {
     const reg = await api(base, DEMO_OWNER_SK, 'POST', '/api/bridge/servers', { id, url: inject('mcpEverythingUrl'), name: 'Everything', public: true, encryption: true });
     expect(reg.status).toBe(201);

@@ -24,6 +24,10 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await browser?.close();
+  // The wrangler instance is shared by every e2e file: the agent created here goes again.
+  const url = `${httpUrl}/api/agents/${agent}`;
+  const res = await fetch(url, { method: 'DELETE', headers: { Authorization: makeHttpAuthHeader(E2E_OWNER_SK, url, 'DELETE') } });
+  expect(res.status).toBe(204);
 });
 
 it('stops a slow run with Stop: deltas stop and the answer ends with CANCELLED', async () => {
