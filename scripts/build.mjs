@@ -17,6 +17,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const entries = [
   { in: 'src/cli/main.ts', out: 'dist/cli.js', platform: 'node' },
   { in: 'src/client/index.ts', out: 'dist/client/index.js', platform: 'node' },
+  // The web console's bundle, served by the Worker through wrangler.toml [assets] (dist/console).
+  { in: 'src/console/main.ts', out: 'dist/console/console.js', platform: 'browser' },
 ];
 
 let esbuild;
@@ -40,7 +42,9 @@ await Promise.all(
       platform: entry.platform,
       target: entry.platform === 'node' ? 'node20' : 'es2022',
       packages: entry.platform === 'node' ? 'external' : undefined,
-      sourcemap: true,
+      // The browser bundle ships minified and without a source map (the Worker serves only console.js).
+      sourcemap: entry.platform === 'node',
+      minify: entry.platform === 'browser',
       logLevel: 'warning',
     }),
   ),
