@@ -23,5 +23,6 @@ declare namespace Cloudflare {
     EDGESTR_OUTBOUND_ALLOW?: string;
     RELAY_LIMITS?: string;
     BACKUPS?: R2Bucket;
+    ASSETS: Fetcher;
   }
 }

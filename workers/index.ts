@@ -1,6 +1,6 @@
 // The edgestr Worker: routes HTTP and WebSocket traffic to the relay shards, the management API
 // (agents, bridge servers, local payments in development) and the MCP endpoint /mcp (the DVMCP
-// gateway, workers/gateway/route.ts); the console as it lands.
+// gateway, workers/gateway/route.ts); the web console at /console (workers/console/route.ts).
 // Development mode (EDGESTR_ENV=development: demo keys known to everyone, every key gets a
 // shard, private outbound hosts) is honoured only on loopback: a deployment in development mode
 // refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
@@ -16,6 +16,7 @@ import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
 import { handleMcp } from './gateway/route.js';
+import { serveConsole, type ConsoleBindings } from './console/route.js';
 import { relayApiRoutes, type RelayApiBindings } from './api/relay.js';
 import { runBackups } from './relay-do/backup.js';
 
@@ -24,7 +25,7 @@ export { Agent } from './agent/agent-do.js';
 export { ApiState } from './api/api-state.js';
 export { Bridge } from './bridge/bridge-do.js';
 
-export interface Env extends AgentApiBindings, BridgeApiBindings, RelayApiBindings, RouterBindings, ProviderEnv {
+export interface Env extends AgentApiBindings, BridgeApiBindings, RelayApiBindings, RouterBindings, ProviderEnv, ConsoleBindings {
   RELAY_LIMITS?: string;
 }
 
@@ -56,6 +57,9 @@ app.route('/api/agents', agentRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());
 app.route('/api/relay', relayApiRoutes());
 app.route('/api/bridge/pay', localPayRoutes<Env>(bridgeStub));
+
+app.get('/console/*', async (c) => (await serveConsole(c.req.raw, c.env)) ?? c.notFound());
+app.get('/console', async (c) => (await serveConsole(c.req.raw, c.env)) ?? c.notFound());
 
 app.on(['POST', 'GET', 'DELETE'], '/mcp', (c) => handleMcp(c.req.raw, c.env, (p) => c.executionCtx.waitUntil(p)));
 

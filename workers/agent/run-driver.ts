@@ -2,7 +2,7 @@
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
 // with the upstream detail), the tokens spent and the conversation's new turn, and then the run's
-// one terminal outcome.
+// one terminal outcome, also logged as one `agent.run` line (agent-log.ts).
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -18,6 +18,7 @@ import { buildToolRunner } from './tools/registry.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
+import { logAgent } from './agent-log.js';
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
 export type EffectiveAgent = StoredAgent & { provider: ProviderName };
@@ -60,6 +61,20 @@ export interface RunDeps {
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
   const client = conversation.sender;
+  const started = Date.now();
+  const spent = { input_tokens: 0, output_tokens: 0, tool_calls: 0 };
+  const finish = async (terminal: Terminal): Promise<void> => {
+    const outcome = terminal.type === 'response' ? 'response' : terminal.code;
+    logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, provider: c.provider, model, ...spent, duration_ms: Date.now() - started, outcome });
+    await out.finish(terminal);
+  };
+  const sink: RunSink = {
+    ...out.sink,
+    toolCall: (t) => {
+      if (t.phase === 'start') spent.tool_calls++;
+      return out.sink.toolCall(t);
+    },
+  };
   const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
   const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
   const emitter = d.emitter;
@@ -70,7 +85,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     clearTimeout(timer);
     terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
     emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
-    await out.finish(terminal);
+    await finish(terminal);
     return;
   }
   try {
@@ -90,8 +105,10 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
           request: (body) => void emitter.acpWrite({ request: body }, ids),
           response: (raw) => void emitter.acpRead({ data: raw }, ids),
         },
-        sink: out.sink,
+        sink,
       });
+      spent.input_tokens = result.usage.input_tokens;
+      spent.output_tokens = result.usage.output_tokens;
       d.budget.spend(result.usage.input_tokens + result.usage.output_tokens, d.now());
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
@@ -111,5 +128,5 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   // The client gets the generic message; the owner also gets the upstream detail.
   const detail = terminal.type === 'error' ? terminal.detail : undefined;
   emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
-  await out.finish(terminal);
+  await finish(terminal);
 }
