@@ -17,13 +17,15 @@ import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
 import { handleMcp } from './gateway/route.js';
 import { serveConsole, type ConsoleBindings } from './console/route.js';
+import { relayApiRoutes, type RelayApiBindings } from './api/relay.js';
+import { runBackups } from './relay-do/backup.js';
 
 export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
 export { ApiState } from './api/api-state.js';
 export { Bridge } from './bridge/bridge-do.js';
 
-export interface Env extends AgentApiBindings, BridgeApiBindings, RouterBindings, ProviderEnv, ConsoleBindings {
+export interface Env extends AgentApiBindings, BridgeApiBindings, RelayApiBindings, RouterBindings, ProviderEnv, ConsoleBindings {
   RELAY_LIMITS?: string;
 }
 
@@ -53,6 +55,7 @@ app.get('/health', async (c) => {
 
 app.route('/api/agents', agentRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());
+app.route('/api/relay', relayApiRoutes());
 app.route('/api/bridge/pay', localPayRoutes<Env>(bridgeStub));
 
 app.get('/console/*', async (c) => (await serveConsole(c.req.raw, c.env)) ?? c.notFound());
@@ -74,4 +77,15 @@ app.onError((error, c) => {
   return c.json({ error: 'internal error' }, 500);
 });
 
-export default app;
+/**
+ * Cron trigger (wrangler.toml `[triggers] crons`): backs up the shards to BACKUPS when it is bound
+ * (workers/relay-do/backup.ts); without the binding it does nothing.
+ */
+async function scheduled(controller: ScheduledController, env: Env): Promise<void> {
+  if (!env.BACKUPS) return;
+  const run = await runBackups(env, env.BACKUPS, controller.scheduledTime);
+  for (const f of run.failed) console.error(`backup ${f.key} failed: ${f.error}`);
+  console.log(`backups: ${run.written.length} written, ${run.failed.length} failed`);
+}
+
+export default { fetch: app.fetch, scheduled } satisfies ExportedHandler<Env>;
