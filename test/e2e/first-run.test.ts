@@ -85,7 +85,10 @@ describe('test runs and .dev.vars', () => {
     // A copy of the config in a directory that also holds a .dev.vars with a provider (sentinel values).
     const dir = await mkdtemp(join(tmpdir(), 'edgestr-devvars-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    const toml = (await readFile(join(ROOT, 'wrangler.toml'), 'utf8')).replace(/^main = "(.*)"$/m, (_l, main: string) => `main = "${join(ROOT, main)}"`);
+    // Paths of the copy point back into the checkout (the Worker entry and the console's built assets).
+    const toml = (await readFile(join(ROOT, 'wrangler.toml'), 'utf8'))
+      .replace(/^main = "(.*)"$/m, (_l, main: string) => `main = "${join(ROOT, main)}"`)
+      .replace(/^directory = "(.*)"$/m, (_l, d: string) => `directory = "${join(ROOT, d)}"`);
     await writeFile(join(dir, 'wrangler.toml'), toml);
     await writeFile(join(dir, '.dev.vars'), 'OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_API_KEY=sk-dev-vars-sentinel\nEDGESTR_OWNERS=npub-sentinel\n');
     worker = await startWrangler('dev-vars', ['EDGESTR_ENV:development'], join(dir, 'wrangler.toml'));

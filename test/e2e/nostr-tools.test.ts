@@ -65,7 +65,7 @@ describe('nostr-tools against the running Worker', () => {
     const res = await fetch(`${httpUrl}/`, { headers: { Accept: 'application/nostr+json' } });
     expect(res.headers.get('content-type')).toBe('application/nostr+json');
     const doc = (await res.json()) as { supported_nips: number[]; limitation: { max_limit: number } };
-    expect(doc.supported_nips).toEqual([1, 9, 11, 40, 42, 45, 70]);
+    expect(doc.supported_nips).toEqual([1, 9, 11, 40, 42, 45, 62, 70]);
     expect(doc.limitation.max_limit).toBe(500);
   });
 
