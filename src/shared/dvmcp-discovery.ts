@@ -9,7 +9,7 @@
 // server announcement are dropped (a server is only listed once it announced itself).
 
 import { z } from 'zod';
-import { LISTS, MAX_CONTENT_CHARS, SERVER_ID, type Price } from './dvmcp.js';
+import { LISTS, MAX_CONTENT_CHARS, SERVER_ID, type Price, type ServerProfile } from './dvmcp.js';
 import { err, ok, type Result } from './errors.js';
 import { checkIdAndSignature, type NostrEvent } from './event.js';
 import type { Filter } from './filters.js';
@@ -37,14 +37,9 @@ export type CatalogTool = z.infer<typeof ToolItem> & { price?: Price };
 export type CatalogResource = z.infer<typeof ResourceItem> & { price?: Price };
 export type CatalogTemplate = z.infer<typeof TemplateItem> & { price?: Price };
 
-export interface CatalogServer {
+/** An announced server: its profile (31316 tags) and what its announcements say. */
+export interface CatalogServer extends ServerProfile {
   provider: string;
-  id: string;
-  name?: string;
-  about?: string;
-  picture?: string;
-  website?: string;
-  encryption: boolean;
   protocolVersion?: string;
   capabilities: Record<string, unknown>;
   serverInfo?: Record<string, unknown>;
