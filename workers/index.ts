@@ -21,6 +21,7 @@ export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
 export { ApiState } from './api/api-state.js';
 export { Bridge } from './bridge/bridge-do.js';
+export { Accounts } from './accounts/accounts-do.js';
 
 export interface Env extends AgentApiBindings, BridgeApiBindings, RouterBindings, ProviderEnv {
   RELAY_LIMITS?: string;

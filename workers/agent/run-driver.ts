@@ -1,8 +1,8 @@
 // One run of a validated prompt: the provider and the tools for it, the runtime's callbacks turned
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
-// with the upstream detail), the tokens spent and the conversation's new turn, and then the run's
-// one terminal outcome.
+// with the upstream detail), the tokens spent and the conversation's new turn, then the run's
+// one terminal outcome, and last its metering record (metering.ts).
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -18,6 +18,7 @@ import { buildToolRunner } from './tools/registry.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
+import type { RunMeter } from './metering.js';
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
 export type EffectiveAgent = StoredAgent & { provider: ProviderName };
@@ -56,6 +57,8 @@ export interface RunDeps {
   dvmcp: DvmcpToolOptions;
   /** The agent's MCP sessions and tool lists, kept across runs. */
   mcpSessions: McpSessionCache;
+  /** Called once the run's terminal outcome is out, with its metering record. */
+  meter(r: RunMeter): Promise<void>;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -65,12 +68,27 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   const emitter = d.emitter;
   emitter?.turnStarted({ run_id: runId, model, client }, ids);
   let terminal: Terminal;
+  const started = d.now();
+  const usage = { input_tokens: 0, output_tokens: 0 };
+  let toolCalls = 0;
+  const meter = (t: Terminal) =>
+    d.meter({
+      run_id: runId,
+      sender: client,
+      provider: c.provider,
+      model,
+      ...usage,
+      tool_calls: toolCalls,
+      duration_ms: Math.max(0, d.now() - started),
+      outcome: t.type === 'response' ? 'response' : t.code,
+    });
   const provider = providerFor(c.provider, d.env);
   if (!provider.ok) {
     clearTimeout(timer);
     terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
     emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
     await out.finish(terminal);
+    await meter(terminal);
     return;
   }
   try {
@@ -90,8 +108,16 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
           request: (body) => void emitter.acpWrite({ request: body }, ids),
           response: (raw) => void emitter.acpRead({ data: raw }, ids),
         },
-        sink: out.sink,
+        sink: {
+          ...out.sink,
+          toolCall: (t) => {
+            if (t.phase === 'start') toolCalls++;
+            return out.sink.toolCall(t);
+          },
+        },
       });
+      usage.input_tokens = result.usage.input_tokens;
+      usage.output_tokens = result.usage.output_tokens;
       d.budget.spend(result.usage.input_tokens + result.usage.output_tokens, d.now());
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
@@ -112,4 +138,5 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   const detail = terminal.type === 'error' ? terminal.detail : undefined;
   emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
   await out.finish(terminal);
+  await meter(terminal);
 }

@@ -250,7 +250,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private async onEvent(e: NostrEvent, url: string): Promise<void> {
     const p = this.store.providerRecord();
     // An owner who may no longer have a shard here (EDGESTR_OWNERS changed) has no bridge either.
-    if (!p || !ownerShardExists(this.env, p.owner) || !this.claim(e.id)) return;
+    if (!p || !(await ownerShardExists(this.env, p.owner)) || !this.claim(e.id)) return;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {
       this.seen.delete(e.id); // a forged copy must not block the genuine event
