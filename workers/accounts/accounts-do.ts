@@ -117,6 +117,13 @@ export class Accounts extends DurableObject<OwnerEnv> {
     return this.sql.exec('DELETE FROM owners WHERE pubkey = ? RETURNING pubkey', pubkey).toArray().length > 0;
   }
 
+  /** Every owner (the static ones first, then the registry's), each with its totals at `now` (ms). */
+  overview(now: number): Array<OwnerRow & { source: 'static' | 'registry'; usage: OwnerTotals }> {
+    const statics = [...staticOwners(this.env)].map((pubkey) => ({ pubkey, plan: DEFAULT_PLAN, suspended: false, created_at: 0, source: 'static' as const }));
+    const registered = this.owners().map((r) => ({ ...r, source: 'registry' as const }));
+    return [...statics, ...registered].map((o) => ({ ...o, usage: this.totals(o.pubkey, now) }));
+  }
+
   /** The state of `pubkey`: a static owner (default plan, never suspended), a registered one, or undefined. */
   state(pubkey: string): OwnerState | undefined {
     if (staticOwners(this.env).has(pubkey)) return { plan: DEFAULT_PLAN, suspended: false };

@@ -1,12 +1,26 @@
 // The plan check of a prompt (pure): the owner's totals against its plan's model tokens per UTC day
 // and month and runs per UTC day. A quota reached answers RATE_LIMIT with retry_after = seconds
 // until the window resets and details.quota naming it. Totals of an earlier day or month count as 0.
+// Also the agent's local addition of a finished run to the totals (before the aggregate answers).
 
 import type { Refusal } from '../agent/admission.js';
 import type { OwnerTotals } from './accounts-do.js';
 import type { Plan } from './plans.js';
 
 const DAY_MS = 86_400_000;
+
+/** The totals after one more run of `tokens` at `now` (ms): what an agent adds locally before the aggregate answers. */
+export function addRun(totals: OwnerTotals, tokens: number, now: number): OwnerTotals {
+  const day = new Date(now).toISOString().slice(0, 10);
+  const sameDay = totals.day === day;
+  const sameMonth = totals.day.slice(0, 7) === day.slice(0, 7);
+  return {
+    day,
+    tokens_today: (sameDay ? totals.tokens_today : 0) + tokens,
+    tokens_month: (sameMonth ? totals.tokens_month : 0) + tokens,
+    runs_today: (sameDay ? totals.runs_today : 0) + 1,
+  };
+}
 
 const secondsUntil = (t: number, now: number): number => Math.max(1, Math.ceil((t - now) / 1000));
 

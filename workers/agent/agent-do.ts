@@ -28,7 +28,7 @@ import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners } from '../common/owners.js';
 import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { planLimits, type PlanEnv } from '../accounts/plans.js';
-import { planRefusal } from '../accounts/quota.js';
+import { addRun, planRefusal } from '../accounts/quota.js';
 import { UsageMeter, type RunMeter } from './metering.js';
 import { defaultProviderName, type ProviderEnv } from './providers/index.js';
 import { RunStore, type RunAddress } from './run-store.js';
@@ -279,10 +279,18 @@ export class Agent extends DurableObject<AgentEnv> {
     }
   }
 
-  /** The run's record: kept here, then added to the owner's aggregate (whose answer refreshes the totals). */
-  private async recordRun(c: StoredAgent, r: RunMeter): Promise<void> {
+  /**
+   * The run's record: kept here and added to the known totals at once (the next prompt sees it),
+   * then reported to the owner's aggregate, whose answer (every agent's runs) replaces the totals.
+   */
+  private recordRun(c: StoredAgent, r: RunMeter): void {
     const at = this.now();
     this.meter.record(r, at);
+    if (this.owner) this.owner = { ...this.owner, totals: addRun(this.owner.totals, r.input_tokens + r.output_tokens, at) };
+    void this.report(c, r, at);
+  }
+
+  private async report(c: StoredAgent, r: RunMeter, at: number): Promise<void> {
     try {
       this.owner = await accountsStub(this.env).record({
         owner: c.owner,

@@ -2,7 +2,7 @@
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
 // with the upstream detail), the tokens spent and the conversation's new turn, then the run's
-// one terminal outcome, and last its metering record (metering.ts).
+// metering record (metering.ts) and its one terminal outcome.
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -57,8 +57,8 @@ export interface RunDeps {
   dvmcp: DvmcpToolOptions;
   /** The agent's MCP sessions and tool lists, kept across runs. */
   mcpSessions: McpSessionCache;
-  /** Called once the run's terminal outcome is out, with its metering record. */
-  meter(r: RunMeter): Promise<void>;
+  /** Called just before the run's terminal outcome goes out, with its metering record. */
+  meter(r: RunMeter): void;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -87,8 +87,8 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     clearTimeout(timer);
     terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
     emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
+    meter(terminal);
     await out.finish(terminal);
-    await meter(terminal);
     return;
   }
   try {
@@ -137,6 +137,6 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   // The client gets the generic message; the owner also gets the upstream detail.
   const detail = terminal.type === 'error' ? terminal.detail : undefined;
   emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
+  meter(terminal);
   await out.finish(terminal);
-  await meter(terminal);
 }
