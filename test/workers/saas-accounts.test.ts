@@ -12,7 +12,7 @@ import { NOT_AN_OWNER, OWNER_SUSPENDED as API_SUSPENDED } from '../../workers/co
 import { api } from './api-helpers.js';
 import { apiWithEnv } from './app-env.js';
 import { NipXxClient } from './agent-helpers.js';
-import { BASE, keys, type Keys } from './helpers.js';
+import { BASE, connect, keys, sign, type Keys } from './helpers.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { SELF } from 'cloudflare:test';
 import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
@@ -66,7 +66,7 @@ describe('operators manage owners', () => {
     expect(bad.status).toBe(422);
     expect((bad.json as { issues: Array<{ path: string; message: string }> }).issues[0]).toEqual({
       path: 'plan',
-      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month)',
+      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, slow_shard)',
     });
     expect(await admin('POST', '/api/admin/owners', { pubkey: TEST_OWNER })).toEqual({ status: 409, json: { error: 'this owner is listed in EDGESTR_OWNERS: change that variable instead' } });
     const list = await admin('GET', '/api/admin/owners');
@@ -85,14 +85,17 @@ describe('operators manage owners', () => {
     await createAgent(k);
   });
 
-  it('suspend: the agent answers UNAUTHORIZED, no new agent (403); resume undoes both', async () => {
+  it('suspend: the owner’s shard refuses prompts, the agent answers UNAUTHORIZED elsewhere, no new agent (403); resume undoes all', async () => {
     const owner = await addOwner();
     const agent = await createAgent(owner);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
     expect((await ask(client)).kind).toBe(25803);
 
     expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true })).toMatchObject({ status: 200, json: { pubkey: owner.pk, suspended: true } });
-    expect(await ask(client)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } });
+    const refused = client.prompt({ ver: 1, message: 'hello' });
+    expect(await client.sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: suspended: this owner’s shard is read-only']);
+    const onPublic = await NipXxClient.open(agent, keys(), '/');
+    expect(await ask(onPublic)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } });
     expect(await api(owner.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo' })).toEqual({ status: 403, json: { error: API_SUSPENDED } });
 
     expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: false })).toMatchObject({ status: 200, json: { suspended: false } });
@@ -236,5 +239,49 @@ describe('usage', () => {
     expect(r).toEqual({ status: 500, json: { error: 'EDGESTR_PLANS.default.agents: Too small: expected number to be >=0' } });
     const missing = await apiWithEnv({ EDGESTR_PLANS: '{"pro":{}}' }, TEST_OWNER_SK, 'GET', '/api/agents');
     expect(missing).toEqual({ status: 500, json: { error: 'EDGESTR_PLANS.default: a plan named "default" is required' } });
+  });
+});
+
+describe('the owner’s shard under its plan', () => {
+  const shard = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner}`));
+  const note = (k: Keys, size: number) => sign(k, { kind: 1, content: 'x'.repeat(size), tags: [] });
+  const bytesOf = (e: object) => new TextEncoder().encode(JSON.stringify(e)).length;
+
+  it('stored bytes: an event that fits is stored, the one over the quota is refused; the shard meters its storage', async () => {
+    const owner = await addOwner('small_shard');
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    const e1 = note(owner, 300);
+    const e2 = note(owner, 1000 - bytesOf(e1) - bytesOf(note(owner, 0)));
+    expect(bytesOf(e1) + bytesOf(e2)).toBe(1000);
+    expect((await sock.publish(e1))[2]).toBe(true);
+    expect((await sock.publish(e2))[2]).toBe(true);
+    expect(await sock.publish(note(owner, 0))).toEqual(['OK', expect.any(String), false, 'restricted: storage quota: the owner’s plan allows 1000 stored bytes on this shard']);
+    expect(await shard(owner.pk).storedUsage()).toEqual({ events: 2, bytes: 1000 });
+    sock.close();
+  });
+
+  it('suspended: nothing new is stored (restricted: suspended); resumed: stored again', async () => {
+    const owner = await addOwner();
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true });
+    const refused = note(owner, 10);
+    expect(await sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: suspended: this owner’s shard is read-only']);
+    await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: false });
+    expect((await sock.publish(note(owner, 10)))[2]).toBe(true);
+    sock.close();
+  });
+
+  it('events per second: two pass, the third in the same second is rate-limited', async () => {
+    const owner = await addOwner('slow_shard');
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    const frozen = Date.now();
+    await runInDurableObject(shard(owner.pk), (i) => void ((i as unknown as { clock: () => number }).clock = () => frozen));
+    expect((await sock.publish(note(owner, 1)))[2]).toBe(true);
+    expect((await sock.publish(note(owner, 2)))[2]).toBe(true);
+    expect((await sock.publish(note(owner, 3)))[3]).toBe('rate-limited: the owner’s plan allows 2 events per second on this shard');
+    sock.close();
   });
 });

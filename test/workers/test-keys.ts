@@ -17,4 +17,6 @@ export const TEST_PLANS = JSON.stringify({
   two_runs: { runs_per_day: 2 },
   few_tokens: { tokens_per_day: 10 },
   few_tokens_month: { tokens_per_month: 10 },
+  small_shard: { stored_bytes: 1000 },
+  slow_shard: { events_per_second: 2 },
 });

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { plansOf, type PlanEnv } from '../accounts/plans.js';
-import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv } from '../common/owners.js';
+import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
 import { shardStub, type ShardBindings } from '../common/shards.js';
 import { agentStub, issuesOf, parseJson, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
@@ -38,10 +38,12 @@ const PatchOwnerSchema = z.object({ plan: z.string().optional(), suspended: z.bo
 const planIssue = (env: PlanEnv, plan: string | undefined) =>
   plan !== undefined && !plansOf(env)[plan] ? [{ path: 'plan', message: `no plan "${plan}" in EDGESTR_PLANS (plans: ${Object.keys(plansOf(env)).join(', ')})` }] : [];
 
-/** Tells the owner's agents that its account changed (they refresh it from the registry). */
-async function notifyAgents(env: AdminApiBindings, owner: string): Promise<void> {
+/** Tells the owner's shard (its new account, undefined when removed) and agents (they refresh it from the registry). */
+async function notifyOwner(env: AdminApiBindings, owner: string, account: OwnerState | undefined): Promise<void> {
   forgetOwnerState(owner);
-  const agents = await shardStub(env, owner).provisionedAgents(owner);
+  const shard = shardStub(env, owner);
+  await shard.setOwnerAccount(account);
+  const agents = await shard.provisionedAgents(owner);
   await Promise.all(agents.map((a) => agentStub(env, a).ownerChanged()));
 }
 
@@ -61,7 +63,7 @@ export function adminRoutes() {
     if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
     if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
     if (!(await accountsStub(c.env).add(pubkey, plan))) return c.json({ error: 'this owner already exists' }, 409);
-    await notifyAgents(c.env, pubkey);
+    await notifyOwner(c.env, pubkey, { plan, suspended: false });
     return c.json({ pubkey, plan, suspended: false }, 201);
   });
 
@@ -77,7 +79,7 @@ export function adminRoutes() {
     if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
     const row = await accountsStub(c.env).update(pubkey, parsed.data);
     if (!row) return c.json({ error: NO_OWNER }, 404);
-    await notifyAgents(c.env, pubkey);
+    await notifyOwner(c.env, pubkey, { plan: row.plan, suspended: row.suspended });
     return c.json(row);
   });
 
@@ -86,7 +88,7 @@ export function adminRoutes() {
     if (!pubkey) return c.json({ error: NO_OWNER }, 404);
     if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
     if (!(await accountsStub(c.env).remove(pubkey))) return c.json({ error: NO_OWNER }, 404);
-    await notifyAgents(c.env, pubkey);
+    await notifyOwner(c.env, pubkey, undefined);
     return c.body(null, 204);
   });
 

@@ -14,6 +14,9 @@ import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
+import { OwnerPlan, type ShardStorage } from './owner-plan.js';
+import type { PlanEnv } from '../accounts/plans.js';
+import type { OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type RelayPolicy } from './policy.js';
 import { EventStore } from './store.js';
 import type { TokenBucket } from './rate-limit.js';
@@ -24,7 +27,7 @@ import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../common/shards.js';
 
-export interface RelayEnv {
+export interface RelayEnv extends PlanEnv {
   RELAY_LIMITS?: string;
 }
 
@@ -37,6 +40,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly conns: ConnectionStore;
   private readonly ownership: OwnershipRegistry;
   private readonly policy: RelayPolicy;
+  private readonly plan: OwnerPlan;
   private owner: string | null | undefined;
   private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
   /**
@@ -68,6 +72,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
     this.ownership = new OwnershipRegistry(sql);
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage);
+    this.plan = new OwnerPlan(sql, env);
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -135,6 +140,16 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /** Internal RPC: the agents edgestr provisioned for `owner` (the management API's list). */
   provisionedAgents(owner: string): string[] {
     return this.ownership.agentsOf(owner, 'provisioned');
+  }
+
+  /** Internal RPC (admin API): the owner's account changed (undefined: removed, back to the default plan). */
+  setOwnerAccount(account: OwnerState | undefined): void {
+    this.plan.set(account);
+  }
+
+  /** Internal RPC: the shard's stored events and bytes (metering). */
+  storedUsage(): ShardStorage {
+    return this.plan.storage();
   }
 
   /** Internal RPC: whether the shard holds an authenticated agent → owner record valid now. */
@@ -243,6 +258,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (verdict) return answerRejection(conn, e.id, verdict);
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
+    const bytes = new TextEncoder().encode(raw).length;
+    const overPlan = ctx.owner === null ? undefined : this.plan.check(isStored(e.kind), bytes, ctx.internal, now);
+    if (overPlan) return answerRejection(conn, e.id, overPlan);
     if (!isStored(e.kind)) {
       send(conn, relayMessage.ok(e.id, true, ''));
       return this.broadcast(e, raw);
@@ -256,6 +274,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'deleted':
         return send(conn, relayMessage.ok(e.id, false, 'blocked: this event was deleted by its author'));
       case 'stored':
+        this.plan.added(bytes);
         break;
     }
     send(conn, relayMessage.ok(e.id, true, ''));
