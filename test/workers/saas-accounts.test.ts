@@ -15,6 +15,8 @@ import { NipXxClient } from './agent-helpers.js';
 import { BASE, connect, keys, sign, type Keys } from './helpers.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { SELF } from 'cloudflare:test';
+import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { RPC } from '../../src/shared/dvmcp.js';
 import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
@@ -66,7 +68,7 @@ describe('operators manage owners', () => {
     expect(bad.status).toBe(422);
     expect((bad.json as { issues: Array<{ path: string; message: string }> }).issues[0]).toEqual({
       path: 'plan',
-      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, slow_shard)',
+      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, slow_shard, three_bridge_calls)',
     });
     expect(await admin('POST', '/api/admin/owners', { pubkey: TEST_OWNER })).toEqual({ status: 409, json: { error: 'this owner is listed in EDGESTR_OWNERS: change that variable instead' } });
     const list = await admin('GET', '/api/admin/owners');
@@ -283,5 +285,25 @@ describe('the owner’s shard under its plan', () => {
     expect((await sock.publish(note(owner, 2)))[2]).toBe(true);
     expect((await sock.publish(note(owner, 3)))[3]).toBe('rate-limited: the owner’s plan allows 2 events per second on this shard');
     sock.close();
+  });
+});
+
+describe('the owner’s bridge under its plan', () => {
+  it('bridge calls per day: three pass (pings are free), the fourth is -32029 naming the quota; each call is metered', async () => {
+    const owner = await addOwner('three_bridge_calls');
+    const stub = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
+    const provider = await stub.ensureProvider(owner.pk, BASE);
+    await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
+    const added = await stub.addServer({ id: 'q', url: everythingUrl(), public: false });
+    expect(added.ok).toBe(true);
+    await bridgeReady(provider);
+    const c = await DvmcpClient.open(provider);
+    for (let i = 0; i < 3; i++) expect((await c.call('tools/list', { i }, { s: 'q' })).result.ok).toBe(true);
+    const refused = await c.call('tools/list', { i: 3 }, { s: 'q' });
+    expect(!refused.result.ok && refused.result.error.code).toBe(RPC.RATE_LIMITED);
+    expect(!refused.result.ok && refused.result.error.message).toMatch(/^rate-limited: the owner’s plan allows 3 bridge calls per day \(quota bridge_calls_per_day\); retry in \d+ s$/);
+    const day = new Date().toISOString().slice(0, 10);
+    expect(await stub.usage(day, day)).toEqual([{ day, server: 'q', method: 'tools/list', calls: 3, duration_ms: expect.any(Number) }]);
+    c.close();
   });
 });
