@@ -43,7 +43,7 @@ export interface OwnerTotals {
   runs_today: number;
 }
 
-/** What an agent needs to admit prompts: the owner's registry state (undefined: not an owner any more) and totals. */
+/** What an agent needs to admit prompts: the owner's registry state (undefined: not registered) and totals. */
 export interface OwnerSnapshot {
   state: OwnerState | undefined;
   totals: OwnerTotals;
@@ -124,9 +124,16 @@ export class Accounts extends DurableObject<OwnerEnv> {
     return [...statics, ...registered].map((o) => ({ ...o, usage: this.totals(o.pubkey, now) }));
   }
 
-  /** The state of `pubkey`: a static owner (default plan, never suspended), a registered one, or undefined. */
+  /** Every registered owner's state (what router isolates cache, workers/common/owners.ts). */
+  states(): Array<OwnerState & { pubkey: string }> {
+    return this.owners().map(({ pubkey, plan, suspended }) => ({ pubkey, plan, suspended }));
+  }
+
+  /**
+   * The registry's state of `pubkey`, or undefined when it is not registered. (Static owners are
+   * the caller's to check first, against its own EDGESTR_OWNERS: see workers/common/owners.ts.)
+   */
   state(pubkey: string): OwnerState | undefined {
-    if (staticOwners(this.env).has(pubkey)) return { plan: DEFAULT_PLAN, suspended: false };
     const row = this.owner(pubkey);
     return row ? { plan: row.plan, suspended: row.suspended } : undefined;
   }

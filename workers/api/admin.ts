@@ -40,7 +40,7 @@ const planIssue = (env: PlanEnv, plan: string | undefined) =>
 
 /** Tells the owner's shard (its new account, undefined when removed) and agents (they refresh it from the registry). */
 async function notifyOwner(env: AdminApiBindings, owner: string, account: OwnerState | undefined): Promise<void> {
-  forgetOwnerState(owner);
+  forgetOwnerState();
   const shard = shardStub(env, owner);
   await shard.setOwnerAccount(account);
   const agents = await shard.provisionedAgents(owner);

@@ -27,7 +27,7 @@ export function signupRoutes() {
     if ((await ownerState(c.env, caller)) || !(await accountsStub(c.env).add(caller, DEFAULT_PLAN))) {
       return c.json({ error: 'this key is already an owner on this deployment' }, 409);
     }
-    forgetOwnerState(caller);
+    forgetOwnerState();
     return c.json({ pubkey: caller, plan: DEFAULT_PLAN, suspended: false }, 201);
   });
 

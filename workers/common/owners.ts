@@ -2,15 +2,14 @@
 // router (closed shards), the management API, the Agent and Bridge Durable Objects. Owners are the
 // static list EDGESTR_OWNERS (default plan, never suspended) plus the registry of the Accounts
 // Durable Object (workers/accounts: added by operators through /api/admin/owners or by sign-up).
-// The static list is checked first; a key not in it costs one RPC to the registry, cached per
-// isolate for OWNER_CACHE_MS (so a suspension or removal reaches a router isolate within that
-// time; the owner's agents and shard are told at once by the admin API). Operators are
-// EDGESTR_ADMINS.
+// The static list is checked first; for other keys each isolate holds the whole registry, fetched
+// in one RPC and kept for OWNER_CACHE_MS (so unknown keys — a stranger trying random shards —
+// cost no RPC at all, and a suspension or removal reaches a router isolate within that time; the
+// owner's agents and shard are told at once by the admin API). Operators are EDGESTR_ADMINS.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey } from '../../src/shared/keys.js';
-import { LruMap } from '../../src/shared/lru.js';
 import { isDevelopment, type SecretEnv } from './secrets.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 
@@ -55,22 +54,46 @@ export function staticOwners(env: OwnerEnv): Set<string> {
 /** Whether `pubkey` is an operator (EDGESTR_ADMINS, 64-hex or npub, comma-separated). */
 export const isAdmin = (env: OwnerEnv, pubkey: string): boolean => keyList(env.EDGESTR_ADMINS).has(pubkey);
 
-const registryCache = new LruMap<string, { state: OwnerState | undefined; at: number }>(10_000);
+let registry: { at: number; owners: Map<string, OwnerState> } | undefined;
+/** The fetch in flight, shared by every request of the isolate that needs the registry meanwhile. */
+let loading: Promise<Map<string, OwnerState>> | undefined;
+
+/** Bumped by forgetOwnerState: a fetch started before it is not kept. */
+let generation = 0;
+
+async function registryOwners(env: AccountsBindings): Promise<Map<string, OwnerState>> {
+  if (registry && Date.now() - registry.at < OWNER_CACHE_MS) return registry.owners;
+  if (!loading) {
+    const started = generation;
+    const fetching = accountsStub(env)
+      .states()
+      .then((rows) => {
+        const owners = new Map(rows.map(({ pubkey, plan, suspended }) => [pubkey, { plan, suspended }]));
+        if (generation === started) registry = { at: Date.now(), owners };
+        return owners;
+      })
+      .finally(() => {
+        if (loading === fetching) loading = undefined;
+      });
+    loading = fetching;
+  }
+  return loading;
+}
 
 /** The account of `pubkey` (undefined: not an owner here): the static list first, then the registry (cached, see the header). */
 export async function ownerState(env: OwnerEnv & AccountsBindings, pubkey: string): Promise<OwnerState | undefined> {
   if (staticOwners(env).has(pubkey)) return { plan: 'default', suspended: false };
-  const hit = registryCache.get(pubkey);
-  if (hit && Date.now() - hit.at < OWNER_CACHE_MS) return hit.state;
-  const state = await accountsStub(env).state(pubkey);
-  registryCache.set(pubkey, { state, at: Date.now() });
-  return state;
+  return (await registryOwners(env)).get(pubkey);
 }
 
-/** Forgets this isolate's cached registry answer for `pubkey` (after the admin API changed it). */
-export const forgetOwnerState = (pubkey: string): void => void registryCache.delete(pubkey);
+/** Forgets this isolate's copy of the registry (after the admin API or a sign-up changed it). */
+export const forgetOwnerState = (): void => {
+  registry = undefined;
+  loading = undefined;
+  generation++;
+};
 
-export const NOT_AN_OWNER = 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS or an operator)';
+export const NOT_AN_OWNER = 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)';
 export const OWNER_SUSPENDED = 'this owner is suspended on this deployment; contact its operator';
 
 /** The management API's 403 reason for a pubkey that is not an owner (see ownerState), or undefined. */
