@@ -2,10 +2,12 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
 import { TEST_ADMIN, TEST_OWNER, TEST_PLANS } from './test/workers/test-keys.js';
+import { dropBrokenSourcemaps } from './test/support/drop-broken-sourcemaps.js';
 
 
 export default defineConfig({
   plugins: [
+    dropBrokenSourcemaps(),
     cloudflareTest(({ inject }) => ({
       wrangler: { configPath: './wrangler.toml' },
       miniflare: {
@@ -39,6 +41,8 @@ export default defineConfig({
     include: ['test/workers/**/*.test.ts'],
     // Two cores run many workerd test files at once: allow for slow moments under that load.
     testTimeout: 20_000,
+    // The Workers' logs (e.g. the agents' JSON lines, docs/OPERATIONS.md "Logs") are shown for failing tests only.
+    silent: 'passed-only',
     // Local servers at the network boundary (Node side): the fake LLM provider, and the real
     // MCP server-everything plus a small HTTP fixture server for web_fetch; the LNURL-pay server of
     // the payment tests.

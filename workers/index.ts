@@ -1,6 +1,6 @@
 // The edgestr Worker: routes HTTP and WebSocket traffic to the relay shards, the management API
 // (agents, bridge servers, local payments in development) and the MCP endpoint /mcp (the DVMCP
-// gateway, workers/gateway/route.ts); the console as it lands.
+// gateway, workers/gateway/route.ts); the web console at /console (workers/console/route.ts).
 // Development mode (EDGESTR_ENV=development: demo keys known to everyone, every key gets a
 // shard, private outbound hosts) is honoured only on loopback: a deployment in development mode
 // refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
@@ -21,6 +21,9 @@ import { usageRoutes } from './api/usage.js';
 import { signupRoutes, type SignupApiBindings } from './api/signup.js';
 import { plansOf } from './accounts/plans.js';
 import { errorMessage } from '../src/shared/errors.js';
+import { serveConsole, type ConsoleBindings } from './console/route.js';
+import { relayApiRoutes, type RelayApiBindings } from './api/relay.js';
+import { runBackups } from './relay-do/backup.js';
 
 export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
@@ -28,7 +31,7 @@ export { ApiState } from './api/api-state.js';
 export { Bridge } from './bridge/bridge-do.js';
 export { Accounts } from './accounts/accounts-do.js';
 
-export interface Env extends AgentApiBindings, BridgeApiBindings, RouterBindings, ProviderEnv, AdminApiBindings, SignupApiBindings {
+export interface Env extends AgentApiBindings, BridgeApiBindings, RelayApiBindings, RouterBindings, ProviderEnv, ConsoleBindings, AdminApiBindings, SignupApiBindings {
   RELAY_LIMITS?: string;
 }
 
@@ -71,7 +74,11 @@ app.route('/api/admin/owners', adminRoutes());
 app.route('/api/usage', usageRoutes());
 app.route('/api/signup', signupRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());
+app.route('/api/relay', relayApiRoutes());
 app.route('/api/bridge/pay', localPayRoutes<Env>(bridgeStub));
+
+app.get('/console/*', async (c) => (await serveConsole(c.req.raw, c.env)) ?? c.notFound());
+app.get('/console', async (c) => (await serveConsole(c.req.raw, c.env)) ?? c.notFound());
 
 app.on(['POST', 'GET', 'DELETE'], '/mcp', (c) => handleMcp(c.req.raw, c.env, (p) => c.executionCtx.waitUntil(p)));
 
@@ -89,4 +96,15 @@ app.onError((error, c) => {
   return c.json({ error: 'internal error' }, 500);
 });
 
-export default app;
+/**
+ * Cron trigger (wrangler.toml `[triggers] crons`): backs up the shards to BACKUPS when it is bound
+ * (workers/relay-do/backup.ts); without the binding it does nothing.
+ */
+async function scheduled(controller: ScheduledController, env: Env): Promise<void> {
+  if (!env.BACKUPS) return;
+  const run = await runBackups(env, env.BACKUPS, controller.scheduledTime);
+  for (const f of run.failed) console.error(`backup ${f.key} failed: ${f.error}`);
+  console.log(`backups: ${run.written.length} written, ${run.failed.length} failed`);
+}
+
+export default { fetch: app.fetch, scheduled } satisfies ExportedHandler<Env>;

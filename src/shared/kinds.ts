@@ -8,6 +8,7 @@ export const KIND = {
   METADATA: 0,
   CONTACTS: 3,
   DELETION: 5,
+  VANISH: 62,
   SEAL: 13,
   PRIVATE_DM: 14,
   GIFT_WRAP: 1059,

@@ -7,9 +7,13 @@
 //      (test/fake-provider, started here; inject('fakeProviderUrl')), with the fixed e2e owner
 //      (test/e2e/e2e-keys.ts) in EDGESTR_OWNERS, an EDGESTR_SECRET and `EDGESTR_ENV=test`.
 // `--var KEY:VALUE` is split at the first ':' only (wrangler joins the rest back), so URLs are fine.
+// The configuration is exactly those vars: wrangler is given an empty `--env-file`, so it reads
+// neither the developer's `.dev.vars` nor `.env` (a real provider key must never reach a test run),
+// and CLOUDFLARE_INCLUDE_PROCESS_ENV=false keeps the shell's variables out. The offline noise is
+// off (no Request.cf download, no banner with its update check), as under `npm start`.
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,10 +41,18 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const READY_TIMEOUT_MS = 60_000;
 const MAX_LOG_CHARS = 200_000;
 
-
+/** The environment of a test's wrangler: quiet offline, no metrics, no colours, no process env as config. */
+export const QUIET_WRANGLER_ENV = {
+  WRANGLER_SEND_METRICS: 'false',
+  CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+  WRANGLER_HIDE_BANNER: 'true',
+  CLOUDFLARE_INCLUDE_PROCESS_ENV: 'false',
+  NO_COLOR: '1',
+  FORCE_COLOR: '0',
+};
 
 /** SIGTERM to the process group (npx → wrangler → workerd), then SIGKILL if it lingers. */
-async function killTree(child: ChildProcess): Promise<void> {
+export async function killTree(child: ChildProcess): Promise<void> {
   const pid = child.pid;
   if (pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
@@ -62,11 +74,16 @@ export interface RunningWorker {
   cleanup: () => Promise<void>;
 }
 
-/** `wrangler dev` with `vars` (KEY:VALUE) on a free port and fresh storage; resolves once healthy. */
-export async function startWrangler(label: string, vars: string[]): Promise<RunningWorker> {
+/**
+ * `wrangler dev` with `vars` (KEY:VALUE) on a free port and fresh storage, configured by those vars
+ * only (an empty env file); resolves once healthy. `configPath`: another wrangler.toml.
+ */
+export async function startWrangler(label: string, vars: string[], configPath?: string): Promise<RunningWorker> {
   const [port, inspectorPort] = [await freePort(), await freePort()];
   const persistDir = await mkdtemp(join(tmpdir(), 'edgestr-e2e-'));
   const httpUrl = `http://127.0.0.1:${port}`;
+  const envFile = join(persistDir, 'empty.env');
+  await writeFile(envFile, '');
 
   const args = [
     'wrangler',
@@ -80,12 +97,15 @@ export async function startWrangler(label: string, vars: string[]): Promise<Runn
     '--local', // no remote bindings: this machine has no network
     '--persist-to',
     persistDir,
+    '--env-file',
+    envFile,
+    ...(configPath ? ['--config', configPath] : []),
     ...vars.flatMap((v) => ['--var', v]),
     '--show-interactive-dev-session=false',
   ];
   const child = spawn('npx', args, {
     cwd: ROOT,
-    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1', FORCE_COLOR: '0' },
+    env: { ...process.env, ...QUIET_WRANGLER_ENV },
     detached: true, // its own process group, so teardown can kill wrangler and workerd together
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,4 +1,5 @@
 // Management API for agents: NIP-98 authentication, who may own, validation, and CRUD by the owner only.
+import { env, listDurableObjectIds, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
@@ -28,12 +29,55 @@ describe('POST /api/agents', () => {
     ['bad pubkey in allow', { name: 'x', allow: ['nope'] }, 'allow'],
     ['bad relay', { name: 'x', relays: ['http://example.com'] }, 'relays.0'],
     ['unconfigured provider', { name: 'x', provider: 'workers-ai' }, 'provider'],
+    ['openai without a model', { name: 'x', provider: 'openai' }, 'models'],
+    ['anthropic without a model', { name: 'x', provider: 'anthropic', models: [] }, 'models'],
+    ['web_fetch without hosts', { name: 'x', provider: 'echo', tools: ['web_fetch'] }, 'web_fetch_hosts'],
+    ['web_fetch with an empty host list', { name: 'x', provider: 'echo', tools: ['web_fetch'], web_fetch_hosts: [] }, 'web_fetch_hosts'],
   ])('422 for %s', async (_n, body, path) => {
     const r = await create(body);
     expect(r.status).toBe(422);
     const j = r.json as { error: string; issues: Array<{ path: string; message: string }> };
     expect(j.error).toBe('invalid agent');
     expect(j.issues.map((i) => i.path)).toContain(path);
+  });
+
+  it('an explicit hosted provider needs a model: the exact 422 a user gets, and what is accepted', async () => {
+    expect(await create({ name: 'x', provider: 'openai' })).toEqual({
+      status: 422,
+      json: {
+        error: 'invalid agent',
+        issues: [{ path: 'models', message: 'provider "openai" needs a model: set models (e.g. ["gpt-4o-mini"], or a local server\'s model name such as ["llama3.2"]) or default_model' }],
+      },
+    });
+    const withModels = await create({ name: 'x', provider: 'openai', models: ['llama3.2'] });
+    expect(withModels.status).toBe(201);
+    const withDefault = await create({ name: 'x', provider: 'anthropic', default_model: 'claude-sonnet-4-5' });
+    expect(withDefault.status).toBe(201);
+    // ai.info advertises the model named, never a made-up "default".
+    const view = await api(TEST_OWNER_SK, 'GET', `/api/agents/${(withDefault.json as { pubkey: string }).pubkey}`);
+    expect(view.json).toMatchObject({ provider: 'anthropic', default_model: 'claude-sonnet-4-5' });
+    // echo needs none.
+    expect((await create({ name: 'x', provider: 'echo' })).status).toBe(201);
+  });
+
+  it('web_fetch without hosts: the exact 422; with hosts it is created', async () => {
+    expect(await create({ name: 'x', provider: 'echo', tools: ['web_fetch'] })).toEqual({
+      status: 422,
+      json: { error: 'invalid agent', issues: [{ path: 'web_fetch_hosts', message: 'web_fetch needs the hosts it may fetch: set web_fetch_hosts (e.g. ["example.com", "*.example.org"])' }] },
+    });
+    expect((await create({ name: 'x', provider: 'echo', tools: ['web_fetch'], web_fetch_hosts: ['example.com'] })).status).toBe(201);
+  });
+
+  it('PATCH is checked on the agent it would make: a model-less provider or host-less web_fetch is refused', async () => {
+    const pk = ((await create({ name: 'patchme', provider: 'echo' })).json as { pubkey: string }).pubkey;
+    const r1 = await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { provider: 'openai' });
+    expect(r1.status).toBe(422);
+    expect((r1.json as { issues: Array<{ path: string }> }).issues.map((i) => i.path)).toEqual(['models']);
+    const r2 = await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { tools: ['web_fetch'] });
+    expect((r2.json as { issues: Array<{ path: string }> }).issues.map((i) => i.path)).toEqual(['web_fetch_hosts']);
+    expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { provider: 'openai', models: ['gpt-4o-mini'] })).status).toBe(200);
+    // The stored model still satisfies a later provider change.
+    expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { provider: 'anthropic' })).status).toBe(200);
   });
 
   it('422 for a body that is not JSON', async () => {
@@ -93,7 +137,8 @@ describe('agent CRUD', () => {
     // Another owner allowed on the same deployment sees nothing of it.
     const other = keys();
     const twoOwners = { EDGESTR_OWNERS: `${TEST_OWNER},${other.pk}` };
-    const notYours = { status: 403, json: { error: 'only the agent’s owner may do this' } };
+    // (Looked up in the caller's own shard record: to another owner the agent does not exist.)
+    const notYours = { status: 404, json: { error: 'no such agent' } };
     expect(await apiWithEnv(twoOwners, other.sk, 'GET', `/api/agents/${created.pubkey}`)).toEqual(notYours);
     expect(await apiWithEnv(twoOwners, other.sk, 'PATCH', `/api/agents/${created.pubkey}`, { name: 'mine' })).toEqual(notYours);
     expect(await apiWithEnv(twoOwners, other.sk, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual(notYours);
@@ -114,8 +159,34 @@ describe('agent CRUD', () => {
     expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
   });
 
-  it('404 for unknown and malformed agent ids', async () => {
-    expect((await api(TEST_OWNER_SK, 'GET', `/api/agents/${keys().pk}`)).status).toBe(404);
-    expect((await api(TEST_OWNER_SK, 'GET', '/api/agents/zzz')).status).toBe(404);
+  it('404 for a key that is not one of the caller\'s agents, without creating an Agent Durable Object', async () => {
+    const unknown = keys().pk;
+    const noSuch = { status: 404, json: { error: 'no such agent' } };
+    expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${unknown}`)).toEqual(noSuch);
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${npubEncode(unknown)}`, { name: 'x' })).toEqual(noSuch);
+    expect(await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${unknown}`)).toEqual(noSuch);
+    const id = env.AGENT.idFromName(unknown).toString();
+    expect((await listDurableObjectIds(env.AGENT)).map((i) => i.toString())).not.toContain(id);
+  });
+
+  it('400 for a path segment that is not a key', async () => {
+    const notAKey = { status: 400, json: { error: 'not an agent key: expected a 64-hex pubkey or an npub' } };
+    expect(await api(TEST_OWNER_SK, 'GET', '/api/agents/zzz')).toEqual(notAKey);
+    expect(await api(TEST_OWNER_SK, 'PATCH', '/api/agents/npub1nope', { name: 'x' })).toEqual(notAKey);
+    expect(await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${'a'.repeat(63)}`)).toEqual(notAKey);
+  });
+});
+
+describe('methods', () => {
+  it.each([
+    ['PUT', '/api/agents', 'GET, POST'],
+    ['DELETE', '/api/agents', 'GET, POST'],
+    ['PUT', `/api/agents/${'ab'.repeat(32)}`, 'GET, PATCH, DELETE'],
+    ['POST', `/api/agents/${'ab'.repeat(32)}`, 'GET, PATCH, DELETE'],
+  ])('%s %s → 405 with Allow: %s (before authentication)', async (method, path, allow) => {
+    const res = await SELF.fetch(`${BASE}${path}`, { method, body: method === 'DELETE' ? null : '{}' });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('Allow')).toBe(allow);
+    expect(await res.json()).toEqual({ error: `method ${method} is not allowed here (allowed: ${allow})` });
   });
 });

@@ -283,9 +283,9 @@ describe('management of an agent (/api/agents/<agent>)', () => {
   // (createAgent is what POST /api/agents runs once the caller is allowed to own).
   const others = { agent: keys(), tenant: keys(), stranger: keys() };
   // Keys that may not own on this deployment are refused before the agent is looked up; an allowed
-  // owner of other agents (a real other tenant) is refused by the ownership check.
+  // owner of other agents (a real other tenant) does not find it among its own agents (404).
   const NOT_AN_OWNER = { status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } };
-  const NOT_YOURS = { status: 403, json: { error: 'only the agent’s owner may do this' } };
+  const NOT_YOURS = { status: 404, json: { error: 'no such agent' } };
 
   beforeAll(async () => {
     const created = await createAgent(env, TEST_OWNER, CreateAgentSchema.parse({ name: 'matrix' }), 'http://relay.test', others.agent.sk);
@@ -318,7 +318,7 @@ describe('management of an agent (/api/agents/<agent>)', () => {
   }
 
   for (const method of ['GET', 'PATCH', 'DELETE'] as const) {
-    it(`tenant allowed to own (EDGESTR_OWNERS lists it too): ${method} → 403`, async () => {
+    it(`tenant allowed to own (EDGESTR_OWNERS lists it too): ${method} → 404`, async () => {
       const owners = { EDGESTR_OWNERS: `${TEST_OWNER},${others.tenant.pk}` };
       expect(await apiWithEnv(owners, others.tenant.sk, method, `/api/agents/${agent}`, method === 'PATCH' ? { about: 'mine now' } : undefined)).toEqual(NOT_YOURS);
     });

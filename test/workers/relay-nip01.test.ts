@@ -29,7 +29,7 @@ describe('NIP-01 on a shard', () => {
     const owner = freshOwner();
     const s = await rawConnect(`/r/${owner.pk}`);
     const order: string[] = [];
-    s.ws.addEventListener('message', (m) => order.push((JSON.parse(m.data as string) as string[])[0]!));
+    s.ws.addEventListener('message', (m) => void order.push((JSON.parse(m.data as string) as string[])[0]!));
     expect(await s.req('wraps', { kinds: [1059], '#p': [owner.pk] })).toEqual({
       events: [],
       closed: 'auth-required: these kinds are only served to their authenticated author or recipient',
@@ -79,7 +79,7 @@ describe('NIP-01 on a shard', () => {
     expect(await s.publish(e)).toEqual(['OK', e.id, true, 'duplicate: already have this event']);
     const reader = await connect(`/r/${owner.pk}`);
     const got: string[] = [];
-    reader.ws.addEventListener('message', (m) => got.push(m.data as string));
+    reader.ws.addEventListener('message', (m) => void got.push(m.data as string));
     const { events } = await reader.req('a', { ids: [e.id] });
     expect(events).toEqual([e]);
     expect(got.find((m) => m.startsWith('["EVENT"'))).toBe(`["EVENT","a",${JSON.stringify(e)}]`);

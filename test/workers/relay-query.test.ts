@@ -262,13 +262,13 @@ describe('canonical serialization (served JSON is what was validated)', () => {
     live.send(['REQ', 'live', { '#t': ['dup'] }]);
     await live.next((f) => f[0] === 'EOSE');
     const liveRaw: string[] = [];
-    live.ws.addEventListener('message', (m) => liveRaw.push(m.data as string));
+    live.ws.addEventListener('message', (m) => void liveRaw.push(m.data as string));
     // A duplicate `content` key ahead of the real one (JSON.parse keeps the last value).
     const json = JSON.stringify(e).replace('{', '{"content":"something else",');
     s.send(`["EVENT",${json}]`);
     expect(await s.next((f) => f[0] === 'OK')).toEqual(['OK', e.id, true, '']);
     const stored: string[] = [];
-    s.ws.addEventListener('message', (m) => stored.push(m.data as string));
+    s.ws.addEventListener('message', (m) => void stored.push(m.data as string));
     await s.req('read', { ids: [e.id] });
     await live.next((f) => f[0] === 'EVENT');
     for (const frame of [stored.find((f) => f.startsWith('["EVENT"')), liveRaw.find((f) => f.startsWith('["EVENT"'))]) {

@@ -17,6 +17,7 @@ import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { SELF } from 'cloudflare:test';
 import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
 import { RPC } from '../../src/shared/dvmcp.js';
+import { listBackups, readBackupLines } from '../../workers/relay-do/backup.js';
 import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
@@ -106,10 +107,21 @@ describe('operators manage owners', () => {
     await createAgent(owner);
   });
 
-  it('remove: the agent answers that its owner is no longer allowed, the API refuses the key', async () => {
+  it('remove: the shard is backed up first, the agent answers that its owner is no longer allowed, the API refuses the key', async () => {
     const owner = await addOwner();
     const agent = await createAgent(owner);
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    const kept = sign(owner, { kind: 1, content: 'keep me', tags: [] });
+    expect((await sock.publish(kept))[2]).toBe(true);
+    sock.close();
     expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+    const backups = await listBackups(env.BACKUPS!, owner.pk);
+    expect(backups).toHaveLength(1);
+    const lines = await readBackupLines(env.BACKUPS!, owner.pk, backups[0]!.name, 100);
+    const ids: string[] = [];
+    for await (const batch of lines!) ids.push(...batch.map((l) => (JSON.parse(l) as { id: string }).id));
+    expect(ids).toContain(kept.id);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
     expect(await ask(client)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } });
     expect(await api(owner.sk, 'GET', '/api/agents')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });

@@ -37,6 +37,7 @@ import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
+import { logAgent } from './agent-log.js';
 import { outboxOutput, runPrompt, type EffectiveAgent, type RunDeps } from './run-driver.js';
 import { deletionTemplate } from './info.js';
 import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
@@ -154,6 +155,7 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Creates the agent (idempotent for the same key). */
   async create(config: StoredAgent, sealedKey: string): Promise<void> {
     this.store.create(config, sealedKey);
+    logAgent({ msg: 'agent.created', agent: config.pubkey, owner: config.owner });
     this.runs.initCursor(Math.floor(Date.now() / 1000) - 60);
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
@@ -211,6 +213,7 @@ export class Agent extends DurableObject<AgentEnv> {
       this.store.forgetKey();
       await this.ctx.storage.deleteAlarm();
       this.forgetEverything();
+      logAgent({ msg: 'agent.removed', agent: c.pubkey, owner: c.owner });
       return true;
     } finally {
       this.removing = false;

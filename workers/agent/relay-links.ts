@@ -16,6 +16,7 @@ import { backendSigner, signEventWith } from '../../src/shared/event.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { relayVerifier } from '../common/verifier.js';
 import { type RelayShard } from '../relay-do/shard.js';
+import { logAgent } from './agent-log.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { infoTemplates } from './info.js';
@@ -62,6 +63,8 @@ function handle(what: string, id: string, p: Promise<void>): void {
 
 export class RelayLinks {
   private readonly clients = new Map<string, RelayClient>();
+  /** Connection setups in flight, by relay URL: an open connection is set up once, not once per caller. */
+  private readonly setups = new Map<string, Promise<void>>();
   private telemetry: TelemetryEmitter | undefined;
   private controlSub: Subscription | undefined;
   private controlGeneration = 0;
@@ -81,7 +84,7 @@ export class RelayLinks {
         const client = this.client(url, c);
         const opened = await client.connect({ timeoutMs: 10_000 });
         // Open but not set up (AUTH failed earlier): try again.
-        if (opened.ok && !client.authenticatedAs) await this.onOpen(url);
+        if (opened.ok && !client.authenticatedAs) await this.setUp(url);
       }),
     );
   }
@@ -96,7 +99,7 @@ export class RelayLinks {
       auth: async (t) => this.deps.sign(t, await this.deps.secretKey()),
       authOn: 'challenge',
       onStatus: (status) => {
-        if (status === 'open') handle('connection setup', url, this.onOpen(url));
+        if (status === 'open') handle('connection setup', url, this.setUp(url));
       },
     });
     this.clients.set(url, client);
@@ -137,12 +140,22 @@ export class RelayLinks {
    * `since`, which the relay refuses for NIP-AO control frames), then publish ai.info, kind 0 and
    * the relay list.
    */
+  /** Sets up the connection to `url` (onOpen), joining a setup already in flight for it. */
+  private setUp(url: string): Promise<void> {
+    const running = this.setups.get(url);
+    if (running) return running;
+    const setup = this.onOpen(url).finally(() => this.setups.delete(url));
+    this.setups.set(url, setup);
+    return setup;
+  }
+
   private async onOpen(url: string): Promise<void> {
     const c = this.deps.config();
     const client = this.clients.get(url);
     if (!c || !client) return;
     const auth = await client.authenticate({ timeoutMs: 10_000 });
     if (!auth.ok) return; // the watchdog tries again
+    logAgent({ msg: 'agent.connected', agent: c.pubkey, relay: url });
     const ownerShard = url === agentRelays(c)[0];
     this.subscribe(client, c, ownerShard);
     if (ownerShard && !this.telemetry) {

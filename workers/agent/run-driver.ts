@@ -1,8 +1,8 @@
 // One run of a validated prompt: the provider and the tools for it, the runtime's callbacks turned
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
-// with the upstream detail), the tokens spent and the conversation's new turn, then the run's
-// metering record (metering.ts) and its one terminal outcome.
+// with the upstream detail), the tokens spent and the conversation's new turn, and then the run's
+// one terminal outcome, also logged as one `agent.run` line (agent-log.ts) and metered (metering.ts).
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -19,6 +19,7 @@ import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import type { RunMeter } from './metering.js';
+import { logAgent } from './agent-log.js';
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
 export type EffectiveAgent = StoredAgent & { provider: ProviderName };
@@ -63,32 +64,33 @@ export interface RunDeps {
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
   const client = conversation.sender;
+  const started = Date.now();
+  const spent = { input_tokens: 0, output_tokens: 0, tool_calls: 0 };
+  const finish = async (terminal: Terminal): Promise<void> => {
+    const outcome = terminal.type === 'response' ? 'response' : terminal.code;
+    const duration_ms = Date.now() - started;
+    logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, provider: c.provider, model, ...spent, duration_ms, outcome });
+    d.meter({ run_id: runId, sender: client, provider: c.provider, model, ...spent, duration_ms, outcome });
+    await out.finish(terminal);
+  };
+  const sink: RunSink = {
+    ...out.sink,
+    toolCall: (t) => {
+      if (t.phase === 'start') spent.tool_calls++;
+      return out.sink.toolCall(t);
+    },
+  };
   const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
   const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
   const emitter = d.emitter;
   emitter?.turnStarted({ run_id: runId, model, client }, ids);
   let terminal: Terminal;
-  const started = d.now();
-  const usage = { input_tokens: 0, output_tokens: 0 };
-  let toolCalls = 0;
-  const meter = (t: Terminal) =>
-    d.meter({
-      run_id: runId,
-      sender: client,
-      provider: c.provider,
-      model,
-      ...usage,
-      tool_calls: toolCalls,
-      duration_ms: Math.max(0, d.now() - started),
-      outcome: t.type === 'response' ? 'response' : t.code,
-    });
   const provider = providerFor(c.provider, d.env);
   if (!provider.ok) {
     clearTimeout(timer);
     terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
     emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
-    meter(terminal);
-    await out.finish(terminal);
+    await finish(terminal);
     return;
   }
   try {
@@ -108,16 +110,10 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
           request: (body) => void emitter.acpWrite({ request: body }, ids),
           response: (raw) => void emitter.acpRead({ data: raw }, ids),
         },
-        sink: {
-          ...out.sink,
-          toolCall: (t) => {
-            if (t.phase === 'start') toolCalls++;
-            return out.sink.toolCall(t);
-          },
-        },
+        sink,
       });
-      usage.input_tokens = result.usage.input_tokens;
-      usage.output_tokens = result.usage.output_tokens;
+      spent.input_tokens = result.usage.input_tokens;
+      spent.output_tokens = result.usage.output_tokens;
       d.budget.spend(result.usage.input_tokens + result.usage.output_tokens, d.now());
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
@@ -137,6 +133,5 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   // The client gets the generic message; the owner also gets the upstream detail.
   const detail = terminal.type === 'error' ? terminal.detail : undefined;
   emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
-  meter(terminal);
-  await out.finish(terminal);
+  await finish(terminal);
 }

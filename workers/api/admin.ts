@@ -3,8 +3,9 @@
 // and usage, add one (optionally on a plan), change its plan or suspend / resume it, remove it.
 // Owners listed in EDGESTR_OWNERS are shown but managed in that variable (409 here). After a
 // change the owner's agents are told at once (Agent.ownerChanged); router isolates learn it
-// within OWNER_CACHE_MS. Removing an owner keeps its shard's data: export it first (see
-// docs/OPERATIONS.md, "Accounts and plans").
+// within OWNER_CACHE_MS. Removing an owner first backs its shard up to the BACKUPS bucket when one
+// is bound (workers/relay-do/backup.ts; a failed backup removes nothing), and keeps the shard's
+// data either way (docs/OPERATIONS.md, "Accounts and plans").
 
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -13,11 +14,13 @@ import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js'
 import { plansOf, type PlanEnv } from '../accounts/plans.js';
 import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
 import { shardStub, type ShardBindings } from '../common/shards.js';
+import { backupKey, backupName, backupShard, type BackupBindings } from '../relay-do/backup.js';
+import { errorMessage } from '../../src/shared/errors.js';
 import { agentStub, issuesOf, parseJson, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
-export interface AdminApiBindings extends ApiStateBindings, AccountsBindings, ShardBindings, OwnerEnv, PlanEnv, Pick<AgentApiBindings, 'AGENT'> {}
+export interface AdminApiBindings extends ApiStateBindings, AccountsBindings, ShardBindings, OwnerEnv, PlanEnv, BackupBindings, Pick<AgentApiBindings, 'AGENT'> {}
 
 type ApiEnv = { Bindings: AdminApiBindings; Variables: AuthedVariables };
 
@@ -87,6 +90,14 @@ export function adminRoutes() {
     const pubkey = parsePubkey(c.req.param('pubkey'));
     if (!pubkey) return c.json({ error: NO_OWNER }, 404);
     if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
+    if (!(await accountsStub(c.env).owner(pubkey))) return c.json({ error: NO_OWNER }, 404);
+    if (c.env.BACKUPS) {
+      try {
+        await backupShard(c.env, c.env.BACKUPS, pubkey, backupKey(pubkey, backupName(Date.now())));
+      } catch (e) {
+        return c.json({ error: `the owner’s shard could not be backed up first, nothing was removed: ${errorMessage(e)}` }, 500);
+      }
+    }
     if (!(await accountsStub(c.env).remove(pubkey))) return c.json({ error: NO_OWNER }, 404);
     await notifyOwner(c.env, pubkey, undefined);
     return c.body(null, 204);

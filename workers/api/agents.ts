@@ -4,6 +4,11 @@
 // an agent's owner may see or change it. Outbound URLs (extra relays, MCP servers) must pass the
 // deployment's outbound policy (src/shared/outbound-url.ts) at create and update: 422 naming the
 // field; relays on this deployment's own host are its shards, reached without the network.
+// An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
+// (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
+// needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
+// is not one of the caller's agents never reaches (or creates) an Agent Durable Object: 404. A
+// path that is not a key: 400; a method the resource does not have: 405 with `Allow`.
 
 import { Hono } from 'hono';
 import type { z } from 'zod';
@@ -65,6 +70,33 @@ function outboundIssues(env: OutboundEnv, origin: string, input: { relays?: stri
   return issues;
 }
 
+/** The providers that call a hosted model API by model name (echo needs none). */
+const NAMED_MODEL_PROVIDERS: ReadonlySet<string> = new Set(['openai', 'anthropic', 'workers-ai']);
+
+/** The settings checked across fields, at create and on the result of an update. */
+type CrossFields = Pick<z.infer<typeof UpdateAgentSchema>, 'provider' | 'models' | 'default_model' | 'tools' | 'web_fetch_hosts'>;
+
+/**
+ * 422 issues of settings that would fail every run: a hosted provider with no model to call, and
+ * web_fetch with no allowed host (it would refuse every call).
+ */
+function crossFieldIssues(c: CrossFields): Issue[] {
+  const issues: Issue[] = [];
+  if (c.provider && NAMED_MODEL_PROVIDERS.has(c.provider) && !c.models?.length && !c.default_model) {
+    issues.push({
+      path: 'models',
+      message: `provider "${c.provider}" needs a model: set models (e.g. ["gpt-4o-mini"], or a local server's model name such as ["llama3.2"]) or default_model`,
+    });
+  }
+  if (c.tools?.includes('web_fetch') && !c.web_fetch_hosts?.length) {
+    issues.push({ path: 'web_fetch_hosts', message: 'web_fetch needs the hosts it may fetch: set web_fetch_hosts (e.g. ["example.com", "*.example.org"])' });
+  }
+  return issues;
+}
+
+/** The methods each management path answers (anything else: 405 with this Allow header). */
+const ALLOWED_METHODS = { collection: ['GET', 'POST'], agent: ['GET', 'PATCH', 'DELETE'] } as const;
+
 /** The agent's own NIP-OA tag must verify against the agent key and name the caller. */
 function checkOaTag(tag: readonly string[] | undefined, agent: string, owner: string): string | undefined {
   if (!tag) return undefined;
@@ -88,6 +120,8 @@ export async function createAgent(
   if (input.provider && !configured.includes(input.provider)) {
     return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'provider', message: `provider "${input.provider}" is not configured on this deployment (available: ${configured.join(', ')})` }] } };
   }
+  const crossed = crossFieldIssues(input);
+  if (crossed.length) return { status: 422, body: { error: 'invalid agent', issues: crossed } };
   const outbound = outboundIssues(env, origin, input);
   if (outbound.length) return { status: 422, body: { error: 'invalid agent', issues: outbound } };
   const oaProblem = checkOaTag(input.oa_auth, pubkey, owner);
@@ -118,12 +152,24 @@ async function planRefusesAgent(env: AgentApiBindings, owner: string): Promise<{
 
 export function agentRoutes() {
   const app = new Hono<ApiEnv>();
+  // Before authentication: a method the path does not have is refused whoever asks.
+  app.use('*', async (c, next) => {
+    const allowed: readonly string[] = c.req.path.replace(/\/+$/, '').endsWith('/api/agents') ? ALLOWED_METHODS.collection : ALLOWED_METHODS.agent;
+    if (!allowed.includes(c.req.method) && !(c.req.method === 'HEAD' && allowed.includes('GET'))) {
+      return c.json({ error: `method ${c.req.method} is not allowed here (allowed: ${allowed.join(', ')})` }, 405, { Allow: allowed.join(', ') });
+    }
+    await next();
+  });
   app.use('*', nip98<AgentApiBindings>(notAnOwner));
 
-  /** The agent named in the path, when the caller owns it. */
-  const owned = async (env: AgentApiBindings, caller: string, param: string): Promise<{ view: AgentView } | { status: 404 | 403; error: string }> => {
+  /**
+   * The agent named in the path, when the caller owns it: the caller's shard record is asked first,
+   * so a key that is not one of the caller's agents never touches an Agent Durable Object.
+   */
+  const owned = async (env: AgentApiBindings, caller: string, param: string): Promise<{ view: AgentView } | { status: 400 | 404 | 403; error: string }> => {
     const pubkey = parsePubkey(param);
-    if (!pubkey) return { status: 404, error: 'no such agent' };
+    if (!pubkey) return { status: 400, error: 'not an agent key: expected a 64-hex pubkey or an npub' };
+    if (!(await shardStub(env, caller).provisionedAgents(caller)).includes(pubkey)) return { status: 404, error: 'no such agent' };
     const view = await agentStub(env, pubkey).view();
     if (!view) return { status: 404, error: 'no such agent' };
     if (view.owner !== caller) return { status: 403, error: 'only the agent’s owner may do this' };
@@ -163,6 +209,15 @@ export function agentRoutes() {
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = UpdateAgentSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
+    // The agent as it would be after the update (an explicit provider only: one left unset follows the deployment).
+    const crossed = crossFieldIssues({
+      provider: parsed.data.provider,
+      models: parsed.data.models ?? r.view.models,
+      default_model: parsed.data.default_model ?? r.view.default_model,
+      tools: parsed.data.tools ?? r.view.tools,
+      web_fetch_hosts: parsed.data.web_fetch_hosts ?? r.view.web_fetch_hosts,
+    });
+    if (crossed.length) return c.json({ error: 'invalid agent', issues: crossed }, 422);
     const outbound = outboundIssues(c.env, r.view.origin, parsed.data);
     if (outbound.length) return c.json({ error: 'invalid agent', issues: outbound }, 422);
     const oaProblem = checkOaTag(parsed.data.oa_auth, r.view.pubkey, r.view.owner);

@@ -3,14 +3,16 @@
 
 import type { RelayLimits } from './limits.js';
 import { AO_TELEMETRY_RATE } from '../../src/shared/nip-ao.js';
+import { nip11Retention, type RetentionRule } from './retention.js';
 
 export const SOFTWARE = 'https://github.com/edgestr/edgestr';
 export const VERSION = '0.1.0';
 
 /** NIPs this relay implements, exactly. */
-export const SUPPORTED_NIPS = [1, 9, 11, 40, 42, 45, 70] as const;
+export const SUPPORTED_NIPS = [1, 9, 11, 40, 42, 45, 62, 70] as const;
 
-export function relayInformation(limits: RelayLimits, owner: string | null) {
+/** The document of a shard with these limits, owner (null: the public shard) and retention rules (retention.ts). */
+export function relayInformation(limits: RelayLimits, owner: string | null, retention: readonly RetentionRule[] = []) {
   return {
     name: owner ? `edgestr shard of ${owner.slice(0, 12)}…` : 'edgestr public shard',
     description: owner
@@ -40,6 +42,7 @@ export function relayInformation(limits: RelayLimits, owner: string | null) {
       payment_required: false,
       restricted_writes: owner !== null,
     },
+    ...(retention.length > 0 ? { retention: nip11Retention(retention) } : {}),
     /** edgestr's rate limits (not part of NIP-11's standard fields). */
     rate_limits: {
       events_per_second_per_connection: limits.events_per_second_per_connection,

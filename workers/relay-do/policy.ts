@@ -1,7 +1,8 @@
 // Relay policy of a shard as hook lists (khatru style). `rejectConnection` hooks decide whether a
 // request reaching the shard (a WebSocket upgrade or a NIP-11 fetch) is served, `rejectFilter` hooks
 // whether a REQ or COUNT may run, `rejectEvent` hooks whether a verified EVENT is accepted, `onEventSaved` hooks act on
-// an event once it is stored. Each rule is one small hook in the module of its NIP; this file holds
+// an event once it is stored and answered, `onEventStored` hooks (synchronous) apply a stored event's
+// effects before its OK is sent. Each rule is one small hook in the module of its NIP; this file holds
 // the hook types, the context they see and the shard's lists, in the order they run (which decides
 // which answer a request that breaks several rules gets).
 
@@ -15,7 +16,9 @@ import { learnOwnershipFromProfile, type OwnershipRegistry } from './ownership.j
 import { aoFrameAdmission } from './ao-frames.js';
 import { privateKindsNeedAuth, aoFramesLiveToRecipient } from './read-policy.js';
 import { notExpired, scheduleExpiry } from './nip40.js';
-import { deletionTargetsCap } from './store.js';
+import { deletionTargetsCap, type EventStore } from './store.js';
+import { applyVanish, notVanished, vanishAddressedHere, type VanishList } from './vanish.js';
+import { withinRetention, type RetentionRules } from './retention.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
 /** What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined: none). */
@@ -41,6 +44,8 @@ export interface EventContext {
   /** The connection's address, and whether it is edgestr's own agent (see INTERNAL_HEADER). */
   ip: string;
   internal: boolean;
+  /** The URL this shard is reached at, as clients name it (NIP-42 `relay`, NIP-62). */
+  relayUrl: string;
   limits: RelayLimits;
   verifier: SchnorrVerifier;
   /** Whether `pubkey` is an agent of the shard's owner, by a record valid for the event at hand. */
@@ -55,6 +60,7 @@ export interface EventContext {
 export type EventVerdict = Rejection | 'drop' | undefined;
 export type RejectEventHook = (e: NostrEvent, ctx: EventContext) => EventVerdict;
 export type OnEventSavedHook = (e: NostrEvent, ctx: EventContext) => void | Promise<void>;
+export type OnEventStoredHook = (e: NostrEvent, ctx: EventContext) => void;
 
 /** What a filter hook sees: the connection asking, the subscription id, the shard's clock (unix ms). */
 export interface FilterContext {
@@ -69,6 +75,7 @@ export interface RelayPolicy {
   rejectConnection: readonly RejectConnectionHook[];
   rejectFilter: readonly RejectFilterHook[];
   rejectEvent: readonly RejectEventHook[];
+  onEventStored: readonly OnEventStoredHook[];
   onEventSaved: readonly OnEventSavedHook[];
 }
 
@@ -88,20 +95,31 @@ const subscriptionCap: RejectFilterHook = (_filters, { conn, subId, limits }) =>
     : undefined;
 
 /** The hooks of a shard, in the order they run; stateful ones (rate limits) live as long as the shard object. */
-export function shardPolicy(limits: RelayLimits, ownership: OwnershipRegistry, storage: DurableObjectStorage): RelayPolicy {
+export function shardPolicy(
+  limits: RelayLimits,
+  ownership: OwnershipRegistry,
+  storage: DurableObjectStorage,
+  store: EventStore,
+  vanished: VanishList,
+  retention: RetentionRules,
+): RelayPolicy {
   return {
     rejectConnection: [routedByRouter],
     rejectFilter: [filterValuesCap, requestRate, subscriptionCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),
       withinLimits,
+      withinRetention(retention),
       notAuthEvent,
       notExpired,
       protectedByAuthor,
+      vanishAddressedHere,
+      notVanished(vanished),
       ownerShardWrites,
       deletionTargetsCap,
       aoFrameAdmission(),
     ],
+    onEventStored: [applyVanish(vanished, store)],
     onEventSaved: [learnOwnershipFromProfile(ownership), scheduleExpiry(storage)],
   };
 }

@@ -26,6 +26,10 @@ import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource
 import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../common/shards.js';
+import { VanishList } from './vanish.js';
+import { RetentionRules, type RetentionRule } from './retention.js';
+import { exportPage, type ExportPage, type ExportRange } from './export.js';
+import { importLines, type ImportReport } from './import.js';
 
 export interface RelayEnv extends PlanEnv {
   RELAY_LIMITS?: string;
@@ -41,6 +45,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly ownership: OwnershipRegistry;
   private readonly policy: RelayPolicy;
   private readonly plan: OwnerPlan;
+  private readonly retention: RetentionRules;
   private owner: string | null | undefined;
   private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
   /**
@@ -71,7 +76,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.store = new EventStore(sql);
     this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
     this.ownership = new OwnershipRegistry(sql);
-    this.policy = shardPolicy(this.limits, this.ownership, ctx.storage);
+    this.retention = new RetentionRules(sql);
+    this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, new VanishList(sql), this.retention);
     this.plan = new OwnerPlan(sql, env);
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
@@ -101,7 +107,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (refused) return new Response(refused.message, { status: refused.status });
     if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     if (request.headers.get('Upgrade')?.toLowerCase() !== 'websocket') {
-      return Response.json(relayInformation(this.limits, this.shardOwner()), {
+      return Response.json(relayInformation(this.limits, this.shardOwner(), this.retention.get()), {
         headers: { ...NIP11_CORS_HEADERS, 'Content-Type': 'application/nostr+json' },
       });
     }
@@ -219,9 +225,35 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.conns.drop(ws);
   }
 
+  /** Purges expired events (NIP-40) and a batch of events past their retention rule; comes back at the earliest next. */
   override async alarm(): Promise<void> {
-    const next = this.store.purgeExpired(nowSeconds());
-    if (next !== undefined) await this.ctx.storage.setAlarm(next * 1000);
+    const expiry = this.store.purgeExpired(nowSeconds());
+    const retention = this.retention.apply(this.store, this.clockSeconds());
+    const next = Math.min(expiry ?? Infinity, retention ?? Infinity);
+    if (next !== Infinity) await this.ctx.storage.setAlarm(next * 1000);
+  }
+
+  /** Internal RPC (management API): replaces the retention rules; the alarm applies them now. */
+  async setRetentionRules(rules: RetentionRule[]): Promise<RetentionRule[]> {
+    this.retention.set(rules);
+    if (rules.length > 0) await this.ctx.storage.setAlarm(this.clock());
+    return this.retention.get();
+  }
+
+  /** Internal RPC (export, backups): one page of the shard's events in export order (see export.ts). */
+  exportPage(range: ExportRange): ExportPage {
+    return exportPage(this.store, range, nowSeconds());
+  }
+
+  /**
+   * Internal RPC (import, restore): JSONL lines put through the write path of an EVENT message
+   * published by the shard's owner `owner` (see import.ts); `relayUrl` is the URL clients reach the shard at.
+   */
+  async importEvents(owner: string, lines: string[], relayUrl: string): Promise<ImportReport> {
+    this.rememberOwner(owner);
+    if (this.shardOwner() !== owner) throw new Error('relay shard: import addressed to another owner’s shard');
+    const origin = { authed: new Set([owner]), ip: 'import', internal: true, relayUrl };
+    return importLines(lines, this.verifier, (e, ack) => this.write(e, this.eventContext(origin, e, this.clock(), this.verifier), ack));
   }
 
   /** Verifies an EVENT or AUTH payload: shape, then id and signature. */
@@ -251,33 +283,42 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const isFrame = kindOf(input) === KIND.AO_FRAME;
     const e = this.signedEvent(conn, input, conn.att.internal === true ? undefined : isFrame ? conn.frames : conn.events, 'events', now);
     if (!e) return;
-    const verifier = this.verifier;
-    const ctx = this.eventContext(conn, e, now, verifier);
+    const ctx = this.eventContext({ authed: conn.authed, ip: conn.att.ip, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl }, e, now, this.verifier);
+    return this.write(e, ctx, (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)));
+  }
+
+  /**
+   * The write path of a verified event, shared by EVENT messages and imports: the `rejectEvent`
+   * hooks, storage, the `onEventStored` hooks, the answer (`ack`: NIP-01 OK's accepted flag and
+   * message, before any delivery), delivery to live subscriptions, then the `onEventSaved` hooks.
+   */
+  private async write(e: NostrEvent, ctx: EventContext, ack: (accepted: boolean, message: string) => void): Promise<void> {
     const verdict = firstVerdict(this.policy.rejectEvent, e, ctx);
-    if (verdict === 'drop') return send(conn, relayMessage.ok(e.id, true, ''));
-    if (verdict) return answerRejection(conn, e.id, verdict);
+    if (verdict === 'drop') return ack(true, '');
+    if (verdict) return ack(false, formatRejection(verdict));
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
     const bytes = new TextEncoder().encode(raw).length;
-    const overPlan = ctx.owner === null ? undefined : this.plan.check(isStored(e.kind), bytes, ctx.internal, now);
-    if (overPlan) return answerRejection(conn, e.id, overPlan);
+    const overPlan = ctx.owner === null ? undefined : this.plan.check(isStored(e.kind), bytes, ctx.internal, ctx.nowMs);
+    if (overPlan) return ack(false, formatRejection(overPlan));
     if (!isStored(e.kind)) {
-      send(conn, relayMessage.ok(e.id, true, ''));
+      ack(true, '');
       return this.broadcast(e, raw);
     }
     const outcome = this.store.insert(e, raw, this.ctx.storage);
     switch (outcome.status) {
       case 'duplicate':
-        return send(conn, relayMessage.ok(e.id, true, 'duplicate: already have this event'));
+        return ack(true, 'duplicate: already have this event');
       case 'stale':
-        return send(conn, relayMessage.ok(e.id, false, 'duplicate: a newer version of this event is already stored'));
+        return ack(false, 'duplicate: a newer version of this event is already stored');
       case 'deleted':
-        return send(conn, relayMessage.ok(e.id, false, 'blocked: this event was deleted by its author'));
+        return ack(false, 'blocked: this event was deleted by its author');
       case 'stored':
         this.plan.added(bytes);
         break;
     }
-    send(conn, relayMessage.ok(e.id, true, ''));
+    for (const hook of this.policy.onEventStored) hook(e, ctx);
+    ack(true, '');
     this.broadcast(e, raw);
     for (const hook of this.policy.onEventSaved) await hook(e, ctx);
   }
@@ -287,17 +328,15 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * valid now, and cover `event`'s created_at when the agent signed it (not when its connection
    * vouches for an event signed by another key, e.g. a gift wrap with a randomized created_at).
    */
-  private eventContext(conn: Connection, event: NostrEvent, nowMs: number, verifier: SchnorrVerifier): EventContext {
+  private eventContext(origin: EventOrigin, event: NostrEvent, nowMs: number, verifier: SchnorrVerifier): EventContext {
     const owner = this.shardOwner();
     const now = Math.floor(nowMs / 1000);
     const use = (agentEvent?: Pick<NostrEvent, 'created_at'>): OwnershipUse => ({ now, eventCreatedAt: agentEvent?.created_at });
     return {
       owner,
-      authed: conn.authed,
+      ...origin,
       now,
       nowMs,
-      ip: conn.att.ip,
-      internal: conn.att.internal === true,
       limits: this.limits,
       verifier,
       isOwnersAgent: (pubkey) => owner !== null && this.ownership.isAgentOwner(pubkey, owner, use(pubkey === event.pubkey ? event : undefined)),
@@ -370,6 +409,9 @@ async function setUpVerifier(attempts = 3): Promise<SchnorrVerifier & SchnorrSig
     }
   }
 }
+
+/** Who publishes an event: a connection's authenticated keys, address, kind and relay URL (or the owner's import). */
+type EventOrigin = Pick<EventContext, 'authed' | 'ip' | 'internal' | 'relayUrl'>;
 
 const kindOf = (input: unknown): unknown =>
   typeof input === 'object' && input !== null ? (input as { kind?: unknown }).kind : undefined;

@@ -195,7 +195,7 @@ export class EventStore {
       const found = sql
         .exec<{ rid: number; id: string; deletable: number }>(
           `SELECT e.rid, e.id,
-             (e.kind <> ${KIND.DELETION} AND (e.pubkey = ?1 OR (e.kind = ${KIND.GIFT_WRAP}
+             (e.kind NOT IN (${KIND.DELETION}, ${KIND.VANISH}) AND (e.pubkey = ?1 OR (e.kind = ${KIND.GIFT_WRAP}
                AND EXISTS (SELECT 1 FROM tags p WHERE p.rid = e.rid AND p.name = 'p' AND p.value = ?1)))) AS deletable
            FROM events e WHERE e.id IN (SELECT value FROM json_each(?2))`,
           del.pubkey,
@@ -296,6 +296,63 @@ export class EventStore {
       .one().next ?? undefined;
   }
 
+  /**
+   * Export order (oldest first, ties by id): up to `limit` unexpired events with `since <= created_at
+   * <= until` after the cursor `after` (the last event of the previous page). Uses the created_at index.
+   */
+  page(range: { since: number; until: number; after?: { created_at: number; id: string } }, limit: number, now: number): StoredEvent[] {
+    const after = range.after ?? { created_at: range.since - 1, id: '' };
+    return this.sql
+      .exec<StoredEvent>(
+        `SELECT id, created_at, raw FROM events
+         WHERE created_at >= ?1 AND created_at <= ?2 AND (created_at > ?3 OR (created_at = ?3 AND id > ?4))
+           AND (expires_at IS NULL OR expires_at > ?5)
+         ORDER BY created_at, id LIMIT ?6`,
+        range.since,
+        range.until,
+        after.created_at,
+        after.id,
+        now,
+        limit,
+      )
+      .toArray();
+  }
+
+  /** Removes at most `batch` events of `kinds` created before `before` (unix seconds); returns how many. */
+  purgeOlder(kinds: readonly number[], before: number, batch: number): number {
+    const rows = this.sql
+      .exec<{ rid: number }>(
+        'SELECT rid FROM events WHERE kind IN (SELECT value FROM json_each(?)) AND created_at < ? LIMIT ?',
+        JSON.stringify(kinds),
+        before,
+        batch,
+      )
+      .toArray();
+    for (const r of rows) this.removeRow(r.rid);
+    return rows.length;
+  }
+
+  /**
+   * NIP-62: removes every event of `pubkey` created at or before `until` (its deletions included,
+   * and the deletion records it made) and the gift wraps addressed to it, except the event `keep`.
+   */
+  removeAuthor(pubkey: string, until: number, keep: string): void {
+    const sql = this.sql;
+    const rids = sql
+      .exec<{ rid: number }>(
+        `SELECT rid FROM events WHERE pubkey = ?1 AND created_at <= ?2 AND id <> ?3
+         UNION SELECT e.rid FROM tags t JOIN events e ON e.rid = t.rid
+           WHERE t.name = 'p' AND t.value = ?1 AND e.kind = ${KIND.GIFT_WRAP} AND e.created_at <= ?2`,
+        pubkey,
+        until,
+        keep,
+      )
+      .toArray();
+    for (const r of rids) this.removeRow(r.rid);
+    sql.exec('DELETE FROM deleted_ids WHERE pubkey = ?', pubkey);
+    sql.exec('DELETE FROM deleted_addrs WHERE pubkey = ?', pubkey);
+  }
+
   /** Number of stored events (used by tests and the operations endpoint). */
   size(): number {
     return this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM events').one().n;
@@ -310,7 +367,7 @@ export const deletionTargetsCap: RejectEventHook = (e, { limits }) =>
 
 /** Whether `deleter` may delete `e` (the SQL form in applyDeletion decides the same from the index): its author, or the p-tagged recipient of a gift wrap. */
 export function mayDelete(deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean {
-  if (e.kind === KIND.DELETION) return false;
+  if (e.kind === KIND.DELETION || e.kind === KIND.VANISH) return false;
   if (e.pubkey === deleter) return true;
   return e.kind === KIND.GIFT_WRAP && e.tags.some((t) => t[0] === 'p' && t[1] === deleter);
 }

@@ -1,6 +1,6 @@
 // Write rules of a shard (`rejectEvent` hooks, see policy.ts): per-pubkey and per-address rate
 // limits, the NIP-11 limits on one event, kind 22242 only through AUTH, NIP-70 protected events, and
-// the owner shard's default of accepting only its owner's traffic.
+// the owner shard's default of accepting only its owner's traffic (and anyone's request to vanish).
 
 import { reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -50,6 +50,8 @@ export const protectedByAuthor: RejectEventHook = (e, { authed }) => {
 export const ownerShardWrites: RejectEventHook = (e, ctx) => {
   const { owner } = ctx;
   if (owner === null) return undefined;
+  // NIP-62: any key may vanish from a relay that restricts who can post (see vanish.ts).
+  if (e.kind === KIND.VANISH) return undefined;
   if (e.pubkey === owner || ctx.isOwnersAgent(e.pubkey)) return undefined;
   // A connection authenticated as the owner or one of the owner's agents vouches for what it
   // publishes: gift wraps are signed by one-time keys and may be addressed to anyone.

@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+// `npm run deploy`: checks the deployment's configuration (scripts/deploy-config.mjs) and runs
+// `wrangler deploy` with the same arguments only when nothing is wrong. It reads wrangler.toml
+// (through wrangler's own reader), the --var NAME:VALUE arguments given to the deploy, and the names
+// of the secrets already set (`wrangler secret list`, which needs a login and an existing Worker;
+// when it fails, the secret checks are reported as not made). Prints the list of problems and exits
+// 1, or the unchecked items and deploys.
+//   npm run deploy                      check, then wrangler deploy
+//   npm run deploy -- --dry-run         check, then wrangler deploy --dry-run
+//   EDGESTR_ECHO_ONLY=true npm run deploy   deploy without a model provider, on purpose
+//   node scripts/deploy-check.mjs --check-only
+
+import { execFileSync, spawnSync } from 'node:child_process';
+import { experimental_readRawConfig } from 'wrangler';
+import { checkDeployment } from './deploy-config.mjs';
+
+const args = process.argv.slice(2);
+const checkOnly = args.includes('--check-only');
+const deployArgs = args.filter((a) => a !== '--check-only');
+
+const { rawConfig } = experimental_readRawConfig({ config: 'wrangler.toml' });
+const vars = Object.fromEntries(Object.entries(rawConfig.vars ?? {}).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
+for (let i = 0; i < deployArgs.length; i++) {
+  if (deployArgs[i] !== '--var') continue;
+  const [name, ...value] = (deployArgs[i + 1] ?? '').split(':');
+  if (name) vars[name] = value.join(':');
+}
+
+const bindings = [
+  ...(rawConfig.ai ? [rawConfig.ai.binding] : []),
+  ...(rawConfig.r2_buckets ?? []).map((b) => b.binding),
+  ...(rawConfig.durable_objects?.bindings ?? []).map((b) => b.name),
+];
+
+function secretNames() {
+  try {
+    const out = execFileSync('npx', ['wrangler', 'secret', 'list', '--format', 'json'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 30_000,
+      env: { ...process.env, WRANGLER_SEND_METRICS: 'false' },
+    });
+    return JSON.parse(out).map((s) => s.name);
+  } catch {
+    return null;
+  }
+}
+
+const { problems, unchecked } = checkDeployment({ vars, secrets: secretNames(), bindings, echoOnly: process.env.EDGESTR_ECHO_ONLY === 'true' });
+for (const u of unchecked) console.warn(`not checked: ${u}`);
+if (problems.length > 0) {
+  console.error(`deploy refused: ${problems.length} problem(s) in the configuration\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  console.error('See docs/OPERATIONS.md "Deploying".');
+  process.exit(1);
+}
+console.log('deploy check passed');
+if (!checkOnly) process.exit(spawnSync('npx', ['wrangler', 'deploy', ...deployArgs], { stdio: 'inherit' }).status ?? 1);

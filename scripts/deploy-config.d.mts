@@ -1,0 +1,21 @@
+// Types of scripts/deploy-config.mjs (a plain Node module, imported by tests).
+
+export interface DeploymentInput {
+  /** The plain variables wrangler will deploy: wrangler.toml [vars] and --var overrides. */
+  vars: Record<string, string>;
+  /** Names of the secrets set on the Worker, or null when they cannot be listed. */
+  secrets: readonly string[] | null;
+  /** Names of the bindings in wrangler.toml (e.g. "AI", "BACKUPS"). */
+  bindings: readonly string[];
+  /** The operator deploys with the echo provider only, on purpose (EDGESTR_ECHO_ONLY=true). */
+  echoOnly: boolean;
+}
+
+export interface DeploymentVerdict {
+  /** What must be fixed before deploying (the deploy is refused when any). */
+  problems: string[];
+  /** What could not be checked from here, and how to check it. */
+  unchecked: string[];
+}
+
+export function checkDeployment(input: DeploymentInput): DeploymentVerdict;

@@ -1,0 +1,80 @@
+// The deployment checks of `npm run deploy` (scripts/deploy-check.mjs), as one pure function so
+// that they can be tested: given the variables wrangler will deploy, the names of the secrets
+// already set (or null when they cannot be listed, e.g. offline or before the first deploy), the
+// bindings of wrangler.toml and the operator's explicit choices, it answers the problems that must
+// stop the deploy and the checks it could not make.
+
+import { decode } from 'nostr-tools/nip19';
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const PROVIDER_SETTINGS = ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL'];
+
+/** Whether `s` is a pubkey as EDGESTR_OWNERS / EDGESTR_ADMINS accept it: 64 lowercase hex, or an npub. */
+function isPubkey(s) {
+  if (HEX64.test(s)) return true;
+  if (!s.startsWith('npub1')) return false;
+  try {
+    return decode(s).type === 'npub';
+  } catch {
+    return false;
+  }
+}
+
+const entries = (value) => (value ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+
+/**
+ * @param {import('./deploy-config.d.mts').DeploymentInput} input
+ * @returns {import('./deploy-config.d.mts').DeploymentVerdict}
+ */
+export function checkDeployment({ vars, secrets, bindings, echoOnly }) {
+  const problems = [];
+  const unchecked = [];
+  const hasSecret = (name) => secrets !== null && secrets.includes(name);
+  const set = (name) => (vars[name] ?? '').trim() !== '' || hasSecret(name);
+
+  // EDGESTR_SECRET: a secret, never a plain variable in wrangler.toml.
+  if ('EDGESTR_SECRET' in vars) problems.push('EDGESTR_SECRET is a plain [vars] value: remove it from wrangler.toml and run `npx wrangler secret put EDGESTR_SECRET`');
+  else if (secrets === null) unchecked.push('EDGESTR_SECRET (secrets cannot be listed: run `npx wrangler secret list` once logged in)');
+  else if (!hasSecret('EDGESTR_SECRET')) problems.push('EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)');
+
+  // Development mode: demo keys known to everyone.
+  if (vars.EDGESTR_ENV === 'development') problems.push('EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)');
+  if (hasSecret('EDGESTR_ENV')) unchecked.push('EDGESTR_ENV is a secret: its value cannot be read; it must not be "development"');
+
+  // Who may own or operate.
+  let people = 0;
+  for (const name of ['EDGESTR_OWNERS', 'EDGESTR_ADMINS']) {
+    for (const entry of entries(vars[name])) {
+      if (isPubkey(entry)) people++;
+      else problems.push(`${name} has "${entry}", which is neither a 64-hex pubkey nor an npub`);
+    }
+    if (hasSecret(name)) {
+      people++;
+      unchecked.push(`${name} is a secret: its entries cannot be read`);
+    }
+  }
+  if (people === 0) problems.push('no owner and no admin: set EDGESTR_OWNERS (or EDGESTR_ADMINS) to your pubkey (hex or npub) in wrangler.toml [vars]');
+
+  // Plans: only their JSON shape (an object naming plans, each an object of limits).
+  if (vars.EDGESTR_PLANS !== undefined) {
+    let plans;
+    try {
+      plans = JSON.parse(vars.EDGESTR_PLANS);
+    } catch {
+      plans = undefined;
+    }
+    const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
+    if (!isObject(plans) || Object.keys(plans).length === 0 || !Object.values(plans).every(isObject)) {
+      problems.push('EDGESTR_PLANS is not a JSON object of plans ({"<plan>": {<limits>}, ...})');
+    }
+  }
+  if (hasSecret('EDGESTR_PLANS')) unchecked.push('EDGESTR_PLANS is a secret: its JSON cannot be read');
+
+  // A model provider, or the conscious choice of echo only.
+  const provider = PROVIDER_SETTINGS.some(set) || bindings.includes('AI');
+  if (!provider && !echoOnly) {
+    if (secrets === null) unchecked.push(`a provider key (${PROVIDER_SETTINGS.join(', ')}) may be set as a secret: secrets cannot be listed`);
+    else problems.push(`no model provider: set ${PROVIDER_SETTINGS.join(' or ')} (or add the AI binding), or deploy echo-only with EDGESTR_ECHO_ONLY=true`);
+  }
+  return { problems, unchecked };
+}

@@ -1,0 +1,107 @@
+// What every command of the `edgestr` command line shares: the exit codes, the deployment URL and
+// key from options and environment, output (text, or one JSON object per line with --json), and
+// failures carried as values up to main(), which prints them and exits with their code.
+import { defaultKeyPath, keyPair, newKeyPair, parseSecretKey, readKeyFile, type KeyPair } from '../client/keys.js';
+import type { HttpError } from '../client/http.js';
+import { toNpub } from '../shared/keys.js';
+
+export const EXIT = { OK: 0, USAGE: 2, AGENT_ERROR: 3, TIMEOUT: 4, CONNECT: 5 } as const;
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** A failure that ends the command: the message for stderr and the exit code. */
+export class Failure {
+  constructor(
+    readonly code: ExitCode,
+    readonly message: string,
+  ) {}
+}
+
+export interface Io {
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  env: NodeJS.ProcessEnv;
+}
+
+export class Context {
+  constructor(
+    readonly io: Io,
+    readonly options: Record<string, string | string[] | boolean>,
+  ) {}
+
+  get json(): boolean {
+    return this.options.json === true;
+  }
+
+  get url(): string {
+    return (this.options.url as string | undefined) ?? this.io.env.EDGESTR_URL ?? 'http://127.0.0.1:8787';
+  }
+
+  /** Where the key file is (for keygen, and the messages about it). */
+  get keyPath(): string {
+    return (this.options.key as string | undefined) ?? defaultKeyPath();
+  }
+
+  string(name: string): string | undefined {
+    const v = this.options[name];
+    return typeof v === 'string' ? v : undefined;
+  }
+
+  list(name: string): string[] {
+    const v = this.options[name];
+    return Array.isArray(v) ? v : [];
+  }
+
+  out(text: string): void {
+    this.io.stdout.write(text);
+  }
+
+  err(text: string): void {
+    this.io.stderr.write(text);
+  }
+
+  /** Text output, or the object as one JSON line with --json. */
+  emit(obj: unknown, text: string): void {
+    this.out(this.json ? `${JSON.stringify(obj)}\n` : text.endsWith('\n') || text === '' ? text : `${text}\n`);
+  }
+
+  /** The key in use: --key file, else $EDGESTR_KEY (nsec or hex), else ~/.config/edgestr/key. */
+  async key(): Promise<KeyPair> {
+    const found = await this.#findKey();
+    if (found) return found;
+    throw new Failure(EXIT.CONNECT, `no key: ${this.keyPath} does not exist (run edgestr keygen, or pass --key FILE or EDGESTR_KEY)`);
+  }
+
+  /** The key in use, or a fresh one for this session (said on stderr) when there is no key file. */
+  async keyOrFresh(): Promise<KeyPair> {
+    const found = await this.#findKey();
+    if (found) return found;
+    const fresh = newKeyPair();
+    this.err(`edgestr: no key file at ${this.keyPath}; using a fresh key for this session (${toNpub(fresh.pk)})\n`);
+    return fresh;
+  }
+
+  async #findKey(): Promise<KeyPair | undefined> {
+    const explicit = this.options.key as string | undefined;
+    const envKey = this.io.env.EDGESTR_KEY;
+    if (!explicit && envKey) {
+      const parsed = parseSecretKey(envKey);
+      if (!parsed.ok) throw new Failure(EXIT.USAGE, `EDGESTR_KEY: ${parsed.error}`);
+      return keyPair(parsed.value);
+    }
+    const r = await readKeyFile(this.keyPath);
+    if (r.ok) return r.value;
+    if (r.error.missing && !explicit) return undefined;
+    throw new Failure(r.error.missing ? EXIT.CONNECT : EXIT.USAGE, r.error.message);
+  }
+}
+
+/** The failure for an HTTP error of the deployment: unreachable and refused auth → 5, bad input → 2. */
+export function httpFailure(e: HttpError, what: string): Failure {
+  if (e.status === 0) return new Failure(EXIT.CONNECT, e.message);
+  if (e.status === 401) return new Failure(EXIT.CONNECT, `authentication refused (${what}): ${e.message}`);
+  if (e.status === 403) return new Failure(EXIT.CONNECT, `not allowed (${what}): ${e.message}`);
+  if (e.status === 404) return new Failure(EXIT.CONNECT, `${what}: ${e.message}`);
+  if (e.status === 400 || e.status === 409 || e.status === 422) return new Failure(EXIT.USAGE, `${what}: ${e.message}`);
+  return new Failure(EXIT.CONNECT, `${what}: HTTP ${e.status}: ${e.message}`);
+}

@@ -1,0 +1,52 @@
+// The `edgestr` command line: parses arguments, runs one command and returns its exit code
+// (DESIGN.md "The `edgestr` command"). Failures arrive here as values (Failure) and are printed
+// on stderr; anything else thrown is a bug, reported with its stack and exit code 1.
+import { agentCommand } from './agent-commands.js';
+import { helpText, parseArgs } from './args.js';
+import { Context, EXIT, Failure, type Io } from './context.js';
+import { callCommand, cancelTurnCommand, keygenCommand, observeCommand, relayInfoCommand, toolsCommand, whoamiCommand } from './other-commands.js';
+import { askCommand, chatCommand } from './run-commands.js';
+
+const processIo = (): Io => ({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env });
+
+export async function main(argv: string[], io: Io = processIo()): Promise<number> {
+  const parsed = parseArgs(argv);
+  if (!parsed.ok) {
+    io.stderr.write(`edgestr: ${parsed.error}\n${helpText()}`);
+    return EXIT.USAGE;
+  }
+  const { spec, args, options } = parsed.value;
+  if (options.help || !spec) {
+    io.stdout.write(helpText(spec));
+    return EXIT.OK;
+  }
+  const ctx = new Context(io, options);
+  try {
+    switch (spec.words.join(' ')) {
+      case 'keygen':
+        return await keygenCommand(ctx);
+      case 'whoami':
+        return await whoamiCommand(ctx);
+      case 'ask':
+        return await askCommand(ctx, args);
+      case 'chat':
+        return await chatCommand(ctx, args);
+      case 'observe':
+        return await observeCommand(ctx, args);
+      case 'cancel-turn':
+        return await cancelTurnCommand(ctx, args);
+      case 'tools':
+        return await toolsCommand(ctx);
+      case 'call':
+        return await callCommand(ctx, args);
+      case 'relay info':
+        return await relayInfoCommand(ctx, args);
+      default:
+        return await agentCommand(ctx, spec.words[1]!, args);
+    }
+  } catch (e) {
+    if (!(e instanceof Failure)) throw e;
+    io.stderr.write(`edgestr: ${e.message}\n`);
+    return e.code;
+  }
+}

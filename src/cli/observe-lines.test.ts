@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { dropLine, frameJson, frameLine, gapLine } from './observe-lines.js';
+
+const agent = 'ab'.repeat(32);
+const frame = {
+  agent,
+  eventId: 'cd'.repeat(32),
+  createdAt: 1_750_000_000,
+  receivedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 678),
+  frame: { seq: 7, timestamp: 1, kind: 'acp_read', agentIndex: null, channelId: 'ef'.repeat(32), sessionId: 's1', turnId: null, payload: { items: ['x'.repeat(300)] } },
+};
+
+describe('observe lines', () => {
+  it('a frame: time, agent, seq, kind, run, payload cut at 160 characters', () => {
+    const line = frameLine(frame);
+    expect(line.startsWith(`03:04:05.678 abababab #7 acp_read run=${'ef'.repeat(32)} {"items":["xxx`)).toBe(true);
+    expect(line.endsWith('x...')).toBe(true);
+    expect(line.length).toBe(`03:04:05.678 abababab #7 acp_read run=${'ef'.repeat(32)} `.length + 160);
+    expect(frameLine({ ...frame, frame: { ...frame.frame, channelId: null, payload: { a: 1 } } })).toBe('03:04:05.678 abababab #7 acp_read {"a":1}');
+    expect(frameJson(frame)).toMatchObject({ type: 'frame', agent, event: 'cd'.repeat(32), seq: 7, kind: 'acp_read', sessionId: 's1' });
+  });
+
+  it('gaps and drops', () => {
+    expect(gapLine({ agent, sessionId: 's1', expected: 3, received: 6, missing: 3 })).toBe('gap: abababab session s1: 3 frame(s) missing (expected #3, got #6)');
+    expect(gapLine({ agent, sessionId: null, expected: 0, received: 1, missing: 1 })).toBe('gap: abababab session -: 1 frame(s) missing (expected #0, got #1)');
+    expect(dropLine(agent, 12)).toBe('dropped: abababab could not deliver 12 frame(s)');
+  });
+});

@@ -1,0 +1,152 @@
+// `edgestr keygen|whoami|observe|cancel-turn|tools|call|relay info`.
+import { describeKey, newKeyPair, writeKeyFile } from '../client/keys.js';
+import { ManagementClient } from '../client/api.js';
+import { findAgent } from '../client/agents.js';
+import { relayInfo } from '../client/http.js';
+import { observeAgents } from '../client/observe.js';
+import { callTool, findServer, listTools, payLocalInvoice } from '../client/tools.js';
+import type { PaymentRequired } from '../shared/dvmcp.js';
+import { createInterface } from 'node:readline/promises';
+import { parsePubkey } from '../shared/keys.js';
+import { keyValues, secondsOption } from './args.js';
+import { dropLine, frameJson, frameLine, gapLine } from './observe-lines.js';
+import { Context, EXIT, Failure, httpFailure } from './context.js';
+
+export async function keygenCommand(ctx: Context): Promise<number> {
+  const key = newKeyPair();
+  const written = await writeKeyFile(ctx.keyPath, key, ctx.options.force === true);
+  if (!written.ok) throw new Failure(EXIT.USAGE, written.error);
+  const d = describeKey(key);
+  ctx.emit({ ...d, file: ctx.keyPath }, d.npub);
+  return EXIT.OK;
+}
+
+export async function whoamiCommand(ctx: Context): Promise<number> {
+  const d = describeKey(await ctx.key());
+  ctx.emit(d, `${d.npub}\n${d.hex}`);
+  return EXIT.OK;
+}
+
+async function agentHex(ctx: Context, agent: string): Promise<string> {
+  const found = agent === 'demo' ? await findAgent(ctx.url, agent) : undefined;
+  if (found && !found.ok) throw new Failure(EXIT.CONNECT, found.error.message);
+  const hex = found?.ok ? found.value.pubkey : parsePubkey(agent);
+  if (!hex) throw new Failure(EXIT.USAGE, `not an agent: ${agent} (expected 64-hex, npub or demo)`);
+  return hex;
+}
+
+/** Watches the owner's telemetry until SIGINT/SIGTERM (or the end of stdin when it is not a terminal). */
+export async function observeCommand(ctx: Context, args: string[]): Promise<number> {
+  const owner = await ctx.key();
+  let agents: string[];
+  if (args[0]) agents = [await agentHex(ctx, args[0])];
+  else {
+    const list = await new ManagementClient(ctx.url, owner).listAgents();
+    if (!list.ok) throw httpFailure(list.error, 'agent list');
+    agents = list.value.map((a) => a.pubkey);
+    if (agents.length === 0) throw new Failure(EXIT.USAGE, 'you have no agents to observe (name one: edgestr observe <agent>)');
+  }
+  const watching = await observeAgents(ctx.url, owner, agents, {
+    onFrame: (f) => ctx.emit(frameJson(f), frameLine(f)),
+    onGap: (g) => ctx.emit({ type: 'gap', ...g }, gapLine(g)),
+    onDropReport: (agent, dropped) => ctx.emit({ type: 'dropped', agent, dropped }, dropLine(agent, dropped)),
+    onRejected: (reason, e) => ctx.err(`rejected frame ${e.id.slice(0, 8)}: ${reason}\n`),
+    onClosed: (m) => ctx.err(`subscription closed: ${m}\n`),
+  });
+  if (!watching.ok) throw new Failure(EXIT.CONNECT, watching.error);
+  ctx.err(`observing ${agents.length} agent(s) on ${watching.value.relay.url}; Ctrl-C stops\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  watching.value.stop();
+  return EXIT.OK;
+}
+
+export async function cancelTurnCommand(ctx: Context, args: string[]): Promise<number> {
+  const owner = await ctx.key();
+  const agent = await agentHex(ctx, args[0]!);
+  const watching = await observeAgents(ctx.url, owner, [agent], {});
+  if (!watching.ok) throw new Failure(EXIT.CONNECT, watching.error);
+  try {
+    const r = await watching.value.observer.cancelTurn(agent, args[1]!);
+    if (!r.ok) throw new Failure(EXIT.CONNECT, `cancel_turn refused: ${r.message}`);
+    ctx.emit({ cancelled: args[1], agent, event: r.event?.id }, `cancel_turn sent for run ${args[1]}`);
+    return EXIT.OK;
+  } finally {
+    watching.value.stop();
+  }
+}
+
+export async function toolsCommand(ctx: Context): Promise<number> {
+  const catalog = await listTools(ctx.url);
+  if (!catalog.ok) throw new Failure(EXIT.CONNECT, catalog.error);
+  if (ctx.json) for (const s of catalog.value.servers) ctx.emit(s, '');
+  else if (catalog.value.servers.length === 0) ctx.out('no DVMCP servers announced\n');
+  else
+    for (const s of catalog.value.servers) {
+      ctx.out(`${s.id}  ${s.name ?? ''}  provider ${s.provider}${s.encryption ? '  (encrypted)' : ''}\n`);
+      for (const t of s.tools) ctx.out(`  ${t.name}${t.price ? `  [${t.price.price} ${t.price.unit}]` : ''}${t.description ? `  ${t.description.split('\n')[0]}` : ''}\n`);
+    }
+  return EXIT.OK;
+}
+
+/**
+ * A payment request within --max-sats: on a terminal, asked first; then paid at the deployment when
+ * it is a local invoice (development), else shown for the user's wallet while the call waits.
+ */
+async function pay(ctx: Context, p: PaymentRequired): Promise<boolean> {
+  ctx.err(`[payment required: ${p.sats} sats]\n`);
+  if (ctx.io.stdin.isTTY) {
+    const rl = createInterface({ input: ctx.io.stdin, output: ctx.io.stderr });
+    const answer = await rl.question(`pay ${p.sats} sats? [y/N] `);
+    rl.close();
+    if (!/^y(es)?$/i.test(answer.trim())) return false;
+  }
+  const local = await payLocalInvoice(ctx.url, p.invoice);
+  if (local.ok) {
+    ctx.err(`[paid ${p.sats} sats (local invoice)]\n`);
+    return true;
+  }
+  ctx.err(`[pay this invoice with your wallet; waiting for the payment: ${p.invoice}]\n`);
+  return true;
+}
+
+export async function callCommand(ctx: Context, args: string[]): Promise<number> {
+  const [serverName, tool, ...pairs] = args as [string, string, ...string[]];
+  const kv = keyValues(pairs);
+  if (!kv.ok) throw new Failure(EXIT.USAGE, kv.error);
+  const maxSats = Number(ctx.string('max-sats') ?? '0');
+  if (!Number.isInteger(maxSats) || maxSats < 0) throw new Failure(EXIT.USAGE, '--max-sats must be a whole number ≥ 0');
+  const timeout = secondsOption(ctx.string('timeout'), 'timeout');
+  if (!timeout.ok) throw new Failure(EXIT.USAGE, timeout.error);
+  const catalog = await listTools(ctx.url);
+  if (!catalog.ok) throw new Failure(EXIT.CONNECT, catalog.error);
+  const server = findServer(catalog.value, serverName);
+  if (!server) throw new Failure(EXIT.CONNECT, `no DVMCP server ${serverName} is announced on ${ctx.url} (see edgestr tools)`);
+  const key = await ctx.keyOrFresh();
+  const r = await callTool(ctx.url, key, server, tool, kv.value, {
+    maxSats,
+    ...(timeout.value ? { timeoutMs: timeout.value } : {}),
+    onProgress: (p) => ctx.err(`[progress ${p.progress ?? ''}${p.total !== undefined ? `/${p.total}` : ''}${p.message ? ` ${p.message}` : ''}]\n`),
+    pay: (p) => pay(ctx, p),
+  });
+  if (!r.ok) {
+    const code = r.error.kind === 'timeout' ? EXIT.TIMEOUT : r.error.kind === 'relay' ? EXIT.CONNECT : EXIT.AGENT_ERROR;
+    const declined = r.error.kind === 'payment' ? ` (not paid: --max-sats ${maxSats})` : '';
+    ctx.err(`error ${r.error.kind}: ${r.error.message}${declined}\n`);
+    return code;
+  }
+  const content = (r.value.content as Array<{ type?: string; text?: string }> | undefined) ?? [];
+  const text = content.filter((c) => c.type === 'text').map((c) => c.text ?? '').join('\n');
+  ctx.emit(r.value, text || JSON.stringify(r.value));
+  return r.value.isError === true ? EXIT.AGENT_ERROR : EXIT.OK;
+}
+
+export async function relayInfoCommand(ctx: Context, args: string[]): Promise<number> {
+  const url = args[0] ?? ctx.url;
+  const info = await relayInfo(url);
+  if (!info.ok) throw httpFailure(info.error, `relay info ${url}`);
+  ctx.out(ctx.json ? `${JSON.stringify(info.value)}\n` : `${JSON.stringify(info.value, null, 2)}\n`);
+  return EXIT.OK;
+}

@@ -1,0 +1,47 @@
+// Finding an agent: `<agent>` as 64-hex, npub or `demo` (the demo agent named by /health in local
+// development), and the relay to talk to it on: the demo block's shard, else the agent's relay list
+// (kind 10002) on the deployment's public shard, preferring a shard of the same deployment.
+import { err, ok, type Result } from '../shared/errors.js';
+import { parsePubkey } from '../shared/keys.js';
+import { KIND } from '../shared/kinds.js';
+import { health, httpBase, wsUrl } from './http.js';
+import { fetchEvents, relayClient } from './relay.js';
+
+export interface AgentTarget {
+  pubkey: string;
+  relay: string;
+}
+
+export type FindError = { reason: 'usage' | 'unreachable' | 'unknown'; message: string };
+
+/** The agent's key and its relay on the deployment at `base`. */
+export async function findAgent(base: string, agent: string): Promise<Result<AgentTarget, FindError>> {
+  if (agent === 'demo') {
+    const h = await health(base);
+    if (!h.ok) return err({ reason: 'unreachable', message: h.error.message });
+    if (!h.value.demo) return err({ reason: 'unknown', message: `${httpBase(base)} has no demo agent (only local development has one)` });
+    return ok({ pubkey: h.value.demo.agent, relay: wsUrl(base, h.value.demo.relay) });
+  }
+  const pubkey = parsePubkey(agent);
+  if (!pubkey) return err({ reason: 'usage', message: `not an agent: ${agent} (expected 64-hex, npub or demo)` });
+  const relay = await agentRelay(base, pubkey);
+  return relay.ok ? ok({ pubkey, relay: relay.value }) : relay;
+}
+
+/** The agent's relay from its relay list on the public shard of `base`. */
+export async function agentRelay(base: string, pubkey: string): Promise<Result<string, FindError>> {
+  const client = relayClient(wsUrl(base, '/'), undefined);
+  try {
+    const connected = await client.connect();
+    if (!connected.ok) return err({ reason: 'unreachable', message: `cannot connect to ${client.url}: ${connected.message}` });
+    const lists = await fetchEvents(client, [{ kinds: [KIND.RELAY_LIST], authors: [pubkey], limit: 1 }]);
+    const relays = (lists[0]?.tags ?? []).filter((t) => t[0] === 'r' && typeof t[1] === 'string').map((t) => t[1]!);
+    const host = new URL(httpBase(base)).host;
+    const own = relays.find((r) => new URL(r).host === host && new URL(r).pathname.startsWith('/r/')) ?? relays[0];
+    return own ? ok(own) : err({ reason: 'unknown', message: `unknown agent ${pubkey}: no relay list on ${client.url}` });
+  } catch (e) {
+    return err({ reason: 'unreachable', message: (e as Error).message });
+  } finally {
+    client.close();
+  }
+}

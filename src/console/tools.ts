@@ -1,0 +1,158 @@
+// The tools panel: DVMCP servers and tools announced on the public shard (dvmcp-discovery.ts), a
+// form generated from a tool's input schema (string, number, integer and boolean fields; anything
+// else as JSON), and the call through the DVMCP client with its progress shown. Calls use a fresh
+// key per page (servers see an unlinkable client; its own relay connection is authenticated as it,
+// so gift-wrapped answers reach it), gift-wrapped when the server supports it; priced
+// tools are declined (the console does not pay).
+
+import { generateSecretKey } from 'nostr-tools/pure';
+import { signEvent } from '../shared/ao-keys.js';
+import { DvmcpClient } from '../shared/dvmcp-client.js';
+import { discover, type CatalogServer, type CatalogTool } from '../shared/dvmcp-discovery.js';
+import { ConversationKeyCache } from '../shared/nip44.js';
+import { nobleVerifier } from '../shared/verify.js';
+import { button, byId, el, scrollToEnd } from './dom.js';
+import { Relays, shardUrl } from './relay.js';
+import { localSigner } from './signer.js';
+
+interface Field {
+  name: string;
+  type: string;
+  required: boolean;
+  input: HTMLInputElement | HTMLTextAreaElement;
+}
+
+const propertiesOf = (schema: Record<string, unknown>): Array<[string, Record<string, unknown>]> => {
+  const props = schema.properties;
+  if (typeof props !== 'object' || props === null) return [];
+  return Object.entries(props as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {}]);
+};
+
+export class ToolsPanel {
+  /** Connections authenticated as the panel's own key, so gift-wrapped answers reach it. */
+  readonly #relays: Relays;
+  readonly #list = byId('tool-list');
+  readonly #form = byId<HTMLFormElement>('tool-form');
+  readonly #out = byId('tool-output');
+  readonly #sk = generateSecretKey();
+  #client: DvmcpClient | undefined;
+  #selected: { server: CatalogServer; tool: CatalogTool; fields: Field[] } | undefined;
+
+  constructor() {
+    this.#relays = new Relays(localSigner(this.#sk));
+    byId('tools-refresh').addEventListener('click', () => void this.#refresh());
+    this.#form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      void this.#call();
+    });
+  }
+
+  #print(text: string): void {
+    this.#out.append(el('div', 'line', text));
+    scrollToEnd(this.#out);
+  }
+
+  async #refresh(): Promise<void> {
+    const relay = await this.#relays.get(shardUrl('/'));
+    if (!relay.ok) return this.#print(relay.error);
+    const catalog = await discover(relay.value, { verifier: nobleVerifier });
+    if (!catalog.ok) return this.#print(catalog.error);
+    this.#list.replaceChildren();
+    for (const server of catalog.value.servers) {
+      for (const tool of server.tools) {
+        const li = el('li');
+        const price = tool.price ? ` · ${JSON.stringify(tool.price)}` : '';
+        li.append(el('strong', undefined, `${server.name ?? server.id} / ${tool.name}`), el('div', undefined, `${tool.description ?? ''}${price}`));
+        li.append(button(`Use ${server.id}/${tool.name}`, () => this.#select(server, tool), 'secondary'));
+        this.#list.append(li);
+      }
+    }
+    if (this.#list.childElementCount === 0) this.#list.append(el('li', undefined, 'No DVMCP tools are announced on this relay.'));
+  }
+
+  #select(server: CatalogServer, tool: CatalogTool): void {
+    const required = new Set(Array.isArray(tool.inputSchema.required) ? tool.inputSchema.required.map(String) : []);
+    const container = byId('tool-fields');
+    container.replaceChildren();
+    const fields: Field[] = [];
+    for (const [name, prop] of propertiesOf(tool.inputSchema)) {
+      const type = typeof prop.type === 'string' ? prop.type : 'json';
+      const id = `tool-field-${fields.length}`;
+      const label = el('label', undefined, `${name}${required.has(name) ? ' (required)' : ''}${typeof prop.description === 'string' ? ` — ${prop.description}` : ''}`);
+      label.htmlFor = id;
+      let input: HTMLInputElement | HTMLTextAreaElement;
+      if (type === 'boolean') {
+        input = el('input');
+        input.type = 'checkbox';
+      } else if (type === 'string' || type === 'number' || type === 'integer') {
+        input = el('input');
+        input.type = type === 'string' ? 'text' : 'number';
+        if (type === 'integer') input.step = '1';
+      } else {
+        input = el('textarea');
+        input.placeholder = 'JSON';
+      }
+      input.id = id;
+      container.append(label, input);
+      fields.push({ name, type, required: required.has(name), input });
+    }
+    byId('tool-form-title').textContent = `${server.id}/${tool.name}`;
+    this.#form.hidden = false;
+    this.#selected = { server, tool, fields };
+  }
+
+  #arguments(fields: Field[]): { ok: true; value: Record<string, unknown> } | { ok: false; error: string } {
+    const args: Record<string, unknown> = {};
+    for (const f of fields) {
+      const raw = f.input.value.trim();
+      if (f.type === 'boolean') {
+        args[f.name] = (f.input as HTMLInputElement).checked;
+        continue;
+      }
+      if (raw === '') {
+        if (f.required) return { ok: false, error: `${f.name} is required` };
+        continue;
+      }
+      if (f.type === 'string') args[f.name] = f.input.value;
+      else if (f.type === 'number' || f.type === 'integer') {
+        const n = Number(raw);
+        if (!Number.isFinite(n) || (f.type === 'integer' && !Number.isInteger(n))) return { ok: false, error: `${f.name} must be ${f.type === 'integer' ? 'an integer' : 'a number'}` };
+        args[f.name] = n;
+      } else {
+        try {
+          args[f.name] = JSON.parse(raw);
+        } catch {
+          return { ok: false, error: `${f.name} must be JSON` };
+        }
+      }
+    }
+    return { ok: true, value: args };
+  }
+
+  async #call(): Promise<void> {
+    const sel = this.#selected;
+    if (!sel) return;
+    const args = this.#arguments(sel.fields);
+    if (!args.ok) return this.#print(args.error);
+    if (!this.#client) {
+      const relay = await this.#relays.get(shardUrl('/'));
+      if (!relay.ok) return this.#print(relay.error);
+      const sk = this.#sk;
+      this.#client = new DvmcpClient({ relays: relay.value, secretKey: sk, keys: new ConversationKeyCache(32), sign: (t) => Promise.resolve(signEvent(t, sk)), verifier: nobleVerifier });
+    }
+    this.#print(`calling ${sel.server.id}/${sel.tool.name}…`);
+    const r = await this.#client.request(
+      { provider: sel.server.provider, serverId: sel.server.id, encrypt: sel.server.encryption },
+      'tools/call',
+      { name: sel.tool.name, arguments: args.value },
+      {
+        onProgress: (p) => this.#print(`progress ${String(p.progress ?? '?')}${p.total !== undefined ? `/${String(p.total)}` : ''}${typeof p.message === 'string' ? ` ${p.message}` : ''}`),
+        onPaymentRequired: () => false,
+      },
+    );
+    if (!r.ok) return this.#print(`failed (${r.error.kind}): ${r.error.message}`);
+    const content = Array.isArray(r.value.content) ? r.value.content : [];
+    const texts = content.map((c: unknown) => (typeof c === 'object' && c !== null && 'text' in c && typeof c.text === 'string' ? c.text : JSON.stringify(c)));
+    this.#print(`result${r.value.isError === true ? ' (tool error)' : ''}: ${texts.join('\n') || JSON.stringify(r.value)}`);
+  }
+}

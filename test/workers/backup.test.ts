@@ -1,0 +1,109 @@
+// Backups under miniflare's local R2 (binding BACKUPS): the cron handler writes each shard's export,
+// an owner lists and restores its own backups through the import path, large exports go in parts,
+// and the runs rotate through more shards than one run takes.
+import { createScheduledController, env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import worker from '../../workers/index.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { BACKUP_PART_BYTES, BACKUP_SHARDS_PER_RUN, backupKey, backupName, shardsOfRun } from '../../workers/relay-do/backup.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { fetchWithEnv } from './app-env.js';
+import { keys, now, sign, type Keys } from './helpers.js';
+import { exportOf, importInto, jsonl, notes, opsCall } from './relay-ops-helpers.js';
+
+/** Runs the Worker's cron handler at `ms` with `owners` in EDGESTR_OWNERS. */
+async function cron(ms: number, owners: readonly Keys[]): Promise<void> {
+  await worker.scheduled(createScheduledController({ scheduledTime: ms, cron: '0 3 * * *' }), { ...env, EDGESTR_OWNERS: owners.map((k) => k.pk).join(',') });
+}
+
+const call = async (k: Keys, method: string, path: string, body?: unknown) => {
+  const res = await opsCall(k, method, path, body === undefined ? undefined : JSON.stringify(body));
+  return { status: res.status, json: await res.json() };
+};
+
+// A distinct minute per test: backup names are UTC seconds.
+let minute = 0;
+const runAt = () => Date.UTC(2026, 11, 1, 3, minute++, 0);
+
+describe('scheduled backups to BACKUPS', () => {
+  it('writes each shard with events as its export, listed for its owner; empty shards are skipped', async () => {
+    const owner = keys();
+    const empty = keys();
+    await importInto(owner, jsonl(notes(owner, 3, (i) => now() - 100 + i)));
+    const at = runAt();
+    await cron(at, [owner, empty]);
+    const object = await env.BACKUPS!.get(backupKey(owner.pk, backupName(at)));
+    expect(object).not.toBeNull();
+    const text = await object!.text();
+    expect(text).toBe(jsonl(await exportOf(owner)));
+    expect(await env.BACKUPS!.head(backupKey(empty.pk, backupName(at)))).toBeNull();
+    const listed = await call(owner, 'GET', '/api/relay/backups');
+    expect(listed).toEqual({ status: 200, json: { backups: [{ name: backupName(at), bytes: text.length, uploaded: expect.any(String) }] } });
+    expect(await call(empty, 'GET', '/api/relay/backups')).toEqual({ status: 200, json: { backups: [] } });
+  });
+
+  it('backup → restore brings back what retention removed, through the import path', async () => {
+    const owner = keys();
+    const events = notes(owner, 4, (i) => now() - 10 * 86_400 + i);
+    await importInto(owner, jsonl(events));
+    const before = await exportOf(owner);
+    const at = runAt();
+    await cron(at, [owner]);
+    await call(owner, 'PATCH', '/api/relay/retention', { rules: [{ kinds: [1], days: 1 }] });
+    await runInDurableObject(shardStub(env, owner.pk), (shard) => shard.alarm());
+    expect(await exportOf(owner)).toEqual([]);
+    await call(owner, 'PATCH', '/api/relay/retention', { rules: [] });
+    expect(await call(owner, 'POST', '/api/relay/restore', { backup: backupName(at) })).toEqual({
+      status: 200,
+      json: { accepted: 4, duplicate: 0, refused: {} },
+    });
+    expect(await exportOf(owner)).toEqual(before);
+    expect((await call(owner, 'POST', '/api/relay/restore', { backup: backupName(at) })).json).toEqual({ accepted: 0, duplicate: 4, refused: {} });
+  });
+
+  it("an owner restores only its own backups: another owner's name is 404, a malformed name 422", async () => {
+    const a = keys();
+    const b = keys();
+    await importInto(a, jsonl(notes(a, 1, () => now() - 5)));
+    const at = runAt();
+    await cron(at, [a, b]);
+    expect(await call(b, 'POST', '/api/relay/restore', { backup: backupName(at) })).toEqual({
+      status: 404,
+      json: { error: `no backup named ${backupName(at)} for this owner` },
+    });
+    const bad = await call(b, 'POST', '/api/relay/restore', { backup: `../owner:${a.pk}/${backupName(at)}` });
+    expect(bad.status).toBe(422);
+    expect(bad.json).toMatchObject({ error: 'invalid restore', issues: [{ path: 'backup', message: 'a backup name looks like 2026-12-01T05-00-00Z' }] });
+  });
+
+  it('writes an export larger than one part as a multipart object, and restores it', async () => {
+    const owner = keys();
+    const big = 'x'.repeat(120_000);
+    const events = Array.from({ length: Math.ceil(BACKUP_PART_BYTES / big.length) + 2 }, (_, i) => sign(owner, { content: `${i}${big}`, created_at: now() - 100 + i }));
+    for (let i = 0; i < events.length; i += 20) await importInto(owner, jsonl(events.slice(i, i + 20)));
+    const at = runAt();
+    await cron(at, [owner]);
+    const object = await env.BACKUPS!.get(backupKey(owner.pk, backupName(at)));
+    expect(object!.size).toBeGreaterThan(BACKUP_PART_BYTES);
+    expect(await object!.text()).toBe(jsonl(await exportOf(owner)));
+    expect((await call(owner, 'POST', '/api/relay/restore', { backup: backupName(at) })).json).toEqual({ accepted: 0, duplicate: events.length, refused: {} });
+  });
+
+  it(`takes at most ${BACKUP_SHARDS_PER_RUN} shards per run and goes round all of them run by run`, () => {
+    const owners = Array.from({ length: BACKUP_SHARDS_PER_RUN + 6 }, () => keys().pk);
+    const config = { EDGESTR_OWNERS: owners.join(',') };
+    const first = shardsOfRun(config, 0);
+    const second = shardsOfRun(config, 60_000);
+    expect(first).toHaveLength(BACKUP_SHARDS_PER_RUN);
+    expect(second).toHaveLength(BACKUP_SHARDS_PER_RUN);
+    expect(new Set([...first, ...second])).toEqual(new Set([null, ...owners]));
+  });
+
+  it('404 on /api/relay/backups and /restore without a BACKUPS binding', async () => {
+    const owner = keys();
+    const url = 'http://relay.test/api/relay/backups';
+    const res = await fetchWithEnv({ EDGESTR_OWNERS: owner.pk, BACKUPS: undefined }, new Request(url, { headers: { Authorization: makeHttpAuthHeader(owner.sk, url, 'GET') } }));
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ error: 'backups are not configured on this deployment (no BACKUPS bucket)' });
+  });
+});

@@ -1,0 +1,53 @@
+// The configuration checks of `npm run deploy` (scripts/deploy-config.mjs): each refusal with its
+// message, what cannot be checked without listing secrets, and a configuration that passes.
+import { describe, expect, it } from 'vitest';
+import { npubEncode } from 'nostr-tools/nip19';
+import { checkDeployment, type DeploymentInput } from '../../scripts/deploy-config.mjs';
+import { keys } from './helpers.js';
+
+const owner = keys().pk;
+const good: DeploymentInput = { vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'], bindings: [], echoOnly: false };
+const check = (over: Partial<DeploymentInput>) => checkDeployment({ ...good, ...over });
+
+describe('deploy check', () => {
+  it('passes a complete configuration (owner by hex or npub, admin alone, AI binding, echo-only)', () => {
+    expect(check({})).toEqual({ problems: [], unchecked: [] });
+    expect(check({ vars: { EDGESTR_OWNERS: ` ${npubEncode(owner)} ` } })).toEqual({ problems: [], unchecked: [] });
+    expect(check({ vars: { EDGESTR_ADMINS: owner } })).toEqual({ problems: [], unchecked: [] });
+    expect(check({ secrets: ['EDGESTR_SECRET'], bindings: ['AI'] })).toEqual({ problems: [], unchecked: [] });
+    expect(check({ secrets: ['EDGESTR_SECRET'], echoOnly: true })).toEqual({ problems: [], unchecked: [] });
+    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{"free":{"runs_per_day":10}}' } }).problems).toEqual([]);
+  });
+
+  it('refuses with the full list of what is missing', () => {
+    expect(checkDeployment({ vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [], bindings: [], echoOnly: false }).problems).toEqual([
+      'EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)',
+      'EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)',
+      'no owner and no admin: set EDGESTR_OWNERS (or EDGESTR_ADMINS) to your pubkey (hex or npub) in wrangler.toml [vars]',
+      'no model provider: set OPENAI_API_KEY or OPENAI_BASE_URL or ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL (or add the AI binding), or deploy echo-only with EDGESTR_ECHO_ONLY=true',
+    ]);
+  });
+
+  it.each([
+    ['a plaintext EDGESTR_SECRET', { vars: { EDGESTR_OWNERS: owner, EDGESTR_SECRET: 'x'.repeat(32) } }, 'EDGESTR_SECRET is a plain [vars] value: remove it from wrangler.toml and run `npx wrangler secret put EDGESTR_SECRET`'],
+    ['a malformed owner', { vars: { EDGESTR_OWNERS: `${owner},npub1nope` } }, 'EDGESTR_OWNERS has "npub1nope", which is neither a 64-hex pubkey nor an npub'],
+    ['plans that are not JSON', { vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{free' } }, 'EDGESTR_PLANS is not a JSON object of plans ({"<plan>": {<limits>}, ...})'],
+    ['plans that are a list', { vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '[{"name":"free"}]' } }, 'EDGESTR_PLANS is not a JSON object of plans ({"<plan>": {<limits>}, ...})'],
+  ])('refuses %s', (_n, over, problem) => {
+    expect(check(over).problems).toEqual([problem]);
+  });
+
+  it('says what it cannot check when secrets cannot be listed, and refuses nothing for it', () => {
+    expect(check({ secrets: null })).toEqual({
+      problems: [],
+      unchecked: [
+        'EDGESTR_SECRET (secrets cannot be listed: run `npx wrangler secret list` once logged in)',
+        'a provider key (OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL) may be set as a secret: secrets cannot be listed',
+      ],
+    });
+    expect(check({ vars: {}, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_OWNERS'] })).toEqual({
+      problems: [],
+      unchecked: ['EDGESTR_OWNERS is a secret: its entries cannot be read'],
+    });
+  });
+});

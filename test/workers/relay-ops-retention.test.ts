@@ -1,0 +1,114 @@
+// Retention rules: PATCH /api/relay/retention, NIP-11 `retention`, and the alarm removing events
+// past their rule at the boundary (one second under is kept, one over is removed) in bounded batches.
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { eventJson } from '../../src/shared/event.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { RETENTION_INTERVAL_SECONDS, RetentionRules } from '../../workers/relay-do/retention.js';
+import { EventStore } from '../../workers/relay-do/store.js';
+import { BASE, keys, now, sign, type Keys } from './helpers.js';
+import { exportOf, importInto, jsonl, opsCall } from './relay-ops-helpers.js';
+
+const DAY = 86_400;
+
+const patch = async (k: Keys, body: unknown) => {
+  const res = await opsCall(k, 'PATCH', '/api/relay/retention', typeof body === 'string' ? body : JSON.stringify(body));
+  return { status: res.status, json: await res.json() };
+};
+
+const nip11 = async (k: Keys) =>
+  (await (await SELF.fetch(`${BASE}/r/${k.pk}`, { headers: { Accept: 'application/nostr+json' } })).json()) as { retention?: unknown };
+
+describe('PATCH /api/relay/retention', () => {
+  it('answers the rules in force and advertises them in NIP-11 (time in seconds); [] clears them', async () => {
+    const owner = keys();
+    const rules = [
+      { kinds: [1], days: 365 },
+      { kinds: [25802, 25803, 25805], days: 30 },
+    ];
+    expect(await patch(owner, { rules })).toEqual({ status: 200, json: { rules } });
+    expect((await nip11(owner)).retention).toEqual([
+      { kinds: [1], time: 365 * DAY },
+      { kinds: [25802, 25803, 25805], time: 30 * DAY },
+    ]);
+    expect(await patch(owner, { rules: [] })).toEqual({ status: 200, json: { rules: [] } });
+    expect((await nip11(owner)).retention).toBeUndefined();
+  });
+
+  it.each([
+    ['days 0', { rules: [{ kinds: [1], days: 0 }] }, 'rules.0.days'],
+    ['no kinds', { rules: [{ kinds: [], days: 3 }] }, 'rules.0.kinds'],
+    ['kind out of range', { rules: [{ kinds: [70000], days: 3 }] }, 'rules.0.kinds.0'],
+    ['unknown field', { rules: [{ kinds: [1], days: 3, hours: 2 }] }, 'rules.0'],
+    ['no rules', {}, 'rules'],
+  ])('422 for %s', async (_n, body, path) => {
+    const r = await patch(keys(), body);
+    expect(r.status).toBe(422);
+    expect((r.json as { error: string }).error).toBe('invalid retention');
+    expect((r.json as { issues: Array<{ path: string }> }).issues.map((i) => i.path)).toContain(path);
+  });
+
+  it('422 for a body that is not JSON', async () => {
+    expect(await patch(keys(), '{nope')).toEqual({ status: 422, json: { error: 'body is not JSON', issues: [] } });
+  });
+});
+
+describe('retention by the alarm', () => {
+  it('keeps an event exactly `days` old, removes one a second older, leaves other kinds', async () => {
+    const owner = keys();
+    // The shard's clock at the manual alarm below; the alarm the PATCH sets (real clock) removes nothing.
+    const t = now() + 100;
+    const atCutoff = sign(owner, { content: 'at cutoff', created_at: t - 30 * DAY });
+    const over = sign(owner, { content: 'one second over', created_at: t - 30 * DAY - 1 });
+    const otherKind = sign(owner, { kind: 7, content: '+', created_at: t - 40 * DAY });
+    expect((await importInto(owner, jsonl([atCutoff, over, otherKind]))).json).toEqual({ accepted: 3, duplicate: 0, refused: {} });
+    await patch(owner, { rules: [{ kinds: [1], days: 30 }] });
+    const next = await runInDurableObject(shardStub(env, owner.pk), async (shard, state) => {
+      shard.clock = () => t * 1000;
+      await shard.alarm();
+      return state.storage.getAlarm();
+    });
+    expect((await exportOf(owner)).map((e) => e.id).sort()).toEqual([atCutoff.id, otherKind.id].sort());
+    expect(next).toBe((t + RETENTION_INTERVAL_SECONDS) * 1000);
+  });
+
+  it('refuses a write already past its rule: exactly `days` old is accepted, a second older refused', async () => {
+    const owner = keys();
+    await patch(owner, { rules: [{ kinds: [1], days: 30 }] });
+    const t = now();
+    await runInDurableObject(shardStub(env, owner.pk), (shard) => {
+      shard.clock = () => t * 1000;
+    });
+    const atCutoff = sign(owner, { content: 'at cutoff', created_at: t - 30 * DAY });
+    const over = sign(owner, { content: 'over', created_at: t - 30 * DAY - 1 });
+    const otherKind = sign(owner, { kind: 7, content: '+', created_at: t - 40 * DAY });
+    expect((await importInto(owner, jsonl([atCutoff, over, otherKind]))).json).toEqual({
+      accepted: 2,
+      duplicate: 0,
+      refused: { 'invalid: this shard keeps kind 1 for 30 days (NIP-11 retention)': 1 },
+    });
+  });
+
+  it('removes at most one batch per run and comes back at once while more remain', async () => {
+    const owner = keys();
+    const t = now();
+    const old = Array.from({ length: 5 }, (_, i) => sign(owner, { content: `old ${i}`, created_at: t - 2 * DAY - i }));
+    const runs = await runInDurableObject(shardStub(env, owner.pk), (_shard, state) => {
+      const store = new EventStore(state.storage.sql);
+      const rules = new RetentionRules(state.storage.sql);
+      for (const e of old) store.insert(e, eventJson(e), state.storage);
+      rules.set([{ kinds: [1], days: 1 }]);
+      const out: Array<[number | undefined, number]> = [];
+      for (let i = 0; i < 3; i++) out.push([rules.apply(store, t, 2), store.size()]);
+      rules.set([]);
+      out.push([rules.apply(store, t, 2), store.size()]);
+      return out;
+    });
+    expect(runs).toEqual([
+      [t + 1, 3],
+      [t + 1, 1],
+      [t + RETENTION_INTERVAL_SECONDS, 0],
+      [undefined, 0],
+    ]);
+  });
+});

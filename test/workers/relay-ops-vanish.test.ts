@@ -1,0 +1,92 @@
+// NIP-62 request to vanish: removes the author's events (deletions included) and gift wraps addressed
+// to it, refuses them afterwards (blocked:), accepts newer events, cannot be deleted, must name this
+// relay, and works on an owner shard for any key.
+import { describe, expect, it } from 'vitest';
+import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+
+const BLOCKED = 'blocked: this pubkey asked to vanish from this relay (NIP-62)';
+
+const vanish = (k: Keys, relay: string, created_at = now()) => sign(k, { kind: 62, content: 'please forget me', tags: [['relay', relay]], created_at });
+
+async function authed(path: string, k: Keys): Promise<TestSocket> {
+  const ws = await connect(path);
+  await ws.auth(k);
+  return ws;
+}
+
+describe('NIP-62 on the public shard', () => {
+  it('removes everything of the pubkey, refuses it again, confirms with OK', async () => {
+    const x = keys();
+    const y = keys();
+    const bystander = keys();
+    const t = now() - 60;
+    const ws = await authed('/', x);
+    const own = [sign(x, { content: 'a', created_at: t }), sign(x, { content: 'b', created_at: t + 1 })];
+    const deletion = sign(x, { kind: 5, tags: [['e', 'f'.repeat(64)]], created_at: t + 2 });
+    const wrap = sign(y, { kind: 1059, content: 'sealed', tags: [['p', x.pk]], created_at: t + 3 });
+    const other = sign(bystander, { content: 'stays', created_at: t + 4 });
+    for (const e of [...own, deletion, wrap, other]) expect((await ws.publish(e))[2]).toBe(true);
+
+    const request = vanish(x, 'ws://relay.test/');
+    expect(await ws.publish(request)).toEqual(['OK', request.id, true, '']);
+
+    expect((await ws.req('mine', { authors: [x.pk] })).events).toEqual([request]);
+    expect((await ws.req('wraps', { kinds: [1059], '#p': [x.pk] })).events).toEqual([]);
+    expect((await ws.req('other', { authors: [bystander.pk] })).events).toEqual([other]);
+    for (const e of [own[0]!, deletion, wrap]) expect(await ws.publish(e)).toEqual(['OK', e.id, false, BLOCKED]);
+
+    const later = sign(x, { content: 'new life', created_at: request.created_at + 1 });
+    expect(await ws.publish(later)).toEqual(['OK', later.id, true, '']);
+    const undo = sign(x, { kind: 5, tags: [['e', request.id]], created_at: request.created_at + 2 });
+    expect((await ws.publish(undo))[2]).toBe(true);
+    expect((await ws.req('after', { authors: [x.pk], kinds: [62] })).events).toEqual([request]);
+    ws.close();
+  });
+
+  it.each([['ALL_RELAYS'], ['ws://RELAY.test']])('accepts a request naming %s', async (relay) => {
+    const x = keys();
+    const ws = await connect('/');
+    const note = sign(x, { created_at: now() - 5 });
+    await ws.publish(note);
+    const request = vanish(x, relay);
+    expect(await ws.publish(request)).toEqual(['OK', request.id, true, '']);
+    expect((await ws.req('q', { ids: [note.id] })).events).toEqual([]);
+    ws.close();
+  });
+
+  it('refuses a request that names another relay, and removes nothing', async () => {
+    const x = keys();
+    const ws = await connect('/');
+    const note = sign(x, { created_at: now() - 5 });
+    await ws.publish(note);
+    const request = vanish(x, 'wss://elsewhere.example');
+    expect(await ws.publish(request)).toEqual([
+      'OK',
+      request.id,
+      false,
+      'invalid: a request to vanish must name this relay (ws://relay.test/) or ALL_RELAYS in a relay tag',
+    ]);
+    expect((await ws.req('q', { ids: [note.id] })).events).toEqual([note]);
+    ws.close();
+  });
+});
+
+describe('NIP-62 on an owner shard', () => {
+  it("any key may vanish from it; the owner's events stay", async () => {
+    const owner = keys();
+    const stranger = keys();
+    const path = `/r/${owner.pk}`;
+    const ownerWs = await authed(path, owner);
+    const mine = sign(owner, { content: 'mine', created_at: now() - 10 });
+    expect((await ownerWs.publish(mine))[2]).toBe(true);
+    const ws = await connect(path);
+    const toOwner = sign(stranger, { content: 'hi owner', tags: [['p', owner.pk]], created_at: now() - 10 });
+    expect((await ws.publish(toOwner))[2]).toBe(true);
+    const request = vanish(stranger, `ws://relay.test${path}`);
+    expect(await ws.publish(request)).toEqual(['OK', request.id, true, '']);
+    expect((await ownerWs.req('q', { kinds: [1] })).events).toEqual([mine]);
+    expect(await ws.publish(toOwner)).toEqual(['OK', toOwner.id, false, BLOCKED]);
+    ws.close();
+    ownerWs.close();
+  });
+});

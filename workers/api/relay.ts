@@ -1,0 +1,96 @@
+// Management API of the caller's own relay shard (/api/relay), NIP-98 authenticated, for owners
+// only (EDGESTR_OWNERS, checked before any Durable Object is touched):
+//   GET   /export[?since=&until=]  the shard as JSONL (application/x-ndjson), streamed page by page
+//   POST  /import                  JSONL body (at most IMPORT_MAX_BYTES) through the shard's write policy
+//   PATCH /retention               {rules: [{kinds, days}]} → the rules in force
+//   GET   /backups                 the caller's backups in BACKUPS (R2, optional)
+//   POST  /restore                 {backup: <name>} imports one of them through the import path
+
+import { Hono } from 'hono';
+import { z } from 'zod';
+import { MAX_TIMESTAMP } from '../../src/shared/event.js';
+import { notAnOwner } from '../common/owners.js';
+import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
+import { exportStream } from '../relay-do/export.js';
+import { emptyReport, jsonLines, mergeReports, type ImportReport } from '../relay-do/import.js';
+import { RetentionSchema } from '../relay-do/retention.js';
+import { BackupNameSchema, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
+import { issuesOf, parseJson } from './agents.js';
+import type { ApiStateBindings } from './api-state.js';
+import { nip98, type AuthedVariables } from './nip98-auth.js';
+
+export interface RelayApiBindings extends RouterBindings, ApiStateBindings, BackupBindings {}
+
+type ApiEnv = { Bindings: RelayApiBindings; Variables: AuthedVariables };
+
+/** Largest import body: 8 MiB of JSONL (larger exports are imported in several calls, split by created_at). */
+export const IMPORT_MAX_BYTES = 8 * 1024 * 1024;
+/** Lines sent to the shard per RPC call. */
+const IMPORT_BATCH = 500;
+
+const Timestamp = z.coerce.number().int().min(0).max(MAX_TIMESTAMP);
+const ExportQuerySchema = z.strictObject({ since: Timestamp.optional(), until: Timestamp.optional() });
+const RestoreSchema = z.strictObject({ backup: BackupNameSchema });
+
+/** The URL clients reach `owner`'s shard at (what a kind 62 must name). */
+const shardUrl = (env: RouterBindings, requestUrl: string, owner: string): string =>
+  `${(relayRequestUrl(env, requestUrl) ?? new URL(requestUrl)).origin.replace(/^http/, 'ws')}/r/${owner}`;
+
+/** Imports `lines` into `owner`'s shard, IMPORT_BATCH lines per call. */
+export async function importInto(env: RelayApiBindings, owner: string, relayUrl: string, lines: AsyncIterable<string[]> | Iterable<string[]>): Promise<ImportReport> {
+  const shard = shardStub(env, owner);
+  let report = emptyReport();
+  for await (const batch of lines) report = mergeReports(report, await shard.importEvents(owner, batch, relayUrl));
+  return report;
+}
+
+function* batches(lines: readonly string[]): Iterable<string[]> {
+  for (let i = 0; i < lines.length; i += IMPORT_BATCH) yield lines.slice(i, i + IMPORT_BATCH);
+}
+
+export function relayApiRoutes() {
+  const app = new Hono<ApiEnv>();
+  const owners = nip98<RelayApiBindings>(notAnOwner);
+
+  app.get('/export', owners, async (c) => {
+    const query = ExportQuerySchema.safeParse(c.req.query());
+    if (!query.success) return c.json({ error: 'invalid query', issues: issuesOf(query.error) }, 422);
+    const shard = shardStub(c.env, c.get('caller'));
+    const body = exportStream(query.data, (range) => shard.exportPage(range));
+    return new Response(body, { headers: { 'Content-Type': 'application/x-ndjson' } });
+  });
+
+  app.post('/import', nip98<RelayApiBindings>(notAnOwner, IMPORT_MAX_BYTES), async (c) => {
+    const caller = c.get('caller');
+    const lines = jsonLines(new TextDecoder().decode(c.get('body')));
+    return c.json(await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), batches(lines)));
+  });
+
+  app.patch('/retention', owners, async (c) => {
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = RetentionSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid retention', issues: issuesOf(parsed.error) }, 422);
+    return c.json({ rules: await shardStub(c.env, c.get('caller')).setRetentionRules(parsed.data.rules) });
+  });
+
+  app.get('/backups', owners, async (c) => {
+    if (!c.env.BACKUPS) return c.json({ error: 'backups are not configured on this deployment (no BACKUPS bucket)' }, 404);
+    return c.json({ backups: await listBackups(c.env.BACKUPS, c.get('caller')) });
+  });
+
+  app.post('/restore', owners, async (c) => {
+    const bucket = c.env.BACKUPS;
+    if (!bucket) return c.json({ error: 'backups are not configured on this deployment (no BACKUPS bucket)' }, 404);
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = RestoreSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid restore', issues: issuesOf(parsed.error) }, 422);
+    const caller = c.get('caller');
+    const lines = await readBackupLines(bucket, caller, parsed.data.backup, IMPORT_BATCH);
+    if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this owner` }, 404);
+    return c.json(await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), lines));
+  });
+
+  return app;
+}

@@ -1,0 +1,154 @@
+// Scheduled backups of the shards to an R2 bucket (binding BACKUPS, optional) and reading them back.
+// A backup is a shard's export (export.ts, JSONL) stored at
+//   shards/<shard>/<name>.jsonl   <shard> = "public" or "owner:<hex>", <name> = UTC time "2026-12-01T05-00-00Z"
+// The cron run (runBackups, from the Worker's `scheduled` handler) backs up the public shard and the
+// shards of the owners in EDGESTR_OWNERS, at most BACKUP_SHARDS_PER_RUN of them per run (rotating
+// through the list, see shardsOfRun), skipping empty shards; a failed shard is logged and the run goes on. A shard's export is written in parts of
+// BACKUP_PART_BYTES (R2 multipart; one plain put when it is smaller), so memory stays bounded.
+// Old backups are not removed here: set an R2 lifecycle rule on the bucket (docs/OPERATIONS.md).
+
+import { z } from 'zod';
+import { staticOwners, type OwnerEnv } from '../common/owners.js';
+import { shardName, shardStub, type ShardBindings } from '../common/shards.js';
+import type { ExportCursor } from './export.js';
+
+export interface BackupBindings {
+  BACKUPS?: R2Bucket;
+}
+
+export const BACKUP_SHARDS_PER_RUN = 25;
+/** R2 multipart parts (every part but the last must be at least 5 MiB). */
+export const BACKUP_PART_BYTES = 5 * 1024 * 1024;
+
+export const BackupNameSchema = z.string().regex(/^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z$/, 'a backup name looks like 2026-12-01T05-00-00Z');
+
+/** The backup name of an instant (unix ms): its UTC time, colons replaced (safe in keys and URLs). */
+export const backupName = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/:/g, '-');
+
+const prefixOf = (owner: string | null) => `shards/${shardName(owner)}/`;
+export const backupKey = (owner: string | null, name: string) => `${prefixOf(owner)}${name}.jsonl`;
+
+/** Writes one shard's export to `key`; returns its size in bytes (0: the shard is empty, nothing written). */
+export async function backupShard(env: ShardBindings, bucket: R2Bucket, owner: string | null, key: string): Promise<number> {
+  const shard = shardStub(env, owner);
+  const encoder = new TextEncoder();
+  let cursor: ExportCursor | undefined;
+  let chunks: Uint8Array[] = [];
+  let pending = 0;
+  let total = 0;
+  let upload: R2MultipartUpload | undefined;
+  const parts: R2UploadedPart[] = [];
+  const flush = async () => {
+    upload ??= await bucket.createMultipartUpload(key, { httpMetadata: { contentType: 'application/x-ndjson' } });
+    parts.push(await upload.uploadPart(parts.length + 1, concat(chunks, pending)));
+    chunks = [];
+    pending = 0;
+  };
+  try {
+    do {
+      const page = await shard.exportPage(cursor ? { after: cursor } : {});
+      cursor = page.next;
+      if (page.lines.length === 0) continue;
+      const bytes = encoder.encode(page.lines.map((l) => `${l}\n`).join(''));
+      chunks.push(bytes);
+      pending += bytes.byteLength;
+      total += bytes.byteLength;
+      if (pending >= BACKUP_PART_BYTES) await flush();
+    } while (cursor);
+    if (!upload) {
+      if (total > 0) await bucket.put(key, concat(chunks, pending), { httpMetadata: { contentType: 'application/x-ndjson' } });
+      return total;
+    }
+    if (pending > 0) await flush();
+    await upload.complete(parts);
+    return total;
+  } catch (e) {
+    await upload?.abort();
+    throw e;
+  }
+}
+
+function concat(chunks: readonly Uint8Array[], size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const c of chunks) {
+    out.set(c, offset);
+    offset += c.byteLength;
+  }
+  return out;
+}
+
+export interface BackupRun {
+  written: Array<{ key: string; bytes: number }>;
+  failed: Array<{ key: string; error: string }>;
+}
+
+/**
+ * The shards a run at `nowMs` backs up (null: the public shard): at most BACKUP_SHARDS_PER_RUN of the
+ * public shard and the EDGESTR_OWNERS shards, the window moving on by that many every minute of
+ * `nowMs`, so that successive runs go round the whole list.
+ */
+export function shardsOfRun(env: OwnerEnv, nowMs: number): Array<string | null> {
+  const shards: Array<string | null> = [null, ...[...staticOwners(env)].sort()];
+  if (shards.length <= BACKUP_SHARDS_PER_RUN) return shards;
+  const start = (Math.floor(nowMs / 60_000) * BACKUP_SHARDS_PER_RUN) % shards.length;
+  return Array.from({ length: BACKUP_SHARDS_PER_RUN }, (_, i) => shards[(start + i) % shards.length] ?? null);
+}
+
+/** One cron run at `nowMs`: each shard of shardsOfRun that holds events, as backup `backupName(nowMs)`. */
+export async function runBackups(env: ShardBindings & OwnerEnv, bucket: R2Bucket, nowMs: number): Promise<BackupRun> {
+  const name = backupName(nowMs);
+  const run: BackupRun = { written: [], failed: [] };
+  for (const owner of shardsOfRun(env, nowMs)) {
+    const key = backupKey(owner, name);
+    try {
+      const bytes = await backupShard(env, bucket, owner, key);
+      if (bytes > 0) run.written.push({ key, bytes });
+    } catch (e) {
+      run.failed.push({ key, error: e instanceof Error ? e.message : String(e) });
+    }
+  }
+  return run;
+}
+
+/** The backups of `owner`'s shard, newest first. */
+export async function listBackups(bucket: R2Bucket, owner: string): Promise<Array<{ name: string; bytes: number; uploaded: string }>> {
+  const prefix = prefixOf(owner);
+  const out: Array<{ name: string; bytes: number; uploaded: string }> = [];
+  let cursor: string | undefined;
+  do {
+    const page = await bucket.list({ prefix, ...(cursor ? { cursor } : {}) });
+    for (const o of page.objects) out.push({ name: o.key.slice(prefix.length).replace(/\.jsonl$/, ''), bytes: o.size, uploaded: o.uploaded.toISOString() });
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return out.sort((a, b) => (a.name < b.name ? 1 : -1));
+}
+
+/** The lines of `owner`'s backup `name` in batches of `batch`, read as a stream; undefined when there is no such backup. */
+export async function readBackupLines(bucket: R2Bucket, owner: string, name: string, batch: number): Promise<AsyncIterable<string[]> | undefined> {
+  const object = await bucket.get(backupKey(owner, name));
+  if (!object) return undefined;
+  const body = object.body;
+  return {
+    async *[Symbol.asyncIterator]() {
+      const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+      let rest = '';
+      let lines: string[] = [];
+      for (;;) {
+        const { done, value } = await reader.read();
+        const parts = (rest + (value ?? '')).split('\n');
+        rest = done ? '' : (parts.pop() ?? '');
+        for (const p of parts) {
+          if (p.trim() === '') continue;
+          lines.push(p.replace(/\r$/, ''));
+          if (lines.length >= batch) {
+            yield lines;
+            lines = [];
+          }
+        }
+        if (done) break;
+      }
+      if (lines.length > 0) yield lines;
+    },
+  };
+}

@@ -1,0 +1,51 @@
+// Export of a shard as JSONL (one canonical event per line, oldest first, ties by id: the format
+// strfry and nak read and write). The shard answers one page at a time (exportPage, at most
+// EXPORT_PAGE events); `exportStream` turns pages into a ReadableStream that asks for the next page
+// only when the reader wants more, so memory stays bounded whatever the shard's size. Resumable:
+// `since`/`until` bound created_at (inclusive), and a page names the cursor of the next one.
+
+import { z } from 'zod';
+import { MAX_TIMESTAMP } from '../../src/shared/event.js';
+import type { EventStore } from './store.js';
+
+export const EXPORT_PAGE = 500;
+
+const Cursor = z.strictObject({ created_at: z.number().int(), id: z.string() });
+
+export const ExportRangeSchema = z.strictObject({
+  since: z.number().int().min(0).max(MAX_TIMESTAMP).default(0),
+  until: z.number().int().min(0).max(MAX_TIMESTAMP).default(MAX_TIMESTAMP),
+  after: Cursor.optional(),
+});
+export type ExportRange = z.input<typeof ExportRangeSchema>;
+export type ExportCursor = z.infer<typeof Cursor>;
+
+/** One page: the events' JSON lines and the cursor of the next page (absent on the last). */
+export interface ExportPage {
+  lines: string[];
+  next?: ExportCursor;
+}
+
+export function exportPage(store: EventStore, range: ExportRange, now: number, limit = EXPORT_PAGE): ExportPage {
+  const r = ExportRangeSchema.parse(range);
+  const rows = store.page(r, limit, now);
+  const last = rows[rows.length - 1];
+  return { lines: rows.map((row) => row.raw), ...(rows.length === limit && last ? { next: { created_at: last.created_at, id: last.id } } : {}) };
+}
+
+/** A JSONL stream of every page `fetchPage` returns, from `range` on; each page is fetched when the reader pulls. */
+export function exportStream(range: ExportRange, fetchPage: (range: ExportRange) => Promise<ExportPage>): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  let cursor: ExportCursor | undefined;
+  let done = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (done) return controller.close();
+      const page = await fetchPage({ ...range, ...(cursor ? { after: cursor } : {}) });
+      cursor = page.next;
+      done = page.next === undefined;
+      if (page.lines.length > 0) controller.enqueue(encoder.encode(page.lines.map((l) => `${l}\n`).join('')));
+      if (done) controller.close();
+    },
+  });
+}

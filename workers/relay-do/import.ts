@@ -1,0 +1,67 @@
+// Import of JSONL into a shard (POST /api/relay/import, and restores from a backup): each line is
+// parsed, its id and signature verified, and the event put through the shard's write path as if its
+// owner had published it on an authenticated connection (the `rejectEvent` hooks, storage, the
+// hooks after a write). The owner's import skips the rate buckets (like edgestr's own agents: it is
+// bounded by the body cap instead); every other rule applies, NIP-70's included (a protected event
+// of another author is refused). Events that are not stored (ephemeral kinds) are refused. The
+// report counts accepted, duplicate (already stored: importing twice accepts nothing new) and
+// refused lines by the relay's OK message.
+
+import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
+import { formatRejection, reject } from '../../src/shared/errors.js';
+import { isStored } from '../../src/shared/kinds.js';
+import type { SchnorrVerifier } from '../../src/shared/verify.js';
+
+export interface ImportReport {
+  accepted: number;
+  duplicate: number;
+  refused: Record<string, number>;
+}
+
+export const emptyReport = (): ImportReport => ({ accepted: 0, duplicate: 0, refused: {} });
+
+export function mergeReports(a: ImportReport, b: ImportReport): ImportReport {
+  const refused = { ...a.refused };
+  for (const [reason, n] of Object.entries(b.refused)) refused[reason] = (refused[reason] ?? 0) + n;
+  return { accepted: a.accepted + b.accepted, duplicate: a.duplicate + b.duplicate, refused };
+}
+
+/** The non-empty lines of a JSONL text (LF or CRLF). */
+export const jsonLines = (text: string): string[] => text.split(/\r?\n/).filter((l) => l.trim() !== '');
+
+type Write = (e: NostrEvent, ack: (accepted: boolean, message: string) => void) => Promise<void>;
+
+const NOT_JSON = formatRejection(reject('invalid', 'line is not JSON'));
+const NOT_STORED = formatRejection(reject('invalid', 'ephemeral events are not imported'));
+
+/** Puts each line through `write` (in order) and counts the answers. */
+export async function importLines(lines: readonly string[], verifier: SchnorrVerifier, write: Write): Promise<ImportReport> {
+  const report = emptyReport();
+  const refuse = (reason: string) => {
+    report.refused[reason] = (report.refused[reason] ?? 0) + 1;
+  };
+  for (const line of lines) {
+    let input: unknown;
+    try {
+      input = JSON.parse(line);
+    } catch {
+      refuse(NOT_JSON);
+      continue;
+    }
+    const checked = ((shaped) => (shaped.ok ? checkIdAndSignature(shaped.value, verifier) : shaped))(parseEvent(input));
+    if (!checked.ok) {
+      refuse(formatRejection(checked.error));
+      continue;
+    }
+    if (!isStored(checked.value.kind)) {
+      refuse(NOT_STORED);
+      continue;
+    }
+    await write(checked.value, (accepted, message) => {
+      if (!accepted) refuse(message);
+      else if (message.startsWith('duplicate:')) report.duplicate++;
+      else report.accepted++;
+    });
+  }
+  return report;
+}

@@ -1,0 +1,83 @@
+// Retention rules of a shard, set by its owner (PATCH /api/relay/retention): events of the listed
+// kinds older than `days` are removed by the shard's alarm, at most RETENTION_BATCH events per
+// alarm run (the alarm comes back at once while more remain, else every RETENTION_INTERVAL).
+// A kind in several rules keeps the shortest. A write already past its rule is refused (`invalid:`,
+// a `rejectEvent` hook), so nothing is accepted only to be removed. Stored in the shard's `meta`
+// table (and cached in memory); advertised in NIP-11 as `retention` ([{kinds, time}], time in seconds).
+
+import { z } from 'zod';
+import { MAX_KIND } from '../../src/shared/kinds.js';
+import { reject } from '../../src/shared/errors.js';
+import type { RejectEventHook } from './policy.js';
+import type { EventStore } from './store.js';
+
+export const RETENTION_BATCH = 500;
+export const RETENTION_INTERVAL_SECONDS = 3600;
+const DAY = 86_400;
+
+export const RetentionSchema = z.strictObject({
+  rules: z
+    .array(
+      z.strictObject({
+        kinds: z.array(z.number().int().min(0).max(MAX_KIND)).min(1).max(100),
+        days: z.number().int().min(1).max(36_500),
+      }),
+    )
+    .max(32),
+});
+export type Retention = z.infer<typeof RetentionSchema>;
+export type RetentionRule = Retention['rules'][number];
+
+/** The NIP-11 `retention` field of these rules. */
+export const nip11Retention = (rules: readonly RetentionRule[]) => rules.map((r) => ({ kinds: [...r.kinds], time: r.days * DAY }));
+
+export class RetentionRules {
+  private cached: RetentionRule[] | undefined;
+
+  constructor(private readonly sql: SqlStorage) {}
+
+  get(): RetentionRule[] {
+    if (!this.cached) {
+      const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'retention'").toArray()[0];
+      this.cached = row ? RetentionSchema.parse(JSON.parse(row.value)).rules : [];
+    }
+    return this.cached;
+  }
+
+  set(rules: RetentionRule[]): void {
+    if (rules.length === 0) this.sql.exec("DELETE FROM meta WHERE key = 'retention'");
+    else this.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('retention', ?)", JSON.stringify({ rules }));
+    this.cached = undefined;
+  }
+
+  /** The days events of `kind` are kept (the shortest rule naming it), or undefined when no rule does. */
+  daysFor(kind: number): number | undefined {
+    const days = this.get().filter((r) => r.kinds.includes(kind)).map((r) => r.days);
+    return days.length > 0 ? Math.min(...days) : undefined;
+  }
+
+  /**
+   * Removes at most `batch` events past their rule at `now` (unix seconds); returns the unix second
+   * the alarm should come back at, or undefined when there are no rules.
+   */
+  apply(store: EventStore, now: number, batch = RETENTION_BATCH): number | undefined {
+    const rules = this.get();
+    if (rules.length === 0) return undefined;
+    let left = batch;
+    for (const rule of rules) {
+      if (left === 0) break;
+      left -= store.purgeOlder(rule.kinds, now - rule.days * DAY, left);
+    }
+    return left === 0 ? now + 1 : now + RETENTION_INTERVAL_SECONDS;
+  }
+}
+
+/** Refuses an event already older than its kind's rule (it would be removed by the next alarm). */
+export const withinRetention =
+  (rules: RetentionRules): RejectEventHook =>
+  (e, { now }) => {
+    const days = rules.daysFor(e.kind);
+    return days !== undefined && e.created_at < now - days * DAY
+      ? reject('invalid', `this shard keeps kind ${e.kind} for ${days} days (NIP-11 retention)`)
+      : undefined;
+  };

@@ -1,0 +1,64 @@
+// NIP-62 request to vanish on a shard: a kind 62 naming this relay (its URL in a `relay` tag, or
+// ALL_RELAYS) removes every event of its author created up to the request's created_at, with the
+// gift wraps addressed to it, and the shard refuses those events for good (`blocked:`). Any key may
+// vanish from any shard, an owner shard included (NIP-62: "regardless of the user's status"); the
+// request itself stays stored (bookkeeping) and a NIP-09 deletion cannot remove it (store.ts).
+
+import { tagValues } from '../../src/shared/event.js';
+import { reject } from '../../src/shared/errors.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { normalizeRelayUrl } from '../../src/shared/nip42.js';
+import type { OnEventStoredHook, RejectEventHook } from './policy.js';
+import type { EventStore } from './store.js';
+
+export const ALL_RELAYS = 'ALL_RELAYS';
+
+/** The keys that vanished from this shard and up to which created_at, in the shard's SQLite. */
+export class VanishList {
+  constructor(private readonly sql: SqlStorage) {
+    sql.exec('CREATE TABLE IF NOT EXISTS vanished (pubkey TEXT PRIMARY KEY, until INTEGER NOT NULL) WITHOUT ROWID');
+  }
+
+  record(pubkey: string, until: number): void {
+    this.sql.exec(
+      'INSERT INTO vanished (pubkey, until) VALUES (?, ?) ON CONFLICT (pubkey) DO UPDATE SET until = max(until, excluded.until)',
+      pubkey,
+      until,
+    );
+  }
+
+  /** Whether an event created at `createdAt` by (or addressed to) one of `pubkeys` was vanished. */
+  covers(pubkeys: readonly string[], createdAt: number): boolean {
+    return (
+      this.sql
+        .exec('SELECT 1 FROM vanished WHERE pubkey IN (SELECT value FROM json_each(?)) AND until >= ? LIMIT 1', JSON.stringify(pubkeys), createdAt)
+        .toArray().length > 0
+    );
+  }
+}
+
+/** A kind 62 is accepted only when it names this relay (the URL clients dial, as in NIP-42) or ALL_RELAYS. */
+export const vanishAddressedHere: RejectEventHook = (e, { relayUrl }) => {
+  if (e.kind !== KIND.VANISH) return undefined;
+  const here = normalizeRelayUrl(relayUrl);
+  const named = tagValues(e, 'relay');
+  if (named.includes(ALL_RELAYS) || named.some((url) => here !== undefined && normalizeRelayUrl(url) === here)) return undefined;
+  return reject('invalid', `a request to vanish must name this relay (${relayUrl}) or ${ALL_RELAYS} in a relay tag`);
+};
+
+/** Refuses what a request to vanish removed: the author's events up to it, and gift wraps addressed to it. */
+export const notVanished =
+  (list: VanishList): RejectEventHook =>
+  (e) => {
+    const who = e.kind === KIND.GIFT_WRAP ? [e.pubkey, ...tagValues(e, 'p')] : [e.pubkey];
+    return list.covers(who, e.created_at) ? reject('blocked', 'this pubkey asked to vanish from this relay (NIP-62)') : undefined;
+  };
+
+/** Applies a stored request to vanish before it is confirmed with OK. */
+export const applyVanish =
+  (list: VanishList, store: EventStore): OnEventStoredHook =>
+  (e) => {
+    if (e.kind !== KIND.VANISH) return;
+    list.record(e.pubkey, e.created_at);
+    store.removeAuthor(e.pubkey, e.created_at, e.id);
+  };
