@@ -17,7 +17,7 @@ import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { SELF } from 'cloudflare:test';
 import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
 import { RPC } from '../../src/shared/dvmcp.js';
-import { listBackups, readBackupLines } from '../../workers/relay-do/backup.js';
+import { listBackups, readBackupLines, shardsOfRun } from '../../workers/relay-do/backup.js';
 import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
@@ -125,6 +125,13 @@ describe('operators manage owners', () => {
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
     expect(await ask(client)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } });
     expect(await api(owner.sk, 'GET', '/api/agents')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
+  });
+});
+
+describe('backups', () => {
+  it('the nightly run covers the registered owners’ shards beside the static ones (each once)', () => {
+    const [a, b] = [keys().pk, keys().pk];
+    expect(shardsOfRun({ EDGESTR_OWNERS: a }, 0, [b, a])).toEqual([null, ...[a, b].sort()]);
   });
 });
 
