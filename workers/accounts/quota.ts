@@ -3,11 +3,19 @@
 // until the window resets and details.quota naming it. Totals of an earlier day or month count as 0.
 // Also the agent's local addition of a finished run to the totals (before the aggregate answers).
 
-import type { Refusal } from '../agent/admission.js';
+import type { ErrorCode } from '../../src/shared/nip-xx.js';
 import type { OwnerTotals } from './accounts-do.js';
 import type { Plan } from './plans.js';
 
 const DAY_MS = 86_400_000;
+
+/** A NIP-XX refusal of a prompt (the shape of workers/agent/admission.ts's Refusal). */
+export interface QuotaRefusal {
+  code: ErrorCode;
+  message: string;
+  retry_after: number;
+  details: { quota: string };
+}
 
 /** The totals after one more run of `tokens` at `now` (ms): what an agent adds locally before the aggregate answers. */
 export function addRun(totals: OwnerTotals, tokens: number, now: number): OwnerTotals {
@@ -25,14 +33,14 @@ export function addRun(totals: OwnerTotals, tokens: number, now: number): OwnerT
 const secondsUntil = (t: number, now: number): number => Math.max(1, Math.ceil((t - now) / 1000));
 
 /** The refusal of a prompt at `now` (ms) by the owner's plan, or undefined when the plan leaves room. */
-export function planRefusal(plan: Plan, totals: OwnerTotals, now: number): Refusal | undefined {
+export function planRefusal(plan: Plan, totals: OwnerTotals, now: number): QuotaRefusal | undefined {
   const today = new Date(now).toISOString().slice(0, 10);
   const sameDay = totals.day === today;
   const sameMonth = totals.day.slice(0, 7) === today.slice(0, 7);
   const dayEnd = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
   const d = new Date(now);
   const monthEnd = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-  const over = (quota: string, used: number, limit: number | undefined, what: string, end: number): Refusal | undefined =>
+  const over = (quota: string, used: number, limit: number | undefined, what: string, end: number): QuotaRefusal | undefined =>
     limit !== undefined && used >= limit
       ? { code: 'RATE_LIMIT', message: `the agent’s owner used its plan’s ${limit} ${what}`, retry_after: secondsUntil(end, now), details: { quota } }
       : undefined;

@@ -27,7 +27,7 @@ import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners } from '../common/owners.js';
 import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
-import { planLimits, type PlanEnv } from '../accounts/plans.js';
+import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { addRun, planRefusal } from '../accounts/quota.js';
 import { UsageMeter, type RunMeter } from './metering.js';
 import { defaultProviderName, type ProviderEnv } from './providers/index.js';
@@ -369,7 +369,7 @@ export class Agent extends DurableObject<AgentEnv> {
    * (none known yet: refused as removed). Then the plan's quotas against the owner's totals.
    */
   private ownerChecks(c: StoredAgent): Pick<AdmissionState, 'owner' | 'quota'> {
-    const state = staticOwners(this.env).has(c.owner) ? { plan: 'default', suspended: false } : this.owner?.state;
+    const state = staticOwners(this.env).has(c.owner) ? { plan: DEFAULT_PLAN, suspended: false } : this.owner?.state;
     if (!state) return { owner: 'removed' };
     if (state.suspended) return { owner: 'suspended' };
     return { owner: 'allowed', quota: this.owner ? planRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now()) : undefined };

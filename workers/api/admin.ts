@@ -11,7 +11,7 @@ import { Hono } from 'hono';
 import { z } from 'zod';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
-import { plansOf, type PlanEnv } from '../accounts/plans.js';
+import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
 import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
 import { shardStub, type ShardBindings } from '../common/shards.js';
 import { backupKey, backupName, backupShard, type BackupBindings } from '../relay-do/backup.js';
@@ -61,7 +61,7 @@ export function adminRoutes() {
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = AddOwnerSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid owner', issues: issuesOf(parsed.error) }, 422);
-    const { pubkey, plan = 'default' } = parsed.data;
+    const { pubkey, plan = DEFAULT_PLAN } = parsed.data;
     const bad = planIssue(c.env, plan);
     if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
     if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);

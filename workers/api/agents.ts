@@ -22,7 +22,7 @@ import type { Agent, AgentView } from '../agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../common/secrets.js';
 import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../common/shards.js';
 import { notAnOwner, OWNER_SUSPENDED, ownerState } from '../common/owners.js';
-import { planLimits, type PlanEnv } from '../accounts/plans.js';
+import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import type { ApiStateBindings } from './api-state.js';
 import { configuredProviders, type ProviderEnv } from '../agent/providers/index.js';
@@ -144,7 +144,7 @@ export async function createAgent(
 async function planRefusesAgent(env: AgentApiBindings, owner: string): Promise<{ status: 403 | 409; error: string } | undefined> {
   const state = await ownerState(env, owner);
   if (state?.suspended) return { status: 403, error: OWNER_SUSPENDED };
-  const max = planLimits(env, state?.plan ?? 'default').agents;
+  const max = planLimits(env, state?.plan ?? DEFAULT_PLAN).agents;
   if (max === undefined) return undefined;
   const count = (await shardStub(env, owner).provisionedAgents(owner)).length;
   return count >= max ? { status: 409, error: `the owner’s plan allows at most ${max} agent${max === 1 ? '' : 's'}; delete one first` } : undefined;

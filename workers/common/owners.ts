@@ -12,6 +12,7 @@ import { getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { isDevelopment, type SecretEnv } from './secrets.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
+import { DEFAULT_PLAN } from '../accounts/plans.js';
 
 export interface OwnerEnv extends SecretEnv {
   EDGESTR_OWNERS?: string;
@@ -82,7 +83,7 @@ async function registryOwners(env: AccountsBindings): Promise<Map<string, OwnerS
 
 /** The account of `pubkey` (undefined: not an owner here): the static list first, then the registry (cached, see the header). */
 export async function ownerState(env: OwnerEnv & AccountsBindings, pubkey: string): Promise<OwnerState | undefined> {
-  if (staticOwners(env).has(pubkey)) return { plan: 'default', suspended: false };
+  if (staticOwners(env).has(pubkey)) return { plan: DEFAULT_PLAN, suspended: false };
   return (await registryOwners(env)).get(pubkey);
 }
 
