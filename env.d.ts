@@ -11,6 +11,10 @@ declare namespace Cloudflare {
     AGENT: DurableObjectNamespace<import('./workers/agent/agent-do.js').Agent>;
     API_STATE: DurableObjectNamespace<import('./workers/api/api-state.js').ApiState>;
     BRIDGE: DurableObjectNamespace<import('./workers/bridge/bridge-do.js').Bridge>;
+    ACCOUNTS: DurableObjectNamespace<import('./workers/accounts/accounts-do.js').Accounts>;
+    EDGESTR_ADMINS?: string;
+    EDGESTR_PLANS?: string;
+    EDGESTR_SIGNUP?: string;
     EDGESTR_SECRET?: string;
     OPENAI_API_KEY?: string;
     OPENAI_BASE_URL?: string;

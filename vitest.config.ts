@@ -1,7 +1,7 @@
 // In-runtime tests: run inside workerd with real Durable Objects, SQLite storage and WebSockets.
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
-import { TEST_OWNER } from './test/workers/test-keys.js';
+import { TEST_ADMIN, TEST_OWNER, TEST_PLANS } from './test/workers/test-keys.js';
 import { dropBrokenSourcemaps } from './test/support/drop-broken-sourcemaps.js';
 
 
@@ -17,6 +17,9 @@ export default defineConfig({
         // tested with the variable removed, test/workers/router-trust.test.ts).
         bindings: {
           EDGESTR_OWNERS: TEST_OWNER,
+          // The operator of test/workers/saas-*.test.ts, and its plans (workers/accounts/plans.ts).
+          EDGESTR_ADMINS: TEST_ADMIN,
+          EDGESTR_PLANS: TEST_PLANS,
           EDGESTR_ENV: 'test',
           EDGESTR_OPEN_SHARDS: 'true',
           // The fake provider, the MCP server and the fixture server listen on 127.0.0.1: the

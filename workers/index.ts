@@ -16,6 +16,11 @@ import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
 import { handleMcp } from './gateway/route.js';
+import { adminRoutes, type AdminApiBindings } from './api/admin.js';
+import { usageRoutes } from './api/usage.js';
+import { signupRoutes, type SignupApiBindings } from './api/signup.js';
+import { plansOf } from './accounts/plans.js';
+import { errorMessage } from '../src/shared/errors.js';
 import { serveConsole, type ConsoleBindings } from './console/route.js';
 import { relayApiRoutes, type RelayApiBindings } from './api/relay.js';
 import { runBackups } from './relay-do/backup.js';
@@ -24,8 +29,9 @@ export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
 export { ApiState } from './api/api-state.js';
 export { Bridge } from './bridge/bridge-do.js';
+export { Accounts } from './accounts/accounts-do.js';
 
-export interface Env extends AgentApiBindings, BridgeApiBindings, RelayApiBindings, RouterBindings, ProviderEnv, ConsoleBindings {
+export interface Env extends AgentApiBindings, BridgeApiBindings, RelayApiBindings, RouterBindings, ProviderEnv, ConsoleBindings, AdminApiBindings, SignupApiBindings {
   RELAY_LIMITS?: string;
 }
 
@@ -53,7 +59,20 @@ app.get('/health', async (c) => {
   return c.json({ ok: true, version: VERSION, ...(demo ? { demo } : {}) });
 });
 
+// A bad EDGESTR_PLANS fails every API call loudly, naming the field, until the operator fixes it.
+app.use('/api/*', async (c, next) => {
+  try {
+    plansOf(c.env);
+  } catch (e) {
+    return c.json({ error: errorMessage(e) }, 500);
+  }
+  await next();
+});
+
 app.route('/api/agents', agentRoutes());
+app.route('/api/admin/owners', adminRoutes());
+app.route('/api/usage', usageRoutes());
+app.route('/api/signup', signupRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());
 app.route('/api/relay', relayApiRoutes());
 app.route('/api/bridge/pay', localPayRoutes<Env>(bridgeStub));

@@ -2,7 +2,7 @@
 // NIP-XX code it refuses with, and the answer/drop decision of repeated refusals.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { admitPrompt, OWNER_NOT_ALLOWED, type AdmissionResult, type AdmissionState } from '../../workers/agent/admission.js';
+import { admitPrompt, OWNER_NOT_ALLOWED, OWNER_SUSPENDED, type AdmissionResult, type AdmissionState } from '../../workers/agent/admission.js';
 import { AgentBudget } from '../../workers/agent/budget.js';
 import { DEFAULT_LIMITS, type AgentLimits, type StoredAgent } from '../../workers/agent/config.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -39,7 +39,13 @@ const cases: Case[] = [
     tags: [['p', AGENT], ['encryption', 'nip04']],
     want: { verdict: 'answer', refusal: { code: 'UNSUPPORTED_ENCRYPTION', message: 'unsupported encryption "nip04"; this agent supports nip44' } },
   },
-  { name: 'owner no longer allowed', state: { ownerAllowed: false }, want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } } },
+  { name: 'owner no longer allowed', state: { owner: 'removed' }, want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } } },
+  { name: 'owner suspended', state: { owner: 'suspended' }, want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } } },
+  {
+    name: 'owner’s plan quota reached (after the sender policy)',
+    state: { quota: { code: 'RATE_LIMIT', message: 'quota', retry_after: 30, details: { quota: 'runs_per_day' } } },
+    want: { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: 'quota', retry_after: 30, details: { quota: 'runs_per_day' } } },
+  },
   { name: 'blocked sender', config: config({ block: [SENDER] }), want: { verdict: 'answer', refusal: { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' } } },
   { name: 'sender not on the allowlist', config: config({ allow: [OTHER] }), want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' } } },
   { name: 'sender on the allowlist', config: config({ allow: [SENDER] }), want: { verdict: 'run' } },
@@ -72,7 +78,7 @@ describe('admitPrompt', () => {
     it(c.name, async () => {
       await withBudget((budget) => {
         if (c.spent) budget.spend(c.spent, T0);
-        const state: AdmissionState = { ownerAllowed: true, activeRuns: 0, ...c.state, now: T0, budget };
+        const state: AdmissionState = { owner: 'allowed', activeRuns: 0, ...c.state, now: T0, budget };
         const got = admitPrompt({ pubkey: SENDER, kind: KIND.AI_PROMPT, tags: c.tags ?? TAGS }, c.config ?? config(), state);
         expect(got).toEqual(c.want);
       });
@@ -82,7 +88,7 @@ describe('admitPrompt', () => {
   it('a sender is told once per window; later refusals are dropped, then told again', async () => {
     await withBudget((budget) => {
       const blocked = config({ block: [SENDER] });
-      const at = (now: number) => admitPrompt({ pubkey: SENDER, kind: KIND.AI_PROMPT, tags: TAGS }, blocked, { ownerAllowed: true, activeRuns: 0, now, budget });
+      const at = (now: number) => admitPrompt({ pubkey: SENDER, kind: KIND.AI_PROMPT, tags: TAGS }, blocked, { owner: 'allowed', activeRuns: 0, now, budget });
       expect(at(T0).verdict).toBe('answer');
       expect(at(T0 + 59_999).verdict).toBe('drop');
       expect(at(T0 + 60_000).verdict).toBe('answer');
@@ -93,7 +99,7 @@ describe('admitPrompt', () => {
   it('the per-sender window: admitted prompts take its slots, the next one is refused with retry_after', async () => {
     await withBudget((budget) => {
       const c = config({ limits: { prompts_per_minute: 2 } });
-      const at = (now: number) => admitPrompt({ pubkey: SENDER, kind: KIND.AI_PROMPT, tags: TAGS }, c, { ownerAllowed: true, activeRuns: 0, now, budget });
+      const at = (now: number) => admitPrompt({ pubkey: SENDER, kind: KIND.AI_PROMPT, tags: TAGS }, c, { owner: 'allowed', activeRuns: 0, now, budget });
       expect(at(T0)).toEqual({ verdict: 'run' });
       expect(at(T0 + 1000)).toEqual({ verdict: 'run' });
       expect(at(T0 + 20_000)).toEqual({ verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: 'at most 2 prompts per minute per sender', retry_after: 40 } });

@@ -5,3 +5,19 @@ import { getPublicKey } from 'nostr-tools/pure';
 /** The owner listed in EDGESTR_OWNERS for in-runtime tests. */
 export const TEST_OWNER_SK = sha256(new TextEncoder().encode('edgestr test owner'));
 export const TEST_OWNER = getPublicKey(TEST_OWNER_SK);
+
+/** The operator listed in EDGESTR_ADMINS for in-runtime tests. */
+export const TEST_ADMIN_SK = sha256(new TextEncoder().encode('edgestr test admin'));
+export const TEST_ADMIN = getPublicKey(TEST_ADMIN_SK);
+
+/** EDGESTR_PLANS of the in-runtime tests: the default plan is unlimited (the other tests), the others small. */
+export const TEST_PLANS = JSON.stringify({
+  default: {},
+  one_agent: { agents: 1 },
+  two_runs: { runs_per_day: 2 },
+  few_tokens: { tokens_per_day: 10 },
+  few_tokens_month: { tokens_per_month: 10 },
+  small_shard: { stored_bytes: 1000 },
+  slow_shard: { events_per_second: 2 },
+  three_bridge_calls: { bridge_calls_per_day: 3 },
+});

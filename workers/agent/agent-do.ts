@@ -6,7 +6,12 @@
 // the management RPCs, the watchdog alarm (reconnect, orphaned runs, bounded retention), incoming
 // events (each id claimed once, signature checked, gift wraps opened; DVMCP requests handed to
 // dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
-// Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS stops answering.
+// Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS (or the
+// registry) or was suspended stops answering. The owner's account and plan totals come from the
+// Accounts DO (workers/accounts) and are kept here: fetched before the first prompt, then
+// refreshed by the watchdog alarm, after each run (its metering report answers them) and when the
+// admin API tells the agent (ownerChanged) — never on a run's path. See docs/OPERATIONS.md for
+// how far a plan limit may be overshot.
 
 import { DurableObject } from 'cloudflare:workers';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -20,11 +25,15 @@ import { relayVerifier } from '../common/verifier.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
-import { allowedOwners, DEMO_AGENT } from '../common/owners.js';
+import { DEMO_AGENT, staticOwners } from '../common/owners.js';
+import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
+import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
+import { addRun, planRefusal } from '../accounts/quota.js';
+import { UsageMeter, type RunMeter } from './metering.js';
 import { defaultProviderName, type ProviderEnv } from './providers/index.js';
 import { RunStore, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
-import { admitPrompt, admitSender } from './admission.js';
+import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
@@ -37,7 +46,7 @@ import { errorMessage } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { McpSessionCache } from '../common/mcp-session-cache.js';
 
-export interface AgentEnv extends ProviderEnv, LinksEnv {}
+export interface AgentEnv extends ProviderEnv, LinksEnv, PlanEnv {}
 
 /** Public view of an agent (never the key); `provider` is the one its runs use now. */
 export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
@@ -86,7 +95,9 @@ export class Agent extends DurableObject<AgentEnv> {
   }
   private readonly outbox: Outbox;
   private readonly dvmcp: AgentDvmcp;
-  private owners: { raw: string | undefined; set: Set<string> } | undefined;
+  /** The owner's account and totals (see the header); undefined until first fetched. */
+  private owner: OwnerSnapshot | undefined;
+  private readonly meter: UsageMeter;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
 
@@ -97,6 +108,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.runs = new RunStore(this.sql);
     this.sessions = new SessionStore(this.sql);
     this.budget = new AgentBudget(this.sql);
+    this.meter = new UsageMeter(this.sql);
     this.links = new RelayLinks({
       env,
       keys: this.keys,
@@ -130,7 +142,7 @@ export class Agent extends DurableObject<AgentEnv> {
       admit: (sender, what, reserved) => {
         const c = this.store.config();
         if (!c || this.removing) return { verdict: 'drop' };
-        return admitSender(sender, c, { ownerAllowed: this.ownerAllowed(c), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget }, what);
+        return admitSender(sender, c, { ...this.ownerChecks(c), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget }, what);
       },
       turns: (k) => this.sessions.turns(k),
       run: (out, runId, c, prompt, model, conversation, abort) => runPrompt(this.runDeps(c), out, runId, c, prompt, model, conversation, abort),
@@ -235,6 +247,7 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!c) return;
     await this.links.ensureConnected(c);
     await this.finishOrphanedRuns(c);
+    await this.refreshOwner(c);
     this.prune();
     await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
   }
@@ -244,6 +257,58 @@ export class Agent extends DurableObject<AgentEnv> {
     const now = this.now();
     this.runs.prune(now, PRUNE_BATCH);
     this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
+    this.meter.prune(now, PRUNE_BATCH);
+  }
+
+  // ---- the owner's account (workers/accounts) ----
+
+  /** RPC from the admin API: the owner's account changed (plan, suspension, removal). */
+  async ownerChanged(): Promise<void> {
+    const c = this.store.config();
+    if (c) await this.refreshOwner(c);
+  }
+
+  /** The agent's metered runs, newest first (at most `limit`). */
+  usage(limit = 100): Array<RunMeter & { at: number }> {
+    return this.meter.recent(limit);
+  }
+
+  /** Fetches the owner's account and totals; a failure is logged and the last known ones stay. */
+  private async refreshOwner(c: StoredAgent): Promise<void> {
+    try {
+      this.owner = await accountsStub(this.env).snapshot(c.owner, this.now());
+    } catch (e) {
+      console.error('agent: owner account not refreshed', c.owner, errorMessage(e));
+    }
+  }
+
+  /**
+   * The run's record: kept here and added to the known totals at once (the next prompt sees it),
+   * then reported to the owner's aggregate, whose answer (every agent's runs) replaces the totals.
+   */
+  private recordRun(c: StoredAgent, r: RunMeter): void {
+    const at = this.now();
+    this.meter.record(r, at);
+    if (this.owner) this.owner = { ...this.owner, totals: addRun(this.owner.totals, r.input_tokens + r.output_tokens, at) };
+    void this.report(c, r, at);
+  }
+
+  private async report(c: StoredAgent, r: RunMeter, at: number): Promise<void> {
+    try {
+      this.owner = await accountsStub(this.env).record({
+        owner: c.owner,
+        agent: c.pubkey,
+        sender: r.sender,
+        model: r.model,
+        at,
+        input_tokens: r.input_tokens,
+        output_tokens: r.output_tokens,
+        tool_calls: r.tool_calls,
+        error: r.outcome !== 'response',
+      });
+    } catch (e) {
+      console.error('agent: run not added to the owner’s usage', r.run_id, errorMessage(e));
+    }
   }
 
   // ---- incoming ----
@@ -298,11 +363,16 @@ export class Agent extends DurableObject<AgentEnv> {
     this.active.get(run.id)?.abort();
   }
 
-  /** Whether the agent's owner is (still) allowed on this deployment (EDGESTR_OWNERS, the demo owner in development). */
-  private ownerAllowed(c: StoredAgent): boolean {
-    const raw = this.env.EDGESTR_OWNERS;
-    if (!this.owners || this.owners.raw !== raw) this.owners = { raw, set: allowedOwners(this.env) };
-    return this.owners.set.has(c.owner);
+  /**
+   * The owner's part of admission, from what the agent knows now: a static owner (EDGESTR_OWNERS,
+   * read at each prompt) is allowed on the default plan; another owner as the registry last said
+   * (none known yet: refused as removed). Then the plan's quotas against the owner's totals.
+   */
+  private ownerChecks(c: StoredAgent): Pick<AdmissionState, 'owner' | 'quota'> {
+    const state = staticOwners(this.env).has(c.owner) ? { plan: DEFAULT_PLAN, suspended: false } : this.owner?.state;
+    if (!state) return { owner: 'removed' };
+    if (state.suspended) return { owner: 'suspended' };
+    return { owner: 'allowed', quota: this.owner ? planRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now()) : undefined };
   }
 
   /**
@@ -315,7 +385,8 @@ export class Agent extends DurableObject<AgentEnv> {
     const e = m.event;
     const client = e.pubkey;
     if (this.removing || this.runs.has(e.id)) return;
-    const admission = admitPrompt(e, c, { ownerAllowed: this.ownerAllowed(c), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
+    if (!this.owner) await this.refreshOwner(c);
+    const admission = admitPrompt(e, c, { ...this.ownerChecks(c), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
     if (admission.verdict === 'drop') return;
     if (admission.verdict === 'answer') return this.outbox.answerWithoutRun(addressOf(m), c, { type: 'error', ...admission.refusal });
     const conversation: SessionKey = { sender: client, session: sessionOf(e) };
@@ -346,7 +417,16 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   private runDeps(c: StoredAgent): RunDeps {
-    return { env: this.env, sessions: this.sessions, budget: this.budget, emitter: this.links.emitter, now: () => this.now(), mcpSessions: this.mcpSessions, dvmcp: this.links.dvmcpTools(c) };
+    return {
+      env: this.env,
+      sessions: this.sessions,
+      budget: this.budget,
+      emitter: this.links.emitter,
+      now: () => this.now(),
+      mcpSessions: this.mcpSessions,
+      dvmcp: this.links.dvmcpTools(c),
+      meter: (r) => this.recordRun(c, r),
+    };
   }
 
   // ---- after a restart ----

@@ -23,6 +23,7 @@ import { infoTemplates } from './info.js';
 import { dvmcpAnnouncements } from './dvmcp-profile.js';
 import { STALE_SECONDS as DVMCP_STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import type { OwnerEnv } from '../common/owners.js';
+import type { AccountsBindings } from '../accounts/accounts-do.js';
 import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
 import { buildToolRunner } from './tools/registry.js';
 import { errorMessage } from '../../src/shared/errors.js';
@@ -30,7 +31,7 @@ import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 
-export interface LinksEnv extends OwnerEnv {
+export interface LinksEnv extends OwnerEnv, AccountsBindings {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
 }
 

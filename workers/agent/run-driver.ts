@@ -2,7 +2,7 @@
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
 // with the upstream detail), the tokens spent and the conversation's new turn, and then the run's
-// one terminal outcome, also logged as one `agent.run` line (agent-log.ts).
+// one terminal outcome, also logged as one `agent.run` line (agent-log.ts) and metered (metering.ts).
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -18,6 +18,7 @@ import { buildToolRunner } from './tools/registry.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
+import type { RunMeter } from './metering.js';
 import { logAgent } from './agent-log.js';
 
 /** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
@@ -57,6 +58,8 @@ export interface RunDeps {
   dvmcp: DvmcpToolOptions;
   /** The agent's MCP sessions and tool lists, kept across runs. */
   mcpSessions: McpSessionCache;
+  /** Called just before the run's terminal outcome goes out, with its metering record. */
+  meter(r: RunMeter): void;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -65,7 +68,9 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   const spent = { input_tokens: 0, output_tokens: 0, tool_calls: 0 };
   const finish = async (terminal: Terminal): Promise<void> => {
     const outcome = terminal.type === 'response' ? 'response' : terminal.code;
-    logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, provider: c.provider, model, ...spent, duration_ms: Date.now() - started, outcome });
+    const duration_ms = Date.now() - started;
+    logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, provider: c.provider, model, ...spent, duration_ms, outcome });
+    d.meter({ run_id: runId, sender: client, provider: c.provider, model, ...spent, duration_ms, outcome });
     await out.finish(terminal);
   };
   const sink: RunSink = {

@@ -21,12 +21,13 @@ import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type
 import type { Agent, AgentView } from '../agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../common/secrets.js';
 import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../common/shards.js';
-import { notAnOwner } from '../common/owners.js';
+import { notAnOwner, OWNER_SUSPENDED, ownerState } from '../common/owners.js';
+import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import type { ApiStateBindings } from './api-state.js';
 import { configuredProviders, type ProviderEnv } from '../agent/providers/index.js';
 
-export interface AgentApiBindings extends RouterBindings, ApiStateBindings, ProviderEnv, OutboundEnv {
+export interface AgentApiBindings extends RouterBindings, ApiStateBindings, ProviderEnv, OutboundEnv, PlanEnv {
   AGENT: DurableObjectNamespace<Agent>;
 }
 
@@ -139,6 +140,16 @@ export async function createAgent(
   return { status: 201, body: { pubkey, npub: toNpub(pubkey), owner, relays: agentRelays(stored) } };
 }
 
+/** Why `owner` may not create one more agent now (suspended: 403; the plan's `agents` reached: 409), or undefined. */
+async function planRefusesAgent(env: AgentApiBindings, owner: string): Promise<{ status: 403 | 409; error: string } | undefined> {
+  const state = await ownerState(env, owner);
+  if (state?.suspended) return { status: 403, error: OWNER_SUSPENDED };
+  const max = planLimits(env, state?.plan ?? DEFAULT_PLAN).agents;
+  if (max === undefined) return undefined;
+  const count = (await shardStub(env, owner).provisionedAgents(owner)).length;
+  return count >= max ? { status: 409, error: `the owner’s plan allows at most ${max} agent${max === 1 ? '' : 's'}; delete one first` } : undefined;
+}
+
 export function agentRoutes() {
   const app = new Hono<ApiEnv>();
   // Before authentication: a method the path does not have is refused whoever asks.
@@ -171,6 +182,8 @@ export function agentRoutes() {
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = CreateAgentSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
+    const refused = await planRefusesAgent(c.env, caller);
+    if (refused) return c.json({ error: refused.error }, refused.status);
     // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the agent advertises and dials its relays there.
     const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
     const created = await createAgent(c.env, caller, parsed.data, origin);

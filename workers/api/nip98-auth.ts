@@ -16,7 +16,7 @@ import { apiStateStub, type ApiStateBindings } from './api-state.js';
 export type AuthedVariables = { caller: string; body: Uint8Array };
 
 /** Why `pubkey` may not use this API (the 403 message), or undefined when it may. */
-export type Authorize<B> = (env: B, pubkey: string) => string | undefined;
+export type Authorize<B> = (env: B, pubkey: string) => string | undefined | Promise<string | undefined>;
 
 export function nip98<B extends ApiStateBindings>(
   authorize: Authorize<B>,
@@ -30,7 +30,7 @@ export function nip98<B extends ApiStateBindings>(
     );
     if (!checked.ok) return c.json({ error: `NIP-98: ${checked.error.reason}` }, 401);
     const { pubkey, event } = checked.value;
-    const refused = authorize(c.env, pubkey);
+    const refused = await authorize(c.env, pubkey);
     if (refused !== undefined) return c.json({ error: refused }, 403);
     const body = await readBoundedBody(c.req.raw, maxBody);
     if (!body.ok) return c.json({ error: body.error }, 413);

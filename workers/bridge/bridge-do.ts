@@ -7,6 +7,8 @@
 // changed), and incoming events (only while the owner may have a shard here): each id seen once (bounded LRU: a request seen on both shards is
 // answered once, on the relay it came from first), signature checked, stale ones (created_at over
 // 60 s old) ignored, gift wraps opened (refusals logged with the reason, never answered).
+// Requests are metered and held to the owner's plan (metering.ts); a suspended owner's bridge
+// answers nothing. The owner's account is the router's cached one (workers/common/owners.ts).
 
 import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -21,6 +23,9 @@ import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { ownerShardExists, type RouterBindings } from '../common/shards.js';
+import { ownerState } from '../common/owners.js';
+import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
+import { BridgeMeter, type BridgeCallRow } from './metering.js';
 import type { SecretEnv } from '../common/secrets.js';
 import { relayVerifier } from '../common/verifier.js';
 import type { McpNotification } from '../common/mcp-client.js';
@@ -36,7 +41,7 @@ import type { PaymentEnv } from './payments.js';
 import { ServerStore, type ProviderRecord } from './server-store.js';
 import { BRIDGE_CLIENT, UpstreamServer } from './upstream.js';
 
-export interface BridgeEnv extends RouterBindings, OutboundEnv, SecretEnv, PaymentEnv {}
+export interface BridgeEnv extends RouterBindings, OutboundEnv, SecretEnv, PaymentEnv, PlanEnv {}
 
 const WATCHDOG_MS = 30_000;
 /** Announcements (and health counts) are refreshed this often, and retried this soon after a failure. */
@@ -63,10 +68,14 @@ export class Bridge extends DurableObject<BridgeEnv> {
   /** The payment verifier (workers/bridge/payments*.ts); none configured: priced calls are refused. */
   gate: PaymentGate = noPaymentGate;
   private readonly payments: BridgePayments;
+  private readonly meter: BridgeMeter;
+  /** The owner's plan, as last seen by onEvent. */
+  private plan = DEFAULT_PLAN;
 
   constructor(ctx: DurableObjectState, env: BridgeEnv) {
     super(ctx, env);
     this.store = new ServerStore(ctx.storage.sql, env);
+    this.meter = new BridgeMeter(ctx.storage.sql);
     this.payments = new BridgePayments({
       storage: ctx.storage,
       env,
@@ -91,10 +100,34 @@ export class Bridge extends DurableObject<BridgeEnv> {
     });
     this.dispatcher = new Dispatcher({
       backends: () => this.backends(),
-      limiter: this.limiter,
+      limiter: { admit: (client, servers, method) => this.admit(client, servers, method) },
       gate: () => this.gate,
       log: (line) => console.log(`bridge: ${line}`),
     });
+  }
+
+  /** The owner's daily quota first, then the limiter; an admitted request is metered when it ends. */
+  private admit(client: string, servers: readonly string[], method: string): ReturnType<Limiter['admit']> {
+    const now = this.limiter.now();
+    const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, now);
+    if (quota) return { ok: false, error: quota };
+    const admitted = this.limiter.admit(client, servers);
+    if (!admitted.ok || method === 'ping') return admitted;
+    this.meter.record(servers, method, now);
+    let released = false;
+    return {
+      ok: true,
+      release: () => {
+        admitted.release();
+        if (!released) this.meter.finished(servers, method, now, this.limiter.now());
+        released = true;
+      },
+    };
+  }
+
+  /** The bridge's metered calls between the UTC days `from` and `to`. */
+  usage(from: string, to: string): BridgeCallRow[] {
+    return this.meter.rows(from, to);
   }
 
   // ---- management (RPC from the API) ----
@@ -250,7 +283,10 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private async onEvent(e: NostrEvent, url: string): Promise<void> {
     const p = this.store.providerRecord();
     // An owner who may no longer have a shard here (EDGESTR_OWNERS changed) has no bridge either.
-    if (!p || !ownerShardExists(this.env, p.owner) || !this.claim(e.id)) return;
+    if (!p || !(await ownerShardExists(this.env, p.owner))) return;
+    const account = await ownerState(this.env, p.owner);
+    if (account?.suspended || !this.claim(e.id)) return;
+    this.plan = account?.plan ?? DEFAULT_PLAN;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {
       this.seen.delete(e.id); // a forged copy must not block the genuine event

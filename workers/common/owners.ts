@@ -1,15 +1,32 @@
-// Who may own agents and bridge servers on this deployment (EDGESTR_OWNERS) and the local demo
-// keys. Shared by the router (closed shards), the management API and the Agent Durable Object,
-// which checks at prompt time that its owner is still allowed.
+// Who may own agents and bridge servers on this deployment and the local demo keys. Shared by the
+// router (closed shards), the management API, the Agent and Bridge Durable Objects. Owners are the
+// static list EDGESTR_OWNERS (default plan, never suspended) plus the registry of the Accounts
+// Durable Object (workers/accounts: added by operators through /api/admin/owners or by sign-up).
+// The static list is checked first; for other keys each isolate holds the whole registry, fetched
+// in one RPC and kept for OWNER_CACHE_MS (so unknown keys — a stranger trying random shards —
+// cost no RPC at all, and a suspension or removal reaches a router isolate within that time; the
+// owner's agents and shard are told at once by the admin API). Operators are EDGESTR_ADMINS.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { isDevelopment, type SecretEnv } from './secrets.js';
+import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
+import { DEFAULT_PLAN } from '../accounts/plans.js';
 
 export interface OwnerEnv extends SecretEnv {
   EDGESTR_OWNERS?: string;
+  EDGESTR_ADMINS?: string;
 }
+
+/** An owner's account: its plan (a name in EDGESTR_PLANS) and whether an operator suspended it. */
+export interface OwnerState {
+  plan: string;
+  suspended: boolean;
+}
+
+/** How long an isolate trusts a registry answer (a suspension or removal applies within this time). */
+export const OWNER_CACHE_MS = 30_000;
 
 const seed = (label: string) => sha256(new TextEncoder().encode(label));
 
@@ -19,17 +36,67 @@ export const DEMO_AGENT_SK = seed('edgestr demo agent (local development only)')
 export const DEMO_OWNER = getPublicKey(DEMO_OWNER_SK);
 export const DEMO_AGENT = getPublicKey(DEMO_AGENT_SK);
 
-/** The owners allowed on this deployment: EDGESTR_OWNERS (64-hex or npub, comma-separated), plus the demo owner in development. */
-export function allowedOwners(env: OwnerEnv): Set<string> {
+const keyList = (raw: string | undefined): Set<string> => {
   const out = new Set<string>();
-  for (const part of (env.EDGESTR_OWNERS ?? '').split(',')) {
+  for (const part of (raw ?? '').split(',')) {
     const hex = parsePubkey(part.trim());
     if (hex) out.add(hex);
   }
+  return out;
+};
+
+/** The owners listed statically: EDGESTR_OWNERS (64-hex or npub, comma-separated), plus the demo owner in development. */
+export function staticOwners(env: OwnerEnv): Set<string> {
+  const out = keyList(env.EDGESTR_OWNERS);
   if (isDevelopment(env)) out.add(DEMO_OWNER);
   return out;
 }
 
-/** The management API's 403 reason for a pubkey that may not own (see allowedOwners), or undefined. */
-export const notAnOwner = (env: OwnerEnv, pubkey: string): string | undefined =>
-  allowedOwners(env).has(pubkey) ? undefined : 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)';
+/** Whether `pubkey` is an operator (EDGESTR_ADMINS, 64-hex or npub, comma-separated). */
+export const isAdmin = (env: OwnerEnv, pubkey: string): boolean => keyList(env.EDGESTR_ADMINS).has(pubkey);
+
+let registry: { at: number; owners: Map<string, OwnerState> } | undefined;
+/** The fetch in flight, shared by every request of the isolate that needs the registry meanwhile. */
+let loading: Promise<Map<string, OwnerState>> | undefined;
+
+/** Bumped by forgetOwnerState: a fetch started before it is not kept. */
+let generation = 0;
+
+async function registryOwners(env: AccountsBindings): Promise<Map<string, OwnerState>> {
+  if (registry && Date.now() - registry.at < OWNER_CACHE_MS) return registry.owners;
+  if (!loading) {
+    const started = generation;
+    const fetching = accountsStub(env)
+      .states()
+      .then((rows) => {
+        const owners = new Map(rows.map(({ pubkey, plan, suspended }) => [pubkey, { plan, suspended }]));
+        if (generation === started) registry = { at: Date.now(), owners };
+        return owners;
+      })
+      .finally(() => {
+        if (loading === fetching) loading = undefined;
+      });
+    loading = fetching;
+  }
+  return loading;
+}
+
+/** The account of `pubkey` (undefined: not an owner here): the static list first, then the registry (cached, see the header). */
+export async function ownerState(env: OwnerEnv & AccountsBindings, pubkey: string): Promise<OwnerState | undefined> {
+  if (staticOwners(env).has(pubkey)) return { plan: DEFAULT_PLAN, suspended: false };
+  return (await registryOwners(env)).get(pubkey);
+}
+
+/** Forgets this isolate's copy of the registry (after the admin API or a sign-up changed it). */
+export const forgetOwnerState = (): void => {
+  registry = undefined;
+  loading = undefined;
+  generation++;
+};
+
+export const NOT_AN_OWNER = 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)';
+export const OWNER_SUSPENDED = 'this owner is suspended on this deployment; contact its operator';
+
+/** The management API's 403 reason for a pubkey that is not an owner (see ownerState), or undefined. */
+export const notAnOwner = async (env: OwnerEnv & AccountsBindings, pubkey: string): Promise<string | undefined> =>
+  (await ownerState(env, pubkey)) ? undefined : NOT_AN_OWNER;

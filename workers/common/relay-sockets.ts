@@ -23,7 +23,7 @@ export async function openRelaySocket(env: RouterBindings, url: string, who: Soc
   if (local.host === origin.host) {
     const owner = shardOfPath(local.pathname);
     if (owner === undefined) throw new Error(`relay ${url}: not a relay shard of this deployment (/ or /r/<owner>)`);
-    if (owner !== null && owner !== who.owner && !ownerShardExists(env, owner)) {
+    if (owner !== null && owner !== who.owner && !(await ownerShardExists(env, owner))) {
       throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
     }
     const headers = new Headers({ Upgrade: 'websocket' });

@@ -3,7 +3,8 @@
 // names in NIP-42, and the headers only edgestr's own components set. (RelayShard is imported as a
 // type only: this module creates stubs, it never runs shard code.)
 
-import { allowedOwners, type OwnerEnv } from './owners.js';
+import { ownerState, type OwnerEnv } from './owners.js';
+import type { AccountsBindings } from '../accounts/accounts-do.js';
 import { isDevelopment } from './secrets.js';
 import { parsePubkey } from '../../src/shared/keys.js';
 import type { RelayShard } from '../relay-do/shard.js';
@@ -23,7 +24,7 @@ export interface ShardBindings {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
 }
 
-export interface RouterBindings extends ShardBindings, OwnerEnv {
+export interface RouterBindings extends ShardBindings, OwnerEnv, AccountsBindings {
   /** "true": every key gets an owner shard (a public multi-tenant relay). */
   EDGESTR_OPEN_SHARDS?: string;
   /** The deployment's public URL (e.g. https://relay.example.org): the origin of NIP-42 relay URLs. */
@@ -45,8 +46,8 @@ export function shardOfPath(pathname: string): string | null | undefined {
 }
 
 /** Whether `owner` has a shard on this deployment (see the header). */
-export const ownerShardExists = (env: RouterBindings, owner: string): boolean =>
-  env.EDGESTR_OPEN_SHARDS === 'true' || isDevelopment(env) || allowedOwners(env).has(owner);
+export const ownerShardExists = async (env: RouterBindings, owner: string): Promise<boolean> =>
+  env.EDGESTR_OPEN_SHARDS === 'true' || isDevelopment(env) || (await ownerState(env, owner)) !== undefined;
 
 /** The URL the shard sees (and names in NIP-42): the request's, on EDGESTR_PUBLIC_URL's origin when set. */
 export function relayRequestUrl(env: RouterBindings, requestUrl: string): URL | undefined {

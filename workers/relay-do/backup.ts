@@ -2,14 +2,15 @@
 // A backup is a shard's export (export.ts, JSONL) stored at
 //   shards/<shard>/<name>.jsonl   <shard> = "public" or "owner:<hex>", <name> = UTC time "2026-12-01T05-00-00Z"
 // The cron run (runBackups, from the Worker's `scheduled` handler) backs up the public shard and the
-// shards of the owners in EDGESTR_OWNERS, at most BACKUP_SHARDS_PER_RUN of them per run (rotating
+// shards of the owners in EDGESTR_OWNERS and in the Accounts registry (workers/accounts), at most BACKUP_SHARDS_PER_RUN of them per run (rotating
 // through the list, see shardsOfRun), skipping empty shards; a failed shard is logged and the run goes on. A shard's export is written in parts of
 // BACKUP_PART_BYTES (R2 multipart; one plain put when it is smaller), so memory stays bounded.
 // Old backups are not removed here: set an R2 lifecycle rule on the bucket (docs/OPERATIONS.md).
 
 import { z } from 'zod';
-import { allowedOwners, type OwnerEnv } from '../common/owners.js';
+import { staticOwners, type OwnerEnv } from '../common/owners.js';
 import { shardName, shardStub, type ShardBindings } from '../common/shards.js';
+import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import type { ExportCursor } from './export.js';
 
 export interface BackupBindings {
@@ -85,21 +86,22 @@ export interface BackupRun {
 
 /**
  * The shards a run at `nowMs` backs up (null: the public shard): at most BACKUP_SHARDS_PER_RUN of the
- * public shard and the EDGESTR_OWNERS shards, the window moving on by that many every minute of
- * `nowMs`, so that successive runs go round the whole list.
+ * public shard and the shards of the EDGESTR_OWNERS and `registered` owners, the window moving on by
+ * that many every minute of `nowMs`, so that successive runs go round the whole list.
  */
-export function shardsOfRun(env: OwnerEnv, nowMs: number): Array<string | null> {
-  const shards: Array<string | null> = [null, ...[...allowedOwners(env)].sort()];
+export function shardsOfRun(env: OwnerEnv, nowMs: number, registered: readonly string[] = []): Array<string | null> {
+  const shards: Array<string | null> = [null, ...[...new Set([...staticOwners(env), ...registered])].sort()];
   if (shards.length <= BACKUP_SHARDS_PER_RUN) return shards;
   const start = (Math.floor(nowMs / 60_000) * BACKUP_SHARDS_PER_RUN) % shards.length;
   return Array.from({ length: BACKUP_SHARDS_PER_RUN }, (_, i) => shards[(start + i) % shards.length] ?? null);
 }
 
 /** One cron run at `nowMs`: each shard of shardsOfRun that holds events, as backup `backupName(nowMs)`. */
-export async function runBackups(env: ShardBindings & OwnerEnv, bucket: R2Bucket, nowMs: number): Promise<BackupRun> {
+export async function runBackups(env: ShardBindings & OwnerEnv & AccountsBindings, bucket: R2Bucket, nowMs: number): Promise<BackupRun> {
+  const registered = (await accountsStub(env).states()).map((o) => o.pubkey);
   const name = backupName(nowMs);
   const run: BackupRun = { written: [], failed: [] };
-  for (const owner of shardsOfRun(env, nowMs)) {
+  for (const owner of shardsOfRun(env, nowMs, registered)) {
     const key = backupKey(owner, name);
     try {
       const bytes = await backupShard(env, bucket, owner, key);

@@ -37,10 +37,10 @@ export function relayRoutes<E extends { Bindings: RouterBindings }>(landing: (re
   app.options('*', () => new Response(null, { status: 204, headers: NIP11_CORS_HEADERS }));
   app.get('/', (c) => serve(null, c.req.raw, c.env));
   for (const path of ['/r/:owner{[^/]+}', '/r/:owner{[^/]+}/']) {
-    app.get(path, (c) => {
+    app.get(path, async (c) => {
       const owner = parsePubkey(c.req.param('owner') ?? '');
       if (!owner) return c.json({ error: 'the shard owner must be a 64-hex pubkey or an npub' }, 400);
-      if (!ownerShardExists(c.env, owner)) {
+      if (!(await ownerShardExists(c.env, owner))) {
         return c.json({ error: `no relay shard for ${owner} on this deployment (shards exist only for owners in EDGESTR_OWNERS)` }, 404);
       }
       return serve(owner, c.req.raw, c.env);

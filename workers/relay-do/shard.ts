@@ -14,6 +14,9 @@ import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
+import { OwnerPlan, type ShardStorage } from './owner-plan.js';
+import type { PlanEnv } from '../accounts/plans.js';
+import type { OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type RelayPolicy } from './policy.js';
 import { EventStore } from './store.js';
 import type { TokenBucket } from './rate-limit.js';
@@ -28,7 +31,7 @@ import { RetentionRules, type RetentionRule } from './retention.js';
 import { exportPage, type ExportPage, type ExportRange } from './export.js';
 import { importLines, type ImportReport } from './import.js';
 
-export interface RelayEnv {
+export interface RelayEnv extends PlanEnv {
   RELAY_LIMITS?: string;
 }
 
@@ -41,6 +44,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly conns: ConnectionStore;
   private readonly ownership: OwnershipRegistry;
   private readonly policy: RelayPolicy;
+  private readonly plan: OwnerPlan;
   private readonly retention: RetentionRules;
   private owner: string | null | undefined;
   private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
@@ -74,6 +78,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.ownership = new OwnershipRegistry(sql);
     this.retention = new RetentionRules(sql);
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, new VanishList(sql), this.retention);
+    this.plan = new OwnerPlan(sql, env);
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -141,6 +146,16 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /** Internal RPC: the agents edgestr provisioned for `owner` (the management API's list). */
   provisionedAgents(owner: string): string[] {
     return this.ownership.agentsOf(owner, 'provisioned');
+  }
+
+  /** Internal RPC (admin API): the owner's account changed (undefined: removed, back to the default plan). */
+  setOwnerAccount(account: OwnerState | undefined): void {
+    this.plan.set(account);
+  }
+
+  /** Internal RPC: the shard's stored events and bytes (metering). */
+  storedUsage(): ShardStorage {
+    return this.plan.storage();
   }
 
   /** Internal RPC: whether the shard holds an authenticated agent → owner record valid now. */
@@ -283,6 +298,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (verdict) return ack(false, formatRejection(verdict));
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
+    const bytes = new TextEncoder().encode(raw).length;
+    const overPlan = ctx.owner === null ? undefined : this.plan.check(isStored(e.kind), bytes, ctx.internal, ctx.nowMs);
+    if (overPlan) return ack(false, formatRejection(overPlan));
     if (!isStored(e.kind)) {
       ack(true, '');
       return this.broadcast(e, raw);
@@ -296,6 +314,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'deleted':
         return ack(false, 'blocked: this event was deleted by its author');
       case 'stored':
+        this.plan.added(bytes);
         break;
     }
     for (const hook of this.policy.onEventStored) hook(e, ctx);

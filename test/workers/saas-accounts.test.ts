@@ -1,0 +1,328 @@
+// Accounts and plans (workers/accounts, workers/api/{admin,usage,signup}.ts): operators manage
+// owners (admin-only), sign-up open or closed, suspend / resume / remove, each plan limit at its
+// boundary (one under passes, one over refused with the exact answer), the figures of /api/usage
+// against the runs that happened, its CSV, and a bad EDGESTR_PLANS failing loudly.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { Agent } from '../../workers/agent/agent-do.js';
+import { OWNER_NOT_ALLOWED, OWNER_SUSPENDED } from '../../workers/agent/admission.js';
+import { NOT_AN_ADMIN } from '../../workers/api/admin.js';
+import { SIGNUP_CLOSED } from '../../workers/api/signup.js';
+import { NOT_AN_OWNER, OWNER_SUSPENDED as API_SUSPENDED } from '../../workers/common/owners.js';
+import { api } from './api-helpers.js';
+import { apiWithEnv } from './app-env.js';
+import { NipXxClient } from './agent-helpers.js';
+import { BASE, connect, keys, sign, type Keys } from './helpers.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { SELF } from 'cloudflare:test';
+import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { RPC } from '../../src/shared/dvmcp.js';
+import { listBackups, readBackupLines, shardsOfRun } from '../../workers/relay-do/backup.js';
+import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+
+const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
+
+/** A new owner added by the operator on `plan`. */
+async function addOwner(plan?: string): Promise<Keys> {
+  const k = keys();
+  const r = await admin('POST', '/api/admin/owners', { pubkey: k.pk, ...(plan ? { plan } : {}) });
+  expect(r).toEqual({ status: 201, json: { pubkey: k.pk, plan: plan ?? 'default', suspended: false } });
+  return k;
+}
+
+async function createAgent(owner: Keys): Promise<string> {
+  const r = await api(owner.sk, 'POST', '/api/agents', { name: 'saas agent', provider: 'echo' });
+  expect(r.status).toBe(201);
+  return (r.json as { pubkey: string }).pubkey;
+}
+
+const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
+/** Freezes the agent's clock at `t` (ms). */
+const freeze = (agent: string, t: number) => runInDurableObject(stubOf(agent), (i) => void ((i as Agent).now = () => t));
+
+/** One prompt from `client` to `agent`, answered: the terminal's kind and payload. */
+async function ask(client: NipXxClient, message = 'hello there'): Promise<{ kind: number; payload: Record<string, unknown> }> {
+  const p = client.prompt({ ver: 1, message });
+  await client.send(p);
+  const { terminal } = await client.collect(p.id);
+  return { kind: terminal.kind, payload: terminal.payload };
+}
+
+const T0 = Date.UTC(2026, 0, 10, 23, 59, 0);
+
+describe('operators manage owners', () => {
+  it('only EDGESTR_ADMINS may: 403 for an owner and for a stranger, before anything is touched', async () => {
+    for (const sk of [TEST_OWNER_SK, keys().sk]) {
+      expect(await api(sk, 'GET', '/api/admin/owners')).toEqual({ status: 403, json: { error: NOT_AN_ADMIN } });
+      expect(await api(sk, 'POST', '/api/admin/owners', { pubkey: keys().pk })).toEqual({ status: 403, json: { error: NOT_AN_ADMIN } });
+    }
+  });
+
+  it('add, list with plan and usage, refuse duplicates, bad keys, unknown plans and static owners', async () => {
+    const k = await addOwner('two_runs');
+    expect(await admin('POST', '/api/admin/owners', { pubkey: k.pk })).toEqual({ status: 409, json: { error: 'this owner already exists' } });
+    expect(await admin('POST', '/api/admin/owners', { pubkey: 'nope' })).toEqual({
+      status: 422,
+      json: { error: 'invalid owner', issues: [{ path: 'pubkey', message: 'a 64-hex pubkey or an npub' }] },
+    });
+    const bad = await admin('POST', '/api/admin/owners', { pubkey: keys().pk, plan: 'gold' });
+    expect(bad.status).toBe(422);
+    expect((bad.json as { issues: Array<{ path: string; message: string }> }).issues[0]).toEqual({
+      path: 'plan',
+      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, slow_shard, three_bridge_calls)',
+    });
+    expect(await admin('POST', '/api/admin/owners', { pubkey: TEST_OWNER })).toEqual({ status: 409, json: { error: 'this owner is listed in EDGESTR_OWNERS: change that variable instead' } });
+    const list = await admin('GET', '/api/admin/owners');
+    expect(list.status).toBe(200);
+    const owners = (list.json as { owners: Array<{ pubkey: string; plan: string; suspended: boolean; source: string; usage: { runs_today: number } }> }).owners;
+    expect(owners.find((o) => o.pubkey === TEST_OWNER)).toMatchObject({ plan: 'default', suspended: false, source: 'static' });
+    expect(owners.find((o) => o.pubkey === k.pk)).toMatchObject({ plan: 'two_runs', suspended: false, source: 'registry', usage: { runs_today: 0 } });
+  });
+
+  it('a key is an owner only once added: 403 before, 201 after; PATCH and DELETE of unknown owners: 404', async () => {
+    const k = keys();
+    expect(await api(k.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo' })).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
+    expect(await admin('PATCH', `/api/admin/owners/${k.pk}`, { plan: 'default' })).toEqual({ status: 404, json: { error: 'no such owner' } });
+    expect(await admin('DELETE', `/api/admin/owners/${k.pk}`)).toEqual({ status: 404, json: { error: 'no such owner' } });
+    await admin('POST', '/api/admin/owners', { pubkey: k.pk });
+    await createAgent(k);
+  });
+
+  it('suspend: the owner’s shard refuses prompts, the agent answers UNAUTHORIZED elsewhere, no new agent (403); resume undoes all', async () => {
+    const owner = await addOwner();
+    const agent = await createAgent(owner);
+    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    expect((await ask(client)).kind).toBe(25803);
+
+    expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true })).toMatchObject({ status: 200, json: { pubkey: owner.pk, suspended: true } });
+    const refused = client.prompt({ ver: 1, message: 'hello' });
+    expect(await client.sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: suspended: this owner’s shard is read-only']);
+    const onPublic = await NipXxClient.open(agent, keys(), '/');
+    expect(await ask(onPublic)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } });
+    expect(await api(owner.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo' })).toEqual({ status: 403, json: { error: API_SUSPENDED } });
+
+    expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: false })).toMatchObject({ status: 200, json: { suspended: false } });
+    const other = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    expect((await ask(other)).kind).toBe(25803);
+    await createAgent(owner);
+  });
+
+  it('remove: the shard is backed up first, the agent answers that its owner is no longer allowed, the API refuses the key', async () => {
+    const owner = await addOwner();
+    const agent = await createAgent(owner);
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    const kept = sign(owner, { kind: 1, content: 'keep me', tags: [] });
+    expect((await sock.publish(kept))[2]).toBe(true);
+    sock.close();
+    expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+    const backups = await listBackups(env.BACKUPS!, owner.pk);
+    expect(backups).toHaveLength(1);
+    const lines = await readBackupLines(env.BACKUPS!, owner.pk, backups[0]!.name, 100);
+    const ids: string[] = [];
+    for await (const batch of lines!) ids.push(...batch.map((l) => (JSON.parse(l) as { id: string }).id));
+    expect(ids).toContain(kept.id);
+    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    expect(await ask(client)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } });
+    expect(await api(owner.sk, 'GET', '/api/agents')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
+  });
+});
+
+describe('backups', () => {
+  it('the nightly run covers the registered owners’ shards beside the static ones (each once)', () => {
+    const [a, b] = [keys().pk, keys().pk];
+    expect(shardsOfRun({ EDGESTR_OWNERS: a }, 0, [b, a])).toEqual([null, ...[a, b].sort()]);
+  });
+});
+
+describe('sign-up', () => {
+  it('closed by default: 403; open: the signer becomes an owner on the default plan (201), once (409)', async () => {
+    const k = keys();
+    expect(await api(k.sk, 'POST', '/api/signup')).toEqual({ status: 403, json: { error: SIGNUP_CLOSED } });
+    const open = { EDGESTR_SIGNUP: 'open' };
+    expect(await apiWithEnv(open, k.sk, 'POST', '/api/signup')).toEqual({ status: 201, json: { pubkey: k.pk, plan: 'default', suspended: false } });
+    expect(await apiWithEnv(open, k.sk, 'POST', '/api/signup')).toEqual({ status: 409, json: { error: 'this key is already an owner on this deployment' } });
+    await createAgent(k);
+  });
+});
+
+describe('plan limits at their boundary', () => {
+  it('agents per owner: the first is created, the second refused (409)', async () => {
+    const owner = await addOwner('one_agent');
+    await createAgent(owner);
+    expect(await api(owner.sk, 'POST', '/api/agents', { name: 'second', provider: 'echo' })).toEqual({
+      status: 409,
+      json: { error: 'the owner’s plan allows at most 1 agent; delete one first' },
+    });
+  });
+
+  it('runs per day: two runs pass, the third is RATE_LIMIT until the UTC day ends; the next day passes', async () => {
+    const owner = await addOwner('two_runs');
+    const agent = await createAgent(owner);
+    await freeze(agent, T0);
+    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    expect((await ask(client)).kind).toBe(25803);
+    expect((await ask(client)).kind).toBe(25803);
+    expect(await ask(client)).toMatchObject({
+      kind: 25805,
+      payload: { code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 2 runs for today (UTC)', retry_after: 60, details: { quota: 'runs_per_day' } },
+    });
+    await freeze(agent, T0 + 60_000);
+    const tomorrow = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    expect((await ask(tomorrow)).kind).toBe(25803);
+  });
+
+  it('model tokens per day: a run under the budget passes (overshooting it), the next is refused', async () => {
+    const owner = await addOwner('few_tokens');
+    const agent = await createAgent(owner);
+    await freeze(agent, T0);
+    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    expect((await ask(client, 'one two three four five six')).kind).toBe(25803);
+    expect(await ask(client)).toMatchObject({
+      kind: 25805,
+      payload: { code: 'RATE_LIMIT', retry_after: 60, details: { quota: 'tokens_per_day' } },
+    });
+  });
+
+  it('model tokens per month: refused until the month ends (retry_after counts to the 1st, 00:00 UTC)', async () => {
+    const owner = await addOwner('few_tokens_month');
+    const agent = await createAgent(owner);
+    await freeze(agent, T0);
+    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    expect((await ask(client, 'one two three four five six')).kind).toBe(25803);
+    const refused = await ask(client);
+    expect(refused).toMatchObject({ kind: 25805, payload: { code: 'RATE_LIMIT', details: { quota: 'tokens_per_month' } } });
+    expect(refused.payload.retry_after).toBe((Date.UTC(2026, 1, 1) - T0) / 1000);
+  });
+});
+
+describe('usage', () => {
+  it('the figures are the runs that happened (by agent, sender, model, day); CSV; operators see every owner', async () => {
+    const owner = await addOwner();
+    const a1 = await createAgent(owner);
+    const a2 = await createAgent(owner);
+    const c1 = await NipXxClient.open(a1, keys(), `/r/${owner.pk}`);
+    const c2 = await NipXxClient.open(a2, keys(), `/r/${owner.pk}`);
+    await ask(c1, 'a b c');
+    await ask(c1, 'd e');
+    await ask(c2, 'f');
+    const local = async (agent: string) => stubOf(agent).usage();
+    const runs1 = await local(a1);
+    const runs2 = await local(a2);
+    expect(runs1.map((r) => r.outcome)).toEqual(['response', 'response']);
+    const sum = (rs: typeof runs1, k: 'input_tokens' | 'output_tokens') => rs.reduce((n, r) => n + r[k], 0);
+
+    // The agents report each run to the aggregate as its terminal goes out: wait for the third.
+    let byAgent = await api(owner.sk, 'GET', '/api/usage?by=agent');
+    for (let i = 0; i < 20 && (byAgent.json as { rows: Array<{ runs: number }> }).rows.reduce((n, r) => n + r.runs, 0) < 3; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      byAgent = await api(owner.sk, 'GET', '/api/usage?by=agent');
+    }
+    expect(byAgent.status).toBe(200);
+    const rows = (byAgent.json as { rows: unknown[] }).rows;
+    const want = (key: string, rs: typeof runs1) => ({ key, runs: rs.length, input_tokens: sum(rs, 'input_tokens'), output_tokens: sum(rs, 'output_tokens'), tool_calls: 0, errors: 0 });
+    expect(rows).toEqual([want(a1, runs1), want(a2, runs2)].sort((x, y) => x.key.localeCompare(y.key)));
+
+    const bySender = (await api(owner.sk, 'GET', '/api/usage?by=sender')).json as { rows: Array<{ key: string; runs: number }> };
+    expect(bySender.rows.map((r) => [r.key, r.runs]).sort()).toEqual([[c1.k.pk, 2], [c2.k.pk, 1]].sort());
+    const byModel = (await api(owner.sk, 'GET', '/api/usage?by=model')).json as { rows: Array<{ key: string; runs: number }> };
+    expect(byModel.rows).toMatchObject([{ key: 'echo', runs: 3 }]);
+
+    const url = `${BASE}/api/usage?by=agent`;
+    const csv = await SELF.fetch(url, { headers: { Authorization: makeHttpAuthHeader(owner.sk, url, 'GET'), Accept: 'text/csv' } });
+    expect(csv.headers.get('Content-Type')).toBe('text/csv; charset=utf-8');
+    const line = (r: ReturnType<typeof want>) => `${r.key},${r.runs},${r.input_tokens},${r.output_tokens},${r.tool_calls},${r.errors}\r\n`;
+    const sorted = [want(a1, runs1), want(a2, runs2)].sort((x, y) => x.key.localeCompare(y.key));
+    expect(await csv.text()).toBe(`key,runs,input_tokens,output_tokens,tool_calls,errors\r\n${sorted.map(line).join('')}`);
+
+    const all = (await admin('GET', '/api/usage?by=agent')).json as { rows: Array<{ key: string }> };
+    expect(all.rows.map((r) => r.key)).toEqual(expect.arrayContaining([a1, a2]));
+    const one = (await admin('GET', `/api/usage?by=agent&owner=${owner.pk}`)).json as { rows: Array<{ key: string }> };
+    expect(one.rows.map((r) => r.key).sort()).toEqual([a1, a2].sort());
+    expect(await api(owner.sk, 'GET', `/api/usage?owner=${TEST_OWNER}`)).toEqual({ status: 403, json: { error: 'only operators may see other owners’ usage' } });
+  });
+
+  it('bad queries: 422 naming the field; strangers: 403', async () => {
+    expect(await api(TEST_OWNER_SK, 'GET', '/api/usage?by=week')).toMatchObject({ status: 422, json: { error: 'invalid query', issues: [{ path: 'by' }] } });
+    expect(await api(TEST_OWNER_SK, 'GET', '/api/usage?from=2026-02-01&to=2026-01-01')).toEqual({
+      status: 422,
+      json: { error: 'invalid query', issues: [{ path: 'from', message: 'from is after to' }] },
+    });
+    expect(await api(TEST_OWNER_SK, 'GET', '/api/usage?from=2024-01-01&to=2026-01-01')).toEqual({
+      status: 422,
+      json: { error: 'invalid query', issues: [{ path: 'from', message: 'at most 366 days' }] },
+    });
+    expect(await api(keys().sk, 'GET', '/api/usage')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
+  });
+
+  it('a bad EDGESTR_PLANS fails every API call with a 500 naming the field', async () => {
+    const r = await apiWithEnv({ EDGESTR_PLANS: '{"default":{"agents":-1}}' }, TEST_OWNER_SK, 'GET', '/api/agents');
+    expect(r).toEqual({ status: 500, json: { error: 'EDGESTR_PLANS.default.agents: Too small: expected number to be >=0' } });
+    const missing = await apiWithEnv({ EDGESTR_PLANS: '{"pro":{}}' }, TEST_OWNER_SK, 'GET', '/api/agents');
+    expect(missing).toEqual({ status: 500, json: { error: 'EDGESTR_PLANS.default: a plan named "default" is required' } });
+  });
+});
+
+describe('the owner’s shard under its plan', () => {
+  const shard = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner}`));
+  const note = (k: Keys, size: number) => sign(k, { kind: 1, content: 'x'.repeat(size), tags: [] });
+  const bytesOf = (e: object) => new TextEncoder().encode(JSON.stringify(e)).length;
+
+  it('stored bytes: an event that fits is stored, the one over the quota is refused; the shard meters its storage', async () => {
+    const owner = await addOwner('small_shard');
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    const e1 = note(owner, 300);
+    const e2 = note(owner, 1000 - bytesOf(e1) - bytesOf(note(owner, 0)));
+    expect(bytesOf(e1) + bytesOf(e2)).toBe(1000);
+    expect((await sock.publish(e1))[2]).toBe(true);
+    expect((await sock.publish(e2))[2]).toBe(true);
+    expect(await sock.publish(note(owner, 0))).toEqual(['OK', expect.any(String), false, 'restricted: storage quota: the owner’s plan allows 1000 stored bytes on this shard']);
+    expect(await shard(owner.pk).storedUsage()).toEqual({ events: 2, bytes: 1000 });
+    sock.close();
+  });
+
+  it('suspended: nothing new is stored (restricted: suspended); resumed: stored again', async () => {
+    const owner = await addOwner();
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true });
+    const refused = note(owner, 10);
+    expect(await sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: suspended: this owner’s shard is read-only']);
+    await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: false });
+    expect((await sock.publish(note(owner, 10)))[2]).toBe(true);
+    sock.close();
+  });
+
+  it('events per second: two pass, the third in the same second is rate-limited', async () => {
+    const owner = await addOwner('slow_shard');
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    const frozen = Date.now();
+    await runInDurableObject(shard(owner.pk), (i) => void ((i as unknown as { clock: () => number }).clock = () => frozen));
+    expect((await sock.publish(note(owner, 1)))[2]).toBe(true);
+    expect((await sock.publish(note(owner, 2)))[2]).toBe(true);
+    expect((await sock.publish(note(owner, 3)))[3]).toBe('rate-limited: the owner’s plan allows 2 events per second on this shard');
+    sock.close();
+  });
+});
+
+describe('the owner’s bridge under its plan', () => {
+  it('bridge calls per day: three pass (pings are free), the fourth is -32029 naming the quota; each call is metered', async () => {
+    const owner = await addOwner('three_bridge_calls');
+    const stub = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
+    const provider = await stub.ensureProvider(owner.pk, BASE);
+    await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
+    const added = await stub.addServer({ id: 'q', url: everythingUrl(), public: false });
+    expect(added.ok).toBe(true);
+    await bridgeReady(provider);
+    const c = await DvmcpClient.open(provider);
+    for (let i = 0; i < 3; i++) expect((await c.call('tools/list', { i }, { s: 'q' })).result.ok).toBe(true);
+    const refused = await c.call('tools/list', { i: 3 }, { s: 'q' });
+    expect(!refused.result.ok && refused.result.error.code).toBe(RPC.RATE_LIMITED);
+    expect(!refused.result.ok && refused.result.error.message).toMatch(/^rate-limited: the owner’s plan allows 3 bridge calls per day \(quota bridge_calls_per_day\); retry in \d+ s$/);
+    const day = new Date().toISOString().slice(0, 10);
+    expect(await stub.usage(day, day)).toEqual([{ day, server: 'q', method: 'tools/list', calls: 3, duration_ms: expect.any(Number) }]);
+    c.close();
+  });
+});

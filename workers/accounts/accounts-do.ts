@@ -1,0 +1,198 @@
+// Accounts: the deployment's owner registry and usage aggregate, one SQLite Durable Object per
+// deployment (named "accounts"). It holds the owners added by operators or by sign-up (plan,
+// suspended) — the static EDGESTR_OWNERS list is not stored here — and, per owner, the usage
+// reported by its agents after each run, summed per (UTC day, agent, sender, model): the figures
+// of GET /api/usage and the owner-wide totals the agents check their plan against.
+
+import { DurableObject } from 'cloudflare:workers';
+import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
+import { DEFAULT_PLAN } from './plans.js';
+
+export interface AccountsBindings {
+  ACCOUNTS: DurableObjectNamespace<Accounts>;
+}
+
+export const accountsStub = (env: AccountsBindings): DurableObjectStub<Accounts> => env.ACCOUNTS.get(env.ACCOUNTS.idFromName('accounts'));
+
+export interface OwnerRow {
+  pubkey: string;
+  plan: string;
+  suspended: boolean;
+  created_at: number;
+}
+
+/** One run as the agent reports it to the aggregate. */
+export interface RunUsage {
+  owner: string;
+  agent: string;
+  sender: string;
+  model: string;
+  /** When the run ended (ms). */
+  at: number;
+  input_tokens: number;
+  output_tokens: number;
+  tool_calls: number;
+  error: boolean;
+}
+
+/** An owner's consumption in the current UTC day and month (what the plan limits). */
+export interface OwnerTotals {
+  day: string;
+  tokens_today: number;
+  tokens_month: number;
+  runs_today: number;
+}
+
+/** What an agent needs to admit prompts: the owner's registry state (undefined: not registered) and totals. */
+export interface OwnerSnapshot {
+  state: OwnerState | undefined;
+  totals: OwnerTotals;
+}
+
+export const USAGE_KEYS = ['agent', 'sender', 'model', 'day'] as const;
+export type UsageKey = (typeof USAGE_KEYS)[number];
+
+export interface UsageRow {
+  key: string;
+  runs: number;
+  input_tokens: number;
+  output_tokens: number;
+  tool_calls: number;
+  errors: number;
+}
+
+/** Rows answered by one usage query at most. */
+export const MAX_USAGE_ROWS = 10_000;
+
+const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+type Row = Record<string, SqlStorageValue>;
+const toOwner = (r: Row): OwnerRow => ({ pubkey: String(r.pubkey), plan: String(r.plan), suspended: r.suspended === 1, created_at: Number(r.created_at) });
+
+export class Accounts extends DurableObject<OwnerEnv> {
+  private readonly sql: SqlStorage;
+
+  constructor(ctx: DurableObjectState, env: OwnerEnv) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.sql.exec(`
+      CREATE TABLE IF NOT EXISTS owners (pubkey TEXT PRIMARY KEY, plan TEXT NOT NULL, suspended INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS usage (
+        owner TEXT NOT NULL, day TEXT NOT NULL, agent TEXT NOT NULL, sender TEXT NOT NULL, model TEXT NOT NULL,
+        runs INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, tool_calls INTEGER NOT NULL, errors INTEGER NOT NULL,
+        PRIMARY KEY (owner, day, agent, sender, model)
+      ) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS usage_day ON usage(day);
+    `);
+  }
+
+  // ---- registry ----
+
+  owner(pubkey: string): OwnerRow | undefined {
+    const r = this.sql.exec('SELECT * FROM owners WHERE pubkey = ?', pubkey).toArray()[0];
+    return r ? toOwner(r) : undefined;
+  }
+
+  owners(): OwnerRow[] {
+    return this.sql.exec('SELECT * FROM owners ORDER BY created_at, pubkey').toArray().map(toOwner);
+  }
+
+  /** Adds an owner; false when it is already registered. */
+  add(pubkey: string, plan: string = DEFAULT_PLAN): boolean {
+    return (
+      this.sql.exec('INSERT INTO owners (pubkey, plan, created_at) VALUES (?, ?, ?) ON CONFLICT (pubkey) DO NOTHING RETURNING pubkey', pubkey, plan, Math.floor(Date.now() / 1000)).toArray()
+        .length > 0
+    );
+  }
+
+  update(pubkey: string, patch: { plan?: string; suspended?: boolean }): OwnerRow | undefined {
+    const row = this.owner(pubkey);
+    if (!row) return undefined;
+    const next = { ...row, ...patch };
+    this.sql.exec('UPDATE owners SET plan = ?, suspended = ? WHERE pubkey = ?', next.plan, next.suspended ? 1 : 0, pubkey);
+    return next;
+  }
+
+  remove(pubkey: string): boolean {
+    return this.sql.exec('DELETE FROM owners WHERE pubkey = ? RETURNING pubkey', pubkey).toArray().length > 0;
+  }
+
+  /** Every owner (the static ones first, then the registry's), each with its totals at `now` (ms). */
+  overview(now: number): Array<OwnerRow & { source: 'static' | 'registry'; usage: OwnerTotals }> {
+    const statics = [...staticOwners(this.env)].map((pubkey) => ({ pubkey, plan: DEFAULT_PLAN, suspended: false, created_at: 0, source: 'static' as const }));
+    const registered = this.owners().map((r) => ({ ...r, source: 'registry' as const }));
+    return [...statics, ...registered].map((o) => ({ ...o, usage: this.totals(o.pubkey, now) }));
+  }
+
+  /** Every registered owner's state (what router isolates cache, workers/common/owners.ts). */
+  states(): Array<OwnerState & { pubkey: string }> {
+    return this.owners().map(({ pubkey, plan, suspended }) => ({ pubkey, plan, suspended }));
+  }
+
+  /**
+   * The registry's state of `pubkey`, or undefined when it is not registered. (Static owners are
+   * the caller's to check first, against its own EDGESTR_OWNERS: see workers/common/owners.ts.)
+   */
+  state(pubkey: string): OwnerState | undefined {
+    const row = this.owner(pubkey);
+    return row ? { plan: row.plan, suspended: row.suspended } : undefined;
+  }
+
+  // ---- usage ----
+
+  /** Adds one run to the owner's aggregate; answers the owner's snapshot after it. */
+  record(run: RunUsage): OwnerSnapshot {
+    this.sql.exec(
+      `INSERT INTO usage (owner, day, agent, sender, model, runs, input_tokens, output_tokens, tool_calls, errors) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
+       ON CONFLICT (owner, day, agent, sender, model) DO UPDATE SET runs = runs + 1, input_tokens = input_tokens + excluded.input_tokens,
+       output_tokens = output_tokens + excluded.output_tokens, tool_calls = tool_calls + excluded.tool_calls, errors = errors + excluded.errors`,
+      run.owner,
+      dayOf(run.at),
+      run.agent,
+      run.sender,
+      run.model,
+      run.input_tokens,
+      run.output_tokens,
+      run.tool_calls,
+      run.error ? 1 : 0,
+    );
+    return this.snapshot(run.owner, run.at);
+  }
+
+  snapshot(owner: string, now: number): OwnerSnapshot {
+    return { state: this.state(owner), totals: this.totals(owner, now) };
+  }
+
+  totals(owner: string, now: number): OwnerTotals {
+    const day = dayOf(now);
+    const month = day.slice(0, 7);
+    const r = this.sql
+      .exec<{ tokens_today: number; tokens_month: number; runs_today: number }>(
+        `SELECT coalesce(sum(CASE WHEN day = ? THEN input_tokens + output_tokens END), 0) AS tokens_today,
+                coalesce(sum(input_tokens + output_tokens), 0) AS tokens_month,
+                coalesce(sum(CASE WHEN day = ? THEN runs END), 0) AS runs_today
+         FROM usage WHERE owner = ? AND day >= ? AND day <= ?`,
+        day,
+        day,
+        owner,
+        `${month}-01`,
+        `${month}-31`,
+      )
+      .one();
+    return { day, ...r };
+  }
+
+  /** Usage between the UTC days `from` and `to` (inclusive), grouped by `by`; of one owner, or of all (`owner` undefined). */
+  usage(owner: string | undefined, from: string, to: string, by: UsageKey): UsageRow[] {
+    const where = owner === undefined ? 'day >= ? AND day <= ?' : 'owner = ? AND day >= ? AND day <= ?';
+    const args = owner === undefined ? [from, to] : [owner, from, to];
+    return this.sql
+      .exec<{ key: string; runs: number; input_tokens: number; output_tokens: number; tool_calls: number; errors: number }>(
+        `SELECT ${by} AS key, sum(runs) AS runs, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                sum(tool_calls) AS tool_calls, sum(errors) AS errors
+         FROM usage WHERE ${where} GROUP BY ${by} ORDER BY ${by} LIMIT ${MAX_USAGE_ROWS}`,
+        ...args,
+      )
+      .toArray();
+  }
+}

@@ -1,0 +1,66 @@
+// Plans of a SaaS deployment (EDGESTR_PLANS, a JSON object of plan name → limits): what an owner on
+// each plan may use. A limit left out is unlimited; the plan named "default" is the one of owners
+// listed statically (EDGESTR_OWNERS), of sign-ups and of owners added without a plan. Validated at
+// first use (cached per isolate for the raw string); a bad value throws an Error naming the field,
+// so every request that needs the plans fails loudly until the operator fixes it.
+
+import { z } from 'zod';
+
+const limit = z.number().int().min(0);
+
+export const PlanSchema = z
+  .object({
+    agents: limit.optional(),
+    tokens_per_day: limit.optional(),
+    tokens_per_month: limit.optional(),
+    runs_per_day: limit.optional(),
+    bridge_calls_per_day: limit.optional(),
+    stored_bytes: limit.optional(),
+    events_per_second: limit.optional(),
+  })
+  .strict();
+
+export type Plan = z.infer<typeof PlanSchema>;
+
+const PlansSchema = z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/, 'plan names are 1-32 of a-z 0-9 _ -'), PlanSchema);
+
+export type Plans = Record<string, Plan>;
+
+export const DEFAULT_PLAN = 'default';
+
+export interface PlanEnv {
+  EDGESTR_PLANS?: string;
+}
+
+let cached: { raw: string | undefined; plans: Plans } | undefined;
+
+/** The deployment's plans (no EDGESTR_PLANS: one unlimited "default" plan). Throws naming the bad field. */
+export function plansOf(env: PlanEnv): Plans {
+  if (cached && cached.raw === env.EDGESTR_PLANS) return cached.plans;
+  const plans = parsePlans(env.EDGESTR_PLANS);
+  cached = { raw: env.EDGESTR_PLANS, plans };
+  return plans;
+}
+
+export function parsePlans(raw: string | undefined): Plans {
+  if (raw === undefined || raw.trim() === '') return { [DEFAULT_PLAN]: {} };
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    throw new Error('EDGESTR_PLANS is not JSON');
+  }
+  const parsed = PlansSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`EDGESTR_PLANS.${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid'}`);
+  }
+  if (!parsed.data[DEFAULT_PLAN]) throw new Error(`EDGESTR_PLANS.${DEFAULT_PLAN}: a plan named "${DEFAULT_PLAN}" is required`);
+  return parsed.data;
+}
+
+/** The limits of `name` (an unknown name — a plan removed from EDGESTR_PLANS — falls back to the default plan). */
+export const planLimits = (env: PlanEnv, name: string): Plan => {
+  const plans = plansOf(env);
+  return plans[name] ?? plans[DEFAULT_PLAN] ?? {};
+};

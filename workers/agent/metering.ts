@@ -1,0 +1,59 @@
+// Metering of a hosted agent's runs: one row per run in the Agent DO's SQLite (provider, model,
+// input/output tokens, tool calls, duration, outcome, sender), kept RUN_USAGE_RETENTION_MS, and
+// the same run reported to the owner's aggregate in the Accounts DO (workers/accounts), whose
+// answer — the owner's totals for the day and month — is what the agent checks the plan against.
+
+/** One finished run, as metered. */
+export type RunMeter = {
+  run_id: string;
+  sender: string;
+  provider: string;
+  model: string;
+  input_tokens: number;
+  output_tokens: number;
+  tool_calls: number;
+  duration_ms: number;
+  /** "response" or the NIP-XX error code. */
+  outcome: string;
+};
+
+/** Run rows are kept 90 days. */
+const RUN_USAGE_RETENTION_MS = 90 * 24 * 3600 * 1000;
+
+export class UsageMeter {
+  constructor(private readonly sql: SqlStorage) {
+    this.sql.exec(`
+      CREATE TABLE IF NOT EXISTS run_usage (
+        run_id TEXT PRIMARY KEY, at INTEGER NOT NULL, sender TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, tool_calls INTEGER NOT NULL, duration_ms INTEGER NOT NULL, outcome TEXT NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS run_usage_at ON run_usage(at);
+    `);
+  }
+
+  /** Stores the run's row (at `at`, ms). */
+  record(r: RunMeter, at: number): void {
+    this.sql.exec(
+      'INSERT OR REPLACE INTO run_usage (run_id, at, sender, provider, model, input_tokens, output_tokens, tool_calls, duration_ms, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      r.run_id,
+      at,
+      r.sender,
+      r.provider,
+      r.model,
+      r.input_tokens,
+      r.output_tokens,
+      r.tool_calls,
+      r.duration_ms,
+      r.outcome,
+    );
+  }
+
+  /** The stored rows, newest first (at most `limit`). */
+  recent(limit: number): Array<RunMeter & { at: number }> {
+    return this.sql.exec<RunMeter & { at: number }>('SELECT * FROM run_usage ORDER BY at DESC LIMIT ?', limit).toArray();
+  }
+
+  prune(now: number, batch: number): void {
+    this.sql.exec('DELETE FROM run_usage WHERE run_id IN (SELECT run_id FROM run_usage WHERE at < ? LIMIT ?)', now - RUN_USAGE_RETENTION_MS, batch);
+  }
+}

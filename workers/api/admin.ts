@@ -1,0 +1,107 @@
+// Operators' management of owners (/api/admin/owners), NIP-98 authenticated, EDGESTR_ADMINS only
+// (403 for everyone else, before any Durable Object is touched): list the owners with their plan
+// and usage, add one (optionally on a plan), change its plan or suspend / resume it, remove it.
+// Owners listed in EDGESTR_OWNERS are shown but managed in that variable (409 here). After a
+// change the owner's agents are told at once (Agent.ownerChanged); router isolates learn it
+// within OWNER_CACHE_MS. Removing an owner first backs its shard up to the BACKUPS bucket when one
+// is bound (workers/relay-do/backup.ts; a failed backup removes nothing), and keeps the shard's
+// data either way (docs/OPERATIONS.md, "Accounts and plans").
+
+import { Hono } from 'hono';
+import { z } from 'zod';
+import { parsePubkey } from '../../src/shared/keys.js';
+import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
+import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
+import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
+import { shardStub, type ShardBindings } from '../common/shards.js';
+import { backupKey, backupName, backupShard, type BackupBindings } from '../relay-do/backup.js';
+import { errorMessage } from '../../src/shared/errors.js';
+import { agentStub, issuesOf, parseJson, type AgentApiBindings } from './agents.js';
+import type { ApiStateBindings } from './api-state.js';
+import { nip98, type AuthedVariables } from './nip98-auth.js';
+
+export interface AdminApiBindings extends ApiStateBindings, AccountsBindings, ShardBindings, OwnerEnv, PlanEnv, BackupBindings, Pick<AgentApiBindings, 'AGENT'> {}
+
+type ApiEnv = { Bindings: AdminApiBindings; Variables: AuthedVariables };
+
+export const NOT_AN_ADMIN = 'only the operators of this deployment (EDGESTR_ADMINS) may do this';
+const STATIC_OWNER = 'this owner is listed in EDGESTR_OWNERS: change that variable instead';
+const NO_OWNER = 'no such owner';
+
+const PubkeySchema = z.string().transform((s, ctx) => {
+  const hex = parsePubkey(s.trim());
+  if (hex) return hex;
+  ctx.addIssue({ code: 'custom', message: 'a 64-hex pubkey or an npub' });
+  return z.NEVER;
+});
+const AddOwnerSchema = z.object({ pubkey: PubkeySchema, plan: z.string().optional() }).strict();
+const PatchOwnerSchema = z.object({ plan: z.string().optional(), suspended: z.boolean().optional() }).strict();
+
+/** The 422 issue for a plan name EDGESTR_PLANS does not define. */
+const planIssue = (env: PlanEnv, plan: string | undefined) =>
+  plan !== undefined && !plansOf(env)[plan] ? [{ path: 'plan', message: `no plan "${plan}" in EDGESTR_PLANS (plans: ${Object.keys(plansOf(env)).join(', ')})` }] : [];
+
+/** Tells the owner's shard (its new account, undefined when removed) and agents (they refresh it from the registry). */
+async function notifyOwner(env: AdminApiBindings, owner: string, account: OwnerState | undefined): Promise<void> {
+  forgetOwnerState();
+  const shard = shardStub(env, owner);
+  await shard.setOwnerAccount(account);
+  const agents = await shard.provisionedAgents(owner);
+  await Promise.all(agents.map((a) => agentStub(env, a).ownerChanged()));
+}
+
+export function adminRoutes() {
+  const app = new Hono<ApiEnv>();
+  app.use('*', nip98<AdminApiBindings>((env, pubkey) => (isAdmin(env, pubkey) ? undefined : NOT_AN_ADMIN)));
+
+  app.get('/', async (c) => c.json({ owners: await accountsStub(c.env).overview(Date.now()) }));
+
+  app.post('/', async (c) => {
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = AddOwnerSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid owner', issues: issuesOf(parsed.error) }, 422);
+    const { pubkey, plan = DEFAULT_PLAN } = parsed.data;
+    const bad = planIssue(c.env, plan);
+    if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
+    if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
+    if (!(await accountsStub(c.env).add(pubkey, plan))) return c.json({ error: 'this owner already exists' }, 409);
+    await notifyOwner(c.env, pubkey, { plan, suspended: false });
+    return c.json({ pubkey, plan, suspended: false }, 201);
+  });
+
+  app.patch('/:pubkey', async (c) => {
+    const pubkey = parsePubkey(c.req.param('pubkey'));
+    if (!pubkey) return c.json({ error: NO_OWNER }, 404);
+    if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = PatchOwnerSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid owner', issues: issuesOf(parsed.error) }, 422);
+    const bad = planIssue(c.env, parsed.data.plan);
+    if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
+    const row = await accountsStub(c.env).update(pubkey, parsed.data);
+    if (!row) return c.json({ error: NO_OWNER }, 404);
+    await notifyOwner(c.env, pubkey, { plan: row.plan, suspended: row.suspended });
+    return c.json(row);
+  });
+
+  app.delete('/:pubkey', async (c) => {
+    const pubkey = parsePubkey(c.req.param('pubkey'));
+    if (!pubkey) return c.json({ error: NO_OWNER }, 404);
+    if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
+    if (!(await accountsStub(c.env).owner(pubkey))) return c.json({ error: NO_OWNER }, 404);
+    if (c.env.BACKUPS) {
+      try {
+        await backupShard(c.env, c.env.BACKUPS, pubkey, backupKey(pubkey, backupName(Date.now())));
+      } catch (e) {
+        return c.json({ error: `the owner’s shard could not be backed up first, nothing was removed: ${errorMessage(e)}` }, 500);
+      }
+    }
+    if (!(await accountsStub(c.env).remove(pubkey))) return c.json({ error: NO_OWNER }, 404);
+    await notifyOwner(c.env, pubkey, undefined);
+    return c.body(null, 204);
+  });
+
+  return app;
+}
