@@ -8,12 +8,11 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { build, edgestr, ROOT, tempHome } from './cli-run.js';
+import { describe, expect, inject, it } from 'vitest';
+import { edgestr, ROOT, tempHome } from './cli-run.js';
 
 const devUrl = inject('httpUrl');
 
-beforeAll(() => build(), 60_000);
 
 /** The transcript: commands with their expected output lines. */
 const readme = (): string => readFileSync(join(ROOT, 'README.md'), 'utf8');

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const BIN = join(ROOT, 'bin', 'edgestr.mjs');
 
-/** Builds dist/ from the current sources (what `npm install` does through `prepare`; no type declarations). */
+/** Builds dist/ from the current sources (what `npm install` does through `prepare`; no type declarations); the e2e global setup runs it once, before wrangler starts. */
 export const build = (): void => void execFileSync('node', ['scripts/build.mjs', '--js-only'], { cwd: ROOT, stdio: 'inherit' });
 
 export const tempHome = (): string => mkdtempSync(join(tmpdir(), 'edgestr-cli-'));

@@ -14,7 +14,7 @@ import { toNpub } from '../../src/shared/keys.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { startEverything, stop } from '../mcp/global-setup.js';
 import { E2E_OWNER, E2E_OWNER_SK } from './e2e-keys.js';
-import { build, edgestr, ROOT, start, tempHome } from './cli-run.js';
+import { edgestr, ROOT, start, tempHome } from './cli-run.js';
 import { waitFor } from './helpers.js';
 
 const devUrl = inject('httpUrl');
@@ -22,7 +22,6 @@ const agentUrl = inject('agentHttpUrl');
 const fakeUrl = inject('fakeProviderUrl');
 const DEMO_OWNER_SK = sha256(new TextEncoder().encode('edgestr demo owner (local development only)'));
 
-beforeAll(() => build(), 60_000);
 
 /** A HOME whose default key file holds `sk`. */
 function homeWithKey(sk: Uint8Array): string {

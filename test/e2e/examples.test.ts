@@ -9,14 +9,13 @@ import { bytesToHex } from '../../src/shared/hex.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { startEverything, stop } from '../mcp/global-setup.js';
 import { E2E_OWNER_SK } from './e2e-keys.js';
-import { build, ROOT } from './cli-run.js';
+import { ROOT } from './cli-run.js';
 import { sleep } from './helpers.js';
 
 const devUrl = inject('httpUrl');
 const agentUrl = inject('agentHttpUrl');
 const DEMO_OWNER_SK = sha256(new TextEncoder().encode('edgestr demo owner (local development only)'));
 
-beforeAll(() => build(), 60_000);
 
 const example = (file: string, args: string[], env: Record<string, string>) =>
   promisify(execFile)('node', [`examples/${file}`, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 25_000 });

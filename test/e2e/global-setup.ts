@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { startFakeProvider, type FakeProvider } from '../fake-provider/server.js';
 import { E2E_OWNER, E2E_SECRET } from './e2e-keys.js';
+import { build } from './cli-run.js';
 import { freePort, sleep } from '../helpers-node/processes.js';
 
 declare module 'vitest' {
@@ -156,6 +157,10 @@ export async function startWrangler(label: string, vars: string[], configPath?: 
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // dist/ (the CLI, the library and the console's assets) from the current sources, once and before
+  // any wrangler starts: wrangler dev watches the console's assets and restarts when they change, so
+  // no test may rebuild while the instances run.
+  build();
   const fake: FakeProvider = await startFakeProvider();
   const started = await Promise.allSettled([
     startWrangler('echo', ['EDGESTR_ENV:development']),
