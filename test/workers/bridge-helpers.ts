@@ -28,6 +28,7 @@ export async function announcements(provider: string, kinds: number[], ready: (e
   let events: NostrEvent[] = [];
   for (let i = 0; i < 100; i++) {
     events = (await s.req(`a${i}`, { kinds, authors: [provider] })).events;
+    s.send(['CLOSE', `a${i}`]); // the relay keeps at most max_subscriptions open per connection
     if (ready(events)) break;
     await new Promise((r) => setTimeout(r, 100));
   }
