@@ -18,7 +18,7 @@ import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
 import { Dispatcher, maxAnswerChars, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
-import { Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { Limiter, releaseOnce, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import type { AdmissionResult, Refusal } from './admission.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
@@ -276,15 +276,12 @@ export class AgentDvmcp {
     if (verdict.verdict === 'answer') return { ok: false, error: refusalError(verdict.refusal) };
     if (!run) return this.limiter.admit(client, serverIds);
     this.reserved++;
-    let released = false;
     return {
       ok: true,
-      release: () => {
-        if (released) return;
-        released = true;
+      release: releaseOnce(() => {
         if (--this.reserved > 0) return;
         for (const r of this.idle.splice(0)) r();
-      },
+      }),
     };
   }
 }

@@ -32,6 +32,16 @@ interface ClientState extends Window {
 
 const waitSeconds = (w: Window, now: number): number => Math.max(1, Math.ceil((w.start + WINDOW_MS - now) / 1000));
 
+/** A release that takes effect once, however often it is called (an admission's slot is freed once). */
+export function releaseOnce(free: () => void): () => void {
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    free();
+  };
+}
+
 export class Limiter {
   private readonly clients = new LruMap<string, ClientState>(MAX_CLIENTS);
   private readonly servers = new Map<string, Window>();
@@ -66,15 +76,7 @@ export class Limiter {
     for (const id of serverIds) this.serverWindow(id, now).count += 1;
     c.count += 1;
     c.active += 1;
-    let released = false;
-    return {
-      ok: true,
-      release: () => {
-        if (released) return;
-        released = true;
-        c.active -= 1;
-      },
-    };
+    return { ok: true, release: releaseOnce(() => (c.active -= 1)) };
   }
 
   private serverWindow(id: string, now: number): Window {
