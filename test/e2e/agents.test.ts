@@ -489,7 +489,12 @@ describe('the owner cancels a run with a NIP-AO control frame', () => {
     const run = await c.collect(p.id);
     expect(run.terminal.payload).toEqual({ ver: 1, code: 'CANCELLED', message: 'run cancelled' });
     await waitFor(() => frames.some((f) => f.frame.kind === 'session_resolved'), 'session_resolved');
-    expect(frames.find((f) => f.frame.kind === 'session_resolved')!.frame.payload).toEqual({ run_id: p.id, outcome: 'CANCELLED' });
+    expect(frames.find((f) => f.frame.kind === 'session_resolved')!.frame.payload).toMatchObject({
+      run_id: p.id,
+      outcome: 'CANCELLED',
+      usage: { provider: 'openai', tool_calls: 0, input_tokens: expect.any(Number), output_tokens: expect.any(Number), duration_ms: expect.any(Number) },
+      owner_usage: { plan: 'default', limits: {} },
+    });
     expect(rejected).toEqual([]);
     expect(await c.terminalCountAfter(p.id, 300)).toBe(1);
     observer.stop();
