@@ -27,6 +27,7 @@ declare namespace Cloudflare {
     EDGESTR_OUTBOUND_ALLOW?: string;
     RELAY_LIMITS?: string;
     BACKUPS?: R2Bucket;
+    MCP_RATE_LIMIT?: RateLimit;
     ASSETS: Fetcher;
   }
 }
