@@ -25,6 +25,7 @@ declare namespace Cloudflare {
     EDGESTR_OPEN_SHARDS?: string;
     EDGESTR_PUBLIC_URL?: string;
     EDGESTR_OUTBOUND_ALLOW?: string;
+    EDGESTR_DEFAULT_MODEL?: string;
     RELAY_LIMITS?: string;
     BACKUPS?: R2Bucket;
     MCP_RATE_LIMIT?: RateLimit;

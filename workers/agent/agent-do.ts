@@ -30,7 +30,6 @@ import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { addRun, ownerUsage, planRefusal, type OwnerUsage } from '../accounts/quota.js';
 import { UsageMeter, type RunMeter } from './metering.js';
-import { defaultProviderName, type ProviderEnv } from './providers/index.js';
 import { RunStore, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
@@ -38,7 +37,8 @@ import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
 import { logAgent } from './agent-log.js';
-import { outboxOutput, runPrompt, type EffectiveAgent, type RunDeps } from './run-driver.js';
+import { outboxOutput, runPrompt, type RunDeps } from './run-driver.js';
+import { effectiveAgent, type DefaultModelEnv, type EffectiveAgent } from './effective.js';
 import { deletionTemplate } from './info.js';
 import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
 import { dvmcpDeletion } from './dvmcp-profile.js';
@@ -46,7 +46,7 @@ import { errorMessage } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { McpSessionCache } from '../common/mcp-session-cache.js';
 
-export interface AgentEnv extends ProviderEnv, LinksEnv, PlanEnv {}
+export interface AgentEnv extends DefaultModelEnv, LinksEnv, PlanEnv {}
 
 /** Public view of an agent (never the key); `provider` is the one its runs use now. */
 export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
@@ -160,13 +160,9 @@ export class Agent extends DurableObject<AgentEnv> {
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
 
-  /**
-   * The agent as its runs use it: an agent that names no provider (and the development demo agent,
-   * created before this rule) follows the deployment's configured provider, read at each run.
-   */
+  /** The agent as its runs use it (effective.ts); the development demo agent always follows the deployment. */
   private effective(c: StoredAgent): EffectiveAgent {
-    const provider = c.provider && c.pubkey !== DEMO_AGENT ? c.provider : defaultProviderName(this.env);
-    return { ...c, provider };
+    return effectiveAgent(c, this.env, c.pubkey === DEMO_AGENT);
   }
 
   view(): AgentView | undefined {

@@ -11,7 +11,8 @@ import type { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import type { StoredAgent } from './config.js';
 import type { AgentBudget } from './budget.js';
 import type { Outbox } from './outbox.js';
-import { providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
+import { providerFor, type ProviderEnv } from './providers/index.js';
+import type { EffectiveAgent } from './effective.js';
 import { executeRun, type RunSink, type Terminal } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
@@ -22,8 +23,6 @@ import type { RunMeter } from './metering.js';
 import { logAgent } from './agent-log.js';
 import type { OwnerUsage } from '../accounts/quota.js';
 
-/** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
-export type EffectiveAgent = StoredAgent & { provider: ProviderName };
 
 /** Where a run's progress and its one terminal outcome go. */
 export interface RunOutput {
