@@ -16,7 +16,7 @@ import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
 import { handleMcp, type GatewayBindings } from './gateway/route.js';
-import { adminRoutes, type AdminApiBindings } from './api/admin.js';
+import { adminRoutes, adminShardRoutes, type AdminApiBindings } from './api/admin.js';
 import { usageRoutes } from './api/usage.js';
 import { signupRoutes, type SignupApiBindings } from './api/signup.js';
 import { plansOf } from './accounts/plans.js';
@@ -71,6 +71,7 @@ app.use('/api/*', async (c, next) => {
 
 app.route('/api/agents', agentRoutes());
 app.route('/api/admin/owners', adminRoutes());
+app.route('/api/admin/shards', adminShardRoutes());
 app.route('/api/usage', usageRoutes());
 app.route('/api/signup', signupRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());
