@@ -14,7 +14,7 @@ import { coalescedItems } from '../../src/shared/ao-payloads.js';
 import type { RelayClient } from '../../src/shared/relay-client.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { E2E_OWNER, E2E_OWNER_SK } from './e2e-keys.js';
-import { clientFactory, newKey, nowSeconds, signed, signer, sleep, waitFor, type Key } from './helpers.js';
+import { clientFactory, newKey, nowSeconds, signed, signedApi, signer, sleep, waitFor, type Key } from './helpers.js';
 
 const httpUrl = inject('agentHttpUrl');
 const relayUrl = inject('agentRelayUrl');
@@ -29,17 +29,8 @@ const verify = (e: NostrEvent): boolean => checkIdAndSignature(e, nobleVerifier)
 
 // ---- management API (NIP-98) ----
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-  const url = `${httpUrl}${path}`;
-  const text = body === undefined ? undefined : JSON.stringify(body);
-  const res = await fetch(url, {
-    method,
-    headers: { Authorization: makeHttpAuthHeader(E2E_OWNER_SK, url, method, text), ...(text ? { 'Content-Type': 'application/json' } : {}) },
-    ...(text !== undefined ? { body: text } : {}),
-  });
-  const raw = await res.text();
-  return { status: res.status, json: raw ? (JSON.parse(raw) as unknown) : null };
-}
+const api = signedApi(httpUrl, E2E_OWNER_SK);
+
 
 const FAKE_MODELS = ['fake-slow', 'fake-429', 'fake-overloaded', 'fake-truncated', 'fake-empty'];
 

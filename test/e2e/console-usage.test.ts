@@ -4,27 +4,17 @@
 // tokens as GET /api/usage?by=agent.
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { E2E_OWNER_SK } from './e2e-keys.js';
 import { conversation, launch, newPage, signInWithKey } from './console-browser.js';
+import { signedApi } from './helpers.js';
 
 const httpUrl = inject('agentHttpUrl');
 const NAME = 'console usage agent';
 
 let browser: Browser;
 let agent: string;
+const call = signedApi(httpUrl, E2E_OWNER_SK);
 
-async function call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-  const url = `${httpUrl}${path}`;
-  const text = body === undefined ? undefined : JSON.stringify(body);
-  const res = await fetch(url, {
-    method,
-    headers: { Authorization: makeHttpAuthHeader(E2E_OWNER_SK, url, method, text), ...(text ? { 'Content-Type': 'application/json' } : {}) },
-    ...(text !== undefined ? { body: text } : {}),
-  });
-  const raw = await res.text();
-  return { status: res.status, json: raw ? (JSON.parse(raw) as unknown) : null };
-}
 
 beforeAll(async () => {
   browser = await launch();
