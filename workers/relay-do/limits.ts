@@ -40,6 +40,13 @@ export const RelayLimitsSchema = z.strictObject({
   events_burst_per_pubkey: z.number().int().positive().default(200),
   events_per_second_per_ip: z.number().positive().default(50),
   events_burst_per_ip: z.number().int().positive().default(500),
+  /**
+   * Batched ingest (ingest-queue.ts): verified EVENTs are stored together, in one transaction, when
+   * this many are queued or `ingest_batch_window_ms` after the first, whichever comes first (and
+   * before any REQ, COUNT, CLOSE or AUTH). 1, or a window of 0, stores each event on its own.
+   */
+  ingest_batch_max: z.number().int().positive().max(1000).default(64),
+  ingest_batch_window_ms: z.number().int().nonnegative().max(1000).default(2),
 });
 
 export type RelayLimits = z.infer<typeof RelayLimitsSchema>;

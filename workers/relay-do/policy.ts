@@ -4,7 +4,9 @@
 // an event once it is stored and answered, `onEventStored` hooks (synchronous) apply a stored event's
 // effects before its OK is sent. Each rule is one small hook in the module of its NIP; this file holds
 // the hook types, the context they see and the shard's lists, in the order they run (which decides
-// which answer a request that breaks several rules gets).
+// which answer a request that breaks several rules gets). `onEventStored` hooks run inside the
+// transaction of an ingest batch (shard.ts), so what they record is seen by the next event of the
+// batch; `onEventSaved` hooks run after the commit and the answers.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { reject, type Rejection } from '../../src/shared/errors.js';
@@ -119,8 +121,8 @@ export function shardPolicy(
       deletionTargetsCap,
       aoFrameAdmission(),
     ],
-    onEventStored: [applyVanish(vanished, store)],
-    onEventSaved: [learnOwnershipFromProfile(ownership), scheduleExpiry(storage)],
+    onEventStored: [applyVanish(vanished, store), learnOwnershipFromProfile(ownership)],
+    onEventSaved: [scheduleExpiry(storage)],
   };
 }
 
