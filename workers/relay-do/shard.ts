@@ -399,14 +399,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
     };
   }
 
-  /** Sends an accepted event to every live subscription of this shard that matches and may read it. */
+  /**
+   * Sends an accepted event to every live subscription of this shard that matches and may read it:
+   * the fan-out index's candidates, each checked exactly; every frame is built from the one
+   * canonical `raw`.
+   */
   private broadcast(e: NostrEvent, raw: string): void {
-    for (const ws of this.ctx.getWebSockets()) {
-      const conn = this.conns.get(ws);
-      if (!conn) continue;
-      for (const [sid, filters] of conn.subs) {
-        if (delivers(filters, e, conn.authed)) send(conn, relayMessage.event(sid, raw));
-      }
+    for (const sub of this.conns.subscribersOf(e, () => this.ctx.getWebSockets())) {
+      if (delivers(sub.filters, e, sub.conn.authed)) send(sub.conn, relayMessage.event(sub.sid, raw));
     }
   }
 
