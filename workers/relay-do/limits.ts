@@ -6,6 +6,11 @@ import { z } from 'zod';
 export const RelayLimitsSchema = z.strictObject({
   max_message_length: z.number().int().positive().default(262_144),
   max_subscriptions: z.number().int().positive().default(32),
+  /**
+   * Open WebSocket connections of one shard; an upgrade past it gets 503. With max_subscriptions
+   * it keeps a full shard within a Durable Object's 128 MB (docs/OPERATIONS.md "Memory of a shard").
+   */
+  max_connections: z.number().int().positive().default(300),
   max_filters: z.number().int().positive().default(16),
   max_limit: z.number().int().positive().default(500),
   default_limit: z.number().int().positive().default(500),

@@ -23,9 +23,11 @@ import { applyVanish, notVanished, vanishAddressedHere, type VanishList } from '
 import { withinRetention, type RetentionRules } from './retention.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
-/** What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined: none). */
+/** What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined: none), the shard's limits and its open sockets. */
 export interface ConnectionContext {
   shard: string | undefined;
+  limits: RelayLimits;
+  connections: number;
 }
 /** Why a request is not served: its HTTP status and plain-text body. */
 export interface ConnectionRefusal {
@@ -85,6 +87,12 @@ export interface RelayPolicy {
 const routedByRouter: RejectConnectionHook = (_request, { shard }) =>
   shard === undefined ? { status: 400, message: 'missing shard header' } : undefined;
 
+/** A WebSocket upgrade past `max_connections` open sockets of the shard gets 503 (NIP-11 advertises the cap). */
+const connectionCap: RejectConnectionHook = (request, { limits, connections }) =>
+  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && connections >= limits.max_connections
+    ? { status: 503, message: `this relay shard is full (${limits.max_connections} connections); try again later` }
+    : undefined;
+
 /** NIP-01 limits on a REQ/COUNT: values per filter, request rate, open subscriptions. */
 const filterValuesCap: RejectFilterHook = (filters, { limits }) => checkFilterValues(filters, limits.max_filter_values);
 
@@ -106,7 +114,7 @@ export function shardPolicy(
   retention: RetentionRules,
 ): RelayPolicy {
   return {
-    rejectConnection: [routedByRouter],
+    rejectConnection: [routedByRouter, connectionCap],
     rejectFilter: [filterValuesCap, requestRate, subscriptionCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),

@@ -106,7 +106,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   override async fetch(request: Request): Promise<Response> {
     const shard = request.headers.get(SHARD_HEADER) || undefined;
-    const refused = firstVerdict(this.policy.rejectConnection, request, { shard });
+    const refused = firstVerdict(this.policy.rejectConnection, request, { shard, limits: this.limits, connections: this.ctx.getWebSockets().length });
     if (refused) return new Response(refused.message, { status: refused.status });
     if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     if (request.headers.get('Upgrade')?.toLowerCase() !== 'websocket') {
