@@ -23,8 +23,8 @@ import { bridgeBench } from './lib/bridge.mjs';
 import { Deadline, makeSigner } from './lib/client.mjs';
 import { machineFacts } from './lib/facts.mjs';
 import { renderReport, renderTable } from './lib/report.mjs';
-import { fanout, reqLatency, verifyAndIngest } from './lib/scenarios.mjs';
-import { ROOT, startRelay, workerdCpuMeter } from './lib/server.mjs';
+import { fanout, memory, reqLatency, verifyAndIngest } from './lib/scenarios.mjs';
+import { ROOT, startRelay, workerdCpuMeter, workerdRssMeter } from './lib/server.mjs';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const PASSES = ['relay', 'tmpfs', 'agent', 'bridge'];
@@ -37,7 +37,7 @@ const REPORT = join(ROOT, 'docs', 'BENCHMARKS.md');
 /** Memory-backed filesystem for the second pass, which separates SQLite's fsync cost from the relay's own work. */
 const TMPFS = '/dev/shm';
 
-/** Rate limits lifted so that the bench measures the relay, not its throttling; all other limits are the defaults. */
+/** Rate limits and the connection cap lifted so that the bench measures the relay, not its throttling; all other limits are the defaults. */
 export const BENCH_LIMITS = {
   events_per_second_per_connection: 1_000_000,
   events_burst_per_connection: 1_000_000,
@@ -47,6 +47,8 @@ export const BENCH_LIMITS = {
   events_burst_per_pubkey: 1_000_000,
   events_per_second_per_ip: 1_000_000,
   events_burst_per_ip: 1_000_000,
+  // The fan-out pass holds 1,000 subscribers and a publisher on the public shard.
+  max_connections: 2_000,
 };
 
 /**
@@ -83,6 +85,7 @@ export const CONFIG = QUICK
       ingest: { rounds: 2, ingestPerRound: 500, verifyPerRound: 300, connections: 4 },
       fanout: { subscriberCounts: [10, 100], publishes: 10, warmup: 2 },
       req: { sizes: [2_000, 5_000], queries: 30, warmup: 5, limit: 100, authors: 500, recipients: 100 },
+      memory: { connections: 200, subscriptions: 10 },
       agent: agentConfig(5, 5, 1),
       bridge: bridgeConfig(20, 1),
     }
@@ -90,6 +93,7 @@ export const CONFIG = QUICK
       ingest: { rounds: 5, ingestPerRound: 2_000, verifyPerRound: 1_000, connections: 4 },
       fanout: { subscriberCounts: [100, 1_000], publishes: 100, warmup: 5 },
       req: { sizes: [10_000, 100_000], queries: 200, warmup: 20, limit: 100, authors: 500, recipients: 100 },
+      memory: { connections: 1_000, subscriptions: 20 },
       agent: agentConfig(40, 50, 3),
       bridge: bridgeConfig(100, 3),
     };
@@ -118,7 +122,7 @@ async function attempt(name, fn, errors) {
 
 /**
  * @typedef {{ httpUrl: string, wsUrl: string, signer: Awaited<ReturnType<typeof makeSigner>>, log: typeof log,
- *   deadline: Deadline, cpu: () => number }} Common
+ *   deadline: Deadline, cpu: () => number, rss: () => number }} Common
  */
 
 /**
@@ -131,7 +135,7 @@ async function withRelay(storageRoot, signer, deadline, scenarios) {
   const relay = await startRelay({ relayLimits: JSON.stringify(BENCH_LIMITS), storageRoot, bindings: { EDGESTR_OPEN_SHARDS: 'true' } });
   log(`relay on ${relay.httpUrl}`);
   try {
-    return await scenarios({ httpUrl: relay.httpUrl, wsUrl: relay.wsUrl, signer, log, deadline, cpu: workerdCpuMeter() });
+    return await scenarios({ httpUrl: relay.httpUrl, wsUrl: relay.wsUrl, signer, log, deadline, cpu: workerdCpuMeter(), rss: workerdRssMeter() });
   } finally {
     await relay.stop();
   }
@@ -150,6 +154,7 @@ async function main() {
         ingest: await attempt('disk: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors),
         fanout: await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
         req: await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors),
+        memory: await attempt('disk: memory per connection and subscription', () => memory({ ...common, ...CONFIG.memory }), errors),
       }))
     : undefined;
   const tmpfs = runs('tmpfs') && existsSync(TMPFS)

@@ -49,7 +49,7 @@ export function waiter(pred, ms, what) {
  * @typedef {{ kind: number, created_at: number, tags: string[][], content: string }} EventTemplate
  */
 
-/** Signs events with nostr-wasm (libsecp256k1) using `keyCount` fresh keys, round-robin. */
+/** Signs events with nostr-wasm (libsecp256k1) using `keyCount` fresh keys, round-robin; also verifies them the same way. */
 export async function makeSigner(keyCount = 64) {
   const nw = await initNostrWasm();
   const keys = Array.from({ length: keyCount }, () => nw.generateSecretKey());
@@ -60,6 +60,15 @@ export async function makeSigner(keyCount = 64) {
       const e = { ...t, id: '', pubkey: '', sig: '' };
       nw.finalizeEvent(e, /** @type {Uint8Array} */ (keys[next++ % keys.length]));
       return e;
+    },
+    /** nostr-wasm's check of an event in this process (id and signature); false when invalid. @param {NostrEvent} e */
+    verify(e) {
+      try {
+        nw.verifyEvent(e);
+        return true;
+      } catch {
+        return false;
+      }
     },
   };
 }

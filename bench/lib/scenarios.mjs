@@ -2,9 +2,12 @@
 // The bench scenarios, each run from Node against the relay on 127.0.0.1:
 // - verifyAndIngest: alternating rounds of (a) the shard's own Wasm verifier timed inside its
 //   Durable Object and (b) ingest of pre-signed events over WebSockets, so that both rates see the
-//   same machine load; plus noble and id+signature rates, and ephemeral (never stored) ingest.
+//   same machine load; plus Node's own Wasm verification (nostr-wasm) of the same events in each
+//   round, noble and id+signature rates, ephemeral (never stored) ingest, and ingest as nosflare's
+//   figure was measured (500 events over 4 sockets).
 // - fanout: publish → receive latency at every subscriber socket, for 100 and 1,000 subscribers.
 // - reqLatency: REQ → EOSE latency over 10k and 100k stored events (seeded through EventStore).
+// - memory: workerd's resident memory per idle connection and per subscription.
 
 import {
   Deadline,
@@ -24,7 +27,7 @@ import {
 /**
  * @typedef {import('./client.mjs').NostrEvent} NostrEvent
  * @typedef {import('ws').WebSocket} WebSocket
- * @typedef {{ sign(t: import('./client.mjs').EventTemplate): NostrEvent }} Signer
+ * @typedef {{ sign(t: import('./client.mjs').EventTemplate): NostrEvent, verify(e: NostrEvent): boolean }} Signer
  * @typedef {{ n: number, p50: number, p99: number, max: number }} Latency
  */
 
@@ -50,6 +53,22 @@ async function verifyRound(httpUrl, impl, events) {
   if (!(r.ms > 0)) throw new Error(`${impl}: the Worker clock did not advance during the round (${r.ms} ms)`);
   return { rate: (r.n / r.ms) * 1000, ms: r.ms, n: r.n, verifier: r.verifier };
 }
+
+/**
+ * Times nostr-wasm's `verifyEvent` (id and signature) over `events` in this Node process.
+ * @param {Signer} signer @param {NostrEvent[]} events
+ */
+function nodeVerifyRound(signer, events) {
+  let valid = 0;
+  const start = performance.now();
+  for (const e of events) if (signer.verify(e)) valid++;
+  const ms = performance.now() - start;
+  if (valid !== events.length) throw new Error(`Node nostr-wasm: only ${valid} of ${events.length} events verified`);
+  return { rate: (events.length / ms) * 1000 };
+}
+
+/** Events and sockets of the ingest as nosflare's figure (86 events/s, issue #12) was measured. */
+export const NOSFLARE = { events: 500, sockets: 4, rate: 86 };
 
 /**
  * Publishes `events` over `sockets` (round-robin, at most `window` unanswered per socket) and
@@ -124,29 +143,32 @@ export async function verifyAndIngest(o) {
   const warmup = signBatch(signer, o.ingestPerRound, 1, 'warm-up');
   const stored = Array.from({ length: o.rounds }, (_, r) => signBatch(signer, o.ingestPerRound, 1, `ingest round ${r}`));
   const ephemeral = Array.from({ length: o.rounds }, (_, r) => signBatch(signer, o.ingestPerRound, 20001, `ephemeral round ${r}`));
+  const nosflareStyle = Array.from({ length: 3 }, (_, r) => signBatch(signer, NOSFLARE.events, 1, `nosflare-style ${r}`));
 
   const sockets = await openSockets(`${wsUrl}/`, o.connections, deadline);
   try {
     await verifyRound(httpUrl, 'wasm', verifySample); // warm-up: instantiation and JIT
     await ingestRound(sockets, warmup);
-    /** @type {Array<{ verify: number, ingest: number, ephemeral: number, verifyCpu: number, ingestCpu: number, ephemeralCpu: number }>} */
+    /** @type {Array<{ verify: number, nodeVerify: number, ingest: number, ephemeral: number, verifyCpu: number, ingestCpu: number, ephemeralCpu: number }>} */
     const rounds = [];
     let verifierName = '';
     for (let r = 0; r < o.rounds; r++) {
       deadline.check();
       const [v, vCpu] = await withCpu(o.cpu, () => verifyRound(httpUrl, 'wasm', verifySample));
       verifierName = v.verifier;
+      const nodeVerify = nodeVerifyRound(signer, verifySample).rate;
       const [ing, iCpu] = await withCpu(o.cpu, () => ingestRound(sockets, /** @type {NostrEvent[]} */ (stored[r])));
       const [eph, eCpu] = await withCpu(o.cpu, () => ingestRound(sockets, /** @type {NostrEvent[]} */ (ephemeral[r])));
       rounds.push({
         verify: v.rate,
+        nodeVerify,
         ingest: ing.rate,
         ephemeral: eph.rate,
         verifyCpu: (v.n / vCpu) * 1000,
         ingestCpu: (ing.n / iCpu) * 1000,
         ephemeralCpu: (eph.n / eCpu) * 1000,
       });
-      log(`  round ${r + 1}/${o.rounds}: wasm verify ${v.rate.toFixed(0)}/s, ingest ${ing.rate.toFixed(0)}/s, ephemeral ingest ${eph.rate.toFixed(0)}/s (per workerd CPU-second: ${(rounds.at(-1)?.ingestCpu ?? 0).toFixed(0)} ingested, ${(rounds.at(-1)?.verifyCpu ?? 0).toFixed(0)} verified)`);
+      log(`  round ${r + 1}/${o.rounds}: wasm verify ${v.rate.toFixed(0)}/s (Node ${nodeVerify.toFixed(0)}/s), ingest ${ing.rate.toFixed(0)}/s, ephemeral ingest ${eph.rate.toFixed(0)}/s (per workerd CPU-second: ${(rounds.at(-1)?.ingestCpu ?? 0).toFixed(0)} ingested, ${(rounds.at(-1)?.verifyCpu ?? 0).toFixed(0)} verified)`);
     }
     const noble = [];
     const withId = [];
@@ -154,6 +176,12 @@ export async function verifyAndIngest(o) {
       deadline.check();
       noble.push((await verifyRound(httpUrl, 'noble', verifySample.slice(0, Math.ceil(o.verifyPerRound / 3)))).rate);
       withId.push((await verifyRound(httpUrl, 'wasm+id', verifySample)).rate);
+    }
+    // As nosflare's figure was measured: 500 events over 4 sockets, three times (median).
+    const nosflare = [];
+    for (const events of nosflareStyle) {
+      deadline.check();
+      nosflare.push((await ingestRound(sockets.slice(0, NOSFLARE.sockets), events)).rate);
     }
     const verify = median(rounds.map((x) => x.verify));
     const ingest = median(rounds.map((x) => x.ingest));
@@ -165,6 +193,9 @@ export async function verifyAndIngest(o) {
       // Each ingest round is paired with the verification round just before it (same machine load).
       ratio: median(rounds.map((x) => x.ingest / x.verify)),
       roundRatios: rounds.map((x) => x.ingest / x.verify),
+      nodeVerify: median(rounds.map((x) => x.nodeVerify)),
+      nodeRatio: median(rounds.map((x) => x.ingest / x.nodeVerify)),
+      nosflareStyle: median(nosflare),
       ephemeral: median(rounds.map((x) => x.ephemeral)),
       perCpuSecond: {
         verify: median(rounds.map((x) => x.verifyCpu)),
@@ -305,6 +336,70 @@ async function subscribe(sockets, topic, deadline) {
     ws.on('message', onMessage);
     detach.push(() => ws.off('message', onMessage));
     ws.send(JSON.stringify(['REQ', 'fanout', { '#t': [topic] }]));
+  }
+  try {
+    await w.done;
+  } finally {
+    detach.forEach((d) => d());
+  }
+  if (refused) throw new Error(`subscription refused: ${refused}`);
+}
+
+/**
+ * Resident memory of workerd per idle connection and per subscription: opens `connections` sockets
+ * to a fresh owner shard (after one that wakes the shard), then `subscriptions` REQs on each (distinct
+ * authors, so every subscription has its own index entries), reading VmRSS after each step once it
+ * settled. Bytes per connection = RSS growth ÷ connections; per subscription = growth ÷ subscriptions.
+ * @param {{ wsUrl: string, log: (s: string) => void, deadline: Deadline, rss: () => number, connections: number, subscriptions: number }} o
+ */
+export async function memory(o) {
+  const { wsUrl, log, deadline } = o;
+  const path = `${wsUrl}/r/${randomHex()}`;
+  const settle = async () => {
+    await sleep(1_000);
+    return o.rss();
+  };
+  const first = await openSockets(path, 1, deadline);
+  /** @type {WebSocket[]} */
+  let sockets = [];
+  try {
+    await subscribeEach(first, 1, deadline);
+    const base = await settle();
+    sockets = await openSockets(path, o.connections, deadline);
+    const withConnections = await settle();
+    await subscribeEach(sockets, o.subscriptions, deadline);
+    const withSubscriptions = await settle();
+    const perConnection = (withConnections - base) / o.connections;
+    const perSubscription = (withSubscriptions - withConnections) / (o.connections * o.subscriptions);
+    log(`  RSS ${(base / 2 ** 20).toFixed(1)} MiB → ${(withConnections / 2 ** 20).toFixed(1)} MiB with ${o.connections} idle connections → ${(withSubscriptions / 2 ** 20).toFixed(1)} MiB with ${o.subscriptions} subscriptions each: ${perConnection.toFixed(0)} B per connection, ${perSubscription.toFixed(0)} B per subscription`);
+    return { base, withConnections, withSubscriptions, perConnection, perSubscription, connections: o.connections, subscriptions: o.subscriptions };
+  } finally {
+    await closeSockets([...first, ...sockets]);
+  }
+}
+
+/**
+ * Opens `n` subscriptions on every socket (`{"authors":[random],"kinds":[1]}` each) and waits for every EOSE.
+ * @param {WebSocket[]} sockets @param {number} n @param {Deadline} deadline
+ */
+async function subscribeEach(sockets, n, deadline) {
+  let eose = 0;
+  let refused = '';
+  const total = sockets.length * n;
+  const w = waiter(() => refused !== '' || eose === total, Math.max(1_000, Math.min(120_000, deadline.left())), `EOSE on ${total} subscriptions`);
+  /** @type {Array<() => void>} */
+  const detach = [];
+  for (const ws of sockets) {
+    /** @param {Buffer} data */
+    const onMessage = (data) => {
+      const s = data.toString();
+      if (s.startsWith('["EOSE"')) eose++;
+      else if (s.startsWith('["CLOSED"')) refused ||= s;
+      w.poke();
+    };
+    ws.on('message', onMessage);
+    detach.push(() => ws.off('message', onMessage));
+    for (let i = 0; i < n; i++) ws.send(JSON.stringify(['REQ', `m${i}`, { authors: [randomHex()], kinds: [1] }]));
   }
   try {
     await w.done;

@@ -108,12 +108,30 @@ export async function startRelay({ relayLimits, storageRoot = tmpdir(), bindings
  * @returns {() => number}
  */
 export function workerdCpuMeter() {
-  const pids = execFileSync('pgrep', ['-P', String(process.pid), 'workerd'], { encoding: 'utf8', timeout: 5_000 }).trim().split('\n');
-  if (pids.length !== 1 || !pids[0]) throw new Error(`expected one workerd child process, found: ${pids.join(', ') || 'none'}`);
-  const stat = `/proc/${pids[0]}/stat`;
+  const stat = `/proc/${workerdPid()}/stat`;
   return () => {
     // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
     const fields = readFileSync(stat, 'utf8').split(') ')[1]?.split(' ') ?? [];
     return (Number(fields[11]) + Number(fields[12])) * 10;
   };
+}
+
+/**
+ * Resident memory (VmRSS, bytes) of the workerd process serving the relay, now.
+ * @returns {() => number}
+ */
+export function workerdRssMeter() {
+  const status = `/proc/${workerdPid()}/status`;
+  return () => {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(status, 'utf8'))?.[1];
+    if (kb === undefined) throw new Error(`no VmRSS in ${status}`);
+    return Number(kb) * 1024;
+  };
+}
+
+/** The workerd process of this Node process's Miniflare (its only workerd child). */
+function workerdPid() {
+  const pids = execFileSync('pgrep', ['-P', String(process.pid), 'workerd'], { encoding: 'utf8', timeout: 5_000 }).trim().split('\n');
+  if (pids.length !== 1 || !pids[0]) throw new Error(`expected one workerd child process, found: ${pids.join(', ') || 'none'}`);
+  return pids[0];
 }

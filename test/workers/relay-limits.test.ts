@@ -2,7 +2,10 @@
 // per IP (which a reconnect does not reset). The rate-limit tests freeze the clock (the shard runs
 // in the test's isolate and reads the same Date), so each bucket's answer is exact: its burst is
 // accepted and nothing more until the clock is moved on, however slow the machine.
+import { env, runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { SHARD_HEADER } from '../../workers/common/shards.js';
+import { RelayShard } from '../../workers/relay-do/shard.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { connect, freshOwner, keys, sign, type TestSocket } from './helpers.js';
@@ -17,6 +20,25 @@ describe('limits', () => {
     expect((await s.req('s0', { kinds: [2] })).closed).toBeUndefined();
     s.send(['CLOSE', 's1']);
     expect((await s.req('now-fits', { kinds: [1] })).closed).toBeUndefined();
+  });
+
+  it('refuses a WebSocket upgrade past max_connections with 503 and says why; NIP-11 still answers and advertises the cap', async () => {
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const answers = await runInDurableObject(stub, async (_i, state) => {
+      // A shard object with a cap of 2 over this storage (RELAY_LIMITS is the deployment's setting).
+      const shard = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ max_connections: 2 }) });
+      const upgrade = () => shard.fetch(new Request('http://relay.test/', { headers: { Upgrade: 'websocket', [SHARD_HEADER]: 'public' } }));
+      const statuses = [(await upgrade()).status, (await upgrade()).status];
+      const refused = await upgrade();
+      const info = await shard.fetch(new Request('http://relay.test/', { headers: { Accept: 'application/nostr+json', [SHARD_HEADER]: 'public' } }));
+      const doc = (await info.json()) as { limitation: { max_connections: number } };
+      return { statuses, refused: [refused.status, await refused.text()], info: [info.status, doc.limitation.max_connections] };
+    });
+    expect(answers).toEqual({
+      statuses: [101, 101],
+      refused: [503, 'this relay shard is full (2 connections); try again later'],
+      info: [200, 2],
+    });
   });
 
   it('clamps limit to max_limit', async () => {

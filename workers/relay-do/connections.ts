@@ -1,11 +1,14 @@
 // Per-connection state of a shard that must survive hibernation: the socket attachment holds the
 // connection's identity and AUTH challenge; subscriptions and authenticated pubkeys live in SQLite
-// (an attachment is limited to 2 KiB). In memory they are only a cache rebuilt on wake. Also how
-// frames are sent to a connection (with the lazy NIP-42 challenge) and how its close is answered.
+// (an attachment is limited to 2 KiB). In memory they are only a cache rebuilt on wake, with the
+// fan-out index of the live subscriptions (fanout-index.ts), kept in step with every change. Also
+// how frames are sent to a connection (with the lazy NIP-42 challenge) and how its close is answered.
 
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import { isAuthRequiredAnswer, relayMessage } from '../../src/shared/messages.js';
 import type { Filter } from '../../src/shared/filters.js';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { FanoutIndex, type Subscription } from './fanout-index.js';
 import { TokenBucket } from './rate-limit.js';
 import type { RelayLimits } from './limits.js';
 
@@ -32,6 +35,9 @@ export interface Connection {
 
 export class ConnectionStore {
   private readonly live = new Map<WebSocket, Connection>();
+  private readonly index = new FanoutIndex<Connection>();
+  /** Whether every socket of the shard has its connection (and subscriptions) in memory. */
+  private complete = false;
 
   constructor(
     private readonly sql: SqlStorage,
@@ -81,7 +87,21 @@ export class ConnectionStore {
       auths: new TokenBucket(this.limits.auths_per_second_per_connection, this.limits.auths_burst_per_connection, now),
     };
     this.live.set(ws, conn);
+    for (const [sid, filters] of conn.subs) this.index.set(att.cid, conn, sid, filters);
     return conn;
+  }
+
+  /**
+   * The live subscriptions that may match `e` (to be checked with read-policy.ts `delivers`). The
+   * first call after a wake from hibernation loads every socket's connection from `sockets`
+   * (ctx.getWebSockets()), so the index holds every subscription of the shard.
+   */
+  subscribersOf(e: NostrEvent, sockets: () => WebSocket[]): Set<Subscription<Connection>> {
+    if (!this.complete) {
+      for (const ws of sockets()) this.get(ws);
+      this.complete = true;
+    }
+    return this.index.candidates(e);
   }
 
   open(ws: WebSocket, att: Attachment): Connection {
@@ -103,6 +123,7 @@ export class ConnectionStore {
 
   setSub(conn: Connection, sid: string, filters: Filter[]): void {
     conn.subs.set(sid, filters);
+    this.index.set(conn.att.cid, conn, sid, filters);
     this.sql.exec(
       'INSERT INTO conn_subs (cid, sid, filters) VALUES (?, ?, ?) ON CONFLICT (cid, sid) DO UPDATE SET filters = excluded.filters',
       conn.att.cid,
@@ -113,6 +134,7 @@ export class ConnectionStore {
 
   closeSub(conn: Connection, sid: string): void {
     conn.subs.delete(sid);
+    this.index.delete(conn.att.cid, sid);
     this.sql.exec('DELETE FROM conn_subs WHERE cid = ? AND sid = ?', conn.att.cid, sid);
   }
 
@@ -120,6 +142,7 @@ export class ConnectionStore {
     const att = (this.live.get(ws)?.att ?? ws.deserializeAttachment()) as Attachment | null;
     this.live.delete(ws);
     if (!att) return;
+    this.index.deleteConnection(att.cid);
     this.sql.exec('DELETE FROM conn_auth WHERE cid = ?', att.cid);
     this.sql.exec('DELETE FROM conn_subs WHERE cid = ?', att.cid);
   }

@@ -6,6 +6,11 @@ import { z } from 'zod';
 export const RelayLimitsSchema = z.strictObject({
   max_message_length: z.number().int().positive().default(262_144),
   max_subscriptions: z.number().int().positive().default(32),
+  /**
+   * Open WebSocket connections of one shard; an upgrade past it gets 503. With max_subscriptions
+   * it keeps a full shard within a Durable Object's 128 MB (docs/OPERATIONS.md "Memory of a shard").
+   */
+  max_connections: z.number().int().positive().default(300),
   max_filters: z.number().int().positive().default(16),
   max_limit: z.number().int().positive().default(500),
   default_limit: z.number().int().positive().default(500),
@@ -40,6 +45,13 @@ export const RelayLimitsSchema = z.strictObject({
   events_burst_per_pubkey: z.number().int().positive().default(200),
   events_per_second_per_ip: z.number().positive().default(50),
   events_burst_per_ip: z.number().int().positive().default(500),
+  /**
+   * Batched ingest (ingest-queue.ts): verified EVENTs are stored together, in one transaction, when
+   * this many are queued or `ingest_batch_window_ms` after the first, whichever comes first (and
+   * before any REQ, COUNT, CLOSE or AUTH). 1, or a window of 0, stores each event on its own.
+   */
+  ingest_batch_max: z.number().int().positive().max(1000).default(64),
+  ingest_batch_window_ms: z.number().int().nonnegative().max(1000).default(2),
 });
 
 export type RelayLimits = z.infer<typeof RelayLimitsSchema>;

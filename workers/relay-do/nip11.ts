@@ -25,6 +25,8 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
     limitation: {
       max_message_length: limits.max_message_length,
       max_subscriptions: limits.max_subscriptions,
+      /** Not a standard NIP-11 field: open connections of this shard (an upgrade past it gets 503). */
+      max_connections: limits.max_connections,
       max_filters: limits.max_filters,
       max_limit: limits.max_limit,
       default_limit: limits.default_limit,

@@ -14,7 +14,7 @@
 
 import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
 import { KIND } from '../../src/shared/kinds.js';
-import type { OnEventSavedHook } from './policy.js';
+import type { OnEventStoredHook } from './policy.js';
 
 export type OwnershipSource = 'auth' | 'kind0' | 'provisioned' | 'bridge';
 /** The sources edgestr's own provisioning writes: a hosted agent, or the owner's bridge provider key. */
@@ -95,12 +95,13 @@ export function coversUse(conditions: string, use: OwnershipUse): boolean {
 }
 
 /**
- * An `onEventSaved` hook (policy.ts): a stored kind 0 with a valid NIP-OA tag records agent → owner;
+ * An `onEventStored` hook (policy.ts): a stored kind 0 with a valid NIP-OA tag records agent → owner;
  * a newer one without it revokes the agent's self-made proofs (edgestr's own provisioning records
- * are revoked through the management API only).
+ * are revoked through the management API only). It runs in the write's transaction, so the next
+ * event of the same ingest batch is judged with what this profile proved.
  */
 export const learnOwnershipFromProfile =
-  (registry: OwnershipRegistry): OnEventSavedHook =>
+  (registry: OwnershipRegistry): OnEventStoredHook =>
   (e, { verifier, now }) => {
     if (e.kind !== KIND.METADATA) return;
     const a = verifyAttestation(e, verifier);

@@ -4,7 +4,9 @@
 // an event once it is stored and answered, `onEventStored` hooks (synchronous) apply a stored event's
 // effects before its OK is sent. Each rule is one small hook in the module of its NIP; this file holds
 // the hook types, the context they see and the shard's lists, in the order they run (which decides
-// which answer a request that breaks several rules gets).
+// which answer a request that breaks several rules gets). `onEventStored` hooks run inside the
+// transaction of an ingest batch (shard.ts), so what they record is seen by the next event of the
+// batch; `onEventSaved` hooks run after the commit and the answers.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { reject, type Rejection } from '../../src/shared/errors.js';
@@ -21,9 +23,11 @@ import { applyVanish, notVanished, vanishAddressedHere, type VanishList } from '
 import { withinRetention, type RetentionRules } from './retention.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
-/** What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined: none). */
+/** What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined: none), the shard's limits and its open sockets. */
 export interface ConnectionContext {
   shard: string | undefined;
+  limits: RelayLimits;
+  connections: number;
 }
 /** Why a request is not served: its HTTP status and plain-text body. */
 export interface ConnectionRefusal {
@@ -83,6 +87,12 @@ export interface RelayPolicy {
 const routedByRouter: RejectConnectionHook = (_request, { shard }) =>
   shard === undefined ? { status: 400, message: 'missing shard header' } : undefined;
 
+/** A WebSocket upgrade past `max_connections` open sockets of the shard gets 503 (NIP-11 advertises the cap). */
+const connectionCap: RejectConnectionHook = (request, { limits, connections }) =>
+  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && connections >= limits.max_connections
+    ? { status: 503, message: `this relay shard is full (${limits.max_connections} connections); try again later` }
+    : undefined;
+
 /** NIP-01 limits on a REQ/COUNT: values per filter, request rate, open subscriptions. */
 const filterValuesCap: RejectFilterHook = (filters, { limits }) => checkFilterValues(filters, limits.max_filter_values);
 
@@ -104,7 +114,7 @@ export function shardPolicy(
   retention: RetentionRules,
 ): RelayPolicy {
   return {
-    rejectConnection: [routedByRouter],
+    rejectConnection: [routedByRouter, connectionCap],
     rejectFilter: [filterValuesCap, requestRate, subscriptionCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),
@@ -119,8 +129,8 @@ export function shardPolicy(
       deletionTargetsCap,
       aoFrameAdmission(),
     ],
-    onEventStored: [applyVanish(vanished, store)],
-    onEventSaved: [learnOwnershipFromProfile(ownership), scheduleExpiry(storage)],
+    onEventStored: [applyVanish(vanished, store), learnOwnershipFromProfile(ownership)],
+    onEventSaved: [scheduleExpiry(storage)],
   };
 }
 

@@ -30,6 +30,7 @@ import { VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
 import { exportPage, type ExportPage, type ExportRange } from './export.js';
 import { importLines, type ImportReport } from './import.js';
+import { IngestQueue, type BatchSettings } from './ingest-queue.js';
 
 export interface RelayEnv extends PlanEnv {
   RELAY_LIMITS?: string;
@@ -48,6 +49,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly retention: RetentionRules;
   private owner: string | null | undefined;
   private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
+  private ingest: IngestQueue<PendingWrite>;
   /**
    * The shard's clock in unix milliseconds, for everything this class decides by time (AUTH window,
    * rate limits, NIP-OA expiry, NIP-AO freshness). Tests replace it through runInDurableObject.
@@ -79,6 +81,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.retention = new RetentionRules(sql);
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, new VanishList(sql), this.retention);
     this.plan = new OwnerPlan(sql, env);
+    this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -103,7 +106,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   override async fetch(request: Request): Promise<Response> {
     const shard = request.headers.get(SHARD_HEADER) || undefined;
-    const refused = firstVerdict(this.policy.rejectConnection, request, { shard });
+    const refused = firstVerdict(this.policy.rejectConnection, request, { shard, limits: this.limits, connections: this.ctx.getWebSockets().length });
     if (refused) return new Response(refused.message, { status: refused.status });
     if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     if (request.headers.get('Upgrade')?.toLowerCase() !== 'websocket') {
@@ -173,6 +176,29 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return this.wasm;
   }
 
+  /**
+   * Replaces the ingest batch settings of this instance (what RELAY_LIMITS sets for every shard);
+   * tests compare a batching shard with one that is not through runInDurableObject. Queued events
+   * are stored first.
+   */
+  setIngestBatching(settings: BatchSettings): void {
+    this.flushWrites();
+    this.ingest = this.ingestQueue(settings);
+  }
+
+  private ingestQueue(settings: BatchSettings): IngestQueue<PendingWrite> {
+    return new IngestQueue(settings, (batch) => this.writeBatch(batch), reportFailedHooks);
+  }
+
+  /**
+   * Stores and answers every queued EVENT now: before a message whose answer must see them (REQ,
+   * COUNT), or whose effect must come after them (CLOSE, AUTH). Not awaited: the commit, the OKs
+   * and the deliveries happen before this returns; only the hooks after them are left running.
+   */
+  private flushWrites(): void {
+    this.ingest.flush().catch(reportFailedHooks);
+  }
+
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     const conn = this.conns.get(ws);
     if (!conn) return ws.close(1011, 'unknown connection');
@@ -192,6 +218,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       return send(conn, relayMessage.notice(text));
     }
     const msg = parsed.value;
+    if (msg.type === 'REQ' || msg.type === 'COUNT' || msg.type === 'CLOSE' || msg.type === 'AUTH') this.flushWrites();
     switch (msg.type) {
       case 'EVENT':
         return this.onEvent(conn, msg.event);
@@ -255,7 +282,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.rememberOwner(owner ?? PUBLIC_SHARD);
     if (this.shardOwner() !== owner) throw new Error('relay shard: import addressed to another shard');
     const origin = (e: NostrEvent): EventOrigin => ({ authed: new Set([owner ?? e.pubkey]), ip: 'import', internal: true, relayUrl });
-    return importLines(lines, this.verifier, (e, ack) => this.write(e, this.eventContext(origin(e), e, this.clock(), this.verifier), ack));
+    this.flushWrites();
+    return importLines(lines, this.verifier, (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]));
   }
 
   /** Verifies an EVENT or AUTH payload: shape, then id and signature. */
@@ -286,43 +314,65 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const e = this.signedEvent(conn, input, conn.att.internal === true ? undefined : isFrame ? conn.frames : conn.events, 'events', now);
     if (!e) return;
     const ctx = this.eventContext({ authed: conn.authed, ip: conn.att.ip, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl }, e, now, this.verifier);
-    return this.write(e, ctx, (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)));
+    return this.ingest.push({ e, ctx, ack: (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)) });
   }
 
   /**
-   * The write path of a verified event, shared by EVENT messages and imports: the `rejectEvent`
-   * hooks, storage, the `onEventStored` hooks, the answer (`ack`: NIP-01 OK's accepted flag and
-   * message, before any delivery), delivery to live subscriptions, then the `onEventSaved` hooks.
+   * The write path of verified events (an ingest batch, or one imported event), in arrival order:
+   * the synchronous part of every write (`admit`) runs in one transaction; after the commit each
+   * event is answered (`ack`: NIP-01 OK's accepted flag and message) and delivered, in order; then
+   * the `onEventSaved` hooks run. When the transaction fails nothing of it was stored, and every
+   * event of the batch is answered with `error:`.
    */
-  private async write(e: NostrEvent, ctx: EventContext, ack: (accepted: boolean, message: string) => void): Promise<void> {
+  private async writeBatch(batch: readonly PendingWrite[]): Promise<void> {
+    let outcomes: Admission[];
+    try {
+      outcomes = this.ctx.storage.transactionSync(() => batch.map((w) => this.admit(w.e, w.ctx)));
+    } catch (err) {
+      console.error(`relay shard: a batch of ${batch.length} writes failed and was rolled back`, err);
+      for (const w of batch) w.ack(false, WRITE_FAILED);
+      return;
+    }
+    batch.forEach((w, i) => this.answer(w, outcomes[i]!));
+    for (const [i, w] of batch.entries()) {
+      if (outcomes[i]!.stored) for (const hook of this.policy.onEventSaved) await hook(w.e, w.ctx);
+    }
+  }
+
+  /**
+   * The synchronous part of a write, run inside the batch's transaction: the `rejectEvent` hooks,
+   * the owner's plan, storage (replace and deletion rules) and the `onEventStored` hooks.
+   */
+  private admit(e: NostrEvent, ctx: EventContext): Admission {
     const verdict = firstVerdict(this.policy.rejectEvent, e, ctx);
-    if (verdict === 'drop') return ack(true, '');
-    if (verdict) return ack(false, formatRejection(verdict));
+    if (verdict === 'drop') return { accepted: true, message: '' };
+    if (verdict) return { accepted: false, message: formatRejection(verdict) };
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
     const bytes = new TextEncoder().encode(raw).length;
     const overPlan = ctx.owner === null ? undefined : this.plan.check(isStored(e.kind), bytes, ctx.internal, ctx.nowMs);
-    if (overPlan) return ack(false, formatRejection(overPlan));
-    if (!isStored(e.kind)) {
-      ack(true, '');
-      return this.broadcast(e, raw);
-    }
+    if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
+    if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insert(e, raw, this.ctx.storage);
     switch (outcome.status) {
       case 'duplicate':
-        return ack(true, 'duplicate: already have this event');
+        return { accepted: true, message: 'duplicate: already have this event' };
       case 'stale':
-        return ack(false, 'duplicate: a newer version of this event is already stored');
+        return { accepted: false, message: 'duplicate: a newer version of this event is already stored' };
       case 'deleted':
-        return ack(false, 'blocked: this event was deleted by its author');
+        return { accepted: false, message: 'blocked: this event was deleted by its author' };
       case 'stored':
         this.plan.added(bytes);
         break;
     }
     for (const hook of this.policy.onEventStored) hook(e, ctx);
-    ack(true, '');
-    this.broadcast(e, raw);
-    for (const hook of this.policy.onEventSaved) await hook(e, ctx);
+    return { accepted: true, message: '', raw, stored: true };
+  }
+
+  /** The part of a write after the commit: the answer, then delivery to live subscriptions. */
+  private answer(w: PendingWrite, outcome: Admission): void {
+    w.ack(outcome.accepted, outcome.message);
+    if (outcome.raw !== undefined) this.broadcast(w.e, outcome.raw);
   }
 
   /**
@@ -351,14 +401,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
     };
   }
 
-  /** Sends an accepted event to every live subscription of this shard that matches and may read it. */
+  /**
+   * Sends an accepted event to every live subscription of this shard that matches and may read it:
+   * the fan-out index's candidates, each checked exactly; every frame is built from the one
+   * canonical `raw`.
+   */
   private broadcast(e: NostrEvent, raw: string): void {
-    for (const ws of this.ctx.getWebSockets()) {
-      const conn = this.conns.get(ws);
-      if (!conn) continue;
-      for (const [sid, filters] of conn.subs) {
-        if (delivers(filters, e, conn.authed)) send(conn, relayMessage.event(sid, raw));
-      }
+    for (const sub of this.conns.subscribersOf(e, () => this.ctx.getWebSockets())) {
+      if (delivers(sub.filters, e, sub.conn.authed)) send(sub.conn, relayMessage.event(sub.sid, raw));
     }
   }
 
@@ -411,6 +461,29 @@ async function setUpVerifier(attempts = 3): Promise<SchnorrVerifier & SchnorrSig
     }
   }
 }
+
+/** NIP-01 OK's accepted flag and message for one event. */
+type Ack = (accepted: boolean, message: string) => void;
+
+/** A verified event waiting in the ingest queue: what its write sees, and how it is answered. */
+interface PendingWrite {
+  e: NostrEvent;
+  ctx: EventContext;
+  ack: Ack;
+}
+
+/** What the synchronous part of a write decided: the answer; `raw` when the event is delivered; `stored` when it was newly stored. */
+interface Admission {
+  accepted: boolean;
+  message: string;
+  raw?: string;
+  stored?: true;
+}
+
+const WRITE_FAILED = formatRejection(reject('error', 'the relay could not store this event; send it again'));
+
+/** Where the failure of an `onEventSaved` hook of a batch no caller awaits is reported. */
+const reportFailedHooks = (e: unknown): void => console.error('relay shard: a hook after a write failed', e);
 
 /** Who publishes an event: a connection's authenticated keys, address, kind and relay URL (or the owner's import). */
 type EventOrigin = Pick<EventContext, 'authed' | 'ip' | 'internal' | 'relayUrl'>;

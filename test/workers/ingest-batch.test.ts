@@ -1,0 +1,195 @@
+// Batched ingest (workers/relay-do/ingest-queue.ts, RelayShard.writeBatch): a property test that a
+// shard storing EVENTs in batches answers and stores exactly as one storing each on its own (NIP-01
+// replaceable and addressable rules with created_at ties, NIP-09 deletions by id and by address,
+// of events seen and not yet seen, NIP-40, exact duplicates, ephemeral events, the owner shard's
+// write policy), and the queue's triggers inside a shard: N events, the window, and a REQ on any
+// connection; plus a failed transaction answering every queued event with `error:`.
+import { env, runInDurableObject } from 'cloudflare:test';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { SHARD_HEADER } from '../../workers/common/shards.js';
+import type { BatchSettings } from '../../workers/relay-do/ingest-queue.js';
+import type { RelayShard } from '../../workers/relay-do/shard.js';
+import { coordinateD } from '../../workers/relay-do/store.js';
+import { keys, now, randomHex, sign, TestSocket, type Keys } from './helpers.js';
+
+/** A shard of `owner` under its own object name (so two shards apply the same owner policy), with these batch settings. */
+async function shardWith(owner: string, settings: BatchSettings) {
+  const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`ingest-test:${randomHex(8)}`));
+  const open = async () => {
+    const res = await stub.fetch(`http://relay.test/r/${owner}`, { headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner } });
+    const ws = res.webSocket;
+    if (!ws) throw new Error(`no websocket: ${res.status}`);
+    ws.accept();
+    return new TestSocket(ws, `ws://relay.test/r/${owner}`);
+  };
+  const first = await open();
+  await runInDurableObject(stub, (shard: RelayShard) => shard.setIngestBatching(settings));
+  return { stub, first, open };
+}
+
+/**
+ * Sends every event without waiting and collects their OKs, then asks for everything stored. The
+ * OKs are compared as a sorted list: workerd may put an OK sent after a write on the wire behind
+ * frames that later messages sent without one (with or without batching; a REQ sent right behind
+ * the EVENTs may even be answered first), so the REQ waits for every OK.
+ */
+async function run(s: TestSocket, events: NostrEvent[]) {
+  for (const e of events) s.send(['EVENT', e]);
+  const oks: string[] = [];
+  for (const e of events) oks.push(JSON.stringify((await s.next((f) => f[0] === 'OK' && f[1] === e.id)).slice(1)));
+  const stored = await s.req('all', { limit: 500 });
+  return { oks: oks.sort(), stored: stored.events.map((e) => e.id) };
+}
+
+interface Draft {
+  author: number;
+  kind: number;
+  at: number;
+  d: string;
+  toOwner: boolean;
+  expiration: 'none' | 'past' | 'future';
+  targets: number[];
+  addrTargets: number[];
+  unknownTarget: boolean;
+  dup: number | null;
+}
+
+const KINDS = [1, 1, 0, 3, 10002, 30023, 30023, KIND.DELETION, KIND.DELETION, 20001];
+
+const draftArb: fc.Arbitrary<Draft> = fc.record({
+  author: fc.nat({ max: 2 }),
+  kind: fc.constantFrom(...KINDS),
+  at: fc.nat({ max: 2 }),
+  d: fc.constantFrom('', 'x'),
+  toOwner: fc.boolean(),
+  expiration: fc.constantFrom('none', 'none', 'none', 'past', 'future'),
+  targets: fc.array(fc.nat(), { maxLength: 3 }),
+  addrTargets: fc.array(fc.nat(), { maxLength: 2 }),
+  unknownTarget: fc.boolean(),
+  dup: fc.option(fc.nat(), { nil: null, freq: 6 }),
+});
+
+/**
+ * The events of a sequence: deletions name any other event of the sequence (so also events that
+ * come after them) by id and by address, sometimes an id nobody stored; `dup` sends an earlier event again.
+ */
+function build(drafts: Draft[], people: Keys[], owner: string): NostrEvent[] {
+  const base = now() - 10;
+  const content = (i: number, g: Draft) => {
+    const tags: string[][] = [];
+    if (g.kind === 30023) tags.push(['d', g.d]);
+    if (g.toOwner) tags.push(['p', owner]);
+    if (g.expiration === 'past') tags.push(['expiration', String(now() - 1)]);
+    if (g.expiration === 'future') tags.push(['expiration', String(now() + 3600)]);
+    return { kind: g.kind, created_at: base + g.at, content: `c${i}`, tags };
+  };
+  const plain = new Map<number, NostrEvent>();
+  drafts.forEach((g, i) => {
+    if (g.kind !== KIND.DELETION) plain.set(i, sign(people[g.author]!, content(i, g)));
+  });
+  const targets = [...plain.values()];
+  const out: NostrEvent[] = [];
+  drafts.forEach((g, i) => {
+    if (g.dup !== null && out.length > 0) return void out.push(out[g.dup % out.length]!);
+    const known = plain.get(i);
+    if (known) return void out.push(known);
+    const t = content(i, g);
+    if (targets.length > 0) {
+      for (const n of g.targets) t.tags.push(['e', targets[n % targets.length]!.id]);
+      for (const n of g.addrTargets) {
+        const target = targets[n % targets.length]!;
+        const d = coordinateD(target);
+        if (d !== null) t.tags.push(['a', `${target.kind}:${target.pubkey}:${d}`]);
+      }
+    }
+    if (g.unknownTarget) t.tags.push(['e', randomHex()]);
+    out.push(sign(people[g.author]!, t));
+  });
+  return out;
+}
+
+/** Sequences compared per run of the suite (each signs and sends up to 40 events to two shards). */
+const RUNS = 40;
+
+describe('batched ingest', () => {
+  it('answers and stores random event sequences exactly as a shard that does not batch', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(draftArb, { minLength: 1, maxLength: 40 }), fc.integer({ min: 2, max: 12 }), async (drafts, max) => {
+        const owner = keys();
+        const people = [owner, keys(), keys()];
+        const events = build(drafts, people, owner.pk);
+        const single = await shardWith(owner.pk, { max: 1, windowMs: 0 });
+        // Batches end at `max` events, the last one at the end of its window.
+        const batched = await shardWith(owner.pk, { max, windowMs: 20 });
+        const expected = await run(single.first, events);
+        expect(await run(batched.first, events)).toEqual(expected);
+      }),
+      { seed: 12, numRuns: RUNS },
+    );
+  }, 120_000);
+
+  it('stores a batch when it holds N events, and not before', async () => {
+    const owner = keys();
+    const { first: s } = await shardWith(owner.pk, { max: 3, windowMs: 60_000 });
+    const events = [0, 1, 2, 3].map((i) => sign(owner, { content: `n${i}` }));
+    for (const e of events) s.send(['EVENT', e]);
+    for (const e of events.slice(0, 3)) expect(await s.next((f) => f[0] === 'OK' && f[1] === e.id)).toEqual(['OK', e.id, true, '']);
+    // The fourth waits for its window (a minute) or for a message that needs it stored: a request
+    // for the NIP-42 challenge is not one, and is answered after the fourth EVENT was handled.
+    s.send(['AUTH']);
+    await s.next((f) => f[0] === 'AUTH');
+    expect(s.frames).toEqual([]);
+    s.send(['COUNT', 'c', { kinds: [1] }]);
+    expect(await s.next()).toEqual(['OK', events[3]!.id, true, '']);
+    expect(await s.next()).toEqual(['COUNT', 'c', { count: 4 }]);
+  });
+
+  it('stores a batch after its window with no other message', async () => {
+    const owner = keys();
+    const { first: s } = await shardWith(owner.pk, { max: 64, windowMs: 20 });
+    const e = sign(owner);
+    s.send(['EVENT', e]);
+    expect(await s.next((f) => f[0] === 'OK')).toEqual(['OK', e.id, true, '']);
+  });
+
+  it('stores queued events before a REQ on another connection, which sees them; live subscriptions get them too', async () => {
+    const owner = keys();
+    const { first: writer, open } = await shardWith(owner.pk, { max: 64, windowMs: 60_000 });
+    const reader = await open();
+    const live = await reader.req('live', { kinds: [1] });
+    expect(live.events).toEqual([]);
+    const events = [0, 1].map((i) => sign(owner, { content: `r${i}`, created_at: now() - i }));
+    for (const e of events) writer.send(['EVENT', e]);
+    // Answered after the EVENTs were handled (and queued: the window is a minute), without storing them.
+    writer.send(['AUTH']);
+    await writer.next((f) => f[0] === 'AUTH');
+    expect(writer.frames).toEqual([]);
+    const stored = await reader.req('later', { kinds: [1] });
+    expect(stored.events.map((e) => e.id)).toEqual(events.map((e) => e.id));
+    for (const e of events) expect((await reader.next((f) => f[0] === 'EVENT' && f[1] === 'live'))[2]).toEqual(e);
+    for (const e of events) expect(await writer.next((f) => f[0] === 'OK' && f[1] === e.id)).toEqual(['OK', e.id, true, '']);
+  });
+
+  it('answers every event of a batch whose transaction failed with error:, and stores none of them', async () => {
+    const owner = keys();
+    const { stub, first: s } = await shardWith(owner.pk, { max: 2, windowMs: 60_000 });
+    // A storage state the insert cannot work with: the tag index is gone, so the stored event's insert throws.
+    await runInDurableObject(stub, (_i, state) => void state.storage.sql.exec('ALTER TABLE tags RENAME TO tags_away'));
+    const stored = sign(owner, { tags: [['t', 'x']] });
+    const ephemeral = sign(owner, { kind: 20001 });
+    s.send(['EVENT', ephemeral]);
+    s.send(['EVENT', stored]);
+    for (const e of [ephemeral, stored]) {
+      expect(await s.next((f) => f[0] === 'OK' && f[1] === e.id)).toEqual(['OK', e.id, false, 'error: the relay could not store this event; send it again']);
+    }
+    await runInDurableObject(stub, (_i, state) => void state.storage.sql.exec('ALTER TABLE tags_away RENAME TO tags'));
+    expect((await s.req('after', { kinds: [1] })).events).toEqual([]);
+    // The shard goes on: the same event is stored once storage works again.
+    s.send(['EVENT', stored]);
+    s.send(['EVENT', sign(owner, { kind: 20001 })]);
+    expect(await s.next((f) => f[0] === 'OK' && f[1] === stored.id)).toEqual(['OK', stored.id, true, '']);
+  });
+});
