@@ -26,6 +26,7 @@ declare namespace Cloudflare {
     EDGESTR_PUBLIC_URL?: string;
     EDGESTR_OUTBOUND_ALLOW?: string;
     RELAY_LIMITS?: string;
+    RELAY_EDGES?: string;
     BACKUPS?: R2Bucket;
     ASSETS: Fetcher;
   }

@@ -1,0 +1,13 @@
+// The relay tests again with every shard split into K = 4 edge objects (RELAY_EDGES, see
+// docs/SCALING.md): each connection lands on one of four edges of its shard, and the write path,
+// history and ordering stay with the shard's primary. The same files as the K = 1 project, so both
+// must pass unchanged in what they assert.
+import { workersProject } from './vitest.config.js';
+
+export default workersProject({ RELAY_EDGES: JSON.stringify({ '*': 4 }) }, [
+  'test/workers/relay-*.test.ts',
+  'test/workers/store*.test.ts',
+  'test/workers/fuzz-relay.test.ts',
+  'test/workers/ao-relay.test.ts',
+  'test/workers/authz-matrix.test.ts',
+]);
