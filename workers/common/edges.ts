@@ -17,8 +17,14 @@ import type { RelayShard } from '../relay-do/shard.js';
 export const EDGE_HEADER = 'x-edgestr-edge';
 export const MAX_EDGES = 64;
 
-const ShardKey = z.union([z.literal('*'), z.literal(PUBLIC_SHARD), z.string().regex(/^[0-9a-f]{64}$/, 'a shard is "*", "public" or a 64-hex owner key')]);
-const EdgesSchema = z.record(ShardKey, z.number().int().min(1).max(MAX_EDGES));
+const isShardKey = (key: string): boolean => key === '*' || key === PUBLIC_SHARD || /^[0-9a-f]{64}$/.test(key);
+const EdgesSchema = z
+  .record(z.string(), z.number().int().min(1).max(MAX_EDGES))
+  .superRefine((config, check) => {
+    for (const key of Object.keys(config)) {
+      if (!isShardKey(key)) check.addIssue({ code: 'custom', path: [key], message: 'not a shard: use "*", "public" or a 64-hex owner key' });
+    }
+  });
 
 /** K per shard: by owner hex, "public", and "*" for every other shard. */
 export type EdgesConfig = z.infer<typeof EdgesSchema>;
