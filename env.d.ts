@@ -25,9 +25,11 @@ declare namespace Cloudflare {
     EDGESTR_OPEN_SHARDS?: string;
     EDGESTR_PUBLIC_URL?: string;
     EDGESTR_OUTBOUND_ALLOW?: string;
+    EDGESTR_DEFAULT_MODEL?: string;
     RELAY_LIMITS?: string;
     RELAY_EDGES?: string;
     BACKUPS?: R2Bucket;
+    MCP_RATE_LIMIT?: RateLimit;
     ASSETS: Fetcher;
   }
 }

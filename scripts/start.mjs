@@ -51,9 +51,11 @@ export function bannerLines(origin, health, devVars) {
     `  Console               ${origin}/console`,
     `  MCP endpoint          ${origin}/mcp`,
     `  Health                ${origin}/health`,
-    providers.length > 0
-      ? `  Model provider        configured (${providers.join(', ')}); name the model when creating an agent ("models": [...])`
-      : '  Model provider        none: agents answer with the offline echo model',
+    providers.length === 0
+      ? '  Model provider        none: agents answer with the offline echo model'
+      : (devVars ?? []).includes('EDGESTR_DEFAULT_MODEL')
+        ? `  Model provider        configured (${providers.join(', ')}, EDGESTR_DEFAULT_MODEL); name the model when creating an agent ("models": [...])`
+        : `  Model provider        configured (${providers.join(', ')}); set EDGESTR_DEFAULT_MODEL=<model> for the demo agent, and name the model when creating an agent ("models": [...])`,
     '  Configure             .dev.vars in the project directory (restart npm start after editing):',
     '                          OPENAI_API_KEY=sk-...   or OPENAI_BASE_URL=http://127.0.0.1:11434/v1 (Ollama, vLLM, llama.cpp)',
     '                          ANTHROPIC_API_KEY=sk-ant-...',

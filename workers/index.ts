@@ -15,8 +15,8 @@ import { bridgeRoutes, bridgeStub, type BridgeApiBindings } from './api/bridge.j
 import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
 import { isDevelopment } from './common/secrets.js';
-import { handleMcp } from './gateway/route.js';
-import { adminRoutes, type AdminApiBindings } from './api/admin.js';
+import { handleMcp, type GatewayBindings } from './gateway/route.js';
+import { adminRoutes, adminShardRoutes, type AdminApiBindings } from './api/admin.js';
 import { usageRoutes } from './api/usage.js';
 import { signupRoutes, type SignupApiBindings } from './api/signup.js';
 import { plansOf } from './accounts/plans.js';
@@ -31,7 +31,7 @@ export { ApiState } from './api/api-state.js';
 export { Bridge } from './bridge/bridge-do.js';
 export { Accounts } from './accounts/accounts-do.js';
 
-export interface Env extends AgentApiBindings, BridgeApiBindings, RelayApiBindings, RouterBindings, ProviderEnv, ConsoleBindings, AdminApiBindings, SignupApiBindings {
+export interface Env extends AgentApiBindings, BridgeApiBindings, RelayApiBindings, RouterBindings, GatewayBindings, ProviderEnv, ConsoleBindings, AdminApiBindings, SignupApiBindings {
   RELAY_LIMITS?: string;
 }
 
@@ -71,6 +71,7 @@ app.use('/api/*', async (c, next) => {
 
 app.route('/api/agents', agentRoutes());
 app.route('/api/admin/owners', adminRoutes());
+app.route('/api/admin/shards', adminShardRoutes());
 app.route('/api/usage', usageRoutes());
 app.route('/api/signup', signupRoutes());
 app.route('/api/bridge/servers', bridgeRoutes());

@@ -1,13 +1,15 @@
 // The owner panel: the caller's agents through /api (create, edit name / provider / model / system
 // prompt, delete) and their live NIP-AO telemetry in the log **Telemetry** (turn timeline, acp
 // frames, seq gaps and reported drops, via src/shared/ao-observer.ts), with a cancel_turn button
-// per started turn. Telemetry needs a local key: the observer decrypts frames with the owner's key.
+// per started turn, and each finished run's usage (session_resolved) which also refreshes the Usage
+// table (usage.ts). Telemetry needs a local key: the observer decrypts frames with the owner's key.
 
 import { Observer, type ObservedFrame, type SeqGap } from '../shared/ao-observer.js';
 import { api, AgentViewSchema, type AgentView } from './api.js';
 import { button, byId, el, scrollToEnd, short } from './dom.js';
 import { shardUrl, type Relays } from './relay.js';
 import type { Signer } from './signer.js';
+import { OwnerUsageSchema, RunUsageSchema, UsagePanel } from './usage.js';
 
 /** At most this many lines stay in the Telemetry log. */
 const MAX_LINES = 500;
@@ -20,6 +22,7 @@ export class OwnerPanel {
   readonly #form = byId<HTMLFormElement>('agent-form');
   readonly #log = byId('telemetry');
   readonly #stats = byId('telemetry-stats');
+  readonly #usage: UsagePanel;
   #agents: AgentView[] = [];
   #observer: Observer | undefined;
 
@@ -27,6 +30,8 @@ export class OwnerPanel {
     this.#signer = signer;
     this.#relays = relays;
     this.#onCreated = onCreated;
+    this.#usage = new UsagePanel(signer);
+    this.#usage.names = (pubkey) => this.#name(pubkey);
     this.#form.addEventListener('submit', (ev) => {
       ev.preventDefault();
       void this.#save();
@@ -38,6 +43,7 @@ export class OwnerPanel {
     this.#agents = agents;
     this.#renderList();
     void this.#startTelemetry();
+    void this.#usage.refresh();
   }
 
   #renderList(): void {
@@ -115,7 +121,7 @@ export class OwnerPanel {
 
   #frame(f: ObservedFrame): void {
     const { kind, seq, turnId, channelId, payload } = f.frame;
-    const detail = kind === 'acp_write' || kind === 'acp_read' ? ` ${JSON.stringify(payload).slice(0, 160)}` : '';
+    const detail = kind === 'acp_write' || kind === 'acp_read' ? ` ${JSON.stringify(payload).slice(0, 160)}` : kind === 'session_resolved' ? this.#resolved(payload) : '';
     const line = this.#line(`${this.#name(f.agent)} #${seq} ${kind}${turnId ? ` turn ${turnId.slice(0, 8)}` : ''}${detail}`);
     if (kind === 'turn_started' && channelId) {
       const observer = this.#observer;
@@ -128,6 +134,17 @@ export class OwnerPanel {
       );
     }
     this.#showStats();
+  }
+
+  /** A finished run: its outcome and usage for the log line; the plan figures go to the Usage panel. */
+  #resolved(payload: Record<string, unknown>): string {
+    const owner = OwnerUsageSchema.safeParse(payload.owner_usage);
+    this.#usage.runFinished(owner.success ? owner.data : undefined);
+    const run = RunUsageSchema.safeParse(payload.usage);
+    const outcome = typeof payload.outcome === 'string' ? ` ${payload.outcome}` : '';
+    return run.success
+      ? `${outcome} · ${run.data.model} · ${run.data.input_tokens} in / ${run.data.output_tokens} out tokens · ${run.data.tool_calls} tool calls · ${(run.data.duration_ms / 1000).toFixed(1)} s`
+      : outcome;
   }
 
   #gap(g: SeqGap): void {

@@ -14,7 +14,7 @@ import { coalescedItems } from '../../src/shared/ao-payloads.js';
 import type { RelayClient } from '../../src/shared/relay-client.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { E2E_OWNER, E2E_OWNER_SK } from './e2e-keys.js';
-import { clientFactory, newKey, nowSeconds, signed, signer, sleep, waitFor, type Key } from './helpers.js';
+import { clientFactory, newKey, nowSeconds, signed, signedApi, signer, sleep, waitFor, type Key } from './helpers.js';
 
 const httpUrl = inject('agentHttpUrl');
 const relayUrl = inject('agentRelayUrl');
@@ -29,17 +29,8 @@ const verify = (e: NostrEvent): boolean => checkIdAndSignature(e, nobleVerifier)
 
 // ---- management API (NIP-98) ----
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-  const url = `${httpUrl}${path}`;
-  const text = body === undefined ? undefined : JSON.stringify(body);
-  const res = await fetch(url, {
-    method,
-    headers: { Authorization: makeHttpAuthHeader(E2E_OWNER_SK, url, method, text), ...(text ? { 'Content-Type': 'application/json' } : {}) },
-    ...(text !== undefined ? { body: text } : {}),
-  });
-  const raw = await res.text();
-  return { status: res.status, json: raw ? (JSON.parse(raw) as unknown) : null };
-}
+const api = signedApi(httpUrl, E2E_OWNER_SK);
+
 
 const FAKE_MODELS = ['fake-slow', 'fake-429', 'fake-overloaded', 'fake-truncated', 'fake-empty'];
 
@@ -489,7 +480,12 @@ describe('the owner cancels a run with a NIP-AO control frame', () => {
     const run = await c.collect(p.id);
     expect(run.terminal.payload).toEqual({ ver: 1, code: 'CANCELLED', message: 'run cancelled' });
     await waitFor(() => frames.some((f) => f.frame.kind === 'session_resolved'), 'session_resolved');
-    expect(frames.find((f) => f.frame.kind === 'session_resolved')!.frame.payload).toEqual({ run_id: p.id, outcome: 'CANCELLED' });
+    expect(frames.find((f) => f.frame.kind === 'session_resolved')!.frame.payload).toMatchObject({
+      run_id: p.id,
+      outcome: 'CANCELLED',
+      usage: { provider: 'openai', tool_calls: 0, input_tokens: expect.any(Number), output_tokens: expect.any(Number), duration_ms: expect.any(Number) },
+      owner_usage: { plan: 'default', limits: {} },
+    });
     expect(rejected).toEqual([]);
     expect(await c.terminalCountAfter(p.id, 300)).toBe(1);
     observer.stop();

@@ -10,15 +10,15 @@ import { parseResponse } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp } from '../../src/shared/dvmcp-wrap.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { makeRumor } from '../../src/shared/nip59.js';
-import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { startEverything, stop } from '../mcp/global-setup.js';
-import { clientFactory, fetchIds, newKey, nowSeconds, signed, signer, waitFor } from './helpers.js';
+import { clientFactory, fetchIds, newKey, nowSeconds, signed, signedApi, signer, waitFor } from './helpers.js';
 
 /** The local demo owner (workers/common/owners.ts): development only, derived from a public label. */
 const DEMO_OWNER_SK = sha256(new TextEncoder().encode('edgestr demo owner (local development only)'));
 const httpUrl = inject('httpUrl');
+const api = signedApi(httpUrl, DEMO_OWNER_SK);
 const relayUrl = inject('relayUrl');
 const clients = clientFactory();
 const cache = new ConversationKeyCache(16);
@@ -34,17 +34,6 @@ afterAll(async () => {
   await stop(everything.child);
 });
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-  const url = `${httpUrl}${path}`;
-  const text = body === undefined ? undefined : JSON.stringify(body);
-  const res = await fetch(url, {
-    method,
-    headers: { Authorization: makeHttpAuthHeader(DEMO_OWNER_SK, url, method, text), ...(text ? { 'Content-Type': 'application/json' } : {}) },
-    ...(text !== undefined ? { body: text } : {}),
-  });
-  const raw = await res.text();
-  return { status: res.status, json: raw ? (JSON.parse(raw) as unknown) : null };
-}
 
 describe('DVMCP bridge under wrangler dev', () => {
   it('registers server-everything over NIP-98, announces it on the public relay, and answers a tool call plain and gift-wrapped', async () => {

@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '../../src/shared/hex.js';
-import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { E2E_OWNER_SK } from './e2e-keys.js';
 import { launch, newPage, signInWithKey } from './console-browser.js';
+import { signedApi } from './helpers.js';
 import '../mcp/provided.js';
 
 let browser: Browser;
@@ -20,17 +20,6 @@ afterAll(async () => {
   await browser?.close();
 });
 
-async function api(base: string, sk: Uint8Array, method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-  const url = `${base}${path}`;
-  const text = body === undefined ? undefined : JSON.stringify(body);
-  const res = await fetch(url, {
-    method,
-    headers: { Authorization: makeHttpAuthHeader(sk, url, method, text), ...(text ? { 'Content-Type': 'application/json' } : {}) },
-    ...(text !== undefined ? { body: text } : {}),
-  });
-  const raw = await res.text();
-  return { status: res.status, json: raw ? (JSON.parse(raw) as unknown) : null };
-}
 
 describe('owner panel (agent instance)', () => {
   const base = inject('agentHttpUrl');
@@ -58,7 +47,7 @@ describe('owner panel (agent instance)', () => {
     const picker = page.getByRole('combobox', { name: 'Agent', exact: true });
     await picker.selectOption({ label: `${name} (yours)` });
     const pubkey = await picker.inputValue();
-    const created = await api(base, E2E_OWNER_SK, 'GET', `/api/agents/${pubkey}`);
+    const created = await signedApi(base, E2E_OWNER_SK)('GET', `/api/agents/${pubkey}`);
     expect(created.status).toBe(200);
     expect(created.json).toMatchObject({ name, provider: 'echo', system_prompt: 'Be brief.' });
 
@@ -68,13 +57,13 @@ describe('owner panel (agent instance)', () => {
     await page.getByLabel('System prompt').fill('Be very brief.');
     await page.getByRole('button', { name: 'Save agent' }).click();
     await page.getByText(`${name} renamed saved`).waitFor();
-    const edited = await api(base, E2E_OWNER_SK, 'GET', `/api/agents/${pubkey}`);
+    const edited = await signedApi(base, E2E_OWNER_SK)('GET', `/api/agents/${pubkey}`);
     expect(edited.json).toMatchObject({ name: `${name} renamed`, system_prompt: 'Be very brief.' });
 
     await page.getByRole('button', { name: `Delete ${name} renamed` }).click();
     await page.getByText(`${name} renamed deleted`).waitFor();
     expect(await agents.getByText(`${name} renamed`, { exact: true }).count()).toBe(0);
-    expect((await api(base, E2E_OWNER_SK, 'GET', `/api/agents/${pubkey}`)).status).toBe(404);
+    expect((await signedApi(base, E2E_OWNER_SK)('GET', `/api/agents/${pubkey}`)).status).toBe(404);
     // The browser logs the refused POST; nothing else went wrong.
     expect(errors).toEqual(['Failed to load resource: the server responded with a status of 422 (Unprocessable Entity)']);
     await context.close();
@@ -88,11 +77,11 @@ describe('tools panel (development instance)', () => {
 
   // The wrangler instance is shared by every e2e file: the server registered here goes again.
   afterAll(async () => {
-    expect((await api(base, DEMO_OWNER_SK, 'DELETE', `/api/bridge/servers/${id}`)).status).toBe(204);
+    expect((await signedApi(base, DEMO_OWNER_SK)('DELETE', `/api/bridge/servers/${id}`)).status).toBe(204);
   });
 
   it('finds the announced tools, builds a form from the input schema, and calls a tool with progress', async () => {
-    const reg = await api(base, DEMO_OWNER_SK, 'POST', '/api/bridge/servers', { id, url: inject('mcpEverythingUrl'), name: 'Everything', public: true, encryption: true });
+    const reg = await signedApi(base, DEMO_OWNER_SK)('POST', '/api/bridge/servers', { id, url: inject('mcpEverythingUrl'), name: 'Everything', public: true, encryption: true });
     expect(reg.status).toBe(201);
     const { context, page, errors } = await newPage(browser);
     await page.goto(`${base}/console`);

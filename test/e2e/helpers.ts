@@ -4,6 +4,7 @@
 import WebSocket from 'ws';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { NostrEvent } from '../../src/shared/event.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { RelayClient, type AuthSigner, type RelayClientOptions, type SocketEvent, type SocketLike } from '../../src/shared/relay-client.js';
 
 export interface Key {
@@ -116,3 +117,18 @@ export async function fetchIds(client: RelayClient, filters: Parameters<RelayCli
   });
   return ids;
 }
+
+/** A management API caller on `base`, every call signed NIP-98 by `sk` (the JSON answer, or null for an empty body). */
+export const signedApi =
+  (base: string, sk: Uint8Array) =>
+  async (method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> => {
+    const url = `${base}${path}`;
+    const text = body === undefined ? undefined : JSON.stringify(body);
+    const res = await fetch(url, {
+      method,
+      headers: { Authorization: makeHttpAuthHeader(sk, url, method, text), ...(text ? { 'Content-Type': 'application/json' } : {}) },
+      ...(text !== undefined ? { body: text } : {}),
+    });
+    const raw = await res.text();
+    return { status: res.status, json: raw ? (JSON.parse(raw) as unknown) : null };
+  };

@@ -127,16 +127,17 @@ export class NipXxClient {
 }
 
 /** The test owner as a RelayClient on its own shard (over SELF), authenticated on demand, no reconnects. */
-export function ownerRelayClient(): RelayClient {
+/** A relay client on the owner's shard that authenticates as the owner (TEST_OWNER unless `owner` is given). */
+export function ownerRelayClient(owner: { sk: Uint8Array; pk: string } = { sk: TEST_OWNER_SK, pk: TEST_OWNER }): RelayClient {
   return new RelayClient({
-    url: `ws://relay.test/r/${TEST_OWNER}`,
+    url: `ws://relay.test/r/${owner.pk}`,
     socket: async (u) => {
       const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
       const ws = res.webSocket!;
       ws.accept();
       return ws;
     },
-    auth: async (t) => sign({ sk: TEST_OWNER_SK, pk: TEST_OWNER }, t),
+    auth: async (t) => sign(owner, t),
     reconnect: false,
   });
 }

@@ -8,7 +8,10 @@ import { shardStub } from '../../workers/common/shards.js';
 import { BACKUP_PART_BYTES, BACKUP_SHARDS_PER_RUN, backupKey, backupName, shardsOfRun } from '../../workers/relay-do/backup.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { fetchWithEnv } from './app-env.js';
-import { keys, now, sign, type Keys } from './helpers.js';
+import { connect, keys, now, sign, type Keys } from './helpers.js';
+import { npubEncode } from 'nostr-tools/nip19';
+import { NOT_AN_ADMIN } from '../../workers/api/admin.js';
+import { TEST_ADMIN, TEST_ADMIN_SK } from './test-keys.js';
 import { exportOf, importInto, jsonl, notes, opsCall } from './relay-ops-helpers.js';
 
 /** Runs the Worker's cron handler at `ms` with `owners` in EDGESTR_OWNERS. */
@@ -105,5 +108,48 @@ describe('scheduled backups to BACKUPS', () => {
     const res = await fetchWithEnv({ EDGESTR_OWNERS: owner.pk, BACKUPS: undefined }, new Request(url, { headers: { Authorization: makeHttpAuthHeader(owner.sk, url, 'GET') } }));
     expect(res.status).toBe(404);
     expect(await res.json()).toEqual({ error: 'backups are not configured on this deployment (no BACKUPS bucket)' });
+  });
+});
+
+describe('operators restore any shard (/api/admin/shards/<shard>)', () => {
+  const admin: Keys = { sk: TEST_ADMIN_SK, pk: TEST_ADMIN };
+
+  it('the public shard: backup → retention removes two notes → restore brings them back, each as published by its author', async () => {
+    const authors = [keys(), keys()];
+    const old = authors.map((k, i) => sign(k, { content: `public ${i}`, created_at: now() - 10 * 86_400 + i }));
+    const ws = await connect('/');
+    for (const e of old) expect((await ws.publish(e))[2]).toBe(true);
+    const at = runAt();
+    await cron(at, []);
+    const listed = await call(admin, 'GET', '/api/admin/shards/public/backups');
+    expect(listed.status).toBe(200);
+    expect((listed.json as { backups: Array<{ name: string }> }).backups.map((b) => b.name)).toContain(backupName(at));
+
+    const shard = shardStub(env, null);
+    await shard.setRetentionRules([{ kinds: [1], days: 1 }]);
+    await runInDurableObject(shard, (s) => s.alarm());
+    expect((await ws.req('gone', { ids: old.map((e) => e.id) })).events).toEqual([]);
+    await shard.setRetentionRules([]);
+
+    const restored = await call(admin, 'POST', '/api/admin/shards/public/restore', { backup: backupName(at) });
+    expect(restored.status).toBe(200);
+    expect(restored.json).toMatchObject({ refused: {} });
+    expect((restored.json as { accepted: number }).accepted).toBeGreaterThanOrEqual(2);
+    expect((await ws.req('back', { ids: old.map((e) => e.id) })).events.map((e) => e.id).sort()).toEqual(old.map((e) => e.id).sort());
+    ws.close();
+  });
+
+  it('an owner’s shard by npub; only operators (403); unknown shards and backups 404; a bad name 422', async () => {
+    const owner = keys();
+    await importInto(owner, jsonl(notes(owner, 2, (i) => now() - 50 + i)));
+    const at = runAt();
+    await cron(at, [owner]);
+    const path = `/api/admin/shards/${npubEncode(owner.pk)}`;
+    expect(await call(admin, 'POST', `${path}/restore`, { backup: backupName(at) })).toEqual({ status: 200, json: { accepted: 0, duplicate: 2, refused: {} } });
+    expect(await call(owner, 'GET', `${path}/backups`)).toEqual({ status: 403, json: { error: NOT_AN_ADMIN } });
+    expect(await call(owner, 'POST', '/api/admin/shards/public/restore', { backup: backupName(at) })).toEqual({ status: 403, json: { error: NOT_AN_ADMIN } });
+    expect(await call(admin, 'GET', '/api/admin/shards/owner:x/backups')).toEqual({ status: 404, json: { error: 'no such shard: "public" or an owner’s 64-hex pubkey or npub' } });
+    expect(await call(admin, 'POST', `${path}/restore`, { backup: '2020-01-01T00-00-00Z' })).toEqual({ status: 404, json: { error: 'no backup named 2020-01-01T00-00-00Z for this shard' } });
+    expect((await call(admin, 'POST', `${path}/restore`, { backup: 'latest' })).status).toBe(422);
   });
 });

@@ -151,3 +151,51 @@ describe('/mcp gateway', () => {
     expect(e.message).toBe('MCP error -32602: Invalid cursor: x');
   });
 });
+
+describe('/mcp per client address', () => {
+  const post = (address: string, body = '{not json') =>
+    SELF.fetch('http://relay.test/mcp', {
+      method: 'POST',
+      headers: { 'CF-Connecting-IP': address, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+      body,
+    });
+
+  it('at most 8 requests open at once: the 9th is 429 while they run; when they end, requests pass again', async () => {
+    const address = `192.0.2.${Math.floor(Math.random() * 250) + 1}`;
+    // Each call runs about 1.6 s (two progress steps 800 ms apart) on its SSE stream.
+    const call = (i: number) => JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: `${id}-plain__slow`, arguments: { steps: 2, ms: 800 } } });
+    const running = await Promise.all(Array.from({ length: 8 }, (_, i) => post(address, call(i))));
+    expect(running.map((r) => r.status)).toEqual(Array(8).fill(200));
+    const refused = await post(address);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('Retry-After')).toBe('5');
+    expect(await refused.json()).toEqual({ jsonrpc: '2.0', error: { code: -32029, message: 'rate-limited: at most 8 /mcp requests open at once per address; retry in 5 s' }, id: null });
+    const answers = await Promise.all(running.map((r) => r.text()));
+    expect(answers.every((a) => a.includes('done'))).toBe(true);
+    let after = await post(address);
+    for (let i = 0; i < 40 && after.status === 429; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      after = await post(address);
+    }
+    expect(after.status).toBe(400);
+    await after.body?.cancel();
+  });
+
+  it('120 requests a minute pass (each answered by the MCP server); the 121st is 429 before any work; another address is not limited', async () => {
+    const address = `198.51.100.${Math.floor(Math.random() * 250) + 1}`;
+    const statuses = new Set<number>();
+    for (let i = 0; i < 120; i++) {
+      const res = await post(address);
+      statuses.add(res.status);
+      await res.body?.cancel();
+    }
+    expect([...statuses]).toEqual([400]); // the SDK's parse error: the request got through
+    const refused = await post(address);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('Retry-After')).toBe('60');
+    expect(await refused.json()).toEqual({ jsonrpc: '2.0', error: { code: -32029, message: 'rate-limited: too many /mcp requests from this address; retry in 60 s' }, id: null });
+    const other = await post(`203.0.113.${Math.floor(Math.random() * 250) + 1}`);
+    expect(other.status).toBe(400);
+    await other.body?.cancel();
+  });
+});

@@ -2,6 +2,7 @@
 // to it, refuses them afterwards (blocked:), accepts newer events, cannot be deleted, must name this
 // relay, and works on an owner shard for any key.
 import { describe, expect, it } from 'vitest';
+import { npubEncode } from 'nostr-tools/nip19';
 import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
 
 const BLOCKED = 'blocked: this pubkey asked to vanish from this relay (NIP-62)';
@@ -88,5 +89,23 @@ describe('NIP-62 on an owner shard', () => {
     expect(await ws.publish(toOwner)).toEqual(['OK', toOwner.id, false, BLOCKED]);
     ws.close();
     ownerWs.close();
+  });
+
+  it('names the shard in any of its URL forms (npub or hex, trailing slash); another owner’s shard is not this one', async () => {
+    const owner = keys();
+    const other = keys();
+    const ws = await connect(`/r/${owner.pk}`);
+    const elsewhere = vanish(keys(), `ws://relay.test/r/${other.pk}`);
+    expect((await ws.publish(elsewhere)).slice(2)).toEqual([false, 'invalid: a request to vanish must name this relay (ws://relay.test/r/' + owner.pk + ') or ALL_RELAYS in a relay tag']);
+    const publicShard = vanish(keys(), 'ws://relay.test/');
+    expect((await ws.publish(publicShard))[2]).toBe(false);
+    for (const form of [`ws://relay.test/r/${npubEncode(owner.pk)}`, `ws://RELAY.test/r/${owner.pk}/`]) {
+      const stranger = keys();
+      const note = sign(stranger, { content: 'hi', tags: [['p', owner.pk]], created_at: now() - 10 });
+      expect((await ws.publish(note))[2]).toBe(true);
+      expect(await ws.publish(vanish(stranger, form))).toEqual(['OK', expect.any(String), true, '']);
+      expect(await ws.publish(note)).toEqual(['OK', note.id, false, BLOCKED]);
+    }
+    ws.close();
   });
 });

@@ -11,7 +11,8 @@ import { SIGNUP_CLOSED } from '../../workers/api/signup.js';
 import { NOT_AN_OWNER, OWNER_SUSPENDED as API_SUSPENDED } from '../../workers/common/owners.js';
 import { api } from './api-helpers.js';
 import { apiWithEnv } from './app-env.js';
-import { NipXxClient } from './agent-helpers.js';
+import { NipXxClient, ownerRelayClient } from './agent-helpers.js';
+import { Observer } from '../../src/shared/ao-observer.js';
 import { BASE, connect, keys, sign, type Keys } from './helpers.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { SELF } from 'cloudflare:test';
@@ -242,6 +243,43 @@ describe('usage', () => {
     expect(await api(owner.sk, 'GET', `/api/usage?owner=${TEST_OWNER}`)).toEqual({ status: 403, json: { error: 'only operators may see other owners’ usage' } });
   });
 
+  it('the owner’s NIP-AO telemetry carries each run’s usage and the owner’s totals against its plan', async () => {
+    const owner = await addOwner('two_runs');
+    const agent = await createAgent(owner);
+    const relay = ownerRelayClient(owner);
+    await relay.connect();
+    await relay.authenticate();
+    const resolved: Array<Record<string, unknown>> = [];
+    const observer = new Observer({
+      ownerSecretKey: owner.sk,
+      agents: [agent],
+      subscribe: (filters, opts) => relay.subscribe(filters, opts),
+      publish: (e) => relay.publish(e),
+      onFrame: (f) => void (f.frame.kind === 'session_resolved' && resolved.push(f.frame.payload)),
+    });
+    observer.start();
+    await new Promise((r) => setTimeout(r, 100));
+    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    await ask(client, 'one two');
+    await ask(client, 'three');
+    for (let i = 0; i < 40 && resolved.length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    const runs = (await stubOf(agent).usage()).reverse();
+    expect(resolved).toHaveLength(2);
+    resolved.forEach((payload, i) => {
+      const r = runs[i]!;
+      expect(payload).toMatchObject({
+        run_id: r.run_id,
+        outcome: 'response',
+        usage: { provider: 'echo', model: 'echo', input_tokens: r.input_tokens, output_tokens: r.output_tokens, tool_calls: 0, duration_ms: r.duration_ms },
+        owner_usage: { plan: 'two_runs', runs_today: i + 1, limits: { runs_per_day: 2 } },
+      });
+    });
+    const tokens = runs.reduce((n, r) => n + r.input_tokens + r.output_tokens, 0);
+    expect(resolved[1]).toMatchObject({ owner_usage: { tokens_today: tokens, tokens_month: tokens } });
+    observer.stop();
+    relay.close();
+  });
+
   it('bad queries: 422 naming the field; strangers: 403', async () => {
     expect(await api(TEST_OWNER_SK, 'GET', '/api/usage?by=week')).toMatchObject({ status: 422, json: { error: 'invalid query', issues: [{ path: 'by' }] } });
     expect(await api(TEST_OWNER_SK, 'GET', '/api/usage?from=2026-02-01&to=2026-01-01')).toEqual({
@@ -279,7 +317,26 @@ describe('the owner’s shard under its plan', () => {
     expect((await sock.publish(e2))[2]).toBe(true);
     expect(await sock.publish(note(owner, 0))).toEqual(['OK', expect.any(String), false, 'restricted: storage quota: the owner’s plan allows 1000 stored bytes on this shard']);
     expect(await shard(owner.pk).storedUsage()).toEqual({ events: 2, bytes: 1000 });
+    const storage = { status: 200, json: { events: 2, bytes: 1000, plan: 'small_shard', limit_bytes: 1000 } };
+    expect(await api(owner.sk, 'GET', '/api/usage/storage')).toEqual(storage);
+    expect(await admin('GET', `/api/usage/storage?owner=${owner.pk}`)).toEqual(storage);
     sock.close();
+  });
+
+  it('GET /api/usage/storage: an owner sees its own shard only; operators name the owner; unknown fields 422', async () => {
+    const owner = await addOwner();
+    expect(await api(owner.sk, 'GET', '/api/usage/storage')).toEqual({ status: 200, json: { events: 0, bytes: 0, plan: 'default' } });
+    expect(await api(owner.sk, 'GET', `/api/usage/storage?owner=${TEST_OWNER}`)).toEqual({ status: 403, json: { error: 'only operators may see other owners’ usage' } });
+    expect(await api(keys().sk, 'GET', '/api/usage/storage')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
+    expect(await admin('GET', '/api/usage/storage')).toEqual({
+      status: 422,
+      json: { error: 'invalid query', issues: [{ path: 'owner', message: 'operators name the owner (owner=<pubkey>)' }] },
+    });
+    expect(await admin('GET', '/api/usage/storage?owner=nope')).toEqual({
+      status: 422,
+      json: { error: 'invalid query', issues: [{ path: 'owner', message: 'a 64-hex pubkey or an npub' }] },
+    });
+    expect((await api(owner.sk, 'GET', '/api/usage/storage?by=day')).status).toBe(422);
   });
 
   it('suspended: nothing new is stored (restricted: suspended); resumed: stored again', async () => {
@@ -323,6 +380,17 @@ describe('the owner’s bridge under its plan', () => {
     expect(!refused.result.ok && refused.result.error.message).toMatch(/^rate-limited: the owner’s plan allows 3 bridge calls per day \(quota bridge_calls_per_day\); retry in \d+ s$/);
     const day = new Date().toISOString().slice(0, 10);
     expect(await stub.usage(day, day)).toEqual([{ day, server: 'q', method: 'tools/list', calls: 3, duration_ms: expect.any(Number) }]);
+    const byServer = await api(owner.sk, 'GET', '/api/usage/bridge?by=server');
+    expect(byServer).toEqual({ status: 200, json: { rows: [{ key: 'q', calls: 3, duration_ms: expect.any(Number) }] } });
+    expect(await admin('GET', `/api/usage/bridge?by=method&owner=${owner.pk}`)).toEqual({ status: 200, json: { rows: [{ key: 'tools/list', calls: 3, duration_ms: expect.any(Number) }] } });
+    expect(await api(owner.sk, 'GET', `/api/usage/bridge?from=${day}&to=${day}`)).toMatchObject({ status: 200, json: { rows: [{ key: day, calls: 3 }] } });
+    expect(await api(owner.sk, 'GET', '/api/usage/bridge?from=2020-01-01&to=2020-01-02')).toEqual({ status: 200, json: { rows: [] } });
+    const url = `${BASE}/api/usage/bridge?by=server`;
+    const csv = await SELF.fetch(url, { headers: { Authorization: makeHttpAuthHeader(owner.sk, url, 'GET'), Accept: 'text/csv' } });
+    const { duration_ms } = (byServer.json as { rows: Array<{ duration_ms: number }> }).rows[0]!;
+    expect(await csv.text()).toBe(`key,calls,duration_ms\r\nq,3,${duration_ms}\r\n`);
+    expect((await api(owner.sk, 'GET', '/api/usage/bridge?by=agent')).status).toBe(422);
+    expect((await admin('GET', '/api/usage/bridge')).status).toBe(422);
     c.close();
   });
 });

@@ -50,3 +50,30 @@ export function planRefusal(plan: Plan, totals: OwnerTotals, now: number): Quota
     over('tokens_per_month', sameMonth ? totals.tokens_month : 0, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd)
   );
 }
+
+/** The owner's plan and where its totals stand against it: what the owner's NIP-AO telemetry shows after a run. */
+export interface OwnerUsage {
+  plan: string;
+  day: string;
+  runs_today: number;
+  tokens_today: number;
+  tokens_month: number;
+  limits: Pick<Plan, 'runs_per_day' | 'tokens_per_day' | 'tokens_per_month'>;
+}
+
+/** The totals as of `now` (ms; an earlier day or month counts as 0) with the plan's run and token limits. */
+export function ownerUsage(planName: string, plan: Plan, totals: OwnerTotals, now: number): OwnerUsage {
+  const day = new Date(now).toISOString().slice(0, 10);
+  const sameDay = totals.day === day;
+  const sameMonth = totals.day.slice(0, 7) === day.slice(0, 7);
+  const limits: OwnerUsage['limits'] = {};
+  for (const k of ['runs_per_day', 'tokens_per_day', 'tokens_per_month'] as const) if (plan[k] !== undefined) limits[k] = plan[k];
+  return {
+    plan: planName,
+    day,
+    runs_today: sameDay ? totals.runs_today : 0,
+    tokens_today: sameDay ? totals.tokens_today : 0,
+    tokens_month: sameMonth ? totals.tokens_month : 0,
+    limits,
+  };
+}

@@ -25,12 +25,11 @@ import { relayVerifier } from '../common/verifier.js';
 import { agentRelays, type StoredAgent } from './config.js';
 import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
-import { DEMO_AGENT, staticOwners } from '../common/owners.js';
+import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
 import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { addRun, planRefusal } from '../accounts/quota.js';
+import { addRun, ownerUsage, planRefusal, type OwnerUsage } from '../accounts/quota.js';
 import { UsageMeter, type RunMeter } from './metering.js';
-import { defaultProviderName, type ProviderEnv } from './providers/index.js';
 import { RunStore, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
@@ -38,7 +37,8 @@ import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
 import { logAgent } from './agent-log.js';
-import { outboxOutput, runPrompt, type EffectiveAgent, type RunDeps } from './run-driver.js';
+import { outboxOutput, runPrompt, type RunDeps } from './run-driver.js';
+import { effectiveAgent, type DefaultModelEnv, type EffectiveAgent } from './effective.js';
 import { deletionTemplate } from './info.js';
 import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
 import { dvmcpDeletion } from './dvmcp-profile.js';
@@ -46,7 +46,7 @@ import { errorMessage } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { McpSessionCache } from '../common/mcp-session-cache.js';
 
-export interface AgentEnv extends ProviderEnv, LinksEnv, PlanEnv {}
+export interface AgentEnv extends DefaultModelEnv, LinksEnv, PlanEnv {}
 
 /** Public view of an agent (never the key); `provider` is the one its runs use now. */
 export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
@@ -160,13 +160,9 @@ export class Agent extends DurableObject<AgentEnv> {
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
 
-  /**
-   * The agent as its runs use it: an agent that names no provider (and the development demo agent,
-   * created before this rule) follows the deployment's configured provider, read at each run.
-   */
+  /** The agent as its runs use it (effective.ts); the development demo agent always follows the deployment. */
   private effective(c: StoredAgent): EffectiveAgent {
-    const provider = c.provider && c.pubkey !== DEMO_AGENT ? c.provider : defaultProviderName(this.env);
-    return { ...c, provider };
+    return effectiveAgent(c, this.env, c.pubkey === DEMO_AGENT);
   }
 
   view(): AgentView | undefined {
@@ -286,11 +282,13 @@ export class Agent extends DurableObject<AgentEnv> {
    * The run's record: kept here and added to the known totals at once (the next prompt sees it),
    * then reported to the owner's aggregate, whose answer (every agent's runs) replaces the totals.
    */
-  private recordRun(c: StoredAgent, r: RunMeter): void {
+  private recordRun(c: StoredAgent, r: RunMeter): OwnerUsage | undefined {
     const at = this.now();
     this.meter.record(r, at);
     if (this.owner) this.owner = { ...this.owner, totals: addRun(this.owner.totals, r.input_tokens + r.output_tokens, at) };
     void this.report(c, r, at);
+    const plan = this.ownerState(c)?.plan;
+    return this.owner && plan ? ownerUsage(plan, planLimits(this.env, plan), this.owner.totals, at) : undefined;
   }
 
   private async report(c: StoredAgent, r: RunMeter, at: number): Promise<void> {
@@ -363,13 +361,18 @@ export class Agent extends DurableObject<AgentEnv> {
     this.active.get(run.id)?.abort();
   }
 
+  /** The owner's account as the agent knows it: a static owner (EDGESTR_OWNERS) is on the default plan. */
+  private ownerState(c: StoredAgent): OwnerState | undefined {
+    return staticOwners(this.env).has(c.owner) ? { plan: DEFAULT_PLAN, suspended: false } : this.owner?.state;
+  }
+
   /**
    * The owner's part of admission, from what the agent knows now: a static owner (EDGESTR_OWNERS,
    * read at each prompt) is allowed on the default plan; another owner as the registry last said
    * (none known yet: refused as removed). Then the plan's quotas against the owner's totals.
    */
   private ownerChecks(c: StoredAgent): Pick<AdmissionState, 'owner' | 'quota'> {
-    const state = staticOwners(this.env).has(c.owner) ? { plan: DEFAULT_PLAN, suspended: false } : this.owner?.state;
+    const state = this.ownerState(c);
     if (!state) return { owner: 'removed' };
     if (state.suspended) return { owner: 'suspended' };
     return { owner: 'allowed', quota: this.owner ? planRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now()) : undefined };

@@ -24,7 +24,8 @@ import type { AdmissionResult, Refusal } from './admission.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
 import { ASK_TOOL, AskArgsSchema, askTool, initializeInfo, serverProfile } from './dvmcp-profile.js';
 import { checkPrompt } from './prompt-check.js';
-import type { EffectiveAgent, RunOutput } from './run-driver.js';
+import type { RunOutput } from './run-driver.js';
+import type { EffectiveAgent } from './effective.js';
 import type { RunSink, Terminal } from './runtime.js';
 import type { SessionKey } from './sessions.js';
 

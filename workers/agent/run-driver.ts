@@ -1,7 +1,7 @@
 // One run of a validated prompt: the provider and the tools for it, the runtime's callbacks turned
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
-// with the upstream detail), the tokens spent and the conversation's new turn, and then the run's
+// with the upstream detail, the run's usage and the owner's totals against its plan), the tokens spent and the conversation's new turn, and then the run's
 // one terminal outcome, also logged as one `agent.run` line (agent-log.ts) and metered (metering.ts).
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
@@ -11,7 +11,8 @@ import type { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import type { StoredAgent } from './config.js';
 import type { AgentBudget } from './budget.js';
 import type { Outbox } from './outbox.js';
-import { providerFor, type ProviderEnv, type ProviderName } from './providers/index.js';
+import { providerFor, type ProviderEnv } from './providers/index.js';
+import type { EffectiveAgent } from './effective.js';
 import { executeRun, type RunSink, type Terminal } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
@@ -20,9 +21,8 @@ import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import type { RunMeter } from './metering.js';
 import { logAgent } from './agent-log.js';
+import type { OwnerUsage } from '../accounts/quota.js';
 
-/** A stored agent with its provider resolved for this run (the deployment's default when it names none). */
-export type EffectiveAgent = StoredAgent & { provider: ProviderName };
 
 /** Where a run's progress and its one terminal outcome go. */
 export interface RunOutput {
@@ -58,19 +58,29 @@ export interface RunDeps {
   dvmcp: DvmcpToolOptions;
   /** The agent's MCP sessions and tool lists, kept across runs. */
   mcpSessions: McpSessionCache;
-  /** Called just before the run's terminal outcome goes out, with its metering record. */
-  meter(r: RunMeter): void;
+  /**
+   * Called just before the run's terminal outcome goes out, with its metering record; answers the
+   * owner's totals against its plan after this run (when known), for the owner's telemetry.
+   */
+  meter(r: RunMeter): OwnerUsage | undefined;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
   const client = conversation.sender;
   const started = Date.now();
   const spent = { input_tokens: 0, output_tokens: 0, tool_calls: 0 };
+  const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
+  const emitter = d.emitter;
+  /** Logs and meters the run, tells the owner (NIP-AO session_resolved with the run's usage), then answers the client. */
   const finish = async (terminal: Terminal): Promise<void> => {
     const outcome = terminal.type === 'response' ? 'response' : terminal.code;
     const duration_ms = Date.now() - started;
-    logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, provider: c.provider, model, ...spent, duration_ms, outcome });
-    d.meter({ run_id: runId, sender: client, provider: c.provider, model, ...spent, duration_ms, outcome });
+    const usage = { provider: c.provider, model, ...spent, duration_ms };
+    logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, ...usage, outcome });
+    const owner_usage = d.meter({ run_id: runId, sender: client, ...usage, outcome });
+    // The client gets the generic message; the owner also gets the upstream detail.
+    const detail = terminal.type === 'error' ? terminal.detail : undefined;
+    emitter?.sessionResolved({ run_id: runId, outcome, ...(detail ? { detail } : {}), usage, ...(owner_usage ? { owner_usage } : {}) }, ids);
     await out.finish(terminal);
   };
   const sink: RunSink = {
@@ -81,15 +91,12 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     },
   };
   const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
-  const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
-  const emitter = d.emitter;
   emitter?.turnStarted({ run_id: runId, model, client }, ids);
   let terminal: Terminal;
   const provider = providerFor(c.provider, d.env);
   if (!provider.ok) {
     clearTimeout(timer);
     terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: 'the model provider is not available on this deployment', details: { provider: c.provider }, detail: provider.error };
-    emitter?.sessionResolved({ run_id: runId, outcome: terminal.code, detail: provider.error }, ids);
     await finish(terminal);
     return;
   }
@@ -130,8 +137,5 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   } finally {
     clearTimeout(timer);
   }
-  // The client gets the generic message; the owner also gets the upstream detail.
-  const detail = terminal.type === 'error' ? terminal.detail : undefined;
-  emitter?.sessionResolved({ run_id: runId, outcome: terminal.type === 'response' ? 'response' : terminal.code, ...(detail ? { detail } : {}) }, ids);
   await finish(terminal);
 }

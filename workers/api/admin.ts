@@ -6,6 +6,9 @@
 // within OWNER_CACHE_MS. Removing an owner first backs its shard up to the BACKUPS bucket when one
 // is bound (workers/relay-do/backup.ts; a failed backup removes nothing), and keeps the shard's
 // data either way (docs/OPERATIONS.md, "Accounts and plans").
+// Also the backups of any shard, the public one included (adminShardRoutes, /api/admin/shards/
+// <public|pubkey>/backups and POST …/restore {backup}): an owner's shard is restored as its owner's
+// import would be, the public shard with each event as published by its author.
 
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -13,14 +16,15 @@ import { parsePubkey } from '../../src/shared/keys.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
 import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
-import { shardStub, type ShardBindings } from '../common/shards.js';
-import { backupKey, backupName, backupShard, type BackupBindings } from '../relay-do/backup.js';
+import { PUBLIC_SHARD, shardStub, type RouterBindings } from '../common/shards.js';
+import { backupKey, backupName, backupShard, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
+import { IMPORT_BATCH, importInto, RestoreSchema, shardUrl } from './relay.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { agentStub, issuesOf, parseJson, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
-export interface AdminApiBindings extends ApiStateBindings, AccountsBindings, ShardBindings, OwnerEnv, PlanEnv, BackupBindings, Pick<AgentApiBindings, 'AGENT'> {}
+export interface AdminApiBindings extends ApiStateBindings, AccountsBindings, RouterBindings, OwnerEnv, PlanEnv, BackupBindings, Pick<AgentApiBindings, 'AGENT'> {}
 
 type ApiEnv = { Bindings: AdminApiBindings; Variables: AuthedVariables };
 
@@ -34,6 +38,10 @@ const PubkeySchema = z.string().transform((s, ctx) => {
   ctx.addIssue({ code: 'custom', message: 'a 64-hex pubkey or an npub' });
   return z.NEVER;
 });
+/** A shard named by an operator: "public" (null) or an owner's pubkey. */
+const ShardSchema = z.union([z.literal(PUBLIC_SHARD).transform(() => null), PubkeySchema]);
+const NO_BACKUPS = 'backups are not configured on this deployment (no BACKUPS bucket)';
+const NO_SHARD = 'no such shard: "public" or an owner’s 64-hex pubkey or npub';
 const AddOwnerSchema = z.object({ pubkey: PubkeySchema, plan: z.string().optional() }).strict();
 const PatchOwnerSchema = z.object({ plan: z.string().optional(), suspended: z.boolean().optional() }).strict();
 
@@ -101,6 +109,35 @@ export function adminRoutes() {
     if (!(await accountsStub(c.env).remove(pubkey))) return c.json({ error: NO_OWNER }, 404);
     await notifyOwner(c.env, pubkey, undefined);
     return c.body(null, 204);
+  });
+
+  return app;
+}
+
+/** /api/admin/shards/<shard>/backups and /restore: any shard's backups (see the header). */
+export function adminShardRoutes() {
+  const app = new Hono<ApiEnv>();
+  app.use('*', nip98<AdminApiBindings>((env, pubkey) => (isAdmin(env, pubkey) ? undefined : NOT_AN_ADMIN)));
+
+  app.get('/:shard/backups', async (c) => {
+    if (!c.env.BACKUPS) return c.json({ error: NO_BACKUPS }, 404);
+    const shard = ShardSchema.safeParse(c.req.param('shard'));
+    if (!shard.success) return c.json({ error: NO_SHARD }, 404);
+    return c.json({ backups: await listBackups(c.env.BACKUPS, shard.data) });
+  });
+
+  app.post('/:shard/restore', async (c) => {
+    const bucket = c.env.BACKUPS;
+    if (!bucket) return c.json({ error: NO_BACKUPS }, 404);
+    const shard = ShardSchema.safeParse(c.req.param('shard'));
+    if (!shard.success) return c.json({ error: NO_SHARD }, 404);
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = RestoreSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid restore', issues: issuesOf(parsed.error) }, 422);
+    const lines = await readBackupLines(bucket, shard.data, parsed.data.backup, IMPORT_BATCH);
+    if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this shard` }, 404);
+    return c.json(await importInto(c.env, shard.data, shardUrl(c.env, c.req.url, shard.data), lines));
   });
 
   return app;

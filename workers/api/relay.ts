@@ -26,18 +26,18 @@ type ApiEnv = { Bindings: RelayApiBindings; Variables: AuthedVariables };
 /** Largest import body: 8 MiB of JSONL (larger exports are imported in several calls, split by created_at). */
 export const IMPORT_MAX_BYTES = 8 * 1024 * 1024;
 /** Lines sent to the shard per RPC call. */
-const IMPORT_BATCH = 500;
+export const IMPORT_BATCH = 500;
 
 const Timestamp = z.coerce.number().int().min(0).max(MAX_TIMESTAMP);
 const ExportQuerySchema = z.strictObject({ since: Timestamp.optional(), until: Timestamp.optional() });
-const RestoreSchema = z.strictObject({ backup: BackupNameSchema });
+export const RestoreSchema = z.strictObject({ backup: BackupNameSchema });
 
-/** The URL clients reach `owner`'s shard at (what a kind 62 must name). */
-const shardUrl = (env: RouterBindings, requestUrl: string, owner: string): string =>
-  `${(relayRequestUrl(env, requestUrl) ?? new URL(requestUrl)).origin.replace(/^http/, 'ws')}/r/${owner}`;
+/** The URL clients reach `owner`'s shard (null: the public shard) at (what a kind 62 must name). */
+export const shardUrl = (env: RouterBindings, requestUrl: string, owner: string | null): string =>
+  `${(relayRequestUrl(env, requestUrl) ?? new URL(requestUrl)).origin.replace(/^http/, 'ws')}/${owner ? `r/${owner}` : ''}`;
 
-/** Imports `lines` into `owner`'s shard, IMPORT_BATCH lines per call. */
-export async function importInto(env: RelayApiBindings, owner: string, relayUrl: string, lines: AsyncIterable<string[]> | Iterable<string[]>): Promise<ImportReport> {
+/** Imports `lines` into `owner`'s shard (null: the public shard), IMPORT_BATCH lines per call. */
+export async function importInto(env: RouterBindings, owner: string | null, relayUrl: string, lines: AsyncIterable<string[]> | Iterable<string[]>): Promise<ImportReport> {
   const shard = shardStub(env, owner);
   let report = emptyReport();
   for await (const batch of lines) report = mergeReports(report, await shard.importEvents(owner, batch, relayUrl));

@@ -85,6 +85,14 @@ export const CONSOLE_HTML = `<!doctype html>
     <h3 id="telemetry-title">Telemetry</h3>
     <p id="telemetry-stats" class="status"></p>
     <div id="telemetry" class="telemetry" role="log" aria-label="Telemetry"></div>
+    <h3 id="usage-title">Usage</h3>
+    <p id="usage-plan" class="status"></p>
+    <p id="usage-summary" class="status"></p>
+    <table id="usage" class="usage" aria-labelledby="usage-title">
+      <thead><tr><th scope="col">Agent</th><th scope="col">Runs</th><th scope="col">Input tokens</th><th scope="col">Output tokens</th><th scope="col">Tool calls</th><th scope="col">Errors</th></tr></thead>
+      <tbody id="usage-rows"></tbody>
+    </table>
+    <button type="button" id="usage-refresh" class="secondary">Refresh usage</button>
   </section>
 
   <section id="tools" aria-labelledby="tools-title" hidden>

@@ -41,5 +41,6 @@ pre { overflow-x: auto; padding: .5rem; background: color-mix(in srgb, var(--fg)
 .agent-form { display: grid; gap: .3rem; }
 .telemetry, .tool-output { max-height: 40vh; min-height: 6rem; overflow-y: auto; font: .78rem/1.35 ui-monospace, monospace; border: 1px solid var(--line); border-radius: 6px; padding: .4rem; background: var(--bg); }
 .telemetry .line { overflow-wrap: anywhere; } .telemetry .gap { color: var(--err); }
+.usage { border-collapse: collapse; width: 100%; font-size: .85rem; margin: .3rem 0; } .usage th, .usage td { text-align: right; padding: .15rem .4rem; border-bottom: 1px solid var(--line); } .usage th:first-child { text-align: left; overflow-wrap: anywhere; }
 .tool-list { list-style: none; padding: 0; } .tool-list li { padding: .3rem 0; border-bottom: 1px solid var(--line); }
 `;

@@ -9,15 +9,22 @@
 // is never stored. The connection goes to the deployment's public shard (its origin as agents use
 // it: EDGESTR_PUBLIC_URL's when set) through openRelaySocket, authenticated (NIP-42) as that key so
 // that gift-wrapped answers are delivered to it. It is closed when the response has been sent.
+// Before any of that work, each client address (CF-Connecting-IP) is held to the MCP_RATE_LIMIT
+// binding (Workers Rate Limiting, wrangler.toml: requests per minute per address, counted per
+// Cloudflare location) and to MAX_OPEN_PER_ADDRESS requests open at once in this isolate: a stranger
+// cannot open relay connections and DVMCP requests faster than that (the bridge sees every /mcp
+// request as a new client, so its per-client limits cannot do it).
 
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
+import { RPC } from '../../src/shared/dvmcp.js';
 import { backendSigner, signEventWith } from '../../src/shared/event.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient } from '../../src/shared/relay-client.js';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { openRelaySocket } from '../common/relay-sockets.js';
+import { releaseOnce } from '../common/dvmcp-server/limits.js';
 import { relayRequestUrl, type RouterBindings } from '../common/shards.js';
 import { relayVerifier } from '../common/verifier.js';
 import { gatewayIndex } from './catalog.js';
@@ -25,6 +32,36 @@ import { gatewayServer } from './mcp-server.js';
 
 /** Largest POST body read, in bytes. */
 export const MAX_BODY_BYTES = 256 * 1024;
+/** Requests of one client address open at once in an isolate (a call may stream for up to a minute). */
+export const MAX_OPEN_PER_ADDRESS = 8;
+
+export interface GatewayBindings extends RouterBindings {
+  /** Workers Rate Limiting: /mcp requests per client address (wrangler.toml [[ratelimits]]). */
+  MCP_RATE_LIMIT?: RateLimit;
+}
+
+/** /mcp requests open now per client address, in this isolate. */
+const open = new Map<string, number>();
+
+const rateLimited = (why: string, retryAfter: number): Response =>
+  Response.json(
+    { jsonrpc: '2.0', error: { code: RPC.RATE_LIMITED, message: `rate-limited: ${why}; retry in ${retryAfter} s` }, id: null },
+    { status: 429, headers: { 'Retry-After': String(retryAfter) } },
+  );
+
+/** Why a request from `address` is refused before any work, or undefined (then it is counted open). */
+async function admit(env: GatewayBindings, address: string): Promise<Response | undefined> {
+  if ((open.get(address) ?? 0) >= MAX_OPEN_PER_ADDRESS) return rateLimited(`at most ${MAX_OPEN_PER_ADDRESS} /mcp requests open at once per address`, 5);
+  if (env.MCP_RATE_LIMIT && !(await env.MCP_RATE_LIMIT.limit({ key: address })).success) return rateLimited('too many /mcp requests from this address', 60);
+  open.set(address, (open.get(address) ?? 0) + 1);
+  return undefined;
+}
+
+function release(address: string): void {
+  const n = (open.get(address) ?? 1) - 1;
+  if (n <= 0) open.delete(address);
+  else open.set(address, n);
+}
 
 const methodNotAllowed = (): Response =>
   Response.json(
@@ -33,8 +70,22 @@ const methodNotAllowed = (): Response =>
   );
 
 /** Answers one /mcp request (see the header). */
-export async function handleMcp(req: Request, env: RouterBindings, waitUntil: (p: Promise<unknown>) => void): Promise<Response> {
+export async function handleMcp(req: Request, env: GatewayBindings, waitUntil: (p: Promise<unknown>) => void): Promise<Response> {
   if (req.method !== 'POST') return methodNotAllowed();
+  const address = req.headers.get('CF-Connecting-IP') ?? 'unknown';
+  const refused = await admit(env, address);
+  if (refused) return refused;
+  const done = releaseOnce(() => release(address));
+  try {
+    return await serve(req, env, waitUntil, done);
+  } catch (e) {
+    done();
+    throw e;
+  }
+}
+
+/** One admitted request; `done` is called once when its response has ended (or it failed). */
+async function serve(req: Request, env: GatewayBindings, waitUntil: (p: Promise<unknown>) => void, done: () => void): Promise<Response> {
   const origin = (relayRequestUrl(env, req.url) ?? new URL(req.url)).origin;
   const sk = generateSecretKey();
   const pubkey = getPublicKey(sk);
@@ -50,9 +101,13 @@ export async function handleMcp(req: Request, env: RouterBindings, waitUntil: (p
   const server = gatewayServer({ index: () => gatewayIndex(origin, relay, backend), dvmcp });
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, maxRequestBodySize: MAX_BODY_BYTES });
   const cleanup = async (): Promise<void> => {
-    await dvmcp.close();
-    relay.close();
-    await server.close();
+    try {
+      await dvmcp.close();
+      relay.close();
+      await server.close();
+    } finally {
+      done();
+    }
   };
   let response: Response;
   try {

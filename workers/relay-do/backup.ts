@@ -113,8 +113,8 @@ export async function runBackups(env: ShardBindings & OwnerEnv & AccountsBinding
   return run;
 }
 
-/** The backups of `owner`'s shard, newest first. */
-export async function listBackups(bucket: R2Bucket, owner: string): Promise<Array<{ name: string; bytes: number; uploaded: string }>> {
+/** The backups of `owner`'s shard (null: the public shard), newest first. */
+export async function listBackups(bucket: R2Bucket, owner: string | null): Promise<Array<{ name: string; bytes: number; uploaded: string }>> {
   const prefix = prefixOf(owner);
   const out: Array<{ name: string; bytes: number; uploaded: string }> = [];
   let cursor: string | undefined;
@@ -126,8 +126,8 @@ export async function listBackups(bucket: R2Bucket, owner: string): Promise<Arra
   return out.sort((a, b) => (a.name < b.name ? 1 : -1));
 }
 
-/** The lines of `owner`'s backup `name` in batches of `batch`, read as a stream; undefined when there is no such backup. */
-export async function readBackupLines(bucket: R2Bucket, owner: string, name: string, batch: number): Promise<AsyncIterable<string[]> | undefined> {
+/** The lines of `owner`'s (null: the public shard's) backup `name` in batches of `batch`, read as a stream; undefined when there is no such backup. */
+export async function readBackupLines(bucket: R2Bucket, owner: string | null, name: string, batch: number): Promise<AsyncIterable<string[]> | undefined> {
   const object = await bucket.get(backupKey(owner, name));
   if (!object) return undefined;
   const body = object.body;

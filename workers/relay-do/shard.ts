@@ -351,13 +351,15 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /**
    * Internal RPC (import, restore): JSONL lines put through the write path of an EVENT message
-   * published by the shard's owner `owner` (see import.ts); `relayUrl` is the URL clients reach the shard at.
+   * published by the shard's owner `owner` (see import.ts); for the public shard (`owner` null, an
+   * operator's restore) each event as published by its author, authenticated. `relayUrl` is the
+   * URL clients reach the shard at.
    */
-  async importEvents(owner: string, lines: string[], relayUrl: string): Promise<ImportReport> {
-    this.rememberOwner(owner);
-    if (this.shardOwner() !== owner) throw new Error('relay shard: import addressed to another owner’s shard');
-    const origin = { authed: new Set([owner]), ip: 'import', internal: true, relayUrl };
-    return importLines(lines, this.verifier, (e, ack) => this.write(e, this.eventContext(origin, e, this.clock(), this.verifier), ack));
+  async importEvents(owner: string | null, lines: string[], relayUrl: string): Promise<ImportReport> {
+    this.rememberOwner(owner ?? PUBLIC_SHARD);
+    if (this.shardOwner() !== owner) throw new Error('relay shard: import addressed to another shard');
+    const origin = (e: NostrEvent): EventOrigin => ({ authed: new Set([owner ?? e.pubkey]), ip: 'import', internal: true, relayUrl });
+    return importLines(lines, this.verifier, (e, ack) => this.write(e, this.eventContext(origin(e), e, this.clock(), this.verifier), ack));
   }
 
   /** Verifies an EVENT or AUTH payload: shape, then id and signature. */

@@ -8,6 +8,7 @@ import { tagValues } from '../../src/shared/event.js';
 import { reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { normalizeRelayUrl } from '../../src/shared/nip42.js';
+import { PUBLIC_SHARD, shardOfPath } from '../common/shards.js';
 import type { OnEventStoredHook, RejectEventHook } from './policy.js';
 import type { EventStore } from './store.js';
 
@@ -37,12 +38,24 @@ export class VanishList {
   }
 }
 
-/** A kind 62 is accepted only when it names this relay (the URL clients dial, as in NIP-42) or ALL_RELAYS. */
+/**
+ * The shard a relay URL names, as `<scheme>//<host>[:port] <shard>` (NIP-42 normalization; an owner
+ * shard by its hex key, so /r/<npub>, /r/<hex> and a trailing slash are one shard), or undefined.
+ */
+function shardAddress(url: string): string | undefined {
+  const normal = normalizeRelayUrl(url);
+  if (normal === undefined) return undefined;
+  const u = new URL(normal);
+  const shard = shardOfPath(u.pathname);
+  return shard === undefined ? undefined : `${u.protocol}//${u.host} ${shard ?? PUBLIC_SHARD}`;
+}
+
+/** A kind 62 is accepted only when it names this shard (at the URL clients dial, as in NIP-42, in any of its forms) or ALL_RELAYS. */
 export const vanishAddressedHere: RejectEventHook = (e, { relayUrl }) => {
   if (e.kind !== KIND.VANISH) return undefined;
-  const here = normalizeRelayUrl(relayUrl);
+  const here = shardAddress(relayUrl);
   const named = tagValues(e, 'relay');
-  if (named.includes(ALL_RELAYS) || named.some((url) => here !== undefined && normalizeRelayUrl(url) === here)) return undefined;
+  if (named.includes(ALL_RELAYS) || named.some((url) => here !== undefined && shardAddress(url) === here)) return undefined;
   return reject('invalid', `a request to vanish must name this relay (${relayUrl}) or ${ALL_RELAYS} in a relay tag`);
 };
 
