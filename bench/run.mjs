@@ -101,6 +101,19 @@ export const CONFIG = QUICK
 const log = (/** @type {string} */ s) => console.log(`[bench] ${s}`);
 
 /**
+ * workerd CPU per additional subscriber of a stored event's fan-out: the difference between the
+ * largest and smallest subscriber counts of the fan-out scenario (NaN when it failed).
+ * @param {{ results: Record<string, { stored: { relayCpuMs: number } }> } | undefined} f
+ */
+function cpuPerSubscriberUs(f) {
+  const counts = Object.keys(f?.results ?? {}).map(Number);
+  const [few, many] = [Math.min(...counts), Math.max(...counts)];
+  const a = f?.results[String(few)]?.stored.relayCpuMs;
+  const b = f?.results[String(many)]?.stored.relayCpuMs;
+  return a === undefined || b === undefined || many <= few ? NaN : ((b - a) * 1000) / (many - few);
+}
+
+/**
  * Runs one scenario; a failure is recorded for the report instead of ending the run.
  * @template T @param {string} name @param {() => Promise<T>} fn @param {Record<string, string>} errors
  * @returns {Promise<T | undefined>}
@@ -152,16 +165,15 @@ async function main() {
   const disk = runs('relay')
     ? await withRelay(tmpdir(), signer, deadline, async (common) => {
         const ingest = await attempt('disk: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors);
-        return {
-          ingest,
-          fanout: await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
-          req: await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors),
-          hops: await attempt(
-            'disk: per-hop costs of the edge design',
-            () => edgeHops({ ...common, ...CONFIG.hops, ingestPerSecond: ingest?.ingest ?? NaN }),
-            errors,
-          ),
+        const fanned = await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors);
+        const req = await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors);
+        const baseline = {
+          ingestPerSecond: ingest?.ingest ?? NaN,
+          ingestPerCpuSecond: ingest?.perCpuSecond.ingest ?? NaN,
+          subscriberCpuUs: cpuPerSubscriberUs(fanned),
         };
+        const hops = await attempt('disk: per-hop costs of the edge design', () => edgeHops({ ...common, ...CONFIG.hops, baseline }), errors);
+        return { ingest, fanout: fanned, req, hops };
       })
     : undefined;
   const tmpfs = runs('tmpfs') && existsSync(TMPFS)

@@ -10,16 +10,18 @@ import { closeSockets, nowSeconds, openSockets, postJson, randomHex } from './cl
 /**
  * @typedef {import('./client.mjs').NostrEvent} NostrEvent
  * @typedef {{ verifyUs: number, rpcMs: Record<string, number>, edgeBatchMs: Record<string, number>, storeUs: number,
- *   socketUs: number, sockets: number, sizes: number[], rounds: number, ingestPerSecond: number }} Hops
+ *   socketUs: number, sockets: number, sizes: number[], rounds: number } & Baseline} Hops
+ * @typedef {{ ingestPerSecond: number, ingestPerCpuSecond: number, subscriberCpuUs: number }} Baseline what the same pass
+ *   measured of one object (K = 1): ingest over the wire, ingest per workerd CPU-second, workerd CPU per additional subscriber
  * @typedef {{ k: number, ingest: number, bound: string, fanout: Record<string, { events: number, deliveries: number, bound: string }> }} Projection
  */
 
 /**
  * Measures the hops: `sizes` batch sizes, `rounds` calls each, `subscribers` sockets for the socket write.
- * `ingestPerSecond` is the K = 1 ingest measured by the same pass (verifyAndIngest), which the projection starts from.
+ * `baseline` is what the same pass measured of one object (verifyAndIngest, fanout), which the projection starts from.
  * @param {{ httpUrl: string, wsUrl: string, signer: { sign(t: import('./client.mjs').EventTemplate): NostrEvent },
  *   log: (s: string) => void, deadline: import('./client.mjs').Deadline, sizes: number[], rounds: number, subscribers: number,
- *   socketRounds: number, ingestPerSecond: number }} o
+ *   socketRounds: number, baseline: Baseline }} o
  * @returns {Promise<Hops>}
  */
 export async function edgeHops(o) {
@@ -37,7 +39,7 @@ export async function edgeHops(o) {
     const probe = o.signer.sign({ kind: 1, created_at: created, tags: [], content: `socket write ${randomHex(8)}` });
     const w = /** @type {{ sockets: number, usPerSend: number }} */ (await postJson(`${o.httpUrl}/__bench/sockets`, { event: probe, rounds: o.socketRounds }));
     if (w.sockets < o.subscribers) throw new Error(`the shard holds ${w.sockets} sockets, expected at least ${o.subscribers}`);
-    return { ...hops, socketUs: w.usPerSend, sockets: w.sockets, sizes: o.sizes, rounds: o.rounds, ingestPerSecond: o.ingestPerSecond };
+    return { ...hops, socketUs: w.usPerSend, sockets: w.sockets, sizes: o.sizes, rounds: o.rounds, ...o.baseline };
   } finally {
     await closeSockets(sockets);
   }
@@ -50,11 +52,13 @@ export const PROJECTED_SUBSCRIBERS = [1_000, 10_000];
 
 /**
  * Ingest and fan-out projected from the hops (µs per event unless named otherwise):
- * - c1 = 1e6 / measured K = 1 ingest: everything one object does per event (parse, verify, write, OK);
+ * - c1 = 1e6 / K = 1 ingest per workerd CPU-second: everything one object does per event (parse,
+ *   verify, write, OK), without the load of the Node client sharing this machine;
  * - w = (edgeBatch(b) − rpc(b)) / b: the primary's write path per event (policy, store, answer);
  * - x = c1 − w: the socket side of an event (parse, id + signature, OK frame), which moves to the edges;
  * - r = rpc(b) / b: one RPC's share per event (its round trip on one thread: both ends);
- * - s: one socket write (with the read check) per subscriber.
+ * - s: one subscriber's share of a fan-out: the workerd CPU per additional subscriber measured by the
+ *   fan-out scenario (the runtime's own socket work included), or the JS send timed inside the DO if larger.
  * K = 1: ingest 1/c1, fan-out to S subscribers 1/(c1 + S·s).
  * K > 1: each edge does x + r per event it ingests and r + (S/K)·s per event it delivers; the
  * primary does w + r per event plus r per listening edge (one delivery batch per edge). Ingest =
@@ -63,11 +67,11 @@ export const PROJECTED_SUBSCRIBERS = [1_000, 10_000];
  */
 export function projectEdges(h) {
   const b = String(PROJECTION_BATCH);
-  const c1 = 1e6 / h.ingestPerSecond;
+  const c1 = 1e6 / h.ingestPerCpuSecond;
   const w = ((h.edgeBatchMs[b] ?? NaN) - (h.rpcMs[b] ?? NaN)) * 1000 / PROJECTION_BATCH;
   const r = ((h.rpcMs[b] ?? NaN) * 1000) / PROJECTION_BATCH;
   const x = Math.max(c1 - w, h.verifyUs);
-  const s = h.socketUs;
+  const s = Math.max(h.socketUs, h.subscriberCpuUs);
   return PROJECTED_K.map((k) => {
     /** @type {Projection['fanout']} */
     const fanout = {};

@@ -257,7 +257,9 @@ function hopRows(h) {
   const rows = [
     ['id + signature check (Wasm), per event', us(h.verifyUs)],
     ['EventStore insert, per event', us(h.storeUs)],
-    [`socket write of a live EVENT with its read check, per subscriber (${h.sockets} sockets)`, us(h.socketUs)],
+    [`socket write of a live EVENT with its read check, per subscriber, JS side (${h.sockets} sockets)`, us(h.socketUs)],
+    ['workerd CPU per additional subscriber of a fan-out (the runtime\'s socket work included; fan-out scenario)', us(h.subscriberCpuUs)],
+    ['one object (K = 1): ingest over the wire · ingest per workerd CPU-second (verifyAndIngest)', `${int(h.ingestPerSecond)} · ${int(h.ingestPerCpuSecond)} events/s`],
   ];
   for (const n of h.sizes) {
     const rpc = h.rpcMs[n] ?? NaN;
