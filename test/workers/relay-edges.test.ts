@@ -144,13 +144,16 @@ describe('a shard with four edges', () => {
 });
 
 describe('router placement', () => {
-  it.runIf(edgesOf(null) === 1)('K = 1: the socket is served by the shard’s primary and no edge object is used', async () => {
+  it.runIf(edgesOf(null) === 1)('K = 1: the socket is served by the shard’s primary and no edge object is used, whatever the client claims', async () => {
     const owner = freshOwner();
-    await connect(`/r/${owner.pk}`);
+    await connect(`/r/${owner.pk}`, { [EDGE_HEADER]: '2' });
     const count = (stub: DurableObjectStub) => runInDurableObject(stub, (_i, state) => state.getWebSockets().length);
     expect(socketObjects(owner.pk)).toHaveLength(1);
     expect(await count(shardStub(env, owner.pk))).toBe(1);
     for (let i = 0; i < K; i++) expect(await count(edgeStub(env, owner.pk, i))).toBe(0);
+    // The primary did not take the client's header for a role.
+    const role = await runInDurableObject(shardStub(env, owner.pk), (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM meta WHERE key = 'edge'").one().n);
+    expect(role).toBe(0);
   });
 
   it.runIf(edgesOf(null) > 1)('K > 1: every socket lands on an edge, none on the primary, spread over the edges', async () => {
