@@ -31,7 +31,6 @@ interface Pending {
 
 /** A subscription's view of the live stream: buffering while its history is in flight, then what it has seen. */
 interface SubStream {
-  readonly filters: Filter[];
   buffer: Delivery[] | undefined;
   seen: Stamp | undefined;
 }
@@ -87,7 +86,7 @@ export class EdgeLink {
   subscribe(conn: Connection, subId: string, filters: Filter[]): Promise<void> {
     let streams = this.streams.get(conn);
     if (!streams) this.streams.set(conn, (streams = new Map()));
-    const stream: SubStream = { filters, buffer: [], seen: undefined };
+    const stream: SubStream = { buffer: [], seen: undefined };
     streams.set(subId, stream);
     if (this.listening !== true) this.setListening(true);
     return this.call({ op: 'query', filters, readers: [...conn.authed] }, (a) => {
@@ -112,17 +111,20 @@ export class EdgeLink {
     this.streams.get(conn)?.delete(subId);
   }
 
-  /** The primary's accepted events: each to the subscriptions of this edge that match and may read it. */
+  /**
+   * The primary's accepted events: each to the subscriptions of this edge that match and may read
+   * it, event after event (a connection gets its frames in the primary's order, as from one object).
+   */
   deliver(items: Delivery[]): void {
     let subscribed = false;
     for (const conn of this.connections()) {
       if (conn.subs.size === 0) continue;
       subscribed = true;
       const streams = this.streams.get(conn);
-      for (const [sid, filters] of conn.subs) {
-        const stream = streams?.get(sid);
-        for (const d of items) {
+      for (const d of items) {
+        for (const [sid, filters] of conn.subs) {
           if (!delivers(filters, d.event, conn.authed)) continue;
+          const stream = streams?.get(sid);
           if (stream?.buffer) stream.buffer.push(d);
           else if (!stream?.seen || isAfter(d.stamp, stream.seen)) send(conn, relayMessage.event(sid, d.raw));
         }
