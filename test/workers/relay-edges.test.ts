@@ -131,6 +131,13 @@ describe('a shard with four edges', () => {
     for (const e of notes) expect((await s.publish(e))[2]).toBe(true);
     t.send(['COUNT', 'n', { kinds: [1], authors: [owner.pk] }]);
     expect(await t.next((f) => f[1] === 'n')).toEqual(['COUNT', 'n', { count: 2 }]);
+    // Twelve REQs at once: more history queries than one batch carries (MAX_ANSWER_BYTES); each answered in full.
+    const ids = Array.from({ length: 12 }, (_, n) => `q${n}`);
+    for (const id of ids) t.send(['REQ', id, { kinds: [1], authors: [owner.pk] }]);
+    for (const id of ids) {
+      await t.next((f) => f[0] === 'EOSE' && f[1] === id);
+      expect(new Set(t.frames.filter((f) => f[0] === 'EVENT' && f[1] === id).map((f) => (f[2] as NostrEvent).id))).toEqual(new Set(notes.map((e) => e.id)));
+    }
     // The agent proves its owner in an AUTH on edge s; its note, published on edge t without AUTH, is the owner's agent's.
     const agent = keys();
     const auth = sign(agent, { kind: 22242, content: '', tags: [['relay', s.url], ['challenge', s.challenge], signAttestation(owner.sk, agent.pk, '')] });

@@ -1,11 +1,11 @@
 // The primary's side of live fan-out to its edge objects (docs/SCALING.md): which edges listen
 // (stored, so it survives the primary's hibernation), and each accepted event sent once per
 // listening edge, in order, batched: one `deliver` RPC in flight per edge, the events accepted
-// meanwhile forming its next batch. With no edge listening (K = 1) `publish` returns at once.
+// meanwhile forming its next batch (within the bounds of edge-wire.ts). With no edge listening (K = 1) `publish` returns at once.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { errorMessage } from '../../src/shared/errors.js';
-import { MAX_DELIVERY_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Stamp } from './edge-wire.js';
+import { MAX_BATCH_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Stamp } from './edge-wire.js';
 
 /** What the fan-out needs of an edge object. */
 export interface EdgeReceiver {
@@ -101,7 +101,7 @@ function takeBatch(queue: Delivery[]): Delivery[] {
   let n = 0;
   while (n < queue.length && n < MAX_DELIVERY_EVENTS) {
     bytes += queue[n]!.raw.length;
-    if (n > 0 && bytes > MAX_DELIVERY_BYTES) break;
+    if (n > 0 && bytes > MAX_BATCH_BYTES) break;
     n += 1;
   }
   return queue.splice(0, n);

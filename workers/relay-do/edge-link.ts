@@ -16,7 +16,7 @@ import type { Filter } from '../../src/shared/filters.js';
 import { relayMessage } from '../../src/shared/messages.js';
 import { send, type Connection } from './connections.js';
 import { delivers } from './read-policy.js';
-import { isAfter, MAX_BATCH_OPS, type Delivery, type EdgeAnswer, type EdgeOp, type Stamp, type WireOrigin } from './edge-wire.js';
+import { isAfter, MAX_ANSWER_BYTES, MAX_BATCH_BYTES, MAX_BATCH_OPS, opBytes, type Delivery, type EdgeAnswer, type EdgeOp, type Stamp, type WireOrigin } from './edge-wire.js';
 
 /** What the edge needs of its primary. */
 export interface PrimaryLink {
@@ -53,6 +53,8 @@ export class EdgeLink {
     private readonly connections: () => Iterable<Connection>,
     /** Removes a subscription from a connection (its REQ failed at the primary). */
     private readonly dropSub: (conn: Connection, subId: string) => void,
+    /** Bytes of events one history query may answer (RelayLimits.max_query_bytes). */
+    private readonly queryBytes: number,
   ) {}
 
   // Each operation's answer is handled by a callback, run as soon as its batch is answered and in
@@ -155,11 +157,11 @@ export class EdgeLink {
     });
   }
 
-  /** Sends the queued operations (at most MAX_BATCH_OPS) as one batch; the next batch goes when it is answered. */
+  /** Sends the first queued operations as one batch (bounds: edge-wire.ts); the next batch goes when it is answered. */
   private async flush(): Promise<void> {
     if (this.inFlight || this.queue.length === 0) return;
     this.inFlight = true;
-    const batch = this.queue.splice(0, MAX_BATCH_OPS);
+    const batch = this.queue.splice(0, this.batchLength());
     let answers: EdgeAnswer[];
     try {
       answers = await this.primary().edgeBatch(this.shard, batch.map((p) => p.op));
@@ -178,6 +180,22 @@ export class EdgeLink {
       p.answered();
     });
     void this.flush();
+  }
+
+  /** How many of the queued operations fit one batch (at least one). */
+  private batchLength(): number {
+    const maxQueries = Math.max(1, Math.floor(MAX_ANSWER_BYTES / this.queryBytes));
+    let bytes = 0;
+    let queries = 0;
+    let n = 0;
+    for (const { op } of this.queue) {
+      if (n === MAX_BATCH_OPS) break;
+      bytes += opBytes(op);
+      if (op.op === 'query') queries += 1;
+      if (n > 0 && (bytes > MAX_BATCH_BYTES || queries > maxQueries)) break;
+      n += 1;
+    }
+    return n;
   }
 }
 

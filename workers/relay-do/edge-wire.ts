@@ -56,7 +56,26 @@ export interface Delivery {
   raw: string;
 }
 
-/** Most operations in one edgeBatch, and most deliveries (or raw bytes) in one deliver call. */
+/**
+ * Bounds of one RPC (well under the runtime's limit on a message): an edgeBatch carries at most
+ * MAX_BATCH_OPS operations and about MAX_BATCH_BYTES of events and filters, and at most as many
+ * history queries as fit MAX_ANSWER_BYTES at max_query_bytes each (at least one of anything); a
+ * deliver call at most MAX_DELIVERY_EVENTS events and MAX_BATCH_BYTES of their JSON.
+ */
 export const MAX_BATCH_OPS = 256;
+export const MAX_BATCH_BYTES = 1_048_576;
+export const MAX_ANSWER_BYTES = 16_777_216;
 export const MAX_DELIVERY_EVENTS = 256;
-export const MAX_DELIVERY_BYTES = 1_048_576;
+
+/** About how many bytes an operation weighs in an edgeBatch (its events' and filters' JSON). */
+export function opBytes(op: EdgeOp): number {
+  switch (op.op) {
+    case 'event':
+      return op.event.content.length + JSON.stringify(op.event.tags).length + 400;
+    case 'query':
+    case 'count':
+      return JSON.stringify(op.filters).length;
+    default:
+      return 100;
+  }
+}

@@ -127,6 +127,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
               () => shardStub(this.env, this.shardOwner()),
               () => this.connections(),
               (conn, sid) => this.conns.closeSub(conn, sid),
+              this.limits.max_query_bytes,
             )
           : null;
     }
