@@ -27,6 +27,7 @@ declare namespace Cloudflare {
     EDGESTR_OUTBOUND_ALLOW?: string;
     EDGESTR_DEFAULT_MODEL?: string;
     RELAY_LIMITS?: string;
+    RELAY_EDGES?: string;
     BACKUPS?: R2Bucket;
     MCP_RATE_LIMIT?: RateLimit;
     ASSETS: Fetcher;

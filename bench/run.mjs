@@ -2,7 +2,8 @@
 // `npm run bench`: measures the relay and the hosted agents on this machine and writes
 // docs/BENCHMARKS.md. Starts the relay (bench/lib/server.mjs: wrangler bundle served by
 // Miniflare/workerd on 127.0.0.1 with a RELAY_LIMITS override), runs the scenarios of
-// bench/lib/scenarios.mjs from this Node process, stops the relay; then again with the Durable
+// bench/lib/scenarios.mjs from this Node process and the per-hop costs of the edge design
+// (bench/lib/edges.mjs, docs/SCALING.md), stops the relay; then again with the Durable
 // Object storage on tmpfs (ingest and fan-out only); then the agent pass (bench/lib/agent.mjs: the
 // Worker with the fake LLM provider of test/fake-provider as its OpenAI server, prompts from a
 // NIP-XX client); renders the report (bench/lib/report.mjs). All traffic stays on 127.0.0.1; every
@@ -24,6 +25,7 @@ import { Deadline, makeSigner } from './lib/client.mjs';
 import { machineFacts } from './lib/facts.mjs';
 import { renderReport, renderTable } from './lib/report.mjs';
 import { fanout, memory, reqLatency, verifyAndIngest } from './lib/scenarios.mjs';
+import { edgeHops } from './lib/edges.mjs';
 import { ROOT, startRelay, workerdCpuMeter, workerdRssMeter } from './lib/server.mjs';
 
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -86,6 +88,7 @@ export const CONFIG = QUICK
       fanout: { subscriberCounts: [10, 100], publishes: 10, warmup: 2 },
       req: { sizes: [2_000, 5_000], queries: 30, warmup: 5, limit: 100, authors: 500, recipients: 100 },
       memory: { connections: 200, subscriptions: 10 },
+      hops: { sizes: [1, 16, 64], rounds: 5, subscribers: 50, socketRounds: 10 },
       agent: agentConfig(5, 5, 1),
       bridge: bridgeConfig(20, 1),
     }
@@ -94,11 +97,25 @@ export const CONFIG = QUICK
       fanout: { subscriberCounts: [100, 1_000], publishes: 100, warmup: 5 },
       req: { sizes: [10_000, 100_000], queries: 200, warmup: 20, limit: 100, authors: 500, recipients: 100 },
       memory: { connections: 1_000, subscriptions: 20 },
+      hops: { sizes: [1, 16, 64, 256], rounds: 20, subscribers: 500, socketRounds: 20 },
       agent: agentConfig(40, 50, 3),
       bridge: bridgeConfig(100, 3),
     };
 
 const log = (/** @type {string} */ s) => console.log(`[bench] ${s}`);
+
+/**
+ * workerd CPU per additional subscriber of a stored event's fan-out: the difference between the
+ * largest and smallest subscriber counts of the fan-out scenario (NaN when it failed).
+ * @param {{ results: Record<string, { stored: { relayCpuMs: number } }> } | undefined} f
+ */
+function cpuPerSubscriberUs(f) {
+  const counts = Object.keys(f?.results ?? {}).map(Number);
+  const [few, many] = [Math.min(...counts), Math.max(...counts)];
+  const a = f?.results[String(few)]?.stored.relayCpuMs;
+  const b = f?.results[String(many)]?.stored.relayCpuMs;
+  return a === undefined || b === undefined || many <= few ? NaN : ((b - a) * 1000) / (many - few);
+}
 
 /**
  * Runs one scenario; a failure is recorded for the report instead of ending the run.
@@ -150,12 +167,19 @@ async function main() {
   const started = Date.now();
   const signer = await makeSigner();
   const disk = runs('relay')
-    ? await withRelay(tmpdir(), signer, deadline, async (common) => ({
-        ingest: await attempt('disk: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors),
-        fanout: await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors),
-        req: await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors),
-        memory: await attempt('disk: memory per connection and subscription', () => memory({ ...common, ...CONFIG.memory }), errors),
-      }))
+    ? await withRelay(tmpdir(), signer, deadline, async (common) => {
+        const ingest = await attempt('disk: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors);
+        const fanned = await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors);
+        const req = await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors);
+        const baseline = {
+          ingestPerSecond: ingest?.ingest ?? NaN,
+          ingestPerCpuSecond: ingest?.perCpuSecond.ingest ?? NaN,
+          subscriberCpuUs: cpuPerSubscriberUs(fanned),
+        };
+        const hops = await attempt('disk: per-hop costs of the edge design', () => edgeHops({ ...common, ...CONFIG.hops, baseline }), errors);
+        const memoryUse = await attempt('disk: memory per connection and subscription', () => memory({ ...common, ...CONFIG.memory }), errors);
+        return { ingest, fanout: fanned, req, hops, memory: memoryUse };
+      })
     : undefined;
   const tmpfs = runs('tmpfs') && existsSync(TMPFS)
     ? await withRelay(TMPFS, signer, deadline, async (common) => ({

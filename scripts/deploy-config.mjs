@@ -70,6 +70,21 @@ export function checkDeployment({ vars, secrets, bindings, echoOnly }) {
   }
   if (hasSecret('EDGESTR_PLANS')) unchecked.push('EDGESTR_PLANS is a secret: its JSON cannot be read');
 
+  // Edge objects per shard (workers/common/edges.ts, docs/SCALING.md): the same rule, before any shard refuses it.
+  if ((vars.RELAY_EDGES ?? '').trim() !== '') {
+    let edges;
+    try {
+      edges = JSON.parse(vars.RELAY_EDGES);
+    } catch {
+      edges = undefined;
+    }
+    const shardKey = (k) => k === '*' || k === 'public' || HEX64.test(k);
+    const valid =
+      typeof edges === 'object' && edges !== null && !Array.isArray(edges) &&
+      Object.entries(edges).every(([k, v]) => shardKey(k) && Number.isInteger(v) && v >= 1 && v <= 64);
+    if (!valid) problems.push('RELAY_EDGES is not a JSON object of K per shard ("*", "public" or a 64-hex owner key → an integer 1..64), e.g. {"public": 4, "*": 1}');
+  }
+
   // A model provider, or the conscious choice of echo only.
   const provider = PROVIDER_SETTINGS.some(set) || bindings.includes('AI');
   if (!provider && !echoOnly) {

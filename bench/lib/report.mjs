@@ -1,7 +1,10 @@
 // @ts-check
 // Renders bench results: the summary table (printed at the end of `npm run bench`) and the whole
 // docs/BENCHMARKS.md (machine facts, method, the RELAY_LIMITS override, per-round details, the
-// hosted-agent pass, the DVMCP bridge pass). Only the passes that ran (BENCH_ONLY) get rows.
+// hosted-agent pass, the DVMCP bridge pass, the per-hop costs of the edge design and their
+// projection). Only the passes that ran (BENCH_ONLY) get rows.
+
+import { PROJECTED_SUBSCRIBERS, PROJECTION_BATCH, projectEdges } from './edges.mjs';
 
 import { NOSFLARE } from './scenarios.mjs';
 
@@ -17,7 +20,8 @@ import { NOSFLARE } from './scenarios.mjs';
  *   authors: number, recipients: number, queries: number }} ReqResult
  * @typedef {{ base: number, withConnections: number, withSubscriptions: number, perConnection: number, perSubscription: number,
  *   connections: number, subscriptions: number }} MemoryResult
- * @typedef {{ ingest?: IngestResult, fanout?: FanoutResult, req?: ReqResult, memory?: MemoryResult }} PassResult
+ * @typedef {import('./edges.mjs').Hops} Hops
+ * @typedef {{ ingest?: IngestResult, fanout?: FanoutResult, req?: ReqResult, memory?: MemoryResult, hops?: Hops }} PassResult
  * @typedef {import('./agent.mjs').SeriesResult} AgentSeries
  * @typedef {{ agent: string, results: Record<string, AgentSeries>, slowIntervalMs: number }} AgentResult
  * @typedef {import('./bridge.mjs').BridgeResult} BridgeResult
@@ -272,12 +276,49 @@ function roundRows(r) {
   return rows;
 }
 
+/** Per-hop costs of the edge design (docs/SCALING.md): [hop, cost]. @param {Hops} h */
+function hopRows(h) {
+  /** @type {string[][]} */
+  const rows = [
+    ['id + signature check (Wasm), per event', us(h.verifyUs)],
+    ['EventStore insert, per event', us(h.storeUs)],
+    [`socket write of a live EVENT with its read check, per subscriber, JS side (${h.sockets} sockets)`, us(h.socketUs)],
+    ['workerd CPU per additional subscriber of a fan-out (the runtime\'s socket work included; fan-out scenario)', us(h.subscriberCpuUs)],
+    ['one object (K = 1): ingest over the wire · ingest per workerd CPU-second (verifyAndIngest)', `${int(h.ingestPerSecond)} · ${int(h.ingestPerCpuSecond)} events/s`],
+  ];
+  for (const n of h.sizes) {
+    const rpc = h.rpcMs[n] ?? NaN;
+    const batch = h.edgeBatchMs[n] ?? NaN;
+    rows.push([`DO → DO RPC carrying ${n} events (round trip), per batch · per event`, `${ms(rpc)} · ${us((rpc * 1000) / n)}`]);
+    rows.push([`primary's edgeBatch of ${n} events (RPC + write path), per batch · write path per event`, `${ms(batch)} · ${us(((batch - rpc) * 1000) / n)}`]);
+  }
+  return rows;
+}
+
+/** The projection of the hops for K = 1, 4, 16, 64: [K, ingest, bound, fan-out…]. @param {Hops} h */
+function projectionRows(h) {
+  return projectEdges(h).map((p) => [
+    String(p.k),
+    `${int(p.ingest)} events/s (${p.bound})`,
+    ...PROJECTED_SUBSCRIBERS.map((n) => {
+      const f = p.fanout[n];
+      return f ? `${int(f.events)} events/s = ${int(f.deliveries)} deliveries/s (${f.bound})` : 'n/a';
+    }),
+  ]);
+}
+
+const projectionHeader = ['K', 'ingest (no subscribers)', ...PROJECTED_SUBSCRIBERS.map((n) => `fan-out to ${int(n)} subscribers`)];
+
 /** The summary printed at the end of a run. @param {Report} r */
 export function renderTable(r) {
   const f = r.facts;
   const head = `edgestr relay bench — ${f.date} — nproc ${f.nproc} (${f.cpu}), Node ${f.node}, load average ${f.loadStart} → ${f.loadEnd}`;
   const errors = Object.entries(r.errors).map(([k, v]) => `FAILED ${k}: ${v}`);
-  return [head, '', table(['metric', 'value', 'target', 'met', 'measured at'], metricRows(r)), ...(errors.length ? ['', ...errors] : [])].join('\n');
+  const hops = r.disk?.hops;
+  const edges = hops
+    ? ['', 'Edge design (docs/SCALING.md): per-hop costs inside workerd', '', table(['hop', 'cost'], hopRows(hops)), '', `Projected (batch of ${PROJECTION_BATCH})`, '', table(projectionHeader, projectionRows(hops))]
+    : [];
+  return [head, '', table(['metric', 'value', 'target', 'met', 'measured at'], metricRows(r)), ...edges, ...(errors.length ? ['', ...errors] : [])].join('\n');
 }
 
 /** @param {BridgeResult | undefined} b */
@@ -448,6 +489,25 @@ with libsecp256k1 (\`nostr-wasm\`) before any clock starts.
   sustains here. **Bridge limits**: the bridge allows ${bridgeLimits(r.bridge)}
   (\`workers/bridge/limits.ts\`); it has no binding to raise them, so the bench stays under them: each key makes at most ${c.bridge.callsPerKey} calls (${c.bridge.warmup} warm-up calls first, which open its upstream session;
   the sequential series use fresh keys in turn), one at a time, and each series has its own server id.
+
+## Edge design: per-hop costs
+
+What a shard split into K edge objects (\`RELAY_EDGES\`, [SCALING.md](SCALING.md)) pays per hop,
+timed inside workerd (\`/__bench/hops\` and \`/__bench/sockets\` of bench/workerd/entry.ts, disk pass): ${
+    r.disk?.hops
+      ? `${r.disk.hops.rounds} edgeBatch calls and ${r.disk.hops.rounds * 10} RPCs per batch size, each series after one unmeasured call.`
+      : 'the scenario failed in this run.'
+  }
+The RPC is one Durable Object calling another's method with a batch of events and awaiting the
+answer; on one local workerd both ends run on the same thread, so its time is the work of both.
+
+${r.disk?.hops ? table(['hop', 'cost'], hopRows(r.disk.hops)) : 'n/a'}
+
+Projected from these costs and the ingest measured above (formulas in bench/lib/edges.mjs, batches
+of ${PROJECTION_BATCH} events). One local workerd runs every object on one thread, so a gain from K > 1 is
+not measured here: this is a projection, assuming each object gets its own thread as Durable Objects do.
+
+${r.disk?.hops ? table(projectionHeader, projectionRows(r.disk.hops)) : 'n/a'}
 
 ## Per-round ingest
 

@@ -1,13 +1,13 @@
 // Helpers for agent tests: create an agent through the API, and act as a NIP-XX client over a real
 // WebSocket to the owner's shard (encrypting prompts, decrypting the agent's events).
-import { env, runInDurableObject, SELF } from 'cloudflare:test';
+import { runInDurableObject, SELF } from 'cloudflare:test';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { RelayClient } from '../../src/shared/relay-client.js';
 import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor, unwrap } from '../../src/shared/nip59.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { api } from './api-helpers.js';
-import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+import { connect, keys, now, sign, socketObjects, type Keys, type TestSocket } from './helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 export async function createTestAgent(body: object = {}): Promise<string> {
@@ -143,20 +143,24 @@ export function ownerRelayClient(owner: { sk: Uint8Array; pk: string } = { sk: T
 }
 
 /** Closes, from the relay's side, every connection of the owner's shard authenticated as `agent`; how many. */
-export function dropAgentConnections(agent: string): Promise<number> {
-  const shard = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${TEST_OWNER}`));
-  return runInDurableObject(shard, (_i, state) => {
-    const cids = state.storage.sql.exec<{ cid: string }>('SELECT cid FROM conn_auth WHERE pubkey = ?', agent).toArray().map((r) => r.cid);
-    let n = 0;
-    for (const ws of state.getWebSockets()) {
-      const att = ws.deserializeAttachment() as { cid: string } | null;
-      if (att && cids.includes(att.cid)) {
-        ws.close(1012, 'service restart');
-        n++;
+export async function dropAgentConnections(agent: string): Promise<number> {
+  let n = 0;
+  // The shard's primary, or each of its edges when RELAY_EDGES splits it (vitest.edges.config.ts).
+  for (const shard of socketObjects(TEST_OWNER)) {
+    n += await runInDurableObject(shard, (_i, state) => {
+      const cids = state.storage.sql.exec<{ cid: string }>('SELECT cid FROM conn_auth WHERE pubkey = ?', agent).toArray().map((r) => r.cid);
+      let dropped = 0;
+      for (const ws of state.getWebSockets()) {
+        const att = ws.deserializeAttachment() as { cid: string } | null;
+        if (att && cids.includes(att.cid)) {
+          ws.close(1012, 'service restart');
+          dropped++;
+        }
       }
-    }
-    return n;
-  });
+      return dropped;
+    });
+  }
+  return n;
 }
 
 /** The agent's ai.info (31340) on the owner's shard, polled until it is published (at most ~4 s). */

@@ -1,8 +1,11 @@
 // Test helpers for in-runtime tests: real WebSocket connections to the Worker. Keys, events and the
 // socket/sentinel helpers are runtime-neutral (test/support) and re-exported here for the workerd tests.
 
-import { SELF } from 'cloudflare:test';
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { TestSocket } from '../support/test-socket.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
+import type { RelayShard } from '../../workers/relay-do/shard.js';
 
 export * from '../support/nostr.js';
 export * from '../support/test-socket.js';
@@ -19,4 +22,31 @@ export async function connect(path = '/', headers: Record<string, string> = {}):
   sock.send(['AUTH']);
   await sock.next((f) => f[0] === 'AUTH').then((f) => sock.frames.unshift(f));
   return sock;
+}
+
+/** K of the shard of `owner` (null: the public shard) in this test project (RELAY_EDGES; vitest.edges.config.ts sets 4). */
+export function edgesOf(owner: string | null): number {
+  const config = edgesFromEnv(env);
+  if (!config.ok) throw new Error(config.error);
+  return edgeCount(config.value, owner);
+}
+
+/** The Durable Objects that may hold the sockets of the shard of `owner`: its primary at K = 1, else its K edges. */
+export function socketObjects(owner: string | null): DurableObjectStub<RelayShard>[] {
+  const k = edgesOf(owner);
+  return k === 1 ? [shardStub(env, owner)] : Array.from({ length: k }, (_, i) => edgeStub(env, owner, i));
+}
+
+/**
+ * The Durable Object holding the sockets of the shard of `owner` (for tests that reach into the
+ * object serving a connection): the primary at K = 1, else the edge the shard's connections landed
+ * on (they must all be on one edge).
+ */
+export async function socketObject(owner: string | null): Promise<DurableObjectStub<RelayShard>> {
+  const holding: DurableObjectStub<RelayShard>[] = [];
+  for (const stub of socketObjects(owner)) {
+    if (await runInDurableObject(stub, (_i, state) => state.getWebSockets().length > 0)) holding.push(stub);
+  }
+  if (holding.length !== 1) throw new Error(`the shard's sockets are on ${holding.length} objects, expected one`);
+  return holding[0]!;
 }

@@ -8,18 +8,15 @@
 // (Pipelining through the test WebSocket cannot show this: in vitest-pool-workers the frames a test
 // sends reach the Durable Object out of order — even synchronous COUNTs come back reversed in
 // batches — while over a real socket against `wrangler dev` they arrive in order.)
-import { env, runInDurableObject } from 'cloudflare:test';
+import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { shardName } from '../../workers/common/shards.js';
 import { onceAtATime } from '../../workers/common/verifier.js';
-import { connect, freshOwner, keys, sign, type TestSocket } from './helpers.js';
+import { connect, freshOwner, keys, sign, socketObject, type TestSocket } from './helpers.js';
 
-const shardOf = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
-
-/** Delivers the frames to the shard's only socket as the runtime would, without waiting between them. */
+/** Delivers the frames to the shard's only socket (on its primary, or its edge) as the runtime would, without waiting between them. */
 async function deliverBackToBack(owner: string, frames: unknown[][]): Promise<void> {
-  await runInDurableObject(shardOf(owner), async (instance: RelayShard, state) => {
+  await runInDurableObject(await socketObject(owner), async (instance: RelayShard, state) => {
     const [ws] = state.getWebSockets();
     if (!ws) throw new Error('the shard has no socket');
     await Promise.all(frames.map((f) => instance.webSocketMessage(ws, JSON.stringify(f))));

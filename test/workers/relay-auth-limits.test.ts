@@ -2,12 +2,11 @@
 // `auths_burst_per_connection`) refuses AUTH frames before their signature is verified, and a
 // connection may authenticate as at most `max_auth_pubkeys_per_connection` distinct pubkeys.
 // The shard's clock is frozen (and advanced by hand) so the bucket cannot refill behind the test.
-import { env, runInDurableObject } from 'cloudflare:test';
+import { runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { shardName } from '../../workers/common/shards.js';
-import { connect, freshOwner, keys, sign, type Keys, type TestSocket } from './helpers.js';
+import { connect, freshOwner, keys, sign, socketObject, type Keys, type TestSocket } from './helpers.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 
 const BURST = DEFAULT_LIMITS.auths_burst_per_connection;
@@ -16,12 +15,11 @@ const MAX_KEYS = DEFAULT_LIMITS.max_auth_pubkeys_per_connection;
 const RATE_LIMITED = 'rate-limited: slow down: too many AUTH messages on this connection';
 const TOO_MANY_KEYS = `restricted: this connection is already authenticated as ${MAX_KEYS} pubkeys (max ${MAX_KEYS})`;
 
-const shardOf = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
-
-/** Freezes the shard's clock at `ms` (unix milliseconds); returns a function that sets it again. */
+/** Freezes the clock of the object holding the shard's socket at `ms` (unix milliseconds); returns a function that sets it again. */
 async function freezeClock(owner: string, ms: number): Promise<(ms: number) => Promise<void>> {
+  const holder = await socketObject(owner);
   const set = (at: number) =>
-    runInDurableObject(shardOf(owner), (instance: RelayShard) => {
+    runInDurableObject(holder, (instance: RelayShard) => {
       instance.clock = () => at;
     });
   await set(ms);

@@ -17,6 +17,7 @@ describe('deploy check', () => {
     expect(check({ secrets: ['EDGESTR_SECRET'], bindings: ['AI'] })).toEqual({ problems: [], unchecked: [] });
     expect(check({ secrets: ['EDGESTR_SECRET'], echoOnly: true })).toEqual({ problems: [], unchecked: [] });
     expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{"free":{"runs_per_day":10}}' } }).problems).toEqual([]);
+    expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_EDGES: `{"public":16,"${'a'.repeat(64)}":4,"*":1}` } }).problems).toEqual([]);
   });
 
   it('refuses with the full list of what is missing', () => {
@@ -35,6 +36,12 @@ describe('deploy check', () => {
     ['plans that are a list', { vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '[{"name":"free"}]' } }, 'EDGESTR_PLANS is not a JSON object of plans ({"<plan>": {<limits>}, ...})'],
   ])('refuses %s', (_n, over, problem) => {
     expect(check(over).problems).toEqual([problem]);
+  });
+
+  it.each(['{"*":65}', '{"*":0}', '{"npub1x":2}', '[4]', 'four'])('refuses RELAY_EDGES %s', (edges) => {
+    expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_EDGES: edges } }).problems).toEqual([
+      'RELAY_EDGES is not a JSON object of K per shard ("*", "public" or a 64-hex owner key → an integer 1..64), e.g. {"public": 4, "*": 1}',
+    ]);
   });
 
   it('says what it cannot check when secrets cannot be listed, and refuses nothing for it', () => {

@@ -8,7 +8,8 @@ import { SUPPORTED_NIPS } from '../../workers/relay-do/nip11.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { shardName } from '../../workers/common/shards.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
-import { BASE, connect, eventFrame, freshOwner, keys, Sentinel, sign } from './helpers.js';
+import { eventJson } from '../../src/shared/event.js';
+import { BASE, connect, edgesOf, eventFrame, freshOwner, keys, Sentinel, sign, socketObject } from './helpers.js';
 
 describe('NIP-11', () => {
   it.each([
@@ -164,14 +165,17 @@ describe('hibernation', () => {
     const sub = await connect(`/r/${owner.pk}`);
     await sub.auth(recipient);
     await sub.req('live', { kinds: [25803] });
-    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner.pk)));
+    const stub = await socketObject(owner.pk);
     const resp = sign(owner, { kind: 25803, tags: [['p', recipient.pk], ['encryption', 'nip44']], content: 'x' });
     await runInDurableObject(stub, async (_instance, state) => {
       // What a wake from hibernation does: a new object over the same storage and sockets.
       const woken = new RelayShard(state, env);
       const sockets = state.getWebSockets();
       expect(sockets.length).toBe(1);
-      await woken.webSocketMessage(sockets[0]!, JSON.stringify(['EVENT', resp]));
+      // At K = 1 the woken shard takes the EVENT itself; on an edge, the primary's delivery is what
+      // reaches the subscriptions, so the woken edge is handed that delivery.
+      if (edgesOf(owner.pk) === 1) await woken.webSocketMessage(sockets[0]!, JSON.stringify(['EVENT', resp]));
+      else woken.deliver([{ stamp: { epoch: 1, seq: 1 }, event: resp, raw: eventJson(resp) }]);
     });
     // The woken instance delivered the private event: it knew both the subscription and the AUTH.
     expect(await sub.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'live', resp]);
@@ -197,10 +201,10 @@ describe('hibernation', () => {
     const owner = freshOwner();
     const s = await connect(`/r/${owner.pk}`);
     await s.req('gone', { kinds: [1] });
+    const holder = await socketObject(owner.pk);
     s.close();
     await new Promise((r) => setTimeout(r, 100));
-    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner.pk)));
-    const rows = await runInDurableObject(stub, (_i, state) => {
+    const rows = await runInDurableObject(holder, (_i, state) => {
       new RelayShard(state, env);
       return state.storage.sql.exec('SELECT count(*) AS n FROM conn_subs').one().n;
     });

@@ -29,6 +29,8 @@ export interface RouterBindings extends ShardBindings, OwnerEnv, AccountsBinding
   EDGESTR_OPEN_SHARDS?: string;
   /** The deployment's public URL (e.g. https://relay.example.org): the origin of NIP-42 relay URLs. */
   EDGESTR_PUBLIC_URL?: string;
+  /** Edge objects per shard (workers/common/edges.ts). */
+  RELAY_EDGES?: string;
 }
 
 /** The Durable Object name of a shard: "public" or "owner:<hex>". */

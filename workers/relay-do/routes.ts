@@ -6,6 +6,8 @@
 // EDGESTR_OWNERS (others get 404 JSON, for upgrades and NIP-11 alike, and no Durable Object is
 // touched), unless EDGESTR_OPEN_SHARDS=true. In development (served on loopback hosts only, see
 // workers/index.ts) every key gets a shard.
+// Edges: with RELAY_EDGES giving a shard K > 1 edge objects, an upgrade lands on one of them
+// (workers/common/edges.ts, docs/SCALING.md); NIP-11 is always served by the shard's primary.
 // Relay URL: the request forwarded to the shard carries the URL clients must name in their NIP-42
 // `relay` tag: EDGESTR_PUBLIC_URL's scheme and host when set, else the request's own.
 
@@ -13,15 +15,24 @@ import { Hono } from 'hono';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { NIP11_CORS_HEADERS, wantsRelayInformation } from './nip11.js';
 import { INTERNAL_HEADER, ownerShardExists, PUBLIC_SHARD, relayRequestUrl, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
+import { EDGE_HEADER, socketTarget } from '../common/edges.js';
 
-/** Forwards a request to a shard, stamping the shard header (overwriting anything a client sent). */
+/**
+ * Forwards a request to a shard (an upgrade: to the object its socket lands on), stamping the shard
+ * and edge headers (overwriting anything a client sent).
+ */
 function toShard(env: RouterBindings, owner: string | null, request: Request): Promise<Response> | Response {
   const url = relayRequestUrl(env, request.url);
   if (!url) return Response.json({ error: 'EDGESTR_PUBLIC_URL is not a URL; fix the deployment configuration' }, { status: 500 });
   const forwarded = new Request(url, request);
   forwarded.headers.set(SHARD_HEADER, owner ?? PUBLIC_SHARD);
   forwarded.headers.delete(INTERNAL_HEADER);
-  return shardStub(env, owner).fetch(forwarded);
+  forwarded.headers.delete(EDGE_HEADER);
+  if (!isUpgrade(request)) return shardStub(env, owner).fetch(forwarded);
+  const target = socketTarget(env, owner);
+  if (!target.ok) return Response.json({ error: target.error }, { status: 500 });
+  if (target.value.edge !== undefined) forwarded.headers.set(EDGE_HEADER, String(target.value.edge));
+  return target.value.stub.fetch(forwarded);
 }
 
 const isUpgrade = (req: Request) => req.headers.get('Upgrade')?.toLowerCase() === 'websocket';

@@ -2,10 +2,14 @@
 // speaks NIP-01 over hibernatable WebSockets (parse, verify, answer), stores durable kinds in SQLite
 // and fans events out to the live sockets of this shard only; what is admitted, refused and done
 // after a write is decided by the hook lists of policy.ts.
+// With RELAY_EDGES giving the shard K > 1 edge objects (docs/SCALING.md), this class also plays an
+// edge (told by the router's EDGE_HEADER, remembered in storage): it keeps the socket protocol
+// (parse, limits, verify, AUTH, subscriptions) and hands the write path, REQ history and COUNT to
+// the primary (edge-link.ts); the primary sends accepted events to its edges (edge-fanout.ts).
 
 import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
-import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
+import { errorMessage, formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import { dedupeFilter, type Filter } from '../../src/shared/filters.js';
 import { isStored, KIND } from '../../src/shared/kinds.js';
 import { byteLengthOver, parseClientMessage, relayMessage, sniffEventId } from '../../src/shared/messages.js';
@@ -25,14 +29,18 @@ import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection
 import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource } from './ownership.js';
 import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
-import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../common/shards.js';
+import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER, shardStub, type ShardBindings } from '../common/shards.js';
+import { EDGE_HEADER, edgeStub, MAX_EDGES } from '../common/edges.js';
+import { EdgeFanout } from './edge-fanout.js';
+import { EdgeLink } from './edge-link.js';
+import type { Delivery, EdgeAnswer, EdgeOp } from './edge-wire.js';
 import { VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
 import { exportPage, type ExportPage, type ExportRange } from './export.js';
 import { importLines, type ImportReport } from './import.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
 
-export interface RelayEnv extends PlanEnv {
+export interface RelayEnv extends PlanEnv, ShardBindings {
   RELAY_LIMITS?: string;
 }
 
@@ -47,7 +55,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly policy: RelayPolicy;
   private readonly plan: OwnerPlan;
   private readonly retention: RetentionRules;
+  private readonly fanout: EdgeFanout;
   private owner: string | null | undefined;
+  /** This object's role: an edge of its shard, or null for the primary (undefined: not read yet). */
+  private edgeRole: EdgeLink | null | undefined;
   private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
   private ingest: IngestQueue<PendingWrite>;
   /**
@@ -82,6 +93,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, new VanishList(sql), this.retention);
     this.plan = new OwnerPlan(sql, env);
     this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
+    this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i));
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -104,11 +116,49 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.owner = undefined;
   }
 
+  /** The edge link when this object is an edge of its shard (see the header), else null. */
+  private edge(): EdgeLink | null {
+    if (this.edgeRole === undefined) {
+      const sql = this.ctx.storage.sql;
+      const row = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'edge'").toArray()[0];
+      const shard = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").toArray()[0];
+      this.edgeRole =
+        row && shard
+          ? new EdgeLink(
+              Number(row.value),
+              shard.value,
+              () => shardStub(this.env, this.shardOwner()),
+              () => this.connections(),
+              (conn, sid) => this.conns.closeSub(conn, sid),
+              this.limits.max_query_bytes,
+            )
+          : null;
+    }
+    return this.edgeRole;
+  }
+
+  /** Remembers that this object is edge `header` of its shard (EDGE_HEADER; absent: the primary). */
+  private rememberEdge(header: string | null): void {
+    if (header === null) return;
+    const i = Number(header);
+    if (!Number.isInteger(i) || i < 0 || i >= MAX_EDGES) throw new Error(`relay shard: invalid ${EDGE_HEADER} ${header}`);
+    this.ctx.storage.sql.exec("INSERT OR IGNORE INTO meta (key, value) VALUES ('edge', ?)", String(i));
+    this.edgeRole = undefined;
+  }
+
+  private *connections(): Iterable<Connection> {
+    for (const ws of this.ctx.getWebSockets()) {
+      const conn = this.conns.get(ws);
+      if (conn) yield conn;
+    }
+  }
+
   override async fetch(request: Request): Promise<Response> {
     const shard = request.headers.get(SHARD_HEADER) || undefined;
     const refused = firstVerdict(this.policy.rejectConnection, request, { shard, limits: this.limits, connections: this.ctx.getWebSockets().length });
     if (refused) return new Response(refused.message, { status: refused.status });
     if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
+    this.rememberEdge(request.headers.get(EDGE_HEADER));
     if (request.headers.get('Upgrade')?.toLowerCase() !== 'websocket') {
       return Response.json(relayInformation(this.limits, this.shardOwner(), this.retention.get()), {
         headers: { ...NIP11_CORS_HEADERS, 'Content-Type': 'application/nostr+json' },
@@ -164,6 +214,66 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /** Internal RPC: whether the shard holds an authenticated agent → owner record valid now. */
   isAgentOwner(agent: string, owner: string): boolean {
     return this.ownership.isAgentOwner(agent, owner, { now: this.clockSeconds() });
+  }
+
+  /**
+   * Internal RPC from edge `shard`'s edge objects (see edge-link.ts): their operations, run in
+   * order; one answer each. A failure on one operation is logged and answered `error:` for it alone.
+   */
+  async edgeBatch(shard: string, ops: EdgeOp[]): Promise<EdgeAnswer[]> {
+    if ((this.shardOwner() ?? PUBLIC_SHARD) !== shard) this.rememberOwner(shard); // the primary may never have seen the router
+    // The shard's own queued EVENTs go first; then each run of consecutive events is one write batch (one transaction).
+    this.flushWrites();
+    const answers: EdgeAnswer[] = [];
+    for (let i = 0; i < ops.length; ) {
+      const op = ops[i]!;
+      if (op.op === 'event') {
+        const writes: PendingWrite[] = [];
+        for (; i < ops.length && ops[i]!.op === 'event'; i++) {
+          const { event: e, origin } = ops[i] as Extract<EdgeOp, { op: 'event' }>;
+          const k = answers.push({ op: 'error', message: 'error: the event was not answered' }) - 1;
+          const ctx = this.eventContext({ ...origin, authed: new Set(origin.authed) }, e, this.clock(), this.verifier);
+          writes.push({ e, ctx, ack: (accepted, message) => void (answers[k] = { op: 'ok', accepted, message }) });
+        }
+        await this.writeBatch(writes).catch(reportFailedHooks);
+        continue;
+      }
+      try {
+        answers.push(await this.edgeOp(op));
+      } catch (e) {
+        console.error(`relay shard: an edge's ${op.op} failed: ${errorMessage(e)}`);
+        answers.push({ op: 'error', message: 'error: the shard failed on this request; try again' });
+      }
+      i++;
+    }
+    return answers;
+  }
+
+  private async edgeOp(op: Exclude<EdgeOp, { op: 'event' }>): Promise<EdgeAnswer> {
+    switch (op.op) {
+      case 'listen':
+        this.fanout.listen(op.edge);
+        return { op: 'done' };
+      case 'idle':
+        this.fanout.idle(op.edge);
+        return { op: 'done' };
+      case 'query': {
+        const rows = this.store.query(op.filters, this.limitOf, op.readers, nowSeconds(), this.limits.max_query_bytes);
+        return { op: 'rows', rows: rows.map((r) => r.raw), stamp: this.fanout.stamp() };
+      }
+      case 'count':
+        return { op: 'count', count: this.store.count(op.filters, op.readers, nowSeconds()) };
+      case 'ownership':
+        this.ownership.record(op.agent, op.owner, 'auth', this.clockSeconds(), op.conditions);
+        return { op: 'done' };
+    }
+  }
+
+  /** Internal RPC from the shard's primary (this object is an edge): accepted events for its subscriptions. */
+  deliver(items: Delivery[]): void {
+    const edge = this.edge();
+    if (!edge) throw new Error('relay shard: deliver reached an object that is not an edge of its shard');
+    edge.deliver(items);
   }
 
   private clockSeconds(): number {
@@ -227,6 +337,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'COUNT':
         return this.onCount(conn, msg.subId, msg.filters);
       case 'CLOSE':
+        this.edge()?.forget(conn, msg.subId);
         return this.conns.closeSub(conn, msg.subId);
       case 'AUTH':
         return this.onAuth(conn, msg.event);
@@ -313,6 +424,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const isFrame = kindOf(input) === KIND.AO_FRAME;
     const e = this.signedEvent(conn, input, conn.att.internal === true ? undefined : isFrame ? conn.frames : conn.events, 'events', now);
     if (!e) return;
+    const edge = this.edge();
+    if (edge) {
+      const origin = { authed: [...conn.authed], ip: conn.att.ip, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl };
+      return edge.submit(e, origin, (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)));
+    }
     const ctx = this.eventContext({ authed: conn.authed, ip: conn.att.ip, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl }, e, now, this.verifier);
     return this.ingest.push({ e, ctx, ack: (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)) });
   }
@@ -404,9 +520,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /**
    * Sends an accepted event to every live subscription of this shard that matches and may read it:
    * the fan-out index's candidates, each checked exactly; every frame is built from the one
-   * canonical `raw`.
+   * canonical `raw`; and once to each listening edge (edge-fanout.ts).
    */
   private broadcast(e: NostrEvent, raw: string): void {
+    this.fanout.publish(e, raw);
     for (const sub of this.conns.subscribersOf(e, () => this.ctx.getWebSockets())) {
       if (delivers(sub.filters, e, sub.conn.authed)) send(sub.conn, relayMessage.event(sub.sid, raw));
     }
@@ -419,25 +536,36 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock() });
   }
 
-  private onReq(conn: Connection, subId: string, input: Filter[]): void {
+  private onReq(conn: Connection, subId: string, input: Filter[]): void | Promise<void> {
     const filters = input.map(dedupeFilter);
     const denied = this.admitQuery(conn, subId, filters);
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
+    const edge = this.edge();
+    if (edge) {
+      this.conns.setSub(conn, subId, filters);
+      return edge.subscribe(conn, subId, filters);
+    }
     const rows = this.store.query(filters, this.limitOf, [...conn.authed], nowSeconds(), this.limits.max_query_bytes);
     for (const row of rows) send(conn, relayMessage.event(subId, row.raw));
     send(conn, relayMessage.eose(subId));
     this.conns.setSub(conn, subId, filters);
   }
 
-  private onCount(conn: Connection, subId: string, input: Filter[]): void {
+  private onCount(conn: Connection, subId: string, input: Filter[]): void | Promise<void> {
     const filters = input.map(dedupeFilter);
     const denied = this.admitQuery(conn, subId, filters);
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
+    const edge = this.edge();
+    if (edge) {
+      return edge.count(filters, [...conn.authed], (a) =>
+        send(conn, 'count' in a ? relayMessage.count(subId, a.count) : relayMessage.closed(subId, a.closed)),
+      );
+    }
     send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds())));
   }
 
   /** NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection` keys. */
-  private onAuth(conn: Connection, input: unknown): void {
+  private onAuth(conn: Connection, input: unknown): void | Promise<void> {
     const e = this.signedEvent(conn, input, conn.auths, 'AUTH messages', this.clock());
     if (!e) return;
     const verifier = this.verifier;
@@ -446,6 +574,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const refused = this.conns.addAuth(conn, e.pubkey);
     if (refused) return answerRejection(conn, e.id, refused);
     const a = verifyAttestation(e, verifier);
+    const edge = this.edge();
+    if (a.ok && edge) {
+      return edge.recordOwnership(e.pubkey, a.value.owner, a.value.conditions, (failed) => send(conn, relayMessage.ok(e.id, !failed, failed ?? '')));
+    }
     if (a.ok) this.ownership.record(e.pubkey, a.value.owner, 'auth', this.clockSeconds(), a.value.conditions);
     send(conn, relayMessage.ok(e.id, true, ''));
   }

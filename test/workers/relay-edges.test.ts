@@ -1,0 +1,198 @@
+// A shard split into edge objects (RELAY_EDGES, docs/SCALING.md). Subscribers are placed on each
+// of the four edges of a shard by opening their sockets on the edge objects as the router does
+// (the router's own pick is random), so these tests hold in both test projects; the router's
+// placement is checked for K = 1 (the default project: no edge object is used) and K = 4
+// (vitest.edges.config.ts: every connection lands on an edge, none on the primary).
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { signAttestation } from '../../src/shared/nip-oa.js';
+import { SHARD_HEADER, shardStub } from '../../workers/common/shards.js';
+import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
+import { BASE, connect, edgesOf, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
+
+const K = 4;
+
+/** A socket on edge `i` of the shard of `owner`, opened as the router opens it. */
+async function connectEdge(owner: string | null, i: number): Promise<TestSocket> {
+  const path = owner ? `/r/${owner}` : '/';
+  const res = await edgeStub(env, owner, i).fetch(`${BASE}${path}`, {
+    headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner ?? 'public', [EDGE_HEADER]: String(i) },
+  });
+  const ws = res.webSocket;
+  if (!ws) throw new Error(`edge ${i} gave no websocket: ${res.status} ${await res.text()}`);
+  ws.accept();
+  const sock = new TestSocket(ws, `ws://relay.test${path}`);
+  sock.send(['AUTH']);
+  await sock.next((f) => f[0] === 'AUTH').then((f) => sock.frames.unshift(f));
+  return sock;
+}
+
+/** One socket on each edge of the shard of `owner`. */
+const onEveryEdge = (owner: string | null) => Promise.all(Array.from({ length: K }, (_, i) => connectEdge(owner, i)));
+
+/** How many EVENT frames each of `ids` arrived in on `s` (any subscription). */
+const deliveries = (s: TestSocket, ids: string[]) => ids.map((id) => s.frames.filter(eventFrame(id)).length);
+
+/** Waits until every sentinel of `watchers` (armed on each) fired: what was sent to them before has arrived. */
+async function settle(watchers: TestSocket[], publisher: TestSocket, author: Keys): Promise<void> {
+  const sentinels = await Promise.all(watchers.map((w) => Sentinel.arm(w, publisher, author)));
+  for (const s of sentinels) await s.fire();
+}
+
+describe('a shard with four edges', () => {
+  it('subscriptions on every edge see each stored and each ephemeral event exactly once', async () => {
+    const owner = freshOwner();
+    const subs = await onEveryEdge(owner.pk);
+    for (const s of subs) expect(await s.req('feed', { kinds: [1, 20001], authors: [owner.pk] })).toEqual({ events: [] });
+    const publisher = await connect(`/r/${owner.pk}`);
+    const events = Array.from({ length: 20 }, (_, n) => sign(owner, { kind: n % 2 === 0 ? 1 : 20001, content: `event ${n}` }));
+    for (const e of events) publisher.send(['EVENT', e]);
+    for (const e of events) expect(await publisher.next((f) => f[0] === 'OK' && f[1] === e.id)).toEqual(['OK', e.id, true, '']);
+    await settle(subs, publisher, owner);
+    for (const s of subs) expect(deliveries(s, events.map((e) => e.id))).toEqual(events.map(() => 1));
+  });
+
+  it('REQs racing a stream of events get each stored event once, from their history or live', async () => {
+    const owner = freshOwner();
+    const subs = await onEveryEdge(owner.pk);
+    // Each edge already listens (so live events reach it while the REQs below are in flight).
+    for (const s of subs) await s.req('warm', { kinds: [20002], authors: [owner.pk] });
+    const publisher = await connect(`/r/${owner.pk}`);
+    const events = Array.from({ length: 60 }, (_, n) => sign(owner, { kind: 1, content: `raced ${n}` }));
+    const subIds = ['r5', 'r15', 'r25', 'r35', 'r45'];
+    // REQs go out while the events are being stored: some events land in a history, some arrive live.
+    for (const [n, e] of events.entries()) {
+      publisher.send(['EVENT', e]);
+      if (subIds.includes(`r${n}`)) for (const s of subs) s.send(['REQ', `r${n}`, { kinds: [1], authors: [owner.pk] }]);
+    }
+    for (const e of events) expect((await publisher.next((f) => f[0] === 'OK' && f[1] === e.id))[2]).toBe(true);
+    for (const s of subs) for (const id of subIds) await s.next((f) => f[0] === 'EOSE' && f[1] === id);
+    await settle(subs, publisher, owner);
+    for (const s of subs) {
+      for (const sid of subIds) {
+        const got = events.map((e) => s.frames.filter((f) => f[1] === sid && eventFrame(e.id)(f)).length);
+        expect(got).toEqual(events.map(() => 1));
+      }
+    }
+  });
+
+  it('AUTH-gated kinds reach only the authenticated recipient, whichever edge it is on', async () => {
+    // On the public shard, which takes events for anyone (an owner shard would refuse the gift wrap).
+    const owner = freshOwner();
+    const recipient = keys();
+    const stranger = keys();
+    const [a, b, c, d] = await onEveryEdge(null);
+    if (!a || !b || !c || !d) throw new Error('four edges expected');
+    await b.auth(recipient);
+    await c.auth(stranger);
+    const gated = { kinds: [25803, 21059] };
+    expect(await b.req('gated', gated)).toEqual({ events: [] });
+    expect(await c.req('gated', gated)).toEqual({ events: [] });
+    expect((await d.req('gated', gated)).closed).toBe('auth-required: these kinds are only served to their authenticated author or recipient');
+    const stored = sign(owner, { kind: 25803, tags: [['p', recipient.pk], ['encryption', 'nip44']], content: 'x' });
+    const wrap = sign(keys(), { kind: 21059, tags: [['p', recipient.pk]], content: 'y' });
+    expect(await a.publish(stored)).toEqual(['OK', stored.id, true, '']);
+    expect(await a.publish(wrap)).toEqual(['OK', wrap.id, true, '']);
+    expect(await b.next(eventFrame(stored.id))).toEqual(['EVENT', 'gated', stored]);
+    expect(await b.next(eventFrame(wrap.id))).toEqual(['EVENT', 'gated', wrap]);
+    await settle([c], a, owner);
+    expect(deliveries(c, [stored.id, wrap.id])).toEqual([0, 0]);
+    // History from the primary, read as the asking edge's connection may.
+    expect((await b.req('history', { kinds: [25803] })).events).toEqual([stored]);
+    expect((await c.req('history', { kinds: [25803] })).events).toEqual([]);
+  });
+
+  it('an edge with no subscriptions left stops receiving, and listens again on its next REQ', async () => {
+    const owner = freshOwner();
+    const [s] = await onEveryEdge(owner.pk);
+    if (!s) throw new Error('an edge expected');
+    await s.req('one', { kinds: [1], authors: [owner.pk] });
+    s.send(['CLOSE', 'one']);
+    const publisher = await connect(`/r/${owner.pk}`);
+    // The first event finds edge 0 without subscriptions: it tells the primary to stop sending.
+    const first = sign(owner, { content: 'while idle' });
+    expect((await publisher.publish(first))[2]).toBe(true);
+    const listening = () =>
+      runInDurableObject(shardStub(env, owner.pk), (_i, state) => state.storage.sql.exec('SELECT edge FROM edges_listening').toArray().map((r) => r.edge));
+    await expect.poll(listening).toEqual([]);
+    expect((await s.req('two', { kinds: [1], authors: [owner.pk] })).events).toEqual([first]);
+    expect(await listening()).toEqual([0]);
+    const second = sign(owner, { content: 'listening again' });
+    expect((await publisher.publish(second))[2]).toBe(true);
+    expect(await s.next(eventFrame(second.id))).toEqual(['EVENT', 'two', second]);
+  });
+
+  it('COUNT and the NIP-OA proof of an AUTH made at an edge are answered by the primary', async () => {
+    const owner = freshOwner();
+    const [s, t] = await onEveryEdge(owner.pk);
+    if (!s || !t) throw new Error('two edges expected');
+    const notes: NostrEvent[] = [sign(owner, { content: 'a' }), sign(owner, { content: 'b' })];
+    for (const e of notes) expect((await s.publish(e))[2]).toBe(true);
+    t.send(['COUNT', 'n', { kinds: [1], authors: [owner.pk] }]);
+    expect(await t.next((f) => f[1] === 'n')).toEqual(['COUNT', 'n', { count: 2 }]);
+    // Twelve REQs at once: more history queries than one batch carries (MAX_ANSWER_BYTES); each answered in full.
+    const ids = Array.from({ length: 12 }, (_, n) => `q${n}`);
+    for (const id of ids) t.send(['REQ', id, { kinds: [1], authors: [owner.pk] }]);
+    for (const id of ids) {
+      await t.next((f) => f[0] === 'EOSE' && f[1] === id);
+      expect(new Set(t.frames.filter((f) => f[0] === 'EVENT' && f[1] === id).map((f) => (f[2] as NostrEvent).id))).toEqual(new Set(notes.map((e) => e.id)));
+    }
+    // The agent proves its owner in an AUTH on edge s; its note, published on edge t without AUTH, is the owner's agent's.
+    const agent = keys();
+    const auth = sign(agent, { kind: 22242, content: '', tags: [['relay', s.url], ['challenge', s.challenge], signAttestation(owner.sk, agent.pk, '')] });
+    s.send(['AUTH', auth]);
+    expect(await s.next((f) => f[1] === auth.id)).toEqual(['OK', auth.id, true, '']);
+    const note = sign(agent, { content: 'from the agent' });
+    expect(await t.publish(note)).toEqual(['OK', note.id, true, '']);
+    const stranger = sign(keys(), { content: 'not an agent' });
+    expect((await t.publish(stranger))[3]).toMatch(/^restricted: /);
+  });
+});
+
+describe('router placement', () => {
+  it.runIf(edgesOf(null) === 1)('K = 1: the socket is served by the shard’s primary and no edge object is used, whatever the client claims', async () => {
+    const owner = freshOwner();
+    await connect(`/r/${owner.pk}`, { [EDGE_HEADER]: '2' });
+    const count = (stub: DurableObjectStub) => runInDurableObject(stub, (_i, state) => state.getWebSockets().length);
+    expect(socketObjects(owner.pk)).toHaveLength(1);
+    expect(await count(shardStub(env, owner.pk))).toBe(1);
+    for (let i = 0; i < K; i++) expect(await count(edgeStub(env, owner.pk, i))).toBe(0);
+    // The primary did not take the client's header for a role.
+    const role = await runInDurableObject(shardStub(env, owner.pk), (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM meta WHERE key = 'edge'").one().n);
+    expect(role).toBe(0);
+  });
+
+  it.runIf(edgesOf(null) > 1)('K > 1: every socket lands on an edge, none on the primary, spread over the edges', async () => {
+    const owner = freshOwner();
+    const n = 24;
+    await Promise.all(Array.from({ length: n }, () => connect(`/r/${owner.pk}`)));
+    const count = (stub: DurableObjectStub) => runInDurableObject(stub, (_i, state) => state.getWebSockets().length);
+    expect(await count(shardStub(env, owner.pk))).toBe(0);
+    const perEdge = await Promise.all(socketObjects(owner.pk).map(count));
+    expect(perEdge.reduce((a, b) => a + b, 0)).toBe(n);
+    // 24 uniform picks over 4 edges all landing on one edge: probability 4 · 4^-24.
+    expect(perEdge.filter((c) => c > 0).length).toBeGreaterThan(1);
+  });
+});
+
+describe('RELAY_EDGES', () => {
+  it('gives K per shard: the owner, then "public", then "*", else 1', () => {
+    const owner = freshOwner().pk;
+    const config = edgesFromEnv({ RELAY_EDGES: JSON.stringify({ public: 4, [owner]: 2, '*': 8 }) });
+    expect(config.ok).toBe(true);
+    if (!config.ok) return;
+    expect([edgeCount(config.value, null), edgeCount(config.value, owner), edgeCount(config.value, keys().pk)]).toEqual([4, 2, 8]);
+    const unset = edgesFromEnv({});
+    expect(unset.ok && edgeCount(unset.value, owner)).toBe(1);
+  });
+
+  it('refuses a malformed value with a reason naming what to fix', () => {
+    expect(edgesFromEnv({ RELAY_EDGES: 'four' })).toEqual({ ok: false, error: 'RELAY_EDGES is not JSON; expected e.g. {"public": 4, "*": 1}' });
+    const bad = edgesFromEnv({ RELAY_EDGES: '{"*": 65, "nobody": 2}' });
+    expect(bad.ok).toBe(false);
+    if (bad.ok) return;
+    expect(bad.error).toContain('*: Too big');
+    expect(bad.error).toContain('nobody: not a shard: use "*", "public" or a 64-hex owner key');
+  });
+});

@@ -1,0 +1,93 @@
+// Edge objects of a relay shard (docs/SCALING.md): RELAY_EDGES names how many edge objects (K)
+// each shard has. With K = 1 (the default) a shard is one Durable Object, its primary, which holds
+// the sockets as well. With K > 1 the router lands each WebSocket on one of K edge objects (the
+// same RelayShard class under another name, told its role by EDGE_HEADER): the edge holds the
+// socket, its subscriptions and AUTH, verifies events, and leaves ordering, storage and the write
+// policy to the primary. This module parses the setting and picks an edge; it runs no shard code.
+
+import { z } from 'zod';
+import { err, ok, type Result } from '../../src/shared/errors.js';
+import { PUBLIC_SHARD, shardName, shardStub, type ShardBindings } from './shards.js';
+import type { RelayShard } from '../relay-do/shard.js';
+
+/**
+ * Set by the router on an upgrade it sends to an edge object: the edge's index (0..K-1). The router
+ * deletes it from every outside request; a request without it reaches the primary.
+ */
+export const EDGE_HEADER = 'x-edgestr-edge';
+export const MAX_EDGES = 64;
+
+const isShardKey = (key: string): boolean => key === '*' || key === PUBLIC_SHARD || /^[0-9a-f]{64}$/.test(key);
+const EdgesSchema = z
+  .record(z.string(), z.number().int().min(1).max(MAX_EDGES))
+  .superRefine((config, check) => {
+    for (const key of Object.keys(config)) {
+      if (!isShardKey(key)) check.addIssue({ code: 'custom', path: [key], message: 'not a shard: use "*", "public" or a 64-hex owner key' });
+    }
+  });
+
+/** K per shard: by owner hex, "public", and "*" for every other shard. */
+export type EdgesConfig = z.infer<typeof EdgesSchema>;
+
+export interface EdgesEnv {
+  /** JSON, e.g. {"public": 4, "<owner hex>": 2, "*": 1}; unset: K = 1 everywhere. */
+  RELAY_EDGES?: string;
+}
+
+let parsed: { raw: string; result: Result<EdgesConfig, string> } | undefined;
+
+/** RELAY_EDGES parsed (once per distinct value); an invalid value is an error naming what to fix, never ignored. */
+export function edgesFromEnv(env: EdgesEnv): Result<EdgesConfig, string> {
+  const raw = env.RELAY_EDGES;
+  if (raw === undefined || raw.trim() === '') return ok({});
+  if (parsed?.raw === raw) return parsed.result;
+  parsed = { raw, result: parseEdges(raw) };
+  return parsed.result;
+}
+
+function parseEdges(raw: string): Result<EdgesConfig, string> {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return err('RELAY_EDGES is not JSON; expected e.g. {"public": 4, "*": 1}');
+  }
+  const checked = EdgesSchema.safeParse(json);
+  if (!checked.success) {
+    return err(`RELAY_EDGES is invalid: ${checked.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')} (K is an integer 1..${MAX_EDGES})`);
+  }
+  return ok(checked.data);
+}
+
+/** K of the shard of `owner` (null: the public shard). */
+export function edgeCount(config: EdgesConfig, owner: string | null): number {
+  return config[owner ?? PUBLIC_SHARD] ?? config['*'] ?? 1;
+}
+
+/** The edge a new connection lands on: uniform over 0..k-1, from a random per-connection value. */
+export function pickEdge(k: number): number {
+  return crypto.getRandomValues(new Uint32Array(1))[0]! % k;
+}
+
+/** The Durable Object name of edge `i` of the shard named `shard` (see shardName). */
+export const edgeObjectName = (shard: string, i: number): string => `${shard}#edge${i}`;
+
+export function edgeStub(env: ShardBindings, owner: string | null, i: number): DurableObjectStub<RelayShard> {
+  return env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(edgeObjectName(shardName(owner), i)));
+}
+
+/** Where a WebSocket of the shard of `owner` goes: the primary (K = 1, `edge` undefined) or edge `edge` of K. */
+export interface SocketTarget {
+  stub: DurableObjectStub<RelayShard>;
+  edge: number | undefined;
+}
+
+/** The object a new WebSocket of the shard of `owner` lands on; an error when RELAY_EDGES is invalid. */
+export function socketTarget(env: ShardBindings & EdgesEnv, owner: string | null): Result<SocketTarget, string> {
+  const config = edgesFromEnv(env);
+  if (!config.ok) return config;
+  const k = edgeCount(config.value, owner);
+  if (k === 1) return ok({ stub: shardStub(env, owner), edge: undefined });
+  const edge = pickEdge(k);
+  return ok({ stub: edgeStub(env, owner, edge), edge });
+}

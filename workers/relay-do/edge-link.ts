@@ -1,0 +1,202 @@
+// The edge's side of a shard with K > 1 edge objects (docs/SCALING.md). An edge holds its sockets,
+// their subscriptions and AUTH, and verifies events itself; what needs the shard's one order (the
+// write path, REQ history, COUNT, ownership proofs) goes to the primary as operations, queued in
+// the order the edge's connections sent them and sent in batches: one `edgeBatch` RPC in flight,
+// the operations queued meanwhile forming the next one. The primary sends back accepted events
+// (`deliver`), which the edge fans out to its own subscriptions with the read policy.
+//
+// Exactly once: a REQ's subscription is registered before its history is asked for, deliveries
+// that arrive while the history is in flight wait, and afterwards only events stamped after the
+// history's stamp are sent (the rest were in the history, or were ephemeral events published
+// before the REQ, which a single object would not have sent either).
+
+import { errorMessage } from '../../src/shared/errors.js';
+import type { NostrEvent } from '../../src/shared/event.js';
+import type { Filter } from '../../src/shared/filters.js';
+import { relayMessage } from '../../src/shared/messages.js';
+import { send, type Connection } from './connections.js';
+import { delivers } from './read-policy.js';
+import { isAfter, MAX_ANSWER_BYTES, MAX_BATCH_BYTES, MAX_BATCH_OPS, opBytes, type Delivery, type EdgeAnswer, type EdgeOp, type Stamp, type WireOrigin } from './edge-wire.js';
+
+/** What the edge needs of its primary. */
+export interface PrimaryLink {
+  edgeBatch(shard: string, ops: EdgeOp[]): Promise<EdgeAnswer[]>;
+}
+
+interface Pending {
+  op: EdgeOp;
+  answer: (a: EdgeAnswer) => void;
+  answered: () => void;
+}
+
+/** A subscription's view of the live stream: buffering while its history is in flight, then what it has seen. */
+interface SubStream {
+  buffer: Delivery[] | undefined;
+  seen: Stamp | undefined;
+}
+
+const unreachable = (e: unknown): EdgeAnswer => ({ op: 'error', message: `error: the shard could not be reached (${errorMessage(e)}); try again` });
+
+export class EdgeLink {
+  private queue: Pending[] = [];
+  private inFlight = false;
+  private scheduled = false;
+  /** Whether the primary sends this edge live events; undefined after a wake (a REQ says so again). */
+  private listening: boolean | undefined;
+  private readonly streams = new WeakMap<Connection, Map<string, SubStream>>();
+
+  constructor(
+    readonly index: number,
+    /** The shard's name as the router gives it (SHARD_HEADER): "public" or the owner's hex. */
+    private readonly shard: string,
+    private readonly primary: () => PrimaryLink,
+    private readonly connections: () => Iterable<Connection>,
+    /** Removes a subscription from a connection (its REQ failed at the primary). */
+    private readonly dropSub: (conn: Connection, subId: string) => void,
+    /** Bytes of events one history query may answer (RelayLimits.max_query_bytes). */
+    private readonly queryBytes: number,
+  ) {}
+
+  // Each operation's answer is handled by a callback, run as soon as its batch is answered and in
+  // the order the operations were queued, so one connection's answers keep the order of its messages.
+
+  /** EVENT: `reply` gets the primary's answer (NIP-01 OK's accepted flag and message). */
+  submit(event: NostrEvent, origin: WireOrigin, reply: (accepted: boolean, message: string) => void): Promise<void> {
+    return this.call({ op: 'event', event, origin }, (a) => {
+      if (a.op === 'ok') reply(a.accepted, a.message);
+      else reply(false, a.op === 'error' ? a.message : unexpected(a));
+    });
+  }
+
+  /** COUNT: `reply` gets the number, or the message of a CLOSED. */
+  count(filters: Filter[], readers: string[], reply: (answer: { count: number } | { closed: string }) => void): Promise<void> {
+    return this.call({ op: 'count', filters, readers }, (a) => {
+      if (a.op === 'count') reply({ count: a.count });
+      else reply({ closed: a.op === 'error' ? a.message : unexpected(a) });
+    });
+  }
+
+  /** An AUTH's NIP-OA proof, recorded by the primary (where the write policy reads it); `reply` gets undefined or why not. */
+  recordOwnership(agent: string, owner: string, conditions: string, reply: (failed: string | undefined) => void): Promise<void> {
+    return this.call({ op: 'ownership', agent, owner, conditions }, (a) => reply(a.op === 'done' ? undefined : a.op === 'error' ? a.message : unexpected(a)));
+  }
+
+  /**
+   * REQ, once admitted and its subscription set on `conn`: the history from the primary, EOSE, then
+   * the live events that came in meanwhile and are not in the history.
+   */
+  subscribe(conn: Connection, subId: string, filters: Filter[]): Promise<void> {
+    let streams = this.streams.get(conn);
+    if (!streams) this.streams.set(conn, (streams = new Map()));
+    const stream: SubStream = { buffer: [], seen: undefined };
+    streams.set(subId, stream);
+    if (this.listening !== true) this.setListening(true);
+    return this.call({ op: 'query', filters, readers: [...conn.authed] }, (a) => {
+      if (a.op !== 'rows') {
+        if (conn.subs.get(subId) === filters) this.dropSub(conn, subId);
+        if (streams.get(subId) === stream) streams.delete(subId);
+        return send(conn, relayMessage.closed(subId, a.op === 'error' ? a.message : unexpected(a)));
+      }
+      for (const raw of a.rows) send(conn, relayMessage.event(subId, raw));
+      send(conn, relayMessage.eose(subId));
+      if (streams.get(subId) !== stream) return; // replaced by a later REQ with the same id
+      const buffered = stream.buffer ?? [];
+      stream.buffer = undefined;
+      stream.seen = a.stamp;
+      if (conn.subs.get(subId) !== filters) return; // closed meanwhile
+      for (const d of buffered) if (isAfter(d.stamp, a.stamp)) send(conn, relayMessage.event(subId, d.raw));
+    });
+  }
+
+  /** CLOSE (or a refused REQ): the subscription's stream is no longer needed. */
+  forget(conn: Connection, subId: string): void {
+    this.streams.get(conn)?.delete(subId);
+  }
+
+  /**
+   * The primary's accepted events: each to the subscriptions of this edge that match and may read
+   * it, event after event (a connection gets its frames in the primary's order, as from one object).
+   */
+  deliver(items: Delivery[]): void {
+    let subscribed = false;
+    for (const conn of this.connections()) {
+      if (conn.subs.size === 0) continue;
+      subscribed = true;
+      const streams = this.streams.get(conn);
+      for (const d of items) {
+        for (const [sid, filters] of conn.subs) {
+          if (!delivers(filters, d.event, conn.authed)) continue;
+          const stream = streams?.get(sid);
+          if (stream?.buffer) stream.buffer.push(d);
+          else if (!stream?.seen || isAfter(d.stamp, stream.seen)) send(conn, relayMessage.event(sid, d.raw));
+        }
+      }
+    }
+    if (!subscribed && this.listening !== false) this.setListening(false);
+  }
+
+  /** Tells the primary whether to send live events here (in order with the other operations); unknown again if that failed. */
+  private setListening(on: boolean): void {
+    this.listening = on;
+    void this.call({ op: on ? 'listen' : 'idle', edge: this.index }, (a) => {
+      if (a.op !== 'done' && this.listening === on) this.listening = undefined;
+    });
+  }
+
+  /** Queues `op`; `answer` runs when the primary answered it. Resolves after that. */
+  private call(op: EdgeOp, answer: (a: EdgeAnswer) => void): Promise<void> {
+    return new Promise((answered) => {
+      this.queue.push({ op, answer, answered });
+      if (!this.scheduled && !this.inFlight) {
+        this.scheduled = true;
+        queueMicrotask(() => {
+          this.scheduled = false;
+          void this.flush();
+        });
+      }
+    });
+  }
+
+  /** Sends the first queued operations as one batch (bounds: edge-wire.ts); the next batch goes when it is answered. */
+  private async flush(): Promise<void> {
+    if (this.inFlight || this.queue.length === 0) return;
+    this.inFlight = true;
+    const batch = this.queue.splice(0, this.batchLength());
+    let answers: EdgeAnswer[];
+    try {
+      answers = await this.primary().edgeBatch(this.shard, batch.map((p) => p.op));
+      if (answers.length !== batch.length) throw new Error(`the primary answered ${answers.length} of ${batch.length} operations`);
+    } catch (e) {
+      console.error(`relay shard edge ${this.index}: a batch of ${batch.length} operations failed: ${errorMessage(e)}`);
+      answers = batch.map(() => unreachable(e));
+    }
+    this.inFlight = false;
+    batch.forEach((p, i) => {
+      try {
+        p.answer(answers[i]!);
+      } catch (e) {
+        console.error(`relay shard edge ${this.index}: answering a ${p.op.op} failed: ${errorMessage(e)}`);
+      }
+      p.answered();
+    });
+    void this.flush();
+  }
+
+  /** How many of the queued operations fit one batch (at least one). */
+  private batchLength(): number {
+    const maxQueries = Math.max(1, Math.floor(MAX_ANSWER_BYTES / this.queryBytes));
+    let bytes = 0;
+    let queries = 0;
+    let n = 0;
+    for (const { op } of this.queue) {
+      if (n === MAX_BATCH_OPS) break;
+      bytes += opBytes(op);
+      if (op.op === 'query') queries += 1;
+      if (n > 0 && (bytes > MAX_BATCH_BYTES || queries > maxQueries)) break;
+      n += 1;
+    }
+    return n;
+  }
+}
+
+const unexpected = (a: EdgeAnswer): string => `error: the shard answered ${a.op} to this request`;

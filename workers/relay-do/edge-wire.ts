@@ -1,0 +1,81 @@
+// What an edge object and its shard's primary say to each other (docs/SCALING.md): the edge sends
+// its operations in order, batched into one `edgeBatch` RPC, and gets one answer per operation in
+// the same order; the primary sends accepted events to each listening edge, batched into one
+// `deliver` RPC. Stamps order the primary's deliveries against its answers to history queries,
+// so that an edge sends a subscription each event exactly once (from history or live).
+
+import type { NostrEvent } from '../../src/shared/event.js';
+import type { Filter } from '../../src/shared/filters.js';
+
+/**
+ * A point in the primary's sequence of delivered events: `epoch` grows each time the primary
+ * object starts (stored), `seq` counts the events it delivered to edges since.
+ */
+export interface Stamp {
+  epoch: number;
+  seq: number;
+}
+
+/** Whether `a` comes after `b`. */
+export const isAfter = (a: Stamp, b: Stamp): boolean => a.epoch > b.epoch || (a.epoch === b.epoch && a.seq > b.seq);
+
+/** Who published an event at the edge: what the primary's write policy needs of the connection. */
+export interface WireOrigin {
+  authed: string[];
+  ip: string;
+  internal: boolean;
+  relayUrl: string;
+}
+
+/** One operation of an edge, run by the primary in the order the edge sent them. */
+export type EdgeOp =
+  /** The edge has live subscriptions: send it every accepted event from now on. */
+  | { op: 'listen'; edge: number }
+  /** The edge has none: stop sending. */
+  | { op: 'idle'; edge: number }
+  /** A verified event, for the write path (policy, storage, OK, fan-out). */
+  | { op: 'event'; event: NostrEvent; origin: WireOrigin }
+  /** REQ history, read as `readers` may. */
+  | { op: 'query'; filters: Filter[]; readers: string[] }
+  | { op: 'count'; filters: Filter[]; readers: string[] }
+  /** An agent → owner proof carried by an AUTH event (NIP-OA), verified at the edge. */
+  | { op: 'ownership'; agent: string; owner: string; conditions: string };
+
+/** The answer to one EdgeOp (`error`: the primary failed on it; the message is for the client). */
+export type EdgeAnswer =
+  | { op: 'done' }
+  | { op: 'ok'; accepted: boolean; message: string }
+  | { op: 'rows'; rows: string[]; stamp: Stamp }
+  | { op: 'count'; count: number }
+  | { op: 'error'; message: string };
+
+/** An accepted event on its way to an edge's subscribers. */
+export interface Delivery {
+  stamp: Stamp;
+  event: NostrEvent;
+  raw: string;
+}
+
+/**
+ * Bounds of one RPC (well under the runtime's limit on a message): an edgeBatch carries at most
+ * MAX_BATCH_OPS operations and about MAX_BATCH_BYTES of events and filters, and at most as many
+ * history queries as fit MAX_ANSWER_BYTES at max_query_bytes each (at least one of anything); a
+ * deliver call at most MAX_DELIVERY_EVENTS events and MAX_BATCH_BYTES of their JSON.
+ */
+export const MAX_BATCH_OPS = 256;
+export const MAX_BATCH_BYTES = 1_048_576;
+export const MAX_ANSWER_BYTES = 16_777_216;
+export const MAX_DELIVERY_EVENTS = 256;
+
+/** About how many bytes an operation weighs in an edgeBatch (its events' and filters' JSON). */
+export function opBytes(op: EdgeOp): number {
+  switch (op.op) {
+    case 'event':
+      return op.event.content.length + JSON.stringify(op.event.tags).length + 400;
+    case 'query':
+    case 'count':
+      return JSON.stringify(op.filters).length;
+    default:
+      return 100;
+  }
+}
