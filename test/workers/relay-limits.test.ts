@@ -19,7 +19,12 @@ describe('limits', () => {
     );
     expect((await s.req('s0', { kinds: [2] })).closed).toBeUndefined();
     s.send(['CLOSE', 's1']);
-    expect((await s.req('now-fits', { kinds: [1] })).closed).toBeUndefined();
+    // CLOSE has no answer, and frames sent back to back can reach the shard out of order in this
+    // test runtime (over a real socket they do not: test/e2e/relay-ordering.test.ts): the freed slot
+    // is asked for until the CLOSE has landed.
+    let closed = (await s.req('now-fits', { kinds: [1] })).closed;
+    for (let i = 0; i < 20 && closed !== undefined; i++) closed = (await s.req(`now-fits-${i}`, { kinds: [1] })).closed;
+    expect(closed).toBeUndefined();
   });
 
   it('refuses a WebSocket upgrade past max_connections with 503 and says why; NIP-11 still answers and advertises the cap', async () => {
