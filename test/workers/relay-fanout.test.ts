@@ -10,7 +10,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { matchFilters, type Filter } from '../../src/shared/filters.js';
 import { shardName } from '../../workers/common/shards.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { connect, freshOwner, keys, randomHex, sign, type Keys, type TestSocket } from './helpers.js';
+import { connect, freshOwner, keys, randomHex, sign, type Keys, type TestSocket, edgesOf } from './helpers.js';
 
 const SENTINEL_KIND = 20999;
 
@@ -88,7 +88,10 @@ describe('fan-out index', () => {
     expect(got.size).toBe(subs.length - 1);
   });
 
-  it('after a wake from hibernation, the index is rebuilt from the sockets and storage', async () => {
+  // Builds a new object over the primary's storage and sockets; with edges (K > 1, the edges test
+  // project) the sockets are spread over the edge objects and the primary holds none, so this
+  // reaches-inside test applies at K = 1 only (the edges rebuild their index with the same code).
+  it.skipIf(edgesOf(null) > 1)('after a wake from hibernation, the index is rebuilt from the sockets and storage', async () => {
     const owner = freshOwner();
     const path = `/r/${owner.pk}`;
     const refs = Array.from({ length: 3 }, () => randomHex());
