@@ -5,7 +5,7 @@
 // without dev dependencies has no esbuild and skips the build with a notice (the command then tells
 // the user to run `npm install`). Packages stay external: they resolve from node_modules at run time.
 import { execFileSync } from 'node:child_process';
-import { rm } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,11 +29,21 @@ try {
   process.exit(0);
 }
 
+/** Writes `file` only when its bytes differ: a running `wrangler dev` serves dist/console and
+ *  restarts its local runtime when that directory changes, so a rebuild of the same sources (e.g. the
+ *  `prepare` that `npx edgestr` runs while tests hold a dev server) must leave it untouched. */
+async function writeIfChanged(file) {
+  const current = await readFile(file.path).catch(() => null);
+  if (current && Buffer.compare(current, file.contents) === 0) return;
+  await mkdir(dirname(file.path), { recursive: true });
+  await writeFile(file.path, file.contents);
+}
+
 const jsOnly = process.argv.includes('--js-only');
-if (!jsOnly) await rm(join(root, 'dist'), { recursive: true, force: true });
-await Promise.all(
+const built = await Promise.all(
   entries.map((entry) =>
     esbuild.build({
+      write: false,
       absWorkingDir: root,
       entryPoints: [entry.in],
       outfile: entry.out,
@@ -49,7 +59,11 @@ await Promise.all(
     }),
   ),
 );
+await Promise.all(built.flatMap((result) => result.outputFiles.map(writeIfChanged)));
 
 // Declarations for `import … from 'edgestr/client'` in TypeScript (package.json exports "types");
 // `--js-only` skips them (the e2e tests rebuild the bundles only).
-if (!jsOnly) execFileSync(process.execPath, [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', 'tsconfig.client.json'], { cwd: root, stdio: 'inherit' });
+if (!jsOnly) {
+  await rm(join(root, 'dist', 'types'), { recursive: true, force: true });
+  execFileSync(process.execPath, [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', 'tsconfig.client.json'], { cwd: root, stdio: 'inherit' });
+}

@@ -432,7 +432,7 @@ describe('a tool loop with telemetry', () => {
       .join('');
     expect(raw).toContain('"content":"Tool result: "');
     expect(raw).toContain('"finish_reason":"tool_calls"');
-    expect(frames.at(-1)!.frame.payload).toEqual({ run_id: p.id, outcome: 'response' });
+    expect(frames.at(-1)!.frame.payload).toMatchObject({ run_id: p.id, outcome: 'response', usage: { provider: 'openai', tool_calls: 1 } });
     const seqs = frames.map((f) => f.frame.seq);
     expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
     expect(observer.stats.gaps).toBe(0);
