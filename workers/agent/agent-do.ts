@@ -45,6 +45,7 @@ import { dvmcpDeletion } from './dvmcp-profile.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { McpSessionCache } from '../common/mcp-session-cache.js';
+import { wakeNoLaterThan } from '../common/alarms.js';
 
 export interface AgentEnv extends DefaultModelEnv, LinksEnv, PlanEnv {}
 
@@ -245,7 +246,8 @@ export class Agent extends DurableObject<AgentEnv> {
     await this.finishOrphanedRuns(c);
     await this.refreshOwner(c);
     this.prune();
-    await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
+    // An update() while this ran asked to reconnect in 10 ms: the watchdog must not push that back.
+    await wakeNoLaterThan(this.ctx.storage, Date.now() + WATCHDOG_MS);
   }
 
   /** Retention: old `seen` ids, finished and published runs, and untouched conversations, a bounded batch each. */

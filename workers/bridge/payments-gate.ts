@@ -12,6 +12,7 @@
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { paymentRequiredTemplate, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
 import type { PaymentContext, PaymentGate, PricedCapability } from '../common/dvmcp-server/payment-gate.js';
+import { wakeNoLaterThan } from '../common/alarms.js';
 import { PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
 import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
 
@@ -22,10 +23,7 @@ export interface GateHost {
 
 /** A GateHost over the DO's alarm: keeps an earlier alarm, else sets it to `at`. */
 export const alarmHost = (storage: DurableObjectStorage): GateHost => ({
-  async wakeAt(at) {
-    const current = await storage.getAlarm();
-    if (current === null || current > at * 1000) await storage.setAlarm(at * 1000);
-  },
+  wakeAt: (at) => wakeNoLaterThan(storage, at * 1000),
 });
 
 const MAX_SATS = 1_000_000_000;

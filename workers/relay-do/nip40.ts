@@ -5,6 +5,7 @@
 import { expirationOf } from '../../src/shared/event.js';
 import { reject } from '../../src/shared/errors.js';
 import type { OnEventSavedHook, RejectEventHook } from './policy.js';
+import { wakeNoLaterThan } from '../common/alarms.js';
 
 export const notExpired: RejectEventHook = (e, { now }) => {
   const exp = expirationOf(e);
@@ -17,7 +18,5 @@ export const scheduleExpiry =
   async (e) => {
     const exp = expirationOf(e);
     if (exp === null) return;
-    const at = exp * 1000;
-    const current = await storage.getAlarm();
-    if (current === null || at < current) await storage.setAlarm(at);
+    await wakeNoLaterThan(storage, exp * 1000);
   };
