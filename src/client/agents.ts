@@ -5,7 +5,7 @@ import { err, ok, type Result } from '../shared/errors.js';
 import { parsePubkey } from '../shared/keys.js';
 import { KIND } from '../shared/kinds.js';
 import { health, httpBase, wsUrl } from './http.js';
-import { fetchEvents, relayClient } from './relay.js';
+import { latestOrNext, relayClient } from './relay.js';
 
 export interface AgentTarget {
   pubkey: string;
@@ -28,14 +28,21 @@ export async function findAgent(base: string, agent: string): Promise<Result<Age
   return relay.ok ? ok({ pubkey, relay: relay.value }) : relay;
 }
 
+/**
+ * How long to wait for the relay list of an agent that has none stored yet: an agent publishes it
+ * right after it is created, when it has connected (a second or so), so a client that asks at once
+ * waits for it rather than calling the agent unknown.
+ */
+export const RELAY_LIST_WAIT_MS = 5000;
+
 /** The agent's relay from its relay list on the public shard of `base`. */
-export async function agentRelay(base: string, pubkey: string): Promise<Result<string, FindError>> {
+export async function agentRelay(base: string, pubkey: string, waitMs = RELAY_LIST_WAIT_MS): Promise<Result<string, FindError>> {
   const client = relayClient(wsUrl(base, '/'), undefined);
   try {
     const connected = await client.connect();
     if (!connected.ok) return err({ reason: 'unreachable', message: `cannot connect to ${client.url}: ${connected.message}` });
-    const lists = await fetchEvents(client, [{ kinds: [KIND.RELAY_LIST], authors: [pubkey], limit: 1 }]);
-    const relays = (lists[0]?.tags ?? []).filter((t) => t[0] === 'r' && typeof t[1] === 'string').map((t) => t[1]!);
+    const list = await latestOrNext(client, [{ kinds: [KIND.RELAY_LIST], authors: [pubkey], limit: 1 }], waitMs);
+    const relays = (list?.tags ?? []).filter((t) => t[0] === 'r' && typeof t[1] === 'string').map((t) => t[1]!);
     const host = new URL(httpBase(base)).host;
     const own = relays.find((r) => new URL(r).host === host && new URL(r).pathname.startsWith('/r/')) ?? relays[0];
     return own ? ok(own) : err({ reason: 'unknown', message: `unknown agent ${pubkey}: no relay list on ${client.url}` });

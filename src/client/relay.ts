@@ -45,3 +45,41 @@ export function fetchEvents(client: RelayClient, filters: Filter[], timeoutMs = 
     });
   });
 }
+
+/**
+ * The newest stored event matching `filters`, or, when none is stored, the first one that arrives
+ * within `lingerMs` after EOSE (an event published moments ago, e.g. a new agent's relay list);
+ * undefined when none came. Rejects with the relay's CLOSED message or when EOSE does not come
+ * within `timeoutMs`.
+ */
+export function latestOrNext(client: RelayClient, filters: Filter[], lingerMs: number, timeoutMs = 10_000): Promise<NostrEvent | undefined> {
+  return new Promise((resolve, reject) => {
+    let best: NostrEvent | undefined;
+    let eose = false;
+    const finish = (e: NostrEvent | undefined) => {
+      clearTimeout(timer);
+      sub.close();
+      resolve(e);
+    };
+    let timer = setTimeout(() => {
+      sub.close();
+      reject(new Error(`no answer from ${client.url} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const sub = client.subscribe(filters, {
+      onEvent: (e) => {
+        if (eose) return finish(e);
+        if (!best || e.created_at > best.created_at) best = e;
+      },
+      onEose: () => {
+        eose = true;
+        if (best) return finish(best);
+        clearTimeout(timer);
+        timer = setTimeout(() => finish(undefined), lingerMs);
+      },
+      onClosed: (m) => {
+        clearTimeout(timer);
+        reject(new Error(m));
+      },
+    });
+  });
+}
