@@ -43,14 +43,15 @@ describe('DVMCP bridge under wrangler dev', () => {
     const { provider } = reg.json as { provider: string; id: string };
     expect(reg.json).toEqual({ provider: expect.stringMatching(/^[0-9a-f]{64}$/), id });
 
-    // Its announcements on the public shard.
+    // Its announcements on the public shard (the provider key is the owner's, shared with the
+    // servers other e2e files register, so only this server's d tags are looked at).
     const reader = clients.create(`${relayUrl}/`).client;
     let announced: string[] = [];
     const found: NostrEvent[] = [];
     for (let i = 0; i < 100 && found.length < 2; i++) {
       found.length = 0;
       await new Promise<void>((resolve) => {
-        const sub = reader.subscribe([{ kinds: [31316, 31317], authors: [provider] }], {
+        const sub = reader.subscribe([{ kinds: [31316, 31317], authors: [provider], '#d': [id, `${id}/tools/list`] }], {
           onEvent: (e) => found.push(e),
           onEose: () => {
             sub.close();

@@ -17,8 +17,15 @@ const agentUrl = inject('agentHttpUrl');
 const DEMO_OWNER_SK = sha256(new TextEncoder().encode('edgestr demo owner (local development only)'));
 
 
-const example = (file: string, args: string[], env: Record<string, string>) =>
-  promisify(execFile)('node', [`examples/${file}`, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 25_000 });
+/** Runs an example; a failure carries what it printed (a timeout would otherwise show nothing). */
+async function example(file: string, args: string[], env: Record<string, string>) {
+  try {
+    return await promisify(execFile)('node', [`examples/${file}`, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 25_000 });
+  } catch (e) {
+    const { stdout, stderr, signal } = e as { stdout?: string; stderr?: string; signal?: string };
+    throw new Error(`examples/${file} failed${signal ? ` (${signal})` : ''}\nstdout: ${stdout ?? ''}\nstderr: ${stderr ?? ''}`);
+  }
+}
 
 describe('examples/', () => {
   it('ask.mjs streams the demo agent\'s answer', async () => {
