@@ -397,7 +397,6 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return importLines(lines, this.verifier, (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]));
   }
 
-  /** Verifies an EVENT or AUTH payload: shape, then id and signature. */
   /**
    * The signed event of an EVENT or AUTH message: a token of the connection's `bucket` is taken
    * before any signature work (no bucket: exempt), then shape, id and signature are checked.
