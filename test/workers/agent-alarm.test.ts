@@ -5,6 +5,7 @@
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { agentStub } from '../../workers/api/agents.js';
+import type { Agent } from '../../workers/agent/agent-do.js';
 import { agentInfo, createTestAgent } from './agent-helpers.js';
 
 describe('agent alarm', () => {
@@ -12,7 +13,8 @@ describe('agent alarm', () => {
     const agent = await createTestAgent();
     expect(await agentInfo(agent)).toBeDefined(); // connected and announced
     const stub = agentStub(env, agent);
-    const { soon, after } = await runInDurableObject(stub, async (instance, state) => {
+    const { soon, after } = await runInDurableObject(stub, async (i, state) => {
+      const instance = i as Agent;
       const soon = Date.now() + 50;
       await state.storage.setAlarm(soon); // what update() does while the alarm below is running
       await instance.alarm();
@@ -25,7 +27,8 @@ describe('agent alarm', () => {
     const agent = await createTestAgent();
     expect(await agentInfo(agent)).toBeDefined();
     const stub = agentStub(env, agent);
-    const { before, after } = await runInDurableObject(stub, async (instance, state) => {
+    const { before, after } = await runInDurableObject(stub, async (i, state) => {
+      const instance = i as Agent;
       await state.storage.deleteAlarm();
       const before = Date.now();
       await instance.alarm();
