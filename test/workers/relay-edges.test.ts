@@ -9,6 +9,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
 import { SHARD_HEADER, shardStub } from '../../workers/common/shards.js';
 import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
+import { RelayShard } from '../../workers/relay-do/shard.js';
 import { BASE, connect, edgesOf, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
 
 const K = 4;
@@ -121,6 +122,35 @@ describe('a shard with four edges', () => {
     const second = sign(owner, { content: 'listening again' });
     expect((await publisher.publish(second))[2]).toBe(true);
     expect(await s.next(eventFrame(second.id))).toEqual(['EVENT', 'two', second]);
+  });
+
+  it('an edge the primary drops live events for closes the subscriptions that missed them; a new REQ gets everything', async () => {
+    const owner = freshOwner();
+    const [s, t] = await onEveryEdge(owner.pk);
+    if (!s || !t) throw new Error('two edges expected');
+    await s.req('old', { kinds: [1], authors: [owner.pk] });
+    await t.req('other', { kinds: [1], authors: [owner.pk] });
+    const events = Array.from({ length: 10 }, (_, n) => sign(owner, { content: `burst ${n}` }));
+    const answers = await runInDurableObject(shardStub(env, owner.pk), (_i, state) => {
+      // The primary as a deployment with a small edge queue runs it, taking ten events in one batch:
+      // each edge's queue passes 1,000 bytes and drops what it held.
+      const primary = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ edge_delivery_queue_bytes: 1000 }) });
+      const origin = { authed: [], ip: '127.0.0.1', internal: false, relayUrl: s.url };
+      return primary.edgeBatch(owner.pk, events.map((event) => ({ op: 'event', event, origin })));
+    });
+    expect(answers).toEqual(events.map(() => ({ op: 'ok', accepted: true, message: '' })));
+    const lost = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
+    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'old', lost]);
+    expect(await t.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'other', lost]);
+    // Subscribing again gives every event, and the live ones after it.
+    const again = await s.req('again', { kinds: [1], authors: [owner.pk] });
+    expect(new Set(again.events.map((e) => e.id))).toEqual(new Set(events.map((e) => e.id)));
+    const publisher = await connect(`/r/${owner.pk}`);
+    const after = sign(owner, { content: 'after the loss' });
+    expect((await publisher.publish(after))[2]).toBe(true);
+    expect(await s.next(eventFrame(after.id))).toEqual(['EVENT', 'again', after]);
+    // The closed subscriptions got no event of the burst: the loss reached them before the events that followed it.
+    for (const [sock, sid] of [[s, 'old'], [t, 'other']] as const) expect(sock.frames.filter((f) => f[0] === 'EVENT' && f[1] === sid)).toEqual([]);
   });
 
   it('COUNT and the NIP-OA proof of an AUTH made at an edge are answered by the primary', async () => {

@@ -175,7 +175,7 @@ describe('hibernation', () => {
       // At K = 1 the woken shard takes the EVENT itself; on an edge, the primary's delivery is what
       // reaches the subscriptions, so the woken edge is handed that delivery.
       if (edgesOf(owner.pk) === 1) await woken.webSocketMessage(sockets[0]!, JSON.stringify(['EVENT', resp]));
-      else woken.deliver([{ stamp: { epoch: 1, seq: 1 }, event: resp, raw: eventJson(resp) }]);
+      else woken.deliver([{ stamp: { epoch: 1, seq: 1 }, event: resp, raw: eventJson(resp) }], undefined);
     });
     // The woken instance delivered the private event: it knew both the subscription and the AUTH.
     expect(await sub.next((f) => f[0] === 'EVENT')).toEqual(['EVENT', 'live', resp]);

@@ -1,28 +1,49 @@
 // The primary's side of live fan-out to its edge objects (docs/SCALING.md): which edges listen
 // (stored, so it survives the primary's hibernation), and each accepted event sent once per
 // listening edge, in order, batched: one `deliver` RPC in flight per edge, the events accepted
-// meanwhile forming its next batch (within the bounds of edge-wire.ts). With no edge listening (K = 1) `publish` returns at once.
+// meanwhile forming its next batch (within the bounds of edge-wire.ts). With no edge listening
+// (K = 1) `publish` returns at once.
+//
+// What an edge has not taken yet is bounded (`edge_delivery_queue_bytes`): past it, and when a
+// deliver call fails, the events are dropped and the edge is told the stamp of the last one lost
+// on its next deliver call (retried with backoff when nothing else is to be sent), so that it can
+// close the subscriptions that missed them instead of leaving gaps nobody sees.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { errorMessage } from '../../src/shared/errors.js';
-import { MAX_BATCH_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Stamp } from './edge-wire.js';
+import { later, MAX_BATCH_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Lost, type Stamp } from './edge-wire.js';
 
 /** What the fan-out needs of an edge object. */
 export interface EdgeReceiver {
-  deliver(items: Delivery[]): Promise<void>;
+  deliver(items: Delivery[], lost: Lost): Promise<void>;
 }
+
+/** What is waiting for one edge: events in order, their bytes, and the last stamp dropped since its last deliver call. */
+interface EdgeQueue {
+  items: Delivery[];
+  bytes: number;
+  lost: Lost;
+  /** Consecutive failed deliver calls. */
+  failures: number;
+}
+
+/** After a failed deliver call the next one waits 250 ms, 500 ms, … up to 8 s, while the edge listens. */
+const RETRY_MS = 250;
+const MAX_RETRY_MS = 8_000;
 
 export class EdgeFanout {
   private readonly listening: Set<number>;
   private epoch: number | undefined;
   private seq = 0;
-  private readonly queues = new Map<number, Delivery[]>();
+  private readonly queues = new Map<number, EdgeQueue>();
   private readonly sending = new Set<number>();
   private scheduled = false;
 
   constructor(
     private readonly sql: SqlStorage,
     private readonly edge: (i: number) => EdgeReceiver,
+    /** RelayLimits.edge_delivery_queue_bytes. */
+    private readonly maxQueuedBytes: number,
   ) {
     sql.exec('CREATE TABLE IF NOT EXISTS edges_listening (edge INTEGER PRIMARY KEY) WITHOUT ROWID');
     this.listening = new Set(sql.exec<{ edge: number }>('SELECT edge FROM edges_listening').toArray().map((r) => r.edge));
@@ -37,6 +58,9 @@ export class EdgeFanout {
   idle(i: number): void {
     if (!this.listening.delete(i)) return;
     this.sql.exec('DELETE FROM edges_listening WHERE edge = ?', i);
+    // Nothing held for it matters any more: it has no subscriptions.
+    const queue = this.queues.get(i);
+    if (queue) Object.assign(queue, { items: [], bytes: 0, lost: undefined });
   }
 
   /** Where the sequence of deliveries stands: every event published later has a later stamp. */
@@ -50,9 +74,14 @@ export class EdgeFanout {
     this.seq += 1;
     const item: Delivery = { stamp: { epoch: this.currentEpoch(), seq: this.seq }, event, raw };
     for (const i of this.listening) {
-      const queue = this.queues.get(i);
-      if (queue) queue.push(item);
-      else this.queues.set(i, [item]);
+      let queue = this.queues.get(i);
+      if (!queue) this.queues.set(i, (queue = { items: [], bytes: 0, lost: undefined, failures: 0 }));
+      if (queue.items.length > 0 && queue.bytes + raw.length > this.maxQueuedBytes) {
+        console.error(`relay shard: edge ${i} is behind by ${queue.items.length} live events (${queue.bytes} bytes); they are dropped and its subscriptions told`);
+        this.drop(queue, queue.items);
+      }
+      queue.items.push(item);
+      queue.bytes += raw.length;
     }
     if (!this.scheduled) {
       this.scheduled = true;
@@ -76,33 +105,60 @@ export class EdgeFanout {
     return this.epoch;
   }
 
+  /** Drops `batch` (taken from `queue`, or its whole content): the edge learns of it on its next deliver call. */
+  private drop(queue: EdgeQueue, batch: Delivery[]): void {
+    queue.lost = later(queue.lost, batch.at(-1)?.stamp);
+    if (batch === queue.items) {
+      queue.items = [];
+      queue.bytes = 0;
+    }
+  }
+
   private flush(i: number): void {
     if (this.sending.has(i)) return;
     const queue = this.queues.get(i);
-    if (!queue || queue.length === 0) {
+    if (!queue || (queue.items.length === 0 && !queue.lost)) {
       this.queues.delete(i);
       return;
     }
     const batch = takeBatch(queue);
+    const lost = queue.lost;
+    queue.lost = undefined;
     this.sending.add(i);
+    let retryIn = 0;
     this.edge(i)
-      .deliver(batch)
-      .catch((e: unknown) => console.error(`relay shard: ${batch.length} live events not delivered to edge ${i}: ${errorMessage(e)}`))
+      .deliver(batch, lost)
+      .then(
+        () => void (queue.failures = 0),
+        (e: unknown) => {
+          queue.failures += 1;
+          queue.lost = later(lost, queue.lost);
+          this.drop(queue, batch);
+          console.error(`relay shard: ${batch.length} live events not delivered to edge ${i} (attempt ${queue.failures}): ${errorMessage(e)}`);
+          retryIn = Math.min(MAX_RETRY_MS, RETRY_MS * 2 ** (queue.failures - 1));
+        },
+      )
       .finally(() => {
-        this.sending.delete(i);
-        this.flush(i);
+        const next = () => {
+          this.sending.delete(i);
+          this.flush(i);
+        };
+        if (retryIn > 0) setTimeout(next, retryIn);
+        else next();
       });
   }
 }
 
-/** Removes and returns the first deliveries of `queue` that fit in one deliver call (at least one). */
-function takeBatch(queue: Delivery[]): Delivery[] {
+/** Removes and returns the first deliveries of `queue` that fit in one deliver call (none when it is empty). */
+function takeBatch(queue: EdgeQueue): Delivery[] {
   let bytes = 0;
   let n = 0;
-  while (n < queue.length && n < MAX_DELIVERY_EVENTS) {
-    bytes += queue[n]!.raw.length;
-    if (n > 0 && bytes > MAX_BATCH_BYTES) break;
+  while (n < queue.items.length && n < MAX_DELIVERY_EVENTS) {
+    const size = queue.items[n]!.raw.length;
+    if (n > 0 && bytes + size > MAX_BATCH_BYTES) break;
+    bytes += size;
     n += 1;
   }
-  return queue.splice(0, n);
+  queue.bytes -= bytes;
+  return queue.items.splice(0, n);
 }

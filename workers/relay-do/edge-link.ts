@@ -9,6 +9,10 @@
 // that arrive while the history is in flight wait, and afterwards only events stamped after the
 // history's stamp are sent (the rest were in the history, or were ephemeral events published
 // before the REQ, which a single object would not have sent either).
+//
+// Lost deliveries (the primary dropped events for this edge, see edge-fanout.ts): each subscription
+// whose history is older than the last lost event is closed with LIVE_EVENTS_LOST, so its client
+// subscribes again (with `since`) rather than keep a stream with a hole in it.
 
 import { errorMessage } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -16,7 +20,20 @@ import type { Filter } from '../../src/shared/filters.js';
 import { relayMessage } from '../../src/shared/messages.js';
 import { send, type Connection } from './connections.js';
 import { delivers } from './read-policy.js';
-import { isAfter, MAX_ANSWER_BYTES, MAX_BATCH_BYTES, MAX_BATCH_OPS, opBytes, type Delivery, type EdgeAnswer, type EdgeOp, type Stamp, type WireOrigin } from './edge-wire.js';
+import {
+  isAfter,
+  later,
+  MAX_ANSWER_BYTES,
+  MAX_BATCH_BYTES,
+  MAX_BATCH_OPS,
+  opBytes,
+  type Delivery,
+  type EdgeAnswer,
+  type EdgeOp,
+  type Lost,
+  type Stamp,
+  type WireOrigin,
+} from './edge-wire.js';
 
 /** What the edge needs of its primary. */
 export interface PrimaryLink {
@@ -33,7 +50,12 @@ interface Pending {
 interface SubStream {
   buffer: Delivery[] | undefined;
   seen: Stamp | undefined;
+  /** While buffering: the last stamp the primary reported lost. */
+  lost: Lost;
 }
+
+/** The CLOSED message of a subscription that missed live events. */
+export const LIVE_EVENTS_LOST = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
 
 const unreachable = (e: unknown): EdgeAnswer => ({ op: 'error', message: `error: the shard could not be reached (${errorMessage(e)}); try again` });
 
@@ -88,7 +110,7 @@ export class EdgeLink {
   subscribe(conn: Connection, subId: string, filters: Filter[]): Promise<void> {
     let streams = this.streams.get(conn);
     if (!streams) this.streams.set(conn, (streams = new Map()));
-    const stream: SubStream = { buffer: [], seen: undefined };
+    const stream: SubStream = { buffer: [], seen: undefined, lost: undefined };
     streams.set(subId, stream);
     if (this.listening !== true) this.setListening(true);
     return this.call({ op: 'query', filters, readers: [...conn.authed] }, (a) => {
@@ -105,6 +127,7 @@ export class EdgeLink {
       stream.seen = a.stamp;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
       for (const d of buffered) if (isAfter(d.stamp, a.stamp)) send(conn, relayMessage.event(subId, d.raw));
+      if (stream.lost && isAfter(stream.lost, a.stamp)) this.close(conn, subId);
     });
   }
 
@@ -117,12 +140,13 @@ export class EdgeLink {
    * The primary's accepted events: each to the subscriptions of this edge that match and may read
    * it, event after event (a connection gets its frames in the primary's order, as from one object).
    */
-  deliver(items: Delivery[]): void {
+  deliver(items: Delivery[], lost: Lost): void {
     let subscribed = false;
     for (const conn of this.connections()) {
       if (conn.subs.size === 0) continue;
       subscribed = true;
       const streams = this.streams.get(conn);
+      if (lost) this.lose(conn, streams, lost);
       for (const d of items) {
         for (const [sid, filters] of conn.subs) {
           if (!delivers(filters, d.event, conn.authed)) continue;
@@ -133,6 +157,21 @@ export class EdgeLink {
       }
     }
     if (!subscribed && this.listening !== false) this.setListening(false);
+  }
+
+  /** Closes each subscription of `conn` that may have missed events up to `lost`; those still reading history close after it. */
+  private lose(conn: Connection, streams: Map<string, SubStream> | undefined, lost: Stamp): void {
+    for (const sid of [...conn.subs.keys()]) {
+      const stream = streams?.get(sid);
+      if (stream?.buffer) stream.lost = later(stream.lost, lost);
+      else if (!stream?.seen || !isAfter(stream.seen, lost)) this.close(conn, sid);
+    }
+  }
+
+  private close(conn: Connection, subId: string): void {
+    this.dropSub(conn, subId);
+    this.forget(conn, subId);
+    send(conn, relayMessage.closed(subId, LIVE_EVENTS_LOST));
   }
 
   /** Tells the primary whether to send live events here (in order with the other operations); unknown again if that failed. */

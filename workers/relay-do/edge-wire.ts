@@ -57,6 +57,16 @@ export interface Delivery {
 }
 
 /**
+ * Set on a deliver call when the primary dropped deliveries meant for this edge (its queue for the
+ * edge passed `edge_delivery_queue_bytes`, or a deliver call failed): the stamp of the last one
+ * dropped. A subscription that had not seen up to there may have missed events.
+ */
+export type Lost = Stamp | undefined;
+
+/** The later of two stamps (either may be absent). */
+export const later = (a: Lost, b: Lost): Lost => (!a ? b : !b ? a : isAfter(a, b) ? a : b);
+
+/**
  * Bounds of one RPC (well under the runtime's limit on a message): an edgeBatch carries at most
  * MAX_BATCH_OPS operations and about MAX_BATCH_BYTES of events and filters, and at most as many
  * history queries as fit MAX_ANSWER_BYTES at max_query_bytes each (at least one of anything); a

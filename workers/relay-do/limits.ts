@@ -52,6 +52,13 @@ export const RelayLimitsSchema = z.strictObject({
    */
   ingest_batch_max: z.number().int().positive().max(1000).default(64),
   ingest_batch_window_ms: z.number().int().nonnegative().max(1000).default(2),
+  /**
+   * With edge objects (RELAY_EDGES): bytes of accepted events the primary holds for one edge that is
+   * slower than the shard's writes. Past it the held events are dropped and the edge closes the
+   * subscriptions that may have missed them (docs/SCALING.md "Lost deliveries"). The events are
+   * shared by all edges' queues, so this bounds the primary's memory for fan-out as a whole.
+   */
+  edge_delivery_queue_bytes: z.number().int().positive().default(8_388_608),
 });
 
 export type RelayLimits = z.infer<typeof RelayLimitsSchema>;

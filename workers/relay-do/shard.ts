@@ -33,7 +33,7 @@ import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER, shardStub, type ShardBindi
 import { EDGE_HEADER, edgeStub, MAX_EDGES } from '../common/edges.js';
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink } from './edge-link.js';
-import type { Delivery, EdgeAnswer, EdgeOp } from './edge-wire.js';
+import type { Delivery, EdgeAnswer, EdgeOp, Lost } from './edge-wire.js';
 import { VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
 import { exportPage, type ExportPage, type ExportRange } from './export.js';
@@ -93,7 +93,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, new VanishList(sql), this.retention);
     this.plan = new OwnerPlan(sql, env);
     this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
-    this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i));
+    this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i), this.limits.edge_delivery_queue_bytes);
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -269,11 +269,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
   }
 
-  /** Internal RPC from the shard's primary (this object is an edge): accepted events for its subscriptions. */
-  deliver(items: Delivery[]): void {
+  /**
+   * Internal RPC from the shard's primary (this object is an edge): accepted events for its
+   * subscriptions, and the stamp of the last one it dropped on the way here, if it did.
+   */
+  deliver(items: Delivery[], lost: Lost): void {
     const edge = this.edge();
     if (!edge) throw new Error('relay shard: deliver reached an object that is not an edge of its shard');
-    edge.deliver(items);
+    edge.deliver(items, lost);
   }
 
   private clockSeconds(): number {
