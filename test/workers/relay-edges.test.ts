@@ -153,6 +153,22 @@ describe('a shard with four edges', () => {
     for (const [sock, sid] of [[s, 'old'], [t, 'other']] as const) expect(sock.frames.filter((f) => f[0] === 'EVENT' && f[1] === sid)).toEqual([]);
   });
 
+  it('a deliver call that fails is tried again, carrying what was held meanwhile; later subscriptions are left open', async () => {
+    const owner = freshOwner();
+    const publisher = await connectEdge(owner.pk, 0);
+    // The primary is told edge 3 listens before any socket made that object an edge: its deliver calls fail.
+    await runInDurableObject(shardStub(env, owner.pk), (primary: RelayShard) => primary.edgeBatch(owner.pk, [{ op: 'listen', edge: 3 }]));
+    const first = sign(owner, { content: 'undeliverable' });
+    expect(await publisher.publish(first)).toEqual(['OK', first.id, true, '']);
+    // Edge 3 becomes an edge; its REQ's history holds the lost event, so the loss does not close it.
+    const late = await connectEdge(owner.pk, 3);
+    expect((await late.req('late', { kinds: [1], authors: [owner.pk] })).events).toEqual([first]);
+    const second = sign(owner, { content: 'after the retry' });
+    expect((await publisher.publish(second))[2]).toBe(true);
+    expect(await late.next(eventFrame(second.id))).toEqual(['EVENT', 'late', second]);
+    expect(late.frames.filter((f) => f[0] === 'CLOSED' || eventFrame(first.id)(f))).toEqual([]);
+  });
+
   it('COUNT and the NIP-OA proof of an AUTH made at an edge are answered by the primary', async () => {
     const owner = freshOwner();
     const [s, t] = await onEveryEdge(owner.pk);

@@ -164,7 +164,7 @@ export class EdgeLink {
     for (const sid of [...conn.subs.keys()]) {
       const stream = streams?.get(sid);
       if (stream?.buffer) stream.lost = later(stream.lost, lost);
-      else if (!stream?.seen || !isAfter(stream.seen, lost)) this.close(conn, sid);
+      else if (!stream?.seen || isAfter(lost, stream.seen)) this.close(conn, sid);
     }
   }
 
