@@ -16,14 +16,14 @@
 // does not write the report.
 
 import { existsSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { agentBench } from './lib/agent.mjs';
 import { bridgeBench } from './lib/bridge.mjs';
 import { Deadline, makeSigner } from './lib/client.mjs';
 import { machineFacts } from './lib/facts.mjs';
-import { renderReport, renderTable } from './lib/report.mjs';
+import { previousFigures, renderReport, renderTable } from './lib/report.mjs';
 import { fanout, memory, reqLatency, verifyAndIngest } from './lib/scenarios.mjs';
 import { edgeHops } from './lib/edges.mjs';
 import { ROOT, startRelay, workerdCpuMeter, workerdRssMeter } from './lib/server.mjs';
@@ -169,6 +169,8 @@ async function main() {
   const disk = runs('relay')
     ? await withRelay(tmpdir(), signer, deadline, async (common) => {
         const ingest = await attempt('disk: ingest vs. raw verification', () => verifyAndIngest({ ...common, ...CONFIG.ingest }), errors);
+        // Memory before the fan-out pass: its 1,000 sockets would leave memory for the next ones to reuse.
+        const memoryUse = await attempt('disk: memory per connection and subscription', () => memory({ ...common, ...CONFIG.memory }), errors);
         const fanned = await attempt('disk: publish → receive fan-out', () => fanout({ ...common, ...CONFIG.fanout }), errors);
         const req = await attempt('disk: REQ latency', () => reqLatency({ ...common, ...CONFIG.req }), errors);
         const baseline = {
@@ -177,7 +179,6 @@ async function main() {
           subscriberCpuUs: cpuPerSubscriberUs(fanned),
         };
         const hops = await attempt('disk: per-hop costs of the edge design', () => edgeHops({ ...common, ...CONFIG.hops, baseline }), errors);
-        const memoryUse = await attempt('disk: memory per connection and subscription', () => memory({ ...common, ...CONFIG.memory }), errors);
         return { ingest, fanout: fanned, req, hops, memory: memoryUse };
       })
     : undefined;
@@ -213,6 +214,7 @@ async function main() {
     agent,
     bridge,
     errors,
+    previous: existsSync(REPORT) ? previousFigures(await readFile(REPORT, 'utf8')) : undefined,
   };
   if (QUICK || ONLY.length > 0) {
     log(QUICK ? 'BENCH_QUICK=1: small sizes, report not written' : `BENCH_ONLY=${ONLY.join(',')}: report not written`);

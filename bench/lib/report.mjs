@@ -27,7 +27,8 @@ import { NOSFLARE } from './scenarios.mjs';
  * @typedef {import('./bridge.mjs').BridgeResult} BridgeResult
  * @typedef {{ facts: Record<string, string | number>, config: typeof import('../run.mjs').CONFIG, relayLimits: string,
  *   storage: { disk: string, tmpfs: string }, passes: string[], disk?: PassResult, tmpfs?: PassResult, agent?: AgentResult,
- *   bridge?: BridgeResult, errors: Record<string, string> }} Report
+ *   bridge?: BridgeResult, errors: Record<string, string>, previous?: Previous }} Report
+ * @typedef {{ date: string, values: Map<string, string> }} Previous
  */
 
 const int = (/** @type {number} */ x) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a');
@@ -68,6 +69,46 @@ const eventsLabel = (a) =>
 /** @param {string[]} header @param {string[][]} rows */
 function table(header, rows) {
   return [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+}
+
+/**
+ * The figures of the report this run replaces (docs/BENCHMARKS.md as it was): its run's date and
+ * the value of each row of its Results and per-hop tables, by the row's first cell.
+ * @param {string} markdown @returns {Previous}
+ */
+export function previousFigures(markdown) {
+  const date = /comes from the run of\s+(\d{4}-\d\d-\d\dT[\d:.]+Z)/.exec(markdown)?.[1] ?? 'unknown date';
+  /** @type {Map<string, string>} */
+  const values = new Map();
+  /** Column of the value in the table being read; -1: not a table of figures (or outside any table). */
+  let column = -1;
+  let header = false;
+  for (const line of markdown.split('\n')) {
+    if (!line.startsWith('| ') || !line.endsWith(' |')) {
+      header = false;
+      column = -1;
+      continue;
+    }
+    const cells = line.slice(2, -2).split(' | ');
+    if (!header) {
+      header = true;
+      column = cells[0] === 'metric' ? cells.indexOf('value') : cells[0] === 'hop' ? cells.indexOf('cost') : -1;
+    } else if (column > 0 && cells[0] !== '---') {
+      values.set(cells[0] ?? '', cells[column] ?? '');
+    }
+  }
+  return { date, values };
+}
+
+/**
+ * `rows` with the previous run's figure of each row after its value (column 2), and the header with
+ * that column, when there is a previous report.
+ * @param {string[]} header @param {string[][]} rows @param {Previous | undefined} previous @returns {[string[], string[][]]}
+ */
+function withPrevious(header, rows, previous) {
+  if (!previous) return [header, rows];
+  const add = (/** @type {string[]} */ row, /** @type {string} */ cell) => [...row.slice(0, 2), cell, ...row.slice(2)];
+  return [add(header, `previous run (${previous.date})`), rows.map((row) => add(row, previous.values.get(row[0] ?? '') ?? '—'))];
 }
 
 /** The required metrics: [metric, value, target, met, where measured]. @param {Report} r */
@@ -307,6 +348,7 @@ function projectionRows(h) {
   ]);
 }
 
+const METRIC_HEADER = ['metric', 'value', 'target', 'met', 'measured at'];
 const projectionHeader = ['K', 'ingest (no subscribers)', ...PROJECTED_SUBSCRIBERS.map((n) => `fan-out to ${int(n)} subscribers`)];
 
 /** The summary printed at the end of a run. @param {Report} r */
@@ -316,9 +358,9 @@ export function renderTable(r) {
   const errors = Object.entries(r.errors).map(([k, v]) => `FAILED ${k}: ${v}`);
   const hops = r.disk?.hops;
   const edges = hops
-    ? ['', 'Edge design (docs/SCALING.md): per-hop costs inside workerd', '', table(['hop', 'cost'], hopRows(hops)), '', `Projected (batch of ${PROJECTION_BATCH})`, '', table(projectionHeader, projectionRows(hops))]
+    ? ['', 'Edge design (docs/SCALING.md): per-hop costs inside workerd', '', table(...withPrevious(['hop', 'cost'], hopRows(hops), r.previous)), '', `Projected (batch of ${PROJECTION_BATCH})`, '', table(projectionHeader, projectionRows(hops))]
     : [];
-  return [head, '', table(['metric', 'value', 'target', 'met', 'measured at'], metricRows(r)), ...edges, ...(errors.length ? ['', ...errors] : [])].join('\n');
+  return [head, '', table(...withPrevious(METRIC_HEADER, metricRows(r), r.previous)), ...edges, ...(errors.length ? ['', ...errors] : [])].join('\n');
 }
 
 /** @param {BridgeResult | undefined} b */
@@ -343,8 +385,8 @@ and prints the table; \`BENCH_QUICK=1 npm run bench\` is a small smoke run that 
 and writes nothing).
 
 ## Results
-
-${table(['metric', 'value', 'target', 'met', 'measured at'], metricRows(r))}
+${r.previous ? `\nEach figure is shown next to the previous run's (the report this run replaced), measured on whatever\nthe machine was doing then: compare ratios rather than rates, and both with their targets.\n` : ''}
+${table(...withPrevious(METRIC_HEADER, metricRows(r), r.previous))}
 ${Object.keys(r.errors).length ? `\nFailed scenarios:\n\n${Object.entries(r.errors).map(([k, v]) => `- ${k}: ${v}`).join('\n')}\n` : ''}
 Context:
 
@@ -413,7 +455,8 @@ with libsecp256k1 (\`nostr-wasm\`) before any clock starts.
   ${NOSFLARE.sockets} of the sockets above (at most 64 unanswered each), first send → last OK, three
   times (median). nosflare's ${NOSFLARE.rate} events/s is the figure issue #12 quotes for the same
   shape of run; it is not measured here.
-- **Memory** (disk pass): a fresh owner shard is woken by one connection with one subscription,
+- **Memory** (disk pass, right after the ingest rounds and before the fan-out pass, whose sockets
+  would leave memory behind for these to reuse): a fresh owner shard is woken by one connection with one subscription,
   then ${int(c.memory.connections)} idle connections are opened, then ${c.memory.subscriptions} subscriptions on each
   (\`{"authors":[random],"kinds":[1]}\`, so each has its own fan-out index entry); VmRSS of the workerd
   process is read from \`/proc\` 1 s after each step. Bytes per connection = growth ÷ connections;
@@ -501,7 +544,7 @@ timed inside workerd (\`/__bench/hops\` and \`/__bench/sockets\` of bench/worker
 The RPC is one Durable Object calling another's method with a batch of events and awaiting the
 answer; on one local workerd both ends run on the same thread, so its time is the work of both.
 
-${r.disk?.hops ? table(['hop', 'cost'], hopRows(r.disk.hops)) : 'n/a'}
+${r.disk?.hops ? table(...withPrevious(['hop', 'cost'], hopRows(r.disk.hops), r.previous)) : 'n/a'}
 
 Projected from these costs and the ingest measured above (formulas in bench/lib/edges.mjs, batches
 of ${PROJECTION_BATCH} events). One local workerd runs every object on one thread, so a gain from K > 1 is
