@@ -55,7 +55,7 @@ interface SubStream {
 }
 
 /** The CLOSED message of a subscription that missed live events. */
-export const LIVE_EVENTS_LOST = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
+const LIVE_EVENTS_LOST = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
 
 const unreachable = (e: unknown): EdgeAnswer => ({ op: 'error', message: `error: the shard could not be reached (${errorMessage(e)}); try again` });
 
