@@ -471,7 +471,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const overPlan = ctx.owner === null ? undefined : this.plan.check(isStored(e.kind), bytes, ctx.internal, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
-    const outcome = this.store.insert(e, raw, this.ctx.storage);
+    const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction
     switch (outcome.status) {
       case 'duplicate':
         return { accepted: true, message: 'duplicate: already have this event' };

@@ -114,7 +114,11 @@ export class EventStore {
     return storage.transactionSync(() => this.insertInTransaction(e, raw));
   }
 
-  private insertInTransaction(e: NostrEvent, raw: string): InsertOutcome {
+  /**
+   * `insert` for a caller that already holds the transaction (the shard's write batch): no savepoint
+   * of its own, since a throw here fails the caller's whole transaction anyway.
+   */
+  insertInTransaction(e: NostrEvent, raw: string): InsertOutcome {
     const sql = this.sql;
     if (e.kind !== KIND.DELETION && this.isDeleted(e)) {
       return sql.exec('SELECT 1 FROM events WHERE id = ?', e.id).toArray().length ? { status: 'duplicate' } : { status: 'deleted' };
