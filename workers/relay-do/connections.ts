@@ -97,11 +97,20 @@ export class ConnectionStore {
    * (ctx.getWebSockets()), so the index holds every subscription of the shard.
    */
   subscribersOf(e: NostrEvent, sockets: () => WebSocket[]): Set<Subscription<Connection>> {
-    if (!this.complete) {
-      for (const ws of sockets()) this.get(ws);
-      this.complete = true;
-    }
+    this.loadAll(sockets);
     return this.index.candidates(e);
+  }
+
+  /** Whether any connection of the shard has a live subscription (loading them all after a wake, as `subscribersOf`). */
+  hasSubscriptions(sockets: () => WebSocket[]): boolean {
+    this.loadAll(sockets);
+    return !this.index.empty;
+  }
+
+  private loadAll(sockets: () => WebSocket[]): void {
+    if (this.complete) return;
+    for (const ws of sockets()) this.get(ws);
+    this.complete = true;
   }
 
   open(ws: WebSocket, att: Attachment): Connection {

@@ -3,7 +3,8 @@
 // write path, REQ history, COUNT, ownership proofs) goes to the primary as operations, queued in
 // the order the edge's connections sent them and sent in batches: one `edgeBatch` RPC in flight,
 // the operations queued meanwhile forming the next one. The primary sends back accepted events
-// (`deliver`), which the edge fans out to its own subscriptions with the read policy.
+// (`deliver`), which the edge fans out to its own subscriptions through the same fan-out index as a
+// single object (fanout-index.ts), with the read policy.
 //
 // Exactly once: a REQ's subscription is registered before its history is asked for, deliveries
 // that arrive while the history is in flight wait, and afterwards only events stamped after the
@@ -19,6 +20,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import type { Filter } from '../../src/shared/filters.js';
 import { relayMessage } from '../../src/shared/messages.js';
 import { send, type Connection } from './connections.js';
+import type { Subscription } from './fanout-index.js';
 import { delivers } from './read-policy.js';
 import {
   isAfter,
@@ -38,6 +40,16 @@ import {
 /** What the edge needs of its primary. */
 export interface PrimaryLink {
   edgeBatch(shard: string, ops: EdgeOp[]): Promise<EdgeAnswer[]>;
+}
+
+/** What the edge needs of its own connections: their subscriptions, through the fan-out index. */
+export interface EdgeConnections {
+  /** The subscriptions that may match an event (fanout-index.ts; checked exactly here). */
+  candidates(e: NostrEvent): Iterable<Subscription<Connection>>;
+  /** Whether any connection has a subscription. */
+  subscribed(): boolean;
+  /** Every connection (to close what a loss touched). */
+  all(): Iterable<Connection>;
 }
 
 interface Pending {
@@ -72,7 +84,7 @@ export class EdgeLink {
     /** The shard's name as the router gives it (SHARD_HEADER): "public" or the owner's hex. */
     private readonly shard: string,
     private readonly primary: () => PrimaryLink,
-    private readonly connections: () => Iterable<Connection>,
+    private readonly connections: EdgeConnections,
     /** Removes a subscription from a connection (its REQ failed at the primary). */
     private readonly dropSub: (conn: Connection, subId: string) => void,
     /** Bytes of events one history query may answer (RelayLimits.max_query_bytes). */
@@ -138,29 +150,28 @@ export class EdgeLink {
 
   /**
    * The primary's accepted events: each to the subscriptions of this edge that match and may read
-   * it, event after event (a connection gets its frames in the primary's order, as from one object).
+   * it (the fan-out index's candidates, checked exactly), event after event (a connection gets its
+   * frames in the primary's order, as from one object).
    */
   deliver(items: Delivery[], lost: Lost): void {
-    let subscribed = false;
-    for (const conn of this.connections()) {
-      if (conn.subs.size === 0) continue;
-      subscribed = true;
-      const streams = this.streams.get(conn);
-      if (lost) this.lose(conn, streams, lost);
-      for (const d of items) {
-        for (const [sid, filters] of conn.subs) {
-          if (!delivers(filters, d.event, conn.authed)) continue;
-          const stream = streams?.get(sid);
-          if (stream?.buffer) stream.buffer.push(d);
-          else if (!stream?.seen || isAfter(d.stamp, stream.seen)) send(conn, relayMessage.event(sid, d.raw));
-        }
+    if (!this.connections.subscribed()) {
+      if (this.listening !== false) this.setListening(false);
+      return;
+    }
+    if (lost) for (const conn of this.connections.all()) if (conn.subs.size > 0) this.lose(conn, lost);
+    for (const d of items) {
+      for (const { conn, sid, filters } of this.connections.candidates(d.event)) {
+        if (!delivers(filters, d.event, conn.authed)) continue;
+        const stream = this.streams.get(conn)?.get(sid);
+        if (stream?.buffer) stream.buffer.push(d);
+        else if (!stream?.seen || isAfter(d.stamp, stream.seen)) send(conn, relayMessage.event(sid, d.raw));
       }
     }
-    if (!subscribed && this.listening !== false) this.setListening(false);
   }
 
   /** Closes each subscription of `conn` that may have missed events up to `lost`; those still reading history close after it. */
-  private lose(conn: Connection, streams: Map<string, SubStream> | undefined, lost: Stamp): void {
+  private lose(conn: Connection, lost: Stamp): void {
+    const streams = this.streams.get(conn);
     for (const sid of [...conn.subs.keys()]) {
       const stream = streams?.get(sid);
       if (stream?.buffer) stream.lost = later(stream.lost, lost);

@@ -87,11 +87,13 @@ describe('FanoutIndex', () => {
 
   it('replaces a subscription with the same id, and forgets closed ones and dropped connections', () => {
     const index = new FanoutIndex<string>();
+    expect(index.empty).toBe(true);
     index.set('c1', 'one', 's', [{ kinds: [1] }]);
     index.set('c1', 'one', 's', [{ kinds: [7] }]);
     index.set('c1', 'one', 't', [{}]);
     index.set('c2', 'two', 's', [{ kinds: [1] }]);
     expect(index.size).toBe(3);
+    expect(index.empty).toBe(false);
     expect([...index.candidates(event({ kind: 1 }))].map((s) => `${s.key}/${s.sid}`).sort()).toEqual(['c1/t', 'c2/s']);
     index.delete('c1', 't');
     index.delete('c1', 'unknown');
@@ -101,6 +103,7 @@ describe('FanoutIndex', () => {
     expect([...index.candidates(event({ kind: 7 }))]).toEqual([]);
     index.deleteConnection('c2');
     expect(index.size).toBe(0);
+    expect(index.empty).toBe(true);
     expect([...index.candidates(event({ kind: 1 }))]).toEqual([]);
   });
 });

@@ -119,6 +119,11 @@ export class FanoutIndex<C> {
     return out;
   }
 
+  /** Whether no subscription is indexed. */
+  get empty(): boolean {
+    return this.byConnection.size === 0;
+  }
+
   /** Live subscriptions indexed. */
   get size(): number {
     let n = 0;

@@ -128,7 +128,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
               Number(row.value),
               shard.value,
               () => shardStub(this.env, this.shardOwner()),
-              () => this.connections(),
+              {
+                candidates: (e) => this.conns.subscribersOf(e, () => this.ctx.getWebSockets()),
+                subscribed: () => this.conns.hasSubscriptions(() => this.ctx.getWebSockets()),
+                all: () => this.connections(),
+              },
               (conn, sid) => this.conns.closeSub(conn, sid),
               this.limits.max_query_bytes,
             )
