@@ -8,10 +8,16 @@
 // deliver call fails, the events are dropped and the edge is told the stamp of the last one lost
 // on its next deliver call (retried with backoff when nothing else is to be sent), so that it can
 // close the subscriptions that missed them instead of leaving gaps nobody sees.
+//
+// A reset of the primary loses what it held in memory. So that this too is told, the primary
+// records the stamp of the last event it published (in the write batch's transaction, before any
+// OK or delivery of it leaves) and, per listening edge, the stamp its last deliver call was
+// answered up to; on its next start, each edge it owes events gets that last published stamp as
+// `lost`. A restart with nothing owed (the usual wake after hibernation) tells no one anything.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { errorMessage } from '../../src/shared/errors.js';
-import { later, MAX_BATCH_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Lost, type Stamp } from './edge-wire.js';
+import { isAfter, later, MAX_BATCH_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Lost, type Stamp } from './edge-wire.js';
 
 /** What the fan-out needs of an edge object. */
 export interface EdgeReceiver {
@@ -45,19 +51,49 @@ export class EdgeFanout {
     /** RelayLimits.edge_delivery_queue_bytes. */
     private readonly maxQueuedBytes: number,
   ) {
-    sql.exec('CREATE TABLE IF NOT EXISTS edges_listening (edge INTEGER PRIMARY KEY) WITHOUT ROWID');
+    sql.exec(`
+      CREATE TABLE IF NOT EXISTS edges_listening (edge INTEGER PRIMARY KEY) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS edges_delivered (edge INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
+    `);
     this.listening = new Set(sql.exec<{ edge: number }>('SELECT edge FROM edges_listening').toArray().map((r) => r.edge));
+    this.tellOwed();
+  }
+
+  /**
+   * After a start: each listening edge whose last answered deliver call is older than the last
+   * event published (or unknown) missed what the previous run of this object still held for it.
+   */
+  private tellOwed(): void {
+    const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'edge_published'").toArray()[0];
+    if (!row || this.listening.size === 0) return;
+    const [epoch, seq] = row.value.split(':').map(Number);
+    const published: Stamp = { epoch: epoch!, seq: seq! };
+    const delivered = new Map(
+      this.sql
+        .exec<{ edge: number; epoch: number; seq: number }>('SELECT edge, epoch, seq FROM edges_delivered')
+        .toArray()
+        .map((r) => [r.edge, { epoch: r.epoch, seq: r.seq }]),
+    );
+    for (const i of this.listening) {
+      const upTo = delivered.get(i);
+      if (upTo && !isAfter(published, upTo)) continue;
+      console.error(`relay shard: edge ${i} was owed live events up to ${row.value} when this primary restarted; its subscriptions are told`);
+      this.queues.set(i, { items: [], bytes: 0, lost: published, failures: 0 });
+    }
+    if (this.queues.size > 0) this.schedule();
   }
 
   listen(i: number): void {
     if (this.listening.has(i)) return;
     this.listening.add(i);
     this.sql.exec('INSERT OR IGNORE INTO edges_listening (edge) VALUES (?)', i);
+    this.delivered(i, this.stamp()); // nothing published before now is owed to it
   }
 
   idle(i: number): void {
     if (!this.listening.delete(i)) return;
     this.sql.exec('DELETE FROM edges_listening WHERE edge = ?', i);
+    this.sql.exec('DELETE FROM edges_delivered WHERE edge = ?', i);
     // Nothing held for it matters any more: it has no subscriptions.
     const queue = this.queues.get(i);
     if (queue) Object.assign(queue, { items: [], bytes: 0, lost: undefined });
@@ -66,6 +102,18 @@ export class EdgeFanout {
   /** Where the sequence of deliveries stands: every event published later has a later stamp. */
   stamp(): Stamp {
     return { epoch: this.currentEpoch(), seq: this.seq };
+  }
+
+  /**
+   * In the transaction of a write batch that will publish `n` events: records the stamp the last
+   * of them will get, so that a restart knows what listening edges were owed (see the header).
+   */
+  reserve(n: number): void {
+    if (this.listening.size === 0 || n === 0) return;
+    this.sql.exec(
+      "INSERT INTO meta (key, value) VALUES ('edge_published', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      `${this.currentEpoch()}:${this.seq + n}`,
+    );
   }
 
   /** Sends an accepted event to every listening edge (after its OK; the edges check who may read it). */
@@ -83,13 +131,28 @@ export class EdgeFanout {
       queue.items.push(item);
       queue.bytes += raw.length;
     }
-    if (!this.scheduled) {
-      this.scheduled = true;
-      queueMicrotask(() => {
-        this.scheduled = false;
-        for (const i of this.queues.keys()) this.flush(i);
-      });
-    }
+    this.schedule();
+  }
+
+  /** Flushes every queue once the current turn's events are published. */
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      for (const i of this.queues.keys()) this.flush(i);
+    });
+  }
+
+  /** Records that edge `i` was told everything up to `stamp` (while it listens). */
+  private delivered(i: number, stamp: Lost): void {
+    if (!stamp || !this.listening.has(i)) return;
+    this.sql.exec(
+      'INSERT INTO edges_delivered (edge, epoch, seq) VALUES (?, ?, ?) ON CONFLICT (edge) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq',
+      i,
+      stamp.epoch,
+      stamp.seq,
+    );
   }
 
   /** One epoch per start of the primary object, counted in storage, so stamps of a new start come after every older one. */
@@ -129,7 +192,10 @@ export class EdgeFanout {
     this.edge(i)
       .deliver(batch, lost)
       .then(
-        () => void (queue.failures = 0),
+        () => {
+          queue.failures = 0;
+          this.delivered(i, later(batch.at(-1)?.stamp, lost));
+        },
         (e: unknown) => {
           queue.failures += 1;
           queue.lost = later(lost, queue.lost);

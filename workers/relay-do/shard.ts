@@ -449,7 +449,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private async writeBatch(batch: readonly PendingWrite[]): Promise<void> {
     let outcomes: Admission[];
     try {
-      outcomes = this.ctx.storage.transactionSync(() => batch.map((w) => this.admit(w.e, w.ctx)));
+      outcomes = this.ctx.storage.transactionSync(() => {
+        const admitted = batch.map((w) => this.admit(w.e, w.ctx));
+        this.fanout.reserve(admitted.filter((a) => a.raw !== undefined).length);
+        return admitted;
+      });
     } catch (err) {
       console.error(`relay shard: a batch of ${batch.length} writes failed and was rolled back`, err);
       for (const w of batch) w.ack(false, WRITE_FAILED);
