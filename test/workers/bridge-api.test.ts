@@ -9,6 +9,7 @@ import { api } from './api-helpers.js';
 import { BASE, connect, keys } from './helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 import { announcements, everythingUrl, registerServer } from './bridge-helpers.js';
+import type { Bridge } from '../../workers/bridge/bridge-do.js';
 
 const SECRET = 'Bearer very-secret-token-value';
 
@@ -170,6 +171,26 @@ describe('bridge management API', () => {
     expect(mine(await announcements(provider, [31316], (es) => mine(es).length > 0))).toHaveLength(1);
     const r = await api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/api-flip', { public: false });
     expect(r.status).toBe(200);
+    const left = await announcements(provider, [31316], (es) => mine(es).length === 0);
+    expect(mine(left)).toEqual([]);
+  });
+
+  it('a server made private while its announcements are being published has them deleted (the change is not overwritten by the refresh)', async () => {
+    const { provider } = await registerServer({ id: 'api-race' });
+    const mine = (es: NostrEvent[]) => es.filter((e) => tag(e, 'd') === 'api-race');
+    expect(mine(await announcements(provider, [31316], (es) => mine(es).length > 0))).toHaveLength(1);
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(TEST_OWNER));
+    await runInDurableObject(bridge, async (instance: Bridge, state) => {
+      // A refresh of the public server runs (it lists upstream, then publishes all five again), and
+      // the owner makes it private meanwhile. Before the fix either the alarm the change set ran a
+      // second refresh alongside (which saw nothing announced yet, so deleted nothing), or the first
+      // refresh, ending, pushed the refresh the change asked for 6 hours away.
+      state.storage.sql.exec("UPDATE servers SET refresh_at = 0, announced = '' WHERE id = 'api-race'");
+      const running = instance.alarm();
+      await new Promise((r) => setTimeout(r, 5)); // the refresh has read the server (public) and is listing upstream
+      await instance.updateServer('api-race', { public: false });
+      await running;
+    });
     const left = await announcements(provider, [31316], (es) => mine(es).length === 0);
     expect(mine(left)).toEqual([]);
   });

@@ -65,6 +65,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
   /** Where the last answer to a client of a server went: upstream notifications follow it. */
   private readonly replies = new LruMap<string, Reply>(256);
   private backendMap: Map<string, UpstreamServer> | undefined;
+  /** The refresh of each server running now (see `refresh`). */
+  private readonly refreshing = new Map<string, Promise<void>>();
   /** The payment verifier (workers/bridge/payments*.ts); none configured: priced calls are refused. */
   gate: PaymentGate = noPaymentGate;
   private readonly payments: BridgePayments;
@@ -218,28 +220,52 @@ export class Bridge extends DurableObject<BridgeEnv> {
     await this.ctx.storage.setAlarm(Date.now() + 10);
   }
 
-  /** Lists upstream (health counts); publishes a public server's changed announcements, deletes a private one's. */
-  private async refresh(id: string): Promise<void> {
+  /**
+   * Lists upstream (health counts); publishes a public server's changed announcements, deletes a
+   * private one's. One refresh of a server at a time; the next one is booked when it starts, so a
+   * change made while it runs (which asks for a refresh now) is not overwritten by it.
+   */
+  private refresh(id: string): Promise<void> {
+    const run = (this.refreshing.get(id) ?? Promise.resolve()).then(() => this.refreshOnce(id));
+    // Orders the next refresh only, so it settles either way (a failure of `run` goes to its caller).
+    const forget = () => {
+      if (this.refreshing.get(id) === done) this.refreshing.delete(id);
+    };
+    const done = run.then(forget, forget);
+    this.refreshing.set(id, done);
+    return run;
+  }
+
+  private async refreshOnce(id: string): Promise<void> {
     const s = this.store.server(id);
     const upstream = this.backends().get(id);
     const p = this.store.providerRecord();
     if (!s || !upstream || !p) return;
+    this.store.scheduleRefresh(id, Date.now() + REFRESH_MS);
+    try {
+      await this.announce(id, s, upstream, p.pubkey);
+    } catch (e) {
+      this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
+      throw e;
+    }
+  }
+
+  private async announce(id: string, s: StoredServer, upstream: UpstreamServer, provider: string): Promise<void> {
     const built = await buildAnnouncements(s, upstream);
     if (!built.ok) {
       console.warn(`bridge: announcements of ${id} not refreshed: ${built.error}`);
-      this.store.scheduleRefresh(id, Date.now() + RETRY_MS);
+      this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
       return;
     }
     this.store.recordHealth(id, built.value.counts);
     const previous = this.store.announced(id);
     if (!s.public) {
-      if (previous !== '') await this.links.publishAll(await this.store.sign(announcementDeletion(p.pubkey, id, 'server made private')));
+      if (previous !== '') await this.links.publishAll(await this.store.sign(announcementDeletion(provider, id, 'server made private')));
       this.store.setAnnounced(id, '');
     } else if (previous !== built.value.hash) {
       for (const t of built.value.templates) await this.links.publishAll(await this.store.sign(t));
       this.store.setAnnounced(id, built.value.hash);
     }
-    this.store.scheduleRefresh(id, Date.now() + REFRESH_MS);
   }
 
   private viewOf(s: StoredServer): ServerView {

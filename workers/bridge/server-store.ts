@@ -152,6 +152,11 @@ export class ServerStore {
     this.sql.exec('UPDATE servers SET refresh_at = ? WHERE id = ?', at, id);
   }
 
+  /** Moves a server's next refresh to `at` (ms) unless one is booked earlier. */
+  refreshNoLaterThan(id: string, at: number): void {
+    this.sql.exec('UPDATE servers SET refresh_at = ?1 WHERE id = ?2 AND (refresh_at IS NULL OR refresh_at > ?1)', at, id);
+  }
+
   /** The earliest refresh time (ms) of any server, or undefined with none. */
   nextRefresh(): number | undefined {
     const v = this.sql.exec<{ at: number | null }>('SELECT min(refresh_at) AS at FROM servers').one().at;
