@@ -1,8 +1,8 @@
 // The relay tests again with every shard split into K = 4 edge objects (RELAY_EDGES, see
 // docs/SCALING.md): each connection lands on one of four edges of its shard, and the write path,
 // history and ordering stay with the shard's primary. The same files as the K = 1 project, so both
-// must pass unchanged in what they assert. The hosted-agent, bridge, /mcp gateway and DVMCP client
-// files that go through a relay run too (their relay links go through the edges like any client's);
+// must pass unchanged in what they assert. The hosted-agent, payments, sessions, bridge, /mcp gateway
+// and DVMCP client files run too (their relay links go through the edges like any client's);
 // ao-library.test.ts runs at K = 1 only: it counts on frames reaching the relay faster than NIP-AO's
 // 100/s, which one extra hop on a loaded two-core machine does not always give.
 import { workersProject } from './vitest.config.js';
@@ -13,9 +13,9 @@ export default workersProject({ RELAY_EDGES: JSON.stringify({ '*': 4 }) }, [
   'test/workers/fuzz-relay.test.ts',
   'test/workers/ao-relay.test.ts',
   'test/workers/authz-matrix.test.ts',
-  'test/workers/agent-runs.test.ts',
-  'test/workers/agent-trust.test.ts',
-  'test/workers/agent-dvmcp.test.ts',
+  'test/workers/agent-*.test.ts',
+  'test/workers/payments-*.test.ts',
+  'test/workers/sessions.test.ts',
   'test/workers/bridge-*.test.ts',
   'test/workers/gateway.test.ts',
   'test/workers/dvmcp-client*.test.ts',
