@@ -180,7 +180,8 @@ describe('bridge management API', () => {
     const mine = (es: NostrEvent[]) => es.filter((e) => tag(e, 'd') === 'api-race');
     expect(mine(await announcements(provider, [31316], (es) => mine(es).length > 0))).toHaveLength(1);
     const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(TEST_OWNER));
-    await runInDurableObject(bridge, async (instance: Bridge, state) => {
+    await runInDurableObject(bridge, async (i, state) => {
+      const instance = i as Bridge;
       // A refresh of the public server runs (it lists upstream, then publishes all five again), and
       // the owner makes it private meanwhile. Before the fix either the alarm the change set ran a
       // second refresh alongside (which saw nothing announced yet, so deleted nothing), or the first
