@@ -10,10 +10,12 @@
 // close the subscriptions that missed them instead of leaving gaps nobody sees.
 //
 // A reset of the primary loses what it held in memory. So that this too is told, the primary
-// records the stamp of the last event it published (in the write batch's transaction, before any
-// OK or delivery of it leaves) and, per listening edge, the stamp its last deliver call was
-// answered up to; on its next start, each edge it owes events gets that last published stamp as
-// `lost`. A restart with nothing owed (the usual wake after hibernation) tells no one anything.
+// records the stamp of the last event of each write batch that stored one (in that batch's
+// transaction, before any OK or delivery of it leaves) and, per listening edge, the stamp its
+// deliver calls were answered up to (at most once a second per edge, the latest written a second
+// later); on its next start, each edge it owes events gets that last published stamp as `lost`. A
+// restart with nothing owed (the usual wake after hibernation) tells no one anything. Ephemeral
+// events lost in a reset are not told, as on any relay that restarts.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { errorMessage } from '../../src/shared/errors.js';
@@ -36,6 +38,8 @@ interface EdgeQueue {
 /** After a failed deliver call the next one waits 250 ms, 500 ms, … up to 8 s, while the edge listens. */
 const RETRY_MS = 250;
 const MAX_RETRY_MS = 8_000;
+/** An edge's delivery record is written at most this often (a row write each; see the header). */
+const RECORD_MS = 1_000;
 
 export class EdgeFanout {
   private readonly listening: Set<number>;
@@ -44,6 +48,10 @@ export class EdgeFanout {
   private readonly queues = new Map<number, EdgeQueue>();
   private readonly sending = new Set<number>();
   private scheduled = false;
+  /** Per edge: when its delivery record was last written, and the stamp waiting to be written. */
+  private readonly recordedAt = new Map<number, number>();
+  private readonly unrecorded = new Map<number, Stamp>();
+  private recordTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly sql: SqlStorage,
@@ -87,13 +95,14 @@ export class EdgeFanout {
     if (this.listening.has(i)) return;
     this.listening.add(i);
     this.sql.exec('INSERT OR IGNORE INTO edges_listening (edge) VALUES (?)', i);
-    this.delivered(i, this.stamp()); // nothing published before now is owed to it
+    this.record(i, this.stamp()); // nothing published before now is owed to it
   }
 
   idle(i: number): void {
     if (!this.listening.delete(i)) return;
     this.sql.exec('DELETE FROM edges_listening WHERE edge = ?', i);
     this.sql.exec('DELETE FROM edges_delivered WHERE edge = ?', i);
+    this.unrecorded.delete(i);
     // Nothing held for it matters any more: it has no subscriptions.
     const queue = this.queues.get(i);
     if (queue) Object.assign(queue, { items: [], bytes: 0, lost: undefined });
@@ -105,11 +114,12 @@ export class EdgeFanout {
   }
 
   /**
-   * In the transaction of a write batch that will publish `n` events: records the stamp the last
-   * of them will get, so that a restart knows what listening edges were owed (see the header).
+   * In the transaction of a write batch that will publish `n` events and stored some: records the
+   * stamp the last of them will get, so that a restart knows what listening edges were owed (see
+   * the header). A batch of ephemeral events alone writes nothing.
    */
-  reserve(n: number): void {
-    if (this.listening.size === 0 || n === 0) return;
+  reserve(n: number, stored: boolean): void {
+    if (this.listening.size === 0 || n === 0 || !stored) return;
     this.sql.exec(
       "INSERT INTO meta (key, value) VALUES ('edge_published', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
       `${this.currentEpoch()}:${this.seq + n}`,
@@ -144,9 +154,24 @@ export class EdgeFanout {
     });
   }
 
-  /** Records that edge `i` was told everything up to `stamp` (while it listens). */
+  /** Edge `i` was told everything up to `stamp`: recorded now, or within RECORD_MS of the last record. */
   private delivered(i: number, stamp: Lost): void {
     if (!stamp || !this.listening.has(i)) return;
+    if (Date.now() - (this.recordedAt.get(i) ?? 0) >= RECORD_MS) return this.record(i, stamp);
+    this.unrecorded.set(i, stamp);
+    this.recordTimer ??= setTimeout(() => {
+      this.recordTimer = undefined;
+      const due = [...this.unrecorded];
+      this.unrecorded.clear();
+      for (const [j, s] of due) this.record(j, s);
+    }, RECORD_MS);
+  }
+
+  /** Writes the delivery record of edge `i` (while it listens). */
+  private record(i: number, stamp: Stamp): void {
+    if (!this.listening.has(i)) return;
+    this.recordedAt.set(i, Date.now());
+    this.unrecorded.delete(i);
     this.sql.exec(
       'INSERT INTO edges_delivered (edge, epoch, seq) VALUES (?, ?, ?) ON CONFLICT (edge) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq',
       i,

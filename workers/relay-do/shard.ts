@@ -451,7 +451,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     try {
       outcomes = this.ctx.storage.transactionSync(() => {
         const admitted = batch.map((w) => this.admit(w.e, w.ctx));
-        this.fanout.reserve(admitted.filter((a) => a.raw !== undefined).length);
+        this.fanout.reserve(
+          admitted.filter((a) => a.raw !== undefined).length,
+          admitted.some((a) => a.stored),
+        );
         return admitted;
       });
     } catch (err) {
