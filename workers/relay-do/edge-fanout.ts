@@ -72,8 +72,9 @@ export class EdgeFanout {
    * event published (or unknown) missed what the previous run of this object still held for it.
    */
   private tellOwed(): void {
+    if (this.listening.size === 0) return; // K = 1: nothing to read
     const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'edge_published'").toArray()[0];
-    if (!row || this.listening.size === 0) return;
+    if (!row) return;
     const [epoch, seq] = row.value.split(':').map(Number);
     const published: Stamp = { epoch: epoch!, seq: seq! };
     const delivered = new Map(
