@@ -4,18 +4,18 @@
 // primary's one order holds across sockets (replaceable events, NIP-09 deletion); AUTH-gated reads;
 // the demo agent answers through its shard's edges.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
-import { Relay, useWebSocketImplementation } from 'nostr-tools/relay';
-import { finalizeEvent, type Event, type EventTemplate } from 'nostr-tools/pure';
+import type { Relay } from 'nostr-tools/relay';
+import { finalizeEvent, type Event } from 'nostr-tools/pure';
 import type { Filter } from 'nostr-tools/filter';
 import { startWrangler, type RunningWorker } from '../global-setup.js';
-import { demo, newKey, note, nowSeconds, prompt, RunCollector, unwrappedText, within, wrapToSelf, type Key } from './demo.js';
+import { demo, newKey, note, nowSeconds, prompt, RunCollector, unwrappedText, within, wrapToSelf } from './demo.js';
+import { authenticate, fetchAll, Opened, signer } from './nostr-tools-relays.js';
 
-useWebSocketImplementation(WebSocket);
-
-let worker: RunningWorker;
+let worker: RunningWorker | undefined;
 let httpUrl = '';
 let relayUrl = '';
+const opened = new Opened();
+const connect = opened.connect.bind(opened);
 
 beforeAll(async () => {
   worker = await startWrangler('edges', ['EDGESTR_ENV:development', 'RELAY_EDGES:{"*":4}']);
@@ -24,34 +24,9 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
-  for (const r of opened.splice(0)) r.close();
+  opened.closeAll();
   await worker?.cleanup();
 });
-
-const opened: Relay[] = [];
-const signer = (key: Key) => (t: EventTemplate) => Promise.resolve(finalizeEvent(t, key.sk));
-
-async function connect(url: string, key?: Key): Promise<Relay> {
-  const r = await Relay.connect(url);
-  if (key) r.onauth = signer(key);
-  opened.push(r);
-  return r;
-}
-
-/** REQ until EOSE; rejects with the CLOSED reason. */
-function fetchAll(r: Relay, filter: Filter): Promise<Event[]> {
-  return new Promise((resolve, reject) => {
-    const got: Event[] = [];
-    const sub = r.subscribe([filter], {
-      onevent: (e) => got.push(e),
-      oneose: () => {
-        resolve(got);
-        sub.close();
-      },
-      onclose: (reason) => reject(new Error(reason)),
-    });
-  });
-}
 
 /** A live subscription that keeps every event it gets; resolves once its EOSE arrived. */
 async function watch(r: Relay, filter: Filter): Promise<Event[]> {
@@ -125,15 +100,7 @@ describe('a relay with four edges per shard (wrangler dev)', () => {
     const { agent, ownerShard } = await demo(httpUrl, relayUrl);
     const me = newKey();
     const r = await connect(ownerShard);
-    let challenged: () => void = () => undefined;
-    const asked = new Promise<void>((resolve) => (challenged = resolve));
-    r.onauth = (t) => {
-      challenged();
-      return signer(me)(t);
-    };
-    await r.send('["AUTH"]');
-    await within(asked, 10_000, 'the challenge');
-    expect(await r.auth(signer(me))).toBe('');
+    await authenticate(r, me);
     const p = prompt(me, agent, 'hello through the edges');
     const run = new RunCollector(me, agent);
     await new Promise<void>((resolve, reject) => {

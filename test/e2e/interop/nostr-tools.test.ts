@@ -4,47 +4,20 @@
 // REQ or EVENT answered `auth-required:` after authenticating).
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import WebSocket from 'ws';
-import { Relay, useWebSocketImplementation } from 'nostr-tools/relay';
 import { SimplePool, useWebSocketImplementation as usePoolWebSocket } from 'nostr-tools/pool';
-import { finalizeEvent, type Event, type EventTemplate } from 'nostr-tools/pure';
-import type { Filter } from 'nostr-tools/filter';
-import { demo, newKey, note, prompt, RunCollector, unwrappedText, within, wrapToSelf, type Key } from './demo.js';
+import type { Event } from 'nostr-tools/pure';
+import { demo, newKey, note, prompt, RunCollector, unwrappedText, within, wrapToSelf } from './demo.js';
+import { authenticate, fetchAll, Opened, signer } from './nostr-tools-relays.js';
 
-useWebSocketImplementation(WebSocket);
 usePoolWebSocket(WebSocket);
 
 const relayUrl = inject('relayUrl');
 const httpUrl = inject('httpUrl');
 const publicShard = `${relayUrl}/`;
 
-const opened: Array<{ close: () => void }> = [];
-afterEach(() => {
-  for (const r of opened.splice(0)) r.close();
-});
-
-const signer = (key: Key) => (t: EventTemplate) => Promise.resolve(finalizeEvent(t, key.sk));
-
-async function connect(url: string, key?: Key): Promise<Relay> {
-  const r = await Relay.connect(url);
-  if (key) r.onauth = signer(key);
-  opened.push(r);
-  return r;
-}
-
-/** REQ until EOSE; rejects with the CLOSED reason. */
-function fetchAll(r: Relay, filter: Filter): Promise<Event[]> {
-  return new Promise((resolve, reject) => {
-    const got: Event[] = [];
-    const sub = r.subscribe([filter], {
-      onevent: (e) => got.push(e),
-      oneose: () => {
-        resolve(got); // first: close() below calls onclose ("closed by caller")
-        sub.close();
-      },
-      onclose: (reason) => reject(new Error(reason)),
-    });
-  });
-}
+const opened = new Opened();
+afterEach(() => opened.closeAll());
+const connect = opened.connect.bind(opened);
 
 describe('nostr-tools', () => {
   it('publishes and reads back with EOSE on the public shard and on the demo owner’s shard', async () => {
@@ -85,7 +58,7 @@ describe('nostr-tools', () => {
     const me = newKey();
     const wrap = wrapToSelf(me, 'pooled');
     const pool = new SimplePool();
-    opened.push({ close: () => pool.destroy() });
+    opened.add({ close: () => pool.destroy() });
     const onauth = signer(me);
     await Promise.all(pool.publish([publicShard], wrap));
     const got = await within(
@@ -102,17 +75,8 @@ describe('nostr-tools', () => {
     const { agent, ownerShard } = await demo(httpUrl, relayUrl);
     const me = newKey();
     const r = await connect(ownerShard);
-    // Run events are served only to an authenticated recipient: authenticate up front by asking
-    // for the challenge with a bare ["AUTH"]; onauth answers it.
-    let challenged: () => void = () => undefined;
-    const asked = new Promise<void>((resolve) => (challenged = resolve));
-    r.onauth = (t) => {
-      challenged();
-      return signer(me)(t);
-    };
-    await r.send('["AUTH"]');
-    await within(asked, 10_000, 'the challenge');
-    expect(await r.auth(signer(me))).toBe('');
+    // Run events are served only to an authenticated recipient: authenticate up front.
+    await authenticate(r, me);
     const p = prompt(me, agent, 'hello from nostr-tools');
     const run = new RunCollector(me, agent);
     const filter = { kinds: [25801, 25803, 25805], '#p': [me.pk], '#e': [p.id] };
