@@ -104,14 +104,14 @@ describe('a shard with four edges', () => {
     expect((await c.req('history', { kinds: [25803] })).events).toEqual([]);
   });
 
-  it('an edge with no subscriptions left stops receiving, and listens again on its next REQ', async () => {
+  it('an edge with no subscriptions left stops listening, and listens again on its next REQ', async () => {
     const owner = freshOwner();
     const [s] = await onEveryEdge(owner.pk);
     if (!s) throw new Error('an edge expected');
     await s.req('one', { kinds: [1], authors: [owner.pk] });
     s.send(['CLOSE', 'one']);
     const publisher = await connect(`/r/${owner.pk}`);
-    // The first event finds edge 0 without subscriptions: it tells the primary to stop sending.
+    // With its last subscription closed, edge 0 tells the primary to stop sending.
     const first = sign(owner, { content: 'while idle' });
     expect((await publisher.publish(first))[2]).toBe(true);
     const listening = () =>
@@ -151,6 +151,36 @@ describe('a shard with four edges', () => {
     expect(await s.next(eventFrame(after.id))).toEqual(['EVENT', 'again', after]);
     // The closed subscriptions got no event of the burst: the loss reached them before the events that followed it.
     for (const [sock, sid] of [[s, 'old'], [t, 'other']] as const) expect(sock.frames.filter((f) => f[0] === 'EVENT' && f[1] === sid)).toEqual([]);
+  });
+
+  it('the primary sends an edge only the events its subscriptions may match: a burst for one edge does not reach another', async () => {
+    const owner = freshOwner();
+    const [s, t] = await onEveryEdge(owner.pk);
+    if (!s || !t) throw new Error('two edges expected');
+    const notes = { kinds: [1], authors: [owner.pk] };
+    const reactions = { kinds: [7], authors: [owner.pk] };
+    await s.req('notes', notes);
+    await t.req('reactions', reactions);
+    const events = Array.from({ length: 10 }, (_, n) => sign(owner, { content: `burst of notes ${n}` }));
+    await runInDurableObject(shardStub(env, owner.pk), (_i, state) => {
+      // The primary with a small edge queue, told by each edge what its subscriptions are (as their
+      // `listen` does), takes ten notes in one batch: edge 0's queue passes 1,000 bytes; edge 1 needs none.
+      const primary = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ edge_delivery_queue_bytes: 1000 }) });
+      const origin = { authed: [], ip: '127.0.0.1', internal: false, relayUrl: s.url };
+      return primary.edgeBatch(owner.pk, [
+        { op: 'listen', edge: 0, subs: [['conn-s/notes', [notes]]] },
+        { op: 'listen', edge: 1, subs: [['conn-t/reactions', [reactions]]] },
+        ...events.map((event) => ({ op: 'event' as const, event, origin })),
+      ]);
+    });
+    const lost = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
+    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'notes', lost]);
+    // Edge 1 was sent none of them, so it lost none: its subscription stays open and live.
+    const publisher = await connect(`/r/${owner.pk}`);
+    const reaction = sign(owner, { kind: 7, content: '+', tags: [['e', events[0]!.id]] });
+    expect((await publisher.publish(reaction))[2]).toBe(true);
+    expect(await t.next(eventFrame(reaction.id))).toEqual(['EVENT', 'reactions', reaction]);
+    expect(t.frames.filter((f) => f[0] === 'CLOSED')).toEqual([]);
   });
 
   it('a deliver call that fails is tried again, carrying what was held meanwhile; later subscriptions are left open', async () => {

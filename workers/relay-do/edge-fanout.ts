@@ -4,6 +4,13 @@
 // meanwhile forming its next batch (within the bounds of edge-wire.ts). With no edge listening
 // (K = 1) `publish` returns at once.
 //
+// Which events an edge needs: each `listen` lists the edge's live subscriptions (when they fit in
+// one operation), each REQ's `query` adds one and `forget` removes one, in the edge's order; the
+// primary files them per edge in a fan-out index (fanout-index.ts) and sends an edge only the
+// events some of its filters match (the edge still checks each subscription, with the read policy).
+// The index lives in memory: after a restart of the primary every listening edge gets every event
+// until it lists its subscriptions again (it does when it sees the new epoch in a delivery).
+//
 // What an edge has not taken yet is bounded (`edge_delivery_queue_bytes`): past it, and when a
 // deliver call fails, the events are dropped and the edge is told the stamp of the last one lost
 // on its next deliver call (retried with backoff when nothing else is to be sent), so that it can
@@ -18,8 +25,10 @@
 // events lost in a reset are not told, as on any relay that restarts.
 
 import type { NostrEvent } from '../../src/shared/event.js';
+import { matchFilters, type Filter } from '../../src/shared/filters.js';
+import { FanoutIndex } from './fanout-index.js';
 import { errorMessage } from '../../src/shared/errors.js';
-import { isAfter, later, MAX_BATCH_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Lost, type Stamp } from './edge-wire.js';
+import { isAfter, later, MAX_BATCH_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Lost, type Stamp, type SubSummary } from './edge-wire.js';
 
 /** What the fan-out needs of an edge object. */
 export interface EdgeReceiver {
@@ -33,6 +42,8 @@ interface EdgeQueue {
   lost: Lost;
   /** Consecutive failed deliver calls. */
   failures: number;
+  /** The last event the edge did not need while earlier ones were still on their way to it. */
+  skipped: Lost;
 }
 
 /** After a failed deliver call the next one waits 250 ms, 500 ms, … up to 8 s, while the edge listens. */
@@ -52,6 +63,8 @@ export class EdgeFanout {
   private readonly recordedAt = new Map<number, number>();
   private readonly unrecorded = new Map<number, Stamp>();
   private recordTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Per listening edge: its subscriptions' filters, when it listed them (else it gets every event). */
+  private readonly interest = new Map<number, FanoutIndex<null>>();
 
   constructor(
     private readonly sql: SqlStorage,
@@ -87,16 +100,34 @@ export class EdgeFanout {
       const upTo = delivered.get(i);
       if (upTo && !isAfter(published, upTo)) continue;
       console.error(`relay shard: edge ${i} was owed live events up to ${row.value} when this primary restarted; its subscriptions are told`);
-      this.queues.set(i, { items: [], bytes: 0, lost: published, failures: 0 });
+      this.queues.set(i, { items: [], bytes: 0, lost: published, failures: 0, skipped: undefined });
     }
     if (this.queues.size > 0) this.schedule();
   }
 
-  listen(i: number): void {
+  /** Edge `i` has subscriptions: `subs`, all of them, or undefined when it did not list them (every event goes). */
+  listen(i: number, subs: SubSummary[] | undefined): void {
+    if (subs) {
+      const index = new FanoutIndex<null>();
+      for (const [key, filters] of subs) index.set(key, null, '', filters);
+      this.interest.set(i, index);
+    } else {
+      this.interest.delete(i);
+    }
     if (this.listening.has(i)) return;
     this.listening.add(i);
     this.sql.exec('INSERT OR IGNORE INTO edges_listening (edge) VALUES (?)', i);
     this.record(i, this.stamp()); // nothing published before now is owed to it
+  }
+
+  /** A REQ at edge `i` opened (or replaced) subscription `key`: its events go there from now on. */
+  subscribed(i: number, key: string, filters: readonly Filter[]): void {
+    this.interest.get(i)?.set(key, null, '', filters);
+  }
+
+  /** Subscription `key` of edge `i` is gone. */
+  forget(i: number, key: string): void {
+    this.interest.get(i)?.delete(key, '');
   }
 
   idle(i: number): void {
@@ -104,6 +135,7 @@ export class EdgeFanout {
     this.sql.exec('DELETE FROM edges_listening WHERE edge = ?', i);
     this.sql.exec('DELETE FROM edges_delivered WHERE edge = ?', i);
     this.unrecorded.delete(i);
+    this.interest.delete(i);
     // Nothing held for it matters any more: it has no subscriptions.
     const queue = this.queues.get(i);
     if (queue) Object.assign(queue, { items: [], bytes: 0, lost: undefined });
@@ -127,14 +159,21 @@ export class EdgeFanout {
     );
   }
 
-  /** Sends an accepted event to every listening edge (after its OK; the edges check who may read it). */
+  /**
+   * Sends an accepted event to every listening edge that may need it (after its OK; the edges check
+   * who may read it).
+   */
   publish(event: NostrEvent, raw: string): void {
     if (this.listening.size === 0) return;
     this.seq += 1;
     const item: Delivery = { stamp: { epoch: this.currentEpoch(), seq: this.seq }, event, raw };
     for (const i of this.listening) {
       let queue = this.queues.get(i);
-      if (!queue) this.queues.set(i, (queue = { items: [], bytes: 0, lost: undefined, failures: 0 }));
+      if (!this.needs(i, event)) {
+        this.skip(i, queue, item.stamp);
+        continue;
+      }
+      if (!queue) this.queues.set(i, (queue = { items: [], bytes: 0, lost: undefined, failures: 0, skipped: undefined }));
       if (queue.items.length > 0 && queue.bytes + raw.length > this.maxQueuedBytes) {
         console.error(`relay shard: edge ${i} is behind by ${queue.items.length} live events (${queue.bytes} bytes); they are dropped and its subscriptions told`);
         this.drop(queue, queue.items);
@@ -143,6 +182,20 @@ export class EdgeFanout {
       queue.bytes += raw.length;
     }
     this.schedule();
+  }
+
+  /** Whether some subscription edge `i` listed may match `event` (true when it listed none: it gets everything). */
+  private needs(i: number, event: NostrEvent): boolean {
+    const index = this.interest.get(i);
+    if (!index) return true;
+    for (const sub of index.candidates(event)) if (matchFilters(sub.filters, event)) return true;
+    return false;
+  }
+
+  /** Edge `i` does not need the event at `stamp`: once nothing is on its way to it, it is told everything up to there. */
+  private skip(i: number, queue: EdgeQueue | undefined, stamp: Stamp): void {
+    if (!queue && !this.sending.has(i)) this.delivered(i, stamp);
+    else if (queue) queue.skipped = stamp;
   }
 
   /** Flushes every queue once the current turn's events are published. */
@@ -220,7 +273,9 @@ export class EdgeFanout {
       .then(
         () => {
           queue.failures = 0;
-          this.delivered(i, later(batch.at(-1)?.stamp, lost));
+          const skipped = queue.items.length === 0 ? queue.skipped : undefined;
+          if (skipped) queue.skipped = undefined;
+          this.delivered(i, later(later(batch.at(-1)?.stamp, lost), skipped));
         },
         (e: unknown) => {
           queue.failures += 1;

@@ -28,12 +28,14 @@ import {
   MAX_ANSWER_BYTES,
   MAX_BATCH_BYTES,
   MAX_BATCH_OPS,
+  MAX_SUMMARY_BYTES,
   opBytes,
   type Delivery,
   type EdgeAnswer,
   type EdgeOp,
   type Lost,
   type Stamp,
+  type SubSummary,
   type WireOrigin,
 } from './edge-wire.js';
 
@@ -78,6 +80,8 @@ export class EdgeLink {
   /** Whether the primary sends this edge live events; undefined after a wake (a REQ says so again). */
   private listening: boolean | undefined;
   private readonly streams = new WeakMap<Connection, Map<string, SubStream>>();
+  /** The primary's epoch in the last delivery: a new one means it restarted and lost the list of this edge's subscriptions. */
+  private epoch: number | undefined;
 
   constructor(
     readonly index: number,
@@ -125,9 +129,13 @@ export class EdgeLink {
     const stream: SubStream = { buffer: [], seen: undefined, lost: undefined };
     streams.set(subId, stream);
     if (this.listening !== true) this.setListening(true);
-    return this.call({ op: 'query', filters, readers: [...conn.authed] }, (a) => {
+    const sub = { edge: this.index, key: subKey(conn, subId) };
+    return this.call({ op: 'query', filters, readers: [...conn.authed], sub }, (a) => {
       if (a.op !== 'rows') {
-        if (conn.subs.get(subId) === filters) this.dropSub(conn, subId);
+        if (conn.subs.get(subId) === filters) {
+          this.dropSub(conn, subId);
+          this.forget(conn, subId);
+        }
         if (streams.get(subId) === stream) streams.delete(subId);
         return send(conn, relayMessage.closed(subId, a.op === 'error' ? a.message : unexpected(a)));
       }
@@ -143,9 +151,15 @@ export class EdgeLink {
     });
   }
 
-  /** CLOSE (or a refused REQ): the subscription's stream is no longer needed. */
+  /** CLOSE, a closed connection, or a subscription closed here: its stream is no longer needed, nor its events at the primary. */
   forget(conn: Connection, subId: string): void {
     this.streams.get(conn)?.delete(subId);
+    if (this.listening !== true) return;
+    void this.call({ op: 'forget', edge: this.index, key: subKey(conn, subId) }, ignore);
+    // Once the caller has removed it: with no subscription left, stop listening (no delivery would come to say so).
+    queueMicrotask(() => {
+      if (this.listening === true && !this.connections.subscribed()) this.setListening(false);
+    });
   }
 
   /**
@@ -158,6 +172,9 @@ export class EdgeLink {
       if (this.listening !== false) this.setListening(false);
       return;
     }
+    const epoch = (items[0]?.stamp ?? lost)?.epoch;
+    if (epoch !== undefined && this.epoch !== undefined && epoch !== this.epoch) this.setListening(true); // list them again
+    if (epoch !== undefined) this.epoch = epoch;
     if (lost) for (const conn of this.connections.all()) if (conn.subs.size > 0) this.lose(conn, lost);
     for (const d of items) {
       for (const { conn, sid, filters } of this.connections.candidates(d.event)) {
@@ -185,12 +202,30 @@ export class EdgeLink {
     send(conn, relayMessage.closed(subId, LIVE_EVENTS_LOST));
   }
 
-  /** Tells the primary whether to send live events here (in order with the other operations); unknown again if that failed. */
+  /**
+   * Tells the primary whether to send live events here, with the list of this edge's subscriptions
+   * when listening (in order with the other operations); unknown again if that failed.
+   */
   private setListening(on: boolean): void {
     this.listening = on;
-    void this.call({ op: on ? 'listen' : 'idle', edge: this.index }, (a) => {
+    const op: EdgeOp = on ? { op: 'listen', edge: this.index, subs: this.summary() } : { op: 'idle', edge: this.index };
+    void this.call(op, (a) => {
       if (a.op !== 'done' && this.listening === on) this.listening = undefined;
     });
+  }
+
+  /** Every live subscription of this edge, or undefined when their filters do not fit MAX_SUMMARY_BYTES (the primary then sends everything). */
+  private summary(): SubSummary[] | undefined {
+    const subs: SubSummary[] = [];
+    let bytes = 0;
+    for (const conn of this.connections.all()) {
+      for (const [sid, filters] of conn.subs) {
+        bytes += JSON.stringify(filters).length + sid.length + 40;
+        if (bytes > MAX_SUMMARY_BYTES) return undefined;
+        subs.push([subKey(conn, sid), filters]);
+      }
+    }
+    return subs;
   }
 
   /** Queues `op`; `answer` runs when the primary answered it. Resolves after that. */
@@ -250,3 +285,9 @@ export class EdgeLink {
 }
 
 const unexpected = (a: EdgeAnswer): string => `error: the shard answered ${a.op} to this request`;
+
+/** What a `forget` needs of its answer: nothing (a failed one leaves the primary sending a little more). */
+const ignore = (): void => {};
+
+/** A subscription's key at the primary: its connection and its id. */
+const subKey = (conn: Connection, subId: string): string => `${conn.att.cid}/${subId}`;

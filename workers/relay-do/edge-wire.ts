@@ -27,16 +27,24 @@ export interface WireOrigin {
   relayUrl: string;
 }
 
+/** One live subscription of an edge as the primary knows it: a key unique at the edge (connection and subscription id) and its filters. */
+export type SubSummary = [key: string, filters: Filter[]];
+
 /** One operation of an edge, run by the primary in the order the edge sent them. */
 export type EdgeOp =
-  /** The edge has live subscriptions: send it every accepted event from now on. */
-  | { op: 'listen'; edge: number }
+  /**
+   * The edge has live subscriptions: send it the accepted events that may match them (`subs`, all
+   * of them), or every accepted event when `subs` is absent (too many to list).
+   */
+  | { op: 'listen'; edge: number; subs?: SubSummary[] }
   /** The edge has none: stop sending. */
   | { op: 'idle'; edge: number }
   /** A verified event, for the write path (policy, storage, OK, fan-out). */
   | { op: 'event'; event: NostrEvent; origin: WireOrigin }
-  /** REQ history, read as `readers` may. */
-  | { op: 'query'; filters: Filter[]; readers: string[] }
+  /** REQ history, read as `readers` may; `sub`: the subscription it opens at the edge, matched from now on. */
+  | { op: 'query'; filters: Filter[]; readers: string[]; sub?: { edge: number; key: string } }
+  /** A subscription of the edge is gone (CLOSE, a closed connection): its events are no longer needed. */
+  | { op: 'forget'; edge: number; key: string }
   | { op: 'count'; filters: Filter[]; readers: string[] }
   /** An agent → owner proof carried by an AUTH event (NIP-OA), verified at the edge. */
   | { op: 'ownership'; agent: string; owner: string; conditions: string };
@@ -76,6 +84,8 @@ export const MAX_BATCH_OPS = 256;
 export const MAX_BATCH_BYTES = 1_048_576;
 export const MAX_ANSWER_BYTES = 16_777_216;
 export const MAX_DELIVERY_EVENTS = 256;
+/** A `listen` lists the edge's subscriptions when their JSON fits in this; past it, it asks for every event. */
+export const MAX_SUMMARY_BYTES = 1_048_576;
 
 /** About how many bytes an operation weighs in an edgeBatch (its events' and filters' JSON). */
 export function opBytes(op: EdgeOp): number {
@@ -85,6 +95,8 @@ export function opBytes(op: EdgeOp): number {
     case 'query':
     case 'count':
       return JSON.stringify(op.filters).length;
+    case 'listen':
+      return op.subs ? JSON.stringify(op.subs).length : 100;
     default:
       return 100;
   }

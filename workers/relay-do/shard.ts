@@ -256,12 +256,17 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private async edgeOp(op: Exclude<EdgeOp, { op: 'event' }>): Promise<EdgeAnswer> {
     switch (op.op) {
       case 'listen':
-        this.fanout.listen(op.edge);
+        this.fanout.listen(op.edge, op.subs);
+        return { op: 'done' };
+      case 'forget':
+        this.fanout.forget(op.edge, op.key);
         return { op: 'done' };
       case 'idle':
         this.fanout.idle(op.edge);
         return { op: 'done' };
       case 'query': {
+        // Matched from before the query runs: what it does not return is delivered live.
+        if (op.sub) this.fanout.subscribed(op.sub.edge, op.sub.key, op.filters);
         const rows = this.store.query(op.filters, this.limitOf, op.readers, nowSeconds(), this.limits.max_query_bytes);
         return { op: 'rows', rows: rows.map((r) => r.raw), stamp: this.fanout.stamp() };
       }
@@ -362,12 +367,21 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * 1015) are answered with 1000; closing a socket that is already closed is a no-op.
    */
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
+    this.forgetConnection(ws);
     this.conns.drop(ws);
     ws.close(closeReplyCode(code), reason);
   }
 
   override async webSocketError(ws: WebSocket): Promise<void> {
+    this.forgetConnection(ws);
     this.conns.drop(ws);
+  }
+
+  /** At an edge: the primary no longer needs to send events for the subscriptions of a closed socket. */
+  private forgetConnection(ws: WebSocket): void {
+    const edge = this.edge();
+    const conn = edge && this.conns.get(ws);
+    if (conn) for (const sid of conn.subs.keys()) edge.forget(conn, sid);
   }
 
   /** Purges expired events (NIP-40) and a batch of events past their retention rule; comes back at the earliest next. */
