@@ -157,11 +157,13 @@ describe('a shard with four edges', () => {
     const owner = freshOwner();
     const [s, t] = await onEveryEdge(owner.pk);
     if (!s || !t) throw new Error('two edges expected');
+    const events = Array.from({ length: 10 }, (_, n) => sign(owner, { content: `burst of notes ${n}` }));
+    // The primary files each filter under one condition (here the author, and the `#e` value), as the
+    // fan-out index does: notes by the owner may match the first, not the second.
     const notes = { kinds: [1], authors: [owner.pk] };
-    const reactions = { kinds: [7], authors: [owner.pk] };
+    const reactions = { kinds: [7], '#e': [events[0]!.id] };
     await s.req('notes', notes);
     await t.req('reactions', reactions);
-    const events = Array.from({ length: 10 }, (_, n) => sign(owner, { content: `burst of notes ${n}` }));
     await runInDurableObject(shardStub(env, owner.pk), (_i, state) => {
       // The primary with a small edge queue, told by each edge what its subscriptions are (as their
       // `listen` does), takes ten notes in one batch: edge 0's queue passes 1,000 bytes; edge 1 needs none.

@@ -6,10 +6,10 @@
 //
 // Which events an edge needs: each `listen` lists the edge's live subscriptions (when they fit in
 // one operation), each REQ's `query` adds one and `forget` removes one, in the edge's order; the
-// primary files them per edge in a fan-out index (fanout-index.ts) and sends an edge only the
-// events some of its filters match (the edge still checks each subscription, with the read policy).
-// The index lives in memory: after a restart of the primary every listening edge gets every event
-// until it lists its subscriptions again (it does when it sees the new epoch in a delivery).
+// primary files them per edge (edge-interest.ts, bounded) and sends an edge only the events one of
+// its filters may match (the edge still checks each subscription, with the read policy). They live
+// in memory: after a restart of the primary every listening edge gets every event until it lists
+// its subscriptions again (it does when it sees the new epoch in a delivery).
 //
 // What an edge has not taken yet is bounded (`edge_delivery_queue_bytes`): past it, and when a
 // deliver call fails, the events are dropped and the edge is told the stamp of the last one lost
@@ -25,8 +25,8 @@
 // events lost in a reset are not told, as on any relay that restarts.
 
 import type { NostrEvent } from '../../src/shared/event.js';
-import { matchFilters, type Filter } from '../../src/shared/filters.js';
-import { FanoutIndex } from './fanout-index.js';
+import type { Filter } from '../../src/shared/filters.js';
+import { EdgeInterests } from './edge-interest.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { isAfter, later, MAX_BATCH_BYTES, MAX_DELIVERY_EVENTS, type Delivery, type Lost, type Stamp, type SubSummary } from './edge-wire.js';
 
@@ -63,8 +63,8 @@ export class EdgeFanout {
   private readonly recordedAt = new Map<number, number>();
   private readonly unrecorded = new Map<number, Stamp>();
   private recordTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Per listening edge: its subscriptions' filters, when it listed them (else it gets every event). */
-  private readonly interest = new Map<number, FanoutIndex<null>>();
+  /** The listening edges' subscriptions, for those that listed them (the others get every event). */
+  private readonly interest = new EdgeInterests();
 
   constructor(
     private readonly sql: SqlStorage,
@@ -107,13 +107,7 @@ export class EdgeFanout {
 
   /** Edge `i` has subscriptions: `subs`, all of them, or undefined when it did not list them (every event goes). */
   listen(i: number, subs: SubSummary[] | undefined): void {
-    if (subs) {
-      const index = new FanoutIndex<null>();
-      for (const [key, filters] of subs) index.set(key, null, '', filters);
-      this.interest.set(i, index);
-    } else {
-      this.interest.delete(i);
-    }
+    this.interest.list(i, subs);
     if (this.listening.has(i)) return;
     this.listening.add(i);
     this.sql.exec('INSERT OR IGNORE INTO edges_listening (edge) VALUES (?)', i);
@@ -122,12 +116,12 @@ export class EdgeFanout {
 
   /** A REQ at edge `i` opened (or replaced) subscription `key`: its events go there from now on. */
   subscribed(i: number, key: string, filters: readonly Filter[]): void {
-    this.interest.get(i)?.set(key, null, '', filters);
+    this.interest.add(i, key, filters);
   }
 
   /** Subscription `key` of edge `i` is gone. */
   forget(i: number, key: string): void {
-    this.interest.get(i)?.delete(key, '');
+    this.interest.remove(i, key);
   }
 
   idle(i: number): void {
@@ -135,7 +129,7 @@ export class EdgeFanout {
     this.sql.exec('DELETE FROM edges_listening WHERE edge = ?', i);
     this.sql.exec('DELETE FROM edges_delivered WHERE edge = ?', i);
     this.unrecorded.delete(i);
-    this.interest.delete(i);
+    this.interest.drop(i);
     // Nothing held for it matters any more: it has no subscriptions.
     const queue = this.queues.get(i);
     if (queue) Object.assign(queue, { items: [], bytes: 0, lost: undefined });
@@ -169,7 +163,7 @@ export class EdgeFanout {
     const item: Delivery = { stamp: { epoch: this.currentEpoch(), seq: this.seq }, event, raw };
     for (const i of this.listening) {
       let queue = this.queues.get(i);
-      if (!this.needs(i, event)) {
+      if (!this.interest.needs(i, event)) {
         this.skip(i, queue, item.stamp);
         continue;
       }
@@ -182,14 +176,6 @@ export class EdgeFanout {
       queue.bytes += raw.length;
     }
     this.schedule();
-  }
-
-  /** Whether some subscription edge `i` listed may match `event` (true when it listed none: it gets everything). */
-  private needs(i: number, event: NostrEvent): boolean {
-    const index = this.interest.get(i);
-    if (!index) return true;
-    for (const sub of index.candidates(event)) if (matchFilters(sub.filters, event)) return true;
-    return false;
   }
 
   /** Edge `i` does not need the event at `stamp`: once nothing is on its way to it, it is told everything up to there. */

@@ -60,6 +60,7 @@ describe('FanoutIndex', () => {
         const found = candidates.map((s) => s.sid);
         expect(new Set(found).size).toBe(found.length);
         for (const sid of matching) expect(found).toContain(sid);
+        expect(index.mayMatch(e)).toBe(candidates.length > 0);
       }),
       { seed: 7, numRuns: 500 },
     );

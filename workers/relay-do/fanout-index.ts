@@ -119,6 +119,20 @@ export class FanoutIndex<C> {
     return out;
   }
 
+  /**
+   * Whether `e` has any candidate (`candidates(e)` is not empty), without building the set: one
+   * lookup per condition of the event, whatever the number of subscriptions.
+   */
+  mayMatch(e: NostrEvent): boolean {
+    if (this.any.size > 0 || this.ids.has(e.id) || this.authors.has(e.pubkey) || this.kinds.has(e.kind)) return true;
+    for (const t of e.tags) {
+      const value = t[1];
+      if (value === undefined) continue;
+      if ((t[0] === 'p' && this.p.has(value)) || (t[0] === 'e' && this.e.has(value))) return true;
+    }
+    return false;
+  }
+
   /** Whether no subscription is indexed. */
   get empty(): boolean {
     return this.byConnection.size === 0;

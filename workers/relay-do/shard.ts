@@ -349,7 +349,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'COUNT':
         return this.onCount(conn, msg.subId, msg.filters);
       case 'CLOSE':
-        this.edge()?.forget(conn, msg.subId);
+        // Only a subscription that exists costs the primary an operation (a CLOSE flood does not).
+        if (conn.subs.has(msg.subId)) this.edge()?.forget(conn, msg.subId);
         return this.conns.closeSub(conn, msg.subId);
       case 'AUTH':
         return this.onAuth(conn, msg.event);
