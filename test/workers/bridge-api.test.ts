@@ -186,7 +186,11 @@ describe('bridge management API', () => {
       // the owner makes it private meanwhile. Before the fix either the alarm the change set ran a
       // second refresh alongside (which saw nothing announced yet, so deleted nothing), or the first
       // refresh, ending, pushed the refresh the change asked for 6 hours away.
-      state.storage.sql.exec("UPDATE servers SET refresh_at = 0, announced = '' WHERE id = 'api-race'");
+      // (`announced` stale, not empty: the refresh publishes all five again, a window long enough to
+      // land in, and a change landing before the refresh read the server still deletes. On the old
+      // code the test failed in about half of the runs: the other half the parallel refresh deleted
+      // first and the republished events were refused as deleted.)
+      state.storage.sql.exec("UPDATE servers SET refresh_at = 0, announced = 'stale' WHERE id = 'api-race'");
       const running = instance.alarm();
       await new Promise((r) => setTimeout(r, 5)); // the refresh has read the server (public) and is listing upstream
       await instance.updateServer('api-race', { public: false });
