@@ -255,6 +255,74 @@ describe('a shard with four edges', () => {
     expect(s.frames.filter((f) => f[0] === 'CLOSED' || (f[0] === 'EVENT' && f[1] === 'live'))).toEqual([]);
   });
 
+  it('after a wake from hibernation an edge still knows each subscription’s history: a loss closes only those that may have missed it', async () => {
+    const owner = freshOwner();
+    const publisher = await connectEdge(owner.pk, 0);
+    const s = await connectEdge(owner.pk, 1);
+    await s.req('before', { kinds: [1], authors: [owner.pk] });
+    const note = sign(owner, { content: 'between the two REQs' });
+    expect(await publisher.publish(note)).toEqual(['OK', note.id, true, '']);
+    expect(await s.next(eventFrame(note.id))).toEqual(['EVENT', 'before', note]);
+    // This REQ's history holds the note: its stamp is the note's.
+    expect((await s.req('after', { kinds: [1], authors: [owner.pk] })).events).toEqual([note]);
+    const published = await runInDurableObject(shardStub(env, owner.pk), (_i, state) => {
+      const value = state.storage.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'edge_published'").one().value;
+      const [epoch, seq] = value.split(':').map(Number);
+      return { epoch: epoch!, seq: seq! };
+    });
+    const ping = sign(owner, { kind: 20001, content: 'still open', tags: [['t', 'wake']] });
+    await s.req('ping', { kinds: [20001], '#t': ['wake'] });
+    await runInDurableObject(edgeStub(env, owner.pk, 1), (_i, state) => {
+      // What a wake from hibernation does: a new object over the same storage and sockets. The
+      // primary then tells it it lost the note: 'before' had not seen it, 'after' had (its history).
+      const woken = new RelayShard(state, env);
+      woken.deliver([], published);
+      woken.deliver([{ stamp: { ...published, seq: published.seq + 1 }, event: ping, raw: JSON.stringify(ping) }], undefined);
+    });
+    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual([
+      'CLOSED',
+      'before',
+      'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again',
+    ]);
+    // Frames of one socket keep their order: when the ping arrives, a CLOSED of 'after' or 'ping' would have too.
+    expect(await s.next(eventFrame(ping.id))).toEqual(['EVENT', 'ping', ping]);
+    expect(s.frames.filter((f) => f[0] === 'CLOSED')).toEqual([]);
+    // The stamps kept go with their subscriptions: a CLOSE, then the socket's close, leave none.
+    const kept = () =>
+      runInDurableObject(edgeStub(env, owner.pk, 1), (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM conn_stamps').one().n);
+    expect(await kept()).toBe(2);
+    s.send(['CLOSE', 'after']);
+    await vi.waitFor(async () => expect(await kept()).toBe(1));
+    s.close();
+    await vi.waitFor(async () => expect(await kept()).toBe(0));
+  });
+
+  it('after a wake from hibernation an edge lists its subscriptions again on its next delivery (the primary may have restarted meanwhile)', async () => {
+    const owner = freshOwner();
+    const s = await connectEdge(owner.pk, 1);
+    await s.req('notes', { kinds: [1], authors: [owner.pk] });
+    const unrelated = sign(keys(), { kind: 7, content: '+' });
+    // Whether the primary would send edge 1 an event its subscriptions cannot match (its fan-out's own record).
+    type Primary = { fanout: { interest: { needs(i: number, e: NostrEvent): boolean } } };
+    const primary = () => shardStub(env, owner.pk); // a fresh stub each time: a reset one stays broken
+    const needsUnrelated = () => runInDurableObject(primary(), (i) => (i as unknown as Primary).fanout.interest.needs(1, unrelated));
+    expect(await needsUnrelated()).toBe(false);
+    // The primary restarts: it has lost what edge 1 listed, so it would send it every event.
+    const reset = await runInDurableObject(primary(), (_i, state) => state.abort('reset by the test')).then(
+      () => 'not reset',
+      (e: unknown) => String(e),
+    );
+    expect(reset).toContain('reset by the test');
+    expect(await needsUnrelated()).toBe(true);
+    // Edge 1, woken from hibernation (a new object over the same sockets and storage), gets a delivery.
+    const note = sign(owner, { content: 'after the restart and the wake' });
+    await runInDurableObject(edgeStub(env, owner.pk, 1), (_i, state) => {
+      new RelayShard(state, env).deliver([{ stamp: { epoch: 1, seq: 1 }, event: note, raw: JSON.stringify(note) }], undefined);
+    });
+    expect(await s.next(eventFrame(note.id))).toEqual(['EVENT', 'notes', note]);
+    await vi.waitFor(async () => expect(await needsUnrelated()).toBe(false));
+  });
+
   it('COUNT and the NIP-OA proof of an AUTH made at an edge are answered by the primary', async () => {
     const owner = freshOwner();
     const [s, t] = await onEveryEdge(owner.pk);

@@ -1,8 +1,10 @@
 // Per-connection state of a shard that must survive hibernation: the socket attachment holds the
 // connection's identity and AUTH challenge; subscriptions and authenticated pubkeys live in SQLite
 // (an attachment is limited to 2 KiB). In memory they are only a cache rebuilt on wake, with the
-// fan-out index of the live subscriptions (fanout-index.ts), kept in step with every change. Also
-// how frames are sent to a connection (with the lazy NIP-42 challenge) and how its close is answered.
+// fan-out index of the live subscriptions (fanout-index.ts), kept in step with every change. At an
+// edge object, also the stamp of the history each subscription was answered with (edge-link.ts), so
+// that a loss told after a wake closes only what may have missed events. Also how frames are sent
+// to a connection (with the lazy NIP-42 challenge) and how its close is answered.
 
 import { formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import { isAuthRequiredAnswer, relayMessage } from '../../src/shared/messages.js';
@@ -11,6 +13,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { FanoutIndex, type Subscription } from './fanout-index.js';
 import { TokenBucket } from './rate-limit.js';
 import type { RelayLimits } from './limits.js';
+import type { Stamp } from './edge-wire.js';
 
 export interface Attachment {
   cid: string;
@@ -48,12 +51,13 @@ export class ConnectionStore {
     sql.exec(`
       CREATE TABLE IF NOT EXISTS conn_auth (cid TEXT NOT NULL, pubkey TEXT NOT NULL, PRIMARY KEY (cid, pubkey)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS conn_subs (cid TEXT NOT NULL, sid TEXT NOT NULL, filters TEXT NOT NULL, PRIMARY KEY (cid, sid)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS conn_stamps (cid TEXT NOT NULL, sid TEXT NOT NULL, epoch INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (cid, sid)) WITHOUT ROWID;
     `);
   }
 
   /** Drops state of connections that no longer exist (after a restart closed their sockets). */
   forgetAllBut(liveCids: ReadonlySet<string>): void {
-    for (const table of ['conn_auth', 'conn_subs']) {
+    for (const table of ['conn_auth', 'conn_subs', 'conn_stamps']) {
       const cids = this.sql.exec<{ cid: string }>(`SELECT DISTINCT cid FROM ${table}`).toArray();
       for (const { cid } of cids) if (!liveCids.has(cid)) this.sql.exec(`DELETE FROM ${table} WHERE cid = ?`, cid);
     }
@@ -145,6 +149,28 @@ export class ConnectionStore {
     conn.subs.delete(sid);
     this.index.delete(conn.att.cid, sid);
     this.sql.exec('DELETE FROM conn_subs WHERE cid = ? AND sid = ?', conn.att.cid, sid);
+  }
+
+  /** At an edge: the stamp of the history subscription `sid` of `conn` was answered with (kept across hibernation). */
+  keepStamp(conn: Connection, sid: string, stamp: Stamp): void {
+    this.sql.exec(
+      'INSERT INTO conn_stamps (cid, sid, epoch, seq) VALUES (?, ?, ?, ?) ON CONFLICT (cid, sid) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq',
+      conn.att.cid,
+      sid,
+      stamp.epoch,
+      stamp.seq,
+    );
+  }
+
+  /** At an edge: subscription `sid` of `conn` is gone (its CLOSE, its socket's close, or a close here). */
+  dropStamp(conn: Connection, sid: string): void {
+    this.sql.exec('DELETE FROM conn_stamps WHERE cid = ? AND sid = ?', conn.att.cid, sid);
+  }
+
+  /** The stamps kept for `conn`'s subscriptions, by subscription id. */
+  stamps(conn: Connection): Map<string, Stamp> {
+    const rows = this.sql.exec<{ sid: string; epoch: number; seq: number }>('SELECT sid, epoch, seq FROM conn_stamps WHERE cid = ?', conn.att.cid).toArray();
+    return new Map(rows.map((r) => [r.sid, { epoch: r.epoch, seq: r.seq }]));
   }
 
   drop(ws: WebSocket): void {

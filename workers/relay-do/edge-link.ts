@@ -9,7 +9,8 @@
 // Exactly once: a REQ's subscription is registered before its history is asked for, deliveries
 // that arrive while the history is in flight wait, and afterwards only events stamped after the
 // history's stamp are sent (the rest were in the history, or were ephemeral events published
-// before the REQ, which a single object would not have sent either).
+// before the REQ, which a single object would not have sent either). The history's stamp is kept in
+// the edge's storage with the subscription, so a wake from hibernation still knows it.
 //
 // Lost deliveries (the primary dropped events for this edge, see edge-fanout.ts): each subscription
 // whose history is older than the last lost event is closed with LIVE_EVENTS_LOST, so its client
@@ -52,6 +53,12 @@ export interface EdgeConnections {
   subscribed(): boolean;
   /** Every connection (to close what a loss touched). */
   all(): Iterable<Connection>;
+  /** The stamps kept for `conn`'s subscriptions (the history each was answered with), by subscription id. */
+  stamps(conn: Connection): Map<string, Stamp>;
+  /** Keeps the stamp of subscription `subId`'s history, across hibernation. */
+  keepStamp(conn: Connection, subId: string, stamp: Stamp): void;
+  /** Subscription `subId` is gone: its stamp too. */
+  dropStamp(conn: Connection, subId: string): void;
 }
 
 interface Pending {
@@ -77,7 +84,7 @@ export class EdgeLink {
   private queue: Pending[] = [];
   private inFlight = false;
   private scheduled = false;
-  /** Whether the primary sends this edge live events; undefined after a wake (a REQ says so again). */
+  /** Whether the primary sends this edge live events; undefined after a wake (a REQ or the next delivery says so again). */
   private listening: boolean | undefined;
   private readonly streams = new WeakMap<Connection, Map<string, SubStream>>();
   /** The primary's epoch in the last delivery: a new one means it restarted and lost the list of this edge's subscriptions. */
@@ -124,8 +131,7 @@ export class EdgeLink {
    * the live events that came in meanwhile and are not in the history.
    */
   subscribe(conn: Connection, subId: string, filters: Filter[]): Promise<void> {
-    let streams = this.streams.get(conn);
-    if (!streams) this.streams.set(conn, (streams = new Map()));
+    const streams = this.streamsOf(conn);
     const stream: SubStream = { buffer: [], seen: undefined, lost: undefined };
     streams.set(subId, stream);
     if (this.listening !== true) this.setListening(true);
@@ -146,6 +152,7 @@ export class EdgeLink {
       stream.buffer = undefined;
       stream.seen = a.stamp;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
+      this.connections.keepStamp(conn, subId, a.stamp);
       for (const d of buffered) if (isAfter(d.stamp, a.stamp)) send(conn, relayMessage.event(subId, d.raw));
       if (stream.lost && isAfter(stream.lost, a.stamp)) this.close(conn, subId);
     });
@@ -154,6 +161,7 @@ export class EdgeLink {
   /** CLOSE, a closed connection, or a subscription closed here: its stream is no longer needed, nor its events at the primary. */
   forget(conn: Connection, subId: string): void {
     this.streams.get(conn)?.delete(subId);
+    this.connections.dropStamp(conn, subId);
     if (this.listening !== true) return;
     void this.call({ op: 'forget', edge: this.index, key: subKey(conn, subId) }, ignore);
     // Once the caller has removed it: with no subscription left, stop listening (no delivery would come to say so).
@@ -173,13 +181,15 @@ export class EdgeLink {
       return;
     }
     const epoch = (items[0]?.stamp ?? lost)?.epoch;
-    if (epoch !== undefined && this.epoch !== undefined && epoch !== this.epoch) this.setListening(true); // list them again
+    // List the subscriptions again when the primary may not have them: it restarted (a new epoch), or
+    // this edge does not know what it was told (a wake from hibernation, or a listen that failed).
+    if (this.listening === undefined || (epoch !== undefined && this.epoch !== undefined && epoch !== this.epoch)) this.setListening(true);
     if (epoch !== undefined) this.epoch = epoch;
     if (lost) for (const conn of this.connections.all()) if (conn.subs.size > 0) this.lose(conn, lost);
     for (const d of items) {
       for (const { conn, sid, filters } of this.connections.candidates(d.event)) {
         if (!delivers(filters, d.event, conn.authed)) continue;
-        const stream = this.streams.get(conn)?.get(sid);
+        const stream = this.streamsOf(conn).get(sid);
         if (stream?.buffer) stream.buffer.push(d);
         else if (!stream?.seen || isAfter(d.stamp, stream.seen)) send(conn, relayMessage.event(sid, d.raw));
       }
@@ -188,12 +198,22 @@ export class EdgeLink {
 
   /** Closes each subscription of `conn` that may have missed events up to `lost`; those still reading history close after it. */
   private lose(conn: Connection, lost: Stamp): void {
-    const streams = this.streams.get(conn);
+    const streams = this.streamsOf(conn);
     for (const sid of [...conn.subs.keys()]) {
-      const stream = streams?.get(sid);
+      const stream = streams.get(sid);
       if (stream?.buffer) stream.lost = later(stream.lost, lost);
       else if (!stream?.seen || isAfter(lost, stream.seen)) this.close(conn, sid);
     }
+  }
+
+  /** The streams of `conn`'s subscriptions; after a wake from hibernation, rebuilt from the stamps kept in storage. */
+  private streamsOf(conn: Connection): Map<string, SubStream> {
+    let streams = this.streams.get(conn);
+    if (!streams) {
+      streams = new Map([...this.connections.stamps(conn)].map(([sid, seen]) => [sid, { buffer: undefined, seen, lost: undefined }]));
+      this.streams.set(conn, streams);
+    }
+    return streams;
   }
 
   private close(conn: Connection, subId: string): void {
