@@ -323,6 +323,35 @@ describe('a shard with four edges', () => {
     await vi.waitFor(async () => expect(await needsUnrelated()).toBe(false));
   });
 
+  it('an edge holds a bounded amount for its primary: past edge_pending_bytes it answers EVENT and REQ with error:, in their turn', async () => {
+    const owner = freshOwner();
+    const s = await connectEdge(owner.pk, 2);
+    // ~2.5 kB each as the edge weighs them: two fit in 5,000 bytes, the third does not.
+    const events = Array.from({ length: 5 }, (_, n) => sign(owner, { content: `${'x'.repeat(2000)} ${n}` }));
+    const overloaded = 'error: the relay is overloaded (too much is waiting for this shard); try again';
+    await runInDurableObject(edgeStub(env, owner.pk, 2), async (_i, state) => {
+      // The edge as a deployment with a small bound runs it (a new object over the same socket and
+      // storage), taking a burst faster than its primary answers: all of it arrives before the first batch goes.
+      const edge = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ edge_pending_bytes: 5000 }) });
+      const ws = state.getWebSockets()[0]!;
+      const messages = [...events.map((e) => ['EVENT', e]), ['REQ', 'late', { kinds: [1], '#t': ['y'.repeat(300)] }]];
+      await Promise.all(messages.map((m) => edge.webSocketMessage(ws, JSON.stringify(m))));
+    });
+    const answers = [];
+    for (let n = 0; n < events.length + 1; n++) answers.push(await s.next((f) => f[0] === 'OK' || f[0] === 'CLOSED' || f[0] === 'EOSE'));
+    expect(answers).toEqual([
+      ['OK', events[0]!.id, true, ''],
+      ['OK', events[1]!.id, true, ''],
+      ...events.slice(2).map((e) => ['OK', e.id, false, overloaded]),
+      ['CLOSED', 'late', overloaded],
+    ]);
+    // What was refused was never sent to the primary; once the queue drained, the edge takes events again.
+    const history = await s.req('all', { kinds: [1], authors: [owner.pk] });
+    expect(history.events.map((e) => e.id).sort()).toEqual([events[0]!.id, events[1]!.id].sort());
+    const after = sign(owner, { content: 'after the burst' });
+    expect(await s.publish(after)).toEqual(['OK', after.id, true, '']);
+  });
+
   it('COUNT and the NIP-OA proof of an AUTH made at an edge are answered by the primary', async () => {
     const owner = freshOwner();
     const [s, t] = await onEveryEdge(owner.pk);

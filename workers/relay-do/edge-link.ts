@@ -62,10 +62,19 @@ export interface EdgeConnections {
 }
 
 interface Pending {
-  op: EdgeOp;
+  /** Undefined when refused here (too much was waiting): answered EDGE_OVERLOADED in its turn, never sent. */
+  op: EdgeOp | undefined;
+  /** What it adds to the bytes waiting (opBytes; 0 when refused). */
+  bytes: number;
   answer: (a: EdgeAnswer) => void;
   answered: () => void;
 }
+
+/** Operations refused when too much is waiting for the primary; the others (listen, idle, forget) keep the primary's view exact and are small. */
+const REFUSABLE: ReadonlySet<EdgeOp['op']> = new Set(['event', 'query', 'count', 'ownership']);
+
+/** The answer to an operation refused because `edge_pending_bytes` were waiting for the primary. */
+export const EDGE_OVERLOADED = 'error: the relay is overloaded (too much is waiting for this shard); try again';
 
 /** A subscription's view of the live stream: buffering while its history is in flight, then what it has seen. */
 interface SubStream {
@@ -82,6 +91,8 @@ const unreachable = (e: unknown): EdgeAnswer => ({ op: 'error', message: `error:
 
 export class EdgeLink {
   private queue: Pending[] = [];
+  /** opBytes of the queued operations (not those in flight). */
+  private queuedBytes = 0;
   private inFlight = false;
   private scheduled = false;
   /** Whether the primary sends this edge live events; undefined after a wake (a REQ or the next delivery says so again). */
@@ -100,6 +111,8 @@ export class EdgeLink {
     private readonly dropSub: (conn: Connection, subId: string) => void,
     /** Bytes of events one history query may answer (RelayLimits.max_query_bytes). */
     private readonly queryBytes: number,
+    /** Bytes of operations that may wait here for the primary (RelayLimits.edge_pending_bytes). */
+    private readonly pendingBytes: number,
   ) {}
 
   // Each operation's answer is handled by a callback, run as soon as its batch is answered and in
@@ -248,10 +261,17 @@ export class EdgeLink {
     return subs;
   }
 
-  /** Queues `op`; `answer` runs when the primary answered it. Resolves after that. */
+  /**
+   * Queues `op`; `answer` runs when the primary answered it. Resolves after that. Past
+   * `pendingBytes` waiting, an EVENT, REQ, COUNT or ownership proof is not kept: it is answered
+   * EDGE_OVERLOADED in its turn (so a connection's answers keep their order).
+   */
   private call(op: EdgeOp, answer: (a: EdgeAnswer) => void): Promise<void> {
     return new Promise((answered) => {
-      this.queue.push({ op, answer, answered });
+      const bytes = opBytes(op);
+      const refused = REFUSABLE.has(op.op) && this.queuedBytes > 0 && this.queuedBytes + bytes > this.pendingBytes; // one always waits
+      this.queue.push(refused ? { op: undefined, bytes: 0, answer, answered } : { op, bytes, answer, answered });
+      this.queuedBytes += refused ? 0 : bytes;
       if (!this.scheduled && !this.inFlight) {
         this.scheduled = true;
         queueMicrotask(() => {
@@ -267,20 +287,25 @@ export class EdgeLink {
     if (this.inFlight || this.queue.length === 0) return;
     this.inFlight = true;
     const batch = this.queue.splice(0, this.batchLength());
-    let answers: EdgeAnswer[];
-    try {
-      answers = await this.primary().edgeBatch(this.shard, batch.map((p) => p.op));
-      if (answers.length !== batch.length) throw new Error(`the primary answered ${answers.length} of ${batch.length} operations`);
-    } catch (e) {
-      console.error(`relay shard edge ${this.index}: a batch of ${batch.length} operations failed: ${errorMessage(e)}`);
-      answers = batch.map(() => unreachable(e));
+    for (const p of batch) this.queuedBytes -= p.bytes;
+    const ops = batch.flatMap((p) => (p.op ? [p.op] : []));
+    let answers: EdgeAnswer[] = [];
+    if (ops.length > 0) {
+      try {
+        answers = await this.primary().edgeBatch(this.shard, ops);
+        if (answers.length !== ops.length) throw new Error(`the primary answered ${answers.length} of ${ops.length} operations`);
+      } catch (e) {
+        console.error(`relay shard edge ${this.index}: a batch of ${ops.length} operations failed: ${errorMessage(e)}`);
+        answers = ops.map(() => unreachable(e));
+      }
     }
     this.inFlight = false;
-    batch.forEach((p, i) => {
+    let next = 0;
+    batch.forEach((p) => {
       try {
-        p.answer(answers[i]!);
+        p.answer(p.op ? answers[next++]! : { op: 'error', message: EDGE_OVERLOADED });
       } catch (e) {
-        console.error(`relay shard edge ${this.index}: answering a ${p.op.op} failed: ${errorMessage(e)}`);
+        console.error(`relay shard edge ${this.index}: answering a ${p.op?.op ?? 'refused operation'} failed: ${errorMessage(e)}`);
       }
       p.answered();
     });
@@ -293,10 +318,10 @@ export class EdgeLink {
     let bytes = 0;
     let queries = 0;
     let n = 0;
-    for (const { op } of this.queue) {
+    for (const { op, bytes: weight } of this.queue) {
       if (n === MAX_BATCH_OPS) break;
-      bytes += opBytes(op);
-      if (op.op === 'query') queries += 1;
+      bytes += weight;
+      if (op?.op === 'query') queries += 1;
       if (n > 0 && (bytes > MAX_BATCH_BYTES || queries > maxQueries)) break;
       n += 1;
     }

@@ -59,6 +59,13 @@ export const RelayLimitsSchema = z.strictObject({
    * shared by all edges' queues, so this bounds the primary's memory for fan-out as a whole.
    */
   edge_delivery_queue_bytes: z.number().int().positive().default(8_388_608),
+  /**
+   * With edge objects: bytes of operations (events, filters) an edge holds for its primary while a
+   * batch is on its way there. Past it, the edge answers EVENT, REQ and COUNT at once with `error:`
+   * (EDGE_OVERLOADED in edge-link.ts), in their turn, rather than hold them: a flood faster than the
+   * primary writes cannot grow an edge's memory (docs/SCALING.md "Edge → primary").
+   */
+  edge_pending_bytes: z.number().int().positive().default(8_388_608),
 });
 
 export type RelayLimits = z.infer<typeof RelayLimitsSchema>;

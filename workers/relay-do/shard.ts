@@ -138,6 +138,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
               },
               (conn, sid) => this.conns.closeSub(conn, sid),
               this.limits.max_query_bytes,
+              this.limits.edge_pending_bytes,
             )
           : null;
     }
