@@ -352,6 +352,28 @@ describe('a shard with four edges', () => {
     expect(await s.publish(after)).toEqual(['OK', after.id, true, '']);
   });
 
+  it('an edge holds a bounded amount of live events for REQs whose history is in flight: past it, such a subscription closes after its EOSE', async () => {
+    const owner = freshOwner();
+    const s = await connectEdge(owner.pk, 3);
+    // About 1 MB of JSON each: four fit in what an edge holds (4 MiB), the fifth does not.
+    const big = Array.from({ length: 5 }, (_, n) => sign(owner, { content: `${'z'.repeat(1_000_000)} ${n}` }));
+    await runInDurableObject(edgeStub(env, owner.pk, 3), async (_i, state) => {
+      // A new object over the same socket and storage, so that the test holds its history in flight.
+      const edge = new RelayShard(state, env);
+      const req = edge.webSocketMessage(state.getWebSockets()[0]!, JSON.stringify(['REQ', 'held', { kinds: [1], authors: [owner.pk] }]));
+      // While the history is on its way, deliveries arrive, stamped after anything it can hold.
+      edge.deliver(big.map((e, n) => ({ stamp: { epoch: 1e9, seq: n + 1 }, event: e, raw: JSON.stringify(e) })), undefined);
+      await req;
+    });
+    const frames = [];
+    for (let n = 0; n < 6; n++) frames.push(await s.next((f) => f[1] === 'held'));
+    expect(frames).toEqual([
+      ['EOSE', 'held'],
+      ...big.slice(0, 4).map((e) => ['EVENT', 'held', e]),
+      ['CLOSED', 'held', 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again'],
+    ]);
+  });
+
   it('COUNT and the NIP-OA proof of an AUTH made at an edge are answered by the primary', async () => {
     const owner = freshOwner();
     const [s, t] = await onEveryEdge(owner.pk);

@@ -79,10 +79,20 @@ export const EDGE_OVERLOADED = 'error: the relay is overloaded (too much is wait
 /** A subscription's view of the live stream: buffering while its history is in flight, then what it has seen. */
 interface SubStream {
   buffer: Delivery[] | undefined;
+  /** Bytes of event JSON in `buffer` (counted in EdgeLink's heldBytes until the history answers). */
+  bytes: number;
   seen: Stamp | undefined;
   /** While buffering: the last stamp the primary reported lost. */
   lost: Lost;
 }
+
+/**
+ * Event JSON all subscriptions of an edge whose history is in flight may hold, counted per
+ * subscription (an event held by many counts many times). Past it, a subscription does not hold the
+ * delivery: it is closed after its EOSE unless its history has the event (as for a loss), so many
+ * REQs in flight during a stream cannot hold subscriptions × events.
+ */
+export const MAX_HELD_BYTES = 4_194_304;
 
 /** The CLOSED message of a subscription that missed live events. */
 const LIVE_EVENTS_LOST = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
@@ -91,6 +101,8 @@ const unreachable = (e: unknown): EdgeAnswer => ({ op: 'error', message: `error:
 
 export class EdgeLink {
   private queue: Pending[] = [];
+  /** Event JSON held for subscriptions whose history is in flight (MAX_HELD_BYTES). */
+  private heldBytes = 0;
   /** opBytes of the queued operations (not those in flight). */
   private queuedBytes = 0;
   private inFlight = false;
@@ -145,11 +157,16 @@ export class EdgeLink {
    */
   subscribe(conn: Connection, subId: string, filters: Filter[]): Promise<void> {
     const streams = this.streamsOf(conn);
-    const stream: SubStream = { buffer: [], seen: undefined, lost: undefined };
+    const stream: SubStream = { buffer: [], bytes: 0, seen: undefined, lost: undefined };
     streams.set(subId, stream);
     if (this.listening !== true) this.setListening(true);
     const sub = { edge: this.index, key: subKey(conn, subId) };
     return this.call({ op: 'query', filters, readers: [...conn.authed], sub }, (a) => {
+      // Whatever the answer, the stream holds nothing from here on (this runs once per REQ).
+      const buffered = stream.buffer ?? [];
+      stream.buffer = undefined;
+      this.heldBytes -= stream.bytes;
+      stream.bytes = 0;
       if (a.op !== 'rows') {
         if (conn.subs.get(subId) === filters) {
           this.dropSub(conn, subId);
@@ -161,8 +178,6 @@ export class EdgeLink {
       for (const raw of a.rows) send(conn, relayMessage.event(subId, raw));
       send(conn, relayMessage.eose(subId));
       if (streams.get(subId) !== stream) return; // replaced by a later REQ with the same id
-      const buffered = stream.buffer ?? [];
-      stream.buffer = undefined;
       stream.seen = a.stamp;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
       this.connections.keepStamp(conn, subId, a.stamp);
@@ -203,7 +218,7 @@ export class EdgeLink {
       for (const { conn, sid, filters } of this.connections.candidates(d.event)) {
         if (!delivers(filters, d.event, conn.authed)) continue;
         const stream = this.streamsOf(conn).get(sid);
-        if (stream?.buffer) stream.buffer.push(d);
+        if (stream?.buffer) this.hold(stream, stream.buffer, d);
         else if (!stream?.seen || isAfter(d.stamp, stream.seen)) send(conn, relayMessage.event(sid, d.raw));
       }
     }
@@ -219,11 +234,22 @@ export class EdgeLink {
     }
   }
 
+  /** Keeps `d` for a subscription whose history is in flight, or, past MAX_HELD_BYTES, marks it lost there. */
+  private hold(stream: SubStream, buffer: Delivery[], d: Delivery): void {
+    if (this.heldBytes + d.raw.length > MAX_HELD_BYTES) {
+      stream.lost = later(stream.lost, d.stamp);
+      return;
+    }
+    buffer.push(d);
+    stream.bytes += d.raw.length;
+    this.heldBytes += d.raw.length;
+  }
+
   /** The streams of `conn`'s subscriptions; after a wake from hibernation, rebuilt from the stamps kept in storage. */
   private streamsOf(conn: Connection): Map<string, SubStream> {
     let streams = this.streams.get(conn);
     if (!streams) {
-      streams = new Map([...this.connections.stamps(conn)].map(([sid, seen]) => [sid, { buffer: undefined, seen, lost: undefined }]));
+      streams = new Map([...this.connections.stamps(conn)].map(([sid, seen]) => [sid, { buffer: undefined, bytes: 0, seen, lost: undefined }]));
       this.streams.set(conn, streams);
     }
     return streams;

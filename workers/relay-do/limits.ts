@@ -65,7 +65,7 @@ export const RelayLimitsSchema = z.strictObject({
    * (EDGE_OVERLOADED in edge-link.ts), in their turn, rather than hold them: a flood faster than the
    * primary writes cannot grow an edge's memory (docs/SCALING.md "Edge → primary").
    */
-  edge_pending_bytes: z.number().int().positive().default(8_388_608),
+  edge_pending_bytes: z.number().int().positive().default(4_194_304),
 });
 
 export type RelayLimits = z.infer<typeof RelayLimitsSchema>;
