@@ -201,6 +201,24 @@ describe('a shard with four edges', () => {
     expect(late.frames.filter((f) => f[0] === 'CLOSED' || eventFrame(first.id)(f))).toEqual([]);
   });
 
+  it('an edge the primary no longer counts as listening (their views disagree) is listened to again on its next REQ', async () => {
+    const owner = freshOwner();
+    const publisher = await connectEdge(owner.pk, 0);
+    const s = await connectEdge(owner.pk, 1);
+    await s.req('first', { kinds: [1], authors: [owner.pk] });
+    // The primary drops edge 1 as an idle from it would; edge 1 still believes it listens (as after an
+    // answer lost on the way), so its next REQ sends no listen of its own.
+    await runInDurableObject(shardStub(env, owner.pk), (primary: RelayShard) => primary.edgeBatch(owner.pk, [{ op: 'idle', edge: 1 }]));
+    const missed = sign(owner, { content: 'while the views disagree' });
+    expect(await publisher.publish(missed)).toEqual(['OK', missed.id, true, '']);
+    expect((await s.req('second', { kinds: [1], authors: [owner.pk] })).events).toEqual([missed]);
+    // The REQ made the primary send edge 1 events again: both subscriptions get the next note.
+    const note = sign(owner, { content: 'after the REQ' });
+    expect(await publisher.publish(note)).toEqual(['OK', note.id, true, '']);
+    const got = [await s.next(eventFrame(note.id)), await s.next(eventFrame(note.id))];
+    expect(got.map((f) => f[1]).sort()).toEqual(['first', 'second']);
+  });
+
   it('a primary that restarts owing an edge events makes it close the subscriptions that missed them; a quiet restart closes none', async () => {
     const owner = freshOwner();
     const publisher = await connectEdge(owner.pk, 0);

@@ -108,14 +108,28 @@ export class EdgeFanout {
   /** Edge `i` has subscriptions: `subs`, all of them, or undefined when it did not list them (every event goes). */
   listen(i: number, subs: SubSummary[] | undefined): void {
     this.interest.list(i, subs);
+    this.start(i);
+  }
+
+  private start(i: number): void {
     if (this.listening.has(i)) return;
     this.listening.add(i);
     this.sql.exec('INSERT OR IGNORE INTO edges_listening (edge) VALUES (?)', i);
     this.record(i, this.stamp()); // nothing published before now is owed to it
   }
 
-  /** A REQ at edge `i` opened (or replaced) subscription `key`: its events go there from now on. */
+  /**
+   * A REQ at edge `i` opened (or replaced) subscription `key`: its events go there from now on. An
+   * edge that is not listening here is from now on, with every event (its other subscriptions are
+   * not known here): whatever made the edge and this primary disagree on whether it listens (an
+   * answer lost on the way), a REQ is enough to make its subscriptions live again.
+   */
   subscribed(i: number, key: string, filters: readonly Filter[]): void {
+    if (!this.listening.has(i)) {
+      this.interest.drop(i);
+      this.start(i);
+      return;
+    }
     this.interest.add(i, key, filters);
   }
 
