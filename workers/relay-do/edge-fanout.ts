@@ -9,7 +9,9 @@
 // primary files them per edge (edge-interest.ts, bounded) and sends an edge only the events one of
 // its filters may match (the edge still checks each subscription, with the read policy). They live
 // in memory: after a restart of the primary every listening edge gets every event until it lists
-// its subscriptions again (it does when it sees the new epoch in a delivery).
+// its subscriptions again (it does when it sees the new epoch in a delivery, or its first delivery
+// after a wake). An edge's REQ also makes the primary listen to it if it did not, so the two cannot
+// stay apart on whether the edge listens past its next REQ.
 //
 // What an edge has not taken yet is bounded (`edge_delivery_queue_bytes`): past it, and when a
 // deliver call fails, the events are dropped and the edge is told the stamp of the last one lost
