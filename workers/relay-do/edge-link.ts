@@ -16,7 +16,7 @@
 // whose history is older than the last lost event is closed with LIVE_EVENTS_LOST, so its client
 // subscribes again (with `since`) rather than keep a stream with a hole in it.
 
-import { errorMessage } from '../../src/shared/errors.js';
+import { errorMessage, formatRejection, reject } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import type { Filter } from '../../src/shared/filters.js';
 import { relayMessage } from '../../src/shared/messages.js';
@@ -74,7 +74,7 @@ interface Pending {
 const REFUSABLE: ReadonlySet<EdgeOp['op']> = new Set(['event', 'query', 'count', 'ownership']);
 
 /** The answer to an operation refused because `edge_pending_bytes` were waiting for the primary. */
-export const EDGE_OVERLOADED = 'error: the relay is overloaded (too much is waiting for this shard); try again';
+export const EDGE_OVERLOADED = formatRejection(reject('error', 'the relay is overloaded (too much is waiting for this shard); try again'));
 
 /** A subscription's view of the live stream: buffering while its history is in flight, then what it has seen. */
 interface SubStream {
@@ -95,9 +95,9 @@ interface SubStream {
 export const MAX_HELD_BYTES = 4_194_304;
 
 /** The CLOSED message of a subscription that missed live events. */
-const LIVE_EVENTS_LOST = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
+const LIVE_EVENTS_LOST = formatRejection(reject('error', 'live events were lost on the way to this connection (the relay is overloaded); subscribe again'));
 
-const unreachable = (e: unknown): EdgeAnswer => ({ op: 'error', message: `error: the shard could not be reached (${errorMessage(e)}); try again` });
+const unreachable = (e: unknown): EdgeAnswer => ({ op: 'error', message: formatRejection(reject('error', `the shard could not be reached (${errorMessage(e)}); try again`)) });
 
 export class EdgeLink {
   private queue: Pending[] = [];

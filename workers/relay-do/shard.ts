@@ -239,7 +239,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
         const writes: PendingWrite[] = [];
         for (; i < ops.length && ops[i]!.op === 'event'; i++) {
           const { event: e, origin } = ops[i] as Extract<EdgeOp, { op: 'event' }>;
-          const k = answers.push({ op: 'error', message: 'error: the event was not answered' }) - 1;
+          const k = answers.push({ op: 'error', message: formatRejection(reject('error', 'the event was not answered')) }) - 1;
           const ctx = this.eventContext({ ...origin, authed: new Set(origin.authed) }, e, this.clock(), this.verifier);
           writes.push({ e, ctx, ack: (accepted, message) => void (answers[k] = { op: 'ok', accepted, message }) });
         }
@@ -250,7 +250,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
         answers.push(await this.edgeOp(op));
       } catch (e) {
         console.error(`relay shard: an edge's ${op.op} failed: ${errorMessage(e)}`);
-        answers.push({ op: 'error', message: 'error: the shard failed on this request; try again' });
+        answers.push({ op: 'error', message: formatRejection(reject('error', 'the shard failed on this request; try again')) });
       }
       i++;
     }
