@@ -3,7 +3,7 @@
 // (the router's own pick is random), so these tests hold in both test projects; the router's
 // placement is checked for K = 1 (the default project: no edge object is used) and K = 4
 // (vitest.edges.config.ts: every connection lands on an edge, none on the primary).
-import { env, runInDurableObject } from 'cloudflare:test';
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it, vi } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
@@ -13,6 +13,8 @@ import { RelayShard } from '../../workers/relay-do/shard.js';
 import { BASE, connect, edgesOf, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
 
 const K = 4;
+
+const LIVE_EVENTS_LOST = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
 
 /** A socket on edge `i` of the shard of `owner`, opened as the router opens it. */
 async function connectEdge(owner: string | null, i: number): Promise<TestSocket> {
@@ -139,9 +141,8 @@ describe('a shard with four edges', () => {
       return primary.edgeBatch(owner.pk, events.map((event) => ({ op: 'event', event, origin })));
     });
     expect(answers).toEqual(events.map(() => ({ op: 'ok', accepted: true, message: '' })));
-    const lost = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
-    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'old', lost]);
-    expect(await t.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'other', lost]);
+        expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'old', LIVE_EVENTS_LOST]);
+    expect(await t.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'other', LIVE_EVENTS_LOST]);
     // Subscribing again gives every event, and the live ones after it.
     const again = await s.req('again', { kinds: [1], authors: [owner.pk] });
     expect(new Set(again.events.map((e) => e.id))).toEqual(new Set(events.map((e) => e.id)));
@@ -175,8 +176,7 @@ describe('a shard with four edges', () => {
         ...events.map((event) => ({ op: 'event' as const, event, origin })),
       ]);
     });
-    const lost = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
-    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'notes', lost]);
+        expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'notes', LIVE_EVENTS_LOST]);
     // Edge 1 was sent none of them, so it lost none: its subscription stays open and live.
     const publisher = await connect(`/r/${owner.pk}`);
     const reaction = sign(owner, { kind: 7, content: '+', tags: [['e', events[0]!.id]] });
@@ -201,7 +201,7 @@ describe('a shard with four edges', () => {
     expect(late.frames.filter((f) => f[0] === 'CLOSED' || eventFrame(first.id)(f))).toEqual([]);
   });
 
-  it('an edge the primary no longer counts as listening (their views disagree) is listened to again on its next REQ', async () => {
+  it('an edge the primary no longer counts as listening (their views disagree) is listened to again on its next REQ; its older subscription, which missed an event, is closed', async () => {
     const owner = freshOwner();
     const publisher = await connectEdge(owner.pk, 0);
     const s = await connectEdge(owner.pk, 1);
@@ -212,11 +212,56 @@ describe('a shard with four edges', () => {
     const missed = sign(owner, { content: 'while the views disagree' });
     expect(await publisher.publish(missed)).toEqual(['OK', missed.id, true, '']);
     expect((await s.req('second', { kinds: [1], authors: [owner.pk] })).events).toEqual([missed]);
-    // The REQ made the primary send edge 1 events again: both subscriptions get the next note.
+    // The REQ's answer says the primary was not sending here: 'first' missed `missed` and is told so.
+    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'first', LIVE_EVENTS_LOST]);
+    expect(deliveries(s, [missed.id])).toEqual([0]); // 'first' never got it (the history of 'second' had it)
+    // The REQ made the primary send edge 1 events again.
     const note = sign(owner, { content: 'after the REQ' });
     expect(await publisher.publish(note)).toEqual(['OK', note.id, true, '']);
-    const got = [await s.next(eventFrame(note.id)), await s.next(eventFrame(note.id))];
-    expect(got.map((f) => f[1]).sort()).toEqual(['first', 'second']);
+    expect(await s.next(eventFrame(note.id))).toEqual(['EVENT', 'second', note]);
+  });
+
+  it('an edge the primary no longer counts as listening and that sends nothing is listened to again at its periodic check; a check while deliveries come costs nothing', async () => {
+    const owner = freshOwner();
+    const publisher = await connectEdge(owner.pk, 0);
+    const s = await connectEdge(owner.pk, 1);
+    await s.req('feed', { kinds: [1], authors: [owner.pk] });
+    const edge1 = edgeStub(env, owner.pk, 1);
+    const primary = () => shardStub(env, owner.pk);
+    const listening = () =>
+      runInDurableObject(primary(), (_i, state) => state.storage.sql.exec<{ edge: number }>('SELECT edge FROM edges_listening').toArray().map((r) => r.edge));
+    // The edge's REQ armed its check, a minute away.
+    const armed = await runInDurableObject(edge1, (_i, state) => state.storage.getAlarm());
+    expect(armed).toBeGreaterThan(Date.now() + 50_000);
+    // A check after a delivery: nothing to ask; the subscription stays.
+    const heard = sign(owner, { content: 'delivered' });
+    expect(await publisher.publish(heard)).toEqual(['OK', heard.id, true, '']);
+    expect(await s.next(eventFrame(heard.id))).toEqual(['EVENT', 'feed', heard]);
+    expect(await runDurableObjectAlarm(edge1)).toBe(true);
+    // A check with no delivery since, and the primary listening: it asks, and nothing changes.
+    expect(await runDurableObjectAlarm(edge1)).toBe(true);
+    expect(await listening()).toEqual([1]);
+    // The views come apart; an event is missed.
+    await runInDurableObject(primary(), (p: RelayShard) => p.edgeBatch(owner.pk, [{ op: 'idle', edge: 1 }]));
+    expect(await listening()).toEqual([]);
+    const missed = sign(owner, { content: 'missed' });
+    expect(await publisher.publish(missed)).toEqual(['OK', missed.id, true, '']);
+    // The check finds it out: the subscription that missed it is closed, and the edge is listened to.
+    expect(await runDurableObjectAlarm(edge1)).toBe(true);
+    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'feed', LIVE_EVENTS_LOST]);
+    expect(deliveries(s, [missed.id])).toEqual([0]);
+    expect(await listening()).toEqual([1]);
+    // Subscribing again (with since, as a client would) gets what was missed and what comes next.
+    expect((await s.req('again', { kinds: [1], authors: [owner.pk], since: missed.created_at })).events.map((e) => e.id)).toContain(missed.id);
+    const next = sign(owner, { content: 'next' });
+    expect(await publisher.publish(next)).toEqual(['OK', next.id, true, '']);
+    expect(await s.next(eventFrame(next.id))).toEqual(['EVENT', 'again', next]);
+    // With no subscription left the check stops: the edge goes idle at the primary and arms nothing.
+    s.send(['CLOSE', 'again']);
+    await vi.waitFor(async () => expect(await listening()).toEqual([]));
+    await runInDurableObject(edge1, (_i, state) => state.storage.setAlarm(Date.now() + 60_000));
+    expect(await runDurableObjectAlarm(edge1)).toBe(true);
+    expect(await runInDurableObject(edge1, (_i, state) => state.storage.getAlarm())).toBeNull();
   });
 
   it('a primary that restarts owing an edge events makes it close the subscriptions that missed them; a quiet restart closes none', async () => {
@@ -263,7 +308,7 @@ describe('a shard with four edges', () => {
     expect(await s.next((f) => f[0] === 'CLOSED')).toEqual([
       'CLOSED',
       'live',
-      'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again',
+      LIVE_EVENTS_LOST,
     ]);
     const again = await s.req('again', { kinds: [1], authors: [owner.pk] });
     expect(new Set(again.events.map((e) => e.id))).toEqual(new Set([quiet, restarted, next].map((e) => e.id)));
@@ -300,7 +345,7 @@ describe('a shard with four edges', () => {
     expect(await s.next((f) => f[0] === 'CLOSED')).toEqual([
       'CLOSED',
       'before',
-      'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again',
+      LIVE_EVENTS_LOST,
     ]);
     // Frames of one socket keep their order: when the ping arrives, a CLOSED of 'after' or 'ping' would have too.
     expect(await s.next(eventFrame(ping.id))).toEqual(['EVENT', 'ping', ping]);
@@ -388,7 +433,7 @@ describe('a shard with four edges', () => {
     expect(frames).toEqual([
       ['EOSE', 'held'],
       ...big.slice(0, 4).map((e) => ['EVENT', 'held', e]),
-      ['CLOSED', 'held', 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again'],
+      ['CLOSED', 'held', LIVE_EVENTS_LOST],
     ]);
   });
 

@@ -10,8 +10,9 @@
 // its filters may match (the edge still checks each subscription, with the read policy). They live
 // in memory: after a restart of the primary every listening edge gets every event until it lists
 // its subscriptions again (it does when it sees the new epoch in a delivery, or its first delivery
-// after a wake). An edge's REQ also makes the primary listen to it if it did not, so the two cannot
-// stay apart on whether the edge listens past its next REQ.
+// after a wake). An edge's REQ, and its periodic check (once a minute while it has subscriptions
+// and got no delivery), also make the primary listen to it if it did not, and the edge is told, so
+// the two cannot stay apart on whether the edge listens for longer than that (`ensure`).
 //
 // What an edge has not taken yet is bounded (`edge_delivery_queue_bytes`): past it, and when a
 // deliver call fails, the events are dropped and the edge is told the stamp of the last one lost
@@ -121,18 +122,30 @@ export class EdgeFanout {
   }
 
   /**
-   * A REQ at edge `i` opened (or replaced) subscription `key`: its events go there from now on. An
-   * edge that is not listening here is from now on, with every event (its other subscriptions are
-   * not known here): whatever made the edge and this primary disagree on whether it listens (an
-   * answer lost on the way), a REQ is enough to make its subscriptions live again.
+   * A REQ at edge `i` opened (or replaced) subscription `key`: its events go there from now on.
+   * True when the edge was not listening here (see `ensure`).
    */
-  subscribed(i: number, key: string, filters: readonly Filter[]): void {
-    if (!this.listening.has(i)) {
-      this.interest.drop(i);
-      this.start(i);
-      return;
-    }
+  subscribed(i: number, key: string, filters: readonly Filter[]): boolean {
+    if (this.ensure(i)) return true;
     this.interest.add(i, key, filters);
+    return false;
+  }
+
+  /**
+   * Edge `i` has subscriptions (a REQ, or its periodic check): listens to it if it did not, with
+   * every event (its subscriptions are not known here), and says so (true) so that the edge closes
+   * the subscriptions that missed events meanwhile and lists them again. Whatever made the edge and
+   * this primary disagree on whether it listens, this brings them together again.
+   */
+  ensure(i: number): boolean {
+    if (this.listening.has(i)) return false;
+    console.error(`relay shard: edge ${i} has subscriptions this primary was not sending events to; it is listened to again`);
+    // Events published while no edge listened took no stamp: one more marks the gap, so every
+    // subscription the edge answered before now is older than the stamp the edge is told.
+    this.seq += 1;
+    this.interest.drop(i);
+    this.start(i);
+    return true;
   }
 
   /** Subscription `key` of edge `i` is gone. */

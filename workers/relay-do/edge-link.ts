@@ -14,7 +14,9 @@
 //
 // Lost deliveries (the primary dropped events for this edge, see edge-fanout.ts): each subscription
 // whose history is older than the last lost event is closed with LIVE_EVENTS_LOST, so its client
-// subscribes again (with `since`) rather than keep a stream with a hole in it.
+// subscribes again (with `since`) rather than keep a stream with a hole in it. The same when the
+// primary turns out not to have been sending events here (told in a REQ's answer, or by the check
+// an edge with subscriptions makes once a minute when no delivery came).
 
 import { errorMessage, formatRejection, reject } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -94,6 +96,9 @@ interface SubStream {
  */
 export const MAX_HELD_BYTES = 4_194_304;
 
+/** How often an edge with subscriptions and no delivery since makes sure its primary sends it events (`check`). */
+export const LISTEN_CHECK_MS = 60_000;
+
 /** The CLOSED message of a subscription that missed live events. */
 const LIVE_EVENTS_LOST = formatRejection(reject('error', 'live events were lost on the way to this connection (the relay is overloaded); subscribe again'));
 
@@ -112,6 +117,8 @@ export class EdgeLink {
   private readonly streams = new WeakMap<Connection, Map<string, SubStream>>();
   /** The primary's epoch in the last delivery: a new one means it restarted and lost the list of this edge's subscriptions. */
   private epoch: number | undefined;
+  /** Whether a delivery came since the last periodic check (then the primary does send events here). */
+  private heard = false;
 
   constructor(
     readonly index: number,
@@ -125,6 +132,8 @@ export class EdgeLink {
     private readonly queryBytes: number,
     /** Bytes of operations that may wait here for the primary (RelayLimits.edge_pending_bytes). */
     private readonly pendingBytes: number,
+    /** Schedules the periodic check (`check`) LISTEN_CHECK_MS from now, replacing one scheduled. */
+    private readonly armCheck: () => void,
   ) {}
 
   // Each operation's answer is handled by a callback, run as soon as its batch is answered and in
@@ -177,8 +186,10 @@ export class EdgeLink {
       }
       for (const raw of a.rows) send(conn, relayMessage.event(subId, raw));
       send(conn, relayMessage.eose(subId));
-      if (streams.get(subId) !== stream) return; // replaced by a later REQ with the same id
-      stream.seen = a.stamp;
+      const current = streams.get(subId) === stream; // else replaced by a later REQ with the same id
+      if (current) stream.seen = a.stamp;
+      if (a.relisted) this.relisted(a.stamp);
+      if (!current) return;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
       this.connections.keepStamp(conn, subId, a.stamp);
       for (const d of buffered) if (isAfter(d.stamp, a.stamp)) send(conn, relayMessage.event(subId, d.raw));
@@ -204,6 +215,7 @@ export class EdgeLink {
    * frames in the primary's order, as from one object).
    */
   deliver(items: Delivery[], lost: Lost): void {
+    this.heard = true;
     if (!this.connections.subscribed()) {
       if (this.listening !== false) this.setListening(false);
       return;
@@ -222,6 +234,39 @@ export class EdgeLink {
         else if (!stream?.seen || isAfter(d.stamp, stream.seen)) send(conn, relayMessage.event(sid, d.raw));
       }
     }
+  }
+
+  /**
+   * The periodic check (the edge's alarm, every LISTEN_CHECK_MS while it has subscriptions): when no
+   * delivery came since the last one, asks the primary whether it sends events here (it does from
+   * then on), and closes the subscriptions that missed events if it did not. Resolves to whether
+   * to check again (false: no subscription left).
+   */
+  async check(): Promise<boolean> {
+    if (!this.connections.subscribed()) {
+      if (this.listening !== false) this.setListening(false);
+      return false;
+    }
+    const heard = this.heard;
+    this.heard = false;
+    if (this.listening !== true) this.setListening(true);
+    else if (!heard) {
+      await this.call({ op: 'check', edge: this.index }, (a) => {
+        if (a.op === 'checked' && a.relisted) this.relisted(a.stamp);
+        else if (a.op !== 'checked' && this.listening === true) this.listening = undefined; // the next delivery or REQ lists them again
+      });
+    }
+    return true;
+  }
+
+  /**
+   * The primary did not send events here until `stamp` (edge-wire.ts EdgeAnswer): each subscription
+   * answered before then may have missed some and is closed (those reading their history close
+   * after it if it is older); the others are listed to the primary, which sends every event meanwhile.
+   */
+  private relisted(stamp: Stamp): void {
+    for (const conn of this.connections.all()) if (conn.subs.size > 0) this.lose(conn, stamp);
+    if (this.connections.subscribed()) this.setListening(true);
   }
 
   /** Closes each subscription of `conn` that may have missed events up to `lost`; those still reading history close after it. */
@@ -267,6 +312,7 @@ export class EdgeLink {
    */
   private setListening(on: boolean): void {
     this.listening = on;
+    if (on) this.armCheck();
     const op: EdgeOp = on ? { op: 'listen', edge: this.index, subs: this.summary() } : { op: 'idle', edge: this.index };
     void this.call(op, (a) => {
       if (a.op !== 'done' && this.listening === on) this.listening = undefined;

@@ -43,6 +43,8 @@ export type EdgeOp =
   | { op: 'event'; event: NostrEvent; origin: WireOrigin }
   /** REQ history, read as `readers` may; `sub`: the subscription it opens at the edge, matched from now on. */
   | { op: 'query'; filters: Filter[]; readers: string[]; sub?: { edge: number; key: string } }
+  /** The edge has subscriptions and believes the primary sends it events (its periodic check): make sure. */
+  | { op: 'check'; edge: number }
   /** A subscription of the edge is gone (CLOSE, a closed connection): its events are no longer needed. */
   | { op: 'forget'; edge: number; key: string }
   | { op: 'count'; filters: Filter[]; readers: string[] }
@@ -53,7 +55,13 @@ export type EdgeOp =
 export type EdgeAnswer =
   | { op: 'done' }
   | { op: 'ok'; accepted: boolean; message: string }
-  | { op: 'rows'; rows: string[]; stamp: Stamp }
+  /**
+   * `relisted` (a query with `sub`, a check): the primary did not count the edge as listening (their
+   * views had come apart) and does from `stamp` on, with every event. Events up to `stamp` were not
+   * sent to the edge, so each of its subscriptions answered before may have missed some.
+   */
+  | { op: 'rows'; rows: string[]; stamp: Stamp; relisted?: true }
+  | { op: 'checked'; stamp: Stamp; relisted?: true }
   | { op: 'count'; count: number }
   | { op: 'error'; message: string };
 

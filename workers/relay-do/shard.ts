@@ -32,7 +32,7 @@ import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER, shardStub, type ShardBindings } from '../common/shards.js';
 import { EDGE_HEADER, edgeStub, MAX_EDGES } from '../common/edges.js';
 import { EdgeFanout } from './edge-fanout.js';
-import { EdgeLink } from './edge-link.js';
+import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import type { Delivery, EdgeAnswer, EdgeOp, Lost } from './edge-wire.js';
 import { VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
@@ -139,6 +139,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
               (conn, sid) => this.conns.closeSub(conn, sid),
               this.limits.max_query_bytes,
               this.limits.edge_pending_bytes,
+              () => void this.ctx.storage.setAlarm(Date.now() + LISTEN_CHECK_MS),
             )
           : null;
     }
@@ -270,10 +271,12 @@ export class RelayShard extends DurableObject<RelayEnv> {
         return { op: 'done' };
       case 'query': {
         // Matched from before the query runs: what it does not return is delivered live.
-        if (op.sub) this.fanout.subscribed(op.sub.edge, op.sub.key, op.filters);
+        const relisted = op.sub ? this.fanout.subscribed(op.sub.edge, op.sub.key, op.filters) : false;
         const rows = this.store.query(op.filters, this.limitOf, op.readers, nowSeconds(), this.limits.max_query_bytes);
-        return { op: 'rows', rows: rows.map((r) => r.raw), stamp: this.fanout.stamp() };
+        return { op: 'rows', rows: rows.map((r) => r.raw), stamp: this.fanout.stamp(), ...(relisted ? { relisted } : {}) };
       }
+      case 'check':
+        return { op: 'checked', stamp: this.fanout.stamp(), ...(this.fanout.ensure(op.edge) ? { relisted: true } : {}) };
       case 'count':
         return { op: 'count', count: this.store.count(op.filters, op.readers, nowSeconds()) };
       case 'ownership':
@@ -389,8 +392,16 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (conn) for (const sid of conn.subs.keys()) edge.forget(conn, sid);
   }
 
-  /** Purges expired events (NIP-40) and a batch of events past their retention rule; comes back at the earliest next. */
+  /**
+   * Purges expired events (NIP-40) and a batch of events past their retention rule; comes back at
+   * the earliest next. At an edge (which stores no events): its periodic check (edge-link.ts).
+   */
   override async alarm(): Promise<void> {
+    const edge = this.edge();
+    if (edge) {
+      if (await edge.check()) await this.ctx.storage.setAlarm(Date.now() + LISTEN_CHECK_MS);
+      return;
+    }
     const expiry = this.store.purgeExpired(nowSeconds());
     const retention = this.retention.apply(this.store, this.clockSeconds());
     const next = Math.min(expiry ?? Infinity, retention ?? Infinity);
