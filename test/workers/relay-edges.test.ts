@@ -417,26 +417,26 @@ describe('a shard with four edges', () => {
     expect(await s.publish(after)).toEqual(['OK', after.id, true, '']);
   });
 
-  it('an edge holds a bounded amount of live events for REQs whose history is in flight: past it, such a subscription closes after its EOSE', async () => {
+  it('an edge holds a bounded amount of live events for REQs whose history is in flight (each event once, however many hold it): past it, such a subscription closes after its EOSE', async () => {
     const owner = freshOwner();
     const s = await connectEdge(owner.pk, 3);
     // About 1 MB of JSON each: four fit in what an edge holds (4 MiB), the fifth does not.
     const big = Array.from({ length: 5 }, (_, n) => sign(owner, { content: `${'z'.repeat(1_000_000)} ${n}` }));
     await runInDurableObject(edgeStub(env, owner.pk, 3), async (_i, state) => {
-      // A new object over the same socket and storage, so that the test holds its history in flight.
+      // A new object over the same socket and storage, so that the test holds the histories in flight.
       const edge = new RelayShard(state, env);
-      const req = edge.webSocketMessage(state.getWebSockets()[0]!, JSON.stringify(['REQ', 'held', { kinds: [1], authors: [owner.pk] }]));
-      // While the history is on its way, deliveries arrive, stamped after anything it can hold.
+      const ws = state.getWebSockets()[0]!;
+      // Two subscriptions wait for their history: the events they both hold count once (8 MB would not fit).
+      const reqs = ['held', 'also'].map((sid) => edge.webSocketMessage(ws, JSON.stringify(['REQ', sid, { kinds: [1], authors: [owner.pk] }])));
+      // While the histories are on their way, deliveries arrive, stamped after anything they can hold.
       edge.deliver(big.map((e, n) => ({ stamp: { epoch: 1e9, seq: n + 1 }, event: e, raw: JSON.stringify(e) })), undefined);
-      await req;
+      await Promise.all(reqs);
     });
-    const frames = [];
-    for (let n = 0; n < 6; n++) frames.push(await s.next((f) => f[1] === 'held'));
-    expect(frames).toEqual([
-      ['EOSE', 'held'],
-      ...big.slice(0, 4).map((e) => ['EVENT', 'held', e]),
-      ['CLOSED', 'held', LIVE_EVENTS_LOST],
-    ]);
+    for (const sid of ['held', 'also']) {
+      const frames = [];
+      for (let n = 0; n < 6; n++) frames.push(await s.next((f) => f[1] === sid));
+      expect(frames).toEqual([['EOSE', sid], ...big.slice(0, 4).map((e) => ['EVENT', sid, e]), ['CLOSED', sid, LIVE_EVENTS_LOST]]);
+    }
   });
 
   it('COUNT and the NIP-OA proof of an AUTH made at an edge are answered by the primary', async () => {

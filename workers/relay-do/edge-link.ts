@@ -81,18 +81,15 @@ export const EDGE_OVERLOADED = formatRejection(reject('error', 'the relay is ove
 /** A subscription's view of the live stream: buffering while its history is in flight, then what it has seen. */
 interface SubStream {
   buffer: Delivery[] | undefined;
-  /** Bytes of event JSON in `buffer` (counted in EdgeLink's heldBytes until the history answers). */
-  bytes: number;
   seen: Stamp | undefined;
   /** While buffering: the last stamp the primary reported lost. */
   lost: Lost;
 }
 
 /**
- * Event JSON all subscriptions of an edge whose history is in flight may hold, counted per
- * subscription (an event held by many counts many times). Past it, a subscription does not hold the
- * delivery: it is closed after its EOSE unless its history has the event (as for a loss), so many
- * REQs in flight during a stream cannot hold subscriptions × events.
+ * Event JSON all subscriptions of an edge whose history is in flight may hold (an event held by
+ * many counts once: they share it). Past it, a subscription does not hold a delivery it does not
+ * already share: it is closed after its EOSE unless its history has the event (as for a loss).
  */
 export const MAX_HELD_BYTES = 4_194_304;
 
@@ -106,8 +103,10 @@ const unreachable = (e: unknown): EdgeAnswer => ({ op: 'error', message: formatR
 
 export class EdgeLink {
   private queue: Pending[] = [];
-  /** Event JSON held for subscriptions whose history is in flight (MAX_HELD_BYTES). */
+  /** Event JSON held for subscriptions whose history is in flight (MAX_HELD_BYTES), each delivery once. */
   private heldBytes = 0;
+  /** How many of those subscriptions hold each delivery. */
+  private readonly holders = new Map<Delivery, number>();
   /** opBytes of the queued operations (not those in flight). */
   private queuedBytes = 0;
   private inFlight = false;
@@ -166,7 +165,7 @@ export class EdgeLink {
    */
   subscribe(conn: Connection, subId: string, filters: Filter[]): Promise<void> {
     const streams = this.streamsOf(conn);
-    const stream: SubStream = { buffer: [], bytes: 0, seen: undefined, lost: undefined };
+    const stream: SubStream = { buffer: [], seen: undefined, lost: undefined };
     streams.set(subId, stream);
     if (this.listening !== true) this.setListening(true);
     const sub = { edge: this.index, key: subKey(conn, subId) };
@@ -174,8 +173,7 @@ export class EdgeLink {
       // Whatever the answer, the stream holds nothing from here on (this runs once per REQ).
       const buffered = stream.buffer ?? [];
       stream.buffer = undefined;
-      this.heldBytes -= stream.bytes;
-      stream.bytes = 0;
+      for (const d of buffered) this.release(d);
       if (a.op !== 'rows') {
         if (conn.subs.get(subId) === filters) {
           this.dropSub(conn, subId);
@@ -281,20 +279,31 @@ export class EdgeLink {
 
   /** Keeps `d` for a subscription whose history is in flight, or, past MAX_HELD_BYTES, marks it lost there. */
   private hold(stream: SubStream, buffer: Delivery[], d: Delivery): void {
-    if (this.heldBytes + d.raw.length > MAX_HELD_BYTES) {
-      stream.lost = later(stream.lost, d.stamp);
-      return;
+    const holders = this.holders.get(d) ?? 0;
+    if (holders === 0) {
+      if (this.heldBytes + d.raw.length > MAX_HELD_BYTES) {
+        stream.lost = later(stream.lost, d.stamp);
+        return;
+      }
+      this.heldBytes += d.raw.length;
     }
+    this.holders.set(d, holders + 1);
     buffer.push(d);
-    stream.bytes += d.raw.length;
-    this.heldBytes += d.raw.length;
+  }
+
+  /** A subscription that held `d` no longer does (its history answered). */
+  private release(d: Delivery): void {
+    const holders = (this.holders.get(d) ?? 1) - 1;
+    if (holders > 0) return void this.holders.set(d, holders);
+    this.holders.delete(d);
+    this.heldBytes -= d.raw.length;
   }
 
   /** The streams of `conn`'s subscriptions; after a wake from hibernation, rebuilt from the stamps kept in storage. */
   private streamsOf(conn: Connection): Map<string, SubStream> {
     let streams = this.streams.get(conn);
     if (!streams) {
-      streams = new Map([...this.connections.stamps(conn)].map(([sid, seen]) => [sid, { buffer: undefined, bytes: 0, seen, lost: undefined }]));
+      streams = new Map([...this.connections.stamps(conn)].map(([sid, seen]) => [sid, { buffer: undefined, seen, lost: undefined }]));
       this.streams.set(conn, streams);
     }
     return streams;
