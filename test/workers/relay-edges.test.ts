@@ -388,6 +388,33 @@ describe('a shard with four edges', () => {
     await vi.waitFor(async () => expect(await needsUnrelated()).toBe(false));
   });
 
+  it('after a wake from hibernation an edge the primary stopped listening to meanwhile learns it at its next REQ, or its next check: what missed events is closed', async () => {
+    const owner = freshOwner();
+    const publisher = await connectEdge(owner.pk, 0);
+    const [s, t] = [await connectEdge(owner.pk, 1), await connectEdge(owner.pk, 2)];
+    for (const sock of [s, t]) await sock.req('before', { kinds: [1], authors: [owner.pk] });
+    // While edges 1 and 2 hibernate, the primary stops counting them; an event is missed.
+    await runInDurableObject(shardStub(env, owner.pk), (p: RelayShard) => p.edgeBatch(owner.pk, [{ op: 'idle', edge: 1 }, { op: 'idle', edge: 2 }]));
+    const missed = sign(owner, { content: 'missed during the hibernation' });
+    expect(await publisher.publish(missed)).toEqual(['OK', missed.id, true, '']);
+    // Edge 1 wakes (a new object over the same sockets and storage) for a REQ.
+    await runInDurableObject(edgeStub(env, owner.pk, 1), async (_i, state) => {
+      const woken = new RelayShard(state, env);
+      await woken.webSocketMessage(state.getWebSockets()[0]!, JSON.stringify(['REQ', 'after', { kinds: [1], authors: [owner.pk] }]));
+    });
+    expect(await s.next((f) => f[1] === 'after')).toEqual(['EVENT', 'after', missed]);
+    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'before', LIVE_EVENTS_LOST]);
+    // Edge 2 wakes for its check.
+    await runInDurableObject(edgeStub(env, owner.pk, 2), async (_i, state) => {
+      await new RelayShard(state, env).alarm();
+    });
+    expect(await t.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'before', LIVE_EVENTS_LOST]);
+    const listening = await runInDurableObject(shardStub(env, owner.pk), (_i, state) =>
+      state.storage.sql.exec<{ edge: number }>('SELECT edge FROM edges_listening ORDER BY edge').toArray().map((r) => r.edge),
+    );
+    expect(listening).toEqual([1, 2]);
+  });
+
   it('an edge holds a bounded amount for its primary: past edge_pending_bytes it answers EVENT and REQ with error:, in their turn', async () => {
     const owner = freshOwner();
     const s = await connectEdge(owner.pk, 2);

@@ -167,7 +167,9 @@ export class EdgeLink {
     const streams = this.streamsOf(conn);
     const stream: SubStream = { buffer: [], seen: undefined, lost: undefined };
     streams.set(subId, stream);
-    if (this.listening !== true) this.setListening(true);
+    // Not listening, or a new edge: say so first. Not known with other subscriptions (after a wake):
+    // the query's answer tells whether they missed events (relisted), then the list goes.
+    if (this.listening === false || (this.listening === undefined && !this.subscribedBesides(conn, subId))) this.setListening(true);
     const sub = { edge: this.index, key: subKey(conn, subId) };
     return this.call({ op: 'query', filters, readers: [...conn.authed], sub }, (a) => {
       // Whatever the answer, the stream holds nothing from here on (this runs once per REQ).
@@ -187,12 +189,19 @@ export class EdgeLink {
       const current = streams.get(subId) === stream; // else replaced by a later REQ with the same id
       if (current) stream.seen = a.stamp;
       if (a.relisted) this.relisted(a.stamp);
+      else if (this.listening === undefined && this.connections.subscribed()) this.setListening(true);
       if (!current) return;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
       this.connections.keepStamp(conn, subId, a.stamp);
       for (const d of buffered) if (isAfter(d.stamp, a.stamp)) send(conn, relayMessage.event(subId, d.raw));
       if (stream.lost && isAfter(stream.lost, a.stamp)) this.close(conn, subId);
     });
+  }
+
+  /** Whether this edge has a subscription other than `subId` of `conn`. */
+  private subscribedBesides(conn: Connection, subId: string): boolean {
+    for (const c of this.connections.all()) for (const sid of c.subs.keys()) if (c !== conn || sid !== subId) return true;
+    return false;
   }
 
   /** CLOSE, a closed connection, or a subscription closed here: its stream is no longer needed, nor its events at the primary. */
@@ -235,8 +244,8 @@ export class EdgeLink {
   }
 
   /**
-   * The periodic check (the edge's alarm, every LISTEN_CHECK_MS while it has subscriptions): when no
-   * delivery came since the last one, asks the primary whether it sends events here (it does from
+   * The periodic check (the edge's alarm, every LISTEN_CHECK_MS while it has subscriptions): unless
+   * a delivery came since the last one, asks the primary whether it sends events here (it does from
    * then on), and closes the subscriptions that missed events if it did not. Resolves to whether
    * to check again (false: no subscription left).
    */
@@ -247,13 +256,13 @@ export class EdgeLink {
     }
     const heard = this.heard;
     this.heard = false;
-    if (this.listening !== true) this.setListening(true);
-    else if (!heard) {
-      await this.call({ op: 'check', edge: this.index }, (a) => {
-        if (a.op === 'checked' && a.relisted) this.relisted(a.stamp);
-        else if (a.op !== 'checked' && this.listening === true) this.listening = undefined; // the next delivery or REQ lists them again
-      });
-    }
+    if (this.listening === true && heard) return true;
+    await this.call({ op: 'check', edge: this.index }, (a) => {
+      if (a.op !== 'checked') {
+        if (this.listening === true) this.listening = undefined; // the next delivery, REQ or check lists them again
+      } else if (a.relisted) this.relisted(a.stamp);
+      else if (this.listening !== true && this.connections.subscribed()) this.setListening(true); // not known (after a wake): the list goes
+    });
     return true;
   }
 
