@@ -13,7 +13,8 @@ import { closeSockets, nowSeconds, openSockets, postJson, randomHex } from './cl
  *   socketUs: number, sockets: number, sizes: number[], rounds: number } & Baseline} Hops
  * @typedef {{ ingestPerSecond: number, ingestPerCpuSecond: number, subscriberCpuUs: number }} Baseline what the same pass
  *   measured of one object (K = 1): ingest over the wire, ingest per workerd CPU-second, workerd CPU per additional subscriber
- * @typedef {{ k: number, ingest: number, bound: string, fanout: Record<string, { events: number, deliveries: number, bound: string }> }} Projection
+ * @typedef {{ k: number, ingest: number, bound: string, fanout: Record<string, { events: number, deliveries: number, bound: string }>,
+ *   targeted: { events: number, bound: string } }} Projection
  */
 
 /**
@@ -63,6 +64,8 @@ export const PROJECTED_SUBSCRIBERS = [1_000, 10_000];
  * K > 1: each edge does x + r per event it ingests and r + (S/K)·s per event it delivers; the
  * primary does w + r per event plus r per listening edge (one delivery batch per edge). Ingest =
  * min(K/(x + r), 1/(w + r)); fan-out = min(K/(x + r + K·r + S·s), 1/(w + r + K·r)).
+ * Targeted events (each matches one subscriber, on one edge: a DM, a gift wrap for one `#p`; the
+ * primary sends it to that edge alone): K = 1 1/(c1 + s); K > 1 min(K/(x + 2r + s), 1/(w + 2r)).
  * @param {Hops} h @returns {Projection[]}
  */
 export function projectEdges(h) {
@@ -80,7 +83,7 @@ export function projectEdges(h) {
         const events = 1e6 / (c1 + n * s);
         fanout[n] = { events, deliveries: events * n, bound: 'the one object' };
       }
-      return { k, ingest: 1e6 / c1, bound: 'the one object', fanout };
+      return { k, ingest: 1e6 / c1, bound: 'the one object', fanout, targeted: { events: 1e6 / (c1 + s), bound: 'the one object' } };
     }
     const edges = (k * 1e6) / (x + r);
     const primary = 1e6 / (w + r);
@@ -90,6 +93,12 @@ export function projectEdges(h) {
       const events = Math.min(atEdges, atPrimary);
       fanout[n] = { events, deliveries: events * n, bound: atEdges < atPrimary ? 'the edges' : 'the primary' };
     }
-    return { k, ingest: Math.min(edges, primary), bound: edges < primary ? 'the edges' : 'the primary', fanout };
+    const targetedAtEdges = (k * 1e6) / (x + 2 * r + s);
+    const targetedAtPrimary = 1e6 / (w + 2 * r);
+    const targeted = {
+      events: Math.min(targetedAtEdges, targetedAtPrimary),
+      bound: targetedAtEdges < targetedAtPrimary ? 'the edges' : 'the primary',
+    };
+    return { k, ingest: Math.min(edges, primary), bound: edges < primary ? 'the edges' : 'the primary', fanout, targeted };
   });
 }

@@ -345,11 +345,17 @@ function projectionRows(h) {
       const f = p.fanout[n];
       return f ? `${int(f.events)} events/s = ${int(f.deliveries)} deliveries/s (${f.bound})` : 'n/a';
     }),
+    `${int(p.targeted.events)} events/s (${p.targeted.bound})`,
   ]);
 }
 
 const METRIC_HEADER = ['metric', 'value', 'target', 'met', 'measured at'];
-const projectionHeader = ['K', 'ingest (no subscribers)', ...PROJECTED_SUBSCRIBERS.map((n) => `fan-out to ${int(n)} subscribers`)];
+const projectionHeader = [
+  'K',
+  'ingest (no subscribers)',
+  ...PROJECTED_SUBSCRIBERS.map((n) => `fan-out to ${int(n)} subscribers`),
+  'targeted events (one subscriber each)',
+];
 
 /** The summary printed at the end of a run. @param {Report} r */
 export function renderTable(r) {
