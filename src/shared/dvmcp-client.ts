@@ -82,6 +82,9 @@ export interface DvmcpClientOptions {
 
 export const DVMCP_CLIENT_DEFAULTS = { timeoutMs: 30_000, maxTotalMs: 120_000, maxPending: 64, subscribeTimeoutMs: 5_000, publishTimeoutMs: 5_000 } as const;
 
+/** How far back a subscription sent again after a passing CLOSED reads (well past a request's default maxTotalMs). */
+const RESENT_WINDOW_SECONDS = 600;
+
 type Outcome = Result<Record<string, unknown>, DvmcpFailure>;
 
 interface Pending {
@@ -271,6 +274,9 @@ export class DvmcpClient {
   /** Subscribes on one relay and waits for both EOSEs (or CLOSED, or the subscribe timeout). */
   #listenOn(relay: RelayClient): Promise<Listening> {
     const since = Math.floor(Date.now() / 1000);
+    // Sent again after a passing CLOSED (live events lost on the way): what came meanwhile, from the
+    // last RESENT_WINDOW_SECONDS at most (answers already seen are skipped).
+    const resentSince = (): number => Math.max(since, Math.floor(Date.now() / 1000) - RESENT_WINDOW_SECONDS);
     const me = [this.pubkey];
     return new Promise((resolve) => {
       let waiting = 2;
@@ -296,6 +302,7 @@ export class DvmcpClient {
       const wrapsDone = once();
       const listening: Listening = {
         plain: relay.subscribe([{ kinds: [KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION], '#p': me, since }], {
+          resubscribe: () => [{ kinds: [KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION], '#p': me, since: resentSince() }],
           onEvent: (e) => this.#onPlain(e),
           onEose: plainDone,
           onClosed: (m) => {
@@ -304,6 +311,7 @@ export class DvmcpClient {
           },
         }),
         wraps: relay.subscribe([{ kinds: [KIND.GIFT_WRAP], '#p': me, since }], {
+          resubscribe: () => [{ kinds: [KIND.GIFT_WRAP], '#p': me, since: resentSince() }],
           onEvent: (e) => this.#onWrap(e),
           onEose: wrapsDone,
           onClosed: (m) => {

@@ -19,7 +19,7 @@ import { parseRelayMessage } from './messages.js';
 import { authTemplate, ChallengeSlot, isAuthRequired, wireEvent } from './relay-auth.js';
 import { PendingRequests } from './relay-pending.js';
 import { RelayConnection } from './relay-connection.js';
-import { DEFAULT_BACKOFF } from './relay-socket.js';
+import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './relay-socket.js';
 import type {
   AuthSigner,
   ConnectionStatus,
@@ -29,7 +29,7 @@ import type {
   SubscribeOptions,
   Subscription,
 } from './relay-types.js';
-import { errorMessage } from './errors.js';
+import { errorMessage, parseRejection } from './errors.js';
 
 export { backoffDelay, DEFAULT_BACKOFF, READY_STATE } from './relay-socket.js';
 export type { BackoffOptions, SocketEvent, SocketFactory, SocketLike } from './relay-socket.js';
@@ -37,10 +37,16 @@ export type * from './relay-types.js';
 
 interface SubState {
   readonly id: string;
-  readonly filters: readonly Filter[];
+  filters: readonly Filter[];
   readonly opts: SubscribeOptions;
   authRetried: boolean;
+  /** Passing CLOSEDs since its last EOSE (SubscribeOptions.resubscribe), and the timer of the next REQ. */
+  closes: number;
+  retry: ReturnType<typeof setTimeout> | undefined;
 }
+
+/** Delays before sending again a subscription the relay closed for a passing reason (SubscribeOptions.resubscribe). */
+export const RESUBSCRIBE_BACKOFF: BackoffOptions = { initialDelayMs: 1_000, maxDelayMs: 60_000, factor: 2 };
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 
@@ -108,12 +114,13 @@ export class RelayClient {
     if (this.#conn.status === 'closed') return;
     this.#conn.close();
     this.#failInFlight('error: client closed');
+    for (const sub of this.#subs.values()) clearTimeout(sub.retry);
     this.#subs.clear();
   }
 
   subscribe(filters: readonly Filter[], opts: SubscribeOptions): Subscription {
     const id = opts.id ?? `sub:${++this.#nextId}`;
-    const state: SubState = { id, filters: [...filters], opts, authRetried: false };
+    const state: SubState = { id, filters: [...filters], opts, authRetried: false, closes: 0, retry: undefined };
     if (this.#conn.status === 'closed') {
       queueMicrotask(() => this.#endSub(state, 'error: client closed'));
       return { id, filters: state.filters, close: () => undefined };
@@ -123,9 +130,12 @@ export class RelayClient {
     else this.#conn.ensureConnecting();
     return {
       id,
-      filters: state.filters,
+      get filters() {
+        return state.filters;
+      },
       close: () => {
         if (this.#subs.get(id) !== state) return;
+        clearTimeout(state.retry);
         this.#subs.delete(id);
         if (this.#conn.status === 'open') this.#conn.send(['CLOSE', id]);
       },
@@ -247,7 +257,9 @@ export class RelayClient {
         this.#onEvent(msg[1], msg[2]);
         return;
       case 'EOSE': {
-        const onEose = this.#subs.get(msg[1])?.opts.onEose;
+        const sub = this.#subs.get(msg[1]);
+        if (sub) sub.closes = 0;
+        const onEose = sub?.opts.onEose;
         if (onEose) this.#guard(onEose);
         return;
       }
@@ -298,7 +310,20 @@ export class RelayClient {
       });
       return;
     }
+    const prefix = parseRejection(message)?.prefix;
+    if (sub.opts.resubscribe && (prefix === 'error' || prefix === 'rate-limited')) return this.#resubscribeLater(sub, sub.opts.resubscribe);
     this.#endSub(sub, message);
+  }
+
+  /** Sends `sub` again after its backoff, with fresh filters, unless it was closed or replaced meanwhile. */
+  #resubscribeLater(sub: SubState, filters: () => readonly Filter[]): void {
+    clearTimeout(sub.retry);
+    sub.retry = setTimeout(() => {
+      sub.retry = undefined;
+      if (this.#subs.get(sub.id) !== sub) return;
+      sub.filters = [...filters()];
+      if (this.#conn.status === 'open') this.#conn.send(['REQ', sub.id, ...sub.filters]);
+    }, backoffDelay(sub.closes++, RESUBSCRIBE_BACKOFF, this.#o.random ?? Math.random));
   }
 
   #endSub(sub: SubState, message: string): void {

@@ -59,6 +59,13 @@ export interface SubscribeOptions {
   onEose?: () => void;
   /** The relay ended the subscription (CLOSED) with this message; it will not be re-sent. */
   onClosed?: (message: string) => void;
+  /**
+   * For a subscription meant to last: when the relay closes it for a passing reason (`error:`,
+   * e.g. an overloaded relay or live events lost on the way; `rate-limited:`), it is sent again
+   * after a backoff (RESUBSCRIBE_BACKOFF; an EOSE resets it) with the filters this returns (a
+   * fresh `since`), and onClosed is not called. Any other CLOSED ends it as without this.
+   */
+  resubscribe?: () => readonly Filter[];
   /** Overrides the client's verify for this subscription. */
   verify?: (event: NostrEvent) => boolean;
   /** Subscription id (default: generated, unique per client). */

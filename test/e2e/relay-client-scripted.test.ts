@@ -176,6 +176,49 @@ describe('callbacks and relay input', () => {
     expect(errors).toHaveLength(1);
   });
 
+  it('resubscribe: a subscription closed with error: or rate-limited: is sent again after its backoff with fresh filters; any other CLOSED, or a close() meanwhile, ends it', async () => {
+    // The relay closes the first REQ of each subscription with `error:` and its second with
+    // `rate-limited:`, answers the third with EOSE then closes it with `error:` again; 'final' is `restricted:`.
+    const reqs = new Map<string, number>();
+    const relay = await scriptedRelay((f, ws) => {
+      if (f[0] !== 'REQ') return;
+      const id = String(f[1]);
+      const n = (reqs.get(id) ?? 0) + 1;
+      reqs.set(id, n);
+      if (id === 'final') return send(ws, 'CLOSED', id, 'restricted: not for you');
+      if (n === 1) return send(ws, 'CLOSED', id, 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again');
+      if (n === 2) return send(ws, 'CLOSED', id, 'rate-limited: slow down');
+      send(ws, 'EOSE', id);
+      if (n === 3) send(ws, 'CLOSED', id, 'error: again');
+    });
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u), random: () => 0 }));
+    const closed: string[] = [];
+    let since = 100;
+    const live = client.subscribe([{ kinds: [1], since }], {
+      id: 'live',
+      onEvent: () => undefined,
+      onClosed: (m) => closed.push(`live ${m}`),
+      resubscribe: () => [{ kinds: [1], since: ++since }],
+    });
+    client.subscribe([{ kinds: [1] }], { id: 'final', onEvent: () => undefined, onClosed: (m) => closed.push(`final ${m}`), resubscribe: () => [{ kinds: [1] }] });
+    const started = Date.now();
+    await waitFor(() => (reqs.get('live') ?? 0) >= 4, 'four REQs of live');
+    // Backoff with random() = 0: 500 ms, then 1 s, then (after the EOSE reset it) 500 ms again.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000 - 50);
+    const sent = relay.received[0]!.filter((f) => f[0] === 'REQ' && f[1] === 'live').map((f) => f[2]);
+    expect(sent).toEqual([{ kinds: [1], since: 100 }, { kinds: [1], since: 101 }, { kinds: [1], since: 102 }, { kinds: [1], since: 103 }]);
+    expect(live.filters).toEqual([{ kinds: [1], since: 103 }]);
+    expect(closed).toEqual(['final restricted: not for you']);
+    // Closed by the caller while a resend waits: nothing more is sent.
+    const gone = client.subscribe([{ kinds: [2] }], { id: 'gone', onEvent: () => undefined, resubscribe: () => [{ kinds: [2] }] });
+    await waitFor(() => reqs.get('gone') === 1, 'the REQ of gone');
+    await sleep(50); // its CLOSED arrives
+    gone.close();
+    await sleep(700);
+    expect(reqs.get('gone')).toBe(1);
+    expect(relay.received[0]!.filter((f) => f[0] === 'CLOSE').map((f) => f[1])).toEqual(['gone']);
+  });
+
   it('drops malformed events and events that do not match the subscription', async () => {
     const key = newKey();
     const good = signed(key, 1, 'good');

@@ -5,7 +5,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { encrypt, getConversationKey } from '../../src/shared/nip44.js';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { NipXxClient, agentInfo, createTestAgent, dropAgentConnections } from './agent-helpers.js';
-import { connect, keys } from './helpers.js';
+import { closeSubscriptionsOf, connect, keys, LIVE_EVENTS_LOST } from './helpers.js';
 import { TEST_OWNER } from './test-keys.js';
 
 /** Raw NIP-44 content from the client to the agent (for payloads that are not JSON). */
@@ -244,6 +244,21 @@ describe('sessions', () => {
 
 
 describe('reconnection', () => {
+  it('when the relay closes its subscriptions with error: (live events lost on the way), the agent subscribes again and answers the next prompt', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const warm = c.prompt({ ver: 1, message: 'before' });
+    await c.send(warm);
+    expect((await c.collect(warm.id)).terminal.kind).toBe(25803);
+    // Its prompt subscription and its NIP-AO control subscription on the owner's shard.
+    expect(await closeSubscriptionsOf(TEST_OWNER, agent, LIVE_EVENTS_LOST)).toBe(2);
+    const next = c.prompt({ ver: 1, message: 'after the CLOSED' });
+    await c.send(next);
+    const run = await c.collect(next.id, 15_000);
+    expect(run.terminal.payload).toMatchObject({ text: 'echo: after the CLOSED' });
+  });
+
+
   it('after the relay drops its socket, the agent reconnects, replays the prompt it missed, and answers', async () => {
     const agent = await createTestAgent();
     const c = await NipXxClient.open(agent);

@@ -2,9 +2,9 @@
 // shard, answers 26910/21316 p-tagging the client), against the real server-everything: initialize
 // with and without `s`, tools/list (with pagination), tools/call, resources, prompts, completion,
 // ping, progress, cancel, and the errors a client gets.
-import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
-import { now } from './helpers.js';
+import { closeSubscriptionsOf, LIVE_EVENTS_LOST, now, subscriptionsOf } from './helpers.js';
 
 const fixtureUrl = (): string => inject('toolsFixtureUrl');
 
@@ -188,5 +188,20 @@ describe('bridge: requests through the relay', () => {
     await client.send(fresh);
     await client.answer(fresh.id);
     await expect(client.answer(stale.id, 1000)).rejects.toThrow(/timed out waiting for a frame/);
+  });
+});
+
+describe('bridge: its subscription closed by the relay', () => {
+  it('after a CLOSED with error: (live events lost on the way) the bridge sends its subscription again and answers requests', async () => {
+    const { provider: p } = await directBridge([{ id: 'ev', url: everythingUrl(), public: false }]);
+    await bridgeReady(p);
+    const held = await subscriptionsOf(null, p);
+    expect(held).toBeGreaterThan(0);
+    expect(await closeSubscriptionsOf(null, p, LIVE_EVENTS_LOST)).toBe(held);
+    expect(await subscriptionsOf(null, p)).toBe(0);
+    await vi.waitFor(async () => expect(await subscriptionsOf(null, p)).toBe(held), { timeout: 5_000, interval: 100 });
+    const c = await DvmcpClient.open(p);
+    const ping = await c.call('ping', undefined, { s: 'ev' });
+    expect(ping.result).toEqual({ ok: true, value: {} });
   });
 });

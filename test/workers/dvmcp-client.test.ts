@@ -4,14 +4,14 @@
 // round trips, forged and misaddressed answers ignored, bounds; discovery from the relay. The pure
 // parts (catalog rules, spendCap, message shapes) are unit-tested beside the source in src/shared.
 import { SELF } from 'cloudflare:test';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DvmcpClient, spendCap, type DvmcpClientOptions } from '../../src/shared/dvmcp-client.js';
 import { discover } from '../../src/shared/dvmcp-discovery.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient, type SocketFactory } from '../../src/shared/relay-client.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { DvmcpResponder } from './dvmcp-client-responder.js';
-import { keys, sign, type Keys } from './helpers.js';
+import { closeSubscriptionsOf, keys, LIVE_EVENTS_LOST, sign, subscriptionsOf, type Keys } from './helpers.js';
 
 const socket: SocketFactory = async (u) => {
   const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
@@ -63,6 +63,19 @@ describe('DvmcpClient', () => {
     const results = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((t) => c.request(target, 'tools/call', { name: 'echo', arguments: { text: t } })));
     expect(results.map(text)).toEqual(['a', 'b', 'c', 'd', 'e']);
     expect(c.pending).toBe(0);
+  });
+
+  it('a relay that closes its answer subscriptions with error: (live events lost) does not end the client: they are sent again, and the next request is answered', async () => {
+    const r = await responder();
+    const { c, me } = client();
+    const target = { provider: r.provider, serverId: r.serverId };
+    expect(text(await c.request(target, 'tools/call', { name: 'echo', arguments: { text: 'before' } }))).toBe('before');
+    // The plain and the gift-wrap subscription. They come back after their backoff (an answer sent
+    // meanwhile, ephemeral, would be lost: its request would time out).
+    expect(await closeSubscriptionsOf(null, me.pk, LIVE_EVENTS_LOST)).toBe(2);
+    expect(await subscriptionsOf(null, me.pk)).toBe(0);
+    await vi.waitFor(async () => expect(await subscriptionsOf(null, me.pk)).toBe(2), { timeout: 5_000, interval: 100 });
+    expect(text(await c.request(target, 'tools/call', { name: 'echo', arguments: { text: 'after' } }))).toBe('after');
   });
 
   it('passes progress notifications to onProgress and they keep the request alive past the idle timeout', async () => {

@@ -38,6 +38,49 @@ export function socketObjects(owner: string | null): DurableObjectStub<RelayShar
 }
 
 /**
+ * Closes, from the relay's side, every subscription of the connections to the shard of `owner`
+ * authenticated as `pubkey`, with `message` (a CLOSED, as an edge does when live events were lost on
+ * the way to a connection); how many.
+ */
+export async function closeSubscriptionsOf(owner: string | null, pubkey: string, message: string): Promise<number> {
+  let n = 0;
+  for (const shard of socketObjects(owner)) {
+    n += await runInDurableObject(shard, (instance, state) => {
+      // The shard's own connection table (workers/relay-do/connections.ts): each subscription goes as a close at the relay removes it.
+      type Conns = { get(ws: WebSocket): { subs: Map<string, unknown> } | undefined; closeSub(conn: unknown, sid: string): void };
+      const conns = (instance as unknown as { conns: Conns }).conns;
+      const cids = state.storage.sql.exec<{ cid: string }>('SELECT cid FROM conn_auth WHERE pubkey = ?', pubkey).toArray().map((r) => r.cid);
+      let closed = 0;
+      for (const ws of state.getWebSockets()) {
+        const att = ws.deserializeAttachment() as { cid: string } | null;
+        const conn = att && cids.includes(att.cid) ? conns.get(ws) : undefined;
+        for (const sid of conn ? [...conn.subs.keys()] : []) {
+          conns.closeSub(conn, sid);
+          ws.send(JSON.stringify(['CLOSED', sid, message]));
+          closed++;
+        }
+      }
+      return closed;
+    });
+  }
+  return n;
+}
+
+/** How many subscriptions the connections to the shard of `owner` authenticated as `pubkey` hold. */
+export async function subscriptionsOf(owner: string | null, pubkey: string): Promise<number> {
+  let n = 0;
+  for (const shard of socketObjects(owner)) {
+    n += await runInDurableObject(shard, (_i, state) =>
+      state.storage.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM conn_subs WHERE cid IN (SELECT cid FROM conn_auth WHERE pubkey = ?)', pubkey).one().n,
+    );
+  }
+  return n;
+}
+
+/** The CLOSED an edge sends a subscription that missed live events (workers/relay-do/edge-link.ts). */
+export const LIVE_EVENTS_LOST = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
+
+/**
  * The Durable Object holding the sockets of the shard of `owner` (for tests that reach into the
  * object serving a connection): the primary at K = 1, else the edge the shard's connections landed
  * on (they must all be on one edge).

@@ -10,11 +10,9 @@ import { signAttestation } from '../../src/shared/nip-oa.js';
 import { SHARD_HEADER, shardStub } from '../../workers/common/shards.js';
 import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { BASE, connect, edgesOf, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
+import { BASE, connect, edgesOf, LIVE_EVENTS_LOST, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
 
 const K = 4;
-
-const LIVE_EVENTS_LOST = 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again';
 
 /** A socket on edge `i` of the shard of `owner`, opened as the router opens it. */
 async function connectEdge(owner: string | null, i: number): Promise<TestSocket> {

@@ -7,6 +7,7 @@
 // runs over the public shard's connection, authenticated as the agent.
 
 import type { NostrEvent } from '../../src/shared/event.js';
+import type { Filter } from '../../src/shared/filters.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
@@ -172,23 +173,30 @@ export class RelayLinks {
     await this.publishInfo(c, client);
   }
 
+  /**
+   * The agent's subscriptions on one relay. Both are sent again, with a fresh `since`, when the
+   * relay closes them for a passing reason (`error:` such as live events lost on the way, or
+   * `rate-limited:`): the agent keeps listening rather than go deaf on that relay.
+   */
   private subscribe(client: RelayClient, c: StoredAgent, ownerShard: boolean): void {
-    const since = this.deps.since();
     const url = client.url;
-    client.subscribe(
-      [
+    const requests = (): Filter[] => {
+      const since = this.deps.since();
+      return [
         { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
         { kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
         ...(c.dvmcp?.enabled ? [{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) - DVMCP_STALE_SECONDS }] : []),
-      ],
-      { id: 'requests', onEvent: (e) => handle('event', e.id, this.deps.onRequest(e, url)) },
-    );
+      ];
+    };
+    client.subscribe(requests(), { id: 'requests', resubscribe: requests, onEvent: (e) => handle('event', e.id, this.deps.onRequest(e, url)) });
     if (ownerShard) {
       // A new id per connection: the client's own re-send of the previous one (with its stale
       // `since`) is refused by the relay and must not replace this one.
       this.controlSub?.close();
-      this.controlSub = client.subscribe([{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }], {
+      const control = (): Filter[] => [{ kinds: [AO_KIND], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) }];
+      this.controlSub = client.subscribe(control(), {
         id: `control:${++this.controlGeneration}`,
+        resubscribe: control,
         onEvent: (e) => handle('control frame', e.id, this.deps.onControl(e)),
       });
     }

@@ -98,20 +98,14 @@ export class BridgeLinks {
     if (!p || !client) return;
     const auth = await client.authenticate({ timeoutMs: 10_000 });
     if (!auth.ok) return; // the watchdog tries again
-    const since = Math.floor(Date.now() / 1000) - STALE_SECONDS;
     const extra = (await this.deps.extraFilters?.()) ?? [];
+    const filters = (): Filter[] => {
+      const since = Math.floor(Date.now() / 1000) - STALE_SECONDS;
+      return [{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [p.pubkey], since }, { kinds: [KIND.GIFT_WRAP], '#p': [p.pubkey], since }, ...extra];
+    };
     // A new id per connection: the client's own re-send of the old one carries a stale `since`.
+    // Sent again (fresh `since`) when the relay closes it for a passing reason: the server keeps listening.
     this.subs.get(url)?.close();
-    this.subs.set(
-      url,
-      client.subscribe(
-        [
-          { kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [p.pubkey], since },
-          { kinds: [KIND.GIFT_WRAP], '#p': [p.pubkey], since },
-          ...extra,
-        ],
-        { id: `dvmcp:${++this.generation}`, onEvent: (e) => handle(`event ${e.id}`, this.deps.onEvent(e, url)) },
-      ),
-    );
+    this.subs.set(url, client.subscribe(filters(), { id: `dvmcp:${++this.generation}`, resubscribe: filters, onEvent: (e) => handle(`event ${e.id}`, this.deps.onEvent(e, url)) }));
   }
 }
