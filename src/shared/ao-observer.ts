@@ -23,7 +23,8 @@
 // * Subscription: `{kinds: [24200], '#p': [owner], since: now}`. A relay client re-sends a REQ
 //   after reconnecting with the original `since`; when the relay refuses it as history
 //   (`restricted: … live only …`) the observer subscribes again with a fresh `since` (at most once
-//   per 10 s) and reports the CLOSED through `onClosed` either way.
+//   per 10 s) and reports the CLOSED through `onClosed` either way. A passing CLOSED (`error:`,
+//   `rate-limited:`) is the relay client's to send again (`resubscribe`, with a fresh `since`).
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { parseRejection } from './errors.js';
@@ -49,6 +50,8 @@ import type { PublishFn, PublishOutcome } from './paced-publisher.js';
 export interface ObserverSubscribeOptions {
   onEvent: (event: NostrEvent) => void;
   onClosed?: (message: string) => void;
+  /** The filters to send again after a passing CLOSED (`error:`, `rate-limited:`; RelayClient does). */
+  resubscribe?: () => Filter[];
 }
 
 /** RelayClient.subscribe, or any function of the same shape. */
@@ -228,10 +231,14 @@ export class Observer {
   }
 
   #subscribe(): void {
-    this.#subscribedAt = this.#now();
-    const filter: Filter = { kinds: [AO_KIND], '#p': [this.owner], since: Math.floor(this.#subscribedAt / 1000) };
+    // Live only, from now: also when the relay client sends it again after a passing CLOSED.
+    const filters = (): Filter[] => {
+      this.#subscribedAt = this.#now();
+      return [{ kinds: [AO_KIND], '#p': [this.owner], since: Math.floor(this.#subscribedAt / 1000) }];
+    };
     let sub: { close(): void } | undefined;
-    sub = this.#o.subscribe([filter], {
+    sub = this.#o.subscribe(filters(), {
+      resubscribe: filters,
       onEvent: (e) => {
         if (this.#sub === sub) this.handleEvent(e);
       },

@@ -589,6 +589,25 @@ describe('Observer: checks (exact reasons)', () => {
     expect(Math.abs(h.filters[0]![0]!.since! - now())).toBeLessThanOrEqual(1);
   });
 
+  it('gives the relay client the filters to send again after a passing CLOSED: live from then (a fresh since)', () => {
+    const owner = keys();
+    let t = Date.now();
+    const subs: Array<{ filters: Filter[]; resubscribe?: () => Filter[] }> = [];
+    const obs = new Observer({
+      ownerSecretKey: owner.sk,
+      agents: [],
+      now: () => t,
+      subscribe: (filters, o) => {
+        subs.push({ filters, resubscribe: o.resubscribe });
+        return { close: () => undefined };
+      },
+    });
+    obs.start();
+    t += 90_000; // the relay closed it with error: and the relay client's backoff ran out
+    expect(subs[0]!.resubscribe?.()).toEqual([{ kinds: [24200], '#p': [owner.pk], since: Math.floor(t / 1000) }]);
+    expect(subs).toHaveLength(1);
+  });
+
   it('subscribes again with a fresh since when a re-sent REQ is refused as history (at most once per 10 s)', () => {
     const owner = keys();
     let t = Date.now();
