@@ -33,6 +33,15 @@ export function parseRejection(message: string): Rejection | undefined {
   return { prefix, reason: message.slice(i + 1).trim() };
 }
 
+/**
+ * Whether an OK or CLOSED message gives a passing reason (`rate-limited:`, `error:`), so that the
+ * same request may succeed later; any other prefix is a final answer.
+ */
+export function isTransient(message: string): boolean {
+  const prefix = parseRejection(message)?.prefix;
+  return prefix === 'rate-limited' || prefix === 'error';
+}
+
 export type Result<T, E = Rejection> = { ok: true; value: T } | { ok: false; error: E };
 
 export const ok = <T>(value: T): Result<T, never> => ({ ok: true, value });

@@ -14,7 +14,7 @@
 //
 // * Order. OrderedQueue delivers queued items one at a time, in the order they were added.
 
-import { errorMessage, parseRejection } from './errors.js';
+import { errorMessage, isTransient } from './errors.js';
 import type { NostrEvent } from './event.js';
 
 /** What a relay answered to a publish (the relay client's `publish` fits). */
@@ -57,8 +57,7 @@ export type Settle = (answer: PublishOutcome) => 'delivered' | 'retry' | 'final'
 /** The default rule: OK delivers; `rate-limited:` and `error:` are retried; the rest is final. */
 export const retryTransient: Settle = (answer) => {
   if (answer.ok) return 'delivered';
-  const prefix = parseRejection(answer.message)?.prefix;
-  return prefix === 'rate-limited' || prefix === 'error' ? 'retry' : 'final';
+  return isTransient(answer.message) ? 'retry' : 'final';
 };
 
 

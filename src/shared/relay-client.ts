@@ -29,7 +29,7 @@ import type {
   SubscribeOptions,
   Subscription,
 } from './relay-types.js';
-import { errorMessage, parseRejection } from './errors.js';
+import { errorMessage, isTransient } from './errors.js';
 
 export { backoffDelay, DEFAULT_BACKOFF, READY_STATE } from './relay-socket.js';
 export type { BackoffOptions, SocketEvent, SocketFactory, SocketLike } from './relay-socket.js';
@@ -310,8 +310,7 @@ export class RelayClient {
       });
       return;
     }
-    const prefix = parseRejection(message)?.prefix;
-    if (sub.opts.resubscribe && (prefix === 'error' || prefix === 'rate-limited')) return this.#resubscribeLater(sub, sub.opts.resubscribe);
+    if (sub.opts.resubscribe && isTransient(message)) return this.#resubscribeLater(sub, sub.opts.resubscribe);
     this.#endSub(sub, message);
   }
 

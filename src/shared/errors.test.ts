@@ -1,0 +1,24 @@
+// errors.ts: the NIP-01 prefixes read back from OK and CLOSED messages, and which of them are passing.
+import { describe, expect, it } from 'vitest';
+import { formatRejection, isTransient, parseRejection, reject } from './errors.js';
+
+describe('parseRejection', () => {
+  it('reads back what formatRejection wrote', () => {
+    expect(parseRejection(formatRejection(reject('rate-limited', 'slow down')))).toEqual({ prefix: 'rate-limited', reason: 'slow down' });
+  });
+
+  it('gives nothing for a message without a known prefix', () => {
+    expect(parseRejection('no colon here')).toBeUndefined();
+    expect(parseRejection('oops: not a NIP-01 prefix')).toBeUndefined();
+  });
+});
+
+describe('isTransient', () => {
+  it('error: and rate-limited: are passing; every other prefix, and no prefix, is final', () => {
+    expect(isTransient('error: live events were lost on the way to this connection (the relay is overloaded); subscribe again')).toBe(true);
+    expect(isTransient('rate-limited: slow down')).toBe(true);
+    for (const final of ['restricted: no', 'invalid: bad', 'blocked: go away', 'auth-required: who are you', 'duplicate: have it', 'pow: more', 'something else']) {
+      expect(isTransient(final)).toBe(false);
+    }
+  });
+});
