@@ -15,8 +15,8 @@
 // Lost deliveries (the primary dropped events for this edge, see edge-fanout.ts): each subscription
 // whose history is older than the last lost event is closed with LIVE_EVENTS_LOST, so its client
 // subscribes again (with `since`) rather than keep a stream with a hole in it. The same when the
-// primary turns out not to have been sending events here (told in a REQ's answer, or by the check
-// an edge with subscriptions makes once a minute when no delivery came).
+// periodic check (once a minute, when no delivery came) finds the primary was not sending events
+// here; a REQ's answer that says so only lists the subscriptions again (docs/SCALING.md says why).
 
 import { errorMessage, formatRejection, reject } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -168,7 +168,7 @@ export class EdgeLink {
     const stream: SubStream = { buffer: [], seen: undefined, lost: undefined };
     streams.set(subId, stream);
     // Not listening, or a new edge: say so first. Not known with other subscriptions (after a wake):
-    // the query's answer tells whether they missed events (relisted), then the list goes.
+    // the query's answer says whether the primary had stopped (relisted), then the list goes.
     if (this.listening === false || (this.listening === undefined && !this.subscribedBesides(conn, subId))) this.setListening(true);
     const sub = { edge: this.index, key: subKey(conn, subId) };
     return this.call({ op: 'query', filters, readers: [...conn.authed], sub }, (a) => {
@@ -188,8 +188,11 @@ export class EdgeLink {
       send(conn, relayMessage.eose(subId));
       const current = streams.get(subId) === stream; // else replaced by a later REQ with the same id
       if (current) stream.seen = a.stamp;
-      if (a.relisted) this.relisted(a.stamp);
-      else if (this.listening === undefined && this.connections.subscribed()) this.setListening(true);
+      // The primary was not sending events here (relisted), or this edge does not know (after a wake):
+      // list the subscriptions. The older ones are not closed here (see docs/SCALING.md: they are
+      // closed for events they may not have needed, and a DVMCP client then lost an ephemeral answer
+      // in its resubscribe's backoff); the periodic check closes them when it finds a quiet edge unheard.
+      if ((a.relisted || this.listening === undefined) && this.connections.subscribed()) this.setListening(true);
       if (!current) return;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
       this.connections.keepStamp(conn, subId, a.stamp);
