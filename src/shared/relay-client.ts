@@ -40,13 +40,20 @@ interface SubState {
   filters: readonly Filter[];
   readonly opts: SubscribeOptions;
   authRetried: boolean;
-  /** Passing CLOSEDs since its last EOSE (SubscribeOptions.resubscribe), and the timer of the next REQ. */
+  /** Passing CLOSEDs in a row (SubscribeOptions.resubscribe), when its last EOSE came, and the timer of the next REQ. */
   closes: number;
+  eoseAt: number;
   retry: ReturnType<typeof setTimeout> | undefined;
 }
 
-/** Delays before sending again a subscription the relay closed for a passing reason (SubscribeOptions.resubscribe). */
+/**
+ * Delays before sending again a subscription the relay closed for a passing reason
+ * (SubscribeOptions.resubscribe). They grow with each CLOSED in a row and start over only once the
+ * subscription stayed open RESUBSCRIBE_STABLE_MS after an EOSE, so a relay that answers EOSE and
+ * closes at once cannot make the client send it again faster and faster.
+ */
 export const RESUBSCRIBE_BACKOFF: BackoffOptions = { initialDelayMs: 1_000, maxDelayMs: 60_000, factor: 2 };
+export const RESUBSCRIBE_STABLE_MS = 60_000;
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 
@@ -120,7 +127,7 @@ export class RelayClient {
 
   subscribe(filters: readonly Filter[], opts: SubscribeOptions): Subscription {
     const id = opts.id ?? `sub:${++this.#nextId}`;
-    const state: SubState = { id, filters: [...filters], opts, authRetried: false, closes: 0, retry: undefined };
+    const state: SubState = { id, filters: [...filters], opts, authRetried: false, closes: 0, eoseAt: 0, retry: undefined };
     if (this.#conn.status === 'closed') {
       queueMicrotask(() => this.#endSub(state, 'error: client closed'));
       return { id, filters: state.filters, close: () => undefined };
@@ -258,7 +265,7 @@ export class RelayClient {
         return;
       case 'EOSE': {
         const sub = this.#subs.get(msg[1]);
-        if (sub) sub.closes = 0;
+        if (sub) sub.eoseAt = Date.now();
         const onEose = sub?.opts.onEose;
         if (onEose) this.#guard(onEose);
         return;
@@ -310,7 +317,10 @@ export class RelayClient {
       });
       return;
     }
-    if (sub.opts.resubscribe && isTransient(message)) return this.#resubscribeLater(sub, sub.opts.resubscribe);
+    if (sub.opts.resubscribe && isTransient(message)) {
+      if (sub.eoseAt > 0 && Date.now() - sub.eoseAt >= RESUBSCRIBE_STABLE_MS) sub.closes = 0;
+      return this.#resubscribeLater(sub, sub.opts.resubscribe);
+    }
     this.#endSub(sub, message);
   }
 

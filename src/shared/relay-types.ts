@@ -62,7 +62,7 @@ export interface SubscribeOptions {
   /**
    * For a subscription meant to last: when the relay closes it for a passing reason (`error:`,
    * e.g. an overloaded relay or live events lost on the way; `rate-limited:`), it is sent again
-   * after a backoff (RESUBSCRIBE_BACKOFF; an EOSE resets it) with the filters this returns (a
+   * after a backoff (RESUBSCRIBE_BACKOFF: growing while it is closed again soon after) with the filters this returns (a
    * fresh `since`), and onClosed is not called. Any other CLOSED ends it as without this.
    */
   resubscribe?: () => readonly Filter[];
