@@ -446,6 +446,28 @@ describe('a shard with four edges', () => {
     expect(await s.publish(after)).toEqual(['OK', after.id, true, '']);
   });
 
+  it('a connection opened at a busy edge joins its one queue to the primary: the bound holds across connections, and operations keep their order', async () => {
+    const owner = freshOwner();
+    const s = await connectEdge(owner.pk, 1);
+    const events = Array.from({ length: 5 }, (_, n) => sign(owner, { content: `${'x'.repeat(2000)} ${n}` }));
+    const overloaded = 'error: the relay is overloaded (too much is waiting for this shard); try again';
+    await runInDurableObject(edgeStub(env, owner.pk, 1), async (_i, state) => {
+      const edge = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ edge_pending_bytes: 5000 }) });
+      const ws = state.getWebSockets()[0]!;
+      const upgrade = new Request(`${BASE}/r/${owner.pk}`, { headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner.pk, [EDGE_HEADER]: '1' } });
+      // Two events fill the bound; a connection opens (as a stranger's would) before the rest arrive.
+      // Were each connection given its own queue, each would bring its own edge_pending_bytes (memory
+      // without bound) and the queues would reach the primary side by side (out of order).
+      const before = events.slice(0, 2).map((e) => edge.webSocketMessage(ws, JSON.stringify(['EVENT', e])));
+      const opened = edge.fetch(upgrade);
+      const after = events.slice(2).map((e) => edge.webSocketMessage(ws, JSON.stringify(['EVENT', e])));
+      await Promise.all([...before, opened, ...after]);
+    });
+    const answers = [];
+    for (let n = 0; n < events.length; n++) answers.push(await s.next((f) => f[0] === 'OK'));
+    expect(answers).toEqual([...events.slice(0, 2).map((e) => ['OK', e.id, true, '']), ...events.slice(2).map((e) => ['OK', e.id, false, overloaded])]);
+  });
+
   it('an edge holds a bounded amount of live events for REQs whose history is in flight (each event once, however many hold it): past it, such a subscription closes after its EOSE', async () => {
     const owner = freshOwner();
     const s = await connectEdge(owner.pk, 3);

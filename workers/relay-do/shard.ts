@@ -152,7 +152,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const i = Number(header);
     if (!Number.isInteger(i) || i < 0 || i >= MAX_EDGES) throw new Error(`relay shard: invalid ${EDGE_HEADER} ${header}`);
     this.ctx.storage.sql.exec("INSERT OR IGNORE INTO meta (key, value) VALUES ('edge', ?)", String(i));
-    this.edgeRole = undefined;
+    // The edge link, once made, serves every later connection: it holds the one queue of operations
+    // to the primary (its order and its bound), whether the primary listens, and the streams of REQs
+    // in flight. Only a role read as "not an edge" (null) is read again.
+    if (this.edgeRole === null) this.edgeRole = undefined;
   }
 
   private *connections(): Iterable<Connection> {
