@@ -3,9 +3,9 @@
 // accepted workerd socket), factories that fail, reconnect=false, throwing callbacks, repeated
 // AUTH challenges, and events a relay should not have sent.
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
-import { backoffDelay, DEFAULT_BACKOFF, RelayClient } from '../../src/shared/relay-client.js';
+import { backoffDelay, DEFAULT_BACKOFF, RelayClient, RESUBSCRIBE_STABLE_MS } from '../../src/shared/relay-client.js';
 import { newKey, signed, signer, sleep, waitFor } from './helpers.js';
 
 type Frame = [string, ...unknown[]];
@@ -218,6 +218,38 @@ describe('callbacks and relay input', () => {
     await sleep(700);
     expect(reqs.get('gone')).toBe(1);
     expect(relay.received[0]!.filter((f) => f[0] === 'CLOSE').map((f) => f[1])).toEqual(['gone']);
+  });
+
+  it('resubscribe: the backoff starts over once a subscription stayed open RESUBSCRIBE_STABLE_MS past its EOSE', async () => {
+    // The relay closes the first two REQs (error:, rate-limited:) and answers the third with EOSE; the
+    // test closes that one later. The clock (Date only; timers stay real) is moved past
+    // RESUBSCRIBE_STABLE_MS in between, as if the subscription had been open that long.
+    const reqAt: number[] = [];
+    const relay = await scriptedRelay((f, ws) => {
+      if (f[0] !== 'REQ') return;
+      reqAt.push(performance.now());
+      if (reqAt.length === 1) send(ws, 'CLOSED', f[1], 'error: the shard could not be reached; try again');
+      else if (reqAt.length === 2) send(ws, 'CLOSED', f[1], 'rate-limited: slow down');
+      else send(ws, 'EOSE', f[1]);
+    });
+    const client = track(new RelayClient({ url: relay.url, socket: (u) => new WebSocket(u), random: () => 0 }));
+    let eoses = 0;
+    client.subscribe([{ kinds: [1] }], { id: 'steady', onEvent: () => undefined, onEose: () => eoses++, resubscribe: () => [{ kinds: [1] }] });
+    await waitFor(() => eoses === 1, 'the EOSE of the third REQ');
+    // Backoff with random() = 0: 500 ms, then 1 s; a third CLOSED in a row would wait 2 s.
+    expect(reqAt[2]! - reqAt[0]!).toBeGreaterThanOrEqual(1_500 - 50);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() + RESUBSCRIBE_STABLE_MS + 1_000);
+      const closedAt = performance.now();
+      send(relay.connections[0]!, 'CLOSED', 'steady', 'error: live events were lost on the way to this connection (the relay is overloaded); subscribe again');
+      await waitFor(() => reqAt.length === 4, 'the REQ after the stable period');
+      // Started over: the first delay again (500 ms), not the third (2 s).
+      expect(reqAt[3]! - closedAt).toBeGreaterThanOrEqual(500 - 50);
+      expect(reqAt[3]! - closedAt).toBeLessThan(1_500);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('drops malformed events and events that do not match the subscription', async () => {
