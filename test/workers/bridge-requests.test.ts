@@ -3,8 +3,9 @@
 // with and without `s`, tools/list (with pagination), tools/call, resources, prompts, completion,
 // ping, progress, cancel, and the errors a client gets.
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { runInDurableObject } from 'cloudflare:test';
 import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
-import { closeSubscriptionsOf, LIVE_EVENTS_LOST, now, subscriptionsOf } from './helpers.js';
+import { closeSubscriptionsOf, LIVE_EVENTS_LOST, now, socketObjects, subscriptionsOf } from './helpers.js';
 
 const fixtureUrl = (): string => inject('toolsFixtureUrl');
 
@@ -188,6 +189,27 @@ describe('bridge: requests through the relay', () => {
     await client.send(fresh);
     await client.answer(fresh.id);
     await expect(client.answer(stale.id, 1000)).rejects.toThrow(/timed out waiting for a frame/);
+  });
+});
+
+describe('bridge: its relay connection', () => {
+  it('is set up once per connection: one subscription, whichever of the open event and the connect call comes first', async () => {
+    const { provider: p } = await directBridge([{ id: 'ev', url: everythingUrl(), public: false }]);
+    await bridgeReady(p);
+    // Both the connection's open event and the caller that opened it used to set it up, each with
+    // its own REQ (the second closing the first): the relay briefly held two. Ids count per relay.
+    const subs = async () => {
+      const ids: string[] = [];
+      for (const shard of socketObjects(null)) {
+        ids.push(
+          ...(await runInDurableObject(shard, (_i, state) =>
+            state.storage.sql.exec<{ sid: string }>('SELECT sid FROM conn_subs WHERE cid IN (SELECT cid FROM conn_auth WHERE pubkey = ?)', p).toArray().map((r) => r.sid),
+          )),
+        );
+      }
+      return ids;
+    };
+    expect(await subs()).toEqual(['dvmcp:1']);
   });
 });
 

@@ -31,6 +31,7 @@ import { errorMessage } from '../../src/shared/errors.js';
 import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
+import { SingleFlight } from '../common/single-flight.js';
 
 export interface LinksEnv extends OwnerEnv, AccountsBindings {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -65,7 +66,7 @@ function handle(what: string, id: string, p: Promise<void>): void {
 export class RelayLinks {
   private readonly clients = new Map<string, RelayClient>();
   /** Connection setups in flight, by relay URL: an open connection is set up once, not once per caller. */
-  private readonly setups = new Map<string, Promise<void>>();
+  private readonly setups = new SingleFlight<string>();
   private telemetry: TelemetryEmitter | undefined;
   private controlSub: Subscription | undefined;
   private controlGeneration = 0;
@@ -135,21 +136,17 @@ export class RelayLinks {
     this.controlSub = undefined;
   }
 
+  /** Sets up the connection to `url` (onOpen), joining a setup already in flight for it. */
+  private setUp(url: string): Promise<void> {
+    return this.setups.run(url, () => this.onOpen(url));
+  }
+
   /**
    * A connection (re)opened: authenticate first (the relay serves stored prompts and wraps only to
    * their recipient), then subscribe with fresh filters (a reconnect must not resend a stale
    * `since`, which the relay refuses for NIP-AO control frames), then publish ai.info, kind 0 and
    * the relay list.
    */
-  /** Sets up the connection to `url` (onOpen), joining a setup already in flight for it. */
-  private setUp(url: string): Promise<void> {
-    const running = this.setups.get(url);
-    if (running) return running;
-    const setup = this.onOpen(url).finally(() => this.setups.delete(url));
-    this.setups.set(url, setup);
-    return setup;
-  }
-
   private async onOpen(url: string): Promise<void> {
     const c = this.deps.config();
     const client = this.clients.get(url);

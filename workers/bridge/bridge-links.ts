@@ -10,6 +10,7 @@ import type { Filter } from '../../src/shared/filters.js';
 import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
 import type { RouterBindings } from '../common/shards.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
+import { SingleFlight } from '../common/single-flight.js';
 import type { ProviderRecord } from './server-store.js';
 import { STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 
@@ -36,7 +37,10 @@ function handle(what: string, p: Promise<void>): void {
 export class BridgeLinks {
   private readonly clients = new Map<string, RelayClient>();
   private readonly subs = new Map<string, Subscription>();
-  private generation = 0;
+  /** Per relay: how many subscriptions this bridge made there (each setup's REQ has a new id). */
+  private readonly generation = new Map<string, number>();
+  /** Connection setups in flight, by relay URL: an open connection is set up once, not once per caller. */
+  private readonly setups = new SingleFlight<string>();
 
   constructor(private readonly deps: BridgeLinksDeps) {}
 
@@ -48,7 +52,8 @@ export class BridgeLinks {
       bridgeRelays(p).map(async (url) => {
         const client = this.client(url, p);
         const opened = await client.connect({ timeoutMs: 10_000 });
-        if (opened.ok && !client.authenticatedAs) await this.onOpen(url);
+        // Open but not set up (AUTH failed earlier): try again.
+        if (opened.ok && !client.authenticatedAs) await this.setUp(url);
       }),
     );
   }
@@ -84,11 +89,16 @@ export class BridgeLinks {
       auth: (t) => this.deps.sign(t),
       authOn: 'challenge',
       onStatus: (status) => {
-        if (status === 'open') handle(`connection setup ${url}`, this.onOpen(url));
+        if (status === 'open') handle(`connection setup ${url}`, this.setUp(url));
       },
     });
     this.clients.set(url, client);
     return client;
+  }
+
+  /** Sets up the connection to `url` (onOpen), joining a setup already in flight for it. */
+  private setUp(url: string): Promise<void> {
+    return this.setups.run(url, () => this.onOpen(url));
   }
 
   /** Authenticate first (gift wraps are served only to their recipient), then subscribe afresh. */
@@ -106,6 +116,8 @@ export class BridgeLinks {
     // A new id per connection: the client's own re-send of the old one carries a stale `since`.
     // Sent again (fresh `since`) when the relay closes it for a passing reason: the server keeps listening.
     this.subs.get(url)?.close();
-    this.subs.set(url, client.subscribe(filters(), { id: `dvmcp:${++this.generation}`, resubscribe: filters, onEvent: (e) => handle(`event ${e.id}`, this.deps.onEvent(e, url)) }));
+    const n = (this.generation.get(url) ?? 0) + 1;
+    this.generation.set(url, n);
+    this.subs.set(url, client.subscribe(filters(), { id: `dvmcp:${n}`, resubscribe: filters, onEvent: (e) => handle(`event ${e.id}`, this.deps.onEvent(e, url)) }));
   }
 }
