@@ -253,9 +253,11 @@ describe('DVMCP tools through the bridge', () => {
   it('tools lists the announced server and its tools; call runs one', async () => {
     const home = tempHome();
     let listed = '';
-    for (let i = 0; i < 50 && !listed.includes('echo'); i++) {
+    // Both servers are announced on their own: wait for the priced one's tools as well.
+    const complete = () => listed.includes(`${id}  Everything (cli)`) && listed.includes(`${priced}  Everything (priced)`) && listed.includes('echo  [21 sats]');
+    for (let i = 0; i < 50 && !complete(); i++) {
       listed = (await edgestr(['tools'], { home, url: devUrl })).stdout;
-      if (!listed.includes(id) || !listed.includes('echo')) await new Promise((r) => setTimeout(r, 200));
+      if (!complete()) await new Promise((r) => setTimeout(r, 200));
     }
     expect(listed).toContain(`${id}  Everything (cli)`);
     expect(listed).toMatch(/\n {2}echo/);
