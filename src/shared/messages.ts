@@ -104,7 +104,7 @@ export const relayMessage = {
   closed: (subId: string, message: string) => JSON.stringify(['CLOSED', subId, message]),
   notice: (message: string) => JSON.stringify(['NOTICE', message]),
   auth: (challenge: string) => JSON.stringify(['AUTH', challenge]),
-  count: (subId: string, count: number) => JSON.stringify(['COUNT', subId, { count }]),
+  count: (subId: string, { count, approximate }: CountResult) => JSON.stringify(['COUNT', subId, approximate ? { count, approximate } : { count }]),
 };
 
 /** The message of OK, CLOSED and NOTICE: a non-string or missing one reads as ''. */
@@ -124,6 +124,12 @@ export const RelayMessageSchema = z.union([
   z.tuple([z.literal('COUNT'), z.string(), z.unknown()]).rest(z.unknown()),
 ]);
 export type RelayMessage = z.infer<typeof RelayMessageSchema>;
+
+/** What a relay counted for a COUNT (NIP-45): `approximate` when it stopped at its bound (then a lower bound). */
+export interface CountResult {
+  count: number;
+  approximate: boolean;
+}
 
 /** The payload of a NIP-45 COUNT answer. */
 export const CountAnswerSchema = z

@@ -9,6 +9,9 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { compareEvents, matchFilter, type Filter } from '../../src/shared/filters.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import { EventStore } from '../../workers/relay-do/store.js';
+import { RelayShard } from '../../workers/relay-do/shard.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { relayMessage } from '../../src/shared/messages.js';
 import { connect, freshOwner, keys, now, randomHex, sign } from './helpers.js';
 
 /** Every SQL statement an EventStore runs, through the real storage; refuses to run more than `max`. */
@@ -54,7 +57,10 @@ describe('one REQ/COUNT costs work linear in its size', () => {
       expect(got).toEqual(want);
       expect(rec.log.length).toBeLessThanOrEqual(2);
       rec.log.length = 0;
-      expect(store.count([bigFilter, { '#a': range('a', 300) }], [], NOW)).toBe(events.filter((e) => matchFilter({ '#a': range('a', 300) }, e)).length);
+      expect(store.count([bigFilter, { '#a': range('a', 300) }], [], NOW, DEFAULT_LIMITS.max_count)).toEqual({
+        count: events.filter((e) => matchFilter({ '#a': range('a', 300) }, e)).length,
+        approximate: false,
+      });
       expect(rec.log.length).toBeLessThanOrEqual(2);
       for (const s of rec.log) expect(s.params).toBeLessThanOrEqual(100);
     });
@@ -104,9 +110,45 @@ describe('one REQ/COUNT costs work linear in its size', () => {
       store.insert(e, JSON.stringify(e), state.storage);
       rec.log.length = 0;
       expect(store.query([filter], () => 10, readers, NOW, DEFAULT_LIMITS.max_query_bytes).map((r) => r.id)).toEqual([e.id]);
-      expect(store.count([filter], readers, NOW)).toBe(1);
+      expect(store.count([filter], readers, NOW, DEFAULT_LIMITS.max_count)).toEqual({ count: 1, approximate: false });
       for (const s of rec.log) expect(s.params).toBeLessThanOrEqual(100);
     });
+  });
+});
+
+describe('one COUNT counts at most max_count events', () => {
+  it('past the bound the answer is a lower bound marked approximate (NIP-45), one filter or several; below it, exact', async () => {
+    const owner = freshOwner();
+    const publisher = await connect(`/r/${owner.pk}`);
+    const events = Array.from({ length: 5 }, (_, n) => sign(owner, { content: `counted ${n}` }));
+    for (const e of events) expect((await publisher.publish(e))[2]).toBe(true);
+    const mine = { kinds: [1], authors: [owner.pk] };
+    const cases: Array<[string, Filter[], number]> = [
+      ['one filter past the bound', [mine], 3],
+      ['two filters past the bound', [mine, { ids: events.slice(0, 2).map((e) => e.id) }], 3],
+      ['one filter within the bound', [mine], 5],
+      ['two overlapping filters within the bound', [mine, { ids: [events[0]!.id] }], 6],
+    ];
+    const answers = await runInDurableObject(shardStub(env, owner.pk), (_i, state) =>
+      Promise.all(
+        cases.map(([, filters, max]) => {
+          // The shard's primary as a deployment with a small bound runs it (as an edge's COUNT reaches it).
+          const primary = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ max_count: max }) });
+          return primary.edgeBatch(owner.pk, [{ op: 'count', filters, readers: [] }]);
+        }),
+      ),
+    );
+    expect(answers.map(([a]) => a)).toEqual([
+      { op: 'count', count: 3, approximate: true },
+      { op: 'count', count: 3, approximate: true },
+      { op: 'count', count: 5, approximate: false },
+      { op: 'count', count: 5, approximate: false },
+    ]);
+    // On the wire: `approximate` only when true.
+    expect(relayMessage.count('c', { count: 3, approximate: true })).toBe('["COUNT","c",{"count":3,"approximate":true}]');
+    expect(relayMessage.count('c', { count: 5, approximate: false })).toBe('["COUNT","c",{"count":5}]');
+    publisher.send(['COUNT', 'all', mine]);
+    expect(await publisher.next((f) => f[0] === 'COUNT')).toEqual(['COUNT', 'all', { count: 5 }]);
   });
 });
 

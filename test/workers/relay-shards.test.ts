@@ -29,6 +29,7 @@ describe('NIP-11', () => {
       max_subid_length: DEFAULT_LIMITS.max_subid_length,
       max_event_tags: DEFAULT_LIMITS.max_event_tags,
       max_content_length: DEFAULT_LIMITS.max_content_length,
+      max_count: 100_000,
       created_at_lower_limit: DEFAULT_LIMITS.created_at_lower_limit,
       created_at_upper_limit: DEFAULT_LIMITS.created_at_upper_limit,
       restricted_writes: false,

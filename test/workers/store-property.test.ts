@@ -219,7 +219,15 @@ describe('the SQL query path agrees with the in-memory matcher (property-based)'
             let fit = 0;
             for (let used = 0; fit < want.length && (fit === 0 || used + bytesOf(want[fit]!) <= budget); fit++) used += bytesOf(want[fit]!);
             expect(store.query(filters, limitOf, readers, NOW, budget).map((r) => r.id)).toEqual(want.slice(0, fit).map((e) => e.id));
-            expect(store.count(filters, readers, NOW)).toBe(model.count(filters, who));
+            const truth = model.count(filters, who);
+            expect(store.count(filters, readers, NOW, 1_000_000)).toEqual({ count: truth, approximate: false });
+            // Counting stops at its bound (max_count): past it, a lower bound marked approximate; below it, exact.
+            const cap = (prefix % 4) + 1;
+            const capped = store.count(filters, readers, NOW, cap);
+            if (truth > cap) expect(capped.approximate).toBe(true);
+            if (capped.approximate) expect(capped.count).toBeLessThanOrEqual(Math.min(cap, truth));
+            else expect(capped.count).toBe(truth);
+            if (filters.length === 1 && truth > cap) expect(capped).toEqual({ count: cap, approximate: true });
           }
         }),
         { numRuns: 80 },

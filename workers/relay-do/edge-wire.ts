@@ -62,7 +62,7 @@ export type EdgeAnswer =
    */
   | { op: 'rows'; rows: string[]; stamp: Stamp; relisted?: true }
   | { op: 'checked'; stamp: Stamp; relisted?: true }
-  | { op: 'count'; count: number }
+  | { op: 'count'; count: number; approximate: boolean }
   | { op: 'error'; message: string };
 
 /** An accepted event on its way to an edge's subscribers. */

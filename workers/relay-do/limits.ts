@@ -18,6 +18,12 @@ export const RelayLimitsSchema = z.strictObject({
   max_event_tags: z.number().int().positive().default(2000),
   /** Values in one filter, counted over ids, authors, kinds and every #tag list together (duplicates count once). */
   max_filter_values: z.number().int().positive().default(1000),
+  /**
+   * Events one COUNT counts at most (NIP-45; all its filters together). Past it the answer is the
+   * number counted so far with `approximate: true`: a lower bound. A COUNT's work is then bounded
+   * whatever the shard holds.
+   */
+  max_count: z.number().int().positive().default(100_000),
   /** Bytes of stored events one REQ may return; past it the relay stops early and sends EOSE (NIP-01 allows fewer than `limit`). */
   max_query_bytes: z.number().int().positive().default(4_194_304),
   /** `e` and `a` tags of one kind 5 deletion. */

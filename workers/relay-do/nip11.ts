@@ -34,6 +34,8 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
       max_event_tags: limits.max_event_tags,
       max_filter_values: limits.max_filter_values,
       max_query_bytes: limits.max_query_bytes,
+      /** Not a standard NIP-11 field: events one COUNT counts at most; past it the answer is `approximate` (NIP-45). */
+      max_count: limits.max_count,
       max_deletion_targets: limits.max_deletion_targets,
       max_auth_pubkeys_per_connection: limits.max_auth_pubkeys_per_connection,
       max_content_length: limits.max_content_length,

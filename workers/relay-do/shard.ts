@@ -281,7 +281,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'check':
         return { op: 'checked', stamp: this.fanout.stamp(), ...(this.fanout.ensure(op.edge) ? { relisted: true } : {}) };
       case 'count':
-        return { op: 'count', count: this.store.count(op.filters, op.readers, nowSeconds()) };
+        return { op: 'count', ...this.store.count(op.filters, op.readers, nowSeconds(), this.limits.max_count) };
       case 'ownership':
         this.ownership.record(op.agent, op.owner, 'auth', this.clockSeconds(), op.conditions);
         return { op: 'done' };
@@ -604,10 +604,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const edge = this.edge();
     if (edge) {
       return edge.count(filters, [...conn.authed], (a) =>
-        send(conn, 'count' in a ? relayMessage.count(subId, a.count) : relayMessage.closed(subId, a.closed)),
+        send(conn, 'closed' in a ? relayMessage.closed(subId, a.closed) : relayMessage.count(subId, a)),
       );
     }
-    send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds())));
+    send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds(), this.limits.max_count)));
   }
 
   /** NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection` keys. */

@@ -11,6 +11,7 @@ import { isHex64 } from '../../src/shared/hex.js';
 import { compileFilter, MAX_BOUND_PARAMS, type CompiledQuery } from './query-sql.js';
 import { reject } from '../../src/shared/errors.js';
 import type { RejectEventHook } from './policy.js';
+import type { CountResult } from '../../src/shared/messages.js';
 
 export type InsertOutcome =
   | { status: 'stored' }
@@ -266,14 +267,29 @@ export class EventStore {
     return withinBytes(rows, maxBytes);
   }
 
-  /** NIP-45: number of distinct stored events matching any of the filters (limits ignored). */
-  count(filters: readonly Filter[], readers: readonly string[], now: number): number {
+  /**
+   * NIP-45: number of distinct stored events matching any of the filters (their limits ignored),
+   * counting at most `max` (RelayLimits.max_count): past it, the number counted so far, approximate.
+   * One filter is counted by SQLite; several read at most `max` + 1 rows in all (their union).
+   */
+  count(filters: readonly Filter[], readers: readonly string[], now: number, max: number): CountResult {
     const compiled = filters.map((f) => compileFilter(f, readers, now, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
+    const bound = Math.floor(max) + 1; // an integer from the validated limits, written into the statement (no parameter)
     if (compiled.length === 1) {
       const q = compiled[0]!;
-      return this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM (${q.sql})`, ...q.params).one().n;
+      const n = this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM (SELECT rid FROM (${q.sql}) LIMIT ${bound})`, ...q.params).one().n;
+      return n > max ? { count: max, approximate: true } : { count: n, approximate: false };
     }
-    return this.union<{ rid: number }>(compiled).length;
+    const seen = new Set<number>();
+    let read = 0;
+    for (const q of compiled) {
+      for (const { rid } of this.sql.exec<{ rid: number }>(`SELECT rid FROM (${q.sql}) LIMIT ${bound - read}`, ...q.params)) {
+        seen.add(rid);
+        read += 1;
+      }
+      if (read >= bound) return { count: Math.min(seen.size, max), approximate: true };
+    }
+    return { count: seen.size, approximate: false };
   }
 
   /** The rows of several statements (undefined: cannot match), each event once: the first row with its rid, in statement order. */
