@@ -104,7 +104,7 @@ export const relayMessage = {
   closed: (subId: string, message: string) => JSON.stringify(['CLOSED', subId, message]),
   notice: (message: string) => JSON.stringify(['NOTICE', message]),
   auth: (challenge: string) => JSON.stringify(['AUTH', challenge]),
-  count: (subId: string, { count, approximate }: CountResult) => JSON.stringify(['COUNT', subId, approximate ? { count, approximate } : { count }]),
+  count: (subId: string, { count, approximate }: CountedEvents) => JSON.stringify(['COUNT', subId, approximate ? { count, approximate } : { count }]),
 };
 
 /** The message of OK, CLOSED and NOTICE: a non-string or missing one reads as ''. */
@@ -126,7 +126,7 @@ export const RelayMessageSchema = z.union([
 export type RelayMessage = z.infer<typeof RelayMessageSchema>;
 
 /** What a relay counted for a COUNT (NIP-45): `approximate` when it stopped at its bound (then a lower bound). */
-export interface CountResult {
+export interface CountedEvents {
   count: number;
   approximate: boolean;
 }

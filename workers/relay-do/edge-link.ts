@@ -21,7 +21,7 @@
 import { errorMessage, formatRejection, reject } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import type { Filter } from '../../src/shared/filters.js';
-import { relayMessage, type CountResult } from '../../src/shared/messages.js';
+import { relayMessage, type CountedEvents } from '../../src/shared/messages.js';
 import { send, type Connection } from './connections.js';
 import type { Subscription } from './fanout-index.js';
 import { delivers } from './read-policy.js';
@@ -147,7 +147,7 @@ export class EdgeLink {
   }
 
   /** COUNT: `reply` gets what the primary counted, or the message of a CLOSED. */
-  count(filters: Filter[], readers: string[], reply: (answer: CountResult | { closed: string }) => void): Promise<void> {
+  count(filters: Filter[], readers: string[], reply: (answer: CountedEvents | { closed: string }) => void): Promise<void> {
     return this.call({ op: 'count', filters, readers }, (a) => {
       if (a.op === 'count') reply({ count: a.count, approximate: a.approximate });
       else reply({ closed: a.op === 'error' ? a.message : unexpected(a) });

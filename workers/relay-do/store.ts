@@ -11,7 +11,7 @@ import { isHex64 } from '../../src/shared/hex.js';
 import { compileFilter, MAX_BOUND_PARAMS, type CompiledQuery } from './query-sql.js';
 import { reject } from '../../src/shared/errors.js';
 import type { RejectEventHook } from './policy.js';
-import type { CountResult } from '../../src/shared/messages.js';
+import type { CountedEvents } from '../../src/shared/messages.js';
 
 export type InsertOutcome =
   | { status: 'stored' }
@@ -272,7 +272,7 @@ export class EventStore {
    * counting at most `max` (RelayLimits.max_count): past it, the number counted so far, approximate.
    * One filter is counted by SQLite; several read at most `max` + 1 rows in all (their union).
    */
-  count(filters: readonly Filter[], readers: readonly string[], now: number, max: number): CountResult {
+  count(filters: readonly Filter[], readers: readonly string[], now: number, max: number): CountedEvents {
     const compiled = filters.map((f) => compileFilter(f, readers, now, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
     const bound = Math.floor(max) + 1; // an integer from the validated limits, written into the statement (no parameter)
     if (compiled.length === 1) {
