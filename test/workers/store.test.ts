@@ -83,3 +83,25 @@ describe('long lists over the wire', () => {
     expect(await s.next((f) => f[0] === 'COUNT')).toEqual(['COUNT', 'n', { count: 30 }]);
   });
 });
+
+describe('expired events (NIP-40) are purged in batches', () => {
+  it('one purge removes at most its batch and says to come back at once while more are due; the last one names the next expiry', async () => {
+    const author = keys();
+    const at = 1_800_000_000;
+    // Five events already expired (as many as a stranger could have timed to one second), one later.
+    const due = Array.from({ length: 5 }, (_, n) => sign(author, { tags: [['expiration', String(at - n)]], created_at: at - 100, content: `due ${n}` }));
+    const later = sign(author, { tags: [['expiration', String(at + 60)]], created_at: at - 100, content: 'later' });
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    await runInDurableObject(stub, (_i, state) => {
+      const store = new EventStore(state.storage.sql);
+      for (const e of [...due, later]) store.insert(e, JSON.stringify(e), state.storage);
+      const left = () => state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM events').one().n;
+      const first = store.purgeExpired(at, 2);
+      expect(left()).toBe(4);
+      expect(first).toBeLessThanOrEqual(at); // more are due: the alarm comes back at once
+      expect(store.purgeExpired(at, 2)).toBeLessThanOrEqual(at);
+      expect(store.purgeExpired(at, 2)).toBe(at + 60);
+      expect(left()).toBe(1);
+    });
+  });
+});

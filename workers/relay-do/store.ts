@@ -22,6 +22,9 @@ export type InsertOutcome =
 /** A stored event as returned by queries: its stored (canonical) JSON plus its sort keys. */
 export type StoredEvent = { id: string; created_at: number; raw: string };
 
+/** Expired events one alarm removes at most (each removal deletes its tag rows too); the next alarm comes at once for the rest. */
+export const EXPIRY_BATCH = 500;
+
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS events (
   rid INTEGER PRIMARY KEY,
@@ -307,9 +310,14 @@ export class EventStore {
     return rows;
   }
 
-  /** Removes expired events; returns the next expiry still pending, if any. */
-  purgeExpired(now: number): number | undefined {
-    const rows = this.sql.exec<{ rid: number }>('SELECT rid FROM events WHERE expires_at IS NOT NULL AND expires_at <= ?', now).toArray();
+  /**
+   * Removes at most `batch` expired events (many can expire in the same second); returns the next
+   * expiry still pending, if any: at or before `now` while expired ones remain (the alarm comes back at once).
+   */
+  purgeExpired(now: number, batch = EXPIRY_BATCH): number | undefined {
+    const rows = this.sql
+      .exec<{ rid: number }>('SELECT rid FROM events WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?', now, batch)
+      .toArray();
     for (const r of rows) this.removeRow(r.rid);
     return this.sql
       .exec<{ next: number | null }>('SELECT min(expires_at) AS next FROM events WHERE expires_at IS NOT NULL')
