@@ -1,7 +1,11 @@
 // NIP-62 request to vanish: removes the author's events (deletions included) and gift wraps addressed
 // to it, refuses them afterwards (blocked:), accepts newer events, cannot be deleted, must name this
 // relay, and works on an owner shard for any key.
+import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
+import { shardStub } from '../../workers/common/shards.js';
+import { EventStore } from '../../workers/relay-do/store.js';
+import { VANISH_BATCH, VanishList } from '../../workers/relay-do/vanish.js';
 import { npubEncode } from 'nostr-tools/nip19';
 import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
 
@@ -42,6 +46,64 @@ describe('NIP-62 on the public shard', () => {
     expect((await ws.publish(undo))[2]).toBe(true);
     expect((await ws.req('after', { authors: [x.pk], kinds: [62] })).events).toEqual([request]);
     ws.close();
+  });
+
+  it(`removes what strangers piled up in batches of ${VANISH_BATCH}: the first before the OK, the rest by the alarm at once`, async () => {
+    const x = keys();
+    const bystander = keys();
+    const t = now() - 600;
+    // Wraps addressed to x from many strangers, and x's own notes: more than one batch in all.
+    const piled = [
+      ...Array.from({ length: 400 }, (_, n) => sign(keys(), { kind: 1059, content: `wrap ${n}`, tags: [['p', x.pk]], created_at: t + (n % 60) })),
+      ...Array.from({ length: 250 }, (_, n) => sign(x, { content: `note ${n}`, created_at: t + (n % 60) })),
+    ];
+    const other = sign(bystander, { content: 'stays', created_at: t });
+    const primary = shardStub(env, null);
+    const count = () =>
+      runInDurableObject(primary, (_i, state) =>
+        state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM events WHERE id IN (SELECT value FROM json_each(?))', JSON.stringify(piled.map((e) => e.id))).one().n,
+      );
+    await runInDurableObject(primary, (_i, state) => {
+      const store = new EventStore(state.storage.sql);
+      for (const e of [...piled, other]) store.insert(e, JSON.stringify(e), state.storage);
+    });
+    expect(await count()).toBe(650);
+    const ws = await connect('/');
+    const request = vanish(x, 'ws://relay.test/');
+    expect(await ws.publish(request)).toEqual(['OK', request.id, true, '']);
+    // The first batch went before the OK; the alarm, due at once, removes the rest.
+    expect(await count()).toBeLessThanOrEqual(650 - VANISH_BATCH);
+    await expect.poll(count).toBe(0);
+    expect((await ws.req('mine', { authors: [x.pk] })).events).toEqual([request]);
+    expect((await ws.req('other', { authors: [bystander.pk] })).events).toEqual([other]);
+    // Nothing is pending: the alarm does not come back for it.
+    expect(await runInDurableObject(primary, (_i, state) => state.storage.sql.exec('SELECT pubkey FROM vanish_pending').toArray())).toEqual([]);
+    ws.close();
+  });
+
+  it('a removal pass takes at most its batch, over every pending request, and says whether any is left', async () => {
+    const [x, y] = [keys(), keys()];
+    const t = now() - 600;
+    const events = [...Array.from({ length: 7 }, (_, n) => sign(x, { content: `x ${n}`, created_at: t + n })), ...Array.from({ length: 4 }, (_, n) => sign(y, { content: `y ${n}`, created_at: t + n }))];
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const passes = await runInDurableObject(stub, (_i, state) => {
+      const store = new EventStore(state.storage.sql);
+      const list = new VanishList(state.storage.sql);
+      for (const e of events) store.insert(e, JSON.stringify(e), state.storage);
+      list.record(x.pk, t + 100);
+      list.record(y.pk, t + 100);
+      const left = () => state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM events').one().n;
+      const out: Array<[boolean, number]> = [];
+      for (let i = 0; i < 4; i++) out.push([list.removeSome(store, 4), left()]);
+      return out;
+    });
+    // 11 events, 4 a pass: the third pass removes the last 3 and nothing is pending after it.
+    expect(passes).toEqual([
+      [true, 7],
+      [true, 3],
+      [false, 0],
+      [false, 0],
+    ]);
   });
 
   it.each([['ALL_RELAYS'], ['ws://RELAY.test']])('accepts a request naming %s', async (relay) => {

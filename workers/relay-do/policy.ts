@@ -19,7 +19,7 @@ import { aoFrameAdmission } from './ao-frames.js';
 import { privateKindsNeedAuth, aoFramesLiveToRecipient } from './read-policy.js';
 import { notExpired, scheduleExpiry } from './nip40.js';
 import { deletionTargetsCap, type EventStore } from './store.js';
-import { applyVanish, notVanished, vanishAddressedHere, type VanishList } from './vanish.js';
+import { applyVanish, notVanished, scheduleVanish, vanishAddressedHere, type VanishList } from './vanish.js';
 import { withinRetention, type RetentionRules } from './retention.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
@@ -130,7 +130,7 @@ export function shardPolicy(
       aoFrameAdmission(),
     ],
     onEventStored: [applyVanish(vanished, store), learnOwnershipFromProfile(ownership)],
-    onEventSaved: [scheduleExpiry(storage)],
+    onEventSaved: [scheduleExpiry(storage), scheduleVanish(vanished, storage)],
   };
 }
 

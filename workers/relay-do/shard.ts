@@ -55,6 +55,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly policy: RelayPolicy;
   private readonly plan: OwnerPlan;
   private readonly retention: RetentionRules;
+  private readonly vanished: VanishList;
   private readonly fanout: EdgeFanout;
   private owner: string | null | undefined;
   /** This object's role: an edge of its shard, or null for the primary (undefined: not read yet). */
@@ -90,7 +91,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
     this.ownership = new OwnershipRegistry(sql);
     this.retention = new RetentionRules(sql);
-    this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, new VanishList(sql), this.retention);
+    this.vanished = new VanishList(sql);
+    this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, this.vanished, this.retention);
     this.plan = new OwnerPlan(sql, env);
     this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
     this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i), this.limits.edge_delivery_queue_bytes);
@@ -396,8 +398,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   /**
-   * Purges expired events (NIP-40) and a batch of events past their retention rule; comes back at
-   * the earliest next. At an edge (which stores no events): its periodic check (edge-link.ts).
+   * Purges expired events (NIP-40), a batch of events past their retention rule and a batch of the
+   * removals requests to vanish left pending (NIP-62); comes back at the earliest next. At an edge
+   * (which stores no events): its periodic check (edge-link.ts).
    */
   override async alarm(): Promise<void> {
     const edge = this.edge();
@@ -407,7 +410,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     const expiry = this.store.purgeExpired(nowSeconds());
     const retention = this.retention.apply(this.store, this.clockSeconds());
-    const next = Math.min(expiry ?? Infinity, retention ?? Infinity);
+    const vanishing = this.vanished.removeSome(this.store) ? nowSeconds() : undefined; // more to remove: at once
+    const next = Math.min(expiry ?? Infinity, retention ?? Infinity, vanishing ?? Infinity);
     if (next !== Infinity) await this.ctx.storage.setAlarm(next * 1000);
   }
 

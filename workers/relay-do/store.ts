@@ -361,24 +361,30 @@ export class EventStore {
   }
 
   /**
-   * NIP-62: removes every event of `pubkey` created at or before `until` (its deletions included,
-   * and the deletion records it made) and the gift wraps addressed to it, except the event `keep`.
+   * NIP-62: removes at most `batch` of the events of `pubkey` created at or before `until` (its
+   * deletions included) and the gift wraps addressed to it, except its request to vanish (kind 62
+   * at `until`); once none is left, also the deletion records it made. Returns how many it removed
+   * (fewer than `batch`: it is done).
    */
-  removeAuthor(pubkey: string, until: number, keep: string): void {
+  removeAuthor(pubkey: string, until: number, batch: number): number {
     const sql = this.sql;
     const rids = sql
       .exec<{ rid: number }>(
-        `SELECT rid FROM events WHERE pubkey = ?1 AND created_at <= ?2 AND id <> ?3
+        `SELECT rid FROM events WHERE pubkey = ?1 AND created_at <= ?2 AND NOT (kind = ${KIND.VANISH} AND created_at = ?2)
          UNION SELECT e.rid FROM tags t JOIN events e ON e.rid = t.rid
-           WHERE t.name = 'p' AND t.value = ?1 AND e.kind = ${KIND.GIFT_WRAP} AND e.created_at <= ?2`,
+           WHERE t.name = 'p' AND t.value = ?1 AND e.kind = ${KIND.GIFT_WRAP} AND e.created_at <= ?2
+         LIMIT ?3`,
         pubkey,
         until,
-        keep,
+        batch,
       )
       .toArray();
     for (const r of rids) this.removeRow(r.rid);
-    sql.exec('DELETE FROM deleted_ids WHERE pubkey = ?', pubkey);
-    sql.exec('DELETE FROM deleted_addrs WHERE pubkey = ?', pubkey);
+    if (rids.length < batch) {
+      sql.exec('DELETE FROM deleted_ids WHERE pubkey = ?', pubkey);
+      sql.exec('DELETE FROM deleted_addrs WHERE pubkey = ?', pubkey);
+    }
+    return rids.length;
   }
 
   /** Number of stored events (used by tests and the operations endpoint). */

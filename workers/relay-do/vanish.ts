@@ -3,29 +3,59 @@
 // gift wraps addressed to it, and the shard refuses those events for good (`blocked:`). Any key may
 // vanish from any shard, an owner shard included (NIP-62: "regardless of the user's status"); the
 // request itself stays stored (bookkeeping) and a NIP-09 deletion cannot remove it (store.ts).
+// Strangers can store any number of wraps addressed to a key, so the removal goes in batches of
+// VANISH_BATCH: the first before the request's OK, the rest by the shard's alarm, at once after
+// (until then a REQ may still return some of them; docs/PROTOCOL.md).
 
 import { tagValues } from '../../src/shared/event.js';
 import { reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { normalizeRelayUrl } from '../../src/shared/nip42.js';
 import { PUBLIC_SHARD, shardOfPath } from '../common/shards.js';
-import type { OnEventStoredHook, RejectEventHook } from './policy.js';
+import type { OnEventSavedHook, OnEventStoredHook, RejectEventHook } from './policy.js';
 import type { EventStore } from './store.js';
+import { wakeNoLaterThan } from '../common/alarms.js';
+
+/** Events one pass of a removal takes at most (the request's write, then each alarm). */
+export const VANISH_BATCH = 500;
 
 export const ALL_RELAYS = 'ALL_RELAYS';
 
 /** The keys that vanished from this shard and up to which created_at, in the shard's SQLite. */
 export class VanishList {
   constructor(private readonly sql: SqlStorage) {
-    sql.exec('CREATE TABLE IF NOT EXISTS vanished (pubkey TEXT PRIMARY KEY, until INTEGER NOT NULL) WITHOUT ROWID');
+    sql.exec(`
+      CREATE TABLE IF NOT EXISTS vanished (pubkey TEXT PRIMARY KEY, until INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS vanish_pending (pubkey TEXT PRIMARY KEY, until INTEGER NOT NULL) WITHOUT ROWID;
+    `);
   }
 
+  /** A request to vanish up to `until`: refused from now on, its removal pending. */
   record(pubkey: string, until: number): void {
-    this.sql.exec(
-      'INSERT INTO vanished (pubkey, until) VALUES (?, ?) ON CONFLICT (pubkey) DO UPDATE SET until = max(until, excluded.until)',
-      pubkey,
-      until,
-    );
+    for (const table of ['vanished', 'vanish_pending']) {
+      this.sql.exec(
+        `INSERT INTO ${table} (pubkey, until) VALUES (?, ?) ON CONFLICT (pubkey) DO UPDATE SET until = max(until, excluded.until)`,
+        pubkey,
+        until,
+      );
+    }
+  }
+
+  /** Removes at most `batch` events of the pending removals; true while some are still pending. */
+  removeSome(store: EventStore, batch = VANISH_BATCH): boolean {
+    let left = batch;
+    const pending = this.sql.exec<{ pubkey: string; until: number }>('SELECT pubkey, until FROM vanish_pending').toArray();
+    for (const { pubkey, until } of pending) {
+      if (left === 0) break;
+      const removed = store.removeAuthor(pubkey, until, left);
+      if (removed < left) this.sql.exec('DELETE FROM vanish_pending WHERE pubkey = ? AND until = ?', pubkey, until);
+      left -= removed;
+    }
+    return this.pending();
+  }
+
+  pending(): boolean {
+    return this.sql.exec('SELECT 1 FROM vanish_pending LIMIT 1').toArray().length > 0;
   }
 
   /** Whether an event created at `createdAt` by (or addressed to) one of `pubkeys` was vanished. */
@@ -67,11 +97,18 @@ export const notVanished =
     return list.covers(who, e.created_at) ? reject('blocked', 'this pubkey asked to vanish from this relay (NIP-62)') : undefined;
   };
 
-/** Applies a stored request to vanish before it is confirmed with OK. */
+/** Applies a stored request to vanish before it is confirmed with OK: recorded, and its first batch removed. */
 export const applyVanish =
   (list: VanishList, store: EventStore): OnEventStoredHook =>
   (e) => {
     if (e.kind !== KIND.VANISH) return;
     list.record(e.pubkey, e.created_at);
-    store.removeAuthor(e.pubkey, e.created_at, e.id);
+    list.removeSome(store);
+  };
+
+/** After a request to vanish, while removals are pending: the shard's alarm continues them at once. */
+export const scheduleVanish =
+  (list: VanishList, storage: DurableObjectStorage): OnEventSavedHook =>
+  async (e) => {
+    if (e.kind === KIND.VANISH && list.pending()) await wakeNoLaterThan(storage, Date.now());
   };
