@@ -5,7 +5,7 @@
 // request itself stays stored (bookkeeping) and a NIP-09 deletion cannot remove it (store.ts).
 // Strangers can store any number of wraps addressed to a key, so the removal goes in batches of
 // VANISH_BATCH: the first before the request's OK, the rest by the shard's alarm, at once after
-// (until then a REQ may still return some of them; docs/PROTOCOL.md).
+// (until then a REQ may still return some of them; docs/OPERATIONS.md).
 
 import { tagValues } from '../../src/shared/event.js';
 import { reject } from '../../src/shared/errors.js';
@@ -44,7 +44,9 @@ export class VanishList {
   /** Removes at most `batch` events of the pending removals; true while some are still pending. */
   removeSome(store: EventStore, batch = VANISH_BATCH): boolean {
     let left = batch;
-    const pending = this.sql.exec<{ pubkey: string; until: number }>('SELECT pubkey, until FROM vanish_pending').toArray();
+    // Each row read either loses events or is done (and deleted): `batch` rows are enough for a pass,
+    // however many keys wait.
+    const pending = this.sql.exec<{ pubkey: string; until: number }>('SELECT pubkey, until FROM vanish_pending LIMIT ?', batch).toArray();
     for (const { pubkey, until } of pending) {
       if (left === 0) break;
       const removed = store.removeAuthor(pubkey, until, left);
@@ -54,6 +56,7 @@ export class VanishList {
     return this.pending();
   }
 
+  /** Whether a removal is still pending. */
   pending(): boolean {
     return this.sql.exec('SELECT 1 FROM vanish_pending LIMIT 1').toArray().length > 0;
   }
