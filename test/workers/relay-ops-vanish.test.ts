@@ -5,7 +5,8 @@ import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { shardStub } from '../../workers/common/shards.js';
 import { EventStore } from '../../workers/relay-do/store.js';
-import { VANISH_BATCH, VanishList } from '../../workers/relay-do/vanish.js';
+import { exportPage } from '../../workers/relay-do/export.js';
+import { ALL_RELAYS, VANISH_BATCH, VanishList } from '../../workers/relay-do/vanish.js';
 import { npubEncode } from 'nostr-tools/nip19';
 import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
 
@@ -78,6 +79,66 @@ describe('NIP-62 on the public shard', () => {
     expect((await ws.req('other', { authors: [bystander.pk] })).events).toEqual([other]);
     // Nothing is pending: the alarm does not come back for it.
     expect(await runInDurableObject(primary, (_i, state) => state.storage.sql.exec('SELECT pubkey FROM vanish_pending').toArray())).toEqual([]);
+    ws.close();
+  });
+
+  it('while a removal is pending, REQ, COUNT and export show what they will show once it ends', async () => {
+    const [x, y, b] = [keys(), keys(), keys()];
+    const t = now() - 600;
+    const request = vanish(x, 'ws://relay.test/', t + 50);
+    const removed = [
+      ...Array.from({ length: 5 }, (_, n) => sign(x, { content: `x ${n}`, created_at: t + n * 10 })),
+      sign(x, { kind: 62, content: 'an older request', tags: [['relay', ALL_RELAYS]], created_at: t + 1 }),
+      sign(y, { kind: 1059, content: 'to x', tags: [['p', b.pk], ['p', x.pk]], created_at: t + 3 }),
+    ];
+    const kept = [
+      request,
+      sign(x, { content: 'after the request', created_at: t + 60 }),
+      sign(y, { kind: 1059, content: 'to x, later', tags: [['p', x.pk]], created_at: t + 70 }),
+      sign(y, { kind: 1059, content: 'to b', tags: [['p', b.pk]], created_at: t + 3 }),
+      sign(y, { content: 'x mentioned', tags: [['p', x.pk]], created_at: t + 4 }),
+    ];
+    const filters = [[{}], [{ authors: [x.pk] }, { kinds: [1059] }], [{ '#p': [x.pk] }], [{ kinds: [62] }]];
+    const views = await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), (_i, state) => {
+      const store = new EventStore(state.storage.sql);
+      const list = new VanishList(state.storage.sql);
+      for (const e of [...removed, ...kept]) store.insert(e, JSON.stringify(e), state.storage);
+      list.record(x.pk, request.created_at);
+      const view = (vanishing: boolean) => {
+        const scope = { readers: [x.pk, b.pk], now: now(), vanishing };
+        return filters.map((f) => ({
+          ids: store.query(f, () => 500, scope, 1e9).map((r) => r.id),
+          count: store.count(f, scope, 1_000).count,
+          exported: exportPage(store, {}, scope).lines.map((l) => (JSON.parse(l) as { id: string }).id),
+        }));
+      };
+      const pending = view(true);
+      const unhidden = view(false);
+      while (list.removeSome(store, 2));
+      return { pending, unhidden, after: view(false) };
+    });
+    expect(views.pending).toEqual(views.after);
+    // Without hiding, the pending events would show (the test sees a difference).
+    expect(views.unhidden).not.toEqual(views.after);
+    expect(new Set(views.after[0]!.ids)).toEqual(new Set(kept.map((e) => e.id)));
+  });
+
+  it('a REQ or COUNT on the shard hides a removal still pending', async () => {
+    const x = keys();
+    const t = now() - 600;
+    const notes = Array.from({ length: 3 }, (_, n) => sign(x, { content: `x ${n}`, created_at: t + n }));
+    const request = vanish(x, ALL_RELAYS, t + 10);
+    const primary = shardStub(env, null);
+    // Recorded as the request's write leaves it when strangers piled more than a batch: removal pending.
+    await runInDurableObject(primary, (_i, state) => {
+      const store = new EventStore(state.storage.sql);
+      for (const e of [...notes, request]) store.insert(e, JSON.stringify(e), state.storage);
+      new VanishList(state.storage.sql).record(x.pk, request.created_at);
+    });
+    const ws = await connect('/');
+    expect((await ws.req('mine', { authors: [x.pk] })).events).toEqual([request]);
+    ws.send(['COUNT', 'n', { authors: [x.pk] }]);
+    expect(await ws.next((m) => m[0] === 'COUNT' && m[1] === 'n')).toEqual(['COUNT', 'n', { count: 1 }]);
     ws.close();
   });
 

@@ -51,13 +51,13 @@ describe('one REQ/COUNT costs work linear in its size', () => {
       const store = new EventStore(rec.sql);
       for (const e of events) store.insert(e, JSON.stringify(e), state.storage);
       rec.log.length = 0;
-      const got = store.query([bigFilter], () => 500, [], NOW, DEFAULT_LIMITS.max_query_bytes).map((r) => r.id);
+      const got = store.query([bigFilter], () => 500, { readers: [], now: NOW, vanishing: false }, DEFAULT_LIMITS.max_query_bytes).map((r) => r.id);
       const want = events.filter((e) => matchFilter(bigFilter, e)).sort(compareEvents).map((e) => e.id);
       expect(want.length).toBeGreaterThan(5);
       expect(got).toEqual(want);
       expect(rec.log.length).toBeLessThanOrEqual(2);
       rec.log.length = 0;
-      expect(store.count([bigFilter, { '#a': range('a', 300) }], [], NOW, DEFAULT_LIMITS.max_count)).toEqual({
+      expect(store.count([bigFilter, { '#a': range('a', 300) }], { readers: [], now: NOW, vanishing: false }, DEFAULT_LIMITS.max_count)).toEqual({
         count: events.filter((e) => matchFilter({ '#a': range('a', 300) }, e)).length,
         approximate: false,
       });
@@ -109,8 +109,8 @@ describe('one REQ/COUNT costs work linear in its size', () => {
       const store = new EventStore(rec.sql);
       store.insert(e, JSON.stringify(e), state.storage);
       rec.log.length = 0;
-      expect(store.query([filter], () => 10, readers, NOW, DEFAULT_LIMITS.max_query_bytes).map((r) => r.id)).toEqual([e.id]);
-      expect(store.count([filter], readers, NOW, DEFAULT_LIMITS.max_count)).toEqual({ count: 1, approximate: false });
+      expect(store.query([filter], () => 10, { readers, now: NOW, vanishing: false }, DEFAULT_LIMITS.max_query_bytes).map((r) => r.id)).toEqual([e.id]);
+      expect(store.count([filter], { readers, now: NOW, vanishing: false }, DEFAULT_LIMITS.max_count)).toEqual({ count: 1, approximate: false });
       for (const s of rec.log) expect(s.params).toBeLessThanOrEqual(100);
     });
   });
@@ -191,7 +191,7 @@ describe('one answer is bounded in bytes (max_query_bytes)', () => {
       const store = new EventStore(state.storage.sql);
       for (const e of events) store.insert(e, JSON.stringify(e), state.storage);
       const q = (bytes: number, filters: Filter[] = [{ authors: [author.pk] }]) =>
-        store.query(filters, (f) => f.limit ?? 500, [], NOW, bytes).map((r) => r.id);
+        store.query(filters, (f) => f.limit ?? 500, { readers: [], now: NOW, vanishing: false }, bytes).map((r) => r.id);
       expect(q(size * 3 + size - 1)).toEqual(events.slice(0, 3).map((e) => e.id));
       expect(q(size * 3)).toEqual(events.slice(0, 3).map((e) => e.id));
       expect(q(10)).toEqual([events[0]!.id]);
@@ -273,10 +273,10 @@ describe('deletions (NIP-09) decide from the index', () => {
       store.insert(wrap2, JSON.stringify(wrap2), state.storage);
       const byOther = sign(other, { kind: 5, tags: [['e', wrap.id]], created_at: NOW - 5 });
       store.insert(byOther, JSON.stringify(byOther), state.storage);
-      expect(store.query([{ kinds: [1059] }], () => 10, [recipient.pk], NOW, 1e9).map((r) => r.id)).toEqual([wrap.id, wrap2.id]);
+      expect(store.query([{ kinds: [1059] }], () => 10, { readers: [recipient.pk], now: NOW, vanishing: false }, 1e9).map((r) => r.id)).toEqual([wrap.id, wrap2.id]);
       const byRecipient = sign(recipient, { kind: 5, tags: [['e', wrap.id]], created_at: NOW - 4 });
       store.insert(byRecipient, JSON.stringify(byRecipient), state.storage);
-      expect(store.query([{ kinds: [1059] }], () => 10, [recipient.pk], NOW, 1e9).map((r) => r.id)).toEqual([wrap2.id]);
+      expect(store.query([{ kinds: [1059] }], () => 10, { readers: [recipient.pk], now: NOW, vanishing: false }, 1e9).map((r) => r.id)).toEqual([wrap2.id]);
     });
   });
 

@@ -211,19 +211,19 @@ describe('the SQL query path agrees with the in-memory matcher (property-based)'
           for (const { filters, readers, prefix, delta } of requests) {
             const who = new Set(readers);
             const want = model.query(filters, limitOf, who);
-            const got = store.query(filters, limitOf, readers, NOW, 1e9);
+            const got = store.query(filters, limitOf, { readers, now: NOW, vanishing: false }, 1e9);
             expect(got.map((r) => r.id), JSON.stringify({ filters, readers })).toEqual(want.map((e) => e.id));
             expect(got.map((r) => r.raw)).toEqual(want.map((e) => JSON.stringify(e)));
             // The byte budget keeps the longest prefix that fits (at least one event).
             const budget = want.slice(0, prefix % (want.length + 1)).reduce((n, e) => n + bytesOf(e), 0) + delta;
             let fit = 0;
             for (let used = 0; fit < want.length && (fit === 0 || used + bytesOf(want[fit]!) <= budget); fit++) used += bytesOf(want[fit]!);
-            expect(store.query(filters, limitOf, readers, NOW, budget).map((r) => r.id)).toEqual(want.slice(0, fit).map((e) => e.id));
+            expect(store.query(filters, limitOf, { readers, now: NOW, vanishing: false }, budget).map((r) => r.id)).toEqual(want.slice(0, fit).map((e) => e.id));
             const truth = model.count(filters, who);
-            expect(store.count(filters, readers, NOW, 1_000_000)).toEqual({ count: truth, approximate: false });
+            expect(store.count(filters, { readers, now: NOW, vanishing: false }, 1_000_000)).toEqual({ count: truth, approximate: false });
             // Counting stops at its bound (max_count): past it, a lower bound marked approximate; below it, exact.
             const cap = (prefix % 4) + 1;
-            const capped = store.count(filters, readers, NOW, cap);
+            const capped = store.count(filters, { readers, now: NOW, vanishing: false }, cap);
             if (truth > cap) expect(capped.approximate).toBe(true);
             if (capped.approximate) expect(capped.count).toBeLessThanOrEqual(Math.min(cap, truth));
             else expect(capped.count).toBe(truth);

@@ -54,7 +54,7 @@ describe('SQL queries agree with matchFilter', () => {
       for (const e of events) store.insert(e, JSON.stringify(e), state.storage);
       for (const f of filters) {
         for (const readers of [[], [people[0]!.pk], [people[1]!.pk, people[2]!.pk]]) {
-          const got = store.query([f], (x) => x.limit ?? 500, readers, 1_800_000_000, 1e9).map((r) => r.id);
+          const got = store.query([f], (x) => x.limit ?? 500, { readers, now: 1_800_000_000, vanishing: false }, 1e9).map((r) => r.id);
           const want = events
             .filter((e) => matchFilter(f, e) && canRead(e, new Set(readers)))
             .sort(compareEvents)

@@ -6,6 +6,7 @@
 
 import { z } from 'zod';
 import { MAX_TIMESTAMP } from '../../src/shared/event.js';
+import type { ReadScope } from './query-sql.js';
 import type { EventStore } from './store.js';
 
 export const EXPORT_PAGE = 500;
@@ -26,9 +27,9 @@ export interface ExportPage {
   next?: ExportCursor;
 }
 
-export function exportPage(store: EventStore, range: ExportRange, now: number, limit = EXPORT_PAGE): ExportPage {
+export function exportPage(store: EventStore, range: ExportRange, scope: Omit<ReadScope, 'readers'>, limit = EXPORT_PAGE): ExportPage {
   const r = ExportRangeSchema.parse(range);
-  const rows = store.page(r, limit, now);
+  const rows = store.page(r, limit, scope);
   const last = rows[rows.length - 1];
   return { lines: rows.map((row) => row.raw), ...(rows.length === limit && last ? { next: { created_at: last.created_at, id: last.id } } : {}) };
 }

@@ -1,14 +1,26 @@
 // The query compiler of the event store: one NIP-01 filter → one SQLite statement over the events
-// and tags tables (store.ts), with the reader's visibility (read-policy.ts) in its WHERE clause.
+// and tags tables (store.ts), with the reader's visibility (read-policy.ts) and what a pending
+// NIP-62 removal hides (vanish.ts) in its WHERE clause.
 // The work is linear in the filter's size: the most selective tag list drives the statement through
 // the tag index, the others are EXISTS checks, and long value lists bind one JSON array each, so no
 // statement binds more than MAX_BOUND_PARAMS parameters and nothing is split into a product.
 
 import { dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
 import { readableKindsSql } from './read-policy.js';
+import { pendingRemovalHiddenSql } from './vanish.js';
 
 /** SQLite in Durable Objects binds at most 100 parameters per statement; keep headroom. */
 export const MAX_BOUND_PARAMS = 100;
+
+/**
+ * Who reads and when: the connection's authenticated keys (read-policy.ts), the time that decides
+ * NIP-40 expiry, and whether a NIP-62 removal is pending (then its events are hidden; vanish.ts).
+ */
+export interface ReadScope {
+  readers: readonly string[];
+  now: number;
+  vanishing: boolean;
+}
 
 export interface CompiledQuery {
   sql: string;
@@ -54,14 +66,13 @@ interface ListClause {
 }
 
 /**
- * One filter as one SQL statement `select … FROM … WHERE …` over the events `e` visible to
- * `readers` and not expired at `now`, newest first and at most `limit` rows when a limit is given;
- * undefined when it cannot match (an empty list, or a limit of 0).
+ * One filter as one SQL statement `select … FROM … WHERE …` over the events `e` the scope may read
+ * (visible to its readers, not expired at its time, not pending removal), newest first and at most
+ * `limit` rows when a limit is given; undefined when it cannot match (an empty list, or a limit of 0).
  */
 export function compileFilter(
   filter: Filter,
-  readers: readonly string[],
-  now: number,
+  { readers, now, vanishing }: ReadScope,
   select: string,
   limit: number | undefined,
 ): CompiledQuery | undefined {
@@ -105,6 +116,7 @@ export function compileFilter(
   params.push(now);
   where.push(visible.sql);
   params.push(...visible.params);
+  if (vanishing) where.push(pendingRemovalHiddenSql);
   const from = driver ? 'tags t JOIN events e ON e.rid = t.rid' : 'events e';
   let sql = `${select} FROM ${from} WHERE ${where.join(' AND ')}`;
   if (limit !== undefined) {

@@ -23,6 +23,7 @@ import type { PlanEnv } from '../accounts/plans.js';
 import type { OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type RelayPolicy } from './policy.js';
 import { EventStore } from './store.js';
+import type { ReadScope } from './query-sql.js';
 import type { TokenBucket } from './rate-limit.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
@@ -277,13 +278,13 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'query': {
         // Matched from before the query runs: what it does not return is delivered live.
         const relisted = op.sub ? this.fanout.subscribed(op.sub.edge, op.sub.key, op.filters) : false;
-        const rows = this.store.query(op.filters, this.limitOf, op.readers, nowSeconds(), this.limits.max_query_bytes);
+        const rows = this.store.query(op.filters, this.limitOf, this.readScope(op.readers), this.limits.max_query_bytes);
         return { op: 'rows', rows: rows.map((r) => r.raw), stamp: this.fanout.stamp(), ...(relisted ? { relisted } : {}) };
       }
       case 'check':
         return { op: 'checked', stamp: this.fanout.stamp(), ...(this.fanout.ensure(op.edge) ? { relisted: true } : {}) };
       case 'count':
-        return { op: 'count', ...this.store.count(op.filters, op.readers, nowSeconds(), this.limits.max_count) };
+        return { op: 'count', ...this.store.count(op.filters, this.readScope(op.readers), this.limits.max_count) };
       case 'ownership':
         this.ownership.record(op.agent, op.owner, 'auth', this.clockSeconds(), op.conditions);
         return { op: 'done' };
@@ -424,7 +425,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /** Internal RPC (export, backups): one page of the shard's events in export order (see export.ts). */
   exportPage(range: ExportRange): ExportPage {
-    return exportPage(this.store, range, nowSeconds());
+    return exportPage(this.store, range, this.readScope([]));
   }
 
   /**
@@ -582,6 +583,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private limitOf = (f: Filter): number => Math.min(f.limit ?? this.limits.default_limit, this.limits.max_limit);
 
   /** REQ/COUNT admission shared by both verbs (the `rejectFilter` hooks); returns a rejection for CLOSED. */
+  /** What a read by `readers` sees now: NIP-40 at this second, and a pending NIP-62 removal hidden. */
+  private readScope(readers: readonly string[]): ReadScope {
+    return { readers, now: nowSeconds(), vanishing: this.vanished.pending() };
+  }
+
   private admitQuery(conn: Connection, subId: string, filters: Filter[]): Rejection | undefined {
     return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock() });
   }
@@ -595,7 +601,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       this.conns.setSub(conn, subId, filters);
       return edge.subscribe(conn, subId, filters);
     }
-    const rows = this.store.query(filters, this.limitOf, [...conn.authed], nowSeconds(), this.limits.max_query_bytes);
+    const rows = this.store.query(filters, this.limitOf, this.readScope([...conn.authed]), this.limits.max_query_bytes);
     for (const row of rows) send(conn, relayMessage.event(subId, row.raw));
     send(conn, relayMessage.eose(subId));
     this.conns.setSub(conn, subId, filters);
@@ -611,7 +617,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
         send(conn, 'closed' in a ? relayMessage.closed(subId, a.closed) : relayMessage.count(subId, a)),
       );
     }
-    send(conn, relayMessage.count(subId, this.store.count(filters, [...conn.authed], nowSeconds(), this.limits.max_count)));
+    send(conn, relayMessage.count(subId, this.store.count(filters, this.readScope([...conn.authed]), this.limits.max_count)));
   }
 
   /** NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection` keys. */

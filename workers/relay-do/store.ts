@@ -8,7 +8,8 @@ import { expirationOf, tagValue, tagValues } from '../../src/shared/event.js';
 import { compareEvents, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
-import { compileFilter, MAX_BOUND_PARAMS, type CompiledQuery } from './query-sql.js';
+import { compileFilter, MAX_BOUND_PARAMS, type CompiledQuery, type ReadScope } from './query-sql.js';
+import { pendingRemovalHiddenSql } from './vanish.js';
 import { reject } from '../../src/shared/errors.js';
 import type { RejectEventHook } from './policy.js';
 import type { CountedEvents } from '../../src/shared/messages.js';
@@ -252,14 +253,14 @@ export class EventStore {
    * event over the budget. One filter is one statement; several filters first pick their events
    * from the indexes (one statement each, no JSON read), then one statement reads the merged list.
    */
-  query(filters: readonly Filter[], limitOf: (f: Filter) => number, readers: readonly string[], now: number, maxBytes: number): StoredEvent[] {
+  query(filters: readonly Filter[], limitOf: (f: Filter) => number, scope: ReadScope, maxBytes: number): StoredEvent[] {
     const columns = 'e.id AS id, e.created_at AS created_at, e.raw AS raw, octet_length(e.raw) AS size';
     if (filters.length === 1) {
       const f = filters[0]!;
-      const q = compileFilter(f, readers, now, `SELECT DISTINCT ${columns}`, limitOf(f));
+      const q = compileFilter(f, scope, `SELECT DISTINCT ${columns}`, limitOf(f));
       return q ? withinBytes(this.sql.exec<SizedEvent>(q.sql, ...q.params), maxBytes) : [];
     }
-    const chosen = this.union<Candidate>(filters.map((f) => compileFilter(f, readers, now, 'SELECT DISTINCT e.rid, e.id, e.created_at', limitOf(f))));
+    const chosen = this.union<Candidate>(filters.map((f) => compileFilter(f, scope, 'SELECT DISTINCT e.rid, e.id, e.created_at', limitOf(f))));
     if (chosen.length === 0) return [];
     chosen.sort(compareEvents);
     // CROSS JOIN keeps json_each as the outer loop: rows come in the order of the array.
@@ -275,8 +276,8 @@ export class EventStore {
    * counting at most `max` (RelayLimits.max_count): past it, the number counted so far, approximate.
    * One filter is counted by SQLite; several read at most `max` + 1 rows in all (their union).
    */
-  count(filters: readonly Filter[], readers: readonly string[], now: number, max: number): CountedEvents {
-    const compiled = filters.map((f) => compileFilter(f, readers, now, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
+  count(filters: readonly Filter[], scope: ReadScope, max: number): CountedEvents {
+    const compiled = filters.map((f) => compileFilter(f, scope, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
     const bound = Math.floor(max) + 1; // an integer from the validated limits, written into the statement (no parameter)
     if (compiled.length === 1) {
       const q = compiled[0]!;
@@ -326,16 +327,21 @@ export class EventStore {
 
   /**
    * Export order (oldest first, ties by id): up to `limit` unexpired events with `since <= created_at
-   * <= until` after the cursor `after` (the last event of the previous page). Uses the created_at index.
+   * <= until` after the cursor `after` (the last event of the previous page), none pending removal
+   * when `vanishing`. Uses the created_at index.
    */
-  page(range: { since: number; until: number; after?: { created_at: number; id: string } }, limit: number, now: number): StoredEvent[] {
+  page(
+    range: { since: number; until: number; after?: { created_at: number; id: string } },
+    limit: number,
+    { now, vanishing }: Omit<ReadScope, 'readers'>,
+  ): StoredEvent[] {
     const after = range.after ?? { created_at: range.since - 1, id: '' };
     return this.sql
       .exec<StoredEvent>(
-        `SELECT id, created_at, raw FROM events
-         WHERE created_at >= ?1 AND created_at <= ?2 AND (created_at > ?3 OR (created_at = ?3 AND id > ?4))
-           AND (expires_at IS NULL OR expires_at > ?5)
-         ORDER BY created_at, id LIMIT ?6`,
+        `SELECT e.id AS id, e.created_at AS created_at, e.raw AS raw FROM events e
+         WHERE e.created_at >= ?1 AND e.created_at <= ?2 AND (e.created_at > ?3 OR (e.created_at = ?3 AND e.id > ?4))
+           AND (e.expires_at IS NULL OR e.expires_at > ?5)${vanishing ? ` AND ${pendingRemovalHiddenSql}` : ''}
+         ORDER BY e.created_at, e.id LIMIT ?6`,
         range.since,
         range.until,
         after.created_at,

@@ -4,8 +4,8 @@
 // vanish from any shard, an owner shard included (NIP-62: "regardless of the user's status"); the
 // request itself stays stored (bookkeeping) and a NIP-09 deletion cannot remove it (store.ts).
 // Strangers can store any number of wraps addressed to a key, so the removal goes in batches of
-// VANISH_BATCH: the first before the request's OK, the rest by the shard's alarm, at once after
-// (until then a REQ may still return some of them; docs/OPERATIONS.md).
+// VANISH_BATCH: the first before the request's OK, the rest by the shard's alarm, at once after;
+// meanwhile reads hide what is still to be removed (`pendingRemovalHiddenSql`).
 
 import { tagValues } from '../../src/shared/event.js';
 import { reject } from '../../src/shared/errors.js';
@@ -70,6 +70,17 @@ export class VanishList {
     );
   }
 }
+
+/**
+ * While a removal is pending, the SQL condition (over the events row `e`) that keeps what it will
+ * remove out of REQ, COUNT and export answers: the author's events up to the request (but the
+ * request itself), and gift wraps addressed to it. Each stored row costs one primary-key lookup,
+ * plus one per `p` tag of a gift wrap.
+ */
+export const pendingRemovalHiddenSql = `NOT EXISTS (SELECT 1 FROM vanish_pending vp WHERE vp.pubkey = e.pubkey AND vp.until >= e.created_at
+    AND NOT (e.kind = ${KIND.VANISH} AND e.created_at = vp.until))
+  AND NOT (e.kind = ${KIND.GIFT_WRAP} AND EXISTS (SELECT 1 FROM tags vt JOIN vanish_pending vp ON vp.pubkey = vt.value
+    WHERE vt.rid = e.rid AND vt.name = 'p' AND vp.until >= e.created_at))`;
 
 /**
  * The shard a relay URL names, as `<scheme>//<host>[:port] <shard>` (NIP-42 normalization; an owner
