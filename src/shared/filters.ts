@@ -77,7 +77,7 @@ export function dedupeFilter(f: Filter): Filter {
 }
 
 /** Values of a filter, counted over ids, authors, kinds and every #tag list (each list deduplicated). */
-function filterValueCount(f: Filter): number {
+export function filterValueCount(f: Filter): number {
   const d = dedupeFilter(f);
   let n = (d.ids?.length ?? 0) + (d.authors?.length ?? 0) + (d.kinds?.length ?? 0);
   for (const [, values] of tagFilters(d)) n += values.length;

@@ -8,7 +8,8 @@ import { SHARD_HEADER } from '../../workers/common/shards.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { connect, freshOwner, keys, sign, type TestSocket } from './helpers.js';
+import { subscriptionMemory } from '../../workers/relay-do/subscription-memory.js';
+import { connect, edgesOf, freshOwner, keys, randomHex, sign, type TestSocket } from './helpers.js';
 
 describe('limits', () => {
   it(`allows ${DEFAULT_LIMITS.max_subscriptions} subscriptions per connection, refuses one more, and accepts replacing one`, async () => {
@@ -25,6 +26,56 @@ describe('limits', () => {
     let closed = (await s.req('now-fits', { kinds: [1] })).closed;
     for (let i = 0; i < 20 && closed !== undefined; i++) closed = (await s.req(`now-fits-${i}`, { kinds: [1] })).closed;
     expect(closed).toBeUndefined();
+  });
+
+  it('a connection holds at most max_subscription_memory_per_connection of filters; replacing or closing one makes room', async () => {
+    const s = await connect(`/r/${freshOwner().pk}`);
+    const feed = () => ({ authors: Array.from({ length: 1000 }, () => randomHex()) });
+    const weight = subscriptionMemory([feed()]);
+    const cap = DEFAULT_LIMITS.max_subscription_memory_per_connection;
+    const fit = Math.floor(cap / weight);
+    expect(fit).toBe(5); // five follow feeds of 1,000 authors
+    for (let i = 0; i < fit; i++) expect((await s.req(`feed${i}`, feed())).closed).toBeUndefined();
+    expect((await s.req('one-more', feed())).closed).toBe(
+      `rate-limited: the subscriptions of this connection would hold ${(fit + 1) * weight} bytes of filters (max ${cap}); close one first`,
+    );
+    // A small subscription still fits; replacing a feed by another counts the new one only.
+    expect((await s.req('small', { kinds: [1], limit: 1 })).closed).toBeUndefined();
+    expect((await s.req('feed0', feed())).closed).toBeUndefined();
+    s.send(['CLOSE', 'feed1']);
+    // Frames sent back to back can reach the shard out of order in this test runtime: asked again until the CLOSE has landed.
+    let closed = (await s.req('now-fits', feed())).closed;
+    for (let i = 0; i < 20 && closed !== undefined; i++) closed = (await s.req(`now-fits-${i}`, feed())).closed;
+    expect(closed).toBeUndefined();
+    s.close();
+  });
+
+  it('a shard (an edge object: its connections) holds at most max_subscription_memory of filters in all, and makes room as connections close', async () => {
+    const path = `/r/${freshOwner().pk}`;
+    const feed = () => ({ authors: Array.from({ length: 1000 }, () => randomHex()) });
+    const weight = subscriptionMemory([feed()]);
+    const perConnection = Math.floor(DEFAULT_LIMITS.max_subscription_memory_per_connection / weight);
+    const perObject = Math.floor(DEFAULT_LIMITS.max_subscription_memory / weight);
+    const sockets: TestSocket[] = [];
+    let accepted = 0;
+    let refused: string | undefined;
+    // Until one object of the shard is full: K objects of perObject feeds at most, however the connections spread.
+    for (let c = 0; refused === undefined && c < Math.ceil((edgesOf(null) * perObject) / perConnection) + 2; c++) {
+      const s = await connect(path);
+      sockets.push(s);
+      for (let i = 0; i < perConnection && refused === undefined; i++) {
+        const closed = (await s.req(`feed${i}`, feed())).closed;
+        if (closed === undefined) accepted++;
+        else refused = closed;
+      }
+    }
+    expect(refused).toBe(`error: this relay shard holds too many subscriptions (max ${DEFAULT_LIMITS.max_subscription_memory} bytes of filters); try again later`);
+    expect(accepted).toBeGreaterThanOrEqual(perObject);
+    for (const s of sockets) s.close();
+    // The closes land in their own time; a new connection's feed fits once they have.
+    const s = await connect(path);
+    await expect.poll(async () => (await s.req(`again-${randomHex(4)}`, feed())).closed, { timeout: 10_000 }).toBeUndefined();
+    s.close();
   });
 
   it('refuses a WebSocket upgrade past max_connections with 503 and says why; NIP-11 still answers and advertises the cap', async () => {

@@ -1,7 +1,8 @@
 // Per-connection state of a shard that must survive hibernation: the socket attachment holds the
 // connection's identity and AUTH challenge; subscriptions and authenticated pubkeys live in SQLite
 // (an attachment is limited to 2 KiB). In memory they are only a cache rebuilt on wake, with the
-// fan-out index of the live subscriptions (fanout-index.ts), kept in step with every change. At an
+// fan-out index of the live subscriptions (fanout-index.ts), kept in step with every change, and the
+// memory their filters hold (subscription-memory.ts), per connection and in all. At an
 // edge object, also the stamp of the history each subscription was answered with (edge-link.ts), so
 // that a loss told after a wake closes only what may have missed events. Also how frames are sent
 // to a connection (with the lazy NIP-42 challenge) and how its close is answered.
@@ -14,6 +15,7 @@ import { FanoutIndex, type Subscription } from './fanout-index.js';
 import { TokenBucket } from './rate-limit.js';
 import type { RelayLimits } from './limits.js';
 import type { Stamp } from './edge-wire.js';
+import type { Holding } from './policy.js';
 
 export interface Attachment {
   cid: string;
@@ -29,6 +31,8 @@ export interface Connection {
   readonly att: Attachment;
   readonly authed: Set<string>;
   readonly subs: Map<string, Filter[]>;
+  /** Estimated memory each subscription's filters hold (subscription-memory.ts), by subscription id. */
+  readonly held: Map<string, number>;
   readonly events: TokenBucket;
   readonly reqs: TokenBucket;
   readonly frames: TokenBucket;
@@ -41,6 +45,8 @@ export class ConnectionStore {
   private readonly index = new FanoutIndex<Connection>();
   /** Whether every socket of the shard has its connection (and subscriptions) in memory. */
   private complete = false;
+  /** Estimated memory the filters of every connection hold (read from storage when unknown). */
+  private heldInAll: number | undefined;
 
   constructor(
     private readonly sql: SqlStorage,
@@ -50,9 +56,12 @@ export class ConnectionStore {
   ) {
     sql.exec(`
       CREATE TABLE IF NOT EXISTS conn_auth (cid TEXT NOT NULL, pubkey TEXT NOT NULL, PRIMARY KEY (cid, pubkey)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS conn_subs (cid TEXT NOT NULL, sid TEXT NOT NULL, filters TEXT NOT NULL, PRIMARY KEY (cid, sid)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS conn_subs (cid TEXT NOT NULL, sid TEXT NOT NULL, filters TEXT NOT NULL, held INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (cid, sid)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS conn_stamps (cid TEXT NOT NULL, sid TEXT NOT NULL, epoch INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (cid, sid)) WITHOUT ROWID;
     `);
+    // Shards created before the memory was kept: their rows (of sockets a deploy closed) count nothing.
+    const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('conn_subs')").toArray();
+    if (!columns.some((c) => c.name === 'held')) sql.exec('ALTER TABLE conn_subs ADD COLUMN held INTEGER NOT NULL DEFAULT 0');
   }
 
   /** Drops state of connections that no longer exist (after a restart closed their sockets). */
@@ -70,6 +79,9 @@ export class ConnectionStore {
     const att = ws.deserializeAttachment() as Attachment | null;
     if (!att) return undefined;
     const now = this.clock();
+    const subs = this.sql
+      .exec<{ sid: string; filters: string; held: number }>('SELECT sid, filters, held FROM conn_subs WHERE cid = ?', att.cid)
+      .toArray();
     const conn: Connection = {
       ws,
       att,
@@ -79,12 +91,8 @@ export class ConnectionStore {
           .toArray()
           .map((r) => r.pubkey),
       ),
-      subs: new Map(
-        this.sql
-          .exec<{ sid: string; filters: string }>('SELECT sid, filters FROM conn_subs WHERE cid = ?', att.cid)
-          .toArray()
-          .map((r) => [r.sid, JSON.parse(r.filters) as Filter[]]),
-      ),
+      subs: new Map(subs.map((r) => [r.sid, JSON.parse(r.filters) as Filter[]])),
+      held: new Map(subs.map((r) => [r.sid, r.held])),
       events: new TokenBucket(this.limits.events_per_second_per_connection, this.limits.events_burst_per_connection, now),
       reqs: new TokenBucket(this.limits.reqs_per_second_per_connection, this.limits.reqs_burst_per_connection, now),
       frames: new TokenBucket(this.limits.frames_per_second_per_connection, this.limits.frames_burst_per_connection, now),
@@ -134,21 +142,41 @@ export class ConnectionStore {
     return undefined;
   }
 
-  setSub(conn: Connection, sid: string, filters: Filter[]): void {
+  /** What is held besides subscription `sid` of `conn`, and what `adding` (a REQ's filters for it) would add. */
+  holding(conn: Connection, sid: string, adding: number): Holding {
+    const replaced = conn.held.get(sid) ?? 0;
+    let connection = 0;
+    for (const n of conn.held.values()) connection += n;
+    return { adding, connection: connection - replaced, shard: this.heldByAll() - replaced };
+  }
+
+  /** Holds subscription `sid` of `conn` (replacing one of the same id), its filters holding `held` bytes (subscription-memory.ts). */
+  setSub(conn: Connection, sid: string, filters: Filter[], held: number): void {
+    this.heldInAll = this.heldByAll() - (conn.held.get(sid) ?? 0) + held;
     conn.subs.set(sid, filters);
+    conn.held.set(sid, held);
     this.index.set(conn.att.cid, conn, sid, filters);
     this.sql.exec(
-      'INSERT INTO conn_subs (cid, sid, filters) VALUES (?, ?, ?) ON CONFLICT (cid, sid) DO UPDATE SET filters = excluded.filters',
+      'INSERT INTO conn_subs (cid, sid, filters, held) VALUES (?, ?, ?, ?) ON CONFLICT (cid, sid) DO UPDATE SET filters = excluded.filters, held = excluded.held',
       conn.att.cid,
       sid,
       JSON.stringify(filters),
+      held,
     );
   }
 
   closeSub(conn: Connection, sid: string): void {
+    this.heldInAll = this.heldByAll() - (conn.held.get(sid) ?? 0);
     conn.subs.delete(sid);
+    conn.held.delete(sid);
     this.index.delete(conn.att.cid, sid);
     this.sql.exec('DELETE FROM conn_subs WHERE cid = ? AND sid = ?', conn.att.cid, sid);
+  }
+
+  /** Estimated memory the filters of all subscriptions of the shard (an edge: of its connections) hold. */
+  private heldByAll(): number {
+    this.heldInAll ??= this.sql.exec<{ n: number }>('SELECT coalesce(sum(held), 0) AS n FROM conn_subs').one().n;
+    return this.heldInAll;
   }
 
   /** At an edge: the stamp of the history subscription `sid` of `conn` was answered with (kept across hibernation). */
@@ -178,6 +206,8 @@ export class ConnectionStore {
     this.live.delete(ws);
     if (!att) return;
     this.index.deleteConnection(att.cid);
+    const held = this.sql.exec<{ n: number }>('SELECT coalesce(sum(held), 0) AS n FROM conn_subs WHERE cid = ?', att.cid).one().n;
+    this.heldInAll = this.heldByAll() - held;
     this.sql.exec('DELETE FROM conn_auth WHERE cid = ?', att.cid);
     this.sql.exec('DELETE FROM conn_subs WHERE cid = ?', att.cid);
   }

@@ -12,6 +12,17 @@ export const RelayLimitsSchema = z.strictObject({
    */
   max_connections: z.number().int().positive().default(300),
   max_filters: z.number().int().positive().default(16),
+  /**
+   * Estimated memory (subscription-memory.ts) the filters of one connection's open subscriptions
+   * may hold; a REQ past it gets CLOSED `rate-limited:`. Five follow feeds of 1,000 authors fit.
+   */
+  max_subscription_memory_per_connection: z.number().int().positive().default(2_097_152),
+  /**
+   * The same for all connections of a shard together (with edge objects: of one edge); a REQ past it
+   * gets CLOSED `error:`. With max_connections it keeps a full shard within a Durable Object's
+   * 128 MB (docs/OPERATIONS.md "Memory of a shard").
+   */
+  max_subscription_memory: z.number().int().positive().default(8_388_608),
   max_limit: z.number().int().positive().default(500),
   default_limit: z.number().int().positive().default(500),
   max_subid_length: z.number().int().positive().max(256).default(64),

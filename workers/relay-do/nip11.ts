@@ -28,6 +28,9 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
       /** Not a standard NIP-11 field: open connections of this shard (an upgrade past it gets 503). */
       max_connections: limits.max_connections,
       max_filters: limits.max_filters,
+      /** Not standard NIP-11 fields: estimated bytes the filters of one connection's subscriptions, and of all of them, may hold. */
+      max_subscription_memory_per_connection: limits.max_subscription_memory_per_connection,
+      max_subscription_memory: limits.max_subscription_memory,
       max_limit: limits.max_limit,
       default_limit: limits.default_limit,
       max_subid_length: limits.max_subid_length,

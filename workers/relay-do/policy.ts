@@ -72,6 +72,15 @@ export interface FilterContext {
   subId: string;
   limits: RelayLimits;
   nowMs: number;
+  /** For a REQ (a subscription to be held; a COUNT holds nothing): the memory it would add to what is held. */
+  holding?: Holding;
+}
+
+/** Estimated memory (subscription-memory.ts) of a REQ's filters, and what is held without the subscription it replaces. */
+export interface Holding {
+  adding: number;
+  connection: number;
+  shard: number;
 }
 export type RejectFilterHook = (filters: readonly Filter[], ctx: FilterContext) => Rejection | undefined;
 
@@ -104,6 +113,21 @@ const subscriptionCap: RejectFilterHook = (_filters, { conn, subId, limits }) =>
     ? reject('rate-limited', `too many open subscriptions (max ${limits.max_subscriptions}); close one first`)
     : undefined;
 
+/** A REQ whose filters would pass the memory held by its connection, or by the whole shard (an edge: its connections). */
+const subscriptionMemoryCap: RejectFilterHook = (_filters, { holding, limits }) => {
+  if (!holding) return undefined;
+  const connection = holding.connection + holding.adding;
+  if (connection > limits.max_subscription_memory_per_connection) {
+    return reject(
+      'rate-limited',
+      `the subscriptions of this connection would hold ${connection} bytes of filters (max ${limits.max_subscription_memory_per_connection}); close one first`,
+    );
+  }
+  return holding.shard + holding.adding > limits.max_subscription_memory
+    ? reject('error', `this relay shard holds too many subscriptions (max ${limits.max_subscription_memory} bytes of filters); try again later`)
+    : undefined;
+};
+
 /** The hooks of a shard, in the order they run; stateful ones (rate limits) live as long as the shard object. */
 export function shardPolicy(
   limits: RelayLimits,
@@ -115,7 +139,7 @@ export function shardPolicy(
 ): RelayPolicy {
   return {
     rejectConnection: [routedByRouter, connectionCap],
-    rejectFilter: [filterValuesCap, requestRate, subscriptionCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
+    rejectFilter: [filterValuesCap, requestRate, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),
       withinLimits,

@@ -21,9 +21,10 @@ import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { OwnerPlan, type ShardStorage } from './owner-plan.js';
 import type { PlanEnv } from '../accounts/plans.js';
 import type { OwnerState } from '../common/owners.js';
-import { firstVerdict, shardPolicy, type EventContext, type RelayPolicy } from './policy.js';
+import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayPolicy } from './policy.js';
 import { EventStore } from './store.js';
 import type { ReadScope } from './query-sql.js';
+import { subscriptionMemory } from './subscription-memory.js';
 import type { TokenBucket } from './rate-limit.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
@@ -588,23 +589,24 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return { readers, now: nowSeconds(), vanishing: this.vanished.pending() };
   }
 
-  private admitQuery(conn: Connection, subId: string, filters: Filter[]): Rejection | undefined {
-    return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock() });
+  private admitQuery(conn: Connection, subId: string, filters: Filter[], holding?: Holding): Rejection | undefined {
+    return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock(), ...(holding ? { holding } : {}) });
   }
 
   private onReq(conn: Connection, subId: string, input: Filter[]): void | Promise<void> {
     const filters = input.map(dedupeFilter);
-    const denied = this.admitQuery(conn, subId, filters);
+    const held = subscriptionMemory(filters);
+    const denied = this.admitQuery(conn, subId, filters, this.conns.holding(conn, subId, held));
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
     const edge = this.edge();
     if (edge) {
-      this.conns.setSub(conn, subId, filters);
+      this.conns.setSub(conn, subId, filters, held);
       return edge.subscribe(conn, subId, filters);
     }
     const rows = this.store.query(filters, this.limitOf, this.readScope([...conn.authed]), this.limits.max_query_bytes);
     for (const row of rows) send(conn, relayMessage.event(subId, row.raw));
     send(conn, relayMessage.eose(subId));
-    this.conns.setSub(conn, subId, filters);
+    this.conns.setSub(conn, subId, filters, held);
   }
 
   private onCount(conn: Connection, subId: string, input: Filter[]): void | Promise<void> {
