@@ -2,21 +2,23 @@
 // event"): per edge, the filters it listed, filed in a fan-out index, so that an event goes only to
 // the edges with a filter that may match it. Bounded on both counts a stranger could push up with
 // REQs: the work per event is one lookup per condition of the event per edge (`mayMatch`, never a
-// scan of subscriptions), and the memory is at most MAX_EDGE_INTEREST_BYTES of filter JSON per edge
-// and MAX_INTEREST_BYTES in all; an edge past either gets every event again (always correct: the
-// edge checks each subscription exactly) until it lists its subscriptions anew.
+// scan of subscriptions), and the memory, estimated as for a shard's own subscriptions
+// (subscription-memory.ts), is at most MAX_EDGE_INTEREST_MEMORY per edge and MAX_INTEREST_MEMORY in
+// all; an edge past either gets every event again (always correct: the edge checks each
+// subscription exactly) until it lists its subscriptions anew.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import type { Filter } from '../../src/shared/filters.js';
 import { FanoutIndex } from './fanout-index.js';
-import { MAX_SUMMARY_BYTES, type SubSummary } from './edge-wire.js';
+import type { SubSummary } from './edge-wire.js';
+import { subscriptionMemory } from './subscription-memory.js';
 
-/** Filter JSON one edge may have filed (what one `listen` may list). */
-export const MAX_EDGE_INTEREST_BYTES = MAX_SUMMARY_BYTES;
-/** Filter JSON all edges of a shard may have filed together. */
-export const MAX_INTEREST_BYTES = 4 * MAX_SUMMARY_BYTES;
+/** Estimated memory of what one edge may have filed: what an edge holds itself by default (`max_subscription_memory`). */
+export const MAX_EDGE_INTEREST_MEMORY = 8_388_608;
+/** Estimated memory of what all edges of a shard may have filed together. */
+export const MAX_INTEREST_MEMORY = 4 * MAX_EDGE_INTEREST_MEMORY;
 
-/** One edge's filed subscriptions and the bytes of each. */
+/** One edge's filed subscriptions and the estimated memory of each. */
 class Filed {
   readonly index = new FanoutIndex<null>();
   readonly sizes = new Map<string, number>();
@@ -24,7 +26,7 @@ class Filed {
 
   set(key: string, filters: readonly Filter[]): void {
     this.delete(key);
-    const size = key.length + JSON.stringify(filters).length;
+    const size = key.length + subscriptionMemory(filters);
     this.sizes.set(key, size);
     this.bytes += size;
     this.index.set(key, null, '', filters);
@@ -85,13 +87,13 @@ export class EdgeInterests {
     return this.edges.get(i)?.index.mayMatch(e) ?? true;
   }
 
-  /** Filter JSON filed for all edges. */
+  /** Estimated memory of what is filed for all edges. */
   get bytes(): number {
     return this.total;
   }
 
   private bound(i: number, filed: Filed): void {
-    if (filed.bytes <= MAX_EDGE_INTEREST_BYTES && this.total <= MAX_INTEREST_BYTES) return;
+    if (filed.bytes <= MAX_EDGE_INTEREST_MEMORY && this.total <= MAX_INTEREST_MEMORY) return;
     console.warn(`relay shard: the subscriptions of edge ${i} pass what the primary files (${filed.bytes} bytes; all edges ${this.total}); it gets every event`);
     this.drop(i);
   }
