@@ -1,6 +1,6 @@
 // errors.ts: the NIP-01 prefixes read back from OK and CLOSED messages, and which of them are passing.
 import { describe, expect, it } from 'vitest';
-import { formatRejection, isTransient, parseRejection, reject } from './errors.js';
+import { formatRejection, isRefusedForGood, isTransient, parseRejection, reject } from './errors.js';
 
 describe('parseRejection', () => {
   it('reads back what formatRejection wrote', () => {
@@ -19,6 +19,15 @@ describe('isTransient', () => {
     expect(isTransient('rate-limited: slow down')).toBe(true);
     for (const final of ['restricted: no', 'invalid: bad', 'blocked: go away', 'auth-required: who are you', 'duplicate: have it', 'pow: more', 'something else']) {
       expect(isTransient(final)).toBe(false);
+    }
+  });
+});
+
+describe('isRefusedForGood', () => {
+  it('blocked:, invalid:, pow: and restricted: are final refusals; duplicate:, passing and unknown answers are not', () => {
+    for (const final of ['blocked: this pubkey asked to vanish from this relay (NIP-62)', 'invalid: bad', 'pow: more', 'restricted: no']) expect(isRefusedForGood(final)).toBe(true);
+    for (const other of ['duplicate: have it', 'rate-limited: slow down', 'error: no OK from the relay within 10000 ms', 'auth-required: who are you', 'something else', '']) {
+      expect(isRefusedForGood(other)).toBe(false);
     }
   });
 });

@@ -42,6 +42,16 @@ export function isTransient(message: string): boolean {
   return prefix === 'rate-limited' || prefix === 'error';
 }
 
+/**
+ * Whether an OK message refuses the event for good (`blocked:`, `invalid:`, `pow:`, `restricted:`):
+ * sending the same event again cannot succeed. (`duplicate:` means the relay has it; `auth-required:`,
+ * `rate-limited:`, `error:` and messages without a prefix may pass later.)
+ */
+export function isRefusedForGood(message: string): boolean {
+  const prefix = parseRejection(message)?.prefix;
+  return prefix === 'blocked' || prefix === 'invalid' || prefix === 'pow' || prefix === 'restricted';
+}
+
 export type Result<T, E = Rejection> = { ok: true; value: T } | { ok: false; error: E };
 
 export const ok = <T>(value: T): Result<T, never> => ({ ok: true, value });

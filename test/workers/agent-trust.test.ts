@@ -3,14 +3,16 @@
 // clients, retention, and runs that cannot be lost (remove with active runs, a provider dying
 // mid-stream, duplicate delivery through two relays). Limiters run on an injected clock.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { DEFAULT_LIMITS, type StoredAgent } from '../../workers/agent/config.js';
 import { sealSecretKey } from '../../workers/common/secrets.js';
 import { PROVIDER_MESSAGES } from '../../workers/agent/runtime.js';
 import { api } from './api-helpers.js';
 import { NipXxClient, createTestAgent, dropAgentConnections, ownerRelayClient } from './agent-helpers.js';
-import { keys } from './helpers.js';
+import { keys, now, sign } from './helpers.js';
+import { RelayClient } from '../../src/shared/relay-client.js';
+import { ALL_RELAYS } from '../../workers/relay-do/vanish.js';
 import { TEST_OWNER_SK } from './test-keys.js';
 import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
 
@@ -257,7 +259,7 @@ describe('the development demo agent', () => {
 });
 
 describe('retention', () => {
-  it('the watchdog prunes old seen ids, old finished runs and untouched conversations, in bounded batches', async () => {
+  it('the watchdog prunes old seen ids, old finished runs (their terminal delivered or not) and untouched conversations, in bounded batches', async () => {
     const agent = await createTestAgent();
     const day = 86_400_000;
     const left = await runInDurableObject(stubOf(agent), (instance, state) => {
@@ -277,6 +279,7 @@ describe('retention', () => {
       run('old-done', 'done', 1, t - 8 * day);
       run('old-unpublished', 'done', 0, t - 8 * day);
       run('new-done', 'done', 1, t - 1 * day);
+      run('new-unpublished', 'done', 0, t - 1 * day);
       sql.exec("INSERT INTO conversations (sender, session, turns, touched_at) VALUES ('a', 'old', 1, ?), ('a', 'new', 1, ?)", t - 31 * day, t - day);
       sql.exec("INSERT INTO history (sender, session, idx, turn, message, tokens) VALUES ('a', 'old', 0, 'r', '{}', 1), ('a', 'new', 0, 'r', '{}', 1)");
       i.prune();
@@ -286,7 +289,7 @@ describe('retention', () => {
         sessions: sql.exec<{ session: string }>('SELECT session FROM history').toArray().map((r) => r.session),
       };
     });
-    expect(left).toEqual({ seen: ['new-seen'], runs: ['new-done', 'old-unpublished'], sessions: ['new'] });
+    expect(left).toEqual({ seen: ['new-seen'], runs: ['new-done', 'new-unpublished'], sessions: ['new'] });
   });
 });
 
@@ -351,6 +354,39 @@ describe('runs that cannot be lost', () => {
     expect(await runRows(agent)).toContain(p.id);
     const terminals = [owner, pub].flatMap((c) => c.sock.frames.filter(isTerminalOf(p.id)));
     expect(terminals).toHaveLength(1);
+  });
+});
+
+describe('a terminal event a relay refuses for good', () => {
+  it('a client that asked to vanish (NIP-62) gets its gift-wrapped answer refused (blocked:) once: the watchdog does not send it again, and the run is pruned', async () => {
+    const agent = await createTestAgent();
+    const k = keys();
+    const c = await NipXxClient.open(agent, k, '/');
+    // Ahead of now: every gift wrap addressed to k (their created_at is backdated at random) is refused.
+    const vanish = sign(k, { kind: 62, content: '', tags: [['relay', ALL_RELAYS]], created_at: now() + 600 });
+    expect((await c.sock.publish(vanish))[2]).toBe(true);
+    // Watches what the agent publishes (the real client and relay answer; nothing is replaced).
+    const publish = vi.spyOn(RelayClient.prototype, 'publish');
+    try {
+      const toK = () =>
+        publish.mock.calls.flatMap(([e], i) => (e.kind === 1059 && e.tags.some((t) => t[0] === 'p' && t[1] === k.pk) ? [i] : []));
+      const { wrap, rumorId } = c.wrappedPrompt({ ver: 1, message: 'answer me' });
+      await c.send(wrap);
+      for (let i = 0; i < 200 && toK().length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+      const first = toK()[0]!;
+      expect(await publish.mock.results[first]!.value).toEqual({ ok: false, message: 'blocked: this pubkey asked to vanish from this relay (NIP-62)' });
+      const stub = stubOf(agent);
+      for (let n = 0; n < 3; n++) expect(await runDurableObjectAlarm(stub)).toBe(true);
+      expect(toK()).toEqual([first]);
+      const row = () => runInDurableObject(stub, (_i, state) => state.storage.sql.exec('SELECT state, published, refused FROM runs WHERE id = ?', rumorId).toArray());
+      expect(await row()).toEqual([{ state: 'done', published: 0, refused: 'blocked: this pubkey asked to vanish from this relay (NIP-62)' }]);
+      // Eight days later the watchdog's retention removes it like any finished run.
+      await runInDurableObject(stub, (i) => void ((i as Agent).now = () => Date.now() + 8 * 86_400_000));
+      expect(await runDurableObjectAlarm(stub)).toBe(true);
+      expect(await row()).toEqual([]);
+    } finally {
+      publish.mockRestore();
+    }
   });
 });
 

@@ -1,8 +1,9 @@
 // What a run sends to its client: each event encrypted with NIP-44 (gift-wrapped when the prompt
 // was) and signed; the run's non-terminal events published in order with bounded retries (one
 // OrderedQueue per run, PacedPublisher from src/shared/paced-publisher.ts); and its one durable
-// terminal event (persisted before it is published, re-sent after a restart until the relay
-// accepts it).
+// terminal event (persisted before it is published, re-sent by the watchdog until the relay
+// accepts it; a refusal for good, e.g. `blocked:` for a client that asked to vanish, ends the
+// re-sending and is logged).
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { backendSigner, type NostrEvent } from '../../src/shared/event.js';
@@ -16,7 +17,7 @@ import type { EventTemplate, RelayClient } from '../../src/shared/relay-client.j
 import type { StoredAgent } from './config.js';
 import type { RunAddress, RunStore } from './run-store.js';
 import type { Terminal } from './runtime.js';
-import { errorMessage } from '../../src/shared/errors.js';
+import { errorMessage, isRefusedForGood } from '../../src/shared/errors.js';
 
 /** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart (200, 400 ms). */
 const PUBLISH_ATTEMPTS = 3;
@@ -109,7 +110,7 @@ export class Outbox {
     }
   }
 
-  /** Re-sends the stored terminal events the relay has not accepted yet. */
+  /** Re-sends the stored terminal events the relay has neither accepted nor refused for good. */
   async resendTerminals(c: StoredAgent): Promise<void> {
     for (const r of this.deps.runs.unpublished()) {
       if (r.terminal) await this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c);
@@ -122,9 +123,18 @@ export class Outbox {
     await this.deps.client(to.relay, c).publish(event, { timeoutMs: 10_000 });
   }
 
+  /**
+   * One attempt at a run's terminal event (each run answers on the one relay its prompt came from).
+   * Accepted (or `duplicate:`, the relay has it): done. Refused for good: recorded and logged, never
+   * sent again. Anything else (`rate-limited:`, `error:`, no answer): the watchdog sends it again
+   * until retention removes the run.
+   */
   private async publishTerminal(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
     const result = await this.deps.client(relay, c).publish(event, { timeoutMs: 10_000 });
-    if (result.ok) this.deps.runs.markPublished(runId);
+    if (result.ok || result.message.startsWith('duplicate:')) return this.deps.runs.markPublished(runId);
+    if (!isRefusedForGood(result.message)) return;
+    this.deps.runs.markRefused(runId, result.message);
+    console.error(`agent: run ${runId}: terminal event ${event.id} (kind ${event.kind}) refused by ${relay}, not sent again: ${result.message}`);
   }
 
   private async publishWithRetry(runId: string, { event, relay, c }: Pending): Promise<void> {

@@ -1,5 +1,5 @@
 // The Agent Durable Object's run bookkeeping in its SQLite: the `runs` table (one row per claimed
-// prompt, its state and its durable terminal event), the `seen` ids (each incoming event and
+// prompt, its state, its durable terminal event and whether a relay took it), the `seen` ids (each incoming event and
 // rumor handled once, claimed atomically) and the subscription `cursor` (how far back a
 // (re)subscribe asks), with their bounded retention.
 
@@ -11,7 +11,7 @@ export const REPLAY_SLACK_SECONDS = 300;
 export const WRAP_SLACK_SECONDS = 2 * 24 * 3600 + 600;
 /** `seen` ids are kept one day longer than any replay window reaches back. */
 const SEEN_RETENTION_MS = (WRAP_SLACK_SECONDS + REPLAY_SLACK_SECONDS + 24 * 3600) * 1000;
-/** Finished (and published) runs are kept 7 days. */
+/** Finished runs are kept 7 days, whether their terminal event was delivered or not. */
 const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
 export type RunRow = {
@@ -22,7 +22,10 @@ export type RunRow = {
   relay: string;
   state: 'running' | 'done';
   terminal: string | null;
+  /** 1 once the relay accepted the terminal event. */
   published: number;
+  /** The relay's answer when it refused the terminal event for good (it is not sent again). */
+  refused: string | null;
 };
 
 /** Where a run's events go: its client, run id, session and relay, and whether they are gift-wrapped. */
@@ -45,6 +48,8 @@ export class RunStore {
       CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
       CREATE TABLE IF NOT EXISTS cursor (k INTEGER PRIMARY KEY CHECK (k = 1), since INTEGER NOT NULL);
     `);
+    const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('runs')").toArray();
+    if (!columns.some((c) => c.name === 'refused')) this.sql.exec('ALTER TABLE runs ADD COLUMN refused TEXT');
   }
 
   // ---- seen ----
@@ -108,19 +113,25 @@ export class RunStore {
     this.sql.exec('UPDATE runs SET published = 1 WHERE id = ?', id);
   }
 
+  /** The relay refused the terminal event for good with `message`: it is not sent again. */
+  markRefused(id: string, message: string): void {
+    this.sql.exec('UPDATE runs SET refused = ? WHERE id = ?', message, id);
+  }
+
   running(): RunRow[] {
     return this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'running'").toArray();
   }
 
+  /** Finished runs whose terminal event is still to be sent: neither accepted nor refused for good. */
   unpublished(): RunRow[] {
-    return this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'done' AND published = 0").toArray();
+    return this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'done' AND published = 0 AND refused IS NULL").toArray();
   }
 
-  /** Retention at `now` (ms): old `seen` ids and finished, published runs, at most `batch` rows each. */
+  /** Retention at `now` (ms): old `seen` ids and old finished runs (delivered, refused or not), at most `batch` rows each. */
   prune(now: number, batch: number): void {
     this.sql.exec('DELETE FROM seen WHERE id IN (SELECT id FROM seen WHERE at < ? LIMIT ?)', Math.floor((now - SEEN_RETENTION_MS) / 1000), batch);
     this.sql.exec(
-      "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND published = 1 AND finished_at < ? LIMIT ?)",
+      "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND finished_at < ? LIMIT ?)",
       now - RUN_RETENTION_MS,
       batch,
     );
