@@ -2,10 +2,11 @@
 // management API, over the owner's shard, with the offline echo model.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
-import { encrypt, getConversationKey } from '../../src/shared/nip44.js';
+import { ConversationKeyCache, encrypt, getConversationKey } from '../../src/shared/nip44.js';
+import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { NipXxClient, agentInfo, createTestAgent, dropAgentConnections } from './agent-helpers.js';
-import { closeSubscriptionsOf, connect, keys, LIVE_EVENTS_LOST } from './helpers.js';
+import { closeSubscriptionsOf, connect, keys, LIVE_EVENTS_LOST, now } from './helpers.js';
 import { TEST_OWNER } from './test-keys.js';
 
 /** Raw NIP-44 content from the client to the agent (for payloads that are not JSON). */
@@ -272,5 +273,50 @@ describe('reconnection', () => {
     await c.send(missed);
     const run = await c.collect(missed.id, 15_000);
     expect(run.terminal.payload).toMatchObject({ text: 'echo: while you were away' });
+  });
+});
+
+describe('stale prompts', () => {
+  const DAY = 86_400;
+  const runIds = (agent: string) =>
+    runInDurableObject(env.AGENT.get(env.AGENT.idFromName(agent)), (_i, state) => state.storage.sql.exec<{ id: string }>('SELECT id FROM runs').toArray().map((r) => r.id));
+
+  it('an agent idle for 8 days resubscribes from its old cursor: the prompt stored 8 days ago is not run, the one sent meanwhile is', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const warm = c.prompt({ ver: 1, message: 'before' });
+    await c.send(warm);
+    expect((await c.collect(warm.id)).terminal.kind).toBe(25803);
+    // Stored on the relay 8 days ago (the live subscription's since keeps it from the agent now).
+    const stale = c.prompt({ ver: 1, message: 'eight days ago' }, { created_at: now() - 8 * DAY });
+    await c.send(stale);
+    // The agent's state after 8 idle days: the cursor at the last prompt it saw, its seen id and run pruned.
+    await runInDurableObject(env.AGENT.get(env.AGENT.idFromName(agent)), (_i, state) => {
+      state.storage.sql.exec('UPDATE cursor SET since = ?', stale.created_at);
+    });
+    expect(await dropAgentConnections(agent)).toBe(1);
+    const fresh = c.prompt({ ver: 1, message: 'today' });
+    await c.send(fresh);
+    // Both come in the answer to the agent's new REQ; the fresh one's answer arrives after the stale one was handled.
+    expect((await c.collect(fresh.id, 15_000)).terminal.payload).toMatchObject({ text: 'echo: today' });
+    expect(await runIds(agent)).not.toContain(stale.id);
+    expect(await c.noTerminal(stale.id)).toBe(true);
+  });
+
+  it('a gift-wrapped prompt is dated by its rumor: a rumor 8 days old in a recent wrap is not run; a fresh rumor (wrap backdated up to 2 days) is', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const cache = new ConversationKeyCache(4);
+    const wrapped = (message: string, created_at: number) => {
+      const rumor = makeRumor({ pubkey: c.k.pk, kind: 25802, created_at, tags: [['p', agent], ['encryption', 'nip44']], content: encryptFor(c, JSON.stringify({ ver: 1, message })) });
+      return { rumor, wrap: giftWrap(rumor, c.k.sk, agent, cache) };
+    };
+    const stale = wrapped('eight days ago', now() - 8 * DAY);
+    await c.send(stale.wrap);
+    const fresh = wrapped('today', now());
+    await c.send(fresh.wrap);
+    expect((await c.collect(fresh.rumor.id, 15_000)).terminal.payload).toMatchObject({ text: 'echo: today' });
+    expect(await runIds(agent)).not.toContain(stale.rumor.id);
+    expect(await c.noTerminal(stale.rumor.id)).toBe(true);
   });
 });

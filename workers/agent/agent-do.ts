@@ -30,7 +30,7 @@ import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { addRun, ownerUsage, planRefusal, type OwnerUsage } from '../accounts/quota.js';
 import { UsageMeter, type RunMeter } from './metering.js';
-import { RunStore, type RunAddress } from './run-store.js';
+import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
@@ -381,15 +381,18 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /**
-   * A prompt: first the checks that cost O(1) and create nothing (tags, owner, allow/block lists,
-   * the per-sender and per-agent caps), answered at most once per sender per window; then the run
-   * row and its AbortController together (so a cancel is never lost), then decryption, validation
-   * and the run. Any failure after that ends the run with INTERNAL_ERROR at once.
+   * A prompt: a stale one (created over PROMPT_MAX_AGE_SECONDS ago, or too far ahead) is ignored,
+   * silently: its id may already be pruned from `seen` (an agent back from a long idle time
+   * resubscribes from an old cursor; anyone may re-broadcast an old prompt). Then the checks that
+   * cost O(1) and create nothing (tags, owner, allow/block lists, the per-sender and per-agent
+   * caps), answered at most once per sender per window; then the run row and its AbortController
+   * together (so a cancel is never lost), then decryption, validation and the run. Any failure
+   * after that ends the run with INTERNAL_ERROR at once.
    */
   private async onPrompt(m: Incoming, c: EffectiveAgent): Promise<void> {
     const e = m.event;
     const client = e.pubkey;
-    if (this.removing || this.runs.has(e.id)) return;
+    if (this.removing || this.runs.has(e.id) || !isFreshPrompt(e.created_at, Math.floor(Date.now() / 1000))) return;
     if (!this.owner) await this.refreshOwner(c);
     const admission = admitPrompt(e, c, { ...this.ownerChecks(c), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
     if (admission.verdict === 'drop') return;

@@ -9,8 +9,23 @@ import type { NostrEvent } from '../../src/shared/event.js';
 export const REPLAY_SLACK_SECONDS = 300;
 /** Gift wraps carry randomised timestamps up to two days in the past (NIP-59). */
 export const WRAP_SLACK_SECONDS = 2 * 24 * 3600 + 600;
-/** `seen` ids are kept one day longer than any replay window reaches back. */
-const SEEN_RETENTION_MS = (WRAP_SLACK_SECONDS + REPLAY_SLACK_SECONDS + 24 * 3600) * 1000;
+/**
+ * A prompt is run only while its created_at (a gift wrap's rumor's, the real time) is at most this old:
+ * longer than a wrap's randomised timestamp reaches back, so what an agent missed while away up to
+ * two days is still answered.
+ */
+export const PROMPT_MAX_AGE_SECONDS = WRAP_SLACK_SECONDS + REPLAY_SLACK_SECONDS;
+/** ... and at most this far ahead (the relay's default created_at_upper_limit). */
+export const PROMPT_MAX_AHEAD_SECONDS = 900;
+/**
+ * `seen` ids (claimed when an event arrives) are kept one day longer than a prompt may be run: a
+ * prompt, replayed by a relay or re-broadcast by anyone, is refused by its id or by its age, never run twice.
+ */
+const SEEN_RETENTION_MS = (PROMPT_MAX_AGE_SECONDS + 24 * 3600) * 1000;
+
+/** Whether a prompt created at `createdAt` may be run at `now` (both in seconds); stale ones are ignored. */
+export const isFreshPrompt = (createdAt: number, now: number): boolean =>
+  createdAt >= now - PROMPT_MAX_AGE_SECONDS && createdAt <= now + PROMPT_MAX_AHEAD_SECONDS;
 /** Finished runs are kept 7 days, whether their terminal event was delivered or not. */
 const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
