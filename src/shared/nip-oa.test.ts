@@ -7,6 +7,7 @@ import {
   attestationDigest,
   attestationPreimage,
   checkClauses,
+  MAX_CLAUSES,
   parseConditions,
   signAttestation,
   timeClausesHold,
@@ -209,6 +210,14 @@ describe('parseConditions', () => {
     expect(parseConditions('&').ok).toBe(false);
     expect(parseConditions('KIND=1').ok).toBe(false);
     expect(parseConditions('kind=1\n').ok).toBe(false);
+ 
+  });
+
+  it(`takes at most ${MAX_CLAUSES} clauses (what a relay keeps is bounded)`, () => {
+    const clauses = (n: number) => Array.from({ length: n }, () => 'kind=22242').join('&');
+    expect(parseConditions(clauses(MAX_CLAUSES)).ok).toBe(true);
+    expect(parseConditions(clauses(MAX_CLAUSES + 1))).toEqual({ ok: false, error: `more than ${MAX_CLAUSES} clauses` });
+    expect(parseConditions(clauses(10_000))).toEqual({ ok: false, error: `more than ${MAX_CLAUSES} clauses` });
   });
 });
 

@@ -36,13 +36,22 @@ const CLAUSE = /^(kind=|created_at<|created_at>)(.*)$/s;
 const show = (s: string): string => JSON.stringify(s.length > 40 ? `${s.slice(0, 40)}…` : s);
 
 /**
- * Parses a conditions string: "" or clauses joined by "&", each `kind=<n>` (0..65535),
- * `created_at<<t>` or `created_at><t>` (0..4294967295), canonical decimal, no whitespace.
+ * Clauses one conditions string may have. NIP-OA sets no bound; relays keep attestations, so
+ * edgestr takes at most this many (an owner restricting an agent to a few kinds and a time window
+ * needs far fewer; docs/PROTOCOL.md).
+ */
+export const MAX_CLAUSES = 32;
+
+/**
+ * Parses a conditions string: "" or at most MAX_CLAUSES clauses joined by "&", each `kind=<n>`
+ * (0..65535), `created_at<<t>` or `created_at><t>` (0..4294967295), canonical decimal, no whitespace.
  */
 export function parseConditions(s: string): Result<Clause[], string> {
   if (s === '') return ok([]);
   const clauses: Clause[] = [];
-  for (const part of s.split('&')) {
+  const parts = s.split('&', MAX_CLAUSES + 1);
+  if (parts.length > MAX_CLAUSES) return err(`more than ${MAX_CLAUSES} clauses`);
+  for (const part of parts) {
     if (part === '') return err('empty clause (leading, trailing or doubled "&")');
     const m = CLAUSE.exec(part);
     if (!m) return err(`unsupported clause ${show(part)}`);

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { encrypt, getConversationKey } from '../../src/shared/nip44.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
+import { AUTH_PROOF_TTL } from '../../workers/relay-do/ownership.js';
 import { shardName } from '../../workers/common/shards.js';
 import { connect, keys, sign, type Keys, type TestSocket } from './helpers.js';
 
@@ -130,18 +131,20 @@ describe('NIP-OA conditions at use', () => {
     expect([before, after]).toEqual([true, false]);
   });
 
-  it('provisioned agents and unconditional attestations do not lapse', async () => {
+  it('provisioned agents do not lapse; an unconditional AUTH attestation lasts AUTH_PROOF_TTL unless renewed', async () => {
     const owner = keys();
     const agent = keys();
     const hosted = keys();
     const t0 = Math.floor(Date.now() / 1000);
     const s = await attested(owner, agent, '', t0);
     await shardOf(owner.pk).provisionAgent(hosted.pk, owner.pk);
-    const later = t0 + 10 * 365 * 86400;
-    await setClock(owner.pk, later);
-    for (const k of [agent, hosted]) {
-      const note = sign(k, { content: 'much later', created_at: later });
-      expect(await s.publish(note)).toEqual(['OK', note.id, true, '']);
-    }
+    const write = async (k: Keys, at: number) => {
+      await setClock(owner.pk, at);
+      const note = sign(k, { content: `at ${at}`, created_at: at });
+      return (await s.publish(note)).slice(2);
+    };
+    expect(await write(agent, t0 + AUTH_PROOF_TTL)).toEqual([true, '']);
+    expect(await write(agent, t0 + AUTH_PROOF_TTL + 1)).toEqual([false, SHARD_RESTRICTED]);
+    expect(await write(hosted, t0 + 10 * 365 * 86400)).toEqual([true, '']);
   });
 });

@@ -11,12 +11,24 @@
 // NIP-OA asks of relays that need freshness); `created_at>T` covers no event dated at or before T.
 // A `kind=` clause names the carrier the proof may come from (22242 for AUTH, 0 for a profile) and is
 // checked when the record is made (verifyAttestation).
+//
+// Anyone can make a key and attest it to any other key, so what self-made proofs ('auth', 'kind0')
+// may store is bounded: an agent key has one owner per source (a newer proof replaces the older,
+// as a newer profile replaces the older event), an owner shard keeps only proofs naming its own
+// owner (the only ones its write policy asks about), and an AUTH proof not renewed for
+// AUTH_PROOF_TTL is forgotten (each new one removes a batch of stale ones). Conditions are at most
+// MAX_CLAUSES clauses (nip-oa.ts).
 
 import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { OnEventStoredHook } from './policy.js';
 
 export type OwnershipSource = 'auth' | 'kind0' | 'provisioned' | 'bridge';
+
+/** An AUTH proof lasts this long after the agent last authenticated with it (seconds): 30 days. */
+export const AUTH_PROOF_TTL = 30 * 86_400;
+/** Stale AUTH proofs one new record removes at most. */
+const STALE_BATCH = 100;
 /** The sources edgestr's own provisioning writes: a hosted agent, or the owner's bridge provider key. */
 export type ProvisionedSource = Extract<OwnershipSource, 'provisioned' | 'bridge'>;
 
@@ -29,7 +41,11 @@ export interface OwnershipUse {
 }
 
 export class OwnershipRegistry {
-  constructor(private readonly sql: SqlStorage) {
+  constructor(
+    private readonly sql: SqlStorage,
+    /** The shard's owner (null: the public shard). */
+    private readonly shardOwner: () => string | null,
+  ) {
     sql.exec(`CREATE TABLE IF NOT EXISTS agent_owners (
       agent TEXT NOT NULL,
       owner TEXT NOT NULL,
@@ -41,10 +57,27 @@ export class OwnershipRegistry {
     // Shards created before conditions were kept: their records had none (and stay unconditional).
     const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('agent_owners')").toArray();
     if (!columns.some((c) => c.name === 'conditions')) sql.exec("ALTER TABLE agent_owners ADD COLUMN conditions TEXT NOT NULL DEFAULT ''");
+    sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_age ON agent_owners (source, recorded_at)');
   }
 
-  /** Records agent → owner; `conditions` is the NIP-OA conditions string ('' for provisioning). */
+  /**
+   * Records agent → owner; `conditions` is the NIP-OA conditions string ('' for provisioning). A
+   * self-made proof ('auth', 'kind0') replaces the agent's earlier one of its source, and is not
+   * kept on an owner shard it does not name the owner of.
+   */
   record(agent: string, owner: string, source: OwnershipSource, now: number, conditions = ''): void {
+    if (source === 'auth' || source === 'kind0') {
+      const shardOwner = this.shardOwner();
+      if (shardOwner !== null && owner !== shardOwner) return;
+      this.sql.exec('DELETE FROM agent_owners WHERE agent = ? AND source = ? AND owner != ?', agent, source, owner);
+      if (source === 'auth') {
+        this.sql.exec(
+          `DELETE FROM agent_owners WHERE (agent, owner, source) IN
+             (SELECT agent, owner, source FROM agent_owners WHERE source = 'auth' AND recorded_at < ? LIMIT ${STALE_BATCH})`,
+          now - AUTH_PROOF_TTL,
+        );
+      }
+    }
     this.sql.exec(
       `INSERT INTO agent_owners (agent, owner, source, recorded_at, conditions) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (agent, owner, source) DO UPDATE SET recorded_at = excluded.recorded_at, conditions = excluded.conditions`,
@@ -67,7 +100,12 @@ export class OwnershipRegistry {
   /** Whether some record proves agent → owner for this use. */
   isAgentOwner(agent: string, owner: string, use: OwnershipUse): boolean {
     const rows = this.sql
-      .exec<{ conditions: string }>('SELECT conditions FROM agent_owners WHERE agent = ? AND owner = ?', agent, owner)
+      .exec<{ conditions: string }>(
+        "SELECT conditions FROM agent_owners WHERE agent = ? AND owner = ? AND NOT (source = 'auth' AND recorded_at < ?)",
+        agent,
+        owner,
+        use.now - AUTH_PROOF_TTL,
+      )
       .toArray();
     return rows.some((r) => coversUse(r.conditions, use));
   }

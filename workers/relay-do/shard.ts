@@ -91,7 +91,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     sql.exec('DROP TABLE IF EXISTS http_auth_seen');
     this.store = new EventStore(sql);
     this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
-    this.ownership = new OwnershipRegistry(sql);
+    this.ownership = new OwnershipRegistry(sql, () => this.shardOwner());
     this.retention = new RetentionRules(sql);
     this.vanished = new VanishList(sql);
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, this.vanished, this.retention);
