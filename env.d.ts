@@ -30,6 +30,7 @@ declare namespace Cloudflare {
     RELAY_EDGES?: string;
     BACKUPS?: R2Bucket;
     MCP_RATE_LIMIT?: RateLimit;
+    SIGNUP_RATE_LIMIT?: RateLimit;
     ASSETS: Fetcher;
   }
 }

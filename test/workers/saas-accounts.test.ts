@@ -2,12 +2,14 @@
 // owners (admin-only), sign-up open or closed, suspend / resume / remove, each plan limit at its
 // boundary (one under passes, one over refused with the exact answer), the figures of /api/usage
 // against the runs that happened, its CSV, and a bad EDGESTR_PLANS failing loudly.
-import { env, runInDurableObject } from 'cloudflare:test';
+import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../workers/agent/agent-do.js';
 import { OWNER_NOT_ALLOWED, OWNER_SUSPENDED } from '../../workers/agent/admission.js';
 import { NOT_AN_ADMIN } from '../../workers/api/admin.js';
-import { SIGNUP_CLOSED } from '../../workers/api/signup.js';
+import { SIGNUP_CLOSED, SIGNUP_RATE_LIMITED } from '../../workers/api/signup.js';
+import type { Accounts } from '../../workers/accounts/accounts-do.js';
+import app from '../../workers/index.js';
 import { NOT_AN_OWNER, OWNER_SUSPENDED as API_SUSPENDED } from '../../workers/common/owners.js';
 import { api } from './api-helpers.js';
 import { apiWithEnv } from './app-env.js';
@@ -144,6 +146,59 @@ describe('sign-up', () => {
     expect(await apiWithEnv(open, k.sk, 'POST', '/api/signup')).toEqual({ status: 201, json: { pubkey: k.pk, plan: 'default', suspended: false } });
     expect(await apiWithEnv(open, k.sk, 'POST', '/api/signup')).toEqual({ status: 409, json: { error: 'this key is already an owner on this deployment' } });
     await createAgent(k);
+  });
+
+  /** A NIP-98 call by `k` from client address `ip` with sign-up open (and `accounts` as the Accounts namespace). */
+  async function call(k: Keys, method: string, path: string, ip: string, accounts = env.ACCOUNTS) {
+    const url = `${BASE}${path}`;
+    const request = new Request(url, { method, headers: { Authorization: makeHttpAuthHeader(k.sk, url, method), 'CF-Connecting-IP': ip } });
+    const ctx = createExecutionContext();
+    const res = await app.fetch(request, { ...env, EDGESTR_SIGNUP: 'open', ACCOUNTS: accounts }, ctx);
+    await waitOnExecutionContext(ctx);
+    return { status: res.status, retryAfter: res.headers.get('Retry-After'), json: (await res.json()) as unknown };
+  }
+  const address = () => `203.0.113.${Math.floor(Math.random() * 250) + 1}`;
+
+  it('at most 5 sign-ups a minute per client address: the 6th is 429 with Retry-After before any work; another address still signs up', async () => {
+    const ip = address();
+    for (let i = 0; i < 5; i++) expect((await call(keys(), 'POST', '/api/signup', ip)).status).toBe(201);
+    const refused = keys();
+    expect(await call(refused, 'POST', '/api/signup', ip)).toEqual({ status: 429, retryAfter: '60', json: { error: SIGNUP_RATE_LIMITED } });
+    expect(await runInDurableObject(env.ACCOUNTS.get(env.ACCOUNTS.idFromName('accounts')), (i) => (i as Accounts).owner(refused.pk))).toBeUndefined();
+    let other = address();
+    while (other === ip) other = address();
+    expect((await call(keys(), 'POST', '/api/signup', other)).status).toBe(201);
+  });
+
+  it('a sign-up does not make the isolate fetch the whole registry again: the new owner is known at once, no states() asked', async () => {
+    let registryFetches = 0;
+    // The real Accounts object, with the registry fetches (states()) counted.
+    const counted = new Proxy(env.ACCOUNTS, {
+      get(target, p) {
+        if (p === 'get') {
+          return (id: DurableObjectId) =>
+            new Proxy(target.get(id), {
+              get(stub, q) {
+                if (q === 'states') registryFetches++;
+                const v: unknown = Reflect.get(stub, q);
+                // An RPC method's own `bind` would be a remote call: apply it instead.
+                return typeof v === 'function' ? (...args: unknown[]) => Reflect.apply(v, stub, args) : v;
+              },
+            });
+        }
+        const v: unknown = Reflect.get(target, p);
+        return typeof v === 'function' ? (...args: unknown[]) => Reflect.apply(v, target, args) : v;
+      },
+    });
+    // This isolate holds the registry (a stranger's call loads it if it is not held yet).
+    expect((await call(keys(), 'GET', '/api/agents', address(), counted)).status).toBe(403);
+    registryFetches = 0;
+    for (let i = 0; i < 3; i++) {
+      const k = keys();
+      expect((await call(k, 'POST', '/api/signup', address(), counted)).status).toBe(201);
+      expect(await call(k, 'GET', '/api/agents', address(), counted)).toMatchObject({ status: 200, json: { agents: [] } });
+    }
+    expect(registryFetches).toBe(0);
   });
 });
 

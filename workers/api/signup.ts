@@ -1,33 +1,52 @@
 // Open sign-up (POST /api/signup), only when EDGESTR_SIGNUP=open: the key that signs the NIP-98
 // request becomes an owner on the default plan (201). Closed (the default): 403 before any
-// Durable Object is touched. A key that already owns here: 409.
+// Durable Object is touched. A key that already owns here: 409. Open, each client address
+// (CF-Connecting-IP) is held to the SIGNUP_RATE_LIMIT binding (Workers Rate Limiting, wrangler.toml:
+// sign-ups per minute per address, counted per Cloudflare location) before any other work: 429. A
+// sign-up adds its one key to this isolate's copy of the owner registry (workers/common/owners.ts)
+// rather than dropping the copy, so sign-ups do not make other requests fetch the whole registry.
 
 import { Hono } from 'hono';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN } from '../accounts/plans.js';
-import { ownerState, forgetOwnerState, type OwnerEnv } from '../common/owners.js';
+import { rememberOwner, staticOwners, type OwnerEnv } from '../common/owners.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
 export interface SignupApiBindings extends ApiStateBindings, AccountsBindings, OwnerEnv {
   /** "open": anyone may sign up. */
   EDGESTR_SIGNUP?: string;
+  /** Workers Rate Limiting: sign-ups per client address (wrangler.toml [[ratelimits]]). */
+  SIGNUP_RATE_LIMIT?: RateLimit;
 }
 
 type ApiEnv = { Bindings: SignupApiBindings; Variables: AuthedVariables };
 
 export const SIGNUP_CLOSED = 'sign-up is not open on this deployment (EDGESTR_SIGNUP)';
+/** The period of SIGNUP_RATE_LIMIT (wrangler.toml), in seconds. */
+const SIGNUP_PERIOD_SECONDS = 60;
+export const SIGNUP_RATE_LIMITED = `too many sign-ups from this address; retry in ${SIGNUP_PERIOD_SECONDS} s`;
 
 export function signupRoutes() {
   const app = new Hono<ApiEnv>();
+  app.use('*', async (c, next) => {
+    if (c.env.EDGESTR_SIGNUP === 'open' && c.env.SIGNUP_RATE_LIMIT) {
+      const address = c.req.header('CF-Connecting-IP') ?? 'unknown';
+      if (!(await c.env.SIGNUP_RATE_LIMIT.limit({ key: address })).success) {
+        return c.json({ error: SIGNUP_RATE_LIMITED }, 429, { 'Retry-After': String(SIGNUP_PERIOD_SECONDS) });
+      }
+    }
+    await next();
+  });
   app.use('*', nip98<SignupApiBindings>((env) => (env.EDGESTR_SIGNUP === 'open' ? undefined : SIGNUP_CLOSED)));
 
   app.post('/', async (c) => {
     const caller = c.get('caller');
-    if ((await ownerState(c.env, caller)) || !(await accountsStub(c.env).add(caller, DEFAULT_PLAN))) {
+    // The registry answers for its own keys (add() is false for one already there): no copy of it is needed.
+    if (staticOwners(c.env).has(caller) || !(await accountsStub(c.env).add(caller, DEFAULT_PLAN))) {
       return c.json({ error: 'this key is already an owner on this deployment' }, 409);
     }
-    forgetOwnerState();
+    rememberOwner(caller, { plan: DEFAULT_PLAN, suspended: false });
     return c.json({ pubkey: caller, plan: DEFAULT_PLAN, suspended: false }, 201);
   });
 

@@ -59,7 +59,7 @@ let registry: { at: number; owners: Map<string, OwnerState> } | undefined;
 /** The fetch in flight, shared by every request of the isolate that needs the registry meanwhile. */
 let loading: Promise<Map<string, OwnerState>> | undefined;
 
-/** Bumped by forgetOwnerState: a fetch started before it is not kept. */
+/** Bumped by forgetOwnerState and rememberOwner: a fetch started before it is not kept. */
 let generation = 0;
 
 async function registryOwners(env: AccountsBindings): Promise<Map<string, OwnerState>> {
@@ -87,7 +87,20 @@ export async function ownerState(env: OwnerEnv & AccountsBindings, pubkey: strin
   return (await registryOwners(env)).get(pubkey);
 }
 
-/** Forgets this isolate's copy of the registry (after the admin API or a sign-up changed it). */
+/**
+ * A sign-up added `pubkey` to the registry: this isolate's copy learns it and is kept (forgetting it
+ * would make the next request fetch the whole registry again, once per sign-up). A fetch in flight
+ * may have read the registry before the sign-up: it is not kept.
+ */
+export function rememberOwner(pubkey: string, state: OwnerState): void {
+  registry?.owners.set(pubkey, state);
+  if (loading) {
+    loading = undefined;
+    generation++;
+  }
+}
+
+/** Forgets this isolate's copy of the registry (after the admin API changed it). */
 export const forgetOwnerState = (): void => {
   registry = undefined;
   loading = undefined;
