@@ -72,7 +72,7 @@ describe('operators manage owners', () => {
     expect(bad.status).toBe(422);
     expect((bad.json as { issues: Array<{ path: string; message: string }> }).issues[0]).toEqual({
       path: 'plan',
-      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, slow_shard, three_bridge_calls)',
+      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, inbox_shard, slow_shard, three_bridge_calls)',
     });
     expect(await admin('POST', '/api/admin/owners', { pubkey: TEST_OWNER })).toEqual({ status: 409, json: { error: 'this owner is listed in EDGESTR_OWNERS: change that variable instead' } });
     const list = await admin('GET', '/api/admin/owners');

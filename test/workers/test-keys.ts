@@ -18,6 +18,7 @@ export const TEST_PLANS = JSON.stringify({
   few_tokens: { tokens_per_day: 10 },
   few_tokens_month: { tokens_per_month: 10 },
   small_shard: { stored_bytes: 1000 },
+  inbox_shard: { stored_bytes: 4000 },
   slow_shard: { events_per_second: 2 },
   three_bridge_calls: { bridge_calls_per_day: 3 },
 });

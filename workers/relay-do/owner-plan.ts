@@ -5,6 +5,11 @@
 // stored_bytes is `restricted: storage quota`, and more than events_per_second events from outside
 // connections is `rate-limited`. Stored bytes are counted at load and every RECOUNT_WRITES writes,
 // and added as events are stored in between (deletions free room at the next recount).
+//
+// Strangers may write to the shard too (its inbox: events addressed to the owner or its agents), so
+// that they cannot spend the owner's plan: events from others may hold at most INBOX_SHARE of
+// stored_bytes (counted as the events not signed by the owner or a key proven to be its agent), and
+// their events per second are counted in a bucket of their own.
 
 import { reject, type Rejection } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
@@ -12,6 +17,20 @@ import type { OwnerState } from '../common/owners.js';
 import { TokenBucket } from './rate-limit.js';
 
 const RECOUNT_WRITES = 1000;
+
+/** The part of the plan's stored_bytes that events from others (the inbox) may hold. */
+export const INBOX_SHARE = 0.25;
+
+/** A write as the plan sees it: stored or not, its bytes, from edgestr's own agent connection, from others (the inbox). */
+export interface PlanWrite {
+  stored: boolean;
+  bytes: number;
+  internal: boolean;
+  fromOthers: boolean;
+}
+
+/** Stored bytes, and those of events from others. */
+type Counted = ShardStorage & { inbox: number };
 
 export type ShardStorage = {
   events: number;
@@ -21,13 +40,16 @@ export type ShardStorage = {
 
 export class OwnerPlan {
   private account: OwnerState | undefined;
-  private stored: ShardStorage | undefined;
+  private stored: Counted | undefined;
   private writes = 0;
-  private bucket: { rate: number; bucket: TokenBucket } | undefined;
+  /** The plan's events per second, for the owner's side and for others. */
+  private readonly buckets = new Map<boolean, { rate: number; bucket: TokenBucket }>();
 
   constructor(
     private readonly sql: SqlStorage,
     private readonly env: PlanEnv,
+    /** The shard's owner. */
+    private readonly owner: () => string | null,
   ) {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_account (k INTEGER PRIMARY KEY CHECK (k = 1), plan TEXT NOT NULL, suspended INTEGER NOT NULL)');
     const row = this.sql.exec<{ plan: string; suspended: number }>('SELECT plan, suspended FROM owner_account').toArray()[0];
@@ -43,32 +65,53 @@ export class OwnerPlan {
 
   /** The shard's stored events and their bytes (recounted when asked). */
   storage(): ShardStorage {
-    this.stored = this.sql.exec<ShardStorage>('SELECT count(*) AS events, coalesce(sum(length(CAST(raw AS BLOB))), 0) AS bytes FROM events').one();
+    const { events, bytes } = this.recount();
+    return { events, bytes };
+  }
+
+  private recount(): Counted {
+    this.stored = this.sql
+      .exec<Counted>(
+        `SELECT count(*) AS events, coalesce(sum(length(CAST(raw AS BLOB))), 0) AS bytes,
+           coalesce(sum(CASE WHEN pubkey = ?1 OR pubkey IN (SELECT agent FROM agent_owners WHERE owner = ?1) THEN 0 ELSE length(CAST(raw AS BLOB)) END), 0) AS inbox
+         FROM events`,
+        this.owner() ?? '',
+      )
+      .one();
     this.writes = 0;
     return this.stored;
   }
 
-  /** Why the owner's plan refuses an event of `bytes` (stored or not) from an outside connection or not, at `nowMs`. */
-  check(stored: boolean, bytes: number, internal: boolean, nowMs: number): Rejection | undefined {
+  /** Why the owner's plan refuses a write at `nowMs`. */
+  check(write: PlanWrite, nowMs: number): Rejection | undefined {
     const plan = planLimits(this.env, this.account?.plan ?? DEFAULT_PLAN);
-    if (stored && this.account?.suspended) return reject('restricted', 'suspended: this owner’s shard is read-only');
-    if (!internal && plan.events_per_second !== undefined) {
-      if (this.bucket?.rate !== plan.events_per_second) {
-        this.bucket = { rate: plan.events_per_second, bucket: new TokenBucket(plan.events_per_second, plan.events_per_second, nowMs) };
+    if (write.stored && this.account?.suspended) return reject('restricted', 'suspended: this owner’s shard is read-only');
+    if (!write.internal && plan.events_per_second !== undefined) {
+      let b = this.buckets.get(write.fromOthers);
+      if (b?.rate !== plan.events_per_second) {
+        b = { rate: plan.events_per_second, bucket: new TokenBucket(plan.events_per_second, plan.events_per_second, nowMs) };
+        this.buckets.set(write.fromOthers, b);
       }
-      if (!this.bucket.bucket.take(nowMs)) return reject('rate-limited', `the owner’s plan allows ${plan.events_per_second} events per second on this shard`);
+      if (!b.bucket.take(nowMs)) {
+        const from = write.fromOthers ? ' from others' : '';
+        return reject('rate-limited', `the owner’s plan allows ${plan.events_per_second} events per second${from} on this shard`);
+      }
     }
-    if (stored && plan.stored_bytes !== undefined) {
-      const now = this.stored && this.writes < RECOUNT_WRITES ? this.stored : this.storage();
-      if (now.bytes + bytes > plan.stored_bytes) return reject('restricted', `storage quota: the owner’s plan allows ${plan.stored_bytes} stored bytes on this shard`);
+    if (write.stored && plan.stored_bytes !== undefined) {
+      const now = this.stored && this.writes < RECOUNT_WRITES ? this.stored : this.recount();
+      if (now.bytes + write.bytes > plan.stored_bytes) return reject('restricted', `storage quota: the owner’s plan allows ${plan.stored_bytes} stored bytes on this shard`);
+      const inbox = Math.floor(plan.stored_bytes * INBOX_SHARE);
+      if (write.fromOthers && now.inbox + write.bytes > inbox) {
+        return reject('restricted', `storage quota: events from others may hold ${inbox} of the ${plan.stored_bytes} stored bytes the owner’s plan allows on this shard`);
+      }
     }
     return undefined;
   }
 
-  /** An event of `bytes` was stored. */
-  added(bytes: number): void {
+  /** An event of `bytes` was stored (from others or not). */
+  added(bytes: number, fromOthers: boolean): void {
     if (!this.stored) return;
-    this.stored = { events: this.stored.events + 1, bytes: this.stored.bytes + bytes };
+    this.stored = { events: this.stored.events + 1, bytes: this.stored.bytes + bytes, inbox: this.stored.inbox + (fromOthers ? bytes : 0) };
     this.writes++;
   }
 }

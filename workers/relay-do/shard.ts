@@ -25,6 +25,7 @@ import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayP
 import { EventStore } from './store.js';
 import type { ReadScope } from './query-sql.js';
 import { subscriptionMemory } from './subscription-memory.js';
+import { fromOwnerSide } from './write-rules.js';
 import type { TokenBucket } from './rate-limit.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
@@ -95,7 +96,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.retention = new RetentionRules(sql);
     this.vanished = new VanishList(sql);
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, this.vanished, this.retention);
-    this.plan = new OwnerPlan(sql, env);
+    this.plan = new OwnerPlan(sql, env, () => this.shardOwner());
     this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
     this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i), this.limits.edge_delivery_queue_bytes);
     const liveCids = new Set<string>();
@@ -518,7 +519,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
     const bytes = new TextEncoder().encode(raw).length;
-    const overPlan = ctx.owner === null ? undefined : this.plan.check(isStored(e.kind), bytes, ctx.internal, ctx.nowMs);
+    const fromOthers = ctx.owner !== null && !fromOwnerSide(e, ctx);
+    const overPlan = ctx.owner === null ? undefined : this.plan.check({ stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction
@@ -530,7 +532,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'deleted':
         return { accepted: false, message: 'blocked: this event was deleted by its author' };
       case 'stored':
-        this.plan.added(bytes);
+        this.plan.added(bytes, fromOthers);
         break;
     }
     for (const hook of this.policy.onEventStored) hook(e, ctx);

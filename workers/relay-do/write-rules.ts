@@ -5,7 +5,8 @@
 import { reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { RelayLimits } from './limits.js';
-import type { RejectEventHook } from './policy.js';
+import type { EventContext, RejectEventHook } from './policy.js';
+import type { NostrEvent } from '../../src/shared/event.js';
 import { BucketMap } from './rate-limit.js';
 
 /**
@@ -46,16 +47,26 @@ export const protectedByAuthor: RejectEventHook = (e, { authed }) => {
     : reject('restricted', 'this event is protected: only its author may publish it');
 };
 
+/**
+ * Whether an event comes from the owner's side of an owner shard: signed by the owner or one of its
+ * agents, or published on a connection authenticated as one of them (it vouches for what it
+ * publishes: gift wraps are signed by one-time keys and may be addressed to anyone).
+ */
+export function fromOwnerSide(e: NostrEvent, ctx: Pick<EventContext, 'owner' | 'authed' | 'isOwnersAgent'>): boolean {
+  const { owner } = ctx;
+  if (owner === null) return false;
+  if (e.pubkey === owner || ctx.isOwnersAgent(e.pubkey)) return true;
+  for (const who of ctx.authed) if (who === owner || ctx.isOwnersAgent(who)) return true;
+  return false;
+}
+
 /** The owner shard's default: the owner, the owner's agents, and anything addressed to them (its inbox). */
 export const ownerShardWrites: RejectEventHook = (e, ctx) => {
   const { owner } = ctx;
   if (owner === null) return undefined;
   // NIP-62: any key may vanish from a relay that restricts who can post (see vanish.ts).
   if (e.kind === KIND.VANISH) return undefined;
-  if (e.pubkey === owner || ctx.isOwnersAgent(e.pubkey)) return undefined;
-  // A connection authenticated as the owner or one of the owner's agents vouches for what it
-  // publishes: gift wraps are signed by one-time keys and may be addressed to anyone.
-  for (const who of ctx.authed) if (who === owner || ctx.isOwnersAgent(who)) return undefined;
+  if (fromOwnerSide(e, ctx)) return undefined;
   if (e.tags.some((t) => t[0] === 'p' && t[1] !== undefined && (t[1] === owner || ctx.isOwnersAgent(t[1])))) return undefined;
   if (e.kind === KIND.METADATA && ctx.attestsToOwner(e)) return undefined;
   return reject('restricted', "this shard accepts events from its owner and the owner's agents, or addressed to them");

@@ -1,0 +1,63 @@
+// Strangers may write to an owner's shard (its inbox: events addressed to the owner or its agents),
+// but not spend the owner's plan: events from others hold at most INBOX_SHARE of stored_bytes, and
+// their events per second are counted apart from the owner's own.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { INBOX_SHARE } from '../../workers/relay-do/owner-plan.js';
+import { api } from './api-helpers.js';
+import { connect, keys, sign, type Keys } from './helpers.js';
+import { TEST_ADMIN_SK } from './test-keys.js';
+
+async function addOwner(plan: string): Promise<Keys> {
+  const k = keys();
+  const r = await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: k.pk, plan });
+  expect(r.status).toBe(201);
+  return k;
+}
+
+const bytesOf = (e: object) => new TextEncoder().encode(JSON.stringify(e)).length;
+
+describe('the inbox of an owner shard under its plan', () => {
+  it(`events from others hold at most ${INBOX_SHARE * 100} % of stored_bytes; the owner still has the rest`, async () => {
+    const owner = await addOwner('inbox_shard'); // stored_bytes 4000: 1000 for others
+    const stranger = keys();
+    const sock = await connect(`/r/${owner.pk}`);
+    const letter = (n: number) => sign(stranger, { content: `${n}`.padEnd(30, '.'), tags: [['p', owner.pk]] });
+    expect(bytesOf(letter(0))).toBeGreaterThan(1000 / 3);
+    expect(bytesOf(letter(0))).toBeLessThan(1000 / 2);
+    const answers = [];
+    for (let n = 0; n < 8; n++) answers.push((await sock.publish(letter(n))).slice(2));
+    expect(answers.slice(0, 2)).toEqual([
+      [true, ''],
+      [true, ''],
+    ]);
+    for (const a of answers.slice(2)) {
+      expect(a).toEqual([false, 'restricted: storage quota: events from others may hold 1000 of the 4000 stored bytes the owner’s plan allows on this shard']);
+    }
+    await sock.auth(owner);
+    const own = sign(owner, { content: 'x'.repeat(2500) });
+    expect(bytesOf(own)).toBeGreaterThan(4000 - 8 * bytesOf(letter(0)));
+    expect(await sock.publish(own)).toEqual(['OK', own.id, true, '']);
+    sock.close();
+  });
+
+  it('events per second from others are counted apart from the owner’s', async () => {
+    const owner = await addOwner('slow_shard'); // 2 events per second
+    const frozen = Date.now();
+    await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)), (i) => {
+      (i as unknown as { clock: () => number }).clock = () => frozen;
+    });
+    const stranger = keys();
+    const outside = await connect(`/r/${owner.pk}`);
+    const letter = (n: number) => sign(stranger, { content: `letter ${n}`, tags: [['p', owner.pk]] });
+    expect((await outside.publish(letter(1)))[2]).toBe(true);
+    expect((await outside.publish(letter(2)))[2]).toBe(true);
+    expect((await outside.publish(letter(3))).slice(2)).toEqual([false, 'rate-limited: the owner’s plan allows 2 events per second from others on this shard']);
+    const mine = await connect(`/r/${owner.pk}`);
+    await mine.auth(owner);
+    for (const n of [1, 2]) expect((await mine.publish(sign(owner, { content: `mine ${n}` })))[2]).toBe(true);
+    expect((await mine.publish(sign(owner, { content: 'mine 3' })))[3]).toBe('rate-limited: the owner’s plan allows 2 events per second on this shard');
+    outside.close();
+    mine.close();
+  });
+});
