@@ -10,8 +10,9 @@
 //                version and answers as SSE: notifications/tools/list_changed, then the result
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
 //                (the client must start a new session); GET /mcp-expire/stats counts initializes
-//                and GET requests to the endpoint (standalone SSE stream attempts), per ?bucket=
-//                of the endpoint URL (give each test its own); with ?keep=1 sessions are kept
+//                and GET requests to the endpoint (standalone SSE stream attempts) and tools/call
+//                requests, per ?bucket= of the endpoint URL (give each test its own); with ?keep=1
+//                sessions are kept
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -231,11 +232,11 @@ async function changingMcp(req: IncomingMessage, res: ServerResponse): Promise<v
 
 const expire = { sessions: new Set<string>(), next: 1 };
 /** Counts per ?bucket= of the URL, so that test files running at once do not see each other's. */
-const expireCounts = new Map<string, { initializes: number; gets: number }>();
+const expireCounts = new Map<string, { initializes: number; gets: number; calls: number }>();
 
 async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
   const bucket = url.searchParams.get('bucket') ?? '';
-  const counts = expireCounts.get(bucket) ?? { initializes: 0, gets: 0 };
+  const counts = expireCounts.get(bucket) ?? { initializes: 0, gets: 0, calls: 0 };
   expireCounts.set(bucket, counts);
   if (url.pathname === '/mcp-expire/stats') return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(counts));
   if (req.method === 'GET') counts.gets += 1; // a standalone SSE stream attempt
@@ -258,6 +259,7 @@ async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL):
     return send(res, 200, json, rpcResult(msg.id, { tools }));
   }
   if (msg.method === 'tools/call') {
+    counts.calls += 1;
     if (url.searchParams.get('keep') !== '1') expire.sessions.delete(session); // the next request of this session gets 404
     return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: `pong from ${session}` }] }));
   }

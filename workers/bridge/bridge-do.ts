@@ -4,9 +4,11 @@
 // one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
-// changed), and incoming events (only while the owner may have a shard here): each id seen once (bounded LRU: a request seen on both shards is
-// answered once, on the relay it came from first), signature checked, stale ones (created_at over
-// 60 s old) ignored, gift wraps opened (refusals logged with the reason, never answered).
+// changed), and incoming events (only while the owner may have a shard here): each event id
+// checked once (bounded LRU), signature checked, gift wraps opened (refusals logged with the reason,
+// never answered), requests dated over 60 s away from now ignored, and each request id (the event's,
+// or the rumor's) handled once: a request seen on both shards is answered once, on the relay it came
+// from first, and a replay is ignored also after an eviction (`once`, the `seen` table).
 // Requests are metered and held to the owner's plan (metering.ts); a suspended owner's bridge
 // answers nothing. The owner's account is the router's cached one (workers/common/owners.ts).
 
@@ -27,6 +29,7 @@ import { ownerState } from '../common/owners.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { BridgeMeter, type BridgeCallRow } from './metering.js';
 import type { SecretEnv } from '../common/secrets.js';
+import { SeenIds } from '../common/seen-ids.js';
 import { relayVerifier } from '../common/verifier.js';
 import type { McpNotification } from '../common/mcp-client.js';
 import { McpSessionCache } from '../common/mcp-session-cache.js';
@@ -34,7 +37,7 @@ import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { Dispatcher, maxAnswerChars, type Reply } from '../common/dvmcp-server/dispatcher.js';
-import { Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import { BridgePayments } from './payments-bridge.js';
 import type { PaymentEnv } from './payments.js';
@@ -47,8 +50,12 @@ const WATCHDOG_MS = 30_000;
 /** Announcements (and health counts) are refreshed this often, and retried this soon after a failure. */
 export const REFRESH_MS = 6 * 3600_000;
 const RETRY_MS = 5 * 60_000;
-/** Event ids remembered for dedupe. */
+/** Event ids remembered in memory: a copy from the other shard is not verified or opened again. */
 const SEEN_IDS = 4096;
+/** A handled request id is kept this long after its created_at (it is fresh until STALE_SECONDS after). */
+const HANDLED_SECONDS = 2 * STALE_SECONDS;
+/** Handled request ids pruned by each watchdog alarm, at most. */
+const PRUNE_BATCH = 500;
 /** Upstream notifications passed on to the client whose session received them. */
 const FORWARDED = new Set(['notifications/tools/list_changed', 'notifications/resources/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/updated']);
 
@@ -62,6 +69,10 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private readonly cache = new McpSessionCache({ maxSessions: 128 });
   private readonly keys = new ConversationKeyCache(256);
   private readonly seen = new LruMap<string, true>(SEEN_IDS);
+  /** Request ids handled, persisted: a replay inside the freshness window is ignored, evicted or not. */
+  private readonly handled: SeenIds;
+  /** Request ids being handled by this instance. */
+  private readonly handling = new Set<string>();
   /** Where the last answer to a client of a server went: upstream notifications follow it. */
   private readonly replies = new LruMap<string, Reply>(256);
   private backendMap: Map<string, UpstreamServer> | undefined;
@@ -78,6 +89,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
     super(ctx, env);
     this.store = new ServerStore(ctx.storage.sql, env);
     this.meter = new BridgeMeter(ctx.storage.sql);
+    this.handled = new SeenIds(ctx.storage.sql);
     this.payments = new BridgePayments({
       storage: ctx.storage,
       env,
@@ -203,6 +215,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
   override async alarm(): Promise<void> {
     if (!this.store.providerRecord()) return;
     await this.links.ensureConnected();
+    this.handled.prune(Math.floor(Date.now() / 1000) - HANDLED_SECONDS, PRUNE_BATCH);
     for (const id of this.store.dueForRefresh(Date.now())) await this.refresh(id);
     // A refresh asked for while this alarm ran (registration, list_changed) must not wait for the watchdog.
     const now = Date.now();
@@ -299,11 +312,31 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   // ---- incoming ----
 
-  /** Claims an id once (a request seen on both shards, or replayed, is handled once). */
+  /** Claims an event id in memory (a copy from the other shard is not checked again). */
   private claim(id: string): boolean {
     if (this.seen.has(id)) return false;
     this.seen.set(id, true);
     return true;
+  }
+
+  /**
+   * Handles request `id` dated `createdAt` once: while it is fresh, unless it is being handled or was
+   * handled (the persistent record, kept HANDLED_SECONDS past its date, so that a copy published
+   * again while it is fresh is ignored, even after an eviction). It is recorded when its handling
+   * ends: a request that a restart interrupted may be sent again (PAYMENTS.md: a paid call resumes).
+   * Each record prunes at most two expired ids (the watchdog prunes the rest), so the record stays
+   * about as large as the requests of the last two minutes.
+   */
+  private async once(id: string, createdAt: number, handle: () => Promise<void>): Promise<void> {
+    if (!isFresh(createdAt, Math.floor(Date.now() / 1000)) || this.handling.has(id) || this.handled.has(id)) return;
+    this.handling.add(id);
+    try {
+      await handle();
+    } finally {
+      this.handling.delete(id);
+      this.handled.add(id, createdAt);
+      this.handled.prune(Math.floor(Date.now() / 1000) - HANDLED_SECONDS, 2);
+    }
   }
 
   private async onEvent(e: NostrEvent, url: string): Promise<void> {
@@ -323,7 +356,6 @@ export class Bridge extends DurableObject<BridgeEnv> {
       if (!paid.ok) console.warn(`bridge: zap receipt ${e.id} ignored: ${paid.error}`);
       return;
     }
-    const oldest = Math.floor(Date.now() / 1000) - STALE_SECONDS;
     if (e.kind === KIND.GIFT_WRAP) {
       const opened = unwrapDvmcp(e, await this.store.secretKey(), this.keys, verifier);
       if (!opened.ok) {
@@ -331,11 +363,9 @@ export class Bridge extends DurableObject<BridgeEnv> {
         return;
       }
       const { message, form, createdAt } = opened.value;
-      if (createdAt < oldest || !this.claim(message.id)) return;
-      return this.dispatch(message, form, url, p);
+      return this.once(message.id, createdAt, () => this.dispatch(message, form, url, p));
     }
-    if (e.created_at < oldest) return;
-    return this.dispatch(e, 'plain', url, p);
+    return this.once(e.id, e.created_at, () => this.dispatch(e, 'plain', url, p));
   }
 
   private async dispatch(m: Incoming, form: Form, url: string, p: ProviderRecord): Promise<void> {

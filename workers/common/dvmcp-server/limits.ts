@@ -17,6 +17,12 @@ export const DEFAULT_BRIDGE_LIMITS: BridgeLimits = { clientPerMinute: 30, client
 /** Requests older than this (created_at, seconds) are ignored, never answered. */
 export const STALE_SECONDS = 60;
 
+/**
+ * Whether a request dated `createdAt` is fresh at `now` (both in seconds): at most STALE_SECONDS old
+ * and at most as far ahead, so that a signed request cannot be kept for later use.
+ */
+export const isFresh = (createdAt: number, now: number): boolean => createdAt >= now - STALE_SECONDS && createdAt <= now + STALE_SECONDS;
+
 const WINDOW_MS = 60_000;
 /** Client pubkeys tracked at once (the least recently seen are forgotten). */
 const MAX_CLIENTS = 4096;

@@ -1,0 +1,130 @@
+// Replayed DVMCP requests: anyone can read a plain 25910 on the public shard and publish it again
+// while it is fresh. The bridge must run each request once, also after it restarted (its in-memory
+// state gone, as after an eviction), against a counting upstream (the fixture's /mcp-expire); the
+// record of handled ids (workers/common/seen-ids.ts) is pruned past the freshness window, and a
+// request dated ahead of it (kept for later use) is not run. A request that a restart interrupted
+// (a priced call waiting for its payment) still runs once when its client sends it again.
+import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { SeenIds } from '../../workers/common/seen-ids.js';
+import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { BASE, now, randomHex } from './helpers.js';
+
+const fixtureUrl = (): string => inject('toolsFixtureUrl');
+const bucket = `bridge-replay-${randomHex(4)}`;
+
+/** The tools/call requests the upstream received. */
+async function upstreamCalls(): Promise<number> {
+  return ((await (await fetch(`${fixtureUrl()}/mcp-expire/stats?bucket=${bucket}`)).json()) as { calls: number }).calls;
+}
+
+let provider: string;
+let owner: string;
+
+const bridgeStub = () => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+
+/** The ids in the bridge's record of handled requests. */
+const handledIds = (): Promise<string[]> => runInDurableObject(bridgeStub(), (_i, state) => state.storage.sql.exec<{ id: string }>('SELECT id FROM seen').toArray().map((r) => r.id));
+
+/** Waits (at most ~2 s) until request `id` is recorded as handled (when its handling ended, just after its answer). */
+async function recorded(id: string): Promise<void> {
+  for (let i = 0; i < 100 && !(await handledIds()).includes(id); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(await handledIds()).toContain(id);
+}
+
+/** An eviction: in-memory state is gone, storage stays; the watchdog reconnects. */
+async function restartBridge(): Promise<void> {
+  await runInDurableObject(bridgeStub(), (_i, state) => state.abort('simulated eviction')).catch(() => undefined);
+  await runDurableObjectAlarm(bridgeStub());
+  await bridgeReady(provider);
+}
+
+/** 26910 answers to request `id` still in the frames of `c` (not yet taken by answer()). */
+const answersLeft = (c: DvmcpClient, id: string): unknown[] =>
+  c.sock.frames.filter((f) => f[0] === 'EVENT' && (f[2] as NostrEvent).kind === KIND.DVMCP_RESPONSE && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === id));
+
+beforeAll(async () => {
+  ({ provider, owner } = await directBridge([
+    { id: 'count', url: `${fixtureUrl()}/mcp-expire?bucket=${bucket}&keep=1`, public: false },
+    { id: 'priced', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } },
+  ]));
+  await bridgeReady(provider);
+});
+
+describe('bridge: replayed requests', () => {
+  it('a plain tools/call published again after the bridge restarted does not run again', async () => {
+    const victim = await DvmcpClient.open(provider);
+    const call = victim.request('tools/call', { name: 'ping', arguments: {} }, { s: 'count' });
+    const first = await victim.answer(await victim.send(call));
+    expect(first.result.ok).toBe(true);
+    expect(await upstreamCalls()).toBe(1);
+    await recorded(call.id);
+    await restartBridge();
+
+    // The attacker publishes the victim's event again, then a call of its own (the sentinel: once it is answered, the replay was handled).
+    const attacker = await DvmcpClient.open(provider);
+    const replayed = await attacker.sock.publish(call);
+    expect(replayed[2]).toBe(true);
+    const own = await attacker.answer(await attacker.send(attacker.request('tools/call', { name: 'ping', arguments: {} }, { s: 'count' })));
+    expect(own.result.ok).toBe(true);
+    expect(await upstreamCalls()).toBe(2);
+    // The victim got no second answer (its first was taken by answer()).
+    expect(answersLeft(victim, call.id)).toEqual([]);
+    victim.close();
+    attacker.close();
+  });
+
+  it('a request dated more than a minute ahead is not run (it could be replayed until that date)', async () => {
+    const c = await DvmcpClient.open(provider);
+    const before = await upstreamCalls();
+    const ahead = c.request('tools/call', { name: 'ping', arguments: {} }, { s: 'count', created_at: now() + 600 });
+    await c.send(ahead);
+    const sentinel = await c.call('tools/call', { name: 'ping', arguments: { n: 1 } }, { s: 'count' });
+    expect(sentinel.result.ok).toBe(true);
+    expect(await upstreamCalls()).toBe(before + 1);
+    expect(await handledIds()).not.toContain(ahead.id);
+    c.close();
+  });
+
+  it('handled ids are pruned past the window: two by each new request, the rest by the watchdog', async () => {
+    const t = now();
+    await runInDurableObject(bridgeStub(), (_i, state) => {
+      const seen = new SeenIds(state.storage.sql);
+      for (let i = 0; i < 5; i++) seen.add(`expired-${i}`, t - 121 - i);
+      seen.add('in-window', t - 100);
+    });
+    const expired = async (): Promise<number> => (await handledIds()).filter((id) => id.startsWith('expired-')).length;
+    expect(await expired()).toBe(5);
+    const c = await DvmcpClient.open(provider);
+    const id = await c.send(c.request('ping', { n: 2 }, { s: 'count' }));
+    expect((await c.answer(id)).content).toBe('{}');
+    await recorded(id);
+    expect(await expired()).toBe(3);
+    await runDurableObjectAlarm(bridgeStub());
+    expect(await expired()).toBe(0);
+    expect(await handledIds()).toEqual(expect.arrayContaining(['in-window', id]));
+    c.close();
+  });
+
+  it('a priced call a restart interrupted while it waited for payment runs once when its client sends it again', async () => {
+    const c = await DvmcpClient.open(provider);
+    const call = c.request('tools/call', { name: 'echo', arguments: { message: 'paid once' } }, { s: 'priced' });
+    await c.send(call);
+    const note = await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as NostrEvent).kind === KIND.DVMCP_NOTIFICATION && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === call.id));
+    const invoice = (note[2] as NostrEvent).tags.find((t) => t[0] === 'amount')![2]!;
+    await restartBridge();
+    const paid = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice }) });
+    expect(paid.status).toBe(200);
+    await c.send(call);
+    const answer = await c.answer(call.id);
+    expect(answer.result.ok && answer.result.value.content).toEqual([{ type: 'text', text: 'Echo: paid once' }]);
+    // Once more: it was handled, so it is ignored (the gate would answer "already served"); a ping after it is answered.
+    await recorded(call.id);
+    await c.send(call);
+    expect((await c.call('ping', { n: 3 }, { s: 'priced' })).content).toBe('{}');
+    expect(answersLeft(c, call.id)).toEqual([]);
+    c.close();
+  });
+});
