@@ -5,6 +5,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it, vi } from 'vitest';
 import { Agent } from '../../workers/agent/agent-do.js';
+import { RESEND_BATCH, RESEND_WINDOW_MS } from '../../workers/agent/outbox.js';
 import { DEFAULT_LIMITS, type StoredAgent } from '../../workers/agent/config.js';
 import { sealSecretKey } from '../../workers/common/secrets.js';
 import { PROVIDER_MESSAGES } from '../../workers/agent/runtime.js';
@@ -387,6 +388,54 @@ describe('a terminal event a relay refuses for good', () => {
     } finally {
       publish.mockRestore();
     }
+  });
+});
+
+describe('terminal events the relay did not take', () => {
+  it(`the watchdog sends again at most ${RESEND_BATCH} per alarm, the newest, and none of a run finished over a day ago`, async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent, keys(), '/');
+    const p = c.prompt({ ver: 1, message: 'hello' });
+    await c.send(p);
+    await c.collect(p.id);
+    const stub = stubOf(agent);
+    // Runs whose terminal events a relay never took (any valid event stands for one), on the relay the real run used.
+    const writer = keys();
+    const t = Date.now();
+    const recent = Array.from({ length: 25 }, (_, n) => ({ id: `recent-${n}`, finished: t - n * 1000, event: sign(writer, { content: `recent ${n}` }) }));
+    const old = Array.from({ length: 5 }, (_, n) => ({ id: `old-${n}`, finished: t - RESEND_WINDOW_MS - 1000 - n, event: sign(writer, { content: `old ${n}` }) }));
+    await runInDurableObject(stub, (_i, state) => {
+      const relay = state.storage.sql.exec<{ relay: string }>('SELECT relay FROM runs WHERE id = ?', p.id).one().relay;
+      for (const r of [...recent, ...old]) {
+        state.storage.sql.exec(
+          "INSERT INTO runs (id, client, session, wrapped, relay, state, terminal, published, started_at, finished_at) VALUES (?, ?, 's', 0, ?, 'done', ?, 0, ?, ?)",
+          r.id,
+          writer.pk,
+          relay,
+          JSON.stringify(r.event),
+          r.finished,
+          r.finished,
+        );
+      }
+    });
+    const publish = vi.spyOn(RelayClient.prototype, 'publish'); // watches; the real client and relay answer
+    try {
+      expect(await runDurableObjectAlarm(stub)).toBe(true);
+      const sent = new Set(publish.mock.calls.map(([e]) => e.id));
+      expect(recent.slice(0, RESEND_BATCH).every((r) => sent.has(r.event.id))).toBe(true);
+      expect([...recent.slice(RESEND_BATCH), ...old].filter((r) => sent.has(r.event.id))).toEqual([]);
+    } finally {
+      publish.mockRestore();
+    }
+    // The relay took them: the next alarm sends the rest of the recent ones, never the old.
+    const published = () =>
+      runInDurableObject(stub, (_i, state) => {
+        const n = (prefix: string) => state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM runs WHERE published = 1 AND id LIKE ?', `${prefix}-%`).one().n;
+        return { recent: n('recent'), old: n('old') };
+      });
+    expect(await published()).toEqual({ recent: RESEND_BATCH, old: 0 });
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await published()).toEqual({ recent: recent.length, old: 0 });
   });
 });
 

@@ -447,6 +447,6 @@ export class Agent extends DurableObject<AgentEnv> {
     for (const r of orphans) {
       await this.outbox.finish(r.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry', retry_after: 5 });
     }
-    await this.outbox.resendTerminals(c);
+    await this.outbox.resendTerminals(c, this.now());
   }
 }

@@ -2,8 +2,8 @@
 // was) and signed; the run's non-terminal events published in order with bounded retries (one
 // OrderedQueue per run, PacedPublisher from src/shared/paced-publisher.ts); and its one durable
 // terminal event (persisted before it is published, re-sent by the watchdog until the relay
-// accepts it; a refusal for good, e.g. `blocked:` for a client that asked to vanish, ends the
-// re-sending and is logged).
+// accepts it, for a day at most and a bounded batch per alarm; a refusal for good, e.g. `blocked:`
+// for a client that asked to vanish, ends the re-sending and is logged).
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { backendSigner, type NostrEvent } from '../../src/shared/event.js';
@@ -22,6 +22,10 @@ import { errorMessage, isRefusedForGood } from '../../src/shared/errors.js';
 /** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart (200, 400 ms). */
 const PUBLISH_ATTEMPTS = 3;
 const PUBLISH_RETRY_MS = 200;
+/** A terminal event not accepted is sent again by the watchdog while its run finished at most this long ago: a day. */
+export const RESEND_WINDOW_MS = 24 * 3600 * 1000;
+/** Terminal events one watchdog alarm sends again at most (together). */
+export const RESEND_BATCH = 20;
 /** Every refusal is retried; `duplicate:` means the relay already has the event. */
 const settle: Settle = (r) => (r.ok || r.message.startsWith('duplicate:') ? 'delivered' : 'retry');
 
@@ -110,11 +114,14 @@ export class Outbox {
     }
   }
 
-  /** Re-sends the stored terminal events the relay has neither accepted nor refused for good. */
-  async resendTerminals(c: StoredAgent): Promise<void> {
-    for (const r of this.deps.runs.unpublished()) {
-      if (r.terminal) await this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c);
-    }
+  /**
+   * Re-sends the stored terminal events the relay has neither accepted nor refused for good: those of
+   * runs finished within RESEND_WINDOW_MS of `now`, the newest RESEND_BATCH at once (so one watchdog
+   * alarm waits one publish timeout at most, however many answers a failing relay has left behind).
+   */
+  async resendTerminals(c: StoredAgent, now: number): Promise<void> {
+    const runs = this.deps.runs.unpublished(now - RESEND_WINDOW_MS, RESEND_BATCH);
+    await Promise.all(runs.map((r) => (r.terminal ? this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c) : undefined)));
   }
 
   /** Publishes a terminal event for a prompt that got no run row (not persisted, not retried). */

@@ -137,9 +137,18 @@ export class RunStore {
     return this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'running'").toArray();
   }
 
-  /** Finished runs whose terminal event is still to be sent: neither accepted nor refused for good. */
-  unpublished(): RunRow[] {
-    return this.sql.exec<RunRow>("SELECT * FROM runs WHERE state = 'done' AND published = 0 AND refused IS NULL").toArray();
+  /**
+   * Finished runs whose terminal event is still to be sent (neither accepted nor refused for good),
+   * finished at `since` (ms) or later: the newest `limit`.
+   */
+  unpublished(since: number, limit: number): RunRow[] {
+    return this.sql
+      .exec<RunRow>(
+        "SELECT * FROM runs WHERE state = 'done' AND published = 0 AND refused IS NULL AND finished_at >= ? ORDER BY finished_at DESC LIMIT ?",
+        since,
+        limit,
+      )
+      .toArray();
   }
 
   /** Retention at `now` (ms): old `seen` ids and old finished runs (delivered, refused or not), at most `batch` rows each. */
