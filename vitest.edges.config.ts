@@ -18,5 +18,6 @@ export default workersProject({ RELAY_EDGES: JSON.stringify({ '*': 4 }) }, [
   'test/workers/sessions.test.ts',
   'test/workers/bridge-*.test.ts',
   'test/workers/gateway.test.ts',
+  'test/workers/gateway-trust.test.ts',
   'test/workers/dvmcp-client*.test.ts',
 ]);

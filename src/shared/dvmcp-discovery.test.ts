@@ -1,6 +1,6 @@
 // DVMCP discovery (dvmcp-discovery.ts): the catalog rules — newest event per address, malformed
 // content, bad server ids, bad items and orphan lists skipped, resources vs templates by content
-// key, prices from cap tags, size bounds.
+// key, prices from cap tags, size bounds, preferred providers first.
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { buildCatalog } from './dvmcp-discovery.js';
@@ -60,6 +60,18 @@ describe('buildCatalog', () => {
     const { servers } = buildCatalog([a, b, tools], { maxServers: 1, maxItems: 2 });
     expect(servers.map((s) => s.id)).toEqual(['b']);
     expect(servers[0]!.tools.map((t) => t.name)).toEqual(['t0', 't1']);
+  });
+
+  it('lists the servers of preferred providers first, marked, whatever newer servers others announced', () => {
+    const own = generateSecretKey();
+    const mine = finalizeEvent({ ...serverAnnouncement({ id: 'mine', encryption: false }, init), created_at: 100 }, own);
+    const others = Array.from({ length: 3 }, (_, n) => at(serverAnnouncement({ id: `other-${n}`, encryption: false }, init), 200 + n));
+    const { servers } = buildCatalog([...others, mine], { maxServers: 2 }, new Set([mine.pubkey]));
+    expect(servers.map((s) => [s.id, s.preferred])).toEqual([
+      ['mine', true],
+      ['other-2', undefined],
+    ]);
+    expect(buildCatalog([...others, mine], { maxServers: 2 }).servers.map((s) => s.id)).toEqual(['other-2', 'other-1']);
   });
 
   it('skips an event whose content is over the size bound', () => {

@@ -7,6 +7,9 @@
 // Bounded: events with content over MAX_CONTENT_CHARS, malformed content and malformed items are
 // skipped; at most `maxServers` servers and `maxItems` items per list are kept. Lists without a
 // server announcement are dropped (a server is only listed once it announced itself).
+// Anyone may announce, so a reader may name `preferred` providers (e.g. the bridges of its own
+// deployment): their servers are read by their own queries and listed first, marked `preferred`,
+// so that announcements of other keys cannot push them out of the catalog.
 
 import { z } from 'zod';
 import { LISTS, MAX_CONTENT_CHARS, SERVER_ID, type Price, type ServerProfile } from './dvmcp.js';
@@ -40,6 +43,8 @@ export type CatalogTemplate = z.infer<typeof TemplateItem> & { price?: Price };
 /** An announced server: its profile (31316 tags) and what its announcements say. */
 export interface CatalogServer extends ServerProfile {
   provider: string;
+  /** Announced by one of the reader's preferred providers. */
+  preferred?: true;
   protocolVersion?: string;
   capabilities: Record<string, unknown>;
   serverInfo?: Record<string, unknown>;
@@ -141,16 +146,17 @@ function serverOf(e: NostrEvent): CatalogServer | undefined {
   return server;
 }
 
-/** The catalog of `events` (announcements of any authors; see the header for the rules). */
-export function buildCatalog(events: readonly NostrEvent[], limits: Partial<DiscoveryLimits> = {}): Catalog {
+/** The catalog of `events` (announcements of any authors; `preferred` providers first; see the header). */
+export function buildCatalog(events: readonly NostrEvent[], limits: Partial<DiscoveryLimits> = {}, preferred: ReadonlySet<string> = new Set()): Catalog {
   const { maxServers, maxItems } = { ...DISCOVERY_DEFAULTS, ...limits };
   const latest = newestPerAddress(events);
   const servers = new Map<string, CatalogServer>();
-  const announced = latest.filter((e) => e.kind === KIND.DVMCP_SERVER).sort((a, b) => (newer(a, b) ? -1 : 1));
+  const rank = (e: NostrEvent): number => (preferred.has(e.pubkey) ? 0 : 1);
+  const announced = latest.filter((e) => e.kind === KIND.DVMCP_SERVER).sort((a, b) => rank(a) - rank(b) || (newer(a, b) ? -1 : 1));
   for (const e of announced) {
     if (servers.size >= maxServers) break;
     const s = serverOf(e);
-    if (s) servers.set(`${s.provider}:${s.id}`, s);
+    if (s) servers.set(`${s.provider}:${s.id}`, preferred.has(s.provider) ? { ...s, preferred: true } : s);
   }
   for (const e of latest) {
     if (e.kind === KIND.DVMCP_SERVER) continue;
@@ -171,9 +177,14 @@ export function buildCatalog(events: readonly NostrEvent[], limits: Partial<Disc
   return { servers: [...servers.values()] };
 }
 
+/** Preferred providers one discovery reads at most (one filter's authors). */
+export const MAX_PREFERRED = 500;
+
 export interface DiscoverOptions {
   /** Only these providers (hex); default: every author. */
   providers?: readonly string[];
+  /** Providers (hex) read by queries of their own and listed first (see the header); at most MAX_PREFERRED. */
+  preferred?: readonly string[];
   /** Until EOSE, in ms (default 5,000). */
   timeoutMs?: number;
   /** Checks each event's id and signature (events that fail are skipped). */
@@ -185,10 +196,16 @@ export interface DiscoverOptions {
 export function discover(relay: RelayClient, opts: DiscoverOptions): Promise<Result<Catalog, string>> {
   const limits = { ...DISCOVERY_DEFAULTS, ...opts.limits };
   const authors = opts.providers ? { authors: [...opts.providers] } : {};
+  const preferred = (opts.preferred ?? []).slice(0, MAX_PREFERRED);
+  const lists = [KIND.DVMCP_TOOLS, KIND.DVMCP_RESOURCES, KIND.DVMCP_PROMPTS];
   const filters: Filter[] = [
     { kinds: [KIND.DVMCP_SERVER], limit: limits.maxServers, ...authors },
-    { kinds: [KIND.DVMCP_TOOLS, KIND.DVMCP_RESOURCES, KIND.DVMCP_PROMPTS], limit: limits.maxEvents, ...authors },
+    { kinds: lists, limit: limits.maxEvents, ...authors },
   ];
+  if (preferred.length > 0) {
+    filters.push({ kinds: [KIND.DVMCP_SERVER], authors: preferred, limit: limits.maxServers }, { kinds: lists, authors: preferred, limit: limits.maxEvents });
+  }
+  const maxRead = filters.reduce((n, f) => n + (f.limit ?? 0), 0);
   const timeoutMs = opts.timeoutMs ?? 5_000;
   return new Promise((resolve) => {
     const events: NostrEvent[] = [];
@@ -200,9 +217,9 @@ export function discover(relay: RelayClient, opts: DiscoverOptions): Promise<Res
     const timer = setTimeout(() => end(err(`discovery on ${relay.url} timed out after ${timeoutMs} ms`)), timeoutMs);
     const sub = relay.subscribe(filters, {
       onEvent: (e) => {
-        if (events.length < limits.maxServers + limits.maxEvents && checkIdAndSignature(e, opts.verifier).ok) events.push(e);
+        if (events.length < maxRead && checkIdAndSignature(e, opts.verifier).ok) events.push(e);
       },
-      onEose: () => end(ok(buildCatalog(events, limits))),
+      onEose: () => end(ok(buildCatalog(events, limits, new Set(preferred)))),
       onClosed: (m) => end(err(`discovery on ${relay.url} refused: ${m}`)),
     });
   });

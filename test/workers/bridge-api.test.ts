@@ -10,6 +10,7 @@ import { BASE, connect, keys } from './helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 import { announcements, everythingUrl, registerServer } from './bridge-helpers.js';
 import type { Bridge } from '../../workers/bridge/bridge-do.js';
+import { shardStub } from '../../workers/common/shards.js';
 
 const SECRET = 'Bearer very-secret-token-value';
 
@@ -43,6 +44,8 @@ describe('bridge management API', () => {
     expect(a.provider).toMatch(/^[0-9a-f]{64}$/);
     const b = await registerServer({ id: 'api-b', public: false });
     expect(b.provider).toBe(a.provider);
+    // The public shard knows it as this deployment's bridge (/mcp lists such servers first).
+    expect(await shardStub(env, null).bridgeProviders()).toContain(a.provider);
     const list = await api(TEST_OWNER_SK, 'GET', '/api/bridge/servers');
     expect(list.status).toBe(200);
     const servers = (list.json as { servers: View[] }).servers;

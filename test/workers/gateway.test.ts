@@ -88,7 +88,7 @@ describe('/mcp gateway', () => {
     const tools = await allTools();
     const names = tools.map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining([`${id}__echo`, `${id}__slow`, `${id}-plain__echo`]));
-    expect(names).toEqual(expect.arrayContaining([`${twinA.provider.slice(0, 8)}_${shared}__echo`, `${twinB.provider.slice(0, 8)}_${shared}__echo`]));
+    expect(names).toEqual(expect.arrayContaining([`${twinA.provider.slice(0, 16)}_${shared}__echo`, `${twinB.provider.slice(0, 16)}_${shared}__echo`]));
     expect(names).not.toContain(`${shared}__echo`);
     expect(tools.find((t) => t.name === `${id}__echo`)).toMatchObject({ description: 'Echoes text', inputSchema: { type: 'object', required: ['text'] } });
   });
@@ -98,7 +98,7 @@ describe('/mcp gateway', () => {
     expect(wrapped.requests.at(-1)).toMatchObject({ method: 'tools/call', form: 'wrapped' });
     expect(firstText(await client.callTool({ name: `${id}-plain__echo`, arguments: { text: 'open' } }))).toBe('open');
     expect(plain.requests.at(-1)).toMatchObject({ method: 'tools/call', form: 'plain' });
-    expect(firstText(await client.callTool({ name: `${twinB.provider.slice(0, 8)}_${shared}__echo`, arguments: { text: 'b' } }))).toBe('b');
+    expect(firstText(await client.callTool({ name: `${twinB.provider.slice(0, 16)}_${shared}__echo`, arguments: { text: 'b' } }))).toBe('b');
     expect(twinB.requests).toHaveLength(1);
     expect(twinA.requests).toHaveLength(0);
   });

@@ -51,8 +51,10 @@ export function bridgeRoutes() {
     const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
     const bridge = bridgeStub(c.env, caller);
     const provider = await bridge.ensureProvider(caller, origin);
-    // The owner's shard must know the provider key before the bridge connects and publishes.
+    // The owner's shard must know the provider key before the bridge connects and publishes; the
+    // public shard, so that /mcp lists this deployment's bridges first (gateway/catalog.ts).
     await shardStub(c.env, caller).provisionAgent(provider, caller, 'bridge');
+    await shardStub(c.env, null).provisionAgent(provider, caller, 'bridge');
     const added = await bridge.addServer(parsed.data);
     if (!added.ok) return c.json({ error: added.error }, added.status);
     return c.json({ provider, id: parsed.data.id }, 201);

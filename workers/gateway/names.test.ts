@@ -8,6 +8,7 @@ import { originalUri, serverPrefixes } from './names.js';
 
 const P1 = '1'.repeat(64);
 const P2 = '2'.repeat(64);
+const P3 = '3'.repeat(64);
 const server = (provider: string, id: string, extra: Partial<CatalogServer> = {}): CatalogServer => ({
   provider,
   id,
@@ -21,9 +22,18 @@ const server = (provider: string, id: string, extra: Partial<CatalogServer> = {}
 });
 
 describe('/mcp names', () => {
-  it('prefix = server id; a server id used by two providers gets "<provider 8 hex>_<id>" on both', () => {
+  it('prefix = server id; a server id used by two providers gets "<provider 16 hex>_<id>" on both', () => {
     const catalog: Catalog = { servers: [server(P1, 'a'), server(P1, 'b'), server(P2, 'b')] };
-    expect([...serverPrefixes(catalog).values()]).toEqual(['a', '11111111_b', '22222222_b']);
+    expect([...serverPrefixes(catalog).values()]).toEqual(['a', '1111111111111111_b', '2222222222222222_b']);
+  });
+
+  it('no server id can take another server’s prefix: an id of the qualified form is qualified itself', () => {
+    // P1 and P2 share "weather", so P1's is "<P1 16 hex>_weather"; a stranger announcing that very id gets its own.
+    const forged = `${P1.slice(0, 16)}_weather`;
+    const catalog: Catalog = { servers: [server(P1, 'weather'), server(P2, 'weather'), server(P3, forged)] };
+    const prefixes = [...serverPrefixes(catalog).values()];
+    expect(prefixes).toEqual([forged, `${P2.slice(0, 16)}_weather`, `${P3.slice(0, 16)}_${forged}`]);
+    expect(new Set(prefixes).size).toBe(3);
   });
 
   it('originalUri takes back only known prefixes', () => {
@@ -31,6 +41,21 @@ describe('/mcp names', () => {
     expect(originalUri('dvmcp://z/test://x/1', ['a'])).toBeUndefined();
     expect(originalUri('test://x/1', ['a'])).toBeUndefined();
     expect(originalUri('dvmcp:///x', [''])).toBeUndefined();
+  });
+
+  it('a name two servers claim goes to the one a preferred provider (this deployment’s bridge) announced, else to neither', () => {
+    const tool = (name: string) => ({ name, inputSchema: { type: 'object' as const } });
+    // "a" + "b__c" and "a__b" + "c" are both exposed as "a__b__c".
+    const own = server(P1, 'a', { tools: [tool('b__c'), tool('mine')], preferred: true });
+    const stranger = server(P2, 'a__b', { tools: [tool('c'), tool('theirs')] });
+    const index = new GatewayIndex({ servers: [stranger, own] });
+    expect(index.tool('a__b__c')).toEqual({ server: own, original: 'b__c' });
+    expect(index.tools.map((t) => t.name).sort()).toEqual(['a__b__c', 'a__b__theirs', 'a__mine']);
+    // Two strangers: neither gets the contested name; the rest of each stays.
+    const other = server(P3, 'a__b', { tools: [tool('c')] });
+    const contested = new GatewayIndex({ servers: [server(P1, 'a', { tools: [tool('b__c'), tool('x')] }), other] });
+    expect(contested.tool('a__b__c')).toBeUndefined();
+    expect(contested.tools.map((t) => t.name)).toEqual(['a__x']);
   });
 
   it('the index exposes prefixed tools, prompts, resources and templates and routes them back', () => {

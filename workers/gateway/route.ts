@@ -25,7 +25,7 @@ import { RelayClient } from '../../src/shared/relay-client.js';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { openRelaySocket } from '../common/relay-sockets.js';
 import { releaseOnce } from '../common/dvmcp-server/limits.js';
-import { relayRequestUrl, type RouterBindings } from '../common/shards.js';
+import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { relayVerifier } from '../common/verifier.js';
 import { gatewayIndex } from './catalog.js';
 import { gatewayServer } from './mcp-server.js';
@@ -98,7 +98,7 @@ async function serve(req: Request, env: GatewayBindings, waitUntil: (p: Promise<
     reconnect: false,
   });
   const dvmcp = new DvmcpClient({ relays: relay, secretKey: sk, keys: new ConversationKeyCache(16), sign, verifier: backend, wrapSign: backendSigner(backend) });
-  const server = gatewayServer({ index: () => gatewayIndex(origin, relay, backend), dvmcp });
+  const server = gatewayServer({ index: () => gatewayIndex(origin, relay, backend, () => shardStub(env, null).bridgeProviders()), dvmcp });
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, maxRequestBodySize: MAX_BODY_BYTES });
   const cleanup = async (): Promise<void> => {
     try {

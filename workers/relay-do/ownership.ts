@@ -117,6 +117,14 @@ export class OwnershipRegistry {
       .map((r) => r.owner);
   }
 
+  /** Keys recorded with `source` for any owner, at most `limit`, the earliest recorded first. */
+  keysOf(source: ProvisionedSource, limit: number): string[] {
+    return this.sql
+      .exec<{ agent: string }>('SELECT DISTINCT agent FROM agent_owners WHERE source = ? ORDER BY recorded_at, agent LIMIT ?', source, limit)
+      .toArray()
+      .map((r) => r.agent);
+  }
+
   agentsOf(owner: string, source: OwnershipSource): string[] {
     return this.sql
       .exec<{ agent: string }>('SELECT agent FROM agent_owners WHERE owner = ? AND source = ? ORDER BY recorded_at, agent', owner, source)

@@ -25,6 +25,7 @@ import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayP
 import { EventStore } from './store.js';
 import type { ReadScope } from './query-sql.js';
 import { subscriptionMemory } from './subscription-memory.js';
+import { MAX_PREFERRED } from '../../src/shared/dvmcp-discovery.js';
 import { fromOwnerSide } from './write-rules.js';
 import type { TokenBucket } from './rate-limit.js';
 import { delivers } from './read-policy.js';
@@ -206,6 +207,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
    */
   provisionAgent(agent: string, owner: string, source: ProvisionedSource = 'provisioned'): void {
     this.ownership.record(agent, owner, source, nowSeconds());
+  }
+
+  /** Internal RPC (the /mcp gateway, on the public shard): the DVMCP provider keys of this deployment's bridges. */
+  bridgeProviders(): string[] {
+    return this.ownership.keysOf('bridge', MAX_PREFERRED);
   }
 
   /** Internal RPC (management API): forgets every proof that `agent` belongs to `owner`. */
