@@ -4,7 +4,8 @@
 // client key 44…44 with the same content and tags and a fresh created_at; the bridge runs with the
 // provider key 33…33, imported through the test-only RPC (EDGESTR_ENV=test). The reference's
 // quirks are in them: notifications/initialized as kind 25910, the injected `name` argument, and no
-// `s` tag on initialize and the list requests (the provider has one server).
+// `s` tag on initialize and the list requests (the provider has one server, public: a request
+// without `s` never reaches a private one).
 // The reference's gift wraps seal with a random key: refused (captured wraps, by the core; and a
 // fresh wrap in the reference's form, through the relay: never answered).
 import { describe, expect, it, beforeAll } from 'vitest';
@@ -43,7 +44,7 @@ function exchanges(jsonl: string): Array<{ request: NostrEvent; answer?: string 
 let client: DvmcpClient;
 
 beforeAll(async () => {
-  const { provider } = await directBridge([{ id: SERVER_ID, url: everythingUrl(), name: 'dvmcp ref bridge', public: false }], BRIDGE_SK);
+  const { provider } = await directBridge([{ id: SERVER_ID, url: everythingUrl(), name: 'dvmcp ref bridge', public: true }], BRIDGE_SK);
   expect(provider).toBe(REF_PROVIDER);
   await bridgeReady(provider);
   client = await DvmcpClient.open(provider, '/', { sk: CLIENT_SK, pk: getPublicKey(CLIENT_SK) });
@@ -63,7 +64,7 @@ describe('bridge: the reference client’s captured requests', () => {
     }
   });
 
-  it('the private-server flow (initialize without s, notifications/initialized as 25910, lists without s, tools/call with the injected name) gets correct answers', async () => {
+  it('the private-server flow (initialize without s, notifications/initialized as 25910, lists without s, tools/call with the injected name) gets correct answers from a public server', async () => {
     const flow = exchanges(refPrivate);
     expect(flow.map((x) => JSON.parse(x.request.content).method)).toEqual([
       'initialize',

@@ -57,6 +57,10 @@ export class UpstreamServer implements DvmcpBackend {
     return this.server.prices;
   }
 
+  get unlisted(): boolean {
+    return !this.server.public;
+  }
+
   private key(client: string): string {
     return `${this.server.id}:${client}`;
   }

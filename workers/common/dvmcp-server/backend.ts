@@ -25,6 +25,11 @@ export interface DvmcpBackend {
   readonly profile: ServerProfile;
   /** Prices by tool or prompt name, or resource uri. */
   readonly prices: Prices;
+  /**
+   * A private server: reached only by requests naming it in `s`. Requests without `s` (initialize
+   * to every server, any method to the only server) go to the other servers, as if it did not exist.
+   */
+  readonly unlisted?: boolean;
   /** What the server answers to initialize (for `client`, whose session it opens when needed). */
   initialize(client: string, signal: AbortSignal): Promise<Result<InitializeInfo, RpcError>>;
   /** An MCP request (not initialize or ping): the result object at the root, or the protocol error. */

@@ -7,7 +7,9 @@
 //   s names no server          -32602 "Unknown server id <s>"
 //   no s                       initialize: every server answers (initializeResponse with its d and
 //                              support_encryption); other methods: the only server, or -32602
-//                              naming the choice when there are several
+//                              naming the choice when there are several. Unlisted (private)
+//                              servers are left out: only a request naming one reaches it, and
+//                              with only those, the answer is the one for no servers at all
 //   encrypted request to a server with encryption off: not answered (logged)
 //   limits (limits.ts)         -32029 "rate-limited: … retry in N s"; another RequestAdmission
 //                              (a hosted agent's policy) may answer its own error, or drop the
@@ -152,10 +154,10 @@ export class Dispatcher {
       const b = backends.get(msg.serverId);
       return b ? { ok: true, targets: [b] } : { ok: false, error: rpcError(RPC.INVALID_PARAMS, `Unknown server id ${msg.serverId}`) };
     }
-    const all = [...backends.values()];
-    if (all.length === 0) return { ok: false, error: rpcError(RPC.INVALID_PARAMS, 'this provider runs no servers') };
-    if (msg.method === 'initialize' || all.length === 1) return { ok: true, targets: msg.method === 'initialize' ? all : [all[0]!] };
-    return { ok: false, error: rpcError(RPC.INVALID_PARAMS, `this provider runs ${all.length} servers (${[...backends.keys()].join(', ')}): name one with an s tag`) };
+    const listed = [...backends.values()].filter((b) => !b.unlisted);
+    if (listed.length === 0) return { ok: false, error: rpcError(RPC.INVALID_PARAMS, 'this provider runs no servers') };
+    if (msg.method === 'initialize' || listed.length === 1) return { ok: true, targets: msg.method === 'initialize' ? listed : [listed[0]!] };
+    return { ok: false, error: rpcError(RPC.INVALID_PARAMS, `this provider runs ${listed.length} servers (${listed.map((b) => b.profile.id).join(', ')}): name one with an s tag`) };
   }
 
   private async initialize(b: DvmcpBackend, to: Requester, reply: Reply, signal: AbortSignal): Promise<void> {
