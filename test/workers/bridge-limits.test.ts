@@ -1,10 +1,15 @@
 // What a stranger can make the bridge do: requests per client per minute, requests in progress per
 // client (through the relay, against server-everything), and requests per server per minute (the
 // Limiter itself, with its clock moved), each refusal a JSON-RPC error -32029 `rate-limited: …`.
+// Error answers are bounded too: bad requests count in the client's minute, a refusal is answered
+// once per client per minute, and error answers in all at most ErrorAnswers' cap a minute.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RPC } from '../../src/shared/dvmcp.js';
-import { Limiter } from '../../workers/common/dvmcp-server/limits.js';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { ErrorAnswers, Limiter } from '../../workers/common/dvmcp-server/limits.js';
 import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { keys, sign } from './helpers.js';
 
 let provider: string;
 
@@ -58,11 +63,56 @@ describe('bridge limits', () => {
       if (r.ok) r.release();
     }
     const refused = limiter.admit('d', ['s1']);
-    expect(refused).toEqual({ ok: false, error: { code: -32029, message: 'rate-limited: server s1 took 3 requests this minute; retry in 60 s' } });
+    expect(refused).toEqual({ ok: false, error: { code: -32029, message: 'rate-limited: server s1 took 3 requests this minute; retry in 60 s' }, retryMs: 60_000 });
     expect(limiter.admit('d', ['s2']).ok).toBe(true);
     clock += 45_000;
-    expect(limiter.admit('d', ['s1'])).toEqual({ ok: false, error: { code: -32029, message: 'rate-limited: server s1 took 3 requests this minute; retry in 15 s' } });
+    expect(limiter.admit('d', ['s1'])).toEqual({ ok: false, error: { code: -32029, message: 'rate-limited: server s1 took 3 requests this minute; retry in 15 s' }, retryMs: 15_000 });
     clock += 15_000;
     expect(limiter.admit('d', ['s1']).ok).toBe(true);
+  });
+
+  it('error answers: at most perMinute a minute in all; a refusal of a client once until the retry time it gave', () => {
+    const answers = new ErrorAnswers(3);
+    let clock = 1_000_000;
+    answers.now = () => clock;
+    const e = { code: RPC.RATE_LIMITED, message: 'rate-limited: too many; retry in 10 s' };
+    expect(answers.refusal('a', e, 10_000)).toEqual({ ok: false, error: e });
+    expect(answers.refusal('a', e, 10_000)).toEqual({ ok: false });
+    clock += 9_999;
+    expect(answers.refusal('a', e, 10_000)).toEqual({ ok: false });
+    clock += 1;
+    expect(answers.refusal('a', e, 10_000)).toEqual({ ok: false, error: e });
+    expect(answers.allow()).toBe(true);
+    // Three answered this minute: nothing more goes out, a refusal of another client neither.
+    expect(answers.allow()).toBe(false);
+    expect(answers.refusal('b', e, 1_000)).toEqual({ ok: false });
+    clock = 1_060_000;
+    expect(answers.refusal('b', e, 1_000)).toEqual({ ok: false, error: e });
+  });
+
+  it('a flood of bad requests from one key: 30 error answers a minute, one rate-limited refusal, the rest unanswered', async () => {
+    const c = await DvmcpClient.open(provider);
+    // The sentinel: another key's ping, published after the flood on the same connection, its answer watched here too.
+    const b = keys();
+    await c.sock.req('sentinel', { kinds: [KIND.DVMCP_RESPONSE], '#p': [b.pk] });
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      // Half not JSON (refused by the bridge), half an unknown method (refused by the dispatcher).
+      const e = i % 2 === 0 ? c.request('tools/list', undefined, { s: 'lim', content: `{not json ${i}` }) : c.request('tools/destroy', { i }, { s: 'lim' });
+      ids.push(await c.send(e));
+    }
+    const ping = sign(b, { kind: KIND.DVMCP_REQUEST, content: JSON.stringify({ method: 'ping' }), tags: [['p', provider], ['method', 'ping'], ['s', 'lim']] });
+    expect((await c.sock.publish(ping))[2]).toBe(true);
+    await c.sock.next((f) => f[0] === 'EVENT' && f[1] === 'sentinel' && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === ping.id));
+
+    const answerTo = (id: string): string | undefined => {
+      const f = c.sock.frames.find((x) => x[0] === 'EVENT' && x[1] === 'answers' && (x[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === id));
+      return f && (f[2] as NostrEvent).content;
+    };
+    const answers = ids.map(answerTo);
+    expect(answers.slice(0, 30).map((a) => a && (JSON.parse(a) as { error: { code: number } }).error.code)).toEqual(ids.slice(0, 30).map((_, i) => (i % 2 === 0 ? -32700 : -32601)));
+    expect(JSON.parse(answers[30]!)).toEqual({ error: { code: RPC.RATE_LIMITED, message: expect.stringMatching(/^rate-limited: more than 30 requests a minute from your key; retry in \d+ s$/) } });
+    expect(answers.slice(31)).toEqual(Array(9).fill(undefined));
+    c.close();
   });
 });

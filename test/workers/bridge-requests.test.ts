@@ -107,23 +107,26 @@ describe('bridge: requests through the relay', () => {
   });
 
   it('errors: unknown server id, unknown method, unknown tool, bad params, not JSON, several servers and no s, upstream down', async () => {
-    const unknownServer = await client.call('tools/list', {}, { s: 'nope' });
+    // A client of its own: errors count in a client's requests of the minute (bridge limits), as the calls of `client` do.
+    const errs = await DvmcpClient.open(provider);
+    const unknownServer = await errs.call('tools/list', {}, { s: 'nope' });
     expect(unknownServer.result).toEqual({ ok: false, error: { code: -32602, message: 'Unknown server id nope' } });
-    const unknownMethod = await client.call('tools/destroy', {}, { s: 'ev' });
+    const unknownMethod = await errs.call('tools/destroy', {}, { s: 'ev' });
     expect(unknownMethod.result).toEqual({ ok: false, error: { code: -32601, message: 'Method not found: tools/destroy' } });
-    const noS = await client.call('tools/list', {});
+    const noS = await errs.call('tools/list', {});
     expect(noS.result).toEqual({ ok: false, error: { code: -32602, message: 'this provider runs 2 servers (down, paged): name one with an s tag' } });
-    const unknownTool = await client.call('tools/call', { name: 'no-such-tool', arguments: {} }, { s: 'ev' });
+    const unknownTool = await errs.call('tools/call', { name: 'no-such-tool', arguments: {} }, { s: 'ev' });
     expect(unknownTool.result.ok ? unknownTool.result.value : unknownTool.result.error).toMatchObject(
       unknownTool.result.ok ? { isError: true, content: [{ type: 'text', text: expect.stringContaining('no-such-tool') }] } : { code: -32602, message: expect.stringContaining('no-such-tool') },
     );
-    const badParams = await client.call('tools/call', { name: 'get-sum', arguments: { a: 'x', b: 2 } }, { s: 'ev' });
+    const badParams = await errs.call('tools/call', { name: 'get-sum', arguments: { a: 'x', b: 2 } }, { s: 'ev' });
     expect(badParams.result.ok ? badParams.result.value : badParams.result.error).toMatchObject(badParams.result.ok ? { isError: true } : { code: -32602 });
-    const raw = await client.send(client.request('tools/list', undefined, { s: 'ev', content: '{not json' }));
-    expect((await client.answer(raw)).result).toEqual({ ok: false, error: { code: -32700, message: 'Parse error: content is not JSON' } });
-    const down = await client.call('tools/list', {}, { s: 'down' });
+    const raw = await errs.send(errs.request('tools/list', undefined, { s: 'ev', content: '{not json' }));
+    expect((await errs.answer(raw)).result).toEqual({ ok: false, error: { code: -32700, message: 'Parse error: content is not JSON' } });
+    const down = await errs.call('tools/list', {}, { s: 'down' });
     expect(down.result.ok).toBe(false);
     expect(!down.result.ok && down.result.error).toMatchObject({ code: -32603, message: expect.stringMatching(/^upstream down unreachable: /) });
+    errs.close();
   });
 
   it('upstream session loss: the bridge re-initializes and the call is answered', async () => {

@@ -16,7 +16,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { backendSigner, checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
-import { announcementDeletion, errorTemplate, notificationTemplate, parseMessage, type Incoming } from '../../src/shared/dvmcp.js';
+import { announcementDeletion, errorTemplate, notificationTemplate, parseMessage, type Incoming, type RpcError } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
 import { hexToBytes } from '../../src/shared/hex.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -37,7 +37,7 @@ import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { Dispatcher, maxAnswerChars, type Reply } from '../common/dvmcp-server/dispatcher.js';
-import { isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { ErrorAnswers, isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import { BridgePayments } from './payments-bridge.js';
 import type { PaymentEnv } from './payments.js';
@@ -54,6 +54,8 @@ const RETRY_MS = 5 * 60_000;
 const SEEN_IDS = 4096;
 /** A handled request id is kept this long after its created_at (it is fresh until STALE_SECONDS after). */
 const HANDLED_SECONDS = 2 * STALE_SECONDS;
+/** A client refused for the owner's daily quota is told again at most this often. */
+const QUOTA_TOLD_MS = 60_000;
 /** Handled request ids pruned by each watchdog alarm, at most. */
 const PRUNE_BATCH = 500;
 /** Upstream notifications passed on to the client whose session received them. */
@@ -66,6 +68,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private readonly links: BridgeLinks;
   private readonly dispatcher: Dispatcher;
   private readonly limiter = new Limiter();
+  private readonly errors = new ErrorAnswers();
   private readonly cache = new McpSessionCache({ maxSessions: 128 });
   private readonly keys = new ConversationKeyCache(256);
   private readonly seen = new LruMap<string, true>(SEEN_IDS);
@@ -117,16 +120,21 @@ export class Bridge extends DurableObject<BridgeEnv> {
       limiter: { admit: (client, servers, method) => this.admit(client, servers, method) },
       gate: () => this.gate,
       log: (line) => console.log(`bridge: ${line}`),
+      errorAnswer: (client) => this.errorAnswer(client),
     });
   }
 
-  /** The owner's daily quota first, then the limiter; an admitted request is metered when it ends. */
-  private admit(client: string, servers: readonly string[], method: string): ReturnType<Limiter['admit']> {
+  /**
+   * The owner's daily quota first, then the limiter; an admitted request is metered when it ends. A
+   * refusal is answered as ErrorAnswers allows (once per client until the retry time it gave).
+   */
+  private admit(client: string, servers: readonly string[], method: string): { ok: true; release: () => void } | { ok: false; error?: RpcError } {
     const now = this.limiter.now();
     const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, now);
-    if (quota) return { ok: false, error: quota };
+    if (quota) return this.errors.refusal(client, quota, QUOTA_TOLD_MS);
     const admitted = this.limiter.admit(client, servers);
-    if (!admitted.ok || method === 'ping') return admitted;
+    if (!admitted.ok) return this.errors.refusal(client, admitted.error, admitted.retryMs);
+    if (method === 'ping') return admitted;
     this.meter.record(servers, method, now);
     let released = false;
     return {
@@ -137,6 +145,18 @@ export class Bridge extends DurableObject<BridgeEnv> {
         released = true;
       },
     };
+  }
+
+  /**
+   * Whether an error found before admission (a bad request, an unknown method or server) is answered
+   * to `client`: it counts as one of the client's requests of the minute (and is refused as one past
+   * them), and within ErrorAnswers' cap for all clients.
+   */
+  private errorAnswer(client: string): { ok: true } | { ok: false; error?: RpcError } {
+    const admitted = this.limiter.admit(client, []);
+    if (!admitted.ok) return this.errors.refusal(client, admitted.error, admitted.retryMs);
+    admitted.release();
+    return this.errors.allow() ? { ok: true } : { ok: false };
   }
 
   /** The bridge's metered calls between the UTC days `from` and `to`. */
@@ -377,9 +397,12 @@ export class Bridge extends DurableObject<BridgeEnv> {
     const reply = this.replyFor(url, m.pubkey, form, p);
     const parsed = parseMessage(m);
     if (!parsed.ok) {
-      // A bad notification is dropped; a bad request gets the error.
+      // A bad notification is dropped; a bad request gets the error, as errorAnswer allows.
       if (m.kind === KIND.DVMCP_NOTIFICATION) return;
-      return reply.send(errorTemplate({ requestId: m.id, client: m.pubkey }, parsed.error));
+      const allowed = this.errorAnswer(m.pubkey);
+      const error = allowed.ok ? parsed.error : allowed.error;
+      if (error) await reply.send(errorTemplate({ requestId: m.id, client: m.pubkey }, error));
+      return;
     }
     const msg = parsed.value;
     if (msg.serverId !== undefined) this.replies.set(`${msg.serverId}:${msg.client}`, reply);

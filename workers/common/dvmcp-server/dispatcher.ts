@@ -10,6 +10,8 @@
 //                              naming the choice when there are several. Unlisted (private)
 //                              servers are left out: only a request naming one reaches it, and
 //                              with only those, the answer is the one for no servers at all
+//   errors found before admission (unknown method, no such server): answered as the
+//                              errorAnswer hook allows (the bridge's: ErrorAnswers, limits.ts)
 //   encrypted request to a server with encryption off: not answered (logged)
 //   limits (limits.ts)         -32029 "rate-limited: … retry in N s"; another RequestAdmission
 //                              (a hosted agent's policy) may answer its own error, or drop the
@@ -69,6 +71,12 @@ export interface DispatcherDeps {
   gate(): PaymentGate;
   /** Operational log lines (never decrypted content), without a prefix. */
   log(line: string): void;
+  /**
+   * Whether an error found before admission (unknown method, no such server) is answered to
+   * `client`: ok, it is; refused, `error` is the answer instead, or without one nothing is. Without
+   * this hook every such error is answered.
+   */
+  errorAnswer?(client: string): { ok: true } | { ok: false; error?: RpcError };
 }
 
 /** Longest answer content: a plain event within the relay's content limit; a gift wrap within NIP-44's 64 KiB twice over. */
@@ -117,7 +125,12 @@ export class Dispatcher {
     if (msg.type === 'notification') return this.onNotification(msg);
     const to: Requester = { requestId: msg.requestId, client: msg.client };
     const fail = (e: RpcError): Promise<void> => reply.send(errorTemplate(to, e));
-    if (!isRequestMethod(msg.method)) return fail(rpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${msg.method}`));
+    const refuse = (e: RpcError): Promise<void> | undefined => {
+      const allowed = this.deps.errorAnswer?.(msg.client) ?? { ok: true };
+      if (allowed.ok) return fail(e);
+      return allowed.error ? fail(allowed.error) : undefined;
+    };
+    if (!isRequestMethod(msg.method)) return refuse(rpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${msg.method}`));
     if (msg.method === 'ping') {
       const admitted = this.deps.limiter.admit(msg.client, [], msg.method);
       if (!admitted.ok) return admitted.error ? fail(admitted.error) : undefined;
@@ -125,7 +138,7 @@ export class Dispatcher {
       return reply.send(responseTemplate(to, {}));
     }
     const routed = this.route(msg);
-    if (!routed.ok) return fail(routed.error);
+    if (!routed.ok) return refuse(routed.error);
     const targets = routed.targets.filter((b) => b.profile.encryption || !reply.encrypted);
     if (targets.length < routed.targets.length) {
       const off = routed.targets.filter((b) => !targets.includes(b)).map((b) => b.profile.id);
