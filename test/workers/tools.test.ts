@@ -16,6 +16,9 @@ import { buildToolRunner } from '../../workers/agent/tools/registry.js';
 import type { Tool, ToolResult } from '../../workers/agent/tools/types.js';
 import { WebFetchTool } from '../../workers/agent/tools/web-fetch.js';
 
+/** What the fixture's /mcp-expire counts per bucket (test/mcp/fixture-server.ts). */
+type ExpireStats = { initializes: number; gets: number; calls: number };
+
 const FIXTURE = inject('toolsFixtureUrl');
 const EVERYTHING = inject('mcpEverythingUrl');
 if (!FIXTURE || !EVERYTHING) {
@@ -712,8 +715,7 @@ describe('MCP tools', () => {
     });
 
     it('opens a new session when the server answers 404 for the old one, without a GET stream', async () => {
-      const stats = async (): Promise<{ initializes: number; gets: number }> =>
-        (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=tools-expire`)).json()) as { initializes: number; gets: number };
+      const stats = async (): Promise<ExpireStats> => (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=tools-expire`)).json()) as ExpireStats;
       const connected = await connectMcpServer({ id: 'exp', url: `${FIXTURE}/mcp-expire?bucket=tools-expire` }, { policy: LOCAL_SERVERS });
       if (!connected.ok) throw new Error(connected.error);
       const ping = connected.value.tools[0];
@@ -724,13 +726,12 @@ describe('MCP tools', () => {
       expect(second?.ok && second.output.stdout).toMatch(/^pong from session-\d+$/);
       expect(second?.ok && second.output.stdout).not.toBe(first?.ok && first.output.stdout);
       // One new initialize, and never a GET: no standalone SSE stream is opened.
-      expect(await stats()).toEqual({ initializes: before.initializes + 1, gets: 0 });
+      expect(await stats()).toEqual({ initializes: before.initializes + 1, gets: 0, calls: before.calls + 2 });
       await connected.value.close();
     });
 
     it('keeps sessions and tool lists across connections with a shared cache', async () => {
-      const stats = async (): Promise<{ initializes: number; gets: number }> =>
-        (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=tools-cache`)).json()) as { initializes: number; gets: number };
+      const stats = async (): Promise<ExpireStats> => (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=tools-cache`)).json()) as ExpireStats;
       const sessions = new McpSessionCache();
       try {
         const before = await stats();
@@ -743,7 +744,7 @@ describe('MCP tools', () => {
         const again = await connectMcpServer({ id: 'exp', url: `${FIXTURE}/mcp-expire?bucket=tools-cache` }, { policy: LOCAL_SERVERS, sessions });
         if (!again.ok) throw new Error(again.error);
         // One initialize for both connections: the second reused the session and the tool list.
-        expect(await stats()).toEqual({ initializes: before.initializes + 1, gets: 0 });
+        expect(await stats()).toEqual({ initializes: before.initializes + 1, gets: 0, calls: before.calls });
         expect(again.value.tools.map((t) => t.definition.name)).toEqual(['exp__ping']);
         const pong = await again.value.tools[0]?.run({}, ctx());
         expect(pong?.ok && pong.output.stdout).toMatch(/^pong from session-\d+$/);
