@@ -83,6 +83,11 @@ export function calcPaddedLen(len: number): number {
   return v2.utils.calcPaddedLen(len);
 }
 
+/** Base64 characters of the v2 payload of a plaintext of `len` bytes (1..65535): version, nonce, length prefix, padded text, MAC. */
+export function payloadLength(len: number): number {
+  return 4 * Math.ceil((1 + 32 + 2 + calcPaddedLen(len) + 32) / 3);
+}
+
 // ---- encrypt / decrypt ----
 
 /** Encrypts `plaintext` (1..65535 UTF-8 bytes, else RangeError) into a base64 v2 payload. */

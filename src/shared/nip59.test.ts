@@ -1,9 +1,9 @@
 // NIP-59 gift wrap: round trip, kinds, and every way an unwrap must fail.
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent } from 'nostr-tools/pure';
-import { ConversationKeyCache, encrypt } from './nip44.js';
+import { ConversationKeyCache, encrypt, MAX_PLAINTEXT_BYTES, payloadLength } from './nip44.js';
 import { KIND } from './kinds.js';
-import { giftWrap, makeRumor, unwrap } from './nip59.js';
+import { giftWrap, makeRumor, unwrap, wrapRoom } from './nip59.js';
 import { nobleVerifier } from './verify.js';
 import type { EventSigner, NostrEvent } from './event.js';
 import { keys, now } from '../../test/support/nostr.js';
@@ -22,6 +22,19 @@ describe('NIP-59', () => {
     expect(wrap.pubkey).not.toBe(alice.pk);
     expect(wrap.tags).toEqual([['p', bob.pk]]);
     expect(unwrap(wrap, bob.sk, cache, nobleVerifier)).toEqual({ ok: true, value: { rumor, author: alice.pk } });
+  });
+
+  it('wrapRoom: the largest plaintext whose ciphertext, as the rumor content, still wraps (one byte more does not)', () => {
+    for (const n of [1, 300, 5000, MAX_PLAINTEXT_BYTES]) expect(payloadLength(n)).toBe(encrypt('x'.repeat(n), cache.get(alice.sk, bob.pk)).length);
+    for (const session of ['sender:' + alice.pk, 's'.repeat(5000)]) {
+      const fields = { kind: 25803, created_at: now(), tags: [['p', bob.pk], ['e', alice.pk, '', 'root'], ['s', session], ['encryption', 'nip44']] };
+      const room = wrapRoom(fields);
+      expect(room).toBeGreaterThan(20_000);
+      const wrapOf = (n: number) => giftWrap(makeRumor({ ...fields, pubkey: alice.pk, content: encrypt('x'.repeat(n), cache.get(alice.sk, bob.pk)) }), alice.sk, bob.pk, cache);
+      expect(unwrap(wrapOf(room), bob.sk, cache, nobleVerifier).ok).toBe(true);
+      expect(() => wrapOf(room + 1)).toThrow(RangeError);
+    }
+    expect(wrapRoom({ kind: 25803, created_at: now(), tags: [['s', 's'.repeat(60_000)]] })).toBe(0);
   });
 
   it('does not put the one-time wrap keys of unwrapped gift wraps into the shared cache', () => {

@@ -5,7 +5,7 @@
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { computeEventId, parseEvent, checkIdAndSignature, type EventSigner, type NostrEvent, type UnsignedEvent } from './event.js';
 import { err, errorMessage, ok, type Result } from './errors.js';
-import { ConversationKeyCache, decrypt, encrypt, getConversationKey } from './nip44.js';
+import { ConversationKeyCache, decrypt, encrypt, getConversationKey, MAX_PLAINTEXT_BYTES, payloadLength } from './nip44.js';
 import type { SchnorrVerifier } from './verify.js';
 import { KIND, kindClass } from './kinds.js';
 
@@ -63,6 +63,33 @@ export function giftWrap(
     },
     oneTime,
   );
+}
+
+const utf8Length = (s: string): number => new TextEncoder().encode(s).length;
+/** A signed seal with empty content, as giftWrap serializes it (only its length matters). */
+const EMPTY_SEAL_BYTES = utf8Length(
+  JSON.stringify({ kind: KIND.SEAL, created_at: 1_000_000_000, tags: [], content: '', pubkey: '0'.repeat(64), id: '0'.repeat(64), sig: '0'.repeat(128) }),
+);
+
+/**
+ * The most plaintext bytes whose NIP-44 ciphertext, as the content of a rumor with these fields
+ * (`content` and `pubkey` aside), can still be gift-wrapped: the seal encrypts the rumor's JSON
+ * and the wrap the seal's, each at most MAX_PLAINTEXT_BYTES. 0 when nothing fits.
+ */
+export function wrapRoom(rumor: Pick<UnsignedEvent, 'kind' | 'created_at' | 'tags'>): number {
+  const rumorBytes = utf8Length(JSON.stringify({ ...rumor, content: '', pubkey: '0'.repeat(64), id: '0'.repeat(64) }));
+  const fits = (n: number): boolean => {
+    const rumorJson = rumorBytes + payloadLength(n);
+    return rumorJson <= MAX_PLAINTEXT_BYTES && EMPTY_SEAL_BYTES + payloadLength(rumorJson) <= MAX_PLAINTEXT_BYTES;
+  };
+  let lo = 0;
+  let hi = MAX_PLAINTEXT_BYTES;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
 export interface Unwrapped {

@@ -335,7 +335,8 @@ const CASES: Case[] = [
       }),
     },
     anthropic: {
-      chunks: [text('Hello'), text(' from')],
+      // message_start reported 21 input and 1 output token: the failed call is still counted.
+      chunks: [text('Hello'), text(' from'), usage(21, 1)],
       error: err('unavailable', 'stream error (overloaded_error): Overloaded', { provider: 'anthropic' }),
     },
   },
@@ -346,7 +347,7 @@ const CASES: Case[] = [
       error: err('rate_limit', 'stream error (rate_limit_exceeded): Rate limit reached for requests', { provider: 'openai' }),
     },
     anthropic: {
-      chunks: [text('Hello'), text(' from')],
+      chunks: [text('Hello'), text(' from'), usage(21, 1)],
       error: err('rate_limit', 'stream error (rate_limit_error): Number of request tokens has exceeded your per-minute rate limit.', {
         provider: 'anthropic',
       }),
@@ -355,12 +356,12 @@ const CASES: Case[] = [
   {
     scenario: 'truncated',
     openai: { chunks: [text('Hello'), text(' from')], error: err('unavailable', 'truncated stream', { provider: 'openai' }) },
-    anthropic: { chunks: [text('Hello'), text(' from')], error: err('unavailable', 'truncated stream', { provider: 'anthropic' }) },
+    anthropic: { chunks: [text('Hello'), text(' from'), usage(21, 1)], error: err('unavailable', 'truncated stream', { provider: 'anthropic' }) },
   },
   {
     scenario: 'reset',
     openai: { chunks: [text('Hello'), text(' from')], error: err('unavailable', 'truncated stream', { provider: 'openai' }) },
-    anthropic: { chunks: [text('Hello'), text(' from')], error: err('unavailable', 'truncated stream', { provider: 'anthropic' }) },
+    anthropic: { chunks: [text('Hello'), text(' from'), usage(21, 1)], error: err('unavailable', 'truncated stream', { provider: 'anthropic' }) },
   },
 ];
 
@@ -484,7 +485,8 @@ for (const api of ['openai', 'anthropic'] as const) {
       }
       expect(error).toBeInstanceOf(ProviderError);
       expect(errorOf(error as ProviderError)).toEqual({ kind: 'aborted', message: 'aborted', details: { provider: api }, name: 'ProviderError' });
-      expect(seen).toEqual([text('tick 0 '), text('tick 1 ')]);
+      // Anthropic's message_start reported the input: a cancelled call still yields that usage.
+      expect(seen).toEqual([text('tick 0 '), text('tick 1 '), ...(api === 'anthropic' ? [usage(21, 1)] : [])]);
       expect(Date.now() - started).toBeLessThan(3000); // 50 deltas × 200 ms would take 10 s
       const r = await waitFor(async () => (await recorded(m)).find((x) => x.clientClosed));
       expect(r.firstDeltaAt).toBeTypeOf('number');

@@ -9,8 +9,8 @@ import { getPublicKey } from 'nostr-tools/pure';
 import { backendSigner, type NostrEvent } from '../../src/shared/event.js';
 import { relayVerifier } from '../common/verifier.js';
 import { KIND } from '../../src/shared/kinds.js';
-import { encrypt, type ConversationKeyCache } from '../../src/shared/nip44.js';
-import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
+import { encrypt, MAX_PLAINTEXT_BYTES, type ConversationKeyCache } from '../../src/shared/nip44.js';
+import { giftWrap, makeRumor, wrapRoom } from '../../src/shared/nip59.js';
 import { NIPXX_VERSION, runTags } from '../../src/shared/nip-xx.js';
 import { OrderedQueue, PacedPublisher, defaultTimers, type Settle } from '../../src/shared/paced-publisher.js';
 import type { EventTemplate, RelayClient } from '../../src/shared/relay-client.js';
@@ -18,6 +18,7 @@ import type { StoredAgent } from './config.js';
 import type { RunAddress, RunStore } from './run-store.js';
 import type { Terminal } from './runtime.js';
 import { errorMessage, isRefusedForGood } from '../../src/shared/errors.js';
+import { fitResponse } from './event-fit.js';
 
 /** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart (200, 400 ms). */
 const PUBLISH_ATTEMPTS = 3;
@@ -46,10 +47,13 @@ export interface OutboxDeps {
   config(): StoredAgent | undefined;
 }
 
-/** The encrypted payload of a terminal event (`detail` is for the owner and never included). */
-function terminalPayload(t: Terminal): object {
+/**
+ * The encrypted payload of a terminal event (`detail` is for the owner and never included), within
+ * `room` bytes: a response text that does not fit is cut and marked (event-fit.ts).
+ */
+function terminalPayload(t: Terminal, room: number): object {
   return t.type === 'response'
-    ? { ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }
+    ? fitResponse({ ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }, room)
     : { ver: NIPXX_VERSION, code: t.code, message: t.message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
 }
 
@@ -106,7 +110,8 @@ export class Outbox {
       await this.inFlight.get(runId)?.idle();
       this.inFlight.delete(runId);
       this.undeliverable.delete(runId);
-      const event = await this.build(run, t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR, terminalPayload(t));
+      const kind = t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR;
+      const event = await this.build(run, kind, terminalPayload(t, this.roomOf(run, kind)));
       this.deps.runs.finish(runId, t.type === 'response' ? 'response' : t.code, event);
       await this.publishTerminal(runId, event, run.relay, c);
     } finally {
@@ -126,7 +131,7 @@ export class Outbox {
 
   /** Publishes a terminal event for a prompt that got no run row (not persisted, not retried). */
   async answerWithoutRun(to: RunAddress, c: StoredAgent, t: Terminal): Promise<void> {
-    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t));
+    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t, this.roomOf(to, KIND.AI_ERROR)));
     await this.deps.client(to.relay, c).publish(event, { timeoutMs: 10_000 });
   }
 
@@ -163,6 +168,19 @@ export class Outbox {
     this.undeliverable.add(runId);
     this.undelivered++;
     console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay}: ${r.message}`);
+  }
+
+  /** The most bytes of JSON payload an event of `kind` of run `runId` (with `extraTags`) can carry. */
+  room(runId: string, kind: number, extraTags: string[][] = []): number {
+    const run = this.deps.runs.get(runId);
+    if (!run) throw new Error(`run ${runId} has no row`);
+    return this.roomOf(run, kind, extraTags);
+  }
+
+  /** One NIP-44 message; inside a gift wrap, what still fits once the seal and the wrap encrypt it again. */
+  private roomOf(run: RunAddress, kind: number, extraTags: string[][] = []): number {
+    if (!run.wrapped) return MAX_PLAINTEXT_BYTES;
+    return wrapRoom({ kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags) });
   }
 
   /** An encrypted run event for the client (gift-wrapped when the prompt was). */

@@ -13,7 +13,7 @@ import type { AgentBudget } from './budget.js';
 import type { Outbox } from './outbox.js';
 import { providerFor, type ProviderEnv } from './providers/index.js';
 import type { EffectiveAgent } from './effective.js';
-import { executeRun, type RunSink, type Terminal } from './runtime.js';
+import { executeRun, type RunSink, type Terminal, type Usage } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
@@ -22,6 +22,7 @@ import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import type { RunMeter } from './metering.js';
 import { logAgent } from './agent-log.js';
 import type { OwnerUsage } from '../accounts/quota.js';
+import { fitToolCall } from './event-fit.js';
 
 
 /** Where a run's progress and its one terminal outcome go. */
@@ -36,11 +37,15 @@ export function outboxOutput(outbox: Outbox, runId: string, c: StoredAgent): Run
     sink: {
       status: (state, progress, info) => outbox.emit(runId, KIND.AI_STATUS, { ver: NIPXX_VERSION, state, progress, ...(info ? { info } : {}) }),
       delta: (text, seq) => outbox.emit(runId, KIND.AI_DELTA, { ver: NIPXX_VERSION, text, seq }),
-      toolCall: (t) =>
-        outbox.emit(runId, KIND.AI_TOOL_CALL, { ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, [
+      toolCall: (t) => {
+        const tags = [
           ['tool', t.name],
           ['phase', t.phase],
-        ]),
+        ];
+        // The model reads the whole tool output; the client gets what fits one event, marked when cut.
+        const payload = fitToolCall({ ver: NIPXX_VERSION, ...t, timestamp: Math.floor(Date.now() / 1000) }, outbox.room(runId, KIND.AI_TOOL_CALL, tags));
+        return outbox.emit(runId, KIND.AI_TOOL_CALL, payload, tags);
+      },
     },
     finish: (terminal) => outbox.finish(runId, c, terminal),
   };
@@ -68,15 +73,21 @@ export interface RunDeps {
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
   const client = conversation.sender;
   const started = Date.now();
-  const spent = { input_tokens: 0, output_tokens: 0, tool_calls: 0 };
+  /** The run's model tokens, as the provider reports them (executeRun adds to them), and its tool calls. */
+  const tokens: Usage = { input_tokens: 0, output_tokens: 0 };
+  let toolCalls = 0;
   const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
   const emitter = d.emitter;
-  /** Logs and meters the run, tells the owner (NIP-AO session_resolved with the run's usage), then answers the client. */
+  /**
+   * Logs the run, counts its tokens against the agent's daily budget and meters it (the owner's
+   * plan), however it ended, tells the owner (NIP-AO session_resolved with the run's usage), then answers the client.
+   */
   const finish = async (terminal: Terminal): Promise<void> => {
     const outcome = terminal.type === 'response' ? 'response' : terminal.code;
     const duration_ms = Date.now() - started;
-    const usage = { provider: c.provider, model, ...spent, duration_ms };
+    const usage = { provider: c.provider, model, ...tokens, tool_calls: toolCalls, duration_ms };
     logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, ...usage, outcome });
+    d.budget.spend(tokens.input_tokens + tokens.output_tokens, d.now());
     const owner_usage = d.meter({ run_id: runId, sender: client, ...usage, outcome });
     // The client gets the generic message; the owner also gets the upstream detail.
     const detail = terminal.type === 'error' ? terminal.detail : undefined;
@@ -86,7 +97,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   const sink: RunSink = {
     ...out.sink,
     toolCall: (t) => {
-      if (t.phase === 'start') spent.tool_calls++;
+      if (t.phase === 'start') toolCalls++;
       return out.sink.toolCall(t);
     },
   };
@@ -118,10 +129,8 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
           response: (raw) => void emitter.acpRead({ data: raw }, ids),
         },
         sink,
+        usage: tokens,
       });
-      spent.input_tokens = result.usage.input_tokens;
-      spent.output_tokens = result.usage.output_tokens;
-      d.budget.spend(result.usage.input_tokens + result.usage.output_tokens, d.now());
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
         terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };

@@ -11,6 +11,12 @@ import type { ToolDefinition, ToolOutput, ToolResult } from './tools/types.js';
 /** Delta events are emitted for the first text at once, then when this much text is buffered or this long after the previous one. */
 export const DELTA_FLUSH_CHARS = 256;
 export const DELTA_FLUSH_MS = 50;
+/**
+ * A delta event carries at most this many UTF-16 units (a provider chunk may be far larger): at most
+ * 24 KiB of JSON even if every unit were escaped, so that each fits one NIP-44 message, also inside
+ * a gift wrap; longer text goes out as several deltas.
+ */
+export const DELTA_MAX_UNITS = 4096;
 
 /**
  * The one outcome of a run. An error's `message` goes to the client (who may be a stranger): it
@@ -54,6 +60,8 @@ export interface RunInput {
   tools: ToolRunner;
   limits: AgentLimits;
   sink: RunSink;
+  /** The run's token counts, added to as the provider reports them (so they are known whatever way the run ends). */
+  usage: Usage;
   signal: AbortSignal;
   observe?: WireObserver;
   now?: () => number;
@@ -116,10 +124,17 @@ class DeltaBuffer {
 
   async flush(): Promise<void> {
     if (!this.buffer) return;
-    const text = this.buffer;
+    let text = this.buffer;
     this.buffer = '';
     this.lastFlush = this.now();
-    await this.sink.delta(text, this.seq++);
+    while (text) {
+      let end = Math.min(text.length, DELTA_MAX_UNITS);
+      // never between the two halves of a surrogate pair
+      const last = text.charCodeAt(end - 1);
+      if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+      await this.sink.delta(text.slice(0, end), this.seq++);
+      text = text.slice(end);
+    }
   }
 
   get count(): number {
@@ -146,10 +161,10 @@ export function toolMessageContent(error: string | undefined, output: ToolOutput
 }
 
 /**
- * Runs the prompt to its one terminal outcome; `transcript` holds the turns to keep in history and
- * `usage` the provider's token counts (also of a run that failed: they are spent all the same).
+ * Runs the prompt to its one terminal outcome; `transcript` holds the turns to keep in history. The
+ * provider's token counts go into `input.usage` as they come (a run that fails, or throws, spent them all the same).
  */
-export async function executeRun(input: RunInput): Promise<{ terminal: Terminal; transcript: ChatMessage[]; usage: Usage }> {
+export async function executeRun(input: RunInput): Promise<{ terminal: Terminal; transcript: ChatMessage[] }> {
   const now = input.now ?? Date.now;
   const deltas = new DeltaBuffer(input.sink, now);
   const transcript: ChatMessage[] = [{ role: 'user', content: input.prompt.message }];
@@ -158,13 +173,13 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     ...input.history,
     ...transcript,
   ];
-  const usage: Usage = { input_tokens: 0, output_tokens: 0 };
+  const usage = input.usage;
   const toolSpecs = input.tools.definitions().map((d) => ({ name: d.name, description: d.description, input_schema: d.input_schema }));
   let finalText = '';
   await input.sink.status('thinking', 0);
   for (let step = 0; ; step++) {
     if (step >= input.limits.max_tool_steps) {
-      return { terminal: { type: 'error', code: 'TOOL_ERROR', message: `the tool loop exceeded ${input.limits.max_tool_steps} steps` }, transcript, usage };
+      return { terminal: { type: 'error', code: 'TOOL_ERROR', message: `the tool loop exceeded ${input.limits.max_tool_steps} steps` }, transcript };
     }
     let text = '';
     const calls: ToolCall[] = [];
@@ -188,8 +203,8 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         }
       }
     } catch (e) {
-      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript, usage };
-      if (e instanceof ProviderError) return { terminal: providerFailure(e), transcript, usage };
+      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
+      if (e instanceof ProviderError) return { terminal: providerFailure(e), transcript };
       throw e;
     }
     await deltas.flush();
@@ -207,10 +222,10 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         ? await input.tools.run(call.name, args, input.signal)
         : { ok: false, error: 'tool arguments are not a JSON object' };
       const duration_ms = Math.max(0, Math.round(now() - started));
-      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript, usage };
+      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
       if (!result.ok && 'unknown' in result) {
         await input.sink.toolCall({ name: call.name, phase: 'result', success: false, duration_ms });
-        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(call.name)}` }, transcript, usage };
+        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(call.name)}` }, transcript };
       }
       const output: ToolOutput = result.ok ? result.output : (result.output ?? { stdout: '', stderr: result.error, exit_code: 1 });
       const success = result.ok && output.exit_code === 0;
@@ -222,7 +237,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     }
     await input.sink.status('thinking', Math.min(95, 20 + step * 10));
   }
-  if (!finalText.trim()) return { terminal: { type: 'error', code: 'EMPTY_RESPONSE', message: 'the model produced no text' }, transcript, usage };
+  if (!finalText.trim()) return { terminal: { type: 'error', code: 'EMPTY_RESPONSE', message: 'the model produced no text' }, transcript };
   await input.sink.status('done', 100);
-  return { terminal: { type: 'response', text: finalText, usage, model: input.model }, transcript, usage };
+  return { terminal: { type: 'response', text: finalText, usage: { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }, model: input.model }, transcript };
 }

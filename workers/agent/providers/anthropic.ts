@@ -23,6 +23,8 @@
 // (a tool_use block → one tool_call chunk; empty input → "{}"), message_delta (stop_reason,
 // cumulative usage), message_stop (terminal: usage then done), ping (ignored), error (overloaded_error
 // and api_error → unavailable, rate_limit_error → rate_limit, anything else → rejected).
+// A stream that fails or is cancelled after message_start still yields the usage it reported
+// (the input was processed and is billed), then throws.
 // stop_reason: end_turn/stop_sequence → stop, tool_use → tool_calls, max_tokens → length, else other.
 
 import {
@@ -184,83 +186,90 @@ export class AnthropicProvider implements Provider {
         return isObject(p) && p.type === 'message_stop';
       },
     });
-    for await (const record of records) {
-      const payload = parseJson(record.data);
-      if (!isObject(payload)) throw malformedError(provider, record.data);
-      const type = str(payload.type) ?? record.event ?? '';
-      switch (type) {
-        case 'message_start': {
-          const usage = isObject(payload.message) && isObject(payload.message.usage) ? payload.message.usage : {};
-          input = inputTokens(usage) ?? input;
-          output = num(usage.output_tokens) ?? output;
-          break;
-        }
-        case 'content_block_start': {
-          const index = num(payload.index) ?? blocks.size;
-          const cb = isObject(payload.content_block) ? payload.content_block : {};
-          const block: Block = { type: str(cb.type) ?? '', id: str(cb.id) ?? '', name: str(cb.name) ?? '', json: '' };
-          blocks.set(index, block);
-          if (block.type === 'tool_use' && isObject(cb.input) && Object.keys(cb.input).length > 0) {
-            block.json = JSON.stringify(cb.input);
+    try {
+      for await (const record of records) {
+        const payload = parseJson(record.data);
+        if (!isObject(payload)) throw malformedError(provider, record.data);
+        const type = str(payload.type) ?? record.event ?? '';
+        switch (type) {
+          case 'message_start': {
+            const usage = isObject(payload.message) && isObject(payload.message.usage) ? payload.message.usage : {};
+            input = inputTokens(usage) ?? input;
+            output = num(usage.output_tokens) ?? output;
+            break;
           }
-          const text = str(cb.text);
-          if (block.type === 'text' && text) yield { type: 'text', text };
-          const thinking = str(cb.thinking);
-          if (block.type === 'thinking' && thinking) yield { type: 'thinking', text: thinking };
-          break;
-        }
-        case 'content_block_delta': {
-          const delta = isObject(payload.delta) ? payload.delta : {};
-          const dtype = str(delta.type);
-          if (dtype === 'text_delta') {
-            const text = str(delta.text);
-            if (text) yield { type: 'text', text };
-          } else if (dtype === 'thinking_delta') {
-            const text = str(delta.thinking);
-            if (text) yield { type: 'thinking', text };
-          } else if (dtype === 'input_json_delta') {
-            const block = blocks.get(num(payload.index) ?? -1);
-            const part = str(delta.partial_json);
-            if (block && part) block.json += part;
+          case 'content_block_start': {
+            const index = num(payload.index) ?? blocks.size;
+            const cb = isObject(payload.content_block) ? payload.content_block : {};
+            const block: Block = { type: str(cb.type) ?? '', id: str(cb.id) ?? '', name: str(cb.name) ?? '', json: '' };
+            blocks.set(index, block);
+            if (block.type === 'tool_use' && isObject(cb.input) && Object.keys(cb.input).length > 0) {
+              block.json = JSON.stringify(cb.input);
+            }
+            const text = str(cb.text);
+            if (block.type === 'text' && text) yield { type: 'text', text };
+            const thinking = str(cb.thinking);
+            if (block.type === 'thinking' && thinking) yield { type: 'thinking', text: thinking };
+            break;
           }
-          break;
-        }
-        case 'content_block_stop': {
-          const index = num(payload.index) ?? -1;
-          const block = blocks.get(index);
-          blocks.delete(index);
-          if (block?.type === 'tool_use') {
-            toolCalls++;
-            yield { type: 'tool_call', call: { id: block.id, name: block.name, arguments: block.json || '{}' } };
+          case 'content_block_delta': {
+            const delta = isObject(payload.delta) ? payload.delta : {};
+            const dtype = str(delta.type);
+            if (dtype === 'text_delta') {
+              const text = str(delta.text);
+              if (text) yield { type: 'text', text };
+            } else if (dtype === 'thinking_delta') {
+              const text = str(delta.thinking);
+              if (text) yield { type: 'thinking', text };
+            } else if (dtype === 'input_json_delta') {
+              const block = blocks.get(num(payload.index) ?? -1);
+              const part = str(delta.partial_json);
+              if (block && part) block.json += part;
+            }
+            break;
           }
-          break;
-        }
-        case 'message_delta': {
-          const delta = isObject(payload.delta) ? payload.delta : {};
-          const reason = str(delta.stop_reason);
-          if (reason) stopReason = mapStopReason(reason);
-          const usage = isObject(payload.usage) ? payload.usage : {};
-          input = inputTokens(usage) ?? input;
-          output = num(usage.output_tokens) ?? output;
-          break;
-        }
-        case 'message_stop': {
-          if (input !== undefined || output !== undefined) {
-            yield { type: 'usage', input_tokens: input ?? 0, output_tokens: output ?? 0 };
+          case 'content_block_stop': {
+            const index = num(payload.index) ?? -1;
+            const block = blocks.get(index);
+            blocks.delete(index);
+            if (block?.type === 'tool_use') {
+              toolCalls++;
+              yield { type: 'tool_call', call: { id: block.id, name: block.name, arguments: block.json || '{}' } };
+            }
+            break;
           }
-          yield { type: 'done', finish_reason: stopReason ?? (toolCalls > 0 ? 'tool_calls' : 'stop') };
-          return;
+          case 'message_delta': {
+            const delta = isObject(payload.delta) ? payload.delta : {};
+            const reason = str(delta.stop_reason);
+            if (reason) stopReason = mapStopReason(reason);
+            const usage = isObject(payload.usage) ? payload.usage : {};
+            input = inputTokens(usage) ?? input;
+            output = num(usage.output_tokens) ?? output;
+            break;
+          }
+          case 'message_stop': {
+            if (input !== undefined || output !== undefined) {
+              yield { type: 'usage', input_tokens: input ?? 0, output_tokens: output ?? 0 };
+            }
+            yield { type: 'done', finish_reason: stopReason ?? (toolCalls > 0 ? 'tool_calls' : 'stop') };
+            return;
+          }
+          case 'error': {
+            const e = isObject(payload.error) ? payload.error : {};
+            const etype = str(e.type) ?? 'error';
+            const message = str(e.message) ?? '';
+            throw new ProviderError(kindForErrorType(etype), truncate(`stream error (${etype}): ${message}`), { provider });
+          }
+          default:
+            // ping, and event types added after this was written.
+            break;
         }
-        case 'error': {
-          const e = isObject(payload.error) ? payload.error : {};
-          const etype = str(e.type) ?? 'error';
-          const message = str(e.message) ?? '';
-          throw new ProviderError(kindForErrorType(etype), truncate(`stream error (${etype}): ${message}`), { provider });
-        }
-        default:
-          // ping, and event types added after this was written.
-          break;
       }
+    } catch (e) {
+      // The call was made: the tokens message_start reported are spent even though the stream
+      // failed (or was cancelled) before message_stop; the runtime counts them.
+      if (input !== undefined || output !== undefined) yield { type: 'usage', input_tokens: input ?? 0, output_tokens: output ?? 0 };
+      throw e;
     }
   }
 }
