@@ -161,3 +161,34 @@ describe('the owner watches a run live (NIP-AO) and cancels it with a control fr
     observer.stop();
   });
 });
+
+describe('the prompt’s thinking level is capped by the owner’s', () => {
+  type Sent = { body: { max_tokens?: number; thinking?: { budget_tokens: number }; reasoning_effort?: string } };
+  /** The provider request of a prompt asking for `thinking`, to an agent created with `body`. */
+  async function sent(body: object, thinking: string): Promise<Sent['body']> {
+    const c = await NipXxClient.open(await createTestAgent(body));
+    const marker = `t${Math.random().toString(36).slice(2)}`;
+    const p = c.prompt({ ver: 1, message: `scenario:text ${marker}`, thinking });
+    await c.send(p);
+    expect((await c.collect(p.id)).terminal.kind).toBe(25803);
+    const reqs = (await (await fetch(`${fake}/_requests?contains=${marker}`)).json()) as Sent[];
+    expect(reqs).toHaveLength(1);
+    return reqs[0]!.body;
+  }
+  const anthropic = { provider: 'anthropic', models: ['claude-test'] };
+  const openai = { provider: 'openai', models: ['gpt-test'] };
+
+  it('no thinking configured: a prompt asking for "max" gets none, and max_tokens stays the owner’s', async () => {
+    const body = await sent({ ...anthropic, limits: { max_output_tokens: 512 } }, 'max');
+    expect(body.max_tokens).toBeLessThanOrEqual(512);
+    expect(body.thinking).toBeUndefined();
+    expect((await sent(openai, 'max')).reasoning_effort).toBeUndefined();
+  });
+
+  it('"high" configured: a prompt asking for "max" gets "high", one asking for "low" gets "low"', async () => {
+    const config = { ...anthropic, thinking: 'high', limits: { max_output_tokens: 512 } };
+    expect(await sent(config, 'max')).toMatchObject({ thinking: { budget_tokens: 16384 }, max_tokens: 16384 + 512 });
+    expect(await sent(config, 'low')).toMatchObject({ thinking: { budget_tokens: 1024 }, max_tokens: 1024 + 512 });
+    expect((await sent({ ...openai, thinking: 'medium' }, 'high')).reasoning_effort).toBe('medium');
+  });
+});

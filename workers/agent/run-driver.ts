@@ -13,7 +13,7 @@ import type { AgentBudget } from './budget.js';
 import type { Outbox } from './outbox.js';
 import { providerFor, type ProviderEnv } from './providers/index.js';
 import type { EffectiveAgent } from './effective.js';
-import { executeRun, type RunSink, type Terminal, type Usage } from './runtime.js';
+import { allowedThinking, executeRun, type RunSink, type Terminal, type Usage } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
@@ -117,7 +117,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
       const result = await executeRun({
         prompt,
         model,
-        thinking: prompt.thinking ?? c.thinking,
+        thinking: allowedThinking(prompt.thinking, c.thinking),
         systemPrompt: c.system_prompt,
         history: d.sessions.load(conversation),
         provider: provider.value,

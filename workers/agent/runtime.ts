@@ -3,7 +3,7 @@
 // terminal outcome. The Agent Durable Object feeds it a validated prompt and turns its callbacks
 // into encrypted events.
 
-import type { ErrorCode, Prompt } from '../../src/shared/nip-xx.js';
+import { THINKING_LEVELS, type ErrorCode, type Prompt } from '../../src/shared/nip-xx.js';
 import type { AgentLimits } from './config.js';
 import { ProviderError, type ChatMessage, type Provider, type Thinking, type ToolCall, type WireObserver } from './providers/types.js';
 import type { ToolDefinition, ToolOutput, ToolResult } from './tools/types.js';
@@ -78,6 +78,15 @@ export function negotiateModel(
   const fallback = prompt.fallback_models?.find((m) => supported.includes(m));
   if (fallback) return { ok: true, model: fallback };
   return { ok: false, message: `model ${JSON.stringify(prompt.model)} is not supported; supported: ${supported.join(', ')}` };
+}
+
+/**
+ * The thinking level a run uses: what the prompt asks for, at most the owner's level (a prompt may
+ * lower it, never raise it; none configured = no thinking), as thinking costs the owner tokens.
+ */
+export function allowedThinking(requested: Thinking | undefined, configured: Thinking | undefined): Thinking | undefined {
+  if (!configured || !requested) return configured;
+  return THINKING_LEVELS.indexOf(requested) < THINKING_LEVELS.indexOf(configured) ? requested : configured;
 }
 
 /** What the client is told about a provider failure (the provider's own text goes to the owner only). */
