@@ -14,6 +14,7 @@ import {
   initializeResponse,
   LISTS,
   listAnnouncement,
+  priceOf,
   notificationTemplate,
   parseMessage,
   parseResponse,
@@ -146,6 +147,14 @@ describe('DVMCP: what the bridge publishes', () => {
     // The reference's d tags follow the same scheme.
     const refDs = lines(refPlain).map((c) => c.e).filter((e) => e.kind >= 31317 && e.kind <= 31319).map((e) => e.tags[0]![1]!.split('/').slice(1).join('/'));
     expect(refDs.sort()).toEqual(LISTS.map((l) => l.method).sort());
+  });
+
+  it('prices only by own entries: an item named after a member of Object.prototype is not priced', () => {
+    const tools = LISTS.find((l) => l.method === 'tools/list')!;
+    const t = listAnnouncement('everything', tools, [{ name: 'constructor' }, { name: 'toString' }, { name: '__proto__' }], {});
+    expect(t.tags.slice(2)).toEqual([['cap', 'constructor'], ['cap', 'toString'], ['cap', '__proto__']]);
+    expect(priceOf({}, 'constructor')).toBeUndefined();
+    expect(priceOf({ echo: { price: '1', unit: 'sats' } }, 'echo')).toEqual({ price: '1', unit: 'sats' });
   });
 
   it('answers initialize with d and support_encryption', () => {

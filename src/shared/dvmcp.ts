@@ -218,6 +218,12 @@ export interface Price {
 }
 export type Prices = Record<string, Price>;
 
+/**
+ * The price of `key`: an own entry of `prices` only. Keys are names a requester sends, and a plain
+ * object also answers `constructor`, `__proto__`, `toString`… from its prototype.
+ */
+export const priceOf = (prices: Prices, key: string): Price | undefined => (Object.hasOwn(prices, key) ? prices[key] : undefined);
+
 const initContent = (init: InitializeInfo): string => JSON.stringify(init.instructions === undefined ? { protocolVersion: init.protocolVersion, capabilities: init.capabilities, serverInfo: init.serverInfo } : init);
 
 function profileTags(p: ServerProfile): string[][] {
@@ -244,7 +250,7 @@ export function listAnnouncement(serverId: string, list: ListSpec, items: readon
   for (const item of items) {
     const name = item[list.capName];
     if (typeof name !== 'string') continue;
-    const price = prices[name] ?? (typeof item.uri === 'string' ? prices[item.uri] : undefined);
+    const price = priceOf(prices, name) ?? (typeof item.uri === 'string' ? priceOf(prices, item.uri) : undefined);
     caps.push(price ? ['cap', name, price.price, price.unit] : ['cap', name]);
   }
   return { kind: list.kind, created_at: now(), tags: [['d', listAddress(serverId, list)], ['s', serverId], ...caps], content: JSON.stringify({ [list.key]: items }) };

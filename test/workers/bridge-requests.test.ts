@@ -129,6 +129,20 @@ describe('bridge: requests through the relay', () => {
     errs.close();
   });
 
+  it('a call named after a member of Object.prototype is not priced: upstream gets it and its unknown-tool answer comes back', async () => {
+    // Prices are a record: `prices.constructor` was Object's constructor, taken for a price, and the request was never answered.
+    const c = await DvmcpClient.open(provider);
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      const a = await c.call('tools/call', { name, arguments: {} }, { s: 'priced' });
+      // The SDK's McpServer looks tools up in a record too: a prototype member is "disabled" rather than "not found".
+      expect(a.result.ok && a.result.value).toEqual({ isError: true, content: [{ type: 'text', text: expect.stringMatching(new RegExp(`^MCP error -32602: Tool ${name} (not found|disabled)$`)) }] });
+      expect(c.notifications(a.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
+    }
+    const read = await c.call('resources/read', { uri: 'constructor' }, { s: 'priced' });
+    expect(read.result).toEqual({ ok: false, error: { code: -32603, message: 'Invalid URL' } }); // upstream's answer
+    c.close();
+  });
+
   it('upstream session loss: the bridge re-initializes and the call is answered', async () => {
     const before = (await (await fetch(`${fixtureUrl()}/mcp-expire/stats`)).json()) as { initializes: number };
     const first = await client.call('tools/call', { name: 'ping', arguments: { n: 1 } }, { s: 'expire' });

@@ -74,6 +74,10 @@ describe('operators manage owners', () => {
       path: 'plan',
       message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, inbox_shard, slow_shard, three_bridge_calls)',
     });
+    // A name Object.prototype answers is no plan either.
+    const proto = await admin('POST', '/api/admin/owners', { pubkey: keys().pk, plan: 'constructor' });
+    expect(proto.status).toBe(422);
+    expect((proto.json as { issues: Array<{ path: string; message: string }> }).issues[0]!.message).toMatch(/^no plan "constructor" in EDGESTR_PLANS/);
     expect(await admin('POST', '/api/admin/owners', { pubkey: TEST_OWNER })).toEqual({ status: 409, json: { error: 'this owner is listed in EDGESTR_OWNERS: change that variable instead' } });
     const list = await admin('GET', '/api/admin/owners');
     expect(list.status).toBe(200);

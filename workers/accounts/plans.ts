@@ -62,5 +62,5 @@ export function parsePlans(raw: string | undefined): Plans {
 /** The limits of `name` (an unknown name — a plan removed from EDGESTR_PLANS — falls back to the default plan). */
 export const planLimits = (env: PlanEnv, name: string): Plan => {
   const plans = plansOf(env);
-  return plans[name] ?? plans[DEFAULT_PLAN] ?? {};
+  return (Object.hasOwn(plans, name) ? plans[name] : undefined) ?? plans[DEFAULT_PLAN] ?? {};
 };

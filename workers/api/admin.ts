@@ -47,7 +47,7 @@ const PatchOwnerSchema = z.object({ plan: z.string().optional(), suspended: z.bo
 
 /** The 422 issue for a plan name EDGESTR_PLANS does not define. */
 const planIssue = (env: PlanEnv, plan: string | undefined) =>
-  plan !== undefined && !plansOf(env)[plan] ? [{ path: 'plan', message: `no plan "${plan}" in EDGESTR_PLANS (plans: ${Object.keys(plansOf(env)).join(', ')})` }] : [];
+  plan !== undefined && !Object.hasOwn(plansOf(env), plan) ? [{ path: 'plan', message: `no plan "${plan}" in EDGESTR_PLANS (plans: ${Object.keys(plansOf(env)).join(', ')})` }] : [];
 
 /** Tells the owner's shard (its new account, undefined when removed) and agents (they refresh it from the registry). */
 async function notifyOwner(env: AdminApiBindings, owner: string, account: OwnerState | undefined): Promise<void> {

@@ -34,6 +34,7 @@ import {
   isRequestMethod,
   MAX_CONTENT_CHARS,
   notificationTemplate,
+  priceOf,
   responseTemplate,
   RPC,
   rpcError,
@@ -183,7 +184,7 @@ export class Dispatcher {
   private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController): Promise<void> {
     const serverId = b.profile.id;
     const name = capabilityOf(method, params);
-    const price = name === undefined ? undefined : b.prices[name];
+    const price = name === undefined ? undefined : priceOf(b.prices, name);
     if (name !== undefined && price !== undefined) {
       const capability: PricedCapability = { serverId, method, name };
       const paid = await this.deps.gate().requirePayment(to, capability, price, { notify: (t) => reply.send(t), signal: abort.signal });
