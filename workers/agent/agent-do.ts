@@ -90,6 +90,10 @@ export class Agent extends DurableObject<AgentEnv> {
   get refusals(): { answered: number; dropped: number } {
     return { ...this.budget.stats };
   }
+  /** Events an external relay sent beyond its bucket (relay-links.ts), dropped unread. */
+  get droppedFromRelays(): number {
+    return this.links.dropped;
+  }
   /** Non-terminal run events that could not be published after every attempt. */
   get undelivered(): number {
     return this.outbox.undelivered;

@@ -4,7 +4,10 @@
 // wraps addressed to the agent, DVMCP requests when its DVMCP server is enabled; NIP-AO control
 // frames on the owner's shard), the NIP-AO telemetry emitter, and the agent's ai.info, kind 0,
 // relay list and DVMCP announcements. The agent's DVMCP client (for its `dvmcp_servers` tools)
-// runs over the public shard's connection, authenticated as the agent.
+// runs over the public shard's connection, authenticated as the agent. Events from an external
+// relay (one of the owner's `relays`, where anyone may post events tagged to the agent) pass a
+// token bucket per relay before any work (InboundLimit); the deployment's own shards bound their
+// publishers themselves.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import type { Filter } from '../../src/shared/filters.js';
@@ -32,6 +35,46 @@ import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import { SingleFlight } from '../common/single-flight.js';
+import { TokenBucket } from '../relay-do/rate-limit.js';
+
+/**
+ * Events one external relay may hand the agent: 20 a second sustained, 100 at once. Each costs a
+ * Schnorr verification and a `seen` row (a gift wrap also an ECDH and a second row); real use is
+ * far below (agent_prompts_per_minute is 60 by default, and a run's cancel is one event), and the
+ * burst covers what a relay replays at (re)connection. The excess is dropped before any of it.
+ */
+export const EXTERNAL_EVENTS_PER_SECOND = 20;
+export const EXTERNAL_EVENTS_BURST = 100;
+/** Drops from one relay are logged at most once in this window. */
+const DROP_LOG_WINDOW_MS = 60_000;
+
+/** The bucket of one external relay; drops are counted and logged once per window. */
+class InboundLimit {
+  private readonly bucket: TokenBucket;
+  private droppedSinceLog = 0;
+  private loggedAt = -Infinity;
+
+  constructor(
+    private readonly url: string,
+    now: number,
+  ) {
+    this.bucket = new TokenBucket(EXTERNAL_EVENTS_PER_SECOND, EXTERNAL_EVENTS_BURST, now);
+  }
+
+  /** Whether the next event is taken; a dropped one is counted (and logged once per window). */
+  take(now: number): boolean {
+    if (this.bucket.take(now)) return true;
+    this.droppedSinceLog++;
+    if (now - this.loggedAt >= DROP_LOG_WINDOW_MS) {
+      console.warn(
+        `agent: relay ${this.url} sends more than ${EXTERNAL_EVENTS_PER_SECOND} events a second (burst ${EXTERNAL_EVENTS_BURST}): ${this.droppedSinceLog} dropped since the last report`,
+      );
+      this.loggedAt = now;
+      this.droppedSinceLog = 0;
+    }
+    return false;
+  }
+}
 
 export interface LinksEnv extends OwnerEnv, AccountsBindings {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -71,6 +114,10 @@ export class RelayLinks {
   private controlSub: Subscription | undefined;
   private controlGeneration = 0;
   private dvmcp: { relay: RelayClient; client: DvmcpClient } | undefined;
+  /** The bucket of each external relay, by URL (kept across reconnections, so a reconnect does not refill it). */
+  private readonly limits = new Map<string, InboundLimit>();
+  /** Events dropped by those buckets. */
+  dropped = 0;
 
   constructor(private readonly deps: RelayLinksDeps) {}
 
@@ -185,7 +232,16 @@ export class RelayLinks {
         ...(c.dvmcp?.enabled ? [{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) - DVMCP_STALE_SECONDS }] : []),
       ];
     };
-    client.subscribe(requests(), { id: 'requests', resubscribe: requests, onEvent: (e) => handle('event', e.id, this.deps.onRequest(e, url)) });
+    // The deployment's own shards (the owner's, the public one) bound their publishers; other relays get a bucket.
+    const limit = ownerShard || url === agentRelays(c)[1] ? undefined : this.limitOf(url);
+    const onEvent = (e: NostrEvent): void => {
+      if (limit && !limit.take(Date.now())) {
+        this.dropped++;
+        return;
+      }
+      handle('event', e.id, this.deps.onRequest(e, url));
+    };
+    client.subscribe(requests(), { id: 'requests', resubscribe: requests, onEvent });
     if (ownerShard) {
       // A new id per connection: the client's own re-send of the previous one (with its stale
       // `since`) is refused by the relay and must not replace this one.
@@ -197,6 +253,15 @@ export class RelayLinks {
         onEvent: (e) => handle('control frame', e.id, this.deps.onControl(e)),
       });
     }
+  }
+
+  private limitOf(url: string): InboundLimit {
+    let limit = this.limits.get(url);
+    if (!limit) {
+      limit = new InboundLimit(url, Date.now());
+      this.limits.set(url, limit);
+    }
+    return limit;
   }
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {

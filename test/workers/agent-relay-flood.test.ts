@@ -1,0 +1,52 @@
+// An external relay (one of the agent's `relays`, which anyone may post to) cannot make the agent do
+// unbounded work: each event it sends costs a Schnorr verification and a `seen` row (a gift wrap
+// also an ECDH and a second row), so each relay link takes events through a token bucket before any
+// of that (EXTERNAL_EVENTS_PER_SECOND sustained, EXTERNAL_EVENTS_BURST at once); the excess is
+// dropped and counted. The flooding relay is test/fake-provider/flood-relay.ts: on the agent's REQ
+// it streams 3,000 signed 25802 prompts from fresh keys p-tagging the agent.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, inject, it } from 'vitest';
+import { Agent } from '../../workers/agent/agent-do.js';
+import { EXTERNAL_EVENTS_BURST, EXTERNAL_EVENTS_PER_SECOND } from '../../workers/agent/relay-links.js';
+import { NipXxClient, createTestAgent } from './agent-helpers.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    floodRelayUrl: string;
+  }
+}
+
+const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
+const seenRows = (agent: string) => runInDurableObject(stubOf(agent), (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM seen').one().n);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('an external relay flooding the agent', () => {
+  it('gets at most the burst plus the rate through; a prompt on the owner’s shard is answered meanwhile', async () => {
+    const tag = `flood-${Math.random().toString(36).slice(2)}`;
+    const flooder = inject('floodRelayUrl');
+    const stats = async () => (await (await fetch(`${flooder.replace(/^ws/, 'http')}/stats?tag=${tag}`)).json()) as { connections: number; sent: number; done: boolean };
+    const started = Date.now();
+    // The prompt caps are raised so that only the relay's bucket stands between the flood and the agent.
+    const limits = { agent_prompts_per_minute: 100_000, max_concurrent_runs: 100 };
+    const agent = await createTestAgent({ relays: [`${flooder}/?tag=${tag}&n=3000`], limits });
+    const c = await NipXxClient.open(agent);
+    while ((await stats()).sent === 0) {
+      expect(Date.now() - started, 'the agent subscribes to the flooding relay').toBeLessThan(10_000);
+      await sleep(50);
+    }
+    const p = c.prompt({ ver: 1, message: 'still there?' });
+    await c.send(p);
+    expect((await c.collect(p.id, 10_000)).terminal.payload).toMatchObject({ text: 'echo: still there?' });
+    while (!(await stats()).done) await sleep(50);
+    // Let the agent read what the relay sent (the old code then holds a row per event).
+    await sleep(1500);
+    const rows = await seenRows(agent);
+    const seconds = (Date.now() - started) / 1000;
+    // The flood's rows, plus the owner-shard prompt.
+    expect(rows).toBeLessThanOrEqual(EXTERNAL_EVENTS_BURST + Math.ceil(EXTERNAL_EVENTS_PER_SECOND * seconds) + 1);
+    expect(rows).toBeGreaterThan(EXTERNAL_EVENTS_BURST / 2);
+    const dropped = await runInDurableObject(stubOf(agent), (i) => (i as Agent).droppedFromRelays);
+    expect(dropped).toBeGreaterThanOrEqual(3000 - rows);
+    // Signing 3,000 events with fresh keys takes the relay seconds on a loaded machine.
+  }, 60_000);
+});
