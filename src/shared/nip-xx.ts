@@ -121,9 +121,15 @@ export type AgentInfo = z.infer<typeof InfoSchema>;
 
 export const AI_INFO_D = 'agent-info';
 
-/** The session of an event: its `s` tag, or the deterministic default `sender:<hex>`. */
+/**
+ * Characters a session id (`s` tag) may have. NIP-XX sets no bound; every event of a run repeats
+ * it, inside the NIP-44 payload of a gift-wrapped run, so an unbounded one could make none of them fit.
+ */
+export const MAX_SESSION_CHARS = 256;
+
+/** The session of an event: its `s` tag (when within MAX_SESSION_CHARS), or the deterministic default `sender:<hex>`. */
 export const sessionOf = (e: Pick<NostrEvent, 'tags' | 'pubkey'>): string =>
-  e.tags.find((t) => t[0] === 's' && typeof t[1] === 'string' && t[1].length > 0)?.[1] ?? `sender:${e.pubkey}`;
+  e.tags.find((t) => t[0] === 's' && typeof t[1] === 'string' && t[1].length > 0 && t[1].length <= MAX_SESSION_CHARS)?.[1] ?? `sender:${e.pubkey}`;
 
 /** Why an incoming protocol event's tags are unusable: an error code and a message. */
 export interface TagProblem {
@@ -140,6 +146,8 @@ export function checkRequestTags(e: Pick<NostrEvent, 'kind' | 'tags'>, agent: st
   if (!enc.some((t) => t[1] === 'nip44')) {
     return err({ code: 'UNSUPPORTED_ENCRYPTION', message: `unsupported encryption ${JSON.stringify(enc[0]![1] ?? '')}; this agent supports nip44` });
   }
+  const long = e.tags.find((t) => t[0] === 's' && typeof t[1] === 'string' && t[1].length > MAX_SESSION_CHARS);
+  if (long) return err({ code: 'INVALID_SCHEMA', message: `the session id (s tag) is ${long[1]!.length} characters; at most ${MAX_SESSION_CHARS}` });
   if (e.kind === KIND.AI_CANCEL) {
     const root = e.tags.find((t) => t[0] === 'e' && t[3] === 'root') ?? e.tags.find((t) => t[0] === 'e');
     if (!root || !isHex64(root[1])) return err({ code: 'INVALID_SCHEMA', message: 'missing e tag with the prompt id' });

@@ -35,6 +35,12 @@ const cases: Case[] = [
   { name: 'no p tag for this agent', tags: [['p', OTHER], ['encryption', 'nip44']], want: { verdict: 'answer', refusal: { code: 'INVALID_SCHEMA', message: 'missing p tag for this agent' } } },
   { name: 'no encryption tag', tags: [['p', AGENT]], want: { verdict: 'answer', refusal: { code: 'INVALID_SCHEMA', message: 'missing encryption tag' } } },
   {
+    name: 'a session id over 256 characters',
+    tags: [['p', AGENT], ['encryption', 'nip44'], ['s', 'x'.repeat(257)]],
+    want: { verdict: 'answer', refusal: { code: 'INVALID_SCHEMA', message: 'the session id (s tag) is 257 characters; at most 256' } },
+  },
+  { name: 'a session id of 256 characters runs', tags: [['p', AGENT], ['encryption', 'nip44'], ['s', 'x'.repeat(256)]], want: { verdict: 'run' } },
+  {
     name: 'another encryption',
     tags: [['p', AGENT], ['encryption', 'nip04']],
     want: { verdict: 'answer', refusal: { code: 'UNSUPPORTED_ENCRYPTION', message: 'unsupported encryption "nip04"; this agent supports nip44' } },

@@ -54,6 +54,13 @@ describe('prompt validation → the exact NIP-XX error', () => {
   const cases: Array<[string, object, (c: NipXxClient) => ReturnType<NipXxClient['prompt']>, string, RegExp | string]> = [
     ['unsupported encryption', {}, (c) => c.prompt({ ver: 1, message: 'x' }, { tags: [['p', c.agent], ['encryption', 'nip04']] }), 'UNSUPPORTED_ENCRYPTION', 'unsupported encryption "nip04"; this agent supports nip44'],
     ['missing encryption tag', {}, (c) => c.prompt({ ver: 1, message: 'x' }, { tags: [['p', c.agent]] }), 'INVALID_SCHEMA', 'missing encryption tag'],
+    [
+      'session id too long',
+      {},
+      (c) => c.prompt({ ver: 1, message: 'x' }, { tags: [['p', c.agent], ['encryption', 'nip44'], ['s', 's'.repeat(40_000)]] }),
+      'INVALID_SCHEMA',
+      'the session id (s tag) is 40000 characters; at most 256',
+    ],
     ['undecryptable content', {}, (c) => c.prompt('not nip44 at all'), 'PARSE_ERROR', /^the prompt could not be decrypted with NIP-44/],
     ['missing message', {}, (c) => c.prompt({ ver: 1 }), 'INVALID_SCHEMA', /^prompt: message: /],
     ['wrong ver', {}, (c) => c.prompt({ ver: 2, message: 'x' }), 'INVALID_SCHEMA', 'prompt: ver: ver must be 1'],
