@@ -14,7 +14,9 @@ import {
   initializeResponse,
   LISTS,
   listAnnouncement,
+  matchesUriTemplate,
   priceOf,
+  readPrice,
   notificationTemplate,
   parseMessage,
   parseResponse,
@@ -147,6 +149,43 @@ describe('DVMCP: what the bridge publishes', () => {
     // The reference's d tags follow the same scheme.
     const refDs = lines(refPlain).map((c) => c.e).filter((e) => e.kind >= 31317 && e.kind <= 31319).map((e) => e.tags[0]![1]!.split('/').slice(1).join('/'));
     expect(refDs.sort()).toEqual(LISTS.map((l) => l.method).sort());
+  });
+
+  it('matchesUriTemplate: the literal text in order, anything in place of each expression', () => {
+    const t = 'demo://resource/dynamic/text/{resourceId}';
+    expect(matchesUriTemplate(t, 'demo://resource/dynamic/text/7')).toBe(true);
+    expect(matchesUriTemplate(t, 'demo://resource/dynamic/text/')).toBe(true); // an empty expansion
+    expect(matchesUriTemplate(t, 'demo://resource/dynamic/blob/7')).toBe(false);
+    expect(matchesUriTemplate('file:///{dir}/x/{name}.md', 'file:///a/x/b/x/c.md')).toBe(true);
+    expect(matchesUriTemplate('file:///{dir}/x/{name}.md', 'file:///a/y/c.md')).toBe(false);
+    expect(matchesUriTemplate('a{x}b{y}b', 'ab')).toBe(false); // literals may not overlap
+    expect(matchesUriTemplate('{+path}', 'anything/at/all')).toBe(true);
+    expect(matchesUriTemplate('demo://static', 'demo://static')).toBe(true);
+    expect(matchesUriTemplate('demo://static', 'demo://static/2')).toBe(false);
+    // Linear: a long uri against a template of many literals is quick.
+    const started = Date.now();
+    expect(matchesUriTemplate(`${'a{x}'.repeat(500)}b`, 'a'.repeat(256 * 1024))).toBe(false);
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it('readPrice: by uri, by the listed resource\'s name, by the template the uri expands', () => {
+    const sats = (price: string) => ({ price, unit: 'sats' });
+    const index = {
+      resources: [{ uri: 'demo://doc/a.md', name: 'a.md' }, { uri: 'demo://doc/b.md', name: 'b.md' }],
+      templates: [{ uriTemplate: 'demo://doc/{name}', name: 'Docs' }, { uriTemplate: 'demo://img/{id}', name: 'Images' }],
+    };
+    const prices = { 'a.md': sats('1'), Docs: sats('2'), 'demo://img/{id}': sats('3'), 'demo://doc/b.md': sats('4') };
+    expect(readPrice('demo://doc/a.md', prices, index)).toEqual(sats('1'));
+    expect(readPrice('demo://doc/b.md', prices, index)).toEqual(sats('4'));
+    expect(readPrice('demo://doc/c.md', prices, index)).toEqual(sats('2')); // not listed: the template
+    expect(readPrice('demo://img/9', prices, index)).toEqual(sats('3'));
+    expect(readPrice('demo://other', prices, index)).toBeUndefined();
+    // Announced as charged: a template priced by its uriTemplate carries the price too.
+    const templates = LISTS.find((l) => l.method === 'resources/templates/list')!;
+    expect(listAnnouncement('s', templates, index.templates, prices).tags.slice(2)).toEqual([['cap', 'Docs', '2', 'sats'], ['cap', 'Images', '3', 'sats']]);
+    // A listed resource is served as itself: unpriced, even under a priced template.
+    expect(readPrice('demo://doc/b.md', { Docs: sats('2') }, index)).toBeUndefined();
+    expect(readPrice('constructor', {}, { resources: [{ uri: 'constructor', name: 'toString' }], templates: [] })).toBeUndefined();
   });
 
   it('prices only by own entries: an item named after a member of Object.prototype is not priced', () => {

@@ -224,6 +224,51 @@ export type Prices = Record<string, Price>;
  */
 export const priceOf = (prices: Prices, key: string): Price | undefined => (Object.hasOwn(prices, key) ? prices[key] : undefined);
 
+/** What a server lists of its resources and resource templates: what prices a resources/read. */
+export interface ResourceIndex {
+  resources: ReadonlyArray<{ uri: string; name: string }>;
+  templates: ReadonlyArray<{ uriTemplate: string; name: string }>;
+}
+
+/**
+ * Whether `uri` is an expansion of `template` (RFC 6570): the template's literal text in order, with
+ * any text (possibly none) in place of each `{…}` expression. Every expansion matches, so none is
+ * read for free; a few uris no expansion gives match too. Linear in the uri per literal (indexOf).
+ */
+export function matchesUriTemplate(template: string, uri: string): boolean {
+  const literals = template.split(/\{[^{}]*\}/);
+  if (literals.length === 1) return template === uri;
+  const first = literals[0]!;
+  const last = literals[literals.length - 1]!;
+  if (uri.length < first.length + last.length || !uri.startsWith(first) || !uri.endsWith(last)) return false;
+  let at = first.length;
+  const end = uri.length - last.length;
+  for (const literal of literals.slice(1, -1)) {
+    const found = uri.indexOf(literal, at);
+    if (found < 0 || found + literal.length > end) return false;
+    at = found + literal.length;
+  }
+  return true;
+}
+
+/**
+ * The price of reading `uri`, as the server's announcements show it: the price keyed by the uri;
+ * else, when the server lists a resource with that uri, the price of its name (a listed resource is
+ * served as itself, as the MCP SDK does, even when a template would match it too); else the price
+ * (by name or uriTemplate) of the first priced template the uri expands.
+ */
+export function readPrice(uri: string, prices: Prices, index: ResourceIndex): Price | undefined {
+  const direct = priceOf(prices, uri);
+  if (direct) return direct;
+  const listed = index.resources.filter((r) => r.uri === uri);
+  if (listed.length > 0) return listed.map((r) => priceOf(prices, r.name)).find((p) => p !== undefined);
+  for (const t of index.templates) {
+    const price = priceOf(prices, t.name) ?? priceOf(prices, t.uriTemplate);
+    if (price && matchesUriTemplate(t.uriTemplate, uri)) return price;
+  }
+  return undefined;
+}
+
 const initContent = (init: InitializeInfo): string => JSON.stringify(init.instructions === undefined ? { protocolVersion: init.protocolVersion, capabilities: init.capabilities, serverInfo: init.serverInfo } : init);
 
 function profileTags(p: ServerProfile): string[][] {
@@ -250,7 +295,8 @@ export function listAnnouncement(serverId: string, list: ListSpec, items: readon
   for (const item of items) {
     const name = item[list.capName];
     if (typeof name !== 'string') continue;
-    const price = priceOf(prices, name) ?? (typeof item.uri === 'string' ? priceOf(prices, item.uri) : undefined);
+    const uri = typeof item.uri === 'string' ? item.uri : typeof item.uriTemplate === 'string' ? item.uriTemplate : undefined;
+    const price = priceOf(prices, name) ?? (uri === undefined ? undefined : priceOf(prices, uri));
     caps.push(price ? ['cap', name, price.price, price.unit] : ['cap', name]);
   }
   return { kind: list.kind, created_at: now(), tags: [['d', listAddress(serverId, list)], ['s', serverId], ...caps], content: JSON.stringify({ [list.key]: items }) };

@@ -16,12 +16,18 @@ import { BASE, randomHex } from './helpers.js';
 import { TEST_OWNER } from './test-keys.js';
 
 const SERVER = 'paid';
+/** server-everything with a static resource priced by its name and a resource template priced by its name. */
+const RESOURCES = 'paid-resources';
+const DOC = 'demo://resource/static/document/architecture.md';
 let client: DvmcpClient;
+let resourceAnnouncements: NostrEvent[];
 
 beforeAll(async () => {
   const { provider } = await registerServer({ id: SERVER, prices: { echo: { price: '21', unit: 'sats' } } });
+  await registerServer({ id: RESOURCES, prices: { 'architecture.md': { price: '13', unit: 'sats' }, 'Dynamic Text Resource': { price: '8', unit: 'sats' } } });
   // The announcement is published after the bridge subscribed on the same connection: requests sent now reach it.
   await announcements(provider, [KIND.DVMCP_TOOLS], (es) => es.some((e) => e.tags.some((t) => t[0] === 's' && t[1] === SERVER)));
+  resourceAnnouncements = await announcements(provider, [KIND.DVMCP_RESOURCES], (es) => es.filter((e) => e.tags.some((t) => t[0] === 's' && t[1] === RESOURCES)).length === 2);
   client = await DvmcpClient.open(provider);
 });
 
@@ -32,7 +38,12 @@ const pay = async (body: unknown): Promise<{ status: number; json: unknown }> =>
 
 /** Sends a priced echo call and waits for its payment-required notification; the request id and invoice. */
 async function pricedCall(message: string): Promise<{ id: string; note: NostrEvent; invoice: string }> {
-  const id = await client.send(client.request('tools/call', { name: 'echo', arguments: { message } }, { s: SERVER }));
+  return pricedRequest('tools/call', { name: 'echo', arguments: { message } }, SERVER);
+}
+
+/** Sends a priced request and waits for its payment-required notification; the request id and invoice. */
+async function pricedRequest(method: string, params: Record<string, unknown>, s: string): Promise<{ id: string; note: NostrEvent; invoice: string }> {
+  const id = await client.send(client.request(method, params, { s }));
   const frame = await client.sock.next((f) => {
     const e = f[2] as NostrEvent | undefined;
     return f[0] === 'EVENT' && e?.kind === KIND.DVMCP_NOTIFICATION && e.tags.some((t) => t[0] === 'e' && t[1] === id) && e.tags.some((t) => t[0] === 'status');
@@ -76,6 +87,26 @@ describe('payments through the bridge', () => {
     const answer = await client.answer(id, 20_000);
     expect(answer.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'payment not received within 5 s: the invoice expired' } });
     expect(await pay({ invoice })).toEqual({ status: 410, json: { error: 'invoice expired' } });
+  });
+
+  it('a resource priced by its name, and a resource template priced by its name, are charged as announced', async () => {
+    const caps = resourceAnnouncements.flatMap((e) => e.tags.filter((t) => t[0] === 'cap' && t[2] !== undefined));
+    expect(caps).toEqual(expect.arrayContaining([['cap', 'architecture.md', '13', 'sats'], ['cap', 'Dynamic Text Resource', '8', 'sats']]));
+
+    const byName = await pricedRequest('resources/read', { uri: DOC }, RESOURCES);
+    expect(byName.note.tags).toEqual([['status', 'payment-required'], ['amount', '13', byName.invoice], ['e', byName.id], ['p', client.k.pk]]);
+    expect((await pay({ invoice: byName.invoice })).status).toBe(200);
+    const read = await client.answer(byName.id);
+    expect(read.result.ok && (read.result.value.contents as Array<{ uri: string }>).map((c) => c.uri)).toEqual([DOC]);
+
+    const byTemplate = await pricedRequest('resources/read', { uri: 'demo://resource/dynamic/text/7' }, RESOURCES);
+    expect(byTemplate.note.tags).toEqual([['status', 'payment-required'], ['amount', '8', byTemplate.invoice], ['e', byTemplate.id], ['p', client.k.pk]]);
+    client.send(client.sign21316('notifications/cancel', byTemplate.id)).catch(() => undefined);
+
+    // A resource of the same server that nobody priced is read at once.
+    const free = await client.call('resources/read', { uri: 'demo://resource/static/document/features.md' }, { s: RESOURCES });
+    expect(free.result.ok && (free.result.value.contents as Array<{ uri: string }>).map((c) => c.uri)).toEqual(['demo://resource/static/document/features.md']);
+    expect(client.notifications(free.event.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
   });
 
   it('the pay endpoint refuses bad bodies, foreign invoices and unknown ones', async () => {

@@ -321,6 +321,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   /** A list changed upstream: announcements are refreshed soon; the client whose session heard it is told. */
   private onUpstreamNotification(id: string, client: string, n: McpNotification): void {
+    if (n.method === 'notifications/resources/list_changed') this.backendMap?.get(id)?.forgetResourceIndex();
     if (n.method.endsWith('/list_changed') && this.store.server(id)) {
       this.refreshSoon(id).catch((e: unknown) => console.error(`bridge: refresh of ${id} not scheduled`, errorMessage(e)));
     }

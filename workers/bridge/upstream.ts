@@ -8,7 +8,7 @@
 // after <n> ms"); tool execution errors are results with isError and pass through untouched.
 
 import { err, ok, type Result } from '../../src/shared/errors.js';
-import { RPC, rpcError, withoutInjectedName, type InitializeInfo, type ListSpec, type Prices, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
+import { LISTS, RPC, rpcError, withoutInjectedName, type InitializeInfo, type ListSpec, type Prices, type ResourceIndex, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
 import type { OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { McpFailure, McpNotification, McpServerEndpoint, McpSession } from '../common/mcp-client.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
@@ -20,6 +20,9 @@ export const UPSTREAM_TIMEOUT_MS = 30_000;
 export const UPSTREAM_MAX_TOTAL_MS = 5 * 60_000;
 /** Pages of one list read for an announcement. */
 export const MAX_LIST_PAGES = 20;
+
+/** How long a resource index (what prices reads, `resourceIndex`) is used before it is listed again. */
+export const RESOURCE_INDEX_TTL_MS = 10 * 60_000;
 
 /** The session key of the bridge's own listing (announcements, health). */
 export const BRIDGE_CLIENT = 'bridge';
@@ -43,7 +46,15 @@ export function upstreamError(serverId: string, f: McpFailure): RpcError {
   return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} unreachable: ${f.message}`);
 }
 
+const RESOURCE_LISTS = {
+  resources: LISTS.find((l) => l.method === 'resources/list')!,
+  templates: LISTS.find((l) => l.method === 'resources/templates/list')!,
+};
+
 export class UpstreamServer implements DvmcpBackend {
+  private index: { value: ResourceIndex; expires: number } | undefined;
+  private indexing: Promise<Result<ResourceIndex, RpcError>> | undefined;
+
   constructor(
     private readonly server: StoredServer,
     private readonly deps: UpstreamDeps,
@@ -105,6 +116,41 @@ export class UpstreamServer implements DvmcpBackend {
     this.deps.onContact(this.server.id, null);
     if (!isRecord(r.value)) return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${this.server.id} answered ${method} with a result that is not an object`));
     return ok(r.value);
+  }
+
+  /**
+   * The resources and templates upstream lists (the bridge's own session, as announced), kept for
+   * RESOURCE_INDEX_TTL_MS or until upstream says its resource list changed; concurrent reads share
+   * one listing. A list upstream does not have (-32601) is empty.
+   */
+  resourceIndex(): Promise<Result<ResourceIndex, RpcError>> {
+    if (this.index && this.index.expires > Date.now()) return Promise.resolve(ok(this.index.value));
+    this.indexing ??= this.listIndex().finally(() => (this.indexing = undefined));
+    return this.indexing;
+  }
+
+  /** Upstream's resource list changed: the next read lists again. */
+  forgetResourceIndex(): void {
+    this.index = undefined;
+  }
+
+  private async listIndex(): Promise<Result<ResourceIndex, RpcError>> {
+    const resources = await this.listOrNone(RESOURCE_LISTS.resources);
+    if (!resources.ok) return resources;
+    const templates = await this.listOrNone(RESOURCE_LISTS.templates);
+    if (!templates.ok) return templates;
+    const value: ResourceIndex = {
+      resources: resources.value.flatMap((r) => (typeof r.name === 'string' && typeof r.uri === 'string' ? [{ name: r.name, uri: r.uri }] : [])),
+      templates: templates.value.flatMap((t) => (typeof t.name === 'string' && typeof t.uriTemplate === 'string' ? [{ name: t.name, uriTemplate: t.uriTemplate }] : [])),
+    };
+    this.index = { value, expires: Date.now() + RESOURCE_INDEX_TTL_MS };
+    return ok(value);
+  }
+
+  /** `list`, a list upstream does not have (-32601) being empty. */
+  private async listOrNone(spec: ListSpec): Promise<Result<Record<string, unknown>[], RpcError>> {
+    const items = await this.list(spec);
+    return !items.ok && items.error.code === RPC.METHOD_NOT_FOUND ? ok([]) : items;
   }
 
   /** tools/call params without the reference client's injected `name` argument (see dvmcp.ts). */

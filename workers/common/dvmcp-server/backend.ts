@@ -3,7 +3,7 @@
 // another implementation of the same interface.
 
 import type { Result } from '../../../src/shared/errors.js';
-import type { InitializeInfo, Prices, Requester, RpcError, ServerProfile } from '../../../src/shared/dvmcp.js';
+import type { InitializeInfo, Prices, Requester, ResourceIndex, RpcError, ServerProfile } from '../../../src/shared/dvmcp.js';
 
 /** An MCP progress notification's values. */
 export interface Progress {
@@ -23,8 +23,14 @@ export interface RequestContext {
 export interface DvmcpBackend {
   /** `d`/`s`, name, about…, support_encryption. */
   readonly profile: ServerProfile;
-  /** Prices by tool or prompt name, or resource uri. */
+  /** Prices by tool or prompt name, resource uri or name, or resource template name or uriTemplate. */
   readonly prices: Prices;
+  /**
+   * The resources and templates the server lists (cached as it likes): a resources/read is priced
+   * by the uri, the listed resource's name or the template it expands (readPrice, dvmcp.ts).
+   * Without it, reads are priced by uri only.
+   */
+  resourceIndex?(): Promise<Result<ResourceIndex, RpcError>>;
   /**
    * A private server: reached only by requests naming it in `s`. Requests without `s` (initialize
    * to every server, any method to the only server) go to the other servers, as if it did not exist.

@@ -16,8 +16,10 @@
 //   limits (limits.ts)         -32029 "rate-limited: … retry in N s"; another RequestAdmission
 //                              (a hosted agent's policy) may answer its own error, or drop the
 //                              request unanswered (a sender already told in its window)
-//   priced capability          tools/call by name, prompts/get by name, resources/read by uri: the
-//                              PaymentGate decides (its error is the answer)
+//   priced capability          tools/call by name, prompts/get by name, resources/read by uri, by
+//                              the listed resource's name or by the template the uri expands
+//                              (the backend's resourceIndex): the PaymentGate decides (its error
+//                              is the answer); an index that cannot be had: -32603, not served
 //   progress                   upstream progress → 21316 notifications/progress with e = request
 //                              id; a keep-alive progress when upstream is silent for 10 s (values
 //                              always increase, as MCP requires: a keep-alive adds PROGRESS_STEP)
@@ -27,6 +29,7 @@
 //   result over maxAnswerChars -32603 "result too large: …"
 // Client notifications other than cancel (notifications/initialized…) are accepted and ignored.
 
+import { err, ok, type Result } from '../../../src/shared/errors.js';
 import type { EventTemplate } from '../../../src/shared/relay-types.js';
 import {
   errorTemplate,
@@ -35,10 +38,12 @@ import {
   MAX_CONTENT_CHARS,
   notificationTemplate,
   priceOf,
+  readPrice,
   responseTemplate,
   RPC,
   rpcError,
   type DvmcpMessage,
+  type Price,
   type Requester,
   type RpcError,
 } from '../../../src/shared/dvmcp.js';
@@ -183,11 +188,11 @@ export class Dispatcher {
 
   private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController): Promise<void> {
     const serverId = b.profile.id;
-    const name = capabilityOf(method, params);
-    const price = name === undefined ? undefined : priceOf(b.prices, name);
-    if (name !== undefined && price !== undefined) {
-      const capability: PricedCapability = { serverId, method, name };
-      const paid = await this.deps.gate().requirePayment(to, capability, price, { notify: (t) => reply.send(t), signal: abort.signal });
+    const priced = await this.priceOf(b, method, params);
+    if (!priced.ok) return reply.send(errorTemplate(to, priced.error));
+    if (priced.value !== undefined) {
+      const capability: PricedCapability = { serverId, method, name: priced.value.name };
+      const paid = await this.deps.gate().requirePayment(to, capability, priced.value.price, { notify: (t) => reply.send(t), signal: abort.signal });
       if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorTemplate(to, paid.error));
     }
     // Progress notifications are published in order, and before the answer.
@@ -223,6 +228,22 @@ export class Dispatcher {
       return reply.send(errorTemplate(to, rpcError(RPC.INTERNAL_ERROR, `result too large: ${answer.content.length} characters (this server answers at most ${reply.maxAnswerChars} in this form)`)));
     }
     return reply.send(answer);
+  }
+
+  /**
+   * The capability a request calls and its price, when it has one: by name (tools/call,
+   * prompts/get) or, for resources/read, by readPrice over the backend's resource index. A read the
+   * index cannot price (upstream does not list) is not served: it might be priced.
+   */
+  private async priceOf(b: DvmcpBackend, method: string, params: Record<string, unknown>): Promise<Result<{ name: string; price: Price } | undefined, RpcError>> {
+    const name = capabilityOf(method, params);
+    if (name === undefined) return ok(undefined);
+    const direct = priceOf(b.prices, name);
+    if (direct || method !== 'resources/read' || !b.resourceIndex || Object.keys(b.prices).length === 0) return ok(direct && { name, price: direct });
+    const index = await b.resourceIndex();
+    if (!index.ok) return err(rpcError(RPC.INTERNAL_ERROR, `the price of ${name} on ${b.profile.id} could not be determined: ${index.error.message}`));
+    const price = readPrice(name, b.prices, index.value);
+    return ok(price && { name, price });
   }
 
   private onNotification(msg: Extract<DvmcpMessage, { type: 'notification' }>): void {

@@ -1,5 +1,6 @@
 // The payment gate of the DVMCP bridge: the dispatcher asks it before a call to a priced capability
-// (tools/call by tool name, prompts/get by name, resources/read by uri) reaches upstream. Verifiers
+// (tools/call by tool name, prompts/get by name, resources/read by uri, resource name or template)
+// reaches upstream. Verifiers
 // (a local one for development and tests, a NIP-57 zap-receipt watcher) implement this interface in
 // workers/bridge/payments*.ts. With none configured, priced calls are refused ("payment not configured").
 
@@ -13,7 +14,7 @@ export interface PricedCapability {
   serverId: string;
   /** The request's method: tools/call, prompts/get or resources/read. */
   method: string;
-  /** The tool or prompt name, or the resource uri: the key of the server's `prices`. */
+  /** The tool or prompt name, or the uri read. */
   name: string;
 }
 
