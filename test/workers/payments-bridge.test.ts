@@ -109,6 +109,33 @@ describe('payments through the bridge', () => {
     expect(client.notifications(free.event.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
   });
 
+  it('a client has at most 3 unpaid invoices, and its notifications/cancel frees one at once', async () => {
+    const own = await DvmcpClient.open(client.provider);
+    const asked = async (message: string): Promise<string> => own.send(own.request('tools/call', { name: 'echo', arguments: { message } }, { s: SERVER }));
+    const required = async (id: string): Promise<string> => {
+      const frame = await own.sock.next((f) => {
+        const e = f[2] as NostrEvent | undefined;
+        return f[0] === 'EVENT' && e?.kind === KIND.DVMCP_NOTIFICATION && e.tags.some((t) => t[0] === 'e' && t[1] === id) && e.tags.some((t) => t[0] === 'status');
+      });
+      return (frame[2] as NostrEvent).tags.find((t) => t[0] === 'amount')![2]!;
+    };
+    const waiting = [await asked('one'), await asked('two'), await asked('three')];
+    for (const id of waiting) await required(id);
+    const fourth = await own.answer(await asked('four'));
+    expect(fourth.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'too many unpaid invoices: at most 3 per client; pay one, cancel its request or let it expire' } });
+    await own.send(own.sign21316('notifications/cancel', waiting[0]!));
+    // The cancel and the next request travel separately: the next one is asked again until the cancel has landed.
+    let invoice: string | undefined;
+    for (let i = 0; i < 10 && invoice === undefined; i++) {
+      const id = await asked(`five ${i}`);
+      const first = await Promise.race([required(id), own.answer(id).then(() => undefined)]);
+      if (first === undefined) await new Promise((r) => setTimeout(r, 100));
+      invoice = first;
+    }
+    expect(invoice).toMatch(/^lnbcrt210n1edgestrdev/);
+    own.close();
+  });
+
   it('the pay endpoint refuses bad bodies, foreign invoices and unknown ones', async () => {
     const shape = { status: 422, json: { error: 'the body must be {"invoice": "<local invoice>"}' } };
     expect(await pay('{not json')).toEqual(shape);

@@ -124,7 +124,7 @@ describe('VerifierGate with the local verifier', () => {
       expect(h.wakes.at(-1)).toBe(h.clock.now + 4); // the second's expiry
       second.abort.abort();
       await second.result;
-      const rows = (): number => h.store.pendingCounts('x', 0).total;
+      const rows = (): number => [first, second].filter((c) => h.store.byInvoice(invoiceOf(c.sent[0]!)) !== undefined).length;
       expect(rows()).toBe(2);
       h.clock.now += 24 * 3600 + 10;
       await h.gate.onAlarm();
@@ -139,7 +139,7 @@ describe('VerifierGate with the local verifier', () => {
       const a2 = h.call(requester(alice));
       await settle();
       const a3 = h.call(requester(alice));
-      expect(await a3.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'too many unpaid invoices: at most 2 per client; pay one or let it expire' } });
+      expect(await a3.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'too many unpaid invoices: at most 2 per client; pay one, cancel its request or let it expire' } });
       expect(a3.sent).toEqual([]);
       const b1 = h.call(requester());
       await settle();
@@ -188,12 +188,81 @@ describe('VerifierGate with the local verifier', () => {
       const who = requester();
       const first = h.call(who);
       await settle();
-      first.abort.abort();
-      expect(await first.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'the request was cancelled before the payment arrived' } });
+      // The Durable Object restarted while the call waited: the re-sent request waits on the same invoice.
       const again = h.restart().call(who);
       await settle();
       expect(invoiceOf(again.sent[0]!)).toBe(invoiceOf(first.sent[0]!));
       expect(h.store.pendingCounts(who.client, h.clock.now).client).toBe(1);
+      again.abort.abort();
+    });
+  });
+
+  it('a cancel releases its invoice at once: the slot is free, and the request re-sent is told to send a new one', async () => {
+    await withGate({ maxPendingPerClient: 1, maxPendingTotal: 2 }, async (h) => {
+      const who = requester();
+      const first = h.call(who);
+      await settle();
+      expect(h.store.pendingCounts(who.client, h.clock.now)).toEqual({ client: 1, total: 1 });
+      const second = h.call(requester(who.client));
+      expect(await second.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'too many unpaid invoices: at most 1 per client; pay one, cancel its request or let it expire' } });
+      first.abort.abort();
+      expect(await first.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'the request was cancelled before the payment arrived' } });
+      expect(h.store.pendingCounts(who.client, h.clock.now)).toEqual({ client: 0, total: 0 });
+      const third = h.call(requester(who.client));
+      await settle();
+      expect(third.sent).toHaveLength(1);
+      expect(await h.call(who).result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'this request was cancelled before its payment arrived; send a new request' } });
+      expect(h.gate.waiting).toBe(1);
+      // Paid after all (the money arrived): the re-sent request runs.
+      expect(h.local.pay(invoiceOf(first.sent[0]!)).ok).toBe(true);
+      expect(await h.call(who).result).toEqual({ ok: true, value: undefined });
+      third.abort.abort();
+    });
+  });
+
+  it('many requesters leaving invoices and cancelling them do not keep a fresh client from paying', async () => {
+    // The /mcp gateway: a fresh key per POST, its request cancelled on payment-required.
+    await withGate({ maxPendingTotal: 6 }, async (h) => {
+      for (let i = 0; i < 20; i++) {
+        const c = h.call(requester());
+        await settle();
+        expect(c.sent).toHaveLength(1);
+        c.abort.abort();
+        await c.result;
+      }
+      expect(h.store.pendingCounts('x', h.clock.now).total).toBe(0);
+      const fresh = h.call(requester());
+      await settle();
+      expect(fresh.sent[0]!.tags[0]).toEqual(['status', 'payment-required']);
+      h.local.pay(invoiceOf(fresh.sent[0]!));
+      expect(await fresh.result).toEqual({ ok: true, value: undefined });
+    });
+  });
+
+  it('one client gets at most 3 unpaid invoices and 10 invoices per 10 minutes, cancelled or not', async () => {
+    await withGate({}, async (h) => {
+      const alice = randomHex();
+      const waiting = [h.call(requester(alice)), h.call(requester(alice)), h.call(requester(alice))];
+      await settle();
+      expect(await h.call(requester(alice)).result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'too many unpaid invoices: at most 3 per client; pay one, cancel its request or let it expire' } });
+      for (const w of waiting) w.abort.abort();
+      for (let i = 0; i < 7; i++) {
+        h.clock.now += 10;
+        const c = h.call(requester(alice));
+        await settle();
+        expect(c.sent).toHaveLength(1);
+        c.abort.abort();
+      }
+      h.clock.now += 10;
+      const eleventh = h.call(requester(alice));
+      // The first three were made 80 s ago: the window frees one in 520 s.
+      expect(await eleventh.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'too many invoices: at most 10 per client in 600 s; retry in 520 s' } });
+      expect(eleventh.sent).toEqual([]);
+      h.clock.now += 520;
+      const later = h.call(requester(alice));
+      await settle();
+      expect(later.sent).toHaveLength(1);
+      later.abort.abort();
     });
   });
 

@@ -2,8 +2,11 @@
 // priced capability gets an invoice, a 21316 payment-required notification (amount, invoice, `e` =
 // the request), a durable row (payments-store.ts), and waits; it runs once the verifier reports the
 // invoice paid, or is answered NOT_PAID when the invoice expires (the Durable Object's alarm wakes
-// the gate at each expiry: `onAlarm`). Bounded: at most `maxPendingPerClient` unpaid invoices per
-// client and `maxPendingTotal` per bridge; over the cap the call is refused at once.
+// the gate at each expiry: `onAlarm`). A cancelled request (the client's notifications/cancel)
+// releases its invoice at once. Bounded: at most `maxPendingPerClient` pending invoices per client,
+// `maxInvoicesPerClient` invoices per client in INVOICE_WINDOW_SECONDS (each costs the Lightning
+// address an invoice, cancelled or not), and `maxPendingTotal` per bridge; over a cap the call is
+// refused at once.
 //
 // A paid row is spent on one call: a client that re-sends the same request (same event id) after
 // paying is served once without paying again; a request waiting in memory when the Durable Object
@@ -13,7 +16,7 @@ import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { paymentRequiredTemplate, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
 import type { PaymentContext, PaymentGate, PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
-import { PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
+import { INVOICE_WINDOW_SECONDS, PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
 import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
 
 /** How the gate asks its Durable Object to wake it (set the alarm no later than `at`, Unix seconds). */
@@ -91,6 +94,7 @@ export class VerifierGate implements PaymentGate {
       paid_at: null,
       used_at: null,
       proof: invoice.value.proof ?? null,
+      cancelled_at: null,
     };
     this.store.insert(row);
     await this.host.wakeAt(row.expires);
@@ -108,12 +112,18 @@ export class VerifierGate implements PaymentGate {
       if (previous.paid_at !== null) {
         return Promise.resolve(this.store.markUsed(previous.id, now) ? ok(undefined) : err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request')));
       }
+      if (previous.cancelled_at !== null) return Promise.resolve(err(rpcError(PAYMENT_RPC.NOT_PAID, 'this request was cancelled before its payment arrived; send a new request')));
       if (previous.expires <= now) return Promise.resolve(err(this.#expired()));
       return this.#waitAndNotify(previous, requester, ctx);
     }
     const counts = this.store.pendingCounts(requester.client, now);
     if (counts.client >= this.config.maxPendingPerClient) {
-      return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `too many unpaid invoices: at most ${this.config.maxPendingPerClient} per client; pay one or let it expire`)));
+      return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `too many unpaid invoices: at most ${this.config.maxPendingPerClient} per client; pay one, cancel its request or let it expire`)));
+    }
+    const made = this.store.createdSince(requester.client, now - INVOICE_WINDOW_SECONDS, this.config.maxInvoicesPerClient);
+    if (made.length >= this.config.maxInvoicesPerClient) {
+      const wait = made[0]! + INVOICE_WINDOW_SECONDS - now;
+      return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `too many invoices: at most ${this.config.maxInvoicesPerClient} per client in ${INVOICE_WINDOW_SECONDS} s; retry in ${wait} s`)));
     }
     if (counts.total >= this.config.maxPendingTotal) {
       return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `this bridge has too many unpaid invoices (${this.config.maxPendingTotal}); try again later`)));
@@ -173,7 +183,11 @@ export class VerifierGate implements PaymentGate {
         },
       };
       finish = waiter.finish;
-      const onAbort = (): void => waiter.finish(err(rpcError(PAYMENT_RPC.NOT_PAID, 'the request was cancelled before the payment arrived')));
+      // Cancelled (or given up by the bridge): the invoice is released once nobody waits on it.
+      const onAbort = (): void => {
+        waiter.finish(err(rpcError(PAYMENT_RPC.NOT_PAID, 'the request was cancelled before the payment arrived')));
+        if (!this.#waiters.has(row.id)) this.store.markCancelled(row.id, this.now());
+      };
       this.#waiters.set(row.id, [...(this.#waiters.get(row.id) ?? []), waiter]);
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });

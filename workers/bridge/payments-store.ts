@@ -1,8 +1,10 @@
 // The bridge's payment rows in its Durable Object's SQLite: one row per invoice handed out (who
 // asked, for which request, capability and server, how much, until when, paid when, used when, and
-// what the verifier needs to confirm it). Rows outlive the DO's memory: a payment that arrives
-// while the bridge sleeps is recorded, and a client that re-sends the same request after paying is
-// served without paying twice. Rows are deleted a day after they expire (bounded per pass).
+// what the verifier needs to confirm it, cancelled when). Rows outlive the DO's memory: a payment
+// that arrives while the bridge sleeps is recorded, and a client that re-sends the same request
+// after paying is served without paying twice. An invoice is pending (counted against the caps)
+// while it is unpaid, not cancelled and not expired. Rows are deleted a day after they expire
+// (bounded per pass).
 
 /** Unix seconds. */
 export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
@@ -24,9 +26,11 @@ export type PaymentRow = {
   paid_at: number | null;
   used_at: number | null;
   proof: string | null;
+  /** When its request was cancelled while unpaid: the invoice no longer counts as pending. */
+  cancelled_at: number | null;
 };
 
-export type NewPayment = Omit<PaymentRow, 'paid_at' | 'used_at'>;
+export type NewPayment = Omit<PaymentRow, 'paid_at' | 'used_at' | 'cancelled_at'>;
 
 export class PaymentStore {
   constructor(private readonly sql: SqlStorage) {
@@ -39,7 +43,10 @@ export class PaymentStore {
       CREATE INDEX IF NOT EXISTS payments_request ON payments(request_id);
       CREATE INDEX IF NOT EXISTS payments_pending ON payments(client, paid_at, expires);
       CREATE INDEX IF NOT EXISTS payments_expires ON payments(expires);
+      CREATE INDEX IF NOT EXISTS payments_created ON payments(client, created);
     `);
+    const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('payments')").toArray();
+    if (!columns.some((c) => c.name === 'cancelled_at')) this.sql.exec('ALTER TABLE payments ADD COLUMN cancelled_at INTEGER');
   }
 
   insert(p: NewPayment): void {
@@ -66,16 +73,26 @@ export class PaymentStore {
     return this.sql.exec<PaymentRow>('SELECT * FROM payments WHERE request_id = ? AND client = ? ORDER BY created DESC LIMIT 1', requestId, client).toArray()[0];
   }
 
-  /** Unpaid invoices still open at `now`: the client's and everybody's. */
+  /** Unpaid invoices still open at `now` (not cancelled, not expired): the client's and everybody's. */
   pendingCounts(client: string, now: number): { client: number; total: number } {
     const row = this.sql
       .exec<{ mine: number; total: number }>(
-        'SELECT COALESCE(SUM(client = ?), 0) AS mine, COUNT(*) AS total FROM payments WHERE paid_at IS NULL AND expires > ?',
+        'SELECT COALESCE(SUM(client = ?), 0) AS mine, COUNT(*) AS total FROM payments WHERE paid_at IS NULL AND cancelled_at IS NULL AND expires > ?',
         client,
         now,
       )
       .one();
     return { client: row.mine, total: row.total };
+  }
+
+  /** The creation times of the client's invoices made after `since`, oldest first, at most `limit`. */
+  createdSince(client: string, since: number, limit: number): number[] {
+    return this.sql.exec<{ created: number }>('SELECT created FROM payments WHERE client = ? AND created > ? ORDER BY created LIMIT ?', client, since, limit).toArray().map((r) => r.created);
+  }
+
+  /** The request of an unpaid invoice was cancelled: it stops counting as pending. False when paid or already cancelled. */
+  markCancelled(id: string, at: number): boolean {
+    return this.sql.exec('UPDATE payments SET cancelled_at = ? WHERE id = ? AND paid_at IS NULL AND cancelled_at IS NULL RETURNING id', at, id).toArray().length > 0;
   }
 
   /** Records the payment once; false when the row is unknown or was already paid. */
@@ -90,7 +107,7 @@ export class PaymentStore {
 
   /** The earliest expiry of an unpaid invoice after `now` (when the gate must wake next). */
   nextExpiry(now: number): number | undefined {
-    const row = this.sql.exec<{ at: number | null }>('SELECT MIN(expires) AS at FROM payments WHERE paid_at IS NULL AND expires > ?', now).one();
+    const row = this.sql.exec<{ at: number | null }>('SELECT MIN(expires) AS at FROM payments WHERE paid_at IS NULL AND cancelled_at IS NULL AND expires > ?', now).one();
     return row.at ?? undefined;
   }
 

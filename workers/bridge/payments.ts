@@ -45,7 +45,8 @@ export interface PaymentVerifier {
  * JSON-RPC errors of priced calls (the implementation-defined server range, -32000 to -32099):
  * - NOT_PAID: the invoice expired unpaid ("payment not received within N s"), or the request was
  *   cancelled while it waited;
- * - TOO_MANY_UNPAID: the client (or the whole bridge) has too many unpaid invoices;
+ * - TOO_MANY_UNPAID: the client (or the whole bridge) has too many unpaid invoices, or the client
+ *   asked for too many invoices lately;
  * - UNAVAILABLE: no invoice could be had (the Lightning address is down or refused);
  * - UNSUPPORTED_PRICE: the capability's price is not in sats (or not a whole number).
  */
@@ -59,13 +60,18 @@ export const PAYMENT_RPC = {
 export interface PaymentConfig {
   /** Seconds an invoice (and the call waiting for it) stays open. */
   expirySeconds: number;
-  /** Unpaid, unexpired invoices one client may have at once. */
+  /** Pending invoices (unpaid, not cancelled, unexpired) one client may have at once. */
   maxPendingPerClient: number;
-  /** Unpaid, unexpired invoices the bridge (one provider) keeps at once. */
+  /** Pending invoices the bridge (one provider) keeps at once: far more than one client's. */
   maxPendingTotal: number;
+  /** Invoices one client may have made in INVOICE_WINDOW_SECONDS, whatever became of them. */
+  maxInvoicesPerClient: number;
 }
 
-export const DEFAULT_PAYMENT_CONFIG: PaymentConfig = { expirySeconds: 600, maxPendingPerClient: 5, maxPendingTotal: 500 };
+/** The window of maxInvoicesPerClient. */
+export const INVOICE_WINDOW_SECONDS = 600;
+
+export const DEFAULT_PAYMENT_CONFIG: PaymentConfig = { expirySeconds: 600, maxPendingPerClient: 3, maxPendingTotal: 500, maxInvoicesPerClient: 10 };
 
 export interface PaymentEnv {
   EDGESTR_ENV?: string;
