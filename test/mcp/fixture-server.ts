@@ -13,6 +13,10 @@
 //                and GET requests to the endpoint (standalone SSE stream attempts) and tools/call
 //                requests, per ?bucket= of the endpoint URL (give each test its own); with ?keep=1
 //                sessions are kept
+//   /mcp-huge    tools/call `huge` answers with a body of 32 MiB (JSON; with ?sse=1 one SSE event),
+//                written as fast as the client reads; `small` answers "small". GET
+//                /mcp-huge/stats?bucket=B: per bucket of the endpoint URL, the huge answers begun,
+//                finished (all bytes written) and cut (the connection closed first), and the bytes written
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -266,6 +270,58 @@ async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL):
   return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
 }
 
+/** The size of /mcp-huge's huge answer. */
+export const HUGE_ANSWER_BYTES = 32 * 1024 * 1024;
+const hugeCounts = new Map<string, { begun: number; finished: number; cut: number; written: number }>();
+
+/** Writes `prefix`, filler up to HUGE_ANSWER_BYTES, `suffix`, as fast as the client reads; whether all of it went. */
+async function writeHuge(res: ServerResponse, prefix: string, suffix: string, counts: { written: number }): Promise<boolean> {
+  const chunk = PATTERN.repeat(1024); // 64 KiB
+  let closed = false;
+  res.once('close', () => (closed = true));
+  const write = async (part: string): Promise<void> => {
+    counts.written += part.length;
+    if (!res.write(part)) await new Promise<void>((r) => (res.once('drain', () => r()), res.once('close', () => r())));
+  };
+  await write(prefix);
+  for (let left = HUGE_ANSWER_BYTES - prefix.length - suffix.length; left > 0 && !closed && !res.destroyed; left -= chunk.length) {
+    await write(chunk.slice(0, Math.min(left, chunk.length)));
+  }
+  if (closed || res.destroyed) return false;
+  await write(suffix);
+  res.end();
+  return !closed;
+}
+
+async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  const bucket = url.searchParams.get('bucket') ?? '';
+  const counts = hugeCounts.get(bucket) ?? { begun: 0, finished: 0, cut: 0, written: 0 };
+  hugeCounts.set(bucket, counts);
+  if (url.pathname === '/mcp-huge/stats') return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(counts));
+  if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
+  const msg = JSON.parse(await readBody(req)) as RpcMessage;
+  const json = { 'content-type': 'application/json' };
+  if (msg.id === undefined) return send(res, 202, {});
+  if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'huge')));
+  if (msg.method === 'tools/list') {
+    return send(res, 200, json, rpcResult(msg.id, { tools: ['huge', 'small'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
+  }
+  if (msg.method === 'tools/call' && msg.params?.name === 'small') {
+    return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: 'small' }] }));
+  }
+  if (msg.method === 'tools/call' && msg.params?.name === 'huge') {
+    const sse = url.searchParams.get('sse') === '1';
+    counts.begun += 1;
+    res.writeHead(200, { 'content-type': sse ? 'text/event-stream' : 'application/json' });
+    const open = `${sse ? 'event: message\ndata: ' : ''}{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":{"content":[{"type":"text","text":"`;
+    const close = `"}]}}${sse ? '\n\n' : ''}`;
+    if (await writeHuge(res, open, close, counts)) counts.finished += 1;
+    else counts.cut += 1;
+    return;
+  }
+  return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
+}
+
 // ---- server ----------------------------------------------------------------------------------
 
 async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -273,6 +329,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   if (url.pathname === '/mcp-changing') return changingMcp(req, res);
   if (url.pathname.startsWith('/mcp-paged')) return pagedMcp(req, res, url);
   if (url.pathname.startsWith('/mcp-expire')) return expiringMcp(req, res, url);
+  if (url.pathname.startsWith('/mcp-huge')) return hugeMcp(req, res, url);
   if (await webRoute(req, res, url)) return;
   send(res, 404, { 'content-type': 'text/plain' }, 'not found');
 }

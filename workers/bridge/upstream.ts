@@ -42,7 +42,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 /** The JSON-RPC error a DVMCP client gets for an upstream failure. */
 export function upstreamError(serverId: string, f: McpFailure): RpcError {
   if (f.kind === 'protocol') return f.data === undefined ? rpcError(f.code, f.message) : { code: f.code, message: f.message, data: f.data };
-  if (f.message.startsWith('timed out')) return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} ${f.message}`);
+  if (f.message.startsWith('timed out') || f.message.startsWith('sent an answer over')) return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} ${f.message}`);
   return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} unreachable: ${f.message}`);
 }
 

@@ -29,6 +29,11 @@
 // simultaneous connections; without it our fetch answers that GET 405, "not offered").
 // Every fetch goes through safeFetch under the deployment's OutboundPolicy: the URL is checked
 // before anything is sent, redirects are followed by hand and each hop is checked again.
+// Answers are read up to MAX_UPSTREAM_ANSWER_BYTES (4 MiB): a JSON body in all, an SSE stream per
+// event (a legacy session's stream lives as long as the session). Past it the body is cancelled
+// (the connection closes), and the request fails with the transport failure "sent an answer over
+// 4194304 bytes"; an SSE stream over the cap also closes its connection (every request waiting on
+// it fails so), and the next request opens a new one.
 // workerd: the SDK Client's default JSON Schema validator (Ajv) generates code, which workerd
 // forbids; the code-free CfWorkerJsonSchemaValidator is passed instead (the generic request
 // never validates tool output, so it is not used on the request path).
@@ -132,8 +137,55 @@ const MAX_MESSAGE_CHARS = 1_000;
 const clip = (text: string): string => (text.length > MAX_MESSAGE_CHARS ? `${text.slice(0, MAX_MESSAGE_CHARS)}…` : text);
 const transportFailure = (message: string): McpFailure => ({ kind: 'transport', message: clip(message) });
 
-/** fetch for the transports: through safeFetch; GET answered 405 unless allowed (see the header). */
-function transportFetch(policy: OutboundPolicy, allowGet: boolean) {
+/** Longest upstream answer read, in bytes: a JSON body, or one event of an SSE stream. */
+export const MAX_UPSTREAM_ANSWER_BYTES = 4 * 1024 * 1024;
+const tooLargeMessage = (maxBytes: number): string => `sent an answer over ${maxBytes} bytes`;
+
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * `response` with a body that errors (and cancels the upstream body) once more than `maxBytes`
+ * arrived: in all, or for an SSE stream (text/event-stream) in one event (bytes since the last
+ * blank line). `onTooLarge` is called then, before the error reaches the reader.
+ */
+export function cappedResponse(response: Response, maxBytes: number, onTooLarge: (sse: boolean) => void): Response {
+  if (response.body === null) return response;
+  const sse = (response.headers.get('content-type') ?? '').toLowerCase().includes('text/event-stream');
+  let bytes = 0;
+  let lineBytes = 0;
+  let last = -1;
+  const counted = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      if (!sse) bytes += chunk.byteLength;
+      else {
+        for (const b of chunk) {
+          bytes += 1;
+          if (b === LF && last === CR) {
+            // the LF of a CRLF: the line already ended at its CR
+          } else if (b === LF || b === CR) {
+            if (lineBytes === 0) bytes = 0; // a blank line ends the event
+            lineBytes = 0;
+          } else lineBytes += 1;
+          last = b;
+        }
+      }
+      if (bytes > maxBytes) {
+        onTooLarge(sse);
+        controller.error(new Error(tooLargeMessage(maxBytes)));
+        return;
+      }
+      controller.enqueue(chunk);
+    },
+  });
+  return new Response(response.body.pipeThrough(counted), { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/**
+ * fetch for the transports: through safeFetch; GET answered 405 unless allowed (see the header);
+ * answers capped (cappedResponse), `onTooLarge` told when an SSE stream passes the cap.
+ */
+function transportFetch(policy: OutboundPolicy, allowGet: boolean, onTooLarge: () => void) {
   return async (url: string | URL, init?: RequestInit): Promise<Response> => {
     if (!allowGet && (init?.method ?? 'GET').toUpperCase() === 'GET') {
       return new Response(null, { status: 405, statusText: 'Method Not Allowed' });
@@ -149,7 +201,7 @@ function transportFetch(policy: OutboundPolicy, allowGet: boolean) {
       throw new Error(`unreachable: ${errorMessage(e)}`);
     }
     if (!fetched.ok) throw new Error(fetched.error);
-    return fetched.value.response;
+    return cappedResponse(fetched.value.response, MAX_UPSTREAM_ANSWER_BYTES, (sse) => sse && onTooLarge());
   };
 }
 
@@ -185,6 +237,8 @@ interface Connection {
   identity: McpServerIdentity;
   /** Set when the transport closed under us (the next request opens a new connection). */
   lost: boolean;
+  /** Why we closed it, when an SSE stream passed the answer cap (what its waiting requests fail with). */
+  failure?: string;
 }
 
 /** Whether the server answered that our session does not exist (any more). */
@@ -298,11 +352,17 @@ class Session implements McpSession {
   private async connect(kind: McpTransportKind, signal?: AbortSignal): Promise<Connection> {
     const policy = this.options.policy ?? STRICT_OUTBOUND;
     const requestInit = this.server.headers ? { headers: { ...this.server.headers } } : undefined;
+    // An SSE stream over the answer cap: the connection is closed, failing the requests that wait on it.
+    const tooLarge = { hit: false };
+    const onTooLarge = (): void => {
+      tooLarge.hit = true;
+      client.close().catch(() => undefined);
+    };
     const transport =
       kind === 'sse'
-        ? new LegacySseTransport(this.url, { fetch: transportFetch(policy, true), requestInit })
+        ? new LegacySseTransport(this.url, { fetch: transportFetch(policy, true, onTooLarge), requestInit })
         : new StreamableHTTPClientTransport(this.url, {
-            fetch: transportFetch(policy, this.options.standaloneGet === true),
+            fetch: transportFetch(policy, this.options.standaloneGet === true, onTooLarge),
             requestInit,
           });
     const client = new Client(this.options.clientInfo ?? CLIENT_INFO, { capabilities: {}, jsonSchemaValidator: validator });
@@ -325,6 +385,7 @@ class Session implements McpSession {
     const connection: Connection = { client, transport, identity: identityOf(client, protocolVersion, kind), lost: false };
     client.onclose = () => {
       connection.lost = true;
+      if (tooLarge.hit) connection.failure = tooLargeMessage(MAX_UPSTREAM_ANSWER_BYTES);
     };
     return connection;
   }
@@ -353,6 +414,7 @@ class Session implements McpSession {
     try {
       return ok(await send(connection));
     } catch (e) {
+      if (connection.failure !== undefined && !signal?.aborted) return err(transportFailure(connection.failure));
       const hadSession = connection.transport instanceof StreamableHTTPClientTransport && connection.transport.sessionId !== undefined;
       if (!hadSession || !sessionLost(e) || this.closed || signal?.aborted) return err(failureOf(e, stop()));
     }
