@@ -20,6 +20,7 @@ import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { SELF } from 'cloudflare:test';
 import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
 import { RPC } from '../../src/shared/dvmcp.js';
+import { bridgeServerCap, DEFAULT_BRIDGE_SERVERS, planLimits } from '../../workers/accounts/plans.js';
 import { listBackups, readBackupLines, shardsOfRun } from '../../workers/relay-do/backup.js';
 import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
@@ -72,7 +73,7 @@ describe('operators manage owners', () => {
     expect(bad.status).toBe(422);
     expect((bad.json as { issues: Array<{ path: string; message: string }> }).issues[0]).toEqual({
       path: 'plan',
-      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, inbox_shard, slow_shard, three_bridge_calls)',
+      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, few_tokens_month, small_shard, inbox_shard, slow_shard, three_bridge_calls, two_bridge_servers)',
     });
     // A name Object.prototype answers is no plan either.
     const proto = await admin('POST', '/api/admin/owners', { pubkey: keys().pk, plan: 'constructor' });
@@ -424,6 +425,20 @@ describe('the owner’s shard under its plan', () => {
 });
 
 describe('the owner’s bridge under its plan', () => {
+  it('bridge servers: two registered, the third POST is 409 with the exact error; removing one makes room', async () => {
+    const owner = await addOwner('two_bridge_servers');
+    const add = (id: string) => api(owner.sk, 'POST', '/api/bridge/servers', { id, url: 'http://127.0.0.1:1/mcp', public: false });
+    expect((await add('a')).status).toBe(201);
+    expect((await add('b')).status).toBe(201);
+    expect(await add('c')).toEqual({ status: 409, json: { error: 'the owner’s plan allows at most 2 bridge servers; delete one first' } });
+    expect(((await api(owner.sk, 'GET', '/api/bridge/servers')).json as { servers: Array<{ id: string }> }).servers.map((s) => s.id).sort()).toEqual(['a', 'b']);
+    expect((await api(owner.sk, 'DELETE', '/api/bridge/servers/a')).status).toBe(204);
+    expect((await add('c')).status).toBe(201);
+    // Without bridge_servers in the plan: at most DEFAULT_BRIDGE_SERVERS.
+    expect(bridgeServerCap(planLimits(env, 'default'))).toBe(DEFAULT_BRIDGE_SERVERS);
+    expect(DEFAULT_BRIDGE_SERVERS).toBe(100);
+  });
+
   it('bridge calls per day: three pass (pings are free), the fourth is -32029 naming the quota; each call is metered', async () => {
     const owner = await addOwner('three_bridge_calls');
     const stub = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));

@@ -21,4 +21,5 @@ export const TEST_PLANS = JSON.stringify({
   inbox_shard: { stored_bytes: 4000 },
   slow_shard: { events_per_second: 2 },
   three_bridge_calls: { bridge_calls_per_day: 3 },
+  two_bridge_servers: { bridge_servers: 2 },
 });

@@ -1,5 +1,5 @@
 // Plans of a SaaS deployment (EDGESTR_PLANS, a JSON object of plan name → limits): what an owner on
-// each plan may use. A limit left out is unlimited; the plan named "default" is the one of owners
+// each plan may use. A limit left out is unlimited (but bridge_servers: DEFAULT_BRIDGE_SERVERS); the plan named "default" is the one of owners
 // listed statically (EDGESTR_OWNERS), of sign-ups and of owners added without a plan. Validated at
 // first use (cached per isolate for the raw string); a bad value throws an Error naming the field,
 // so every request that needs the plans fails loudly until the operator fixes it.
@@ -15,6 +15,7 @@ export const PlanSchema = z
     tokens_per_month: limit.optional(),
     runs_per_day: limit.optional(),
     bridge_calls_per_day: limit.optional(),
+    bridge_servers: limit.optional(),
     stored_bytes: limit.optional(),
     events_per_second: limit.optional(),
   })
@@ -27,6 +28,12 @@ const PlansSchema = z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/, 'plan names 
 export type Plans = Record<string, Plan>;
 
 export const DEFAULT_PLAN = 'default';
+
+/** Bridge servers an owner may register when its plan names no `bridge_servers` (unlike other limits, not unlimited). */
+export const DEFAULT_BRIDGE_SERVERS = 100;
+
+/** The number of bridge servers `plan` allows. */
+export const bridgeServerCap = (plan: Plan): number => plan.bridge_servers ?? DEFAULT_BRIDGE_SERVERS;
 
 export interface PlanEnv {
   EDGESTR_PLANS?: string;

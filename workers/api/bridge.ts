@@ -10,14 +10,15 @@ import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { Bridge } from '../bridge/bridge-do.js';
 import { CreateServerSchema, UpdateServerSchema } from '../bridge/config.js';
-import { notAnOwner } from '../common/owners.js';
+import { bridgeServerCap, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
+import { notAnOwner, ownerState } from '../common/owners.js';
 import { sealingSecret } from '../common/secrets.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { issuesOf, parseJson } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
-export interface BridgeApiBindings extends RouterBindings, ApiStateBindings, OutboundEnv {
+export interface BridgeApiBindings extends RouterBindings, ApiStateBindings, OutboundEnv, PlanEnv {
   BRIDGE: DurableObjectNamespace<Bridge>;
 }
 
@@ -55,7 +56,8 @@ export function bridgeRoutes() {
     // public shard, so that /mcp lists this deployment's bridges first (gateway/catalog.ts).
     await shardStub(c.env, caller).provisionAgent(provider, caller, 'bridge');
     await shardStub(c.env, null).provisionAgent(provider, caller, 'bridge');
-    const added = await bridge.addServer(parsed.data);
+    const plan = planLimits(c.env, (await ownerState(c.env, caller))?.plan ?? DEFAULT_PLAN);
+    const added = await bridge.addServer(parsed.data, bridgeServerCap(plan));
     if (!added.ok) return c.json({ error: added.error }, added.status);
     return c.json({ provider, id: parsed.data.id }, 201);
   });

@@ -26,7 +26,7 @@ import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { ownerShardExists, type RouterBindings } from '../common/shards.js';
 import { ownerState } from '../common/owners.js';
-import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
+import { DEFAULT_BRIDGE_SERVERS, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { BridgeMeter, type BridgeCallRow } from './metering.js';
 import type { SecretEnv } from '../common/secrets.js';
 import { SeenIds } from '../common/seen-ids.js';
@@ -186,11 +186,14 @@ export class Bridge extends DurableObject<BridgeEnv> {
     return ok((await this.store.createProvider(owner, origin, sk)).pubkey);
   }
 
-  async addServer(input: CreateServer): Promise<AddResult> {
+  /** Registers a server; 409 when its id is taken or the owner has `maxServers` already (its plan's `bridge_servers`). */
+  async addServer(input: CreateServer, maxServers = DEFAULT_BRIDGE_SERVERS): Promise<AddResult> {
     const p = this.store.providerRecord();
     if (!p) throw new Error('no provider key: ensureProvider first');
     const s = storedServer(input, Math.floor(Date.now() / 1000));
-    if (!(await this.store.insert(s, input.headers ?? {}))) return { ok: false, status: 409, error: `a server with id ${input.id} is already registered` };
+    const added = await this.store.insert(s, input.headers ?? {}, maxServers);
+    if (added === 'duplicate') return { ok: false, status: 409, error: `a server with id ${input.id} is already registered` };
+    if (added === 'full') return { ok: false, status: 409, error: `the owner’s plan allows at most ${maxServers} bridge server${maxServers === 1 ? '' : 's'}; delete one first` };
     this.backendMap = undefined;
     await this.refreshSoon(s.id);
     return { ok: true, view: this.view(s.id)! };

@@ -94,12 +94,27 @@ export class ServerStore {
   }
 
   /** Inserts a server; false when the id is taken. */
-  async insert(s: StoredServer, headers: Record<string, string>): Promise<boolean> {
-    if (this.server(s.id)) return false;
+  /**
+   * Adds a server unless its id is taken or `max` servers are registered; checked again in the
+   * insert itself, so that adds running at once (each awaits the sealing) cannot pass either.
+   */
+  async insert(s: StoredServer, headers: Record<string, string>, max: number): Promise<'added' | 'duplicate' | 'full'> {
+    const refused = (): 'duplicate' | 'full' | undefined => (this.server(s.id) ? 'duplicate' : this.count() >= max ? 'full' : undefined);
+    const before = refused();
+    if (before) return before;
     const sealed = await this.sealHeaders(s.id, headers);
-    this.sql.exec('INSERT INTO servers (id, config, sealed_headers, health) VALUES (?, ?, ?, ?)', s.id, JSON.stringify(s), sealed, JSON.stringify(EMPTY_HEALTH));
+    const written = this.sql.exec(
+      'INSERT OR IGNORE INTO servers (id, config, sealed_headers, health) SELECT ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM servers) < ?',
+      s.id, JSON.stringify(s), sealed, JSON.stringify(EMPTY_HEALTH), max,
+    ).rowsWritten;
+    if (written === 0) return refused() ?? 'full';
     this.headers.set(s.id, headers);
-    return true;
+    return 'added';
+  }
+
+  /** Servers registered. */
+  count(): number {
+    return this.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM servers').one().n;
   }
 
   /** Replaces a server's config (and its headers when given). */
