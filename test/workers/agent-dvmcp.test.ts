@@ -81,7 +81,8 @@ describe('announcements', () => {
     const c = await DvmcpClient.open(agent, OWNER_SHARD);
     // The agent listens once it published its ai.info.
     await announcements(agent, [31340], (es) => es.length > 0, OWNER_SHARD);
-    const a = await c.call('tools/list');
+    // A private server is reached by naming it (without s: agent-dvmcp-limits.test.ts).
+    const a = await c.call('tools/list', undefined, { s: 'agent' });
     expect(a.result).toEqual({ ok: true, value: { tools: [expect.objectContaining({ name: 'ask' })] } });
     const s = await connect(OWNER_SHARD);
     expect((await s.req('none', { kinds: [31316, 31317], authors: [agent] })).events).toEqual([]);

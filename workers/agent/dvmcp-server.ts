@@ -6,7 +6,10 @@
 // failed run: `isError` content "<NIP-XX code>: <message>"). The agent's sender policy and
 // budget decide first (admission.ts): refusals are JSON-RPC errors, answered once per sender per
 // window like NIP-XX refusals. Resources, prompts and completions: -32601 (the agent declares
-// tools only).
+// tools only). The bridge's rules hold too: a private server (public: false) is reached only by a
+// request naming it in `s`; an error found before admission (not JSON, unknown method or server)
+// counts as one of the client's requests of the minute, a rate-limited refusal is answered once per
+// client until its retry time, and error answers in all are capped (ErrorAnswers, limits.ts).
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { ok, err, type Result } from '../../src/shared/errors.js';
@@ -18,7 +21,7 @@ import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
 import { Dispatcher, maxAnswerChars, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
-import { Limiter, releaseOnce, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { ErrorAnswers, Limiter, releaseOnce, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import type { AdmissionResult, Refusal } from './admission.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
@@ -127,6 +130,8 @@ class ProgressRelay {
 class AgentBackend implements DvmcpBackend {
   readonly prices = {};
   readonly profile: ServerProfile;
+  /** A private server: only requests naming it in `s` reach it. */
+  readonly unlisted: boolean;
 
   constructor(
     private readonly deps: AgentDvmcpDeps,
@@ -135,6 +140,7 @@ class AgentBackend implements DvmcpBackend {
     private readonly runs: Map<string, AbortController>,
   ) {
     this.profile = serverProfile(agent, settings);
+    this.unlisted = !settings.public;
   }
 
   async initialize(): Promise<Result<InitializeInfo, RpcError>> {
@@ -179,8 +185,10 @@ class AgentBackend implements DvmcpBackend {
 
 export class AgentDvmcp {
   private readonly dispatcher: Dispatcher;
-  /** Requests of other methods than tools/call, per client (the bridge's limits). */
+  /** Requests of other methods than tools/call, and error answers, per client (the bridge's limits). */
   private readonly limiter = new Limiter();
+  /** Which error answers and refusals go out (the bridge's rule). */
+  private readonly errors = new ErrorAnswers();
   /** Asks admitted and not yet finished (they count as runs for max_concurrent_runs). */
   private reserved = 0;
   /** Asks running, by request id: NIP-AO control frames and the agent's removal abort them. */
@@ -190,7 +198,13 @@ export class AgentDvmcp {
 
   constructor(private readonly deps: AgentDvmcpDeps) {
     const admission: RequestAdmission = { admit: (client, ids, method) => this.admit(client, ids, method) };
-    this.dispatcher = new Dispatcher({ backends: () => this.backends(), limiter: admission, gate: () => noPaymentGate, log: (line) => console.log(`agent dvmcp: ${line}`) });
+    this.dispatcher = new Dispatcher({
+      backends: () => this.backends(),
+      limiter: admission,
+      gate: () => noPaymentGate,
+      log: (line) => console.log(`agent dvmcp: ${line}`),
+      errorAnswer: (client) => this.errorAnswer(client),
+    });
   }
 
   /** Asks in progress. */
@@ -243,9 +257,12 @@ export class AgentDvmcp {
     const reply = this.replyFor(relay, m.pubkey, form, c);
     const parsed = parseMessage(m);
     if (!parsed.ok) {
-      // A bad notification is dropped; a bad request gets the error.
+      // A bad notification is dropped; a bad request gets the error, as errorAnswer allows.
       if (m.kind === KIND.DVMCP_NOTIFICATION) return;
-      return reply.send(errorTemplate({ requestId: m.id, client: m.pubkey }, parsed.error));
+      const allowed = this.errorAnswer(m.pubkey);
+      const error = allowed.ok ? parsed.error : allowed.error;
+      if (error) await reply.send(errorTemplate({ requestId: m.id, client: m.pubkey }, error));
+      return;
     }
     await this.dispatcher.handle(parsed.value, reply);
   }
@@ -267,6 +284,18 @@ export class AgentDvmcp {
   }
 
   /**
+   * Whether an error found before admission (a bad request, an unknown method or server) is answered
+   * to `client`: it counts as one of the client's requests of the minute (and is refused as one past
+   * them), and within ErrorAnswers' cap for all clients.
+   */
+  private errorAnswer(client: string): { ok: true } | { ok: false; error?: RpcError } {
+    const admitted = this.limiter.admit(client, []);
+    if (!admitted.ok) return this.errors.refusal(client, admitted.error, admitted.retryMs);
+    admitted.release();
+    return this.errors.allow() ? { ok: true } : { ok: false };
+  }
+
+  /**
    * The agent's policy first (owner, block and allow lists; for tools/call also the prompt windows,
    * concurrency and the token budget), then, for the other methods, the per-client request limits.
    */
@@ -275,7 +304,10 @@ export class AgentDvmcp {
     const verdict = this.deps.admit(client, run ? 'run' : 'request', this.reserved);
     if (verdict.verdict === 'drop') return { ok: false };
     if (verdict.verdict === 'answer') return { ok: false, error: refusalError(verdict.refusal) };
-    if (!run) return this.limiter.admit(client, serverIds);
+    if (!run) {
+      const admitted = this.limiter.admit(client, serverIds);
+      return admitted.ok ? admitted : this.errors.refusal(client, admitted.error, admitted.retryMs);
+    }
     this.reserved++;
     return {
       ok: true,

@@ -1,0 +1,73 @@
+// The agent's DVMCP server under the bridge's rules (workers/agent/dvmcp-server.ts over the common
+// dispatcher): a private server (public: false) is reached only by a request naming it in `s`, and
+// error answers are bounded (a bad request counts as one of the client's 30 requests a minute; a
+// refusal is answered once until the retry time it gave; ErrorAnswers caps them all).
+import { describe, expect, it } from 'vitest';
+import { RPC } from '../../src/shared/dvmcp.js';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { createTestAgent } from './agent-helpers.js';
+import { announcements, DvmcpClient } from './bridge-helpers.js';
+import { keys, sign } from './helpers.js';
+import { TEST_OWNER } from './test-keys.js';
+
+const OWNER_SHARD = `/r/${TEST_OWNER}`;
+const INIT = { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } };
+
+/** An agent with its DVMCP server on (`settings`), listening; a stranger's client on the owner's shard. */
+async function agentAndClient(settings: object): Promise<{ agent: string; c: DvmcpClient }> {
+  const agent = await createTestAgent({ dvmcp: { enabled: true, ...settings } });
+  const c = await DvmcpClient.open(agent, OWNER_SHARD);
+  // The agent listens once it published its ai.info.
+  await announcements(agent, [31340], (es) => es.length > 0, OWNER_SHARD);
+  return { agent, c };
+}
+
+describe('the agent’s DVMCP server', () => {
+  it('private (public: false): a request without s is answered as by a provider with no servers; with s it works', async () => {
+    const { c } = await agentAndClient({ public: false, server_id: 'hidden' });
+    const none = { ok: false, error: { code: RPC.INVALID_PARAMS, message: 'this provider runs no servers' } };
+    const init = await c.call('initialize', INIT);
+    expect(init.result).toEqual(none);
+    expect(init.tags.some((t) => t[0] === 'd')).toBe(false);
+    expect((await c.call('tools/list')).result).toEqual(none);
+    expect((await c.call('tools/call', { name: 'ask', arguments: { message: 'hi' } })).result).toEqual(none);
+
+    const named = await c.call('initialize', INIT, { s: 'hidden' });
+    expect(named.tags).toContainEqual(['d', 'hidden']);
+    expect((await c.call('tools/list', undefined, { s: 'hidden' })).result).toEqual({ ok: true, value: { tools: [expect.objectContaining({ name: 'ask' })] } });
+    c.close();
+  });
+
+  it('a public server still answers requests without s', async () => {
+    const { c } = await agentAndClient({});
+    expect((await c.call('tools/list')).result).toEqual({ ok: true, value: { tools: [expect.objectContaining({ name: 'ask' })] } });
+    c.close();
+  });
+
+  it('a flood of bad requests from one key: 30 error answers a minute, one rate-limited refusal, the rest unanswered', async () => {
+    const { agent, c } = await agentAndClient({});
+    // The sentinel: another key's ping, published after the flood on the same connection, its answer watched here too.
+    const b = keys();
+    await c.sock.req('sentinel', { kinds: [KIND.DVMCP_RESPONSE], '#p': [b.pk] });
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      // Half not JSON (refused by the agent), half an unknown method (refused by the dispatcher).
+      const e = i % 2 === 0 ? c.request('tools/list', undefined, { content: `{not json ${i}` }) : c.request('tools/destroy', { i });
+      ids.push(await c.send(e));
+    }
+    const ping = sign(b, { kind: KIND.DVMCP_REQUEST, content: JSON.stringify({ method: 'ping' }), tags: [['p', agent], ['method', 'ping']] });
+    expect((await c.sock.publish(ping))[2]).toBe(true);
+    await c.sock.next((f) => f[0] === 'EVENT' && f[1] === 'sentinel' && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === ping.id));
+
+    const answerTo = (id: string): string | undefined => {
+      const f = c.sock.frames.find((x) => x[0] === 'EVENT' && x[1] === 'answers' && (x[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === id));
+      return f && (f[2] as NostrEvent).content;
+    };
+    const answers = ids.map(answerTo);
+    expect(answers.slice(0, 30).map((a) => a && (JSON.parse(a) as { error: { code: number } }).error.code)).toEqual(ids.slice(0, 30).map((_, i) => (i % 2 === 0 ? -32700 : -32601)));
+    expect(JSON.parse(answers[30]!)).toEqual({ error: { code: RPC.RATE_LIMITED, message: expect.stringMatching(/^rate-limited: more than 30 requests a minute from your key; retry in \d+ s$/) } });
+    expect(answers.slice(31)).toEqual(Array(9).fill(undefined));
+    c.close();
+  });
+});
