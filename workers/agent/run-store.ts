@@ -1,9 +1,10 @@
 // The Agent Durable Object's run bookkeeping in its SQLite: the `runs` table (one row per claimed
 // prompt, its state, its durable terminal event and whether a relay took it), the `seen` ids (each incoming event and
-// rumor handled once, claimed atomically) and the subscription `cursor` (how far back a
+// rumor handled once, claimed atomically; the table of workers/common/seen-ids.ts) and the subscription `cursor` (how far back a
 // (re)subscribe asks), with their bounded retention.
 
 import type { NostrEvent } from '../../src/shared/event.js';
+import { SeenIds } from '../common/seen-ids.js';
 
 /** Replay window on (re)subscribe, covering clock skew and the time the agent was away. */
 export const REPLAY_SLACK_SECONDS = 300;
@@ -47,20 +48,21 @@ export type RunRow = {
 export type RunAddress = Pick<RunRow, 'id' | 'client' | 'session' | 'wrapped' | 'relay'>;
 
 export class RunStore {
+  private readonly seen: SeenIds;
+
   constructor(private readonly sql: SqlStorage) {
+    this.seen = new SeenIds(sql);
     this.migrate();
   }
 
   private migrate(): void {
     this.sql.exec(`
-      CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS runs (
         id TEXT PRIMARY KEY, client TEXT NOT NULL, session TEXT NOT NULL, wrapped INTEGER NOT NULL,
         relay TEXT NOT NULL, state TEXT NOT NULL, outcome TEXT, terminal TEXT, published INTEGER NOT NULL DEFAULT 0,
         started_at INTEGER NOT NULL, finished_at INTEGER
       ) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS runs_finished ON runs(state, finished_at);
-      CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
       CREATE TABLE IF NOT EXISTS cursor (k INTEGER PRIMARY KEY CHECK (k = 1), since INTEGER NOT NULL);
     `);
     const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('runs')").toArray();
@@ -71,12 +73,12 @@ export class RunStore {
 
   /** Claims an id in `seen` atomically (no await between check and insert); false when already claimed. */
   claim(id: string): boolean {
-    return this.sql.exec('INSERT INTO seen (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING RETURNING id', id, Math.floor(Date.now() / 1000)).toArray().length > 0;
+    return this.seen.claim(id, Math.floor(Date.now() / 1000));
   }
 
   /** Releases a claim (a forged copy must not block the genuine event with the same id). */
   unclaim(id: string): void {
-    this.sql.exec('DELETE FROM seen WHERE id = ?', id);
+    this.seen.forget(id);
   }
 
   // ---- cursor ----
@@ -153,7 +155,7 @@ export class RunStore {
 
   /** Retention at `now` (ms): old `seen` ids and old finished runs (delivered, refused or not), at most `batch` rows each. */
   prune(now: number, batch: number): void {
-    this.sql.exec('DELETE FROM seen WHERE id IN (SELECT id FROM seen WHERE at < ? LIMIT ?)', Math.floor((now - SEEN_RETENTION_MS) / 1000), batch);
+    this.seen.prune(Math.floor((now - SEEN_RETENTION_MS) / 1000), batch);
     this.sql.exec(
       "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND finished_at < ? LIMIT ?)",
       now - RUN_RETENTION_MS,
