@@ -27,7 +27,7 @@ import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { ownerShardExists, type RouterBindings } from '../common/shards.js';
 import { ownerState } from '../common/owners.js';
 import { DEFAULT_BRIDGE_SERVERS, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { BridgeMeter, type BridgeCallRow } from './metering.js';
+import { BridgeMeter, METER_PRUNE_BATCH, type BridgeCallRow } from './metering.js';
 import type { SecretEnv } from '../common/secrets.js';
 import { SeenIds } from '../common/seen-ids.js';
 import { relayVerifier } from '../common/verifier.js';
@@ -239,6 +239,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
     if (!this.store.providerRecord()) return;
     await this.links.ensureConnected();
     this.handled.prune(Math.floor(Date.now() / 1000) - HANDLED_SECONDS, PRUNE_BATCH);
+    this.meter.prune(Date.now(), METER_PRUNE_BATCH);
     for (const id of this.store.dueForRefresh(Date.now())) await this.refresh(id);
     // A refresh asked for while this alarm ran (registration, list_changed) must not wait for the watchdog.
     const now = Date.now();

@@ -1,13 +1,19 @@
 // Metering and the daily quota of an owner's bridge: every request admitted to an upstream server
 // is counted per (UTC day, server, method) with its total duration in the Bridge DO's SQLite, and
 // the owner's plan (bridge_calls_per_day) is checked against the day's count before admission —
-// refused with JSON-RPC -32029 naming the quota and the seconds until the UTC day ends.
+// refused with JSON-RPC -32029 naming the quota and the seconds until the UTC day ends. Rows are
+// kept RETENTION_DAYS and pruned in bounded batches: two with each recorded call (rows are made no
+// faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm.
 
 import { RPC, rpcError, type RpcError } from '../../src/shared/dvmcp.js';
 
 const DAY_MS = 86_400_000;
 /** Days of per-method rows kept. */
-const RETENTION_DAYS = 90;
+export const RETENTION_DAYS = 90;
+/** Expired rows pruned by one watchdog alarm, at most. */
+export const METER_PRUNE_BATCH = 500;
+/** Expired rows pruned with each recorded call, at most. */
+const PRUNE_PER_RECORD = 2;
 
 const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
@@ -44,7 +50,16 @@ export class BridgeMeter {
         method,
       );
     }
-    this.sql.exec('DELETE FROM bridge_calls WHERE day < ?', dayOf(now - RETENTION_DAYS * DAY_MS));
+    this.prune(now, PRUNE_PER_RECORD);
+  }
+
+  /** Deletes at most `limit` rows older than RETENTION_DAYS at `now` (ms), oldest first; how many. */
+  prune(now: number, limit: number): number {
+    return this.sql.exec(
+      'DELETE FROM bridge_calls WHERE (day, server, method) IN (SELECT day, server, method FROM bridge_calls WHERE day < ? ORDER BY day LIMIT ?)',
+      dayOf(now - RETENTION_DAYS * DAY_MS),
+      limit,
+    ).rowsWritten;
   }
 
   /** Adds the duration of a request admitted at `startedAt` (ms) that ended at `now`. */

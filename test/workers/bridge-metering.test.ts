@@ -1,0 +1,40 @@
+// The bridge's metering rows (bridge_calls, workers/bridge/metering.ts) are kept RETENTION_DAYS and
+// pruned in bounded batches: a few with each recorded call, up to PRUNE_BATCH by the watchdog
+// alarm, so that a bridge idle for months does not delete its whole backlog in one statement.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { Bridge } from '../../workers/bridge/bridge-do.js';
+import { BridgeMeter, METER_PRUNE_BATCH, RETENTION_DAYS } from '../../workers/bridge/metering.js';
+import { directBridge } from './bridge-helpers.js';
+
+const DAY_MS = 86_400_000;
+const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+describe('bridge metering retention', () => {
+  it('rows older than RETENTION_DAYS go, two with each recorded call and up to METER_PRUNE_BATCH per watchdog alarm; newer rows stay', async () => {
+    expect([RETENTION_DAYS, METER_PRUNE_BATCH]).toEqual([90, 500]);
+    const { owner } = await directBridge([]);
+    const stub = env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+    await runInDurableObject(stub, async (i, state) => {
+      const instance = i as Bridge;
+      const sql = state.storage.sql;
+      const meter = new BridgeMeter(sql);
+      const now = Date.now();
+      // 600 rows from 100 to 399 days ago (two servers a day), and one a day for the last 30 days.
+      for (let d = 100; d < 400; d++) {
+        for (const server of ['a', 'b']) sql.exec('INSERT INTO bridge_calls (day, server, method, calls, duration_ms) VALUES (?, ?, ?, 1, 0)', dayOf(now - d * DAY_MS), server, 'tools/call');
+      }
+      for (let d = 0; d < 30; d++) sql.exec('INSERT INTO bridge_calls (day, server, method, calls, duration_ms) VALUES (?, ?, ?, 1, 0)', dayOf(now - d * DAY_MS), 'a', 'tools/list');
+      const old = (): number => sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM bridge_calls WHERE day < ?', dayOf(now - RETENTION_DAYS * DAY_MS)).one().n;
+      const recent = (): number => sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM bridge_calls WHERE day >= ?', dayOf(now - RETENTION_DAYS * DAY_MS)).one().n;
+
+      meter.record(['a'], 'tools/call', now);
+      expect(old()).toBe(598);
+      await instance.alarm();
+      expect(old()).toBe(98);
+      await instance.alarm();
+      expect(old()).toBe(0);
+      expect(recent()).toBe(31); // the 30 days, and today's tools/call
+    });
+  });
+});
