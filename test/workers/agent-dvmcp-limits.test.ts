@@ -4,11 +4,8 @@
 // refusal is answered once until the retry time it gave; ErrorAnswers caps them all).
 import { describe, expect, it } from 'vitest';
 import { RPC } from '../../src/shared/dvmcp.js';
-import type { NostrEvent } from '../../src/shared/event.js';
-import { KIND } from '../../src/shared/kinds.js';
 import { createTestAgent } from './agent-helpers.js';
-import { announcements, DvmcpClient } from './bridge-helpers.js';
-import { keys, sign } from './helpers.js';
+import { announcements, DvmcpClient, expectErrorBudget, floodWithBadRequests } from './bridge-helpers.js';
 import { TEST_OWNER } from './test-keys.js';
 
 const OWNER_SHARD = `/r/${TEST_OWNER}`;
@@ -47,27 +44,7 @@ describe('the agent’s DVMCP server', () => {
 
   it('a flood of bad requests from one key: 30 error answers a minute, one rate-limited refusal, the rest unanswered', async () => {
     const { agent, c } = await agentAndClient({});
-    // The sentinel: another key's ping, published after the flood on the same connection, its answer watched here too.
-    const b = keys();
-    await c.sock.req('sentinel', { kinds: [KIND.DVMCP_RESPONSE], '#p': [b.pk] });
-    const ids: string[] = [];
-    for (let i = 0; i < 40; i++) {
-      // Half not JSON (refused by the agent), half an unknown method (refused by the dispatcher).
-      const e = i % 2 === 0 ? c.request('tools/list', undefined, { content: `{not json ${i}` }) : c.request('tools/destroy', { i });
-      ids.push(await c.send(e));
-    }
-    const ping = sign(b, { kind: KIND.DVMCP_REQUEST, content: JSON.stringify({ method: 'ping' }), tags: [['p', agent], ['method', 'ping']] });
-    expect((await c.sock.publish(ping))[2]).toBe(true);
-    await c.sock.next((f) => f[0] === 'EVENT' && f[1] === 'sentinel' && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === ping.id));
-
-    const answerTo = (id: string): string | undefined => {
-      const f = c.sock.frames.find((x) => x[0] === 'EVENT' && x[1] === 'answers' && (x[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === id));
-      return f && (f[2] as NostrEvent).content;
-    };
-    const answers = ids.map(answerTo);
-    expect(answers.slice(0, 30).map((a) => a && (JSON.parse(a) as { error: { code: number } }).error.code)).toEqual(ids.slice(0, 30).map((_, i) => (i % 2 === 0 ? -32700 : -32601)));
-    expect(JSON.parse(answers[30]!)).toEqual({ error: { code: RPC.RATE_LIMITED, message: expect.stringMatching(/^rate-limited: more than 30 requests a minute from your key; retry in \d+ s$/) } });
-    expect(answers.slice(31)).toEqual(Array(9).fill(undefined));
+    expectErrorBudget(await floodWithBadRequests(c, agent));
     c.close();
   });
 });

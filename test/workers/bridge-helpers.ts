@@ -2,10 +2,11 @@
 // over a real WebSocket to a shard (plain or gift-wrapped requests, responses and notifications
 // collected by request id).
 import { env } from 'cloudflare:test';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import type { CreateServer } from '../../workers/bridge/config.js';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { parseResponse } from '../../src/shared/dvmcp.js';
+import { parseResponse, RPC } from '../../src/shared/dvmcp.js';
+import { KIND } from '../../src/shared/kinds.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { makeRumor } from '../../src/shared/nip59.js';
@@ -166,4 +167,36 @@ export async function bridgeReady(provider: string, path = '/'): Promise<void> {
   } finally {
     probe.close();
   }
+}
+
+/**
+ * Floods `target` (a provider or an agent) from `c`'s key with 40 bad requests — half not JSON, half
+ * an unknown method, naming server `s` when given — then waits for the answer to another key's ping
+ * published after them on the same connection (a sentinel: any answer to the flood came before it).
+ * The contents of the answers to the 40, in order (undefined: unanswered).
+ */
+export async function floodWithBadRequests(c: DvmcpClient, target: string, s?: string): Promise<Array<string | undefined>> {
+  const server = s === undefined ? {} : { s };
+  const b = keys();
+  await c.sock.req('sentinel', { kinds: [KIND.DVMCP_RESPONSE], '#p': [b.pk] });
+  const ids: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    const e = i % 2 === 0 ? c.request('tools/list', undefined, { ...server, content: `{not json ${i}` }) : c.request('tools/destroy', { i }, server);
+    ids.push(await c.send(e));
+  }
+  const ping = sign(b, { kind: KIND.DVMCP_REQUEST, content: JSON.stringify({ method: 'ping' }), tags: [['p', target], ['method', 'ping'], ...(s === undefined ? [] : [['s', s]])] });
+  const ok = await c.sock.publish(ping);
+  if (!ok[2]) throw new Error(`the sentinel ping was refused: ${ok[3]}`);
+  await c.sock.next((f) => f[0] === 'EVENT' && f[1] === 'sentinel' && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === ping.id));
+  return ids.map((id) => {
+    const f = c.sock.frames.find((x) => x[0] === 'EVENT' && x[1] === 'answers' && (x[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === id));
+    return f && (f[2] as NostrEvent).content;
+  });
+}
+
+/** What a flood of 40 bad requests from one key gets: 30 error answers (parse, unknown method), one rate-limited refusal, nothing more. */
+export function expectErrorBudget(answers: Array<string | undefined>): void {
+  expect(answers.slice(0, 30).map((a) => a && (JSON.parse(a) as { error: { code: number } }).error.code)).toEqual(answers.slice(0, 30).map((_, i) => (i % 2 === 0 ? -32700 : -32601)));
+  expect(JSON.parse(answers[30]!)).toEqual({ error: { code: RPC.RATE_LIMITED, message: expect.stringMatching(/^rate-limited: more than 30 requests a minute from your key; retry in \d+ s$/) } });
+  expect(answers.slice(31)).toEqual(Array(9).fill(undefined));
 }

@@ -5,11 +5,8 @@
 // once per client per minute, and error answers in all at most ErrorAnswers' cap a minute.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RPC } from '../../src/shared/dvmcp.js';
-import type { NostrEvent } from '../../src/shared/event.js';
-import { KIND } from '../../src/shared/kinds.js';
 import { ErrorAnswers, Limiter } from '../../workers/common/dvmcp-server/limits.js';
-import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
-import { keys, sign } from './helpers.js';
+import { bridgeReady, directBridge, DvmcpClient, everythingUrl, expectErrorBudget, floodWithBadRequests } from './bridge-helpers.js';
 
 let provider: string;
 
@@ -92,27 +89,7 @@ describe('bridge limits', () => {
 
   it('a flood of bad requests from one key: 30 error answers a minute, one rate-limited refusal, the rest unanswered', async () => {
     const c = await DvmcpClient.open(provider);
-    // The sentinel: another key's ping, published after the flood on the same connection, its answer watched here too.
-    const b = keys();
-    await c.sock.req('sentinel', { kinds: [KIND.DVMCP_RESPONSE], '#p': [b.pk] });
-    const ids: string[] = [];
-    for (let i = 0; i < 40; i++) {
-      // Half not JSON (refused by the bridge), half an unknown method (refused by the dispatcher).
-      const e = i % 2 === 0 ? c.request('tools/list', undefined, { s: 'lim', content: `{not json ${i}` }) : c.request('tools/destroy', { i }, { s: 'lim' });
-      ids.push(await c.send(e));
-    }
-    const ping = sign(b, { kind: KIND.DVMCP_REQUEST, content: JSON.stringify({ method: 'ping' }), tags: [['p', provider], ['method', 'ping'], ['s', 'lim']] });
-    expect((await c.sock.publish(ping))[2]).toBe(true);
-    await c.sock.next((f) => f[0] === 'EVENT' && f[1] === 'sentinel' && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === ping.id));
-
-    const answerTo = (id: string): string | undefined => {
-      const f = c.sock.frames.find((x) => x[0] === 'EVENT' && x[1] === 'answers' && (x[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === id));
-      return f && (f[2] as NostrEvent).content;
-    };
-    const answers = ids.map(answerTo);
-    expect(answers.slice(0, 30).map((a) => a && (JSON.parse(a) as { error: { code: number } }).error.code)).toEqual(ids.slice(0, 30).map((_, i) => (i % 2 === 0 ? -32700 : -32601)));
-    expect(JSON.parse(answers[30]!)).toEqual({ error: { code: RPC.RATE_LIMITED, message: expect.stringMatching(/^rate-limited: more than 30 requests a minute from your key; retry in \d+ s$/) } });
-    expect(answers.slice(31)).toEqual(Array(9).fill(undefined));
+    expectErrorBudget(await floodWithBadRequests(c, provider, 'lim'));
     c.close();
   });
 });
