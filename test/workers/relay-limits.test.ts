@@ -2,14 +2,15 @@
 // per IP (which a reconnect does not reset). The rate-limit tests freeze the clock (the shard runs
 // in the test's isolate and reads the same Date), so each bucket's answer is exact: its burst is
 // accepted and nothing more until the clock is moved on, however slow the machine.
-import { env, runInDurableObject } from 'cloudflare:test';
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
+import { TestSocket } from '../support/test-socket.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SHARD_HEADER } from '../../workers/common/shards.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { subscriptionMemory } from '../../workers/relay-do/subscription-memory.js';
-import { connect, edgesOf, freshOwner, keys, randomHex, sign, type TestSocket } from './helpers.js';
+import { connect, edgesOf, freshOwner, keys, randomHex, sign } from './helpers.js';
 
 describe('limits', () => {
   it(`allows ${DEFAULT_LIMITS.max_subscriptions} subscriptions per connection, refuses one more, and accepts replacing one`, async () => {
@@ -95,6 +96,68 @@ describe('limits', () => {
       refused: [503, 'this relay shard is full (2 connections); try again later'],
       info: [200, 2],
     });
+  });
+
+  it('refuses an upgrade from an address (an IPv6 /64) holding max_connections_per_address sockets with 429; others, agents and closed sockets do not count', async () => {
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const answers = await runInDurableObject(stub, async (_i, state) => {
+      const shard = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ max_connections_per_address: 2 }) });
+      const upgrade = (headers: Record<string, string>) =>
+        shard.fetch(new Request('http://relay.test/', { headers: { Upgrade: 'websocket', [SHARD_HEADER]: 'public', ...headers } }));
+      const from = (ip: string) => upgrade({ 'CF-Connecting-IP': ip });
+      const first = await from('2001:db8:7:7::1');
+      const statuses = [first.status, (await from('2001:db8:7:7:ffff::2')).status];
+      const refused = await from('2001:db8:7:7:1:2:3:4');
+      const others = [
+        (await from('2001:db8:7:8::1')).status, // the next /64
+        (await from('198.51.100.20')).status,
+        (await upgrade({ 'CF-Connecting-IP': '2001:db8:7:7::9', 'x-edgestr-internal': 'agent' })).status, // edgestr's own agent
+        (await upgrade({})).status, // no address known (never on Cloudflare)
+        (await upgrade({})).status,
+      ];
+      // A closed socket frees its place.
+      const client = first.webSocket!;
+      client.accept();
+      client.close(1000, 'bye');
+      let again = await from('2001:db8:7:7::1');
+      for (let i = 0; i < 50 && again.status !== 101; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        again = await from('2001:db8:7:7::1');
+      }
+      const info = await shard.fetch(new Request('http://relay.test/', { headers: { Accept: 'application/nostr+json', [SHARD_HEADER]: 'public' } }));
+      const doc = (await info.json()) as { limitation: { max_connections_per_address: number } };
+      return { statuses, refused: [refused.status, await refused.text()], others, again: again.status, advertised: doc.limitation.max_connections_per_address };
+    });
+    expect(answers).toEqual({
+      statuses: [101, 101],
+      refused: [429, 'too many connections from your address (max 2); close one first'],
+      others: [101, 101, 101, 101, 101],
+      again: 101,
+      advertised: 2,
+    });
+  });
+
+  it(`through the router, one address holds at most ${DEFAULT_LIMITS.max_connections_per_address} sockets of a shard (with K edges: per edge object)`, async () => {
+    const owner = freshOwner().pk;
+    const path = `/r/${owner}`;
+    const cap = DEFAULT_LIMITS.max_connections_per_address;
+    const sockets: TestSocket[] = [];
+    let refused: string | undefined;
+    // Each edge object counts its own sockets: by pigeonhole, K × cap + 1 upgrades meet a refusal.
+    for (let i = 0; refused === undefined && i <= edgesOf(owner) * cap; i++) {
+      const res = await SELF.fetch(`http://relay.test${path}`, { headers: { Upgrade: 'websocket', 'CF-Connecting-IP': '192.0.2.200' } });
+      if (res.webSocket) {
+        res.webSocket.accept();
+        sockets.push(new TestSocket(res.webSocket, `ws://relay.test${path}`));
+      } else refused = `${res.status} ${await res.text()}`;
+    }
+    expect(refused).toBe(`429 too many connections from your address (max ${cap}); close one first`);
+    if (edgesOf(owner) === 1) expect(sockets.length).toBe(cap);
+    else expect(sockets.length).toBeGreaterThanOrEqual(cap);
+    const other = await connect(path, { 'CF-Connecting-IP': '192.0.2.201' });
+    expect(await other.req('still-open', { kinds: [1], limit: 1 })).toEqual({ events: [] });
+    other.close();
+    for (const s of sockets) s.close();
   });
 
   it('clamps limit to max_limit', async () => {

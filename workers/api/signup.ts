@@ -9,6 +9,7 @@
 import { Hono } from 'hono';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN } from '../accounts/plans.js';
+import { clientAddress } from '../common/client-address.js';
 import { rememberOwner, staticOwners, type OwnerEnv } from '../common/owners.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
@@ -31,7 +32,7 @@ export function signupRoutes() {
   const app = new Hono<ApiEnv>();
   app.use('*', async (c, next) => {
     if (c.env.EDGESTR_SIGNUP === 'open' && c.env.SIGNUP_RATE_LIMIT) {
-      const address = c.req.header('CF-Connecting-IP') ?? 'unknown';
+      const address = clientAddress(c.req.raw);
       if (!(await c.env.SIGNUP_RATE_LIMIT.limit({ key: address })).success) {
         return c.json({ error: SIGNUP_RATE_LIMITED }, 429, { 'Retry-After': String(SIGNUP_PERIOD_SECONDS) });
       }

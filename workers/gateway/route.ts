@@ -9,7 +9,7 @@
 // is never stored. The connection goes to the deployment's public shard (its origin as agents use
 // it: EDGESTR_PUBLIC_URL's when set) through openRelaySocket, authenticated (NIP-42) as that key so
 // that gift-wrapped answers are delivered to it. It is closed when the response has been sent.
-// Before any of that work, each client address (CF-Connecting-IP) is held to the MCP_RATE_LIMIT
+// Before any of that work, each client address (client-address.ts: an IPv6 /64) is held to the MCP_RATE_LIMIT
 // binding (Workers Rate Limiting, wrangler.toml: requests per minute per address, counted per
 // Cloudflare location) and to MAX_OPEN_PER_ADDRESS requests open at once in this isolate: a stranger
 // cannot open relay connections and DVMCP requests faster than that (the bridge sees every /mcp
@@ -24,6 +24,7 @@ import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient } from '../../src/shared/relay-client.js';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { openRelaySocket } from '../common/relay-sockets.js';
+import { clientAddress } from '../common/client-address.js';
 import { releaseOnce } from '../common/dvmcp-server/limits.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { relayVerifier } from '../common/verifier.js';
@@ -72,7 +73,7 @@ const methodNotAllowed = (): Response =>
 /** Answers one /mcp request (see the header). */
 export async function handleMcp(req: Request, env: GatewayBindings, waitUntil: (p: Promise<unknown>) => void): Promise<Response> {
   if (req.method !== 'POST') return methodNotAllowed();
-  const address = req.headers.get('CF-Connecting-IP') ?? 'unknown';
+  const address = clientAddress(req);
   const refused = await admit(env, address);
   if (refused) return refused;
   const done = releaseOnce(() => release(address));

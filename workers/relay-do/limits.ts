@@ -11,6 +11,13 @@ export const RelayLimitsSchema = z.strictObject({
    * it keeps a full shard within a Durable Object's 128 MB (docs/OPERATIONS.md "Memory of a shard").
    */
   max_connections: z.number().int().positive().default(300),
+  /**
+   * Open WebSocket connections of one shard (with edge objects: of one edge) from one client address
+   * (client-address.ts: an IPv4 address, an IPv6 /64); an upgrade past it gets 429. Without it one
+   * stranger could hold all `max_connections` of a shard. Requests without CF-Connecting-IP (never on
+   * Cloudflare's network) and edgestr's own agents are not counted.
+   */
+  max_connections_per_address: z.number().int().positive().default(30),
   max_filters: z.number().int().positive().default(16),
   /**
    * Estimated memory (subscription-memory.ts) the filters of one connection's open subscriptions

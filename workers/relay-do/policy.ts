@@ -23,11 +23,16 @@ import { applyVanish, notVanished, scheduleVanish, vanishAddressedHere, type Van
 import { withinRetention, type RetentionRules } from './retention.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
-/** What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined: none), the shard's limits and its open sockets. */
+/**
+ * What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined:
+ * none), the shard's limits, its open sockets, and those from the request's client address
+ * (client-address.ts; undefined when it is not counted: no address known, or edgestr's own agent).
+ */
 export interface ConnectionContext {
   shard: string | undefined;
   limits: RelayLimits;
   connections: number;
+  fromAddress: number | undefined;
 }
 /** Why a request is not served: its HTTP status and plain-text body. */
 export interface ConnectionRefusal {
@@ -102,6 +107,12 @@ const connectionCap: RejectConnectionHook = (request, { limits, connections }) =
     ? { status: 503, message: `this relay shard is full (${limits.max_connections} connections); try again later` }
     : undefined;
 
+/** A WebSocket upgrade from an address that holds `max_connections_per_address` open sockets of the shard gets 429. */
+const connectionsPerAddress: RejectConnectionHook = (request, { limits, fromAddress }) =>
+  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && fromAddress !== undefined && fromAddress >= limits.max_connections_per_address
+    ? { status: 429, message: `too many connections from your address (max ${limits.max_connections_per_address}); close one first` }
+    : undefined;
+
 /** NIP-01 limits on a REQ/COUNT: values per filter, request rate, open subscriptions. */
 const filterValuesCap: RejectFilterHook = (filters, { limits }) => checkFilterValues(filters, limits.max_filter_values);
 
@@ -138,7 +149,7 @@ export function shardPolicy(
   retention: RetentionRules,
 ): RelayPolicy {
   return {
-    rejectConnection: [routedByRouter, connectionCap],
+    rejectConnection: [routedByRouter, connectionCap, connectionsPerAddress],
     rejectFilter: [filterValuesCap, requestRate, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),

@@ -35,6 +35,7 @@ import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER, shardStub, type ShardBindings } from '../common/shards.js';
 import { EDGE_HEADER, edgeStub, MAX_EDGES } from '../common/edges.js';
+import { clientAddress, INTERNAL_ADDRESS, UNKNOWN_ADDRESS } from '../common/client-address.js';
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import type { Delivery, EdgeAnswer, EdgeOp, Lost } from './edge-wire.js';
@@ -173,7 +174,17 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   override async fetch(request: Request): Promise<Response> {
     const shard = request.headers.get(SHARD_HEADER) || undefined;
-    const refused = firstVerdict(this.policy.rejectConnection, request, { shard, limits: this.limits, connections: this.ctx.getWebSockets().length });
+    const internal = request.headers.get(INTERNAL_HEADER) === 'agent';
+    const address = internal ? INTERNAL_ADDRESS : clientAddress(request);
+    // Each socket is tagged with its address, so the sockets of one address are counted exactly, also after hibernation.
+    const tag = `address:${address}`;
+    const counted = address !== INTERNAL_ADDRESS && address !== UNKNOWN_ADDRESS;
+    const refused = firstVerdict(this.policy.rejectConnection, request, {
+      shard,
+      limits: this.limits,
+      connections: this.ctx.getWebSockets().length,
+      fromAddress: counted ? this.ctx.getWebSockets(tag).length : undefined,
+    });
     if (refused) return new Response(refused.message, { status: refused.status });
     if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     this.rememberEdge(request.headers.get(EDGE_HEADER));
@@ -184,15 +195,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
-    this.ctx.acceptWebSocket(server);
+    this.ctx.acceptWebSocket(server, [tag]);
     const url = new URL(request.url);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     const challenge = bytesToHex(crypto.getRandomValues(new Uint8Array(16)));
-    const internal = request.headers.get(INTERNAL_HEADER) === 'agent';
     this.conns.open(server, {
       cid: crypto.randomUUID(),
       challenge,
-      ip: internal ? 'internal' : (request.headers.get('CF-Connecting-IP') ?? 'unknown'),
+      ip: address,
       relayUrl: url.href,
       internal,
     });
