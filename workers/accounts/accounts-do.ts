@@ -3,6 +3,13 @@
 // suspended) — the static EDGESTR_OWNERS list is not stored here — and, per owner, the usage
 // reported by its agents after each run, summed per (UTC day, agent, sender, model): the figures
 // of GET /api/usage and the owner-wide totals the agents check their plan against.
+//
+// The aggregate is bounded. The sender is whoever prompts an agent (any key; a stranger may use a
+// fresh one per prompt), so each agent's first USAGE_SENDERS_PER_AGENT_DAY senders of a UTC day
+// keep their own rows and the runs of further senders that day are summed under OTHER_SENDERS (the
+// model is one of the agent's configured models, the agent one of the owner's: not a stranger's
+// choice). Rows older than USAGE_RETENTION_DAYS (more than GET /api/usage's 366-day range) are
+// deleted, oldest first, USAGE_PRUNE_PER_RECORD with each recorded run (a run makes at most one row).
 
 import { DurableObject } from 'cloudflare:workers';
 import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
@@ -64,6 +71,16 @@ export interface UsageRow {
 /** Rows answered by one usage query at most. */
 export const MAX_USAGE_ROWS = 10_000;
 
+/** Days of usage rows kept (a row of day D goes once D is more than this many days before a recorded run). */
+export const USAGE_RETENTION_DAYS = 400;
+/** Senders of one agent in one UTC day that keep their own rows; the runs of later ones are summed under OTHER_SENDERS. */
+export const USAGE_SENDERS_PER_AGENT_DAY = 200;
+/** The sender key of the runs past USAGE_SENDERS_PER_AGENT_DAY (never a pubkey: those are 64-hex). */
+export const OTHER_SENDERS = 'others';
+/** Expired rows deleted with each recorded run, at most. */
+export const USAGE_PRUNE_PER_RECORD = 10;
+
+const DAY_MS = 86_400_000;
 const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 type Row = Record<string, SqlStorageValue>;
@@ -140,23 +157,48 @@ export class Accounts extends DurableObject<OwnerEnv> {
 
   // ---- usage ----
 
-  /** Adds one run to the owner's aggregate; answers the owner's snapshot after it. */
+  /**
+   * Adds one run to the owner's aggregate (under OTHER_SENDERS past the agent's day's sender cap),
+   * prunes a few expired rows, and answers the owner's snapshot after it.
+   */
   record(run: RunUsage): OwnerSnapshot {
+    const day = dayOf(run.at);
     this.sql.exec(
       `INSERT INTO usage (owner, day, agent, sender, model, runs, input_tokens, output_tokens, tool_calls, errors) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
        ON CONFLICT (owner, day, agent, sender, model) DO UPDATE SET runs = runs + 1, input_tokens = input_tokens + excluded.input_tokens,
        output_tokens = output_tokens + excluded.output_tokens, tool_calls = tool_calls + excluded.tool_calls, errors = errors + excluded.errors`,
       run.owner,
-      dayOf(run.at),
+      day,
       run.agent,
-      run.sender,
+      this.senderKey(run.owner, day, run.agent, run.sender),
       run.model,
       run.input_tokens,
       run.output_tokens,
       run.tool_calls,
       run.error ? 1 : 0,
     );
+    this.prune(run.at, USAGE_PRUNE_PER_RECORD);
     return this.snapshot(run.owner, run.at);
+  }
+
+  /** The sender a run is summed under: its own key when the agent's day already lists it or has room, else OTHER_SENDERS. */
+  private senderKey(owner: string, day: string, agent: string, sender: string): string {
+    const listed = this.sql.exec('SELECT 1 FROM usage WHERE owner = ? AND day = ? AND agent = ? AND sender = ? LIMIT 1', owner, day, agent, sender).toArray().length > 0;
+    if (listed) return sender;
+    const senders = this.sql
+      .exec<{ n: number }>('SELECT COUNT(DISTINCT sender) AS n FROM usage WHERE owner = ? AND day = ? AND agent = ? AND sender != ?', owner, day, agent, OTHER_SENDERS)
+      .one().n;
+    return senders < USAGE_SENDERS_PER_AGENT_DAY ? sender : OTHER_SENDERS;
+  }
+
+  /** Deletes at most `limit` rows older than USAGE_RETENTION_DAYS before `now` (ms), oldest first. */
+  private prune(now: number, limit: number): void {
+    this.sql.exec(
+      `DELETE FROM usage WHERE (owner, day, agent, sender, model) IN
+         (SELECT owner, day, agent, sender, model FROM usage WHERE day < ? ORDER BY day LIMIT ?)`,
+      dayOf(now - USAGE_RETENTION_DAYS * DAY_MS),
+      limit,
+    );
   }
 
   snapshot(owner: string, now: number): OwnerSnapshot {
