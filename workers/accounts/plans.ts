@@ -5,6 +5,7 @@
 // so every request that needs the plans fails loudly until the operator fixes it.
 
 import { z } from 'zod';
+import { hasProtoKey, PROTO_KEY } from '../common/proto-key.js';
 
 const limit = z.number().int().min(0);
 
@@ -57,10 +58,15 @@ export function parsePlans(raw: string | undefined): Plans {
   } catch {
     throw new Error('EDGESTR_PLANS is not JSON');
   }
+  // zod's record would drop it silently (workers/common/proto-key.ts); "constructor" and the like are
+  // ordinary names, looked up as own entries (planLimits, the admin API).
+  if (hasProtoKey(json)) throw new Error(`EDGESTR_PLANS.${PROTO_KEY}: "${PROTO_KEY}" cannot name a plan; choose another name`);
   const parsed = PlansSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new Error(`EDGESTR_PLANS.${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid'}`);
+    // A bad plan name: zod's own message is "Invalid key in record"; the name rule's is clearer.
+    const message = issue?.code === 'invalid_key' ? (issue.issues[0]?.message ?? issue.message) : issue?.message;
+    throw new Error(`EDGESTR_PLANS.${issue?.path.join('.') ?? ''}: ${message ?? 'invalid'}`);
   }
   if (!parsed.data[DEFAULT_PLAN]) throw new Error(`EDGESTR_PLANS.${DEFAULT_PLAN}: a plan named "${DEFAULT_PLAN}" is required`);
   return parsed.data;

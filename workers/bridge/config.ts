@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { SERVER_ID, type Prices, type ServerProfile } from '../../src/shared/dvmcp.js';
+import { withoutProtoKey } from '../common/proto-key.js';
 
 /** Header names the bridge sets itself (or the transport owns): refused as secret headers. */
 const RESERVED_HEADERS = new Set([
@@ -20,27 +21,34 @@ const RESERVED_HEADERS = new Set([
 ]);
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/;
 
-const HeadersSchema = z
-  .record(z.string(), z.string().max(4096).regex(/^[^\r\n]*$/, 'header values are one line'))
-  .superRefine((headers, ctx) => {
-    const names = Object.keys(headers);
-    if (names.length > 16) ctx.addIssue({ code: 'custom', message: 'at most 16 headers' });
-    for (const name of names) {
-      if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'not an HTTP header name' });
-      else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], message: `${name} is set by the bridge` });
-    }
-  });
-
-/** `{<tool or prompt name, or resource uri>: {price, unit}}`; the price is a positive integer string. */
-export const PricesSchema = z
-  .record(
-    z.string().min(1).max(512),
-    z.strictObject({
-      price: z.string().regex(/^[1-9][0-9]{0,15}$/, 'price is a positive integer string, e.g. "21"'),
-      unit: z.string().min(1).max(16).regex(/^[a-zA-Z0-9_-]+$/, 'unit is a word, e.g. "sats"'),
+const HeadersSchema = withoutProtoKey(
+  z
+    .record(z.string(), z.string().max(4096).regex(/^[^\r\n]*$/, 'header values are one line'))
+    .superRefine((headers, ctx) => {
+      const names = Object.keys(headers);
+      if (names.length > 16) ctx.addIssue({ code: 'custom', message: 'at most 16 headers' });
+      for (const name of names) {
+        if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'not an HTTP header name' });
+        else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], message: `${name} is set by the bridge` });
+      }
     }),
-  )
-  .refine((p) => Object.keys(p).length <= 500, 'at most 500 prices');
+);
+
+/**
+ * `{<tool or prompt name, or resource uri>: {price, unit}}`; the price is a positive integer string.
+ * A name "__proto__" is refused (zod's record would drop it, and that capability would be served free).
+ */
+export const PricesSchema = withoutProtoKey(
+  z
+    .record(
+      z.string().min(1).max(512),
+      z.strictObject({
+        price: z.string().regex(/^[1-9][0-9]{0,15}$/, 'price is a positive integer string, e.g. "21"'),
+        unit: z.string().min(1).max(16).regex(/^[a-zA-Z0-9_-]+$/, 'unit is a word, e.g. "sats"'),
+      }),
+    )
+    .refine((p) => Object.keys(p).length <= 500, 'at most 500 prices'),
+);
 
 const fields = {
   url: z.url({ error: 'url must be a URL' }).max(2048),
