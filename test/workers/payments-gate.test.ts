@@ -35,7 +35,7 @@ interface Harness {
   wakes: number[];
   /** A new gate over the same storage (what a restarted Durable Object builds). */
   restart(): Harness;
-  call(requester: Requester, price?: Price): { result: ReturnType<VerifierGate['requirePayment']>; sent: EventTemplate[]; abort: AbortController };
+  call(requester: Requester, price?: Price, capability?: PricedCapability): { result: ReturnType<VerifierGate['requirePayment']>; sent: EventTemplate[]; abort: AbortController };
 }
 
 function harness(sql: SqlStorage, config: PaymentConfig, clock = { now: 1_800_000_000 }): Harness {
@@ -51,11 +51,11 @@ function harness(sql: SqlStorage, config: PaymentConfig, clock = { now: 1_800_00
     clock,
     wakes,
     restart: () => harness(sql, config, clock),
-    call(requester, price = SATS) {
+    call(requester, price = SATS, capability = CAP) {
       const sent: EventTemplate[] = [];
       const abort = new AbortController();
       const ctx: PaymentContext = { notify: async (t) => void sent.push(t), signal: abort.signal };
-      return { result: gate.requirePayment(requester, CAP, price, ctx), sent, abort };
+      return { result: gate.requirePayment(requester, capability, price, ctx), sent, abort };
     },
   };
 }
@@ -133,7 +133,8 @@ describe('VerifierGate with the local verifier', () => {
   });
 
   it('caps unpaid invoices per client and per bridge', async () => {
-    await withGate({ maxPendingPerClient: 2, maxPendingTotal: 3 }, async (h) => {
+    // No room reserved per server: the bridge's cap applies to the one server at once.
+    await withGate({ maxPendingPerClient: 2, maxPendingTotal: 3, reservedPerServer: 0 }, async (h) => {
       const alice = randomHex();
       const a1 = h.call(requester(alice));
       const a2 = h.call(requester(alice));
@@ -202,12 +203,12 @@ describe('VerifierGate with the local verifier', () => {
       const who = requester();
       const first = h.call(who);
       await settle();
-      expect(h.store.pendingCounts(who.client, h.clock.now)).toEqual({ client: 1, total: 1 });
+      expect(h.store.pendingCounts(who.client, h.clock.now, CAP.serverId)).toEqual({ client: 1, server: 1, total: 1 });
       const second = h.call(requester(who.client));
       expect(await second.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'too many unpaid invoices: at most 1 per client; pay one, cancel its request or let it expire' } });
       first.abort.abort();
       expect(await first.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'the request was cancelled before the payment arrived' } });
-      expect(h.store.pendingCounts(who.client, h.clock.now)).toEqual({ client: 0, total: 0 });
+      expect(h.store.pendingCounts(who.client, h.clock.now, CAP.serverId)).toEqual({ client: 0, server: 0, total: 0 });
       const third = h.call(requester(who.client));
       await settle();
       expect(third.sent).toHaveLength(1);
@@ -263,6 +264,52 @@ describe('VerifierGate with the local verifier', () => {
       await settle();
       expect(later.sent).toHaveLength(1);
       later.abort.abort();
+    });
+  });
+
+  it('keys flooding one server fill its 100 pending invoices; its next client gets the exact refusal, a payer of another server its invoice', async () => {
+    expect([DEFAULT_PAYMENT_CONFIG.maxPendingPerServer, DEFAULT_PAYMENT_CONFIG.maxPendingTotal, DEFAULT_PAYMENT_CONFIG.reservedPerServer]).toEqual([100, 500, 10]);
+    await withGate({}, async (h) => {
+      const a: PricedCapability = { serverId: 'a', method: 'tools/call', name: 'echo' };
+      const b: PricedCapability = { serverId: 'b', method: 'tools/call', name: 'echo' };
+      // 34 keys (fresh keys cost nothing), 3 waiting calls each: the first 100 get invoices.
+      const flood = Array.from({ length: 34 }, () => randomHex());
+      const calls = flood.flatMap((k) => [0, 1, 2].map(() => h.call(requester(k), SATS, a)));
+      await settle();
+      expect(calls.filter((c) => c.sent.length === 1)).toHaveLength(100);
+      const refusal = { ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'server "a" has too many unpaid invoices (100); try again later' } };
+      for (const c of calls.slice(100)) expect(await c.result).toEqual(refusal);
+      const next = h.call(requester(), SATS, a);
+      expect(await next.result).toEqual(refusal);
+      expect(next.sent).toEqual([]);
+      // Server b's payer: invoice, payment, the call runs.
+      const payer = h.call(requester(), SATS, b);
+      await settle();
+      expect(payer.sent[0]!.tags[0]).toEqual(['status', 'payment-required']);
+      h.local.pay(invoiceOf(payer.sent[0]!));
+      expect(await payer.result).toEqual({ ok: true, value: undefined });
+      for (const c of calls) c.abort.abort();
+    });
+  });
+
+  it('five flooded servers fill the bridge’s 500; every other server keeps room for its first 10', async () => {
+    await withGate({}, async (h) => {
+      const cap = (serverId: string): PricedCapability => ({ serverId, method: 'tools/call', name: 'echo' });
+      const calls: Array<ReturnType<Harness['call']>> = [];
+      for (const server of ['a', 'b', 'c', 'd', 'e']) {
+        for (let i = 0; i < 34; i++) {
+          const k = randomHex();
+          for (let j = 0; j < 3; j++) calls.push(h.call(requester(k), SATS, cap(server)));
+        }
+      }
+      await settle();
+      expect(h.store.pendingCounts('x', h.clock.now).total).toBe(500);
+      const f = Array.from({ length: 11 }, () => h.call(requester(), SATS, cap('f')));
+      await settle();
+      expect(f.slice(0, 10).every((c) => c.sent.length === 1)).toBe(true);
+      expect(await f[10]!.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.TOO_MANY_UNPAID, message: 'this bridge has too many unpaid invoices (500); try again later' } });
+      expect(h.store.pendingCounts('x', h.clock.now).total).toBe(510);
+      for (const c of [...calls, ...f]) c.abort.abort();
     });
   });
 

@@ -5,8 +5,11 @@
 // the gate at each expiry: `onAlarm`). A cancelled request (the client's notifications/cancel)
 // releases its invoice at once. Bounded: at most `maxPendingPerClient` pending invoices per client,
 // `maxInvoicesPerClient` invoices per client in INVOICE_WINDOW_SECONDS (each costs the Lightning
-// address an invoice, cancelled or not), and `maxPendingTotal` per bridge; over a cap the call is
-// refused at once.
+// address an invoice, cancelled or not), `maxPendingPerServer` per upstream server and
+// `maxPendingTotal` per bridge, except that a server holding fewer than `reservedPerServer` is
+// never refused by the bridge's cap (keys cost nothing, so many keys can fill a server's cap: that
+// blocks the payers of that server, not those of the bridge's other servers). Over a cap the call
+// is refused at once.
 //
 // A paid row is spent on one call: a client that re-sends the same request (same event id) after
 // paying is served once without paying again; a request waiting in memory when the Durable Object
@@ -116,7 +119,7 @@ export class VerifierGate implements PaymentGate {
       if (previous.expires <= now) return Promise.resolve(err(this.#expired()));
       return this.#waitAndNotify(previous, requester, ctx);
     }
-    const counts = this.store.pendingCounts(requester.client, now);
+    const counts = this.store.pendingCounts(requester.client, now, serverId);
     if (counts.client >= this.config.maxPendingPerClient) {
       return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `too many unpaid invoices: at most ${this.config.maxPendingPerClient} per client; pay one, cancel its request or let it expire`)));
     }
@@ -125,7 +128,10 @@ export class VerifierGate implements PaymentGate {
       const wait = made[0]! + INVOICE_WINDOW_SECONDS - now;
       return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `too many invoices: at most ${this.config.maxInvoicesPerClient} per client in ${INVOICE_WINDOW_SECONDS} s; retry in ${wait} s`)));
     }
-    if (counts.total >= this.config.maxPendingTotal) {
+    if (counts.server >= this.config.maxPendingPerServer) {
+      return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `server "${serverId}" has too many unpaid invoices (${this.config.maxPendingPerServer}); try again later`)));
+    }
+    if (counts.total >= this.config.maxPendingTotal && counts.server >= this.config.reservedPerServer) {
       return Promise.resolve(err(rpcError(PAYMENT_RPC.TOO_MANY_UNPAID, `this bridge has too many unpaid invoices (${this.config.maxPendingTotal}); try again later`)));
     }
     return undefined;

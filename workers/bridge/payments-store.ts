@@ -73,16 +73,18 @@ export class PaymentStore {
     return this.sql.exec<PaymentRow>('SELECT * FROM payments WHERE request_id = ? AND client = ? ORDER BY created DESC LIMIT 1', requestId, client).toArray()[0];
   }
 
-  /** Unpaid invoices still open at `now` (not cancelled, not expired): the client's and everybody's. */
-  pendingCounts(client: string, now: number): { client: number; total: number } {
+  /** Unpaid invoices still open at `now` (not cancelled, not expired): the client's, the server's (when named) and everybody's. */
+  pendingCounts(client: string, now: number, server = ''): { client: number; server: number; total: number } {
     const row = this.sql
-      .exec<{ mine: number; total: number }>(
-        'SELECT COALESCE(SUM(client = ?), 0) AS mine, COUNT(*) AS total FROM payments WHERE paid_at IS NULL AND cancelled_at IS NULL AND expires > ?',
+      .exec<{ mine: number; server: number; total: number }>(
+        `SELECT COALESCE(SUM(client = ?), 0) AS mine, COALESCE(SUM(server = ?), 0) AS server, COUNT(*) AS total
+         FROM payments WHERE paid_at IS NULL AND cancelled_at IS NULL AND expires > ?`,
         client,
+        server,
         now,
       )
       .one();
-    return { client: row.mine, total: row.total };
+    return { client: row.mine, server: row.server, total: row.total };
   }
 
   /** The creation times of the client's invoices made after `since`, oldest first, at most `limit`. */

@@ -62,8 +62,15 @@ export interface PaymentConfig {
   expirySeconds: number;
   /** Pending invoices (unpaid, not cancelled, unexpired) one client may have at once. */
   maxPendingPerClient: number;
-  /** Pending invoices the bridge (one provider) keeps at once: far more than one client's. */
+  /** Pending invoices for one upstream server at once (a flood aimed at one server stops there). */
+  maxPendingPerServer: number;
+  /**
+   * Pending invoices the bridge (one provider) keeps at once, over all its servers: far more than
+   * one client's, more than one server's. Not applied to a server holding fewer than reservedPerServer.
+   */
   maxPendingTotal: number;
+  /** Pending invoices each server may hold whatever the others hold (its share of the bridge). */
+  reservedPerServer: number;
   /** Invoices one client may have made in INVOICE_WINDOW_SECONDS, whatever became of them. */
   maxInvoicesPerClient: number;
 }
@@ -71,7 +78,14 @@ export interface PaymentConfig {
 /** The window of maxInvoicesPerClient. */
 export const INVOICE_WINDOW_SECONDS = 600;
 
-export const DEFAULT_PAYMENT_CONFIG: PaymentConfig = { expirySeconds: 600, maxPendingPerClient: 3, maxPendingTotal: 500, maxInvoicesPerClient: 10 };
+export const DEFAULT_PAYMENT_CONFIG: PaymentConfig = {
+  expirySeconds: 600,
+  maxPendingPerClient: 3,
+  maxPendingPerServer: 100,
+  maxPendingTotal: 500,
+  reservedPerServer: 10,
+  maxInvoicesPerClient: 10,
+};
 
 export interface PaymentEnv {
   EDGESTR_ENV?: string;
