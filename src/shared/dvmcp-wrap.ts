@@ -10,7 +10,7 @@ import type { EventSigner, NostrEvent } from './event.js';
 import { err, ok, type Result } from './errors.js';
 import { KIND } from './kinds.js';
 import type { ConversationKeyCache } from './nip44.js';
-import { giftWrap, makeRumor, unwrap } from './nip59.js';
+import { giftWrap, makeRumor, rumorContentRoom, unwrap } from './nip59.js';
 import type { EventTemplate } from './relay-types.js';
 import type { SchnorrVerifier } from './verify.js';
 import type { Incoming } from './dvmcp.js';
@@ -49,6 +49,14 @@ export function wrapDvmcpWithId(
   const kind = form === 'wrapped-dm' ? KIND.PRIVATE_DM : t.kind;
   const rumor = makeRumor({ pubkey: author, created_at: t.created_at, kind, tags: t.tags, content: t.content });
   return { wrap: giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true, sign }), rumorId: rumor.id };
+}
+
+/**
+ * The most bytes `t`'s content can take as a JSON string (escapes counted, quotes not) for `t` to
+ * be gift-wrapped in `form` by wrapDvmcp.
+ */
+export function wrapContentRoom(t: Pick<EventTemplate, 'kind' | 'created_at' | 'tags'>, form: Exclude<Form, 'plain'>): number {
+  return rumorContentRoom({ kind: form === 'wrapped-dm' ? KIND.PRIVATE_DM : t.kind, created_at: t.created_at, tags: t.tags });
 }
 
 export interface UnwrappedMessage {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { finalizeEvent } from 'nostr-tools/pure';
 import { ConversationKeyCache, encrypt, MAX_PLAINTEXT_BYTES, payloadLength } from './nip44.js';
 import { KIND } from './kinds.js';
-import { giftWrap, makeRumor, unwrap, wrapRoom } from './nip59.js';
+import { giftWrap, makeRumor, rumorContentRoom, unwrap, wrapRoom } from './nip59.js';
 import { nobleVerifier } from './verify.js';
 import type { EventSigner, NostrEvent } from './event.js';
 import { keys, now } from '../../test/support/nostr.js';
@@ -35,6 +35,17 @@ describe('NIP-59', () => {
       expect(() => wrapOf(room + 1)).toThrow(RangeError);
     }
     expect(wrapRoom({ kind: 25803, created_at: now(), tags: [['s', 's'.repeat(60_000)]] })).toBe(0);
+  });
+
+  it('rumorContentRoom: the largest content, escapes counted, that still wraps (one byte more does not)', () => {
+    const fields = { kind: 26910, created_at: now(), tags: [['e', alice.pk], ['p', bob.pk]] };
+    const room = rumorContentRoom(fields);
+    expect(room).toBeGreaterThan(30_000);
+    const wrapOf = (content: string) => giftWrap(makeRumor({ ...fields, pubkey: alice.pk, content }), alice.sk, bob.pk, cache);
+    // a quote takes two bytes in the rumor's JSON
+    for (const content of ['x'.repeat(room), '"'.repeat(room / 2), 'é'.repeat(room / 2)]) expect(unwrap(wrapOf(content), bob.sk, cache, nobleVerifier).ok).toBe(true);
+    expect(() => wrapOf('x'.repeat(room + 1))).toThrow(RangeError);
+    expect(() => wrapOf('"'.repeat(room / 2 + 1))).toThrow(RangeError);
   });
 
   it('does not put the one-time wrap keys of unwrapped gift wraps into the shared cache', () => {

@@ -71,17 +71,11 @@ const EMPTY_SEAL_BYTES = utf8Length(
   JSON.stringify({ kind: KIND.SEAL, created_at: 1_000_000_000, tags: [], content: '', pubkey: '0'.repeat(64), id: '0'.repeat(64), sig: '0'.repeat(128) }),
 );
 
-/**
- * The most plaintext bytes whose NIP-44 ciphertext, as the content of a rumor with these fields
- * (`content` and `pubkey` aside), can still be gift-wrapped: the seal encrypts the rumor's JSON
- * and the wrap the seal's, each at most MAX_PLAINTEXT_BYTES. 0 when nothing fits.
- */
-export function wrapRoom(rumor: Pick<UnsignedEvent, 'kind' | 'created_at' | 'tags'>): number {
-  const rumorBytes = utf8Length(JSON.stringify({ ...rumor, content: '', pubkey: '0'.repeat(64), id: '0'.repeat(64) }));
-  const fits = (n: number): boolean => {
-    const rumorJson = rumorBytes + payloadLength(n);
-    return rumorJson <= MAX_PLAINTEXT_BYTES && EMPTY_SEAL_BYTES + payloadLength(rumorJson) <= MAX_PLAINTEXT_BYTES;
-  };
+/** The most bytes of rumor JSON a gift wrap carries: the seal encrypts it, the wrap the seal, each at most MAX_PLAINTEXT_BYTES. */
+const MAX_RUMOR_BYTES = largest((n) => n <= MAX_PLAINTEXT_BYTES && EMPTY_SEAL_BYTES + payloadLength(n) <= MAX_PLAINTEXT_BYTES);
+
+/** The largest n in [0, MAX_PLAINTEXT_BYTES] for which `fits` holds (it holds for every smaller n). */
+function largest(fits: (n: number) => boolean): number {
   let lo = 0;
   let hi = MAX_PLAINTEXT_BYTES;
   while (lo < hi) {
@@ -90,6 +84,26 @@ export function wrapRoom(rumor: Pick<UnsignedEvent, 'kind' | 'created_at' | 'tag
     else hi = mid - 1;
   }
   return lo;
+}
+
+/**
+ * The most bytes the content of a rumor with these fields (`content` and `pubkey` aside) can take
+ * as a JSON string (escapes counted, quotes not) for the rumor to be gift-wrapped. Negative when
+ * nothing fits.
+ */
+export function rumorContentRoom(rumor: Pick<UnsignedEvent, 'kind' | 'created_at' | 'tags'>): number {
+  return MAX_RUMOR_BYTES - utf8Length(JSON.stringify({ ...rumor, content: '', pubkey: '0'.repeat(64), id: '0'.repeat(64) }));
+}
+
+/**
+ * The most plaintext bytes whose NIP-44 ciphertext, as the content of a rumor with these fields
+ * (`content` and `pubkey` aside), can still be gift-wrapped: the seal encrypts the rumor's JSON
+ * and the wrap the seal's, each at most MAX_PLAINTEXT_BYTES. 0 when nothing fits.
+ */
+export function wrapRoom(rumor: Pick<UnsignedEvent, 'kind' | 'created_at' | 'tags'>): number {
+  const room = rumorContentRoom(rumor);
+  // base64 needs no escapes in JSON
+  return largest((n) => payloadLength(n) <= room);
 }
 
 export interface Unwrapped {

@@ -35,6 +35,11 @@
 //   reset           two deltas, then the TCP connection is destroyed (no terminating chunk)
 //   slow            50 deltas ("tick 0 " …), one every slowIntervalMs (default 200 ms)
 //   empty           a complete response with no text at all
+//   long-text       LONG_TEXT (big-outputs.ts: over 150,000 UTF-16 units with quotes, backslashes,
+//                   newlines and 2- to 4-byte characters) in deltas of about 1,000 units, stop
+//   huge-args       as `tool`, the call's arguments HUGE_ARGUMENTS ({"city": <over 200 KiB>}) in
+//                   fragments of about 4,096 units
+//   huge-name       as `tool`, the call's tool name HUGE_TOOL_NAME (over 200 KiB)
 // Request checks (answered with the real APIs' 400 error shapes): OpenAI — messages non-empty,
 // tools non-empty when present and in function format, stream_options only with stream, a tool
 // message must answer a preceding assistant tool_call id, reasoning_effort a known level.
@@ -51,6 +56,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { HUGE_ARGUMENTS, HUGE_TOOL_NAME, LONG_TEXT, pieces } from './big-outputs.js';
 
 export type FakeApi = 'openai' | 'anthropic';
 
@@ -114,6 +120,9 @@ export const SCENARIOS = [
   'reset',
   'slow',
   'empty',
+  'long-text',
+  'huge-args',
+  'huge-name',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -124,6 +133,12 @@ export const TOOL_ARGS_FRAGMENTS = ['{"ci', 'ty": "Pa', 'ris"}'];
 export const USAGE = { input: 21, output: 9 };
 export const SLOW_DELTAS = 50;
 export const SIGNATURE = 'EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds';
+
+/** The tool call of the tool scenarios: its name and argument fragments. */
+function toolCallOf(scenario: string, body: Json): { name: string; fragments: string[] } {
+  if (scenario === 'huge-name') return { name: HUGE_TOOL_NAME, fragments: TOOL_ARGS_FRAGMENTS };
+  return { name: firstToolName(body), fragments: scenario === 'huge-args' ? pieces(HUGE_ARGUMENTS, 4096) : TOOL_ARGS_FRAGMENTS };
+}
 
 // ---------------------------------------------------------------------------------------------
 // Request inspection
@@ -437,13 +452,15 @@ async function openAi(w: Writer, body: Json, scenario: string, slowMs: number): 
   w.start();
   switch (scenario) {
     case 'tool':
-    case 'parallel-tools': {
+    case 'parallel-tools':
+    case 'huge-args':
+    case 'huge-name': {
       const results = toolResults(body);
       if (results.length > 0) {
         await texts(['Tool result: ', results.join(' | ')]);
         return finish('stop');
       }
-      const name = firstToolName(body);
+      const { name, fragments } = toolCallOf(scenario, body);
       await w.event(
         data(
           chunk({
@@ -455,7 +472,7 @@ async function openAi(w: Writer, body: Json, scenario: string, slowMs: number): 
         ),
         true,
       );
-      for (const part of TOOL_ARGS_FRAGMENTS) {
+      for (const part of fragments) {
         await w.event(data(chunk({ tool_calls: [{ index: 0, function: { arguments: part } }] })));
       }
       if (scenario === 'parallel-tools') {
@@ -497,6 +514,9 @@ async function openAi(w: Writer, body: Json, scenario: string, slowMs: number): 
       return finish('stop');
     case 'empty':
       await w.event(data(chunk({ role: 'assistant', content: '', refusal: null })));
+      return finish('stop');
+    case 'long-text':
+      await texts(pieces(LONG_TEXT, 1000));
       return finish('stop');
     default:
       await texts(TEXT_DELTAS);
@@ -581,15 +601,17 @@ async function anthropic(w: Writer, body: Json, scenario: string, slowMs: number
 
   switch (scenario) {
     case 'tool':
-    case 'parallel-tools': {
+    case 'parallel-tools':
+    case 'huge-args':
+    case 'huge-name': {
       const results = toolResults(body);
       if (results.length > 0) {
         await textBlock(['Tool result: ', results.join(' | ')], true);
         return finish('end_turn');
       }
-      const name = firstToolName(body);
+      const { name, fragments } = toolCallOf(scenario, body);
       await textBlock(['Let me check.'], true);
-      await toolBlock('toolu_fake_1', name, TOOL_ARGS_FRAGMENTS);
+      await toolBlock('toolu_fake_1', name, fragments);
       if (scenario === 'parallel-tools') await toolBlock('toolu_fake_2', name, ['']);
       return finish('tool_use');
     }
@@ -638,6 +660,9 @@ async function anthropic(w: Writer, body: Json, scenario: string, slowMs: number
       return finish('end_turn');
     }
     case 'empty':
+      return finish('end_turn');
+    case 'long-text':
+      await textBlock(pieces(LONG_TEXT, 1000), true);
       return finish('end_turn');
     default:
       await textBlock(TEXT_DELTAS, true);

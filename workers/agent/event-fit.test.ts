@@ -1,7 +1,18 @@
 // event-fit.ts: cuts measured in the JSON form (escapes, multi-byte and surrogate pairs included),
 // never between the halves of a code point, exactly within the room.
 import { describe, expect, it } from 'vitest';
-import { cutJsonString, fitResponse, fitToolCall, TOOL_OUTPUT_MAX_BYTES, utf8Bytes } from './event-fit.js';
+import {
+  cutJsonString,
+  cutWithNote,
+  fitResponse,
+  fitToolCall,
+  jsonStringBytes,
+  shownToolName,
+  TOOL_ARGUMENTS_MAX_BYTES,
+  TOOL_NAME_MAX_BYTES,
+  TOOL_OUTPUT_MAX_BYTES,
+  utf8Bytes,
+} from './event-fit.js';
 
 const jsonBytes = (v: unknown) => utf8Bytes(JSON.stringify(v));
 
@@ -12,6 +23,61 @@ describe('event-fit', () => {
     expect(cutJsonString('\u0001x', 5)).toBe(''); // \u0001 takes 6
     expect(cutJsonString('é😀x', 5)).toBe('é'); // 2 + 4 bytes: the pair is not split
     expect(cutJsonString('é😀x', 6)).toBe('é😀');
+  });
+
+  it('depth 2 counts a JSON string inside a JSON string: the bytes of JSON.stringify(JSON.stringify(s))', () => {
+    const nested = (s: string) => utf8Bytes(JSON.stringify(JSON.stringify(s))) - 2 - 2 * 2; // the inner quotes are escaped too
+    for (const s of ['abc', 'a"b\\c', 'line\nnext\ttab', '\u0001\u001f', 'é語😀', '\ud800 lone']) {
+      expect(jsonStringBytes(s, 2)).toBe(nested(s));
+      expect(jsonStringBytes(s)).toBe(utf8Bytes(JSON.stringify(s)) - 2);
+    }
+    expect(cutJsonString('a"b', 4, 2)).toBe('a'); // " takes 4 bytes twice escaped
+    expect(cutJsonString('a"b', 5, 2)).toBe('a"');
+    expect(cutJsonString('\u0001x', 6, 2)).toBe(''); // \\u0001 takes 7
+  });
+
+  it('cutWithNote: the whole text when it fits; else the longest prefix and the note within the space, with the original size', () => {
+    const note = (shown: number, total: number) => ` [${shown}/${total}]`;
+    expect(cutWithNote('short', 5, note)).toEqual({ text: 'short' });
+    const text = 'ab"cd'.repeat(1000);
+    for (const depth of [1, 2]) {
+      const cut = cutWithNote(text, 500, note, depth);
+      expect(cut.original_bytes).toBe(5000);
+      expect(jsonStringBytes(cut.text, depth)).toBeLessThanOrEqual(500);
+      expect(jsonStringBytes(cut.text, depth)).toBeGreaterThan(500 - 6);
+      const shown = cut.text.slice(0, cut.text.lastIndexOf(' ['));
+      expect(text.startsWith(shown)).toBe(true);
+      expect(cut.text.endsWith(` [${utf8Bytes(shown)}/5000]`)).toBe(true);
+    }
+  });
+
+  it('shownToolName: a real name whole; a long one cut to TOOL_NAME_MAX_BYTES with a note', () => {
+    expect(shownToolName('server__tool')).toBe('server__tool');
+    const shown = shownToolName('"語'.repeat(10_000));
+    expect(jsonStringBytes(shown)).toBeLessThanOrEqual(TOOL_NAME_MAX_BYTES);
+    expect(shown).toMatch(/^("語)+"?…\[tool name cut: the first \d+ of 40000 bytes\]$/);
+  });
+
+  it('fitToolCall: arguments at most TOOL_ARGUMENTS_MAX_BYTES, within the room; entries in order, the last string cut, marked', () => {
+    const small = { ver: 1, name: 't', phase: 'start', arguments: { a: 1 } };
+    expect(fitToolCall(small, 65535)).toBe(small);
+    const args = { n: 42, text: '"é'.repeat(30_000), after: 'dropped' };
+    const fitted = fitToolCall({ ver: 1, name: 't', phase: 'start', arguments: args }, 65535);
+    expect(fitted).toMatchObject({ truncated: true, original_bytes: { arguments: jsonBytes(args) } });
+    expect(Object.keys(fitted.arguments!)).toEqual(['n', 'text']);
+    expect(fitted.arguments!['n']).toBe(42);
+    expect(args.text.startsWith(fitted.arguments!['text'] as string)).toBe(true);
+    expect(jsonBytes(fitted.arguments)).toBeLessThanOrEqual(TOOL_ARGUMENTS_MAX_BYTES);
+    expect(jsonBytes(fitted.arguments)).toBeGreaterThan(TOOL_ARGUMENTS_MAX_BYTES - 8);
+    // a room tighter than the cap; an own "__proto__" key (as JSON.parse makes it) stays data
+    const parsed = JSON.parse('{"__proto__": "x", "big": "' + 'y'.repeat(20_000) + '"}') as Record<string, unknown>;
+    const tight = fitToolCall({ ver: 1, name: 't', phase: 'start', arguments: parsed }, 10_000);
+    expect(jsonBytes(tight)).toBeLessThanOrEqual(10_000);
+    expect(jsonBytes(tight)).toBeGreaterThan(10_000 - 8);
+    expect(Object.keys(tight.arguments!)).toEqual(['__proto__', 'big']);
+    // a value that is not a string and does not fit ends the object
+    const nested = fitToolCall({ ver: 1, name: 't', phase: 'start', arguments: { first: 'ok', deep: { s: 'z'.repeat(40_000) } } }, 65535);
+    expect(nested.arguments).toEqual({ first: 'ok' });
   });
 
   it('fitToolCall: output at most TOOL_OUTPUT_MAX_BYTES, within the room, marked with the original sizes', () => {

@@ -7,6 +7,7 @@ import { THINKING_LEVELS, type ErrorCode, type Prompt } from '../../src/shared/n
 import type { AgentLimits } from './config.js';
 import { ProviderError, type ChatMessage, type Provider, type Thinking, type ToolCall, type WireObserver } from './providers/types.js';
 import type { ToolDefinition, ToolOutput, ToolResult } from './tools/types.js';
+import { shownStatusInfo, shownToolName } from './event-fit.js';
 
 /** Delta events are emitted for the first text at once, then when this much text is buffered or this long after the previous one. */
 export const DELTA_FLUSH_CHARS = 256;
@@ -222,10 +223,13 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     transcript.push(assistant);
     finalText += text;
     if (calls.length === 0) break;
-    await input.sink.status('tool_use', Math.min(90, 10 + step * 10), calls.map((c) => c.name).join(', '));
+    // The model names the tools: what the client is shown of a name is bounded (event-fit.ts);
+    // the tool is looked up and the model told by the name as written.
+    await input.sink.status('tool_use', Math.min(90, 10 + step * 10), shownStatusInfo(calls.map((c) => shownToolName(c.name)).join(', ')));
     for (const call of calls) {
       const args = parseArgs(call.arguments);
-      await input.sink.toolCall({ name: call.name, phase: 'start', arguments: args ?? {} });
+      const name = shownToolName(call.name);
+      await input.sink.toolCall({ name, phase: 'start', arguments: args ?? {} });
       const started = now();
       const result: ToolResult | { ok: false; unknown: true; error: string } = args
         ? await input.tools.run(call.name, args, input.signal)
@@ -233,12 +237,12 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
       const duration_ms = Math.max(0, Math.round(now() - started));
       if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
       if (!result.ok && 'unknown' in result) {
-        await input.sink.toolCall({ name: call.name, phase: 'result', success: false, duration_ms });
-        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(call.name)}` }, transcript };
+        await input.sink.toolCall({ name, phase: 'result', success: false, duration_ms });
+        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(name)}` }, transcript };
       }
       const output: ToolOutput = result.ok ? result.output : (result.output ?? { stdout: '', stderr: result.error, exit_code: 1 });
       const success = result.ok && output.exit_code === 0;
-      await input.sink.toolCall({ name: call.name, phase: 'result', output, success, duration_ms });
+      await input.sink.toolCall({ name, phase: 'result', output, success, duration_ms });
       const content = toolMessageContent(result.ok ? undefined : result.error, output);
       const toolMessage: ChatMessage = { role: 'tool', tool_call_id: call.id, name: call.name, content };
       messages.push(toolMessage);

@@ -36,7 +36,7 @@ import { McpSessionCache } from '../common/mcp-session-cache.js';
 import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
-import { Dispatcher, maxAnswerChars, type Reply } from '../common/dvmcp-server/dispatcher.js';
+import { Dispatcher, type Reply } from '../common/dvmcp-server/dispatcher.js';
 import { ErrorAnswers, isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import { BridgePayments } from './payments-bridge.js';
@@ -419,6 +419,6 @@ export class Bridge extends DurableObject<BridgeEnv> {
       const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form, backendSigner(await relayVerifier()));
       await this.links.publish(url, e);
     };
-    return { send, encrypted: form !== 'plain', maxAnswerChars: maxAnswerChars(form) };
+    return { send, form };
   }
 }

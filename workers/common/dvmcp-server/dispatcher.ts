@@ -55,10 +55,8 @@ import type { PaymentGate, PricedCapability } from './payment-gate.js';
 export interface Reply {
   /** Publishes a response or notification to the requester (form and relay of the request). */
   send(t: EventTemplate): Promise<void>;
-  /** Whether the request came gift-wrapped. */
-  encrypted: boolean;
-  /** Longest answer content, in characters, this form can carry. */
-  maxAnswerChars: number;
+  /** How the request came (plain or gift-wrapped): the answers go the same way. */
+  form: Form;
 }
 
 /** Who may make a request reach a backend (the bridge's Limiter, or a hosted agent's policy). */
@@ -145,7 +143,7 @@ export class Dispatcher {
     }
     const routed = this.route(msg);
     if (!routed.ok) return refuse(routed.error);
-    const targets = routed.targets.filter((b) => b.profile.encryption || !reply.encrypted);
+    const targets = routed.targets.filter((b) => b.profile.encryption || reply.form === 'plain');
     if (targets.length < routed.targets.length) {
       const off = routed.targets.filter((b) => !targets.includes(b)).map((b) => b.profile.id);
       this.deps.log(`encrypted ${msg.method} ${msg.requestId} not answered for ${off.join(', ')}: encryption is off`);
@@ -213,7 +211,7 @@ export class Dispatcher {
     }, KEEPALIVE_MS / 5);
     let result: Awaited<ReturnType<DvmcpBackend['request']>>;
     try {
-      result = await b.request(method, params, { requester: to, signal: abort.signal, onProgress: progress });
+      result = await b.request(method, params, { requester: to, form: reply.form, signal: abort.signal, onProgress: progress });
     } finally {
       clearInterval(keepAlive);
     }
@@ -224,8 +222,9 @@ export class Dispatcher {
     }
     if (!result.ok) return reply.send(errorTemplate(to, result.error));
     const answer = responseTemplate(to, result.value);
-    if (answer.content.length > reply.maxAnswerChars) {
-      return reply.send(errorTemplate(to, rpcError(RPC.INTERNAL_ERROR, `result too large: ${answer.content.length} characters (this server answers at most ${reply.maxAnswerChars} in this form)`)));
+    const max = maxAnswerChars(reply.form);
+    if (answer.content.length > max) {
+      return reply.send(errorTemplate(to, rpcError(RPC.INTERNAL_ERROR, `result too large: ${answer.content.length} characters (this server answers at most ${max} in this form)`)));
     }
     return reply.send(answer);
   }
