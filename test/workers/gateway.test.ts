@@ -13,6 +13,7 @@ import type { SocketFactory } from '../../src/shared/relay-client.js';
 import { DvmcpResponder } from './dvmcp-client-responder.js';
 import { connect, keys, randomHex, sign } from './helpers.js';
 import { LISTS, listAnnouncement, serverAnnouncement } from '../../src/shared/dvmcp.js';
+import { BATCH_REFUSED, MAX_BODY_BYTES } from '../../workers/gateway/route.js';
 
 const socket: SocketFactory = async (u) => {
   const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
@@ -149,6 +150,37 @@ describe('/mcp gateway', () => {
     }
     const e = await callError(client.listTools({ cursor: 'x' }));
     expect(e.message).toBe('MCP error -32602: Invalid cursor: x');
+  });
+});
+
+describe('/mcp takes one message per POST', () => {
+  const post = (body: string) =>
+    SELF.fetch('http://relay.test/mcp', {
+      method: 'POST',
+      headers: { 'CF-Connecting-IP': `192.0.2.${Math.floor(Math.random() * 250) + 1}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+      body,
+    });
+
+  it('a JSON-RPC batch is refused before any DVMCP request (each message would be a request past the per-POST limits)', async () => {
+    const before = plain.requests.length;
+    const batch = Array.from({ length: 100 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: `${id}-plain__echo`, arguments: { text: `batched ${i}` } } }));
+    const res = await post(JSON.stringify(batch));
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ jsonrpc: '2.0', error: { code: -32600, message: BATCH_REFUSED }, id: null });
+    // The same call sent alone is answered (and is one request at the server).
+    const single = await post(JSON.stringify(batch[0]));
+    expect(single.status).toBe(200);
+    expect(await single.text()).toContain('batched 0');
+    expect(plain.requests.slice(before).map((r) => r.method)).toEqual(['tools/call']);
+  });
+
+  it(`a body over ${MAX_BODY_BYTES} bytes is 413, and one that is not JSON 400 -32700`, async () => {
+    const big = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(MAX_BODY_BYTES) } }));
+    expect(big.status).toBe(413);
+    expect(await big.json()).toEqual({ jsonrpc: '2.0', error: { code: -32000, message: `request body too large (max ${MAX_BODY_BYTES} bytes)` }, id: null });
+    const junk = await post('{not json');
+    expect(junk.status).toBe(400);
+    expect(await junk.json()).toEqual({ jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: Invalid JSON' }, id: null });
   });
 });
 

@@ -13,17 +13,19 @@
 // binding (Workers Rate Limiting, wrangler.toml: requests per minute per address, counted per
 // Cloudflare location) and to MAX_OPEN_PER_ADDRESS requests open at once in this isolate: a stranger
 // cannot open relay connections and DVMCP requests faster than that (the bridge sees every /mcp
-// request as a new client, so its per-client limits cannot do it).
+// request as a new client, so its per-client limits cannot do it). A POST carries one JSON-RPC
+// message: a batch is refused (400), so each DVMCP request is one POST counted by those limits.
 
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
 import { RPC } from '../../src/shared/dvmcp.js';
 import { backendSigner, signEventWith } from '../../src/shared/event.js';
-import { errorMessage } from '../../src/shared/errors.js';
+import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient } from '../../src/shared/relay-client.js';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { openRelaySocket } from '../common/relay-sockets.js';
+import { readBoundedBody } from '../api/body.js';
 import { clientAddress } from '../common/client-address.js';
 import { releaseOnce } from '../common/dvmcp-server/limits.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
@@ -33,6 +35,8 @@ import { gatewayServer } from './mcp-server.js';
 
 /** Largest POST body read, in bytes. */
 export const MAX_BODY_BYTES = 256 * 1024;
+/** The answer to a JSON-RPC batch (400, -32600). */
+export const BATCH_REFUSED = 'Invalid Request: batches are not supported (MCP 2025-06-18); send one JSON-RPC message per POST';
 /** Requests of one client address open at once in an isolate (a call may stream for up to a minute). */
 export const MAX_OPEN_PER_ADDRESS = 8;
 
@@ -78,15 +82,41 @@ export async function handleMcp(req: Request, env: GatewayBindings, waitUntil: (
   if (refused) return refused;
   const done = releaseOnce(() => release(address));
   try {
-    return await serve(req, env, waitUntil, done);
+    const message = await oneMessage(req);
+    if (!message.ok) {
+      done();
+      return message.error;
+    }
+    return await serve(req, message.value, env, waitUntil, done);
   } catch (e) {
     done();
     throw e;
   }
 }
 
-/** One admitted request; `done` is called once when its response has ended (or it failed). */
-async function serve(req: Request, env: GatewayBindings, waitUntil: (p: Promise<unknown>) => void, done: () => void): Promise<Response> {
+const jsonRpcError = (status: number, code: number, message: string): Response =>
+  Response.json({ jsonrpc: '2.0', error: { code, message }, id: null }, { status });
+
+/**
+ * The one JSON-RPC message of a POST, read up to MAX_BODY_BYTES. A batch (a JSON array) is refused:
+ * MCP 2025-06-18 dropped JSON-RPC batching, and each message of a batch would be a DVMCP request
+ * of its own, past the per-address limits, which count POSTs.
+ */
+async function oneMessage(req: Request): Promise<Result<unknown, Response>> {
+  const body = await readBoundedBody(req, MAX_BODY_BYTES);
+  if (!body.ok) return err(jsonRpcError(413, -32000, body.error));
+  let message: unknown;
+  try {
+    message = JSON.parse(new TextDecoder().decode(body.value));
+  } catch {
+    return err(jsonRpcError(400, -32700, 'Parse error: Invalid JSON'));
+  }
+  if (Array.isArray(message)) return err(jsonRpcError(400, -32600, BATCH_REFUSED));
+  return ok(message);
+}
+
+/** One admitted request and its message; `done` is called once when its response has ended (or it failed). */
+async function serve(req: Request, message: unknown, env: GatewayBindings, waitUntil: (p: Promise<unknown>) => void, done: () => void): Promise<Response> {
   const origin = (relayRequestUrl(env, req.url) ?? new URL(req.url)).origin;
   const sk = generateSecretKey();
   const pubkey = getPublicKey(sk);
@@ -113,7 +143,7 @@ async function serve(req: Request, env: GatewayBindings, waitUntil: (p: Promise<
   let response: Response;
   try {
     await server.connect(transport);
-    response = await transport.handleRequest(req);
+    response = await transport.handleRequest(req, { parsedBody: message });
   } catch (e) {
     await cleanup();
     throw e;
