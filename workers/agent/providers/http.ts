@@ -136,8 +136,8 @@ export interface PostStreamOptions {
 
 /**
  * POSTs a JSON body and returns the 2xx response whose body is to be streamed. Throws ProviderError:
- * aborted (the signal, before or during the call), unavailable (network failure), or the status
- * mapping for a non-2xx answer. The signal is passed to fetch, so an abort cancels the request.
+ * aborted (the signal, before or during the call), unavailable (network failure), rejected for a
+ * redirect (never followed), or the status mapping for another non-2xx answer. The signal is passed to fetch, so an abort cancels the request.
  */
 export async function postStream(o: PostStreamOptions): Promise<Response> {
   if (o.signal.aborted) throw abortedError(o.provider);
@@ -149,14 +149,23 @@ export async function postStream(o: PostStreamOptions): Promise<Response> {
       headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...o.headers },
       body: JSON.stringify(o.body),
       signal: o.signal,
+      // A redirect would re-send the prompt and the API key headers wherever it points.
+      redirect: 'manual',
     });
   } catch (e) {
     if (o.signal.aborted) throw abortedError(o.provider);
     throw new ProviderError('unavailable', truncate(`network error: ${errorMessage(e)}`), { provider: o.provider });
   }
+  if (res.status >= 300 && res.status < 400) {
+    await res.body?.cancel();
+    throw new ProviderError('rejected', `HTTP ${res.status}: ${REDIRECT_REFUSED}`, { provider: o.provider, status: res.status });
+  }
   if (!res.ok) throw await httpError(o.provider, res, o.signal);
   return res;
 }
+
+/** Why a provider's redirect is not followed (the prompt and the API key headers would go wherever it points). */
+export const REDIRECT_REFUSED = 'the provider answered with a redirect, which is not followed; set its base URL to the final address';
 
 export interface SseStreamOptions {
   provider: string;
