@@ -2,8 +2,11 @@
 // (agents, bridge servers, local payments in development) and the MCP endpoint /mcp (the DVMCP
 // gateway, workers/gateway/route.ts); the web console at /console (workers/console/route.ts).
 // Development mode (EDGESTR_ENV=development: demo keys known to everyone, every key gets a
-// shard, private outbound hosts) is honoured only on loopback: a deployment in development mode
+// shard, private outbound hosts) is honoured only on loopback hosts: a Worker in development mode
 // refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
+// That stops a deployment left in development mode (on Cloudflare the URL host is the routed one)
+// and DNS rebinding; it cannot stop another machine under `wrangler dev`, where the URL host is the
+// client's Host header: there only the loopback address `npm start` binds does (scripts/start.mjs).
 
 import { Hono } from 'hono';
 import { relayRoutes } from './relay-do/routes.js';
