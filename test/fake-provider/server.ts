@@ -40,6 +40,8 @@
 //   huge-args       as `tool`, the call's arguments HUGE_ARGUMENTS ({"city": <over 200 KiB>}) in
 //                   fragments of about 4,096 units
 //   huge-name       as `tool`, the call's tool name HUGE_TOOL_NAME (over 200 KiB)
+//   no-usage        OpenAI only: as `text`, without the usage chunk although include_usage asked
+//                   for it (as some compatible servers stream)
 // Request checks (answered with the real APIs' 400 error shapes): OpenAI — messages non-empty,
 // tools non-empty when present and in function format, stream_options only with stream, a tool
 // message must answer a preceding assistant tool_call id, reasoning_effort a known level.
@@ -123,6 +125,7 @@ export const SCENARIOS = [
   'long-text',
   'huge-args',
   'huge-name',
+  'no-usage',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -413,7 +416,7 @@ async function openAi(w: Writer, body: Json, scenario: string, slowMs: number): 
   });
   const finish = async (reason: string): Promise<void> => {
     await w.event(data(chunk({}, reason)));
-    if (includeUsage) await w.event(data(usageChunk()));
+    if (includeUsage && scenario !== 'no-usage') await w.event(data(usageChunk()));
     await w.event(data('[DONE]'));
     w.end();
   };

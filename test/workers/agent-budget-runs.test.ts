@@ -3,7 +3,8 @@
 // the 25804 event carries a cut and marked copy (the model reads the whole result), a response text
 // that does not fit one message is cut and marked in the 25803 (the deltas carry all of it), and
 // the tokens of every model call reach the agent's daily budget and the owner's meter (run_usage),
-// also for a run that fails after a model call.
+// also for a run that fails after a model call; a call whose stream ends without its usage report
+// (cut mid-way, cancelled, or a server that sends none) is counted by estimate, marked estimated.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { MAX_PLAINTEXT_BYTES } from '../../src/shared/nip44.js';
@@ -79,15 +80,65 @@ describe('a tool result larger than one NIP-44 message', () => {
   });
 });
 
-describe('tokens of a run that fails', () => {
-  it('a model call that fails mid-stream after reporting its input tokens is counted', async () => {
-    // The fake Anthropic stream: message_start (21 input, 1 output token), two deltas, an error event.
-    const agent = await createTestAgent({ provider: 'anthropic', models: ['fake-error'] });
+
+describe('tokens of a model call whose stream ends without its usage report', () => {
+  // What the agent meters when the provider never says: the prompt at 4 characters per token plus 4
+  // per message (here one message of 24 characters: 6 + 4), the output streamed at 4 characters per
+  // token, both rounded up (docs/AGENTS.md, "A run").
+  const message = 'this call fails half way';
+  const ESTIMATED_INPUT = 10;
+
+  async function runOn(provider: 'openai' | 'anthropic', model: string) {
+    const agent = await createTestAgent({ provider, models: [model] });
     const c = await NipXxClient.open(agent);
-    const p = c.prompt({ ver: 1, message: 'this call fails half way' });
+    const p = c.prompt({ ver: 1, message });
     await c.send(p);
+    return { agent, c, p };
+  }
+
+  // The fake OpenAI stream sends two deltas ('Hello', ' from': 10 characters, 3 tokens), then the
+  // connection drops (reset) or an error payload comes (error): OpenAI reports usage only in the
+  // last chunk, so the provider never said what the call cost.
+  for (const scenario of ['reset', 'error']) {
+    it(`OpenAI, ${scenario} after two deltas: the estimate is counted and marked estimated`, async () => {
+      const { agent, c, p } = await runOn('openai', `fake-${scenario}`);
+      expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'MODEL_UNAVAILABLE' });
+      expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'MODEL_UNAVAILABLE', input_tokens: ESTIMATED_INPUT, output_tokens: 3, estimated: true });
+      expect(await tokensToday(agent)).toBe(ESTIMATED_INPUT + 3);
+    });
+  }
+
+  it('Anthropic, failing after two deltas: the input message_start reported, the output estimated (it reported 1)', async () => {
+    const { agent, c, p } = await runOn('anthropic', 'fake-error');
     expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'MODEL_UNAVAILABLE' });
-    expect(await tokensToday(agent)).toBe(22);
-    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'MODEL_UNAVAILABLE', input_tokens: 21, output_tokens: 1 });
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'MODEL_UNAVAILABLE', input_tokens: 21, output_tokens: 3, estimated: true });
+    expect(await tokensToday(agent)).toBe(24);
+  });
+
+  it('OpenAI, cancelled by the client mid-stream: the estimate of what was streamed is counted', async () => {
+    const { agent, c, p } = await runOn('openai', 'fake-slow');
+    await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 5000);
+    await c.send(c.cancel(p.id));
+    expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
+    const row = await meterOf(agent, p.id);
+    // at least the first delta, 'tick 0 ' (7 characters)
+    expect(row).toMatchObject({ outcome: 'CANCELLED', input_tokens: ESTIMATED_INPUT, estimated: true });
+    expect(row!.output_tokens).toBeGreaterThanOrEqual(2);
+    expect(await tokensToday(agent)).toBe(ESTIMATED_INPUT + row!.output_tokens);
+  });
+
+  it('a complete stream without usage (a server that ignores include_usage): the response’s usage is the estimate, marked', async () => {
+    const { agent, c, p } = await runOn('openai', 'fake-no-usage');
+    const run = await c.collect(p.id);
+    // 'Hello from the fake provider ✓': 30 characters, 8 tokens
+    expect(run.terminal.payload['usage']).toEqual({ input_tokens: ESTIMATED_INPUT, output_tokens: 8, estimated: true });
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'response', input_tokens: ESTIMATED_INPUT, output_tokens: 8, estimated: true });
+  });
+
+  it('a complete stream with its usage is counted as reported, not estimated', async () => {
+    const { agent, c, p } = await runOn('openai', 'gpt-test');
+    const run = await c.collect(p.id);
+    expect(run.terminal.payload['usage']).toEqual({ input_tokens: 21, output_tokens: 9 });
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'response', input_tokens: 21, output_tokens: 9, estimated: false });
   });
 });

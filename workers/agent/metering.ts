@@ -1,5 +1,5 @@
 // Metering of a hosted agent's runs: one row per run in the Agent DO's SQLite (provider, model,
-// input/output tokens, tool calls, duration, outcome, sender), kept RUN_USAGE_RETENTION_MS, and
+// input/output tokens and whether some are estimated, tool calls, duration, outcome, sender), kept RUN_USAGE_RETENTION_MS, and
 // the same run reported to the owner's aggregate in the Accounts DO (workers/accounts), whose
 // answer — the owner's totals for the day and month — is what the agent checks the plan against.
 
@@ -15,6 +15,8 @@ export type RunMeter = {
   duration_ms: number;
   /** "response" or the NIP-XX error code. */
   outcome: string;
+  /** Some of the tokens are estimated: a model call's stream ended without its usage report (runtime.ts, CallTokens). */
+  estimated?: boolean;
 };
 
 /** Run rows are kept 90 days. */
@@ -29,12 +31,14 @@ export class UsageMeter {
       ) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS run_usage_at ON run_usage(at);
     `);
+    const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(run_usage)').toArray();
+    if (!columns.some((c) => c.name === 'estimated')) this.sql.exec('ALTER TABLE run_usage ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0');
   }
 
   /** Stores the run's row (at `at`, ms). */
   record(r: RunMeter, at: number): void {
     this.sql.exec(
-      'INSERT OR REPLACE INTO run_usage (run_id, at, sender, provider, model, input_tokens, output_tokens, tool_calls, duration_ms, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      'INSERT OR REPLACE INTO run_usage (run_id, at, sender, provider, model, input_tokens, output_tokens, tool_calls, duration_ms, outcome, estimated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
       r.run_id,
       at,
       r.sender,
@@ -45,12 +49,14 @@ export class UsageMeter {
       r.tool_calls,
       r.duration_ms,
       r.outcome,
+      r.estimated ? 1 : 0,
     );
   }
 
   /** The stored rows, newest first (at most `limit`). */
   recent(limit: number): Array<RunMeter & { at: number }> {
-    return this.sql.exec<RunMeter & { at: number }>('SELECT * FROM run_usage ORDER BY at DESC LIMIT ?', limit).toArray();
+    const rows = this.sql.exec<Omit<RunMeter, 'estimated'> & { at: number; estimated: number }>('SELECT * FROM run_usage ORDER BY at DESC LIMIT ?', limit).toArray();
+    return rows.map((r) => ({ ...r, estimated: r.estimated === 1 }));
   }
 
   prune(now: number, batch: number): void {

@@ -5,9 +5,10 @@
 
 import { THINKING_LEVELS, type ErrorCode, type Prompt } from '../../src/shared/nip-xx.js';
 import type { AgentLimits } from './config.js';
-import { ProviderError, type ChatMessage, type Provider, type Thinking, type ToolCall, type WireObserver } from './providers/types.js';
+import { ProviderError, type ChatMessage, type Provider, type StreamChunk, type Thinking, type ToolCall, type ToolSpec, type WireObserver } from './providers/types.js';
 import type { ToolDefinition, ToolOutput, ToolResult } from './tools/types.js';
 import { shownStatusInfo, shownToolName } from './event-fit.js';
+import { estimateTokens } from './sessions.js';
 
 /** Delta events are emitted for the first text at once, then when this much text is buffered or this long after the previous one. */
 export const DELTA_FLUSH_CHARS = 256;
@@ -31,6 +32,8 @@ export type Terminal =
 export interface Usage {
   input_tokens: number;
   output_tokens: number;
+  /** Some of the tokens are the agent's estimate: a model call's stream ended without its usage report (CallTokens). */
+  estimated?: true;
 }
 
 export interface ToolRunner {
@@ -61,7 +64,7 @@ export interface RunInput {
   tools: ToolRunner;
   limits: AgentLimits;
   sink: RunSink;
-  /** The run's token counts, added to as the provider reports them (so they are known whatever way the run ends). */
+  /** The run's token counts, added to as each model call ends (so they are known whatever way the run ends). */
   usage: Usage;
   signal: AbortSignal;
   observe?: WireObserver;
@@ -152,6 +155,64 @@ class DeltaBuffer {
   }
 }
 
+/** Tokens of `chars` characters of model output at 4 characters per token, rounded up. */
+const outputTokens = (chars: number): number => Math.ceil(chars / 4);
+
+/**
+ * The estimated input of a model call: its messages as the history is estimated (estimateTokens: 4
+ * characters per token, rounded up, plus 4 per message) and its tool definitions' JSON at 4
+ * characters per token.
+ */
+export function estimateInput(messages: readonly ChatMessage[], tools: readonly ToolSpec[]): number {
+  return messages.reduce((n, m) => n + estimateTokens(m), 0) + (tools.length > 0 ? outputTokens(JSON.stringify(tools).length) : 0);
+}
+
+/**
+ * The tokens of one model call. A stream that ends with its usage report counts what the provider
+ * reported. One that ends without it (it failed or was cancelled before the report, which OpenAI
+ * sends last; or the server reports none) is counted by estimate, so that a call cut short is never
+ * free: the input the provider reported (Anthropic's message_start) or else estimateInput; the
+ * larger of the output it reported and the output streamed (text, thinking, tool calls' names and
+ * arguments) at 4 characters per token. Not when the provider refused the request with an HTTP
+ * error status: nothing was generated.
+ */
+class CallTokens {
+  private reported: { input_tokens: number; output_tokens: number } | undefined;
+  private done = false;
+  private refused = false;
+  private outputChars = 0;
+
+  constructor(private readonly estimatedInput: () => number) {}
+
+  /** A chunk of the call's stream. */
+  note(chunk: StreamChunk): void {
+    if (chunk.type === 'text' || chunk.type === 'thinking') this.outputChars += chunk.text.length;
+    else if (chunk.type === 'tool_call') this.outputChars += chunk.call.name.length + chunk.call.arguments.length;
+    else if (chunk.type === 'usage') {
+      const r = this.reported ?? { input_tokens: 0, output_tokens: 0 };
+      this.reported = { input_tokens: r.input_tokens + chunk.input_tokens, output_tokens: r.output_tokens + chunk.output_tokens };
+    } else this.done = true;
+  }
+
+  /** The call failed with `e`. */
+  failed(e: unknown): void {
+    this.refused = e instanceof ProviderError && e.details.status !== undefined;
+  }
+
+  /** Adds the call's tokens to the run's. */
+  addTo(usage: Usage): void {
+    if (this.reported && this.done) {
+      usage.input_tokens += this.reported.input_tokens;
+      usage.output_tokens += this.reported.output_tokens;
+      return;
+    }
+    if (this.refused) return;
+    usage.input_tokens += this.reported?.input_tokens ?? this.estimatedInput();
+    usage.output_tokens += Math.max(this.reported?.output_tokens ?? 0, outputTokens(this.outputChars));
+    usage.estimated = true;
+  }
+}
+
 const parseArgs = (raw: string): Record<string, unknown> | undefined => {
   try {
     const v: unknown = JSON.parse(raw || '{}');
@@ -172,7 +233,8 @@ export function toolMessageContent(error: string | undefined, output: ToolOutput
 
 /**
  * Runs the prompt to its one terminal outcome; `transcript` holds the turns to keep in history. The
- * provider's token counts go into `input.usage` as they come (a run that fails, or throws, spent them all the same).
+ * tokens of each model call go into `input.usage` when the call ends, as the provider reported them or
+ * estimated (CallTokens), whatever way it ended: a run that fails, or throws, spent them all the same.
  */
 export async function executeRun(input: RunInput): Promise<{ terminal: Terminal; transcript: ChatMessage[] }> {
   const now = input.now ?? Date.now;
@@ -193,6 +255,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     }
     let text = '';
     const calls: ToolCall[] = [];
+    const tokens = new CallTokens(() => estimateInput(messages, toolSpecs));
     try {
       for await (const chunk of input.provider.stream({
         model: input.model,
@@ -203,19 +266,20 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         signal: input.signal,
         observe: input.observe,
       })) {
+        tokens.note(chunk);
         if (chunk.type === 'text') {
           text += chunk.text;
           await deltas.push(chunk.text);
         } else if (chunk.type === 'tool_call') calls.push(chunk.call);
-        else if (chunk.type === 'usage') {
-          usage.input_tokens += chunk.input_tokens;
-          usage.output_tokens += chunk.output_tokens;
-        }
       }
     } catch (e) {
+      tokens.failed(e);
       if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
       if (e instanceof ProviderError) return { terminal: providerFailure(e), transcript };
       throw e;
+    } finally {
+      // However the call ended (also a failure inside the agent): the run spent its tokens.
+      tokens.addTo(usage);
     }
     await deltas.flush();
     const assistant: ChatMessage = { role: 'assistant', content: text, ...(calls.length ? { tool_calls: calls } : {}) };
@@ -252,5 +316,6 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
   }
   if (!finalText.trim()) return { terminal: { type: 'error', code: 'EMPTY_RESPONSE', message: 'the model produced no text' }, transcript };
   await input.sink.status('done', 100);
-  return { terminal: { type: 'response', text: finalText, usage: { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }, model: input.model }, transcript };
+  const reported = { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, ...(usage.estimated ? { estimated: true as const } : {}) };
+  return { terminal: { type: 'response', text: finalText, usage: reported, model: input.model }, transcript };
 }

@@ -24,7 +24,8 @@
 // cumulative usage), message_stop (terminal: usage then done), ping (ignored), error (overloaded_error
 // and api_error → unavailable, rate_limit_error → rate_limit, anything else → rejected).
 // A stream that fails or is cancelled after message_start still yields the usage it reported
-// (the input was processed and is billed), then throws.
+// (the input was processed and is billed), then throws; the runtime adds its estimate of the
+// output streamed (runtime.ts, CallTokens).
 // stop_reason: end_turn/stop_sequence → stop, tool_use → tool_calls, max_tokens → length, else other.
 
 import {

@@ -16,7 +16,8 @@
 // or else `delta.reasoning` (OpenRouter, Ollama) → thinking; `delta.tool_calls` fragments are
 // assembled by index (id, function.name, concatenated function.arguments) and emitted whole when
 // the choice finishes (or at [DONE]); the usage with the largest total is emitted once, just before
-// `done`, which is sent at `data: [DONE]`. finish_reason: stop → stop, tool_calls/function_call →
+// `done`, which is sent at `data: [DONE]` (a stream that fails before it yields none: the runtime
+// estimates the call, runtime.ts CallTokens). finish_reason: stop → stop, tool_calls/function_call →
 // tool_calls, length → length, anything else → other; 'stop' with tool calls counts as tool_calls
 // (some compatible servers report it so). A `{"error": …}` payload mid-stream → rate_limit when its
 // type/code names a rate limit, else unavailable; a stream without [DONE] → 'truncated stream'.
