@@ -37,9 +37,14 @@ export function checkDeployment({ vars, secrets, bindings, echoOnly }) {
   else if (secrets === null) unchecked.push('EDGESTR_SECRET (secrets cannot be listed: run `npx wrangler secret list` once logged in)');
   else if (!hasSecret('EDGESTR_SECRET')) problems.push('EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)');
 
-  // Development mode: demo keys known to everyone.
-  if (vars.EDGESTR_ENV === 'development') problems.push('EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)');
-  if (hasSecret('EDGESTR_ENV')) unchecked.push('EDGESTR_ENV is a secret: its value cannot be read; it must not be "development"');
+  // EDGESTR_ENV: unset (or "production") on a deployment. "development" (demo keys known to
+  // everyone) and "test" (invoices paid locally, for free) are for local runs; any other value is a
+  // mistake (the Worker reads it as production, but not what its author meant).
+  const env = (vars.EDGESTR_ENV ?? '').trim();
+  if (env === 'development') problems.push('EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)');
+  else if (env === 'test') problems.push('EDGESTR_ENV is "test": remove it (test mode settles invoices locally for free: anyone may POST /api/bridge/pay, so every priced tool is free)');
+  else if (env !== '' && env !== 'production') problems.push(`EDGESTR_ENV is "${vars.EDGESTR_ENV}": remove it or set it to "production" (the Worker knows only "development" and "test", both for local runs)`);
+  if (hasSecret('EDGESTR_ENV')) unchecked.push('EDGESTR_ENV is a secret: its value cannot be read; it must be unset or "production"');
 
   // Who may own or operate.
   let people = 0;

@@ -38,6 +38,18 @@ describe('deploy check', () => {
     expect(check(over).problems).toEqual([problem]);
   });
 
+  it.each([
+    ['test', 'EDGESTR_ENV is "test": remove it (test mode settles invoices locally for free: anyone may POST /api/bridge/pay, so every priced tool is free)'],
+    ['staging', 'EDGESTR_ENV is "staging": remove it or set it to "production" (the Worker knows only "development" and "test", both for local runs)'],
+    ['Development', 'EDGESTR_ENV is "Development": remove it or set it to "production" (the Worker knows only "development" and "test", both for local runs)'],
+  ])('refuses EDGESTR_ENV %s', (value, problem) => {
+    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_ENV: value } }).problems).toEqual([problem]);
+  });
+
+  it.each(['production', '', ' '])('passes EDGESTR_ENV %j', (value) => {
+    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_ENV: value } })).toEqual({ problems: [], unchecked: [] });
+  });
+
   it.each(['{"*":65}', '{"*":0}', '{"npub1x":2}', '[4]', 'four'])('refuses RELAY_EDGES %s', (edges) => {
     expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_EDGES: edges } }).problems).toEqual([
       'RELAY_EDGES is not a JSON object of K per shard ("*", "public" or a 64-hex owner key → an integer 1..64), e.g. {"public": 4, "*": 1}',
@@ -55,6 +67,10 @@ describe('deploy check', () => {
     expect(check({ vars: {}, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_OWNERS'] })).toEqual({
       problems: [],
       unchecked: ['EDGESTR_OWNERS is a secret: its entries cannot be read'],
+    });
+    expect(check({ secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_ENV'] })).toEqual({
+      problems: [],
+      unchecked: ['EDGESTR_ENV is a secret: its value cannot be read; it must be unset or "production"'],
     });
   });
 });
