@@ -98,10 +98,10 @@ describe('limits', () => {
     });
   });
 
-  it('refuses an upgrade from an address (an IPv6 /64) holding max_connections_per_address sockets with 429; others, agents and closed sockets do not count', async () => {
+  it('refuses an upgrade from an address (an IPv6 /64) holding max_connections_per_ip sockets with 429; others, agents and closed sockets do not count', async () => {
     const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
     const answers = await runInDurableObject(stub, async (_i, state) => {
-      const shard = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ max_connections_per_address: 2 }) });
+      const shard = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ max_connections_per_ip: 2 }) });
       const upgrade = (headers: Record<string, string>) =>
         shard.fetch(new Request('http://relay.test/', { headers: { Upgrade: 'websocket', [SHARD_HEADER]: 'public', ...headers } }));
       const from = (ip: string) => upgrade({ 'CF-Connecting-IP': ip });
@@ -125,8 +125,8 @@ describe('limits', () => {
         again = await from('2001:db8:7:7::1');
       }
       const info = await shard.fetch(new Request('http://relay.test/', { headers: { Accept: 'application/nostr+json', [SHARD_HEADER]: 'public' } }));
-      const doc = (await info.json()) as { limitation: { max_connections_per_address: number } };
-      return { statuses, refused: [refused.status, await refused.text()], others, again: again.status, advertised: doc.limitation.max_connections_per_address };
+      const doc = (await info.json()) as { limitation: { max_connections_per_ip: number } };
+      return { statuses, refused: [refused.status, await refused.text()], others, again: again.status, advertised: doc.limitation.max_connections_per_ip };
     });
     expect(answers).toEqual({
       statuses: [101, 101],
@@ -137,10 +137,10 @@ describe('limits', () => {
     });
   });
 
-  it(`through the router, one address holds at most ${DEFAULT_LIMITS.max_connections_per_address} sockets of a shard (with K edges: per edge object)`, async () => {
+  it(`through the router, one address holds at most ${DEFAULT_LIMITS.max_connections_per_ip} sockets of a shard (with K edges: per edge object)`, async () => {
     const owner = freshOwner().pk;
     const path = `/r/${owner}`;
-    const cap = DEFAULT_LIMITS.max_connections_per_address;
+    const cap = DEFAULT_LIMITS.max_connections_per_ip;
     const sockets: TestSocket[] = [];
     let refused: string | undefined;
     // Each edge object counts its own sockets: by pigeonhole, K × cap + 1 upgrades meet a refusal.
@@ -247,6 +247,37 @@ describe('limits', () => {
     clock.advance(1000);
     const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.77' });
     expect(tally(await flood(s, make(rate + 1, 'b')))).toEqual({ accepted: rate, refusals: [message] });
+  });
+
+  it('an address reads at most read_bytes_burst_per_ip of stored events, then waits for its budget to refill (across reconnects); another address is not held', async () => {
+    const clock = freezeClock();
+    const owner = freshOwner();
+    const writer = await connect(`/r/${owner.pk}`);
+    const notes = Array.from({ length: 5 }, (_, i) => sign(owner, { content: `${i}`.padEnd(120_000, 'x') }));
+    for (const e of notes) expect((await writer.publish(e))[2]).toBe(true);
+    const bytes = notes.reduce((n, e) => n + JSON.stringify(e).length, 0);
+    const burst = DEFAULT_LIMITS.read_bytes_burst_per_ip;
+    const rate = DEFAULT_LIMITS.read_bytes_per_second_per_ip;
+    const served = Math.ceil(burst / bytes); // answered while the budget is above zero
+    const feed = { kinds: [1], authors: [owner.pk] };
+    let s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.91' });
+    for (let i = 0; i < served; i++) {
+      if (i === Math.floor(served / 2)) {
+        s.close(); // a reconnect does not reset the budget
+        s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.91' });
+      }
+      expect((await s.req(`r${i}`, feed)).events).toHaveLength(5);
+    }
+    const debt = served * bytes - burst;
+    const wait = Math.max(1, Math.ceil((1 + debt) / rate));
+    expect((await s.req('over', feed)).closed).toBe(`rate-limited: slow down: this address has read too many events (${rate} bytes/s); retry in ${wait} s`);
+    // COUNT reads no events: it is not held; another address reads at once.
+    s.send(['COUNT', 'c', feed]);
+    expect(await s.next((f) => f[0] === 'COUNT' && f[1] === 'c')).toEqual(['COUNT', 'c', { count: 5 }]);
+    const other = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.92' });
+    expect((await other.req('other', feed)).events).toHaveLength(5);
+    clock.advance(wait * 1000);
+    expect((await s.req('after', feed)).events).toHaveLength(5);
   });
 
   it('rate-limits REQ and COUNT per connection after the burst, and refills at its rate', async () => {

@@ -12,7 +12,7 @@ import { isAuthRequiredAnswer, relayMessage } from '../../src/shared/messages.js
 import type { Filter } from '../../src/shared/filters.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { FanoutIndex, type Subscription } from './fanout-index.js';
-import { TokenBucket } from './rate-limit.js';
+import { ByteBudgets, TokenBucket } from './rate-limit.js';
 import type { RelayLimits } from './limits.js';
 import type { Stamp } from './edge-wire.js';
 import type { Holding } from './policy.js';
@@ -43,6 +43,8 @@ export interface Connection {
 export class ConnectionStore {
   private readonly live = new Map<WebSocket, Connection>();
   private readonly index = new FanoutIndex<Connection>();
+  /** What REQs returned per client address (read_bytes_per_second_per_ip); edgestr's own agents are not counted. */
+  private readonly reads: ByteBudgets;
   /** Whether every socket of the shard has its connection (and subscriptions) in memory. */
   private complete = false;
   /** Estimated memory the filters of every connection hold (read from storage when unknown). */
@@ -62,6 +64,17 @@ export class ConnectionStore {
     // Shards created before the memory was kept: their rows (of sockets a deploy closed) count nothing.
     const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('conn_subs')").toArray();
     if (!columns.some((c) => c.name === 'held')) sql.exec('ALTER TABLE conn_subs ADD COLUMN held INTEGER NOT NULL DEFAULT 0');
+    this.reads = new ByteBudgets(limits.read_bytes_per_second_per_ip, limits.read_bytes_burst_per_ip);
+  }
+
+  /** `conn` was sent `bytes` of stored events (a REQ's history): charged to its client address. */
+  chargeRead(conn: Connection, bytes: number): void {
+    if (!conn.att.internal) this.reads.spend(conn.att.ip, bytes, this.clock());
+  }
+
+  /** Whole seconds `conn`'s address must wait before its next REQ is answered (0: none). */
+  readWait(conn: Connection): number {
+    return conn.att.internal ? 0 : this.reads.wait(conn.att.ip, this.clock());
   }
 
   /** Drops state of connections that no longer exist (after a restart closed their sockets). */

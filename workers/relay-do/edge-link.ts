@@ -61,6 +61,8 @@ export interface EdgeConnections {
   keepStamp(conn: Connection, subId: string, stamp: Stamp): void;
   /** Subscription `subId` is gone: its stamp too. */
   dropStamp(conn: Connection, subId: string): void;
+  /** `conn` was sent `bytes` of stored events (read_bytes_per_second_per_ip). */
+  chargeRead(conn: Connection, bytes: number): void;
 }
 
 interface Pending {
@@ -184,8 +186,13 @@ export class EdgeLink {
         if (streams.get(subId) === stream) streams.delete(subId);
         return send(conn, relayMessage.closed(subId, a.op === 'error' ? a.message : unexpected(a)));
       }
-      for (const raw of a.rows) send(conn, relayMessage.event(subId, raw));
+      let bytes = 0;
+      for (const raw of a.rows) {
+        send(conn, relayMessage.event(subId, raw));
+        bytes += raw.length;
+      }
       send(conn, relayMessage.eose(subId));
+      this.connections.chargeRead(conn, bytes);
       const current = streams.get(subId) === stream; // else replaced by a later REQ with the same id
       if (current) stream.seen = a.stamp;
       // The primary was not sending events here (relisted), or this edge does not know (after a wake):

@@ -17,7 +17,7 @@ export const RelayLimitsSchema = z.strictObject({
    * stranger could hold all `max_connections` of a shard. Requests without CF-Connecting-IP (never on
    * Cloudflare's network) and edgestr's own agents are not counted.
    */
-  max_connections_per_address: z.number().int().positive().default(30),
+  max_connections_per_ip: z.number().int().positive().default(30),
   max_filters: z.number().int().positive().default(16),
   /**
    * Estimated memory (subscription-memory.ts) the filters of one connection's open subscriptions
@@ -69,6 +69,15 @@ export const RelayLimitsSchema = z.strictObject({
   events_burst_per_pubkey: z.number().int().positive().default(200),
   events_per_second_per_ip: z.number().positive().default(50),
   events_burst_per_ip: z.number().int().positive().default(500),
+  /**
+   * Bytes of stored events REQs may return to one client address (client-address.ts), shared by
+   * its connections: a budget of `read_bytes_burst_per_ip` refilled at this rate. An answer is
+   * charged once sent (it may take the budget below zero); a REQ from an address in debt gets CLOSED
+   * `rate-limited:` with the seconds to wait. Without it, one address could make a shard read and
+   * send `max_query_bytes` per REQ as fast as its request buckets allow.
+   */
+  read_bytes_per_second_per_ip: z.number().int().positive().default(1_048_576),
+  read_bytes_burst_per_ip: z.number().int().positive().default(16_777_216),
   /**
    * Batched ingest (ingest-queue.ts): verified EVENTs are stored together, in one transaction, when
    * this many are queued or `ingest_batch_window_ms` after the first, whichever comes first (and

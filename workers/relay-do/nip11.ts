@@ -28,7 +28,7 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
       /** Not a standard NIP-11 field: open connections of this shard (an upgrade past it gets 503). */
       max_connections: limits.max_connections,
       /** Not a standard NIP-11 field: open connections from one client address (an IPv6 /64); an upgrade past it gets 429. */
-      max_connections_per_address: limits.max_connections_per_address,
+      max_connections_per_ip: limits.max_connections_per_ip,
       max_filters: limits.max_filters,
       /** Not standard NIP-11 fields: estimated bytes the filters of one connection's subscriptions, and of all of them, may hold. */
       max_subscription_memory_per_connection: limits.max_subscription_memory_per_connection,
@@ -66,6 +66,8 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
       events_per_second_per_pubkey: limits.events_per_second_per_pubkey,
       events_burst_per_pubkey: limits.events_burst_per_pubkey,
       events_per_second_per_ip: limits.events_per_second_per_ip,
+      read_bytes_per_second_per_ip: limits.read_bytes_per_second_per_ip,
+      read_bytes_burst_per_ip: limits.read_bytes_burst_per_ip,
       events_burst_per_ip: limits.events_burst_per_ip,
     },
   };

@@ -79,6 +79,8 @@ export interface FilterContext {
   nowMs: number;
   /** For a REQ (a subscription to be held; a COUNT holds nothing): the memory it would add to what is held. */
   holding?: Holding;
+  /** For a REQ: whole seconds its client address must wait, having read its budget of stored events (0: none). */
+  readWait?: number;
 }
 
 /** Estimated memory (subscription-memory.ts) of a REQ's filters, and what is held without the subscription it replaces. */
@@ -107,10 +109,10 @@ const connectionCap: RejectConnectionHook = (request, { limits, connections }) =
     ? { status: 503, message: `this relay shard is full (${limits.max_connections} connections); try again later` }
     : undefined;
 
-/** A WebSocket upgrade from an address that holds `max_connections_per_address` open sockets of the shard gets 429. */
+/** A WebSocket upgrade from an address that holds `max_connections_per_ip` open sockets of the shard gets 429. */
 const connectionsPerAddress: RejectConnectionHook = (request, { limits, fromAddress }) =>
-  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && fromAddress !== undefined && fromAddress >= limits.max_connections_per_address
-    ? { status: 429, message: `too many connections from your address (max ${limits.max_connections_per_address}); close one first` }
+  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && fromAddress !== undefined && fromAddress >= limits.max_connections_per_ip
+    ? { status: 429, message: `too many connections from your address (max ${limits.max_connections_per_ip}); close one first` }
     : undefined;
 
 /** NIP-01 limits on a REQ/COUNT: values per filter, request rate, open subscriptions. */
@@ -118,6 +120,12 @@ const filterValuesCap: RejectFilterHook = (filters, { limits }) => checkFilterVa
 
 const requestRate: RejectFilterHook = (_filters, { conn, nowMs }) =>
   conn.reqs.take(nowMs) ? undefined : reject('rate-limited', 'slow down: too many requests on this connection');
+
+/** A REQ from an address that has read more than its budget of stored events (read_bytes_per_second_per_ip). */
+const readBudget: RejectFilterHook = (_filters, { readWait, limits }) =>
+  readWait
+    ? reject('rate-limited', `slow down: this address has read too many events (${limits.read_bytes_per_second_per_ip} bytes/s); retry in ${readWait} s`)
+    : undefined;
 
 const subscriptionCap: RejectFilterHook = (_filters, { conn, subId, limits }) =>
   !conn.subs.has(subId) && conn.subs.size >= limits.max_subscriptions
@@ -150,7 +158,7 @@ export function shardPolicy(
 ): RelayPolicy {
   return {
     rejectConnection: [routedByRouter, connectionCap, connectionsPerAddress],
-    rejectFilter: [filterValuesCap, requestRate, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
+    rejectFilter: [filterValuesCap, requestRate, readBudget, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),
       withinLimits,

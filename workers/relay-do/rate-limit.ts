@@ -81,3 +81,40 @@ export class SlidingWindowLimiter extends PerKey<SlidingWindow> {
     super(() => new SlidingWindow(max, windowMs), maxKeys);
   }
 }
+
+/**
+ * Byte budgets per key (a client address): what a read returned is charged after it is served, and
+ * may take a budget below zero; a key in debt waits until its budget refills at `bytesPerSecond`
+ * (starting from `burst`). So one answer of any size is served, and its cost is paid afterwards.
+ */
+export class ByteBudgets {
+  private readonly budgets: LruMap<string, { bytes: number; last: number }>;
+
+  constructor(
+    private readonly bytesPerSecond: number,
+    private readonly burst: number,
+    maxKeys = 10_000,
+  ) {
+    this.budgets = new LruMap(maxKeys);
+  }
+
+  private refilled(key: string, now: number): { bytes: number; last: number } {
+    const b = this.budgets.getOrCreate(key, () => ({ bytes: this.burst, last: now }));
+    const elapsed = Math.max(0, now - b.last);
+    b.bytes = Math.min(this.burst, b.bytes + (elapsed * this.bytesPerSecond) / 1000);
+    b.last = Math.max(b.last, now);
+    return b;
+  }
+
+  /** Charges `bytes` read by `key`. `now` in milliseconds. */
+  spend(key: string, bytes: number, now: number): void {
+    this.refilled(key, now).bytes -= bytes;
+  }
+
+  /** Whole seconds until `key` may read again (its budget above zero), or 0 when it may now. */
+  wait(key: string, now: number): number {
+    const b = this.refilled(key, now);
+    return b.bytes > 0 ? 0 : Math.max(1, Math.ceil((1 - b.bytes) / this.bytesPerSecond));
+  }
+}
+

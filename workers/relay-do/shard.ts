@@ -142,6 +142,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
                 stamps: (conn) => this.conns.stamps(conn),
                 keepStamp: (conn, sid, stamp) => this.conns.keepStamp(conn, sid, stamp),
                 dropStamp: (conn, sid) => this.conns.dropStamp(conn, sid),
+                chargeRead: (conn, bytes) => this.conns.chargeRead(conn, bytes),
               },
               (conn, sid) => this.conns.closeSub(conn, sid),
               this.limits.max_query_bytes,
@@ -608,7 +609,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   private admitQuery(conn: Connection, subId: string, filters: Filter[], holding?: Holding): Rejection | undefined {
-    return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock(), ...(holding ? { holding } : {}) });
+    const reqOnly = holding ? { holding, readWait: this.conns.readWait(conn) } : {};
+    return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock(), ...reqOnly });
   }
 
   private onReq(conn: Connection, subId: string, input: Filter[]): void | Promise<void> {
@@ -622,8 +624,13 @@ export class RelayShard extends DurableObject<RelayEnv> {
       return edge.subscribe(conn, subId, filters);
     }
     const rows = this.store.query(filters, this.limitOf, this.readScope([...conn.authed]), this.limits.max_query_bytes);
-    for (const row of rows) send(conn, relayMessage.event(subId, row.raw));
+    let bytes = 0;
+    for (const row of rows) {
+      send(conn, relayMessage.event(subId, row.raw));
+      bytes += row.raw.length;
+    }
     send(conn, relayMessage.eose(subId));
+    this.conns.chargeRead(conn, bytes);
     this.conns.setSub(conn, subId, filters, held);
   }
 
