@@ -4,6 +4,7 @@
 import { defaultKeyPath, keyPair, newKeyPair, parseSecretKey, readKeyFile, type KeyPair } from '../client/keys.js';
 import type { HttpError } from '../client/http.js';
 import { toNpub } from '../shared/keys.js';
+import { terminalJson, terminalSafe } from './terminal-safe.js';
 
 export const EXIT = { OK: 0, USAGE: 2, AGENT_ERROR: 3, TIMEOUT: 4, CONNECT: 5 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -52,17 +53,20 @@ export class Context {
     return Array.isArray(v) ? v : [];
   }
 
+  /** Text on stdout, control characters shown escaped (terminal-safe.ts: much of it comes from others). */
   out(text: string): void {
-    this.io.stdout.write(text);
+    this.io.stdout.write(terminalSafe(text));
   }
 
+  /** Text on stderr, control characters shown escaped. */
   err(text: string): void {
-    this.io.stderr.write(text);
+    this.io.stderr.write(terminalSafe(text));
   }
 
-  /** Text output, or the object as one JSON line with --json. */
+  /** Text output, or the object as one JSON line with --json (C1 and U+2028/2029 escaped too). */
   emit(obj: unknown, text: string): void {
-    this.out(this.json ? `${JSON.stringify(obj)}\n` : text.endsWith('\n') || text === '' ? text : `${text}\n`);
+    if (this.json) this.io.stdout.write(`${terminalJson(obj)}\n`);
+    else this.out(text.endsWith('\n') || text === '' ? text : `${text}\n`);
   }
 
   /** The key in use: --key file, else $EDGESTR_KEY (nsec or hex), else ~/.config/edgestr/key. */

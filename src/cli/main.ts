@@ -6,6 +6,7 @@ import { helpText, parseArgs } from './args.js';
 import { Context, EXIT, Failure, type Io } from './context.js';
 import { callCommand, cancelTurnCommand, keygenCommand, observeCommand, relayInfoCommand, toolsCommand, whoamiCommand } from './other-commands.js';
 import { askCommand, chatCommand } from './run-commands.js';
+import { terminalSafe } from './terminal-safe.js';
 
 const processIo = (): Io => ({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env });
 
@@ -46,7 +47,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     }
   } catch (e) {
     if (!(e instanceof Failure)) throw e;
-    io.stderr.write(`edgestr: ${e.message}\n`);
+    io.stderr.write(`edgestr: ${terminalSafe(e.message)}\n`); // may quote a relay's or a server's words
     return e.code;
   }
 }

@@ -11,6 +11,10 @@ import { parsePubkey } from '../shared/keys.js';
 import { keyValues, secondsOption } from './args.js';
 import { dropLine, frameJson, frameLine, gapLine } from './observe-lines.js';
 import { Context, EXIT, Failure, httpFailure } from './context.js';
+import { terminalJson, terminalSafe } from './terminal-safe.js';
+
+/** A stranger's value shown within one line (a name, a price): newlines escaped too. */
+const oneLine = (text: string): string => terminalSafe(text, { singleLine: true });
 
 export async function keygenCommand(ctx: Context): Promise<number> {
   const key = newKeyPair();
@@ -85,8 +89,12 @@ export async function toolsCommand(ctx: Context): Promise<number> {
   else if (catalog.value.servers.length === 0) ctx.out('no DVMCP servers announced\n');
   else
     for (const s of catalog.value.servers) {
-      ctx.out(`${s.id}  ${s.name ?? ''}  provider ${s.provider}${s.encryption ? '  (encrypted)' : ''}\n`);
-      for (const t of s.tools) ctx.out(`  ${t.name}${t.price ? `  [${t.price.price} ${t.price.unit}]` : ''}${t.description ? `  ${t.description.split('\n')[0]}` : ''}\n`);
+      // Anyone may announce: names, prices and descriptions are shown escaped (ctx.out), on one line each.
+      ctx.out(`${s.id}  ${oneLine(s.name ?? '')}  provider ${s.provider}${s.encryption ? '  (encrypted)' : ''}\n`);
+      for (const t of s.tools) {
+        const price = t.price ? `  [${oneLine(t.price.price)} ${oneLine(t.price.unit)}]` : '';
+        ctx.out(`  ${oneLine(t.name)}${price}${t.description ? `  ${oneLine(t.description.split('\n')[0]!)}` : ''}\n`);
+      }
     }
   return EXIT.OK;
 }
@@ -108,7 +116,7 @@ async function pay(ctx: Context, p: PaymentRequired): Promise<boolean> {
     ctx.err(`[paid ${p.sats} sats (local invoice)]\n`);
     return true;
   }
-  ctx.err(`[pay this invoice with your wallet; waiting for the payment: ${p.invoice}]\n`);
+  ctx.err(`[pay this invoice with your wallet; waiting for the payment: ${oneLine(p.invoice)}]\n`);
   return true;
 }
 
@@ -128,7 +136,7 @@ export async function callCommand(ctx: Context, args: string[]): Promise<number>
   const r = await callTool(ctx.url, key, server, tool, kv.value, {
     maxSats,
     ...(timeout.value ? { timeoutMs: timeout.value } : {}),
-    onProgress: (p) => ctx.err(`[progress ${p.progress ?? ''}${p.total !== undefined ? `/${p.total}` : ''}${p.message ? ` ${p.message}` : ''}]\n`),
+    onProgress: (p) => ctx.err(oneLine(`[progress ${p.progress ?? ''}${p.total !== undefined ? `/${p.total}` : ''}${p.message ? ` ${p.message}` : ''}]`) + '\n'),
     pay: (p) => pay(ctx, p),
   });
   if (!r.ok) {
@@ -147,6 +155,6 @@ export async function relayInfoCommand(ctx: Context, args: string[]): Promise<nu
   const url = args[0] ?? ctx.url;
   const info = await relayInfo(url);
   if (!info.ok) throw httpFailure(info.error, `relay info ${url}`);
-  ctx.out(ctx.json ? `${JSON.stringify(info.value)}\n` : `${JSON.stringify(info.value, null, 2)}\n`);
+  ctx.out(ctx.json ? `${terminalJson(info.value)}\n` : `${terminalJson(info.value, 2)}\n`);
   return EXIT.OK;
 }

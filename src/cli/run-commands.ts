@@ -7,6 +7,7 @@ import { findAgent } from '../client/agents.js';
 import { AgentConversation, type RunHandlers, type RunOutcome } from '../client/run.js';
 import { secondsOption } from './args.js';
 import { Context, EXIT, Failure } from './context.js';
+import { terminalSafe } from './terminal-safe.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 
@@ -25,41 +26,53 @@ function timeoutOf(ctx: Context): number {
   return t.value ?? DEFAULT_TIMEOUT_MS;
 }
 
-/** Writes a run's deltas, status and tool calls; returns whether any delta was written. */
-function printer(ctx: Context, runId: () => string): RunHandlers & { streamed: () => boolean } {
+/**
+ * Writes a run's deltas, status and tool calls (shown escaped by ctx.out/err: they are the agent's
+ * words); `streamed` says whether any delta was written, `tail` is a CR held back from the last one.
+ */
+function printer(ctx: Context, runId: () => string): RunHandlers & { streamed: () => boolean; tail: () => string } {
   let streamed = false;
+  // A delta's last CR waits for the next delta: CRLF split between two deltas stays a line end,
+  // a lone CR (which would overwrite the line) is shown escaped.
+  let heldCr = '';
   return {
     streamed: () => streamed,
+    tail: () => heldCr,
     onDelta: (text, seq) => {
       streamed = true;
-      if (ctx.json) ctx.emit({ type: 'delta', run: runId(), seq, text }, '');
-      else ctx.out(text);
+      if (ctx.json) return ctx.emit({ type: 'delta', run: runId(), seq, text }, '');
+      const t = heldCr + text;
+      heldCr = t.endsWith('\r') ? '\r' : '';
+      ctx.out(heldCr ? t.slice(0, -1) : t);
     },
     onStatus: (s) => {
       if (ctx.json) ctx.emit({ type: 'status', run: runId(), ...s }, '');
-      else ctx.err(`[${s.state}${s.progress !== undefined ? ` ${s.progress}%` : ''}${s.info ? `: ${s.info}` : ''}]\n`);
+      else ctx.err(`[${s.state}${s.progress !== undefined ? ` ${s.progress}%` : ''}${s.info ? `: ${terminalSafe(s.info, { singleLine: true })}` : ''}]\n`);
     },
     onToolCall: (t) => {
       if (ctx.json) ctx.emit({ type: 'tool_call', run: runId(), ...t }, '');
-      else ctx.err(`[tool ${t.name ?? ''}${t.phase ? ` ${t.phase}` : ''}${t.arguments ? ` ${JSON.stringify(t.arguments)}` : ''}${t.success === false ? ' failed' : ''}${t.text ? `: ${t.text}` : ''}]\n`);
+      else {
+        const name = terminalSafe(t.name ?? '', { singleLine: true });
+        ctx.err(`[tool ${name}${t.phase ? ` ${t.phase}` : ''}${t.arguments ? ` ${JSON.stringify(t.arguments)}` : ''}${t.success === false ? ' failed' : ''}${t.text ? `: ${t.text}` : ''}]\n`);
+      }
     },
   };
 }
 
-/** Prints the end of a run and returns its exit code. */
-function finish(ctx: Context, runId: string, outcome: RunOutcome, streamed: boolean, timeoutMs: number): number {
+/** Prints the end of a run and returns its exit code (`tail`: a CR held back from the last delta). */
+function finish(ctx: Context, runId: string, outcome: RunOutcome, streamed: boolean, tail: string, timeoutMs: number): number {
   switch (outcome.kind) {
     case 'response':
       if (ctx.json) ctx.emit({ type: 'response', run: runId, text: outcome.text, ...(outcome.usage ? { usage: outcome.usage } : {}) }, '');
-      else ctx.out(streamed ? '\n' : `${outcome.text}\n`);
+      else ctx.out(streamed ? `${tail}\n` : `${outcome.text}\n`);
       return EXIT.OK;
     case 'error':
       if (ctx.json) ctx.emit({ type: 'error', run: runId, code: outcome.code, message: outcome.message }, '');
-      else if (streamed) ctx.out('\n');
+      else if (streamed) ctx.out(`${tail}\n`);
       ctx.err(`error ${outcome.code}: ${outcome.message}\n`);
       return EXIT.AGENT_ERROR;
     case 'timeout':
-      if (streamed && !ctx.json) ctx.out('\n');
+      if (streamed && !ctx.json) ctx.out(`${tail}\n`);
       ctx.err(`timed out after ${timeoutMs / 1000} s waiting for the agent's answer\n`);
       return EXIT.TIMEOUT;
   }
@@ -87,7 +100,7 @@ async function turn(ctx: Context, conv: AgentConversation, message: string, sess
   };
   process.on('SIGINT', onSigint);
   try {
-    return finish(ctx, id, await handle.value.done, p.streamed(), timeoutMs);
+    return finish(ctx, id, await handle.value.done, p.streamed(), p.tail(), timeoutMs);
   } finally {
     process.off('SIGINT', onSigint);
   }

@@ -1,0 +1,183 @@
+// What strangers write reaches the terminal only as visible text: `edgestr tools`, `call` and `ask`
+// run through main() against a fake relay (test/helpers-node/fake-relay.ts) serving real signed
+// announcements, DVMCP answers and agent events whose fields carry terminal escape sequences (OSC 0
+// window title, OSC 52 clipboard write, CSI 2J clear screen, the C1 CSI U+009B, a lone CR).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { PassThrough, Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { fakeRelay, type FakeRelay } from '../../test/helpers-node/fake-relay.js';
+import type { NostrEvent } from '../shared/event.js';
+import { bytesToHex } from '../shared/hex.js';
+import { KIND } from '../shared/kinds.js';
+import { decrypt, encrypt, getConversationKey } from '../shared/nip44.js';
+import { main } from './main.js';
+
+const ESC = '\x1b';
+const BEL = '\x07';
+const CSI = '\u009b';
+/** Window title, clipboard write, clear screen (7-bit and C1 forms). */
+const EVIL = `${ESC}]0;pwned${BEL}${ESC}]52;c;Y3VybCBldmlsfHNo${BEL}${ESC}[2J${CSI}2J ok`;
+/** EVIL as the terminal must show it. */
+const SHOWN = String.raw`\u001b]0;pwned\u0007\u001b]52;c;Y3VybCBldmlsfHNo\u0007\u001b[2J\u009b2J ok`;
+
+const now = (): number => Math.floor(Date.now() / 1000);
+const sign = (sk: Uint8Array, kind: number, tags: string[][], content: string): NostrEvent => ({ ...finalizeEvent({ kind, created_at: now(), tags, content }, sk) });
+
+async function run(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const sink = (append: (s: string) => void): Writable =>
+    new Writable({
+      write(chunk: Buffer | string, _enc, cb) {
+        append(chunk.toString());
+        cb();
+      },
+    });
+  const stdin = new PassThrough();
+  stdin.end();
+  const code = await main(argv, {
+    stdin,
+    stdout: sink((s) => (stdout += s)),
+    stderr: sink((s) => (stderr += s)),
+    env: { EDGESTR_KEY: bytesToHex(generateSecretKey()), ...env },
+  });
+  return { code, stdout, stderr };
+}
+
+/** No raw control that a terminal acts on: C0 other than \n and \t, DEL, C1; a CR only before a LF. */
+function expectTerminalSafe(text: string): void {
+  expect(text.replace(/\r\n/g, '\n')).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
+}
+
+const provider = generateSecretKey();
+const agent = generateSecretKey();
+const agentPk = getPublicKey(agent);
+let relay: FakeRelay;
+
+/** Requests for `forecast` waiting for their payment (the CLI's POST /api/bridge/pay). */
+const unpaid: Array<() => void> = [];
+
+/**
+ * The fake DVMCP server: `forecast` asks 5 sats and, once the client tried to pay, reports
+ * progress and answers; `priced` only asks; `broken` fails.
+ */
+function dvmcpServer(e: NostrEvent, r: FakeRelay): void {
+  const { params } = JSON.parse(e.content) as { params: { name: string } };
+  const to = [['p', e.pubkey], ['e', e.id]];
+  if (params.name === 'broken') return r.deliver(sign(provider, KIND.DVMCP_RESPONSE, to, JSON.stringify({ error: { code: -32000, message: `bad\n${EVIL}` } })));
+  r.deliver(sign(provider, KIND.DVMCP_NOTIFICATION, [...to, ['status', 'payment-required'], ['amount', '5', `lnbc5${EVIL}`]], ''));
+  if (params.name !== 'forecast') return;
+  unpaid.push(() => {
+    r.deliver(sign(provider, KIND.DVMCP_NOTIFICATION, to, JSON.stringify({ method: 'notifications/progress', params: { progress: 1, total: 2, message: EVIL } })));
+    r.deliver(sign(provider, KIND.DVMCP_RESPONSE, to, JSON.stringify({ content: [{ type: 'text', text: `line 1\n${EVIL}\rline 2` }] })));
+  });
+}
+
+/** Not a local invoice (404); the call is answered a moment later, once the CLI showed the invoice. */
+function payRoute(req: IncomingMessage, res: ServerResponse): void {
+  res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not a local invoice' }));
+  if (req.url === '/api/bridge/pay') setTimeout(() => unpaid.splice(0).forEach((answer) => answer()), 200);
+}
+
+/** The fake agent: status, a tool call, deltas, then a response (or an error when asked to fail). */
+function agentRuns(e: NostrEvent, r: FakeRelay): void {
+  const key = getConversationKey(agent, e.pubkey);
+  const { message } = JSON.parse((decrypt(e.content, key) as { ok: true; value: string }).value) as { message: string };
+  const tags = [['p', e.pubkey], ['e', e.id, '', 'root']];
+  const send = (kind: number, payload: object): void => r.deliver(sign(agent, kind, tags, encrypt(JSON.stringify({ ver: 1, ...payload }), key)));
+  send(KIND.AI_STATUS, { state: 'thinking', info: EVIL });
+  send(KIND.AI_TOOL_CALL, { name: `calc${CSI}2J`, phase: 'start', arguments: { q: EVIL }, text: EVIL });
+  const deltas = ['line 1\n', EVIL, '\rover', 'written\r', '\nend\u2028'];
+  deltas.forEach((text, seq) => send(KIND.AI_DELTA, { text, seq }));
+  if (message === 'fail') send(KIND.AI_ERROR, { code: 'INTERNAL_ERROR', message: `failed:\n${EVIL}` });
+  else send(KIND.AI_RESPONSE, { text: deltas.join('') });
+}
+
+beforeAll(async () => {
+  relay = await fakeRelay({
+    onEvent: (e, r) => {
+      if (e.kind === KIND.DVMCP_REQUEST) dvmcpServer(e, r);
+      if (e.kind === KIND.AI_PROMPT) agentRuns(e, r);
+    },
+    onHttp: payRoute,
+  });
+  relay.stored.push(
+    sign(provider, KIND.DVMCP_SERVER, [['d', 'weather'], ['name', `Weather${ESC}[31m\nprovider ${'0'.repeat(64)}`]], JSON.stringify({ capabilities: { tools: {} } })),
+    sign(
+      provider,
+      KIND.DVMCP_TOOLS,
+      [['d', 'weather/tools/list'], ['s', 'weather'], ['cap', 'forecast', `5${BEL}`, `sats${CSI}2J`]],
+      JSON.stringify({ tools: [{ name: 'forecast', description: EVIL, inputSchema: { type: 'object' } }, { name: `x${ESC}]0;t${BEL}`, inputSchema: { type: 'object' } }] }),
+    ),
+    sign(agent, KIND.RELAY_LIST, [['r', `ws://127.0.0.1:${new URL(relay.url).port}/r/${agentPk}`]], ''),
+  );
+});
+
+afterAll(() => relay.close());
+
+describe('text from strangers is shown escaped', () => {
+  it('tools: server name, tool names, descriptions and prices', async () => {
+    const r = await run(['tools', '--url', relay.url]);
+    expect(r.code).toBe(0);
+    expectTerminalSafe(r.stdout);
+    expect(r.stdout).toContain(String.raw`weather  Weather\u001b[31m\u000aprovider ${'0'.repeat(64)}  provider ${getPublicKey(provider)}`);
+    expect(r.stdout).toContain(String.raw`  forecast  [5\u0007 sats\u009b2J]  ${SHOWN}`);
+    expect(r.stdout).toContain(String.raw`  x\u001b]0;t\u0007`);
+  });
+
+  it('tools --json: every string kept, C1 and U+2028/2029 escaped as JSON', async () => {
+    const r = await run(['tools', '--url', relay.url, '--json']);
+    expect(r.code).toBe(0);
+    expectTerminalSafe(r.stdout);
+    const server = JSON.parse(r.stdout) as { name: string; tools: Array<{ name: string; description?: string; price?: { unit: string } }> };
+    expect(server.name).toBe(`Weather${ESC}[31m\nprovider ${'0'.repeat(64)}`);
+    expect(server.tools[0]).toMatchObject({ description: EVIL, price: { unit: `sats${CSI}2J` } });
+    expect(r.stdout).toContain(String.raw`\u009b2J`);
+  });
+
+  it('call: invoice, progress and the tool output', async () => {
+    const r = await run(['call', 'weather', 'forecast', '--url', relay.url, '--max-sats', '10']);
+    expect(r.code).toBe(0);
+    expectTerminalSafe(r.stdout);
+    expectTerminalSafe(r.stderr);
+    expect(r.stderr).toContain(`[pay this invoice with your wallet; waiting for the payment: lnbc5${SHOWN}]`);
+    expect(r.stderr).toContain(`[progress 1/2 ${SHOWN}]`);
+    expect(r.stdout).toBe(`line 1\n${SHOWN}\\u000dline 2\n`);
+  });
+
+  it('call: a declined invoice and an error message', async () => {
+    const declined = await run(['call', 'weather', 'priced', '--url', relay.url]);
+    expect(declined.code).toBe(3);
+    expectTerminalSafe(declined.stderr);
+    expect(declined.stderr).toContain(`error payment: payment required: 5 sats (invoice lnbc5${SHOWN}) (not paid: --max-sats 0)`);
+    const broken = await run(['call', 'weather', 'broken', '--url', relay.url]);
+    expect(broken.code).toBe(3);
+    expectTerminalSafe(broken.stderr);
+    expect(broken.stderr).toContain(`error protocol: bad\n${SHOWN}\n`);
+  });
+
+  it('ask: deltas, status, tool calls and the answer (a lone CR escaped, CRLF kept, even split across deltas)', async () => {
+    const r = await run(['ask', agentPk, 'hello', '--url', relay.url]);
+    expect(r.code).toBe(0);
+    expectTerminalSafe(r.stdout);
+    expectTerminalSafe(r.stderr);
+    expect(r.stdout).toBe(`line 1\n${SHOWN}\\u000doverwritten\r\nend\u2028\n`);
+    expect(r.stderr).toContain(`[thinking: ${SHOWN}]`);
+    expect(r.stderr).toContain(String.raw`[tool calc\u009b2J start {"q":"\u001b]0;pwned\u0007\u001b]52;c;Y3VybCBldmlsfHNo\u0007\u001b[2J\u009b2J ok"}: ` + `${SHOWN}]`);
+  });
+
+  it('ask: an error message; --json keeps the text and escapes C1 and U+2028', async () => {
+    const failed = await run(['ask', agentPk, 'fail', '--url', relay.url]);
+    expect(failed.code).toBe(3);
+    expectTerminalSafe(failed.stderr);
+    expect(failed.stderr).toContain(`error INTERNAL_ERROR: failed:\n${SHOWN}\n`);
+    const json = await run(['ask', agentPk, 'hello', '--url', relay.url, '--json']);
+    expect(json.code).toBe(0);
+    expectTerminalSafe(json.stdout);
+    expect(json.stdout).not.toMatch(/[\u2028\u2029]/);
+    const lines = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; text?: string });
+    expect(lines.filter((l) => l.type === 'delta').map((l) => l.text)).toEqual(['line 1\n', EVIL, '\rover', 'written\r', '\nend\u2028']);
+    expect(lines.at(-1)).toMatchObject({ type: 'response', text: `line 1\n${EVIL}\roverwritten\r\nend\u2028` });
+  });
+});
