@@ -93,7 +93,7 @@ export class Context {
       if (!parsed.ok) throw new Failure(EXIT.USAGE, `EDGESTR_KEY: ${parsed.error}`);
       return keyPair(parsed.value);
     }
-    const r = await readKeyFile(this.keyPath);
+    const r = await readKeyFile(this.keyPath, { warn: (m) => this.err(`edgestr: ${m}\n`) }); // a warning only: the exit status is the command's
     if (r.ok) return r.value;
     if (r.error.missing && !explicit) return undefined;
     throw new Failure(r.error.missing ? EXIT.CONNECT : EXIT.USAGE, r.error.message);

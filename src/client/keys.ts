@@ -1,8 +1,11 @@
 // Secret keys for the client: read from a key file or a string (nsec or 64-hex), made new, and
-// written with mode 0600. The default location is ~/.config/edgestr/key.
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+// written with mode 0600. The default location is ~/.config/edgestr/key. A key file others may read
+// is read with a warning (like ssh's), and a replaced one is written anew (a file of its own,
+// renamed over the old one), so that it never keeps the old file's mode.
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, rename, unlink, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { decode, nsecEncode } from 'nostr-tools/nip19';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { err, ok, type Result } from '../shared/errors.js';
@@ -35,11 +38,33 @@ export function parseSecretKey(s: string): Result<Uint8Array, string> {
   return err('not a secret key (expected an nsec or 64 hex characters)');
 }
 
+/** `path` as one shell word, for advice the user may paste. */
+const shellWord = (path: string): string => (/^[\w@%+=:,./~-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`);
+
+/** The warning for a key file whose mode lets others read (or write) it; undefined when it does not. */
+export function keyFileModeWarning(path: string, mode: number): string | undefined {
+  if (process.platform === 'win32' || (mode & 0o077) === 0) return undefined;
+  const octal = (mode & 0o777).toString(8).padStart(4, '0');
+  return `warning: ${path} is accessible to others (mode ${octal}): anyone who reads it can sign as you; run chmod 600 ${shellWord(path)}`;
+}
+
+export interface ReadKeyOptions {
+  /** Told when others may read the file (it is read all the same); default: a line on stderr. */
+  warn?: (message: string) => void;
+}
+
 /** The key in the first line of `path`; `missing` when the file does not exist. */
-export async function readKeyFile(path: string): Promise<Result<KeyPair, { missing: boolean; message: string }>> {
+export async function readKeyFile(path: string, opts: ReadKeyOptions = {}): Promise<Result<KeyPair, { missing: boolean; message: string }>> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    const file = await open(path, 'r');
+    try {
+      const warning = keyFileModeWarning(path, (await file.stat()).mode);
+      if (warning) (opts.warn ?? ((m: string) => process.stderr.write(`${m}\n`)))(warning);
+      text = await file.readFile('utf8');
+    } finally {
+      await file.close();
+    }
   } catch (e) {
     const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
     return err({ missing, message: missing ? `no key file at ${path}` : `cannot read ${path}: ${(e as Error).message}` });
@@ -48,13 +73,36 @@ export async function readKeyFile(path: string): Promise<Result<KeyPair, { missi
   return parsed.ok ? ok(keyPair(parsed.value)) : err({ missing: false, message: `${path}: ${parsed.error}` });
 }
 
-/** Writes the key as an nsec line with mode 0600 (creating the directory); refuses to overwrite unless `force`. */
+/**
+ * Writes the key as an nsec line with mode 0600 (creating the directory); refuses to overwrite unless
+ * `force`. A new file is created 0600; with `force` the key goes to a new 0600 file in the same
+ * directory, flushed, then renamed over `path` (atomic: `path` holds the old key or the new one,
+ * never a world-readable or half-written new one; writing into the old file would keep its mode).
+ */
 export async function writeKeyFile(path: string, key: KeyPair, force = false): Promise<Result<true, string>> {
+  const text = `${nsecEncode(key.sk)}\n`;
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  if (!force) {
+    try {
+      await writeFile(path, text, { mode: 0o600, flag: 'wx' });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') return err(`${path} already exists (use --force to replace it)`);
+      return err(`cannot write ${path}: ${(e as Error).message}`);
+    }
+    return ok(true);
+  }
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
   try {
-    await writeFile(path, `${nsecEncode(key.sk)}\n`, { mode: 0o600, flag: force ? 'w' : 'wx' });
+    const file = await open(temp, 'wx', 0o600);
+    try {
+      await file.writeFile(text);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await rename(temp, path);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return err(`${path} already exists (use --force to replace it)`);
+    await unlink(temp).catch(() => undefined); // gone already, or never made
     return err(`cannot write ${path}: ${(e as Error).message}`);
   }
   return ok(true);
