@@ -2,11 +2,12 @@
 // (agents, bridge servers, local payments in development) and the MCP endpoint /mcp (the DVMCP
 // gateway, workers/gateway/route.ts); the web console at /console (workers/console/route.ts).
 // Development mode (EDGESTR_ENV=development: demo keys known to everyone, every key gets a
-// shard, private outbound hosts) is honoured only on loopback hosts: a Worker in development mode
-// refuses every request whose URL host is not 127.0.0.1, localhost or [::1] (403 JSON, logged once).
-// That stops a deployment left in development mode (on Cloudflare the URL host is the routed one)
-// and DNS rebinding; it cannot stop another machine under `wrangler dev`, where the URL host is the
-// client's Host header: there only the loopback address `npm start` binds does (scripts/start.mjs).
+// shard, private outbound hosts, free local payments) is honoured only on loopback hosts, and test
+// mode (free local payments) only on loopback and .test hosts: other requests get 403 JSON, logged
+// once (workers/common/local-mode.ts). That stops a deployment left in either mode (on Cloudflare
+// the URL host is the routed one) and DNS rebinding; it cannot stop another machine under
+// `wrangler dev`, where the URL host is the client's Host header: there only the loopback address
+// `npm start` binds does (scripts/start.mjs).
 
 import { Hono } from 'hono';
 import { relayRoutes } from './relay-do/routes.js';
@@ -17,7 +18,7 @@ import { agentRoutes, type AgentApiBindings } from './api/agents.js';
 import { bridgeRoutes, bridgeStub, type BridgeApiBindings } from './api/bridge.js';
 import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
-import { isDevelopment } from './common/secrets.js';
+import { localHostRefusal, localMode, type LocalMode } from './common/local-mode.js';
 import { handleMcp, type GatewayBindings } from './gateway/route.js';
 import { adminRoutes, adminShardRoutes, type AdminApiBindings } from './api/admin.js';
 import { usageRoutes } from './api/usage.js';
@@ -42,17 +43,18 @@ type AppEnv = { Bindings: Env };
 
 const app = new Hono<AppEnv>();
 
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
-const DEV_HOST_REFUSAL = 'development mode serves only loopback hosts; unset EDGESTR_ENV';
-let devHostLogged = false;
+const devHostLogged: Partial<Record<LocalMode, boolean>> = {};
 
+// Development and test mode serve only hosts no deployment can have (workers/common/local-mode.ts).
 app.use('*', async (c, next) => {
-  if (isDevelopment(c.env) && !LOOPBACK_HOSTS.has(new URL(c.req.url).hostname)) {
-    if (!devHostLogged) {
-      devHostLogged = true;
-      console.error(`EDGESTR_ENV=development on a non-loopback host (${new URL(c.req.url).hostname}): every request is refused; unset EDGESTR_ENV`);
+  const mode = localMode(c.env);
+  const refusal = mode && localHostRefusal(mode, new URL(c.req.url));
+  if (mode && refusal) {
+    if (!devHostLogged[mode]) {
+      devHostLogged[mode] = true;
+      console.error(`EDGESTR_ENV=${mode} on a host it does not serve (${new URL(c.req.url).hostname}): ${refusal}`);
     }
-    return c.json({ error: DEV_HOST_REFUSAL }, 403);
+    return c.json({ error: refusal }, 403);
   }
   await next();
 });

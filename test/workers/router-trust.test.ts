@@ -1,13 +1,15 @@
 // The router's trust rules: closed owner shards outside development (EDGESTR_OWNERS, unless
 // EDGESTR_OPEN_SHARDS=true), `/r/<owner>/` (NDK's trailing slash) as the same shard, the NIP-42
-// relay URL from EDGESTR_PUBLIC_URL, and development mode only for loopback hosts.
+// relay URL from EDGESTR_PUBLIC_URL, development mode only for loopback hosts, and test mode only
+// for loopback and .test hosts.
 // The test run sets EDGESTR_OPEN_SHARDS=true (tests use random owners' shards); the closed
 // behaviour is tested through the Worker's fetch with that variable removed.
 import { SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
 import { fetchWithEnv, type EnvOverride } from './app-env.js';
-import { BASE, connect, freshOwner, keys, sign, TestSocket } from './helpers.js';
+import { BASE, connect, freshOwner, keys, randomHex, sign, TestSocket } from './helpers.js';
+import { localInvoice } from '../../workers/bridge/payments-local.js';
 import { TEST_OWNER } from './test-keys.js';
 
 const CLOSED: EnvOverride = { EDGESTR_OPEN_SHARDS: undefined };
@@ -129,5 +131,41 @@ describe('development mode only on loopback hosts', () => {
   it.each([['http://127.0.0.1:8787'], ['http://localhost:8787'], ['http://[::1]:8787']])('serves %s', async (origin) => {
     expect(await answer(DEV, `${origin}/`, NIP11)).toMatchObject({ status: 200, json: { supported_nips: expect.any(Array) } });
     expect((await answer(DEV, `${origin}/r/${keys().pk}/`, UPGRADE)).status).toBe(101);
+  });
+});
+
+describe('test mode only on loopback and .test hosts', () => {
+  // This run is EDGESTR_ENV=test (vitest.config.ts): free local payments (POST /api/bridge/pay).
+  const TEST_REFUSAL = { error: 'test mode serves only loopback and .test hosts; unset EDGESTR_ENV' };
+
+  it.each([
+    ['NIP-11', '/', NIP11],
+    ['WebSocket upgrade', `/r/${TEST_OWNER}`, UPGRADE],
+    ['management API', '/api/agents', {}],
+  ])('403 JSON for a host a deployment could have (%s)', async (_n, path, headers) => {
+    for (const origin of ['https://edgestr.example.workers.dev', 'https://relay.example.org', 'https://127.0.0.1.nip.io', 'https://relay.test.example']) {
+      expect(await answer({}, `${origin}${path}`, headers), origin).toEqual({ status: 403, json: TEST_REFUSAL });
+    }
+  });
+
+  it('the local pay endpoint is refused on such a host before any invoice is looked up', async () => {
+    const pay = (origin: string) =>
+      fetchWithEnv({}, new Request(`${origin}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice: localInvoice(TEST_OWNER, randomHex(16), 21) }) }));
+    const refused = await pay('https://edgestr.example.workers.dev');
+    expect({ status: refused.status, json: await refused.json() }).toEqual({ status: 403, json: TEST_REFUSAL });
+    // On a .test host the request reaches the owner's bridge (which has set up no payments here).
+    const served = await pay(BASE);
+    expect({ status: served.status, json: await served.json() }).toEqual({ status: 503, json: { error: 'local payments are off' } });
+  });
+
+  it.each([['http://relay.test'], ['http://other.test:8787'], ['http://127.0.0.1:8787'], ['http://localhost:8787'], ['http://[::1]:8787']])('serves %s', async (origin) => {
+    expect(await answer({}, `${origin}/`, NIP11)).toMatchObject({ status: 200, json: { supported_nips: expect.any(Array) } });
+    expect((await answer({}, `${origin}/r/${keys().pk}/`, UPGRADE)).status).toBe(101);
+  });
+
+  it('outside development and test, any host is served', async () => {
+    for (const env of [undefined, 'production']) {
+      expect(await answer({ EDGESTR_ENV: env }, 'https://relay.example.org/', NIP11)).toMatchObject({ status: 200, json: { supported_nips: expect.any(Array) } });
+    }
   });
 });
