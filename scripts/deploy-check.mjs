@@ -11,8 +11,29 @@
 //   node scripts/deploy-check.mjs --check-only
 
 import { execFileSync, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
 import { experimental_readRawConfig } from 'wrangler';
 import { checkDeployment } from './deploy-config.mjs';
+
+/**
+ * The Worker's own EDGESTR_PLANS parser (workers/accounts/plans.ts), bundled for Node with the
+ * esbuild that comes with wrangler: the deploy check applies the very rule the Worker will.
+ */
+async function workerPlansParser() {
+  const bundle = await build({
+    entryPoints: [fileURLToPath(new URL('../workers/accounts/plans.ts', import.meta.url))],
+    bundle: true,
+    write: false,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    logLevel: 'silent',
+  });
+  const code = Buffer.from(bundle.outputFiles[0].contents).toString('base64');
+  const { parsePlans } = await import(`data:text/javascript;base64,${code}`);
+  return parsePlans;
+}
 
 const args = process.argv.slice(2);
 const checkOnly = args.includes('--check-only');
@@ -46,7 +67,13 @@ function secretNames() {
   }
 }
 
-const { problems, unchecked } = checkDeployment({ vars, secrets: secretNames(), bindings, echoOnly: process.env.EDGESTR_ECHO_ONLY === 'true' });
+const { problems, unchecked } = checkDeployment({
+  vars,
+  secrets: secretNames(),
+  bindings,
+  echoOnly: process.env.EDGESTR_ECHO_ONLY === 'true',
+  parsePlans: await workerPlansParser(),
+});
 for (const u of unchecked) console.warn(`not checked: ${u}`);
 if (problems.length > 0) {
   console.error(`deploy refused: ${problems.length} problem(s) in the configuration\n${problems.map((p) => `  - ${p}`).join('\n')}`);

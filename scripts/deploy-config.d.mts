@@ -9,6 +9,8 @@ export interface DeploymentInput {
   bindings: readonly string[];
   /** The operator deploys with the echo provider only, on purpose (EDGESTR_ECHO_ONLY=true). */
   echoOnly: boolean;
+  /** The Worker's EDGESTR_PLANS parser (workers/accounts/plans.ts `parsePlans`): throws an Error naming what is wrong. */
+  parsePlans: (raw: string | undefined) => unknown;
 }
 
 export interface DeploymentVerdict {

@@ -2,7 +2,8 @@
 // that they can be tested: given the variables wrangler will deploy, the names of the secrets
 // already set (or null when they cannot be listed, e.g. offline or before the first deploy), the
 // bindings of wrangler.toml and the operator's explicit choices, it answers the problems that must
-// stop the deploy and the checks it could not make.
+// stop the deploy and the checks it could not make. EDGESTR_PLANS is checked with the Worker's own
+// parser, passed in (`parsePlans`): one rule, not a second copy here.
 
 import { decode } from 'nostr-tools/nip19';
 
@@ -26,7 +27,7 @@ const entries = (value) => (value ?? '').split(',').map((s) => s.trim()).filter(
  * @param {import('./deploy-config.d.mts').DeploymentInput} input
  * @returns {import('./deploy-config.d.mts').DeploymentVerdict}
  */
-export function checkDeployment({ vars, secrets, bindings, echoOnly }) {
+export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans }) {
   const problems = [];
   const unchecked = [];
   const hasSecret = (name) => secrets !== null && secrets.includes(name);
@@ -60,17 +61,13 @@ export function checkDeployment({ vars, secrets, bindings, echoOnly }) {
   }
   if (people === 0) problems.push('no owner and no admin: set EDGESTR_OWNERS (or EDGESTR_ADMINS) to your pubkey (hex or npub) in wrangler.toml [vars]');
 
-  // Plans: only their JSON shape (an object naming plans, each an object of limits).
+  // Plans: the Worker's own rule (parsePlans of workers/accounts/plans.ts, given by the caller), so
+  // that what the Worker would refuse at every /api call is refused before the deploy.
   if (vars.EDGESTR_PLANS !== undefined) {
-    let plans;
     try {
-      plans = JSON.parse(vars.EDGESTR_PLANS);
-    } catch {
-      plans = undefined;
-    }
-    const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
-    if (!isObject(plans) || Object.keys(plans).length === 0 || !Object.values(plans).every(isObject)) {
-      problems.push('EDGESTR_PLANS is not a JSON object of plans ({"<plan>": {<limits>}, ...})');
+      parsePlans(vars.EDGESTR_PLANS);
+    } catch (e) {
+      problems.push(e instanceof Error ? e.message : String(e));
     }
   }
   if (hasSecret('EDGESTR_PLANS')) unchecked.push('EDGESTR_PLANS is a secret: its JSON cannot be read');

@@ -1,12 +1,14 @@
 // The configuration checks of `npm run deploy` (scripts/deploy-config.mjs): each refusal with its
 // message, what cannot be checked without listing secrets, and a configuration that passes.
+// EDGESTR_PLANS is read with the Worker's own parser (parsePlans), as scripts/deploy-check.mjs does.
 import { describe, expect, it } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
 import { checkDeployment, type DeploymentInput } from '../../scripts/deploy-config.mjs';
 import { keys } from './helpers.js';
+import { parsePlans } from '../../workers/accounts/plans.js';
 
 const owner = keys().pk;
-const good: DeploymentInput = { vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'], bindings: [], echoOnly: false };
+const good: DeploymentInput = { vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'], bindings: [], echoOnly: false, parsePlans };
 const check = (over: Partial<DeploymentInput>) => checkDeployment({ ...good, ...over });
 
 describe('deploy check', () => {
@@ -16,12 +18,13 @@ describe('deploy check', () => {
     expect(check({ vars: { EDGESTR_ADMINS: owner } })).toEqual({ problems: [], unchecked: [] });
     expect(check({ secrets: ['EDGESTR_SECRET'], bindings: ['AI'] })).toEqual({ problems: [], unchecked: [] });
     expect(check({ secrets: ['EDGESTR_SECRET'], echoOnly: true })).toEqual({ problems: [], unchecked: [] });
-    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{"free":{"runs_per_day":10}}' } }).problems).toEqual([]);
+    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{"default":{},"free":{"runs_per_day":10}}' } }).problems).toEqual([]);
+    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{"default":{},"constructor":{"agents":1}}' } }).problems).toEqual([]);
     expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_EDGES: `{"public":16,"${'a'.repeat(64)}":4,"*":1}` } }).problems).toEqual([]);
   });
 
   it('refuses with the full list of what is missing', () => {
-    expect(checkDeployment({ vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [], bindings: [], echoOnly: false }).problems).toEqual([
+    expect(checkDeployment({ vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [], bindings: [], echoOnly: false, parsePlans }).problems).toEqual([
       'EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)',
       'EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)',
       'no owner and no admin: set EDGESTR_OWNERS (or EDGESTR_ADMINS) to your pubkey (hex or npub) in wrangler.toml [vars]',
@@ -32,10 +35,23 @@ describe('deploy check', () => {
   it.each([
     ['a plaintext EDGESTR_SECRET', { vars: { EDGESTR_OWNERS: owner, EDGESTR_SECRET: 'x'.repeat(32) } }, 'EDGESTR_SECRET is a plain [vars] value: remove it from wrangler.toml and run `npx wrangler secret put EDGESTR_SECRET`'],
     ['a malformed owner', { vars: { EDGESTR_OWNERS: `${owner},npub1nope` } }, 'EDGESTR_OWNERS has "npub1nope", which is neither a 64-hex pubkey nor an npub'],
-    ['plans that are not JSON', { vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{free' } }, 'EDGESTR_PLANS is not a JSON object of plans ({"<plan>": {<limits>}, ...})'],
-    ['plans that are a list', { vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '[{"name":"free"}]' } }, 'EDGESTR_PLANS is not a JSON object of plans ({"<plan>": {<limits>}, ...})'],
   ])('refuses %s', (_n, over, problem) => {
     expect(check(over).problems).toEqual([problem]);
+  });
+
+  // The Worker's rule, word for word: what parsePlans would throw at every /api call after the deploy.
+  it.each([
+    ['a plan named __proto__', '{"default":{},"__proto__":{"agents":1}}', 'EDGESTR_PLANS.__proto__: "__proto__" cannot name a plan; choose another name'],
+    ['a __proto__ plan alone', '{"__proto__":{}}', 'EDGESTR_PLANS.__proto__: "__proto__" cannot name a plan; choose another name'],
+    ['no default plan', '{"free":{"runs_per_day":10}}', 'EDGESTR_PLANS.default: a plan named "default" is required'],
+    ['a bad plan name', '{"default":{},"Pro":{}}', 'EDGESTR_PLANS.Pro: plan names are 1-32 of a-z 0-9 _ -'],
+    ['a negative limit', '{"default":{"agents":-1}}', 'EDGESTR_PLANS.default.agents: Too small: expected number to be >=0'],
+    ['an unknown limit', '{"default":{"agent":1}}', 'EDGESTR_PLANS.default: Unrecognized key: "agent"'],
+    ['plans that are not JSON', '{free', 'EDGESTR_PLANS is not JSON'],
+    ['plans that are a list', '[{"name":"free"}]', 'EDGESTR_PLANS: Invalid input: expected record, received array'],
+  ])('refuses %s in EDGESTR_PLANS with the Worker\'s own error', (_n, plans, problem) => {
+    expect(() => parsePlans(plans)).toThrowError(problem);
+    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: plans } }).problems).toEqual([problem]);
   });
 
   it.each([

@@ -2,7 +2,8 @@
 // each plan may use. A limit left out is unlimited (but bridge_servers: DEFAULT_BRIDGE_SERVERS); the plan named "default" is the one of owners
 // listed statically (EDGESTR_OWNERS), of sign-ups and of owners added without a plan. Validated at
 // first use (cached per isolate for the raw string); a bad value throws an Error naming the field,
-// so every request that needs the plans fails loudly until the operator fixes it.
+// so every request that needs the plans fails loudly until the operator fixes it. `npm run deploy`
+// runs this same parsePlans (scripts/deploy-check.mjs bundles this file) and refuses what it throws.
 
 import { z } from 'zod';
 import { hasProtoKey, PROTO_KEY } from '../common/proto-key.js';
@@ -66,7 +67,8 @@ export function parsePlans(raw: string | undefined): Plans {
     const issue = parsed.error.issues[0];
     // A bad plan name: zod's own message is "Invalid key in record"; the name rule's is clearer.
     const message = issue?.code === 'invalid_key' ? (issue.issues[0]?.message ?? issue.message) : issue?.message;
-    throw new Error(`EDGESTR_PLANS.${issue?.path.join('.') ?? ''}: ${message ?? 'invalid'}`);
+    const path = issue?.path.join('.') ?? '';
+    throw new Error(`EDGESTR_PLANS${path === '' ? '' : `.${path}`}: ${message ?? 'invalid'}`);
   }
   if (!parsed.data[DEFAULT_PLAN]) throw new Error(`EDGESTR_PLANS.${DEFAULT_PLAN}: a plan named "${DEFAULT_PLAN}" is required`);
   return parsed.data;

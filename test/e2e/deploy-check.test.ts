@@ -1,0 +1,33 @@
+// `npm run deploy`'s check as the command runs it (scripts/deploy-check.mjs --check-only, offline:
+// the secrets cannot be listed): EDGESTR_PLANS goes through the Worker's own parser
+// (workers/accounts/plans.ts, bundled for Node), so a configuration the Worker would refuse at
+// every /api call is refused before it is deployed. --check-only: nothing is ever deployed here.
+
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { E2E_OWNER } from './e2e-keys.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+function deployCheck(...vars: string[]): { status: number | null; out: string } {
+  const args = ['scripts/deploy-check.mjs', '--check-only', '--var', `EDGESTR_OWNERS:${E2E_OWNER}`, ...vars.flatMap((v) => ['--var', v])];
+  const r = spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
+  return { status: r.status, out: `${r.stdout}${r.stderr}` };
+}
+
+describe('npm run deploy: EDGESTR_PLANS', () => {
+  it('refuses a plan named __proto__ with the Worker’s error, and passes valid plans', () => {
+    const proto = deployCheck('EDGESTR_PLANS:{"default":{},"__proto__":{"agents":1}}');
+    expect(proto.status, proto.out).toBe(1);
+    expect(proto.out).toContain('deploy refused: 1 problem(s) in the configuration\n  - EDGESTR_PLANS.__proto__: "__proto__" cannot name a plan; choose another name\n');
+
+    const noDefault = deployCheck('EDGESTR_PLANS:{"free":{}}');
+    expect(noDefault.status, noDefault.out).toBe(1);
+    expect(noDefault.out).toContain('  - EDGESTR_PLANS.default: a plan named "default" is required\n');
+
+    const valid = deployCheck('EDGESTR_PLANS:{"default":{"agents":3},"constructor":{}}');
+    expect(valid.status, valid.out).toBe(0);
+    expect(valid.out).toContain('deploy check passed');
+  });
+});
