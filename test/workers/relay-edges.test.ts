@@ -135,7 +135,7 @@ describe('a shard with four edges', () => {
       // The primary as a deployment with a small edge queue runs it, taking ten events in one batch:
       // each edge's queue passes 1,000 bytes and drops what it held.
       const primary = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ edge_delivery_queue_bytes: 1000 }) });
-      const origin = { authed: [], ip: '127.0.0.1', internal: false, relayUrl: s.url };
+      const origin = { authed: [], internal: false, relayUrl: s.url };
       return primary.edgeBatch(owner.pk, events.map((event) => ({ op: 'event', event, origin })));
     });
     expect(answers).toEqual(events.map(() => ({ op: 'ok', accepted: true, message: '' })));
@@ -167,7 +167,7 @@ describe('a shard with four edges', () => {
       // The primary with a small edge queue, told by each edge what its subscriptions are (as their
       // `listen` does), takes ten notes in one batch: edge 0's queue passes 1,000 bytes; edge 1 needs none.
       const primary = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ edge_delivery_queue_bytes: 1000 }) });
-      const origin = { authed: [], ip: '127.0.0.1', internal: false, relayUrl: s.url };
+      const origin = { authed: [], internal: false, relayUrl: s.url };
       return primary.edgeBatch(owner.pk, [
         { op: 'listen', edge: 0, subs: [['conn-s/notes', [notes]]] },
         { op: 'listen', edge: 1, subs: [['conn-t/reactions', [reactions]]] },

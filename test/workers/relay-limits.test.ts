@@ -137,13 +137,12 @@ describe('limits', () => {
     });
   });
 
-  it(`through the router, one address holds at most ${DEFAULT_LIMITS.max_connections_per_ip} sockets of a shard (with K edges: per edge object)`, async () => {
+  it(`through the router, one address holds at most ${DEFAULT_LIMITS.max_connections_per_ip} sockets of a shard (with K edges too: an address's connections land on one edge)`, async () => {
     const owner = freshOwner().pk;
     const path = `/r/${owner}`;
     const cap = DEFAULT_LIMITS.max_connections_per_ip;
     const sockets: TestSocket[] = [];
     let refused: string | undefined;
-    // Each edge object counts its own sockets: by pigeonhole, K × cap + 1 upgrades meet a refusal.
     for (let i = 0; refused === undefined && i <= edgesOf(owner) * cap; i++) {
       const res = await SELF.fetch(`http://relay.test${path}`, { headers: { Upgrade: 'websocket', 'CF-Connecting-IP': '192.0.2.200' } });
       if (res.webSocket) {
@@ -152,8 +151,7 @@ describe('limits', () => {
       } else refused = `${res.status} ${await res.text()}`;
     }
     expect(refused).toBe(`429 too many connections from your address (max ${cap}); close one first`);
-    if (edgesOf(owner) === 1) expect(sockets.length).toBe(cap);
-    else expect(sockets.length).toBeGreaterThanOrEqual(cap);
+    expect(sockets.length).toBe(cap); // every connection of the address lands on the same object
     const other = await connect(path, { 'CF-Connecting-IP': '192.0.2.201' });
     expect(await other.req('still-open', { kinds: [1], limit: 1 })).toEqual({ events: [] });
     other.close();
@@ -247,6 +245,32 @@ describe('limits', () => {
     clock.advance(1000);
     const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.77' });
     expect(tally(await flood(s, make(rate + 1, 'b')))).toEqual({ accepted: rate, refusals: [message] });
+  });
+
+  it('the per-address buckets are taken before the signature is verified: badly signed events and unauthenticated frames from many connections cost at most the burst in verifications', async () => {
+    freezeClock();
+    const owner = freshOwner();
+    const path = `/r/${owner.pk}`;
+    const address = { 'CF-Connecting-IP': '192.0.2.93' };
+    const k = keys();
+    // Events: 8 connections × 70 (under each connection's burst of 100), signatures broken.
+    const bad = (n: number) =>
+      Array.from({ length: n }, (_, i) => {
+        const e = sign(k, { content: `forged ${i} ${randomHex(4)}` });
+        return { ...e, sig: e.sig.replace(/^./, (c) => (c === '0' ? '1' : '0')) };
+      });
+    const answers = [];
+    for (let c = 0; c < 8; c++) answers.push(...(await flood(await connect(path, address), bad(70))));
+    expect(tally(answers)).toEqual({ accepted: 0, refusals: ['invalid: signature verification failed', 'rate-limited: slow down: too many events from this address'] });
+    expect(answers.filter((a) => a[3].startsWith('invalid:')).length).toBe(DEFAULT_LIMITS.events_burst_per_ip);
+    // Frames: 2 connections × 600 (under each connection's burst of 1,000), from a key no connection authenticated as.
+    const agent = keys();
+    const frame = (i: number) => sign(agent, { kind: 24200, tags: [['p', owner.pk]], content: `frame ${i} ${randomHex(4)}` });
+    const frames = [];
+    for (let c = 0; c < 2; c++) frames.push(...(await flood(await connect(path, address), Array.from({ length: 600 }, (_, i) => frame(c * 600 + i)))));
+    const limited = frames.filter((a) => a[3] === 'rate-limited: slow down: too many events from this address').length;
+    expect(limited).toBe(1200 - DEFAULT_LIMITS.frames_burst_per_ip);
+    expect(frames.filter((a) => a[3].startsWith('auth-required:')).length + frames.filter((a) => a[3].startsWith('invalid:')).length).toBe(DEFAULT_LIMITS.frames_burst_per_ip);
   });
 
   it('an address reads at most read_bytes_burst_per_ip of stored events, then waits for its budget to refill (across reconnects); another address is not held', async () => {

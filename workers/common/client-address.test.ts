@@ -1,6 +1,6 @@
 // The per-address key: IPv4 as it is, IPv6 by its /64, IPv4-mapped IPv6 as IPv4, junk cut short.
 import { describe, expect, it } from 'vitest';
-import { addressKey, clientAddress, UNKNOWN_ADDRESS } from './client-address.js';
+import { addressKey, clientAddress, isLoopbackKey, UNKNOWN_ADDRESS } from './client-address.js';
 
 describe('addressKey', () => {
   it.each([
@@ -29,5 +29,10 @@ describe('addressKey', () => {
   it('clientAddress reads CF-Connecting-IP; without it the address is unknown', () => {
     expect(clientAddress(new Request('http://x/', { headers: { 'CF-Connecting-IP': ' 2001:db8:9:9::5 ' } }))).toBe('2001:db8:9:9::/64');
     expect(clientAddress(new Request('http://x/'))).toBe(UNKNOWN_ADDRESS);
+  });
+
+  it('loopback keys are this machine\'s', () => {
+    expect(['127.0.0.1', '127.8.9.10', '::1'].map((ip) => isLoopbackKey(addressKey(ip)))).toEqual([true, true, true]);
+    expect(['192.0.2.1', '2001:db8::1', '128.0.0.1'].map((ip) => isLoopbackKey(addressKey(ip)))).toEqual([false, false, false]);
   });
 });

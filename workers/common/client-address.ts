@@ -10,6 +10,9 @@ export const INTERNAL_ADDRESS = 'internal';
 /** Longest key: what is not an address (not from Cloudflare) is cut to it. */
 const MAX_KEY = 64;
 
+/** Whether an address key is this machine's (loopback: local runs; never a client on Cloudflare). */
+export const isLoopbackKey = (key: string): boolean => key.startsWith('127.') || key === addressKey('::1');
+
 /** The per-address key of a request (see the header). */
 export function clientAddress(request: Request): string {
   const ip = request.headers.get('CF-Connecting-IP');

@@ -1,9 +1,9 @@
 // Edge objects of a relay shard (docs/SCALING.md): RELAY_EDGES names how many edge objects (K)
 // each shard has. With K = 1 (the default) a shard is one Durable Object, its primary, which holds
 // the sockets as well. With K > 1 the router lands each WebSocket on one of K edge objects (the
-// same RelayShard class under another name, told its role by EDGE_HEADER): the edge holds the
-// socket, its subscriptions and AUTH, verifies events, and leaves ordering, storage and the write
-// policy to the primary. This module parses the setting and picks an edge; it runs no shard code.
+// same RelayShard class under another name, told its role by EDGE_HEADER), every connection of one
+// client address on the same one: the edge holds the socket, its subscriptions and AUTH, verifies
+// events, and leaves ordering, storage and the write policy to the primary. This module parses the setting and picks an edge; it runs no shard code.
 
 import { z } from 'zod';
 import { err, ok, type Result } from '../../src/shared/errors.js';
@@ -64,9 +64,18 @@ export function edgeCount(config: EdgesConfig, owner: string | null): number {
   return config[owner ?? PUBLIC_SHARD] ?? config['*'] ?? 1;
 }
 
-/** The edge a new connection lands on: uniform over 0..k-1, from a random per-connection value. */
-export function pickEdge(k: number): number {
-  return crypto.getRandomValues(new Uint32Array(1))[0]! % k;
+/**
+ * The edge a new connection lands on: for a known client address (client-address.ts), the same edge
+ * for every connection of that address (a hash of it), so that the per-address limits of an edge
+ * (connections, event and read buckets) hold for the whole shard and one address's load stays on
+ * one edge; without one (edgestr's own agents, local runs), uniform over 0..k-1 at random.
+ */
+export function pickEdge(k: number, address?: string): number {
+  if (address === undefined) return crypto.getRandomValues(new Uint32Array(1))[0]! % k;
+  // FNV-1a, 32 bits: spreads addresses evenly enough; an address cannot choose its edge to any gain.
+  let h = 0x811c9dc5;
+  for (let i = 0; i < address.length; i++) h = Math.imul(h ^ address.charCodeAt(i), 0x01000193) >>> 0;
+  return h % k;
 }
 
 /** The Durable Object name of edge `i` of the shard named `shard` (see shardName). */
@@ -82,12 +91,15 @@ export interface SocketTarget {
   edge: number | undefined;
 }
 
-/** The object a new WebSocket of the shard of `owner` lands on; an error when RELAY_EDGES is invalid. */
-export function socketTarget(env: ShardBindings & EdgesEnv, owner: string | null): Result<SocketTarget, string> {
+/**
+ * The object a new WebSocket of the shard of `owner` lands on, from client `address` (undefined:
+ * none known); an error when RELAY_EDGES is invalid.
+ */
+export function socketTarget(env: ShardBindings & EdgesEnv, owner: string | null, address?: string): Result<SocketTarget, string> {
   const config = edgesFromEnv(env);
   if (!config.ok) return config;
   const k = edgeCount(config.value, owner);
   if (k === 1) return ok({ stub: shardStub(env, owner), edge: undefined });
-  const edge = pickEdge(k);
+  const edge = pickEdge(k, address);
   return ok({ stub: edgeStub(env, owner, edge), edge });
 }

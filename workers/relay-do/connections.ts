@@ -12,7 +12,7 @@ import { isAuthRequiredAnswer, relayMessage } from '../../src/shared/messages.js
 import type { Filter } from '../../src/shared/filters.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { FanoutIndex, type Subscription } from './fanout-index.js';
-import { ByteBudgets, TokenBucket } from './rate-limit.js';
+import { BucketMap, ByteBudgets, TokenBucket } from './rate-limit.js';
 import type { RelayLimits } from './limits.js';
 import type { Stamp } from './edge-wire.js';
 import type { Holding } from './policy.js';
@@ -45,6 +45,9 @@ export class ConnectionStore {
   private readonly index = new FanoutIndex<Connection>();
   /** What REQs returned per client address (read_bytes_per_second_per_ip); edgestr's own agents are not counted. */
   private readonly reads: ByteBudgets;
+  /** EVENTs (other than frames) and kind 24200 frames per client address, before verification. */
+  private readonly eventsByIp: BucketMap;
+  private readonly framesByIp: BucketMap;
   /** Whether every socket of the shard has its connection (and subscriptions) in memory. */
   private complete = false;
   /** Estimated memory the filters of every connection hold (read from storage when unknown). */
@@ -65,6 +68,20 @@ export class ConnectionStore {
     const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('conn_subs')").toArray();
     if (!columns.some((c) => c.name === 'held')) sql.exec('ALTER TABLE conn_subs ADD COLUMN held INTEGER NOT NULL DEFAULT 0');
     this.reads = new ByteBudgets(limits.read_bytes_per_second_per_ip, limits.read_bytes_burst_per_ip);
+    this.eventsByIp = new BucketMap(limits.events_per_second_per_ip, limits.events_burst_per_ip);
+    this.framesByIp = new BucketMap(limits.frames_per_second_per_ip, limits.frames_burst_per_ip);
+  }
+
+  /**
+   * Whether an EVENT (`frame`: a kind 24200 frame) from `conn` may have its signature verified now:
+   * its connection's bucket, then its address's; the rejection when not. Edgestr's own agents are
+   * bounded by their own limits.
+   */
+  throttle(conn: Connection, frame: boolean, now: number): Rejection | undefined {
+    if (conn.att.internal) return undefined;
+    if (!(frame ? conn.frames : conn.events).take(now)) return reject('rate-limited', 'slow down: too many events on this connection');
+    if (!(frame ? this.framesByIp : this.eventsByIp).take(conn.att.ip, now)) return reject('rate-limited', 'slow down: too many events from this address');
+    return undefined;
   }
 
   /** `conn` was sent `bytes` of stored events (a REQ's history): charged to its client address. */

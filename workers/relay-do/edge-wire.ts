@@ -22,7 +22,6 @@ export const isAfter = (a: Stamp, b: Stamp): boolean => a.epoch > b.epoch || (a.
 /** Who published an event at the edge: what the primary's write policy needs of the connection. */
 export interface WireOrigin {
   authed: string[];
-  ip: string;
   internal: boolean;
   relayUrl: string;
 }

@@ -64,11 +64,19 @@ export const RelayLimitsSchema = z.strictObject({
   /** AUTH messages per connection (each costs a signature verification). */
   auths_per_second_per_connection: z.number().positive().default(2),
   auths_burst_per_connection: z.number().int().positive().default(10),
-  /** Per author pubkey and per client IP, shared by all their connections to a shard. */
+  /** Per author pubkey, shared by all its connections to a shard (checked once the signature is verified). */
   events_per_second_per_pubkey: z.number().positive().default(20),
   events_burst_per_pubkey: z.number().int().positive().default(200),
+  /**
+   * Per client address (client-address.ts), shared by all its connections to a shard (with edge
+   * objects: to an edge object), taken before the signature is verified, so that one address cannot
+   * spend more of a shard's verification than this: EVENTs other than kind 24200, and kind 24200
+   * frames (NIP-AO telemetry is frequent, and has its own per-agent limit too).
+   */
   events_per_second_per_ip: z.number().positive().default(50),
   events_burst_per_ip: z.number().int().positive().default(500),
+  frames_per_second_per_ip: z.number().positive().default(500),
+  frames_burst_per_ip: z.number().int().positive().default(1000),
   /**
    * Bytes of stored events REQs may return to one client address (client-address.ts), shared by
    * its connections: a budget of `read_bytes_burst_per_ip` refilled at this rate. An answer is

@@ -50,8 +50,7 @@ export interface EventContext {
   /** The shard's clock: unix seconds, and the same instant in milliseconds. */
   now: number;
   nowMs: number;
-  /** The connection's address, and whether it is edgestr's own agent (see INTERNAL_HEADER). */
-  ip: string;
+  /** Whether the connection is edgestr's own agent (see INTERNAL_HEADER). */
   internal: boolean;
   /** The URL this shard is reached at, as clients name it (NIP-42 `relay`, NIP-62). */
   relayUrl: string;

@@ -6,8 +6,9 @@
 // EDGESTR_OWNERS (others get 404 JSON, for upgrades and NIP-11 alike, and no Durable Object is
 // touched), unless EDGESTR_OPEN_SHARDS=true. In development (served on loopback hosts only, see
 // workers/index.ts) every key gets a shard.
-// Edges: with RELAY_EDGES giving a shard K > 1 edge objects, an upgrade lands on one of them
-// (workers/common/edges.ts, docs/SCALING.md); NIP-11 is always served by the shard's primary.
+// Edges: with RELAY_EDGES giving a shard K > 1 edge objects, an upgrade lands on one of them, the
+// same one for every connection of a client address (workers/common/edges.ts, docs/SCALING.md);
+// NIP-11 is always served by the shard's primary.
 // Relay URL: the request forwarded to the shard carries the URL clients must name in their NIP-42
 // `relay` tag: EDGESTR_PUBLIC_URL's scheme and host when set, else the request's own.
 
@@ -16,6 +17,7 @@ import { parsePubkey } from '../../src/shared/keys.js';
 import { NIP11_CORS_HEADERS, wantsRelayInformation } from './nip11.js';
 import { INTERNAL_HEADER, ownerShardExists, PUBLIC_SHARD, relayRequestUrl, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
 import { EDGE_HEADER, socketTarget } from '../common/edges.js';
+import { clientAddress, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 
 /**
  * Forwards a request to a shard (an upgrade: to the object its socket lands on), stamping the shard
@@ -29,7 +31,9 @@ function toShard(env: RouterBindings, owner: string | null, request: Request): P
   forwarded.headers.delete(INTERNAL_HEADER);
   forwarded.headers.delete(EDGE_HEADER);
   if (!isUpgrade(request)) return shardStub(env, owner).fetch(forwarded);
-  const target = socketTarget(env, owner);
+  // Local clients (no address, loopback) are spread at random, as one address's would not be.
+  const address = clientAddress(request);
+  const target = socketTarget(env, owner, address === UNKNOWN_ADDRESS || isLoopbackKey(address) ? undefined : address);
   if (!target.ok) return Response.json({ error: target.error }, { status: 500 });
   if (target.value.edge !== undefined) forwarded.headers.set(EDGE_HEADER, String(target.value.edge));
   return target.value.stub.fetch(forwarded);

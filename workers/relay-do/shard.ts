@@ -27,7 +27,6 @@ import type { ReadScope } from './query-sql.js';
 import { subscriptionMemory } from './subscription-memory.js';
 import { MAX_PREFERRED } from '../../src/shared/dvmcp-discovery.js';
 import { fromOwnerSide } from './write-rules.js';
-import type { TokenBucket } from './rate-limit.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
 import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource } from './ownership.js';
@@ -456,7 +455,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   async importEvents(owner: string | null, lines: string[], relayUrl: string): Promise<ImportReport> {
     this.rememberOwner(owner ?? PUBLIC_SHARD);
     if (this.shardOwner() !== owner) throw new Error('relay shard: import addressed to another shard');
-    const origin = (e: NostrEvent): EventOrigin => ({ authed: new Set([owner ?? e.pubkey]), ip: 'import', internal: true, relayUrl });
+    const origin = (e: NostrEvent): EventOrigin => ({ authed: new Set([owner ?? e.pubkey]), internal: true, relayUrl });
     this.flushWrites();
     return importLines(lines, this.verifier, (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]));
   }
@@ -466,9 +465,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * before any signature work (no bucket: exempt), then shape, id and signature are checked.
    * Undefined when the message was answered with a refusal (`too many` names what was refused).
    */
-  private signedEvent(conn: Connection, input: unknown, bucket: TokenBucket | undefined, tooMany: string, now: number): NostrEvent | undefined {
-    if (bucket && !bucket.take(now)) {
-      answerRejection(conn, eventIdOf(input), reject('rate-limited', `slow down: too many ${tooMany} on this connection`));
+  private signedEvent(conn: Connection, input: unknown, throttled: Rejection | undefined): NostrEvent | undefined {
+    if (throttled) {
+      answerRejection(conn, eventIdOf(input), throttled);
       return undefined;
     }
     const shaped = parseEvent(input);
@@ -483,16 +482,15 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   private async onEvent(conn: Connection, input: unknown): Promise<void> {
     const now = this.clock();
-    // NIP-AO frames have their own connection bucket (unverified floods); other kinds share one.
-    const isFrame = kindOf(input) === KIND.AO_FRAME;
-    const e = this.signedEvent(conn, input, conn.att.internal === true ? undefined : isFrame ? conn.frames : conn.events, 'events', now);
+    // Before the signature is verified: the connection's and the address's buckets (NIP-AO frames have their own).
+    const e = this.signedEvent(conn, input, this.conns.throttle(conn, kindOf(input) === KIND.AO_FRAME, now));
     if (!e) return;
     const edge = this.edge();
     if (edge) {
-      const origin = { authed: [...conn.authed], ip: conn.att.ip, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl };
+      const origin = { authed: [...conn.authed], internal: conn.att.internal === true, relayUrl: conn.att.relayUrl };
       return edge.submit(e, origin, (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)));
     }
-    const ctx = this.eventContext({ authed: conn.authed, ip: conn.att.ip, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl }, e, now, this.verifier);
+    const ctx = this.eventContext({ authed: conn.authed, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl }, e, now, this.verifier);
     return this.ingest.push({ e, ctx, ack: (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)) });
   }
 
@@ -649,7 +647,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /** NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection` keys. */
   private onAuth(conn: Connection, input: unknown): void | Promise<void> {
-    const e = this.signedEvent(conn, input, conn.auths, 'AUTH messages', this.clock());
+    const e = this.signedEvent(conn, input, conn.auths.take(this.clock()) ? undefined : reject('rate-limited', 'slow down: too many AUTH messages on this connection'));
     if (!e) return;
     const verifier = this.verifier;
     const valid = validateAuthEvent(e, { challenge: conn.att.challenge, relayUrl: conn.att.relayUrl, now: this.clockSeconds() });
@@ -701,7 +699,7 @@ const WRITE_FAILED = formatRejection(reject('error', 'the relay could not store 
 const reportFailedHooks = (e: unknown): void => console.error('relay shard: a hook after a write failed', e);
 
 /** Who publishes an event: a connection's authenticated keys, address, kind and relay URL (or the owner's import). */
-type EventOrigin = Pick<EventContext, 'authed' | 'ip' | 'internal' | 'relayUrl'>;
+type EventOrigin = Pick<EventContext, 'authed' | 'internal' | 'relayUrl'>;
 
 const kindOf = (input: unknown): unknown =>
   typeof input === 'object' && input !== null ? (input as { kind?: unknown }).kind : undefined;

@@ -10,18 +10,15 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { BucketMap } from './rate-limit.js';
 
 /**
- * Events per pubkey and per address (token buckets shared by every connection of the shard). Kind
- * 24200 frames have their own limits (NIP-AO) and edgestr's own agents are bounded by theirs.
+ * Events per pubkey (a token bucket shared by every connection of the shard), once the signature
+ * is verified. Kind 24200 frames have their own limits (NIP-AO) and edgestr's own agents are bounded
+ * by theirs. The per-address buckets are taken before verification (connections.ts `throttle`).
  */
 export function eventRateLimits(limits: RelayLimits): RejectEventHook[] {
   const byPubkey = new BucketMap(limits.events_per_second_per_pubkey, limits.events_burst_per_pubkey);
-  const byIp = new BucketMap(limits.events_per_second_per_ip, limits.events_burst_per_ip);
-  const exempt = (kind: number, internal: boolean) => internal || kind === KIND.AO_FRAME;
   return [
     (e, { internal, nowMs }) =>
-      exempt(e.kind, internal) || byPubkey.take(e.pubkey, nowMs) ? undefined : reject('rate-limited', 'slow down: too many events from this pubkey'),
-    (e, { internal, nowMs, ip }) =>
-      exempt(e.kind, internal) || byIp.take(ip, nowMs) ? undefined : reject('rate-limited', 'slow down: too many events from this address'),
+      internal || e.kind === KIND.AO_FRAME || byPubkey.take(e.pubkey, nowMs) ? undefined : reject('rate-limited', 'slow down: too many events from this pubkey'),
   ];
 }
 
