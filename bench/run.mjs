@@ -54,6 +54,10 @@ export const BENCH_LIMITS = {
   max_connections_per_ip: 2_000,
   read_bytes_per_second_per_ip: 1_000_000_000,
   read_bytes_burst_per_ip: 1_000_000_000,
+  inbound_bytes_per_second_per_ip: 1_000_000_000,
+  inbound_bytes_burst_per_ip: 1_000_000_000,
+  frames_per_second_per_ip: 1_000_000,
+  frames_burst_per_ip: 1_000_000,
 };
 
 /**

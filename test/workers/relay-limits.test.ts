@@ -273,6 +273,35 @@ describe('limits', () => {
     expect(frames.filter((a) => a[3].startsWith('auth-required:')).length + frames.filter((a) => a[3].startsWith('invalid:')).length).toBe(DEFAULT_LIMITS.frames_burst_per_ip);
   });
 
+  it('an address sends at most inbound_bytes_burst_per_ip of messages before they are parsed; past it an EVENT gets OK false and anything else a NOTICE, until the budget refills', async () => {
+    const clock = freezeClock();
+    const owner = freshOwner();
+    const address = { 'CF-Connecting-IP': '192.0.2.94' };
+    const junk = `[${'x'.repeat(200_000)}`; // not JSON: each costs a parse and is answered with a NOTICE
+    const burst = DEFAULT_LIMITS.inbound_bytes_burst_per_ip;
+    const rate = DEFAULT_LIMITS.inbound_bytes_per_second_per_ip;
+    const served = Math.ceil(burst / junk.length);
+    const sockets = [await connect(`/r/${owner.pk}`, address), await connect(`/r/${owner.pk}`, address)];
+    const notices = [];
+    for (let i = 0; i <= served; i++) {
+      const s = sockets[i % 2]!;
+      s.send(junk);
+      notices.push((await s.next((f) => f[0] === 'NOTICE'))[1] as string);
+    }
+    const wait = Math.max(1, Math.ceil((1 + served * junk.length - burst) / rate));
+    const limited = `rate-limited: slow down: this address sent too much (${rate} bytes/s); retry in ${wait} s`;
+    expect(notices.slice(0, served).every((n) => n.startsWith('invalid:'))).toBe(true);
+    expect(notices[served]).toBe(limited);
+    // An EVENT is answered with its OK, read without parsing.
+    const note = sign(owner, { content: 'while over budget' });
+    expect(await sockets[0]!.publish(note)).toEqual(['OK', note.id, false, limited]);
+    // Another address is not held; once the budget refills the address is served again.
+    const other = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.95' });
+    expect((await other.req('fine', { kinds: [1], limit: 1 })).events).toEqual([]);
+    clock.advance(wait * 1000);
+    expect(await sockets[1]!.publish(note)).toEqual(['OK', note.id, true, '']);
+  });
+
   it('an address reads at most read_bytes_burst_per_ip of stored events, then waits for its budget to refill (across reconnects); another address is not held', async () => {
     const clock = freezeClock();
     const owner = freshOwner();

@@ -45,6 +45,8 @@ export class ConnectionStore {
   private readonly index = new FanoutIndex<Connection>();
   /** What REQs returned per client address (read_bytes_per_second_per_ip); edgestr's own agents are not counted. */
   private readonly reads: ByteBudgets;
+  /** Characters of messages per client address, before parsing (inbound_bytes_per_second_per_ip). */
+  private readonly inbound: ByteBudgets;
   /** EVENTs (other than frames) and kind 24200 frames per client address, before verification. */
   private readonly eventsByIp: BucketMap;
   private readonly framesByIp: BucketMap;
@@ -68,8 +70,24 @@ export class ConnectionStore {
     const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('conn_subs')").toArray();
     if (!columns.some((c) => c.name === 'held')) sql.exec('ALTER TABLE conn_subs ADD COLUMN held INTEGER NOT NULL DEFAULT 0');
     this.reads = new ByteBudgets(limits.read_bytes_per_second_per_ip, limits.read_bytes_burst_per_ip);
+    this.inbound = new ByteBudgets(limits.inbound_bytes_per_second_per_ip, limits.inbound_bytes_burst_per_ip);
     this.eventsByIp = new BucketMap(limits.events_per_second_per_ip, limits.events_burst_per_ip);
     this.framesByIp = new BucketMap(limits.frames_per_second_per_ip, limits.frames_burst_per_ip);
+  }
+
+  /**
+   * A message of `chars` characters arrived on `conn`: the rejection when its address has sent
+   * more than its budget (the message is then not parsed), else undefined (and it is charged).
+   */
+  receive(conn: Connection, chars: number): Rejection | undefined {
+    if (conn.att.internal) return undefined;
+    const now = this.clock();
+    const wait = this.inbound.wait(conn.att.ip, now);
+    if (wait > 0) {
+      return reject('rate-limited', `slow down: this address sent too much (${this.limits.inbound_bytes_per_second_per_ip} bytes/s); retry in ${wait} s`);
+    }
+    this.inbound.spend(conn.att.ip, chars, now);
+    return undefined;
   }
 
   /**

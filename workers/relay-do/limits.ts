@@ -87,6 +87,15 @@ export const RelayLimitsSchema = z.strictObject({
   read_bytes_per_second_per_ip: z.number().int().positive().default(1_048_576),
   read_bytes_burst_per_ip: z.number().int().positive().default(16_777_216),
   /**
+   * Characters of WebSocket messages one client address may send a shard (with edge objects: its
+   * edge), shared by its connections: a budget of `inbound_bytes_burst_per_ip` refilled at this
+   * rate, charged before a message is parsed. A message from an address in debt is not parsed: an
+   * EVENT gets OK false `rate-limited:` (its id read without parsing), anything else a NOTICE. Without
+   * it, messages that fail to parse cost a parse each and no bucket.
+   */
+  inbound_bytes_per_second_per_ip: z.number().int().positive().default(4_194_304),
+  inbound_bytes_burst_per_ip: z.number().int().positive().default(16_777_216),
+  /**
    * Batched ingest (ingest-queue.ts): verified EVENTs are stored together, in one transaction, when
    * this many are queued or `ingest_batch_window_ms` after the first, whichever comes first (and
    * before any REQ, COUNT, CLOSE or AUTH). 1, or a window of 0, stores each event on its own.

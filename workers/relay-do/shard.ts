@@ -356,6 +356,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const conn = this.conns.get(ws);
     if (!conn) return ws.close(1011, 'unknown connection');
     if (typeof message !== 'string') return send(conn, relayMessage.notice('invalid: binary frames are not supported'));
+    const overBudget = this.conns.receive(conn, message.length);
+    if (overBudget) {
+      const id = sniffEventId(message);
+      return send(conn, id ? relayMessage.ok(id, false, formatRejection(overBudget)) : relayMessage.notice(formatRejection(overBudget)));
+    }
     const tooLong = byteLengthOver(message, this.limits.max_message_length);
     if (tooLong) {
       const reason = formatRejection(reject('invalid', `message is longer than ${this.limits.max_message_length} bytes`));
