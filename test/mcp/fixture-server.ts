@@ -16,7 +16,10 @@
 //   /mcp-huge    tools/call `huge` answers with a body of 32 MiB (JSON; with ?sse=1 one SSE event),
 //                written as fast as the client reads; `small` answers "small". GET
 //                /mcp-huge/stats?bucket=B: per bucket of the endpoint URL, the huge answers begun,
-//                finished (all bytes written) and cut (the connection closed first), and the bytes written
+//                finished (all bytes written) and cut (the connection closed first), and the bytes written;
+//                `repeat` {unit, count, items?} answers `items` (default 1) text items, each `unit`
+//                repeated `count` times (e.g. '語' × 100,000: 300,000 bytes); `structured` {count}
+//                answers a short text and a structuredContent {data} of `count` 'x'
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -304,10 +307,20 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
   if (msg.id === undefined) return send(res, 202, {});
   if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'huge')));
   if (msg.method === 'tools/list') {
-    return send(res, 200, json, rpcResult(msg.id, { tools: ['huge', 'small'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
+    return send(res, 200, json, rpcResult(msg.id, { tools: ['huge', 'small', 'repeat', 'structured'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
   }
   if (msg.method === 'tools/call' && msg.params?.name === 'small') {
     return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: 'small' }] }));
+  }
+  const args = (msg.params?.arguments ?? {}) as { unit?: unknown; count?: unknown; items?: unknown };
+  const count = typeof args.count === 'number' ? args.count : 0;
+  if (msg.method === 'tools/call' && msg.params?.name === 'repeat') {
+    const text = (typeof args.unit === 'string' ? args.unit : 'x').repeat(count);
+    const items = typeof args.items === 'number' ? args.items : 1;
+    return send(res, 200, json, rpcResult(msg.id, { content: Array.from({ length: items }, () => ({ type: 'text', text })) }));
+  }
+  if (msg.method === 'tools/call' && msg.params?.name === 'structured') {
+    return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: 'see structuredContent' }], structuredContent: { data: 'x'.repeat(count) } }));
   }
   if (msg.method === 'tools/call' && msg.params?.name === 'huge') {
     const sse = url.searchParams.get('sse') === '1';

@@ -3,8 +3,9 @@
 // DVMCP dispatcher (workers/common/dvmcp-server) to one backend whose only tool is `ask`. An ask
 // is a run of the agent (run-driver.ts) in the conversation `dvmcp:<client>:<session>`, its text
 // streamed as coalesced notifications/progress, its result the final text as MCP content (a
-// failed run: `isError` content "<NIP-XX code>: <message>"), cut with a note and `_meta` when it
-// does not fit one answer in the request's form (answerFor). The agent's sender policy and
+// failed run: `isError` content "<NIP-XX code>: <message>"), cut with a note and `_meta` by the
+// dispatcher when it does not fit one answer in the request's form (as every DVMCP answer,
+// workers/common/dvmcp-server/answer-fit.ts). The agent's sender policy and
 // budget decide first (admission.ts): refusals are JSON-RPC errors, answered once per sender per
 // window like NIP-XX refusals. Resources, prompts and completions: -32601 (the agent declares
 // tools only). The bridge's rules hold too: a private server (public: false) is reached only by a
@@ -15,13 +16,13 @@
 import type { NostrEvent } from '../../src/shared/event.js';
 import { ok, err, type Result } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
-import { errorTemplate, parseMessage, responseTemplate, RPC, rpcError, type Incoming, type InitializeInfo, type Requester, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
-import { wrapContentRoom, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
+import { errorTemplate, parseMessage, RPC, rpcError, type Incoming, type InitializeInfo, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
+import { wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
 import type { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
-import { Dispatcher, maxAnswerChars, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
+import { Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
 import { ErrorAnswers, Limiter, releaseOnce, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import type { AdmissionResult, Refusal } from './admission.js';
@@ -30,7 +31,6 @@ import { ASK_TOOL, AskArgsSchema, askTool, initializeInfo, serverProfile } from 
 import { checkPrompt } from './prompt-check.js';
 import type { RunOutput } from './run-driver.js';
 import type { EffectiveAgent } from './effective.js';
-import { cutWithNote, jsonStringBytes, utf8Bytes, type CutNote } from './event-fit.js';
 import type { RunSink, Terminal } from './runtime.js';
 import type { SessionKey } from './sessions.js';
 
@@ -77,29 +77,6 @@ export function toolResult(t: Terminal): { content: [{ type: 'text'; text: strin
   if (t.type === 'response') return { content: [{ type: 'text', text: t.text }] };
   const retry = t.retry_after ? ` (retry in ${t.retry_after} s)` : '';
   return { content: [{ type: 'text', text: `${t.code}: ${t.message}${retry}` }], isError: true };
-}
-
-const answerNote: CutNote = (shown, total) => `\n\n[answer cut to fit one DVMCP message: the first ${shown} of ${total} bytes]`;
-
-/**
- * A run's MCP result (toolResult) within what one answer to `to` carries in `form`: a text that does
- * not fit is cut, followed by a note (cutWithNote, event-fit.ts), and `_meta` says so
- * (`{truncated: true, original_bytes}`, UTF-8 bytes of the whole text; the conversation keeps all
- * of it). Plain: the content within maxAnswerChars (a UTF-16 unit takes at least a byte);
- * gift-wrapped: the content's JSON string within the rumor a gift wrap carries too, where the text
- * is escaped twice (in the content's JSON, then as the rumor's content string).
- */
-export function answerFor(t: Terminal, to: Requester, form: Form): Record<string, unknown> {
-  const result = toolResult(t);
-  const text = result.content[0].text;
-  const total = utf8Bytes(text);
-  const frame = { ...result, content: [{ type: 'text', text: '' }], _meta: { truncated: true, original_bytes: total } };
-  const empty = responseTemplate(to, frame);
-  const cut =
-    form === 'plain'
-      ? cutWithNote(text, maxAnswerChars(form) - utf8Bytes(empty.content), answerNote)
-      : cutWithNote(text, Math.min(wrapContentRoom(empty, form), maxAnswerChars(form)) - jsonStringBytes(empty.content), answerNote, 2);
-  return cut.original_bytes === undefined ? result : { ...frame, content: [{ type: 'text', text: cut.text }] };
 }
 
 /**
@@ -181,7 +158,7 @@ class AgentBackend implements DvmcpBackend {
       const issue = args.error.issues[0];
       return err(rpcError(RPC.INVALID_PARAMS, `Invalid arguments for ${ASK_TOOL}: ${issue?.path.join('.') || 'arguments'}: ${issue?.message ?? 'invalid'}`));
     }
-    return ok(answerFor(await this.ask(args.data.message, args.data.session, ctx), ctx.requester, ctx.form));
+    return ok(toolResult(await this.ask(args.data.message, args.data.session, ctx)));
   }
 
   /** One run of the agent for an ask; its terminal outcome. */

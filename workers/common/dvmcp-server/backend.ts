@@ -4,7 +4,6 @@
 
 import type { Result } from '../../../src/shared/errors.js';
 import type { InitializeInfo, Prices, Requester, ResourceIndex, RpcError, ServerProfile } from '../../../src/shared/dvmcp.js';
-import type { Form } from '../../../src/shared/dvmcp-wrap.js';
 
 /** An MCP progress notification's values. */
 export interface Progress {
@@ -16,8 +15,6 @@ export interface Progress {
 /** One request being served. */
 export interface RequestContext {
   requester: Requester;
-  /** How the request came: the answer goes the same way (its room: maxAnswerChars, wrapContentRoom). */
-  form: Form;
   /** Aborted when the client cancels (notifications/cancel) or the bridge gives up. */
   signal: AbortSignal;
   onProgress(p: Progress): void;

@@ -26,7 +26,9 @@
 //   cancel                     notifications/cancel (or notifications/cancelled) with e = request
 //                              id, from the requester only → the upstream request is aborted
 //                              (MCP notifications/cancelled) and nothing is answered
-//   result over maxAnswerChars -32603 "result too large: …"
+//   result too large           for one answer in the request's form: its text cut to fit, with a
+//                              note and _meta; a result not text-shaped -32603 "result too large:
+//                              …" (answer-fit.ts)
 // Client notifications other than cancel (notifications/initialized…) are accepted and ignored.
 
 import { err, ok, type Result } from '../../../src/shared/errors.js';
@@ -35,7 +37,6 @@ import {
   errorTemplate,
   initializeResponse,
   isRequestMethod,
-  MAX_CONTENT_CHARS,
   notificationTemplate,
   priceOf,
   readPrice,
@@ -48,6 +49,7 @@ import {
   type RpcError,
 } from '../../../src/shared/dvmcp.js';
 import type { Form } from '../../../src/shared/dvmcp-wrap.js';
+import { answerTemplate } from './answer-fit.js';
 import type { DvmcpBackend, Progress } from './backend.js';
 import type { PaymentGate, PricedCapability } from './payment-gate.js';
 
@@ -82,9 +84,6 @@ export interface DispatcherDeps {
    */
   errorAnswer?(client: string): { ok: true } | { ok: false; error?: RpcError };
 }
-
-/** Longest answer content: a plain event within the relay's content limit; a gift wrap within NIP-44's 64 KiB twice over. */
-export const maxAnswerChars = (form: Form): number => (form === 'plain' ? Math.min(MAX_CONTENT_CHARS, 120_000) : 40_000);
 
 /** A progress notification is sent at least this often while a request runs. */
 export const KEEPALIVE_MS = 10_000;
@@ -211,7 +210,7 @@ export class Dispatcher {
     }, KEEPALIVE_MS / 5);
     let result: Awaited<ReturnType<DvmcpBackend['request']>>;
     try {
-      result = await b.request(method, params, { requester: to, form: reply.form, signal: abort.signal, onProgress: progress });
+      result = await b.request(method, params, { requester: to, signal: abort.signal, onProgress: progress });
     } finally {
       clearInterval(keepAlive);
     }
@@ -221,12 +220,7 @@ export class Dispatcher {
       return;
     }
     if (!result.ok) return reply.send(errorTemplate(to, result.error));
-    const answer = responseTemplate(to, result.value);
-    const max = maxAnswerChars(reply.form);
-    if (answer.content.length > max) {
-      return reply.send(errorTemplate(to, rpcError(RPC.INTERNAL_ERROR, `result too large: ${answer.content.length} characters (this server answers at most ${max} in this form)`)));
-    }
-    return reply.send(answer);
+    return reply.send(answerTemplate(to, result.value, reply.form));
   }
 
   /**
