@@ -20,6 +20,8 @@
 //                   {"city": "Paris"} in argument fragments; once the request carries tool results
 //                   (after the last user message) it answers "Tool result: <results joined ' | '>"
 //   parallel-tools  two calls of that tool: {"city": "Paris"} and {} (empty input); then as `tool`
+//   many-tools      MANY_TOOL_CALLS (40) calls of that tool in one response, call i (from 0) with
+//                   {"expr": "<i> + 1"} (the calculator's arguments); then as `tool`
 //   thinking        reasoning first (OpenAI `reasoning_content`, Anthropic a thinking block with
 //                   thinking_delta + signature_delta), then text
 //   reasoning       OpenAI only: like thinking with the `reasoning` field (OpenRouter / Ollama)
@@ -58,7 +60,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { HUGE_ARGUMENTS, HUGE_TOOL_NAME, LONG_TEXT, pieces } from './big-outputs.js';
+import { HUGE_ARGUMENTS, HUGE_TOOL_NAME, LONG_TEXT, MANY_TOOL_CALLS, manyToolArguments, pieces } from './big-outputs.js';
 
 export type FakeApi = 'openai' | 'anthropic';
 
@@ -109,6 +111,7 @@ export const SCENARIOS = [
   'text',
   'tool',
   'parallel-tools',
+  'many-tools',
   'thinking',
   'reasoning',
   '429',
@@ -456,12 +459,25 @@ async function openAi(w: Writer, body: Json, scenario: string, slowMs: number): 
   switch (scenario) {
     case 'tool':
     case 'parallel-tools':
+    case 'many-tools':
     case 'huge-args':
     case 'huge-name': {
       const results = toolResults(body);
       if (results.length > 0) {
         await texts(['Tool result: ', results.join(' | ')]);
         return finish('stop');
+      }
+      if (scenario === 'many-tools') {
+        // As OpenAI streams parallel calls: each call's first chunk has its index, id, type and
+        // name (the first also the role), then its arguments in fragments.
+        const name = firstToolName(body);
+        for (let i = 0; i < MANY_TOOL_CALLS; i++) {
+          const head = { index: i, id: `call_fake_${i + 1}`, type: 'function', function: { name, arguments: '' } };
+          await w.event(data(chunk(i === 0 ? { role: 'assistant', content: null, tool_calls: [head], refusal: null } : { tool_calls: [head] })), true);
+          const args = manyToolArguments(i);
+          for (const part of [args.slice(0, 5), args.slice(5)]) await w.event(data(chunk({ tool_calls: [{ index: i, function: { arguments: part } }] })));
+        }
+        return finish('tool_calls');
       }
       const { name, fragments } = toolCallOf(scenario, body);
       await w.event(
@@ -605,12 +621,19 @@ async function anthropic(w: Writer, body: Json, scenario: string, slowMs: number
   switch (scenario) {
     case 'tool':
     case 'parallel-tools':
+    case 'many-tools':
     case 'huge-args':
     case 'huge-name': {
       const results = toolResults(body);
       if (results.length > 0) {
         await textBlock(['Tool result: ', results.join(' | ')], true);
         return finish('end_turn');
+      }
+      if (scenario === 'many-tools') {
+        await textBlock(['Let me check.'], true);
+        const args = (i: number): string[] => [manyToolArguments(i).slice(0, 5), manyToolArguments(i).slice(5)];
+        for (let i = 0; i < MANY_TOOL_CALLS; i++) await toolBlock(`toolu_fake_${i + 1}`, firstToolName(body), args(i));
+        return finish('tool_use');
       }
       const { name, fragments } = toolCallOf(scenario, body);
       await textBlock(['Let me check.'], true);

@@ -5,6 +5,7 @@ import { inject } from 'vitest';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RelayClient } from '../../src/shared/relay-client.js';
 import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
+import { MANY_TOOL_CALLS } from '../fake-provider/big-outputs.js';
 import { NipXxClient, createTestAgent, ownerRelayClient } from './agent-helpers.js';
 import { keys } from './helpers.js';
 import { TEST_OWNER_SK } from './test-keys.js';
@@ -62,6 +63,24 @@ describe.each(['openai', 'anthropic'] as const)('agent with the %s provider', (p
     // The fake model passes arguments the calculator does not take: the error is fed back to it.
     expect(run.tools[1]).toMatchObject({ success: false });
     expect(String(run.terminal.payload['text'])).toMatch(/Tool result: error: /);
+  });
+
+  it(`one response asking for ${MANY_TOOL_CALLS} tool calls: the first max_tool_calls_per_step (16) run, the others are not run and the model is told so; the run completes`, async () => {
+    const c = await NipXxClient.open(await agentWith({ tools: ['calculator'] }));
+    const p = c.prompt({ ver: 1, message: 'scenario:many-tools compute' });
+    await c.send(p);
+    const run = await c.collect(p.id, 20_000);
+    expect(run.terminal.kind).toBe(25803);
+    // 16 calls ran, in order (a start and a result each); the skipped ones have no 25804
+    const starts = run.tools.filter((t) => t['phase'] === 'start');
+    const results = run.tools.filter((t) => t['phase'] === 'result');
+    expect(starts.map((t) => t['arguments'])).toEqual(Array.from({ length: 16 }, (_, i) => ({ expr: `${i} + 1` })));
+    expect(results.map((t) => [t['name'], t['success']])).toEqual(Array(16).fill(['calculator', true]));
+    // the status names the calls that run
+    expect(run.status.find((st) => st['state'] === 'tool_use')?.['info']).toBe(Array(16).fill('calculator').join(', '));
+    // the model got an answer for every call: 16 results, then 24 refusals
+    const told = [...Array.from({ length: 16 }, (_, i) => String(i + 1)), ...Array(MANY_TOOL_CALLS - 16).fill('error: not run: at most 16 tool calls per step')];
+    expect(String(run.terminal.payload['text']).replace(/^Let me check\./, '')).toBe(`Tool result: ${told.join(' | ')}`); // Anthropic's text before the calls
   });
 
   it.each([

@@ -152,8 +152,10 @@ describe('agent CRUD', () => {
 
     const patched = await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { name: 'renamed', limits: { prompts_per_minute: 5 } });
     expect(patched.status).toBe(200);
-    expect(patched.json).toMatchObject({ name: 'renamed', limits: { prompts_per_minute: 5, max_prompt_bytes: 32000 } });
+    expect(patched.json).toMatchObject({ name: 'renamed', limits: { prompts_per_minute: 5, max_prompt_bytes: 32000, max_tool_calls_per_step: 16 } });
     expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { prompts_per_minute: 0 } })).status).toBe(422);
+    expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { max_tool_calls_per_step: 65 } })).status).toBe(422);
+    expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { max_tool_calls_per_step: 64 } })).json).toMatchObject({ limits: { max_tool_calls_per_step: 64 } });
 
     expect((await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${created.pubkey}`)).status).toBe(204);
     expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).toEqual({ status: 404, json: { error: 'no such agent' } });

@@ -38,6 +38,8 @@ export const LimitsSchema = z.strictObject({
   max_session_turns: z.number().int().min(1).max(100_000).default(200),
   /** Model/tool round trips per run. */
   max_tool_steps: z.number().int().min(1).max(50).default(8),
+  /** Tool calls run per model response (step); further calls of that response are not run. */
+  max_tool_calls_per_step: z.number().int().min(1).max(64).default(16),
   /** Wall-clock limit of a run, in seconds. */
   max_run_seconds: z.number().int().min(1).max(900).default(120),
   max_output_tokens: z.number().int().min(1).max(200_000).default(4096),

@@ -222,6 +222,9 @@ const parseArgs = (raw: string): Record<string, unknown> | undefined => {
   }
 };
 
+/** What the model reads back for a tool call over max_tool_calls_per_step (not run). */
+export const skippedCallContent = (perStep: number): string => `error: not run: at most ${perStep} tool calls per step`;
+
 /** What the model reads back from a tool: its output, and its errors and exit code when there are any. */
 export function toolMessageContent(error: string | undefined, output: ToolOutput): string {
   if (error !== undefined) return `error: ${error}`;
@@ -287,10 +290,15 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     transcript.push(assistant);
     finalText += text;
     if (calls.length === 0) break;
+    // At most max_tool_calls_per_step calls of one response run: one response can ask for hundreds
+    // (bounded only by max_output_tokens), each a tool run and two 25804 events. A further call is
+    // not run and has no events; the model is told in its tool message (every call must be answered).
+    const perStep = input.limits.max_tool_calls_per_step;
+    const running = calls.slice(0, perStep);
     // The model names the tools: what the client is shown of a name is bounded (event-fit.ts);
     // the tool is looked up and the model told by the name as written.
-    await input.sink.status('tool_use', Math.min(90, 10 + step * 10), shownStatusInfo(calls.map((c) => shownToolName(c.name)).join(', ')));
-    for (const call of calls) {
+    await input.sink.status('tool_use', Math.min(90, 10 + step * 10), shownStatusInfo(running.map((c) => shownToolName(c.name)).join(', ')));
+    for (const call of running) {
       const args = parseArgs(call.arguments);
       const name = shownToolName(call.name);
       await input.sink.toolCall({ name, phase: 'start', arguments: args ?? {} });
@@ -309,6 +317,11 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
       await input.sink.toolCall({ name, phase: 'result', output, success, duration_ms });
       const content = toolMessageContent(result.ok ? undefined : result.error, output);
       const toolMessage: ChatMessage = { role: 'tool', tool_call_id: call.id, name: call.name, content };
+      messages.push(toolMessage);
+      transcript.push(toolMessage);
+    }
+    for (const call of calls.slice(perStep)) {
+      const toolMessage: ChatMessage = { role: 'tool', tool_call_id: call.id, name: call.name, content: skippedCallContent(perStep) };
       messages.push(toolMessage);
       transcript.push(toolMessage);
     }
