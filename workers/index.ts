@@ -7,7 +7,9 @@
 // once (workers/common/local-mode.ts). That stops a deployment left in either mode (on Cloudflare
 // the URL host is the routed one) and DNS rebinding; it cannot stop another machine under
 // `wrangler dev`, where the URL host is the client's Host header: there only the loopback address
-// `npm start` binds does (scripts/start.mjs).
+// `npm start` binds does (scripts/start.mjs). In either mode a browser request from a page that is
+// not on loopback (in test mode: nor on a .test host), told by its Origin header, gets 403 JSON too:
+// a page the developer visits must not use the dev server (its demo owner key is public).
 
 import { Hono } from 'hono';
 import { relayRoutes } from './relay-do/routes.js';
@@ -18,7 +20,7 @@ import { agentRoutes, type AgentApiBindings } from './api/agents.js';
 import { bridgeRoutes, bridgeStub, type BridgeApiBindings } from './api/bridge.js';
 import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
-import { localHostRefusal, localMode, type LocalMode } from './common/local-mode.js';
+import { localHostRefusal, localMode, localOriginRefusal, type LocalMode } from './common/local-mode.js';
 import { handleMcp, type GatewayBindings } from './gateway/route.js';
 import { adminRoutes, adminShardRoutes, type AdminApiBindings } from './api/admin.js';
 import { usageRoutes } from './api/usage.js';
@@ -44,17 +46,28 @@ type AppEnv = { Bindings: Env };
 const app = new Hono<AppEnv>();
 
 const devHostLogged: Partial<Record<LocalMode, boolean>> = {};
+const devOriginLogged: Partial<Record<LocalMode, boolean>> = {};
 
-// Development and test mode serve only hosts no deployment can have (workers/common/local-mode.ts).
+// Development and test mode serve only hosts no deployment can have, and browser requests only from
+// pages on such hosts (workers/common/local-mode.ts).
 app.use('*', async (c, next) => {
   const mode = localMode(c.env);
-  const refusal = mode && localHostRefusal(mode, new URL(c.req.url));
-  if (mode && refusal) {
+  if (!mode) return next();
+  const refusal = localHostRefusal(mode, new URL(c.req.url));
+  if (refusal) {
     if (!devHostLogged[mode]) {
       devHostLogged[mode] = true;
       console.error(`EDGESTR_ENV=${mode} on a host it does not serve (${new URL(c.req.url).hostname}): ${refusal}`);
     }
     return c.json({ error: refusal }, 403);
+  }
+  const originRefusal = localOriginRefusal(mode, c.req.raw.headers.get('Origin'));
+  if (originRefusal) {
+    if (!devOriginLogged[mode]) {
+      devOriginLogged[mode] = true;
+      console.error(`EDGESTR_ENV=${mode}: refused a request from a web page it does not serve: ${JSON.stringify(originRefusal)}`);
+    }
+    return c.json({ error: originRefusal }, 403);
   }
   await next();
 });

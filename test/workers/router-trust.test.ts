@@ -1,10 +1,11 @@
 // The router's trust rules: closed owner shards outside development (EDGESTR_OWNERS, unless
 // EDGESTR_OPEN_SHARDS=true), `/r/<owner>/` (NDK's trailing slash) as the same shard, the NIP-42
-// relay URL from EDGESTR_PUBLIC_URL, development mode only for loopback hosts, and test mode only
-// for loopback and .test hosts.
+// relay URL from EDGESTR_PUBLIC_URL, development mode only for loopback hosts, test mode only
+// for loopback and .test hosts, and both only for browser pages (Origin) on such hosts.
 // The test run sets EDGESTR_OPEN_SHARDS=true (tests use random owners' shards); the closed
 // behaviour is tested through the Worker's fetch with that variable removed.
-import { SELF } from 'cloudflare:test';
+import { createExecutionContext, env, SELF, waitOnExecutionContext } from 'cloudflare:test';
+import app from '../../workers/index.js';
 import { describe, expect, it } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
 import { fetchWithEnv, type EnvOverride } from './app-env.js';
@@ -166,6 +167,119 @@ describe('test mode only on loopback and .test hosts', () => {
   it('outside development and test, any host is served', async () => {
     for (const env of [undefined, 'production']) {
       expect(await answer({ EDGESTR_ENV: env }, 'https://relay.example.org/', NIP11)).toMatchObject({ status: 200, json: { supported_nips: expect.any(Array) } });
+    }
+  });
+});
+
+describe('development and test mode refuse browser requests from other pages (Origin)', () => {
+  // A web page the developer visits can open a WebSocket to the dev server (browsers apply no CORS
+  // to WebSockets, and the Host header is loopback) or send it a "simple" POST (no preflight); its
+  // Origin header names the page. Clients that are not browsers send none.
+  const DEV: EnvOverride = { EDGESTR_ENV: 'development' };
+  const LOOPBACK = 'http://127.0.0.1:8787';
+  const devRefusal = (origin: string) => ({ error: `development mode accepts browser requests only from loopback pages (Origin ${origin})` });
+  const testRefusal = (origin: string) => ({ error: `test mode accepts browser requests only from loopback and .test pages (Origin ${origin})` });
+  const MCP_INIT = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'router-trust', version: '1' } },
+  });
+
+  /** The three requests a page would send: an upgrade of the public shard, an MCP POST, a local payment (text/plain: no preflight). */
+  const requests = (base: string, origin?: string) => {
+    const o: Record<string, string> = origin === undefined ? {} : { Origin: origin };
+    return {
+      upgrade: new Request(`${base}/`, { headers: { ...UPGRADE, ...o } }),
+      mcp: new Request(`${base}/mcp`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...o },
+        body: MCP_INIT,
+      }),
+      pay: new Request(`${base}/api/bridge/pay`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'text/plain;charset=UTF-8', ...o },
+        body: JSON.stringify({ invoice: localInvoice(TEST_OWNER, randomHex(16), 21) }),
+      }),
+    };
+  };
+
+  /** The answer, read before the execution context is waited on (/mcp streams its answer, then cleans up in waitUntil). */
+  async function outcome(override: EnvOverride, request: Request) {
+    const ctx = createExecutionContext();
+    const res = await app.fetch(request, { ...env, ...override }, ctx);
+    let result: { status: number; json: unknown };
+    if (res.webSocket) {
+      res.webSocket.accept();
+      res.webSocket.close(1000, 'done');
+      result = { status: res.status, json: '' };
+    } else {
+      const text = await res.text();
+      const type = res.headers.get('Content-Type') ?? '';
+      const json = type.includes('event-stream') ? (text.includes('"serverInfo"') ? 'an initialize result' : text) : type.includes('json') ? (JSON.parse(text) as unknown) : text;
+      result = { status: res.status, json };
+    }
+    await waitOnExecutionContext(ctx);
+    return result;
+  }
+
+  /** What each request gets when it is served (no payments are set up on TEST_OWNER's bridge). */
+  const SERVED = {
+    upgrade: { status: 101, json: '' },
+    mcp: { status: 200, json: 'an initialize result' },
+    pay: { status: 503, json: { error: 'local payments are off' } },
+  };
+
+  it.each([['https://evil.example'], ['http://evil.example:8787'], ['null'], ['http://127.0.0.1.nip.io'], ['http://localhost.evil.example'], ['http://relay.test'], ['chrome-extension://abcdef']])(
+    'development mode: 403 for an upgrade, an /mcp POST and a local payment from a page at %s',
+    async (origin) => {
+      const r = requests(LOOPBACK, origin);
+      for (const [name, request] of Object.entries(r)) expect(await outcome(DEV, request), name).toEqual({ status: 403, json: devRefusal(origin) });
+    },
+  );
+
+  it.each([['http://127.0.0.1:8787'], ['http://localhost:3000'], ['http://[::1]:8787'], ['https://127.4.5.6'], [undefined]])(
+    'development mode: a page at %s (or a client without Origin) is served',
+    async (origin) => {
+      const r = requests(LOOPBACK, origin);
+      for (const [name, request] of Object.entries(r)) expect(await outcome(DEV, request), name).toEqual(SERVED[name as keyof typeof SERVED]);
+    },
+  );
+
+  it('test mode: pages on .test hosts and loopback are served, others get 403', async () => {
+    for (const origin of ['http://relay.test', 'http://other.test:8787', LOOPBACK, undefined]) {
+      const r = requests(BASE, origin);
+      for (const [name, request] of Object.entries(r)) expect(await outcome({}, request), `${name} ${origin}`).toEqual(SERVED[name as keyof typeof SERVED]);
+    }
+    for (const origin of ['https://evil.example', 'https://relay.test.example', 'null']) {
+      const r = requests(BASE, origin);
+      for (const [name, request] of Object.entries(r)) expect(await outcome({}, request), `${name} ${origin}`).toEqual({ status: 403, json: testRefusal(origin) });
+    }
+  });
+
+  it('a preflight from another page gets the same 403, without CORS headers (the relay answers others with Access-Control-Allow-Origin: *)', async () => {
+    // Without the guard, OPTIONS /mcp and /api/relay/import got the relay's 204 (NIP-11 CORS, any
+    // header): Chromium then sent the POST, Authorization (NIP-98 signed with the demo key) included.
+    for (const path of ['/mcp', '/api/relay/import']) {
+      const preflight = (origin: string) =>
+        fetchWithEnv(DEV, new Request(`${LOOPBACK}${path}`, { method: 'OPTIONS', headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization, content-type' } }));
+      const res = await preflight('https://evil.example');
+      expect({ status: res.status, json: await res.json(), cors: res.headers.get('Access-Control-Allow-Origin') }, path).toEqual({ status: 403, json: devRefusal('https://evil.example'), cors: null });
+      const own = await preflight(LOOPBACK);
+      expect({ status: own.status, cors: own.headers.get('Access-Control-Allow-Origin') }, path).toEqual({ status: 204, cors: '*' });
+    }
+  });
+
+  it('outside development and test, pages anywhere are served (public relays are used from any web page)', async () => {
+    for (const env of [undefined, 'production']) {
+      const r = requests('https://relay.example.org', 'https://evil.example');
+      expect(await outcome({ EDGESTR_ENV: env }, r.upgrade), `${env}`).toEqual({ status: 101, json: '' });
+      expect(await outcome({ EDGESTR_ENV: env }, r.mcp), `${env}`).toEqual({ status: 200, json: 'an initialize result' });
+      // The local payment route does not exist there: the route's own 404, not the guard's 403.
+      expect(await outcome({ EDGESTR_ENV: env }, r.pay), `${env}`).toEqual({ status: 404, json: { error: 'not found' } });
+      const nip11 = await fetchWithEnv({ EDGESTR_ENV: env }, new Request('https://relay.example.org/', { headers: { ...NIP11, Origin: 'https://evil.example' } }));
+      expect(nip11.status).toBe(200);
+      expect(nip11.headers.get('Access-Control-Allow-Origin')).toBe('*');
     }
   });
 });
