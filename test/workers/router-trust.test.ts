@@ -265,8 +265,9 @@ describe('development and test mode refuse browser requests from other pages (Or
         fetchWithEnv(DEV, new Request(`${LOOPBACK}${path}`, { method: 'OPTIONS', headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization, content-type' } }));
       const res = await preflight('https://evil.example');
       expect({ status: res.status, json: await res.json(), cors: res.headers.get('Access-Control-Allow-Origin') }, path).toEqual({ status: 403, json: devRefusal('https://evil.example'), cors: null });
+      // The loopback page gets no CORS for them either: only the relay's own paths answer preflights.
       const own = await preflight(LOOPBACK);
-      expect({ status: own.status, cors: own.headers.get('Access-Control-Allow-Origin') }, path).toEqual({ status: 204, cors: '*' });
+      expect({ status: own.status, cors: own.headers.get('Access-Control-Allow-Origin') }, path).toEqual({ status: 404, cors: null });
     }
   });
 
@@ -280,6 +281,14 @@ describe('development and test mode refuse browser requests from other pages (Or
       const nip11 = await fetchWithEnv({ EDGESTR_ENV: env }, new Request('https://relay.example.org/', { headers: { ...NIP11, Origin: 'https://evil.example' } }));
       expect(nip11.status).toBe(200);
       expect(nip11.headers.get('Access-Control-Allow-Origin')).toBe('*');
+      // Preflights: the relay's paths answer them (NIP-11); /api and /mcp do not.
+      const preflight = (path: string) =>
+        fetchWithEnv({ EDGESTR_ENV: env }, new Request(`https://relay.example.org${path}`, { method: 'OPTIONS', headers: { Origin: 'https://evil.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization' } }));
+      for (const path of ['/', `/r/${'a'.repeat(64)}`]) expect((await preflight(path)).headers.get('Access-Control-Allow-Origin'), path).toBe('*');
+      for (const [path, status] of [['/api/relay/import', 404], ['/api/agents', 405], ['/mcp', 404]] as const) {
+        const res = await preflight(path);
+        expect({ status: res.status, cors: res.headers.get('Access-Control-Allow-Origin') }, path).toEqual({ status, cors: null });
+      }
     }
   });
 });

@@ -49,7 +49,10 @@ export function relayRoutes<E extends { Bindings: RouterBindings }>(landing: (re
     return landing(req);
   };
 
-  app.options('*', () => new Response(null, { status: 204, headers: NIP11_CORS_HEADERS }));
+  // CORS preflights of the relay's own paths only (NIP-11 asks for them): /api and /mcp answer
+  // none, so no page elsewhere is told it may send them credentials or custom headers.
+  const preflight = () => new Response(null, { status: 204, headers: NIP11_CORS_HEADERS });
+  for (const path of ['/', '/r/:owner{[^/]+}', '/r/:owner{[^/]+}/']) app.options(path, preflight);
   app.get('/', (c) => serve(null, c.req.raw, c.env));
   for (const path of ['/r/:owner{[^/]+}', '/r/:owner{[^/]+}/']) {
     app.get(path, async (c) => {
