@@ -19,6 +19,7 @@ export const TEST_PLANS = JSON.stringify({
   few_tokens_month: { tokens_per_month: 10 },
   small_shard: { stored_bytes: 1000 },
   inbox_shard: { stored_bytes: 4000 },
+  answers_shard: { stored_bytes: 60000 },
   slow_shard: { events_per_second: 2 },
   three_bridge_calls: { bridge_calls_per_day: 3 },
   two_bridge_servers: { bridge_servers: 2 },

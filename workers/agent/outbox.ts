@@ -129,9 +129,15 @@ export class Outbox {
     await Promise.all(runs.map((r) => (r.terminal ? this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c) : undefined)));
   }
 
-  /** Publishes a terminal event for a prompt that got no run row (not persisted, not retried). */
-  async answerWithoutRun(to: RunAddress, c: StoredAgent, t: Terminal): Promise<void> {
-    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t, this.roomOf(to, KIND.AI_ERROR)));
+  /**
+   * Publishes a terminal event for a prompt that got no run row (not persisted, not retried), in the
+   * form the prompt came: a prompt in an ephemeral gift wrap (21059) is refused in one, which no
+   * relay stores (nothing is kept to replay it from anyway, and the prompt itself was not stored);
+   * otherwise plain or in a 1059 as the prompt was.
+   */
+  async answerWithoutRun(to: RunAddress, c: StoredAgent, t: Terminal, wrapKind?: number): Promise<void> {
+    const wrapAs = wrapKind === KIND.EPHEMERAL_GIFT_WRAP ? KIND.EPHEMERAL_GIFT_WRAP : undefined;
+    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t, this.roomOf(to, KIND.AI_ERROR)), [], wrapAs);
     await this.deps.client(to.relay, c).publish(event, { timeoutMs: 10_000 });
   }
 
@@ -183,12 +189,13 @@ export class Outbox {
     return wrapRoom({ kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags) });
   }
 
-  /** An encrypted run event for the client (gift-wrapped when the prompt was). */
-  private async build(run: RunAddress, kind: number, payload: object, extraTags: string[][] = []): Promise<NostrEvent> {
+  /** An encrypted run event for the client (gift-wrapped when the prompt was: in a `wrapAs` wrap when given, with the real time). */
+  private async build(run: RunAddress, kind: number, payload: object, extraTags: string[][] = [], wrapAs?: number): Promise<NostrEvent> {
     const sk = await this.deps.secretKey();
     const content = encrypt(JSON.stringify(payload), this.deps.keys.get(sk, run.client));
     const template = { kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags), content };
     if (!run.wrapped) return this.deps.sign(template, sk);
-    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.deps.keys, template.created_at, { sign: backendSigner(await relayVerifier()) });
+    const form = wrapAs === undefined ? {} : { kind: wrapAs, exactTime: true };
+    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.deps.keys, template.created_at, { sign: backendSigner(await relayVerifier()), ...form });
   }
 }

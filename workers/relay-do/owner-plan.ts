@@ -8,26 +8,50 @@
 //
 // Strangers may write to the shard too (its inbox: events addressed to the owner or its agents), so
 // that they cannot spend the owner's plan: events from others may hold at most INBOX_SHARE of
-// stored_bytes (counted as the events not signed by the owner or a key proven to be its agent), and
-// their events per second are counted in a bucket of their own.
+// stored_bytes, and their events per second are counted in a bucket of their own. What counts as
+// the owner's own data is one rule (`ownersData`, a SQL expression) asked of each stored event at
+// write time and of every stored event at a recount, so the two always agree: signed by the owner,
+// or by a key recorded as the owner's agent (or bridge) and addressed (`p`) to nobody but the owner
+// and those keys. Everything else is the inbox's: strangers' events, the agents' answers to other
+// keys (which strangers cause: a prompt from a fresh key gets one, refusals included), and gift
+// wraps, which are signed by one-time keys so that nothing stored tells who sent them.
 
 import { reject, type Rejection } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import type { OwnerState } from '../common/owners.js';
 import { TokenBucket } from './rate-limit.js';
+import type { NostrEvent } from '../../src/shared/event.js';
 
 const RECOUNT_WRITES = 1000;
 
 /** The part of the plan's stored_bytes that events from others (the inbox) may hold. */
 export const INBOX_SHARE = 0.25;
 
-/** A write as the plan sees it: stored or not, its bytes, from edgestr's own agent connection, from others (the inbox). */
+/**
+ * A write as the plan sees it: stored or not, its bytes, from edgestr's own agent connection, from
+ * a connection outside the owner's side (its events-per-second bucket), and whether it is stored
+ * in the inbox share (`OwnerPlan.isInbox`).
+ */
 export interface PlanWrite {
   stored: boolean;
   bytes: number;
   internal: boolean;
   fromOthers: boolean;
+  inbox: boolean;
 }
+
+/**
+ * The one rule of what a stored event counts as (SQL, ?1 = the owner): the owner's own data when
+ * signed by the owner, or signed by a key recorded as the owner's agent and p-tagging nobody but the
+ * owner and such keys; otherwise the inbox's. `pubkey` is the event's author and `pValues` a table
+ * of its `p` tag values (column `value`): the event's parameters at write time, its stored tag rows
+ * at a recount. Agent keys are the shard's records for the owner, whatever their conditions.
+ */
+const AGENTS_OF_OWNER = 'SELECT agent FROM agent_owners WHERE owner = ?1';
+const ownersData = (pubkey: string, pValues: string): string =>
+  `(${pubkey} = ?1 OR (${pubkey} IN (${AGENTS_OF_OWNER}) AND NOT EXISTS (SELECT 1 FROM ${pValues} WHERE value != ?1 AND value NOT IN (${AGENTS_OF_OWNER}))))`;
+const OWNERS_DATA_AT_WRITE = `SELECT ${ownersData('?2', 'json_each(?3)')} AS own`;
+const OWNERS_DATA_STORED = ownersData('events.pubkey', "(SELECT value FROM tags WHERE tags.rid = events.rid AND tags.name = 'p')");
 
 /** Stored bytes, and those of events from others. */
 type Counted = ShardStorage & { inbox: number };
@@ -73,13 +97,19 @@ export class OwnerPlan {
     this.stored = this.sql
       .exec<Counted>(
         `SELECT count(*) AS events, coalesce(sum(length(CAST(raw AS BLOB))), 0) AS bytes,
-           coalesce(sum(CASE WHEN pubkey = ?1 OR pubkey IN (SELECT agent FROM agent_owners WHERE owner = ?1) THEN 0 ELSE length(CAST(raw AS BLOB)) END), 0) AS inbox
+           coalesce(sum(CASE WHEN ${OWNERS_DATA_STORED} THEN 0 ELSE length(CAST(raw AS BLOB)) END), 0) AS inbox
          FROM events`,
         this.owner() ?? '',
       )
       .one();
     this.writes = 0;
     return this.stored;
+  }
+
+  /** Whether a stored event of this shard counts against the inbox share (the rule recount() applies to what is stored). */
+  isInbox(e: Pick<NostrEvent, 'pubkey' | 'tags'>): boolean {
+    const pValues = e.tags.filter((t) => t[0] === 'p' && t[1] !== undefined).map((t) => t[1]);
+    return this.sql.exec<{ own: number }>(OWNERS_DATA_AT_WRITE, this.owner() ?? '', e.pubkey, JSON.stringify(pValues)).one().own !== 1;
   }
 
   /** Why the owner's plan refuses a write at `nowMs`. */
@@ -101,17 +131,17 @@ export class OwnerPlan {
       const now = this.stored && this.writes < RECOUNT_WRITES ? this.stored : this.recount();
       if (now.bytes + write.bytes > plan.stored_bytes) return reject('restricted', `storage quota: the owner’s plan allows ${plan.stored_bytes} stored bytes on this shard`);
       const inbox = Math.floor(plan.stored_bytes * INBOX_SHARE);
-      if (write.fromOthers && now.inbox + write.bytes > inbox) {
+      if (write.inbox && now.inbox + write.bytes > inbox) {
         return reject('restricted', `storage quota: events from others may hold ${inbox} of the ${plan.stored_bytes} stored bytes the owner’s plan allows on this shard`);
       }
     }
     return undefined;
   }
 
-  /** An event of `bytes` was stored (from others or not). */
-  added(bytes: number, fromOthers: boolean): void {
+  /** An event of `bytes` was stored (in the inbox share or not). */
+  added(bytes: number, inbox: boolean): void {
     if (!this.stored) return;
-    this.stored = { events: this.stored.events + 1, bytes: this.stored.bytes + bytes, inbox: this.stored.inbox + (fromOthers ? bytes : 0) };
+    this.stored = { events: this.stored.events + 1, bytes: this.stored.bytes + bytes, inbox: this.stored.inbox + (inbox ? bytes : 0) };
     this.writes++;
   }
 }

@@ -540,7 +540,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const raw = eventJson(e);
     const bytes = new TextEncoder().encode(raw).length;
     const fromOthers = ctx.owner !== null && !fromOwnerSide(e, ctx);
-    const overPlan = ctx.owner === null ? undefined : this.plan.check({ stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers }, ctx.nowMs);
+    // The inbox share: by the event itself (the rule a recount applies), not by the connection.
+    const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(e);
+    const overPlan = ctx.owner === null ? undefined : this.plan.check({ stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction
@@ -552,7 +554,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'deleted':
         return { accepted: false, message: 'blocked: this event was deleted by its author' };
       case 'stored':
-        this.plan.added(bytes, fromOthers);
+        this.plan.added(bytes, inbox);
         break;
     }
     for (const hook of this.policy.onEventStored) hook(e, ctx);

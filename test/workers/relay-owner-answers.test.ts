@@ -1,0 +1,127 @@
+// What strangers make an owner's agents store on the owner's shard: the agents' answers to them
+// (refusals included) count against the inbox share (INBOX_SHARE of stored_bytes) like the prompts
+// that caused them, by one rule at write time and at recount (owner-plan.ts `OWNERS_DATA`); and a
+// prompt that came in an ephemeral gift wrap (21059) is refused in one, stored nowhere.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
+import { giftWrap, makeRumor, unwrap } from '../../src/shared/nip59.js';
+import { nobleVerifier } from '../../src/shared/verify.js';
+import { INBOX_SHARE } from '../../workers/relay-do/owner-plan.js';
+import { api } from './api-helpers.js';
+import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+import { TEST_ADMIN_SK } from './test-keys.js';
+
+const cache = new ConversationKeyCache(4096);
+const STORED_BYTES = 60_000; // the answers_shard plan (test-keys.ts)
+const SESSION = 's'.repeat(256); // the longest session id an agent echoes into every answer
+
+const primary = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner}`));
+
+/** The shard's inbox bytes as counted at write time, then as a recount finds them. */
+async function inboxCounts(owner: string): Promise<{ running: number; recounted: number }> {
+  return runInDurableObject(primary(owner), (i) => {
+    const plan = (i as unknown as { plan: { stored?: { inbox: number }; storage(): unknown } }).plan;
+    const running = plan.stored?.inbox ?? -1;
+    plan.storage();
+    return { running, recounted: plan.stored?.inbox ?? -1 };
+  });
+}
+
+async function ownerWithPrivateAgent(): Promise<{ owner: Keys; agent: string }> {
+  const owner = keys();
+  expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'answers_shard' })).status).toBe(201);
+  const friend = keys();
+  const r = await api(owner.sk, 'POST', '/api/agents', { name: 'private', provider: 'echo', allow: [friend.pk], limits: { agent_prompts_per_minute: 1000 } });
+  expect(r.status).toBe(201);
+  const agent = (r.json as { pubkey: string }).pubkey;
+  // The agent is connected and subscribed once its ai.info is on the shard.
+  const s = await connect(`/r/${owner.pk}`);
+  for (let i = 0; i < 100 && !(await s.req(`i${i}`, { kinds: [31340], authors: [agent] })).events.length; i++) await new Promise((res) => setTimeout(res, 100));
+  s.close();
+  return { owner, agent };
+}
+
+function prompt(k: Keys, agent: string): { kind: number; tags: string[][]; content: string; created_at: number } {
+  return {
+    kind: 25802,
+    created_at: now(),
+    tags: [['p', agent], ['encryption', 'nip44'], ['s', SESSION]],
+    content: encrypt(JSON.stringify({ ver: 1, message: 'hi' }), cache.get(k.sk, agent)),
+  };
+}
+
+function wrapped(k: Keys, agent: string, kind: 1059 | 21059): NostrEvent {
+  const rumor = makeRumor({ ...prompt(k, agent), pubkey: k.pk });
+  return giftWrap(rumor, k.sk, agent, cache, now(), kind === 21059 ? { kind, exactTime: true } : {});
+}
+
+/** Waits until the shard's stored bytes stop changing for a second and a half. */
+async function settled(owner: string): Promise<{ events: number; bytes: number }> {
+  let last = await primary(owner).storedUsage();
+  for (let quiet = 0, i = 0; quiet < 3 && i < 60; i++) {
+    await new Promise((res) => setTimeout(res, 500));
+    const next = await primary(owner).storedUsage();
+    quiet = next.bytes === last.bytes ? quiet + 1 : 0;
+    last = next;
+  }
+  return last;
+}
+
+describe('what strangers make an owner’s agents store', () => {
+  it('a refused prompt that came as a 21059 is answered with a 21059, and nothing is stored for it', async () => {
+    const { owner, agent } = await ownerWithPrivateAgent();
+    const stranger = keys();
+    const sock: TestSocket = await connect(`/r/${owner.pk}`);
+    await sock.auth(stranger);
+    await sock.req('mine', { kinds: [1059, 21059, 25805], '#p': [stranger.pk] }); // a fresh key: nothing is stored for it yet
+    const before = await settled(owner.pk);
+    const wrap = wrapped(stranger, agent, 21059);
+    expect((await sock.publish(wrap))[2]).toBe(true);
+    const answer = (await sock.next((f) => f[0] === 'EVENT' && f[1] === 'mine', 10_000))[2] as NostrEvent;
+    expect(answer.kind).toBe(21059);
+    const opened = unwrap(answer, stranger.sk, cache, nobleVerifier);
+    if (!opened.ok) throw new Error(opened.error);
+    expect(opened.value.rumor).toMatchObject({ kind: 25805, pubkey: agent });
+    const payload = decrypt(opened.value.rumor.content, cache.get(stranger.sk, agent));
+    expect(payload.ok && JSON.parse(payload.value)).toMatchObject({ code: 'UNAUTHORIZED' });
+    expect(await settled(owner.pk)).toEqual(before);
+    expect((await sock.req('stored', { kinds: [1059, 25805], '#p': [stranger.pk] })).events).toEqual([]);
+    sock.close();
+  }, 40_000);
+
+  it(`strangers' prompts and the answers they get hold at most ${INBOX_SHARE * 100} % of stored_bytes; the owner's note is still accepted; recount agrees`, async () => {
+    const { owner, agent } = await ownerWithPrivateAgent();
+    const share = Math.floor(STORED_BYTES * INBOX_SHARE);
+    const before = await settled(owner.pk);
+    const sock = await connect(`/r/${owner.pk}`);
+    // Plain and gift-wrapped (1059) prompts from fresh keys: each stored, each refused by the agent
+    // with a stored answer (plain 25805, or 25805 wrapped in 1059) echoing the 256-character session.
+    let refused = 0;
+    // (one key each: an agent answers a sender's refusals once per window)
+    for (let n = 0; n < 24; n++) {
+      const [k, w] = [keys(), keys()];
+      for (const e of [sign(k, prompt(k, agent)), wrapped(w, agent, 1059)]) {
+        const ok = await sock.publish(e);
+        if (!ok[2]) {
+          expect(ok[3]).toBe(`restricted: storage quota: events from others may hold ${share} of the ${STORED_BYTES} stored bytes the owner’s plan allows on this shard`);
+          refused++;
+        }
+      }
+    }
+    expect(refused).toBeGreaterThan(0);
+    const after = await settled(owner.pk);
+    const counts = await inboxCounts(owner.pk);
+    expect(counts.running).toBe(counts.recounted);
+    expect(counts.recounted).toBeLessThanOrEqual(share);
+    expect(counts.recounted).toBeGreaterThan(share - 3000); // the flood did fill the share
+    expect(after.bytes - before.bytes).toBeLessThanOrEqual(share);
+    const mine = await connect(`/r/${owner.pk}`);
+    await mine.auth(owner);
+    const note = sign(owner, { content: 'x'.repeat(2000) });
+    expect(await mine.publish(note)).toEqual(['OK', note.id, true, '']);
+    sock.close();
+    mine.close();
+  }, 90_000);
+});
