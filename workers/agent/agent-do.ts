@@ -321,6 +321,7 @@ export class Agent extends DurableObject<AgentEnv> {
 
   private async onEvent(e: NostrEvent, relay: string): Promise<void> {
     // Claimed before the first await: the same event from a second relay (or a replay) is dropped here.
+    // Claims live in memory; an id is kept in `seen` only once acted on (below, and in onPrompt).
     if (!this.runs.claim(e.id)) return;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {
@@ -336,10 +337,16 @@ export class Agent extends DurableObject<AgentEnv> {
       const dvmcp = e.kind === KIND.GIFT_WRAP && isDvmcpRumor(r.kind);
       if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL && !dvmcp) return;
       if (!this.runs.claim(r.id)) return;
-      if (dvmcp) return this.dvmcp.onRumor(r, relay);
+      if (dvmcp) {
+        this.runs.keep(r.id);
+        return this.dvmcp.onRumor(r, relay);
+      }
       return this.dispatch({ event: r, wrapped: true, wrapKind: e.kind, relay });
     }
-    if (e.kind === KIND.DVMCP_REQUEST || e.kind === KIND.DVMCP_NOTIFICATION) return this.dvmcp.onEvent(e, relay);
+    if (e.kind === KIND.DVMCP_REQUEST || e.kind === KIND.DVMCP_NOTIFICATION) {
+      this.runs.keep(e.id);
+      return this.dvmcp.onEvent(e, relay);
+    }
     return this.dispatch({ event: e, wrapped: false, relay });
   }
 
@@ -402,6 +409,8 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!this.owner) await this.refreshOwner(c);
     const admission = admitPrompt(e, c, { ...this.ownerChecks(c), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
     if (admission.verdict === 'drop') return;
+    // Answered or run: kept in `seen`, so that a replay after an eviction gets no second terminal.
+    this.runs.keep(e.id);
     if (admission.verdict === 'answer') return this.outbox.answerWithoutRun(addressOf(m), c, { type: 'error', ...admission.refusal }, m.wrapKind);
     const conversation: SessionKey = { sender: client, session: sessionOf(e) };
     this.runs.start(e.id, client, conversation.session, m.wrapped, m.relay);

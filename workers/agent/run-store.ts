@@ -1,10 +1,18 @@
 // The Agent Durable Object's run bookkeeping in its SQLite: the `runs` table (one row per claimed
 // prompt, its state, its durable terminal event and whether a relay took it), the `seen` ids (each incoming event and
-// rumor handled once, claimed atomically; the table of workers/common/seen-ids.ts) and the subscription `cursor` (how far back a
+// rumor handled once: claimed atomically in memory, a bounded LRU, and kept in the table of
+// workers/common/seen-ids.ts only once the agent acts on it — a run, an answer, a DVMCP request —
+// so junk that fails to open or is dropped adds no row) and the subscription `cursor` (how far back a
 // (re)subscribe asks), with their bounded retention.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { SeenIds } from '../common/seen-ids.js';
+import { LruMap } from '../../src/shared/lru.js';
+
+/** Ids claimed in memory (every incoming event and rumor, acted on or not): the newest this many. */
+export const RECENT_IDS = 10_000;
+/** Expired `seen` ids deleted with each id kept, so that the table cannot outgrow its retention (beside the watchdog's batches). */
+export const PRUNE_PER_KEEP = 2;
 
 /** Replay window on (re)subscribe, covering clock skew and the time the agent was away. */
 export const REPLAY_SLACK_SECONDS = 300;
@@ -49,6 +57,7 @@ export type RunAddress = Pick<RunRow, 'id' | 'client' | 'session' | 'wrapped' | 
 
 export class RunStore {
   private readonly seen: SeenIds;
+  private readonly recent = new LruMap<string, true>(RECENT_IDS);
 
   constructor(private readonly sql: SqlStorage) {
     this.seen = new SeenIds(sql);
@@ -71,13 +80,26 @@ export class RunStore {
 
   // ---- seen ----
 
-  /** Claims an id in `seen` atomically (no await between check and insert); false when already claimed. */
+  /**
+   * Claims an id atomically (no await between check and claim): in memory only; false when it was
+   * claimed recently or kept in `seen`. Call keep() once the agent acts on it.
+   */
   claim(id: string): boolean {
-    return this.seen.claim(id, Math.floor(Date.now() / 1000));
+    if (this.recent.has(id) || this.seen.has(id)) return false;
+    this.recent.set(id, true);
+    return true;
+  }
+
+  /** Keeps a claimed id in `seen` (it survives an eviction), deleting PRUNE_PER_KEEP expired ids. */
+  keep(id: string): void {
+    const now = Date.now();
+    this.seen.add(id, Math.floor(now / 1000));
+    this.seen.prune(Math.floor((now - SEEN_RETENTION_MS) / 1000), PRUNE_PER_KEEP);
   }
 
   /** Releases a claim (a forged copy must not block the genuine event with the same id). */
   unclaim(id: string): void {
+    this.recent.delete(id);
     this.seen.forget(id);
   }
 
