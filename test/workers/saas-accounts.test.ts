@@ -217,11 +217,12 @@ describe('plan limits at their boundary', () => {
     });
   });
 
-  it('runs per day: two runs pass, the third is RATE_LIMIT until the UTC day ends; the next day passes', async () => {
+  it('runs per day: two runs of the owner pass, the third is RATE_LIMIT until the UTC day ends; the next day passes', async () => {
     const owner = await addOwner('two_runs');
     const agent = await createAgent(owner);
     await freeze(agent, T0);
-    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    // The owner itself: others get OTHERS_PLAN_SHARE of the plan (test/workers/saas-plan-admission.test.ts).
+    const client = await NipXxClient.open(agent, owner, `/r/${owner.pk}`);
     expect((await ask(client)).kind).toBe(25803);
     expect((await ask(client)).kind).toBe(25803);
     expect(await ask(client)).toMatchObject({
@@ -319,7 +320,7 @@ describe('usage', () => {
     });
     observer.start();
     await new Promise((r) => setTimeout(r, 100));
-    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    const client = await NipXxClient.open(agent, owner, `/r/${owner.pk}`);
     await ask(client, 'one two');
     await ask(client, 'three');
     for (let i = 0; i < 40 && resolved.length < 2; i++) await new Promise((r) => setTimeout(r, 50));

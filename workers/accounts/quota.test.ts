@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addRun, ownerUsage, planRefusal } from './quota.js';
+import { addRun, OTHERS_PLAN_SHARE, ownerUsage, planRefusal } from './quota.js';
 
 const NOON = Date.parse('2026-12-01T12:00:00Z');
 
@@ -28,5 +28,31 @@ describe('ownerUsage', () => {
     const plan = { runs_per_day: 4 };
     expect(ownerUsage('small', plan, totals, NOON).runs_today).toBe(plan.runs_per_day);
     expect(planRefusal(plan, totals, NOON)?.details.quota).toBe('runs_per_day');
+  });
+});
+
+describe('planRefusal', () => {
+  const totals = { day: '2026-12-01', tokens_today: 0, tokens_month: 0, runs_today: 1 };
+
+  it('counts runs in progress against runs_per_day', () => {
+    expect(planRefusal({ runs_per_day: 3 }, totals, NOON, { inFlight: 1 })).toBeUndefined();
+    expect(planRefusal({ runs_per_day: 3 }, totals, NOON, { inFlight: 2 })).toMatchObject({ message: 'the agent’s owner used its plan’s 3 runs for today (UTC)', retry_after: 43_200 });
+    // yesterday's runs do not count, today's in flight do
+    expect(planRefusal({ runs_per_day: 1 }, { ...totals, day: '2026-11-30' }, NOON, { inFlight: 1 })?.details.quota).toBe('runs_per_day');
+  });
+
+  it('gives senders other than the owner OTHERS_PLAN_SHARE of each limit, rounded down', () => {
+    expect(OTHERS_PLAN_SHARE).toBe(0.9);
+    const plan = { runs_per_day: 10, tokens_per_day: 1000 };
+    const used = { ...totals, runs_today: 9, tokens_today: 899 };
+    expect(planRefusal(plan, used, NOON)).toBeUndefined();
+    expect(planRefusal(plan, used, NOON, { other: true })).toMatchObject({
+      message: 'others may use 9 of the agent’s owner’s plan’s 10 runs for today (UTC); the rest is kept for the owner',
+      details: { quota: 'runs_per_day' },
+    });
+    expect(planRefusal(plan, { ...used, runs_today: 8, tokens_today: 900 }, NOON, { other: true })).toMatchObject({
+      message: 'others may use 900 of the agent’s owner’s plan’s 1000 model tokens for today (UTC); the rest is kept for the owner',
+      details: { quota: 'tokens_per_day' },
+    });
   });
 });

@@ -1,5 +1,6 @@
 // The plan check of a prompt (pure): the owner's totals against its plan's model tokens per UTC day
-// and month and runs per UTC day. A quota reached answers RATE_LIMIT with retry_after = seconds
+// and month and runs per UTC day (runs in progress included; senders other than the owner get
+// OTHERS_PLAN_SHARE of each limit). A quota reached answers RATE_LIMIT with retry_after = seconds
 // until the window resets and details.quota naming it. Totals of an earlier day or month count as 0.
 // Also the agent's local addition of a finished run to the totals (before the aggregate answers).
 
@@ -32,20 +33,42 @@ export function addRun(totals: OwnerTotals, tokens: number, now: number): OwnerT
 
 const secondsUntil = (t: number, now: number): number => Math.max(1, Math.ceil((t - now) / 1000));
 
+/**
+ * Senders other than the agent's owner may use this share of each plan limit (runs and model tokens
+ * per day, tokens per month), rounded down; the rest is kept for the owner's own prompts, so a
+ * stranger on an open agent cannot leave the owner's other agents answering RATE_LIMIT.
+ */
+export const OTHERS_PLAN_SHARE = 0.9;
+
+/** Who is asking, and what the totals do not hold yet. */
+export interface PlanAsk {
+  /** The prompt's sender is not the agent's owner: OTHERS_PLAN_SHARE of each limit applies. */
+  other?: boolean;
+  /** Runs admitted and not yet added to the totals (in progress): counted against runs_per_day. */
+  inFlight?: number;
+}
+
+/** The limit that applies to `ask` (a share of `limit` for others). */
+const limitFor = (limit: number | undefined, ask: PlanAsk): number | undefined => (limit === undefined || !ask.other ? limit : Math.floor(limit * OTHERS_PLAN_SHARE));
+
 /** The refusal of a prompt at `now` (ms) by the owner's plan, or undefined when the plan leaves room. */
-export function planRefusal(plan: Plan, totals: OwnerTotals, now: number): QuotaRefusal | undefined {
+export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: PlanAsk = {}): QuotaRefusal | undefined {
   const today = new Date(now).toISOString().slice(0, 10);
   const sameDay = totals.day === today;
   const sameMonth = totals.day.slice(0, 7) === today.slice(0, 7);
   const dayEnd = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
   const d = new Date(now);
   const monthEnd = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-  const over = (quota: string, used: number, limit: number | undefined, what: string, end: number): QuotaRefusal | undefined =>
-    limit !== undefined && used >= limit
-      ? { code: 'RATE_LIMIT', message: `the agent’s owner used its plan’s ${limit} ${what}`, retry_after: secondsUntil(end, now), details: { quota } }
-      : undefined;
+  const over = (quota: string, used: number, planLimit: number | undefined, what: string, end: number): QuotaRefusal | undefined => {
+    const limit = limitFor(planLimit, ask);
+    if (planLimit === undefined || limit === undefined || used < limit) return undefined;
+    const message = ask.other
+      ? `others may use ${limit} of the agent’s owner’s plan’s ${planLimit} ${what}; the rest is kept for the owner`
+      : `the agent’s owner used its plan’s ${planLimit} ${what}`;
+    return { code: 'RATE_LIMIT', message, retry_after: secondsUntil(end, now), details: { quota } };
+  };
   return (
-    over('runs_per_day', sameDay ? totals.runs_today : 0, plan.runs_per_day, 'runs for today (UTC)', dayEnd) ??
+    over('runs_per_day', (sameDay ? totals.runs_today : 0) + (ask.inFlight ?? 0), plan.runs_per_day, 'runs for today (UTC)', dayEnd) ??
     over('tokens_per_day', sameDay ? totals.tokens_today : 0, plan.tokens_per_day, 'model tokens for today (UTC)', dayEnd) ??
     over('tokens_per_month', sameMonth ? totals.tokens_month : 0, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd)
   );

@@ -83,6 +83,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly mcpSessions = new McpSessionCache({ maxSessions: 16 });
   private readonly links: RelayLinks;
   private readonly active = new Map<string, AbortController>();
+  /** Prompts' runs admitted and not yet added to the owner's totals (recordRun): counted against runs_per_day. */
+  private readonly unmetered = new Set<string>();
   /** Settles when the run has written its terminal event (remove() waits for these). */
   private readonly settled = new Map<string, Promise<void>>();
   private readonly budget: AgentBudget;
@@ -149,7 +151,7 @@ export class Agent extends DurableObject<AgentEnv> {
       admit: (sender, what, reserved) => {
         const c = this.store.config();
         if (!c || this.removing) return { verdict: 'drop' };
-        return admitSender(sender, c, { ...this.ownerChecks(c), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget }, what);
+        return admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget }, what);
       },
       turns: (k) => this.sessions.turns(k),
       run: (out, runId, c, prompt, model, conversation, abort) => runPrompt(this.runDeps(c), out, runId, c, prompt, model, conversation, abort),
@@ -292,6 +294,7 @@ export class Agent extends DurableObject<AgentEnv> {
    */
   private recordRun(c: StoredAgent, r: RunMeter): OwnerUsage | undefined {
     const at = this.now();
+    this.unmetered.delete(r.run_id);
     this.meter.record(r, at);
     if (this.owner) this.owner = { ...this.owner, totals: addRun(this.owner.totals, r.input_tokens + r.output_tokens, at) };
     void this.report(c, r, at);
@@ -384,13 +387,16 @@ export class Agent extends DurableObject<AgentEnv> {
   /**
    * The owner's part of admission, from what the agent knows now: a static owner (EDGESTR_OWNERS,
    * read at each prompt) is allowed on the default plan; another owner as the registry last said
-   * (none known yet: refused as removed). Then the plan's quotas against the owner's totals.
+   * (none known yet: refused as removed). Then the plan's quotas against the owner's totals plus
+   * this agent's `inFlight` runs not yet in them; a `sender` other than the owner gets
+   * OTHERS_PLAN_SHARE of each limit (quota.ts).
    */
-  private ownerChecks(c: StoredAgent): Pick<AdmissionState, 'owner' | 'quota'> {
+  private ownerChecks(c: StoredAgent, sender: string, inFlight: number): Pick<AdmissionState, 'owner' | 'quota'> {
     const state = this.ownerState(c);
     if (!state) return { owner: 'removed' };
     if (state.suspended) return { owner: 'suspended' };
-    return { owner: 'allowed', quota: this.owner ? planRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now()) : undefined };
+    const ask = { other: sender !== c.owner, inFlight };
+    return { owner: 'allowed', quota: this.owner ? planRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now(), ask) : undefined };
   }
 
   /**
@@ -407,7 +413,8 @@ export class Agent extends DurableObject<AgentEnv> {
     const client = e.pubkey;
     if (this.removing || this.runs.has(e.id) || !isFreshPrompt(e.created_at, Math.floor(Date.now() / 1000))) return;
     if (!this.owner) await this.refreshOwner(c);
-    const admission = admitPrompt(e, c, { ...this.ownerChecks(c), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
+    const inFlight = this.unmetered.size + this.dvmcp.inProgress;
+    const admission = admitPrompt(e, c, { ...this.ownerChecks(c, client, inFlight), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
     if (admission.verdict === 'drop') return;
     // Answered or run: kept in `seen`, so that a replay after an eviction gets no second terminal.
     this.runs.keep(e.id);
@@ -416,6 +423,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.runs.start(e.id, client, conversation.session, m.wrapped, m.relay);
     const abort = new AbortController();
     this.active.set(e.id, abort);
+    this.unmetered.add(e.id);
     let settle = (): void => undefined;
     this.settled.set(e.id, new Promise<void>((r) => (settle = r)));
     try {
@@ -425,6 +433,7 @@ export class Agent extends DurableObject<AgentEnv> {
       await this.outbox.finish(e.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 });
     } finally {
       this.active.delete(e.id);
+      this.unmetered.delete(e.id);
       this.settled.delete(e.id);
       settle();
     }

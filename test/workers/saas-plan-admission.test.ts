@@ -1,0 +1,84 @@
+// The owner's plan at admission (workers/agent/agent-do.ts, workers/accounts/quota.ts): runs in
+// progress count against runs_per_day (so concurrent prompts cannot overshoot it), and senders
+// other than the owner may use only OTHERS_PLAN_SHARE of each plan limit, so a stranger on an open
+// agent cannot leave the owner's own agents answering RATE_LIMIT.
+import { env } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { api } from './api-helpers.js';
+import { NipXxClient } from './agent-helpers.js';
+import { keys, type Keys } from './helpers.js';
+import { TEST_ADMIN_SK } from './test-keys.js';
+
+async function addOwner(plan: string): Promise<Keys> {
+  const k = keys();
+  expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: k.pk, plan })).status).toBe(201);
+  return k;
+}
+
+async function createAgent(owner: Keys, body: object = {}): Promise<string> {
+  const r = await api(owner.sk, 'POST', '/api/agents', { name: 'plan agent', provider: 'echo', ...body });
+  expect(r.status).toBe(201);
+  return (r.json as { pubkey: string }).pubkey;
+}
+
+async function ask(client: NipXxClient, message = 'hello there'): Promise<{ kind: number; payload: Record<string, unknown> }> {
+  const p = client.prompt({ ver: 1, message });
+  await client.send(p);
+  const { terminal } = await client.collect(p.id);
+  return { kind: terminal.kind, payload: terminal.payload };
+}
+
+describe('runs per day with runs in progress', () => {
+  it('plan runs_per_day 2, concurrent slow prompts: exactly two runs — one of six strangers’ (the others’ share), one of the owner’s two', async () => {
+    const owner = await addOwner('two_runs');
+    const agent = await createAgent(owner, { provider: 'openai', models: ['fake-slow'], default_model: 'fake-slow', limits: { max_concurrent_runs: 8 } });
+    const strangers = await Promise.all(Array.from({ length: 6 }, () => NipXxClient.open(agent, keys(), `/r/${owner.pk}`)));
+    const prompts = strangers.map((c) => c.prompt({ ver: 1, message: 'scenario:slow go' }));
+    await Promise.all(strangers.map((c, i) => c.send(prompts[i]!)));
+    const terms = strangers.map((c, i) => c.collect(prompts[i]!.id, 40_000));
+    // While the one admitted stranger's run is in progress (10 s), the owner sends two prompts (one collector per socket).
+    const mes = await Promise.all([0, 1].map(() => NipXxClient.open(agent, owner, `/r/${owner.pk}`)));
+    const mine = mes.map((me, i) => me.prompt({ ver: 1, message: `scenario:slow mine ${i}` }));
+    await Promise.all(mes.map((me, i) => me.send(mine[i]!)));
+    const myTerms = (await Promise.all(mes.map((me, i) => me.collect(mine[i]!.id, 40_000)))).map((t) => t.terminal).sort((x, y) => x.kind - y.kind);
+    const strangerTerms = (await Promise.all(terms)).map((t) => t.terminal);
+    expect(strangerTerms.filter((t) => t.kind === 25803)).toHaveLength(1);
+    const refused = strangerTerms.filter((t) => t.kind === 25805);
+    expect(refused).toHaveLength(5);
+    for (const t of refused) {
+      expect(t.payload).toMatchObject({
+        code: 'RATE_LIMIT',
+        message: 'others may use 1 of the agent’s owner’s plan’s 2 runs for today (UTC); the rest is kept for the owner',
+        details: { quota: 'runs_per_day' },
+      });
+    }
+    expect(myTerms.map((t) => t.kind)).toEqual([25803, 25805]);
+    expect(myTerms[1]!.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 2 runs for today (UTC)', details: { quota: 'runs_per_day' } });
+    expect(await env.AGENT.get(env.AGENT.idFromName(agent)).usage()).toHaveLength(2);
+  }, 90_000);
+});
+
+describe('the owner’s share of its plan', () => {
+  it('a stranger on open agent A uses up the share of others; the owner’s prompt to its private agent B is still answered', async () => {
+    const owner = await addOwner('two_runs');
+    const a = await createAgent(owner);
+    const b = await createAgent(owner, { allow: [owner.pk] });
+    const stranger = await NipXxClient.open(a, keys(), `/r/${owner.pk}`);
+    expect((await ask(stranger)).kind).toBe(25803);
+    // B learns A's run as its watchdog would (every 30 s).
+    await new Promise((r) => setTimeout(r, 300));
+    await env.AGENT.get(env.AGENT.idFromName(b)).ownerChanged();
+    const me = await NipXxClient.open(b, owner, `/r/${owner.pk}`);
+    expect((await ask(me)).kind).toBe(25803);
+    const refused = await ask(stranger);
+    expect(refused.kind).toBe(25805);
+    expect(refused.payload).toMatchObject({
+      code: 'RATE_LIMIT',
+      message: 'others may use 1 of the agent’s owner’s plan’s 2 runs for today (UTC); the rest is kept for the owner',
+      details: { quota: 'runs_per_day' },
+    });
+    expect(refused.payload.retry_after).toBeGreaterThan(0);
+    // The owner's own limit is the whole plan: its third run of the day is refused as before.
+    expect((await ask(me)).payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 2 runs for today (UTC)' });
+  }, 60_000);
+});
