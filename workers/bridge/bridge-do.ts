@@ -38,11 +38,12 @@ import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { Dispatcher, type Reply } from '../common/dvmcp-server/dispatcher.js';
 import { ErrorAnswers, isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { Coalescer, NOTIFICATIONS_PER_MINUTE, NOTIFY_WINDOW_MS, NotificationBudget } from '../common/dvmcp-server/notification-limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import { BridgePayments } from './payments-bridge.js';
 import type { PaymentEnv } from './payments.js';
 import { ServerStore, type ProviderRecord } from './server-store.js';
-import { BRIDGE_CLIENT, UpstreamServer } from './upstream.js';
+import { BRIDGE_CLIENT, MAX_SESSIONS, MAX_SESSIONS_PER_SERVER, serverOfSessionKey, UpstreamServer } from './upstream.js';
 
 export interface BridgeEnv extends RouterBindings, OutboundEnv, SecretEnv, PaymentEnv, PlanEnv {}
 
@@ -69,7 +70,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private readonly dispatcher: Dispatcher;
   private readonly limiter = new Limiter();
   private readonly errors = new ErrorAnswers();
-  private readonly cache = new McpSessionCache({ maxSessions: 128 });
+  /** Upstream sessions: one server's clients (strangers' fresh keys) cannot close another server's. */
+  private readonly cache = new McpSessionCache({ maxSessions: MAX_SESSIONS, groupOf: serverOfSessionKey, maxPerGroup: MAX_SESSIONS_PER_SERVER });
   private readonly keys = new ConversationKeyCache(256);
   private readonly seen = new LruMap<string, true>(SEEN_IDS);
   /** Request ids handled, persisted: a replay inside the freshness window is ignored, evicted or not. */
@@ -78,6 +80,14 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private readonly handling = new Set<string>();
   /** Where the last answer to a client of a server went: upstream notifications follow it. */
   private readonly replies = new LruMap<string, Reply>(256);
+  /** Notification events to clients (progress and forwarded upstream notifications) per minute. */
+  private readonly notifyBudget = new NotificationBudget(NOTIFICATIONS_PER_MINUTE, (line) => console.warn(`bridge: ${line}`));
+  /** Upstream notifications forwarded to clients, coalesced per (server, client, list or uri). */
+  private readonly forwards = new Coalescer<string, { id: string; client: string; n: McpNotification }>(NOTIFY_WINDOW_MS, (_, f) => this.forward(f));
+  /** Announcement refreshes asked for by upstream list_changed, coalesced per server. */
+  private readonly listChanges = new Coalescer<string, true>(NOTIFY_WINDOW_MS, (id) => {
+    if (this.store.server(id)) this.refreshSoon(id).catch((e: unknown) => console.error(`bridge: refresh of ${id} not scheduled`, errorMessage(e)));
+  });
   private backendMap: Map<string, UpstreamServer> | undefined;
   /** The refresh of each server running now (see `refresh`). */
   private readonly refreshing = new Map<string, Promise<void>>();
@@ -121,6 +131,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       gate: () => this.gate,
       log: (line) => console.log(`bridge: ${line}`),
       errorAnswer: (client) => this.errorAnswer(client),
+      notificationBudget: () => this.notifyBudget.take(),
     });
   }
 
@@ -323,16 +334,25 @@ export class Bridge extends DurableObject<BridgeEnv> {
     return this.backendMap;
   }
 
-  /** A list changed upstream: announcements are refreshed soon; the client whose session heard it is told. */
+  /**
+   * A list changed upstream: announcements are refreshed soon; the client whose session heard it is
+   * told. Both coalesced (NOTIFY_WINDOW_MS): a refresh per server, a notification per (server,
+   * client, list) or, for resources/updated, per (server, client, uri); each sent counts against the
+   * bridge's NOTIFICATIONS_PER_MINUTE.
+   */
   private onUpstreamNotification(id: string, client: string, n: McpNotification): void {
     if (n.method === 'notifications/resources/list_changed') this.backendMap?.get(id)?.forgetResourceIndex();
-    if (n.method.endsWith('/list_changed') && this.store.server(id)) {
-      this.refreshSoon(id).catch((e: unknown) => console.error(`bridge: refresh of ${id} not scheduled`, errorMessage(e)));
-    }
-    const reply = client === BRIDGE_CLIENT ? undefined : this.replies.peek(`${id}:${client}`);
-    if (reply && FORWARDED.has(n.method)) {
-      reply.send(notificationTemplate(client, n.method, n.params, { serverId: id })).catch((e: unknown) => console.error(`bridge: ${n.method} to ${client} not delivered`, errorMessage(e)));
-    }
+    if (n.method.endsWith('/list_changed')) this.listChanges.offer(id, true);
+    if (client === BRIDGE_CLIENT || !FORWARDED.has(n.method)) return;
+    const uri = n.method === 'notifications/resources/updated' && typeof n.params?.uri === 'string' ? n.params.uri : '';
+    this.forwards.offer(`${id}\n${client}\n${n.method}\n${uri}`, { id, client, n }); // dropped while MAX_COALESCED_KEYS windows are open
+  }
+
+  /** Sends upstream notification `n` of server `id` to `client`, in the form and on the relay of its last request, within the budget. */
+  private forward({ id, client, n }: { id: string; client: string; n: McpNotification }): void {
+    const reply = this.replies.peek(`${id}:${client}`);
+    if (!reply || !this.notifyBudget.take()) return;
+    reply.send(notificationTemplate(client, n.method, n.params, { serverId: id })).catch((e: unknown) => console.error(`bridge: ${n.method} to ${client} not delivered`, errorMessage(e)));
   }
 
   // ---- incoming ----

@@ -1,7 +1,8 @@
 // Open MCP sessions kept across uses (mcp-client.ts), keyed by a string: the DVMCP bridge keys
 // by `<serverId>:<clientPubkey>` (one upstream session per Nostr client), the agent by
 // `<serverId>`. Bounded (LruMap: beyond `maxSessions` the least recently used session is
-// closed), and a session unused for `idleTtlMs` is closed when the cache is next used (no timers:
+// closed; with `groupOf`, per group too, see evictionFor), and a session unused for
+// `idleTtlMs` is closed when the cache is next used (no timers:
 // a Durable Object holding the cache may hibernate). A key whose server (URL or headers) changed
 // gets a new session. Failed opens are not kept.
 // Each key also caches its server's tool list (tools/list, every page up to `maxToolPages`) for
@@ -27,6 +28,15 @@ export interface McpSessionCacheOptions {
   toolsTtlMs?: number;
   /** Most tools/list pages read (default 20). */
   maxToolPages?: number;
+  /**
+   * The group of a key (the bridge: the server id), so that the sessions of one group cannot close
+   * another's: a group at `maxPerGroup` closes its own least recently used session, and a full cache
+   * closes the least recently used session of the group holding the most. Without it, the least
+   * recently used session of all.
+   */
+  groupOf?: (key: string) => string;
+  /** Most open sessions of one group (with groupOf; default: maxSessions). */
+  maxPerGroup?: number;
 }
 
 export const MCP_CACHE_DEFAULTS = {
@@ -60,9 +70,13 @@ export class McpSessionCache {
   private readonly idleTtlMs: number;
   private readonly toolsTtlMs: number;
   private readonly maxToolPages: number;
+  private readonly groupOf: ((key: string) => string) | undefined;
+  private readonly maxPerGroup: number;
 
   constructor(options: McpSessionCacheOptions = {}) {
     this.entries = new LruMap(options.maxSessions ?? MCP_CACHE_DEFAULTS.maxSessions);
+    this.groupOf = options.groupOf;
+    this.maxPerGroup = options.maxPerGroup ?? this.entries.max;
     this.idleTtlMs = options.idleTtlMs ?? MCP_CACHE_DEFAULTS.idleTtlMs;
     this.toolsTtlMs = options.toolsTtlMs ?? MCP_CACHE_DEFAULTS.toolsTtlMs;
     this.maxToolPages = options.maxToolPages ?? MCP_CACHE_DEFAULTS.maxToolPages;
@@ -71,6 +85,11 @@ export class McpSessionCache {
   /** Open sessions (and opens under way). */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Whether `key` has a session (or an open under way), without using it. */
+  has(key: string): boolean {
+    return this.entries.peek(key) !== undefined;
   }
 
   /**
@@ -161,12 +180,10 @@ export class McpSessionCache {
       this.entries.delete(key);
       closing.push(existing);
     }
-    // Make room by closing the least recently used session (LruMap would drop it unclosed).
-    while (this.entries.size >= this.entries.max) {
-      const oldest = this.entries[Symbol.iterator]().next();
-      if (oldest.done) break;
-      this.entries.delete(oldest.value[0]);
-      closing.push(oldest.value[1]);
+    // Make room by closing a session (LruMap would drop it unclosed): see evictionFor.
+    for (let victim = this.evictionFor(key); victim !== undefined; victim = this.evictionFor(key)) {
+      closing.push(this.entries.peek(victim)!);
+      this.entries.delete(victim);
     }
     const onNotification = options.onNotification;
     const entry: Entry = { fingerprint, lastUsed: now, opened: Promise.resolve(err('not opened yet')) };
@@ -182,6 +199,29 @@ export class McpSessionCache {
     });
     this.entries.set(key, entry);
     return entry;
+  }
+
+  /**
+   * The key whose session must close before `key` gets one, if any: without groups, the least
+   * recently used of all when the cache is full; with groups, the least recently used of `key`'s
+   * group when it holds maxPerGroup, else (the cache full) that of the group holding the most.
+   */
+  private evictionFor(key: string): string | undefined {
+    const groupOf = this.groupOf;
+    if (!groupOf) return this.entries.size >= this.entries.max ? this.entries[Symbol.iterator]().next().value?.[0] : undefined;
+    const members = new Map<string, string[]>(); // group → keys, least recently used first
+    for (const [k] of this.entries) {
+      const g = groupOf(k);
+      const list = members.get(g);
+      if (list) list.push(k);
+      else members.set(g, [k]);
+    }
+    const own = members.get(groupOf(key)) ?? [];
+    if (own.length >= this.maxPerGroup) return own[0];
+    if (this.entries.size < this.entries.max) return undefined;
+    let largest: string[] = [];
+    for (const list of members.values()) if (list.length > largest.length) largest = list;
+    return largest[0];
   }
 
   /** Forgets the sessions unused for idleTtlMs (oldest first: stops at the first fresh one); returns them for closing. */
