@@ -79,8 +79,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly runs: RunStore;
   private readonly sessions: SessionStore;
   private readonly keys = new ConversationKeyCache(256);
-  /** MCP sessions and tool lists of the agent's servers, kept across runs (keyed by server id). */
-  private readonly mcpSessions = new McpSessionCache({ maxSessions: 16 });
+  /** MCP sessions and tool lists of the agent's servers, kept across runs: per server and sender (a run's), per server for ai.info. */
+  private readonly mcpSessions = new McpSessionCache({ maxSessions: 32 });
   private readonly links: RelayLinks;
   private readonly active = new Map<string, AbortController>();
   /** Prompts' runs admitted and not yet added to the owner's totals (recordRun): counted against runs_per_day. */

@@ -112,7 +112,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     return;
   }
   try {
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions }, dvmcp: d.dvmcp });
+    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions, scope: client }, dvmcp: d.dvmcp });
     try {
       const result = await executeRun({
         prompt,

@@ -1,6 +1,6 @@
 // Open MCP sessions kept across uses (mcp-client.ts), keyed by a string: the DVMCP bridge keys
 // by `<serverId>:<clientPubkey>` (one upstream session per Nostr client), the agent by
-// `<serverId>`. Bounded (LruMap: beyond `maxSessions` the least recently used session is
+// `<serverId> <sender>` (a run's; `<serverId>` for its ai.info listing). Bounded (LruMap: beyond `maxSessions` the least recently used session is
 // closed; with `groupOf`, per group too, see evictionFor), and a session unused for
 // `idleTtlMs` is closed when the cache is next used (no timers:
 // a Durable Object holding the cache may hibernate). A key whose server (URL or headers) changed

@@ -26,9 +26,10 @@
 // checked again (a refused hop fails the request with "redirect refused: <reason>").
 //
 // Sessions (workers/common/mcp-client.ts, mcp-session-cache.ts): with `sessions` (the agent
-// Durable Object's McpSessionCache, keyed by server id) the session and the tool list outlive a
-// run: a run reuses them instead of initializing and listing again (the list is refreshed after
-// its expiry or on tools/list_changed), and close() leaves them open. Without it, the connection
+// Durable Object's McpSessionCache, keyed by server id and `scope`: the agent scopes a run's
+// sessions to its sender, so no upstream session state passes between senders' conversations) the
+// session and the tool list outlive a run: a run reuses them instead of initializing and listing
+// again (the list is refreshed after its expiry or on tools/list_changed), and close() leaves them open. Without it, the connection
 // owns its sessions and close() ends them. A session the server forgot (404, or 400 naming the
 // session) is re-initialized and the call retried once; the standalone GET stream is not opened
 // (see mcp-client.ts). Tool results are taken as sent (no client-side output-schema validation).
@@ -64,9 +65,14 @@ export interface McpOptions {
   maxOutputChars?: number;
   /** The deployment's outbound policy (default: strict production). */
   policy?: OutboundPolicy;
-  /** Sessions and tool lists kept across connections, keyed by server id (see the header). */
+  /** Sessions and tool lists kept across connections, keyed by server id and `scope` (see the header). */
   sessions?: McpSessionCache;
+  /** Who the sessions are for (the agent: a run's sender); unset: one session per server. */
+  scope?: string;
 }
+
+/** The cache key of server `id`'s session for `scope`. */
+export const mcpSessionKey = (id: string, scope?: string): string => (scope === undefined ? id : `${id} ${scope}`);
 
 export const MCP_DEFAULTS = {
   connectTimeoutMs: 10_000,
@@ -142,12 +148,13 @@ class ServerLink {
     readonly config: McpServerConfig,
     readonly sessions: McpSessionCache,
     readonly open: McpOpenOptions,
+    readonly key: string,
   ) {}
 
   async call(name: string, args: ToolArgs, signal: AbortSignal, timeoutMs: number): Promise<Result<unknown, string>> {
     if (this.closed) return err('connection is closed');
-    const { id, url, headers } = this.config;
-    const session = await this.sessions.session(id, headers ? { url, headers } : { url }, { ...this.open, signal });
+    const { url, headers } = this.config;
+    const session = await this.sessions.session(this.key, headers ? { url, headers } : { url }, { ...this.open, signal });
     if (!session.ok) return session;
     const called = await session.value.request('tools/call', { name, arguments: args }, { signal, timeoutMs });
     return called.ok ? called : err(called.error.message);
@@ -194,9 +201,10 @@ export async function connectMcpServer(
   const open: McpOpenOptions = { policy: options.policy ?? STRICT_OUTBOUND, connectTimeoutMs, clientInfo: CLIENT_INFO };
   const owned = options.sessions === undefined;
   const sessions = options.sessions ?? new McpSessionCache({ maxSessions: 1, maxToolPages: options.maxPages ?? MCP_DEFAULTS.maxPages });
-  const link = new ServerLink(config, sessions, open);
+  const key = mcpSessionKey(config.id, options.scope);
+  const link = new ServerLink(config, sessions, open, key);
   const server = config.headers ? { url: config.url, headers: config.headers } : { url: config.url };
-  const listed = await sessions.tools(config.id, server, { ...open, signal }, { signal, timeoutMs: connectTimeoutMs });
+  const listed = await sessions.tools(key, server, { ...open, signal }, { signal, timeoutMs: connectTimeoutMs });
   if (!listed.ok) {
     if (owned) await sessions.closeAll();
     return err(`${prefix}: ${listed.error}`);
