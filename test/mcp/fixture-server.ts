@@ -20,6 +20,12 @@
 //                `repeat` {unit, count, items?} answers `items` (default 1) text items, each `unit`
 //                repeated `count` times (e.g. '語' × 100,000: 300,000 bytes); `structured` {count}
 //                answers a short text and a structuredContent {data} of `count` 'x'
+//   /mcp-flood   a hostile upstream: tools/call answers as SSE with `count` notifications before
+//                the result ("flooded"): `list_changed` sends notifications/tools/list_changed,
+//                `updated` {count, uris} notifications/resources/updated cycling over `uris` (default
+//                1) uris file:///r<i>, `progress` notifications/progress for the request's
+//                progressToken (progress 1…count). GET /mcp-flood/stats?bucket=B counts its
+//                tools/list and tools/call requests per bucket of the endpoint URL
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -335,6 +341,47 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
   return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
 }
 
+const floodCounts = new Map<string, { lists: number; calls: number }>();
+
+async function floodMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  const bucket = url.searchParams.get('bucket') ?? '';
+  const counts = floodCounts.get(bucket) ?? { lists: 0, calls: 0 };
+  floodCounts.set(bucket, counts);
+  if (url.pathname === '/mcp-flood/stats') return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(counts));
+  if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
+  const msg = JSON.parse(await readBody(req)) as RpcMessage;
+  const json = { 'content-type': 'application/json' };
+  if (msg.id === undefined) return send(res, 202, {});
+  if (msg.method === 'initialize') {
+    const result = initializeResult(msg, 'flood') as { capabilities: Record<string, unknown> };
+    return send(res, 200, json, rpcResult(msg.id, { ...result, capabilities: { tools: { listChanged: true }, resources: { subscribe: true } } }));
+  }
+  if (msg.method === 'tools/list') {
+    counts.lists += 1;
+    return send(res, 200, json, rpcResult(msg.id, { tools: ['list_changed', 'updated', 'progress'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
+  }
+  if (msg.method === 'resources/list') return send(res, 200, json, rpcResult(msg.id, { resources: [] }));
+  if (msg.method === 'tools/call') {
+    counts.calls += 1;
+    const args = (msg.params?.arguments ?? {}) as { count?: unknown; uris?: unknown };
+    const count = typeof args.count === 'number' ? args.count : 0;
+    const uris = typeof args.uris === 'number' ? args.uris : 1;
+    const token = (msg.params?._meta as { progressToken?: unknown } | undefined)?.progressToken;
+    const name = msg.params?.name;
+    const note = (i: number): unknown =>
+      name === 'list_changed'
+        ? { jsonrpc: '2.0', method: 'notifications/tools/list_changed' }
+        : name === 'updated'
+          ? { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: `file:///r${i % uris}` } }
+          : { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: i + 1, total: count } };
+    let out = '';
+    for (let i = 0; i < count; i++) out += `event: message\ndata: ${JSON.stringify(note(i))}\n\n`;
+    out += `event: message\ndata: ${rpcResult(msg.id, { content: [{ type: 'text', text: 'flooded' }] })}\n\n`;
+    return send(res, 200, { 'content-type': 'text/event-stream' }, out);
+  }
+  return send(res, 200, json, rpcError(msg.id, -32601, 'Method not found'));
+}
+
 // ---- server ----------------------------------------------------------------------------------
 
 async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -343,6 +390,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   if (url.pathname.startsWith('/mcp-paged')) return pagedMcp(req, res, url);
   if (url.pathname.startsWith('/mcp-expire')) return expiringMcp(req, res, url);
   if (url.pathname.startsWith('/mcp-huge')) return hugeMcp(req, res, url);
+  if (url.pathname.startsWith('/mcp-flood')) return floodMcp(req, res, url);
   if (await webRoute(req, res, url)) return;
   send(res, 404, { 'content-type': 'text/plain' }, 'not found');
 }

@@ -21,7 +21,9 @@
 //                              (the backend's resourceIndex): the PaymentGate decides (its error
 //                              is the answer); an index that cannot be had: -32603, not served
 //   progress                   upstream progress → 21316 notifications/progress with e = request
-//                              id; a keep-alive progress when upstream is silent for 10 s (values
+//                              id, at most one per PROGRESS_INTERVAL_MS (the latest kept, one held
+//                              when the answer comes dropped) within the notificationBudget hook;
+//                              a keep-alive progress when upstream is silent for 10 s (values
 //                              always increase, as MCP requires: a keep-alive adds PROGRESS_STEP)
 //   cancel                     notifications/cancel (or notifications/cancelled) with e = request
 //                              id, from the requester only → the upstream request is aborted
@@ -51,6 +53,7 @@ import {
 import type { Form } from '../../../src/shared/dvmcp-wrap.js';
 import { answerTemplate } from './answer-fit.js';
 import type { DvmcpBackend, Progress } from './backend.js';
+import { Coalescer, PROGRESS_INTERVAL_MS } from './notification-limits.js';
 import type { PaymentGate, PricedCapability } from './payment-gate.js';
 
 /** Where the answers to one request go. */
@@ -83,6 +86,12 @@ export interface DispatcherDeps {
    * this hook every such error is answered.
    */
   errorAnswer?(client: string): { ok: true } | { ok: false; error?: RpcError };
+  /**
+   * Whether one more notification event (progress) may be sent now, counted if so (the bridge's
+   * NotificationBudget, notification-limits.ts). Without this hook every one within the progress
+   * interval is sent.
+   */
+  notificationBudget?(): boolean;
 }
 
 /** A progress notification is sent at least this often while a request runs. */
@@ -192,27 +201,35 @@ export class Dispatcher {
       const paid = await this.deps.gate().requirePayment(to, capability, priced.value.price, { notify: (t) => reply.send(t), signal: abort.signal });
       if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorTemplate(to, paid.error));
     }
-    // Progress notifications are published in order, and before the answer.
+    // Progress notifications are published in order, and before the answer: at most one per
+    // PROGRESS_INTERVAL_MS (the latest kept; one still held when the answer comes is dropped), each
+    // within the notification budget.
     let chain = Promise.resolve();
     let last: Progress = { progress: 0 };
-    let lastSent = Date.now();
+    let lastHeard = Date.now();
     let sentValue: number | undefined;
-    const progress = (p: Progress): void => {
-      last = p;
-      lastSent = Date.now();
+    const publish = (p: Progress): void => {
+      if (this.deps.notificationBudget && !this.deps.notificationBudget()) return;
       const sent = increasingProgress(p, sentValue);
       sentValue = sent.progress;
       const t = notificationTemplate(to.client, 'notifications/progress', { progressToken: to.requestId, ...sent }, { requestId: to.requestId, serverId });
       chain = chain.then(() => reply.send(t)).catch((e: unknown) => this.deps.log(`progress for ${to.requestId} not delivered: ${String(e)}`));
     };
+    const throttle = new Coalescer<string, Progress>(PROGRESS_INTERVAL_MS, (_, p) => publish(p), 1);
+    const progress = (p: Progress): void => {
+      last = p;
+      lastHeard = Date.now();
+      throttle.offer(to.requestId, p);
+    };
     const keepAlive = setInterval(() => {
-      if (Date.now() - lastSent >= KEEPALIVE_MS) progress({ ...last, message: `waiting for ${serverId}` });
+      if (Date.now() - lastHeard >= KEEPALIVE_MS) progress({ ...last, message: `waiting for ${serverId}` });
     }, KEEPALIVE_MS / 5);
     let result: Awaited<ReturnType<DvmcpBackend['request']>>;
     try {
       result = await b.request(method, params, { requester: to, signal: abort.signal, onProgress: progress });
     } finally {
       clearInterval(keepAlive);
+      throttle.cancel(to.requestId);
     }
     await chain;
     if (abort.signal.aborted) {
