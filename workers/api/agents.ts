@@ -105,14 +105,22 @@ function checkOaTag(tag: readonly string[] | undefined, agent: string, owner: st
   return r.ok ? undefined : `oa_auth is not a valid NIP-OA attestation for this agent: ${r.error}`;
 }
 
-/** Creates an agent for `owner` (used by the API and the local demo). */
+/** Why the plan refuses one more agent (409). */
+const agentCapReached = (max: number): string => `the owner’s plan allows at most ${max} agent${max === 1 ? '' : 's'}; delete one first`;
+
+/**
+ * Creates an agent for `owner` (used by the API and the local demo); with `maxAgents` (the plan's
+ * `agents`), refused with 409 when the owner has that many: the shard counts and records in one
+ * step, before the Agent Durable Object is touched, so a refused creation leaves nothing behind.
+ */
 export async function createAgent(
   env: AgentApiBindings,
   owner: string,
   input: z.infer<typeof CreateAgentSchema>,
   origin: string,
   sk: Uint8Array = generateSecretKey(),
-): Promise<{ status: 201; body: { pubkey: string; npub: string; owner: string; relays: string[] } } | { status: 422 | 500; body: object }> {
+  maxAgents?: number,
+): Promise<{ status: 201; body: { pubkey: string; npub: string; owner: string; relays: string[] } } | { status: 409 | 422 | 500; body: object }> {
   const secret = sealingSecret(env);
   if (!secret) return { status: 500, body: { error: 'EDGESTR_SECRET is not configured on this deployment' } };
   const pubkey = getPublicKey(sk);
@@ -135,19 +143,26 @@ export async function createAgent(
     created_at: Math.floor(Date.now() / 1000),
   };
   // Provision first: the agent connects as soon as it exists, and its shard must already know it.
-  await shardStub(env, owner).provisionAgent(pubkey, owner);
-  await agentStub(env, pubkey).create(stored, await sealSecretKey(sk, pubkey, secret));
+  // The shard also holds the plan's cap (counted and recorded at once).
+  const shard = shardStub(env, owner);
+  if (!(await shard.provisionAgent(pubkey, owner, 'provisioned', maxAgents))) return { status: 409, body: { error: agentCapReached(maxAgents ?? 0) } };
+  try {
+    await agentStub(env, pubkey).create(stored, await sealSecretKey(sk, pubkey, secret));
+  } catch (err) {
+    await shard.revokeAgent(pubkey, owner); // no record left counting against the plan
+    throw err;
+  }
   return { status: 201, body: { pubkey, npub: toNpub(pubkey), owner, relays: agentRelays(stored) } };
 }
 
-/** Why `owner` may not create one more agent now (suspended: 403; the plan's `agents` reached: 409), or undefined. */
-async function planRefusesAgent(env: AgentApiBindings, owner: string): Promise<{ status: 403 | 409; error: string } | undefined> {
+/**
+ * Whether `owner` may create agents now (suspended: 403), and the plan's `agents` cap, which the
+ * owner's shard applies as it records the new agent (createAgent).
+ */
+async function agentPlan(env: AgentApiBindings, owner: string): Promise<{ status: 403; error: string } | { max: number | undefined }> {
   const state = await ownerState(env, owner);
   if (state?.suspended) return { status: 403, error: OWNER_SUSPENDED };
-  const max = planLimits(env, state?.plan ?? DEFAULT_PLAN).agents;
-  if (max === undefined) return undefined;
-  const count = (await shardStub(env, owner).provisionedAgents(owner)).length;
-  return count >= max ? { status: 409, error: `the owner’s plan allows at most ${max} agent${max === 1 ? '' : 's'}; delete one first` } : undefined;
+  return { max: planLimits(env, state?.plan ?? DEFAULT_PLAN).agents };
 }
 
 export function agentRoutes() {
@@ -182,11 +197,11 @@ export function agentRoutes() {
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = CreateAgentSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
-    const refused = await planRefusesAgent(c.env, caller);
-    if (refused) return c.json({ error: refused.error }, refused.status);
+    const plan = await agentPlan(c.env, caller);
+    if ('error' in plan) return c.json({ error: plan.error }, plan.status);
     // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the agent advertises and dials its relays there.
     const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
-    const created = await createAgent(c.env, caller, parsed.data, origin);
+    const created = await createAgent(c.env, caller, parsed.data, origin, undefined, plan.max);
     return c.json(created.body, created.status);
   });
 

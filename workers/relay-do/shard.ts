@@ -213,10 +213,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /**
    * Internal RPC from the agent component (and the bridge, with 'bridge' for its provider key):
-   * records that edgestr provisioned `agent` for `owner`.
+   * records that edgestr provisioned `agent` for `owner`, unless `max` is given and `owner` has
+   * `max` provisioned agents already (false, nothing recorded). The count and the record are one
+   * synchronous step, so concurrent creations cannot pass the plan's `agents` cap.
    */
-  provisionAgent(agent: string, owner: string, source: ProvisionedSource = 'provisioned'): void {
+  provisionAgent(agent: string, owner: string, source: ProvisionedSource = 'provisioned', max?: number): boolean {
+    if (max !== undefined && this.ownership.agentsOf(owner, 'provisioned').filter((a) => a !== agent).length >= max) return false;
     this.ownership.record(agent, owner, source, nowSeconds());
+    return true;
   }
 
   /** Internal RPC (the /mcp gateway, on the public shard): the DVMCP provider keys of this deployment's bridges. */
