@@ -93,7 +93,8 @@ describe('a SaaS day', () => {
         else refusal = r.payload;
       }
     }
-    expect(answered[a]).toHaveLength(3);
+    // Strangers may use 90 % of the owner's plan (rounded down: 2 of starter's 3 runs); the rest is kept for the owner.
+    expect(answered[a]).toHaveLength(2);
     expect(answered[b]).toHaveLength(5);
     expect(refusal).toMatchObject({ code: 'RATE_LIMIT', details: { quota: 'runs_per_day' } });
     expect(refusal!.retry_after).toBeGreaterThan(0);

@@ -1,7 +1,7 @@
 // An external relay (one of the agent's `relays`, which anyone may post to) cannot make the agent do
-// unbounded work: each event it sends costs a Schnorr verification and a `seen` row (a gift wrap
-// also an ECDH and a second row), so each relay link takes events through a token bucket before any
-// of that (EXTERNAL_EVENTS_PER_SECOND sustained, EXTERNAL_EVENTS_BURST at once); the excess is
+// unbounded work: each event it sends costs a Schnorr verification (a gift wrap also an ECDH), and
+// each prompt acted on a run and a `seen` row, so each relay link takes events through a token
+// bucket before any of that (EXTERNAL_EVENTS_PER_SECOND sustained, EXTERNAL_EVENTS_BURST at once); the excess is
 // dropped and counted. The flooding relay is test/fake-provider/flood-relay.ts: on the agent's REQ
 // it streams 3,000 signed 25802 prompts from fresh keys p-tagging the agent.
 import { env, runInDurableObject } from 'cloudflare:test';
