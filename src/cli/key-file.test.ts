@@ -3,29 +3,14 @@
 import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough, Writable } from 'node:stream';
 import { nsecEncode } from 'nostr-tools/nip19';
 import { generateSecretKey } from 'nostr-tools/pure';
 import { describe, expect, it } from 'vitest';
 import { parseSecretKey, keyPair } from '../client/keys.js';
 import { toNpub } from '../shared/keys.js';
-import { main } from './main.js';
+import { runCli } from '../../test/helpers-node/run-cli.js';
 
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const sink = (append: (s: string) => void): Writable =>
-    new Writable({
-      write(chunk: Buffer | string, _enc, cb) {
-        append(chunk.toString());
-        cb();
-      },
-    });
-  const stdin = new PassThrough();
-  stdin.end();
-  const code = await main(argv, { stdin, stdout: sink((s) => (stdout += s)), stderr: sink((s) => (stderr += s)), env: {} });
-  return { code, stdout, stderr };
-}
+const run = (argv: string[]) => runCli(argv);
 
 /** A key file holding a fresh key, left at mode 0644. */
 function worldReadableKey(): { path: string; npub: string } {

@@ -3,7 +3,6 @@
 // announcements, DVMCP answers and agent events whose fields carry terminal escape sequences (OSC 0
 // window title, OSC 52 clipboard write, CSI 2J clear screen, the C1 CSI U+009B, a lone CR).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { PassThrough, Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { fakeRelay, type FakeRelay } from '../../test/helpers-node/fake-relay.js';
@@ -11,7 +10,7 @@ import type { NostrEvent } from '../shared/event.js';
 import { bytesToHex } from '../shared/hex.js';
 import { KIND } from '../shared/kinds.js';
 import { decrypt, encrypt, getConversationKey } from '../shared/nip44.js';
-import { main } from './main.js';
+import { runCli } from '../../test/helpers-node/run-cli.js';
 
 const ESC = '\x1b';
 const BEL = '\x07';
@@ -24,26 +23,7 @@ const SHOWN = String.raw`\u001b]0;pwned\u0007\u001b]52;c;Y3VybCBldmlsfHNo\u0007\
 const now = (): number => Math.floor(Date.now() / 1000);
 const sign = (sk: Uint8Array, kind: number, tags: string[][], content: string): NostrEvent => ({ ...finalizeEvent({ kind, created_at: now(), tags, content }, sk) });
 
-async function run(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const sink = (append: (s: string) => void): Writable =>
-    new Writable({
-      write(chunk: Buffer | string, _enc, cb) {
-        append(chunk.toString());
-        cb();
-      },
-    });
-  const stdin = new PassThrough();
-  stdin.end();
-  const code = await main(argv, {
-    stdin,
-    stdout: sink((s) => (stdout += s)),
-    stderr: sink((s) => (stderr += s)),
-    env: { EDGESTR_KEY: bytesToHex(generateSecretKey()), ...env },
-  });
-  return { code, stdout, stderr };
-}
+const run = (argv: string[], env: Record<string, string> = {}) => runCli(argv, { EDGESTR_KEY: bytesToHex(generateSecretKey()), ...env });
 
 /** No raw control that a terminal acts on: C0 other than \n and \t, DEL, C1; a CR only before a LF. */
 function expectTerminalSafe(text: string): void {
