@@ -27,9 +27,13 @@ export const RESOURCE_INDEX_TTL_MS = 10 * 60_000;
 /** The session key of the bridge's own listing (announcements, health). */
 export const BRIDGE_CLIENT = 'bridge';
 
-/** Upstream sessions a bridge keeps open, in all and per server (McpSessionCache groups by server id). */
+/**
+ * Upstream sessions a bridge keeps open, in all and per server (McpSessionCache groups by server
+ * id). A closed session fails the calls it has in flight, so a server's share is large enough for
+ * many concurrent clients (the bench runs 50 at once) while leaving a quarter for the others.
+ */
 export const MAX_SESSIONS = 128;
-export const MAX_SESSIONS_PER_SERVER = 32;
+export const MAX_SESSIONS_PER_SERVER = 96;
 
 /** The server id of a session key `<server id>:<client>` (a server id has no colon, SERVER_ID). */
 export const serverOfSessionKey = (key: string): string => key.slice(0, key.indexOf(':'));
