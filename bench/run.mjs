@@ -39,7 +39,7 @@ const REPORT = join(ROOT, 'docs', 'BENCHMARKS.md');
 /** Memory-backed filesystem for the second pass, which separates SQLite's fsync cost from the relay's own work. */
 const TMPFS = '/dev/shm';
 
-/** Rate limits and the connection cap lifted so that the bench measures the relay, not its throttling; all other limits are the defaults. */
+/** Rate limits, per-address budgets and the connection and held-filter caps lifted so that the bench measures the relay, not its throttling; all other limits are the defaults. */
 export const BENCH_LIMITS = {
   events_per_second_per_connection: 1_000_000,
   events_burst_per_connection: 1_000_000,
@@ -58,6 +58,9 @@ export const BENCH_LIMITS = {
   inbound_bytes_burst_per_ip: 1_000_000_000,
   frames_per_second_per_ip: 1_000_000,
   frames_burst_per_ip: 1_000_000,
+  // The memory pass holds 1,000 connections × 32 subscriptions, past the held-filter caps.
+  max_subscription_memory_per_connection: 1_000_000_000,
+  max_subscription_memory: 1_000_000_000,
 };
 
 /**
