@@ -12,7 +12,8 @@ export const RelayLimitsSchema = z.strictObject({
    */
   max_connections: z.number().int().positive().default(300),
   /**
-   * Open WebSocket connections of one shard (with edge objects: of one edge) from one client address
+   * Open WebSocket connections of one shard from one client address (with edge objects, every
+   * connection of an address lands on the same edge, workers/common/edges.ts, so this holds per shard)
    * (client-address.ts: an IPv4 address, an IPv6 /64); an upgrade past it gets 429. Without it one
    * stranger could hold all `max_connections` of a shard. Requests without CF-Connecting-IP (never on
    * Cloudflare's network) and edgestr's own agents are not counted.
@@ -69,7 +70,7 @@ export const RelayLimitsSchema = z.strictObject({
   events_burst_per_pubkey: z.number().int().positive().default(200),
   /**
    * Per client address (client-address.ts), shared by all its connections to a shard (with edge
-   * objects: to an edge object), taken before the signature is verified, so that one address cannot
+   * objects: kept by the one edge they all land on), taken before the signature is verified, so that one address cannot
    * spend more of a shard's verification than this: EVENTs other than kind 24200, and kind 24200
    * frames (NIP-AO telemetry is frequent, and has its own per-agent limit too).
    */
@@ -87,8 +88,8 @@ export const RelayLimitsSchema = z.strictObject({
   read_bytes_per_second_per_ip: z.number().int().positive().default(1_048_576),
   read_bytes_burst_per_ip: z.number().int().positive().default(16_777_216),
   /**
-   * Characters of WebSocket messages one client address may send a shard (with edge objects: its
-   * edge), shared by its connections: a budget of `inbound_bytes_burst_per_ip` refilled at this
+   * Characters of WebSocket messages one client address may send a shard (with edge objects: kept by
+   * the one edge its connections land on), shared by its connections: a budget of `inbound_bytes_burst_per_ip` refilled at this
    * rate, charged before a message is parsed. A message from an address in debt is not parsed: an
    * EVENT gets OK false `rate-limited:` (its id read without parsing), anything else a NOTICE. Without
    * it, messages that fail to parse cost a parse each and no bucket.
