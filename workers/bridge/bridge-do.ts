@@ -26,6 +26,7 @@ import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { ownerShardExists, type RouterBindings } from '../common/shards.js';
 import { ownerState } from '../common/owners.js';
+import { localMode } from '../common/local-mode.js';
 import { DEFAULT_BRIDGE_SERVERS, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { BridgeMeter, METER_PRUNE_BATCH, type BridgeCallRow } from './metering.js';
 import type { SecretEnv } from '../common/secrets.js';
@@ -189,7 +190,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
    * registration, so that captured requests signed for that key can be replayed.
    */
   async importTestProviderKey(owner: string, origin: string, skHex: string): Promise<Result<string, string>> {
-    if (this.env.EDGESTR_ENV !== 'test') return err('provider keys can be imported only when EDGESTR_ENV=test');
+    if (localMode(this.env) !== 'test') return err('provider keys can be imported only when EDGESTR_ENV=test');
     const existing = this.store.providerRecord();
     if (!/^[0-9a-f]{64}$/.test(skHex)) return err('not a 64-hex secret key');
     const sk = hexToBytes(skHex);

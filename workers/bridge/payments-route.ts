@@ -8,6 +8,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { Result } from '../../src/shared/errors.js';
+import { localMode } from '../common/local-mode.js';
 import { parseLocalInvoice } from './payments-local.js';
 import type { PaymentEnv } from './payments.js';
 
@@ -29,7 +30,7 @@ const STATUS: Record<string, 404 | 409 | 410 | 503> = {
 export function localPayRoutes<E extends PaymentEnv>(bridgeOf: (env: E, owner: string) => LocalPayee) {
   const app = new Hono<{ Bindings: E }>();
   app.post('/', async (c) => {
-    if (c.env.EDGESTR_ENV !== 'development' && c.env.EDGESTR_ENV !== 'test') return c.json({ error: 'not found' }, 404);
+    if (localMode(c.env) === undefined) return c.json({ error: 'not found' }, 404);
     const text = await c.req.text();
     let raw: unknown;
     try {

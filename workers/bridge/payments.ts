@@ -6,6 +6,7 @@
 
 import { z } from 'zod';
 import type { Result } from '../../src/shared/errors.js';
+import { localMode } from '../common/local-mode.js';
 
 /** What a verifier is asked to invoice. */
 export interface InvoiceRequest {
@@ -110,5 +111,5 @@ export function paymentConfig(env: PaymentEnv): PaymentConfig {
 export function verifierKind(env: PaymentEnv): { kind: 'zap'; address: string } | { kind: 'local' } | undefined {
   const address = env.EDGESTR_LN_ADDRESS?.trim() ?? '';
   if (address !== '') return { kind: 'zap', address };
-  return env.EDGESTR_ENV === 'development' || env.EDGESTR_ENV === 'test' ? { kind: 'local' } : undefined;
+  return localMode(env) !== undefined ? { kind: 'local' } : undefined;
 }

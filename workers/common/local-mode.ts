@@ -23,6 +23,9 @@ export function localMode(env: { EDGESTR_ENV?: string }): LocalMode | undefined 
   return env.EDGESTR_ENV === 'development' || env.EDGESTR_ENV === 'test' ? env.EDGESTR_ENV : undefined;
 }
 
+/** Whether `env` is in development mode (`npm start`). */
+export const isDevelopment = (env: { EDGESTR_ENV?: string }): boolean => localMode(env) === 'development';
+
 /** The refusal (error text) of a request to `url` under `mode`, or undefined when the host is served. */
 export function localHostRefusal(mode: LocalMode, url: URL): string | undefined {
   const host = url.hostname;

@@ -3,6 +3,7 @@
 // another record.
 
 import { base64Decode, base64Encode } from '../../src/shared/hex.js';
+import { isDevelopment } from './local-mode.js';
 
 const encoder = new TextEncoder();
 
@@ -10,8 +11,6 @@ export interface SecretEnv {
   EDGESTR_SECRET?: string;
   EDGESTR_ENV?: string;
 }
-
-export const isDevelopment = (env: Pick<SecretEnv, 'EDGESTR_ENV'>): boolean => env.EDGESTR_ENV === 'development';
 
 /** Used only when EDGESTR_ENV=development and no EDGESTR_SECRET is set (local `npm start`). */
 const DEVELOPMENT_SECRET = 'edgestr-local-development-secret-not-for-production';
