@@ -52,6 +52,8 @@ export const BENCH_LIMITS = {
   // The fan-out pass holds 1,000 subscribers and a publisher on the public shard, all from 127.0.0.1.
   max_connections: 2_000,
   max_connections_per_ip: 2_000,
+  connections_per_second_per_ip: 1_000_000,
+  connections_burst_per_ip: 1_000_000,
   read_bytes_per_second_per_ip: 1_000_000_000,
   read_bytes_burst_per_ip: 1_000_000_000,
   inbound_bytes_per_second_per_ip: 1_000_000_000,

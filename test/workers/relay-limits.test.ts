@@ -137,6 +137,47 @@ describe('limits', () => {
     });
   });
 
+  it('an address opens at most connections_burst_per_ip new connections at once, then connections_per_second_per_ip (429, closed ones count too); others, agents, loopback and unknown addresses are not held', async () => {
+    const clock = freezeClock();
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const answers = await runInDurableObject(stub, async (_i, state) => {
+      const shard = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ connections_per_second_per_ip: 1, connections_burst_per_ip: 3 }) });
+      const upgrade = async (headers: Record<string, string>) => {
+        const res = await shard.fetch(new Request('http://relay.test/', { headers: { Upgrade: 'websocket', [SHARD_HEADER]: 'public', ...headers } }));
+        if (res.webSocket) {
+          res.webSocket.accept();
+          res.webSocket.close(1000, 'churn'); // churn: each connection is closed at once
+        }
+        return res.status === 101 ? 101 : `${res.status} ${await res.text()}`;
+      };
+      const from = (ip: string) => upgrade({ 'CF-Connecting-IP': ip });
+      const burst = [await from('203.0.113.30'), await from('203.0.113.30'), await from('203.0.113.30')];
+      const refused = await from('203.0.113.30');
+      const others = [
+        await from('203.0.113.31'),
+        await upgrade({ 'CF-Connecting-IP': '203.0.113.30', 'x-edgestr-internal': 'agent' }), // edgestr's own agent
+        await upgrade({}), // no address known (never on Cloudflare)
+        await upgrade({}),
+        await upgrade({}),
+        await upgrade({}),
+        ...(await Promise.all([1, 2, 3, 4].map(() => from('127.0.0.1')))), // loopback: local runs, never a client on Cloudflare
+      ];
+      clock.advance(1000);
+      const refilled = [await from('203.0.113.30'), await from('203.0.113.30')];
+      const info = await shard.fetch(new Request('http://relay.test/', { headers: { Accept: 'application/nostr+json', [SHARD_HEADER]: 'public' } }));
+      const doc = (await info.json()) as { limitation: { connections_per_second_per_ip: number; connections_burst_per_ip: number } };
+      return { burst, refused, others, refilled, advertised: [doc.limitation.connections_per_second_per_ip, doc.limitation.connections_burst_per_ip] };
+    });
+    const slow = '429 too many new connections from your address (3 at once, then 1 per second); reconnect more slowly';
+    expect(answers).toEqual({
+      burst: [101, 101, 101],
+      refused: slow,
+      others: [101, 101, 101, 101, 101, 101, 101, 101, 101, 101],
+      refilled: [101, slow],
+      advertised: [1, 3],
+    });
+  });
+
   it(`through the router, one address holds at most ${DEFAULT_LIMITS.max_connections_per_ip} sockets of a shard (with K edges too: an address's connections land on one edge)`, async () => {
     const owner = freshOwner().pk;
     const path = `/r/${owner}`;

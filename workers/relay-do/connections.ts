@@ -50,6 +50,7 @@ export class ConnectionStore {
   /** EVENTs (other than frames) and kind 24200 frames per client address, before verification. */
   private readonly eventsByIp: BucketMap;
   private readonly framesByIp: BucketMap;
+  private readonly upgradesByIp: BucketMap;
   /** Whether every socket of the shard has its connection (and subscriptions) in memory. */
   private complete = false;
   /** Estimated memory the filters of every connection hold (read from storage when unknown). */
@@ -73,6 +74,12 @@ export class ConnectionStore {
     this.inbound = new ByteBudgets(limits.inbound_bytes_per_second_per_ip, limits.inbound_bytes_burst_per_ip);
     this.eventsByIp = new BucketMap(limits.events_per_second_per_ip, limits.events_burst_per_ip);
     this.framesByIp = new BucketMap(limits.frames_per_second_per_ip, limits.frames_burst_per_ip);
+    this.upgradesByIp = new BucketMap(limits.connections_per_second_per_ip, limits.connections_burst_per_ip);
+  }
+
+  /** Whether client address `ip` may open one more connection now (connections_*_per_ip); takes its token when it may. */
+  admitUpgrade(ip: string): boolean {
+    return this.upgradesByIp.take(ip, this.clock());
   }
 
   /**

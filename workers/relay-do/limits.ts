@@ -19,6 +19,17 @@ export const RelayLimitsSchema = z.strictObject({
    * Cloudflare's network) and edgestr's own agents are not counted.
    */
   max_connections_per_ip: z.number().int().positive().default(30),
+  /**
+   * New WebSocket connections one client address may open to a shard (with edge objects: to the one
+   * edge its connections land on): `connections_burst_per_ip` at once, then this many per second,
+   * whether or not the earlier ones are still open; an upgrade past it gets 429. Without it one
+   * address could open and close sockets as fast as it can send upgrades (each one a socket
+   * accepted, a connection set up and torn down by the shard's one thread) while never holding more
+   * than `max_connections_per_ip`. Not counted: no address known, edgestr's own agents, and
+   * loopback (local runs, whose tools and test suites reconnect freely; never a client on Cloudflare).
+   */
+  connections_per_second_per_ip: z.number().positive().default(2),
+  connections_burst_per_ip: z.number().int().positive().default(60),
   max_filters: z.number().int().positive().default(16),
   /**
    * Estimated memory (subscription-memory.ts) the filters of one connection's open subscriptions

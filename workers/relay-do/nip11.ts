@@ -29,6 +29,9 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
       max_connections: limits.max_connections,
       /** Not a standard NIP-11 field: open connections from one client address (an IPv6 /64); an upgrade past it gets 429. */
       max_connections_per_ip: limits.max_connections_per_ip,
+      /** Not standard NIP-11 fields: new connections one client address may open at once, then per second (429 past them). */
+      connections_per_second_per_ip: limits.connections_per_second_per_ip,
+      connections_burst_per_ip: limits.connections_burst_per_ip,
       max_filters: limits.max_filters,
       /** Not standard NIP-11 fields: estimated bytes the filters of one connection's subscriptions, and of all of them, may hold. */
       max_subscription_memory_per_connection: limits.max_subscription_memory_per_connection,

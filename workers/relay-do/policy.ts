@@ -26,13 +26,16 @@ import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, wit
 /**
  * What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined:
  * none), the shard's limits, its open sockets, and those from the request's client address
- * (client-address.ts; undefined when it is not counted: no address known, or edgestr's own agent).
+ * (client-address.ts; undefined when it is not counted: no address known, or edgestr's own agent),
+ * and whether a WebSocket upgrade is within its address's new-connection bucket (undefined: not an
+ * upgrade, or not counted; the bucket's token is taken for every counted upgrade, refused or not).
  */
 export interface ConnectionContext {
   shard: string | undefined;
   limits: RelayLimits;
   connections: number;
   fromAddress: number | undefined;
+  upgradeAdmitted: boolean | undefined;
 }
 /** Why a request is not served: its HTTP status and plain-text body. */
 export interface ConnectionRefusal {
@@ -114,6 +117,15 @@ const connectionsPerAddress: RejectConnectionHook = (request, { limits, fromAddr
     ? { status: 429, message: `too many connections from your address (max ${limits.max_connections_per_ip}); close one first` }
     : undefined;
 
+/** A WebSocket upgrade from an address past its new-connection bucket (connections_*_per_ip) gets 429. */
+const connectionRatePerAddress: RejectConnectionHook = (_request, { limits, upgradeAdmitted }) =>
+  upgradeAdmitted === false
+    ? {
+        status: 429,
+        message: `too many new connections from your address (${limits.connections_burst_per_ip} at once, then ${limits.connections_per_second_per_ip} per second); reconnect more slowly`,
+      }
+    : undefined;
+
 /** NIP-01 limits on a REQ/COUNT: values per filter, request rate, open subscriptions. */
 const filterValuesCap: RejectFilterHook = (filters, { limits }) => checkFilterValues(filters, limits.max_filter_values);
 
@@ -156,7 +168,7 @@ export function shardPolicy(
   retention: RetentionRules,
 ): RelayPolicy {
   return {
-    rejectConnection: [routedByRouter, connectionCap, connectionsPerAddress],
+    rejectConnection: [routedByRouter, connectionCap, connectionsPerAddress, connectionRatePerAddress],
     rejectFilter: [filterValuesCap, requestRate, readBudget, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),

@@ -34,7 +34,7 @@ import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER, shardStub, type ShardBindings } from '../common/shards.js';
 import { EDGE_HEADER, edgeStub, MAX_EDGES } from '../common/edges.js';
-import { clientAddress, INTERNAL_ADDRESS, UNKNOWN_ADDRESS } from '../common/client-address.js';
+import { clientAddress, INTERNAL_ADDRESS, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import type { Delivery, EdgeAnswer, EdgeOp, Lost } from './edge-wire.js';
@@ -179,16 +179,19 @@ export class RelayShard extends DurableObject<RelayEnv> {
     // Each socket is tagged with its address, so the sockets of one address are counted exactly, also after hibernation.
     const tag = `address:${address}`;
     const counted = address !== INTERNAL_ADDRESS && address !== UNKNOWN_ADDRESS;
+    const upgrade = request.headers.get('Upgrade')?.toLowerCase() === 'websocket';
     const refused = firstVerdict(this.policy.rejectConnection, request, {
       shard,
       limits: this.limits,
       connections: this.ctx.getWebSockets().length,
       fromAddress: counted ? this.ctx.getWebSockets(tag).length : undefined,
+      // Loopback (local runs: the developer's tools and the test suites, never a client on Cloudflare) reconnects freely.
+      upgradeAdmitted: counted && upgrade && !isLoopbackKey(address) ? this.conns.admitUpgrade(address) : undefined,
     });
     if (refused) return new Response(refused.message, { status: refused.status });
     if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     this.rememberEdge(request.headers.get(EDGE_HEADER));
-    if (request.headers.get('Upgrade')?.toLowerCase() !== 'websocket') {
+    if (!upgrade) {
       return Response.json(relayInformation(this.limits, this.shardOwner(), this.retention.get()), {
         headers: { ...NIP11_CORS_HEADERS, 'Content-Type': 'application/nostr+json' },
       });
