@@ -1,7 +1,9 @@
 // What strangers make an owner's agents store on the owner's shard: the agents' answers to them
 // (refusals included) count against the inbox share (INBOX_SHARE of stored_bytes) like the prompts
 // that caused them, by one rule at write time and at recount (owner-plan.ts `OWNERS_DATA`); and a
-// prompt that came in an ephemeral gift wrap (21059) is refused in one, stored nowhere.
+// prompt that came in an ephemeral gift wrap (21059) is refused in one, stored nowhere. Gift wraps
+// the owner and its agents publish to each other (on connections authenticated as them) are the
+// owner's data, so a full inbox share does not block them.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -121,6 +123,43 @@ describe('what strangers make an owner’s agents store', () => {
     await mine.auth(owner);
     const note = sign(owner, { content: 'x'.repeat(2000) });
     expect(await mine.publish(note)).toEqual(['OK', note.id, true, '']);
+    sock.close();
+    mine.close();
+  }, 90_000);
+
+  it('gift wraps the owner and its agents publish to each other are the owner’s data: with the inbox share full, the owner’s wrapped prompt and its agent’s wrapped answer are stored; recount agrees', async () => {
+    const { owner, agent } = await ownerWithPrivateAgent();
+    const share = Math.floor(STORED_BYTES * INBOX_SHARE);
+    const sock = await connect(`/r/${owner.pk}`);
+    // Strangers fill the inbox share with gift wraps to the agent (signed by one-time keys, like every wrap).
+    let full = false;
+    for (let n = 0; n < 200 && !full; n++) {
+      const ok = await sock.publish(wrapped(keys(), agent, 1059));
+      full = ok[2] === false;
+    }
+    expect(full).toBe(true);
+    await settled(owner.pk);
+    const mine = await connect(`/r/${owner.pk}`);
+    await mine.auth(owner);
+    await mine.req('answers', { kinds: [1059], '#p': [owner.pk] });
+    const wrap = wrapped(owner, agent, 1059);
+    expect(await mine.publish(wrap)).toEqual(['OK', wrap.id, true, '']);
+    const answer = (await mine.next((f) => f[0] === 'EVENT' && f[1] === 'answers', 15_000))[2] as NostrEvent;
+    const opened = unwrap(answer, owner.sk, cache, nobleVerifier);
+    if (!opened.ok) throw new Error(opened.error);
+    expect(opened.value.rumor.pubkey).toBe(agent);
+    await settled(owner.pk);
+    // Both are stored (only the agent may read the owner's wrap, so the shard's table is asked).
+    const stored = await runInDurableObject(primary(owner.pk), (_i, state) =>
+      state.storage.sql.exec<{ id: string }>('SELECT id FROM events WHERE id IN (?, ?) ORDER BY id', wrap.id, answer.id).toArray().map((r) => r.id),
+    );
+    expect(stored).toEqual([wrap.id, answer.id].sort());
+    const counts = await inboxCounts(owner.pk);
+    expect(counts.running).toBe(counts.recounted);
+    expect(counts.recounted).toBeLessThanOrEqual(share);
+    // A stranger's wrap is still the inbox's, and still refused.
+    const late = wrapped(keys(), agent, 1059);
+    expect((await sock.publish(late))[3]).toBe(`restricted: storage quota: events from others may hold ${share} of the ${STORED_BYTES} stored bytes the owner’s plan allows on this shard`);
     sock.close();
     mine.close();
   }, 90_000);

@@ -12,9 +12,13 @@
 // the owner's own data is one rule (`ownersData`, a SQL expression) asked of each stored event at
 // write time and of every stored event at a recount, so the two always agree: signed by the owner,
 // or by a key recorded as the owner's agent (or bridge) and addressed (`p`) to nobody but the owner
-// and those keys. Everything else is the inbox's: strangers' events, the agents' answers to other
-// keys (which strangers cause: a prompt from a fresh key gets one, refusals included), and gift
-// wraps, which are signed by one-time keys so that nothing stored tells who sent them.
+// and those keys. Everything else is the inbox's: strangers' events, and the agents' answers to other
+// keys (which strangers cause: a prompt from a fresh key gets one, refusals included). A gift wrap
+// is signed by a one-time key, so nothing stored tells who sent it: one published on a connection
+// authenticated as the owner or one of its agents is judged as if that key had signed it, and, when
+// it is the owner's, its id is recorded (`owner_wraps`) for the recount; every other wrap is the
+// inbox's. So strangers filling the inbox share with wraps cannot block the owner's wrapped prompts
+// to its agents, nor the agents' wrapped answers to the owner.
 
 import { reject, type Rejection } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
@@ -51,7 +55,7 @@ const AGENTS_OF_OWNER = 'SELECT agent FROM agent_owners WHERE owner = ?1';
 const ownersData = (pubkey: string, pValues: string): string =>
   `(${pubkey} = ?1 OR (${pubkey} IN (${AGENTS_OF_OWNER}) AND NOT EXISTS (SELECT 1 FROM ${pValues} WHERE value != ?1 AND value NOT IN (${AGENTS_OF_OWNER}))))`;
 const OWNERS_DATA_AT_WRITE = `SELECT ${ownersData('?2', 'json_each(?3)')} AS own`;
-const OWNERS_DATA_STORED = ownersData('events.pubkey', "(SELECT value FROM tags WHERE tags.rid = events.rid AND tags.name = 'p')");
+const OWNERS_DATA_STORED = `(${ownersData('events.pubkey', "(SELECT value FROM tags WHERE tags.rid = events.rid AND tags.name = 'p')")} OR events.id IN (SELECT id FROM owner_wraps))`;
 
 /** Stored bytes, and those of events from others. */
 type Counted = ShardStorage & { inbox: number };
@@ -76,6 +80,7 @@ export class OwnerPlan {
     private readonly owner: () => string | null,
   ) {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_account (k INTEGER PRIMARY KEY CHECK (k = 1), plan TEXT NOT NULL, suspended INTEGER NOT NULL)');
+    this.sql.exec('CREATE TABLE IF NOT EXISTS owner_wraps (id TEXT PRIMARY KEY) WITHOUT ROWID');
     const row = this.sql.exec<{ plan: string; suspended: number }>('SELECT plan, suspended FROM owner_account').toArray()[0];
     this.account = row ? { plan: row.plan, suspended: row.suspended === 1 } : undefined;
   }
@@ -94,6 +99,7 @@ export class OwnerPlan {
   }
 
   private recount(): Counted {
+    this.sql.exec('DELETE FROM owner_wraps WHERE id NOT IN (SELECT id FROM events)'); // wraps deleted since (expired, vanished, retention)
     this.stored = this.sql
       .exec<Counted>(
         `SELECT count(*) AS events, coalesce(sum(length(CAST(raw AS BLOB))), 0) AS bytes,
@@ -106,7 +112,11 @@ export class OwnerPlan {
     return this.stored;
   }
 
-  /** Whether a stored event of this shard counts against the inbox share (the rule recount() applies to what is stored). */
+  /**
+   * Whether a stored event of this shard counts against the inbox share (the rule recount() applies
+   * to what is stored); a gift wrap is judged with `pubkey` the owner's-side key its connection is
+   * authenticated as (write-rules.ts `ownerSideConnection`; see the header).
+   */
   isInbox(e: Pick<NostrEvent, 'pubkey' | 'tags'>): boolean {
     const pValues = e.tags.filter((t) => t[0] === 'p' && t[1] !== undefined).map((t) => t[1]);
     return this.sql.exec<{ own: number }>(OWNERS_DATA_AT_WRITE, this.owner() ?? '', e.pubkey, JSON.stringify(pValues)).one().own !== 1;
@@ -138,8 +148,9 @@ export class OwnerPlan {
     return undefined;
   }
 
-  /** An event of `bytes` was stored (in the inbox share or not). */
-  added(bytes: number, inbox: boolean): void {
+  /** An event of `bytes` was stored (in the inbox share or not); `ownWrap`: it is a gift wrap that is the owner's data. */
+  added(e: Pick<NostrEvent, 'id'>, bytes: number, inbox: boolean, ownWrap: boolean): void {
+    if (ownWrap) this.sql.exec('INSERT OR IGNORE INTO owner_wraps (id) VALUES (?)', e.id);
     if (!this.stored) return;
     this.stored = { events: this.stored.events + 1, bytes: this.stored.bytes + bytes, inbox: this.stored.inbox + (inbox ? bytes : 0) };
     this.writes++;

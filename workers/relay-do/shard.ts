@@ -26,7 +26,7 @@ import { EventStore } from './store.js';
 import type { ReadScope } from './query-sql.js';
 import { subscriptionMemory } from './subscription-memory.js';
 import { MAX_PREFERRED } from '../../src/shared/dvmcp-discovery.js';
-import { fromOwnerSide } from './write-rules.js';
+import { fromOwnerSide, ownerSideConnection } from './write-rules.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
 import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource } from './ownership.js';
@@ -547,8 +547,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const raw = eventJson(e);
     const bytes = new TextEncoder().encode(raw).length;
     const fromOthers = ctx.owner !== null && !fromOwnerSide(e, ctx);
-    // The inbox share: by the event itself (the rule a recount applies), not by the connection.
-    const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(e);
+    // The inbox share: by the event itself (the rule a recount applies), not by the connection; a
+    // gift wrap (signed by a one-time key) as if signed by the owner's-side key its connection is.
+    const wrapPublisher = e.kind === KIND.GIFT_WRAP ? ownerSideConnection(ctx) : undefined;
+    const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(wrapPublisher === undefined ? e : { pubkey: wrapPublisher, tags: e.tags });
     const overPlan = ctx.owner === null ? undefined : this.plan.check({ stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
@@ -561,7 +563,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'deleted':
         return { accepted: false, message: 'blocked: this event was deleted by its author' };
       case 'stored':
-        this.plan.added(bytes, inbox);
+        this.plan.added(e, bytes, inbox, wrapPublisher !== undefined && !inbox);
         break;
     }
     for (const hook of this.policy.onEventStored) hook(e, ctx);

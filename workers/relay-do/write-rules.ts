@@ -52,9 +52,19 @@ export const protectedByAuthor: RejectEventHook = (e, { authed }) => {
 export function fromOwnerSide(e: NostrEvent, ctx: Pick<EventContext, 'owner' | 'authed' | 'isOwnersAgent'>): boolean {
   const { owner } = ctx;
   if (owner === null) return false;
-  if (e.pubkey === owner || ctx.isOwnersAgent(e.pubkey)) return true;
-  for (const who of ctx.authed) if (who === owner || ctx.isOwnersAgent(who)) return true;
-  return false;
+  return e.pubkey === owner || ctx.isOwnersAgent(e.pubkey) || ownerSideConnection(ctx) !== undefined;
+}
+
+/**
+ * The owner's-side key a connection is authenticated as on an owner shard: the owner when it is one
+ * of them, else one of the owner's agents; undefined when none (or on the public shard).
+ */
+export function ownerSideConnection(ctx: Pick<EventContext, 'owner' | 'authed' | 'isOwnersAgent'>): string | undefined {
+  const { owner } = ctx;
+  if (owner === null) return undefined;
+  if (ctx.authed.has(owner)) return owner;
+  for (const who of ctx.authed) if (ctx.isOwnersAgent(who)) return who;
+  return undefined;
 }
 
 /** The owner shard's default: the owner, the owner's agents, and anything addressed to them (its inbox). */
