@@ -17,7 +17,9 @@ describe('terminalSafe', () => {
     ['end\r', String.raw`end\u000d`],
     ['crlf\r\nkept', 'crlf\r\nkept'],
     ['\r\r\n', String.raw`\u000d` + '\r\n'],
-    ['\u00a0\u2028\u202e', '\u00a0\u2028\u202e'],
+    ['\u00a0\u2028\u200f', '\u00a0\u2028\u200f'],
+    ['price: \u202e000 1\u202c sats', String.raw`price: \u202e000 1\u202c sats`],
+    ['\u202a\u202b\u202d\u2066\u2067\u2068\u2069', String.raw`\u202a\u202b\u202d\u2066\u2067\u2068\u2069`],
     [String.raw`already \u001b`, String.raw`already \u001b`],
   ])('%j → %j', (input, shown) => {
     expect(terminalSafe(input)).toBe(shown);
@@ -30,16 +32,17 @@ describe('terminalSafe', () => {
     ['tab\there', String.raw`tab\u0009here`],
     ['crlf\r\n', String.raw`crlf\u000d\u000a`],
     ['\x1b[31mred', String.raw`\u001b[31mred`],
+    ['\u2067tool\u2069', String.raw`\u2067tool\u2069`],
   ])('one line: %j → %j', (input, shown) => {
     expect(terminalSafe(input, { singleLine: true })).toBe(shown);
   });
 });
 
 describe('terminalJson', () => {
-  it('escapes C0 (JSON.stringify), DEL, C1 and U+2028/2029, and parses back to the same value', () => {
-    const value = { text: '\x1b]0;t\x07 \x7f \u009b2J \u2028 \u2029 \r\n é', n: 1 };
+  it('escapes C0 (JSON.stringify), DEL, C1, U+2028/2029 and the bidirectional controls, and parses back to the same value', () => {
+    const value = { text: '\x1b]0;t\x07 \x7f \u009b2J \u2028 \u2029 \u202e \u2066 \r\n é', n: 1 };
     const line = terminalJson(value);
-    expect(line).toBe(String.raw`{"text":"\u001b]0;t\u0007 \u007f \u009b2J \u2028 \u2029 \r\n é","n":1}`);
+    expect(line).toBe(String.raw`{"text":"\u001b]0;t\u0007 \u007f \u009b2J \u2028 \u2029 \u202e \u2066 \r\n é","n":1}`);
     expect(JSON.parse(line)).toEqual(value);
     expect(terminalJson({ a: '\u0085' }, 2)).toBe('{\n  "a": "\\u0085"\n}');
   });
