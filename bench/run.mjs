@@ -54,6 +54,8 @@ export const BENCH_LIMITS = {
   max_connections_per_ip: 2_000,
   connections_per_second_per_ip: 1_000_000,
   connections_burst_per_ip: 1_000_000,
+  deliveries_per_second_per_ip: 1_000_000_000,
+  deliveries_burst_per_ip: 1_000_000_000,
   read_bytes_per_second_per_ip: 1_000_000_000,
   read_bytes_burst_per_ip: 1_000_000_000,
   inbound_bytes_per_second_per_ip: 1_000_000_000,

@@ -343,6 +343,38 @@ describe('limits', () => {
     expect(await sockets[1]!.publish(note)).toEqual(['OK', note.id, true, '']);
   });
 
+  it('live events sent to one address are budgeted: deliveries_burst_per_ip, then deliveries_per_second_per_ip; past it a subscription that would get one is closed rate-limited; another address gets every event', async () => {
+    freezeClock();
+    const owner = freshOwner();
+    const path = `/r/${owner.pk}`;
+    const burst = DEFAULT_LIMITS.deliveries_burst_per_ip;
+    const rate = DEFAULT_LIMITS.deliveries_per_second_per_ip;
+    const perConn = DEFAULT_LIMITS.max_subscriptions;
+    const feed = { kinds: [1], authors: [owner.pk] };
+    // One address: 10 connections × every subscription they may hold, each matching every note.
+    const hoarders: TestSocket[] = [];
+    for (let c = 0; c < 10; c++) {
+      const s = await connect(path, { 'CF-Connecting-IP': '192.0.2.97' });
+      for (let i = 0; i < perConn; i++) expect(await s.req(`h${i}`, feed)).toEqual({ events: [] });
+      hoarders.push(s);
+    }
+    const subs = hoarders.length * perConn;
+    const observer = await connect(path, { 'CF-Connecting-IP': '192.0.2.98' });
+    expect(await observer.req('all', feed)).toEqual({ events: [] });
+    const writer = await connect(path);
+    const count = Math.ceil(burst / subs) + 1; // the last one finds the budget empty for every subscription left
+    const notes = Array.from({ length: count }, (_, i) => sign(owner, { content: `live ${i}` }));
+    for (const e of notes) expect((await writer.publish(e))[2]).toBe(true);
+    for (const e of notes) await observer.next((f) => f[0] === 'EVENT' && f[1] === 'all' && (f[2] as { id: string }).id === e.id);
+    const limited = `rate-limited: too many live events for your address (${rate} per second); subscribe again later`;
+    const closed: string[] = [];
+    for (const s of hoarders) for (let i = 0; i < perConn; i++) closed.push((await s.next((f) => f[0] === 'CLOSED'))[2] as string);
+    expect(new Set(closed)).toEqual(new Set([limited]));
+    const delivered = hoarders.reduce((n, s) => n + s.frames.filter((f) => f[0] === 'EVENT').length, 0);
+    expect(delivered).toBe(burst);
+    for (const s of [...hoarders, observer, writer]) s.close();
+  }, 60_000);
+
   it('an address reads at most read_bytes_burst_per_ip of stored events, then waits for its budget to refill (across reconnects); another address is not held', async () => {
     const clock = freezeClock();
     const owner = freshOwner();

@@ -51,6 +51,7 @@ export class ConnectionStore {
   private readonly eventsByIp: BucketMap;
   private readonly framesByIp: BucketMap;
   private readonly upgradesByIp: BucketMap;
+  private readonly deliveriesByIp: BucketMap;
   /** Whether every socket of the shard has its connection (and subscriptions) in memory. */
   private complete = false;
   /** Estimated memory the filters of every connection hold (read from storage when unknown). */
@@ -75,6 +76,17 @@ export class ConnectionStore {
     this.eventsByIp = new BucketMap(limits.events_per_second_per_ip, limits.events_burst_per_ip);
     this.framesByIp = new BucketMap(limits.frames_per_second_per_ip, limits.frames_burst_per_ip);
     this.upgradesByIp = new BucketMap(limits.connections_per_second_per_ip, limits.connections_burst_per_ip);
+    this.deliveriesByIp = new BucketMap(limits.deliveries_per_second_per_ip, limits.deliveries_burst_per_ip);
+  }
+
+  /**
+   * Whether a live event may be sent to a subscription of `conn` now: within its address's budget
+   * of live events (deliveries_*_per_ip; edgestr's own agents are not counted), whose token is then
+   * taken; else the reason to close that subscription with.
+   */
+  admitDelivery(conn: Connection): Rejection | undefined {
+    if (conn.att.internal || this.deliveriesByIp.take(conn.att.ip, this.clock())) return undefined;
+    return reject('rate-limited', `too many live events for your address (${this.limits.deliveries_per_second_per_ip} per second); subscribe again later`);
   }
 
   /** Whether client address `ip` may open one more connection now (connections_*_per_ip); takes its token when it may. */

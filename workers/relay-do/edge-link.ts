@@ -18,7 +18,7 @@
 // periodic check (once a minute, when no delivery came) finds the primary was not sending events
 // here; a REQ's answer that says so only lists the subscriptions again (docs/SCALING.md says why).
 
-import { errorMessage, formatRejection, reject } from '../../src/shared/errors.js';
+import { errorMessage, formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import type { Filter } from '../../src/shared/filters.js';
 import { relayMessage, type CountedEvents } from '../../src/shared/messages.js';
@@ -63,6 +63,8 @@ export interface EdgeConnections {
   dropStamp(conn: Connection, subId: string): void;
   /** `conn` was sent `bytes` of stored events (read_bytes_per_second_per_ip). */
   chargeRead(conn: Connection, bytes: number): void;
+  /** Whether a live event may be sent to a subscription of `conn` (its address's budget), else why to close it (ConnectionStore.admitDelivery). */
+  admitDelivery(conn: Connection): Rejection | undefined;
 }
 
 interface Pending {
@@ -248,7 +250,11 @@ export class EdgeLink {
         if (!delivers(filters, d.event, conn.authed)) continue;
         const stream = this.streamsOf(conn).get(sid);
         if (stream?.buffer) this.hold(stream, stream.buffer, d);
-        else if (!stream?.seen || isAfter(d.stamp, stream.seen)) send(conn, relayMessage.event(sid, d.raw));
+        else if (!stream?.seen || isAfter(d.stamp, stream.seen)) {
+          const overBudget = this.connections.admitDelivery(conn);
+          if (overBudget) this.close(conn, sid, formatRejection(overBudget));
+          else send(conn, relayMessage.event(sid, d.raw));
+        }
       }
     }
   }
@@ -328,10 +334,10 @@ export class EdgeLink {
     return streams;
   }
 
-  private close(conn: Connection, subId: string): void {
+  private close(conn: Connection, subId: string, reason = LIVE_EVENTS_LOST): void {
     this.dropSub(conn, subId);
     this.forget(conn, subId);
-    send(conn, relayMessage.closed(subId, LIVE_EVENTS_LOST));
+    send(conn, relayMessage.closed(subId, reason));
   }
 
   /**

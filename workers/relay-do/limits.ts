@@ -108,6 +108,17 @@ export const RelayLimitsSchema = z.strictObject({
   inbound_bytes_per_second_per_ip: z.number().int().positive().default(4_194_304),
   inbound_bytes_burst_per_ip: z.number().int().positive().default(16_777_216),
   /**
+   * Live events (EVENT frames of open subscriptions) a shard sends one client address (with edge
+   * objects: the one edge its connections land on), shared by its connections: a burst of
+   * `deliveries_burst_per_ip`, then this many per second. Each is a socket write on the shard's one
+   * thread, and one event is sent once per matching subscription: without it one address holding
+   * 30 connections × 32 subscriptions of everything made every event cost 960 writes. Past it, a
+   * subscription that would get an event is closed with CLOSED `rate-limited:` (the client may
+   * subscribe again, with `since`, later). Edgestr's own agents are not counted.
+   */
+  deliveries_per_second_per_ip: z.number().positive().default(2_000),
+  deliveries_burst_per_ip: z.number().int().positive().default(10_000),
+  /**
    * Batched ingest (ingest-queue.ts): verified EVENTs are stored together, in one transaction, when
    * this many are queued or `ingest_batch_window_ms` after the first, whichever comes first (and
    * before any REQ, COUNT, CLOSE or AUTH). 1, or a window of 0, stores each event on its own.

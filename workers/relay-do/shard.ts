@@ -142,6 +142,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
                 keepStamp: (conn, sid, stamp) => this.conns.keepStamp(conn, sid, stamp),
                 dropStamp: (conn, sid) => this.conns.dropStamp(conn, sid),
                 chargeRead: (conn, bytes) => this.conns.chargeRead(conn, bytes),
+                admitDelivery: (conn) => this.conns.admitDelivery(conn),
               },
               (conn, sid) => this.conns.closeSub(conn, sid),
               this.limits.max_query_bytes,
@@ -604,13 +605,20 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /**
    * Sends an accepted event to every live subscription of this shard that matches and may read it:
-   * the fan-out index's candidates, each checked exactly; every frame is built from the one
-   * canonical `raw`; and once to each listening edge (edge-fanout.ts).
+   * the fan-out index's candidates, each checked exactly, within each address's budget of live
+   * events (past it the subscription is closed); every frame is built from the one canonical `raw`;
+   * and once to each listening edge (edge-fanout.ts).
    */
   private broadcast(e: NostrEvent, raw: string): void {
     this.fanout.publish(e, raw);
     for (const sub of this.conns.subscribersOf(e, () => this.ctx.getWebSockets())) {
-      if (delivers(sub.filters, e, sub.conn.authed)) send(sub.conn, relayMessage.event(sub.sid, raw));
+      if (!delivers(sub.filters, e, sub.conn.authed)) continue;
+      const overBudget = this.conns.admitDelivery(sub.conn);
+      if (!overBudget) send(sub.conn, relayMessage.event(sub.sid, raw));
+      else {
+        this.conns.closeSub(sub.conn, sub.sid);
+        send(sub.conn, relayMessage.closed(sub.sid, formatRejection(overBudget)));
+      }
     }
   }
 
