@@ -418,17 +418,23 @@ export class EdgeLink {
     void this.flush();
   }
 
-  /** How many of the queued operations fit one batch (at least one). */
+  /**
+   * How many of the queued entries one batch takes (at least one): at most MAX_BATCH_OPS operations,
+   * MAX_BATCH_BYTES and the queries whose answers fit; refused entries (answered here, sent nowhere)
+   * take no place among them.
+   */
   private batchLength(): number {
     const maxQueries = Math.max(1, Math.floor(MAX_ANSWER_BYTES / this.queryBytes));
     let bytes = 0;
     let queries = 0;
+    let ops = 0;
     let n = 0;
     for (const { op, bytes: weight } of this.queue) {
-      if (n === MAX_BATCH_OPS) break;
+      if (op && ops === MAX_BATCH_OPS) break;
       bytes += weight;
       if (op?.op === 'query') queries += 1;
       if (n > 0 && (bytes > MAX_BATCH_BYTES || queries > maxQueries)) break;
+      if (op) ops += 1;
       n += 1;
     }
     return n;
