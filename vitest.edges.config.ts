@@ -2,9 +2,8 @@
 // docs/SCALING.md): each connection lands on one of four edges of its shard, and the write path,
 // history and ordering stay with the shard's primary. The same files as the K = 1 project, so both
 // must pass unchanged in what they assert. The hosted-agent, payments, sessions, bridge, /mcp gateway
-// and DVMCP client files run too (their relay links go through the edges like any client's);
-// ao-library.test.ts runs at K = 1 only: it counts on frames reaching the relay faster than NIP-AO's
-// 100/s, which one extra hop on a loaded two-core machine does not always give.
+// and DVMCP client files run too (their relay links go through the edges like any client's), and
+// the NIP-AO library's against a live relay.
 import { workersProject } from './vitest.config.js';
 
 export default workersProject({ RELAY_EDGES: JSON.stringify({ '*': 4 }) }, [
@@ -12,6 +11,7 @@ export default workersProject({ RELAY_EDGES: JSON.stringify({ '*': 4 }) }, [
   'test/workers/store*.test.ts',
   'test/workers/fuzz-relay.test.ts',
   'test/workers/ao-relay.test.ts',
+  'test/workers/ao-library.test.ts',
   'test/workers/authz-matrix.test.ts',
   'test/workers/agent-*.test.ts',
   'test/workers/payments-*.test.ts',

@@ -4,7 +4,7 @@
 // except where a test needs exact control of timing or of malformed input (injected publish /
 // subscribe functions with the same shapes).
 import { env, SELF } from 'cloudflare:test';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { buildControlFrame, readControlFrame, sendControl } from '../../src/shared/ao-control.js';
 import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import { chunkForJson, coalescedItems, joinSplit, type Payload } from '../../src/shared/ao-payloads.js';
@@ -26,6 +26,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const clients: RelayClient[] = [];
 afterEach(() => {
+  vi.useRealTimers();
   for (const c of clients.splice(0)) c.close();
 });
 
@@ -455,23 +456,30 @@ describe('TelemetryEmitter: pacing, retries, drops', () => {
       if (!r.ok) answers.push(r.message);
       return r;
     };
-    // Each emitter has one frame in flight, so the four together pass 100 frames a second however
-    // slow the machine's round trips (up to 40 ms each). A and C retry; B and D never do, so the
-    // relay's refusals turn into drops for sure.
+    // The relay's clock (Date, shared with the shard in this isolate) stands still while the emitters
+    // keep their own (each paces itself to 100 frames a second by it): to the relay every frame comes
+    // in the same millisecond, so four emitters pass its 100 frames a second however slow the
+    // machine's round trips. A and C retry; B and D never do, so the refusals turn into drops for sure.
+    const start = Date.now();
+    const startedAt = performance.now();
+    const emitterNow = () => start + Math.floor(performance.now() - startedAt);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(start);
     const sessions = ['A', 'B', 'C', 'D'] as const;
     const emitters = sessions.map((sessionId, i) => {
       const drops: number[] = [];
-      const em = new TelemetryEmitter({ agentSecretKey: w.agent.sk, owner: w.owner.pk, publish, ...(i % 2 ? { maxAttempts: 1 } : {}), onDrop: (d) => drops.push(d.seq) });
+      const em = new TelemetryEmitter({ agentSecretKey: w.agent.sk, owner: w.owner.pk, publish, now: emitterNow, ...(i % 2 ? { maxAttempts: 1 } : {}), onDrop: (d) => drops.push(d.seq) });
       return { sessionId, em, drops };
     });
     const N = 120;
     for (let i = 0; i < N; i++) for (const { sessionId, em } of emitters) em.acpWrite({ i }, { sessionId });
+    const [a, b, c, d] = emitters.map(({ em }) => em);
+    // Refused while the relay's clock stands: A and C have retried, B and D dropped; then it runs again.
+    while (!(a!.stats.retries > 0 && c!.stats.retries > 0 && b!.stats.dropped > 0 && d!.stats.dropped > 0)) await sleep(10);
+    vi.useRealTimers();
     await Promise.all(emitters.map(({ em }) => em.flush()));
     expect(answers.length).toBeGreaterThan(0);
     expect(new Set(answers)).toEqual(new Set(['rate-limited: telemetry is limited to 100 frames per second per agent']));
-    const [a, b, c, d] = emitters.map(({ em }) => em);
-    expect(a!.stats.retries + c!.stats.retries).toBeGreaterThan(0);
-    expect(b!.stats.dropped + d!.stats.dropped).toBeGreaterThan(0);
     // Once the window is clear, one more frame each carries whatever is still unreported.
     await sleep(1100);
     for (const { sessionId, em } of emitters) em.sessionResolved({}, { sessionId });
