@@ -5,7 +5,9 @@
 //                mixed content, a tool that answers late (timeouts), one that echoes Authorization
 //                GET /mcp-paged/notifications?tag=T lists the notifications (method, params,
 //                MCP-Protocol-Version header) received with the request header x-test-tag: T;
-//                /mcp-paged?version=V answers initialize with protocol revision V
+//                /mcp-paged?version=V answers initialize with protocol revision V;
+//                /mcp-paged?bearer-sha256=H answers 401 to every request whose Authorization is
+//                not "Bearer <token>" with sha256(token) = H (hex; the token stays out of the URL)
 //   /mcp-changing  tools/list gives one tool named v<version>; tools/call `bump` raises the
 //                version and answers as SSE: notifications/tools/list_changed, then the result
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
@@ -27,6 +29,7 @@
 //                progressToken (progress 1…count). GET /mcp-flood/stats?bucket=B counts its
 //                tools/list and tools/call requests per bucket of the endpoint URL
 
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
 export interface FixtureServer {
@@ -184,6 +187,12 @@ async function pagedToolCall(msg: RpcMessage, req: IncomingMessage): Promise<unk
   return undefined;
 }
 
+/** Whether the request's Authorization is "Bearer <token>" with sha256(token) = `hash` (hex). */
+function hasBearer(req: IncomingMessage, hash: string): boolean {
+  const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
+  return m !== null && createHash('sha256').update(m[1]!).digest('hex') === hash;
+}
+
 /** Notifications received by /mcp-paged, by the x-test-tag header of their request. */
 const pagedNotifications = new Map<string, { method?: string; params?: RpcMessage['params']; protocolVersion?: string }[]>();
 
@@ -193,6 +202,8 @@ async function pagedMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pr
     return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(list));
   }
   if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
+  const bearerHash = url.searchParams.get('bearer-sha256');
+  if (bearerHash !== null && !hasBearer(req, bearerHash)) return send(res, 401, { 'www-authenticate': 'Bearer' });
   const msg = JSON.parse(await readBody(req)) as RpcMessage;
   const json = { 'content-type': 'application/json' };
   if (msg.id === undefined) {

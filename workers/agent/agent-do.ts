@@ -3,7 +3,8 @@
 // cursor tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on
 // a decrypted prompt (prompt-check.ts), one run with the runtime (run-driver.ts), the outbox
 // that publishes a run's events (outbox.ts) and the agent's DVMCP server (dvmcp-server.ts). Here:
-// the management RPCs, the watchdog alarm (reconnect, orphaned runs, bounded retention), incoming
+// the management RPCs, the watchdog alarm (reconnect, orphaned runs, bounded retention, sealing the
+// MCP server headers of configs stored before they were sealed), incoming
 // events (each id claimed once, signature checked, gift wraps opened; DVMCP requests handed to
 // dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
 // Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS (or the
@@ -129,6 +130,7 @@ export class Agent extends DurableObject<AgentEnv> {
       onRequest: (e, relay) => this.onEvent(e, relay),
       onControl: (e) => this.onControl(e),
       mcpSessions: this.mcpSessions,
+      mcpHeaders: (s) => this.store.mcpHeaders(s),
     });
     this.outbox = new Outbox({
       runs: this.runs,
@@ -248,6 +250,8 @@ export class Agent extends DurableObject<AgentEnv> {
   // ---- lifecycle ----
 
   override async alarm(): Promise<void> {
+    if (!this.store.config()) return;
+    await this.sealPlainHeaders();
     const c = this.store.config();
     if (!c) return;
     await this.links.ensureConnected(c);
@@ -256,6 +260,15 @@ export class Agent extends DurableObject<AgentEnv> {
     this.prune();
     // An update() while this ran asked to reconnect in 10 ms: the watchdog must not push that back.
     await wakeNoLaterThan(this.ctx.storage, Date.now() + WATCHDOG_MS);
+  }
+
+  /** Seals the plain MCP server headers of a config stored before sealing (mcp-headers.ts); a failure is logged, they keep working. */
+  private async sealPlainHeaders(): Promise<void> {
+    try {
+      await this.store.sealPlainHeaders();
+    } catch (e) {
+      console.error('agent: plain MCP server headers not sealed', errorMessage(e));
+    }
   }
 
   /** Retention: old `seen` ids, finished and published runs, and untouched conversations, a bounded batch each. */
@@ -456,6 +469,7 @@ export class Agent extends DurableObject<AgentEnv> {
       emitter: this.links.emitter,
       now: () => this.now(),
       mcpSessions: this.mcpSessions,
+      mcpHeaders: (s) => this.store.mcpHeaders(s),
       dvmcp: this.links.dvmcpTools(c),
       meter: (r) => this.recordRun(c, r),
     };

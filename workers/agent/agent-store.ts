@@ -1,18 +1,23 @@
 // The Agent Durable Object's own row: its config (parsed once, cached until it changes) and its
-// sealed secret key (opened with EDGESTR_SECRET on first use and checked against the pubkey), and
-// the signing of the agent's events with libsecp256k1 in Wasm.
+// sealed secret key (opened with EDGESTR_SECRET on first use and checked against the pubkey), its
+// MCP servers' sealed headers (mcp-headers.ts: opened when the agent connects to that server, kept
+// in memory until the config changes; plain ones of configs stored before sealing are sealed by
+// the watchdog), and the signing of the agent's events with libsecp256k1 in Wasm.
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { signEventWith, type NostrEvent } from '../../src/shared/event.js';
 import type { EventTemplate } from '../../src/shared/relay-client.js';
 import { relayVerifier } from '../common/verifier.js';
-import { DEFAULT_LIMITS, type StoredAgent } from './config.js';
-import { openSecretKey, sealingSecret, type SecretEnv } from '../common/secrets.js';
+import { DEFAULT_LIMITS, type StoredAgent, type StoredMcpServer } from './config.js';
+import { openHeaders, openSecretKey, sealingSecret, type SecretEnv } from '../common/secrets.js';
+import { mcpHeadersBinding, sealMcpServers } from './mcp-headers.js';
 
 export class AgentStore {
   private sk: Uint8Array | undefined;
   /** null: no agent stored; undefined: not read yet. */
   private cached: StoredAgent | null | undefined;
+  /** Opened MCP server headers, by `<server id> <sealed blob>` (emptied when the config changes). */
+  private readonly headers = new Map<string, Record<string, string>>();
 
   constructor(
     private readonly sql: SqlStorage,
@@ -39,12 +44,12 @@ export class AgentStore {
       JSON.stringify(config),
       sealedKey,
     );
-    this.cached = undefined;
+    this.forgetConfig();
   }
 
   update(next: StoredAgent): void {
     this.sql.exec('UPDATE agent SET config = ? WHERE k = 1', JSON.stringify(next));
-    this.cached = undefined;
+    this.forgetConfig();
   }
 
   /** Drops the opened key (it is opened again from the table on next use). */
@@ -54,16 +59,62 @@ export class AgentStore {
 
   /** Drops the cached config (after the table changed underneath, e.g. emptied). */
   reload(): void {
+    this.forgetConfig();
+  }
+
+  private forgetConfig(): void {
     this.cached = undefined;
+    this.headers.clear();
+  }
+
+  private secret(): string {
+    const secret = sealingSecret(this.env);
+    if (!secret) throw new Error('EDGESTR_SECRET is not configured');
+    return secret;
+  }
+
+  /**
+   * The headers of MCP server `s` (one of the stored config's): opened for this agent and `s.id`
+   * (a blob sealed for another agent or server does not open: throws), or plain ones as stored
+   * before sealing.
+   */
+  async mcpHeaders(s: StoredMcpServer): Promise<Record<string, string>> {
+    if (s.sealed_headers === undefined) return s.headers ?? {};
+    const key = `${s.id} ${s.sealed_headers}`;
+    const cached = this.headers.get(key);
+    if (cached) return cached;
+    const agent = this.config()?.pubkey;
+    if (!agent) throw new Error('no agent is stored');
+    const secret = this.secret();
+    let headers: Record<string, string>;
+    try {
+      headers = await openHeaders(s.sealed_headers, mcpHeadersBinding(agent, s.id), secret);
+    } catch (e) {
+      throw new Error(`the sealed headers of MCP server ${s.id} do not open for this agent and server (sealed for another, or EDGESTR_SECRET changed)`, { cause: e });
+    }
+    this.headers.set(key, headers);
+    return headers;
+  }
+
+  /**
+   * Seals the plain MCP server headers of a config stored before they were sealed (the watchdog
+   * calls it); the row is written only if it did not change meanwhile (a PATCH wins).
+   */
+  async sealPlainHeaders(): Promise<void> {
+    if (!this.config()?.mcp_servers?.some((s) => s.headers !== undefined)) return;
+    const row = this.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').one();
+    const c = JSON.parse(row.config) as StoredAgent;
+    const secret = this.secret();
+    const sealed = await Promise.all((c.mcp_servers ?? []).map(async (s) => (s.headers === undefined ? s : (await sealMcpServers([s], c.pubkey, secret))[0]!)));
+    this.sql.exec('UPDATE agent SET config = ? WHERE k = 1 AND config = ?', JSON.stringify({ ...c, mcp_servers: sealed }), row.config);
+    this.forgetConfig();
   }
 
   async secretKey(): Promise<Uint8Array> {
     if (this.sk) return this.sk;
     const row = this.sql.exec<{ sealed_key: string; config: string }>('SELECT sealed_key, config FROM agent WHERE k = 1').one();
     const c = JSON.parse(row.config) as StoredAgent;
-    const secret = sealingSecret(this.env);
-    if (!secret) throw new Error('EDGESTR_SECRET is not configured');
-    this.sk = await openSecretKey(row.sealed_key, c.pubkey, secret);
+    this.sk = await openSecretKey(row.sealed_key, c.pubkey, this.secret());
     if (getPublicKey(this.sk) !== c.pubkey) throw new Error('stored key does not match the agent pubkey');
     return this.sk;
   }

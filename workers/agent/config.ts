@@ -108,8 +108,19 @@ export const UpdateAgentSchema = z.strictObject({ ...fields, name: fields.name.o
 export type CreateAgent = z.infer<typeof CreateAgentSchema>;
 export type UpdateAgent = z.infer<typeof UpdateAgentSchema>;
 
-/** What the Agent Durable Object stores (the secret key separately, encrypted). */
-export interface StoredAgent extends Omit<CreateAgent, 'limits'> {
+/** An MCP server as the agent stores it: its headers sealed (mcp-headers.ts), never in clear. */
+export interface StoredMcpServer {
+  id: string;
+  url: string;
+  /** The headers sealed under EDGESTR_SECRET, bound to the agent and this id; absent: none. */
+  sealed_headers?: string;
+  /** Plain headers of a config stored before they were sealed: read as they are until the watchdog seals them. */
+  headers?: Record<string, string>;
+}
+
+/** What the Agent Durable Object stores (the secret key separately, encrypted; MCP server headers sealed). */
+export interface StoredAgent extends Omit<CreateAgent, 'limits' | 'mcp_servers'> {
+  mcp_servers?: StoredMcpServer[];
   pubkey: string;
   owner: string;
   /** Origin of the deployment (e.g. https://edgestr.example), for relay URLs and NIP-42. */

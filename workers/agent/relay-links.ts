@@ -22,7 +22,7 @@ import { relayVerifier } from '../common/verifier.js';
 import { type RelayShard } from '../relay-do/shard.js';
 import { logAgent } from './agent-log.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
-import { agentRelays, type StoredAgent } from './config.js';
+import { agentRelays, type StoredAgent, type StoredMcpServer } from './config.js';
 import { infoTemplates } from './info.js';
 import { dvmcpAnnouncements } from './dvmcp-profile.js';
 import { STALE_SECONDS as DVMCP_STALE_SECONDS } from '../common/dvmcp-server/limits.js';
@@ -30,6 +30,7 @@ import type { OwnerEnv } from '../common/owners.js';
 import type { AccountsBindings } from '../accounts/accounts-do.js';
 import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
 import { buildToolRunner } from './tools/registry.js';
+import { toolsConfig } from './mcp-headers.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
@@ -96,6 +97,8 @@ export interface RelayLinksDeps {
   onControl(e: NostrEvent): Promise<void>;
   /** The agent's MCP sessions and tool lists (ai.info lists the tools from them). */
   mcpSessions: McpSessionCache;
+  /** Opens an MCP server's sealed headers (AgentStore.mcpHeaders), when ai.info's listing connects to it. */
+  mcpHeaders(s: StoredMcpServer): Promise<Record<string, string>>;
 }
 
 /**
@@ -266,7 +269,7 @@ export class RelayLinks {
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
     const sk = await this.deps.secretKey();
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env), sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
+    const tools = await buildToolRunner(toolsConfig(c, (s) => this.deps.mcpHeaders(s)), { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env), sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
     const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now), ...dvmcpAnnouncements(c)];

@@ -8,7 +8,7 @@ import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
-import type { StoredAgent } from './config.js';
+import type { StoredAgent, StoredMcpServer } from './config.js';
 import type { AgentBudget } from './budget.js';
 import type { Outbox } from './outbox.js';
 import { providerFor, type ProviderEnv } from './providers/index.js';
@@ -16,6 +16,7 @@ import type { EffectiveAgent } from './effective.js';
 import { allowedThinking, executeRun, type RunSink, type Terminal, type Usage } from './runtime.js';
 import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
+import { toolsConfig } from './mcp-headers.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
@@ -63,6 +64,8 @@ export interface RunDeps {
   dvmcp: DvmcpToolOptions;
   /** The agent's MCP sessions and tool lists, kept across runs. */
   mcpSessions: McpSessionCache;
+  /** Opens an MCP server's sealed headers (AgentStore.mcpHeaders), when the run connects to it. */
+  mcpHeaders(s: StoredMcpServer): Promise<Record<string, string>>;
   /**
    * Called just before the run's terminal outcome goes out, with its metering record; answers the
    * owner's totals against its plan after this run (when known), for the owner's telemetry.
@@ -112,7 +115,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     return;
   }
   try {
-    const tools = await buildToolRunner(c, { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions, scope: client }, dvmcp: d.dvmcp });
+    const tools = await buildToolRunner(toolsConfig(c, d.mcpHeaders), { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions, scope: client }, dvmcp: d.dvmcp });
     try {
       const result = await executeRun({
         prompt,

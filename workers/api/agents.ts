@@ -8,7 +8,8 @@
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
 // needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
 // is not one of the caller's agents never reaches (or creates) an Agent Durable Object: 404. A
-// path that is not a key: 400; a method the resource does not have: 405 with `Allow`.
+// path that is not a key: 400; a method the resource does not have: 405 with `Allow`. MCP server
+// headers are sealed before the config is stored (workers/agent/mcp-headers.ts), never returned.
 
 import { Hono } from 'hono';
 import type { z } from 'zod';
@@ -20,6 +21,7 @@ import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/sh
 import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../agent/config.js';
 import type { Agent, AgentView } from '../agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../common/secrets.js';
+import { sealMcpServers } from '../agent/mcp-headers.js';
 import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../common/shards.js';
 import { notAnOwner, OWNER_SUSPENDED, ownerState } from '../common/owners.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
@@ -105,6 +107,8 @@ function checkOaTag(tag: readonly string[] | undefined, agent: string, owner: st
   return r.ok ? undefined : `oa_auth is not a valid NIP-OA attestation for this agent: ${r.error}`;
 }
 
+const NO_SECRET = 'EDGESTR_SECRET is not configured on this deployment';
+
 /** Why the plan refuses one more agent (409). */
 const agentCapReached = (max: number): string => `the owner’s plan allows at most ${max} agent${max === 1 ? '' : 's'}; delete one first`;
 
@@ -122,7 +126,7 @@ export async function createAgent(
   maxAgents?: number,
 ): Promise<{ status: 201; body: { pubkey: string; npub: string; owner: string; relays: string[] } } | { status: 409 | 422 | 500; body: object }> {
   const secret = sealingSecret(env);
-  if (!secret) return { status: 500, body: { error: 'EDGESTR_SECRET is not configured on this deployment' } };
+  if (!secret) return { status: 500, body: { error: NO_SECRET } };
   const pubkey = getPublicKey(sk);
   const configured = configuredProviders(env);
   if (input.provider && !configured.includes(input.provider)) {
@@ -134,8 +138,10 @@ export async function createAgent(
   if (outbound.length) return { status: 422, body: { error: 'invalid agent', issues: outbound } };
   const oaProblem = checkOaTag(input.oa_auth, pubkey, owner);
   if (oaProblem) return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] } };
+  const { mcp_servers, ...fields } = input;
   const stored: StoredAgent = {
-    ...input,
+    ...fields,
+    ...(mcp_servers ? { mcp_servers: await sealMcpServers(mcp_servers, pubkey, secret) } : {}),
     pubkey,
     owner,
     origin,
@@ -237,8 +243,15 @@ export function agentRoutes() {
     if (outbound.length) return c.json({ error: 'invalid agent', issues: outbound }, 422);
     const oaProblem = checkOaTag(parsed.data.oa_auth, r.view.pubkey, r.view.owner);
     if (oaProblem) return c.json({ error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] }, 422);
-    const { limits, ...rest } = parsed.data;
-    const view = await agentStub(c.env, r.view.pubkey).update({ ...rest, ...(limits ? { limits: { ...r.view.limits, ...limits } } : {}) });
+    // mcp_servers replaces the list: headers given are sealed anew, a server given without them has none.
+    const { limits, mcp_servers, ...rest } = parsed.data;
+    const secret = sealingSecret(c.env);
+    if (mcp_servers && !secret) return c.json({ error: NO_SECRET }, 500);
+    const view = await agentStub(c.env, r.view.pubkey).update({
+      ...rest,
+      ...(mcp_servers && secret ? { mcp_servers: await sealMcpServers(mcp_servers, r.view.pubkey, secret) } : {}),
+      ...(limits ? { limits: { ...r.view.limits, ...limits } } : {}),
+    });
     return c.json(view);
   });
 

@@ -6,7 +6,7 @@ import { getPublicKey } from 'nostr-tools/pure';
 import { signEventWith, type NostrEvent } from '../../src/shared/event.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { relayVerifier } from '../common/verifier.js';
-import { openSecretKey, sealingSecret, sealSecretKey, type SecretEnv } from '../common/secrets.js';
+import { openHeaders, openSecretKey, sealHeaders, sealingSecret, sealSecretKey, type SecretEnv } from '../common/secrets.js';
 import { EMPTY_HEALTH, type ServerHealth, type StoredServer } from './config.js';
 
 export interface ProviderRecord {
@@ -23,9 +23,6 @@ interface ServerRow extends Record<string, SqlStorageValue> {
   health: string;
   announced: string;
 }
-
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 export class ServerStore {
   private sk: Uint8Array | undefined;
@@ -102,7 +99,7 @@ export class ServerStore {
     const refused = (): 'duplicate' | 'full' | undefined => (this.server(s.id) ? 'duplicate' : this.count() >= max ? 'full' : undefined);
     const before = refused();
     if (before) return before;
-    const sealed = await this.sealHeaders(s.id, headers);
+    const sealed = await this.sealFor(s.id, headers);
     const written = this.sql.exec(
       'INSERT OR IGNORE INTO servers (id, config, sealed_headers, health) SELECT ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM servers) < ?',
       s.id, JSON.stringify(s), sealed, JSON.stringify(EMPTY_HEALTH), max,
@@ -121,7 +118,7 @@ export class ServerStore {
   async update(s: StoredServer, headers?: Record<string, string>): Promise<void> {
     this.sql.exec('UPDATE servers SET config = ? WHERE id = ?', JSON.stringify(s), s.id);
     if (headers !== undefined) {
-      this.sql.exec('UPDATE servers SET sealed_headers = ? WHERE id = ?', await this.sealHeaders(s.id, headers), s.id);
+      this.sql.exec('UPDATE servers SET sealed_headers = ? WHERE id = ?', await this.sealFor(s.id, headers), s.id);
       this.headers.set(s.id, headers);
     }
   }
@@ -137,8 +134,7 @@ export class ServerStore {
     if (cached) return cached;
     const row = this.sql.exec<ServerRow>('SELECT sealed_headers FROM servers WHERE id = ?', id).toArray()[0];
     if (!row || row.sealed_headers === '') return {};
-    const bytes = await openSecretKey(row.sealed_headers, this.headerAad(id), this.secret());
-    const headers = JSON.parse(decoder.decode(bytes)) as Record<string, string>;
+    const headers = await openHeaders(row.sealed_headers, this.headerAad(id), this.secret());
     this.headers.set(id, headers);
     return headers;
   }
@@ -187,8 +183,7 @@ export class ServerStore {
     return `${this.providerRecord()?.pubkey ?? ''}/${id}`;
   }
 
-  private async sealHeaders(id: string, headers: Record<string, string>): Promise<string> {
-    if (Object.keys(headers).length === 0) return '';
-    return sealSecretKey(encoder.encode(JSON.stringify(headers)), this.headerAad(id), this.secret());
+  private async sealFor(id: string, headers: Record<string, string>): Promise<string> {
+    return sealHeaders(headers, this.headerAad(id), this.secret());
   }
 }

@@ -1,11 +1,15 @@
-// Secret keys of hosted agents and bridge providers at rest: AES-256-GCM under a key derived (HKDF)
-// from EDGESTR_SECRET, with the public key as associated data so a ciphertext cannot be moved to
-// another record.
+// Secrets at rest: AES-256-GCM under a key derived (HKDF) from EDGESTR_SECRET, with associated data
+// naming the record, so that a ciphertext cannot be moved to another record. Secret keys of hosted
+// agents and bridge providers (bound to their public key), and secret request headers, the one rule
+// for the bridge's servers (bound to `<provider>/<server id>`) and hosted agents' MCP servers
+// (bound to `<agent>/mcp/<server id>`, workers/agent/mcp-headers.ts).
 
+import { z } from 'zod';
 import { base64Decode, base64Encode } from '../../src/shared/hex.js';
 import { isDevelopment } from './local-mode.js';
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 export interface SecretEnv {
   EDGESTR_SECRET?: string;
@@ -50,4 +54,18 @@ export async function openSecretKey(sealed: string, pubkey: string, secret: stri
   const key = await deriveKey(secret, 'secret-keys');
   const pt = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: bytes.slice(0, 12), additionalData: encoder.encode(pubkey) }, key, bytes.slice(12));
   return new Uint8Array(pt);
+}
+
+const HeadersJson = z.record(z.string(), z.string());
+
+/** Seals a header dictionary bound to `binding` (the record it belongs to); none: '' (nothing stored). */
+export async function sealHeaders(headers: Record<string, string>, binding: string, secret: string): Promise<string> {
+  if (Object.keys(headers).length === 0) return '';
+  return sealSecretKey(encoder.encode(JSON.stringify(headers)), binding, secret);
+}
+
+/** Opens what sealHeaders made for the same `binding`; throws for another binding, secret or a corrupt record. */
+export async function openHeaders(sealed: string, binding: string, secret: string): Promise<Record<string, string>> {
+  if (sealed === '') return {};
+  return HeadersJson.parse(JSON.parse(decoder.decode(await openSecretKey(sealed, binding, secret))));
 }

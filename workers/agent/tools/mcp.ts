@@ -35,10 +35,10 @@
 // (see mcp-client.ts). Tool results are taken as sent (no client-side output-schema validation).
 
 import { sha256 } from '@noble/hashes/sha2.js';
-import { err, ok, type Result } from '../../../src/shared/errors.js';
+import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
 import { STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
-import type { McpOpenOptions } from '../../common/mcp-client.js';
+import type { McpOpenOptions, McpServerEndpoint } from '../../common/mcp-client.js';
 import { McpSessionCache, type McpListedTool } from '../../common/mcp-session-cache.js';
 import { fail, succeed } from './result.js';
 import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
@@ -48,8 +48,11 @@ export interface McpServerConfig {
   id: string;
   /** The MCP endpoint, http(s): Streamable HTTP, or legacy HTTP+SSE. */
   url: string;
-  /** Extra request headers (e.g. Authorization), sent with every request. */
-  headers?: Record<string, string>;
+  /**
+   * Extra request headers (e.g. Authorization), sent with every request; or how to get them, asked
+   * each time the server is connected to or called (a hosted agent's are sealed at rest, mcp-headers.ts).
+   */
+  headers?: Record<string, string> | (() => Promise<Record<string, string>>);
 }
 
 export interface McpOptions {
@@ -140,6 +143,17 @@ export function renderCallResult(result: unknown, maxChars: number = MCP_DEFAULT
   return succeed(truncated ? text.slice(0, maxChars) : text, truncated ? `truncated at ${maxChars} characters` : '', r.isError === true ? 1 : 0);
 }
 
+/** The server's endpoint, its headers got now when they are given as a function. */
+async function endpointOf(config: McpServerConfig): Promise<Result<McpServerEndpoint, string>> {
+  const { url, headers } = config;
+  if (typeof headers !== 'function') return ok(headers ? { url, headers } : { url });
+  try {
+    return ok({ url, headers: await headers() });
+  } catch (e) {
+    return err(`headers cannot be opened: ${errorMessage(e)}`);
+  }
+}
+
 /** One server of one connection: where its session comes from, and whether the connection closed. */
 class ServerLink {
   closed = false;
@@ -153,8 +167,9 @@ class ServerLink {
 
   async call(name: string, args: ToolArgs, signal: AbortSignal, timeoutMs: number): Promise<Result<unknown, string>> {
     if (this.closed) return err('connection is closed');
-    const { url, headers } = this.config;
-    const session = await this.sessions.session(this.key, headers ? { url, headers } : { url }, { ...this.open, signal });
+    const server = await endpointOf(this.config);
+    if (!server.ok) return server;
+    const session = await this.sessions.session(this.key, server.value, { ...this.open, signal });
     if (!session.ok) return session;
     const called = await session.value.request('tools/call', { name, arguments: args }, { signal, timeoutMs });
     return called.ok ? called : err(called.error.message);
@@ -203,8 +218,9 @@ export async function connectMcpServer(
   const sessions = options.sessions ?? new McpSessionCache({ maxSessions: 1, maxToolPages: options.maxPages ?? MCP_DEFAULTS.maxPages });
   const key = mcpSessionKey(config.id, options.scope);
   const link = new ServerLink(config, sessions, open, key);
-  const server = config.headers ? { url: config.url, headers: config.headers } : { url: config.url };
-  const listed = await sessions.tools(key, server, { ...open, signal }, { signal, timeoutMs: connectTimeoutMs });
+  const server = await endpointOf(config);
+  if (!server.ok) return err(`${prefix}: ${server.error}`);
+  const listed = await sessions.tools(key, server.value, { ...open, signal }, { signal, timeoutMs: connectTimeoutMs });
   if (!listed.ok) {
     if (owned) await sessions.closeAll();
     return err(`${prefix}: ${listed.error}`);
