@@ -117,4 +117,18 @@ describe('agent MCP server headers at rest', () => {
     expect(servers(JSON.parse(row) as StoredAgent)).toEqual([{ id: 'auth', url, sealed_headers: expect.stringMatching(/^v1:/) }]);
     expect(await whoami(agent)).toMatchObject({ text: `authorization: Bearer ${TOKEN}` });
   });
+
+  it('are checked as the bridge checks its servers’ headers: names, reserved names, one-line values, at most 16, __proto__ (422)', async () => {
+    // Bodies as text: a JavaScript object literal would make "__proto__" its prototype, not a key.
+    const create = (headers: string) => api(TEST_OWNER_SK, 'POST', '/api/agents', `{"name":"h","provider":"echo","mcp_servers":[{"id":"s","url":"https://mcp.example.com/mcp","headers":${headers}}]}`);
+    const invalid = (path: string, message: string) => ({ status: 422, json: { error: 'invalid agent', issues: [{ path, message }] } });
+    expect(await create('{"__proto__":"x"}')).toEqual(invalid('mcp_servers.0.headers.__proto__', '"__proto__" cannot be used as a name here'));
+    expect(await create('{"Mcp-Session-Id":"x"}')).toEqual(invalid('mcp_servers.0.headers.Mcp-Session-Id', 'Mcp-Session-Id is set by the agent'));
+    expect(await create('{"Host":"x"}')).toEqual(invalid('mcp_servers.0.headers.Host', 'Host is set by the agent'));
+    expect(await create('{"Bad Name":"x"}')).toEqual(invalid('mcp_servers.0.headers.Bad Name', 'not an HTTP header name'));
+    expect(await create('{"X-Token":"a\\r\\nX-Injected: 1"}')).toEqual(invalid('mcp_servers.0.headers.X-Token', 'header values are one line'));
+    const many = `{${Array.from({ length: 17 }, (_, i) => `"X-H${i}":"v"`).join(',')}}`;
+    expect(await create(many)).toEqual(invalid('mcp_servers.0.headers', 'at most 16 headers'));
+    expect((await create('{"Authorization":"Bearer t","X-Api-Key":"k"}')).status).toBe(201);
+  });
 });

@@ -6,6 +6,7 @@ import { THINKING_LEVELS } from '../../src/shared/nip-xx.js';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { BUILTIN_TOOL_NAMES } from './tools/registry.js';
+import { mcpHeadersSchema } from '../common/mcp-headers-schema.js';
 
 const pubkeyList = z
   .array(z.string())
@@ -49,7 +50,7 @@ export type AgentLimits = z.infer<typeof LimitsSchema>;
 export const McpServerSchema = z.strictObject({
   id: z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'mcp server ids are 1-32 characters of [a-zA-Z0-9_-]'),
   url: z.url({ error: 'mcp server url must be a URL' }),
-  headers: z.record(z.string(), z.string()).optional(),
+  headers: mcpHeadersSchema('the agent').optional(),
 });
 
 /** A DVMCP server on Nostr: its provider (64-hex or npub, stored as hex) and server id (`d`). */

@@ -4,35 +4,10 @@
 
 import { z } from 'zod';
 import { SERVER_ID, type Prices, type ServerProfile } from '../../src/shared/dvmcp.js';
+import { mcpHeadersSchema } from '../common/mcp-headers-schema.js';
 import { withoutProtoKey } from '../common/proto-key.js';
 
-/** Header names the bridge sets itself (or the transport owns): refused as secret headers. */
-const RESERVED_HEADERS = new Set([
-  'host',
-  'content-length',
-  'content-type',
-  'accept',
-  'connection',
-  'upgrade',
-  'transfer-encoding',
-  'mcp-session-id',
-  'mcp-protocol-version',
-  'last-event-id',
-]);
-const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/;
-
-const HeadersSchema = withoutProtoKey(
-  z
-    .record(z.string(), z.string().max(4096).regex(/^[^\r\n]*$/, 'header values are one line'))
-    .superRefine((headers, ctx) => {
-      const names = Object.keys(headers);
-      if (names.length > 16) ctx.addIssue({ code: 'custom', message: 'at most 16 headers' });
-      for (const name of names) {
-        if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'not an HTTP header name' });
-        else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], message: `${name} is set by the bridge` });
-      }
-    }),
-);
+const HeadersSchema = mcpHeadersSchema('the bridge');
 
 /**
  * `{<tool or prompt name, or resource uri>: {price, unit}}`; the price is a positive integer string.
