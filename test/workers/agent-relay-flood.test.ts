@@ -40,7 +40,9 @@ describe('an external relay flooding the agent', () => {
     for (let attempt = 0; attempt < 5; attempt++) {
       const p = c.prompt({ ver: 1, message: 'still there?' });
       await c.send(p);
-      answer = (await c.collect(p.id, 20_000)).terminal.payload; // the burst's runs share the machine
+      // The burst's runs share the machine (and with K = 4 edges, every one of their events takes an
+      // extra hop): on a loaded two-core machine the answer has taken over 20 s.
+      answer = (await c.collect(p.id, 45_000)).terminal.payload;
       if (answer['code'] !== 'RATE_LIMIT' || !String(answer['message']).includes('concurrent runs')) break;
       await sleep(Number(answer['retry_after'] ?? 1) * 1000);
     }
@@ -56,5 +58,5 @@ describe('an external relay flooding the agent', () => {
     const dropped = await runInDurableObject(stubOf(agent), (i) => (i as Agent).droppedFromRelays);
     expect(dropped).toBeGreaterThanOrEqual(3000 - rows);
     // Signing 3,000 events with fresh keys takes the relay seconds on a loaded machine.
-  }, 60_000);
+  }, 120_000);
 });
