@@ -21,13 +21,19 @@
 //                finished (all bytes written) and cut (the connection closed first), and the bytes written;
 //                `repeat` {unit, count, items?} answers `items` (default 1) text items, each `unit`
 //                repeated `count` times (e.g. '語' × 100,000: 300,000 bytes); `structured` {count}
-//                answers a short text and a structuredContent {data} of `count` 'x'
+//                answers a short text and a structuredContent {data} of `count` 'x'; `error`
+//                {message, data} answers a JSON-RPC error -32000 whose message is 'm' × `message`
+//                and whose data (when given) is 'd' × `data`; /mcp-huge?instructions=N answers
+//                initialize with instructions of N 'i', ?capabilities=N with capabilities.experimental
+//                {pad: {text: N 'c'}}, ?description=N lists `huge` with a description of N 'x'
 //   /mcp-flood   a hostile upstream: tools/call answers as SSE with `count` notifications before
 //                the result ("flooded"): `list_changed` sends notifications/tools/list_changed,
 //                `updated` {count, uris} notifications/resources/updated cycling over `uris` (default
 //                1) uris file:///r<i>, `progress` notifications/progress for the request's
-//                progressToken (progress 1…count). GET /mcp-flood/stats?bucket=B counts its
-//                tools/list and tools/call requests per bucket of the endpoint URL
+//                progressToken (progress 1…count); `huge_note` {bytes, method} sends one notification
+//                of over `bytes` bytes: `progress` with a message of `bytes` 'm', or `updated` with
+//                a uri file:///<`bytes` 'u'>. GET /mcp-flood/stats?bucket=B counts its tools/list and
+//                tools/call requests per bucket of the endpoint URL
 
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -322,15 +328,36 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
   const msg = JSON.parse(await readBody(req)) as RpcMessage;
   const json = { 'content-type': 'application/json' };
   if (msg.id === undefined) return send(res, 202, {});
-  if (msg.method === 'initialize') return send(res, 200, json, rpcResult(msg.id, initializeResult(msg, 'huge')));
+  if (msg.method === 'initialize') {
+    const result = initializeResult(msg, 'huge') as { capabilities: Record<string, unknown> };
+    const instructions = url.searchParams.get('instructions');
+    const capabilities = url.searchParams.get('capabilities');
+    return send(
+      res,
+      200,
+      json,
+      rpcResult(msg.id, {
+        ...result,
+        ...(instructions === null ? {} : { instructions: 'i'.repeat(Number(instructions)) }),
+        ...(capabilities === null ? {} : { capabilities: { ...result.capabilities, experimental: { pad: { text: 'c'.repeat(Number(capabilities)) } } } }),
+      }),
+    );
+  }
   if (msg.method === 'tools/list') {
-    return send(res, 200, json, rpcResult(msg.id, { tools: ['huge', 'small', 'repeat', 'structured'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
+    const description = url.searchParams.get('description');
+    const tools = ['huge', 'small', 'repeat', 'structured', 'error'].map((name) => ({ name, inputSchema: { type: 'object' } }));
+    return send(res, 200, json, rpcResult(msg.id, { tools: description === null ? tools : [{ ...tools[0]!, description: 'x'.repeat(Number(description)) }, ...tools.slice(1)] }));
   }
   if (msg.method === 'tools/call' && msg.params?.name === 'small') {
     return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: 'small' }] }));
   }
-  const args = (msg.params?.arguments ?? {}) as { unit?: unknown; count?: unknown; items?: unknown };
+  const args = (msg.params?.arguments ?? {}) as { unit?: unknown; count?: unknown; items?: unknown; message?: unknown; data?: unknown };
   const count = typeof args.count === 'number' ? args.count : 0;
+  if (msg.method === 'tools/call' && msg.params?.name === 'error') {
+    const message = 'm'.repeat(typeof args.message === 'number' ? args.message : 0);
+    const error = typeof args.data === 'number' ? { code: -32000, message, data: 'd'.repeat(args.data) } : { code: -32000, message };
+    return send(res, 200, json, JSON.stringify({ jsonrpc: '2.0', id: msg.id, error }));
+  }
   if (msg.method === 'tools/call' && msg.params?.name === 'repeat') {
     const text = (typeof args.unit === 'string' ? args.unit : 'x').repeat(count);
     const items = typeof args.items === 'number' ? args.items : 1;
@@ -369,24 +396,30 @@ async function floodMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pr
   }
   if (msg.method === 'tools/list') {
     counts.lists += 1;
-    return send(res, 200, json, rpcResult(msg.id, { tools: ['list_changed', 'updated', 'progress'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
+    return send(res, 200, json, rpcResult(msg.id, { tools: ['list_changed', 'updated', 'progress', 'huge_note'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
   }
   if (msg.method === 'resources/list') return send(res, 200, json, rpcResult(msg.id, { resources: [] }));
   if (msg.method === 'tools/call') {
     counts.calls += 1;
-    const args = (msg.params?.arguments ?? {}) as { count?: unknown; uris?: unknown };
+    const args = (msg.params?.arguments ?? {}) as { count?: unknown; uris?: unknown; bytes?: unknown; method?: unknown };
     const count = typeof args.count === 'number' ? args.count : 0;
     const uris = typeof args.uris === 'number' ? args.uris : 1;
     const token = (msg.params?._meta as { progressToken?: unknown } | undefined)?.progressToken;
     const name = msg.params?.name;
+    const bytes = typeof args.bytes === 'number' ? args.bytes : 0;
     const note = (i: number): unknown =>
       name === 'list_changed'
         ? { jsonrpc: '2.0', method: 'notifications/tools/list_changed' }
         : name === 'updated'
           ? { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: `file:///r${i % uris}` } }
           : { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: i + 1, total: count } };
+    const huge =
+      args.method === 'updated'
+        ? { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: `file:///${'u'.repeat(bytes)}` } }
+        : { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1, message: 'm'.repeat(bytes) } };
     let out = '';
-    for (let i = 0; i < count; i++) out += `event: message\ndata: ${JSON.stringify(note(i))}\n\n`;
+    if (name === 'huge_note') out += `event: message\ndata: ${JSON.stringify(huge)}\n\n`;
+    else for (let i = 0; i < count; i++) out += `event: message\ndata: ${JSON.stringify(note(i))}\n\n`;
     out += `event: message\ndata: ${rpcResult(msg.id, { content: [{ type: 'text', text: 'flooded' }] })}\n\n`;
     return send(res, 200, { 'content-type': 'text/event-stream' }, out);
   }

@@ -7,13 +7,15 @@
 //   - resources/updated: the same per (server, client, uri): 3,000 over 2 uris → exactly 4;
 //   - progress: at most one per PROGRESS_INTERVAL_MS per request, the latest kept, the one pending when
 //     the answer comes dropped: 3,000 in one answer → exactly 1;
-//   - every notification event of a bridge counts against NOTIFICATIONS_PER_MINUTE; past it they are
-//     dropped: 3,000 resources/updated of 3,000 uris → exactly NOTIFICATIONS_PER_MINUTE.
+//   - every notification event of a bridge counts against NOTIFICATIONS_PER_MINUTE, and those of one
+//     server against SERVER_NOTIFICATIONS_PER_MINUTE (half); past it they are dropped: 3,000
+//     resources/updated of 3,000 uris → exactly SERVER_NOTIFICATIONS_PER_MINUTE (what the other
+//     servers of the bridge keep: bridge-upstream-bounds.test.ts).
 // The call's answer arrives every time. (A normal progress-reporting tool still passes its progress
 // through: bridge-requests.test.ts.)
 import { describe, expect, inject, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { NOTIFICATIONS_PER_MINUTE, NOTIFY_WINDOW_MS } from '../../workers/common/dvmcp-server/notification-limits.js';
+import { NOTIFY_WINDOW_MS, SERVER_NOTIFICATIONS_PER_MINUTE } from '../../workers/common/dvmcp-server/notification-limits.js';
 import { bridgeReady, directBridge, DvmcpClient } from './bridge-helpers.js';
 import { randomHex } from './helpers.js';
 
@@ -102,13 +104,13 @@ describe('bridge: an upstream flooding notifications', () => {
     }
   }, 60_000);
 
-  it(`${FLOOD} resources/updated of ${FLOOD} uris: exactly NOTIFICATIONS_PER_MINUTE reach the client, the rest are dropped`, async () => {
+  it(`${FLOOD} resources/updated of ${FLOOD} uris: exactly SERVER_NOTIFICATIONS_PER_MINUTE reach the client, the rest are dropped`, async () => {
     const { client } = await flooded();
     try {
       await call(client, 'updated', { count: FLOOD, uris: FLOOD });
-      await received(client, 'notifications/resources/updated', NOTIFICATIONS_PER_MINUTE, 20_000);
+      await received(client, 'notifications/resources/updated', SERVER_NOTIFICATIONS_PER_MINUTE, 20_000);
       await sleep(2 * NOTIFY_WINDOW_MS + 500);
-      expect(told(client, 'notifications/resources/updated')).toHaveLength(NOTIFICATIONS_PER_MINUTE);
+      expect(told(client, 'notifications/resources/updated')).toHaveLength(SERVER_NOTIFICATIONS_PER_MINUTE);
     } finally {
       client.close();
     }

@@ -2,13 +2,16 @@
 // initialize result, and 31317 (tools), 31318 (resources; resource templates as a second event)
 // and 31319 (prompts) for the capabilities upstream declares, each list read in full (bounded
 // pages), prices as `cap` tags. The set is hashed without created_at so that an unchanged set is
-// not published again.
+// not published again. Each is held to one plain event (answer-fit.ts): the 31316's instructions
+// are cut to fit (note, _meta), a 31316 too large otherwise fails the refresh; a list too large is
+// left out (`leftOut`, logged by the bridge), never sent for the relay to refuse.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { LISTS, listAnnouncement, RPC, serverAnnouncement, type ListSpec } from '../../src/shared/dvmcp.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
+import { answerSize, initializeTemplate } from '../common/dvmcp-server/answer-fit.js';
 import type { ServerHealth, StoredServer } from './config.js';
 import type { UpstreamServer } from './upstream.js';
 
@@ -16,6 +19,8 @@ export interface Announcements {
   templates: EventTemplate[];
   hash: string;
   counts: Pick<ServerHealth, 'tools' | 'resources' | 'resource_templates' | 'prompts'>;
+  /** Lists not announced because their event would be too large: why, one line each. */
+  leftOut: string[];
 }
 
 /** The capability of initialize's `capabilities` a list needs. */
@@ -32,8 +37,11 @@ const COUNT_FIELD: Record<ListSpec['method'], keyof Announcements['counts']> = {
 export async function buildAnnouncements(stored: StoredServer, upstream: UpstreamServer): Promise<Result<Announcements, string>> {
   const init = await upstream.capabilities();
   if (!init.ok) return err(init.error.message);
-  const templates: EventTemplate[] = [serverAnnouncement(upstream.profile, init.value)];
+  const server = initializeTemplate(serverAnnouncement(upstream.profile, init.value), 'plain');
+  if (!server.ok) return err(server.error.message);
+  const templates: EventTemplate[] = [server.value];
   const counts: Announcements['counts'] = { tools: 0, resources: 0, resource_templates: 0, prompts: 0 };
+  const leftOut: string[] = [];
   for (const spec of LISTS) {
     if (init.value.capabilities[capabilityOf(spec)] === undefined) continue;
     const items = await upstream.list(spec);
@@ -43,8 +51,11 @@ export async function buildAnnouncements(stored: StoredServer, upstream: Upstrea
       return err(`${spec.method}: ${items.error.message}`);
     }
     counts[COUNT_FIELD[spec.method]] = items.value.length;
-    templates.push(listAnnouncement(stored.id, spec, items.value, stored.prices));
+    const list = listAnnouncement(stored.id, spec, items.value, stored.prices);
+    const { size, room } = answerSize(list, 'plain');
+    if (size <= room) templates.push(list);
+    else leftOut.push(`${spec.method} (${items.value.length} items) is ${size} bytes; one announcement carries at most ${room}`);
   }
   const hash = bytesToHex(sha256(new TextEncoder().encode(JSON.stringify(templates.map((t) => [t.kind, t.tags, t.content])))));
-  return ok({ templates, hash, counts });
+  return ok({ templates, hash, counts, leftOut });
 }

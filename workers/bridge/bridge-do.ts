@@ -16,7 +16,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { backendSigner, checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
-import { announcementDeletion, errorTemplate, notificationTemplate, parseMessage, type Incoming, type RpcError } from '../../src/shared/dvmcp.js';
+import { announcementDeletion, notificationTemplate, parseMessage, type Incoming, type RpcError } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
 import { hexToBytes } from '../../src/shared/hex.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -37,9 +37,10 @@ import { McpSessionCache } from '../common/mcp-session-cache.js';
 import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
+import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
 import { Dispatcher, type Reply } from '../common/dvmcp-server/dispatcher.js';
 import { ErrorAnswers, isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
-import { Coalescer, NOTIFICATIONS_PER_MINUTE, NOTIFY_WINDOW_MS, NotificationBudget } from '../common/dvmcp-server/notification-limits.js';
+import { Coalescer, NOTIFICATIONS_PER_MINUTE, NOTIFY_WINDOW_MS, NotificationBudget, SERVER_NOTIFICATIONS_PER_MINUTE } from '../common/dvmcp-server/notification-limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import { BridgePayments } from './payments-bridge.js';
 import type { PaymentEnv } from './payments.js';
@@ -81,8 +82,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private readonly handling = new Set<string>();
   /** Where the last answer to a client of a server went: upstream notifications follow it. */
   private readonly replies = new LruMap<string, Reply>(256);
-  /** Notification events to clients (progress and forwarded upstream notifications) per minute. */
-  private readonly notifyBudget = new NotificationBudget(NOTIFICATIONS_PER_MINUTE, (line) => console.warn(`bridge: ${line}`));
+  /** Notification events to clients (progress and forwarded upstream notifications) per minute, in all and per server; each must fit one event. */
+  private readonly notifyBudget = new NotificationBudget(NOTIFICATIONS_PER_MINUTE, SERVER_NOTIFICATIONS_PER_MINUTE, (line) => console.warn(`bridge: ${line}`));
   /** Upstream notifications forwarded to clients, coalesced per (server, client, list or uri). */
   private readonly forwards = new Coalescer<string, { id: string; client: string; n: McpNotification }>(NOTIFY_WINDOW_MS, (_, f) => this.forward(f));
   /** Announcement refreshes asked for by upstream list_changed, coalesced per server. */
@@ -132,7 +133,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       gate: () => this.gate,
       log: (line) => console.log(`bridge: ${line}`),
       errorAnswer: (client) => this.errorAnswer(client),
-      notificationBudget: () => this.notifyBudget.take(),
+      notifications: this.notifyBudget,
     });
   }
 
@@ -307,6 +308,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       return;
     }
     this.store.recordHealth(id, built.value.counts);
+    for (const line of built.value.leftOut) console.warn(`bridge: announcement of ${id} left out: ${line}`);
     const previous = this.store.announced(id);
     if (!s.public) {
       if (previous !== '') await this.links.publishAll(await this.store.sign(announcementDeletion(provider, id, 'server made private')));
@@ -339,7 +341,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
    * A list changed upstream: announcements are refreshed soon; the client whose session heard it is
    * told. Both coalesced (NOTIFY_WINDOW_MS): a refresh per server, a notification per (server,
    * client, list) or, for resources/updated, per (server, client, uri); each sent counts against the
-   * bridge's NOTIFICATIONS_PER_MINUTE.
+   * bridge's NOTIFICATIONS_PER_MINUTE and the server's SERVER_NOTIFICATIONS_PER_MINUTE.
    */
   private onUpstreamNotification(id: string, client: string, n: McpNotification): void {
     if (n.method === 'notifications/resources/list_changed') this.backendMap?.get(id)?.forgetResourceIndex();
@@ -349,11 +351,16 @@ export class Bridge extends DurableObject<BridgeEnv> {
     this.forwards.offer(`${id}\n${client}\n${n.method}\n${uri}`, { id, client, n }); // dropped while MAX_COALESCED_KEYS windows are open
   }
 
-  /** Sends upstream notification `n` of server `id` to `client`, in the form and on the relay of its last request, within the budget. */
+  /**
+   * Sends upstream notification `n` of server `id` to `client`, in the form and on the relay of its
+   * last request, when it fits one event and within the budgets (NotificationBudget.admit).
+   */
   private forward({ id, client, n }: { id: string; client: string; n: McpNotification }): void {
     const reply = this.replies.peek(`${id}:${client}`);
-    if (!reply || !this.notifyBudget.take()) return;
-    reply.send(notificationTemplate(client, n.method, n.params, { serverId: id })).catch((e: unknown) => console.error(`bridge: ${n.method} to ${client} not delivered`, errorMessage(e)));
+    if (!reply) return;
+    const t = notificationTemplate(client, n.method, n.params, { serverId: id });
+    if (!this.notifyBudget.admit(id, t, reply.form)) return;
+    reply.send(t).catch((e: unknown) => console.error(`bridge: ${n.method} to ${client} not delivered`, errorMessage(e)));
   }
 
   // ---- incoming ----
@@ -427,7 +434,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       if (m.kind === KIND.DVMCP_NOTIFICATION) return;
       const allowed = this.errorAnswer(m.pubkey);
       const error = allowed.ok ? parsed.error : allowed.error;
-      if (error) await reply.send(errorTemplate({ requestId: m.id, client: m.pubkey }, error));
+      if (error) await reply.send(errorAnswer({ requestId: m.id, client: m.pubkey }, error, form));
       return;
     }
     const msg = parsed.value;

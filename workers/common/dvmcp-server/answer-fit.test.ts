@@ -1,15 +1,16 @@
 // answerTemplate (answer-fit.ts): every DVMCP answer, the bridge's and a hosted agent's, is one
 // message in the form of the request: plain within 120,000 bytes of content, gift-wrapped within
 // what the seal carries (the text escaped twice); a tool result's text that does not fit is cut,
-// with a note and _meta; any other result too large is answered -32603.
+// with a note and _meta; any other result too large is answered -32603. Errors (errorAnswer) and
+// initialize results (initializeTemplate, answered or announced) are cut by the same rule.
 import { describe, expect, it } from 'vitest';
-import { parseResponse, responseTemplate } from '../../../src/shared/dvmcp.js';
+import { initializeResponse, parseResponse, responseTemplate, serverAnnouncement, type InitializeInfo } from '../../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapContentRoom, wrapDvmcp, type Form } from '../../../src/shared/dvmcp-wrap.js';
 import { ConversationKeyCache } from '../../../src/shared/nip44.js';
 import { nobleVerifier } from '../../../src/shared/verify.js';
 import { keys } from '../../../test/support/nostr.js';
 import { utf8Bytes } from '../json-cut.js';
-import { answerSize, answerTemplate, PLAIN_ANSWER_MAX_BYTES } from './answer-fit.js';
+import { answerSize, answerTemplate, errorAnswer, initializeTemplate, PLAIN_ANSWER_MAX_BYTES } from './answer-fit.js';
 
 const cache = new ConversationKeyCache(8);
 const server = keys();
@@ -111,5 +112,79 @@ describe('answerTemplate', () => {
         });
       }
     }
+  });
+});
+
+describe('errorAnswer', () => {
+  const errorOf = (t: { content: string }): { code: number; message: string; data?: unknown } => (JSON.parse(t.content) as { error: { code: number; message: string; data?: unknown } }).error;
+
+  it('an error that fits is answered whole, with the extra tags', () => {
+    const error = { code: -32000, message: 'no', data: { why: 'because' } };
+    const t = errorAnswer(to, error, 'wrapped', [['d', 'srv']]);
+    expect(errorOf(t)).toEqual(error);
+    expect(t.tags).toContainEqual(['d', 'srv']);
+  });
+
+  for (const form of ['plain', 'wrapped', 'wrapped-dm'] as const satisfies readonly Form[]) {
+    it(`${form}: a message too large is cut with the note, its data left out`, () => {
+      const message = '語'.repeat(200_000);
+      const t = errorAnswer(to, { code: -32000, message, data: 'left out' }, form);
+      const error = errorOf(t);
+      expect(Object.keys(error).sort()).toEqual(['code', 'message']);
+      const { shown, note: n } = split(error.message);
+      expect(message.startsWith(shown)).toBe(true);
+      expect(n).toBe(note(utf8Bytes(shown), utf8Bytes(message) + utf8Bytes('left out')));
+      const { size, room } = answerSize(t, form);
+      expect(size).toBeLessThanOrEqual(room);
+      expect(size).toBeGreaterThan(room - 32); // (the room kept for the data left out is not used)
+    });
+  }
+
+  it('data that is not a string is cut as its JSON text, after the whole message', () => {
+    const data = { stack: '"quoted"\n'.repeat(50_000) };
+    const t = errorAnswer(to, { code: -32603, message: 'it broke', data }, 'wrapped');
+    const error = errorOf(t);
+    expect(error.message).toBe('it broke');
+    const { shown, note: n } = split(error.data as string);
+    expect(JSON.stringify(data).startsWith(shown)).toBe(true);
+    expect(n).toBe(note(utf8Bytes('it broke') + utf8Bytes(shown), utf8Bytes('it broke') + utf8Bytes(JSON.stringify(data))));
+    expect(answerSize(t, 'wrapped').size).toBeLessThanOrEqual(answerSize(t, 'wrapped').room);
+  });
+});
+
+describe('initializeTemplate', () => {
+  const profile = { id: 'srv', encryption: true };
+  const info = (extra: Partial<InitializeInfo>): InitializeInfo => ({ protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'srv', version: '1' }, ...extra });
+
+  it('a result that fits is kept whole (answer and 31316)', () => {
+    const answer = initializeResponse(to, profile, info({ instructions: 'be nice' }));
+    expect(initializeTemplate(answer, 'wrapped')).toEqual({ ok: true, value: answer });
+    const announced = serverAnnouncement(profile, info({}));
+    expect(initializeTemplate(announced, 'plain')).toEqual({ ok: true, value: announced });
+  });
+
+  for (const form of ['plain', 'wrapped'] as const satisfies readonly Form[]) {
+    it(`${form}: instructions too large are cut with the note and _meta, the tags kept`, () => {
+      const instructions = 'i"'.repeat(100_000);
+      const answer = initializeResponse(to, profile, info({ instructions }));
+      const fitted = initializeTemplate(answer, form);
+      if (!fitted.ok) throw new Error(fitted.error.message);
+      expect(fitted.value.tags).toEqual(answer.tags);
+      const result = resultOf(fitted.value.content);
+      expect(result).toMatchObject({ protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'srv', version: '1' }, _meta: { truncated: true, original_bytes: 200_000 } });
+      const { shown, note: n } = split(result['instructions'] as string);
+      expect(instructions.startsWith(shown)).toBe(true);
+      expect(n).toBe(note(utf8Bytes(shown), 200_000));
+      expect(answerSize(fitted.value, form).size).toBeLessThanOrEqual(answerSize(fitted.value, form).room);
+    });
+  }
+
+  it('a result too large elsewhere is the error -32603 initialize result too large', () => {
+    const announced = serverAnnouncement(profile, info({ serverInfo: { name: 'x'.repeat(130_000), version: '1' }, instructions: 'short' }));
+    const size = utf8Bytes(announced.content);
+    expect(initializeTemplate(announced, 'plain')).toEqual({
+      ok: false,
+      error: { code: -32603, message: `initialize result too large: ${size} bytes; a plain answer carries at most 120000, and only the instructions can be cut to fit` },
+    });
   });
 });

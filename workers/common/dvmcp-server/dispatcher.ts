@@ -22,21 +22,24 @@
 //                              is the answer); an index that cannot be had: -32603, not served
 //   progress                   upstream progress → 21316 notifications/progress with e = request
 //                              id, at most one per PROGRESS_INTERVAL_MS (the latest kept, one held
-//                              when the answer comes dropped) within the notificationBudget hook;
+//                              when the answer comes dropped), admitted by the `notifications` hook
+//                              (the server's and the bridge's budgets; one that does not fit one
+//                              event is dropped and logged, NotificationBudget);
 //                              a keep-alive progress when upstream is silent for 10 s (values
 //                              always increase, as MCP requires: a keep-alive adds PROGRESS_STEP)
 //   cancel                     notifications/cancel (or notifications/cancelled) with e = request
 //                              id, from the requester only → the upstream request is aborted
 //                              (MCP notifications/cancelled) and nothing is answered
-//   result too large           for one answer in the request's form: its text cut to fit, with a
-//                              note and _meta; a result not text-shaped -32603 "result too large:
-//                              …" (answer-fit.ts)
+//   too large                  for one answer in the request's form (answer-fit.ts): a result's
+//                              text cut to fit, with a note and _meta; a result not text-shaped
+//                              -32603 "result too large: …"; an initialize result's instructions
+//                              cut likewise, or -32603 "initialize result too large: …"; an error's
+//                              message and data cut, with the note (every error answered here)
 // Client notifications other than cancel (notifications/initialized…) are accepted and ignored.
 
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import type { EventTemplate } from '../../../src/shared/relay-types.js';
 import {
-  errorTemplate,
   initializeResponse,
   isRequestMethod,
   notificationTemplate,
@@ -51,9 +54,9 @@ import {
   type RpcError,
 } from '../../../src/shared/dvmcp.js';
 import type { Form } from '../../../src/shared/dvmcp-wrap.js';
-import { answerTemplate } from './answer-fit.js';
+import { answerTemplate, errorAnswer, initializeTemplate } from './answer-fit.js';
 import type { DvmcpBackend, Progress } from './backend.js';
-import { Coalescer, PROGRESS_INTERVAL_MS } from './notification-limits.js';
+import { Coalescer, NotificationBudget, PROGRESS_INTERVAL_MS } from './notification-limits.js';
 import type { PaymentGate, PricedCapability } from './payment-gate.js';
 
 /** Where the answers to one request go. */
@@ -87,11 +90,11 @@ export interface DispatcherDeps {
    */
   errorAnswer?(client: string): { ok: true } | { ok: false; error?: RpcError };
   /**
-   * Whether one more notification event (progress) may be sent now, counted if so (the bridge's
-   * NotificationBudget, notification-limits.ts). Without this hook every one within the progress
-   * interval is sent.
+   * Whether notification `t` (progress) of server `serverId` goes out now in `form`, counted if so
+   * (the bridge's NotificationBudget, notification-limits.ts). Without this hook every one within
+   * the progress interval that fits one event is sent (one that does not is dropped, logged).
    */
-  notificationBudget?(): boolean;
+  notifications?: Pick<NotificationBudget, 'admit'>;
 }
 
 /** A progress notification is sent at least this often while a request runs. */
@@ -120,8 +123,11 @@ function capabilityOf(method: string, params: Record<string, unknown>): string |
 export class Dispatcher {
   /** Requests in progress by request id: who asked and how to stop it. */
   private readonly active = new Map<string, { client: string; servers: string[]; abort: AbortController }>();
+  private readonly notifications: Pick<NotificationBudget, 'admit'>;
 
-  constructor(private readonly deps: DispatcherDeps) {}
+  constructor(private readonly deps: DispatcherDeps) {
+    this.notifications = deps.notifications ?? new NotificationBudget(Infinity, Infinity, deps.log);
+  }
 
   /** Requests in progress. */
   get inProgress(): number {
@@ -136,7 +142,7 @@ export class Dispatcher {
   async handle(msg: DvmcpMessage, reply: Reply): Promise<void> {
     if (msg.type === 'notification') return this.onNotification(msg);
     const to: Requester = { requestId: msg.requestId, client: msg.client };
-    const fail = (e: RpcError): Promise<void> => reply.send(errorTemplate(to, e));
+    const fail = (e: RpcError): Promise<void> => reply.send(errorAnswer(to, e, reply.form));
     const refuse = (e: RpcError): Promise<void> | undefined => {
       const allowed = this.deps.errorAnswer?.(msg.client) ?? { ok: true };
       if (allowed.ok) return fail(e);
@@ -187,32 +193,33 @@ export class Dispatcher {
 
   private async initialize(b: DvmcpBackend, to: Requester, reply: Reply, signal: AbortSignal): Promise<void> {
     const info = await b.initialize(to.client, signal);
-    if (info.ok) return reply.send(initializeResponse(to, b.profile, info.value));
+    const answer = info.ok ? initializeTemplate(initializeResponse(to, b.profile, info.value), reply.form) : info;
+    if (answer.ok) return reply.send(answer.value);
     // With several servers answering, the error names its server as the initialize answer does.
-    return reply.send(responseTemplate(to, { error: info.error }, [['d', b.profile.id]]));
+    return reply.send(errorAnswer(to, answer.error, reply.form, [['d', b.profile.id]]));
   }
 
   private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController): Promise<void> {
     const serverId = b.profile.id;
     const priced = await this.priceOf(b, method, params);
-    if (!priced.ok) return reply.send(errorTemplate(to, priced.error));
+    if (!priced.ok) return reply.send(errorAnswer(to, priced.error, reply.form));
     if (priced.value !== undefined) {
       const capability: PricedCapability = { serverId, method, name: priced.value.name };
       const paid = await this.deps.gate().requirePayment(to, capability, priced.value.price, { notify: (t) => reply.send(t), signal: abort.signal });
-      if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorTemplate(to, paid.error));
+      if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorAnswer(to, paid.error, reply.form));
     }
     // Progress notifications are published in order, and before the answer: at most one per
     // PROGRESS_INTERVAL_MS (the latest kept; one still held when the answer comes is dropped), each
-    // within the notification budget.
+    // as `notifications` admits it (it fits one event, within the budgets).
     let chain = Promise.resolve();
     let last: Progress = { progress: 0 };
     let lastHeard = Date.now();
     let sentValue: number | undefined;
     const publish = (p: Progress): void => {
-      if (this.deps.notificationBudget && !this.deps.notificationBudget()) return;
       const sent = increasingProgress(p, sentValue);
-      sentValue = sent.progress;
       const t = notificationTemplate(to.client, 'notifications/progress', { progressToken: to.requestId, ...sent }, { requestId: to.requestId, serverId });
+      if (!this.notifications.admit(serverId, t, reply.form)) return;
+      sentValue = sent.progress;
       chain = chain.then(() => reply.send(t)).catch((e: unknown) => this.deps.log(`progress for ${to.requestId} not delivered: ${String(e)}`));
     };
     const throttle = new Coalescer<string, Progress>(PROGRESS_INTERVAL_MS, (_, p) => publish(p), 1);
@@ -236,7 +243,7 @@ export class Dispatcher {
       this.deps.log(`${method} ${to.requestId} cancelled, not answered`);
       return;
     }
-    if (!result.ok) return reply.send(errorTemplate(to, result.error));
+    if (!result.ok) return reply.send(errorAnswer(to, result.error, reply.form));
     return reply.send(answerTemplate(to, result.value, reply.form));
   }
 

@@ -8,8 +8,18 @@
 //   - progress: at most one per PROGRESS_INTERVAL_MS per request, the latest kept (sent at the
 //     interval's end); one still held when the answer comes is dropped (the answer says more).
 //   - every notification event of a bridge counts against NOTIFICATIONS_PER_MINUTE (a fixed
-//     one-minute window); past it they are dropped, logged once per window.
+//     one-minute window), and those of one server against SERVER_NOTIFICATIONS_PER_MINUTE, half
+//     of it: a server that floods its clients spends its own half, the bridge's other servers keep
+//     the other half. Past either they are dropped, logged once per window (the bridge's, and each
+//     server's).
+//   - a notification that does not fit one event in its form (answer-fit.ts, the answers' rule) is
+//     dropped before it takes any budget, logged once per server per window: never sent for the
+//     relay to refuse (or, gift-wrapped, to fail to wrap).
 // In memory: an evicted bridge starts with fresh windows.
+
+import type { Form } from '../../../src/shared/dvmcp-wrap.js';
+import type { EventTemplate } from '../../../src/shared/relay-types.js';
+import { answerSize } from './answer-fit.js';
 
 /** One list_changed per (server, client, list), one resources/updated per (server, client, uri), per this window. */
 export const NOTIFY_WINDOW_MS = 1000;
@@ -17,6 +27,11 @@ export const NOTIFY_WINDOW_MS = 1000;
 export const PROGRESS_INTERVAL_MS = 250;
 /** Notification events a bridge sends in one minute, all clients, servers and kinds together. */
 export const NOTIFICATIONS_PER_MINUTE = 1200;
+/**
+ * Notification events of one server's clients in one minute: half the bridge's, so that one server
+ * flooding (a hostile or compromised upstream) cannot spend the others' (two flooding servers can).
+ */
+export const SERVER_NOTIFICATIONS_PER_MINUTE = NOTIFICATIONS_PER_MINUTE / 2;
 /**
  * Keys with a window open at once (memory: one timer each); a notification for another key is
  * dropped while they are all open. Above NOTIFICATIONS_PER_MINUTE, so that the budget binds first.
@@ -78,28 +93,57 @@ export class Coalescer<K, V> {
   }
 }
 
-/** At most `perMinute` notification events a minute (fixed windows); the first refusal of a window is logged. */
+interface ServerWindow {
+  count: number;
+  dropped: number;
+  /** Whether a notification too large for one event was logged this window. */
+  tooLargeTold: boolean;
+}
+
+/**
+ * At most `perMinute` notification events a minute in all and `perServer` of one server (fixed
+ * windows), each one that fits one event; the first refusal of each kind in a window is logged.
+ */
 export class NotificationBudget {
-  private window = { start: -Infinity, count: 0, dropped: 0 };
+  private window = { start: -Infinity, count: 0, dropped: 0, servers: new Map<string, ServerWindow>() };
   now: () => number = () => Date.now();
 
   constructor(
     readonly perMinute: number,
+    readonly perServer: number,
     private readonly log: (line: string) => void,
   ) {}
 
-  /** Whether one more notification event may go out now (counted if so). */
-  take(): boolean {
+  /**
+   * Whether notification `t` of server `serverId` goes out now in `form`: it fits one event, and
+   * the bridge and the server are within their budgets (counted if so).
+   */
+  admit(serverId: string, t: EventTemplate, form: Form): boolean {
     const now = this.now();
-    if (now - this.window.start >= MINUTE_MS) this.window = { start: now, count: 0, dropped: 0 };
-    if (this.window.count < this.perMinute) {
-      this.window.count += 1;
-      return true;
+    if (now - this.window.start >= MINUTE_MS) this.window = { start: now, count: 0, dropped: 0, servers: new Map() };
+    const w = this.window;
+    let server = w.servers.get(serverId);
+    if (!server) w.servers.set(serverId, (server = { count: 0, dropped: 0, tooLargeTold: false }));
+    const { size, room } = answerSize(t, form);
+    if (size > room) {
+      if (!server.tooLargeTold) {
+        const method = t.tags.find((tag) => tag[0] === 'method')?.[1] ?? 'a notification';
+        this.log(`${method} of server ${serverId} dropped: ${size} bytes, one event carries at most ${room} (logged once a minute per server)`);
+      }
+      server.tooLargeTold = true;
+      return false;
     }
-    if (this.window.dropped++ === 0) {
-      const seconds = Math.max(1, Math.ceil((this.window.start + MINUTE_MS - now) / 1000));
-      this.log(`notification budget spent (${this.perMinute} a minute): notifications are dropped for ${seconds} s`);
+    const seconds = Math.max(1, Math.ceil((w.start + MINUTE_MS - now) / 1000));
+    if (w.count >= this.perMinute) {
+      if (w.dropped++ === 0) this.log(`notification budget spent (${this.perMinute} a minute): notifications are dropped for ${seconds} s`);
+      return false;
     }
-    return false;
+    if (server.count >= this.perServer) {
+      if (server.dropped++ === 0) this.log(`server ${serverId} spent its notification share (${this.perServer} a minute): its notifications are dropped for ${seconds} s`);
+      return false;
+    }
+    w.count += 1;
+    server.count += 1;
+    return true;
   }
 }
