@@ -142,3 +142,19 @@ describe('tokens of a model call whose stream ends without its usage report', ()
     expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'response', input_tokens: 21, output_tokens: 9, estimated: false });
   });
 });
+
+describe('the daily token budget inside a run', () => {
+  it('is checked before every model call: a run that used the budget up stops with RATE_LIMIT before its next call, and only what was spent is counted', async () => {
+    // echo counts whitespace tokens: the tool call costs 3 in and 2 out, the budget of 5 is then used.
+    const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 5 } });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: '/tool calculator {"expr":"1+1"}' });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1); // the call the first answer asked for ran
+    expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'this agent used its model budget of 5 tokens for today (UTC)' });
+    expect(run.terminal.payload['retry_after']).toBeGreaterThan(0);
+    expect(await tokensToday(agent)).toBe(5);
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 3, output_tokens: 2, tool_calls: 1 });
+  });
+});

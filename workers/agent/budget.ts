@@ -1,6 +1,8 @@
 // What a hosted agent lets strangers spend of its owner's money: prompts per minute per sender and
 // across all senders, concurrent runs, and model tokens per UTC day (counted from the provider's
-// usage, persisted in the Agent DO's SQLite so a restart does not reset it). A refused prompt costs
+// usage, persisted in the Agent DO's SQLite so a restart does not reset it, plus what the runs in
+// progress have spent so far; checked when a prompt is admitted and again before each model call of
+// a run, so a run stops once the day's budget is used). A refused prompt costs
 // O(1) (no run row, no decryption), and the refusals are bounded too: at most one answer per sender
 // per window, and no more answers per minute in all than agent_prompts_per_minute (fresh keys cannot
 // make the agent publish unbounded errors); the other refusals are dropped and counted. Time comes from an injected
@@ -41,8 +43,16 @@ export interface BudgetStats {
   dropped: number;
 }
 
+/** The model tokens a run has spent so far (its Usage, added to as each model call ends). */
+interface RunTokens {
+  input_tokens: number;
+  output_tokens: number;
+}
+
 export class AgentBudget {
   private readonly senders = new LruMap<string, Window>(10_000);
+  /** The runs in progress, by id: their tokens so far count against the day's budget before they end. */
+  private readonly running = new Map<string, RunTokens>();
   private agentWindow: Window | undefined;
   /** Refusal answers of the current minute, all senders together. */
   private answerWindow: Window | undefined;
@@ -61,6 +71,30 @@ export class AgentBudget {
   /** Model tokens (input + output) used on the UTC day of `now`. */
   tokensToday(now: number): number {
     return this.sql.exec<{ tokens: number }>('SELECT tokens FROM token_usage WHERE day = ?', utcDay(now).day).toArray()[0]?.tokens ?? 0;
+  }
+
+  /** Model tokens counted against the day of `now`: the persisted total and what the runs in progress have spent. */
+  tokensCounted(now: number): number {
+    let n = this.tokensToday(now);
+    for (const t of this.running.values()) n += t.input_tokens + t.output_tokens;
+    return n;
+  }
+
+  /** Run `runId` is in progress: `tokens` (its usage, added to as it goes) counts from now on. */
+  track(runId: string, tokens: RunTokens): void {
+    this.running.set(runId, tokens);
+  }
+
+  /** Run `runId` ended having spent `tokens`: they are added to the day's total in place of its running count. */
+  settle(runId: string, tokens: number, now: number): void {
+    this.running.delete(runId);
+    this.spend(tokens, now);
+  }
+
+  /** The refusal of a model call (or a prompt) at `now` once the day's budget is used (tokensCounted), else undefined. */
+  dailyTokensRefusal(limits: Pick<AgentLimits, 'max_tokens_per_day'>, now: number): { message: string; retry_after: number } | undefined {
+    if (this.tokensCounted(now) < limits.max_tokens_per_day) return undefined;
+    return { message: `this agent used its model budget of ${limits.max_tokens_per_day} tokens for today (UTC)`, retry_after: secondsUntil(utcDay(now).end, now) };
   }
 
   /** Adds a run's provider usage to the day's total (and forgets earlier days). */
@@ -126,13 +160,7 @@ export class AgentBudget {
     if (activeRuns >= limits.max_concurrent_runs) {
       return { message: `this agent is already running its maximum of ${limits.max_concurrent_runs} concurrent runs`, retry_after: CONCURRENCY_RETRY_SECONDS };
     }
-    if (this.tokensToday(now) >= limits.max_tokens_per_day) {
-      return {
-        message: `this agent used its model budget of ${limits.max_tokens_per_day} tokens for today (UTC)`,
-        retry_after: secondsUntil(utcDay(now).end, now),
-      };
-    }
-    return undefined;
+    return this.dailyTokensRefusal(limits, now);
   }
 
   private hit(sender: string, now: number): void {

@@ -90,7 +90,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     const duration_ms = Date.now() - started;
     const usage = { provider: c.provider, model, ...tokens, tool_calls: toolCalls, duration_ms };
     logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, ...usage, outcome });
-    d.budget.spend(tokens.input_tokens + tokens.output_tokens, d.now());
+    d.budget.settle(runId, tokens.input_tokens + tokens.output_tokens, d.now());
     const owner_usage = d.meter({ run_id: runId, sender: client, ...usage, outcome });
     // The client gets the generic message; the owner also gets the upstream detail.
     const detail = terminal.type === 'error' ? terminal.detail : undefined;
@@ -104,6 +104,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
       return out.sink.toolCall(t);
     },
   };
+  d.budget.track(runId, tokens); // settled in finish, however the run ends
   const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
   emitter?.turnStarted({ run_id: runId, model, client }, ids);
   let terminal: Terminal;
@@ -133,6 +134,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
         },
         sink,
         usage: tokens,
+        beforeModelCall: () => d.budget.dailyTokensRefusal(c.limits, d.now()),
       });
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {

@@ -69,6 +69,8 @@ export interface RunInput {
   signal: AbortSignal;
   observe?: WireObserver;
   now?: () => number;
+  /** Asked before each model call: a refusal (the day's token budget is used) ends the run with RATE_LIMIT instead. */
+  beforeModelCall?: () => { message: string; retry_after: number } | undefined;
 }
 
 /** Models the agent accepts for a prompt: the requested one, else the first supported fallback. */
@@ -256,6 +258,8 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     if (step >= input.limits.max_tool_steps) {
       return { terminal: { type: 'error', code: 'TOOL_ERROR', message: `the tool loop exceeded ${input.limits.max_tool_steps} steps` }, transcript };
     }
+    const refused = input.beforeModelCall?.();
+    if (refused) return { terminal: { type: 'error', code: 'RATE_LIMIT', ...refused }, transcript };
     let text = '';
     const calls: ToolCall[] = [];
     const tokens = new CallTokens(() => estimateInput(messages, toolSpecs));
