@@ -364,21 +364,24 @@ describe('failures when opening', () => {
 
 describe('McpSessionCache', () => {
   const PAGED = `${FIXTURE}/mcp-paged`;
+  /** The session of `key`, its lease ended (as a caller would hold it only inside `use`). */
+  const sessionOf = (cache: McpSessionCache, key: string, server: { url: string; headers?: Record<string, string> }, options: Parameters<McpSessionCache['use']>[2] = {}) =>
+    cache.use(key, server, options, async (s) => s);
 
   it('keeps one session per key, and a new one when the server changes', async () => {
     const cache = new McpSessionCache();
     try {
-      const a = value(await cache.session('a', { url: EVERYTHING }, { policy: LOCAL }));
+      const a = value(await sessionOf(cache, 'a', { url: EVERYTHING }, { policy: LOCAL }));
       const [again, concurrent] = await Promise.all([
-        cache.session('a', { url: EVERYTHING }, { policy: LOCAL }),
-        cache.session('a', { url: EVERYTHING }, { policy: LOCAL }),
+        sessionOf(cache, 'a', { url: EVERYTHING }, { policy: LOCAL }),
+        sessionOf(cache, 'a', { url: EVERYTHING }, { policy: LOCAL }),
       ]);
       expect(value(again)).toBe(a);
       expect(value(concurrent)).toBe(a);
-      const b = value(await cache.session('b', { url: EVERYTHING }, { policy: LOCAL }));
+      const b = value(await sessionOf(cache, 'b', { url: EVERYTHING }, { policy: LOCAL }));
       expect(b).not.toBe(a);
       expect(b.sessionId).not.toBe(a.sessionId);
-      const moved = value(await cache.session('a', { url: EVERYTHING, headers: { authorization: 'Bearer x' } }, { policy: LOCAL }));
+      const moved = value(await sessionOf(cache, 'a', { url: EVERYTHING, headers: { authorization: 'Bearer x' } }, { policy: LOCAL }));
       expect(moved).not.toBe(a);
       expect(a.closed).toBe(true);
       expect(cache.size).toBe(2);
@@ -391,14 +394,14 @@ describe('McpSessionCache', () => {
   it('closes the least recently used session beyond maxSessions, and idle sessions', async () => {
     const cache = new McpSessionCache({ maxSessions: 2, idleTtlMs: 400 });
     try {
-      const a = value(await cache.session('a', { url: PAGED }, { policy: LOCAL }));
-      const b = value(await cache.session('b', { url: PAGED }, { policy: LOCAL }));
-      value(await cache.session('a', { url: PAGED }, { policy: LOCAL })); // a is now the most recent
-      const c = value(await cache.session('c', { url: PAGED }, { policy: LOCAL }));
+      const a = value(await sessionOf(cache, 'a', { url: PAGED }, { policy: LOCAL }));
+      const b = value(await sessionOf(cache, 'b', { url: PAGED }, { policy: LOCAL }));
+      value(await sessionOf(cache, 'a', { url: PAGED }, { policy: LOCAL })); // a is now the most recent
+      const c = value(await sessionOf(cache, 'c', { url: PAGED }, { policy: LOCAL }));
       expect([a.closed, b.closed, c.closed]).toEqual([false, true, false]);
       expect(cache.size).toBe(2);
       await sleep(500);
-      const fresh = value(await cache.session('a', { url: PAGED }, { policy: LOCAL }));
+      const fresh = value(await sessionOf(cache, 'a', { url: PAGED }, { policy: LOCAL }));
       expect(fresh).not.toBe(a);
       expect([a.closed, c.closed]).toEqual([true, true]);
       expect(cache.size).toBe(1);
@@ -409,7 +412,7 @@ describe('McpSessionCache', () => {
 
   it('does not keep failed opens', async () => {
     const cache = new McpSessionCache();
-    expect(await cache.session('x', { url: EVERYTHING })).toEqual({ ok: false, error: `refused: ${PLAIN_HTTP}` });
+    expect(await sessionOf(cache, 'x', { url: EVERYTHING })).toEqual({ ok: false, error: { kind: 'open', message: `refused: ${PLAIN_HTTP}` } });
     expect(cache.size).toBe(0);
     expect(await cache.tools('x', { url: 'http://127.0.0.1:1/mcp' }, { policy: LOCAL })).toEqual({
       ok: false,
@@ -448,7 +451,7 @@ describe('McpSessionCache', () => {
     try {
       const before = value(await cache.tools('c', server, options)).map((t) => t.name);
       expect(value(await cache.tools('c', server, options)).map((t) => t.name)).toEqual(before);
-      const session = value(await cache.session('c', server, options));
+      const session = value(await sessionOf(cache, 'c', server, options));
       const bumped = value(await session.request('tools/call', { name: 'bump', arguments: {} })) as { content: { text: string }[] };
       const after = value(await cache.tools('c', server, options)).map((t) => t.name);
       expect(after).toEqual([bumped.content[0]?.text.replace('now ', ''), 'bump']);

@@ -45,7 +45,7 @@ import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
 import { dvmcpDeletion } from './dvmcp-profile.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
-import { McpSessionCache } from '../common/mcp-session-cache.js';
+import { agentMcpSessions } from './mcp-sessions.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
 
 export interface AgentEnv extends DefaultModelEnv, LinksEnv, PlanEnv {}
@@ -80,8 +80,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly runs: RunStore;
   private readonly sessions: SessionStore;
   private readonly keys = new ConversationKeyCache(256);
-  /** MCP sessions and tool lists of the agent's servers, kept across runs: per server and sender (a run's), per server for ai.info. */
-  private readonly mcpSessions = new McpSessionCache({ maxSessions: 32 });
+  /** MCP sessions and tool lists of the agent's servers, kept across runs: per server and sender (a run's), per server for ai.info; the owner's kept from strangers (mcp-sessions.ts). */
+  private readonly mcpSessions = agentMcpSessions(() => this.store.config()?.owner);
   private readonly links: RelayLinks;
   private readonly active = new Map<string, AbortController>();
   /** Prompts' runs admitted and not yet added to the owner's totals (recordRun): counted against runs_per_day. */

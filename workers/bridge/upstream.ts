@@ -6,6 +6,9 @@
 // Upstream failures become JSON-RPC errors: its own protocol errors pass through; a transport
 // failure is INTERNAL_ERROR "upstream <id> unreachable: <reason>" (or "upstream <id> timed out
 // after <n> ms"); tool execution errors are results with isError and pass through untouched.
+// Every request runs inside the cache's lease (McpSessionCache.use), so evictions skip sessions
+// with calls in flight; a new session refused because every one that could make room is busy is
+// INTERNAL_ERROR "upstream <id>: too many MCP sessions in use (<n>); try again shortly".
 
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { LISTS, RPC, rpcError, withoutInjectedName, type InitializeInfo, type ListSpec, type Prices, type ResourceIndex, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
@@ -29,8 +32,9 @@ export const BRIDGE_CLIENT = 'bridge';
 
 /**
  * Upstream sessions a bridge keeps open, in all and per server (McpSessionCache groups by server
- * id). A closed session fails the calls it has in flight, so a server's share is large enough for
- * many concurrent clients (the bench runs 50 at once) while leaving a quarter for the others.
+ * id). Sessions with calls in flight are not closed to make room (a new one is refused instead),
+ * so a server's share is large enough for many concurrent clients (the bench runs 50 at once)
+ * while leaving a quarter for the others.
  */
 export const MAX_SESSIONS = 128;
 export const MAX_SESSIONS_PER_SERVER = 96;
@@ -92,41 +96,42 @@ export class UpstreamServer implements DvmcpBackend {
     return Object.keys(headers).length ? { url: this.server.url, headers } : { url: this.server.url };
   }
 
-  private async session(client: string): Promise<Result<McpSession, RpcError>> {
+  /**
+   * `fn` on `client`'s upstream session, counted as a call in flight (McpSessionCache.use: no
+   * eviction closes it meanwhile). A failed open is an upstream contact failure; a refusal (every
+   * session that could make room is busy) is the client's error and says nothing of upstream.
+   */
+  private async withSession<T>(client: string, fn: (session: McpSession) => Promise<Result<T, RpcError>>): Promise<Result<T, RpcError>> {
     const id = this.server.id;
-    const opened = await this.deps.cache.session(this.key(client), await this.endpoint(), {
-      policy: this.deps.policy,
-      onNotification: (n) => this.deps.onNotification(id, client, n),
-    });
-    if (!opened.ok) {
-      this.deps.onContact(id, opened.error);
-      return err(upstreamError(id, { kind: 'transport', message: opened.error }));
-    }
-    return opened;
+    const used = await this.deps.cache.use(this.key(client), await this.endpoint(), { policy: this.deps.policy, onNotification: (n) => this.deps.onNotification(id, client, n) }, fn);
+    if (used.ok) return used.value;
+    if (used.error.kind === 'busy') return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${id}: ${used.error.message}`));
+    this.deps.onContact(id, used.error.message);
+    return err(upstreamError(id, { kind: 'transport', message: used.error.message }));
   }
 
   async initialize(client: string): Promise<Result<InitializeInfo, RpcError>> {
-    const s = await this.session(client);
-    if (!s.ok) return s;
-    this.deps.onContact(this.server.id, null);
-    const { protocolVersion, capabilities, serverInfo, instructions } = s.value.identity;
-    return ok({ protocolVersion, capabilities, serverInfo, ...(instructions === undefined ? {} : { instructions }) });
+    return this.withSession(client, async (s) => {
+      this.deps.onContact(this.server.id, null);
+      const { protocolVersion, capabilities, serverInfo, instructions } = s.identity;
+      return ok({ protocolVersion, capabilities, serverInfo, ...(instructions === undefined ? {} : { instructions }) });
+    });
   }
 
   async request(method: string, params: Record<string, unknown>, ctx: RequestContext): Promise<Result<Record<string, unknown>, RpcError>> {
     const client = ctx.requester.client;
-    const s = await this.session(client);
-    if (!s.ok) return s;
-    const sent = method === 'tools/call' ? await this.toolCallParams(client, params) : params;
-    const r = await s.value.request(method, sent, { signal: ctx.signal, timeoutMs: UPSTREAM_TIMEOUT_MS, maxTotalMs: UPSTREAM_MAX_TOTAL_MS, onProgress: (p) => ctx.onProgress(p) });
-    if (!r.ok) {
-      if (r.error.kind === 'transport' && r.error.message !== 'aborted') this.deps.onContact(this.server.id, r.error.message);
-      else this.deps.onContact(this.server.id, null);
-      return err(upstreamError(this.server.id, r.error));
-    }
-    this.deps.onContact(this.server.id, null);
-    if (!isRecord(r.value)) return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${this.server.id} answered ${method} with a result that is not an object`));
-    return ok(r.value);
+    return this.withSession(client, async (s) => {
+      const sent = method === 'tools/call' ? await this.toolCallParams(client, params) : params;
+      const r = await s.request(method, sent, { signal: ctx.signal, timeoutMs: UPSTREAM_TIMEOUT_MS, maxTotalMs: UPSTREAM_MAX_TOTAL_MS, onProgress: (p) => ctx.onProgress(p) });
+      if (!r.ok) {
+        if (r.error.kind === 'transport' && r.error.message !== 'aborted') this.deps.onContact(this.server.id, r.error.message);
+        else this.deps.onContact(this.server.id, null);
+        return err(upstreamError(this.server.id, r.error));
+      }
+      this.deps.onContact(this.server.id, null);
+      if (!isRecord(r.value)) return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${this.server.id} answered ${method} with a result that is not an object`));
+      return ok(r.value);
+    });
   }
 
   /**
@@ -176,24 +181,24 @@ export class UpstreamServer implements DvmcpBackend {
 
   /** Every item of one list (all pages, at most MAX_LIST_PAGES), through the bridge's own session. */
   async list(spec: ListSpec): Promise<Result<Record<string, unknown>[], RpcError>> {
-    const s = await this.session(BRIDGE_CLIENT);
-    if (!s.ok) return s;
-    const items: Record<string, unknown>[] = [];
-    let cursor: string | undefined;
-    for (let page = 0; page < MAX_LIST_PAGES; page++) {
-      const r = await s.value.request(spec.method, cursor === undefined ? {} : { cursor }, { timeoutMs: UPSTREAM_TIMEOUT_MS });
-      if (!r.ok) {
-        this.deps.onContact(this.server.id, r.error.kind === 'transport' ? r.error.message : null);
-        return err(upstreamError(this.server.id, r.error));
+    return this.withSession(BRIDGE_CLIENT, async (s) => {
+      const items: Record<string, unknown>[] = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < MAX_LIST_PAGES; page++) {
+        const r = await s.request(spec.method, cursor === undefined ? {} : { cursor }, { timeoutMs: UPSTREAM_TIMEOUT_MS });
+        if (!r.ok) {
+          this.deps.onContact(this.server.id, r.error.kind === 'transport' ? r.error.message : null);
+          return err(upstreamError(this.server.id, r.error));
+        }
+        const value = isRecord(r.value) ? r.value : {};
+        const listed = value[spec.key];
+        if (Array.isArray(listed)) items.push(...listed.filter(isRecord));
+        cursor = typeof value.nextCursor === 'string' ? value.nextCursor : undefined;
+        if (cursor === undefined) break;
       }
-      const value = isRecord(r.value) ? r.value : {};
-      const listed = value[spec.key];
-      if (Array.isArray(listed)) items.push(...listed.filter(isRecord));
-      cursor = typeof value.nextCursor === 'string' ? value.nextCursor : undefined;
-      if (cursor === undefined) break;
-    }
-    this.deps.onContact(this.server.id, null);
-    return ok(items);
+      this.deps.onContact(this.server.id, null);
+      return ok(items);
+    });
   }
 
   /** The capabilities upstream declared (through the bridge's own session). */

@@ -1,10 +1,15 @@
 // Open MCP sessions kept across uses (mcp-client.ts), keyed by a string: the DVMCP bridge keys
 // by `<serverId>:<clientPubkey>` (one upstream session per Nostr client), the agent by
-// `<serverId> <sender>` (a run's; `<serverId>` for its ai.info listing). Bounded (LruMap: beyond `maxSessions` the least recently used session is
-// closed; with `groupOf`, per group too, see evictionFor), and a session unused for
-// `idleTtlMs` is closed when the cache is next used (no timers:
-// a Durable Object holding the cache may hibernate). A key whose server (URL or headers) changed
-// gets a new session. Failed opens are not kept.
+// `<serverId> <sender>` (a run's; `<serverId>` for its ai.info listing). Every request on a
+// session runs inside `use` (a lease: the session's calls in flight are counted), so that nothing
+// closes a session under a call: the cache is bounded (beyond `maxSessions` the least recently
+// used idle session is closed; with `groupOf`, per group too, see evictionFor), a session unused
+// for `idleTtlMs` is closed when the cache is next used (no timers: a Durable Object holding the
+// cache may hibernate), and both skip sessions with calls in flight; when every session that could
+// make room has calls in flight, the new one is refused (`busy`, "too many MCP sessions in use
+// (<n>); try again shortly"). A key whose server (URL or headers) changed gets a new session; the
+// old one is closed at once, or when its last call ends. Failed opens are not kept. `close` and
+// `closeAll` close at once (removal: the calls in flight fail).
 // Each key also caches its server's tool list (tools/list, every page up to `maxToolPages`) for
 // `toolsTtlMs`; a notifications/tools/list_changed from upstream (seen on SSE answers, the legacy
 // transport, or the standalone GET stream) marks it stale, so the next `tools` lists again.
@@ -30,14 +35,29 @@ export interface McpSessionCacheOptions {
   maxToolPages?: number;
   /**
    * The group of a key (the bridge: the server id), so that the sessions of one group cannot close
-   * another's: a group at `maxPerGroup` closes its own least recently used session, and a full cache
-   * closes the least recently used session of the group holding the most. Without it, the least
-   * recently used session of all.
+   * another's: a group at `maxPerGroup` closes its own least recently used idle session, and a full
+   * cache closes the least recently used idle session of the group holding the most (see
+   * evictionFor). Without it, the least recently used idle session of all.
    */
   groupOf?: (key: string) => string;
   /** Most open sessions of one group (with groupOf; default: maxSessions). */
   maxPerGroup?: number;
+  /**
+   * A group (with groupOf) that maxPerGroup does not bound and whose sessions only its own keys
+   * close (the agent: its owner's): the other groups share what it leaves, and its keys close the
+   * others' sessions before their own.
+   */
+  protectedGroup?: string;
 }
+
+/** Why `use` ran nothing: the session did not open (`open`), or no session could make room for it (`busy`). */
+export interface McpSessionFailure {
+  kind: 'open' | 'busy';
+  message: string;
+}
+
+/** The refusal of a new session when the `open` sessions that could make room all have calls in flight. */
+const sessionsBusy = (open: number): McpSessionFailure => ({ kind: 'busy', message: `too many MCP sessions in use (${open}); try again shortly` });
 
 export const MCP_CACHE_DEFAULTS = {
   maxSessions: 64,
@@ -47,9 +67,14 @@ export const MCP_CACHE_DEFAULTS = {
 } as const;
 
 interface Entry {
+  key: string;
   fingerprint: string;
   opened: Promise<Result<McpSession, string>>;
   lastUsed: number;
+  /** Calls in flight (leases taken by `use` and `tools`): eviction and idle sweeping skip the entry. */
+  inFlight: number;
+  /** Replaced (its server changed) while calls were in flight: closed when the last one ends. */
+  retired: boolean;
   tools?: { list: McpListedTool[]; expires: number };
   listing?: Promise<Result<McpListedTool[], string>>;
 }
@@ -72,11 +97,13 @@ export class McpSessionCache {
   private readonly maxToolPages: number;
   private readonly groupOf: ((key: string) => string) | undefined;
   private readonly maxPerGroup: number;
+  private readonly protectedGroup: string | undefined;
 
   constructor(options: McpSessionCacheOptions = {}) {
     this.entries = new LruMap(options.maxSessions ?? MCP_CACHE_DEFAULTS.maxSessions);
     this.groupOf = options.groupOf;
     this.maxPerGroup = options.maxPerGroup ?? this.entries.max;
+    this.protectedGroup = options.protectedGroup;
     this.idleTtlMs = options.idleTtlMs ?? MCP_CACHE_DEFAULTS.idleTtlMs;
     this.toolsTtlMs = options.toolsTtlMs ?? MCP_CACHE_DEFAULTS.toolsTtlMs;
     this.maxToolPages = options.maxToolPages ?? MCP_CACHE_DEFAULTS.maxToolPages;
@@ -93,26 +120,43 @@ export class McpSessionCache {
   }
 
   /**
-   * The session of `key`, opened with `options` when there is none (or it closed, went idle, or
-   * the server changed). `options.onNotification` is the one given at open time.
+   * Runs `fn` on the session of `key`, opened with `options` when there is none (or it closed,
+   * went idle, or the server changed), counted as a call in flight until `fn` settles: nothing
+   * closes the session meanwhile except `close`/`closeAll`. `options.onNotification` is the one
+   * given at open time. Every request on a cached session must run inside `use` (or `tools`).
    */
-  async session(key: string, server: McpServerEndpoint, options: McpOpenOptions = {}): Promise<Result<McpSession, string>> {
-    return (await this.entry(key, server, options)).opened;
+  async use<T>(key: string, server: McpServerEndpoint, options: McpOpenOptions, fn: (session: McpSession) => Promise<T>): Promise<Result<T, McpSessionFailure>> {
+    const leased = await this.acquire(key, server, options);
+    if (!leased.ok) return leased;
+    const entry = leased.value;
+    try {
+      const opened = await entry.opened;
+      if (!opened.ok) return err({ kind: 'open', message: opened.error });
+      return ok(await fn(opened.value));
+    } finally {
+      await this.release(entry);
+    }
   }
 
-  /** The tool list of `key`'s server: cached, or listed now (every page, up to maxToolPages). */
+  /** The tool list of `key`'s server: cached, or listed now (every page, up to maxToolPages), the listing counted as a call in flight. */
   async tools(
     key: string,
     server: McpServerEndpoint,
     options: McpOpenOptions = {},
     request: { signal?: AbortSignal; timeoutMs?: number } = {},
   ): Promise<Result<McpListedTool[], string>> {
-    const entry = await this.entry(key, server, options);
-    if (entry.tools && entry.tools.expires > Date.now()) return ok(entry.tools.list);
-    entry.listing ??= this.list(entry, request).finally(() => {
-      entry.listing = undefined;
-    });
-    return entry.listing;
+    const leased = await this.acquire(key, server, options);
+    if (!leased.ok) return err(leased.error.message);
+    const entry = leased.value;
+    try {
+      if (entry.tools && entry.tools.expires > Date.now()) return ok(entry.tools.list);
+      entry.listing ??= this.list(entry, request).finally(() => {
+        entry.listing = undefined;
+      });
+      return await entry.listing;
+    } finally {
+      await this.release(entry);
+    }
   }
 
   /** Marks `key`'s tool list stale (the next `tools` lists again). */
@@ -121,7 +165,7 @@ export class McpSessionCache {
     if (entry) entry.tools = undefined;
   }
 
-  /** Closes and forgets the session of `key`. */
+  /** Closes and forgets the session of `key`, at once (a call in flight on it fails). */
   async close(key: string): Promise<void> {
     const entry = this.entries.peek(key);
     if (!entry) return;
@@ -129,7 +173,7 @@ export class McpSessionCache {
     await closeEntry(entry);
   }
 
-  /** Closes every session. */
+  /** Closes every session, at once (calls in flight on them fail). */
   async closeAll(): Promise<void> {
     const all = [...this.entries].map(([, entry]) => entry);
     this.entries.clear();
@@ -154,39 +198,64 @@ export class McpSessionCache {
     return ok(tools);
   }
 
-  /** The entry of `key` (see `session`); map changes are synchronous, so concurrent callers share one open. */
-  private async entry(key: string, server: McpServerEndpoint, options: McpOpenOptions): Promise<Entry> {
+  /**
+   * The entry of `key` (see `use`) with a lease taken (release it), or the refusal. Map changes and
+   * the lease are synchronous, so concurrent callers share one open and nothing evicts the entry
+   * while it opens.
+   */
+  private async acquire(key: string, server: McpServerEndpoint, options: McpOpenOptions): Promise<Result<Entry, McpSessionFailure>> {
     const closing = this.sweepIdle();
-    let entry = this.lookup(key, server, options, closing);
-    const opened = await entry.opened;
-    if (opened.ok && opened.value.closed && this.entries.peek(key) === entry) {
-      this.entries.delete(key);
-      entry = this.lookup(key, server, options, closing);
+    let found = this.lookup(key, server, options, closing);
+    if (found.ok) {
+      const entry = found.value;
+      const opened = await entry.opened;
+      if (opened.ok && opened.value.closed && this.entries.peek(key) === entry) {
+        this.entries.delete(key);
+        entry.inFlight -= 1;
+        found = this.lookup(key, server, options, closing);
+      }
     }
     await Promise.all(closing.map(closeEntry));
-    return entry;
+    return found;
   }
 
-  /** The live entry of `key` for `server`, or a new one (what it replaces or evicts goes to `closing`). */
-  private lookup(key: string, server: McpServerEndpoint, options: McpOpenOptions, closing: Entry[]): Entry {
+  /** Ends a lease on `entry`: it counts as used now; a retired entry closes with its last call. */
+  private async release(entry: Entry): Promise<void> {
+    entry.inFlight -= 1;
+    entry.lastUsed = Date.now();
+    if (this.entries.peek(entry.key) === entry) this.entries.get(entry.key); // the most recently used now
+    if (entry.retired && entry.inFlight === 0) await closeEntry(entry);
+  }
+
+  /**
+   * The live entry of `key` for `server`, or a new one, with a lease taken; what it replaces or
+   * evicts goes to `closing` (a replaced entry with calls in flight is retired instead). Refused
+   * when room is needed and every session that could make it has calls in flight.
+   */
+  private lookup(key: string, server: McpServerEndpoint, options: McpOpenOptions, closing: Entry[]): Result<Entry, McpSessionFailure> {
     const now = Date.now();
     const fingerprint = fingerprintOf(server);
     const existing = this.entries.get(key);
     if (existing && existing.fingerprint === fingerprint) {
       existing.lastUsed = now;
-      return existing;
+      existing.inFlight += 1;
+      return ok(existing);
     }
     if (existing) {
       this.entries.delete(key);
-      closing.push(existing);
+      if (existing.inFlight > 0) existing.retired = true;
+      else closing.push(existing);
     }
-    // Make room by closing a session (LruMap would drop it unclosed): see evictionFor.
-    for (let victim = this.evictionFor(key); victim !== undefined; victim = this.evictionFor(key)) {
-      closing.push(this.entries.peek(victim)!);
-      this.entries.delete(victim);
+    // Make room by closing an idle session (LruMap would drop one unclosed): see evictionFor.
+    for (;;) {
+      const victim = this.evictionFor(key);
+      if (!victim.ok) return victim;
+      if (victim.value === undefined) break;
+      closing.push(this.entries.peek(victim.value)!);
+      this.entries.delete(victim.value);
     }
     const onNotification = options.onNotification;
-    const entry: Entry = { fingerprint, lastUsed: now, opened: Promise.resolve(err('not opened yet')) };
+    const entry: Entry = { key, fingerprint, lastUsed: now, inFlight: 1, retired: false, opened: Promise.resolve(err('not opened yet')) };
     entry.opened = openMcpSession(server, {
       ...options,
       onNotification: (n) => {
@@ -198,17 +267,27 @@ export class McpSessionCache {
       return opened;
     });
     this.entries.set(key, entry);
-    return entry;
+    return ok(entry);
   }
 
   /**
-   * The key whose session must close before `key` gets one, if any: without groups, the least
-   * recently used of all when the cache is full; with groups, the least recently used of `key`'s
-   * group when it holds maxPerGroup, else (the cache full) that of the group holding the most.
+   * The key whose session must close before `key` gets one (undefined: there is room). Only idle
+   * sessions (no call in flight) close. Without groups: when the cache is full, the least recently
+   * used idle one of all. With groups: when `key`'s group holds maxPerGroup (the protected group is
+   * not bounded), its own least recently used idle one; else when the cache is full, that of the
+   * group holding the most, or, all of its sessions busy, of the next largest group, and so on; the
+   * protected group's sessions are candidates only for its own keys, after every other group's.
+   * Refused (busy) when no candidate is idle.
    */
-  private evictionFor(key: string): string | undefined {
+  private evictionFor(key: string): Result<string | undefined, McpSessionFailure> {
+    const idleOf = (keys: string[]): string | undefined => keys.find((k) => this.entries.peek(k)!.inFlight === 0);
+    const full = this.entries.size >= this.entries.max;
     const groupOf = this.groupOf;
-    if (!groupOf) return this.entries.size >= this.entries.max ? this.entries[Symbol.iterator]().next().value?.[0] : undefined;
+    if (!groupOf) {
+      if (!full) return ok(undefined);
+      const victim = idleOf([...this.entries].map(([k]) => k));
+      return victim === undefined ? err(sessionsBusy(this.entries.size)) : ok(victim);
+    }
     const members = new Map<string, string[]>(); // group → keys, least recently used first
     for (const [k] of this.entries) {
       const g = groupOf(k);
@@ -216,20 +295,33 @@ export class McpSessionCache {
       if (list) list.push(k);
       else members.set(g, [k]);
     }
-    const own = members.get(groupOf(key)) ?? [];
-    if (own.length >= this.maxPerGroup) return own[0];
-    if (this.entries.size < this.entries.max) return undefined;
-    let largest: string[] = [];
-    for (const list of members.values()) if (list.length > largest.length) largest = list;
-    return largest[0];
+    const group = groupOf(key);
+    const own = members.get(group) ?? [];
+    if (group !== this.protectedGroup && own.length >= this.maxPerGroup) {
+      const victim = idleOf(own);
+      return victim === undefined ? err(sessionsBusy(own.length)) : ok(victim);
+    }
+    if (!full) return ok(undefined);
+    const candidates = [...members].filter(([g]) => g !== this.protectedGroup).sort(([, a], [, b]) => b.length - a.length);
+    const kept = this.protectedGroup === undefined ? undefined : members.get(this.protectedGroup);
+    if (group === this.protectedGroup && kept) candidates.push([group, kept]);
+    for (const [, keys] of candidates) {
+      const victim = idleOf(keys);
+      if (victim !== undefined) return ok(victim);
+    }
+    return err(sessionsBusy(this.entries.size));
   }
 
-  /** Forgets the sessions unused for idleTtlMs (oldest first: stops at the first fresh one); returns them for closing. */
+  /**
+   * Forgets the sessions unused for idleTtlMs, skipping those with calls in flight (oldest first:
+   * stops at the first fresh one); returns them for closing.
+   */
   private sweepIdle(): Entry[] {
     const cutoff = Date.now() - this.idleTtlMs;
     const idle: Entry[] = [];
     for (const [key, entry] of this.entries) {
       if (entry.lastUsed > cutoff) break;
+      if (entry.inFlight > 0) continue;
       this.entries.delete(key);
       idle.push(entry);
     }

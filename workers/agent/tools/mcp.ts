@@ -30,9 +30,13 @@
 // sessions to its sender, so no upstream session state passes between senders' conversations) the
 // session and the tool list outlive a run: a run reuses them instead of initializing and listing
 // again (the list is refreshed after its expiry or on tools/list_changed), and close() leaves them open. Without it, the connection
-// owns its sessions and close() ends them. A session the server forgot (404, or 400 naming the
-// session) is re-initialized and the call retried once; the standalone GET stream is not opened
-// (see mcp-client.ts). Tool results are taken as sent (no client-side output-schema validation).
+// owns its sessions and close() ends them. A call runs inside the cache's lease (`use`): no
+// eviction closes its session meanwhile; a new session refused because every one that could make
+// room is busy fails with "too many MCP sessions in use (<n>); try again shortly" ("MCP server
+// <id>: …" when connecting, "MCP <tool>: …" for a call; the agent's cache: ../mcp-sessions.ts).
+// A session the server forgot (404, or 400 naming the session) is re-initialized and the call
+// retried once; the standalone GET stream is not opened (see mcp-client.ts). Tool results are
+// taken as sent (no client-side output-schema validation).
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
@@ -169,10 +173,9 @@ class ServerLink {
     if (this.closed) return err('connection is closed');
     const server = await endpointOf(this.config);
     if (!server.ok) return server;
-    const session = await this.sessions.session(this.key, server.value, { ...this.open, signal });
-    if (!session.ok) return session;
-    const called = await session.value.request('tools/call', { name, arguments: args }, { signal, timeoutMs });
-    return called.ok ? called : err(called.error.message);
+    const called = await this.sessions.use(this.key, server.value, { ...this.open, signal }, (s) => s.request('tools/call', { name, arguments: args }, { signal, timeoutMs }));
+    if (!called.ok) return err(called.error.message);
+    return called.value.ok ? called.value : err(called.value.error.message);
   }
 }
 
