@@ -56,6 +56,8 @@ export const BENCH_LIMITS = {
   connections_burst_per_ip: 1_000_000,
   deliveries_per_second_per_ip: 1_000_000_000,
   deliveries_burst_per_ip: 1_000_000_000,
+  scan_rows_per_second_per_ip: 1_000_000_000,
+  scan_rows_burst_per_ip: 1_000_000_000,
   read_bytes_per_second_per_ip: 1_000_000_000,
   read_bytes_burst_per_ip: 1_000_000_000,
   inbound_bytes_per_second_per_ip: 1_000_000_000,

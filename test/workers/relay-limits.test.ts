@@ -375,6 +375,60 @@ describe('limits', () => {
     for (const s of [...hoarders, observer, writer]) s.close();
   }, 60_000);
 
+  it('the stored rows an address\'s REQs and COUNTs read are budgeted (scan_rows_burst_per_ip, then scan_rows_per_second_per_ip), returned or not; another address is not held', async () => {
+    const clock = freezeClock();
+    const owner = freshOwner();
+    const path = `/r/${owner.pk}`;
+    (await connect(path)).close(); // the shard knows its owner
+    // 20,000 gift wraps to someone else: a stranger's REQ for kind 1059 walks them all and gets none.
+    const recipient = keys().pk;
+    await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)), (instance, state) => {
+      const store = (instance as unknown as { store: { insertInTransaction(e: NostrEvent, raw: string): unknown } }).store;
+      state.storage.transactionSync(() => {
+        for (let i = 0; i < 20_000; i++) {
+          const e: NostrEvent = { id: randomHex(32), pubkey: randomHex(32), kind: 1059, created_at: 1_700_000_000 + i, tags: [['p', recipient]], content: 'x', sig: '0'.repeat(128) };
+          store.insertInTransaction(e, JSON.stringify(e));
+        }
+      });
+    });
+    const address = { 'CF-Connecting-IP': '192.0.2.99' };
+    const stranger = keys();
+    const open = async () => {
+      const s = await connect(path, address);
+      await s.auth(stranger);
+      return s;
+    };
+    const rate = DEFAULT_LIMITS.scan_rows_per_second_per_ip;
+    const refusal = new RegExp(`^rate-limited: slow down: this address's queries read too many stored rows \\(${rate} rows/s\\); retry in (\\d+) s$`);
+    let s = await open();
+    let served = 0;
+    let closed: string | undefined;
+    for (let i = 0; closed === undefined && i < 400; i++) {
+      if (i > 0 && i % 50 === 0) {
+        s.close(); // a connection's REQ bucket holds 100; a reconnect does not reset the address's budget
+        s = await open();
+      }
+      const answer = await s.req('w', { kinds: [1059] }); // the same id: each REQ replaces the last
+      expect(answer.events).toEqual([]);
+      if (answer.closed === undefined) served++;
+      else closed = answer.closed;
+    }
+    expect(closed).toMatch(refusal);
+    // Each REQ read at least the 20,000 wraps: the burst allowed about burst / 20,000 of them.
+    expect(served).toBeGreaterThanOrEqual(2);
+    expect(served).toBeLessThanOrEqual(Math.ceil(DEFAULT_LIMITS.scan_rows_burst_per_ip / 20_000));
+    // A COUNT reads rows too, and is held the same way.
+    s.send(['COUNT', 'c', { kinds: [1059] }]);
+    expect((await s.next((f) => f[0] === 'CLOSED' && f[1] === 'c'))[2]).toMatch(refusal);
+    // Another address is not held.
+    const other = await connect(path, { 'CF-Connecting-IP': '192.0.2.100' });
+    expect(await other.req('fine', { kinds: [1], limit: 1 })).toEqual({ events: [] });
+    clock.advance(Number(refusal.exec(closed!)![1]) * 1000);
+    expect(await s.req('again', { kinds: [1059] })).toEqual({ events: [] });
+    s.close();
+    other.close();
+  }, 60_000);
+
   it('an address reads at most read_bytes_burst_per_ip of stored events, then waits for its budget to refill (across reconnects); another address is not held', async () => {
     const clock = freezeClock();
     const owner = freshOwner();

@@ -47,6 +47,8 @@ export class ConnectionStore {
   private readonly reads: ByteBudgets;
   /** Characters of messages per client address, before parsing (inbound_bytes_per_second_per_ip). */
   private readonly inbound: ByteBudgets;
+  /** Stored rows the queries of each client address read (scan_rows_per_second_per_ip). */
+  private readonly scans: ByteBudgets;
   /** EVENTs (other than frames) and kind 24200 frames per client address, before verification. */
   private readonly eventsByIp: BucketMap;
   private readonly framesByIp: BucketMap;
@@ -73,6 +75,7 @@ export class ConnectionStore {
     if (!columns.some((c) => c.name === 'held')) sql.exec('ALTER TABLE conn_subs ADD COLUMN held INTEGER NOT NULL DEFAULT 0');
     this.reads = new ByteBudgets(limits.read_bytes_per_second_per_ip, limits.read_bytes_burst_per_ip);
     this.inbound = new ByteBudgets(limits.inbound_bytes_per_second_per_ip, limits.inbound_bytes_burst_per_ip);
+    this.scans = new ByteBudgets(limits.scan_rows_per_second_per_ip, limits.scan_rows_burst_per_ip);
     this.eventsByIp = new BucketMap(limits.events_per_second_per_ip, limits.events_burst_per_ip);
     this.framesByIp = new BucketMap(limits.frames_per_second_per_ip, limits.frames_burst_per_ip);
     this.upgradesByIp = new BucketMap(limits.connections_per_second_per_ip, limits.connections_burst_per_ip);
@@ -124,6 +127,16 @@ export class ConnectionStore {
   /** `conn` was sent `bytes` of stored events (a REQ's history): charged to its client address. */
   chargeRead(conn: Connection, bytes: number): void {
     if (!conn.att.internal) this.reads.spend(conn.att.ip, bytes, this.clock());
+  }
+
+  /** `conn`'s query read `rows` stored rows (SQLite's count, returned or not): charged to its client address. */
+  chargeScan(conn: Connection, rows: number): void {
+    if (!conn.att.internal) this.scans.spend(conn.att.ip, rows, this.clock());
+  }
+
+  /** Whole seconds `conn`'s address must wait before its next REQ or COUNT runs a query (0: none). */
+  scanWait(conn: Connection): number {
+    return conn.att.internal ? 0 : this.scans.wait(conn.att.ip, this.clock());
   }
 
   /** Whole seconds `conn`'s address must wait before its next REQ is answered (0: none). */

@@ -63,6 +63,8 @@ export interface EdgeConnections {
   dropStamp(conn: Connection, subId: string): void;
   /** `conn` was sent `bytes` of stored events (read_bytes_per_second_per_ip). */
   chargeRead(conn: Connection, bytes: number): void;
+  /** `conn`'s query read `rows` stored rows at the primary (scan_rows_per_second_per_ip). */
+  chargeScan(conn: Connection, rows: number): void;
   /** Whether a live event may be sent to a subscription of `conn` (its address's budget), else why to close it (ConnectionStore.admitDelivery). */
   admitDelivery(conn: Connection): Rejection | undefined;
 }
@@ -151,10 +153,11 @@ export class EdgeLink {
   }
 
   /** COUNT: `reply` gets what the primary counted, or the message of a CLOSED. */
-  count(filters: Filter[], readers: string[], reply: (answer: CountedEvents | { closed: string }) => void): Promise<void> {
-    return this.call({ op: 'count', filters, readers }, (a) => {
-      if (a.op === 'count') reply({ count: a.count, approximate: a.approximate });
-      else reply({ closed: a.op === 'error' ? a.message : unexpected(a) });
+  count(conn: Connection, filters: Filter[], reply: (answer: CountedEvents | { closed: string }) => void): Promise<void> {
+    return this.call({ op: 'count', filters, readers: [...conn.authed] }, (a) => {
+      if (a.op !== 'count') return reply({ closed: a.op === 'error' ? a.message : unexpected(a) });
+      this.connections.chargeScan(conn, a.scanned);
+      reply({ count: a.count, approximate: a.approximate });
     });
   }
 
@@ -195,6 +198,7 @@ export class EdgeLink {
       }
       send(conn, relayMessage.eose(subId));
       this.connections.chargeRead(conn, bytes);
+      this.connections.chargeScan(conn, a.scanned);
       const current = streams.get(subId) === stream; // else replaced by a later REQ with the same id
       if (current) stream.seen = a.stamp;
       // The primary was not sending events here (relisted), or this edge does not know (after a wake):

@@ -59,9 +59,9 @@ export type EdgeAnswer =
    * views had come apart) and does from `stamp` on, with every event. Events up to `stamp` were not
    * sent to the edge, so each of its subscriptions answered before may have missed some.
    */
-  | { op: 'rows'; rows: string[]; stamp: Stamp; relisted?: true }
+  | { op: 'rows'; rows: string[]; stamp: Stamp; relisted?: true; scanned: number }
   | { op: 'checked'; stamp: Stamp; relisted?: true }
-  | { op: 'count'; count: number; approximate: boolean }
+  | { op: 'count'; count: number; approximate: boolean; scanned: number }
   | { op: 'error'; message: string };
 
 /** An accepted event on its way to an edge's subscribers. */

@@ -117,6 +117,17 @@ export const RelayLimitsSchema = z.strictObject({
    * subscribe again, with `since`, later). Edgestr's own agents are not counted.
    */
   deliveries_per_second_per_ip: z.number().positive().default(2_000),
+  /**
+   * Stored rows the queries of one client address may read (its REQs and COUNTs, with edge objects
+   * too: the primary reports what each read), shared by its connections: a budget of
+   * `scan_rows_burst_per_ip` refilled at this rate. A query is charged what SQLite read for it
+   * (index and table rows, returned or not), so a filter that walks many rows to return few (rows
+   * hidden from the reader, a tag list driving a rare kind) costs its address what it costs the
+   * shard; a REQ or COUNT from an address in debt gets CLOSED `rate-limited:` with the seconds to
+   * wait. At ~0.2–0.6 µs a row, the rate is about a tenth of a shard's thread at most.
+   */
+  scan_rows_per_second_per_ip: z.number().int().positive().default(200_000),
+  scan_rows_burst_per_ip: z.number().int().positive().default(2_000_000),
   deliveries_burst_per_ip: z.number().int().positive().default(10_000),
   /**
    * Batched ingest (ingest-queue.ts): verified EVENTs are stored together, in one transaction, when

@@ -75,6 +75,8 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
       inbound_bytes_burst_per_ip: limits.inbound_bytes_burst_per_ip,
       deliveries_per_second_per_ip: limits.deliveries_per_second_per_ip,
       deliveries_burst_per_ip: limits.deliveries_burst_per_ip,
+      scan_rows_per_second_per_ip: limits.scan_rows_per_second_per_ip,
+      scan_rows_burst_per_ip: limits.scan_rows_burst_per_ip,
       events_burst_per_ip: limits.events_burst_per_ip,
       frames_per_second_per_ip: limits.frames_per_second_per_ip,
       frames_burst_per_ip: limits.frames_burst_per_ip,

@@ -83,6 +83,8 @@ export interface FilterContext {
   holding?: Holding;
   /** For a REQ: whole seconds its client address must wait, having read its budget of stored events (0: none). */
   readWait?: number;
+  /** REQ and COUNT: whole seconds the connection's address must wait for its scan budget (connections.ts `scanWait`). */
+  scanWait?: number;
 }
 
 /** Estimated memory (subscription-memory.ts) of a REQ's filters, and what is held without the subscription it replaces. */
@@ -133,6 +135,11 @@ const requestRate: RejectFilterHook = (_filters, { conn, nowMs }) =>
   conn.reqs.take(nowMs) ? undefined : reject('rate-limited', 'slow down: too many requests on this connection');
 
 /** A REQ from an address that has read more than its budget of stored events (read_bytes_per_second_per_ip). */
+const scanBudget: RejectFilterHook = (_filters, { scanWait, limits }) =>
+  scanWait
+    ? reject('rate-limited', `slow down: this address's queries read too many stored rows (${limits.scan_rows_per_second_per_ip} rows/s); retry in ${scanWait} s`)
+    : undefined;
+
 const readBudget: RejectFilterHook = (_filters, { readWait, limits }) =>
   readWait
     ? reject('rate-limited', `slow down: this address has read too many events (${limits.read_bytes_per_second_per_ip} bytes/s); retry in ${readWait} s`)
@@ -169,7 +176,7 @@ export function shardPolicy(
 ): RelayPolicy {
   return {
     rejectConnection: [routedByRouter, connectionCap, connectionsPerAddress, connectionRatePerAddress],
-    rejectFilter: [filterValuesCap, requestRate, readBudget, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
+    rejectFilter: [filterValuesCap, requestRate, readBudget, scanBudget, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),
       withinLimits,

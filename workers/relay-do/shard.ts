@@ -142,6 +142,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
                 keepStamp: (conn, sid, stamp) => this.conns.keepStamp(conn, sid, stamp),
                 dropStamp: (conn, sid) => this.conns.dropStamp(conn, sid),
                 chargeRead: (conn, bytes) => this.conns.chargeRead(conn, bytes),
+                chargeScan: (conn, rows) => this.conns.chargeScan(conn, rows),
                 admitDelivery: (conn) => this.conns.admitDelivery(conn),
               },
               (conn, sid) => this.conns.closeSub(conn, sid),
@@ -304,13 +305,16 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'query': {
         // Matched from before the query runs: what it does not return is delivered live.
         const relisted = op.sub ? this.fanout.subscribed(op.sub.edge, op.sub.key, op.filters) : false;
-        const rows = this.store.query(op.filters, this.limitOf, this.readScope(op.readers), this.limits.max_query_bytes);
-        return { op: 'rows', rows: rows.map((r) => r.raw), stamp: this.fanout.stamp(), ...(relisted ? { relisted } : {}) };
+        const meter = { rows: 0 };
+        const rows = this.store.query(op.filters, this.limitOf, this.readScope(op.readers), this.limits.max_query_bytes, meter);
+        return { op: 'rows', rows: rows.map((r) => r.raw), stamp: this.fanout.stamp(), scanned: meter.rows, ...(relisted ? { relisted } : {}) };
       }
       case 'check':
         return { op: 'checked', stamp: this.fanout.stamp(), ...(this.fanout.ensure(op.edge) ? { relisted: true } : {}) };
-      case 'count':
-        return { op: 'count', ...this.store.count(op.filters, this.readScope(op.readers), this.limits.max_count) };
+      case 'count': {
+        const meter = { rows: 0 };
+        return { op: 'count', ...this.store.count(op.filters, this.readScope(op.readers), this.limits.max_count, meter), scanned: meter.rows };
+      }
       case 'ownership':
         this.ownership.record(op.agent, op.owner, 'auth', this.clockSeconds(), op.conditions);
         return { op: 'done' };
@@ -632,7 +636,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   private admitQuery(conn: Connection, subId: string, filters: Filter[], holding?: Holding): Rejection | undefined {
     const reqOnly = holding ? { holding, readWait: this.conns.readWait(conn) } : {};
-    return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock(), ...reqOnly });
+    return firstVerdict(this.policy.rejectFilter, filters, { conn, subId, limits: this.limits, nowMs: this.clock(), scanWait: this.conns.scanWait(conn), ...reqOnly });
   }
 
   private onReq(conn: Connection, subId: string, input: Filter[]): void | Promise<void> {
@@ -645,7 +649,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
       this.conns.setSub(conn, subId, filters, held);
       return edge.subscribe(conn, subId, filters);
     }
-    const rows = this.store.query(filters, this.limitOf, this.readScope([...conn.authed]), this.limits.max_query_bytes);
+    const meter = { rows: 0 };
+    const rows = this.store.query(filters, this.limitOf, this.readScope([...conn.authed]), this.limits.max_query_bytes, meter);
     let bytes = 0;
     for (const row of rows) {
       send(conn, relayMessage.event(subId, row.raw));
@@ -653,6 +658,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     send(conn, relayMessage.eose(subId));
     this.conns.chargeRead(conn, bytes);
+    this.conns.chargeScan(conn, meter.rows);
     this.conns.setSub(conn, subId, filters, held);
   }
 
@@ -662,11 +668,12 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
     const edge = this.edge();
     if (edge) {
-      return edge.count(filters, [...conn.authed], (a) =>
-        send(conn, 'closed' in a ? relayMessage.closed(subId, a.closed) : relayMessage.count(subId, a)),
-      );
+      return edge.count(conn, filters, (a) => send(conn, 'closed' in a ? relayMessage.closed(subId, a.closed) : relayMessage.count(subId, a)));
     }
-    send(conn, relayMessage.count(subId, this.store.count(filters, this.readScope([...conn.authed]), this.limits.max_count)));
+    const meter = { rows: 0 };
+    const counted = this.store.count(filters, this.readScope([...conn.authed]), this.limits.max_count, meter);
+    this.conns.chargeScan(conn, meter.rows);
+    send(conn, relayMessage.count(subId, counted));
   }
 
   /** NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection` keys. */

@@ -97,6 +97,11 @@ type Candidate = { rid: number; id: string; created_at: number };
 /** A stored event with the UTF-8 size of its JSON, as query statements return it. */
 type SizedEvent = StoredEvent & { size: number };
 
+/** What queries read: the rows SQLite read for their statements (cursor.rowsRead, index and table rows), added up. */
+export interface ScanMeter {
+  rows: number;
+}
+
 /** The longest prefix of `rows` whose JSON fits in `maxBytes` (at least one row); reads no row past it. */
 function withinBytes(rows: Iterable<SizedEvent>, maxBytes: number): StoredEvent[] {
   const out: StoredEvent[] = [];
@@ -253,22 +258,33 @@ export class EventStore {
    * event over the budget. One filter is one statement; several filters first pick their events
    * from the indexes (one statement each, no JSON read), then one statement reads the merged list.
    */
-  query(filters: readonly Filter[], limitOf: (f: Filter) => number, scope: ReadScope, maxBytes: number): StoredEvent[] {
+  query(filters: readonly Filter[], limitOf: (f: Filter) => number, scope: ReadScope, maxBytes: number, meter?: ScanMeter): StoredEvent[] {
     const columns = 'e.id AS id, e.created_at AS created_at, e.raw AS raw, octet_length(e.raw) AS size';
     if (filters.length === 1) {
       const f = filters[0]!;
       const q = compileFilter(f, scope, `SELECT DISTINCT ${columns}`, limitOf(f));
-      return q ? withinBytes(this.sql.exec<SizedEvent>(q.sql, ...q.params), maxBytes) : [];
+      return q ? withinBytes(this.metered<SizedEvent>(meter, q.sql, ...q.params), maxBytes) : [];
     }
-    const chosen = this.union<Candidate>(filters.map((f) => compileFilter(f, scope, 'SELECT DISTINCT e.rid, e.id, e.created_at', limitOf(f))));
+    const chosen = this.union<Candidate>(filters.map((f) => compileFilter(f, scope, 'SELECT DISTINCT e.rid, e.id, e.created_at', limitOf(f))), meter);
     if (chosen.length === 0) return [];
     chosen.sort(compareEvents);
     // CROSS JOIN keeps json_each as the outer loop: rows come in the order of the array.
-    const rows = this.sql.exec<SizedEvent>(
+    const rows = this.metered<SizedEvent>(
+      meter,
       `SELECT ${columns} FROM json_each(?) j CROSS JOIN events e ON e.rid = j.value`,
       JSON.stringify(chosen.map((c) => c.rid)),
     );
     return withinBytes(rows, maxBytes);
+  }
+
+  /** The rows of a statement, read lazily; what SQLite read for them is added to `meter` once the reading ends (or stops). */
+  private *metered<Row extends Record<string, SqlStorageValue>>(meter: ScanMeter | undefined, sql: string, ...params: unknown[]): Generator<Row> {
+    const cursor = this.sql.exec<Row>(sql, ...params);
+    try {
+      yield* cursor;
+    } finally {
+      if (meter) meter.rows += cursor.rowsRead;
+    }
   }
 
   /**
@@ -276,18 +292,19 @@ export class EventStore {
    * counting at most `max` (RelayLimits.max_count): past it, the number counted so far, approximate.
    * One filter is counted by SQLite; several read at most `max` + 1 rows in all (their union).
    */
-  count(filters: readonly Filter[], scope: ReadScope, max: number): CountedEvents {
+  count(filters: readonly Filter[], scope: ReadScope, max: number, meter?: ScanMeter): CountedEvents {
     const compiled = filters.map((f) => compileFilter(f, scope, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
     const bound = Math.floor(max) + 1; // an integer from the validated limits, written into the statement (no parameter)
     if (compiled.length === 1) {
       const q = compiled[0]!;
-      const n = this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM (SELECT rid FROM (${q.sql}) LIMIT ${bound})`, ...q.params).one().n;
+      const [row] = [...this.metered<{ n: number }>(meter, `SELECT count(*) AS n FROM (SELECT rid FROM (${q.sql}) LIMIT ${bound})`, ...q.params)];
+      const n = row!.n;
       return n > max ? { count: max, approximate: true } : { count: n, approximate: false };
     }
     const seen = new Set<number>();
     let read = 0;
     for (const q of compiled) {
-      for (const { rid } of this.sql.exec<{ rid: number }>(`SELECT rid FROM (${q.sql}) LIMIT ${bound - read}`, ...q.params)) {
+      for (const { rid } of this.metered<{ rid: number }>(meter, `SELECT rid FROM (${q.sql}) LIMIT ${bound - read}`, ...q.params)) {
         seen.add(rid);
         read += 1;
       }
@@ -297,12 +314,12 @@ export class EventStore {
   }
 
   /** The rows of several statements (undefined: cannot match), each event once: the first row with its rid, in statement order. */
-  private union<Row extends { rid: number }>(queries: ReadonlyArray<CompiledQuery | undefined>): Row[] {
+  private union<Row extends { rid: number }>(queries: ReadonlyArray<CompiledQuery | undefined>, meter: ScanMeter | undefined): Row[] {
     const seen = new Set<number>();
     const rows: Row[] = [];
     for (const q of queries) {
       if (!q) continue;
-      for (const row of this.sql.exec<Row>(q.sql, ...q.params)) {
+      for (const row of this.metered<Row>(meter, q.sql, ...q.params)) {
         if (seen.has(row.rid)) continue;
         seen.add(row.rid);
         rows.push(row);
