@@ -10,6 +10,7 @@
 //     (with _meta), one too large elsewhere (capabilities) is answered -32603; a notification that
 //     cannot fit one event is dropped and logged, never sent for the relay to refuse. (Before, each
 //     became an event the relay refused: the client waited for an answer that never came.)
+import { env } from 'cloudflare:test';
 import { afterEach, beforeEach, describe, expect, inject, it, vi, type MockInstance } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import type { Form } from '../../src/shared/dvmcp-wrap.js';
@@ -211,6 +212,27 @@ describe('bridge: an upstream notification too large for one event', () => {
       expect(lines().filter((l) => l.includes('refused 21316') || l.includes('not delivered') || l.includes('notification budget'))).toEqual([]);
       expect(client.notifications(id)).toEqual([]);
       expect(told(client, full)).toEqual([]);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe('bridge: removing one server', () => {
+  it('closes only that server’s upstream sessions: a call in flight on another server gets its answer', async () => {
+    const { owner, provider } = await directBridge([
+      { id: 'gone', url: fixture('/mcp-paged'), public: false },
+      { id: 'stays', url: fixture('/mcp-paged'), public: false },
+    ]);
+    await bridgeReady(provider);
+    const client = await DvmcpClient.open(provider);
+    try {
+      const touched = await client.send(client.request('tools/list', {}, { s: 'gone' }));
+      expect((await client.answer(touched, 10_000)).result.ok).toBe(true); // 'gone' has a session too
+      const slow = await client.send(client.request('tools/call', { name: 'slow', arguments: { ms: 1500 } }, { s: 'stays' }));
+      await sleep(300); // the call is in flight upstream
+      expect(await env.BRIDGE.get(env.BRIDGE.idFromName(owner)).removeServer('gone')).toBe(true);
+      expect((await client.answer(slow, 10_000)).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: 'finally' }] } });
     } finally {
       client.close();
     }

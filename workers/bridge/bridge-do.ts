@@ -242,7 +242,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
     this.dispatcher.abortServer(id, 'server removed');
     await this.links.ensureConnected();
     await this.links.publishAll(await this.store.sign(announcementDeletion(p.pubkey, id)));
-    await this.cache.closeAll();
+    await this.cache.closeGroup(id); // only this server's: calls in flight on the others go on
     return true;
   }
 

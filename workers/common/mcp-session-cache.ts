@@ -173,6 +173,15 @@ export class McpSessionCache {
     await closeEntry(entry);
   }
 
+  /** Closes the sessions of `group` (groupOf), at once (calls in flight on them fail); the other groups' stay. */
+  async closeGroup(group: string): Promise<void> {
+    const groupOf = this.groupOf;
+    if (!groupOf) throw new Error('closeGroup needs a cache with groupOf');
+    const members = [...this.entries].filter(([key]) => groupOf(key) === group);
+    for (const [key] of members) this.entries.delete(key);
+    await Promise.all(members.map(([, entry]) => closeEntry(entry)));
+  }
+
   /** Closes every session, at once (calls in flight on them fail). */
   async closeAll(): Promise<void> {
     const all = [...this.entries].map(([, entry]) => entry);
