@@ -246,6 +246,26 @@ describe('plan limits at their boundary', () => {
     });
   });
 
+  it('model tokens per day are checked before each model call of a run too: a run that crossed the budget stops before its next call', async () => {
+    const owner = await addOwner('few_tokens');
+    const r = await api(owner.sk, 'POST', '/api/agents', { name: 'saas tools', provider: 'echo', tools: ['calculator'] });
+    expect(r.status).toBe(201);
+    const agent = (r.json as { pubkey: string }).pubkey;
+    await freeze(agent, T0);
+    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    // echo counts whitespace tokens: the first call (the tool call) costs 13, past the 9 others may use.
+    const p = client.prompt({ ver: 1, message: '/tool calculator {"expr": "1 + 1 + 1 + 1 + 1 + 1"}' });
+    await client.send(p);
+    const run = await client.collect(p.id);
+    expect(run.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1);
+    expect(run.terminal.payload).toMatchObject({
+      code: 'RATE_LIMIT',
+      message: 'others may use 9 of the agent’s owner’s plan’s 10 model tokens for today (UTC); the rest is kept for the owner',
+      retry_after: 60,
+      details: { quota: 'tokens_per_day' },
+    });
+  });
+
   it('model tokens per month: refused until the month ends (retry_after counts to the 1st, 00:00 UTC)', async () => {
     const owner = await addOwner('few_tokens_month');
     const agent = await createAgent(owner);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addRun, OTHERS_PLAN_SHARE, ownerUsage, planRefusal } from './quota.js';
+import { addRun, OTHERS_PLAN_SHARE, ownerUsage, planRefusal, planTokensRefusal } from './quota.js';
 
 const NOON = Date.parse('2026-12-01T12:00:00Z');
 
@@ -54,5 +54,21 @@ describe('planRefusal', () => {
       message: 'others may use 900 of the agent’s owner’s plan’s 1000 model tokens for today (UTC); the rest is kept for the owner',
       details: { quota: 'tokens_per_day' },
     });
+  });
+});
+
+describe('planTokensRefusal (a model call inside an admitted run)', () => {
+  const totals = { day: '2026-12-01', tokens_today: 60, tokens_month: 60, runs_today: 4 };
+  it('ignores runs_per_day (the run is already counted) and counts the tokens of the runs in progress', () => {
+    const plan = { runs_per_day: 4, tokens_per_day: 100 };
+    expect(planRefusal(plan, totals, NOON)?.details.quota).toBe('runs_per_day');
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 39 })).toBeUndefined();
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 40 })).toMatchObject({ code: 'RATE_LIMIT', details: { quota: 'tokens_per_day' } });
+  });
+  it('gives others their share, and counts the month as well', () => {
+    expect(planTokensRefusal({ tokens_per_day: 100 }, totals, NOON, { other: true, inFlightTokens: 30 })?.message).toBe(
+      `others may use ${Math.floor(100 * OTHERS_PLAN_SHARE)} of the agent’s owner’s plan’s 100 model tokens for today (UTC); the rest is kept for the owner`,
+    );
+    expect(planTokensRefusal({ tokens_per_month: 70 }, totals, NOON, { inFlightTokens: 10 })?.details.quota).toBe('tokens_per_month');
   });
 });

@@ -46,6 +46,8 @@ export interface PlanAsk {
   other?: boolean;
   /** Runs admitted and not yet added to the totals (in progress): counted against runs_per_day. */
   inFlight?: number;
+  /** Model tokens the runs in progress have spent so far (not yet in the totals): counted against the token limits. */
+  inFlightTokens?: number;
 }
 
 /** The limit that applies to `ask` (a share of `limit` for others). */
@@ -67,11 +69,20 @@ export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: P
       : `the agent’s owner used its plan’s ${planLimit} ${what}`;
     return { code: 'RATE_LIMIT', message, retry_after: secondsUntil(end, now), details: { quota } };
   };
+  const running = ask.inFlightTokens ?? 0;
   return (
     over('runs_per_day', (sameDay ? totals.runs_today : 0) + (ask.inFlight ?? 0), plan.runs_per_day, 'runs for today (UTC)', dayEnd) ??
-    over('tokens_per_day', sameDay ? totals.tokens_today : 0, plan.tokens_per_day, 'model tokens for today (UTC)', dayEnd) ??
-    over('tokens_per_month', sameMonth ? totals.tokens_month : 0, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd)
+    over('tokens_per_day', (sameDay ? totals.tokens_today : 0) + running, plan.tokens_per_day, 'model tokens for today (UTC)', dayEnd) ??
+    over('tokens_per_month', (sameMonth ? totals.tokens_month : 0) + running, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd)
   );
+}
+
+/**
+ * The refusal of a model call inside a run already admitted: the plan's token limits only (the run
+ * is already counted among the day's runs), against the totals plus what the runs in progress spent.
+ */
+export function planTokensRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: PlanAsk): QuotaRefusal | undefined {
+  return planRefusal({ ...plan, runs_per_day: undefined }, totals, now, { ...ask, inFlight: 0 });
 }
 
 /** The owner's plan and where its totals stand against it: what the owner's NIP-AO telemetry shows after a run. */

@@ -29,7 +29,7 @@ import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
 import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { addRun, ownerUsage, planRefusal, type OwnerUsage } from '../accounts/quota.js';
+import { addRun, ownerUsage, planRefusal, planTokensRefusal, type OwnerUsage, type QuotaRefusal } from '../accounts/quota.js';
 import { UsageMeter, type RunMeter } from './metering.js';
 import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
@@ -408,7 +408,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const state = this.ownerState(c);
     if (!state) return { owner: 'removed' };
     if (state.suspended) return { owner: 'suspended' };
-    const ask = { other: sender !== c.owner, inFlight };
+    const ask = { other: sender !== c.owner, inFlight, inFlightTokens: this.budget.inProgressTokens() };
     return { owner: 'allowed', quota: this.owner ? planRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now(), ask) : undefined };
   }
 
@@ -472,7 +472,15 @@ export class Agent extends DurableObject<AgentEnv> {
       mcpHeaders: (s) => this.store.mcpHeaders(s),
       dvmcp: this.links.dvmcpTools(c),
       meter: (r) => this.recordRun(c, r),
+      planTokens: (sender) => this.planTokensCheck(c, sender),
     };
+  }
+
+  /** Before a model call of a run in progress: the owner's plan's token limits, counting what the runs in progress spent (quota.ts). */
+  private planTokensCheck(c: StoredAgent, sender: string): QuotaRefusal | undefined {
+    const state = this.ownerState(c);
+    if (!state || !this.owner) return undefined;
+    return planTokensRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now(), { other: sender !== c.owner, inFlightTokens: this.budget.inProgressTokens() });
   }
 
   // ---- after a restart ----

@@ -75,7 +75,12 @@ export class AgentBudget {
 
   /** Model tokens counted against the day of `now`: the persisted total and what the runs in progress have spent. */
   tokensCounted(now: number): number {
-    let n = this.tokensToday(now);
+    return this.tokensToday(now) + this.inProgressTokens();
+  }
+
+  /** Model tokens the runs in progress have spent so far. */
+  inProgressTokens(): number {
+    let n = 0;
     for (const t of this.running.values()) n += t.input_tokens + t.output_tokens;
     return n;
   }

@@ -22,7 +22,7 @@ import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import type { RunMeter } from './metering.js';
 import { logAgent } from './agent-log.js';
-import type { OwnerUsage } from '../accounts/quota.js';
+import type { OwnerUsage, QuotaRefusal } from '../accounts/quota.js';
 import { fitToolCall } from './event-fit.js';
 
 
@@ -71,6 +71,8 @@ export interface RunDeps {
    * owner's totals against its plan after this run (when known), for the owner's telemetry.
    */
   meter(r: RunMeter): OwnerUsage | undefined;
+  /** Before each model call: the owner's plan's token limits for `sender`, counting the runs in progress (undefined: room left). */
+  planTokens(sender: string): QuotaRefusal | undefined;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -134,7 +136,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
         },
         sink,
         usage: tokens,
-        beforeModelCall: () => d.budget.dailyTokensRefusal(c.limits, d.now()),
+        beforeModelCall: () => d.budget.dailyTokensRefusal(c.limits, d.now()) ?? d.planTokens(client),
       });
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {

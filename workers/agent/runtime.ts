@@ -70,7 +70,7 @@ export interface RunInput {
   observe?: WireObserver;
   now?: () => number;
   /** Asked before each model call: a refusal (the day's token budget is used) ends the run with RATE_LIMIT instead. */
-  beforeModelCall?: () => { message: string; retry_after: number } | undefined;
+  beforeModelCall?: () => { message: string; retry_after: number; details?: Record<string, unknown> } | undefined;
 }
 
 /** Models the agent accepts for a prompt: the requested one, else the first supported fallback. */
@@ -259,7 +259,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
       return { terminal: { type: 'error', code: 'TOOL_ERROR', message: `the tool loop exceeded ${input.limits.max_tool_steps} steps` }, transcript };
     }
     const refused = input.beforeModelCall?.();
-    if (refused) return { terminal: { type: 'error', code: 'RATE_LIMIT', ...refused }, transcript };
+    if (refused) return { terminal: { type: 'error', code: 'RATE_LIMIT', message: refused.message, retry_after: refused.retry_after, ...(refused.details ? { details: refused.details } : {}) }, transcript };
     let text = '';
     const calls: ToolCall[] = [];
     const tokens = new CallTokens(() => estimateInput(messages, toolSpecs));
