@@ -81,7 +81,8 @@ export const PROVIDERS = ['openai', 'anthropic', 'workers-ai', 'echo'] as const;
 const fields = {
   name: z.string().min(1).max(100),
   about: z.string().max(2000).optional(),
-  picture: z.url().optional(),
+  /** At most 2048 characters, as a bridge server's: it goes in the agent's kind 0 and 31316 (each one event). */
+  picture: z.url().max(2048).optional(),
   system_prompt: z.string().max(100_000).optional(),
   provider: z.enum(PROVIDERS).optional(),
   models: z.array(z.string().min(1)).min(1).max(50).optional(),

@@ -11,16 +11,19 @@
 // tools only). The bridge's rules hold too: a private server (public: false) is reached only by a
 // request naming it in `s`; an error found before admission (not JSON, unknown method or server)
 // counts as one of the client's requests of the minute, a rate-limited refusal is answered once per
-// client until its retry time, and error answers in all are capped (ErrorAnswers, limits.ts).
+// client until its retry time, and error answers in all are capped (ErrorAnswers, limits.ts). Every
+// answer, also the error to a request that cannot be read (which may echo its method tag), is held
+// to one DVMCP message in the request's form (answer-fit.ts: an error's message cut with the note).
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { ok, err, type Result } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
-import { errorTemplate, parseMessage, RPC, rpcError, type Incoming, type InitializeInfo, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
+import { parseMessage, RPC, rpcError, type Incoming, type InitializeInfo, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
 import { wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
 import type { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
+import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
 import { Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
 import { ErrorAnswers, Limiter, releaseOnce, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
@@ -263,7 +266,7 @@ export class AgentDvmcp {
       if (m.kind === KIND.DVMCP_NOTIFICATION) return;
       const allowed = this.errorAnswer(m.pubkey);
       const error = allowed.ok ? parsed.error : allowed.error;
-      if (error) await reply.send(errorTemplate({ requestId: m.id, client: m.pubkey }, error));
+      if (error) await reply.send(errorAnswer({ requestId: m.id, client: m.pubkey }, error, form));
       return;
     }
     await this.dispatcher.handle(parsed.value, reply);
