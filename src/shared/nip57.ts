@@ -143,7 +143,16 @@ export function zapCallbackUrl(callback: string, msat: number, zapRequest: Nostr
   return ok(url.href);
 }
 
-const CallbackAnswerSchema = z.object({ pr: z.string().min(1).max(4096) });
+/**
+ * The longest invoice taken from a callback, in characters. A BOLT-11 invoice is a few hundred to
+ * about 2,000 characters (route hints make it longer). This cap is also what keeps the bridge's
+ * payment-required notification within one DVMCP message in every form: an invoice is never cut
+ * (a cut one cannot be paid), and 4096 characters, each escaped to at most 6 bytes, are 24,576
+ * bytes, within the 40,557 a gift-wrapped 21316 carries besides its other tags.
+ */
+const MAX_INVOICE_CHARS = 4096;
+
+const CallbackAnswerSchema = z.object({ pr: z.string().min(1) });
 
 /** The invoice in a callback answer (LUD-06 `pr`), checked to be for exactly `msat` (as LUD-06 tells wallets to). */
 export function invoiceOf(raw: unknown, msat: number): Result<string, string> {
@@ -151,6 +160,7 @@ export function invoiceOf(raw: unknown, msat: number): Result<string, string> {
   if (refused !== undefined) return err(refused);
   const a = CallbackAnswerSchema.safeParse(raw);
   if (!a.success) return err('the LNURL callback answered without an invoice (pr)');
+  if (a.data.pr.length > MAX_INVOICE_CHARS) return err(`the LNURL callback's invoice is ${a.data.pr.length} characters; an invoice is at most ${MAX_INVOICE_CHARS}`);
   const amount = bolt11Msat(a.data.pr);
   if (!amount.ok) return err(`the LNURL callback's invoice is unusable: ${amount.error}`);
   if (amount.value !== msat) return err(`the LNURL callback's invoice is for ${amount.value} msat, not the ${msat} msat asked for`);

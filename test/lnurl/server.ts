@@ -4,6 +4,8 @@
 //   GET  /.well-known/lnurlp/bridge   zap-capable pay endpoint (allowsNostr, nostrPubkey, 1 sat – 1 BTC)
 //   GET  /.well-known/lnurlp/plain    a pay endpoint without zap support
 //   GET  /.well-known/lnurlp/liar     zap-capable, but its callback's invoice is for 1 sat more
+//   GET  /.well-known/lnurlp/huge     zap-capable, but its callback's invoice is 50,000 characters
+//                                     (under the 64 KiB read cap, over the 4096 characters accepted)
 //   GET  /.well-known/lnurlp/down     HTTP 503
 //   GET  /lnurlp/<name>/callback?amount=<msat>&nostr=<zap request>[&lnurl=]
 //        → {pr, routes: []}: a BOLT-11-shaped invoice for the amount (its human-readable part is
@@ -28,7 +30,9 @@ export interface LnurlServer {
 const BECH32 = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
 const MIN_MSAT = 1_000;
 const MAX_MSAT = 100_000_000_000;
-const NAMES = new Set(['bridge', 'plain', 'liar']);
+const NAMES = new Set(['bridge', 'plain', 'liar', 'huge']);
+/** Characters of the `huge` user's invoices. */
+const HUGE_INVOICE_CHARS = 50_000;
 
 const json = (res: ServerResponse, status: number, body: unknown): void => {
   res.writeHead(status, { 'content-type': 'application/json' });
@@ -41,10 +45,10 @@ async function readBody(req: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** A BOLT-11-shaped mainnet invoice for `msat`: n (whole 100 msat) or p multiplier, then random data. */
-function invoiceFor(msat: number): string {
+/** A BOLT-11-shaped mainnet invoice for `msat`: n (whole 100 msat) or p multiplier, then random data (`chars` in all when given). */
+function invoiceFor(msat: number, chars?: number): string {
   const hrp = msat % 100 === 0 ? `lnbc${msat / 100}n` : `lnbc${msat * 10}p`;
-  const data = [...randomBytes(180)].map((b) => BECH32[b % 32]).join('');
+  const data = [...randomBytes(chars === undefined ? 180 : chars - hrp.length - 1)].map((b) => BECH32[b % 32]).join('');
   return `${hrp}1${data}`;
 }
 
@@ -108,7 +112,7 @@ export async function startLnurlServer(): Promise<LnurlServer> {
         if (zr.tags.find((t) => t[0] === 'amount')?.[1] !== String(amount)) return json(res, 200, { status: 'ERROR', reason: 'amount tag differs from amount' });
         requests.push(zr);
       }
-      const pr = invoiceFor(callback[1] === 'liar' ? amount + 1_000 : amount);
+      const pr = invoiceFor(callback[1] === 'liar' ? amount + 1_000 : amount, callback[1] === 'huge' ? HUGE_INVOICE_CHARS : undefined);
       if (nostr !== null) invoices.set(pr, nostr);
       return json(res, 200, { pr, routes: [] });
     }

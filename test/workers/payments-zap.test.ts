@@ -143,6 +143,7 @@ describe('ZapVerifier', () => {
   it.each<[string, string | undefined, number, string]>([
     ['plain', undefined, 21, 'payment unavailable: the Lightning address does not support zaps (allowsNostr is not true)'],
     ['liar', undefined, 21, "payment unavailable: the LNURL callback's invoice is for 22000 msat, not the 21000 msat asked for"],
+    ['huge', undefined, 21, "payment unavailable: the LNURL callback's invoice is 50000 characters; an invoice is at most 4096"],
     ['down', undefined, 21, 'payment unavailable: the LNURL server answered HTTP 503'],
     ['nobody', undefined, 21, 'payment unavailable: the LNURL server answered HTTP 404'],
     ['bridge', undefined, 200_000_000, 'payment unavailable: 200000000000 msat is outside what the Lightning address accepts (1000–100000000000 msat)'],
