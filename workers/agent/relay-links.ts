@@ -273,6 +273,10 @@ export class RelayLinks {
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
     const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now), ...dvmcpAnnouncements(c)];
-    for (const t of templates) await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });
+    for (const t of templates) {
+      const published = await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });
+      // Not sent again here (the next connect publishes them anew): said, so that an owner can see why an announcement is missing.
+      if (!published.ok) console.error('agent: announcement not accepted', c.pubkey, `kind ${t.kind}`, client.url, published.message);
+    }
   }
 }
