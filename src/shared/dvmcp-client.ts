@@ -23,6 +23,7 @@
 import { getPublicKey } from 'nostr-tools/pure';
 import { cancelTemplate, parsePaymentRequired, parseResponse, requestTemplate, type Incoming, type PaymentRequired } from './dvmcp.js';
 import { unwrapDvmcp, wrapDvmcpWithId } from './dvmcp-wrap.js';
+import { messageSize } from './dvmcp-size.js';
 import { err, errorMessage, ok, type Result } from './errors.js';
 import { checkIdAndSignature, type EventSigner, type NostrEvent } from './event.js';
 import { KIND } from './kinds.js';
@@ -163,6 +164,12 @@ export class DvmcpClient {
 
     // Identical requests in the same second would get the same id (and their answers too): the
     // later one moves a second on.
+    // One that does not fit one event would be refused by the relay (or could not be wrapped): said now.
+    const form = target.encrypt ? 'wrapped' : 'plain';
+    const fits = messageSize(requestTemplate(target.provider, method, params, target.serverId), form);
+    if (fits.size > fits.room) {
+      return err({ kind: 'relay', message: `request too large for one DVMCP message: ${fits.size} bytes, at most ${fits.room}${target.encrypt ? ' gift-wrapped' : ''}` });
+    }
     let event: NostrEvent;
     let requestId: string;
     for (let bump = 0; ; bump++) {

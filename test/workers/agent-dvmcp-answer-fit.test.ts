@@ -9,7 +9,8 @@
 import { describe, expect, it } from 'vitest';
 import { RPC } from '../../src/shared/dvmcp.js';
 import type { Form } from '../../src/shared/dvmcp-wrap.js';
-import { answerNote, PLAIN_ANSWER_MAX_BYTES } from '../../workers/common/dvmcp-server/answer-fit.js';
+import { answerNote } from '../../workers/common/dvmcp-server/answer-fit.js';
+import { PLAIN_MESSAGE_MAX_BYTES } from '../../src/shared/dvmcp-size.js';
 import { createTestAgent } from './agent-helpers.js';
 import { api } from './api-helpers.js';
 import { announcements, DvmcpClient } from './bridge-helpers.js';
@@ -46,7 +47,7 @@ describe('the agent’s answer to a request it cannot read fits one DVMCP messag
     expect(shown).toBeGreaterThan(form === 'plain' ? 100_000 : 9_000);
     expect(message).toBe(full.slice(0, shown) + answerNote(shown, full.length));
     expect(answer.tags).toEqual(expect.arrayContaining([['e', id], ['p', c.k.pk]]));
-    if (form === 'plain') expect(new TextEncoder().encode(answer.content).length).toBeLessThanOrEqual(PLAIN_ANSWER_MAX_BYTES);
+    if (form === 'plain') expect(new TextEncoder().encode(answer.content).length).toBeLessThanOrEqual(PLAIN_MESSAGE_MAX_BYTES);
     else expect(answer.event.kind).toBe(1059);
     c.close();
   });

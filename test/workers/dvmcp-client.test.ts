@@ -123,6 +123,17 @@ describe('DvmcpClient', () => {
     expect(result).toEqual({ ok: false, error: { kind: 'protocol', code: -32602, message: 'Unknown tool: nope' } });
   });
 
+  it('a request too large for one message fails at once with a clear reason, wrapped or plain, and nothing stays pending', async () => {
+    const r = await responder();
+    const { c } = client();
+    const huge = { name: 'echo', arguments: { text: 'x'.repeat(200_000) } };
+    const wrapped = await c.request({ provider: r.provider, serverId: r.serverId, encrypt: true }, 'tools/call', huge);
+    expect(wrapped).toEqual({ ok: false, error: { kind: 'relay', message: expect.stringMatching(/^request too large for one DVMCP message: \d+ bytes, at most \d+ gift-wrapped$/) } });
+    const plain = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', huge);
+    expect(plain).toEqual({ ok: false, error: { kind: 'relay', message: expect.stringMatching(/^request too large for one DVMCP message: \d+ bytes, at most \d+$/) } });
+    expect(c.pending).toBe(0);
+  });
+
   it('payment-required with no handler fails with the amount and invoice, and cancels the request', async () => {
     const r = await responder();
     const { c } = client();

@@ -1,6 +1,6 @@
 // event-fit.ts: run events cut in the JSON form (json-cut.ts), exactly within the room.
 import { describe, expect, it } from 'vitest';
-import { jsonStringBytes, utf8Bytes } from '../common/json-cut.js';
+import { jsonStringBytes, utf8Bytes } from '../../src/shared/json-cut.js';
 import { fitResponse, fitToolCall, shownToolName, TOOL_ARGUMENTS_MAX_BYTES, TOOL_NAME_MAX_BYTES, TOOL_OUTPUT_MAX_BYTES } from './event-fit.js';
 
 const jsonBytes = (v: unknown) => utf8Bytes(JSON.stringify(v));

@@ -8,9 +8,9 @@
 // deltas, each small, carried all of it); the answer of a DVMCP ask is cut as every DVMCP answer
 // (workers/common/dvmcp-server/answer-fit.ts).
 // Cuts fall on code point boundaries and are measured in the JSON form (escapes included), so the
-// payload is exactly within the room (workers/common/json-cut.ts, which DVMCP answers cut with too).
+// payload is exactly within the room (src/shared/json-cut.ts, which DVMCP answers cut with too).
 
-import { cutJsonString, cutWithNote, jsonStringBytes, utf8Bytes, type CutNote } from '../common/json-cut.js';
+import { cutJsonString, cutWithNote, jsonStringBytes, utf8Bytes, type CutNote } from '../../src/shared/json-cut.js';
 import type { ToolOutput } from './tools/types.js';
 
 /** The JSON of a 25804 result's `output` (stdout and stderr together, as sent) takes at most this many bytes. */

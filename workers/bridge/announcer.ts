@@ -11,7 +11,8 @@ import { bytesToHex } from '../../src/shared/hex.js';
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { LISTS, listAnnouncement, RPC, serverAnnouncement, type ListSpec } from '../../src/shared/dvmcp.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
-import { answerSize, initializeTemplate } from '../common/dvmcp-server/answer-fit.js';
+import { initializeTemplate } from '../common/dvmcp-server/answer-fit.js';
+import { messageSize } from '../../src/shared/dvmcp-size.js';
 import type { ServerHealth, StoredServer } from './config.js';
 import type { UpstreamServer } from './upstream.js';
 
@@ -52,7 +53,7 @@ export async function buildAnnouncements(stored: StoredServer, upstream: Upstrea
     }
     counts[COUNT_FIELD[spec.method]] = items.value.length;
     const list = listAnnouncement(stored.id, spec, items.value, stored.prices);
-    const { size, room } = answerSize(list, 'plain');
+    const { size, room } = messageSize(list, 'plain');
     if (size <= room) templates.push(list);
     else leftOut.push(`${spec.method} (${items.value.length} items) is ${size} bytes; one announcement carries at most ${room}`);
   }

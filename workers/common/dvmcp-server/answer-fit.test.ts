@@ -9,8 +9,9 @@ import { unwrapDvmcp, wrapContentRoom, wrapDvmcp, type Form } from '../../../src
 import { ConversationKeyCache } from '../../../src/shared/nip44.js';
 import { nobleVerifier } from '../../../src/shared/verify.js';
 import { keys } from '../../../test/support/nostr.js';
-import { utf8Bytes } from '../json-cut.js';
-import { answerSize, answerTemplate, errorAnswer, initializeTemplate, PLAIN_ANSWER_MAX_BYTES } from './answer-fit.js';
+import { utf8Bytes } from '../../../src/shared/json-cut.js';
+import { answerTemplate, errorAnswer, initializeTemplate } from './answer-fit.js';
+import { messageSize, PLAIN_MESSAGE_MAX_BYTES } from '../../../src/shared/dvmcp-size.js';
 
 const cache = new ConversationKeyCache(8);
 const server = keys();
@@ -56,13 +57,13 @@ describe('answerTemplate', () => {
         expect(text.startsWith(shown)).toBe(true);
         expect(n).toBe(note(utf8Bytes(shown), utf8Bytes(text)));
         // within the room, and no more than a character (and its escapes) short of it
-        const { size, room } = answerSize(t, form);
+        const { size, room } = messageSize(t, form);
         expect(size).toBeLessThanOrEqual(room);
         expect(size).toBeGreaterThan(room - 16);
         if (form === 'plain') {
-          expect(room).toBe(PLAIN_ANSWER_MAX_BYTES);
+          expect(room).toBe(PLAIN_MESSAGE_MAX_BYTES);
           // the event's JSON escapes the content at most twice over: within the relay's 256 KiB messages
-          expect(utf8Bytes(JSON.stringify(t))).toBeLessThan(2 * PLAIN_ANSWER_MAX_BYTES + 1024);
+          expect(utf8Bytes(JSON.stringify(t))).toBeLessThan(2 * PLAIN_MESSAGE_MAX_BYTES + 1024);
           return;
         }
         expect(room).toBe(wrapContentRoom(t, form));
@@ -90,7 +91,7 @@ describe('answerTemplate', () => {
     expect(b.startsWith(shown)).toBe(true);
     expect(shown.length).toBeGreaterThan(15_000);
     expect(n).toBe(note(utf8Bytes(a) + utf8Bytes(shown), total));
-    expect(utf8Bytes(t.content)).toBeLessThanOrEqual(PLAIN_ANSWER_MAX_BYTES);
+    expect(utf8Bytes(t.content)).toBeLessThanOrEqual(PLAIN_MESSAGE_MAX_BYTES);
   });
 
   it('a result whose size is not in a tool result text is answered -32603 result too large', () => {
@@ -105,7 +106,7 @@ describe('answerTemplate', () => {
     for (const [name, result] of Object.entries(results)) {
       for (const form of ['plain', 'wrapped'] as const) {
         const whole = responseTemplate(to, result);
-        const { size, room } = answerSize(whole, form);
+        const { size, room } = messageSize(whole, form);
         const answer = form === 'plain' ? 'a plain answer' : 'a gift-wrapped answer';
         expect(JSON.parse(answerTemplate(to, result, form).content), `${name}, ${form}`).toEqual({
           error: { code: -32603, message: `result too large: ${size} bytes; ${answer} carries at most ${room}, and only the text content of a tool result can be cut to fit` },
@@ -134,7 +135,7 @@ describe('errorAnswer', () => {
       const { shown, note: n } = split(error.message);
       expect(message.startsWith(shown)).toBe(true);
       expect(n).toBe(note(utf8Bytes(shown), utf8Bytes(message) + utf8Bytes('left out')));
-      const { size, room } = answerSize(t, form);
+      const { size, room } = messageSize(t, form);
       expect(size).toBeLessThanOrEqual(room);
       expect(size).toBeGreaterThan(room - 32); // (the room kept for the data left out is not used)
     });
@@ -148,7 +149,7 @@ describe('errorAnswer', () => {
     const { shown, note: n } = split(error.data as string);
     expect(JSON.stringify(data).startsWith(shown)).toBe(true);
     expect(n).toBe(note(utf8Bytes('it broke') + utf8Bytes(shown), utf8Bytes('it broke') + utf8Bytes(JSON.stringify(data))));
-    expect(answerSize(t, 'wrapped').size).toBeLessThanOrEqual(answerSize(t, 'wrapped').room);
+    expect(messageSize(t, 'wrapped').size).toBeLessThanOrEqual(messageSize(t, 'wrapped').room);
   });
 });
 
@@ -175,7 +176,7 @@ describe('initializeTemplate', () => {
       const { shown, note: n } = split(result['instructions'] as string);
       expect(instructions.startsWith(shown)).toBe(true);
       expect(n).toBe(note(utf8Bytes(shown), 200_000));
-      expect(answerSize(fitted.value, form).size).toBeLessThanOrEqual(answerSize(fitted.value, form).room);
+      expect(messageSize(fitted.value, form).size).toBeLessThanOrEqual(messageSize(fitted.value, form).room);
     });
   }
 

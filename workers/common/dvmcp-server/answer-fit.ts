@@ -1,12 +1,7 @@
 // DVMCP messages that fit the form they go in, for every backend (a bridge's upstream MCP servers, a
-// hosted agent's `ask`). What fits:
-//   plain         the content at most PLAIN_ANSWER_MAX_BYTES (120,000) bytes of UTF-8, so the
-//                 event stays within the relay's 256 KiB messages (max_message_length) however
-//                 much JSON escapes its content again (at most twice: a quote is \" in the
-//                 content and \\\" in the event)
-//   gift-wrapped  the content, as the JSON string of the rumor, within what the seal and the wrap
-//                 carry (wrapContentRoom, src/shared/dvmcp-wrap.ts, exact: about 40,600 bytes), the text
-//                 of the result being escaped twice there (json-cut.ts `depth` 2)
+// hosted agent's `ask`). What fits is src/shared/dvmcp-size.ts's rule (a plain content at most
+// 120,000 bytes; a gift-wrapped one within what the seal and the wrap carry, the text of the result
+// being escaped twice there, json-cut.ts `depth` 2).
 // One way of cutting (`cutInOrder`): the texts that make a message large, in order, each kept while
 // it fits, the first that does not cut to what does and followed by the note '\n\n[answer cut to
 // fit one DVMCP message: the first N of M bytes]' (N, M: UTF-8 bytes of the texts shown, and of all
@@ -28,12 +23,10 @@
 
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { errorTemplate, responseTemplate, RPC, rpcError, type Requester, type RpcError } from '../../../src/shared/dvmcp.js';
-import { wrapContentRoom, type Form } from '../../../src/shared/dvmcp-wrap.js';
+import type { Form } from '../../../src/shared/dvmcp-wrap.js';
+import { messageSize } from '../../../src/shared/dvmcp-size.js';
 import type { EventTemplate } from '../../../src/shared/relay-types.js';
-import { cutJsonString, jsonStringBytes, utf8Bytes, type CutNote } from '../json-cut.js';
-
-/** The most UTF-8 bytes of content a plain answer takes. */
-export const PLAIN_ANSWER_MAX_BYTES = 120_000;
+import { cutJsonString, jsonStringBytes, utf8Bytes, type CutNote } from '../../../src/shared/json-cut.js';
 
 /** The note that ends a cut answer's text. */
 export const answerNote: CutNote = (shown, total) => `\n\n[answer cut to fit one DVMCP message: the first ${shown} of ${total} bytes]`;
@@ -52,15 +45,6 @@ const carrier = (form: Form): string => (form === 'plain' ? 'a plain answer' : '
 const cutMeta = (result: Record<string, unknown>, total: number): Record<string, unknown> => ({ ...(isRecord(result._meta) ? result._meta : {}), truncated: true, original_bytes: total });
 
 /**
- * A template's size as `form` counts it, the most it may be, and how deep a text of its content
- * lies in what is counted (1: in the content's JSON; 2: in the rumor's JSON too).
- */
-export function answerSize(t: EventTemplate, form: Form): { size: number; room: number; depth: 1 | 2 } {
-  if (form === 'plain') return { size: utf8Bytes(t.content), room: PLAIN_ANSWER_MAX_BYTES, depth: 1 };
-  return { size: jsonStringBytes(t.content), room: wrapContentRoom(t, form), depth: 2 };
-}
-
-/**
  * `t` with the content `body(texts)`, `texts` cut to fit `form` in order (see the header): each kept
  * whole while it fits, the first that does not cut and followed by the note, the later ones left
  * out (undefined). `total`: the UTF-8 bytes of all of them. Undefined when the rest of the body
@@ -73,7 +57,7 @@ function cutInOrder(
   body: (texts: ReadonlyArray<string | undefined>, total: number) => Record<string, unknown>,
 ): EventTemplate | undefined {
   const total = texts.reduce((n, text) => n + utf8Bytes(text), 0);
-  const { size, room, depth } = answerSize({ ...t, content: JSON.stringify(body(texts.map(() => ''), total)) }, form);
+  const { size, room, depth } = messageSize({ ...t, content: JSON.stringify(body(texts.map(() => ''), total)) }, form);
   // The note with `total` for both numbers is at least as long as the final one.
   let left = room - size - jsonStringBytes(answerNote(total, total), depth);
   if (left < 0) return undefined;
@@ -99,7 +83,7 @@ function cutInOrder(
 /** The answer to `to` carrying `result` in `form`: whole, its text cut and marked, or -32603 (see the header). */
 export function answerTemplate(to: Requester, result: Record<string, unknown>, form: Form): EventTemplate {
   const whole = responseTemplate(to, result);
-  const { size, room } = answerSize(whole, form);
+  const { size, room } = messageSize(whole, form);
   if (size <= room) return whole;
   const content = result.content;
   const cut = Array.isArray(content)
@@ -121,7 +105,7 @@ export function answerTemplate(to: Requester, result: Record<string, unknown>, f
  * to `form`: whole, its instructions cut and marked, or the error when the rest is too large.
  */
 export function initializeTemplate(t: EventTemplate, form: Form): Result<EventTemplate, RpcError> {
-  const { size, room } = answerSize(t, form);
+  const { size, room } = messageSize(t, form);
   if (size <= room) return ok(t);
   const result = JSON.parse(t.content) as Record<string, unknown>;
   const { instructions } = result;
@@ -135,7 +119,7 @@ export function initializeTemplate(t: EventTemplate, form: Form): Result<EventTe
  */
 export function errorAnswer(to: Requester, error: RpcError, form: Form, extraTags: string[][] = []): EventTemplate {
   const whole = responseTemplate(to, { error }, extraTags);
-  const { size, room } = answerSize(whole, form);
+  const { size, room } = messageSize(whole, form);
   if (size <= room) return whole;
   const texts = error.data === undefined ? [error.message] : [error.message, typeof error.data === 'string' ? error.data : JSON.stringify(error.data)];
   const body = ([message, data]: ReadonlyArray<string | undefined>): Record<string, unknown> => ({ error: { code: error.code, message: message ?? '', ...(data === undefined ? {} : { data }) } });

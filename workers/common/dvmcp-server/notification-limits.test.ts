@@ -4,7 +4,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { notificationTemplate } from '../../../src/shared/dvmcp.js';
 import type { EventTemplate } from '../../../src/shared/relay-types.js';
-import { answerSize, PLAIN_ANSWER_MAX_BYTES } from './answer-fit.js';
+import { messageSize, PLAIN_MESSAGE_MAX_BYTES } from '../../../src/shared/dvmcp-size.js';
 import { Coalescer, NOTIFICATIONS_PER_MINUTE, NotificationBudget, SERVER_NOTIFICATIONS_PER_MINUTE } from './notification-limits.js';
 
 describe('Coalescer', () => {
@@ -82,15 +82,15 @@ describe('NotificationBudget', () => {
     const b = new NotificationBudget(2, 2, (l) => logs.push(l));
     let t = 1_000_000;
     b.now = () => t;
-    const plain = progress('m'.repeat(PLAIN_ANSWER_MAX_BYTES));
+    const plain = progress('m'.repeat(PLAIN_MESSAGE_MAX_BYTES));
     const wrapped = progress('語'.repeat(20_000)); // 60,000 bytes: fits plain, not a gift wrap
     expect(b.admit('s', plain, 'plain')).toBe(false);
     expect(b.admit('s', wrapped, 'wrapped')).toBe(false);
     expect(b.admit('s', wrapped, 'plain')).toBe(true);
     expect(b.admit('s', progress(), 'wrapped')).toBe(true);
-    expect(logs).toEqual([`notifications/progress of server s dropped: ${answerSize(plain, 'plain').size} bytes, one event carries at most ${PLAIN_ANSWER_MAX_BYTES} (logged once a minute per server)`]);
+    expect(logs).toEqual([`notifications/progress of server s dropped: ${messageSize(plain, 'plain').size} bytes, one event carries at most ${PLAIN_MESSAGE_MAX_BYTES} (logged once a minute per server)`]);
     t += 60_000;
     expect(b.admit('s', wrapped, 'wrapped-dm')).toBe(false);
-    expect(logs[1]).toBe(`notifications/progress of server s dropped: ${answerSize(wrapped, 'wrapped-dm').size} bytes, one event carries at most ${answerSize(wrapped, 'wrapped-dm').room} (logged once a minute per server)`);
+    expect(logs[1]).toBe(`notifications/progress of server s dropped: ${messageSize(wrapped, 'wrapped-dm').size} bytes, one event carries at most ${messageSize(wrapped, 'wrapped-dm').room} (logged once a minute per server)`);
   });
 });

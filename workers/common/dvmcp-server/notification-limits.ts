@@ -19,7 +19,7 @@
 
 import type { Form } from '../../../src/shared/dvmcp-wrap.js';
 import type { EventTemplate } from '../../../src/shared/relay-types.js';
-import { answerSize } from './answer-fit.js';
+import { messageSize } from '../../../src/shared/dvmcp-size.js';
 
 /** One list_changed per (server, client, list), one resources/updated per (server, client, uri), per this window. */
 export const NOTIFY_WINDOW_MS = 1000;
@@ -124,7 +124,7 @@ export class NotificationBudget {
     const w = this.window;
     let server = w.servers.get(serverId);
     if (!server) w.servers.set(serverId, (server = { count: 0, dropped: 0, tooLargeTold: false }));
-    const { size, room } = answerSize(t, form);
+    const { size, room } = messageSize(t, form);
     if (size > room) {
       if (!server.tooLargeTold) {
         const method = t.tags.find((tag) => tag[0] === 'method')?.[1] ?? 'a notification';
