@@ -4,7 +4,8 @@
 // future) and random multi-filter REQs. A small reference model applies the insert rules of
 // docs/PROTOCOL.md; the SQL answers must equal the in-memory matcher over that model: newest first,
 // ties by lowest id, limit per filter, union without duplicates, visibility by reader, the byte
-// budget as a prefix; and COUNT the size of the union.
+// budget as a prefix; and COUNT the size of the union. Each filter is also run under every plan the
+// query compiler may choose (each candidate driving list forced in turn).
 import { env, runInDurableObject } from 'cloudflare:test';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -13,6 +14,7 @@ import { compareEvents, matchFilter, type Filter } from '../../src/shared/filter
 import { KIND } from '../../src/shared/kinds.js';
 import { coordinateD, EventStore, mayDelete, parseCoordinate, supersedes, type InsertOutcome } from '../../workers/relay-do/store.js';
 import { canRead } from '../../workers/relay-do/read-policy.js';
+import { compileFilter, type CompiledQuery, type Probe } from '../../workers/relay-do/query-sql.js';
 
 const T0 = 1_700_000_000;
 const NOW = T0 + 3;
@@ -171,66 +173,170 @@ const filterArb = (ids: string[]): fc.Arbitrary<Filter> =>
       return f;
     });
 
+/**
+ * For the plans: events of kinds stored as they come (notes, reactions, gift wraps; some expired)
+ * at one of two created_at values, tagged from a small alphabet, so that per tag value and per
+ * author several events tie where a small limit cuts.
+ */
+const plainEventArb: fc.Arbitrary<NostrEvent> = fc
+  .record({
+    nonce: fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 8, maxLength: 8 }),
+    author: fc.nat({ max: PEOPLE.length - 1 }),
+    kind: fc.constantFrom(1, 7, KIND.GIFT_WRAP),
+    at: fc.constantFrom(T0 + 2, T0 + 3),
+    tags: fc.subarray(['a', 'b'].flatMap((l) => VALUES.map((v) => [l, v]))),
+    p: fc.subarray(PEOPLE),
+    expired: fc.constantFrom(false, false, false, true),
+  })
+  .map((g) => {
+    const tags = [...g.tags, ...g.p.map((p) => ['p', p])];
+    if (g.expired) tags.push(['expiration', String(NOW - 1)]);
+    return { id: g.nonce.padEnd(64, '0'), pubkey: PEOPLE[g.author]!, created_at: g.at, kind: g.kind, tags, content: '', sig: SIG };
+  });
+
+/** Filters over plainEventArb's events: several candidate driving lists at once, always a small limit. */
+const planFilterArb = (ids: string[]): fc.Arbitrary<Filter> =>
+  fc
+    .record({
+      ids: sometimes(fc.subarray(ids, { minLength: 1, maxLength: Math.min(6, ids.length) }), 5),
+      authors: sometimes(fc.subarray(PEOPLE, { minLength: 1 }), 1),
+      kinds: sometimes(fc.subarray([1, 7, KIND.GIFT_WRAP], { minLength: 1 }), 1),
+      a: sometimes(fc.subarray(VALUES, { minLength: 1 }), 1),
+      b: sometimes(fc.subarray(VALUES, { minLength: 1 }), 2),
+      p: sometimes(fc.subarray(PEOPLE, { minLength: 1 }), 2),
+      since: sometimes(fc.constant(T0 + 3)),
+      until: sometimes(fc.constant(T0 + 2)),
+      limit: fc.integer({ min: 1, max: 3 }),
+    })
+    .map((r) => {
+      const f: Filter = { limit: r.limit };
+      if (r.ids) f.ids = r.ids;
+      if (r.authors) f.authors = r.authors;
+      if (r.kinds) f.kinds = r.kinds;
+      if (r.a) f['#a'] = r.a;
+      if (r.b) f['#b'] = r.b;
+      if (r.p) f['#p'] = r.p;
+      if (r.since !== undefined) f.since = r.since;
+      if (r.until !== undefined) f.until = r.until;
+      return f;
+    });
+
 const limitOf = (f: Filter) => Math.min(f.limit ?? 500, 500);
 const bytesOf = (e: NostrEvent) => new TextEncoder().encode(JSON.stringify(e)).length;
 
+/** Random stores from `drafts`, random requests: the SQL answers equal the model's (see the header). */
+async function agreesWithModel(drafts: fc.Arbitrary<Draft>, maxEvents: number): Promise<void> {
+  const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+  await runInDurableObject(stub, (_i, state) => {
+    const sql = state.storage.sql;
+    const store = new EventStore(sql);
+    const scenario = fc
+      .array(drafts, { minLength: 1, maxLength: maxEvents })
+      .map(build)
+      .chain((events) =>
+        fc.record({
+          events: fc.constant(events),
+          requests: fc.array(
+            fc.record({
+              filters: fc.array(filterArb(events.map((e) => e.id)), { minLength: 1, maxLength: 3 }),
+              readers: fc.subarray(PEOPLE),
+              // The byte budget: the size of a prefix of the answer, give or take one byte.
+              prefix: fc.nat(),
+              delta: fc.constantFrom(-1, 0, 1),
+            }),
+            { minLength: 1, maxLength: 5 },
+          ),
+        }),
+      );
+    fc.assert(
+      fc.property(scenario, ({ events, requests }) => {
+        for (const table of ['events', 'tags', 'deleted_ids', 'deleted_addrs']) sql.exec(`DELETE FROM ${table}`);
+        const model = new Model();
+        // Then a replay of every third event: duplicates, stale versions, deleted ids.
+        for (const e of [...events, ...events.filter((_, i) => i % 3 === 0)]) {
+          expect(store.insert(e, JSON.stringify(e), state.storage).status, e.id).toBe(model.insert(e));
+        }
+        const ids = sql.exec<{ id: string }>('SELECT id FROM events').toArray().map((r) => r.id);
+        expect(ids.sort()).toEqual([...model.stored.keys()].sort());
+        for (const { filters, readers, prefix, delta } of requests) {
+          const who = new Set(readers);
+          const want = model.query(filters, limitOf, who);
+          const got = store.query(filters, limitOf, { readers, now: NOW, vanishing: false }, 1e9);
+          expect(got.map((r) => r.id), JSON.stringify({ filters, readers })).toEqual(want.map((e) => e.id));
+          expect(got.map((r) => r.raw)).toEqual(want.map((e) => JSON.stringify(e)));
+          // The byte budget keeps the longest prefix that fits (at least one event).
+          const budget = want.slice(0, prefix % (want.length + 1)).reduce((n, e) => n + bytesOf(e), 0) + delta;
+          let fit = 0;
+          for (let used = 0; fit < want.length && (fit === 0 || used + bytesOf(want[fit]!) <= budget); fit++) used += bytesOf(want[fit]!);
+          expect(store.query(filters, limitOf, { readers, now: NOW, vanishing: false }, budget).map((r) => r.id)).toEqual(want.slice(0, fit).map((e) => e.id));
+          const truth = model.count(filters, who);
+          expect(store.count(filters, { readers, now: NOW, vanishing: false }, 1_000_000)).toEqual({ count: truth, approximate: false });
+          // Counting stops at its bound (max_count): past it, a lower bound marked approximate; below it, exact.
+          const cap = (prefix % 4) + 1;
+          const capped = store.count(filters, { readers, now: NOW, vanishing: false }, cap);
+          if (truth > cap) expect(capped.approximate).toBe(true);
+          if (capped.approximate) expect(capped.count).toBeLessThanOrEqual(Math.min(cap, truth));
+          else expect(capped.count).toBe(truth);
+          if (filters.length === 1 && truth > cap) expect(capped).toEqual({ count: cap, approximate: true });
+          // Every plan query-sql.ts may choose answers the same.
+          for (const f of filters) everyPlanAgrees(sql, model, f, readers);
+        }
+      }),
+      { numRuns: 80 },
+    );
+  });
+}
+
+/**
+ * One filter under every plan query-sql.ts may choose (each candidate driving list in turn: the
+ * probe runs, then reports no rows for that candidate) answers what the model does, limited (in
+ * order) and counted (each event once).
+ */
+function everyPlanAgrees(sql: SqlStorage, model: Model, f: Filter, readers: string[]): void {
+  const who = new Set(readers);
+  const want = model.query([f], limitOf, who).map((e) => e.id);
+  const truth = model.count([f], who);
+  const scope = { readers, now: NOW, vanishing: false };
+  const rows = (q: CompiledQuery | undefined) => (q ? sql.exec<{ id: string }>(q.sql, ...q.params).toArray().map((r) => r.id) : []);
+  for (let forced = 0, candidates = 1; forced < candidates; forced++) {
+    const probe: Probe = (q) => {
+      const columns = Object.keys(sql.exec<Record<string, number>>(q.sql, ...q.params).one());
+      candidates = columns.length;
+      return Object.fromEntries(columns.map((c, i) => [c, i === forced ? 0 : 1]));
+    };
+    const plan = JSON.stringify({ f, readers, forced });
+    expect(rows(compileFilter(f, scope, limitOf(f), probe)), plan).toEqual(want);
+    const counted = rows(compileFilter(f, scope, undefined, probe));
+    expect(counted.length, plan).toBe(truth);
+    expect(new Set(counted).size, plan).toBe(truth);
+  }
+}
+
 describe('the SQL query path agrees with the in-memory matcher (property-based)', () => {
-  it('REQ and COUNT over random stores and random multi-filter requests', async () => {
+  it('REQ and COUNT over random stores and random multi-filter requests', () => agreesWithModel(draftArb, 30), 120_000);
+
+  it('every plan answers the same over plain events that mostly tie on created_at, with small limits', async () => {
     const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
     await runInDurableObject(stub, (_i, state) => {
       const sql = state.storage.sql;
       const store = new EventStore(sql);
       const scenario = fc
-        .array(draftArb, { minLength: 1, maxLength: 30 })
-        .map(build)
+        .array(plainEventArb, { minLength: 10, maxLength: 60 })
+        .map((drafts) => drafts.map((e, i) => ({ ...e, id: `${e.id.slice(0, 8)}${i.toString(16).padStart(56, '0')}` })))
         .chain((events) =>
           fc.record({
             events: fc.constant(events),
-            requests: fc.array(
-              fc.record({
-                filters: fc.array(filterArb(events.map((e) => e.id)), { minLength: 1, maxLength: 3 }),
-                readers: fc.subarray(PEOPLE),
-                // The byte budget: the size of a prefix of the answer, give or take one byte.
-                prefix: fc.nat(),
-                delta: fc.constantFrom(-1, 0, 1),
-              }),
-              { minLength: 1, maxLength: 5 },
-            ),
+            requests: fc.array(fc.record({ filter: planFilterArb(events.map((e) => e.id)), readers: fc.subarray(PEOPLE) }), { minLength: 1, maxLength: 5 }),
           }),
         );
       fc.assert(
         fc.property(scenario, ({ events, requests }) => {
-          for (const table of ['events', 'tags', 'deleted_ids', 'deleted_addrs']) sql.exec(`DELETE FROM ${table}`);
+          for (const table of ['events', 'tags']) sql.exec(`DELETE FROM ${table}`);
           const model = new Model();
-          // Then a replay of every third event: duplicates, stale versions, deleted ids.
-          for (const e of [...events, ...events.filter((_, i) => i % 3 === 0)]) {
-            expect(store.insert(e, JSON.stringify(e), state.storage).status, e.id).toBe(model.insert(e));
-          }
-          const ids = sql.exec<{ id: string }>('SELECT id FROM events').toArray().map((r) => r.id);
-          expect(ids.sort()).toEqual([...model.stored.keys()].sort());
-          for (const { filters, readers, prefix, delta } of requests) {
-            const who = new Set(readers);
-            const want = model.query(filters, limitOf, who);
-            const got = store.query(filters, limitOf, { readers, now: NOW, vanishing: false }, 1e9);
-            expect(got.map((r) => r.id), JSON.stringify({ filters, readers })).toEqual(want.map((e) => e.id));
-            expect(got.map((r) => r.raw)).toEqual(want.map((e) => JSON.stringify(e)));
-            // The byte budget keeps the longest prefix that fits (at least one event).
-            const budget = want.slice(0, prefix % (want.length + 1)).reduce((n, e) => n + bytesOf(e), 0) + delta;
-            let fit = 0;
-            for (let used = 0; fit < want.length && (fit === 0 || used + bytesOf(want[fit]!) <= budget); fit++) used += bytesOf(want[fit]!);
-            expect(store.query(filters, limitOf, { readers, now: NOW, vanishing: false }, budget).map((r) => r.id)).toEqual(want.slice(0, fit).map((e) => e.id));
-            const truth = model.count(filters, who);
-            expect(store.count(filters, { readers, now: NOW, vanishing: false }, 1_000_000)).toEqual({ count: truth, approximate: false });
-            // Counting stops at its bound (max_count): past it, a lower bound marked approximate; below it, exact.
-            const cap = (prefix % 4) + 1;
-            const capped = store.count(filters, { readers, now: NOW, vanishing: false }, cap);
-            if (truth > cap) expect(capped.approximate).toBe(true);
-            if (capped.approximate) expect(capped.count).toBeLessThanOrEqual(Math.min(cap, truth));
-            else expect(capped.count).toBe(truth);
-            if (filters.length === 1 && truth > cap) expect(capped).toEqual({ count: cap, approximate: true });
-          }
+          for (const e of events) expect(store.insert(e, JSON.stringify(e), state.storage).status).toBe(model.insert(e));
+          for (const { filter, readers } of requests) everyPlanAgrees(sql, model, filter, readers);
         }),
-        { numRuns: 80 },
+        { numRuns: 60 },
       );
     });
   }, 120_000);

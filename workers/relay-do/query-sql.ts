@@ -1,9 +1,31 @@
 // The query compiler of the event store: one NIP-01 filter → one SQLite statement over the events
 // and tags tables (store.ts), with the reader's visibility (read-policy.ts) and what a pending
-// NIP-62 removal hides (vanish.ts) in its WHERE clause.
-// The work is linear in the filter's size: the most selective tag list drives the statement through
-// the tag index, the others are EXISTS checks, and long value lists bind one JSON array each, so no
-// statement binds more than MAX_BOUND_PARAMS parameters and nothing is split into a product.
+// NIP-62 removal hides (vanish.ts) in its WHERE clause. The statement selects the matches' rid, id
+// and created_at (never their JSON: store.ts reads that for the chosen rows only).
+//
+// The plan. One list of the filter drives the statement through an index that holds, for each of
+// its values, the rows newest first (created_at DESC, then id); the other lists are checks on each
+// row. With a limit, SQLite then reads each value's rows only while they can still be among the
+// newest `limit` (it leaves a value at its first row older than all the rows it keeps), so a
+// value costs about `limit` rows plus the rows the checks reject, never all its matches. The
+// driver:
+//   1. `ids` when given (the unique id index: at most one row per id);
+//   2. otherwise the candidates are `authors` (index events_by_author; with kinds, events_by_author_kind
+//      over each (author, kind) pair), `kinds` when there are no authors (events_by_kind), and each
+//      tag list (the tags table's key: name, value, created_at). One candidate drives. Several are
+//      first counted by one probe statement (each candidate's index rows within since/until, at most
+//      PROBE_ROWS / candidates each) and the one with the fewest rows drives; ties (typically every
+//      candidate at its cap) go to the fewest values (authors × kinds for the pairs), then to tag
+//      lists before authors and kinds, then to the filter's key order;
+//   3. no list: events_created (created_at DESC, id), read newest first.
+// The tag index orders equal created_at by rid, not id: a tag list of several values with a limit
+// runs one subquery per value (each with its own limit, ties sorted by id) and sorts their union
+// again (at most values × limit rows). Whatever the plan, the statement's WHERE, ORDER BY
+// created_at DESC, id and LIMIT say exactly what NIP-01 asks; the plan only decides what it reads.
+//
+// The work is linear in the filter's size: long value lists bind one JSON array each, so no
+// statement binds more than MAX_BOUND_PARAMS parameters, and nothing is split into a product of
+// statements or parameters (the author × kind pairs are index seeks of one statement).
 
 import { dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
 import { readableKindsSql } from './read-policy.js';
@@ -11,6 +33,9 @@ import { pendingRemovalHiddenSql } from './vanish.js';
 
 /** SQLite in Durable Objects binds at most 100 parameters per statement; keep headroom. */
 export const MAX_BOUND_PARAMS = 100;
+
+/** What the probe of several candidate drivers reads at most, in all (index rows; see the header). */
+export const PROBE_ROWS = 1_000;
 
 /**
  * Who reads and when: the connection's authenticated keys (read-policy.ts), the time that decides
@@ -26,6 +51,9 @@ export interface CompiledQuery {
   sql: string;
   params: Array<string | number>;
 }
+
+/** Runs a probe statement and returns its one row (counts n0, n1, …). */
+export type Probe = (q: CompiledQuery) => Readonly<Record<string, number>>;
 
 /** Lists up to this long bind one parameter per value (`IN (?,?)` plans best); longer ones bind one JSON array. */
 const PLAIN_LIST_MAX = 16;
@@ -58,32 +86,112 @@ const tagLiteral = (letter: string): string => {
   return `'${letter}'`;
 };
 
-/** A value list of a filter: the column it constrains and the clause around the `IN`. */
+/** Kinds are inlined in SQL as integers (validated by the filter schema). */
+const kindList = (kinds: readonly number[]): string => kinds.map((k) => Math.trunc(k)).join(',');
+
+/** The index of the events table each driver walks (store.ts's schema; ids: SQLite's index of the UNIQUE id); `pairs`: authors with kinds. */
+const EVENT_INDEX = {
+  ids: 'sqlite_autoindex_events_1',
+  authors: 'events_by_author',
+  pairs: 'events_by_author_kind',
+  kinds: 'events_by_kind',
+  time: 'events_created',
+} as const;
+
+/** The list a statement walks through its index (see the header). */
+type Driver =
+  | { by: 'ids'; values: readonly string[] }
+  | { by: 'authors'; values: readonly string[]; kinds?: readonly number[] }
+  | { by: 'kinds'; values: readonly number[] }
+  | { by: 'tag'; letter: string; values: readonly string[] }
+  | { by: 'time' };
+
+/** A driver the probe can count: one of several candidates (see the header). */
+type Candidate = Extract<Driver, { by: 'authors' | 'kinds' | 'tag' }>;
+
+/** The index seeks a candidate makes: one per value (per author × kind pair for authors with kinds). */
+const seeks = (d: Candidate): number => d.values.length * (d.by === 'authors' && d.kinds ? d.kinds.length : 1);
+
+/**
+ * The probe of several candidates: one statement whose columns n0, n1, … count each candidate's
+ * index rows within since/until, up to `cap` each (numbered parameters: ?1 since, ?2 until, then
+ * one JSON array per list).
+ */
+function probeStatement(f: Filter, candidates: readonly Candidate[], cap: number): CompiledQuery {
+  const params: Array<string | number> = [f.since ?? 0, f.until ?? Number.MAX_SAFE_INTEGER];
+  const list = (values: readonly (string | number)[]) => {
+    params.push(JSON.stringify(values));
+    return `IN (SELECT value FROM json_each(?${params.length}))`;
+  };
+  const range = 'created_at >= ?1 AND created_at <= ?2';
+  const counts = candidates.map((d, i) => {
+    const rows =
+      d.by === 'tag'
+        ? `SELECT 1 FROM tags WHERE name = ${tagLiteral(d.letter)} AND value ${list(d.values)} AND ${range}`
+        : d.by === 'kinds'
+          ? `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.kinds} WHERE kind IN (${kindList(d.values)}) AND ${range}`
+          : d.kinds
+            ? `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.pairs} WHERE pubkey ${list(d.values)} AND kind IN (${kindList(d.kinds)}) AND ${range}`
+            : `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.authors} WHERE pubkey ${list(d.values)} AND ${range}`;
+    return `(SELECT count(*) FROM (${rows} LIMIT ${cap})) AS n${i}`;
+  });
+  return { sql: `SELECT ${counts.join(', ')}`, params };
+}
+
+/**
+ * The driver of a (deduplicated, satisfiable) filter, see the header: its ids; else its only
+ * candidate, or of several the one the probe found fewest rows for (ties: fewer index seeks, then
+ * tag lists in the filter's key order, then authors or kinds); else the created_at index.
+ */
+function chooseDriver(f: Filter, probe: Probe): Driver {
+  if (f.ids) return { by: 'ids', values: f.ids };
+  const all: Candidate[] = tagFilters(f).map(([letter, values]) => ({ by: 'tag', letter, values }));
+  if (f.authors) all.push(f.kinds ? { by: 'authors', values: f.authors, kinds: f.kinds } : { by: 'authors', values: f.authors });
+  else if (f.kinds) all.push({ by: 'kinds', values: f.kinds });
+  if (all.length <= 1) return all[0] ?? { by: 'time' };
+  const counts = probe(probeStatement(f, all, Math.max(1, Math.floor(PROBE_ROWS / all.length))));
+  const rank = all.map((d, i) => ({ d, i, rows: counts[`n${i}`] ?? Infinity, seeks: seeks(d) }));
+  rank.sort((a, b) => a.rows - b.rows || a.seeks - b.seeks || a.i - b.i);
+  return rank[0]!.d;
+}
+
+/** A value list of a filter checked on each row (or walked, for the driver): the column it constrains and the clause around the `IN`. */
 interface ListClause {
   expr: string;
-  values: readonly string[];
+  values: readonly (string | number)[];
   wrap: (inList: string) => string;
 }
 
 /**
- * One filter as one SQL statement `select … FROM … WHERE …` over the events `e` the scope may read
+ * One filter as one SQL statement selecting `rid, id, created_at` of the events the scope may read
  * (visible to its readers, not expired at its time, not pending removal), newest first and at most
- * `limit` rows when a limit is given; undefined when it cannot match (an empty list, or a limit of 0).
+ * `limit` rows when a limit is given, each event once; undefined when it cannot match (an empty
+ * list, or a limit of 0). `probe` runs the statement that chooses between several candidate
+ * drivers (see the header).
  */
-export function compileFilter(
-  filter: Filter,
-  { readers, now, vanishing }: ReadScope,
-  select: string,
-  limit: number | undefined,
-): CompiledQuery | undefined {
+export function compileFilter(filter: Filter, { readers, now, vanishing }: ReadScope, limit: number | undefined, probe: Probe): CompiledQuery | undefined {
   const f = dedupeFilter(filter);
   const tags = tagFilters(f);
   if (limit === 0 || tags.some(([, v]) => v.length === 0) || f.ids?.length === 0 || f.authors?.length === 0 || f.kinds?.length === 0) return undefined;
-  tags.sort((a, b) => a[1].length - b[1].length);
-  const driver = tags.shift();
+  const driver = chooseDriver(f, probe);
+  // Several values of a tag with a limit: one subquery per value (json_each `d`), see the header.
+  const perValue = driver.by === 'tag' && driver.values.length > 1 && limit !== undefined ? { values: driver.values, limit } : undefined;
   const clauses: ListClause[] = [];
-  if (driver) clauses.push({ expr: 't.value', values: driver[1], wrap: (c) => `t.name = ${tagLiteral(driver[0])} AND ${c}` });
+  const where: string[] = [];
+  let from: string;
+  let at: string;
+  if (driver.by === 'tag') {
+    from = 'tags t CROSS JOIN events e ON e.rid = t.rid';
+    at = 't.created_at';
+    const name = `t.name = ${tagLiteral(driver.letter)}`;
+    if (perValue) where.push(`${name} AND t.value = d.value`);
+    else clauses.push({ expr: 't.value', values: driver.values, wrap: (c) => `${name} AND ${c}` });
+  } else {
+    from = `events e INDEXED BY ${EVENT_INDEX[driver.by === 'authors' && driver.kinds ? 'pairs' : driver.by]}`;
+    at = 'e.created_at';
+  }
   for (const [name, values] of tags) {
+    if (driver.by === 'tag' && name === driver.letter) continue;
     clauses.push({
       expr: 'x.value',
       values,
@@ -93,17 +201,15 @@ export function compileFilter(
   if (f.ids) clauses.push({ expr: 'e.id', values: f.ids, wrap: (c) => c });
   if (f.authors) clauses.push({ expr: 'e.pubkey', values: f.authors, wrap: (c) => c });
   const visible = readableKindsSql(readers);
-  const fixed = (f.since !== undefined ? 1 : 0) + (f.until !== undefined ? 1 : 0) + 1 + (limit !== undefined ? 1 : 0) + visible.params.length;
-  const plain = plainLists(clauses.map((c) => c.values.length), fixed);
-  const where: string[] = [];
-  const params: Array<string | number> = [];
+  const bound = (perValue ? 3 : limit !== undefined ? 1 : 0) + (f.since !== undefined ? 1 : 0) + (f.until !== undefined ? 1 : 0) + 1 + visible.params.length;
+  const plain = plainLists(clauses.map((c) => c.values.length), bound);
+  const params: Array<string | number> = perValue ? [JSON.stringify(perValue.values)] : [];
   clauses.forEach((c, i) => {
     const list = inList(c.expr, c.values, plain[i]!);
     where.push(c.wrap(list.sql));
     params.push(...list.params);
   });
-  if (f.kinds) where.push(`e.kind IN (${f.kinds.map((k) => Math.trunc(k)).join(',')})`);
-  const at = driver ? 't.created_at' : 'e.created_at';
+  if (f.kinds) where.push(`e.kind IN (${kindList(f.kinds)})`);
   if (f.since !== undefined) {
     where.push(`${at} >= ?`);
     params.push(f.since);
@@ -117,11 +223,18 @@ export function compileFilter(
   where.push(visible.sql);
   params.push(...visible.params);
   if (vanishing) where.push(pendingRemovalHiddenSql);
-  const from = driver ? 'tags t JOIN events e ON e.rid = t.rid' : 'events e';
-  let sql = `${select} FROM ${from} WHERE ${where.join(' AND ')}`;
-  if (limit !== undefined) {
-    sql += ` ORDER BY ${at} DESC, e.id ASC LIMIT ?`;
-    params.push(limit);
+  let sql = `FROM ${from} WHERE ${where.join(' AND ')}`;
+  if (perValue) {
+    sql =
+      `SELECT DISTINCT o.rid AS rid, o.id AS id, o.created_at AS created_at FROM json_each(?) d CROSS JOIN events o ON o.rid IN ` +
+      `(SELECT t.rid ${sql} ORDER BY ${at} DESC, e.id LIMIT ?) ORDER BY o.created_at DESC, o.id LIMIT ?`;
+    params.push(perValue.limit, perValue.limit);
+  } else {
+    sql = `SELECT DISTINCT e.rid AS rid, e.id AS id, e.created_at AS created_at ${sql}`;
+    if (limit !== undefined) {
+      sql += ` ORDER BY ${at} DESC, e.id LIMIT ?`;
+      params.push(limit);
+    }
   }
   if (params.length > MAX_BOUND_PARAMS) throw new Error(`query binds ${params.length} parameters (max ${MAX_BOUND_PARAMS}): too many readers`);
   return { sql, params };

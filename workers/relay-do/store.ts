@@ -1,14 +1,14 @@
 // Event storage of one shard in the Durable Object's SQLite: schema, insert with the replace /
 // delete / expiry rules of ../shared/DESIGN.md's kind policy, and queries. The work of a query is
-// linear in its filters (one statement per filter, compiled by query-sql.ts) and its answer is
-// bounded in bytes.
+// linear in its filters (one statement per filter, compiled by query-sql.ts, after one probe when
+// the filter has several lists that could drive it) and its answer is bounded in bytes.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { expirationOf, tagValue, tagValues } from '../../src/shared/event.js';
 import { compareEvents, type Filter } from '../../src/shared/filters.js';
 import { KIND, kindClass } from '../../src/shared/kinds.js';
 import { isHex64 } from '../../src/shared/hex.js';
-import { compileFilter, MAX_BOUND_PARAMS, type CompiledQuery, type ReadScope } from './query-sql.js';
+import { compileFilter, MAX_BOUND_PARAMS, type CompiledQuery, type Probe, type ReadScope } from './query-sql.js';
 import { pendingRemovalHiddenSql } from './vanish.js';
 import { reject } from '../../src/shared/errors.js';
 import type { RejectEventHook } from './policy.js';
@@ -38,8 +38,14 @@ CREATE TABLE IF NOT EXISTS events (
   raw TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_created ON events(created_at DESC, id);
-CREATE INDEX IF NOT EXISTS events_author_kind ON events(pubkey, kind, created_at DESC);
-CREATE INDEX IF NOT EXISTS events_kind ON events(kind, created_at DESC);
+-- The lists a filter may be driven by (query-sql.ts), each value's rows newest first, then by id, so
+-- that a limit stops early. A shard made before them builds them when it wakes (docs/OPERATIONS.md
+-- "Shards") and drops the two they replace.
+CREATE INDEX IF NOT EXISTS events_by_author ON events(pubkey, created_at DESC, id);
+CREATE INDEX IF NOT EXISTS events_by_author_kind ON events(pubkey, kind, created_at DESC, id);
+CREATE INDEX IF NOT EXISTS events_by_kind ON events(kind, created_at DESC, id);
+DROP INDEX IF EXISTS events_author_kind;
+DROP INDEX IF EXISTS events_kind;
 CREATE INDEX IF NOT EXISTS events_addr ON events(pubkey, kind, d) WHERE d IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_expiry ON events(expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS tags (
@@ -91,7 +97,7 @@ function indexedTags(e: NostrEvent): Array<[string, string]> {
   return out;
 }
 
-/** Rows of the first phase of a multi-filter query: what to send, in order, before any event JSON is read. */
+/** Rows of the first phase of a query: what to send, in order, before any event JSON is read. */
 type Candidate = { rid: number; id: string; created_at: number };
 
 /** A stored event with the UTF-8 size of its JSON, as query statements return it. */
@@ -254,27 +260,31 @@ export class EventStore {
   /**
    * Matching stored events for a REQ: newest first (ties by lowest id), at most `limit` per filter,
    * the union without duplicates, and no more than `maxBytes` of event JSON (the first event always
-   * goes, so paging with `until` progresses). Rows are read lazily and reading stops at the first
-   * event over the budget. One filter is one statement; several filters first pick their events
-   * from the indexes (one statement each, no JSON read), then one statement reads the merged list.
+   * goes, so paging with `until` progresses). Each filter first picks its events from the indexes
+   * (one statement each, after a probe when query-sql.ts must choose its driving list; no JSON
+   * read), then one statement reads the JSON of the merged list, lazily, stopping at the first
+   * event over the budget.
    */
   query(filters: readonly Filter[], limitOf: (f: Filter) => number, scope: ReadScope, maxBytes: number, meter?: ScanMeter): StoredEvent[] {
-    const columns = 'e.id AS id, e.created_at AS created_at, e.raw AS raw, octet_length(e.raw) AS size';
-    if (filters.length === 1) {
-      const f = filters[0]!;
-      const q = compileFilter(f, scope, `SELECT DISTINCT ${columns}`, limitOf(f));
-      return q ? withinBytes(this.metered<SizedEvent>(meter, q.sql, ...q.params), maxBytes) : [];
-    }
-    const chosen = this.union<Candidate>(filters.map((f) => compileFilter(f, scope, 'SELECT DISTINCT e.rid, e.id, e.created_at', limitOf(f))), meter);
+    const probe = this.probe(meter);
+    const chosen = this.union<Candidate>(filters.map((f) => compileFilter(f, scope, limitOf(f), probe)), meter);
     if (chosen.length === 0) return [];
     chosen.sort(compareEvents);
     // CROSS JOIN keeps json_each as the outer loop: rows come in the order of the array.
     const rows = this.metered<SizedEvent>(
       meter,
-      `SELECT ${columns} FROM json_each(?) j CROSS JOIN events e ON e.rid = j.value`,
+      'SELECT e.id AS id, e.created_at AS created_at, e.raw AS raw, octet_length(e.raw) AS size FROM json_each(?) j CROSS JOIN events e ON e.rid = j.value',
       JSON.stringify(chosen.map((c) => c.rid)),
     );
     return withinBytes(rows, maxBytes);
+  }
+
+  /** Runs query-sql.ts's probe statements (one row of counts), metered like the queries. */
+  private probe(meter: ScanMeter | undefined): Probe {
+    return (q) => {
+      const [row] = [...this.metered<Record<string, number>>(meter, q.sql, ...q.params)];
+      return row ?? {};
+    };
   }
 
   /** The rows of a statement, read lazily; what SQLite read for them is added to `meter` once the reading ends (or stops). */
@@ -293,7 +303,8 @@ export class EventStore {
    * One filter is counted by SQLite; several read at most `max` + 1 rows in all (their union).
    */
   count(filters: readonly Filter[], scope: ReadScope, max: number, meter?: ScanMeter): CountedEvents {
-    const compiled = filters.map((f) => compileFilter(f, scope, 'SELECT DISTINCT e.rid', undefined)).filter((q) => q !== undefined);
+    const probe = this.probe(meter);
+    const compiled = filters.map((f) => compileFilter(f, scope, undefined, probe)).filter((q) => q !== undefined);
     const bound = Math.floor(max) + 1; // an integer from the validated limits, written into the statement (no parameter)
     if (compiled.length === 1) {
       const q = compiled[0]!;
