@@ -380,13 +380,14 @@ describe('limits', () => {
     const owner = freshOwner();
     const path = `/r/${owner.pk}`;
     (await connect(path)).close(); // the shard knows its owner
-    // 20,000 gift wraps to someone else: a stranger's REQ for kind 1059 walks them all and gets none.
+    // 20,000 NIP-XX prompts (25802: read only by their author or p-tagged recipient) between others:
+    // a stranger's REQ for kind 25802 walks them all and gets none.
     const recipient = keys().pk;
     await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)), (instance, state) => {
       const store = (instance as unknown as { store: { insertInTransaction(e: NostrEvent, raw: string): unknown } }).store;
       state.storage.transactionSync(() => {
         for (let i = 0; i < 20_000; i++) {
-          const e: NostrEvent = { id: randomHex(32), pubkey: randomHex(32), kind: 1059, created_at: 1_700_000_000 + i, tags: [['p', recipient]], content: 'x', sig: '0'.repeat(128) };
+          const e: NostrEvent = { id: randomHex(32), pubkey: randomHex(32), kind: 25802, created_at: 1_700_000_000 + i, tags: [['p', recipient]], content: 'x', sig: '0'.repeat(128) };
           store.insertInTransaction(e, JSON.stringify(e));
         }
       });
@@ -408,7 +409,7 @@ describe('limits', () => {
         s.close(); // a connection's REQ bucket holds 100; a reconnect does not reset the address's budget
         s = await open();
       }
-      const answer = await s.req('w', { kinds: [1059] }); // the same id: each REQ replaces the last
+      const answer = await s.req('w', { kinds: [25802] }); // the same id: each REQ replaces the last
       expect(answer.events).toEqual([]);
       if (answer.closed === undefined) served++;
       else closed = answer.closed;
@@ -418,13 +419,13 @@ describe('limits', () => {
     expect(served).toBeGreaterThanOrEqual(2);
     expect(served).toBeLessThanOrEqual(Math.ceil(DEFAULT_LIMITS.scan_rows_burst_per_ip / 20_000));
     // A COUNT reads rows too, and is held the same way.
-    s.send(['COUNT', 'c', { kinds: [1059] }]);
+    s.send(['COUNT', 'c', { kinds: [25802] }]);
     expect((await s.next((f) => f[0] === 'CLOSED' && f[1] === 'c'))[2]).toMatch(refusal);
     // Another address is not held.
     const other = await connect(path, { 'CF-Connecting-IP': '192.0.2.100' });
     expect(await other.req('fine', { kinds: [1], limit: 1 })).toEqual({ events: [] });
     clock.advance(Number(refusal.exec(closed!)![1]) * 1000);
-    expect(await s.req('again', { kinds: [1059] })).toEqual({ events: [] });
+    expect(await s.req('again', { kinds: [25802] })).toEqual({ events: [] });
     s.close();
     other.close();
   }, 60_000);

@@ -36,12 +36,12 @@ function shard() {
   const big = randomHex(32);
   for (let i = 0; i < 100; i++) add(big, 1, [['t', 'big'], ['t', 'x']], 'b'.repeat(20_000));
   for (let i = 0; i < 5_000; i++) add(randomHex(32), 1059, [['p', V]]);
-  return { events, authors, P, pFrom };
+  return { events, authors, P, V, pFrom };
 }
 
 describe('REQ and COUNT read few stored rows for common filter shapes', () => {
   it('lists on an index, a rare list beside a common one, many tag values, authors with until, kinds with unknown authors', async () => {
-    const { events, authors, P, pFrom } = shard();
+    const { events, authors, P, V, pFrom } = shard();
     const unknown = () => randomHex(32);
     const tags16 = ['nostr', ...Array.from({ length: 15 }, (_, i) => `tag${i}`)];
     // [shape, filter, bound on rows read by the REQ, bound on rows read by the COUNT]
@@ -76,6 +76,25 @@ describe('REQ and COUNT read few stored rows for common filter shapes', () => {
         report.push(`${shape}: REQ ${req.rows} rows, COUNT ${count.rows} rows`);
         expect.soft(req.rows, `${shape} (REQ)`).toBeLessThanOrEqual(reqBound);
         if (countBound !== undefined) expect.soft(count.rows, `${shape} (COUNT)`).toBeLessThanOrEqual(countBound);
+      }
+      // F: gift wraps (read only by a p-tagged recipient) asked without #p are asked with #p = the
+      // readers: a stranger's REQ walked all 5,000 of V's to answer nothing; now the probe (at most
+      // PROBE_ROWS = 1,000 index rows between the kinds and #p) and the readers' own rows.
+      const stranger = randomHex(32);
+      const gated: Array<[string, string[], Filter, number]> = [
+        ['F a stranger, kinds [1059] limit 10', [stranger], { kinds: [1059], limit: 10 }, 600],
+        ['F V, kinds [1059] limit 10', [V], { kinds: [1059], limit: 10 }, 1_200],
+        ['F V and a stranger, kinds [1059, 21059]', [stranger, V], { kinds: [1059, 21059], since: NOW - 2 * 1_000_000 }, 20_000],
+        ['F V with #p of its own', [V], { kinds: [1059], '#p': [V, stranger], limit: 10 }, 1_200],
+      ];
+      for (const [shape, readers, filter, bound] of gated) {
+        const who = { ...scope, readers };
+        const want = events.filter((e) => (expirationOf(e) ?? Infinity) > NOW && canRead(e, new Set(readers)) && matchFilter(filter, e)).sort(compareEvents);
+        const req: ScanMeter = { rows: 0 };
+        expect(store.query([filter], limitOf, who, 4_194_304, req).map((r) => r.id), shape).toEqual(want.slice(0, limitOf(filter)).map((e) => e.id));
+        expect(store.count([filter], who, 1_000_000), shape).toEqual({ count: want.length, approximate: false });
+        report.push(`${shape}: REQ ${req.rows} rows`);
+        expect.soft(req.rows, `${shape} (REQ)`).toBeLessThanOrEqual(bound);
       }
       console.log(report.join('\n'));
 
