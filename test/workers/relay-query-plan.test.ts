@@ -2,7 +2,8 @@
 // stored rows (cursor.rowsRead, what the shard charges to the client's address budget
 // scan_rows_*_per_ip). A shard like the one an audit measured, scaled down: kind-1 notes by 300
 // authors all tagged #t nostr, 5,000 notes by one author P, 10 long-form articles also tagged #t
-// nostr, gift wraps to one key V as the newest rows, expired notes, and 100 notes of 20 KB. Each
+// nostr, gift wraps to one key V as the newest rows, expired notes, 100 notes of 20 KB, and NIP-XX
+// prompts between others (read by their author or recipient only). Each
 // shape's answer is checked against the in-memory matcher and its rows read against a bound well
 // under what the old plans read (docs/SCALING.md "Query plans" has the before/after table).
 import { env, runInDurableObject } from 'cloudflare:test';
@@ -19,7 +20,7 @@ const SIG = '0'.repeat(128);
 const scope = { readers: [] as string[], now: NOW, vanishing: false };
 const limitOf = (f: Filter) => Math.min(f.limit ?? 500, 500);
 
-/** The audited shard's shape, 24,110 events (times increase in this order). */
+/** The audited shard's shape, 24,110 events, and 3,020 NIP-XX prompts (times increase in this order). */
 function shard() {
   const authors = Array.from({ length: 300 }, () => randomHex(32));
   const P = randomHex(32);
@@ -35,13 +36,19 @@ function shard() {
   for (let i = 0; i < 5_000; i++) add(P, 1, []);
   const big = randomHex(32);
   for (let i = 0; i < 100; i++) add(big, 1, [['t', 'big'], ['t', 'x']], 'b'.repeat(20_000));
+  // NIP-XX prompts (read only by their author or a p-tagged recipient): W's to 3,000 others, and R's
+  // 20 to W, older than the wraps.
+  const W = randomHex(32);
+  const R = randomHex(32);
+  for (let i = 0; i < 3_000; i++) add(W, 25802, [['p', randomHex(32)]]);
+  for (let i = 0; i < 20; i++) add(R, 25802, [['p', W]]);
   for (let i = 0; i < 5_000; i++) add(randomHex(32), 1059, [['p', V]]);
-  return { events, authors, P, V, pFrom };
+  return { events, authors, P, V, W, R, pFrom };
 }
 
 describe('REQ and COUNT read few stored rows for common filter shapes', () => {
   it('lists on an index, a rare list beside a common one, many tag values, authors with until, kinds with unknown authors', async () => {
-    const { events, authors, P, V, pFrom } = shard();
+    const { events, authors, P, V, W, R, pFrom } = shard();
     const unknown = () => randomHex(32);
     const tags16 = ['nostr', ...Array.from({ length: 15 }, (_, i) => `tag${i}`)];
     // [shape, filter, bound on rows read by the REQ, bound on rows read by the COUNT]
@@ -86,6 +93,12 @@ describe('REQ and COUNT read few stored rows for common filter shapes', () => {
         ['F V, kinds [1059] limit 10', [V], { kinds: [1059], limit: 10 }, 1_200],
         ['F V and a stranger, kinds [1059, 21059]', [stranger, V], { kinds: [1059, 21059], since: NOW - 2 * 1_000_000 }, 20_000],
         ['F V with #p of its own', [V], { kinds: [1059], '#p': [V, stranger], limit: 10 }, 1_200],
+        // NIP-XX kinds asked without authors or #p: asked as the readers' own (as authors, and as
+        // recipients: that part's probe reads up to 1,000 rows), not by walking all 3,020 of them.
+        ['F a stranger, kinds [25802] limit 10', [stranger], { kinds: [25802], limit: 10 }, 600],
+        ['F W (author of 3,000, recipient of 20), kinds [25802] limit 10', [W], { kinds: [25802], limit: 10 }, 800],
+        ['F R (author of 20), kinds [25802, 25803]', [R], { kinds: [25802, 25803] }, 800],
+        ['F R and a stranger, kinds [25802] limit 5', [R, stranger], { kinds: [25802], limit: 5 }, 800],
       ];
       for (const [shape, readers, filter, bound] of gated) {
         const who = { ...scope, readers };

@@ -183,8 +183,40 @@ function narrowedToReaders(f: Filter, readers: readonly string[]): Filter {
  * list, or a limit of 0). `probe` runs the statement that chooses between several candidate
  * drivers (see the header).
  */
-export function compileFilter(filter: Filter, { readers, now, vanishing }: ReadScope, limit: number | undefined, probe: Probe): CompiledQuery | undefined {
-  const f = narrowedToReaders(dedupeFilter(filter), readers);
+export function compileFilter(filter: Filter, scope: ReadScope, limit: number | undefined, probe: Probe): CompiledQuery | undefined {
+  const f = narrowedToReaders(dedupeFilter(filter), scope.readers);
+  const parts = readersParts(f, scope.readers);
+  if (parts === undefined) return compileOne(f, scope, limit, probe);
+  const compiled = parts.map((p) => compileOne(p, scope, limit, probe)).filter((q) => q !== undefined);
+  if (compiled.length <= 1) return compiled[0];
+  let sql = compiled.map((q) => `SELECT rid, id, created_at FROM (${q.sql})`).join(' UNION ');
+  const params = compiled.flatMap((q) => q.params);
+  if (limit !== undefined) {
+    sql = `SELECT rid, id, created_at FROM (${sql}) ORDER BY created_at DESC, id LIMIT ?`;
+    params.push(limit);
+  }
+  // Past the parameter bound (many readers and long lists), the filter is asked as it is.
+  return params.length > MAX_BOUND_PARAMS ? compileOne(f, scope, limit, probe) : { sql, params };
+}
+
+/**
+ * The parts a filter is asked as, their union being exactly it, or undefined when it is asked as it
+ * is: NIP-XX kinds (read by their author or a p-tagged recipient, read-policy.ts) asked with neither
+ * `ids`, `authors` nor `#p` of their own are asked twice, with `authors` = the readers and with `#p`
+ * = the readers (each part with the limit; the union cut to it again), so each part walks the
+ * readers' own events instead of everyone's.
+ */
+function readersParts(f: Filter, readers: readonly string[]): Filter[] | undefined {
+  if (f.ids !== undefined || f.authors !== undefined || f['#p'] !== undefined || f.kinds === undefined || f.kinds.length === 0) return undefined;
+  if (!f.kinds.every((k) => readRule(k) === 'author-or-recipient')) return undefined;
+  return [
+    { ...f, authors: [...readers] },
+    { ...f, '#p': [...readers] },
+  ];
+}
+
+/** One filter (deduplicated, narrowed) as one statement: see compileFilter. */
+function compileOne(f: Filter, { readers, now, vanishing }: ReadScope, limit: number | undefined, probe: Probe): CompiledQuery | undefined {
   const tags = tagFilters(f);
   if (limit === 0 || tags.some(([, v]) => v.length === 0) || f.ids?.length === 0 || f.authors?.length === 0 || f.kinds?.length === 0) return undefined;
   const driver = chooseDriver(f, probe);
