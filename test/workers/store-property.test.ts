@@ -182,7 +182,7 @@ const plainEventArb: fc.Arbitrary<NostrEvent> = fc
   .record({
     nonce: fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 8, maxLength: 8 }),
     author: fc.nat({ max: PEOPLE.length - 1 }),
-    kind: fc.constantFrom(1, 7, KIND.GIFT_WRAP),
+    kind: fc.constantFrom(1, 7, KIND.GIFT_WRAP, 25802),
     at: fc.constantFrom(T0 + 2, T0 + 3),
     tags: fc.subarray(['a', 'b'].flatMap((l) => VALUES.map((v) => [l, v]))),
     p: fc.subarray(PEOPLE),
@@ -200,7 +200,8 @@ const planFilterArb = (ids: string[]): fc.Arbitrary<Filter> =>
     .record({
       ids: sometimes(fc.subarray(ids, { minLength: 1, maxLength: Math.min(6, ids.length) }), 5),
       authors: sometimes(fc.subarray(PEOPLE, { minLength: 1 }), 1),
-      kinds: sometimes(fc.subarray([1, 7, KIND.GIFT_WRAP], { minLength: 1 }), 1),
+      // [25802] alone often: NIP-XX kinds without authors or #p are asked in two parts (query-sql.ts readersParts).
+      kinds: sometimes(fc.oneof(fc.subarray([1, 7, KIND.GIFT_WRAP, 25802], { minLength: 1 }), fc.constant([25802])), 1),
       a: sometimes(fc.subarray(VALUES, { minLength: 1 }), 1),
       b: sometimes(fc.subarray(VALUES, { minLength: 1 }), 2),
       p: sometimes(fc.subarray(PEOPLE, { minLength: 1 }), 2),
