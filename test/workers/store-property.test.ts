@@ -201,7 +201,7 @@ const planFilterArb = (ids: string[]): fc.Arbitrary<Filter> =>
       ids: sometimes(fc.subarray(ids, { minLength: 1, maxLength: Math.min(6, ids.length) }), 5),
       authors: sometimes(fc.subarray(PEOPLE, { minLength: 1 }), 1),
       // [25802] alone often: NIP-XX kinds without authors or #p are asked in two parts (query-sql.ts readersParts).
-      kinds: sometimes(fc.oneof(fc.subarray([1, 7, KIND.GIFT_WRAP, 25802], { minLength: 1 }), fc.constant([25802])), 1),
+      kinds: sometimes(fc.oneof(fc.subarray([1, 7, KIND.GIFT_WRAP, 25802], { minLength: 1 }), fc.constant<number[]>([25802])), 1),
       a: sometimes(fc.subarray(VALUES, { minLength: 1 }), 1),
       b: sometimes(fc.subarray(VALUES, { minLength: 1 }), 2),
       p: sometimes(fc.subarray(PEOPLE, { minLength: 1 }), 2),
