@@ -85,20 +85,20 @@ describe('REQ and COUNT read few stored rows for common filter shapes', () => {
         if (countBound !== undefined) expect.soft(count.rows, `${shape} (COUNT)`).toBeLessThanOrEqual(countBound);
       }
       // F: gift wraps (read only by a p-tagged recipient) asked without #p are asked with #p = the
-      // readers: a stranger's REQ walked all 5,000 of V's to answer nothing; now the probe (at most
-      // PROBE_ROWS = 1,000 index rows between the kinds and #p) and the readers' own rows.
+      // readers: a stranger's REQ walked all 5,000 of V's to answer nothing; now the probe (with a
+      // limit, at most 4 × limit rows, at least 64, per candidate) and the readers' own rows.
       const stranger = randomHex(32);
       const gated: Array<[string, string[], Filter, number]> = [
-        ['F a stranger, kinds [1059] limit 10', [stranger], { kinds: [1059], limit: 10 }, 600],
-        ['F V, kinds [1059] limit 10', [V], { kinds: [1059], limit: 10 }, 1_200],
+        ['F a stranger, kinds [1059] limit 10', [stranger], { kinds: [1059], limit: 10 }, 150],
+        ['F V, kinds [1059] limit 10', [V], { kinds: [1059], limit: 10 }, 400],
         ['F V and a stranger, kinds [1059, 21059]', [stranger, V], { kinds: [1059, 21059], since: NOW - 2 * 1_000_000 }, 20_000],
-        ['F V with #p of its own', [V], { kinds: [1059], '#p': [V, stranger], limit: 10 }, 1_200],
+        ['F V with #p of its own', [V], { kinds: [1059], '#p': [V, stranger], limit: 10 }, 400],
         // NIP-XX kinds asked without authors or #p: asked as the readers' own (as authors, and as
-        // recipients: that part's probe reads up to 1,000 rows), not by walking all 3,020 of them.
-        ['F a stranger, kinds [25802] limit 10', [stranger], { kinds: [25802], limit: 10 }, 600],
-        ['F W (author of 3,000, recipient of 20), kinds [25802] limit 10', [W], { kinds: [25802], limit: 10 }, 800],
+        // recipients, with that part's probe), not by walking all 3,020 of them.
+        ['F a stranger, kinds [25802] limit 10', [stranger], { kinds: [25802], limit: 10 }, 150],
+        ['F W (author of 3,000, recipient of 20), kinds [25802] limit 10', [W], { kinds: [25802], limit: 10 }, 400],
         ['F R (author of 20), kinds [25802, 25803]', [R], { kinds: [25802, 25803] }, 800],
-        ['F R and a stranger, kinds [25802] limit 5', [R, stranger], { kinds: [25802], limit: 5 }, 800],
+        ['F R and a stranger, kinds [25802] limit 5', [R, stranger], { kinds: [25802], limit: 5 }, 300],
       ];
       for (const [shape, readers, filter, bound] of gated) {
         const who = { ...scope, readers };

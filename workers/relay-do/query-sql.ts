@@ -14,7 +14,8 @@
 //      over each (author, kind) pair), `kinds` when there are no authors (events_by_kind), and each
 //      tag list (the tags table's key: name, value, created_at). One candidate drives. Several are
 //      first counted by one probe statement (each candidate's index rows within since/until, at most
-//      PROBE_ROWS / candidates each) and the one with the fewest rows drives; ties (typically every
+//      PROBE_ROWS / candidates each, and with a limit at most 4 × limit, at least 64) and the one
+//      with the fewest rows drives; ties (typically every
 //      candidate at its cap) go to the fewest values (authors × kinds for the pairs), then to tag
 //      lists before authors and kinds, then to the filter's key order;
 //   3. no list: events_created (created_at DESC, id), read newest first.
@@ -37,6 +38,14 @@ export const MAX_BOUND_PARAMS = 100;
 
 /** What the probe of several candidate drivers reads at most, in all (index rows; see the header). */
 export const PROBE_ROWS = 1_000;
+
+/**
+ * With a limit, a candidate is counted up to PROBE_PER_LIMIT × limit rows (at least PROBE_MIN): a
+ * driver is read only until `limit` rows pass the other checks, so counts past a few times the
+ * limit tell little, and a recipient asking for its last 10 messages should not pay 1,000 rows.
+ */
+const PROBE_PER_LIMIT = 4;
+const PROBE_MIN = 64;
 
 /**
  * Who reads and when: the connection's authenticated keys (read-policy.ts), the time that decides
@@ -144,13 +153,15 @@ function probeStatement(f: Filter, candidates: readonly Candidate[], cap: number
  * candidate, or of several the one the probe found fewest rows for (ties: fewer index seeks, then
  * tag lists in the filter's key order, then authors or kinds); else the created_at index.
  */
-function chooseDriver(f: Filter, probe: Probe): Driver {
+function chooseDriver(f: Filter, limit: number | undefined, probe: Probe): Driver {
   if (f.ids) return { by: 'ids', values: f.ids };
   const all: Candidate[] = tagFilters(f).map(([letter, values]) => ({ by: 'tag', letter, values }));
   if (f.authors) all.push(f.kinds ? { by: 'authors', values: f.authors, kinds: f.kinds } : { by: 'authors', values: f.authors });
   else if (f.kinds) all.push({ by: 'kinds', values: f.kinds });
   if (all.length <= 1) return all[0] ?? { by: 'time' };
-  const counts = probe(probeStatement(f, all, Math.max(1, Math.floor(PROBE_ROWS / all.length))));
+  const share = Math.max(1, Math.floor(PROBE_ROWS / all.length));
+  const cap = limit === undefined ? share : Math.min(share, Math.max(PROBE_MIN, PROBE_PER_LIMIT * limit));
+  const counts = probe(probeStatement(f, all, cap));
   const rank = all.map((d, i) => ({ d, i, rows: counts[`n${i}`] ?? Infinity, seeks: seeks(d) }));
   rank.sort((a, b) => a.rows - b.rows || a.seeks - b.seeks || a.i - b.i);
   return rank[0]!.d;
@@ -219,7 +230,7 @@ function readersParts(f: Filter, readers: readonly string[]): Filter[] | undefin
 function compileOne(f: Filter, { readers, now, vanishing }: ReadScope, limit: number | undefined, probe: Probe): CompiledQuery | undefined {
   const tags = tagFilters(f);
   if (limit === 0 || tags.some(([, v]) => v.length === 0) || f.ids?.length === 0 || f.authors?.length === 0 || f.kinds?.length === 0) return undefined;
-  const driver = chooseDriver(f, probe);
+  const driver = chooseDriver(f, limit, probe);
   // Several values of a tag with a limit: one subquery per value (json_each `d`), see the header.
   const perValue = driver.by === 'tag' && driver.values.length > 1 && limit !== undefined ? { values: driver.values, limit } : undefined;
   const clauses: ListClause[] = [];
