@@ -200,3 +200,19 @@ export function expectErrorBudget(answers: Array<string | undefined>): void {
   expect(JSON.parse(answers[30]!)).toEqual({ error: { code: RPC.RATE_LIMITED, message: expect.stringMatching(/^rate-limited: more than 30 requests a minute from your key; retry in \d+ s$/) } });
   expect(answers.slice(31)).toEqual(Array(9).fill(undefined));
 }
+
+/** The plain 21316 notifications of `method` that `client` received. */
+export function told(client: DvmcpClient, method: string): NostrEvent[] {
+  return client.sock.frames
+    .map((f) => (f[0] === 'EVENT' ? (f[2] as NostrEvent) : undefined))
+    .filter((e): e is NostrEvent => e?.kind === 21316 && e.tags.some((t) => t[0] === 'method' && t[1] === method));
+}
+
+/** Waits (polling, at most `ms`) until `client` has received `n` 21316 notifications of `method`. */
+export async function received(client: DvmcpClient, method: string, n: number, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (told(client, method).length < n) {
+    if (Date.now() > deadline) throw new Error(`${told(client, method).length} of ${n} ${method} received in ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -14,9 +14,8 @@
 // The call's answer arrives every time. (A normal progress-reporting tool still passes its progress
 // through: bridge-requests.test.ts.)
 import { describe, expect, inject, it } from 'vitest';
-import type { NostrEvent } from '../../src/shared/event.js';
 import { NOTIFY_WINDOW_MS, SERVER_NOTIFICATIONS_PER_MINUTE } from '../../workers/common/dvmcp-server/notification-limits.js';
-import { bridgeReady, directBridge, DvmcpClient } from './bridge-helpers.js';
+import { bridgeReady, directBridge, DvmcpClient, received, told } from './bridge-helpers.js';
 import { randomHex } from './helpers.js';
 
 const FLOOD = 3000;
@@ -29,22 +28,6 @@ async function flooded(): Promise<{ client: DvmcpClient; bucket: string }> {
   const { provider } = await directBridge([{ id: 'flood', url: floodUrl(bucket), public: false }]);
   await bridgeReady(provider);
   return { client: await DvmcpClient.open(provider), bucket };
-}
-
-/** The plain 21316 events of `method` the client received. */
-function told(client: DvmcpClient, method: string): NostrEvent[] {
-  return client.sock.frames
-    .map((f) => (f[0] === 'EVENT' ? (f[2] as NostrEvent) : undefined))
-    .filter((e): e is NostrEvent => e?.kind === 21316 && e.tags.some((t) => t[0] === 'method' && t[1] === method));
-}
-
-/** Waits (polling, at most `ms`) until `client` has received `n` 21316 of `method`. */
-async function received(client: DvmcpClient, method: string, n: number, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (told(client, method).length < n) {
-    if (Date.now() > deadline) throw new Error(`${told(client, method).length} of ${n} ${method} received in ${ms} ms`);
-    await sleep(50);
-  }
 }
 
 /** Calls `tool` of the flooding server and checks its answer arrives. */

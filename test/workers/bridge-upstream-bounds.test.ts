@@ -12,10 +12,9 @@
 //     became an event the relay refused: the client waited for an answer that never came.)
 import { env } from 'cloudflare:test';
 import { afterEach, beforeEach, describe, expect, inject, it, vi, type MockInstance } from 'vitest';
-import type { NostrEvent } from '../../src/shared/event.js';
 import type { Form } from '../../src/shared/dvmcp-wrap.js';
 import { SERVER_NOTIFICATIONS_PER_MINUTE } from '../../workers/common/dvmcp-server/notification-limits.js';
-import { announcements, bridgeReady, directBridge, DvmcpClient } from './bridge-helpers.js';
+import { announcements, bridgeReady, directBridge, DvmcpClient, received, told } from './bridge-helpers.js';
 import { connect, randomHex } from './helpers.js';
 
 const SHARE = SERVER_NOTIFICATIONS_PER_MINUTE;
@@ -25,21 +24,6 @@ const fixture = (path: string): string => `${inject('toolsFixtureUrl')}${path}`;
 const utf8 = (s: string): number => new TextEncoder().encode(s).length;
 const note = (shown: number, total: number): string => `\n\n[answer cut to fit one DVMCP message: the first ${shown} of ${total} bytes]`;
 const INIT = { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } };
-
-/** The 21316 events of `method` the client received (plain). */
-function told(client: DvmcpClient, method: string): NostrEvent[] {
-  return client.sock.frames
-    .map((f) => (f[0] === 'EVENT' ? (f[2] as NostrEvent) : undefined))
-    .filter((e): e is NostrEvent => e?.kind === 21316 && e.tags.some((t) => t[0] === 'method' && t[1] === method));
-}
-
-async function received(client: DvmcpClient, method: string, n: number, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (told(client, method).length < n) {
-    if (Date.now() > deadline) throw new Error(`${told(client, method).length} of ${n} ${method} received in ${ms} ms`);
-    await sleep(50);
-  }
-}
 
 /** Calls `tool` of flood server `s` and checks that its answer arrives. */
 async function flood(client: DvmcpClient, s: string, tool: string, args: Record<string, unknown>, form: Form = 'plain'): Promise<string> {
