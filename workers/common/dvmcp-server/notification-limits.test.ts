@@ -45,41 +45,73 @@ describe('NotificationBudget', () => {
   const client = 'c'.repeat(64);
   const progress = (message = ''): EventTemplate => notificationTemplate(client, 'notifications/progress', { progressToken: 'r', progress: 1, message }, { requestId: 'r', serverId: 's' });
 
-  it('allows perMinute a minute in all, logs the first refusal of a window once, and starts afresh a minute later', () => {
+  it('never sends more than perMinute a minute in all, logs a server\'s first refusal of a window once, and starts afresh a minute later', () => {
     const logs: string[] = [];
-    const b = new NotificationBudget(3, 3, (l) => logs.push(l));
+    const b = new NotificationBudget(4, 4, (l) => logs.push(l));
     let t = 1_000_000;
     b.now = () => t;
     const admit = (server: string): boolean => b.admit(server, progress(), 'plain');
-    expect([admit('a'), admit('b'), admit('c'), admit('a'), admit('d')]).toEqual([true, true, true, false, false]);
-    expect(logs).toEqual(['notification budget spent (3 a minute): notifications are dropped for 60 s']);
+    // a: half of 4; b: half of the 2 a left; c: half of the 1 left is none.
+    expect([admit('a'), admit('a'), admit('a'), admit('b'), admit('b'), admit('c'), admit('a')]).toEqual([true, true, false, true, false, false, false]);
+    expect(logs).toEqual([
+      'server a spent its notification share (2 a minute: half of what the other servers left, at most 4): its notifications are dropped for 60 s',
+      'server b spent its notification share (1 a minute: half of what the other servers left, at most 4): its notifications are dropped for 60 s',
+      'server c spent its notification share (0 a minute: half of what the other servers left, at most 4): its notifications are dropped for 60 s',
+    ]);
     t += 59_999;
     expect(admit('a')).toBe(false);
     t += 1;
     expect(admit('a')).toBe(true);
-    expect(logs).toHaveLength(1);
+    expect(logs).toHaveLength(3);
   });
 
-  it('one server gets perServer a minute: its refusals leave the others the rest, each server logged once', () => {
+  it('one server gets at most perServer a minute, however much the others left', () => {
     const logs: string[] = [];
-    const b = new NotificationBudget(10, 4, (l) => logs.push(l));
+    const b = new NotificationBudget(100, 4, (l) => logs.push(l));
     b.now = () => 1_000_000;
     const admit = (server: string): boolean => b.admit(server, progress(), 'plain');
     expect(Array.from({ length: 8 }, () => admit('loud'))).toEqual([true, true, true, true, false, false, false, false]);
-    expect(Array.from({ length: 4 }, () => admit('quiet'))).toEqual([true, true, true, true]);
-    expect(admit('third')).toBe(true);
-    expect(admit('third')).toBe(true);
-    expect(admit('third')).toBe(false); // the bridge's 10 are spent
+    expect(Array.from({ length: 5 }, () => admit('quiet'))).toEqual([true, true, true, true, false]);
     expect(logs).toEqual([
-      'server loud spent its notification share (4 a minute): its notifications are dropped for 60 s',
-      'notification budget spent (10 a minute): notifications are dropped for 60 s',
+      'server loud spent its notification share (4 a minute: half of what the other servers left, at most 4): its notifications are dropped for 60 s',
+      'server quiet spent its notification share (4 a minute: half of what the other servers left, at most 4): its notifications are dropped for 60 s',
     ]);
     expect(SERVER_NOTIFICATIONS_PER_MINUTE).toBe(NOTIFICATIONS_PER_MINUTE / 2);
   });
 
+  it('a server gets at most half of what the other servers left: two (or ten) flooding servers still leave the quiet ones some', () => {
+    const logs: string[] = [];
+    const b = new NotificationBudget(1200, 600, (l) => logs.push(l));
+    b.now = () => 1_000_000;
+    const flood = (server: string): number => {
+      let n = 0;
+      while (b.admit(server, progress(), 'plain')) n += 1;
+      return n;
+    };
+    expect(flood('first')).toBe(600);
+    expect(flood('second')).toBe(300);
+    expect(flood('third')).toBe(150);
+    for (let i = 0; i < 7; i += 1) flood(`more-${i}`);
+    expect(flood('quiet')).toBeGreaterThan(0);
+    expect(logs.slice(0, 3)).toEqual([
+      'server first spent its notification share (600 a minute: half of what the other servers left, at most 600): its notifications are dropped for 60 s',
+      'server second spent its notification share (300 a minute: half of what the other servers left, at most 600): its notifications are dropped for 60 s',
+      'server third spent its notification share (150 a minute: half of what the other servers left, at most 600): its notifications are dropped for 60 s',
+    ]);
+  });
+
+  it('servers flooding at the same time split what is left evenly and leave a third of the budget', () => {
+    const b = new NotificationBudget(1200, 600, () => undefined);
+    b.now = () => 1_000_000;
+    const got = { a: 0, b: 0 };
+    for (let i = 0; i < 2000; i += 1) for (const s of ['a', 'b'] as const) if (b.admit(s, progress(), 'plain')) got[s] += 1;
+    expect(got).toEqual({ a: 400, b: 400 });
+    expect(Array.from({ length: 200 }, () => b.admit('late', progress(), 'plain')).filter(Boolean)).toHaveLength(200);
+  });
+
   it('a notification that does not fit one event in its form is dropped without taking any budget, logged once a minute per server', () => {
     const logs: string[] = [];
-    const b = new NotificationBudget(2, 2, (l) => logs.push(l));
+    const b = new NotificationBudget(4, 2, (l) => logs.push(l));
     let t = 1_000_000;
     b.now = () => t;
     const plain = progress('m'.repeat(PLAIN_MESSAGE_MAX_BYTES));

@@ -7,11 +7,13 @@
 //     next one). resources/updated likewise per (server, client, uri).
 //   - progress: at most one per PROGRESS_INTERVAL_MS per request, the latest kept (sent at the
 //     interval's end); one still held when the answer comes is dropped (the answer says more).
-//   - every notification event of a bridge counts against NOTIFICATIONS_PER_MINUTE (a fixed
-//     one-minute window), and those of one server against SERVER_NOTIFICATIONS_PER_MINUTE, half
-//     of it: a server that floods its clients spends its own half, the bridge's other servers keep
-//     the other half. Past either they are dropped, logged once per window (the bridge's, and each
-//     server's).
+//   - a bridge sends at most NOTIFICATIONS_PER_MINUTE notification events a minute (a fixed
+//     one-minute window), shared among its servers: a server's share is half of what the other
+//     servers left (and at most SERVER_NOTIFICATIONS_PER_MINUTE), so a server that floods its
+//     clients spends at most half, two flooding at once a third each, and however many flood, the
+//     quiet servers still find some left. Past its share a server's notifications are dropped,
+//     logged once per window per server. (A server admitted while count + the bridge's total is
+//     under the budget, so the total never passes it.)
 //   - a notification that does not fit one event in its form (answer-fit.ts, the answers' rule) is
 //     dropped before it takes any budget, logged once per server per window: never sent for the
 //     relay to refuse (or, gift-wrapped, to fail to wrap).
@@ -28,8 +30,9 @@ export const PROGRESS_INTERVAL_MS = 250;
 /** Notification events a bridge sends in one minute, all clients, servers and kinds together. */
 export const NOTIFICATIONS_PER_MINUTE = 1200;
 /**
- * Notification events of one server's clients in one minute: half the bridge's, so that one server
- * flooding (a hostile or compromised upstream) cannot spend the others' (two flooding servers can).
+ * Notification events of one server's clients in one minute at most: half the bridge's. Less when
+ * other servers spent some: half of what they left (NotificationBudget), so flooding servers (hostile
+ * or compromised upstreams) cannot spend the quiet ones' notifications, however many they are.
  */
 export const SERVER_NOTIFICATIONS_PER_MINUTE = NOTIFICATIONS_PER_MINUTE / 2;
 /**
@@ -101,11 +104,12 @@ interface ServerWindow {
 }
 
 /**
- * At most `perMinute` notification events a minute in all and `perServer` of one server (fixed
- * windows), each one that fits one event; the first refusal of each kind in a window is logged.
+ * At most `perMinute` notification events a minute in all (fixed windows), each server at most half
+ * of what the others left and at most `perServer`, each one that fits one event; a server's first
+ * refusal in a window is logged.
  */
 export class NotificationBudget {
-  private window = { start: -Infinity, count: 0, dropped: 0, servers: new Map<string, ServerWindow>() };
+  private window = { start: -Infinity, count: 0, servers: new Map<string, ServerWindow>() };
   now: () => number = () => Date.now();
 
   constructor(
@@ -120,7 +124,7 @@ export class NotificationBudget {
    */
   admit(serverId: string, t: EventTemplate, form: Form): boolean {
     const now = this.now();
-    if (now - this.window.start >= MINUTE_MS) this.window = { start: now, count: 0, dropped: 0, servers: new Map() };
+    if (now - this.window.start >= MINUTE_MS) this.window = { start: now, count: 0, servers: new Map() };
     const w = this.window;
     let server = w.servers.get(serverId);
     if (!server) w.servers.set(serverId, (server = { count: 0, dropped: 0, tooLargeTold: false }));
@@ -133,13 +137,12 @@ export class NotificationBudget {
       server.tooLargeTold = true;
       return false;
     }
-    const seconds = Math.max(1, Math.ceil((w.start + MINUTE_MS - now) / 1000));
-    if (w.count >= this.perMinute) {
-      if (w.dropped++ === 0) this.log(`notification budget spent (${this.perMinute} a minute): notifications are dropped for ${seconds} s`);
-      return false;
-    }
-    if (server.count >= this.perServer) {
-      if (server.dropped++ === 0) this.log(`server ${serverId} spent its notification share (${this.perServer} a minute): its notifications are dropped for ${seconds} s`);
+    const share = Math.min(this.perServer, Math.floor((this.perMinute - (w.count - server.count)) / 2));
+    if (server.count >= share) {
+      const seconds = Math.max(1, Math.ceil((w.start + MINUTE_MS - now) / 1000));
+      if (server.dropped++ === 0) {
+        this.log(`server ${serverId} spent its notification share (${share} a minute: half of what the other servers left, at most ${this.perServer}): its notifications are dropped for ${seconds} s`);
+      }
       return false;
     }
     w.count += 1;
