@@ -1,11 +1,12 @@
 // Secret keys for the client: read from a key file or a string (nsec or 64-hex), made new, and
-// written with mode 0600. The default location is ~/.config/edgestr/key. A key file others may read
-// is read with a warning (like ssh's), and a replaced one is written anew (a file of its own,
-// renamed over the old one), so that it never keeps the old file's mode.
+// written with mode 0600. The default location is ~/.config/edgestr/key. A key file others may read,
+// or in a directory others may write, is read with a warning (like ssh's StrictModes), and a
+// replaced one is written anew (a file of its own, renamed over the old one), so that it never keeps
+// the old file's mode; through a symbolic link, the file it points to is the one replaced.
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, rename, unlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, open, readlink, realpath, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { decode, nsecEncode } from 'nostr-tools/nip19';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { err, ok, type Result } from '../shared/errors.js';
@@ -48,6 +49,18 @@ export function keyFileModeWarning(path: string, mode: number): string | undefin
   return `warning: ${path} is accessible to others (mode ${octal}): anyone who reads it can sign as you; run chmod 600 ${shellWord(path)}`;
 }
 
+/**
+ * The warning for a key file in a directory others may write (they could put their key in its
+ * place); undefined when they may not, or when the directory is sticky (as /tmp: others cannot
+ * rename or remove what is yours).
+ */
+export function keyDirModeWarning(path: string, dirMode: number): string | undefined {
+  if (process.platform === 'win32' || (dirMode & 0o022) === 0 || (dirMode & 0o1000) !== 0) return undefined;
+  const dir = dirname(path);
+  const octal = (dirMode & 0o777).toString(8).padStart(4, '0');
+  return `warning: ${dir} (the directory of ${path}) is writable by others (mode ${octal}): they can replace your key with theirs; run chmod 700 ${shellWord(dir)}`;
+}
+
 export interface ReadKeyOptions {
   /** Told when others may read the file (it is read all the same); default: a line on stderr. */
   warn?: (message: string) => void;
@@ -59,8 +72,8 @@ export async function readKeyFile(path: string, opts: ReadKeyOptions = {}): Prom
   try {
     const file = await open(path, 'r');
     try {
-      const warning = keyFileModeWarning(path, (await file.stat()).mode);
-      if (warning) (opts.warn ?? ((m: string) => process.stderr.write(`${m}\n`)))(warning);
+      const warnings = [keyFileModeWarning(path, (await file.stat()).mode), keyDirModeWarning(path, (await stat(dirname(path))).mode)];
+      for (const warning of warnings) if (warning) (opts.warn ?? ((m: string) => process.stderr.write(`${m}\n`)))(warning);
       text = await file.readFile('utf8');
     } finally {
       await file.close();
@@ -78,6 +91,7 @@ export async function readKeyFile(path: string, opts: ReadKeyOptions = {}): Prom
  * `force`. A new file is created 0600; with `force` the key goes to a new 0600 file in the same
  * directory, flushed, then renamed over `path` (atomic: `path` holds the old key or the new one,
  * never a world-readable or half-written new one; writing into the old file would keep its mode).
+ * When `path` is a symbolic link, the file it points to is replaced so (the link stays).
  */
 export async function writeKeyFile(path: string, key: KeyPair, force = false): Promise<Result<true, string>> {
   const text = `${nsecEncode(key.sk)}\n`;
@@ -91,7 +105,10 @@ export async function writeKeyFile(path: string, key: KeyPair, force = false): P
     }
     return ok(true);
   }
-  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+  const target = await replaced(path);
+  if (!target.ok) return target;
+  const destination = target.value;
+  const temp = join(dirname(destination), `.${basename(destination)}.${randomBytes(6).toString('hex')}.tmp`);
   try {
     const file = await open(temp, 'wx', 0o600);
     try {
@@ -100,12 +117,28 @@ export async function writeKeyFile(path: string, key: KeyPair, force = false): P
     } finally {
       await file.close();
     }
-    await rename(temp, path);
+    await rename(temp, destination);
   } catch (e) {
     await unlink(temp).catch(() => undefined); // gone already, or never made
     return err(`cannot write ${path}: ${(e as Error).message}`);
   }
   return ok(true);
+}
+
+/** The file `--force` replaces at `path`: itself, or the file a symbolic link there points to (which must exist). */
+async function replaced(path: string): Promise<Result<string, string>> {
+  try {
+    if (!(await lstat(path)).isSymbolicLink()) return ok(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return ok(path);
+    return err(`cannot write ${path}: ${(e as Error).message}`);
+  }
+  try {
+    return ok(await realpath(path));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return err(`cannot write ${path}: ${(e as Error).message}`);
+    return err(`cannot write ${path}: it is a symbolic link to ${resolve(dirname(path), await readlink(path))}, which does not exist`);
+  }
 }
 
 export const describeKey = (key: KeyPair): { npub: string; hex: string } => ({ npub: toNpub(key.pk), hex: key.pk });
