@@ -22,6 +22,7 @@
 // Provider base URLs (OPENAI_BASE_URL, ANTHROPIC_BASE_URL) are the operator's own configuration
 // and are not subject to this policy.
 
+import { isDevelopment } from './env-mode.js';
 import { err, ok, type Result } from './errors.js';
 import { classOfHost, hostAllowed, parseAllowlist, type HostKind, type HostPattern } from './host-policy.js';
 
@@ -43,7 +44,7 @@ export const STRICT_OUTBOUND: OutboundPolicy = { development: false, allow: [] }
 /** The deployment's policy (invalid EDGESTR_OUTBOUND_ALLOW entries are ignored). */
 export function outboundPolicy(env: OutboundEnv): OutboundPolicy {
   const entries = (env.EDGESTR_OUTBOUND_ALLOW ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '');
-  return { development: env.EDGESTR_ENV === 'development', allow: parseAllowlist(entries).patterns };
+  return { development: isDevelopment(env), allow: parseAllowlist(entries).patterns };
 }
 
 /** What is dialled: an HTTP(S) endpoint, or a relay (WebSocket). */

@@ -2,7 +2,7 @@
 // first use so that `npm start` gives a client something to talk to without any account.
 
 import { DEMO_AGENT, DEMO_AGENT_SK, DEMO_OWNER } from '../common/owners.js';
-import { isDevelopment } from '../common/local-mode.js';
+import { isDevelopment } from '../../src/shared/env-mode.js';
 import { agentStub, createAgent, type AgentApiBindings } from './agents.js';
 
 export interface DemoBlock {

@@ -26,7 +26,7 @@ import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { ownerShardExists, type RouterBindings } from '../common/shards.js';
 import { ownerState } from '../common/owners.js';
-import { localMode } from '../common/local-mode.js';
+import { localMode } from '../../src/shared/env-mode.js';
 import { DEFAULT_BRIDGE_SERVERS, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { BridgeMeter, METER_PRUNE_BATCH, type BridgeCallRow } from './metering.js';
 import type { SecretEnv } from '../common/secrets.js';

@@ -8,7 +8,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { Result } from '../../src/shared/errors.js';
-import { localMode } from '../common/local-mode.js';
+import { localMode } from '../../src/shared/env-mode.js';
 import { parseLocalInvoice } from './payments-local.js';
 import type { PaymentEnv } from './payments.js';
 

@@ -6,7 +6,7 @@
 
 import { z } from 'zod';
 import type { Result } from '../../src/shared/errors.js';
-import { localMode } from '../common/local-mode.js';
+import { localMode } from '../../src/shared/env-mode.js';
 
 /** What a verifier is asked to invoice. */
 export interface InvoiceRequest {

@@ -1,4 +1,4 @@
-// The local modes of EDGESTR_ENV: `development` (npm start: public demo keys, every key gets a
+// The hosts and pages served in the local modes of EDGESTR_ENV (read by src/shared/env-mode.ts): `development` (npm start: public demo keys, every key gets a
 // shard, private outbound hosts, free local payments) and `test` (the test suites: free local
 // payments through the unauthenticated POST /api/bridge/pay). Neither belongs on a deployment
 // (`npm run deploy` refuses both), and a Worker in either answers only requests whose URL host no
@@ -14,15 +14,7 @@
 // a loopback page (http(s)://localhost, 127.0.0.0/8 or [::1], any port; in test mode also `.test`
 // hosts) is refused. Clients that are not browsers (the CLI, Node) send no Origin and are served.
 
-export type LocalMode = 'development' | 'test';
-
-/** The local mode `env` is in, if any. */
-export function localMode(env: { EDGESTR_ENV?: string }): LocalMode | undefined {
-  return env.EDGESTR_ENV === 'development' || env.EDGESTR_ENV === 'test' ? env.EDGESTR_ENV : undefined;
-}
-
-/** Whether `env` is in development mode (`npm start`). */
-export const isDevelopment = (env: { EDGESTR_ENV?: string }): boolean => localMode(env) === 'development';
+import type { LocalMode } from '../../src/shared/env-mode.js';
 
 /** The refusal (error text) of a request to `url` under `mode`, or undefined when the host is served. */
 export function localHostRefusal(mode: LocalMode, url: URL): string | undefined {

@@ -10,7 +10,7 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey } from '../../src/shared/keys.js';
-import { isDevelopment } from './local-mode.js';
+import { isDevelopment } from '../../src/shared/env-mode.js';
 import type { SecretEnv } from './secrets.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN } from '../accounts/plans.js';

@@ -6,7 +6,7 @@
 
 import { z } from 'zod';
 import { base64Decode, base64Encode } from '../../src/shared/hex.js';
-import { isDevelopment } from './local-mode.js';
+import { isDevelopment } from '../../src/shared/env-mode.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -5,7 +5,7 @@
 
 import { ownerState, type OwnerEnv } from './owners.js';
 import type { AccountsBindings } from '../accounts/accounts-do.js';
-import { isDevelopment } from './local-mode.js';
+import { isDevelopment } from '../../src/shared/env-mode.js';
 import { parsePubkey } from '../../src/shared/keys.js';
 import type { RelayShard } from '../relay-do/shard.js';
 
