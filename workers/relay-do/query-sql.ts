@@ -13,11 +13,13 @@
 //   2. otherwise the candidates are `authors` (index events_by_author; with kinds, events_by_author_kind
 //      over each (author, kind) pair), `kinds` when there are no authors (events_by_kind), and each
 //      tag list (the tags table's key: name, value, created_at). One candidate drives. Several are
-//      first counted by one probe statement (each candidate's index rows within since/until, at most
+//      first counted by a probe (each candidate's index rows within since/until, at most
 //      PROBE_ROWS / candidates each, and with a limit at most 4 × limit, at least 64) and the one
-//      with the fewest rows drives; ties (typically every
-//      candidate at its cap) go to the fewest values (authors × kinds for the pairs), then to tag
-//      lists before authors and kinds, then to the filter's key order;
+//      with the fewest rows drives; ties (typically every candidate at its cap) go to the fewest
+//      index seeks (values; authors × kinds for the pairs), then to the probe order. The probe counts
+//      one candidate at a time, the likely smallest first (lists of keys or ids: authors, #p, #e…;
+//      then other tag lists; then kinds; never the filter's key order), each only as far as it can
+//      still win: up to the fewest rows counted so far, one row further if it wins their tie;
 //   3. no list: events_created (created_at DESC, id), read newest first.
 // The tag index orders equal created_at by rid, not id: a tag list of several values with a limit
 // runs one subquery per value (each with its own limit, ties sorted by id) and sorts their union
@@ -29,6 +31,7 @@
 // statements or parameters (the author × kind pairs are index seeks of one statement).
 
 import { dedupeFilter, tagFilters, type Filter } from '../../src/shared/filters.js';
+import { isHex64 } from '../../src/shared/hex.js';
 import { readRule } from '../../src/shared/kinds.js';
 import { readableKindsSql } from './read-policy.js';
 import { pendingRemovalHiddenSql } from './vanish.js';
@@ -62,7 +65,7 @@ export interface CompiledQuery {
   params: Array<string | number>;
 }
 
-/** Runs a probe statement and returns its one row (counts n0, n1, …). */
+/** Runs a probe statement and returns its one row: the count of the candidate at place i of the probe order, as column n<i>. */
 export type Probe = (q: CompiledQuery) => Readonly<Record<string, number>>;
 
 /** Lists up to this long bind one parameter per value (`IN (?,?)` plans best); longer ones bind one JSON array. */
@@ -122,36 +125,40 @@ type Candidate = Extract<Driver, { by: 'authors' | 'kinds' | 'tag' }>;
 /** The index seeks a candidate makes: one per value (per author × kind pair for authors with kinds). */
 const seeks = (d: Candidate): number => d.values.length * (d.by === 'authors' && d.kinds ? d.kinds.length : 1);
 
+/** How likely a candidate is to have few rows (lower: likelier): keys and ids name few events each, kinds many. */
+const likelySmall = (d: Candidate): number => (d.by === 'kinds' ? 2 : d.by === 'authors' || d.values.every(isHex64) ? 0 : 1);
+
+/** The probe order (see the header): likely smallest first, then fewer seeks, then by name. */
+function probeOrder(a: Candidate, b: Candidate): number {
+  const name = (d: Candidate) => (d.by === 'tag' ? `#${d.letter}` : d.by);
+  return likelySmall(a) - likelySmall(b) || seeks(a) - seeks(b) || (name(a) < name(b) ? -1 : name(a) > name(b) ? 1 : 0);
+}
+
 /**
- * The probe of several candidates: one statement whose columns n0, n1, … count each candidate's
- * index rows within since/until, up to `cap` each (numbered parameters: ?1 since, ?2 until, then
- * one JSON array per list).
+ * The probe of the candidate at place i of the probe order: a statement whose column n<i> counts
+ * its index rows within since/until, up to `cap` (numbered parameters: ?1 since, ?2 until, ?3 its
+ * list unless kinds, which are inlined).
  */
-function probeStatement(f: Filter, candidates: readonly Candidate[], cap: number): CompiledQuery {
+function probeStatement(f: Filter, d: Candidate, i: number, cap: number): CompiledQuery {
   const params: Array<string | number> = [f.since ?? 0, f.until ?? Number.MAX_SAFE_INTEGER];
-  const list = (values: readonly (string | number)[]) => {
-    params.push(JSON.stringify(values));
-    return `IN (SELECT value FROM json_each(?${params.length}))`;
-  };
+  if (d.by !== 'kinds') params.push(JSON.stringify(d.values));
   const range = 'created_at >= ?1 AND created_at <= ?2';
-  const counts = candidates.map((d, i) => {
-    const rows =
-      d.by === 'tag'
-        ? `SELECT 1 FROM tags WHERE name = ${tagLiteral(d.letter)} AND value ${list(d.values)} AND ${range}`
-        : d.by === 'kinds'
-          ? `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.kinds} WHERE kind IN (${kindList(d.values)}) AND ${range}`
-          : d.kinds
-            ? `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.pairs} WHERE pubkey ${list(d.values)} AND kind IN (${kindList(d.kinds)}) AND ${range}`
-            : `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.authors} WHERE pubkey ${list(d.values)} AND ${range}`;
-    return `(SELECT count(*) FROM (${rows} LIMIT ${cap})) AS n${i}`;
-  });
-  return { sql: `SELECT ${counts.join(', ')}`, params };
+  const list = 'IN (SELECT value FROM json_each(?3))';
+  const rows =
+    d.by === 'tag'
+      ? `SELECT 1 FROM tags WHERE name = ${tagLiteral(d.letter)} AND value ${list} AND ${range}`
+      : d.by === 'kinds'
+        ? `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.kinds} WHERE kind IN (${kindList(d.values)}) AND ${range}`
+        : d.kinds
+          ? `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.pairs} WHERE pubkey ${list} AND kind IN (${kindList(d.kinds)}) AND ${range}`
+          : `SELECT 1 FROM events INDEXED BY ${EVENT_INDEX.authors} WHERE pubkey ${list} AND ${range}`;
+  return { sql: `SELECT count(*) AS n${i} FROM (${rows} LIMIT ${cap})`, params };
 }
 
 /**
  * The driver of a (deduplicated, satisfiable) filter, see the header: its ids; else its only
  * candidate, or of several the one the probe found fewest rows for (ties: fewer index seeks, then
- * tag lists in the filter's key order, then authors or kinds); else the created_at index.
+ * the probe order); else the created_at index.
  */
 function chooseDriver(f: Filter, limit: number | undefined, probe: Probe): Driver {
   if (f.ids) return { by: 'ids', values: f.ids };
@@ -161,10 +168,16 @@ function chooseDriver(f: Filter, limit: number | undefined, probe: Probe): Drive
   if (all.length <= 1) return all[0] ?? { by: 'time' };
   const share = Math.max(1, Math.floor(PROBE_ROWS / all.length));
   const cap = limit === undefined ? share : Math.min(share, Math.max(PROBE_MIN, PROBE_PER_LIMIT * limit));
-  const counts = probe(probeStatement(f, all, cap));
-  const rank = all.map((d, i) => ({ d, i, rows: counts[`n${i}`] ?? Infinity, seeks: seeks(d) }));
-  rank.sort((a, b) => a.rows - b.rows || a.seeks - b.seeks || a.i - b.i);
-  return rank[0]!.d;
+  all.sort(probeOrder);
+  let best = { d: all[0]!, rows: Infinity };
+  for (const [i, d] of all.entries()) {
+    // Counted only as far as it can win: reaching the fewest rows so far it loses, unless it wins their tie.
+    const winsTie = seeks(d) < seeks(best.d);
+    const rows = probe(probeStatement(f, d, i, Math.min(cap, best.rows + (winsTie ? 1 : 0))))[`n${i}`] ?? Infinity;
+    if (rows < best.rows || (rows === best.rows && winsTie)) best = { d, rows };
+    if (best.rows === 0) break;
+  }
+  return best.d;
 }
 
 /** A value list of a filter checked on each row (or walked, for the driver): the column it constrains and the clause around the `IN`. */
