@@ -4,7 +4,7 @@
 // through POST /api/bridge/pay and then answered with the tool's result (plain and gift-wrapped,
 // each in the form it was asked in); an unpaid call is answered NOT_PAID when the Bridge's alarm
 // sees its invoice expire; the pay endpoint's every refusal.
-import { SELF } from 'cloudflare:test';
+import { env, SELF } from 'cloudflare:test';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -87,6 +87,20 @@ describe('payments through the bridge', () => {
     const answer = await client.answer(id, 20_000);
     expect(answer.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'payment not received within 5 s: the invoice expired' } });
     expect(await pay({ invoice })).toEqual({ status: 410, json: { error: 'invoice expired' } });
+  });
+
+  it('only a call that reaches upstream is metered (and counts against bridge_calls_per_day): an unpaid priced call is not', async () => {
+    const day = new Date().toISOString().slice(0, 10);
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(TEST_OWNER));
+    const echoCalls = async (): Promise<number> => (await bridge.usage(day, day)).find((r) => r.server === SERVER && r.method === 'tools/call')?.calls ?? 0;
+    const before = await echoCalls();
+    const unpaid = await pricedCall('never paid either');
+    expect((await client.answer(unpaid.id, 20_000)).result).toMatchObject({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID } });
+    expect(await echoCalls()).toBe(before);
+    const paid = await pricedCall('paid, so metered');
+    expect((await pay({ invoice: paid.invoice })).status).toBe(200);
+    expect((await client.answer(paid.id)).result.ok).toBe(true);
+    expect(await echoCalls()).toBe(before + 1);
   });
 
   it('a resource priced by its name, and a resource template priced by its name, are charged as announced', async () => {

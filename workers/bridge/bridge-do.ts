@@ -38,7 +38,7 @@ import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
-import { Dispatcher, type Reply } from '../common/dvmcp-server/dispatcher.js';
+import { Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
 import { ErrorAnswers, isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { Coalescer, NOTIFICATIONS_PER_MINUTE, NOTIFY_WINDOW_MS, NotificationBudget, SERVER_NOTIFICATIONS_PER_MINUTE } from '../common/dvmcp-server/notification-limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
@@ -138,24 +138,31 @@ export class Bridge extends DurableObject<BridgeEnv> {
   }
 
   /**
-   * The owner's daily quota first, then the limiter; an admitted request is metered when it ends. A
-   * refusal is answered as ErrorAnswers allows (once per client until the retry time it gave).
+   * The owner's daily quota first, then the limiter. An admitted request is metered (and counts
+   * against the quota) when it goes upstream, its duration when it ends: a priced request never
+   * paid is not. A refusal is answered as ErrorAnswers allows (once per client until the retry time
+   * it gave).
    */
-  private admit(client: string, servers: readonly string[], method: string): { ok: true; release: () => void } | { ok: false; error?: RpcError } {
-    const now = this.limiter.now();
-    const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, now);
+  private admit(client: string, servers: readonly string[], method: string): ReturnType<RequestAdmission['admit']> {
+    const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, this.limiter.now());
     if (quota) return this.errors.refusal(client, quota, QUOTA_TOLD_MS);
     const admitted = this.limiter.admit(client, servers);
     if (!admitted.ok) return this.errors.refusal(client, admitted.error, admitted.retryMs);
     if (method === 'ping') return admitted;
-    this.meter.record(servers, method, now);
+    let startedAt: number | undefined;
     let released = false;
     return {
       ok: true,
+      upstream: () => {
+        if (startedAt !== undefined) return;
+        startedAt = this.limiter.now();
+        this.meter.record(servers, method, startedAt);
+      },
       release: () => {
-        admitted.release();
-        if (!released) this.meter.finished(servers, method, now, this.limiter.now());
+        if (released) return;
         released = true;
+        admitted.release();
+        if (startedAt !== undefined) this.meter.finished(servers, method, startedAt, this.limiter.now());
       },
     };
   }

@@ -72,8 +72,10 @@ export interface RequestAdmission {
   /**
    * Admits one request of `client` for `method` to `serverIds`, holding what it takes until
    * `release`; or refuses it: with `error`, that is the answer; without, it is dropped unanswered.
+   * `upstream` is called when the request goes to its servers (after any payment): a priced request
+   * never paid, or cancelled before, does not.
    */
-  admit(client: string, serverIds: readonly string[], method: string): { ok: true; release: () => void } | { ok: false; error?: RpcError };
+  admit(client: string, serverIds: readonly string[], method: string): { ok: true; release: () => void; upstream?: () => void } | { ok: false; error?: RpcError };
 }
 
 export interface DispatcherDeps {
@@ -169,9 +171,10 @@ export class Dispatcher {
     this.active.set(msg.requestId, { client: msg.client, servers: targets.map((b) => b.profile.id), abort });
     try {
       if (msg.method === 'initialize') {
+        admitted.upstream?.();
         await Promise.all(targets.map((b) => this.initialize(b, to, reply, abort.signal)));
       } else {
-        await this.serve(targets[0]!, msg.method, msg.params, to, reply, abort);
+        await this.serve(targets[0]!, msg.method, msg.params, to, reply, abort, () => admitted.upstream?.());
       }
     } finally {
       this.active.delete(msg.requestId);
@@ -199,7 +202,7 @@ export class Dispatcher {
     return reply.send(errorAnswer(to, answer.error, reply.form, [['d', b.profile.id]]));
   }
 
-  private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController): Promise<void> {
+  private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController, upstream: () => void): Promise<void> {
     const serverId = b.profile.id;
     const priced = await this.priceOf(b, method, params);
     if (!priced.ok) return reply.send(errorAnswer(to, priced.error, reply.form));
@@ -232,6 +235,7 @@ export class Dispatcher {
       if (Date.now() - lastHeard >= KEEPALIVE_MS) progress({ ...last, message: `waiting for ${serverId}` });
     }, KEEPALIVE_MS / 5);
     let result: Awaited<ReturnType<DvmcpBackend['request']>>;
+    upstream();
     try {
       result = await b.request(method, params, { requester: to, signal: abort.signal, onProgress: progress });
     } finally {
