@@ -1,10 +1,9 @@
 // Metering and the daily quota of an owner's bridge: every request that goes to an upstream server
 // (after any payment) is counted per (UTC day, server, method) with its total duration in the
-// Bridge DO's SQLite, and
-// the owner's plan (bridge_calls_per_day) is checked against the day's count before admission —
-// refused with JSON-RPC -32029 naming the quota and the seconds until the UTC day ends. Rows are
-// kept RETENTION_DAYS and pruned in bounded batches: two with each recorded call (rows are made no
-// faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm.
+// Bridge DO's SQLite, and the owner's plan (bridge_calls_per_day) is checked against the day's
+// count before admission — refused with JSON-RPC -32029 naming the quota and the seconds until the
+// UTC day ends. Rows are kept RETENTION_DAYS and pruned in bounded batches: two with each recorded
+// call (rows are made no faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm.
 
 import { RPC, rpcError, type RpcError } from '../../src/shared/dvmcp.js';
 
