@@ -1,6 +1,6 @@
 // A hostile upstream MCP server, at the network boundary (the fixture server, test/mcp/fixture-server.ts),
 // cannot silence a bridge's other servers, and nothing it sends vanishes without a word:
-//   - notification budget: a server may use half of the bridge's NOTIFICATIONS_PER_MINUTE
+//   - notification budget: a server may use at most half of the bridge's NOTIFICATIONS_PER_MINUTE
 //     (SERVER_NOTIFICATIONS_PER_MINUTE, notification-limits.ts); one server flooding its client with
 //     resources/updated of ever new uris spends its own half, and another server's client still
 //     gets its progress and list_changed. (The budget was one per bridge: the flood spent it all.)
