@@ -43,6 +43,8 @@ export interface TelemetryEmitterOptions {
   maxAttempts?: number;
   backoff?: Partial<BackoffPolicy>;
   maxQueuedFrames?: number;
+  /** Bytes of frames (their plaintext) waiting at most (default 8 MiB); a payload that would pass it is dropped whole. */
+  maxQueuedBytes?: number;
   maxSessions?: number;
   /** Signs frames (e.g. the relay's Wasm backend, several times faster); default: nostr-tools. */
   sign?: (template: EventTemplate) => NostrEvent;
@@ -69,4 +71,6 @@ export interface EmitterStats {
   splitPayloads: number;
   /** Frames waiting to be sent (including the one in flight). */
   queued: number;
+  /** Their plaintext bytes. */
+  queuedBytes: number;
 }

@@ -36,7 +36,8 @@
 //   twice; observers dedupe by (agent, sessionId, seq, timestamp).
 //
 // * Drops are never silent. A frame that finally cannot be delivered (answers above, a full queue
-//   — `maxQueuedFrames`, 1000 frames, beyond which new frames are dropped — or a build failure) is
+//   — `maxQueuedFrames`, 1000 frames, or `maxQueuedBytes`, 8 MiB of plaintext, beyond which a new
+//   payload's frames are all dropped — or a build failure) is
 //   counted in `stats.dropped`, passed to `onDrop`, and reported to the owner: the next frame that
 //   is sent carries `dropped: n` in its payload, n = frames lost since the last delivered report
 //   (observers add them up). If that carrier is lost too, its count rolls over to the next frame.
@@ -58,12 +59,17 @@ import type { DroppedFrame, EmitterStats, FrameIds, TelemetryEmitterOptions } fr
 
 export type * from './ao-emitter-types.js';
 
+/** Plaintext bytes of frames waiting, at most (default of `maxQueuedBytes`): a run's model requests are telemetry too, and may be megabytes each. */
+export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
+
 interface QueuedFrame {
   seq: number;
   timestamp: string;
   kind: string;
   ids: ResolvedIds;
   payload: Payload;
+  /** Its share of the payload's plaintext bytes, counted in `queuedBytes` while it waits. */
+  bytes: number;
 }
 
 interface Batch {
@@ -95,6 +101,8 @@ export class TelemetryEmitter {
 
   readonly #seqs: LruMap<string, number>;
   readonly #queue: OrderedQueue<QueuedFrame>;
+  readonly #maxQueuedBytes: number;
+  #queuedBytes = 0;
   #batch: Batch | undefined;
   #closed = false;
   readonly #stats = { emitted: 0, frames: 0, sent: 0, dropped: 0, droppedUnreported: 0, coalescedItems: 0, splitPayloads: 0 };
@@ -124,17 +132,18 @@ export class TelemetryEmitter {
     this.#coalesceMs = o.coalesceMs ?? 50;
     this.#maxCoalesced = Math.max(1, o.maxCoalesced ?? 64);
     this.#maxQueued = Math.max(1, o.maxQueuedFrames ?? 1000);
+    this.#maxQueuedBytes = Math.max(1, o.maxQueuedBytes ?? MAX_QUEUED_BYTES);
     this.#seqs = new LruMap(Math.max(1, o.maxSessions ?? 1024));
     this.#onDrop = o.onDrop;
     // A throwing delivery is unreachable by design; never lose a frame silently.
     this.#queue = new OrderedQueue(
-      (f) => this.#deliver(f),
+      (f) => this.#deliver(f).finally(() => (this.#queuedBytes -= f.bytes)),
       (f, e) => this.#dropped(f, `error: ${errorMessage(e)}`),
     );
   }
 
   get stats(): EmitterStats {
-    return { ...this.#stats, retries: this.#publisher.retries, queued: this.#queue.length };
+    return { ...this.#stats, retries: this.#publisher.retries, queued: this.#queue.length, queuedBytes: this.#queuedBytes };
   }
 
   /**
@@ -258,16 +267,23 @@ export class TelemetryEmitter {
   /** Turns one payload into one frame, or into split parts, each with its seq. */
   #enqueue(kind: string, payload: Payload, ids: ResolvedIds, at: number): void {
     const timestamp = new Date(at).toISOString();
-    const parts = splitParts(timestamp, kind, ids, payload);
+    const bytes = envelopeBytes(timestamp, kind, ids, payload);
+    const parts = splitParts(timestamp, kind, ids, payload, bytes);
     if (parts) this.#stats.splitPayloads++;
     const payloads = parts ?? [payload];
-    const frames = payloads.map((p): QueuedFrame => ({ seq: this.#nextSeq(ids.sessionId), timestamp, kind, ids, payload: p }));
+    const share = Math.ceil(bytes / payloads.length);
+    const frames = payloads.map((p): QueuedFrame => ({ seq: this.#nextSeq(ids.sessionId), timestamp, kind, ids, payload: p, bytes: share }));
     if (frames.length > 1) for (const f of frames) f.payload.split = frames[0]!.seq;
     this.#stats.frames += frames.length;
     if (this.#queue.length + frames.length > this.#maxQueued) {
       for (const f of frames) this.#dropped(f, `send queue full (${this.#maxQueued} frames waiting)`);
       return;
     }
+    if (this.#queuedBytes + share * frames.length > this.#maxQueuedBytes) {
+      for (const f of frames) this.#dropped(f, `send queue full (at most ${this.#maxQueuedBytes} bytes of frames waiting)`);
+      return;
+    }
+    this.#queuedBytes += share * frames.length;
     this.#queue.add(...frames);
   }
 

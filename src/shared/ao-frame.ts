@@ -38,8 +38,8 @@ export const envelopeBytes = (timestamp: string, kind: string, ids: ResolvedIds,
   byteLength(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, payload))) + DROPPED_RESERVE;
 
 /** The split parts (`split` still -1) of a payload too big for one frame; undefined when it fits. */
-export function splitParts(timestamp: string, kind: string, ids: ResolvedIds, payload: Payload): Payload[] | undefined {
-  if (envelopeBytes(timestamp, kind, ids, payload) <= AO_MAX_PAYLOAD_BYTES) return undefined;
+export function splitParts(timestamp: string, kind: string, ids: ResolvedIds, payload: Payload, bytes = envelopeBytes(timestamp, kind, ids, payload)): Payload[] | undefined {
+  if (bytes <= AO_MAX_PAYLOAD_BYTES) return undefined;
   const empty: SplitPart = { split: WIDEST, part: WIDEST, parts: WIDEST, chunk: '' };
   const chunks = chunkForJson(JSON.stringify(payload), AO_MAX_PAYLOAD_BYTES - envelopeBytes(timestamp, kind, ids, { ...empty }));
   return chunks.map((chunk, part) => ({ split: -1, part, parts: chunks.length, chunk }));

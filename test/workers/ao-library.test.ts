@@ -586,6 +586,34 @@ describe('TelemetryEmitter: pacing, retries, drops', () => {
     expect(reasons).toEqual(['2: send queue full (2 frames waiting)', '3: send queue full (2 frames waiting)']);
     expect(em2.stats).toMatchObject({ frames: 4, sent: 2, dropped: 2 });
   });
+
+  it('the queue holds at most maxQueuedBytes of frames (a run\'s huge model requests cannot fill the agent\'s memory); a payload over it is dropped whole', async () => {
+    const owner = keys();
+    const reasons: string[] = [];
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => (release = r));
+    const em = new TelemetryEmitter({
+      agentSecretKey: keys().sk,
+      owner: owner.pk,
+      maxQueuedBytes: 300_000,
+      publish: async () => {
+        await held; // the relay is slow: everything waits
+        return { ok: true, message: '' };
+      },
+      onDrop: (d) => reasons.push(`${d.seq}: ${d.reason}`),
+    });
+    const big = 'x'.repeat(200_000); // about four frames
+    em.acpWrite({ request: big }); // seqs 0-3, ~200 KB waiting
+    em.acpWrite({ request: big }); // seqs 4-7: would pass 300,000 bytes
+    em.acpWrite({ small: 1 }); // seq 8 fits
+    expect(em.stats.queued).toBe(5);
+    expect(reasons).toEqual([4, 5, 6, 7].map((seq) => `${seq}: send queue full (at most 300000 bytes of frames waiting)`));
+    expect(em.stats.queuedBytes).toBeGreaterThan(200_000);
+    expect(em.stats.queuedBytes).toBeLessThanOrEqual(300_000);
+    release();
+    await em.flush();
+    expect(em.stats).toMatchObject({ sent: 5, dropped: 4, queued: 0, queuedBytes: 0 });
+  });
 });
 
 // ---- observer ----
