@@ -27,6 +27,9 @@
 // (the input was processed and is billed), then throws; the runtime adds its estimate of the
 // output streamed (runtime.ts, CallTokens).
 // stop_reason: end_turn/stop_sequence → stop, tool_use → tool_calls, max_tokens → length, else other.
+// The answer limits (limits.ts) apply as the blocks arrive: a tool_use block's input, the number
+// of tool_use blocks, and what the model wrote in the run (text, tool names and ids, inputs). Only
+// tool_use blocks are kept until their content_block_stop (text and thinking are passed on).
 
 import {
   ProviderError,
@@ -39,6 +42,7 @@ import {
 } from './types.js';
 import { isObject, num, parseJson, postStream, sseRecords, str, truncate, type JsonObject } from './http.js';
 import { malformedError } from './openai.js';
+import { AnswerLimits } from './limits.js';
 
 export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
 export const ANTHROPIC_VERSION = '2023-06-01';
@@ -139,8 +143,8 @@ export function anthropicRequestBody(req: ProviderRequest): JsonObject {
   return body;
 }
 
-interface Block {
-  type: string;
+/** A tool_use block until its content_block_stop. */
+interface ToolUseBlock {
   id: string;
   name: string;
   json: string;
@@ -172,7 +176,8 @@ export class AnthropicProvider implements Provider {
       signal: req.signal,
       observe: req.observe,
     });
-    const blocks = new Map<number, Block>();
+    const blocks = new Map<number, ToolUseBlock>();
+    const limits = new AnswerLimits(provider, req.messages);
     let input: number | undefined;
     let output: number | undefined;
     let stopReason: FinishReason | undefined;
@@ -202,15 +207,25 @@ export class AnthropicProvider implements Provider {
           case 'content_block_start': {
             const index = num(payload.index) ?? blocks.size;
             const cb = isObject(payload.content_block) ? payload.content_block : {};
-            const block: Block = { type: str(cb.type) ?? '', id: str(cb.id) ?? '', name: str(cb.name) ?? '', json: '' };
-            blocks.set(index, block);
-            if (block.type === 'tool_use' && isObject(cb.input) && Object.keys(cb.input).length > 0) {
-              block.json = JSON.stringify(cb.input);
+            const blockType = str(cb.type);
+            if (blockType === 'tool_use') {
+              limits.call();
+              const block: ToolUseBlock = { id: str(cb.id) ?? '', name: str(cb.name) ?? '', json: '' };
+              limits.write(block.id.length + block.name.length);
+              if (isObject(cb.input) && Object.keys(cb.input).length > 0) {
+                const json = JSON.stringify(cb.input);
+                limits.arguments(0, json.length);
+                block.json = json;
+              }
+              blocks.set(index, block);
             }
             const text = str(cb.text);
-            if (block.type === 'text' && text) yield { type: 'text', text };
+            if (blockType === 'text' && text) {
+              limits.write(text.length);
+              yield { type: 'text', text };
+            }
             const thinking = str(cb.thinking);
-            if (block.type === 'thinking' && thinking) yield { type: 'thinking', text: thinking };
+            if (blockType === 'thinking' && thinking) yield { type: 'thinking', text: thinking };
             break;
           }
           case 'content_block_delta': {
@@ -218,14 +233,20 @@ export class AnthropicProvider implements Provider {
             const dtype = str(delta.type);
             if (dtype === 'text_delta') {
               const text = str(delta.text);
-              if (text) yield { type: 'text', text };
+              if (text) {
+                limits.write(text.length);
+                yield { type: 'text', text };
+              }
             } else if (dtype === 'thinking_delta') {
               const text = str(delta.thinking);
               if (text) yield { type: 'thinking', text };
             } else if (dtype === 'input_json_delta') {
               const block = blocks.get(num(payload.index) ?? -1);
               const part = str(delta.partial_json);
-              if (block && part) block.json += part;
+              if (block && part) {
+                limits.arguments(block.json.length, part.length);
+                block.json += part;
+              }
             }
             break;
           }
@@ -233,7 +254,7 @@ export class AnthropicProvider implements Provider {
             const index = num(payload.index) ?? -1;
             const block = blocks.get(index);
             blocks.delete(index);
-            if (block?.type === 'tool_use') {
+            if (block) {
               toolCalls++;
               yield { type: 'tool_call', call: { id: block.id, name: block.name, arguments: block.json || '{}' } };
             }

@@ -6,7 +6,7 @@
 // any other non-2xx → rejected. retryAfterSeconds comes from Retry-After (seconds or HTTP-date),
 // else retry-after-ms, on a 429 and also on a 5xx that sends one.
 // Messages: "HTTP <status>: <the provider's error message, truncated>", "network error: …",
-// "truncated stream", "aborted". Unknown JSON values are read with the small guards below.
+// "truncated stream", "a stream event over N characters", "aborted". Unknown JSON values are read with the small guards below.
 
 import { ProviderError, type WireObserver } from './types.js';
 import { readSse, type SseItem, type SseRecord } from './sse.js';
@@ -177,7 +177,8 @@ export interface SseStreamOptions {
 /**
  * The SSE records of a response body, each passed to observe.response() first. Ends after the
  * terminal record. Throws ProviderError: aborted when the signal fired, 'truncated stream'
- * (unavailable) when the body ended early or its connection failed mid-stream.
+ * (unavailable) when the body ended early or its connection failed mid-stream, 'a stream event
+ * over N characters' (unavailable) when an event or a line is over the SSE reader's limit.
  */
 export async function* sseRecords(
   body: ReadableStream<Uint8Array> | null,
@@ -199,6 +200,7 @@ export async function* sseRecords(
       if (next.done) return;
       const item = next.value;
       if (item.type === 'truncated') throw truncatedError(o.provider);
+      if (item.type === 'oversized') throw new ProviderError('unavailable', `a stream event over ${item.maxChars} characters`, { provider: o.provider });
       o.observe?.response(item.record.data);
       yield item.record;
     }

@@ -21,6 +21,8 @@
 // tool_calls, length → length, anything else → other; 'stop' with tool calls counts as tool_calls
 // (some compatible servers report it so). A `{"error": …}` payload mid-stream → rate_limit when its
 // type/code names a rate limit, else unavailable; a stream without [DONE] → 'truncated stream'.
+// The decoder applies the answer limits (limits.ts) as it assembles: a call's arguments, the
+// number of calls, and what the model wrote in the run (text, tool names and ids, arguments).
 
 import {
   ProviderError,
@@ -31,6 +33,7 @@ import {
   type ToolCall,
 } from './types.js';
 import { isObject, num, parseJson, postStream, sseRecords, str, truncate, type JsonObject } from './http.js';
+import { AnswerLimits } from './limits.js';
 
 export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
@@ -152,15 +155,24 @@ export class UsageTracker {
   }
 }
 
+/** Counts `next` replacing `previous` (a tool call's id or name) against the answer limits: only what it adds. */
+const replaced = (limits: AnswerLimits, previous: string, next: string): string => {
+  if (next.length > previous.length) limits.write(next.length - previous.length);
+  return next;
+};
+
 /**
  * Decodes parsed `chat.completion.chunk` objects into StreamChunks. Shared with the Workers AI
- * provider, whose OpenAI-format models stream the same shape.
+ * provider, whose OpenAI-format models stream the same shape. Throws the ProviderError of an
+ * answer limit it would pass (`limits`).
  */
 export class ChatCompletionsDecoder {
   readonly usage = new UsageTracker();
   private calls = new Map<number, PartialCall>();
   private finishReason: FinishReason | undefined;
   private emittedCalls = 0;
+
+  constructor(readonly limits: AnswerLimits) {}
 
   /** The chunks of one payload object (without its error handling: see payloadError). */
   accept(payload: JsonObject): StreamChunk[] {
@@ -174,7 +186,10 @@ export class ChatCompletionsDecoder {
       const thinking = str(delta.reasoning_content) ?? str(delta.reasoning);
       if (thinking) out.push({ type: 'thinking', text: thinking });
       const text = str(delta.content);
-      if (text) out.push({ type: 'text', text });
+      if (text) {
+        this.limits.write(text.length);
+        out.push({ type: 'text', text });
+      }
       if (Array.isArray(delta.tool_calls)) this.toolCallDeltas(delta.tool_calls);
     }
     const finish = str(choice.finish_reason);
@@ -199,12 +214,16 @@ export class ChatCompletionsDecoder {
       const index = num(entry.index) ?? position;
       let call = this.calls.get(index);
       if (!call) {
+        this.limits.call();
         call = { id: '', name: '', arguments: '' };
         this.calls.set(index, call);
       }
-      if (id) call.id = id;
-      if (name) call.name = name;
-      if (args) call.arguments += args;
+      if (id) call.id = replaced(this.limits, call.id, id);
+      if (name) call.name = replaced(this.limits, call.name, name);
+      if (args) {
+        this.limits.arguments(call.arguments.length, args.length);
+        call.arguments += args;
+      }
     });
   }
 
@@ -215,6 +234,9 @@ export class ChatCompletionsDecoder {
 
   /** Adds one complete call (Workers AI's legacy `{name, arguments}` shape). */
   completeCall(name: string, args: string, id?: string): void {
+    this.limits.call();
+    this.limits.write(name.length + (id?.length ?? 0));
+    this.limits.arguments(0, args.length);
     this.calls.set(this.nextFreeIndex(), { id: id ?? '', name, arguments: args });
   }
 
@@ -289,7 +311,7 @@ export class OpenAiProvider implements Provider {
       signal: req.signal,
       observe: req.observe,
     });
-    const decoder = new ChatCompletionsDecoder();
+    const decoder = new ChatCompletionsDecoder(new AnswerLimits(provider, req.messages));
     for await (const payload of chatCompletionPayloads(res.body, provider, req)) yield* decoder.accept(payload);
     yield* decoder.finish();
   }

@@ -9,7 +9,8 @@
 //   a null "finalization" entry is skipped) and a final `{"response":"","usage":{…}}` frame;
 // - OpenAI-format frames (`choices[0].delta`, as the OpenAI provider decodes them: text,
 //   reasoning → thinking, tool-call fragments), followed by the same native usage frame;
-// then `data: [DONE]` (terminal; a stream without it → 'truncated stream'). Several usage reports
+// then `data: [DONE]` (terminal; a stream without it → 'truncated stream'). The answer limits
+// (limits.ts) apply as in the OpenAI provider, to both shapes and to a non-streamed answer. Several usage reports
 // arrive on OpenAI-format models (a zero-filled one among them): the largest total wins.
 //
 // Request mapping: messages as in the OpenAI provider, except that assistant content stays a
@@ -24,6 +25,7 @@ import { ProviderError, type Provider, type ProviderRequest, type StreamChunk } 
 import { abortedError, isObject, str, truncate, type JsonObject } from './http.js';
 import { chatCompletionPayloads, ChatCompletionsDecoder, functionTools, toChatMessages, type MessageDialect } from './openai.js';
 import { errorMessage } from '../../../src/shared/errors.js';
+import { AnswerLimits } from './limits.js';
 
 /** The part of the Workers AI binding (`Ai`) this provider uses. */
 export interface WorkersAiBinding {
@@ -74,7 +76,7 @@ export class WorkersAiProvider implements Provider {
       if (req.signal.aborted) throw abortedError(provider);
       throw workersAiError(e);
     }
-    const decoder = new ChatCompletionsDecoder();
+    const decoder = new ChatCompletionsDecoder(new AnswerLimits(provider, req.messages));
     if (!(result instanceof ReadableStream)) {
       // A model that does not stream answers with one object ({response, tool_calls?, usage?}).
       req.observe?.response(JSON.stringify(result));
@@ -90,7 +92,10 @@ export class WorkersAiProvider implements Provider {
   private frame(decoder: ChatCompletionsDecoder, payload: JsonObject): StreamChunk[] {
     const out: StreamChunk[] = [];
     const text = str(payload.response);
-    if (text) out.push({ type: 'text', text });
+    if (text) {
+      decoder.limits.write(text.length);
+      out.push({ type: 'text', text });
+    }
     if (Array.isArray(payload.tool_calls)) {
       const entries = payload.tool_calls.filter(isObject);
       decoder.toolCallDeltas(entries.filter((e) => isObject(e.function) || e.index !== undefined));
