@@ -25,7 +25,9 @@
 //                {message, data} answers a JSON-RPC error -32000 whose message is 'm' × `message`
 //                and whose data (when given) is 'd' × `data`; /mcp-huge?instructions=N answers
 //                initialize with instructions of N 'i', ?capabilities=N with capabilities.experimental
-//                {pad: {text: N 'c'}}, ?description=N lists `huge` with a description of N 'x'
+//                {pad: {text: N 'c'}}, ?description=N lists `huge` with a description of N 'x',
+//                ?schema=N lists `small` with an inputSchema whose description is N 's', ?more=K
+//                lists K more tools more0…more<K-1> (with the description of ?description, if any)
 //   /mcp-flood   a hostile upstream: tools/call answers as SSE with `count` notifications before
 //                the result ("flooded"): `list_changed` sends notifications/tools/list_changed,
 //                `updated` {count, uris} notifications/resources/updated cycling over `uris` (default
@@ -345,8 +347,15 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
   }
   if (msg.method === 'tools/list') {
     const description = url.searchParams.get('description');
-    const tools = ['huge', 'small', 'repeat', 'structured', 'error'].map((name) => ({ name, inputSchema: { type: 'object' } }));
-    return send(res, 200, json, rpcResult(msg.id, { tools: description === null ? tools : [{ ...tools[0]!, description: 'x'.repeat(Number(description)) }, ...tools.slice(1)] }));
+    const schema = url.searchParams.get('schema');
+    const more = Array.from({ length: Number(url.searchParams.get('more') ?? 0) }, (_, i) => `more${i}`);
+    const described = description === null ? {} : { description: 'x'.repeat(Number(description)) };
+    const tools = ['huge', 'small', 'repeat', 'structured', 'error', ...more].map((name) => ({
+      name,
+      ...(name === 'huge' || name.startsWith('more') ? described : {}),
+      inputSchema: name === 'small' && schema !== null ? { type: 'object', description: 's'.repeat(Number(schema)) } : { type: 'object' },
+    }));
+    return send(res, 200, json, rpcResult(msg.id, { tools }));
   }
   if (msg.method === 'tools/call' && msg.params?.name === 'small') {
     return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: 'small' }] }));

@@ -4,13 +4,20 @@
 // the real @modelcontextprotocol/server-everything and the fixture's hand-written MCP endpoints,
 // and the registry.
 
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, inject, vi } from 'vitest';
 import '../mcp/provided.js';
 import { argsCheck } from '../../workers/agent/tools/args.js';
 import { CALCULATOR_DEFINITION, CalculatorTool, calculate } from '../../workers/agent/tools/calculator.js';
 import { classifyHost, hostAllowed, parseAllowlist, parseIPv4, parseIPv6 } from '../../src/shared/host-policy.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
-import { connectMcpServer, mcpToolName, type McpConnection } from '../../workers/agent/tools/mcp.js';
+import {
+  connectMcpServer,
+  MAX_MCP_DESCRIPTION_CHARS,
+  MAX_MCP_INPUT_SCHEMA_CHARS,
+  MAX_MCP_TOOL_LIST_CHARS,
+  mcpToolName,
+  type McpConnection,
+} from '../../workers/agent/tools/mcp.js';
 import { McpSessionCache } from '../../workers/common/mcp-session-cache.js';
 import { buildToolRunner } from '../../workers/agent/tools/registry.js';
 import type { Tool, ToolResult } from '../../workers/agent/tools/types.js';
@@ -699,6 +706,48 @@ describe('MCP tools', () => {
       ]);
       expect(await connected.value.tools[1]?.run({}, ctx())).toEqual(success('sear', 'truncated at 4 characters'));
       await connected.value.close();
+    });
+
+    it("bounds what a server's tool definitions cost on every model call: a description is cut with a note, a huge input schema leaves its tool out (logged)", async () => {
+      const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+      try {
+        const connected = await connectMcpServer({ id: 'big', url: `${FIXTURE}/mcp-huge?description=1048576&schema=1048576` }, { policy: LOCAL_SERVERS });
+        if (!connected.ok) throw new Error(connected.error);
+        const conn = connected.value;
+        expect(conn.tools.map((t) => t.definition.name)).toEqual(['big__huge', 'big__repeat', 'big__structured', 'big__error']);
+        expect(conn.tools[0]?.definition.description).toBe(`${'x'.repeat(MAX_MCP_DESCRIPTION_CHARS)}\n[description cut: the first ${MAX_MCP_DESCRIPTION_CHARS} of 1048576 characters]`);
+        const schemaChars = JSON.stringify({ type: 'object', description: 's'.repeat(1_048_576) }).length;
+        const leftOut = `small (its input schema is ${schemaChars} characters, at most ${MAX_MCP_INPUT_SCHEMA_CHARS})`;
+        expect(conn.skipped).toEqual([leftOut]);
+        expect(warn.mock.calls.map((args) => args.join(' '))).toEqual([`agent: MCP server big: tools left out for their size: ${leftOut}`]);
+        expect(await conn.tools[1]?.run({ unit: 'a', count: 3 }, ctx())).toEqual(success('aaa'));
+        await conn.close();
+      } finally {
+        warn.mockRestore();
+      }
+    });
+
+    it("bounds a server's tool list: the tools past its size limit are left out (logged), the first ones kept", async () => {
+      const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+      try {
+        const connected = await connectMcpServer({ id: 'many', url: `${FIXTURE}/mcp-huge?description=${MAX_MCP_DESCRIPTION_CHARS}&more=100` }, { policy: LOCAL_SERVERS });
+        if (!connected.ok) throw new Error(connected.error);
+        const conn = connected.value;
+        const names = conn.tools.map((t) => t.definition.name);
+        const size = conn.tools.reduce((n, t) => n + JSON.stringify({ name: t.definition.name, description: t.definition.description, input_schema: t.definition.input_schema }).length, 0);
+        expect(size).toBeLessThanOrEqual(MAX_MCP_TOOL_LIST_CHARS);
+        expect(names.slice(0, 6)).toEqual(['many__huge', 'many__small', 'many__repeat', 'many__structured', 'many__error', 'many__more0']);
+        const kept = names.length - 5;
+        // 100 descriptions of 16,384 characters: about 31 of them fit in 524,288.
+        expect(kept).toBeGreaterThan(25);
+        expect(kept).toBeLessThan(32);
+        const over = (i: number): string => `more${i} (over the ${MAX_MCP_TOOL_LIST_CHARS} characters of tool definitions one server may have)`;
+        expect(conn.skipped).toEqual(Array.from({ length: 100 - kept }, (_, i) => over(kept + i)));
+        expect(warn.mock.calls.map((args) => args.join(' '))).toEqual([`agent: MCP server many: tools left out for their size: ${conn.skipped.join('; ')}`]);
+        await conn.close();
+      } finally {
+        warn.mockRestore();
+      }
     });
 
     it('times out and aborts calls as values', async () => {

@@ -13,6 +13,13 @@
 //   taken (the server listed it twice) is skipped and reported in `skipped`.
 // Definitions: description = the tool's description (or title, or ""), input_schema = the
 // server's inputSchema as given, schema_version 1, requires_approval false.
+// Sizes (the definitions go in the input of every model call, paid for by the owner; a hostile
+// server could list megabytes): a description over MAX_MCP_DESCRIPTION_CHARS is cut, followed by
+// "\n[description cut: the first N of M characters]"; a tool whose inputSchema's JSON is over
+// MAX_MCP_INPUT_SCHEMA_CHARS is left out, and so are the tools listed after the server's
+// definitions (name, description, input_schema as JSON) reach MAX_MCP_TOOL_LIST_CHARS; each is in
+// `skipped`, and the connection logs them in one line (console.warn "agent: MCP server <id>:
+// tools left out for their size: …").
 // Server URL: Streamable HTTP, or a legacy HTTP+SSE endpoint (tried when Streamable HTTP is refused).
 // Output: stdout = the text content blocks joined with "\n" (an embedded text resource counts as
 // text; other blocks become one-line placeholders like "[image: image/png]"; structured content
@@ -97,6 +104,13 @@ export interface McpConnection {
   /** Ends the connection; its own session is closed (DELETE, best effort), a cached one is kept. */
   close(): Promise<void>;
 }
+
+/** Longest tool description kept, in characters (UTF-16 units); real ones are a few hundred. */
+export const MAX_MCP_DESCRIPTION_CHARS = 16_384;
+/** Longest input schema (its JSON) of a tool taken, in characters; real ones are a few thousand at most. */
+export const MAX_MCP_INPUT_SCHEMA_CHARS = 65_536;
+/** Most characters of tool definitions (JSON of name, description, input_schema) taken from one server. */
+export const MAX_MCP_TOOL_LIST_CHARS = 524_288;
 
 export const MCP_SERVER_ID = /^[a-zA-Z0-9_-]{1,32}$/;
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
@@ -195,16 +209,29 @@ class McpTool implements Tool {
   }
 }
 
-function definitionOf(name: string, tool: McpListedTool): ToolDefinition {
+/** `text` cut to MAX_MCP_DESCRIPTION_CHARS (never between the halves of a surrogate pair), with a note. */
+function cutDescription(text: string): string {
+  if (text.length <= MAX_MCP_DESCRIPTION_CHARS) return text;
+  let end = MAX_MCP_DESCRIPTION_CHARS;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${text.slice(0, end)}\n[description cut: the first ${end} of ${text.length} characters]`;
+}
+
+/** The tool's definition, or why it is left out (an input schema over MAX_MCP_INPUT_SCHEMA_CHARS). */
+function definitionOf(name: string, tool: McpListedTool): Result<ToolDefinition, string> {
   const schema = isRecord(tool.inputSchema) ? tool.inputSchema : {};
+  const input_schema = { ...schema, type: 'object' };
+  const schemaChars = JSON.stringify(input_schema).length;
+  if (schemaChars > MAX_MCP_INPUT_SCHEMA_CHARS) return err(`its input schema is ${schemaChars} characters, at most ${MAX_MCP_INPUT_SCHEMA_CHARS}`);
   const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-  return {
+  return ok({
     name,
-    description: text(tool.description) ?? text(tool.title) ?? '',
+    description: cutDescription(text(tool.description) ?? text(tool.title) ?? ''),
     schema_version: 1,
     requires_approval: false,
-    input_schema: { ...schema, type: 'object' },
-  };
+    input_schema,
+  });
 }
 
 /** Connects to one MCP server and returns its tools; every failure is a value. */
@@ -234,17 +261,33 @@ export async function connectMcpServer(
   const maxOutputChars = options.maxOutputChars ?? MCP_DEFAULTS.maxOutputChars;
   const tools: Tool[] = [];
   const skipped: string[] = [];
+  const tooLarge: string[] = [];
   const taken = new Set<string>();
+  let listChars = 0;
   for (const tool of listed.value) {
     const name = mcpToolName(config.id, tool.name);
     if (taken.has(name)) {
       skipped.push(`${tool.name} (duplicate name ${name})`);
-    } else if (tools.length >= maxTools) {
-      skipped.push(`${tool.name} (over the tool limit of ${maxTools})`);
-    } else {
-      taken.add(name);
-      tools.push(new McpTool(definitionOf(name, tool), tool.name, link, callTimeoutMs, maxOutputChars));
+      continue;
     }
+    if (tools.length >= maxTools) {
+      skipped.push(`${tool.name} (over the tool limit of ${maxTools})`);
+      continue;
+    }
+    const definition = definitionOf(name, tool);
+    const chars = definition.ok ? JSON.stringify({ name, description: definition.value.description, input_schema: definition.value.input_schema }).length : 0;
+    if (!definition.ok || listChars + chars > MAX_MCP_TOOL_LIST_CHARS) {
+      const why = definition.ok ? `over the ${MAX_MCP_TOOL_LIST_CHARS} characters of tool definitions one server may have` : definition.error;
+      tooLarge.push(`${tool.name} (${why})`);
+      continue;
+    }
+    listChars += chars;
+    taken.add(name);
+    tools.push(new McpTool(definition.value, tool.name, link, callTimeoutMs, maxOutputChars));
+  }
+  if (tooLarge.length > 0) {
+    console.warn(`agent: MCP server ${config.id}: tools left out for their size: ${tooLarge.join('; ')}`);
+    skipped.push(...tooLarge);
   }
   const close = async (): Promise<void> => {
     link.closed = true;
