@@ -183,6 +183,41 @@ describe('a shard with four edges', () => {
     expect(t.frames.filter((f) => f[0] === 'CLOSED')).toEqual([]);
   });
 
+  it('a deliver call that fails on the way to an edge with live subscriptions makes it close those that missed the events, at the retry', async () => {
+    const owner = freshOwner();
+    const s = await connectEdge(owner.pk, 1);
+    const t = await connectEdge(owner.pk, 2);
+    await s.req('live', { kinds: [1], authors: [owner.pk] });
+    await t.req('elsewhere', { kinds: [1], authors: [owner.pk] });
+    const lost = sign(owner, { content: 'lost on the way to edge 1' });
+    let failures = 0;
+    const answers = await runInDurableObject(shardStub(env, owner.pk), (_i, state) => {
+      // The primary as it runs when the runtime fails its first deliver call to edge 1 (the RPC's
+      // "Network connection lost."): the binding it reaches its edges through fails that one call.
+      const edge1 = edgeStub(env, owner.pk, 1).id;
+      const namespace: Pick<typeof env.RELAY_SHARD, 'idFromName' | 'get'> = {
+        idFromName: (name) => env.RELAY_SHARD.idFromName(name),
+        get: (id) => {
+          if (failures > 0 || !id.equals(edge1)) return env.RELAY_SHARD.get(id);
+          const failing = { deliver: () => Promise.reject(new Error(`Network connection lost. (${(failures += 1)})`)) };
+          return failing as unknown as ReturnType<typeof env.RELAY_SHARD.get>;
+        },
+      };
+      const primary = new RelayShard(state, { ...env, RELAY_SHARD: namespace as typeof env.RELAY_SHARD });
+      const origin = { authed: [], internal: false, relayUrl: s.url };
+      return primary.edgeBatch(owner.pk, [{ op: 'event', event: lost, origin }]);
+    });
+    expect(answers).toEqual([{ op: 'ok', accepted: true, message: '' }]);
+    // Edge 2's call went through; edge 1's failed, and its retry told it what was lost.
+    expect(await t.next(eventFrame(lost.id))).toEqual(['EVENT', 'elsewhere', lost]);
+    expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'live', LIVE_EVENTS_LOST]);
+    expect(failures).toBe(1);
+    expect(deliveries(s, [lost.id])).toEqual([0]);
+    // Subscribing again (as the client is told to) gets it.
+    expect((await s.req('again', { kinds: [1], authors: [owner.pk] })).events).toEqual([lost]);
+    expect(t.frames.filter((f) => f[0] === 'CLOSED')).toEqual([]);
+  });
+
   it('a deliver call that fails is tried again, carrying what was held meanwhile; later subscriptions are left open', async () => {
     const owner = freshOwner();
     const publisher = await connectEdge(owner.pk, 0);
