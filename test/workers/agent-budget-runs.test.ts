@@ -145,16 +145,73 @@ describe('tokens of a model call whose stream ends without its usage report', ()
 
 describe('the daily token budget inside a run', () => {
   it('is checked before every model call: a run that used the budget up stops with RATE_LIMIT before its next call, and only what was spent is counted', async () => {
-    // echo counts whitespace tokens: the tool call costs 3 in and 2 out, the budget of 5 is then used.
-    const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 5 } });
+    // The first call's input is about 170 tokens by estimate (the message at 4 characters per token
+    // and the calculator's definition): it fits the budget of 200. echo counts whitespace tokens:
+    // that call costs 122 in and 121 out, the budget is then used.
+    const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 200 } });
     const c = await NipXxClient.open(agent);
-    const p = c.prompt({ ver: 1, message: '/tool calculator {"expr":"1+1"}' });
+    const expr = Array.from({ length: 60 }, () => '1').join(' + ');
+    const p = c.prompt({ ver: 1, message: `/tool calculator {"expr": "${expr}"}` });
     await c.send(p);
     const run = await c.collect(p.id);
     expect(run.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1); // the call the first answer asked for ran
-    expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'this agent used its model budget of 5 tokens for today (UTC)' });
+    expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'this agent used its model budget of 200 tokens for today (UTC)' });
     expect(run.terminal.payload['retry_after']).toBeGreaterThan(0);
+    expect(await tokensToday(agent)).toBe(243);
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 122, output_tokens: 121, tool_calls: 1 });
+  });
+
+  it('counts the input a model call is about to send: a call whose tool results would pass the budget is not made', async () => {
+    // The first call (echo: 3 tokens in, 2 out) asks for a 100,000-character page; the second call
+    // would send it (about 25,000 tokens at 4 characters per token), over the 20,000 of the day.
+    const agent = await createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'], limits: { max_tokens_per_day: 20_000 } });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt(bigFetch());
+    await c.send(p);
+    const run = await c.collect(p.id, 15_000);
+    expect(run.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1);
+    expect(run.terminal.kind).toBe(25805);
+    const payload = run.terminal.payload;
+    expect(payload).toMatchObject({ code: 'RATE_LIMIT' });
+    const about = /^this model call \(about (\d+) input tokens\) would exceed this agent’s model budget of 20000 tokens for today \(UTC\)$/.exec(payload['message'] as string);
+    expect(about).not.toBeNull();
+    expect(Number(about![1])).toBeGreaterThan(BIG / 4);
+    expect(payload['retry_after']).toBeGreaterThan(0);
+    // Only the first call went out: the second would have answered with the page (a 25803).
     expect(await tokensToday(agent)).toBe(5);
     expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 3, output_tokens: 2, tool_calls: 1 });
+  });
+
+  it('max_context_tokens bounds the stored history, not a run’s context: a tool result past it is sent (the budget bounds its cost)', async () => {
+    // 4,000 characters of page: about 1,000 tokens, past the 256 of max_context_tokens.
+    const agent = await createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'], limits: { max_context_tokens: 256 } });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: `/tool web_fetch {"url":"${inject('toolsFixtureUrl')}/big?n=4000"}` });
+    await c.send(p);
+    const run = await c.collect(p.id, 15_000);
+    expect(run.terminal.kind).toBe(25803);
+    expect(run.terminal.payload['text']).toBe(`${body.slice(0, 4000)}\nstderr: HTTP 200`);
+  });
+
+  it('counts the input of the model calls in flight: a concurrent run whose call would pass the budget with theirs is not made', { timeout: 40_000 }, async () => {
+    // Each prompt is about 7,500 tokens by estimate; the budget of 12,000 holds one call, not two.
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'], limits: { max_tokens_per_day: 12_000, max_prompt_bytes: 64_000 } });
+    const message = 'word '.repeat(6000);
+    const first = await NipXxClient.open(agent);
+    const a = first.prompt({ ver: 1, message });
+    await first.send(a);
+    // the first run's call is streaming (fake-slow: one delta every 200 ms for 10 s)
+    await first.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 10_000);
+    const second = await NipXxClient.open(agent);
+    const b = second.prompt({ ver: 1, message });
+    await second.send(b);
+    const refused = await second.collect(b.id, 15_000);
+    expect(refused.terminal.payload).toMatchObject({
+      code: 'RATE_LIMIT',
+      message: 'this model call (about 7504 input tokens) would exceed this agent’s model budget of 12000 tokens for today (UTC)',
+    });
+    expect(await meterOf(agent, b.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 0, output_tokens: 0 });
+    await first.send(first.cancel(a.id));
+    expect((await first.collect(a.id, 15_000)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
   });
 });

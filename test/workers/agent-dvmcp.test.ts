@@ -359,12 +359,13 @@ describe('the agent’s policy and budget apply as for NIP-XX prompts', () => {
   });
 
   it('the daily token budget: once spent, an ask is refused until the UTC day ends', async () => {
-    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 3 } });
+    // The call's input (8 tokens by estimate) fits the budget of 10; echo counts 17, the budget is used.
+    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 10 } });
     await freeze(agent, T0);
-    expect((await ask(c, { message: 'spend some tokens' })).result.ok).toBe(true);
+    expect((await ask(c, { message: 'a b c d e f g h' })).result.ok).toBe(true);
     expect((await ask(c, { message: 'more' })).result).toEqual({
       ok: false,
-      error: { code: -32029, message: `rate-limited: this agent used its model budget of 3 tokens for today (UTC); retry in ${12 * 3600} s` },
+      error: { code: -32029, message: `rate-limited: this agent used its model budget of 10 tokens for today (UTC); retry in ${12 * 3600} s` },
     });
     c.close();
   });

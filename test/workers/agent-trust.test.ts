@@ -134,10 +134,12 @@ describe('per-agent caps', () => {
   });
 
   it('model tokens per UTC day, counted from provider usage and kept in SQLite', async () => {
-    const agent = await createTestAgent({ limits: { max_tokens_per_day: 5 } });
+    // The model call's input (8 tokens by estimate) fits the budget of 10; echo counts whitespace
+    // tokens: it costs 17, and the budget is used.
+    const agent = await createTestAgent({ limits: { max_tokens_per_day: 10 } });
     await freeze(agent, T0);
     const c = await NipXxClient.open(agent);
-    const p1 = c.prompt({ ver: 1, message: 'three little words' });
+    const p1 = c.prompt({ ver: 1, message: 'a b c d e f g h' });
     await c.send(p1);
     const usage = (await c.collect(p1.id)).terminal.payload['usage'] as { input_tokens: number; output_tokens: number };
     const stored = await runInDurableObject(stubOf(agent), (_i, state) => state.storage.sql.exec('SELECT day, tokens FROM token_usage').toArray());
@@ -146,14 +148,15 @@ describe('per-agent caps', () => {
     await c.send(p2);
     expect((await c.collect(p2.id)).terminal.payload).toMatchObject({
       code: 'RATE_LIMIT',
-      message: 'this agent used its model budget of 5 tokens for today (UTC)',
+      message: 'this agent used its model budget of 10 tokens for today (UTC)',
       retry_after: 12 * 3600,
     });
-    // The next UTC day has a fresh budget.
+    // The next UTC day has a fresh budget (a new conversation: this one's history alone is over 10 tokens).
     await freeze(agent, T0 + 12 * 3600_000);
-    const p3 = c.prompt({ ver: 1, message: 'tomorrow' });
-    await c.send(p3);
-    expect((await c.collect(p3.id)).terminal.kind).toBe(25803);
+    const d = await NipXxClient.open(agent);
+    const p3 = d.prompt({ ver: 1, message: 'tomorrow' });
+    await d.send(p3);
+    expect((await d.collect(p3.id)).terminal.kind).toBe(25803);
   });
 
   it('fresh keys cannot make the agent publish unbounded refusals: at most agent_prompts_per_minute answers per minute', async () => {

@@ -239,11 +239,29 @@ describe('plan limits at their boundary', () => {
     const agent = await createAgent(owner);
     await freeze(agent, T0);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
-    expect((await ask(client, 'one two three four five six')).kind).toBe(25803);
+    // 100 one-letter words: 54 tokens by estimate (within the 180 others may use), 201 as echo counts.
+    expect((await ask(client, Array.from({ length: 100 }, () => 'a').join(' '))).kind).toBe(25803);
     expect(await ask(client)).toMatchObject({
       kind: 25805,
       payload: { code: 'RATE_LIMIT', retry_after: 60, details: { quota: 'tokens_per_day' } },
     });
+  });
+
+  it('model tokens per day: a model call whose input would pass the plan is not made', async () => {
+    const owner = await addOwner('few_tokens');
+    const agent = await createAgent(owner);
+    await freeze(agent, T0);
+    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    // 800 characters: 204 tokens by estimate, over the 180 of 200 others may use; nothing spent yet.
+    const p = client.prompt({ ver: 1, message: 'x'.repeat(800) });
+    await client.send(p);
+    expect((await client.collect(p.id)).terminal.payload).toMatchObject({
+      code: 'RATE_LIMIT',
+      message: 'this model call (about 204 input tokens) would exceed the 180 others may use of the agent’s owner’s plan’s 200 model tokens for today (UTC)',
+      retry_after: 60,
+      details: { quota: 'tokens_per_day' },
+    });
+    expect((await stubOf(agent).usage()).find((r) => r.run_id === p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 0, output_tokens: 0 });
   });
 
   it('model tokens per day are checked before each model call of a run too: a run that crossed the budget stops before its next call', async () => {
@@ -253,14 +271,16 @@ describe('plan limits at their boundary', () => {
     const agent = (r.json as { pubkey: string }).pubkey;
     await freeze(agent, T0);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
-    // echo counts whitespace tokens: the first call (the tool call) costs 13, past the 9 others may use.
-    const p = client.prompt({ ver: 1, message: '/tool calculator {"expr": "1 + 1 + 1 + 1 + 1 + 1"}' });
+    // The first call's input is about 170 tokens by estimate (the message and the calculator's
+    // definition), within the 180 others may use; echo counts whitespace tokens: it costs 243.
+    const expr = Array.from({ length: 60 }, () => '1').join(' + ');
+    const p = client.prompt({ ver: 1, message: `/tool calculator {"expr": "${expr}"}` });
     await client.send(p);
     const run = await client.collect(p.id);
     expect(run.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1);
     expect(run.terminal.payload).toMatchObject({
       code: 'RATE_LIMIT',
-      message: 'others may use 9 of the agent’s owner’s plan’s 10 model tokens for today (UTC); the rest is kept for the owner',
+      message: 'others may use 180 of the agent’s owner’s plan’s 200 model tokens for today (UTC); the rest is kept for the owner',
       retry_after: 60,
       details: { quota: 'tokens_per_day' },
     });
@@ -271,7 +291,8 @@ describe('plan limits at their boundary', () => {
     const agent = await createAgent(owner);
     await freeze(agent, T0);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
-    expect((await ask(client, 'one two three four five six')).kind).toBe(25803);
+    // 8 tokens by estimate (within the 9 others may use), 17 as echo counts.
+    expect((await ask(client, 'a b c d e f g h')).kind).toBe(25803);
     const refused = await ask(client);
     expect(refused).toMatchObject({ kind: 25805, payload: { code: 'RATE_LIMIT', details: { quota: 'tokens_per_month' } } });
     expect(refused.payload.retry_after).toBe((Date.UTC(2026, 1, 1) - T0) / 1000);

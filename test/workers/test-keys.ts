@@ -15,7 +15,7 @@ export const TEST_PLANS = JSON.stringify({
   default: {},
   one_agent: { agents: 1 },
   two_runs: { runs_per_day: 2 },
-  few_tokens: { tokens_per_day: 10 },
+  few_tokens: { tokens_per_day: 200 },
   few_tokens_month: { tokens_per_month: 10 },
   small_shard: { stored_bytes: 1000 },
   inbox_shard: { stored_bytes: 4000 },

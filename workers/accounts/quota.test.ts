@@ -71,4 +71,20 @@ describe('planTokensRefusal (a model call inside an admitted run)', () => {
     );
     expect(planTokensRefusal({ tokens_per_month: 70 }, totals, NOON, { inFlightTokens: 10 })?.details.quota).toBe('tokens_per_month');
   });
+  it('refuses a call whose estimated input would pass a token limit, before the limit is used', () => {
+    const plan = { tokens_per_day: 100, tokens_per_month: 1000 };
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: 30 })).toBeUndefined();
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: 31 })).toMatchObject({
+      code: 'RATE_LIMIT',
+      message: 'this model call (about 31 input tokens) would exceed the agent’s owner’s plan’s 100 model tokens for today (UTC)',
+      retry_after: 43_200,
+      details: { quota: 'tokens_per_day' },
+    });
+    expect(planTokensRefusal(plan, totals, NOON, { other: true, call: 31 })?.message).toBe(
+      'this model call (about 31 input tokens) would exceed the 90 others may use of the agent’s owner’s plan’s 100 model tokens for today (UTC)',
+    );
+    expect(planTokensRefusal({ tokens_per_month: 100 }, totals, NOON, { call: 41 })?.details.quota).toBe('tokens_per_month');
+    // once the limit is used, the refusal says so, whatever the call
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 40, call: 1 })?.message).toBe('the agent’s owner used its plan’s 100 model tokens for today (UTC)');
+  });
 });

@@ -48,6 +48,8 @@ export interface PlanAsk {
   inFlight?: number;
   /** Model tokens the runs in progress have spent so far (not yet in the totals): counted against the token limits. */
   inFlightTokens?: number;
+  /** The estimated input of the model call about to go out (planTokensRefusal): refused when it would pass a token limit. */
+  call?: number;
 }
 
 /** The limit that applies to `ask` (a share of `limit` for others). */
@@ -61,25 +63,30 @@ export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: P
   const dayEnd = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
   const d = new Date(now);
   const monthEnd = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-  const over = (quota: string, used: number, planLimit: number | undefined, what: string, end: number): QuotaRefusal | undefined => {
+  const over = (quota: string, used: number, planLimit: number | undefined, what: string, end: number, call = 0): QuotaRefusal | undefined => {
     const limit = limitFor(planLimit, ask);
-    if (planLimit === undefined || limit === undefined || used < limit) return undefined;
-    const message = ask.other
-      ? `others may use ${limit} of the agent’s owner’s plan’s ${planLimit} ${what}; the rest is kept for the owner`
-      : `the agent’s owner used its plan’s ${planLimit} ${what}`;
+    // Room left: the limit is not used up, and this call (if any) fits in what is left.
+    if (planLimit === undefined || limit === undefined || (used < limit && used + call <= limit)) return undefined;
+    const message =
+      used < limit
+        ? `this model call (about ${call} input tokens) would exceed ${ask.other ? `the ${limit} others may use of the agent’s owner’s plan’s` : 'the agent’s owner’s plan’s'} ${planLimit} ${what}`
+        : ask.other
+          ? `others may use ${limit} of the agent’s owner’s plan’s ${planLimit} ${what}; the rest is kept for the owner`
+          : `the agent’s owner used its plan’s ${planLimit} ${what}`;
     return { code: 'RATE_LIMIT', message, retry_after: secondsUntil(end, now), details: { quota } };
   };
   const running = ask.inFlightTokens ?? 0;
   return (
     over('runs_per_day', (sameDay ? totals.runs_today : 0) + (ask.inFlight ?? 0), plan.runs_per_day, 'runs for today (UTC)', dayEnd) ??
-    over('tokens_per_day', (sameDay ? totals.tokens_today : 0) + running, plan.tokens_per_day, 'model tokens for today (UTC)', dayEnd) ??
-    over('tokens_per_month', (sameMonth ? totals.tokens_month : 0) + running, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd)
+    over('tokens_per_day', (sameDay ? totals.tokens_today : 0) + running, plan.tokens_per_day, 'model tokens for today (UTC)', dayEnd, ask.call) ??
+    over('tokens_per_month', (sameMonth ? totals.tokens_month : 0) + running, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd, ask.call)
   );
 }
 
 /**
  * The refusal of a model call inside a run already admitted: the plan's token limits only (the run
- * is already counted among the day's runs), against the totals plus what the runs in progress spent.
+ * is already counted among the day's runs), against the totals plus what the runs in progress spent
+ * (and are sending) plus this call's estimated input (`ask.call`).
  */
 export function planTokensRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: PlanAsk): QuotaRefusal | undefined {
   return planRefusal({ ...plan, runs_per_day: undefined }, totals, now, { ...ask, inFlight: 0 });

@@ -472,15 +472,16 @@ export class Agent extends DurableObject<AgentEnv> {
       mcpHeaders: (s) => this.store.mcpHeaders(s),
       dvmcp: this.links.dvmcpTools(c),
       meter: (r) => this.recordRun(c, r),
-      planTokens: (sender) => this.planTokensCheck(c, sender),
+      planTokens: (sender, estimatedInput) => this.planTokensCheck(c, sender, estimatedInput),
     };
   }
 
-  /** Before a model call of a run in progress: the owner's plan's token limits, counting what the runs in progress spent (quota.ts). */
-  private planTokensCheck(c: StoredAgent, sender: string): QuotaRefusal | undefined {
+  /** Before a model call of `estimatedInput` tokens of a run in progress: the owner's plan's token limits, counting what the runs in progress spent (quota.ts). */
+  private planTokensCheck(c: StoredAgent, sender: string, estimatedInput: number): QuotaRefusal | undefined {
     const state = this.ownerState(c);
     if (!state || !this.owner) return undefined;
-    return planTokensRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now(), { other: sender !== c.owner, inFlightTokens: this.budget.inProgressTokens() });
+    const ask = { other: sender !== c.owner, inFlightTokens: this.budget.inProgressTokens(), call: estimatedInput };
+    return planTokensRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now(), ask);
   }
 
   // ---- after a restart ----

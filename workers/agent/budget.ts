@@ -1,8 +1,9 @@
 // What a hosted agent lets strangers spend of its owner's money: prompts per minute per sender and
 // across all senders, concurrent runs, and model tokens per UTC day (counted from the provider's
 // usage, persisted in the Agent DO's SQLite so a restart does not reset it, plus what the runs in
-// progress have spent so far; checked when a prompt is admitted and again before each model call of
-// a run, so a run stops once the day's budget is used). A refused prompt costs
+// progress have spent so far and the estimated input of their model calls in flight; checked when a
+// prompt is admitted and again before each model call of a run with that call's estimated input, so
+// a run stops before a call that would pass the day's budget). A refused prompt costs
 // O(1) (no run row, no decryption), and the refusals are bounded too: at most one answer per sender
 // per window, and no more answers per minute in all than agent_prompts_per_minute (fresh keys cannot
 // make the agent publish unbounded errors); the other refusals are dropped and counted. Time comes from an injected
@@ -49,10 +50,16 @@ interface RunTokens {
   output_tokens: number;
 }
 
+/** A run in progress: its tokens so far, and the estimated input of its model call in flight (0 between calls). */
+interface Running {
+  tokens: RunTokens;
+  calling: number;
+}
+
 export class AgentBudget {
   private readonly senders = new LruMap<string, Window>(10_000);
-  /** The runs in progress, by id: their tokens so far count against the day's budget before they end. */
-  private readonly running = new Map<string, RunTokens>();
+  /** The runs in progress, by id: their tokens so far and their call in flight count against the day's budget before they end. */
+  private readonly running = new Map<string, Running>();
   private agentWindow: Window | undefined;
   /** Refusal answers of the current minute, all senders together. */
   private answerWindow: Window | undefined;
@@ -73,21 +80,36 @@ export class AgentBudget {
     return this.sql.exec<{ tokens: number }>('SELECT tokens FROM token_usage WHERE day = ?', utcDay(now).day).toArray()[0]?.tokens ?? 0;
   }
 
-  /** Model tokens counted against the day of `now`: the persisted total and what the runs in progress have spent. */
+  /** Model tokens counted against the day of `now`: the persisted total and what the runs in progress have spent or are sending. */
   tokensCounted(now: number): number {
     return this.tokensToday(now) + this.inProgressTokens();
   }
 
-  /** Model tokens the runs in progress have spent so far. */
+  /**
+   * Model tokens the runs in progress have spent so far, with the estimated input of their calls in
+   * flight (whose tokens are known only when they end): concurrent runs each see the others' calls.
+   */
   inProgressTokens(): number {
     let n = 0;
-    for (const t of this.running.values()) n += t.input_tokens + t.output_tokens;
+    for (const r of this.running.values()) n += r.tokens.input_tokens + r.tokens.output_tokens + r.calling;
     return n;
   }
 
   /** Run `runId` is in progress: `tokens` (its usage, added to as it goes) counts from now on. */
   track(runId: string, tokens: RunTokens): void {
-    this.running.set(runId, tokens);
+    this.running.set(runId, { tokens, calling: 0 });
+  }
+
+  /** Run `runId` sends a model call of `estimatedInput` tokens: counted until the call ends (callEnded) and its tokens are in the run's. */
+  calling(runId: string, estimatedInput: number): void {
+    const r = this.running.get(runId);
+    if (r) r.calling = estimatedInput;
+  }
+
+  /** Run `runId`'s model call ended: its tokens are in the run's usage now. */
+  callEnded(runId: string): void {
+    const r = this.running.get(runId);
+    if (r) r.calling = 0;
   }
 
   /** Run `runId` ended having spent `tokens`: they are added to the day's total in place of its running count. */
@@ -96,10 +118,17 @@ export class AgentBudget {
     this.spend(tokens, now);
   }
 
-  /** The refusal of a model call (or a prompt) at `now` once the day's budget is used (tokensCounted), else undefined. */
-  dailyTokensRefusal(limits: Pick<AgentLimits, 'max_tokens_per_day'>, now: number): { message: string; retry_after: number } | undefined {
-    if (this.tokensCounted(now) < limits.max_tokens_per_day) return undefined;
-    return { message: `this agent used its model budget of ${limits.max_tokens_per_day} tokens for today (UTC)`, retry_after: secondsUntil(utcDay(now).end, now) };
+  /**
+   * The refusal of a prompt, or of a model call of `estimatedInput` tokens, at `now`: once the day's
+   * budget is used (tokensCounted), or when the call's input would pass it; else undefined.
+   */
+  dailyTokensRefusal(limits: Pick<AgentLimits, 'max_tokens_per_day'>, now: number, estimatedInput = 0): { message: string; retry_after: number } | undefined {
+    const counted = this.tokensCounted(now);
+    const budget = limits.max_tokens_per_day;
+    const retry_after = secondsUntil(utcDay(now).end, now);
+    if (counted >= budget) return { message: `this agent used its model budget of ${budget} tokens for today (UTC)`, retry_after };
+    if (counted + estimatedInput <= budget) return undefined;
+    return { message: `this model call (about ${estimatedInput} input tokens) would exceed this agent’s model budget of ${budget} tokens for today (UTC)`, retry_after };
   }
 
   /** Adds a run's provider usage to the day's total (and forgets earlier days). */

@@ -71,8 +71,8 @@ export interface RunDeps {
    * owner's totals against its plan after this run (when known), for the owner's telemetry.
    */
   meter(r: RunMeter): OwnerUsage | undefined;
-  /** Before each model call: the owner's plan's token limits for `sender`, counting the runs in progress (undefined: room left). */
-  planTokens(sender: string): QuotaRefusal | undefined;
+  /** Before each model call of `estimatedInput` tokens: the owner's plan's token limits for `sender`, counting the runs in progress (undefined: room left). */
+  planTokens(sender: string, estimatedInput: number): QuotaRefusal | undefined;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -136,7 +136,14 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
         },
         sink,
         usage: tokens,
-        beforeModelCall: () => d.budget.dailyTokensRefusal(c.limits, d.now()) ?? d.planTokens(client),
+        // A call that goes out is counted by its estimated input until it ends (budget.calling), so
+        // that the other runs' checks see it.
+        beforeModelCall: (estimatedInput) => {
+          const refusal = d.budget.dailyTokensRefusal(c.limits, d.now(), estimatedInput) ?? d.planTokens(client, estimatedInput);
+          if (!refusal) d.budget.calling(runId, estimatedInput);
+          return refusal;
+        },
+        afterModelCall: () => d.budget.callEnded(runId),
       });
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {

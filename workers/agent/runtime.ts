@@ -69,8 +69,13 @@ export interface RunInput {
   signal: AbortSignal;
   observe?: WireObserver;
   now?: () => number;
-  /** Asked before each model call: a refusal (the day's token budget is used) ends the run with RATE_LIMIT instead. */
-  beforeModelCall?: () => { message: string; retry_after: number; details?: Record<string, unknown> } | undefined;
+  /**
+   * Asked before each model call with the input it would send, estimated (estimateInput): a refusal
+   * (the day's token budget is used, or this call would pass it) ends the run with RATE_LIMIT instead.
+   */
+  beforeModelCall?: (estimatedInput: number) => { message: string; retry_after: number; details?: Record<string, unknown> } | undefined;
+  /** Told after each model call that went out, however it ended: its tokens are in `usage` by then. */
+  afterModelCall?: () => void;
 }
 
 /** Models the agent accepts for a prompt: the requested one, else the first supported fallback. */
@@ -184,7 +189,7 @@ class CallTokens {
   private refused = false;
   private outputChars = 0;
 
-  constructor(private readonly estimatedInput: () => number) {}
+  constructor(private readonly estimatedInput: number) {}
 
   /** A chunk of the call's stream. */
   note(chunk: StreamChunk): void {
@@ -209,7 +214,7 @@ class CallTokens {
       return;
     }
     if (this.refused) return;
-    usage.input_tokens += this.reported?.input_tokens ?? this.estimatedInput();
+    usage.input_tokens += this.reported?.input_tokens ?? this.estimatedInput;
     usage.output_tokens += Math.max(this.reported?.output_tokens ?? 0, outputTokens(this.outputChars));
     usage.estimated = true;
   }
@@ -258,11 +263,14 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     if (step >= input.limits.max_tool_steps) {
       return { terminal: { type: 'error', code: 'TOOL_ERROR', message: `the tool loop exceeded ${input.limits.max_tool_steps} steps` }, transcript };
     }
-    const refused = input.beforeModelCall?.();
+    // The call's input is known before it goes out: the budget is checked with it (a tool result may
+    // be 256 KiB, and a step may bring 16 of them), not only with what the earlier calls cost.
+    const estimatedInput = estimateInput(messages, toolSpecs);
+    const refused = input.beforeModelCall?.(estimatedInput);
     if (refused) return { terminal: { type: 'error', code: 'RATE_LIMIT', message: refused.message, retry_after: refused.retry_after, ...(refused.details ? { details: refused.details } : {}) }, transcript };
     let text = '';
     const calls: ToolCall[] = [];
-    const tokens = new CallTokens(() => estimateInput(messages, toolSpecs));
+    const tokens = new CallTokens(estimatedInput);
     try {
       for await (const chunk of input.provider.stream({
         model: input.model,
@@ -287,6 +295,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     } finally {
       // However the call ended (also a failure inside the agent): the run spent its tokens.
       tokens.addTo(usage);
+      input.afterModelCall?.();
     }
     await deltas.flush();
     const assistant: ChatMessage = { role: 'assistant', content: text, ...(calls.length ? { tool_calls: calls } : {}) };
