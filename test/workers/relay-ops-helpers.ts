@@ -1,7 +1,11 @@
 // Helpers for the relay operations tests: NIP-98 calls with a raw body (JSONL) under an environment
 // where the test's fresh owner is allowed, and events published on the owner's shard.
-import type { NostrEvent } from '../../src/shared/event.js';
+import { env } from 'cloudflare:test';
+import { backendSigner, type NostrEvent } from '../../src/shared/event.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { relayVerifier } from '../../workers/common/verifier.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { shardUrl } from '../../workers/api/relay.js';
 import { fetchWithEnv } from './app-env.js';
 import { BASE, connect, sign, type Keys } from './helpers.js';
 
@@ -54,3 +58,31 @@ export async function queryShard(owner: Keys, reader: Keys, filter: object = {})
 
 export const notes = (k: Keys, n: number, createdAt: (i: number) => number, kind = 1): NostrEvent[] =>
   Array.from({ length: n }, (_, i) => sign(k, { kind, content: `note ${i}`, created_at: createdAt(i) }));
+
+/**
+ * `n` events of `k` at one `createdAt`, each about 250 KB of JSON (130,000 characters of content,
+ * within max_content_length, and a 120,000-character `alt` tag), near max_message_length: the
+ * largest events a stranger can publish. Signed with the relay's Wasm backend (the JS hash takes
+ * seconds for this many bytes).
+ */
+export async function bigNotes(k: Keys, n: number, createdAt: number): Promise<NostrEvent[]> {
+  const signer = backendSigner(await relayVerifier());
+  return Array.from({ length: n }, (_, i) =>
+    signer({ kind: 1, content: `${i} ${'x'.repeat(130_000)}`, tags: [['alt', 'y'.repeat(120_000)]], created_at: createdAt }, k.sk),
+  );
+}
+
+/**
+ * Stores `events` in `owner`'s shard through its import RPC (the path of POST /api/relay/import,
+ * without hashing 8 MiB bodies for NIP-98), 30 at a time; throws when one is refused.
+ */
+export async function importAllOf(owner: Keys, events: readonly NostrEvent[]): Promise<void> {
+  const shard = shardStub(env, owner.pk);
+  for (let i = 0; i < events.length; i += 30) {
+    const report = await shard.importEvents(owner.pk, events.slice(i, i + 30).map((e) => JSON.stringify(e)), shardUrl(env, BASE, owner.pk));
+    if (report.accepted + report.duplicate !== Math.min(30, events.length - i)) throw new Error(`import: ${JSON.stringify(report)}`);
+  }
+}
+
+/** Bytes of UTF-8 in `lines`. */
+export const bytesOf = (lines: readonly string[]): number => lines.reduce((n, l) => n + new TextEncoder().encode(l).byteLength, 0);

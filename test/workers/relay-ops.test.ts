@@ -1,12 +1,15 @@
 // Personal relay operations: export (JSONL, resumable, paged), import (verified, through the write
 // policy, idempotent, capped) and export → import into an empty shard giving identical queries.
+import { env } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { fetchWithEnv } from './app-env.js';
 import { keys, now, sign } from './helpers.js';
-import { EXPORT_PAGE } from '../../workers/relay-do/export.js';
+import { EXPORT_PAGE, EXPORT_PAGE_BYTES, type ExportCursor, type ExportPage } from '../../workers/relay-do/export.js';
+import { IMPORT_BATCH, IMPORT_BATCH_BYTES, importBatches, jsonLines } from '../../workers/relay-do/import.js';
 import { IMPORT_MAX_BYTES } from '../../workers/api/relay.js';
-import { exportOf, importInto, jsonl, notes, opsCall, publishAsOwner, queryShard } from './relay-ops-helpers.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { bigNotes, bytesOf, exportOf, importAllOf, importInto, jsonl, notes, opsCall, publishAsOwner, queryShard } from './relay-ops-helpers.js';
 
 describe('GET /api/relay/export', () => {
   it('streams the shard as JSONL in created_at order, one canonical event per line', async () => {
@@ -38,6 +41,28 @@ describe('GET /api/relay/export', () => {
     expect(await importInto(owner, jsonl(events))).toEqual({ status: 200, json: { accepted: EXPORT_PAGE + 7, duplicate: 0, refused: {} } });
     const out = await exportOf(owner);
     expect(out.map((e) => e.id)).toEqual(events.map((e) => e.id).sort());
+  });
+
+  it(`a page holds at most ${EXPORT_PAGE_BYTES} bytes of events: 140 events of ~250 KB at one created_at come in several pages, each once, in order`, async () => {
+    const owner = keys();
+    const events = await bigNotes(owner, 140, now() - 500);
+    await importAllOf(owner, events);
+    const shard = shardStub(env, owner.pk);
+    const pages: ExportPage[] = [];
+    let after: ExportCursor | undefined;
+    do {
+      const page = await shard.exportPage(after ? { after } : {});
+      pages.push(page);
+      after = page.next;
+    } while (after && pages.length <= events.length);
+    expect(pages.length).toBeGreaterThanOrEqual(Math.ceil(bytesOf(jsonLines(jsonl(events))) / EXPORT_PAGE_BYTES));
+    for (const page of pages) {
+      expect(page.lines.length).toBeGreaterThan(0);
+      expect(bytesOf(page.lines)).toBeLessThanOrEqual(EXPORT_PAGE_BYTES);
+    }
+    const sortedIds = events.map((e) => e.id).sort();
+    expect(pages.flatMap((p) => p.lines.map((l) => (JSON.parse(l) as { id: string }).id))).toEqual(sortedIds);
+    expect((await exportOf(owner)).map((e) => e.id)).toEqual(sortedIds);
   });
 
   it('422 for a bad since, 401 without NIP-98, 403 for a key that may not own', async () => {
@@ -109,6 +134,26 @@ describe('POST /api/relay/import', () => {
         },
       },
     });
+  });
+
+  it(`goes to the shard in batches of at most ${IMPORT_BATCH} lines and ${IMPORT_BATCH_BYTES} bytes (a longer line alone), in order`, async () => {
+    const owner = keys();
+    const big = await bigNotes(owner, 30, now() - 300);
+    const small = notes(owner, IMPORT_BATCH + 20, (i) => now() - 200 + (i % 100));
+    const huge = 'z'.repeat(IMPORT_BATCH_BYTES + 1);
+    const lines = [...jsonLines(jsonl(big)), huge, ...jsonLines(jsonl(small))];
+    const batches: string[][] = [];
+    for await (const batch of importBatches(lines)) batches.push(batch);
+    expect(batches.flat()).toEqual(lines);
+    for (const batch of batches) {
+      expect(batch.length).toBeLessThanOrEqual(IMPORT_BATCH);
+      if (batch.length > 1) expect(bytesOf(batch)).toBeLessThanOrEqual(IMPORT_BATCH_BYTES);
+    }
+    expect(batches.filter((b) => b.includes(huge))).toEqual([[huge]]);
+    expect(batches.length).toBeGreaterThanOrEqual(Math.ceil(bytesOf(jsonLines(jsonl(big))) / IMPORT_BATCH_BYTES) + 1 + 2);
+    // The big body itself (under the body cap) is imported whole through those batches.
+    expect(await importInto(owner, jsonl(big))).toEqual({ status: 200, json: { accepted: big.length, duplicate: 0, refused: {} } });
+    expect((await exportOf(owner)).map((e) => e.id)).toEqual(big.map((e) => e.id).sort());
   });
 
   it(`413 for a body over ${IMPORT_MAX_BYTES} bytes`, async () => {

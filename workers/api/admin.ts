@@ -18,7 +18,7 @@ import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
 import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
 import { PUBLIC_SHARD, shardStub, type RouterBindings } from '../common/shards.js';
 import { backupKey, backupName, backupShard, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
-import { IMPORT_BATCH, importInto, RestoreSchema, shardUrl } from './relay.js';
+import { importInto, RestoreSchema, shardUrl } from './relay.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { agentStub, issuesOf, parseJson, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
@@ -135,7 +135,7 @@ export function adminShardRoutes() {
     if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
     const parsed = RestoreSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid restore', issues: issuesOf(parsed.error) }, 422);
-    const lines = await readBackupLines(bucket, shard.data, parsed.data.backup, IMPORT_BATCH);
+    const lines = await readBackupLines(bucket, shard.data, parsed.data.backup);
     if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this shard` }, 404);
     return c.json(await importInto(c.env, shard.data, shardUrl(c.env, c.req.url, shard.data), lines));
   });

@@ -12,7 +12,7 @@ import { MAX_TIMESTAMP } from '../../src/shared/event.js';
 import { notAnOwner } from '../common/owners.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { exportStream } from '../relay-do/export.js';
-import { emptyReport, jsonLines, mergeReports, type ImportReport } from '../relay-do/import.js';
+import { emptyReport, importBatches, jsonLines, mergeReports, type ImportReport } from '../relay-do/import.js';
 import { RetentionSchema } from '../relay-do/retention.js';
 import { BackupNameSchema, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
 import { issuesOf, parseJson } from './agents.js';
@@ -25,8 +25,6 @@ type ApiEnv = { Bindings: RelayApiBindings; Variables: AuthedVariables };
 
 /** Largest import body: 8 MiB of JSONL (larger exports are imported in several calls, split by created_at). */
 export const IMPORT_MAX_BYTES = 8 * 1024 * 1024;
-/** Lines sent to the shard per RPC call. */
-export const IMPORT_BATCH = 500;
 
 const Timestamp = z.coerce.number().int().min(0).max(MAX_TIMESTAMP);
 const ExportQuerySchema = z.strictObject({ since: Timestamp.optional(), until: Timestamp.optional() });
@@ -36,16 +34,12 @@ export const RestoreSchema = z.strictObject({ backup: BackupNameSchema });
 export const shardUrl = (env: RouterBindings, requestUrl: string, owner: string | null): string =>
   `${(relayRequestUrl(env, requestUrl) ?? new URL(requestUrl)).origin.replace(/^http/, 'ws')}/${owner ? `r/${owner}` : ''}`;
 
-/** Imports `lines` into `owner`'s shard (null: the public shard), IMPORT_BATCH lines per call. */
-export async function importInto(env: RouterBindings, owner: string | null, relayUrl: string, lines: AsyncIterable<string[]> | Iterable<string[]>): Promise<ImportReport> {
+/** Imports `batches` of lines (importBatches: bounded in lines and bytes) into `owner`'s shard (null: the public shard), one call each. */
+export async function importInto(env: RouterBindings, owner: string | null, relayUrl: string, batches: AsyncIterable<string[]>): Promise<ImportReport> {
   const shard = shardStub(env, owner);
   let report = emptyReport();
-  for await (const batch of lines) report = mergeReports(report, await shard.importEvents(owner, batch, relayUrl));
+  for await (const batch of batches) report = mergeReports(report, await shard.importEvents(owner, batch, relayUrl));
   return report;
-}
-
-function* batches(lines: readonly string[]): Iterable<string[]> {
-  for (let i = 0; i < lines.length; i += IMPORT_BATCH) yield lines.slice(i, i + IMPORT_BATCH);
 }
 
 export function relayApiRoutes() {
@@ -63,7 +57,7 @@ export function relayApiRoutes() {
   app.post('/import', nip98<RelayApiBindings>(notAnOwner, IMPORT_MAX_BYTES), async (c) => {
     const caller = c.get('caller');
     const lines = jsonLines(new TextDecoder().decode(c.get('body')));
-    return c.json(await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), batches(lines)));
+    return c.json(await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), importBatches(lines)));
   });
 
   app.patch('/retention', owners, async (c) => {
@@ -87,7 +81,7 @@ export function relayApiRoutes() {
     const parsed = RestoreSchema.safeParse(json.value);
     if (!parsed.success) return c.json({ error: 'invalid restore', issues: issuesOf(parsed.error) }, 422);
     const caller = c.get('caller');
-    const lines = await readBackupLines(bucket, caller, parsed.data.backup, IMPORT_BATCH);
+    const lines = await readBackupLines(bucket, caller, parsed.data.backup);
     if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this owner` }, 404);
     return c.json(await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), lines));
   });

@@ -4,7 +4,7 @@
 // The cron run (runBackups, from the Worker's `scheduled` handler) backs up the public shard and the
 // shards of the owners in EDGESTR_OWNERS and in the Accounts registry (workers/accounts), at most BACKUP_SHARDS_PER_RUN of them per run (rotating
 // through the list, see shardsOfRun), skipping empty shards; a failed shard is logged and the run goes on. A shard's export is written in parts of
-// BACKUP_PART_BYTES (R2 multipart; one plain put when it is smaller), so memory stays bounded.
+// exactly BACKUP_PART_BYTES (R2 multipart; one plain put when it is smaller), so memory stays bounded.
 // Old backups are not removed here: set an R2 lifecycle rule on the bucket (docs/OPERATIONS.md).
 
 import { z } from 'zod';
@@ -12,6 +12,7 @@ import { staticOwners, type OwnerEnv } from '../common/owners.js';
 import { shardName, shardStub, type ShardBindings } from '../common/shards.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import type { ExportCursor } from './export.js';
+import { IMPORT_BATCH, importBatches } from './import.js';
 
 export interface BackupBindings {
   BACKUPS?: R2Bucket;
@@ -29,54 +30,54 @@ export const backupName = (ms: number): string => new Date(ms).toISOString().rep
 const prefixOf = (owner: string | null) => `shards/${shardName(owner)}/`;
 export const backupKey = (owner: string | null, name: string) => `${prefixOf(owner)}${name}.jsonl`;
 
-/** Writes one shard's export to `key`; returns its size in bytes (0: the shard is empty, nothing written). */
+/**
+ * Writes one shard's export to `key`; returns its size in bytes (0: the shard is empty, nothing
+ * written). The export is cut into parts of exactly BACKUP_PART_BYTES (R2 wants every part but the
+ * last of one size), whatever the pages' sizes; one plain put when it fits in one part.
+ */
 export async function backupShard(env: ShardBindings, bucket: R2Bucket, owner: string | null, key: string): Promise<number> {
   const shard = shardStub(env, owner);
   const encoder = new TextEncoder();
+  const httpMetadata = { contentType: 'application/x-ndjson' };
   let cursor: ExportCursor | undefined;
-  let chunks: Uint8Array[] = [];
-  let pending = 0;
+  let part = new Uint8Array(BACKUP_PART_BYTES);
+  let filled = 0;
   let total = 0;
   let upload: R2MultipartUpload | undefined;
   const parts: R2UploadedPart[] = [];
-  const flush = async () => {
-    upload ??= await bucket.createMultipartUpload(key, { httpMetadata: { contentType: 'application/x-ndjson' } });
-    parts.push(await upload.uploadPart(parts.length + 1, concat(chunks, pending)));
-    chunks = [];
-    pending = 0;
+  const uploadPart = async (bytes: Uint8Array) => {
+    upload ??= await bucket.createMultipartUpload(key, { httpMetadata });
+    parts.push(await upload.uploadPart(parts.length + 1, bytes));
   };
   try {
     do {
       const page = await shard.exportPage(cursor ? { after: cursor } : {});
       cursor = page.next;
-      if (page.lines.length === 0) continue;
       const bytes = encoder.encode(page.lines.map((l) => `${l}\n`).join(''));
-      chunks.push(bytes);
-      pending += bytes.byteLength;
       total += bytes.byteLength;
-      if (pending >= BACKUP_PART_BYTES) await flush();
+      for (let offset = 0; offset < bytes.byteLength; ) {
+        const n = Math.min(bytes.byteLength - offset, BACKUP_PART_BYTES - filled);
+        part.set(bytes.subarray(offset, offset + n), filled);
+        filled += n;
+        offset += n;
+        if (filled === BACKUP_PART_BYTES) {
+          await uploadPart(part);
+          part = new Uint8Array(BACKUP_PART_BYTES);
+          filled = 0;
+        }
+      }
     } while (cursor);
     if (!upload) {
-      if (total > 0) await bucket.put(key, concat(chunks, pending), { httpMetadata: { contentType: 'application/x-ndjson' } });
+      if (total > 0) await bucket.put(key, part.subarray(0, filled), { httpMetadata });
       return total;
     }
-    if (pending > 0) await flush();
+    if (filled > 0) await uploadPart(part.subarray(0, filled));
     await upload.complete(parts);
     return total;
   } catch (e) {
     await upload?.abort();
     throw e;
   }
-}
-
-function concat(chunks: readonly Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.byteLength;
-  }
-  return out;
 }
 
 export interface BackupRun {
@@ -126,31 +127,25 @@ export async function listBackups(bucket: R2Bucket, owner: string | null): Promi
   return out.sort((a, b) => (a.name < b.name ? 1 : -1));
 }
 
-/** The lines of `owner`'s (null: the public shard's) backup `name` in batches of `batch`, read as a stream; undefined when there is no such backup. */
-export async function readBackupLines(bucket: R2Bucket, owner: string | null, name: string, batch: number): Promise<AsyncIterable<string[]> | undefined> {
+/**
+ * The lines of `owner`'s (null: the public shard's) backup `name`, read as a stream, in import
+ * batches (import.ts's importBatches: at most `maxLines` lines and IMPORT_BATCH_BYTES each);
+ * undefined when there is no such backup.
+ */
+export async function readBackupLines(bucket: R2Bucket, owner: string | null, name: string, maxLines = IMPORT_BATCH): Promise<AsyncIterable<string[]> | undefined> {
   const object = await bucket.get(backupKey(owner, name));
   if (!object) return undefined;
   const body = object.body;
-  return {
-    async *[Symbol.asyncIterator]() {
-      const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-      let rest = '';
-      let lines: string[] = [];
-      for (;;) {
-        const { done, value } = await reader.read();
-        const parts = (rest + (value ?? '')).split('\n');
-        rest = done ? '' : (parts.pop() ?? '');
-        for (const p of parts) {
-          if (p.trim() === '') continue;
-          lines.push(p.replace(/\r$/, ''));
-          if (lines.length >= batch) {
-            yield lines;
-            lines = [];
-          }
-        }
-        if (done) break;
-      }
-      if (lines.length > 0) yield lines;
-    },
-  };
+  async function* lines(): AsyncGenerator<string> {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let rest = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      const parts = (rest + (value ?? '')).split('\n');
+      rest = done ? '' : (parts.pop() ?? '');
+      for (const p of parts) if (p.trim() !== '') yield p.replace(/\r$/, '');
+      if (done) break;
+    }
+  }
+  return importBatches(lines(), maxLines);
 }

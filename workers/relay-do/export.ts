@@ -1,8 +1,9 @@
 // Export of a shard as JSONL (one canonical event per line, oldest first, ties by id: the format
 // strfry and nak read and write). The shard answers one page at a time (exportPage, at most
-// EXPORT_PAGE events); `exportStream` turns pages into a ReadableStream that asks for the next page
-// only when the reader wants more, so memory stays bounded whatever the shard's size. Resumable:
-// `since`/`until` bound created_at (inclusive), and a page names the cursor of the next one.
+// EXPORT_PAGE events and EXPORT_PAGE_BYTES of their JSON, at least one event); `exportStream` turns
+// pages into a ReadableStream that asks for the next page only when the reader wants more, so
+// memory stays bounded whatever the shard's size and its events' sizes. Resumable: `since`/`until`
+// bound created_at (inclusive), and a page names the cursor of the next one.
 
 import { z } from 'zod';
 import { MAX_TIMESTAMP } from '../../src/shared/event.js';
@@ -10,6 +11,12 @@ import type { ReadScope } from './query-sql.js';
 import type { EventStore } from './store.js';
 
 export const EXPORT_PAGE = 500;
+/**
+ * Bytes of event JSON one page carries at most (and one import batch, import.ts): 4 MiB, as a REQ's
+ * max_query_bytes. 500 events near max_message_length would be 125 MiB in one RPC, past a Durable
+ * Object's memory and the 32 MiB RPC limit.
+ */
+export const EXPORT_PAGE_BYTES = 4 * 1024 * 1024;
 
 const Cursor = z.strictObject({ created_at: z.number().int(), id: z.string() });
 
@@ -27,11 +34,18 @@ export interface ExportPage {
   next?: ExportCursor;
 }
 
-export function exportPage(store: EventStore, range: ExportRange, scope: Omit<ReadScope, 'readers'>, limit = EXPORT_PAGE): ExportPage {
+/** The page of `range`: `next` is set whenever the page stopped at `limit` events or `maxBytes`. */
+export function exportPage(
+  store: EventStore,
+  range: ExportRange,
+  scope: Omit<ReadScope, 'readers'>,
+  limit = EXPORT_PAGE,
+  maxBytes = EXPORT_PAGE_BYTES,
+): ExportPage {
   const r = ExportRangeSchema.parse(range);
-  const rows = store.page(r, limit, scope);
-  const last = rows[rows.length - 1];
-  return { lines: rows.map((row) => row.raw), ...(rows.length === limit && last ? { next: { created_at: last.created_at, id: last.id } } : {}) };
+  const { events, full } = store.page(r, limit, maxBytes, scope);
+  const last = events[events.length - 1];
+  return { lines: events.map((row) => row.raw), ...(full && last ? { next: { created_at: last.created_at, id: last.id } } : {}) };
 }
 
 /** A JSONL stream of every page `fetchPage` returns, from `range` on; each page is fetched when the reader pulls. */

@@ -5,12 +5,21 @@
 // bounded by the body cap instead); every other rule applies, NIP-70's included (a protected event
 // of another author is refused). Events that are not stored (ephemeral kinds) are refused. The
 // report counts accepted, duplicate (already stored: importing twice accepts nothing new) and
-// refused lines by the relay's OK message.
+// refused lines by the relay's OK message. Lines go to the shard in batches (importBatches) of at
+// most IMPORT_BATCH lines and IMPORT_BATCH_BYTES, so that one RPC never carries more than an
+// export page (plus one line longer than that alone).
 
 import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject } from '../../src/shared/errors.js';
 import { isStored } from '../../src/shared/kinds.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
+import { byteLength } from '../../src/shared/ao-frame.js';
+import { EXPORT_PAGE_BYTES } from './export.js';
+
+/** Lines sent to the shard per RPC call, at most. */
+export const IMPORT_BATCH = 500;
+/** Bytes (UTF-8) of the lines sent to the shard per RPC call, at most (a longer line goes alone): an export page's. */
+export const IMPORT_BATCH_BYTES = EXPORT_PAGE_BYTES;
 
 export interface ImportReport {
   accepted: number;
@@ -28,6 +37,23 @@ export function mergeReports(a: ImportReport, b: ImportReport): ImportReport {
 
 /** The non-empty lines of a JSONL text (LF or CRLF). */
 export const jsonLines = (text: string): string[] => text.split(/\r?\n/).filter((l) => l.trim() !== '');
+
+/** `lines` in order, in batches of at most `maxLines` lines and IMPORT_BATCH_BYTES bytes of UTF-8 (a longer line alone): one RPC each. */
+export async function* importBatches(lines: AsyncIterable<string> | Iterable<string>, maxLines = IMPORT_BATCH): AsyncGenerator<string[]> {
+  let batch: string[] = [];
+  let bytes = 0;
+  for await (const line of lines) {
+    const size = byteLength(line);
+    if (batch.length > 0 && (batch.length >= maxLines || bytes + size > IMPORT_BATCH_BYTES)) {
+      yield batch;
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(line);
+    bytes += size;
+  }
+  if (batch.length > 0) yield batch;
+}
 
 type Write = (e: NostrEvent, ack: (accepted: boolean, message: string) => void) => Promise<void>;
 

@@ -108,16 +108,19 @@ export interface ScanMeter {
   rows: number;
 }
 
-/** The longest prefix of `rows` whose JSON fits in `maxBytes` (at least one row); reads no row past it. */
-function withinBytes(rows: Iterable<SizedEvent>, maxBytes: number): StoredEvent[] {
-  const out: StoredEvent[] = [];
+/**
+ * The longest prefix of `rows` whose JSON (`size` bytes each) fits in `maxBytes` (at least one
+ * row), and whether rows were left out for it (`cut`); reads no row past the first one left out.
+ */
+function withinBytes<Row extends { size: number }>(rows: Iterable<Row>, maxBytes: number): { kept: Row[]; cut: boolean } {
+  const kept: Row[] = [];
   let bytes = 0;
-  for (const { id, created_at, raw, size } of rows) {
-    bytes += size;
-    if (bytes > maxBytes && out.length > 0) break;
-    out.push({ id, created_at, raw });
+  for (const row of rows) {
+    bytes += row.size;
+    if (bytes > maxBytes && kept.length > 0) return { kept, cut: true };
+    kept.push(row);
   }
-  return out;
+  return { kept, cut: false };
 }
 
 export class EventStore {
@@ -276,7 +279,7 @@ export class EventStore {
       'SELECT e.id AS id, e.created_at AS created_at, e.raw AS raw, octet_length(e.raw) AS size FROM json_each(?) j CROSS JOIN events e ON e.rid = j.value',
       JSON.stringify(chosen.map((c) => c.rid)),
     );
-    return withinBytes(rows, maxBytes);
+    return withinBytes(rows, maxBytes).kept.map(({ id, created_at, raw }) => ({ id, created_at, raw }));
   }
 
   /** Runs query-sql.ts's probe statements (one row of counts), metered like the queries. */
@@ -354,30 +357,42 @@ export class EventStore {
   }
 
   /**
-   * Export order (oldest first, ties by id): up to `limit` unexpired events with `since <= created_at
-   * <= until` after the cursor `after` (the last event of the previous page), none pending removal
-   * when `vanishing`. Uses the created_at index.
+   * Export order (oldest first, ties by id): unexpired events with `since <= created_at <= until`
+   * after the cursor `after` (the last event of the previous page), none pending removal when
+   * `vanishing`, at most `limit` of them and `maxBytes` of their JSON (at least one event). The
+   * page is chosen from the index and the JSON's stored length (octet_length reads no JSON), with a
+   * running total that stops at the first event over the budget; then only the chosen events' JSON
+   * is read. `full`: the page stopped at one of the bounds (more may follow).
    */
   page(
     range: { since: number; until: number; after?: { created_at: number; id: string } },
     limit: number,
+    maxBytes: number,
     { now, vanishing }: Omit<ReadScope, 'readers'>,
-  ): StoredEvent[] {
+  ): { events: StoredEvent[]; full: boolean } {
     const after = range.after ?? { created_at: range.since - 1, id: '' };
-    return this.sql
+    const sized = this.sql.exec<{ rid: number; size: number }>(
+      `SELECT e.rid AS rid, octet_length(e.raw) AS size FROM events e
+       WHERE e.created_at >= ?1 AND e.created_at <= ?2 AND (e.created_at > ?3 OR (e.created_at = ?3 AND e.id > ?4))
+         AND (e.expires_at IS NULL OR e.expires_at > ?5)${vanishing ? ` AND ${pendingRemovalHiddenSql}` : ''}
+       ORDER BY e.created_at, e.id LIMIT ?6`,
+      range.since,
+      range.until,
+      after.created_at,
+      after.id,
+      now,
+      limit,
+    );
+    const { kept, cut } = withinBytes(sized, maxBytes);
+    if (kept.length === 0) return { events: [], full: false };
+    // CROSS JOIN keeps json_each as the outer loop: rows come in the order of the array.
+    const events = this.sql
       .exec<StoredEvent>(
-        `SELECT e.id AS id, e.created_at AS created_at, e.raw AS raw FROM events e
-         WHERE e.created_at >= ?1 AND e.created_at <= ?2 AND (e.created_at > ?3 OR (e.created_at = ?3 AND e.id > ?4))
-           AND (e.expires_at IS NULL OR e.expires_at > ?5)${vanishing ? ` AND ${pendingRemovalHiddenSql}` : ''}
-         ORDER BY e.created_at, e.id LIMIT ?6`,
-        range.since,
-        range.until,
-        after.created_at,
-        after.id,
-        now,
-        limit,
+        'SELECT e.id AS id, e.created_at AS created_at, e.raw AS raw FROM json_each(?) j CROSS JOIN events e ON e.rid = j.value',
+        JSON.stringify(kept.map((r) => r.rid)),
       )
       .toArray();
+    return { events, full: cut || kept.length === limit };
   }
 
   /** Removes at most `batch` events of `kinds` created before `before` (unix seconds); returns how many. */
