@@ -4,7 +4,8 @@
 // addressed (#p) to a key gets EOSE, then `n` signed kind 25802 events from fresh keys p-tagging that
 // key (the connection URL's ?n=, default 3000), as fast as the socket takes them; other REQs get
 // EOSE. GET /stats?tag=T (HTTP, same port) answers {connections, sent, done} for the connections
-// whose URL carried ?tag=T.
+// whose URL carried ?tag=T. With ?hold=1 the flood waits for GET /start?tag=T (so that a test can
+// open its own sockets first: local workerd runs every object on one thread, flood included).
 
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -36,10 +37,19 @@ async function flood(ws: WebSocket, sub: string, agent: string, n: number, stats
 
 export async function startFloodRelay(): Promise<FloodRelay> {
   const stats = new Map<string, Stats>();
+  /** Tags whose flood may start (`hold=1` connections wait for GET /start), and the floods waiting. */
+  const started = new Set<string>();
+  const waiting = new Map<string, Array<() => void>>();
   const http = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
+    const tag = url.searchParams.get('tag') ?? '';
+    if (url.pathname === '/start') {
+      started.add(tag);
+      for (const go of waiting.get(tag) ?? []) go();
+      waiting.delete(tag);
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(stats.get(url.searchParams.get('tag') ?? '') ?? { connections: 0, sent: 0, done: false }));
+    res.end(JSON.stringify(stats.get(tag) ?? { connections: 0, sent: 0, done: false }));
   });
   const wss = new WebSocketServer({ server: http });
   wss.on('connection', (ws, req) => {
@@ -65,7 +75,10 @@ export async function startFloodRelay(): Promise<FloodRelay> {
         ws.send(JSON.stringify(['EOSE', sub]));
         const filters = msg.slice(2) as Array<{ kinds?: number[]; '#p'?: string[] }>;
         const target = filters.find((f) => f.kinds?.includes(25802) && f['#p']?.length)?.['#p']?.[0];
-        if (target && !s.done && s.sent === 0) void flood(ws, sub, target, n, s);
+        if (!target || s.done || s.sent > 0) return;
+        const go = () => void flood(ws, sub, target, n, s);
+        if (url.searchParams.get('hold') !== '1' || started.has(tag)) go();
+        else waiting.set(tag, [...(waiting.get(tag) ?? []), go]);
       }
     });
   });
