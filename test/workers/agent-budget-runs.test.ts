@@ -5,7 +5,9 @@
 // the tokens of every model call reach the agent's daily budget and the owner's meter (run_usage),
 // also for a run that fails after a model call; a call whose stream ends without its usage report
 // (cut mid-way, cancelled, or a server that sends none) is counted by estimate, marked estimated.
-import { env, runInDurableObject } from 'cloudflare:test';
+// A model call whose input (tool results included) would pass the budget is not made, and a restart
+// of the agent during a run loses none of what it spent.
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { MAX_PLAINTEXT_BYTES } from '../../src/shared/nip44.js';
 import { TOOL_OUTPUT_MAX_BYTES } from '../../workers/agent/event-fit.js';
@@ -213,5 +215,49 @@ describe('the daily token budget inside a run', () => {
     expect(await meterOf(agent, b.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 0, output_tokens: 0 });
     await first.send(first.cancel(a.id));
     expect((await first.collect(a.id, 15_000)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
+  });
+});
+
+describe('tokens of a run the agent restarted during', () => {
+  it('are counted when the watchdog finishes the orphaned run, once: the day’s budget and the run’s metering row hold the model calls made before the restart', { timeout: 60_000 }, async () => {
+    const agent = await createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'] });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: `/tool web_fetch {"url":"${inject('toolsFixtureUrl')}/slow-headers?ms=8000"}` });
+    await c.send(p);
+    // The first model call ended (echo: 3 tokens in, 2 out) and asked for the page, which takes 8 s.
+    await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25804, 10_000);
+    // abort() resets the object as a deploy, a crash or an eviction would: memory is gone, storage stays.
+    await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
+    await runDurableObjectAlarm(stubOf(agent));
+    expect((await c.collect(p.id, 20_000)).terminal.payload).toMatchObject({ code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry' });
+    expect(await tokensToday(agent)).toBe(5);
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'INTERNAL_ERROR', input_tokens: 3, output_tokens: 2, tool_calls: 1 });
+    await runDurableObjectAlarm(stubOf(agent));
+    expect(await tokensToday(agent)).toBe(5);
+  });
+
+  it('a model call in flight at the restart counts its input by estimate', { timeout: 60_000 }, async () => {
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'a long answer please' });
+    await c.send(p);
+    await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 10_000);
+    await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
+    await runDurableObjectAlarm(stubOf(agent));
+    expect((await c.collect(p.id, 20_000)).terminal.payload).toMatchObject({ code: 'INTERNAL_ERROR' });
+    // 20 characters: 5 tokens, plus 4 for the message; what it streamed before the restart is not known
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'INTERNAL_ERROR', input_tokens: 9, output_tokens: 0, estimated: true });
+    expect(await tokensToday(agent)).toBe(9);
+  });
+
+  it('a run that ended is not counted again by the watchdog', async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'once only' });
+    await c.send(p);
+    const usage = (await c.collect(p.id)).terminal.payload['usage'] as { input_tokens: number; output_tokens: number };
+    await runDurableObjectAlarm(stubOf(agent));
+    expect(await tokensToday(agent)).toBe(usage.input_tokens + usage.output_tokens);
+    expect((await stubOf(agent).usage()).filter((r) => r.run_id === p.id)).toHaveLength(1);
   });
 });

@@ -472,6 +472,7 @@ export class Agent extends DurableObject<AgentEnv> {
       mcpHeaders: (s) => this.store.mcpHeaders(s),
       dvmcp: this.links.dvmcpTools(c),
       meter: (r) => this.recordRun(c, r),
+      checkpoint: (r, startedAt) => this.meter.checkpoint(r, startedAt, Date.now()),
       planTokens: (sender, estimatedInput) => this.planTokensCheck(c, sender, estimatedInput),
     };
   }
@@ -486,8 +487,28 @@ export class Agent extends DurableObject<AgentEnv> {
 
   // ---- after a restart ----
 
-  /** After a restart: runs that were in flight end with one INTERNAL_ERROR; unpublished terminals are re-sent. */
+  /**
+   * The spends left by runs the agent restarted during (prompts and DVMCP asks alike): added to the
+   * day's token budget and recorded as INTERNAL_ERROR runs (metering, the owner's plan), each once:
+   * recording deletes the checkpoint, in the same synchronous step as the budget's addition.
+   */
+  private recordOrphanedSpends(c: StoredAgent): void {
+    for (const { started_at, at, ...spend } of this.meter.unrecorded()) {
+      if (this.budget.isRunning(spend.run_id)) continue;
+      const r: RunMeter = { ...spend, outcome: 'INTERNAL_ERROR', duration_ms: Math.max(0, at - started_at) };
+      logAgent({ msg: 'agent.run', agent: c.pubkey, run: r.run_id, provider: r.provider, model: r.model, input_tokens: r.input_tokens, output_tokens: r.output_tokens, tool_calls: r.tool_calls, duration_ms: r.duration_ms, outcome: r.outcome });
+      this.budget.spend(r.input_tokens + r.output_tokens, this.now());
+      this.recordRun(c, r);
+    }
+  }
+
+  /**
+   * After a restart: what the runs in flight had spent (their last checkpoint, metering.ts) is
+   * counted and recorded; runs that were in flight end with one INTERNAL_ERROR; unpublished
+   * terminals are re-sent.
+   */
   private async finishOrphanedRuns(c: StoredAgent): Promise<void> {
+    this.recordOrphanedSpends(c);
     const orphans = this.runs
       .running()
       .filter((r) => !this.active.has(r.id) && !this.outbox.isFinishing(r.id));

@@ -100,6 +100,11 @@ export class AgentBudget {
     this.running.set(runId, { tokens, calling: 0 });
   }
 
+  /** Whether run `runId` is in progress in this instance (tracked, not settled yet). */
+  isRunning(runId: string): boolean {
+    return this.running.has(runId);
+  }
+
   /** Run `runId` sends a model call of `estimatedInput` tokens: counted until the call ends (callEnded) and its tokens are in the run's. */
   calling(runId: string, estimatedInput: number): void {
     const r = this.running.get(runId);

@@ -2,6 +2,8 @@
 // input/output tokens and whether some are estimated, tool calls, duration, outcome, sender), kept RUN_USAGE_RETENTION_MS, and
 // the same run reported to the owner's aggregate in the Accounts DO (workers/accounts), whose
 // answer — the owner's totals for the day and month — is what the agent checks the plan against.
+// A run in progress keeps what it has spent so far in `run_spend` (after each model call and tool
+// call), deleted when its row is recorded: what a restart leaves there is recorded by the watchdog.
 
 /** One finished run, as metered. */
 export type RunMeter = {
@@ -19,6 +21,12 @@ export type RunMeter = {
   estimated?: boolean;
 };
 
+/** What a run in progress has spent so far (its RunMeter without the end). */
+export type RunSpend = Omit<RunMeter, 'outcome' | 'duration_ms'>;
+
+/** The spend a run left when the agent restarted during it: from `started_at` to its last checkpoint `at` (ms). */
+export type UnrecordedSpend = RunSpend & { started_at: number; at: number };
+
 /** Run rows are kept 90 days. */
 const RUN_USAGE_RETENTION_MS = 90 * 24 * 3600 * 1000;
 
@@ -33,10 +41,40 @@ export class UsageMeter {
     `);
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(run_usage)').toArray();
     if (!columns.some((c) => c.name === 'estimated')) this.sql.exec('ALTER TABLE run_usage ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0');
+    this.sql.exec(`
+      CREATE TABLE IF NOT EXISTS run_spend (
+        run_id TEXT PRIMARY KEY, started_at INTEGER NOT NULL, at INTEGER NOT NULL, sender TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL, tool_calls INTEGER NOT NULL
+      ) WITHOUT ROWID;
+    `);
   }
 
-  /** Stores the run's row (at `at`, ms). */
+  /** Keeps what run `r.run_id` (started at `startedAt`, ms) has spent by `at` (ms), in place of its earlier checkpoint. */
+  checkpoint(r: RunSpend, startedAt: number, at: number): void {
+    this.sql.exec(
+      'INSERT OR REPLACE INTO run_spend (run_id, started_at, at, sender, provider, model, input_tokens, output_tokens, estimated, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      r.run_id,
+      startedAt,
+      at,
+      r.sender,
+      r.provider,
+      r.model,
+      r.input_tokens,
+      r.output_tokens,
+      r.estimated ? 1 : 0,
+      r.tool_calls,
+    );
+  }
+
+  /** The spends of runs not recorded (in progress, or left by a restart). */
+  unrecorded(): UnrecordedSpend[] {
+    const rows = this.sql.exec<Omit<UnrecordedSpend, 'estimated'> & { estimated: number }>('SELECT * FROM run_spend').toArray();
+    return rows.map((r) => ({ ...r, estimated: r.estimated === 1 }));
+  }
+
+  /** Stores the run's row (at `at`, ms); its checkpoint, counted in the row, is deleted. */
   record(r: RunMeter, at: number): void {
+    this.sql.exec('DELETE FROM run_spend WHERE run_id = ?', r.run_id);
     this.sql.exec(
       'INSERT OR REPLACE INTO run_usage (run_id, at, sender, provider, model, input_tokens, output_tokens, tool_calls, duration_ms, outcome, estimated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
       r.run_id,

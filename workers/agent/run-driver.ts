@@ -3,6 +3,8 @@
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
 // with the upstream detail, the run's usage and the owner's totals against its plan), the tokens spent and the conversation's new turn, and then the run's
 // one terminal outcome, also logged as one `agent.run` line (agent-log.ts) and metered (metering.ts).
+// What the run has spent is kept in storage after each model call and tool call (checkpoint), so
+// that a restart during the run does not lose it (the watchdog records it, agent-do.ts).
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -20,7 +22,7 @@ import { toolsConfig } from './mcp-headers.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
-import type { RunMeter } from './metering.js';
+import type { RunMeter, RunSpend } from './metering.js';
 import { logAgent } from './agent-log.js';
 import type { OwnerUsage, QuotaRefusal } from '../accounts/quota.js';
 import { fitToolCall } from './event-fit.js';
@@ -71,6 +73,8 @@ export interface RunDeps {
    * owner's totals against its plan after this run (when known), for the owner's telemetry.
    */
   meter(r: RunMeter): OwnerUsage | undefined;
+  /** Keeps what the run (started at `startedAt`, ms) has spent so far, until meter() records it (metering.ts checkpoint). */
+  checkpoint(r: RunSpend, startedAt: number): void;
   /** Before each model call of `estimatedInput` tokens: the owner's plan's token limits for `sender`, counting the runs in progress (undefined: room left). */
   planTokens(sender: string, estimatedInput: number): QuotaRefusal | undefined;
 }
@@ -83,6 +87,16 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   let toolCalls = 0;
   const ids = { channelId: runId, sessionId: conversation.session, turnId: runId };
   const emitter = d.emitter;
+  /**
+   * Keeps what the run has spent so far, with the estimated input of a model call going out
+   * (`callInput`, as CallTokens counts a call cut short): a restart before finish() leaves it for the
+   * watchdog to record.
+   */
+  const checkpoint = (callInput = 0): void => {
+    const estimated = tokens.estimated === true || callInput > 0;
+    const spend = { input_tokens: tokens.input_tokens + callInput, output_tokens: tokens.output_tokens, ...(estimated ? { estimated } : {}) };
+    d.checkpoint({ run_id: runId, sender: client, provider: c.provider, model, ...spend, tool_calls: toolCalls }, started);
+  };
   /**
    * Logs the run, counts its tokens against the agent's daily budget and meters it (the owner's
    * plan), however it ended, tells the owner (NIP-AO session_resolved with the run's usage), then answers the client.
@@ -102,7 +116,10 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   const sink: RunSink = {
     ...out.sink,
     toolCall: (t) => {
-      if (t.phase === 'start') toolCalls++;
+      if (t.phase === 'start') {
+        toolCalls++;
+        checkpoint();
+      }
       return out.sink.toolCall(t);
     },
   };
@@ -140,10 +157,15 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
         // that the other runs' checks see it.
         beforeModelCall: (estimatedInput) => {
           const refusal = d.budget.dailyTokensRefusal(c.limits, d.now(), estimatedInput) ?? d.planTokens(client, estimatedInput);
-          if (!refusal) d.budget.calling(runId, estimatedInput);
-          return refusal;
+          if (refusal) return refusal;
+          d.budget.calling(runId, estimatedInput);
+          checkpoint(estimatedInput);
+          return undefined;
         },
-        afterModelCall: () => d.budget.callEnded(runId),
+        afterModelCall: () => {
+          d.budget.callEnded(runId);
+          checkpoint();
+        },
       });
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
