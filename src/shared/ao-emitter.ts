@@ -46,7 +46,8 @@
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { signEvent, toSecretBytes } from './ao-keys.js';
-import { byteLength, envelope, envelopeBytes, splitParts, type ResolvedIds } from './ao-frame.js';
+import { envelope, envelopeBytes, splitParts, type ResolvedIds } from './ao-frame.js';
+import { utf8Bytes } from './json-cut.js';
 import { isPlainObject, type Payload } from './ao-payloads.js';
 import { errorMessage, type Result } from './errors.js';
 import type { EventTemplate, NostrEvent } from './event.js';
@@ -170,7 +171,7 @@ export class TelemetryEmitter {
     };
     const at = this.#now();
     this.#stats.emitted++;
-    if (this.#coalesceKinds.has(kind)) this.#addToBatch(kind, frozen, byteLength(json), resolved, at);
+    if (this.#coalesceKinds.has(kind)) this.#addToBatch(kind, frozen, utf8Bytes(json), resolved, at);
     else {
       this.#flushBatch();
       this.#enqueue(kind, frozen, resolved, at);
@@ -308,7 +309,7 @@ export class TelemetryEmitter {
     let event: NostrEvent;
     try {
       const plaintext = JSON.stringify(envelope(f.seq, f.timestamp, f.kind, f.ids, payload));
-      const size = byteLength(plaintext);
+      const size = utf8Bytes(plaintext);
       if (size > AO_MAX_PAYLOAD_BYTES) return this.#dropped(f, `plaintext of ${size} bytes exceeds ${AO_MAX_PAYLOAD_BYTES}`);
       const content = encrypt(plaintext, this.#cache.get(this.#sk, this.owner));
       event = this.#sign(

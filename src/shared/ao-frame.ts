@@ -4,6 +4,7 @@
 
 import { chunkForJson, type Payload, type SplitPart } from './ao-payloads.js';
 import { AO_MAX_PAYLOAD_BYTES } from './nip-ao.js';
+import { utf8Bytes } from './json-cut.js';
 
 /** Correlation ids of a frame once defaults are applied. */
 export interface ResolvedIds {
@@ -18,8 +19,6 @@ const DROPPED_RESERVE = 32;
 /** Stand-in for seq and split numbers when sizing an envelope (as wide as they can be). */
 const WIDEST = Number.MAX_SAFE_INTEGER;
 
-const utf8 = new TextEncoder();
-export const byteLength = (s: string): number => utf8.encode(s).length;
 
 /** The ObserverEvent a frame decrypts to. */
 export const envelope = (seq: number, timestamp: string, kind: string, ids: ResolvedIds, payload: Payload) => ({
@@ -35,7 +34,7 @@ export const envelope = (seq: number, timestamp: string, kind: string, ids: Reso
 
 /** Plaintext bytes of a frame at its widest seq, with room for a `dropped` report. */
 export const envelopeBytes = (timestamp: string, kind: string, ids: ResolvedIds, payload: Payload): number =>
-  byteLength(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, payload))) + DROPPED_RESERVE;
+  utf8Bytes(JSON.stringify(envelope(WIDEST, timestamp, kind, ids, payload))) + DROPPED_RESERVE;
 
 /** The split parts (`split` still -1) of a payload too big for one frame; undefined when it fits. */
 export function splitParts(timestamp: string, kind: string, ids: ResolvedIds, payload: Payload, bytes = envelopeBytes(timestamp, kind, ids, payload)): Payload[] | undefined {

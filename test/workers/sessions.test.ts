@@ -13,6 +13,16 @@ const turn = (n: number, size = 40): ChatMessage[] => [
   { role: 'assistant', content: `answer ${n} `.padEnd(size, '.') },
 ];
 
+describe('estimateTokens', () => {
+  it('counts 4 bytes of UTF-8 per token (plus 4 per message): CJK text counts about a token per character, not a quarter', () => {
+    expect(estimateTokens({ role: 'user', content: 'a'.repeat(400) })).toBe(104);
+    expect(estimateTokens({ role: 'user', content: '語'.repeat(400) })).toBe(304);
+    expect(estimateTokens({ role: 'assistant', content: '', tool_calls: [{ id: 'c', name: 'x', arguments: '"é"' }] })).toBe(
+      Math.ceil(new TextEncoder().encode(JSON.stringify([{ id: 'c', name: 'x', arguments: '"é"' }])).length / 4) + 4,
+    );
+  });
+});
+
 describe('SessionStore', () => {
   it('keeps sessions apart, trims whole oldest turns, and never exceeds the budget', async () => {
     const stub = env.AGENT.get(env.AGENT.newUniqueId());

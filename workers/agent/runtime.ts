@@ -3,6 +3,7 @@
 // terminal outcome. The Agent Durable Object feeds it a validated prompt and turns its callbacks
 // into encrypted events.
 
+import { utf8Bytes } from '../../src/shared/json-cut.js';
 import { THINKING_LEVELS, type ErrorCode, type Prompt } from '../../src/shared/nip-xx.js';
 import type { AgentLimits } from './config.js';
 import { ProviderError, type ChatMessage, type Provider, type StreamChunk, type Thinking, type ToolCall, type ToolSpec, type WireObserver } from './providers/types.js';
@@ -162,16 +163,16 @@ class DeltaBuffer {
   }
 }
 
-/** Tokens of `chars` characters of model output at 4 characters per token, rounded up. */
-const outputTokens = (chars: number): number => Math.ceil(chars / 4);
+/** Tokens of `bytes` bytes (UTF-8) of model output at 4 bytes per token, rounded up. */
+const outputTokens = (bytes: number): number => Math.ceil(bytes / 4);
 
 /**
  * The estimated input of a model call: its messages as the history is estimated (estimateTokens: 4
- * characters per token, rounded up, plus 4 per message) and its tool definitions' JSON at 4
- * characters per token.
+ * bytes of UTF-8 per token, rounded up, plus 4 per message) and its tool definitions' JSON at 4
+ * bytes per token.
  */
 export function estimateInput(messages: readonly ChatMessage[], tools: readonly ToolSpec[]): number {
-  return messages.reduce((n, m) => n + estimateTokens(m), 0) + (tools.length > 0 ? outputTokens(JSON.stringify(tools).length) : 0);
+  return messages.reduce((n, m) => n + estimateTokens(m), 0) + (tools.length > 0 ? outputTokens(utf8Bytes(JSON.stringify(tools))) : 0);
 }
 
 /**
@@ -180,21 +181,21 @@ export function estimateInput(messages: readonly ChatMessage[], tools: readonly 
  * sends last; or the server reports none) is counted by estimate, so that a call cut short is never
  * free: the input the provider reported (Anthropic's message_start) or else estimateInput; the
  * larger of the output it reported and the output streamed (text, thinking, tool calls' names and
- * arguments) at 4 characters per token. Not when the provider refused the request with an HTTP
+ * arguments) at 4 bytes of UTF-8 per token. Not when the provider refused the request with an HTTP
  * error status: nothing was generated.
  */
 class CallTokens {
   private reported: { input_tokens: number; output_tokens: number } | undefined;
   private done = false;
   private refused = false;
-  private outputChars = 0;
+  private outputBytes = 0;
 
   constructor(private readonly estimatedInput: number) {}
 
   /** A chunk of the call's stream. */
   note(chunk: StreamChunk): void {
-    if (chunk.type === 'text' || chunk.type === 'thinking') this.outputChars += chunk.text.length;
-    else if (chunk.type === 'tool_call') this.outputChars += chunk.call.name.length + chunk.call.arguments.length;
+    if (chunk.type === 'text' || chunk.type === 'thinking') this.outputBytes += utf8Bytes(chunk.text);
+    else if (chunk.type === 'tool_call') this.outputBytes += utf8Bytes(chunk.call.name) + utf8Bytes(chunk.call.arguments);
     else if (chunk.type === 'usage') {
       const r = this.reported ?? { input_tokens: 0, output_tokens: 0 };
       this.reported = { input_tokens: r.input_tokens + chunk.input_tokens, output_tokens: r.output_tokens + chunk.output_tokens };
@@ -215,7 +216,7 @@ class CallTokens {
     }
     if (this.refused) return;
     usage.input_tokens += this.reported?.input_tokens ?? this.estimatedInput;
-    usage.output_tokens += Math.max(this.reported?.output_tokens ?? 0, outputTokens(this.outputChars));
+    usage.output_tokens += Math.max(this.reported?.output_tokens ?? 0, outputTokens(this.outputBytes));
     usage.estimated = true;
   }
 }

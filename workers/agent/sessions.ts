@@ -4,12 +4,18 @@
 // DO's SQLite, trimmed to the agent's max_context_tokens; each conversation also records its
 // completed turns (for SESSION_LIMIT) and when it was last used (for retention).
 
+import { utf8Bytes } from '../../src/shared/json-cut.js';
 import type { ChatMessage } from './providers/types.js';
 
-/** A rough token estimate (4 characters per token), the same for every provider. */
+/**
+ * A rough token estimate (4 bytes of UTF-8 per token, plus 4 per message), the same for every
+ * provider: English text runs about 4 characters per token; bytes rather than characters keep
+ * text of fewer characters per token (CJK: about one token per character, 3 bytes) from counting
+ * at a quarter of its cost.
+ */
 export const estimateTokens = (m: ChatMessage): number => {
-  const extra = m.role === 'assistant' && m.tool_calls ? JSON.stringify(m.tool_calls).length : 0;
-  return Math.ceil((m.content.length + extra) / 4) + 4;
+  const extra = m.role === 'assistant' && m.tool_calls ? utf8Bytes(JSON.stringify(m.tool_calls)) : 0;
+  return Math.ceil((utf8Bytes(m.content) + extra) / 4) + 4;
 };
 
 /** One conversation: whose (the sender's pubkey) and which (the `s` tag). */

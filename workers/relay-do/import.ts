@@ -13,7 +13,7 @@ import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shar
 import { formatRejection, reject } from '../../src/shared/errors.js';
 import { isStored } from '../../src/shared/kinds.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
-import { byteLength } from '../../src/shared/ao-frame.js';
+import { utf8Bytes } from '../../src/shared/json-cut.js';
 import { EXPORT_PAGE_BYTES } from './export.js';
 
 /** Lines sent to the shard per RPC call, at most. */
@@ -43,7 +43,7 @@ export async function* importBatches(lines: AsyncIterable<string> | Iterable<str
   let batch: string[] = [];
   let bytes = 0;
   for await (const line of lines) {
-    const size = byteLength(line);
+    const size = utf8Bytes(line);
     if (batch.length > 0 && (batch.length >= maxLines || bytes + size > IMPORT_BATCH_BYTES)) {
       yield batch;
       batch = [];
