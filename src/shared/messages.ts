@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { describeIssue, eventIdOf } from './event.js';
 import { FilterSchema, type Filter } from './filters.js';
 import { err, ok, parseRejection, reject, type Rejection, type Result } from './errors.js';
+import { utf8Bytes } from './json-cut.js';
 
 export type ClientMessage =
   | { type: 'EVENT'; event: unknown }
@@ -165,5 +166,5 @@ export function isAuthRequiredAnswer(frame: string): boolean {
 export function byteLengthOver(s: string, max: number): boolean {
   if (s.length > max) return true;
   if (s.length * 3 <= max) return false;
-  return new TextEncoder().encode(s).length > max;
+  return utf8Bytes(s) > max;
 }

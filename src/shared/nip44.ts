@@ -12,6 +12,7 @@ import { v2 } from 'nostr-tools/nip44';
 import { err, ok, type Result } from './errors.js';
 import { base64Decode, bytesToHex, hexToBytes, isHex64 } from './hex.js';
 import { LruMap } from './lru.js';
+import { utf8Bytes } from './json-cut.js';
 
 const MIN_PLAINTEXT_BYTES = 1;
 export const MAX_PLAINTEXT_BYTES = 65535;
@@ -30,7 +31,6 @@ export type DecryptError =
   | 'invalid padding'
   | 'invalid utf-8 in plaintext';
 
-const utf8 = new TextEncoder();
 
 // ---- keys ----
 
@@ -95,7 +95,7 @@ export function encrypt(plaintext: string, conversationKey: Uint8Array, nonce?: 
   checkKey(conversationKey);
   if (nonce !== undefined && nonce.length !== 32) throw new Error('nip44: nonce must be 32 bytes');
   // nostr-tools also accepts longer plaintexts (an extended length prefix that v2 peers refuse).
-  const n = utf8.encode(plaintext).length;
+  const n = utf8Bytes(plaintext);
   if (n < MIN_PLAINTEXT_BYTES || n > MAX_PLAINTEXT_BYTES) {
     throw new RangeError(`nip44: plaintext must be ${MIN_PLAINTEXT_BYTES} to ${MAX_PLAINTEXT_BYTES} bytes of UTF-8 (got ${n})`);
   }

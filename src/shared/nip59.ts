@@ -8,6 +8,7 @@ import { err, errorMessage, ok, type Result } from './errors.js';
 import { ConversationKeyCache, decrypt, encrypt, getConversationKey, MAX_PLAINTEXT_BYTES, payloadLength } from './nip44.js';
 import type { SchnorrVerifier } from './verify.js';
 import { KIND, kindClass } from './kinds.js';
+import { utf8Bytes } from './json-cut.js';
 
 /** A rumor: an event with an id but no signature (deniable if leaked). */
 export type Rumor = UnsignedEvent & { id: string };
@@ -65,9 +66,8 @@ export function giftWrap(
   );
 }
 
-const utf8Length = (s: string): number => new TextEncoder().encode(s).length;
 /** A signed seal with empty content, as giftWrap serializes it (only its length matters). */
-const EMPTY_SEAL_BYTES = utf8Length(
+const EMPTY_SEAL_BYTES = utf8Bytes(
   JSON.stringify({ kind: KIND.SEAL, created_at: 1_000_000_000, tags: [], content: '', pubkey: '0'.repeat(64), id: '0'.repeat(64), sig: '0'.repeat(128) }),
 );
 
@@ -92,7 +92,7 @@ function largest(fits: (n: number) => boolean): number {
  * nothing fits.
  */
 export function rumorContentRoom(rumor: Pick<UnsignedEvent, 'kind' | 'created_at' | 'tags'>): number {
-  return MAX_RUMOR_BYTES - utf8Length(JSON.stringify({ ...rumor, content: '', pubkey: '0'.repeat(64), id: '0'.repeat(64) }));
+  return MAX_RUMOR_BYTES - utf8Bytes(JSON.stringify({ ...rumor, content: '', pubkey: '0'.repeat(64), id: '0'.repeat(64) }));
 }
 
 /**

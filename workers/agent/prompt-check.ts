@@ -10,6 +10,7 @@ import type { StoredAgent } from './config.js';
 import { supportedModels, TOOL_SCHEMA_VERSION } from './info.js';
 import type { ProviderName } from './providers/index.js';
 import { negotiateModel } from './runtime.js';
+import { utf8Bytes } from '../../src/shared/json-cut.js';
 
 export interface PromptProblem {
   code: ErrorCode;
@@ -36,7 +37,7 @@ export function checkPrompt(
     return fail('INVALID_SCHEMA', `prompt: ${issue?.path.join('.') || 'payload'}: ${issue?.message ?? 'invalid'}`);
   }
   const prompt: Prompt = parsed.data;
-  const bytes = new TextEncoder().encode(prompt.message).length;
+  const bytes = utf8Bytes(prompt.message);
   if (bytes > c.limits.max_prompt_bytes) {
     return fail('INVALID_SCHEMA', `the message is ${bytes} bytes; this agent accepts at most ${c.limits.max_prompt_bytes} (max_prompt_bytes)`);
   }

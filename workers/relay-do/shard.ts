@@ -43,6 +43,7 @@ import { RetentionRules, type RetentionRule } from './retention.js';
 import { exportPage, type ExportPage, type ExportRange } from './export.js';
 import { importLines, type ImportReport } from './import.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
+import { utf8Bytes } from '../../src/shared/json-cut.js';
 
 export interface RelayEnv extends PlanEnv, ShardBindings {
   RELAY_LIMITS?: string;
@@ -550,7 +551,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (verdict) return { accepted: false, message: formatRejection(verdict) };
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
-    const bytes = new TextEncoder().encode(raw).length;
+    const bytes = utf8Bytes(raw);
     const fromOthers = ctx.owner !== null && !fromOwnerSide(e, ctx);
     // The inbox share: by the event itself (the rule a recount applies), not by the connection; a
     // gift wrap (signed by a one-time key) as if signed by the owner's-side key its connection is.
