@@ -2,7 +2,8 @@
 // those of a JSON string inside a JSON string (`depth`: a DVMCP answer's text is escaped once in
 // the answer's content and again in the rumor a gift wrap carries), and never between the halves of
 // a code point. The hosted agent's run events (workers/agent/event-fit.ts) and every DVMCP answer
-// (dvmcp-server/answer-fit.ts, the bridge's and the agent's) cut with these.
+// (dvmcp-server/answer-fit.ts, the bridge's and the agent's) cut with these. `utf8Bytes` is the one
+// UTF-8 length every size rule measures with (NIP-44, NIP-59, events, prompts, frames, imports).
 
 const encoder = new TextEncoder();
 export const utf8Bytes = (s: string): number => encoder.encode(s).length;
