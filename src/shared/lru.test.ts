@@ -1,6 +1,6 @@
 // The bounded LRU map shared by every cache and limiter, checked at its boundary: exactly `max`
 // entries are kept, and which one goes depends on reads that refresh (get, getOrCreate, set) and
-// reads that do not (peek, has, iteration).
+// reads that do not (peek, has, iteration); with a weight bound, the total weight too.
 import { describe, expect, it } from 'vitest';
 import { LruMap } from './lru.js';
 
@@ -70,6 +70,26 @@ describe('LruMap', () => {
     expect(m.delete('b')).toBe(false);
     m.clear();
     expect(m.size).toBe(0);
+  });
+
+  it('with a weight bound, forgets the least recently used until the weights fit; a value heavier alone is not kept', () => {
+    const m = new LruMap<string, string>(10, { of: (v) => v.length, max: 10 });
+    m.set('a', 'xxxx').set('b', 'xxxx');
+    expect(m.weight).toBe(8);
+    m.get('a'); // b is now the least recently used
+    m.set('c', 'xxx'); // 11: b goes
+    expect(keys(m)).toEqual(['a', 'c']);
+    expect(m.weight).toBe(7);
+    m.set('a', 'x'); // replacing counts the new weight only
+    expect(m.weight).toBe(4);
+    m.set('d', 'x'.repeat(11)); // heavier than the bound alone: nothing else goes, it is not kept
+    expect(keys(m)).toEqual(['c', 'a']);
+    expect(m.weight).toBe(4);
+    expect(m.delete('c')).toBe(true);
+    expect(m.weight).toBe(1);
+    m.clear();
+    expect(m.weight).toBe(0);
+    expect(() => new LruMap<string, string>(2, { of: (v) => v.length, max: -1 })).toThrow(RangeError);
   });
 
   it('refuses a bound that is not a positive integer', () => {

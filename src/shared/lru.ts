@@ -1,19 +1,39 @@
 // The one bounded least-recently-used map of the code base (conversation keys, NIP-98 replay
-// ids, NIP-AO sequence counters and seen frames, rate-limit keys, agent budgets). Recency is the
-// insertion order of a Map: `get`, `getOrCreate` and `set` move a key to the newest end; `peek`,
-// `has` and iteration do not. Beyond `max` entries the oldest one is forgotten.
+// ids, NIP-AO sequence counters and seen frames, rate-limit keys, agent budgets, MCP tool lists).
+// Recency is the insertion order of a Map: `get`, `getOrCreate` and `set` move a key to the newest
+// end; `peek`, `has` and iteration do not. Beyond `max` entries the oldest one is forgotten; with a
+// weight bound (`weight.of(value)`, taken when the value is set), so are the oldest ones while the
+// weights in all are over `weight.max` (a value heavier than that alone is not kept, and forgets
+// nothing but the old value of its key).
+
+export interface LruWeight<V> {
+  /** The weight of a value (e.g. its size in characters), taken once, when it is set. */
+  of: (value: V) => number;
+  /** Most weight in all. */
+  max: number;
+}
 
 export class LruMap<K, V extends {}> {
   readonly max: number;
   readonly #m = new Map<K, V>();
+  readonly #weight: LruWeight<V> | undefined;
+  readonly #weights = new Map<K, number>();
+  #total = 0;
 
-  constructor(max: number) {
+  constructor(max: number, weight?: LruWeight<V>) {
     if (!Number.isSafeInteger(max) || max < 1) throw new RangeError(`LruMap: max must be a positive integer (got ${max})`);
+    if (weight && !(weight.max >= 0)) throw new RangeError(`LruMap: weight.max must be at least 0 (got ${weight.max})`);
     this.max = max;
+    this.#weight = weight;
   }
 
   get size(): number {
     return this.#m.size;
+  }
+
+  /** The weights of the values kept, in all (0 without a weight bound). */
+  get weight(): number {
+    return this.#total;
   }
 
   /** The value of `key`, now the most recently used. */
@@ -35,13 +55,20 @@ export class LruMap<K, V extends {}> {
     return this.#m.has(key);
   }
 
-  /** Stores `value` as the most recently used, forgetting the least recently used beyond `max`. */
+  /** Stores `value` as the most recently used, forgetting the least recently used beyond the bounds. */
   set(key: K, value: V): this {
-    this.#m.delete(key);
+    this.delete(key);
+    if (this.#weight) {
+      const w = this.#weight.of(value);
+      if (w > this.#weight.max) return this;
+      this.#weights.set(key, w);
+      this.#total += w;
+    }
     this.#m.set(key, value);
-    if (this.#m.size > this.max) {
+    while (this.#m.size > this.max || (this.#weight !== undefined && this.#total > this.#weight.max)) {
       const oldest = this.#m.keys().next();
-      if (!oldest.done) this.#m.delete(oldest.value);
+      if (oldest.done) break;
+      this.delete(oldest.value);
     }
     return this;
   }
@@ -56,11 +83,15 @@ export class LruMap<K, V extends {}> {
   }
 
   delete(key: K): boolean {
+    this.#total -= this.#weights.get(key) ?? 0;
+    this.#weights.delete(key);
     return this.#m.delete(key);
   }
 
   clear(): void {
     this.#m.clear();
+    this.#weights.clear();
+    this.#total = 0;
   }
 
   /** Entries from the least to the most recently used; deleting while iterating is allowed. */

@@ -27,7 +27,10 @@
 //                initialize with instructions of N 'i', ?capabilities=N with capabilities.experimental
 //                {pad: {text: N 'c'}}, ?description=N lists `huge` with a description of N 'x',
 //                ?schema=N lists `small` with an inputSchema whose description is N 's', ?more=K
-//                lists K more tools more0…more<K-1> (with the description of ?description, if any)
+//                lists K more tools more0…more<K-1> (with the description of ?description, if any),
+//                ?pages=P answers tools/list in P pages (cursor page-<p>): the first as above, each
+//                next one with the K more tools only, named p<p>-more<i>; the stats count the
+//                tools/list requests (`lists`)
 //   /mcp-flood   a hostile upstream: tools/call answers as SSE with `count` notifications before
 //                the result ("flooded"): `list_changed` sends notifications/tools/list_changed,
 //                `updated` {count, uris} notifications/resources/updated cycling over `uris` (default
@@ -300,7 +303,7 @@ async function expiringMcp(req: IncomingMessage, res: ServerResponse, url: URL):
 
 /** The size of /mcp-huge's huge answer. */
 export const HUGE_ANSWER_BYTES = 32 * 1024 * 1024;
-const hugeCounts = new Map<string, { begun: number; finished: number; cut: number; written: number }>();
+const hugeCounts = new Map<string, { begun: number; finished: number; cut: number; written: number; lists: number }>();
 
 /** Writes `prefix`, filler up to HUGE_ANSWER_BYTES, `suffix`, as fast as the client reads; whether all of it went. */
 async function writeHuge(res: ServerResponse, prefix: string, suffix: string, counts: { written: number }): Promise<boolean> {
@@ -323,7 +326,7 @@ async function writeHuge(res: ServerResponse, prefix: string, suffix: string, co
 
 async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
   const bucket = url.searchParams.get('bucket') ?? '';
-  const counts = hugeCounts.get(bucket) ?? { begun: 0, finished: 0, cut: 0, written: 0 };
+  const counts = hugeCounts.get(bucket) ?? { begun: 0, finished: 0, cut: 0, written: 0, lists: 0 };
   hugeCounts.set(bucket, counts);
   if (url.pathname === '/mcp-huge/stats') return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(counts));
   if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
@@ -346,16 +349,19 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
     );
   }
   if (msg.method === 'tools/list') {
+    counts.lists += 1;
     const description = url.searchParams.get('description');
     const schema = url.searchParams.get('schema');
-    const more = Array.from({ length: Number(url.searchParams.get('more') ?? 0) }, (_, i) => `more${i}`);
+    const pages = Number(url.searchParams.get('pages') ?? 1);
+    const page = typeof msg.params?.cursor === 'string' ? Number(msg.params.cursor.replace('page-', '')) : 0;
+    const more = Array.from({ length: Number(url.searchParams.get('more') ?? 0) }, (_, i) => (page === 0 ? `more${i}` : `p${page}-more${i}`));
     const described = description === null ? {} : { description: 'x'.repeat(Number(description)) };
-    const tools = ['huge', 'small', 'repeat', 'structured', 'error', ...more].map((name) => ({
+    const tools = [...(page === 0 ? ['huge', 'small', 'repeat', 'structured', 'error'] : []), ...more].map((name) => ({
       name,
-      ...(name === 'huge' || name.startsWith('more') ? described : {}),
+      ...(name === 'huge' || name.includes('more') ? described : {}),
       inputSchema: name === 'small' && schema !== null ? { type: 'object', description: 's'.repeat(Number(schema)) } : { type: 'object' },
     }));
-    return send(res, 200, json, rpcResult(msg.id, { tools }));
+    return send(res, 200, json, rpcResult(msg.id, page + 1 < pages ? { tools, nextCursor: `page-${page + 1}` } : { tools }));
   }
   if (msg.method === 'tools/call' && msg.params?.name === 'small') {
     return send(res, 200, json, rpcResult(msg.id, { content: [{ type: 'text', text: 'small' }] }));

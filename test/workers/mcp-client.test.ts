@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { openMcpSession, type McpNotification, type McpProgress, type McpSession } from '../../workers/common/mcp-client.js';
-import { McpSessionCache } from '../../workers/common/mcp-session-cache.js';
+import { MAX_KEPT_TOOL_LISTS_CHARS, MAX_TOOL_LIST_JSON_CHARS, McpSessionCache, type McpListedTool } from '../../workers/common/mcp-session-cache.js';
 
 const EVERYTHING = inject('mcpEverythingUrl');
 const EVERYTHING_SSE = inject('mcpEverythingSseUrl');
@@ -457,6 +457,93 @@ describe('McpSessionCache', () => {
       expect(after).toEqual([bumped.content[0]?.text.replace('now ', ''), 'bump']);
       expect(after).not.toEqual(before);
       expect(seen).toEqual(['notifications/tools/list_changed']);
+    } finally {
+      await cache.closeAll();
+    }
+  });
+
+  /** tools/list requests the fixture's /mcp-huge received for `bucket`. */
+  const listsOf = async (bucket: string): Promise<number> => ((await (await fetch(`${FIXTURE}/mcp-huge/stats?bucket=${bucket}`)).json()) as { lists: number }).lists;
+  const bucketOf = (name: string): string => `${name}-${crypto.randomUUID()}`;
+
+  it(`fails a listing whose tools pass ${MAX_TOOL_LIST_JSON_CHARS} characters of JSON over all pages, reading no page after, keeping nothing`, async () => {
+    expect(MAX_TOOL_LIST_JSON_CHARS).toBe(4 * 1024 * 1024);
+    const bucket = bucketOf('pages');
+    // 20 pages of about 1 MiB each (4 descriptions of 262,144 characters): 20 MiB of tools if read whole.
+    const server = { url: `${FIXTURE}/mcp-huge?bucket=${bucket}&pages=20&more=4&description=262144` };
+    const cache = new McpSessionCache();
+    const tooMuch = { ok: false, error: `tools/list answered more than ${MAX_TOOL_LIST_JSON_CHARS} characters of tools (their JSON, over all pages), the most one listing may hold` };
+    try {
+      expect(await cache.tools('k', server, { policy: LOCAL })).toEqual(tooMuch);
+      // The fourth page passes 4 MiB; the 16 after it are not asked for.
+      expect(await listsOf(bucket)).toBe(4);
+      // Nothing was kept: the next use lists again (and fails the same way).
+      expect(await cache.tools('k', server, { policy: LOCAL })).toEqual(tooMuch);
+      expect(await listsOf(bucket)).toBe(8);
+      // The session itself still works.
+      expect(value(await cache.use('k', server, { policy: LOCAL }, (s) => s.request('tools/call', { name: 'small', arguments: {} })))).toEqual({ ok: true, value: { content: [{ type: 'text', text: 'small' }] } });
+    } finally {
+      await cache.closeAll();
+    }
+  });
+
+  it('keeps one tool list per server (URL and headers), shared by its keys: listed once; invalidateTools or list_changed on one key lists again for all', async () => {
+    const cache = new McpSessionCache();
+    const bucket = bucketOf('shared');
+    const server = { url: `${FIXTURE}/mcp-huge?bucket=${bucket}` };
+    const options = { policy: LOCAL };
+    try {
+      const [a, b] = await Promise.all([cache.tools('s:a', server, options), cache.tools('s:b', server, options)]);
+      expect(value(b)).toBe(value(a));
+      expect(value(await cache.tools('s:c', server, options))).toBe(value(a));
+      expect(await listsOf(bucket)).toBe(1);
+      expect(cache.size).toBe(3); // one session per key still
+      // Other headers: another server, its own list.
+      const other = value(await cache.tools('s:d', { ...server, headers: { 'x-test-tag': 'other' } }, options));
+      expect(other).not.toBe(value(a));
+      expect(other).toEqual(value(a));
+      expect(await listsOf(bucket)).toBe(2);
+      cache.invalidateTools('s:a');
+      const relisted = value(await cache.tools('s:b', server, options));
+      expect(relisted).not.toBe(value(a));
+      expect(value(await cache.tools('s:c', server, options))).toBe(relisted);
+      expect(await listsOf(bucket)).toBe(3);
+
+      const changing = { url: `${FIXTURE}/mcp-changing` };
+      const before = value(await cache.tools('c:1', changing, options));
+      expect(value(await cache.tools('c:2', changing, options))).toBe(before);
+      // c:1's session gets notifications/tools/list_changed: c:2 sees the new list too.
+      const session = value(await sessionOf(cache, 'c:1', changing, options));
+      const bumped = value(await session.request('tools/call', { name: 'bump', arguments: {} })) as { content: { text: string }[] };
+      const after = value(await cache.tools('c:2', changing, options)).map((t) => t.name);
+      expect(after).toEqual([bumped.content[0]?.text.replace('now ', ''), 'bump']);
+      expect(after).not.toEqual(before.map((t) => t.name));
+    } finally {
+      await cache.closeAll();
+    }
+  });
+
+  it(`keeps at most ${MAX_KEPT_TOOL_LISTS_CHARS} characters of tool lists in all: the least recently used one is listed again`, async () => {
+    expect(MAX_KEPT_TOOL_LISTS_CHARS).toBe(8 * 1024 * 1024);
+    const cache = new McpSessionCache();
+    // Three servers listing about 3 MiB each (3 pages of 3 descriptions of 349,525 characters).
+    const buckets = ['a', 'b', 'c'].map(bucketOf);
+    const server = (bucket: string) => ({ url: `${FIXTURE}/mcp-huge?bucket=${bucket}&pages=3&more=3&description=349525` });
+    const listed = async (i: number): Promise<McpListedTool[]> => value(await cache.tools(`k${i}`, server(buckets[i]!), { policy: LOCAL }));
+    try {
+      const first = await listed(0);
+      expect(first).toHaveLength(5 + 3 * 3);
+      await listed(1);
+      expect(await listed(0)).toBe(first); // two fit, a is now the most recently used
+      await listed(2); // the third passes 8 MiB: b goes
+      expect(await Promise.all(buckets.map(listsOf))).toEqual([3, 3, 3]);
+      expect(await listed(0)).toBe(first);
+      await listed(2);
+      expect(await Promise.all(buckets.map(listsOf))).toEqual([3, 3, 3]);
+      await listed(1); // listed again; a, the least recently used, goes
+      expect(await Promise.all(buckets.map(listsOf))).toEqual([3, 6, 3]);
+      expect(await listed(0)).not.toBe(first);
+      expect(await Promise.all(buckets.map(listsOf))).toEqual([6, 6, 3]);
     } finally {
       await cache.closeAll();
     }

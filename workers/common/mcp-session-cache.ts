@@ -10,9 +10,17 @@
 // (<n>); try again shortly"). A key whose server (URL or headers) changed gets a new session; the
 // old one is closed at once, or when its last call ends. Failed opens are not kept. `close` and
 // `closeAll` close at once (removal: the calls in flight fail).
-// Each key also caches its server's tool list (tools/list, every page up to `maxToolPages`) for
-// `toolsTtlMs`; a notifications/tools/list_changed from upstream (seen on SSE answers, the legacy
-// transport, or the standalone GET stream) marks it stale, so the next `tools` lists again.
+// The cache also keeps each server's tool list (tools/list, every page up to `maxToolPages`) for
+// `toolsTtlMs`, one list per server endpoint (URL and headers), shared by every key of it: one
+// listing at a time per endpoint (the keys asking meanwhile wait for it, each under its own
+// signal); a notifications/tools/list_changed from upstream on any of its sessions (seen on SSE
+// answers, the legacy transport, or the standalone GET stream), or `invalidateTools` of any of its
+// keys, drops it (a listing under way then is not kept), so the next `tools` lists again. Sizes (a
+// hostile server could answer 20 pages of 4 MiB): a listing whose tools pass
+// MAX_TOOL_LIST_JSON_CHARS (the JSON of each tool, over all pages) fails at once ("tools/list
+// answered more than <n> characters of tools …"; no further page is read, nothing is kept), and
+// the lists kept hold at most MAX_KEPT_TOOL_LISTS_CHARS in all (the least recently used go, and are
+// listed again when next needed).
 
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { LruMap } from '../../src/shared/lru.js';
@@ -66,6 +74,11 @@ export const MCP_CACHE_DEFAULTS = {
   maxToolPages: 20,
 } as const;
 
+/** Most characters of tools (the JSON of each, over all pages) one listing may hold: past it the listing fails. */
+export const MAX_TOOL_LIST_JSON_CHARS = 4 * 1024 * 1024;
+/** Most characters of tool lists (as counted by the listing) the cache keeps in all: beyond it the least recently used go. */
+export const MAX_KEPT_TOOL_LISTS_CHARS = 8 * 1024 * 1024;
+
 interface Entry {
   key: string;
   fingerprint: string;
@@ -75,8 +88,31 @@ interface Entry {
   inFlight: number;
   /** Replaced (its server changed) while calls were in flight: closed when the last one ends. */
   retired: boolean;
-  tools?: { list: McpListedTool[]; expires: number };
-  listing?: Promise<Result<McpListedTool[], string>>;
+}
+
+/** A server's tool list as kept: `chars`, the JSON of its tools, is its weight in `lists`. */
+interface ToolList {
+  list: McpListedTool[];
+  expires: number;
+  chars: number;
+}
+
+type Listed = Result<McpListedTool[], string>;
+
+const toolsTooLarge = `tools/list answered more than ${MAX_TOOL_LIST_JSON_CHARS} characters of tools (their JSON, over all pages), the most one listing may hold`;
+
+/** What `p` settles to, or "aborted" as soon as `signal` aborts (`p` goes on). */
+function unlessAborted(p: Promise<Listed>, signal: AbortSignal | undefined): Promise<Listed> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.resolve(err('aborted'));
+  return new Promise((resolve) => {
+    const onAbort = (): void => resolve(err('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    void p.then((listed) => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(listed);
+    });
+  });
 }
 
 const fingerprintOf = (server: McpServerEndpoint): string =>
@@ -92,6 +128,9 @@ async function closeEntry(entry: Entry): Promise<void> {
 
 export class McpSessionCache {
   private readonly entries: LruMap<string, Entry>;
+  /** Tool lists by server fingerprint, and the listings under way. */
+  private readonly lists: LruMap<string, ToolList>;
+  private readonly listings = new Map<string, Promise<Listed>>();
   private readonly idleTtlMs: number;
   private readonly toolsTtlMs: number;
   private readonly maxToolPages: number;
@@ -101,6 +140,7 @@ export class McpSessionCache {
 
   constructor(options: McpSessionCacheOptions = {}) {
     this.entries = new LruMap(options.maxSessions ?? MCP_CACHE_DEFAULTS.maxSessions);
+    this.lists = new LruMap(this.entries.max, { of: (l) => l.chars, max: MAX_KEPT_TOOL_LISTS_CHARS });
     this.groupOf = options.groupOf;
     this.maxPerGroup = options.maxPerGroup ?? this.entries.max;
     this.protectedGroup = options.protectedGroup;
@@ -138,31 +178,33 @@ export class McpSessionCache {
     }
   }
 
-  /** The tool list of `key`'s server: cached, or listed now (every page, up to maxToolPages), the listing counted as a call in flight. */
+  /**
+   * The tool list of `key`'s server: kept, or listed now on `key`'s session (every page, up to
+   * maxToolPages; within `request.timeoutMs` each), or the listing under way for its server awaited;
+   * the listing counted as a call in flight. `request.signal` ends the wait, not a shared listing.
+   */
   async tools(
     key: string,
     server: McpServerEndpoint,
     options: McpOpenOptions = {},
     request: { signal?: AbortSignal; timeoutMs?: number } = {},
-  ): Promise<Result<McpListedTool[], string>> {
+  ): Promise<Listed> {
     const leased = await this.acquire(key, server, options);
     if (!leased.ok) return err(leased.error.message);
     const entry = leased.value;
     try {
-      if (entry.tools && entry.tools.expires > Date.now()) return ok(entry.tools.list);
-      entry.listing ??= this.list(entry, request).finally(() => {
-        entry.listing = undefined;
-      });
-      return await entry.listing;
+      const kept = this.lists.get(entry.fingerprint);
+      if (kept && kept.expires > Date.now()) return ok(kept.list);
+      return await unlessAborted(this.listingFor(entry, request.timeoutMs), request.signal);
     } finally {
       await this.release(entry);
     }
   }
 
-  /** Marks `key`'s tool list stale (the next `tools` lists again). */
+  /** Drops the tool list of `key`'s server (the next `tools` of any of its keys lists again). */
   invalidateTools(key: string): void {
     const entry = this.entries.peek(key);
-    if (entry) entry.tools = undefined;
+    if (entry) this.dropTools(entry.fingerprint);
   }
 
   /** Closes and forgets the session of `key`, at once (a call in flight on it fails). */
@@ -186,25 +228,61 @@ export class McpSessionCache {
   async closeAll(): Promise<void> {
     const all = [...this.entries].map(([, entry]) => entry);
     this.entries.clear();
+    this.lists.clear();
+    this.listings.clear();
     await Promise.all(all.map(closeEntry));
   }
 
-  private async list(entry: Entry, request: { signal?: AbortSignal; timeoutMs?: number }): Promise<Result<McpListedTool[], string>> {
+  /** Forgets the tool list of the server `fingerprint`, and the listing under way (it will not be kept). */
+  private dropTools(fingerprint: string): void {
+    this.lists.delete(fingerprint);
+    this.listings.delete(fingerprint);
+  }
+
+  /**
+   * The listing under way for `entry`'s server, or a new one on `entry`'s session (holding a lease
+   * on it until it ends), kept when it succeeds unless dropped meanwhile (dropTools).
+   */
+  private listingFor(entry: Entry, timeoutMs: number | undefined): Promise<Listed> {
+    const fingerprint = entry.fingerprint;
+    const under = this.listings.get(fingerprint);
+    if (under) return under;
+    entry.inFlight += 1;
+    const listing: Promise<Listed> = this.list(entry, timeoutMs)
+      .finally(() => this.release(entry))
+      .then((listed) => {
+        if (this.listings.get(fingerprint) === listing) {
+          this.listings.delete(fingerprint);
+          if (listed.ok) this.lists.set(fingerprint, listed.value);
+        }
+        return listed.ok ? ok(listed.value.list) : listed;
+      });
+    this.listings.set(fingerprint, listing);
+    return listing;
+  }
+
+  /** Every page of tools/list (up to maxToolPages), failing as soon as the tools pass MAX_TOOL_LIST_JSON_CHARS. */
+  private async list(entry: Entry, timeoutMs: number | undefined): Promise<Result<ToolList, string>> {
     const opened = await entry.opened;
     if (!opened.ok) return opened;
     const tools: McpListedTool[] = [];
+    let chars = 0;
     let cursor: string | undefined;
     for (let page = 0; page < this.maxToolPages; page++) {
-      const listed = await opened.value.request('tools/list', cursor === undefined ? {} : { cursor }, request);
+      const listed = await opened.value.request('tools/list', cursor === undefined ? {} : { cursor }, timeoutMs === undefined ? {} : { timeoutMs });
       if (!listed.ok) return err(listed.error.message);
       const result = listed.value as { tools?: unknown; nextCursor?: unknown };
       if (!Array.isArray(result.tools)) return err('tools/list answered without a tools array');
-      tools.push(...result.tools.filter(isListedTool));
+      for (const tool of result.tools) {
+        if (!isListedTool(tool)) continue;
+        chars += JSON.stringify(tool).length;
+        if (chars > MAX_TOOL_LIST_JSON_CHARS) return err(toolsTooLarge);
+        tools.push(tool);
+      }
       cursor = typeof result.nextCursor === 'string' ? result.nextCursor : undefined;
       if (cursor === undefined) break;
     }
-    entry.tools = { list: tools, expires: Date.now() + this.toolsTtlMs };
-    return ok(tools);
+    return ok({ list: tools, expires: Date.now() + this.toolsTtlMs, chars });
   }
 
   /**
@@ -268,7 +346,7 @@ export class McpSessionCache {
     entry.opened = openMcpSession(server, {
       ...options,
       onNotification: (n) => {
-        if (n.method === 'notifications/tools/list_changed') entry.tools = undefined;
+        if (n.method === 'notifications/tools/list_changed') this.dropTools(fingerprint);
         onNotification?.(n);
       },
     }).then((opened) => {
