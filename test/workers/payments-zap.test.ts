@@ -5,7 +5,7 @@
 // must not settle anything; endpoints that cannot be used, each with the error the client gets;
 // the bridge's payments (payments-bridge.ts) choosing the zap verifier, or none, from the configuration.
 import { env, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import '../lnurl/provided.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -89,7 +89,7 @@ describe('ZapVerifier', () => {
       const watcher = await connect('/');
       const sub = await watcher.req('receipts', zap.receiptFilter());
       expect(sub.closed).toBeUndefined();
-      for (let i = 0; i < 50 && sent.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      await vi.waitFor(() => expect(sent.length).toBeGreaterThan(0), { timeout: 15_000, interval: 20 });
       const invoice = sent[0]!.tags.find((t) => t[0] === 'amount')![2]!;
       expect(sent[0]!.tags[1]).toEqual(['amount', '21', invoice]);
 
@@ -115,7 +115,8 @@ describe('ZapVerifier', () => {
       const cap = { serverId: 's', method: 'tools/call', name: 't' };
       const call = gate.requirePayment(requester(), cap, { price: '5', unit: 'sats' }, ctx);
       void gate.requirePayment(requester(), cap, { price: '5', unit: 'sats' }, ctx);
-      for (let i = 0; i < 50 && invoices.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+      // Each invoice is an LNURL round trip and a signed zap request: under load, well over a second.
+      await vi.waitFor(() => expect(invoices).toHaveLength(2), { timeout: 15_000, interval: 20 });
       const [mine, other] = invoices as [string, string];
       const id = store.byInvoice(mine)!.id;
 
@@ -184,7 +185,7 @@ describe('BridgePayments with a Lightning address', () => {
         notify: async (t) => void sent.push(t),
         signal: new AbortController().signal,
       });
-      for (let i = 0; i < 50 && sent.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      await vi.waitFor(() => expect(sent.length).toBeGreaterThan(0), { timeout: 15_000, interval: 20 });
       const invoice = sent[0]!.tags[1]![2]!;
       expect(invoice).toMatch(/^lnbc210n1/);
       expect(await payments.payLocal(invoice)).toEqual({ ok: false, error: 'local payments are off' });
