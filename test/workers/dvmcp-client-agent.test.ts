@@ -1,14 +1,20 @@
 // Hosted agents with `dvmcp_servers`: the agent lists a DVMCP server's tools over Nostr (through
 // its public-shard connection, authenticated as the agent) and calls them in a run; a priced tool
-// fails with the payment message (agents have no wallet); config validation of dvmcp_servers.
+// fails with the payment message (agents have no wallet); config validation of dvmcp_servers; a
+// server's tool definitions bounded as an MCP server's (tools/remote-tools.ts).
 import { SELF } from 'cloudflare:test';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
-import type { SocketFactory } from '../../src/shared/relay-client.js';
+import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
+import { ConversationKeyCache } from '../../src/shared/nip44.js';
+import { RelayClient, type SocketFactory } from '../../src/shared/relay-client.js';
+import { nobleVerifier } from '../../src/shared/verify.js';
 import { CreateAgentSchema } from '../../workers/agent/config.js';
+import { connectDvmcpServer } from '../../workers/agent/tools/dvmcp.js';
+import { MAX_MCP_DESCRIPTION_CHARS, MAX_MCP_INPUT_SCHEMA_CHARS, MAX_MCP_TOOL_LIST_CHARS } from '../../workers/agent/tools/remote-tools.js';
 import { NipXxClient, agentInfo, createTestAgent } from './agent-helpers.js';
 import { DvmcpResponder } from './dvmcp-client-responder.js';
-import { randomHex } from './helpers.js';
+import { keys, randomHex, sign } from './helpers.js';
 
 const socket: SocketFactory = async (u) => {
   const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
@@ -63,5 +69,62 @@ describe('agent dvmcp tool source', () => {
     expect(bad.success ? [] : bad.error.issues.map((i) => i.message)).toEqual(['not a pubkey (64-hex or npub): nope', 'dvmcp server ids are 1-64 characters of [a-zA-Z0-9_.-]']);
     const many = CreateAgentSchema.safeParse({ ...base, dvmcp_servers: Array.from({ length: 11 }, () => ({ provider: responder.provider, server: 's' })) });
     expect(many.success).toBe(false);
+  });
+});
+
+describe('a DVMCP server\'s tool definitions are bounded as an MCP server\'s', () => {
+  it('a description over the cap is cut with a note, a huge input schema leaves its tool out, and so do the tools past one server\'s definitions cap (in skipped, logged once per listing)', async () => {
+    const id = `agent-dvbig-${randomHex(3)}`;
+    const described = (n: number): string => 'x'.repeat(n);
+    const wideSchema = { type: 'object', description: 's'.repeat(MAX_MCP_INPUT_SCHEMA_CHARS) };
+    // 8 pages (each one event of at most 100,000 characters of tools): the first wide and long,
+    // then 40 tools of 16,384-character descriptions: ~680,000 characters of definitions in all.
+    const big = new DvmcpResponder('ws://relay.test/', socket, id, false, {
+      tools: [
+        { name: 'wide', description: 'w', inputSchema: wideSchema },
+        { name: 'long', description: described(MAX_MCP_DESCRIPTION_CHARS + 1000), inputSchema: { type: 'object' } },
+        ...Array.from({ length: 40 }, (_, i) => ({ name: `more${i}`, description: described(MAX_MCP_DESCRIPTION_CHARS), inputSchema: { type: 'object' } })),
+      ],
+    });
+    await big.start();
+    const me = keys();
+    const relay = new RelayClient({ url: 'ws://relay.test/', socket, auth: async (t) => sign(me, t), reconnect: false });
+    const client = new DvmcpClient({ relays: relay, secretKey: me.sk, keys: new ConversationKeyCache(), sign: async (t) => sign(me, t), verifier: nobleVerifier });
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+    try {
+      const config = { provider: big.provider, server: id };
+      const options = { client: async () => client, agent: me.pk };
+      const connected = await connectDvmcpServer(config, options);
+      if (!connected.ok) throw new Error(connected.error);
+      const { tools, skipped } = connected.value;
+      expect(big.requests.filter((r) => r.method === 'tools/list')).toHaveLength(8);
+      const names = tools.map((t) => t.definition.name);
+      expect(names.slice(0, 2)).toEqual([`${id}__long`, `${id}__more0`]);
+      expect(tools[0]?.definition.description).toBe(`${described(MAX_MCP_DESCRIPTION_CHARS)}\n[description cut: the first ${MAX_MCP_DESCRIPTION_CHARS} of ${MAX_MCP_DESCRIPTION_CHARS + 1000} characters]`);
+      const size = tools.reduce((n, t) => n + JSON.stringify({ name: t.definition.name, description: t.definition.description, input_schema: t.definition.input_schema }).length, 0);
+      expect(size).toBeLessThanOrEqual(MAX_MCP_TOOL_LIST_CHARS);
+      const kept = names.length - 1;
+      // long and 40 descriptions of 16,384 characters: about 30 of them fit in 524,288.
+      expect(kept).toBeGreaterThan(25);
+      expect(kept).toBeLessThan(32);
+      const schemaChars = JSON.stringify(wideSchema).length;
+      const leftOut = [
+        `wide (its input schema is ${schemaChars} characters, at most ${MAX_MCP_INPUT_SCHEMA_CHARS})`,
+        ...Array.from({ length: 40 - kept }, (_, i) => `more${kept + i} (over the ${MAX_MCP_TOOL_LIST_CHARS} characters of tool definitions one server may have)`),
+      ];
+      expect(skipped).toEqual(leftOut);
+      expect(warn.mock.calls.map((args) => args.join(' '))).toEqual([`agent: DVMCP server ${id}: tools left out for their size: ${leftOut.join('; ')}`]);
+      // Within the list's lifetime the same bounded tool set, without listing again.
+      const again = await connectDvmcpServer(config, options);
+      if (!again.ok) throw new Error(again.error);
+      expect(again.value.tools.map((t) => t.definition)).toEqual(tools.map((t) => t.definition));
+      expect(again.value.skipped).toEqual(leftOut);
+      expect(big.requests.filter((r) => r.method === 'tools/list')).toHaveLength(8);
+    } finally {
+      warn.mockRestore();
+      await client.close();
+      relay.close();
+      big.close();
+    }
   });
 });

@@ -8,6 +8,9 @@
 //                            `markPaid(requestId)` is called (the tests' local payment verifier)
 //   noisy {}               → first a forged answer (wrong author), an answer with a wrong `e`, then "real"
 //   anything else          → protocol error -32602 "Unknown tool: <name>"
+// With `listing.tools`, tools/list answers those instead (the announcement still carries the tools
+// above), in pages (cursor "<n>") of at most `listing.pageChars` characters of tools' JSON (default
+// 100,000; a tool larger alone is a page of its own).
 // Used by the workerd tests (test/workers/dvmcp-client.test.ts) and the /mcp e2e test from Node.
 
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -45,6 +48,29 @@ const signWith = (sk: Uint8Array, t: EventTemplate): NostrEvent => {
   return { id, pubkey, created_at, kind, tags, content, sig };
 };
 
+/** A tool as tools/list gives it. */
+export interface ResponderTool {
+  name: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+}
+
+/** `tools` in pages of at most `pageChars` characters of JSON (a tool larger alone on its own page). */
+function pagesOf(tools: readonly ResponderTool[], pageChars: number): ResponderTool[][] {
+  const pages: ResponderTool[][] = [[]];
+  let chars = 0;
+  for (const tool of tools) {
+    const size = JSON.stringify(tool).length;
+    if (chars + size > pageChars && pages.at(-1)!.length > 0) {
+      pages.push([]);
+      chars = 0;
+    }
+    pages.at(-1)!.push(tool);
+    chars += size;
+  }
+  return pages;
+}
+
 export class DvmcpResponder {
   readonly sk = generateSecretKey();
   readonly provider = getPublicKey(this.sk);
@@ -55,6 +81,7 @@ export class DvmcpResponder {
   readonly #relay: RelayClient;
   readonly #keys = new ConversationKeyCache();
   readonly #paid = new Map<string, () => void>();
+  readonly #pages: ResponderTool[][];
   #closed = false;
 
   constructor(
@@ -62,8 +89,10 @@ export class DvmcpResponder {
     socket: SocketFactory,
     readonly serverId = 'test-server',
     readonly encryption = true,
+    listing: { tools?: readonly ResponderTool[]; pageChars?: number } = {},
   ) {
     this.#relay = new RelayClient({ url, socket, auth: async (t) => signWith(this.sk, t), reconnect: false });
+    this.#pages = pagesOf(listing.tools ?? RESPONDER_TOOLS, listing.tools ? (listing.pageChars ?? 100_000) : Number.POSITIVE_INFINITY);
   }
 
   /** Subscribes to requests (waits for EOSE) and publishes the announcements. */
@@ -125,7 +154,10 @@ export class DvmcpResponder {
     this.requests.push({ method: msg.method, form, id: msg.requestId, client: msg.client });
     const to: Requester = { requestId: msg.requestId, client: msg.client };
     const answer = (result: Record<string, unknown>) => this.send(responseTemplate(to, result), form, msg.client);
-    if (msg.method === 'tools/list') return answer({ tools: RESPONDER_TOOLS });
+    if (msg.method === 'tools/list') {
+      const page = typeof msg.params.cursor === 'string' ? Number(msg.params.cursor) : 0;
+      return answer({ tools: this.#pages[page] ?? [], ...(page + 1 < this.#pages.length ? { nextCursor: String(page + 1) } : {}) });
+    }
     if (msg.method !== 'tools/call') return this.send(errorTemplate(to, rpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${msg.method}`)), form, msg.client);
     const args = (msg.params.arguments ?? {}) as Record<string, unknown>;
     const text = (t: string) => ({ content: [{ type: 'text', text: t }] });

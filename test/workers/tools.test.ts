@@ -10,14 +10,8 @@ import { argsCheck } from '../../workers/agent/tools/args.js';
 import { CALCULATOR_DEFINITION, CalculatorTool, calculate } from '../../workers/agent/tools/calculator.js';
 import { classifyHost, hostAllowed, parseAllowlist, parseIPv4, parseIPv6 } from '../../src/shared/host-policy.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
-import {
-  connectMcpServer,
-  MAX_MCP_DESCRIPTION_CHARS,
-  MAX_MCP_INPUT_SCHEMA_CHARS,
-  MAX_MCP_TOOL_LIST_CHARS,
-  mcpToolName,
-  type McpConnection,
-} from '../../workers/agent/tools/mcp.js';
+import { connectMcpServer, type McpConnection } from '../../workers/agent/tools/mcp.js';
+import { MAX_MCP_DESCRIPTION_CHARS, MAX_MCP_INPUT_SCHEMA_CHARS, MAX_MCP_TOOL_LIST_CHARS, mcpToolName } from '../../workers/agent/tools/remote-tools.js';
 import { McpSessionCache } from '../../workers/common/mcp-session-cache.js';
 import { buildToolRunner } from '../../workers/agent/tools/registry.js';
 import type { Tool, ToolResult } from '../../workers/agent/tools/types.js';

@@ -3,9 +3,14 @@
 // its connection to the deployment's public shard, authenticated as the agent key (so the bridge's
 // per-client limits apply per agent).
 // - Listing: tools/list over DVMCP (following nextCursor, at most DVMCP_TOOL_DEFAULTS.maxPages
-//   pages), cached per (agent, provider, server, encrypt) for LIST_TTL_MS: runs and ai.info reuse it.
-// - Names and output exactly as MCP server tools (mcp.ts): mcpToolName(server id, tool name) and
-//   renderCallResult; a result that is not a valid tools/call result is a failure.
+//   pages, each one Nostr event).
+// - Names, definitions and their sizes exactly as MCP server tools' (remote-tools.ts: at most
+//   DVMCP_TOOL_DEFAULTS.maxTools tools, descriptions cut, tools too large left out, in `skipped`
+//   and logged "agent: DVMCP server <id>: tools left out for their size: …"); the definitions so
+//   bounded (not the raw listing) are cached per (agent, provider, server, encrypt) for
+//   LIST_TTL_MS, runs and ai.info reusing them, at most MAX_KEPT_TOOL_LISTS_CHARS of them in all
+//   (the least recently used listed again). Output as MCP tools' (mcp.ts renderCallResult); a
+//   result that is not a valid tools/call result is a failure.
 // - Payments: the agent has no wallet, so it declines every payment request: a priced tool fails
 //   with "payment required: N sats (invoice …)".
 // Failures are values: "DVMCP server <id>: <reason>" when listing, "DVMCP <tool>: <reason>" when
@@ -16,7 +21,9 @@ import { z } from 'zod';
 import type { DvmcpClient, DvmcpFailure, DvmcpTarget } from '../../../src/shared/dvmcp-client.js';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { LruMap } from '../../../src/shared/lru.js';
-import { mcpToolName, renderCallResult } from './mcp.js';
+import { MAX_KEPT_TOOL_LISTS_CHARS } from '../../common/mcp-session-cache.js';
+import { remoteToolDefinitions, type RemoteToolDefinition } from './remote-tools.js';
+import { renderCallResult } from './mcp.js';
 import { fail } from './result.js';
 import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
 
@@ -47,14 +54,22 @@ const ListedTool = z.looseObject({ name: z.string().min(1).max(256), description
 type ListedTool = z.infer<typeof ListedTool>;
 const ListPage = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
 
-const listCache = new LruMap<string, { at: number; tools: ListedTool[] }>(256);
+/** A server's tools as taken (and skipped) from one listing; `chars` weighs it in the cache. */
+interface Listing {
+  at: number;
+  taken: RemoteToolDefinition[];
+  skipped: string[];
+  chars: number;
+}
+
+const listCache = new LruMap<string, Listing>(256, { of: (l) => l.chars, max: MAX_KEPT_TOOL_LISTS_CHARS });
 
 const failureText = (f: DvmcpFailure): string => (f.kind === 'protocol' ? `error ${f.code}: ${f.message}` : f.message);
 
-/** Every tool of the server (bounded), from the cache when fresh. */
-async function listTools(client: DvmcpClient, target: DvmcpTarget, cacheKey: string, timeoutMs: number, signal?: AbortSignal): Promise<Result<ListedTool[], string>> {
+/** The tools of `config`'s server (see the header), from the cache when fresh. */
+async function listTools(client: DvmcpClient, config: DvmcpServerConfig, target: DvmcpTarget, cacheKey: string, timeoutMs: number, signal?: AbortSignal): Promise<Result<Listing, string>> {
   const hit = listCache.get(cacheKey);
-  if (hit && Date.now() - hit.at < LIST_TTL_MS) return ok(hit.tools);
+  if (hit && Date.now() - hit.at < LIST_TTL_MS) return ok(hit);
   const tools: ListedTool[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < DVMCP_TOOL_DEFAULTS.maxPages; page++) {
@@ -64,13 +79,15 @@ async function listTools(client: DvmcpClient, target: DvmcpTarget, cacheKey: str
     if (!parsed.success) return err('tools/list answer is not a tool list');
     for (const t of parsed.data.tools) {
       const tool = ListedTool.safeParse(t);
-      if (tool.success && tools.length < DVMCP_TOOL_DEFAULTS.maxTools) tools.push(tool.data);
+      if (tool.success) tools.push(tool.data);
     }
     cursor = parsed.data.nextCursor;
     if (cursor === undefined) break;
   }
-  listCache.set(cacheKey, { at: Date.now(), tools });
-  return ok(tools);
+  const { taken, skipped, chars } = remoteToolDefinitions(config.server, tools, DVMCP_TOOL_DEFAULTS.maxTools, `DVMCP server ${config.server}`);
+  const listing = { at: Date.now(), taken, skipped, chars: chars + skipped.reduce((n, s) => n + s.length, 0) };
+  listCache.set(cacheKey, listing);
+  return ok(listing);
 }
 
 class DvmcpTool implements Tool {
@@ -101,20 +118,9 @@ export async function connectDvmcpServer(config: DvmcpServerConfig, options: Dvm
   const prefix = `DVMCP server ${config.server}`;
   const client = await options.client();
   const target: DvmcpTarget = { provider: config.provider, serverId: config.server, encrypt: config.encrypt === true };
-  const listed = await listTools(client, target, `${options.agent}:${config.provider}:${config.server}:${target.encrypt}`, options.listTimeoutMs ?? DVMCP_TOOL_DEFAULTS.listTimeoutMs, signal);
+  const listed = await listTools(client, config, target, `${options.agent}:${config.provider}:${config.server}:${target.encrypt}`, options.listTimeoutMs ?? DVMCP_TOOL_DEFAULTS.listTimeoutMs, signal);
   if (!listed.ok) return err(`${prefix}: ${listed.error}`);
-  const tools: Tool[] = [];
-  const skipped: string[] = [];
-  const taken = new Set<string>();
-  for (const t of listed.value) {
-    const name = mcpToolName(config.server, t.name);
-    if (taken.has(name)) {
-      skipped.push(`${t.name} (duplicate name ${name})`);
-      continue;
-    }
-    taken.add(name);
-    const definition: ToolDefinition = { name, description: t.description ?? t.title ?? '', schema_version: 1, requires_approval: false, input_schema: { ...t.inputSchema, type: 'object' } };
-    tools.push(new DvmcpTool(definition, t.name, target, client, options.callTimeoutMs ?? DVMCP_TOOL_DEFAULTS.callTimeoutMs));
-  }
-  return ok({ serverId: config.server, tools, skipped });
+  const callTimeoutMs = options.callTimeoutMs ?? DVMCP_TOOL_DEFAULTS.callTimeoutMs;
+  const tools = listed.value.taken.map((t) => new DvmcpTool(t.definition, t.remoteName, target, client, callTimeoutMs));
+  return ok({ serverId: config.server, tools, skipped: [...listed.value.skipped] });
 }

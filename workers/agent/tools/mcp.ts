@@ -5,21 +5,10 @@
 // the tools (tools/list, following nextCursor), and returns one Tool per server tool whose run
 // is tools/call.
 //
-// Tool names (LLM providers accept only [a-zA-Z0-9_-]{1,64}):
-//   <serverId>__<toolName>                       when that is already valid and at most 64 chars;
-//   otherwise <serverId>__<toolName with every other character replaced by "_">, cut to 55
-//   characters, then "_" and the first 8 hex digits of sha256(toolName) (so that "a.b" and
-//   "a_b" stay distinct). Server ids must match [a-zA-Z0-9_-]{1,32}. A name that is still
-//   taken (the server listed it twice) is skipped and reported in `skipped`.
-// Definitions: description = the tool's description (or title, or ""), input_schema = the
-// server's inputSchema as given, schema_version 1, requires_approval false.
-// Sizes (the definitions go in the input of every model call, paid for by the owner; a hostile
-// server could list megabytes): a description over MAX_MCP_DESCRIPTION_CHARS is cut, followed by
-// "\n[description cut: the first N of M characters]"; a tool whose inputSchema's JSON is over
-// MAX_MCP_INPUT_SCHEMA_CHARS is left out, and so are the tools listed after the server's
-// definitions (name, description, input_schema as JSON) reach MAX_MCP_TOOL_LIST_CHARS; each is in
-// `skipped`, and the connection logs them in one line (console.warn "agent: MCP server <id>:
-// tools left out for their size: …").
+// Tool names, definitions and their sizes: remote-tools.ts (one rule with DVMCP servers'): at most
+// `maxTools` tools, each named <serverId>__<toolName> (server ids match [a-zA-Z0-9_-]{1,32}), its
+// description cut and the tools too large left out, in `skipped` and logged ("agent: MCP server
+// <id>: tools left out for their size: …").
 // Server URL: Streamable HTTP, or a legacy HTTP+SSE endpoint (tried when Streamable HTTP is refused).
 // Output: stdout = the text content blocks joined with "\n" (an embedded text resource counts as
 // text; other blocks become one-line placeholders like "[image: image/png]"; structured content
@@ -34,7 +23,8 @@
 //
 // Sessions (workers/common/mcp-client.ts, mcp-session-cache.ts): with `sessions` (the agent
 // Durable Object's McpSessionCache, keyed by server id and `scope`: the agent scopes a run's
-// sessions to its sender, so no upstream session state passes between senders' conversations) the
+// sessions to its sender, so no upstream session state passes between senders' conversations; the
+// tool list is kept per server, shared by all senders, see mcp-session-cache.ts) the
 // session and the tool list outlive a run: a run reuses them instead of initializing and listing
 // again (the list is refreshed after its expiry or on tools/list_changed), and close() leaves them open. Without it, the connection
 // owns its sessions and close() ends them. A call runs inside the cache's lease (`use`): no
@@ -45,12 +35,11 @@
 // retried once; the standalone GET stream is not opened (see mcp-client.ts). Tool results are
 // taken as sent (no client-side output-schema validation).
 
-import { sha256 } from '@noble/hashes/sha2.js';
 import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
-import { bytesToHex } from '../../../src/shared/hex.js';
 import { STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
 import type { McpOpenOptions, McpServerEndpoint } from '../../common/mcp-client.js';
-import { McpSessionCache, type McpListedTool } from '../../common/mcp-session-cache.js';
+import { McpSessionCache } from '../../common/mcp-session-cache.js';
+import { remoteToolDefinitions } from './remote-tools.js';
 import { fail, succeed } from './result.js';
 import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
 
@@ -105,25 +94,8 @@ export interface McpConnection {
   close(): Promise<void>;
 }
 
-/** Longest tool description kept, in characters (UTF-16 units); real ones are a few hundred. */
-export const MAX_MCP_DESCRIPTION_CHARS = 16_384;
-/** Longest input schema (its JSON) of a tool taken, in characters; real ones are a few thousand at most. */
-export const MAX_MCP_INPUT_SCHEMA_CHARS = 65_536;
-/** Most characters of tool definitions (JSON of name, description, input_schema) taken from one server. */
-export const MAX_MCP_TOOL_LIST_CHARS = 524_288;
-
 export const MCP_SERVER_ID = /^[a-zA-Z0-9_-]{1,32}$/;
-const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
-const SEPARATOR = '__';
 const CLIENT_INFO = { name: 'edgestr-agent', version: '1.0.0' };
-
-/** The exposed name of `toolName` of server `serverId` (see the naming rule above). */
-export function mcpToolName(serverId: string, toolName: string): string {
-  const plain = `${serverId}${SEPARATOR}${toolName}`;
-  if (TOOL_NAME.test(plain)) return plain;
-  const cleaned = `${serverId}${SEPARATOR}${toolName.replace(/[^a-zA-Z0-9_-]/g, '_')}`.slice(0, 55);
-  return `${cleaned}_${bytesToHex(sha256(new TextEncoder().encode(toolName))).slice(0, 8)}`;
-}
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -209,31 +181,6 @@ class McpTool implements Tool {
   }
 }
 
-/** `text` cut to MAX_MCP_DESCRIPTION_CHARS (never between the halves of a surrogate pair), with a note. */
-function cutDescription(text: string): string {
-  if (text.length <= MAX_MCP_DESCRIPTION_CHARS) return text;
-  let end = MAX_MCP_DESCRIPTION_CHARS;
-  const last = text.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end--;
-  return `${text.slice(0, end)}\n[description cut: the first ${end} of ${text.length} characters]`;
-}
-
-/** The tool's definition, or why it is left out (an input schema over MAX_MCP_INPUT_SCHEMA_CHARS). */
-function definitionOf(name: string, tool: McpListedTool): Result<ToolDefinition, string> {
-  const schema = isRecord(tool.inputSchema) ? tool.inputSchema : {};
-  const input_schema = { ...schema, type: 'object' };
-  const schemaChars = JSON.stringify(input_schema).length;
-  if (schemaChars > MAX_MCP_INPUT_SCHEMA_CHARS) return err(`its input schema is ${schemaChars} characters, at most ${MAX_MCP_INPUT_SCHEMA_CHARS}`);
-  const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-  return ok({
-    name,
-    description: cutDescription(text(tool.description) ?? text(tool.title) ?? ''),
-    schema_version: 1,
-    requires_approval: false,
-    input_schema,
-  });
-}
-
 /** Connects to one MCP server and returns its tools; every failure is a value. */
 export async function connectMcpServer(
   config: McpServerConfig,
@@ -256,39 +203,10 @@ export async function connectMcpServer(
     return err(`${prefix}: ${listed.error}`);
   }
 
-  const maxTools = options.maxTools ?? MCP_DEFAULTS.maxTools;
   const callTimeoutMs = options.callTimeoutMs ?? MCP_DEFAULTS.callTimeoutMs;
   const maxOutputChars = options.maxOutputChars ?? MCP_DEFAULTS.maxOutputChars;
-  const tools: Tool[] = [];
-  const skipped: string[] = [];
-  const tooLarge: string[] = [];
-  const taken = new Set<string>();
-  let listChars = 0;
-  for (const tool of listed.value) {
-    const name = mcpToolName(config.id, tool.name);
-    if (taken.has(name)) {
-      skipped.push(`${tool.name} (duplicate name ${name})`);
-      continue;
-    }
-    if (tools.length >= maxTools) {
-      skipped.push(`${tool.name} (over the tool limit of ${maxTools})`);
-      continue;
-    }
-    const definition = definitionOf(name, tool);
-    const chars = definition.ok ? JSON.stringify({ name, description: definition.value.description, input_schema: definition.value.input_schema }).length : 0;
-    if (!definition.ok || listChars + chars > MAX_MCP_TOOL_LIST_CHARS) {
-      const why = definition.ok ? `over the ${MAX_MCP_TOOL_LIST_CHARS} characters of tool definitions one server may have` : definition.error;
-      tooLarge.push(`${tool.name} (${why})`);
-      continue;
-    }
-    listChars += chars;
-    taken.add(name);
-    tools.push(new McpTool(definition.value, tool.name, link, callTimeoutMs, maxOutputChars));
-  }
-  if (tooLarge.length > 0) {
-    console.warn(`agent: MCP server ${config.id}: tools left out for their size: ${tooLarge.join('; ')}`);
-    skipped.push(...tooLarge);
-  }
+  const { taken, skipped } = remoteToolDefinitions(config.id, listed.value, options.maxTools ?? MCP_DEFAULTS.maxTools, prefix);
+  const tools = taken.map((t) => new McpTool(t.definition, t.remoteName, link, callTimeoutMs, maxOutputChars));
   const close = async (): Promise<void> => {
     link.closed = true;
     if (owned) await sessions.closeAll();
