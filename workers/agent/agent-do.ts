@@ -31,7 +31,7 @@ import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { addRun, ownerUsage, planRefusal, planTokensRefusal, type OwnerUsage, type QuotaRefusal } from '../accounts/quota.js';
 import { UsageMeter, type RunMeter } from './metering.js';
-import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
+import { RunStore, isFreshPrompt, type RunAddress, type RunRow } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
@@ -47,6 +47,8 @@ import { errorMessage } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { agentMcpSessions } from './mcp-sessions.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
+import { EarlyCancels } from './early-cancels.js';
+import { RUN_CANCELLED } from './runtime.js';
 
 export interface AgentEnv extends DefaultModelEnv, LinksEnv, PlanEnv {}
 
@@ -84,6 +86,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly mcpSessions = agentMcpSessions(() => this.store.config()?.owner);
   private readonly links: RelayLinks;
   private readonly active = new Map<string, AbortController>();
+  /** Cancels that came before their prompt's run row (early-cancels.ts). */
+  private readonly earlyCancels = new EarlyCancels();
   /** Prompts' runs admitted and not yet added to the owner's totals (recordRun): counted against runs_per_day. */
   private readonly unmetered = new Set<string>();
   /** Settles when the run has written its terminal event (remove() waits for these). */
@@ -382,14 +386,24 @@ export class Agent extends DurableObject<AgentEnv> {
     this.dvmcp.abortRun(read.control.channelId);
   }
 
+  /**
+   * Only the client that started the run may cancel it; cancels of finished runs are ignored. A
+   * cancel of a run not started yet (its prompt awaiting admission, or still to come through
+   * another relay) is kept a while for the prompt (early-cancels.ts).
+   */
   private async onCancel(m: Incoming, c: StoredAgent): Promise<void> {
     const tags = checkRequestTags(m.event, c.pubkey);
     if (!tags.ok || !tags.value.runId) return;
-    const run = this.runs.get(tags.value.runId);
-    // Only the client that started the run may cancel it; cancels of finished or unknown runs are ignored.
-    if (!run || run.state !== 'running' || run.client !== m.event.pubkey) return;
-    if (!isCancel(decrypt(m.event.content, this.keys.get(await this.store.secretKey(), m.event.pubkey)))) return;
-    this.active.get(run.id)?.abort();
+    const runId = tags.value.runId;
+    const client = m.event.pubkey;
+    const isRunOf = (run: RunRow): boolean => run.state === 'running' && run.client === client;
+    const before = this.runs.get(runId);
+    if (before && !isRunOf(before)) return;
+    if (!isCancel(decrypt(m.event.content, this.keys.get(await this.store.secretKey(), client)))) return;
+    // Read again after the await: the prompt may have started its run meanwhile.
+    const run = this.runs.get(runId);
+    if (!run) return this.earlyCancels.note(runId, client, Date.now());
+    if (isRunOf(run)) this.active.get(run.id)?.abort();
   }
 
   /** The owner's account as the agent knows it: a static owner (EDGESTR_OWNERS) is on the default plan. */
@@ -418,7 +432,8 @@ export class Agent extends DurableObject<AgentEnv> {
    * resubscribes from an old cursor; anyone may re-broadcast an old prompt). Then the checks that
    * cost O(1) and create nothing (tags, owner, allow/block lists, the per-sender and per-agent
    * caps), answered at most once per sender per window; then the run row and its AbortController
-   * together (so a cancel is never lost), then decryption, validation and the run. Any failure
+   * together, and a cancel its sender sent before that ends the run at once with CANCELLED (so a
+   * cancel is never lost); then decryption, validation and the run. Any failure
    * after that ends the run with INTERNAL_ERROR at once.
    */
   private async onPrompt(m: Incoming, c: EffectiveAgent): Promise<void> {
@@ -440,7 +455,9 @@ export class Agent extends DurableObject<AgentEnv> {
     let settle = (): void => undefined;
     this.settled.set(e.id, new Promise<void>((r) => (settle = r)));
     try {
-      await this.validateAndRun(m, c, conversation, abort);
+      // Cancelled by its sender before it started: it ends at once, nothing decrypted or run.
+      if (this.earlyCancels.take(e.id, client, Date.now())) await this.outbox.finish(e.id, c, RUN_CANCELLED);
+      else await this.validateAndRun(m, c, conversation, abort);
     } catch (err) {
       console.error('agent: run failed', e.id, errorMessage(err));
       await this.outbox.finish(e.id, c, { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 });

@@ -30,6 +30,9 @@ export type Terminal =
   | { type: 'response'; text: string; usage: Usage; model: string }
   | { type: 'error'; code: ErrorCode; message: string; retry_after?: number; details?: Record<string, unknown>; detail?: string };
 
+/** The terminal of a run its client (or the owner) cancelled. */
+export const RUN_CANCELLED: Terminal = { type: 'error', code: 'CANCELLED', message: 'run cancelled' };
+
 export interface Usage {
   input_tokens: number;
   output_tokens: number;
@@ -120,7 +123,7 @@ export function providerFailure(e: ProviderError): Terminal {
     case 'rejected':
       return { type: 'error', code: 'MODEL_UNAVAILABLE', message: PROVIDER_MESSAGES.rejected, details, detail };
     case 'aborted':
-      return { type: 'error', code: 'CANCELLED', message: 'run cancelled' };
+      return RUN_CANCELLED;
   }
 }
 
@@ -290,7 +293,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
       }
     } catch (e) {
       tokens.failed(e);
-      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
+      if (input.signal.aborted) return { terminal: RUN_CANCELLED, transcript };
       if (e instanceof ProviderError) return { terminal: providerFailure(e), transcript };
       throw e;
     } finally {
@@ -321,7 +324,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         ? await input.tools.run(call.name, args, input.signal)
         : { ok: false, error: 'tool arguments are not a JSON object' };
       const duration_ms = Math.max(0, Math.round(now() - started));
-      if (input.signal.aborted) return { terminal: { type: 'error', code: 'CANCELLED', message: 'run cancelled' }, transcript };
+      if (input.signal.aborted) return { terminal: RUN_CANCELLED, transcript };
       if (!result.ok && 'unknown' in result) {
         await input.sink.toolCall({ name, phase: 'result', success: false, duration_ms });
         return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(name)}` }, transcript };
