@@ -3,7 +3,8 @@
 // state gone, as after an eviction), against a counting upstream (the fixture's /mcp-expire); the
 // record of handled ids (workers/common/seen-ids.ts) is pruned past the freshness window, and a
 // request dated ahead of it (kept for later use) is not run. A request that a restart interrupted
-// (a priced call waiting for its payment) still runs once when its client sends it again.
+// (a priced call waiting for its payment) still runs once when its client sends it again, and so
+// does a paid call whose answer a restart kept from being published (the accepted repeat).
 import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -41,6 +42,16 @@ async function restartBridge(): Promise<void> {
   await bridgeReady(provider);
 }
 
+/** The payment row of request `id`: when it was paid, spent on a call, and that call answered. */
+const paymentOf = (id: string): Promise<{ paid_at: number | null; used_at: number | null; served_at: number | null } | undefined> =>
+  runInDurableObject(bridgeStub(), (_i, state) => state.storage.sql.exec<{ paid_at: number | null; used_at: number | null; served_at: number | null }>('SELECT paid_at, used_at, served_at FROM payments WHERE request_id = ?', id).toArray()[0]);
+
+/** The invoice of the payment-required notification to request `id`. */
+async function invoiceFor(c: DvmcpClient, id: string): Promise<string> {
+  const note = await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as NostrEvent).kind === KIND.DVMCP_NOTIFICATION && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === id));
+  return (note[2] as NostrEvent).tags.find((t) => t[0] === 'amount')![2]!;
+}
+
 /** 26910 answers to request `id` still in the frames of `c` (not yet taken by answer()). */
 const answersLeft = (c: DvmcpClient, id: string): unknown[] =>
   c.sock.frames.filter((f) => f[0] === 'EVENT' && (f[2] as NostrEvent).kind === KIND.DVMCP_RESPONSE && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === id));
@@ -49,6 +60,7 @@ beforeAll(async () => {
   ({ provider, owner } = await directBridge([
     { id: 'count', url: `${fixtureUrl()}/mcp-expire?bucket=${bucket}&keep=1`, public: false },
     { id: 'priced', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } },
+    { id: 'slow', url: `${fixtureUrl()}/mcp-paged`, public: false, prices: { slow: { price: '21', unit: 'sats' } } },
   ]));
   await bridgeReady(provider);
 });
@@ -127,4 +139,28 @@ describe('bridge: replayed requests', () => {
     expect(answersLeft(c, call.id)).toEqual([]);
     c.close();
   });
+
+  it('a paid call a restart cut off upstream runs again when its client sends it again; once answered, a re-send is ignored', async () => {
+    const c = await DvmcpClient.open(provider);
+    const call = c.request('tools/call', { name: 'slow', arguments: { ms: 4000 } }, { s: 'slow' });
+    await c.send(call);
+    const paid = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice: await invoiceFor(c, call.id) }) });
+    expect(paid.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 800));
+    // Paid and gone upstream, not answered: the restart loses the answer.
+    expect(await paymentOf(call.id)).toMatchObject({ paid_at: expect.any(Number), used_at: expect.any(Number), served_at: null });
+    await restartBridge();
+    expect(answersLeft(c, call.id)).toEqual([]);
+    await c.send(call);
+    const answer = await c.answer(call.id);
+    expect(answer.result.ok && answer.result.value.content).toEqual([{ type: 'text', text: 'finally' }]);
+    await recorded(call.id);
+    expect(await paymentOf(call.id)).toMatchObject({ served_at: expect.any(Number) });
+    // Answered: sent again (after another restart too) it is ignored; a ping after it is answered.
+    await restartBridge();
+    await c.send(call);
+    expect((await c.call('ping', { n: 4 }, { s: 'slow' })).content).toBe('{}');
+    expect(answersLeft(c, call.id)).toEqual([]);
+    c.close();
+  }, 30_000);
 });

@@ -66,6 +66,14 @@ const settle = async (): Promise<void> => {
   for (let i = 0; i < 5; i++) await Promise.resolve();
 };
 const invoiceOf = (t: EventTemplate): string => t.tags.find((x) => x[0] === 'amount')![2]!;
+/** A call let through (its caller then reports how it ended). */
+const RUNS = { ok: true, value: { done: expect.any(Function) } };
+const ALREADY_SERVED = { ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'this paid request was already served; send a new request' } };
+/** Runs the call a result let through, answered or not. */
+function ended(r: Awaited<ReturnType<VerifierGate['requirePayment']>>, answered: boolean): void {
+  if (!r.ok) throw new Error(`the call was refused: ${r.error.message}`);
+  r.value.done(answered);
+}
 
 describe('VerifierGate with the local verifier', () => {
   it('sends payment-required, keeps a durable row, and lets the call run once paid', async () => {
@@ -86,7 +94,7 @@ describe('VerifierGate with the local verifier', () => {
 
       h.clock.now += 5;
       expect(h.local.pay(invoice).ok).toBe(true);
-      expect(await result).toEqual({ ok: true, value: undefined });
+      expect(await result).toEqual(RUNS);
       expect(h.store.byId(row.id)).toMatchObject({ paid_at: h.clock.now, used_at: h.clock.now });
       expect(h.local.pay(invoice)).toEqual({ ok: false, error: 'invoice already paid' });
       // Another invoice: the last character changed (to one it is not: 1 invoice in 32 ends in q).
@@ -178,9 +186,42 @@ describe('VerifierGate with the local verifier', () => {
       const after = h.restart();
       expect(after.local.pay(invoice).ok).toBe(true);
       const resent = after.call(later);
-      expect(await resent.result).toEqual({ ok: true, value: undefined });
+      const running = await resent.result;
+      expect(running).toEqual(RUNS);
       expect(resent.sent).toEqual([]);
-      expect(await after.call(later).result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'this paid request was already served; send a new request' } });
+      ended(running, true);
+      expect(await after.call(later).result).toEqual(ALREADY_SERVED);
+    });
+  });
+
+  it('spends a paid row when its answer is published: a call cut off before that runs again when re-sent', async () => {
+    await withGate({}, async (h) => {
+      const who = requester();
+      const first = h.call(who);
+      await settle();
+      const invoice = invoiceOf(first.sent[0]!);
+      const row = h.store.byInvoice(invoice)!;
+      h.local.pay(invoice);
+      const running = await first.result;
+      expect(running).toEqual(RUNS);
+      expect(h.store.byId(row.id)).toMatchObject({ used_at: h.clock.now, served_at: null });
+      // Running here: the same request again is refused, not run twice at once.
+      expect(await h.call(who).result).toEqual(ALREADY_SERVED);
+      // Ended unanswered (its answer not published): re-sent, it runs.
+      ended(running, false);
+      const again = await h.call(who).result;
+      expect(again).toEqual(RUNS);
+      // A restart while it runs (no end reported): re-sent to the new instance, it runs.
+      h.clock.now += 3;
+      const after = h.restart();
+      const third = await after.call(who).result;
+      expect(third).toEqual(RUNS);
+      expect(after.store.byId(row.id)).toMatchObject({ used_at: h.clock.now, served_at: null });
+      ended(third, true);
+      expect(after.store.byId(row.id)).toMatchObject({ served_at: h.clock.now });
+      expect(await after.call(who).result).toEqual(ALREADY_SERVED);
+      expect(await h.call(who).result).toEqual(ALREADY_SERVED);
+      expect(first.sent).toHaveLength(1);
     });
   });
 
@@ -216,7 +257,7 @@ describe('VerifierGate with the local verifier', () => {
       expect(h.gate.waiting).toBe(1);
       // Paid after all (the money arrived): the re-sent request runs.
       expect(h.local.pay(invoiceOf(first.sent[0]!)).ok).toBe(true);
-      expect(await h.call(who).result).toEqual({ ok: true, value: undefined });
+      expect(await h.call(who).result).toEqual(RUNS);
       third.abort.abort();
     });
   });
@@ -236,7 +277,7 @@ describe('VerifierGate with the local verifier', () => {
       await settle();
       expect(fresh.sent[0]!.tags[0]).toEqual(['status', 'payment-required']);
       h.local.pay(invoiceOf(fresh.sent[0]!));
-      expect(await fresh.result).toEqual({ ok: true, value: undefined });
+      expect(await fresh.result).toEqual(RUNS);
     });
   });
 
@@ -287,7 +328,7 @@ describe('VerifierGate with the local verifier', () => {
       await settle();
       expect(payer.sent[0]!.tags[0]).toEqual(['status', 'payment-required']);
       h.local.pay(invoiceOf(payer.sent[0]!));
-      expect(await payer.result).toEqual({ ok: true, value: undefined });
+      expect(await payer.result).toEqual(RUNS);
       for (const c of calls) c.abort.abort();
     });
   });
@@ -338,7 +379,7 @@ describe('VerifierGate with the local verifier', () => {
   it('lets a zero price through without an invoice; "sat" and "SATS" are sats', async () => {
     await withGate({}, async (h) => {
       const free = h.call(requester(), { price: '0', unit: 'sats' });
-      expect(await free.result).toEqual({ ok: true, value: undefined });
+      expect(await free.result).toEqual(RUNS);
       expect(free.sent).toEqual([]);
       for (const unit of ['sat', 'SATS']) {
         const c = h.call(requester(), { price: '3', unit });

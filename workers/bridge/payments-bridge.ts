@@ -13,7 +13,7 @@ import type { Price, Requester, RpcError } from '../../src/shared/dvmcp.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
-import { noPaymentGate, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
+import { noPaymentGate, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { paymentConfig, verifierKind, type PaymentEnv } from './payments.js';
 import { alarmHost, VerifierGate } from './payments-gate.js';
 import { LocalVerifier } from './payments-local.js';
@@ -72,7 +72,7 @@ export class BridgePayments implements PaymentGate {
     return (this.#built = { gate: new VerifierGate(zap, this.#store, config, host), zap });
   }
 
-  async requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<void, RpcError>> {
+  async requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<AdmittedCall, RpcError>> {
     const built = await this.#build();
     return (built ? built.gate : noPaymentGate).requirePayment(requester, capability, price, ctx);
   }

@@ -11,13 +11,16 @@
 // blocks the payers of that server, not those of the bridge's other servers). Over a cap the call
 // is refused at once.
 //
-// A paid row is spent on one call: a client that re-sends the same request (same event id) after
-// paying is served once without paying again; a request waiting in memory when the Durable Object
-// restarts is not resumed (its row stays; re-sending the request resumes the wait or runs it if paid).
+// A paid row is spent on one answered call: a client that re-sends the same request (same event id)
+// after paying is served once without paying again; a request waiting in memory when the Durable
+// Object restarts is not resumed (its row stays; re-sending the request resumes the wait or runs it
+// if paid). A paid call runs once at a time; it spends its row when its answer is published
+// (`done(true)`), so a call a restart cut off before that runs again when re-sent (the accepted
+// repeat, SECURITY.md), while a re-send of an answered one is refused ("already served").
 
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { paymentRequiredTemplate, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
-import type { PaymentContext, PaymentGate, PricedCapability } from '../common/dvmcp-server/payment-gate.js';
+import { freeCall, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
 import { INVOICE_WINDOW_SECONDS, PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
 import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
@@ -48,11 +51,13 @@ export function satsOf(price: Price): Result<number, RpcError> {
 
 interface Waiter {
   expires: number;
-  finish(r: Result<void, RpcError>): void;
+  finish(r: Result<AdmittedCall, RpcError>): void;
 }
 
 export class VerifierGate implements PaymentGate {
   readonly #waiters = new Map<string, Waiter[]>();
+  /** Paid rows whose call runs in this instance now. */
+  readonly #running = new Set<string>();
 
   constructor(
     private readonly verifier: PaymentVerifier,
@@ -71,10 +76,10 @@ export class VerifierGate implements PaymentGate {
     return n;
   }
 
-  async requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<void, RpcError>> {
+  async requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<AdmittedCall, RpcError>> {
     const sats = satsOf(price);
     if (!sats.ok) return sats;
-    if (sats.value === 0) return ok(undefined);
+    if (sats.value === 0) return ok(freeCall);
     const name = `${capability.method} ${capability.name}`;
     // Checked before asking the verifier (no invoice for a refused call), and again after its await,
     // right before the insert (a duplicate of the request or another call may have come in meanwhile).
@@ -96,6 +101,7 @@ export class VerifierGate implements PaymentGate {
       expires: invoice.value.expiresAt,
       paid_at: null,
       used_at: null,
+      served_at: null,
       proof: invoice.value.proof ?? null,
       cancelled_at: null,
     };
@@ -105,15 +111,16 @@ export class VerifierGate implements PaymentGate {
   }
 
   /**
-   * The answer for a request that needs no new invoice: its earlier row (paid → run once; open →
-   * wait for it; expired → NOT_PAID), or a cap refusal. Undefined when a new invoice is needed.
+   * The answer for a request that needs no new invoice: its earlier row (paid → run unless answered
+   * or running; open → wait for it; expired → NOT_PAID), or a cap refusal. Undefined when a new
+   * invoice is needed.
    */
-  #admit(requester: Requester, serverId: string, name: string, ctx: PaymentContext): Promise<Result<void, RpcError>> | undefined {
+  #admit(requester: Requester, serverId: string, name: string, ctx: PaymentContext): Promise<Result<AdmittedCall, RpcError>> | undefined {
     const now = this.now();
     const previous = this.store.byRequest(requester.requestId, requester.client);
     if (previous !== undefined && previous.server === serverId && previous.capability === name) {
       if (previous.paid_at !== null) {
-        return Promise.resolve(this.store.markUsed(previous.id, now) ? ok(undefined) : err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request')));
+        return Promise.resolve(this.#run(previous.id));
       }
       if (previous.cancelled_at !== null) return Promise.resolve(err(rpcError(PAYMENT_RPC.NOT_PAID, 'this request was cancelled before its payment arrived; send a new request')));
       if (previous.expires <= now) return Promise.resolve(err(this.#expired()));
@@ -161,7 +168,7 @@ export class VerifierGate implements PaymentGate {
    * Registers the waiter first (a payment may land while the notification is being sent), then
    * notifies; a notification that cannot be sent ends the wait with UNAVAILABLE.
    */
-  async #waitAndNotify(row: PaymentRow, requester: Requester, ctx: PaymentContext): Promise<Result<void, RpcError>> {
+  async #waitAndNotify(row: PaymentRow, requester: Requester, ctx: PaymentContext): Promise<Result<AdmittedCall, RpcError>> {
     const waiting = this.#wait(row, ctx.signal);
     if (this.verifier.settled(row.id)) {
       this.#settle(row.id);
@@ -175,9 +182,9 @@ export class VerifierGate implements PaymentGate {
     return waiting.result;
   }
 
-  #wait(row: PaymentRow, signal: AbortSignal): { result: Promise<Result<void, RpcError>>; finish: Waiter['finish'] } {
+  #wait(row: PaymentRow, signal: AbortSignal): { result: Promise<Result<AdmittedCall, RpcError>>; finish: Waiter['finish'] } {
     let finish: Waiter['finish'] = () => undefined;
-    const result = new Promise<Result<void, RpcError>>((resolve) => {
+    const result = new Promise<Result<AdmittedCall, RpcError>>((resolve) => {
       const waiter: Waiter = {
         expires: row.expires,
         finish: (r) => {
@@ -201,11 +208,23 @@ export class VerifierGate implements PaymentGate {
     return { result, finish };
   }
 
-  /** A paid invoice: its first waiting call runs (the row is spent once); any duplicate is refused. */
+  /** A paid invoice: its first waiting call runs; any duplicate is refused. */
   #settle(id: string): void {
-    const now = this.now();
-    for (const w of this.#waiters.get(id) ?? []) {
-      w.finish(this.store.markUsed(id, now) ? ok(undefined) : err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request')));
-    }
+    for (const w of this.#waiters.get(id) ?? []) w.finish(this.#run(id));
+  }
+
+  /**
+   * Lets the call of paid row `id` run, unless its answer was published or it runs here already
+   * ("already served"); the row is spent when the call ends answered.
+   */
+  #run(id: string): Result<AdmittedCall, RpcError> {
+    if (this.#running.has(id) || !this.store.markUsed(id, this.now())) return err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request'));
+    this.#running.add(id);
+    return ok({
+      done: (answered) => {
+        this.#running.delete(id);
+        if (answered) this.store.markServed(id, this.now());
+      },
+    });
   }
 }

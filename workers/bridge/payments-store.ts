@@ -1,8 +1,9 @@
 // The bridge's payment rows in its Durable Object's SQLite: one row per invoice handed out (who
-// asked, for which request, capability and server, how much, until when, paid when, used when, and
-// what the verifier needs to confirm it, cancelled when). Rows outlive the DO's memory: a payment
-// that arrives while the bridge sleeps is recorded, and a client that re-sends the same request
-// after paying is served without paying twice. An invoice is pending (counted against the caps)
+// asked, for which request, capability and server, how much, until when, paid when, used when (its
+// call went upstream), served when (its answer was published), what the verifier needs to confirm
+// it, cancelled when). Rows outlive the DO's memory: a payment that arrives while the bridge sleeps
+// is recorded, and a client that re-sends the same request after paying is served without paying
+// twice (also when a restart cut its call off before the answer was published). An invoice is pending (counted against the caps)
 // while it is unpaid, not cancelled and not expired. Rows are deleted a day after they expire
 // (bounded per pass).
 
@@ -24,13 +25,16 @@ export type PaymentRow = {
   created: number;
   expires: number;
   paid_at: number | null;
+  /** When its call last went upstream. */
   used_at: number | null;
+  /** When its call's answer was published: the row is spent. */
+  served_at: number | null;
   proof: string | null;
   /** When its request was cancelled while unpaid: the invoice no longer counts as pending. */
   cancelled_at: number | null;
 };
 
-export type NewPayment = Omit<PaymentRow, 'paid_at' | 'used_at' | 'cancelled_at'>;
+export type NewPayment = Omit<PaymentRow, 'paid_at' | 'used_at' | 'served_at' | 'cancelled_at'>;
 
 export class PaymentStore {
   constructor(private readonly sql: SqlStorage) {
@@ -46,7 +50,9 @@ export class PaymentStore {
       CREATE INDEX IF NOT EXISTS payments_created ON payments(client, created);
     `);
     const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('payments')").toArray();
-    if (!columns.some((c) => c.name === 'cancelled_at')) this.sql.exec('ALTER TABLE payments ADD COLUMN cancelled_at INTEGER');
+    for (const added of ['cancelled_at', 'served_at']) {
+      if (!columns.some((c) => c.name === added)) this.sql.exec(`ALTER TABLE payments ADD COLUMN ${added} INTEGER`);
+    }
   }
 
   insert(p: NewPayment): void {
@@ -102,9 +108,14 @@ export class PaymentStore {
     return this.sql.exec('UPDATE payments SET paid_at = ? WHERE id = ? AND paid_at IS NULL RETURNING id', at, id).toArray().length > 0;
   }
 
-  /** Spends a paid row on the call it was for, once; false when unpaid or already used. */
+  /** A paid row's call goes upstream; false when unpaid or already served. */
   markUsed(id: string, at: number): boolean {
-    return this.sql.exec('UPDATE payments SET used_at = ? WHERE id = ? AND paid_at IS NOT NULL AND used_at IS NULL RETURNING id', at, id).toArray().length > 0;
+    return this.sql.exec('UPDATE payments SET used_at = ? WHERE id = ? AND paid_at IS NOT NULL AND served_at IS NULL RETURNING id', at, id).toArray().length > 0;
+  }
+
+  /** A paid row's call was answered: the row is spent. */
+  markServed(id: string, at: number): void {
+    this.sql.exec('UPDATE payments SET served_at = ? WHERE id = ? AND paid_at IS NOT NULL', at, id);
   }
 
   /** The earliest expiry of an unpaid invoice after `now` (when the gate must wake next). */

@@ -19,7 +19,10 @@
 //   priced capability          tools/call by name, prompts/get by name, resources/read by uri, by
 //                              the listed resource's name or by the template the uri expands
 //                              (the backend's resourceIndex): the PaymentGate decides (its error
-//                              is the answer); an index that cannot be had: -32603, not served
+//                              is the answer); an index that cannot be had: -32603, not served.
+//                              The gate is told whether the call's answer was published (its
+//                              payment is spent only then: a paid call cut off by a restart runs
+//                              when re-sent)
 //   progress                   upstream progress → 21316 notifications/progress with e = request
 //                              id, at most one per PROGRESS_INTERVAL_MS (the latest kept, one held
 //                              when the answer comes dropped), admitted by the `notifications` hook
@@ -57,7 +60,7 @@ import type { Form } from '../../../src/shared/dvmcp-wrap.js';
 import { answerTemplate, errorAnswer, initializeTemplate } from './answer-fit.js';
 import type { DvmcpBackend, Progress } from './backend.js';
 import { Coalescer, NotificationBudget, PROGRESS_INTERVAL_MS } from './notification-limits.js';
-import type { PaymentGate, PricedCapability } from './payment-gate.js';
+import { freeCall, type AdmittedCall, type PaymentGate, type PricedCapability } from './payment-gate.js';
 
 /** Where the answers to one request go. */
 export interface Reply {
@@ -206,11 +209,24 @@ export class Dispatcher {
     const serverId = b.profile.id;
     const priced = await this.priceOf(b, method, params);
     if (!priced.ok) return reply.send(errorAnswer(to, priced.error, reply.form));
+    let call: AdmittedCall = freeCall;
     if (priced.value !== undefined) {
       const capability: PricedCapability = { serverId, method, name: priced.value.name };
       const paid = await this.deps.gate().requirePayment(to, capability, priced.value.price, { notify: (t) => reply.send(t), signal: abort.signal });
       if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorAnswer(to, paid.error, reply.form));
+      call = paid.value;
     }
+    let answered = false;
+    try {
+      answered = await this.run(b, method, params, to, reply, abort, upstream);
+    } finally {
+      call.done(answered);
+    }
+  }
+
+  /** Runs an admitted (and paid) call upstream and publishes its answer; whether it was published. */
+  private async run(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController, upstream: () => void): Promise<boolean> {
+    const serverId = b.profile.id;
     // Progress notifications are published in order, and before the answer: at most one per
     // PROGRESS_INTERVAL_MS (the latest kept; one still held when the answer comes is dropped), each
     // as `notifications` admits it (it fits one event, within the budgets).
@@ -245,10 +261,10 @@ export class Dispatcher {
     await chain;
     if (abort.signal.aborted) {
       this.deps.log(`${method} ${to.requestId} cancelled, not answered`);
-      return;
+      return false;
     }
-    if (!result.ok) return reply.send(errorAnswer(to, result.error, reply.form));
-    return reply.send(answerTemplate(to, result.value, reply.form));
+    await reply.send(result.ok ? answerTemplate(to, result.value, reply.form) : errorAnswer(to, result.error, reply.form));
+    return true;
   }
 
   /**

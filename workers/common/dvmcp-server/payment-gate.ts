@@ -18,6 +18,18 @@ export interface PricedCapability {
   name: string;
 }
 
+/**
+ * A call the gate let through, told how it ended: answered (its answer was published), its payment
+ * is spent and the same request sent again is refused; not answered (cancelled, or its answer not
+ * published), the same request sent again runs without paying again.
+ */
+export interface AdmittedCall {
+  done(answered: boolean): void;
+}
+
+/** A call with nothing to spend (free). */
+export const freeCall: AdmittedCall = { done: () => undefined };
+
 /** What a gate may need while it waits for a payment. */
 export interface PaymentContext {
   /** Publishes a notification (e.g. the 21316 payment-required built by `paymentRequiredTemplate`)
@@ -29,10 +41,11 @@ export interface PaymentContext {
 
 export interface PaymentGate {
   /**
-   * Resolves ok once `requester` has paid `price` for `capability` (the call then runs), or with
-   * the JSON-RPC error the client gets (unpaid and expired, unsupported unit, …).
+   * Resolves ok once `requester` has paid `price` for `capability` (the call then runs, and its
+   * caller reports how it ended), or with the JSON-RPC error the client gets (unpaid and expired,
+   * unsupported unit, …).
    */
-  requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<void, RpcError>>;
+  requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<AdmittedCall, RpcError>>;
 }
 
 /** The gate in force while no verifier is configured: every priced call is refused with a clear error. */
