@@ -13,6 +13,7 @@
 import { env } from 'cloudflare:test';
 import { afterEach, beforeEach, describe, expect, inject, it, vi, type MockInstance } from 'vitest';
 import type { Form } from '../../src/shared/dvmcp-wrap.js';
+import { MAX_TOOL_LIST_JSON_CHARS } from '../../workers/common/mcp-session-cache.js';
 import { SERVER_NOTIFICATIONS_PER_MINUTE } from '../../workers/common/dvmcp-server/notification-limits.js';
 import { announcements, bridgeReady, directBridge, DvmcpClient, received, told } from './bridge-helpers.js';
 import { connect, randomHex } from './helpers.js';
@@ -157,6 +158,29 @@ describe('bridge: an announcement too large for one event', () => {
       for (let i = 0; i < 50 && !lines().some((l) => leftOut.test(l)); i++) await sleep(100);
       expect(lines().filter((l) => leftOut.test(l))).toHaveLength(1);
       expect(lines().filter((l) => l.includes('refused 31317'))).toEqual([]);
+      const relay = await connect('/');
+      expect((await relay.req('lists', { kinds: [31317], authors: [provider] })).events).toEqual([]);
+      relay.close();
+    } finally {
+      warn.mockRestore();
+    }
+  }, 30_000);
+});
+
+describe('bridge: a list too large to hold', () => {
+  it("a public server listing tools past 4194304 characters: the listing stops there (no later page asked), the list is left out and logged, its 31316 is published", async () => {
+    const warn = vi.spyOn(console, 'warn');
+    const bucket = randomHex(8);
+    try {
+      // 20 pages of four tools with 262,144-character descriptions: about 1 MiB a page.
+      const { provider } = await directBridge([{ id: 'vast', url: fixture(`/mcp-huge?bucket=${bucket}&pages=20&more=4&description=262144`), public: true }]);
+      const [server] = await announcements(provider, [31316], (es) => es.length > 0);
+      expect(server).toBeDefined();
+      const lines = (): string[] => warn.mock.calls.map((args) => args.map(String).join(' '));
+      const leftOut = `bridge: announcement of vast left out: tools/list: tools/list answered more than ${MAX_TOOL_LIST_JSON_CHARS} characters of items (their JSON, over all pages), the most one listing may hold`;
+      await vi.waitFor(() => expect(lines()).toContain(leftOut), { timeout: 10_000, interval: 100 });
+      const stats = (await (await fetch(fixture(`/mcp-huge/stats?bucket=${bucket}`))).json()) as { lists: number };
+      expect(stats.lists).toBe(4);
       const relay = await connect('/');
       expect((await relay.req('lists', { kinds: [31317], authors: [provider] })).events).toEqual([]);
       relay.close();

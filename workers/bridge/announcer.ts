@@ -3,8 +3,9 @@
 // and 31319 (prompts) for the capabilities upstream declares, each list read in full (bounded
 // pages), prices as `cap` tags. The set is hashed without created_at so that an unchanged set is
 // not published again. Each is held to one plain event (answer-fit.ts): the 31316's instructions
-// are cut to fit (note, _meta), a 31316 too large otherwise fails the refresh; a list too large is
-// left out (`leftOut`, logged by the bridge), never sent for the relay to refuse.
+// are cut to fit (note, _meta), a 31316 too large otherwise fails the refresh; a list too large (for
+// one event, or to hold: upstream.ts listTooLarge) is left out (`leftOut`, logged by the bridge),
+// never sent for the relay to refuse.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '../../src/shared/hex.js';
@@ -14,7 +15,7 @@ import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { initializeTemplate } from '../common/dvmcp-server/answer-fit.js';
 import { messageSize } from '../../src/shared/dvmcp-size.js';
 import type { ServerHealth, StoredServer } from './config.js';
-import type { UpstreamServer } from './upstream.js';
+import { isListTooLarge, type UpstreamServer } from './upstream.js';
 
 export interface Announcements {
   templates: EventTemplate[];
@@ -49,6 +50,10 @@ export async function buildAnnouncements(stored: StoredServer, upstream: Upstrea
     if (!items.ok) {
       // A server may declare resources without resource templates.
       if (items.error.code === RPC.METHOD_NOT_FOUND) continue;
+      if (isListTooLarge(items.error)) {
+        leftOut.push(`${spec.method}: ${items.error.message}`);
+        continue;
+      }
       return err(`${spec.method}: ${items.error.message}`);
     }
     counts[COUNT_FIELD[spec.method]] = items.value.length;

@@ -14,7 +14,7 @@ import { err, ok, type Result } from '../../src/shared/errors.js';
 import { LISTS, RPC, rpcError, withoutInjectedName, type InitializeInfo, type ListSpec, type Prices, type ResourceIndex, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
 import type { OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { McpFailure, McpNotification, McpServerEndpoint, McpSession } from '../common/mcp-client.js';
-import type { McpSessionCache } from '../common/mcp-session-cache.js';
+import { MAX_TOOL_LIST_JSON_CHARS, type McpSessionCache } from '../common/mcp-session-cache.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
 import { profileOf, type StoredServer } from './config.js';
 
@@ -23,6 +23,19 @@ export const UPSTREAM_TIMEOUT_MS = 30_000;
 export const UPSTREAM_MAX_TOTAL_MS = 5 * 60_000;
 /** Pages of one list read for an announcement. */
 export const MAX_LIST_PAGES = 20;
+
+/**
+ * The error of a list whose items pass MAX_TOOL_LIST_JSON_CHARS (their JSON, over all pages): no
+ * later page is read and nothing is kept (as the session cache's tool lists; no announcement can
+ * carry such a list, and announcer.ts leaves it out).
+ */
+export const listTooLarge = (method: string): RpcError => ({
+  ...rpcError(RPC.INTERNAL_ERROR, `${method} answered more than ${MAX_TOOL_LIST_JSON_CHARS} characters of items (their JSON, over all pages), the most one listing may hold`),
+  data: { too_large: true },
+});
+
+/** Whether `e` is listTooLarge's. */
+export const isListTooLarge = (e: RpcError): boolean => isRecord(e.data) && e.data.too_large === true;
 
 /** How long a resource index (what prices reads, `resourceIndex`) is used before it is listed again. */
 export const RESOURCE_INDEX_TTL_MS = 10 * 60_000;
@@ -179,10 +192,11 @@ export class UpstreamServer implements DvmcpBackend {
     return { ...params, arguments: withoutInjectedName(args, name, tool?.inputSchema) };
   }
 
-  /** Every item of one list (all pages, at most MAX_LIST_PAGES), through the bridge's own session. */
+  /** Every item of one list (all pages, at most MAX_LIST_PAGES; listTooLarge past MAX_TOOL_LIST_JSON_CHARS), through the bridge's own session. */
   async list(spec: ListSpec): Promise<Result<Record<string, unknown>[], RpcError>> {
     return this.withSession(BRIDGE_CLIENT, async (s) => {
       const items: Record<string, unknown>[] = [];
+      let chars = 0;
       let cursor: string | undefined;
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
         const r = await s.request(spec.method, cursor === undefined ? {} : { cursor }, { timeoutMs: UPSTREAM_TIMEOUT_MS });
@@ -192,7 +206,11 @@ export class UpstreamServer implements DvmcpBackend {
         }
         const value = isRecord(r.value) ? r.value : {};
         const listed = value[spec.key];
-        if (Array.isArray(listed)) items.push(...listed.filter(isRecord));
+        for (const item of Array.isArray(listed) ? listed.filter(isRecord) : []) {
+          chars += JSON.stringify(item).length;
+          if (chars > MAX_TOOL_LIST_JSON_CHARS) return err(listTooLarge(spec.method));
+          items.push(item);
+        }
         cursor = typeof value.nextCursor === 'string' ? value.nextCursor : undefined;
         if (cursor === undefined) break;
       }
