@@ -119,6 +119,31 @@ describe('per-agent caps', () => {
     expect((await runRows(agent)).sort()).toEqual([p1.id, s.id].sort());
   });
 
+  it('a prompt dropped at admission (its sender already told) is not run when a restart replays it', { timeout: 30_000 }, async () => {
+    const agent = await createTestAgent({ limits: { prompts_per_minute: 1 } });
+    await freeze(agent, T0);
+    const c = await NipXxClient.open(agent);
+    const p1 = c.prompt({ ver: 1, message: 'one' });
+    await c.send(p1);
+    expect((await c.collect(p1.id)).terminal.kind).toBe(25803);
+    const p2 = c.prompt({ ver: 1, message: 'two' });
+    await c.send(p2);
+    expect((await c.collect(p2.id)).terminal.payload).toMatchObject({ code: 'RATE_LIMIT' });
+    const p3 = c.prompt({ ver: 1, message: 'three' });
+    await c.send(p3);
+    await vi.waitFor(async () => expect(await runInDurableObject(stubOf(agent), (i) => (i as Agent).refusals)).toEqual({ answered: 1, dropped: 1 }));
+    // A restart: the agent resubscribes from its cursor minus the replay slack, and the relay sends p1, p2 and p3 again.
+    await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
+    await runDurableObjectAlarm(stubOf(agent));
+    const other = await NipXxClient.open(agent);
+    const s = other.prompt({ ver: 1, message: 'sentinel' });
+    await other.send(s);
+    expect((await other.collect(s.id, 10_000)).terminal.kind).toBe(25803);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await runRows(agent)).sort()).toEqual([p1.id, s.id].sort());
+    expect(await c.noTerminal(p3.id, 0)).toBe(true);
+  });
+
   it('concurrent runs are capped', async () => {
     const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'], limits: { max_concurrent_runs: 1 } });
     const a = await NipXxClient.open(agent);

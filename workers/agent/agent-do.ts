@@ -443,9 +443,10 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!this.owner) await this.refreshOwner(c);
     const inFlight = this.unmetered.size + this.dvmcp.inProgress;
     const admission = admitPrompt(e, c, { ...this.ownerChecks(c, client, inFlight), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
-    if (admission.verdict === 'drop') return;
-    // Answered or run: kept in `seen`, so that a replay after an eviction gets no second terminal.
+    // Dropped, answered or run: kept in `seen`, so that a replay after an eviction or a restart (the
+    // resubscription reaches back past the cursor) is neither run nor answered again.
     this.runs.keep(e.id);
+    if (admission.verdict === 'drop') return;
     if (admission.verdict === 'answer') return this.outbox.answerWithoutRun(addressOf(m), c, { type: 'error', ...admission.refusal }, m.wrapKind);
     const conversation: SessionKey = { sender: client, session: sessionOf(e) };
     this.runs.start(e.id, client, conversation.session, m.wrapped, m.relay);

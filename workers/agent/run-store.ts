@@ -1,8 +1,9 @@
 // The Agent Durable Object's run bookkeeping in its SQLite: the `runs` table (one row per claimed
 // prompt, its state, its durable terminal event and whether a relay took it), the `seen` ids (each incoming event and
 // rumor handled once: claimed atomically in memory, a bounded LRU, and kept in the table of
-// workers/common/seen-ids.ts only once the agent acts on it — a run, an answer, a DVMCP request —
-// so junk that fails to open or is dropped adds no row) and the subscription `cursor` (how far back a
+// workers/common/seen-ids.ts only once the agent acts on it — a prompt run, answered or dropped at
+// admission, a DVMCP request — so junk that fails to open or to verify adds no row) and the
+// subscription `cursor` (how far back a
 // (re)subscribe asks), with their bounded retention.
 
 import type { NostrEvent } from '../../src/shared/event.js';
