@@ -3,8 +3,8 @@
 // server-everything gets 21316 payment-required (amount, local invoice, `e` = the request), is paid
 // through POST /api/bridge/pay and then answered with the tool's result (plain and gift-wrapped,
 // each in the form it was asked in); an unpaid call is answered NOT_PAID when the Bridge's alarm
-// sees its invoice expire; the pay endpoint's every refusal.
-import { env, SELF } from 'cloudflare:test';
+// sees its invoice expire; a cancelled call's invoice cannot be paid; the pay endpoint's every refusal.
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -87,6 +87,16 @@ describe('payments through the bridge', () => {
     const answer = await client.answer(id, 20_000);
     expect(answer.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'payment not received within 5 s: the invoice expired' } });
     expect(await pay({ invoice })).toEqual({ status: 410, json: { error: 'invoice expired' } });
+  });
+
+  it('a call cancelled while it waits cannot be paid after (its request would never run)', async () => {
+    const { id, invoice } = await pricedCall('cancelled');
+    await client.send(client.sign21316('notifications/cancel', id));
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(TEST_OWNER));
+    const cancelled = (): Promise<boolean> => runInDurableObject(bridge, (_i, state) => state.storage.sql.exec('SELECT 1 FROM payments WHERE invoice = ? AND cancelled_at IS NOT NULL', invoice).toArray().length > 0);
+    for (let i = 0; i < 100 && !(await cancelled()); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await pay({ invoice })).toEqual({ status: 410, json: { error: 'invoice cancelled' } });
+    expect(await runInDurableObject(bridge, (_i, state) => state.storage.sql.exec('SELECT paid_at FROM payments WHERE invoice = ?', invoice).one())).toEqual({ paid_at: null });
   });
 
   it('only a call that reaches upstream is metered (and counts against bridge_calls_per_day): an unpaid priced call is not', async () => {

@@ -14,7 +14,7 @@ import { bolt11Msat } from '../../src/shared/nip57.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import type { Requester } from '../../src/shared/dvmcp.js';
-import { PaymentStore } from '../../workers/bridge/payments-store.js';
+import { PaymentStore, type PaymentRow } from '../../workers/bridge/payments-store.js';
 import { ZapVerifier } from '../../workers/bridge/payments-zap.js';
 import { VerifierGate } from '../../workers/bridge/payments-gate.js';
 import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC } from '../../workers/bridge/payments.js';
@@ -79,7 +79,7 @@ describe('ZapVerifier', () => {
   it('settles the call when the LNURL server\'s receipt, published to a relay shard, arrives through the verifier\'s filter', async () => {
     await inObject(async (sql) => {
       const { zap, store } = zapVerifier(sql);
-      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined });
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined, log: () => undefined });
       const sent: EventTemplate[] = [];
       const who = requester();
       const call = gate.requirePayment(who, { serverId: 'everything', method: 'tools/call', name: 'echo' }, { price: '21', unit: 'sats' }, {
@@ -109,7 +109,7 @@ describe('ZapVerifier', () => {
   it('ignores receipts that are not for our invoice, not by the nostrPubkey, or not of our zap request', async () => {
     await inObject(async (sql) => {
       const { zap, store } = zapVerifier(sql);
-      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined });
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined, log: () => undefined });
       const invoices: string[] = [];
       const ctx = { notify: async (t: EventTemplate) => void invoices.push(t.tags[1]![2]!), signal: new AbortController().signal };
       const cap = { serverId: 's', method: 'tools/call', name: 't' };
@@ -141,6 +141,41 @@ describe('ZapVerifier', () => {
     });
   });
 
+  it('a receipt after the request was cancelled or its invoice expired is recorded, and the operator told that nothing runs for it', async () => {
+    await inObject(async (sql) => {
+      const clock = { skew: 0 };
+      const { zap, store } = zapVerifier(sql);
+      const logs: string[] = [];
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined, log: (line) => void logs.push(line) }, () => Math.floor(Date.now() / 1000) + clock.skew);
+      const invoices: string[] = [];
+      const cap = { serverId: 's', method: 'tools/call', name: 't' };
+      const call = (who: Requester, signal: AbortSignal) => gate.requirePayment(who, cap, { price: '5', unit: 'sats' }, { notify: async (t) => void invoices.push(t.tags[1]![2]!), signal });
+      const cancelledBy = requester();
+      const abort = new AbortController();
+      const cancelled = call(cancelledBy, abort.signal);
+      const expiredFor = requester();
+      const expired = call(expiredFor, new AbortController().signal);
+      await vi.waitFor(() => expect(invoices).toHaveLength(2), { timeout: 15_000, interval: 20 });
+      abort.abort();
+      expect(await cancelled).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'the request was cancelled before the payment arrived' } });
+      clock.skew = 601;
+      await gate.onAlarm();
+      expect(await expired).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'payment not received within 600 s: the invoice expired' } });
+
+      const [first, second] = invoices.map((i) => store.byInvoice(i)!) as [PaymentRow, PaymentRow];
+      const [one, other] = first.request_id === cancelledBy.requestId ? [first, second] : [second, first];
+      // The money arrived: it cannot be refused, so it is recorded, and the operator can refund it.
+      expect(zap.onReceipt(await pay(one.invoice))).toEqual({ ok: true, value: one.id });
+      expect(zap.onReceipt(await pay(other.invoice))).toEqual({ ok: true, value: other.id });
+      expect(store.byId(one.id)).toMatchObject({ paid_at: expect.any(Number), cancelled_at: expect.any(Number), used_at: null });
+      expect(store.byId(other.id)).toMatchObject({ paid_at: expect.any(Number), used_at: null });
+      expect(logs).toEqual([
+        `payment of 5 sats for invoice ${one.id} (request ${cancelledBy.requestId} of client ${cancelledBy.client}) arrived after its request was cancelled: no call runs for it; refund the client if due`,
+        `payment of 5 sats for invoice ${other.id} (request ${expiredFor.requestId} of client ${expiredFor.client}) arrived after its invoice expired: no call runs for it; refund the client if due`,
+      ]);
+    });
+  });
+
   it.each<[string, string | undefined, number, string]>([
     ['plain', undefined, 21, 'payment unavailable: the Lightning address does not support zaps (allowsNostr is not true)'],
     ['liar', undefined, 21, "payment unavailable: the LNURL callback's invoice is for 22000 msat, not the 21000 msat asked for"],
@@ -154,7 +189,7 @@ describe('ZapVerifier', () => {
   ])('refuses the call when the Lightning address is %s', async (name, address, sats, message) => {
     await inObject(async (sql) => {
       const { zap, store } = zapVerifier(sql, name, address);
-      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined });
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined, log: () => undefined });
       const sent: EventTemplate[] = [];
       const result = await gate.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: String(sats), unit: 'sats' }, {
         notify: async (t) => void sent.push(t),

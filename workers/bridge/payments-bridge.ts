@@ -54,7 +54,7 @@ export class BridgePayments implements PaymentGate {
     const kind = verifierKind(this.deps.env);
     if (kind === undefined) return (this.#built = null);
     const config = paymentConfig(this.deps.env);
-    const host = alarmHost(this.deps.storage);
+    const host = alarmHost(this.deps.storage, (line) => console.warn(`bridge: ${line}`));
     if (kind.kind === 'local') {
       const local = new LocalVerifier(id.owner, this.#store, config.expirySeconds);
       return (this.#built = { gate: new VerifierGate(local, this.#store, config, host), local });

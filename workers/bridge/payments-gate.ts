@@ -3,7 +3,8 @@
 // the request), a durable row (payments-store.ts), and waits; it runs once the verifier reports the
 // invoice paid, or is answered NOT_PAID when the invoice expires (the Durable Object's alarm wakes
 // the gate at each expiry: `onAlarm`). A cancelled request (the client's notifications/cancel)
-// releases its invoice at once. Bounded: at most `maxPendingPerClient` pending invoices per client,
+// releases its invoice at once. A payment that still arrives for a cancelled or expired invoice
+// (a zap cannot be refused) is recorded and logged for the operator: no call runs for it. Bounded: at most `maxPendingPerClient` pending invoices per client,
 // `maxInvoicesPerClient` invoices per client in INVOICE_WINDOW_SECONDS (each costs the Lightning
 // address an invoice, cancelled or not), `maxPendingPerServer` per upstream server and
 // `maxPendingTotal` per bridge, except that a server holding fewer than `reservedPerServer` is
@@ -25,14 +26,18 @@ import { wakeNoLaterThan } from '../common/alarms.js';
 import { INVOICE_WINDOW_SECONDS, PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
 import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
 
-/** How the gate asks its Durable Object to wake it (set the alarm no later than `at`, Unix seconds). */
+/** What the gate needs from its Durable Object. */
 export interface GateHost {
+  /** Sets the alarm no later than `at` (Unix seconds). */
   wakeAt(at: number): Promise<void>;
+  /** An operational line for the operator (without a prefix). */
+  log(line: string): void;
 }
 
-/** A GateHost over the DO's alarm: keeps an earlier alarm, else sets it to `at`. */
-export const alarmHost = (storage: DurableObjectStorage): GateHost => ({
+/** A GateHost over the DO's alarm (keeps an earlier alarm, else sets it to `at`) and `log`. */
+export const alarmHost = (storage: DurableObjectStorage, log: (line: string) => void): GateHost => ({
   wakeAt: (at) => wakeNoLaterThan(storage, at * 1000),
+  log,
 });
 
 const MAX_SATS = 1_000_000_000;
@@ -208,9 +213,23 @@ export class VerifierGate implements PaymentGate {
     return { result, finish };
   }
 
-  /** A paid invoice: its first waiting call runs; any duplicate is refused. */
+  /** A paid invoice: its first waiting call runs; any duplicate is refused. Nobody waiting: see `#paidForNothing`. */
   #settle(id: string): void {
-    for (const w of this.#waiters.get(id) ?? []) w.finish(this.#run(id));
+    const waiters = this.#waiters.get(id) ?? [];
+    if (waiters.length === 0) this.#paidForNothing(id);
+    for (const w of waiters) w.finish(this.#run(id));
+  }
+
+  /**
+   * Logs a payment that arrived for a cancelled or expired invoice (a zap cannot be refused): its
+   * request was answered or dropped and recorded handled, so it never runs; the operator may refund it.
+   */
+  #paidForNothing(id: string): void {
+    const row = this.store.byId(id);
+    if (row === undefined) return;
+    const after = row.cancelled_at !== null ? 'its request was cancelled' : row.expires <= this.now() ? 'its invoice expired' : undefined;
+    if (after === undefined) return; // a restart dropped its waiter: the client's re-sent request runs it
+    this.host.log(`payment of ${row.sats} sats for invoice ${row.id} (request ${row.request_id} of client ${row.client}) arrived after ${after}: no call runs for it; refund the client if due`);
   }
 
   /**

@@ -70,12 +70,14 @@ export class LocalVerifier implements PaymentVerifier {
 
   /**
    * Pays a local invoice of this bridge (the development endpoint). Errors: 'unknown invoice',
-   * 'invoice already paid', 'invoice expired' (its call was answered with NOT_PAID).
+   * 'invoice already paid', 'invoice cancelled' (its request was cancelled: it never runs),
+   * 'invoice expired' (its call was answered with NOT_PAID).
    */
-  pay(invoice: string): Result<PaymentRow, 'unknown invoice' | 'invoice already paid' | 'invoice expired'> {
+  pay(invoice: string): Result<PaymentRow, 'unknown invoice' | 'invoice already paid' | 'invoice cancelled' | 'invoice expired'> {
     const row = this.store.byInvoice(invoice);
     if (row === undefined) return err('unknown invoice');
     if (row.paid_at !== null) return err('invoice already paid');
+    if (row.cancelled_at !== null) return err('invoice cancelled');
     const now = this.now();
     if (row.expires <= now) return err('invoice expired');
     this.store.markPaid(row.id, now);

@@ -3,7 +3,8 @@
 // development or test, as if the route did not exist. No NIP-98: whoever holds a local invoice may
 // pay it (as with a Lightning invoice). 200 {paid: true, sats, request_id}; 422 for a body that is
 // not {invoice: string} or an invoice that is not local; 404 unknown invoice; 409 already paid;
-// 410 expired; 503 when this bridge takes no local payments (a Lightning address is configured).
+// 410 cancelled (its request was cancelled, so it would never run) or expired; 503 when this
+// bridge takes no local payments (a Lightning address is configured).
 
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -23,6 +24,7 @@ const MAX_BODY = 4096;
 const STATUS: Record<string, 404 | 409 | 410 | 503> = {
   'unknown invoice': 404,
   'invoice already paid': 409,
+  'invoice cancelled': 410,
   'invoice expired': 410,
   'local payments are off': 503,
 };
