@@ -7,9 +7,10 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { api } from './api-helpers.js';
 import { BASE, connect, keys } from './helpers.js';
-import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 import { announcements, everythingUrl, registerServer } from './bridge-helpers.js';
 import type { Bridge } from '../../workers/bridge/bridge-do.js';
+import { ServerStore } from '../../workers/bridge/server-store.js';
 import { shardStub } from '../../workers/common/shards.js';
 
 const SECRET = 'Bearer very-secret-token-value';
@@ -105,6 +106,24 @@ describe('bridge management API', () => {
     expect(r).toEqual({ status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } });
     const created = await runInDurableObject(env.BRIDGE.get(env.BRIDGE.idFromName(stranger.pk)), (_i, state) => state.storage.sql.exec('SELECT count(*) AS n FROM provider').one().n);
     expect(created).toBe(0);
+  });
+
+  it('a new owner\'s first two registrations at once both succeed, with one provider key', async () => {
+    const owner = keys();
+    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk })).status).toBe(201);
+    const [a, b] = await Promise.all(['twin-a', 'twin-b'].map((id) => api(owner.sk, 'POST', '/api/bridge/servers', { id, url: everythingUrl(), public: false })));
+    expect(a).toEqual({ status: 201, json: { provider: expect.stringMatching(/^[0-9a-f]{64}$/), id: 'twin-a' } });
+    expect(b).toEqual({ status: 201, json: { provider: (a!.json as { provider: string }).provider, id: 'twin-b' } });
+    const provider = (a!.json as { provider: string }).provider;
+    const views = (await api(owner.sk, 'GET', '/api/bridge/servers')).json as { servers: View[] };
+    expect(views.servers.map((s) => [s.id, s.provider])).toEqual([['twin-a', provider], ['twin-b', provider]]);
+    // A second creation that checked before the first stored its key (the sealing is awaited) keeps the first key.
+    const kept = await runInDurableObject(env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk)), async (_i, state) => {
+      const late = new ServerStore(state.storage.sql, env);
+      const record = await late.createProvider(owner.pk, BASE, keys().sk);
+      return { record: record.pubkey, signer: (await late.sign({ kind: 1, created_at: 1, tags: [], content: '' })).pubkey };
+    });
+    expect(kept).toEqual({ record: provider, signer: provider });
   });
 
   it('GET/PATCH/DELETE of an unknown id: 404; PATCH validates like POST; PATCH of headers replaces them (names only shown)', async () => {

@@ -186,7 +186,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   // ---- management (RPC from the API) ----
 
-  /** The owner's provider key, created (and sealed) on first use. */
+  /** The owner's provider key, created (and sealed) on first use; concurrent first uses get the same one. */
   async ensureProvider(owner: string, origin: string): Promise<string> {
     const p = this.store.providerRecord();
     if (p) return p.pubkey;
@@ -203,7 +203,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
     if (!/^[0-9a-f]{64}$/.test(skHex)) return err('not a 64-hex secret key');
     const sk = hexToBytes(skHex);
     if (existing) return existing.pubkey === getPublicKey(sk) ? ok(existing.pubkey) : err('this bridge already has another provider key');
-    return ok((await this.store.createProvider(owner, origin, sk)).pubkey);
+    const stored = await this.store.createProvider(owner, origin, sk);
+    return stored.pubkey === getPublicKey(sk) ? ok(stored.pubkey) : err('this bridge already has another provider key');
   }
 
   /** Registers a server; 409 when its id is taken or the owner has `maxServers` already (its plan's `bridge_servers`). */

@@ -57,14 +57,18 @@ export class ServerStore {
     return this.provider ?? undefined;
   }
 
-  /** Stores the provider key (sealed) for `owner`. */
+  /**
+   * Stores the provider key (sealed) for `owner`, unless one is stored already: the first is kept
+   * (two first registrations at once both checked before either stored its key); the record stored.
+   */
   async createProvider(owner: string, origin: string, sk: Uint8Array): Promise<ProviderRecord> {
     const pubkey = getPublicKey(sk);
     const sealed = await sealSecretKey(sk, pubkey, this.secret());
-    this.sql.exec('INSERT INTO provider (k, owner, pubkey, origin, sealed_key) VALUES (1, ?, ?, ?, ?)', owner, pubkey, origin, sealed);
+    this.sql.exec('INSERT INTO provider (k, owner, pubkey, origin, sealed_key) VALUES (1, ?, ?, ?, ?) ON CONFLICT (k) DO NOTHING', owner, pubkey, origin, sealed);
     this.provider = undefined;
-    this.sk = sk;
-    return { owner, pubkey, origin };
+    const stored = this.providerRecord()!;
+    if (stored.pubkey === pubkey) this.sk = sk;
+    return stored;
   }
 
   async secretKey(): Promise<Uint8Array> {
