@@ -23,6 +23,7 @@ async function addOwner(): Promise<Keys> {
 const run = (owner: string, agent: string, sender: string, at: number): RunUsage => ({
   owner,
   agent,
+  run_id: randomHex(),
   sender,
   model: 'echo',
   at,

@@ -10,6 +10,11 @@
 // model is one of the agent's configured models, the agent one of the owner's: not a stranger's
 // choice). Rows older than USAGE_RETENTION_DAYS (more than GET /api/usage's 366-day range) are
 // deleted, oldest first, USAGE_PRUNE_PER_RECORD with each recorded run (a run makes at most one row).
+//
+// A run is counted once: agents send a report again until it is taken (workers/agent/metering.ts),
+// so each recorded (agent, run id) is kept RECORDED_RUN_RETENTION_MS (longer than an agent sends a
+// report again) in `recorded_runs`, and a report of one already there adds nothing. Those ids are
+// pruned USAGE_PRUNE_PER_RECORD with each recorded run; there are as many as the runs the plans allow.
 
 import { DurableObject } from 'cloudflare:workers';
 import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
@@ -32,6 +37,8 @@ export interface OwnerRow {
 export interface RunUsage {
   owner: string;
   agent: string;
+  /** The run's id (its prompt's event id, or its DVMCP request's): counted once per agent. */
+  run_id: string;
   sender: string;
   model: string;
   /** When the run ended (ms). */
@@ -79,6 +86,8 @@ export const USAGE_SENDERS_PER_AGENT_DAY = 200;
 export const OTHER_SENDERS = 'others';
 /** Expired rows deleted with each recorded run, at most. */
 export const USAGE_PRUNE_PER_RECORD = 10;
+/** How long a recorded run's id is kept to refuse it a second time (longer than an agent re-sends: REPORT_RESEND_MS, 7 days). */
+export const RECORDED_RUN_RETENTION_MS = 8 * 86_400_000;
 
 const DAY_MS = 86_400_000;
 const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
@@ -100,6 +109,8 @@ export class Accounts extends DurableObject<OwnerEnv> {
         PRIMARY KEY (owner, day, agent, sender, model)
       ) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS usage_day ON usage(day);
+      CREATE TABLE IF NOT EXISTS recorded_runs (agent TEXT NOT NULL, run_id TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (agent, run_id)) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS recorded_runs_at ON recorded_runs(at);
     `);
   }
 
@@ -158,10 +169,19 @@ export class Accounts extends DurableObject<OwnerEnv> {
   // ---- usage ----
 
   /**
-   * Adds one run to the owner's aggregate (under OTHER_SENDERS past the agent's day's sender cap),
-   * prunes a few expired rows, and answers the owner's snapshot after it.
+   * Adds one run to the owner's aggregate (under OTHER_SENDERS past the agent's day's sender cap)
+   * unless it was recorded already, prunes a few expired rows, and answers the owner's snapshot
+   * at `now` (ms).
    */
-  record(run: RunUsage): OwnerSnapshot {
+  record(run: RunUsage, now: number = run.at): OwnerSnapshot {
+    this.sql.exec('DELETE FROM recorded_runs WHERE (agent, run_id) IN (SELECT agent, run_id FROM recorded_runs WHERE at < ? ORDER BY at LIMIT ?)', now - RECORDED_RUN_RETENTION_MS, USAGE_PRUNE_PER_RECORD);
+    const fresh = this.sql.exec('INSERT INTO recorded_runs (agent, run_id, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING run_id', run.agent, run.run_id, run.at).toArray().length > 0;
+    if (fresh) this.addUsage(run);
+    this.prune(now, USAGE_PRUNE_PER_RECORD);
+    return this.snapshot(run.owner, now);
+  }
+
+  private addUsage(run: RunUsage): void {
     const day = dayOf(run.at);
     this.sql.exec(
       `INSERT INTO usage (owner, day, agent, sender, model, runs, input_tokens, output_tokens, tool_calls, errors) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
@@ -177,8 +197,6 @@ export class Accounts extends DurableObject<OwnerEnv> {
       run.tool_calls,
       run.error ? 1 : 0,
     );
-    this.prune(run.at, USAGE_PRUNE_PER_RECORD);
-    return this.snapshot(run.owner, run.at);
   }
 
   /** The sender a run is summed under: its own key when the agent's day already lists it or has room, else OTHER_SENDERS. */

@@ -3,7 +3,8 @@
 // cursor tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on
 // a decrypted prompt (prompt-check.ts), one run with the runtime (run-driver.ts), the outbox
 // that publishes a run's events (outbox.ts) and the agent's DVMCP server (dvmcp-server.ts). Here:
-// the management RPCs, the watchdog alarm (reconnect, orphaned runs, bounded retention, sealing the
+// the management RPCs, the watchdog alarm (reconnect, orphaned runs, run reports to the owner's plan
+// that failed, bounded retention, sealing the
 // MCP server headers of configs stored before they were sealed), incoming
 // events (each id claimed once, signature checked, gift wraps opened; DVMCP requests handed to
 // dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
@@ -30,7 +31,7 @@ import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
 import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { addRun, ownerUsage, planRefusal, planTokensRefusal, type OwnerUsage, type QuotaRefusal } from '../accounts/quota.js';
-import { UsageMeter, type RunMeter } from './metering.js';
+import { REPORT_BATCH, REPORT_RESEND_MS, UsageMeter, type RunMeter } from './metering.js';
 import { RunStore, isFreshPrompt, type RunAddress, type RunRow } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
@@ -260,6 +261,7 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!c) return;
     await this.links.ensureConnected(c);
     await this.finishOrphanedRuns(c);
+    await this.resendReports(c);
     await this.refreshOwner(c);
     this.prune();
     // An update() while this ran asked to reconnect in 10 ms: the watchdog must not push that back.
@@ -306,34 +308,56 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /**
-   * The run's record: kept here and added to the known totals at once (the next prompt sees it),
-   * then reported to the owner's aggregate, whose answer (every agent's runs) replaces the totals.
+   * The run's record: kept here (unreported) and added to the known totals at once (the next
+   * prompt sees it), then reported to the owner's aggregate, whose answer (every agent's runs)
+   * replaces the totals. A report that fails is sent again by the watchdog (resendReports).
    */
   private recordRun(c: StoredAgent, r: RunMeter): OwnerUsage | undefined {
     const at = this.now();
     this.unmetered.delete(r.run_id);
     this.meter.record(r, at);
     if (this.owner) this.owner = { ...this.owner, totals: addRun(this.owner.totals, r.input_tokens + r.output_tokens, at) };
-    void this.report(c, r, at);
+    void this.report(c, { ...r, at }).then((snapshot) => {
+      if (snapshot) this.owner = snapshot;
+    });
     const plan = this.ownerState(c)?.plan;
     return this.owner && plan ? ownerUsage(plan, planLimits(this.env, plan), this.owner.totals, at) : undefined;
   }
 
-  private async report(c: StoredAgent, r: RunMeter, at: number): Promise<void> {
+  /** Adds the run (ended at `r.at`, ms) to the owner's aggregate (counted once there, however often sent) and marks it reported; the owner's snapshot, or undefined when it failed (logged). */
+  private async report(c: StoredAgent, r: RunMeter & { at: number }): Promise<OwnerSnapshot | undefined> {
     try {
-      this.owner = await accountsStub(this.env).record({
-        owner: c.owner,
-        agent: c.pubkey,
-        sender: r.sender,
-        model: r.model,
-        at,
-        input_tokens: r.input_tokens,
-        output_tokens: r.output_tokens,
-        tool_calls: r.tool_calls,
-        error: r.outcome !== 'response',
-      });
+      const snapshot = await accountsStub(this.env).record(
+        {
+          owner: c.owner,
+          agent: c.pubkey,
+          run_id: r.run_id,
+          sender: r.sender,
+          model: r.model,
+          at: r.at,
+          input_tokens: r.input_tokens,
+          output_tokens: r.output_tokens,
+          tool_calls: r.tool_calls,
+          error: r.outcome !== 'response',
+        },
+        this.now(),
+      );
+      this.meter.markReported(r.run_id);
+      return snapshot;
     } catch (e) {
-      console.error('agent: run not added to the owner’s usage', r.run_id, errorMessage(e));
+      console.error('agent: run not added to the owner’s usage yet (the watchdog sends it again)', r.run_id, errorMessage(e));
+      return undefined;
+    }
+  }
+
+  /**
+   * The runs whose report failed (or was cut by a restart), oldest first, at most REPORT_BATCH per
+   * alarm and for REPORT_RESEND_MS; stops at the first failure (Accounts unreachable). The owner's
+   * totals are refreshed after (alarm).
+   */
+  private async resendReports(c: StoredAgent): Promise<void> {
+    for (const r of this.meter.unreported(this.now() - REPORT_RESEND_MS, REPORT_BATCH)) {
+      if (!(await this.report(c, r))) return;
     }
   }
 

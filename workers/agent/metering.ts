@@ -2,6 +2,8 @@
 // input/output tokens and whether some are estimated, tool calls, duration, outcome, sender), kept RUN_USAGE_RETENTION_MS, and
 // the same run reported to the owner's aggregate in the Accounts DO (workers/accounts), whose
 // answer — the owner's totals for the day and month — is what the agent checks the plan against.
+// A row stays `reported = 0` until Accounts took it: the watchdog sends such rows again (at most
+// REPORT_BATCH per alarm, for REPORT_RESEND_MS), and Accounts counts each run once (by agent and run id).
 // A run in progress keeps what it has spent so far in `run_spend` (after each model call and tool
 // call), deleted when its row is recorded: what a restart leaves there is recorded by the watchdog.
 
@@ -29,6 +31,10 @@ export type UnrecordedSpend = RunSpend & { started_at: number; at: number };
 
 /** Run rows are kept 90 days. */
 const RUN_USAGE_RETENTION_MS = 90 * 24 * 3600 * 1000;
+/** A run not yet reported to the owner's aggregate is sent again for this long after it ended (Accounts keeps run ids longer: RECORDED_RUN_RETENTION_MS). */
+export const REPORT_RESEND_MS = 7 * 24 * 3600 * 1000;
+/** Unreported runs sent again per watchdog alarm, at most (oldest first). */
+export const REPORT_BATCH = 50;
 
 export class UsageMeter {
   constructor(private readonly sql: SqlStorage) {
@@ -41,6 +47,9 @@ export class UsageMeter {
     `);
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(run_usage)').toArray();
     if (!columns.some((c) => c.name === 'estimated')) this.sql.exec('ALTER TABLE run_usage ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0');
+    // Rows stored before reports were tracked count as reported: Accounts did not dedupe them, a second report would count twice.
+    if (!columns.some((c) => c.name === 'reported')) this.sql.exec('ALTER TABLE run_usage ADD COLUMN reported INTEGER NOT NULL DEFAULT 1');
+    this.sql.exec('CREATE INDEX IF NOT EXISTS run_usage_unreported ON run_usage(at) WHERE reported = 0');
     this.sql.exec(`
       CREATE TABLE IF NOT EXISTS run_spend (
         run_id TEXT PRIMARY KEY, started_at INTEGER NOT NULL, at INTEGER NOT NULL, sender TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
@@ -72,11 +81,11 @@ export class UsageMeter {
     return rows.map((r) => ({ ...r, estimated: r.estimated === 1 }));
   }
 
-  /** Stores the run's row (at `at`, ms); its checkpoint, counted in the row, is deleted. */
+  /** Stores the run's row (at `at`, ms), not yet reported; its checkpoint, counted in the row, is deleted. */
   record(r: RunMeter, at: number): void {
     this.sql.exec('DELETE FROM run_spend WHERE run_id = ?', r.run_id);
     this.sql.exec(
-      'INSERT OR REPLACE INTO run_usage (run_id, at, sender, provider, model, input_tokens, output_tokens, tool_calls, duration_ms, outcome, estimated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      'INSERT OR REPLACE INTO run_usage (run_id, at, sender, provider, model, input_tokens, output_tokens, tool_calls, duration_ms, outcome, estimated, reported) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)',
       r.run_id,
       at,
       r.sender,
@@ -93,8 +102,22 @@ export class UsageMeter {
 
   /** The stored rows, newest first (at most `limit`). */
   recent(limit: number): Array<RunMeter & { at: number }> {
-    const rows = this.sql.exec<Omit<RunMeter, 'estimated'> & { at: number; estimated: number }>('SELECT * FROM run_usage ORDER BY at DESC LIMIT ?', limit).toArray();
-    return rows.map((r) => ({ ...r, estimated: r.estimated === 1 }));
+    return this.rows('SELECT * FROM run_usage ORDER BY at DESC LIMIT ?', limit);
+  }
+
+  /** Rows not yet reported to the owner's aggregate, of runs ended at `since` (ms) or later: the oldest `limit`. */
+  unreported(since: number, limit: number): Array<RunMeter & { at: number }> {
+    return this.rows('SELECT * FROM run_usage WHERE reported = 0 AND at >= ? ORDER BY at LIMIT ?', since, limit);
+  }
+
+  /** The owner's aggregate took run `runId`. */
+  markReported(runId: string): void {
+    this.sql.exec('UPDATE run_usage SET reported = 1 WHERE run_id = ?', runId);
+  }
+
+  private rows(query: string, ...args: SqlStorageValue[]): Array<RunMeter & { at: number }> {
+    const rows = this.sql.exec<Omit<RunMeter, 'estimated'> & { at: number; estimated: number; reported: number }>(query, ...args).toArray();
+    return rows.map(({ reported: _reported, ...r }) => ({ ...r, estimated: r.estimated === 1 }));
   }
 
   prune(now: number, batch: number): void {

@@ -1,0 +1,65 @@
+// A finished run's report to the owner's plan aggregate (the Accounts DO) is not lost: the agent
+// keeps each run's row unreported until Accounts took it, the watchdog alarm sends the unreported
+// ones again, and Accounts counts a run once however often it is sent (by agent and run id).
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { accountsStub, type UsageRow } from '../../workers/accounts/accounts-do.js';
+import { NipXxClient, createTestAgent } from './agent-helpers.js';
+import { TEST_OWNER } from './test-keys.js';
+
+const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
+const today = (): string => new Date().toISOString().slice(0, 10);
+/** The agent's runs as the owner's aggregate has them (GET /api/usage's figures). */
+const aggregated = async (agent: string): Promise<Pick<UsageRow, 'runs' | 'input_tokens' | 'output_tokens'> | undefined> => {
+  const row = (await accountsStub(env).usage(TEST_OWNER, today(), today(), 'agent')).find((r) => r.key === agent);
+  return row && { runs: row.runs, input_tokens: row.input_tokens, output_tokens: row.output_tokens };
+};
+/** The agent's own metering, summed. */
+const own = async (agent: string): Promise<{ runs: number; input_tokens: number; output_tokens: number }> => {
+  const rows = await stubOf(agent).usage();
+  return { runs: rows.length, input_tokens: rows.reduce((s, r) => s + r.input_tokens, 0), output_tokens: rows.reduce((s, r) => s + r.output_tokens, 0) };
+};
+
+describe('the run report to the owner’s plan', () => {
+  it('a report that fails (the Accounts object resets while it is queued) is sent again by the watchdog, and counted once', { timeout: 30_000 }, async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    const warm = c.prompt({ ver: 1, message: 'warm' });
+    await c.send(warm);
+    expect((await c.collect(warm.id)).terminal.kind).toBe(25803);
+    // The Accounts object holds its input gate while the next run ends, then resets: the report queued behind the gate fails.
+    const p = c.prompt({ ver: 1, message: 'lost report' });
+    let reset!: (e: Error) => void;
+    let blocked = false;
+    const gate = new Promise<never>((_, reject) => (reset = reject));
+    const held = runInDurableObject(accountsStub(env), (_i, state) =>
+      state.blockConcurrencyWhile(() => {
+        blocked = true;
+        return gate;
+      }),
+    );
+    // Polled (a promise resolved inside the Accounts object would run what follows in its context).
+    while (!blocked) await new Promise((r) => setTimeout(r, 10));
+    await c.send(p);
+    await c.collect(p.id);
+    await new Promise((r) => setTimeout(r, 200));
+    reset(new Error('simulated Accounts reset'));
+    await expect(held).rejects.toThrow('simulated Accounts reset');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await own(agent)).toMatchObject({ runs: 2 });
+    expect((await aggregated(agent))?.runs).toBe(1);
+    await runDurableObjectAlarm(stubOf(agent));
+    expect(await aggregated(agent)).toEqual(await own(agent));
+    await runDurableObjectAlarm(stubOf(agent));
+    expect(await aggregated(agent)).toEqual(await own(agent));
+  });
+
+  it('Accounts counts a run sent twice once', async () => {
+    const agent = await createTestAgent();
+    const stub = accountsStub(env);
+    const run = { owner: TEST_OWNER, agent, run_id: 'a'.repeat(64), sender: TEST_OWNER, model: 'echo', at: Date.now(), input_tokens: 3, output_tokens: 4, tool_calls: 0, error: false };
+    await stub.record(run);
+    await stub.record(run);
+    expect(await aggregated(agent)).toEqual({ runs: 1, input_tokens: 3, output_tokens: 4 });
+  });
+});
