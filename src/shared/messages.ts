@@ -162,6 +162,24 @@ export function isAuthRequiredAnswer(frame: string): boolean {
   return message !== undefined && parseRejection(message)?.prefix === 'auth-required';
 }
 
+/**
+ * Whether a string has more than `max` Unicode characters (code points: NIP-11 counts
+ * `max_content_length` so; a surrogate pair is one), counted only when its UTF-16 length says it may.
+ */
+export function charactersOver(s: string, max: number): boolean {
+  if (s.length <= max) return false;
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    if (++n > max) return true;
+  }
+  return false;
+}
+
 /** Whether a string's UTF-8 encoding exceeds `max` bytes, without encoding short strings. */
 export function byteLengthOver(s: string, max: number): boolean {
   if (s.length > max) return true;

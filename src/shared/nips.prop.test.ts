@@ -10,6 +10,7 @@ import { KIND } from './kinds.js';
 import { giftWrap, makeRumor, unwrap } from './nip59.js';
 import { parseConditions, signAttestation, verifyAttestation, verifyAuthTag } from './nip-oa.js';
 import { makeHttpAuthHeader, MemoryReplayGuard, verifyHttpAuth } from './nip98.js';
+import { charactersOver } from './messages.js';
 import { base64Decode, base64Encode } from './hex.js';
 import { nobleVerifier } from './verify.js';
 import type { NostrEvent } from './event.js';
@@ -236,6 +237,19 @@ describe('NIP-98 (property)', () => {
         expect(check(header, '{"a":1}', method).ok).toBe(false);
       }),
       { ...PROP, numRuns: 40 },
+    );
+  });
+});
+
+describe('charactersOver (NIP-11 max_content_length counts characters)', () => {
+  it('agrees with counting code points, lone surrogates and pairs included', () => {
+    const unit = fc.oneof(fc.constantFrom('a', 'é', '語', '😀', '\ud800', '\udc00'), fc.string({ maxLength: 2 }));
+    fc.assert(
+      fc.property(fc.array(unit, { maxLength: 40 }), fc.nat(60), (parts, max) => {
+        const s = parts.join('');
+        expect(charactersOver(s, max)).toBe([...s].length > max);
+      }),
+      PROP,
     );
   });
 });

@@ -71,3 +71,16 @@ describe('bad input', () => {
     });
   }
 });
+
+describe('max_content_length counts Unicode characters (NIP-11), not UTF-16 units', () => {
+  it('a content of exactly max_content_length characters, emoji included, is accepted; one more is refused', async () => {
+    const owner = freshOwner();
+    const s = await connect(`/r/${owner.pk}`);
+    const max = DEFAULT_LIMITS.max_content_length;
+    // Each emoji is one character and two UTF-16 units: the content is `max` characters, max + 100 units.
+    const atMax = sign(owner, { content: `${'😀'.repeat(100)}${'y'.repeat(max - 100)}` });
+    expect(await s.publish(atMax)).toEqual(['OK', atMax.id, true, '']);
+    const over = sign(owner, { content: `${'😀'.repeat(100)}${'y'.repeat(max - 99)}` });
+    expect(await s.publish(over)).toEqual(['OK', over.id, false, `invalid: content is longer than ${max} characters`]);
+  });
+});

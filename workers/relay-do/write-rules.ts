@@ -4,6 +4,7 @@
 
 import { reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
+import { charactersOver } from '../../src/shared/messages.js';
 import type { RelayLimits } from './limits.js';
 import type { EventContext, RejectEventHook } from './policy.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -24,7 +25,7 @@ export function eventRateLimits(limits: RelayLimits): RejectEventHook[] {
 
 export const withinLimits: RejectEventHook = (e, { limits, now }) => {
   if (e.tags.length > limits.max_event_tags) return reject('invalid', `too many tags (max ${limits.max_event_tags})`);
-  if (e.content.length > limits.max_content_length) {
+  if (charactersOver(e.content, limits.max_content_length)) {
     return reject('invalid', `content is longer than ${limits.max_content_length} characters`);
   }
   if (e.created_at < now - limits.created_at_lower_limit) return reject('invalid', 'created_at is too far in the past');
