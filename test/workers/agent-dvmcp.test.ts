@@ -114,6 +114,17 @@ describe('announcements', () => {
     c.close();
   });
 
+  it('two concurrent updates (disabling the server, changing the system prompt) are both kept', async () => {
+    const agent = await createTestAgent(ON);
+    const stub = stubOf(agent);
+    const dvmcp = (await stub.view())!.dvmcp!;
+    // Delivered in this order: the first awaits its deletion's publication while the second is applied.
+    const [disabled, prompted] = await Promise.all([stub.update({ dvmcp: { ...dvmcp, enabled: false } }), stub.update({ system_prompt: 'be brief' })]);
+    expect(disabled).toMatchObject({ dvmcp: { enabled: false }, system_prompt: 'be brief' });
+    expect(prompted).toMatchObject({ system_prompt: 'be brief' });
+    expect(await stub.view()).toMatchObject({ dvmcp: { enabled: false }, system_prompt: 'be brief' });
+  });
+
   it('renaming the server (server_id) deletes the old announcements, announces the new and answers s = the new id', async () => {
     const { agent, c } = await agentAndClient();
     expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${agent}`, { dvmcp: { enabled: true, server_id: 'renamed' } })).status).toBe(200);

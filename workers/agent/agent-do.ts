@@ -188,17 +188,30 @@ export class Agent extends DurableObject<AgentEnv> {
     return { ...rest, ...(mcp_servers ? { mcp_servers: mcp_servers.map(({ id, url }) => ({ id, url })) } : {}) };
   }
 
+  /**
+   * Applies `patch`. When it ends the DVMCP announcement, the announcement's deletion goes out first;
+   * the patch is then merged onto the config as it is after that await, so an update applied
+   * meanwhile is kept (and if it changed the announcement, that one is deleted too before writing).
+   */
   async update(patch: Partial<StoredAgent>): Promise<AgentView | undefined> {
-    const c = this.store.config();
-    if (!c) return undefined;
-    const next: StoredAgent = { ...c, ...patch, limits: { ...c.limits, ...(patch.limits ?? {}) } };
-    const deletion = dvmcpDeletion(c.pubkey, c, next);
-    if (deletion) await this.publishEverywhere(c, deletion);
-    if (c.dvmcp?.enabled && (!next.dvmcp?.enabled || next.dvmcp.server_id !== c.dvmcp.server_id)) this.dvmcp.abortAll('DVMCP server disabled or renamed');
-    this.store.update(next);
-    this.links.close();
-    await this.ctx.storage.setAlarm(Date.now() + 10);
-    return this.view();
+    let deletedFor: string | undefined;
+    for (;;) {
+      const c = this.store.config();
+      if (!c) return undefined;
+      const next: StoredAgent = { ...c, ...patch, limits: { ...c.limits, ...(patch.limits ?? {}) } };
+      const deletion = dvmcpDeletion(c.pubkey, c, next);
+      const announced = JSON.stringify(c.dvmcp);
+      if (deletion && deletedFor !== announced) {
+        await this.publishEverywhere(c, deletion);
+        deletedFor = announced;
+        continue;
+      }
+      if (c.dvmcp?.enabled && (!next.dvmcp?.enabled || next.dvmcp.server_id !== c.dvmcp.server_id)) this.dvmcp.abortAll('DVMCP server disabled or renamed');
+      this.store.update(next);
+      this.links.close();
+      await this.ctx.storage.setAlarm(Date.now() + 10);
+      return this.view();
+    }
   }
 
   /**
