@@ -161,6 +161,22 @@ describe('agent CRUD', () => {
     expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
   });
 
+  it('a PATCH of one limit keeps the other limits the owner set (they are not reset to their defaults)', async () => {
+    const created = (await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'limits kept', provider: 'echo', limits: { max_tokens_per_day: 5000 } })).json as { pubkey: string };
+    expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { prompts_per_minute: 3 } })).json).toMatchObject({ limits: { prompts_per_minute: 3, max_tokens_per_day: 5000 } });
+    expect((await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).json).toMatchObject({ limits: { prompts_per_minute: 3, max_tokens_per_day: 5000 } });
+  });
+
+  it('two concurrent PATCHes of different limits are both kept', async () => {
+    const created = (await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'limits race', provider: 'echo' })).json as { pubkey: string };
+    const [a, b] = await Promise.all([
+      api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { prompts_per_minute: 3 } }),
+      api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { max_session_turns: 7 } }),
+    ]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect((await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).json).toMatchObject({ limits: { prompts_per_minute: 3, max_session_turns: 7 } });
+  });
+
   it('404 for a key that is not one of the caller\'s agents, without creating an Agent Durable Object', async () => {
     const unknown = keys().pk;
     const noSuch = { status: 404, json: { error: 'no such agent' } };

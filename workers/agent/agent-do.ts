@@ -24,7 +24,7 @@ import { unwrap } from '../../src/shared/nip59.js';
 import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
 import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
-import { agentRelays, type StoredAgent } from './config.js';
+import { agentRelays, type AgentLimits, type StoredAgent } from './config.js';
 import { SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
@@ -52,6 +52,9 @@ import { EarlyCancels } from './early-cancels.js';
 import { RUN_CANCELLED } from './runtime.js';
 
 export interface AgentEnv extends DefaultModelEnv, LinksEnv, PlanEnv {}
+
+/** An update of an agent: the fields given replace the stored ones, except `limits`, merged key by key onto the stored limits. */
+export type AgentPatch = Partial<Omit<StoredAgent, 'limits'>> & { limits?: Partial<AgentLimits> };
 
 /** Public view of an agent (never the key); `provider` is the one its runs use now. */
 export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
@@ -193,7 +196,7 @@ export class Agent extends DurableObject<AgentEnv> {
    * the patch is then merged onto the config as it is after that await, so an update applied
    * meanwhile is kept (and if it changed the announcement, that one is deleted too before writing).
    */
-  async update(patch: Partial<StoredAgent>): Promise<AgentView | undefined> {
+  async update(patch: AgentPatch): Promise<AgentView | undefined> {
     let deletedFor: string | undefined;
     for (;;) {
       const c = this.store.config();

@@ -47,6 +47,14 @@ export const LimitsSchema = z.strictObject({
 });
 export type AgentLimits = z.infer<typeof LimitsSchema>;
 
+const withoutDefaults = <K extends string>(shape: Record<K, z.ZodDefault<z.ZodNumber>>): Record<K, z.ZodNumber> =>
+  Object.fromEntries(Object.entries<z.ZodDefault<z.ZodNumber>>(shape).map(([k, v]) => [k, v.unwrap()])) as Record<K, z.ZodNumber>;
+/**
+ * The limits a PATCH gives: the same rules, without the defaults, so that a limit not given keeps
+ * its stored value (zod fills the defaults of a partial schema).
+ */
+export const LimitsPatchSchema = z.strictObject(withoutDefaults(LimitsSchema.shape)).partial();
+
 export const McpServerSchema = z.strictObject({
   id: z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'mcp server ids are 1-32 characters of [a-zA-Z0-9_-]'),
   url: z.url({ error: 'mcp server url must be a URL' }),
@@ -106,7 +114,7 @@ const fields = {
 };
 
 export const CreateAgentSchema = z.strictObject(fields);
-export const UpdateAgentSchema = z.strictObject({ ...fields, name: fields.name.optional() });
+export const UpdateAgentSchema = z.strictObject({ ...fields, name: fields.name.optional(), limits: LimitsPatchSchema.optional() });
 export type CreateAgent = z.infer<typeof CreateAgentSchema>;
 export type UpdateAgent = z.infer<typeof UpdateAgentSchema>;
 

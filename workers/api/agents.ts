@@ -250,7 +250,8 @@ export function agentRoutes() {
     const view = await agentStub(c.env, r.view.pubkey).update({
       ...rest,
       ...(mcp_servers && secret ? { mcp_servers: await sealMcpServers(mcp_servers, r.view.pubkey, secret) } : {}),
-      ...(limits ? { limits: { ...r.view.limits, ...limits } } : {}),
+      // Only the limits given: the agent merges them onto its stored ones (a concurrent PATCH of other limits is kept).
+      ...(limits ? { limits } : {}),
     });
     return c.json(view);
   });
