@@ -14,6 +14,13 @@ import { utf8Bytes } from './json-cut.js';
 export type Rumor = UnsignedEvent & { id: string };
 
 const TWO_DAYS = 2 * 24 * 3600;
+/**
+ * How far back a subscription to gift wraps reads (its `since`, from now): NIP-59 (and DVMCP's
+ * "Timestamp Randomization") dates wraps up to two days in the past, and relays apply `since` to
+ * live events too; plus 10 minutes of clock skew. What a wrap carries is judged by its rumor's
+ * created_at (the real time), never by the wrap's.
+ */
+export const WRAP_LOOKBACK_SECONDS = TWO_DAYS + 600;
 /** NIP-59 recommends randomising seal and wrap timestamps up to two days into the past. */
 const tweakedTime = (now: number) => now - Math.floor(Math.random() * TWO_DAYS);
 

@@ -7,9 +7,12 @@
 // `s` tag on initialize and the list requests (the provider has one server, public: a request
 // without `s` never reaches a private one).
 // The reference's gift wraps seal with a random key: refused (captured wraps, by the core; and a
-// fresh wrap in the reference's form, through the relay: never answered).
+// fresh wrap in the reference's form, through the relay: never answered). Wraps dated in the past as
+// NIP-59 and the DVMCP spec ask (randomized up to two days back, nostr-tools' nip59.wrapEvent) are
+// answered: the bridge's 1059 subscription looks back two days.
 import { describe, expect, it, beforeAll } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { wrapEvent } from 'nostr-tools/nip59';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { unwrapDvmcp } from '../../src/shared/dvmcp-wrap.js';
 import { hexToBytes } from '../../src/shared/hex.js';
@@ -125,6 +128,38 @@ describe('bridge: the reference client’s captured requests', () => {
     const ok = await client.sock.publish(wrap);
     expect(ok[2]).toBe(true);
     // A later request is answered; the refused wrap never is.
+    const ping = await client.call('ping', undefined, { s: SERVER_ID });
+    expect(ping.content).toBe('{}');
+    await expect(client.answer(rumor.id, 1000)).rejects.toThrow(/timed out waiting for a frame/);
+  });
+
+  it('a request gift-wrapped by nostr-tools’ nip59.wrapEvent (wrap dated up to two days back) or with its wrap dated an hour back is answered', async () => {
+    const keys = new ConversationKeyCache(8);
+    const request = (age: number) => resign(events(refPlain).find((e) => e.kind === 25910)!, age);
+    // nostr-tools: seal and wrap created_at randomized into the past; the rumor keeps the real time.
+    const a = request(3);
+    const byNostrTools = wrapEvent({ kind: a.kind, tags: a.tags, content: a.content, created_at: a.created_at }, CLIENT_SK, REF_PROVIDER);
+    expect(byNostrTools.kind).toBe(1059);
+    expect(byNostrTools.created_at).toBeLessThan(now() - 60);
+    expect((await client.sock.publish(byNostrTools))[2]).toBe(true);
+    const rumorA = makeRumor({ pubkey: a.pubkey, created_at: a.created_at, kind: a.kind, tags: a.tags, content: a.content });
+    const answerA = await client.answer(rumorA.id);
+    expect(answerA.event.kind).toBe(1059);
+    expect(answerA.result.ok).toBe(true);
+    // Deterministic: seal and wrap dated exactly an hour back.
+    const b = request(2);
+    const rumorB = makeRumor({ pubkey: b.pubkey, created_at: b.created_at, kind: b.kind, tags: b.tags, content: b.content });
+    const hourOld = giftWrap(rumorB, CLIENT_SK, REF_PROVIDER, keys, now() - 3600, { kind: 1059, exactTime: true });
+    expect((await client.sock.publish(hourOld))[2]).toBe(true);
+    const answerB = await client.answer(rumorB.id);
+    expect(answerB.result.ok).toBe(true);
+  });
+
+  it('a wrap dated back whose request (the rumor) is over 60 s old is never answered', async () => {
+    const keys = new ConversationKeyCache(8);
+    const old = resign(events(refPlain).find((e) => e.kind === 25910)!, 120);
+    const rumor = makeRumor({ pubkey: old.pubkey, created_at: old.created_at, kind: old.kind, tags: old.tags, content: old.content });
+    expect((await client.sock.publish(giftWrap(rumor, CLIENT_SK, REF_PROVIDER, keys, now() - 3600, { kind: 1059, exactTime: true })))[2]).toBe(true);
     const ping = await client.call('ping', undefined, { s: SERVER_ID });
     expect(ping.content).toBe('{}');
     await expect(client.answer(rumor.id, 1000)).rejects.toThrow(/timed out waiting for a frame/);

@@ -4,11 +4,15 @@
 // record of handled ids (workers/common/seen-ids.ts) is pruned past the freshness window, and a
 // request dated ahead of it (kept for later use) is not run. A request that a restart interrupted
 // (a priced call waiting for its payment) still runs once when its client sends it again, and so
-// does a paid call whose answer a restart kept from being published (the accepted repeat).
+// does a paid call whose answer a restart kept from being published (the accepted repeat). Gift
+// wraps are read from two days back (their dates are randomized into the past): one the bridge
+// answered comes back on each resubscription and is not run again.
 import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
+import { ConversationKeyCache } from '../../src/shared/nip44.js';
+import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
 import { SeenIds } from '../../workers/common/seen-ids.js';
 import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
 import { BASE, now, randomHex } from './helpers.js';
@@ -86,6 +90,28 @@ describe('bridge: replayed requests', () => {
     expect(answersLeft(victim, call.id)).toEqual([]);
     victim.close();
     attacker.close();
+  });
+
+  it('a gift-wrapped call whose wrap is dated an hour back is answered once: the two-day lookback brings it back after a restart and it does not run again', async () => {
+    const c = await DvmcpClient.open(provider);
+    const before = await upstreamCalls();
+    const call = c.request('tools/call', { name: 'ping', arguments: {} }, { s: 'count' });
+    const rumor = makeRumor({ pubkey: c.k.pk, created_at: call.created_at, kind: call.kind, tags: call.tags, content: call.content });
+    const wrap = giftWrap(rumor, c.k.sk, provider, new ConversationKeyCache(4), now() - 3600, { kind: KIND.GIFT_WRAP, exactTime: true });
+    expect((await c.sock.publish(wrap))[2]).toBe(true);
+    expect((await c.answer(rumor.id)).result.ok).toBe(true);
+    expect(await upstreamCalls()).toBe(before + 1);
+    await recorded(rumor.id);
+    await restartBridge();
+
+    // The sentinel: once it is answered, the replayed wrap was handled (the stored wrap came first).
+    const own = await c.answer(await c.send(c.request('tools/call', { name: 'ping', arguments: { sentinel: true } }, { s: 'count' })));
+    expect(own.result.ok).toBe(true);
+    expect(await upstreamCalls()).toBe(before + 2);
+    // No second answer (the first was taken by answer()).
+    const wrappedAnswers = c.sock.frames.filter((f) => f[0] === 'EVENT' && (f[2] as NostrEvent).kind === KIND.GIFT_WRAP && c.opened(f[2] as NostrEvent)?.tags.some((t) => t[0] === 'e' && t[1] === rumor.id));
+    expect(wrappedAnswers).toEqual([]);
+    c.close();
   });
 
   it('a request dated more than a minute ahead is not run (it could be replayed until that date)', async () => {

@@ -1,11 +1,14 @@
 // The Bridge's connections to its relays: the owner's shard `/r/<owner>` and the public shard `/`
 // of the deployment it was registered on, opened with openRelaySocket (through the shards' Durable
 // Objects). On each (re)open: NIP-42 AUTH as the provider, then fresh subscriptions (a new
-// `since`): requests and notifications (25910, 21316) and gift wraps (1059) p-tagging the provider.
+// `since`): requests and notifications (25910, 21316) p-tagging the provider from a minute back, and
+// gift wraps (1059) p-tagging it from two days back (WRAP_LOOKBACK_SECONDS: wraps are dated up to two
+// days in the past, NIP-59); the bridge judges a wrapped request by its rumor's created_at and id.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
+import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 import type { Filter } from '../../src/shared/filters.js';
 import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
 import type { RouterBindings } from '../common/shards.js';
@@ -110,8 +113,12 @@ export class BridgeLinks {
     if (!auth.ok) return; // the watchdog tries again
     const extra = (await this.deps.extraFilters?.()) ?? [];
     const filters = (): Filter[] => {
-      const since = Math.floor(Date.now() / 1000) - STALE_SECONDS;
-      return [{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [p.pubkey], since }, { kinds: [KIND.GIFT_WRAP], '#p': [p.pubkey], since }, ...extra];
+      const now = Math.floor(Date.now() / 1000);
+      return [
+        { kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [p.pubkey], since: now - STALE_SECONDS },
+        { kinds: [KIND.GIFT_WRAP], '#p': [p.pubkey], since: now - WRAP_LOOKBACK_SECONDS },
+        ...extra,
+      ];
     };
     // A new id per connection: the client's own re-send of the old one carries a stale `since`.
     // Sent again (fresh `since`) when the relay closes it for a passing reason: the server keeps listening.
