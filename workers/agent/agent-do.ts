@@ -32,7 +32,7 @@ import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { addRun, ownerUsage, planRefusal, planTokensRefusal, type OwnerUsage, type QuotaRefusal } from '../accounts/quota.js';
 import { REPORT_BATCH, REPORT_RESEND_MS, UsageMeter, type RunMeter } from './metering.js';
-import { RunStore, isFreshPrompt, type RunAddress, type RunRow } from './run-store.js';
+import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
 import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
@@ -434,16 +434,18 @@ export class Agent extends DurableObject<AgentEnv> {
   private async onCancel(m: Incoming, c: StoredAgent): Promise<void> {
     const tags = checkRequestTags(m.event, c.pubkey);
     if (!tags.ok || !tags.value.runId) return;
-    const runId = tags.value.runId;
     const client = m.event.pubkey;
-    const isRunOf = (run: RunRow): boolean => run.state === 'running' && run.client === client;
-    const before = this.runs.get(runId);
-    if (before && !isRunOf(before)) return;
+    const run = this.runs.get(tags.value.runId);
+    if (!run) return this.earlyCancels.note(tags.value.runId, client, m.event.content, Date.now());
+    if (run.state !== 'running' || run.client !== client) return;
     if (!isCancel(decrypt(m.event.content, this.keys.get(await this.store.secretKey(), client)))) return;
-    // Read again after the await: the prompt may have started its run meanwhile.
-    const run = this.runs.get(runId);
-    if (!run) return this.earlyCancels.note(runId, client, Date.now());
-    if (isRunOf(run)) this.active.get(run.id)?.abort();
+    this.active.get(run.id)?.abort();
+  }
+
+  /** Whether the prompt's sender cancelled run `runId` before it existed (early-cancels.ts), its cancel decrypted now with the sender's key. */
+  private async cancelledEarly(runId: string, sender: string): Promise<boolean> {
+    const content = this.earlyCancels.take(runId, sender, Date.now());
+    return content !== undefined && isCancel(decrypt(content, this.keys.get(await this.store.secretKey(), sender)));
   }
 
   /** The owner's account as the agent knows it: a static owner (EDGESTR_OWNERS) is on the default plan. */
@@ -497,7 +499,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.settled.set(e.id, new Promise<void>((r) => (settle = r)));
     try {
       // Cancelled by its sender before it started: it ends at once, nothing decrypted or run.
-      if (this.earlyCancels.take(e.id, client, Date.now())) await this.outbox.finish(e.id, c, RUN_CANCELLED);
+      if (await this.cancelledEarly(e.id, client)) await this.outbox.finish(e.id, c, RUN_CANCELLED);
       else await this.validateAndRun(m, c, conversation, abort);
     } catch (err) {
       console.error('agent: run failed', e.id, errorMessage(err));
