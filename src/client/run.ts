@@ -7,7 +7,7 @@ import type { NostrEvent } from '../shared/event.js';
 import { err, errorMessage, ok, type Result } from '../shared/errors.js';
 import { KIND } from '../shared/kinds.js';
 import { ConversationKeyCache, decrypt, encrypt } from '../shared/nip44.js';
-import { giftWrap, makeRumor, unwrap } from '../shared/nip59.js';
+import { giftWrap, makeRumor, unwrap, WRAP_LOOKBACK_SECONDS } from '../shared/nip59.js';
 import { DeltaSchema, ErrorSchema, NIPXX_VERSION, ResponseSchema, StatusSchema, ToolCallSchema, type Status } from '../shared/nip-xx.js';
 import type { PublishResult, RelayClient } from '../shared/relay-client.js';
 import { nobleVerifier } from '../shared/verify.js';
@@ -90,7 +90,7 @@ export class AgentConversation {
     const subscribed = await Promise.all([
       c.#subscribe({ kinds: RUN_KINDS, '#p': [key.pk], authors: [agent], since }),
       // Gift wraps are signed by one-time keys and may be backdated by up to two days.
-      c.#subscribe({ kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [key.pk], since: since - 2 * 24 * 3600 }),
+      c.#subscribe({ kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [key.pk], since: since - WRAP_LOOKBACK_SECONDS }),
     ]);
     const refused = subscribed.find((r) => !r.ok);
     if (refused && !refused.ok) return fail(`subscription refused by ${relayUrl}: ${refused.error}`);

@@ -2,8 +2,12 @@
 // gift-wrapped) to a DVMCP server over one or more relays and waits for the answer. Used by the
 // /mcp gateway (workers/gateway) and by hosted agents' `dvmcp` tools (workers/agent/tools/dvmcp.ts).
 //
-// - One set of subscriptions per client, opened on the first request and reused: 26910 + 21316 and
-//   1059, `#p` = our key, `since` = the time they are opened. The 1059 filter needs NIP-42 AUTH on
+// - One set of subscriptions per client, opened on the first request and reused: 26910 + 21316,
+//   `#p` = our key, `since` = the time they are opened, and 1059, `#p` = our key, `since` = two days
+//   10 min back (WRAP_LOOKBACK_SECONDS: wraps are dated up to two days in the past, NIP-59, and
+//   relays apply `since` to live events too). The stored wraps that look-back returns are not opened
+//   while no encrypted request waits (none does while the first subscribe runs); an old answer can
+//   match no waiting request (ids are new). The 1059 filter needs NIP-42 AUTH on
 //   edgestr relays (give the RelayClient an `auth` signer for our key); without it only plain
 //   requests can be answered and an encrypted one fails at once with the relay's reason.
 // - Answers are matched by their `e` tag to the request id (the rumor id for wrapped requests) and
@@ -29,6 +33,7 @@ import { checkIdAndSignature, type EventSigner, type NostrEvent } from './event.
 import { KIND } from './kinds.js';
 import { LruMap } from './lru.js';
 import type { ConversationKeyCache } from './nip44.js';
+import { WRAP_LOOKBACK_SECONDS } from './nip59.js';
 import { RelayClient, type EventTemplate, type Subscription } from './relay-client.js';
 import type { SchnorrVerifier } from './verify.js';
 
@@ -284,6 +289,7 @@ export class DvmcpClient {
     // Sent again after a passing CLOSED (live events lost on the way): what came meanwhile, from the
     // last RESENT_WINDOW_SECONDS at most (answers already seen are skipped).
     const resentSince = (): number => Math.max(since, Math.floor(Date.now() / 1000) - RESENT_WINDOW_SECONDS);
+    const wrapsSince = (): number => Math.floor(Date.now() / 1000) - WRAP_LOOKBACK_SECONDS;
     const me = [this.pubkey];
     return new Promise((resolve) => {
       let waiting = 2;
@@ -317,8 +323,8 @@ export class DvmcpClient {
             plainDone();
           },
         }),
-        wraps: relay.subscribe([{ kinds: [KIND.GIFT_WRAP], '#p': me, since }], {
-          resubscribe: () => [{ kinds: [KIND.GIFT_WRAP], '#p': me, since: resentSince() }],
+        wraps: relay.subscribe([{ kinds: [KIND.GIFT_WRAP], '#p': me, since: wrapsSince() }], {
+          resubscribe: () => [{ kinds: [KIND.GIFT_WRAP], '#p': me, since: wrapsSince() }],
           onEvent: (e) => this.#onWrap(e),
           onEose: wrapsDone,
           onClosed: (m) => {
@@ -347,7 +353,8 @@ export class DvmcpClient {
   }
 
   #onWrap(e: NostrEvent): void {
-    if (this.#seen.has(e.id)) return;
+    // Cheap filters before opening it: only an encrypted request gets a wrapped answer.
+    if (this.#seen.has(e.id) || ![...this.#pending.values()].some((p) => p.target.encrypt === true)) return;
     const opened = unwrapDvmcp(e, this.#o.secretKey, this.#o.keys, this.#o.verifier);
     if (!opened.ok) return; // not for us, or not authentic
     this.#seen.set(e.id, true);

@@ -7,6 +7,8 @@
 //   paid {}                → payment-required (sats 21, invoice "lnbc21test"); answers "paid" once
 //                            `markPaid(requestId)` is called (the tests' local payment verifier)
 //   noisy {}               → first a forged answer (wrong author), an answer with a wrong `e`, then "real"
+//   backdated {text}       → text content; gift-wrapped, the seal and wrap dated an hour back (NIP-59)
+//                            (not announced: the announcement tests list the tools above)
 //   anything else          → protocol error -32602 "Unknown tool: <name>"
 // With `listing.tools`, tools/list answers those instead (the announcement still carries the tools
 // above), in pages (cursor "<n>") of at most `listing.pageChars` characters of tools' JSON (default
@@ -29,6 +31,7 @@ import {
   type Requester,
 } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
+import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
@@ -181,6 +184,12 @@ export class DvmcpResponder {
         await this.send(responseTemplate(to, text('forged')), form, msg.client, generateSecretKey());
         await this.send(responseTemplate({ ...to, requestId: 'f'.repeat(64) }, text('wrong e')), form, msg.client);
         return answer(text('real'));
+      }
+      case 'backdated': {
+        if (form === 'plain') return answer(text(String(args.text)));
+        const t = responseTemplate(to, text(String(args.text)));
+        const rumor = makeRumor({ pubkey: this.provider, created_at: t.created_at, kind: t.kind, tags: t.tags, content: t.content });
+        return this.#publish(giftWrap(rumor, this.sk, msg.client, this.#keys, t.created_at - 3600, { kind: KIND.GIFT_WRAP, exactTime: true }));
       }
       default:
         return this.send(errorTemplate(to, rpcError(RPC.INVALID_PARAMS, `Unknown tool: ${String(msg.params.name)}`)), form, msg.client);

@@ -9,7 +9,8 @@ import { DvmcpClient, spendCap, type DvmcpClientOptions } from '../../src/shared
 import { discover } from '../../src/shared/dvmcp-discovery.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { RelayClient, type SocketFactory } from '../../src/shared/relay-client.js';
-import { nobleVerifier } from '../../src/shared/verify.js';
+import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
+import { nobleVerifier, type SchnorrVerifier } from '../../src/shared/verify.js';
 import { DvmcpResponder } from './dvmcp-client-responder.js';
 import { closeSubscriptionsOf, keys, LIVE_EVENTS_LOST, sign, subscriptionsOf, type Keys } from './helpers.js';
 
@@ -177,6 +178,30 @@ describe('DvmcpClient', () => {
     expect(text(result)).toBe('done');
     expect(progress).toHaveLength(2);
     expect(r.requests.map((q) => q.form)).toEqual(['wrapped']);
+  });
+
+  it('a wrapped answer whose wrap is dated an hour back (NIP-59 randomizes it up to two days back) resolves the call', async () => {
+    const r = await responder();
+    const { c } = client();
+    const result = await c.request({ provider: r.provider, serverId: r.serverId, encrypt: true }, 'tools/call', { name: 'backdated', arguments: { text: 'from the past' } }, { timeoutMs: 5_000 });
+    expect(result.ok ? text(result) : result.error.message).toBe('from the past');
+  });
+
+  it('the stored wraps the two-day look-back returns are not opened while no encrypted request waits', async () => {
+    const r = await responder();
+    const me = keys();
+    // Five wraps to me dated a day back, stored before the client subscribes.
+    const cache = new ConversationKeyCache();
+    const pub = relayAs(me);
+    for (let i = 0; i < 5; i++) {
+      const rumor = makeRumor({ pubkey: r.provider, created_at: Math.floor(Date.now() / 1000), kind: 26910, tags: [['e', 'f'.repeat(64)]], content: `{"n":${i}}` });
+      expect((await pub.publish(giftWrap(rumor, r.sk, me.pk, cache, Math.floor(Date.now() / 1000) - 86_400, { kind: 1059, exactTime: true }))).ok).toBe(true);
+    }
+    let checks = 0;
+    const counting: SchnorrVerifier = { name: 'counting', verify: (sig, msg, pk) => (checks++, nobleVerifier.verify(sig, msg, pk)) };
+    const { c } = client({ me, verifier: counting });
+    expect(text(await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'echo', arguments: { text: 'plain' } }))).toBe('plain');
+    expect(checks).toBe(1); // the plain answer's signature only
   });
 
   it('an encrypted request without AUTH fails at once with the relay reason', async () => {
