@@ -10,6 +10,12 @@
 //   match no waiting request (ids are new). The 1059 filter needs NIP-42 AUTH on
 //   edgestr relays (give the RelayClient an `auth` signer for our key); without it only plain
 //   requests can be answered and an encrypted one fails at once with the relay's reason.
+// - The spec's answer templates carry only `e` (no `p`): a third subscription per relay hears
+//   26910 + 21316 by `#e` = the waiting plain requests' ids and `authors` = their providers. It is
+//   sent again under the same id (the relay replaces it) before each plain request is published, so
+//   a relay holds 3 subscriptions of a client whatever its load; its filter has at most `maxPending`
+//   ids. Ids of requests that ended stay in it until the next plain request (their answers, if any
+//   come, are dropped before any signature check).
 // - Answers are matched by their `e` tag to the request id (the rumor id for wrapped requests) and
 //   must come from the request's provider: the event's signature is checked (plain), or the seal's
 //   author is (wrapped, dvmcp-wrap.ts). Anything else is ignored. Each event is handled once, even
@@ -34,6 +40,7 @@ import { KIND } from './kinds.js';
 import { LruMap } from './lru.js';
 import type { ConversationKeyCache } from './nip44.js';
 import { WRAP_LOOKBACK_SECONDS } from './nip59.js';
+import type { Filter } from './filters.js';
 import { RelayClient, type EventTemplate, type Subscription } from './relay-client.js';
 import type { SchnorrVerifier } from './verify.js';
 
@@ -104,8 +111,13 @@ interface Pending {
 
 /** The state of our subscriptions on one relay. */
 interface Listening {
+  relay: RelayClient;
+  /** When the subscriptions were opened (their `since`). */
+  since: number;
   plain: Subscription;
   wraps: Subscription;
+  /** 26910 + 21316 naming a waiting plain request by `e` (answers without `p`), once a plain request was sent. */
+  byRequest?: Subscription;
   /** Why the relay ended the 1059 subscription (encrypted answers cannot arrive there). */
   wrapsClosed?: string;
   plainClosed?: string;
@@ -194,6 +206,7 @@ export class DvmcpClient {
     if (this.#closed) return err({ kind: 'cancelled', message: 'cancelled: the DVMCP client is closed' });
     if (this.#pending.size >= maxPending) return err({ kind: 'busy', message: `too many DVMCP requests in flight (at most ${maxPending})` });
     const answer = this.#register(requestId, target, method, opts);
+    if (!target.encrypt) this.#hearByRequest(usable);
     const published = await this.#publish(event);
     if (!published.ok) this.#pending.get(requestId)?.finish(err({ kind: 'relay', message: `request not delivered: ${published.error}` }));
     return answer;
@@ -214,6 +227,7 @@ export class DvmcpClient {
     for (const l of (await this.#listening) ?? []) {
       l.plain.close();
       l.wraps.close();
+      l.byRequest?.close();
     }
   }
 
@@ -314,6 +328,8 @@ export class DvmcpClient {
       const plainDone = once();
       const wrapsDone = once();
       const listening: Listening = {
+        relay,
+        since,
         plain: relay.subscribe([{ kinds: [KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION], '#p': me, since }], {
           resubscribe: () => [{ kinds: [KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION], '#p': me, since: resentSince() }],
           onEvent: (e) => this.#onPlain(e),
@@ -334,6 +350,30 @@ export class DvmcpClient {
         }),
       };
     });
+  }
+
+  /** The filter of the `byRequest` subscriptions: the waiting plain requests (undefined: none waits). */
+  #byRequestFilter(since: number): Filter | undefined {
+    const plain = [...this.#pending].filter(([, p]) => p.target.encrypt !== true);
+    if (plain.length === 0) return undefined;
+    const authors = [...new Set(plain.map(([, p]) => p.target.provider))];
+    return { kinds: [KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION], authors, '#e': plain.map(([id]) => id), since };
+  }
+
+  /** Sends the `byRequest` subscription again on `listening` (same id: the relay replaces it), before a plain request is published. */
+  #hearByRequest(listening: readonly Listening[]): void {
+    for (const l of listening) {
+      const filter = this.#byRequestFilter(l.since);
+      if (!filter) return;
+      let last = filter;
+      l.byRequest = l.relay.subscribe([filter], {
+        ...(l.byRequest ? { id: l.byRequest.id } : {}),
+        resubscribe: () => [(last = this.#byRequestFilter(l.since) ?? last)],
+        onEvent: (e) => this.#onPlain(e),
+        // Refused (e.g. the relay's subscription cap): answers that carry `p` still arrive on `plain`.
+        onClosed: (m) => console.warn(`dvmcp-client: ${l.relay.url} refused the subscription to answers by request id: ${m}`),
+      });
+    }
   }
 
   // ---- answers ----

@@ -8,7 +8,9 @@
 //                            `markPaid(requestId)` is called (the tests' local payment verifier)
 //   noisy {}               → first a forged answer (wrong author), an answer with a wrong `e`, then "real"
 //   backdated {text}       → text content; gift-wrapped, the seal and wrap dated an hour back (NIP-59)
-//                            (not announced: the announcement tests list the tools above)
+//   spec-tags {text}       → text content, plain, tagged as the spec's Call Tool Response
+//                            template: only ["e", <request id>] (no `p`)
+//   (backdated and spec-tags are not announced: the announcement tests list the tools above)
 //   anything else          → protocol error -32602 "Unknown tool: <name>"
 // With `listing.tools`, tools/list answers those instead (the announcement still carries the tools
 // above), in pages (cursor "<n>") of at most `listing.pageChars` characters of tools' JSON (default
@@ -185,6 +187,8 @@ export class DvmcpResponder {
         await this.send(responseTemplate({ ...to, requestId: 'f'.repeat(64) }, text('wrong e')), form, msg.client);
         return answer(text('real'));
       }
+      case 'spec-tags':
+        return this.#publish({ ...responseTemplate(to, text(String(args.text))), tags: [['e', msg.requestId]] });
       case 'backdated': {
         if (form === 'plain') return answer(text(String(args.text)));
         const t = responseTemplate(to, text(String(args.text)));

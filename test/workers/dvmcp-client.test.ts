@@ -71,11 +71,11 @@ describe('DvmcpClient', () => {
     const { c, me } = client();
     const target = { provider: r.provider, serverId: r.serverId };
     expect(text(await c.request(target, 'tools/call', { name: 'echo', arguments: { text: 'before' } }))).toBe('before');
-    // The plain and the gift-wrap subscription. They come back after their backoff (an answer sent
-    // meanwhile, ephemeral, would be lost: its request would time out).
-    expect(await closeSubscriptionsOf(null, me.pk, LIVE_EVENTS_LOST)).toBe(2);
+    // The plain, the gift-wrap and the by-request-id subscription. They come back after their backoff
+    // (an answer sent meanwhile, ephemeral, would be lost: its request would time out).
+    expect(await closeSubscriptionsOf(null, me.pk, LIVE_EVENTS_LOST)).toBe(3);
     expect(await subscriptionsOf(null, me.pk)).toBe(0);
-    await vi.waitFor(async () => expect(await subscriptionsOf(null, me.pk)).toBe(2), { timeout: 5_000, interval: 100 });
+    await vi.waitFor(async () => expect(await subscriptionsOf(null, me.pk)).toBe(3), { timeout: 5_000, interval: 100 });
     expect(text(await c.request(target, 'tools/call', { name: 'echo', arguments: { text: 'after' } }))).toBe('after');
   });
 
@@ -185,6 +185,19 @@ describe('DvmcpClient', () => {
     const { c } = client();
     const result = await c.request({ provider: r.provider, serverId: r.serverId, encrypt: true }, 'tools/call', { name: 'backdated', arguments: { text: 'from the past' } }, { timeoutMs: 5_000 });
     expect(result.ok ? text(result) : result.error.message).toBe('from the past');
+  });
+
+  it('an answer tagged as the spec’s templates (only ["e", request id], no p) resolves the call', async () => {
+    const r = await responder();
+    const { c, me } = client();
+    const target = { provider: r.provider, serverId: r.serverId };
+    const result = await c.request(target, 'tools/call', { name: 'spec-tags', arguments: { text: 'e only' } }, { timeoutMs: 5_000 });
+    expect(result.ok ? text(result) : result.error.message).toBe('e only');
+    // Several at once, each matched to its own request.
+    const many = await Promise.all(['a', 'b', 'c'].map((t) => c.request(target, 'tools/call', { name: 'spec-tags', arguments: { text: t } }, { timeoutMs: 5_000 })));
+    expect(many.map((m) => (m.ok ? text(m) : m.error.message))).toEqual(['a', 'b', 'c']);
+    // One subscription per kind of filter on the relay, however many requests were sent.
+    expect(await subscriptionsOf(null, me.pk)).toBe(3);
   });
 
   it('the stored wraps the two-day look-back returns are not opened while no encrypted request waits', async () => {
