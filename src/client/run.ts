@@ -2,6 +2,10 @@
 // front, so the first answer cannot be missed), prompts (25802, NIP-44, optionally gift-wrapped),
 // deltas (25801) handed out in seq order, status (25800) and tool calls (25804) as they come, cancel
 // (25806) and the terminal event (25803 response or 25805 error). The session is the `s` tag.
+// An agent may send more than one terminal for a run; NIP-XX: "clients MUST keep only the terminal
+// event with the highest created_at and highest id as tie-breaker". A run's `done` settles
+// TERMINAL_SETTLE_MS after its first terminal, with the highest (created_at, id) received by then
+// (a gift-wrapped one's rumor's); one arriving later is not seen (`done` has settled).
 import { finalizeEvent } from 'nostr-tools/pure';
 import type { NostrEvent } from '../shared/event.js';
 import { err, errorMessage, ok, type Result } from '../shared/errors.js';
@@ -46,6 +50,9 @@ export interface RunHandle {
 }
 
 interface Opened {
+  /** The event's id and created_at (the rumor's when gift-wrapped). */
+  id: string;
+  createdAt: number;
   kind: number;
   tags: string[][];
   payload: unknown;
@@ -55,8 +62,14 @@ interface ActiveRun {
   handlers: RunHandlers;
   nextSeq: number;
   early: Map<number, string>;
+  /** The terminal kept so far and the timer that settles the run with it. */
+  terminal?: { id: string; createdAt: number; outcome: RunOutcome };
+  settle?: ReturnType<typeof setTimeout>;
   finish: (o: RunOutcome) => void;
 }
+
+/** How long a run waits after its first terminal event for one that supersedes it, in ms. */
+export const TERMINAL_SETTLE_MS = 300;
 
 const RUN_KINDS = [KIND.AI_STATUS, KIND.AI_DELTA, KIND.AI_RESPONSE, KIND.AI_TOOL_CALL, KIND.AI_ERROR];
 const nowSeconds = (): number => Math.floor(Date.now() / 1000);
@@ -108,7 +121,7 @@ export class AgentConversation {
   }
 
   #open(e: NostrEvent): Opened | undefined {
-    let inner: Pick<NostrEvent, 'kind' | 'tags' | 'content' | 'pubkey'> = e;
+    let inner: Pick<NostrEvent, 'id' | 'created_at' | 'kind' | 'tags' | 'content' | 'pubkey'> = e;
     if (e.kind === KIND.GIFT_WRAP || e.kind === KIND.EPHEMERAL_GIFT_WRAP) {
       const u = unwrap(e, this.key.sk, this.#cache, nobleVerifier);
       if (!u.ok) return void this.problems.push(`cannot unwrap ${e.id}: ${u.error}`);
@@ -118,7 +131,7 @@ export class AgentConversation {
     const text = decrypt(inner.content, this.#cache.get(this.key.sk, this.agent));
     if (!text.ok) return void this.problems.push(`cannot decrypt kind ${inner.kind}: ${text.error}`);
     try {
-      return { kind: inner.kind, tags: inner.tags, payload: JSON.parse(text.value) as unknown };
+      return { id: inner.id, createdAt: inner.created_at, kind: inner.kind, tags: inner.tags, payload: JSON.parse(text.value) as unknown };
     } catch (e2) {
       return void this.problems.push(`kind ${inner.kind} is not JSON: ${errorMessage(e2)}`);
     }
@@ -152,14 +165,22 @@ export class AgentConversation {
       }
       case KIND.AI_RESPONSE: {
         const r = ResponseSchema.safeParse(o.payload);
-        if (!r.success) return run.finish({ kind: 'error', code: 'PARSE_ERROR', message: 'the agent sent a malformed response' });
-        return run.finish({ kind: 'response', text: r.data.text, ...(r.data.usage ? { usage: r.data.usage } : {}) });
+        if (!r.success) return this.#terminal(run, o, { kind: 'error', code: 'PARSE_ERROR', message: 'the agent sent a malformed response' });
+        return this.#terminal(run, o, { kind: 'response', text: r.data.text, ...(r.data.usage ? { usage: r.data.usage } : {}) });
       }
       case KIND.AI_ERROR: {
         const x = ErrorSchema.safeParse(o.payload);
-        return run.finish(x.success ? { kind: 'error', code: x.data.code, message: x.data.message } : { kind: 'error', code: 'PARSE_ERROR', message: 'the agent sent a malformed error' });
+        return this.#terminal(run, o, x.success ? { kind: 'error', code: x.data.code, message: x.data.message } : { kind: 'error', code: 'PARSE_ERROR', message: 'the agent sent a malformed error' });
       }
     }
+  }
+
+  /** Keeps terminal `o` unless the one kept has a higher (created_at, id); the first starts the settle timer. */
+  #terminal(run: ActiveRun, o: Opened, outcome: RunOutcome): void {
+    const kept = run.terminal;
+    if (kept && (kept.createdAt > o.createdAt || (kept.createdAt === o.createdAt && kept.id >= o.id))) return;
+    run.terminal = { id: o.id, createdAt: o.createdAt, outcome };
+    run.settle ??= setTimeout(() => run.finish(run.terminal!.outcome), TERMINAL_SETTLE_MS);
   }
 
   #encrypted(kind: number, payload: object, tags: string[][], wrapped: boolean): { event: NostrEvent; id: string } {
@@ -181,16 +202,18 @@ export class AgentConversation {
     let finish!: (o: RunOutcome) => void;
     const done = new Promise<RunOutcome>((resolve) => (finish = resolve));
     const timer = setTimeout(() => finish({ kind: 'timeout' }), opts.timeoutMs ?? 120_000);
-    this.#runs.set(id, {
+    const run: ActiveRun = {
       handlers: opts,
       nextSeq: 0,
       early: new Map(),
       finish: (o) => {
         clearTimeout(timer);
+        clearTimeout(run.settle);
         this.#runs.delete(id);
         finish(o);
       },
-    });
+    };
+    this.#runs.set(id, run);
     const published = await this.relay.publish(event);
     if (!published.ok) {
       // Registered before publishing (answers may overtake the OK); settle it so its timer stops.
