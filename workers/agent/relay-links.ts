@@ -28,7 +28,8 @@ import { dvmcpAnnouncements } from './dvmcp-profile.js';
 import { STALE_SECONDS as DVMCP_STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import type { OwnerEnv } from '../common/owners.js';
 import type { AccountsBindings } from '../accounts/accounts-do.js';
-import { REPLAY_SLACK_SECONDS, WRAP_SLACK_SECONDS } from './run-store.js';
+import { REPLAY_SLACK_SECONDS } from './run-store.js';
+import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 import { buildToolRunner } from './tools/registry.js';
 import { toolsConfig } from './mcp-headers.js';
 import { errorMessage } from '../../src/shared/errors.js';
@@ -231,7 +232,7 @@ export class RelayLinks {
       const since = this.deps.since();
       return [
         { kinds: [KIND.AI_PROMPT, KIND.AI_CANCEL], '#p': [c.pubkey], since: since - REPLAY_SLACK_SECONDS },
-        { kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [c.pubkey], since: since - WRAP_SLACK_SECONDS },
+        { kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [c.pubkey], since: since - WRAP_LOOKBACK_SECONDS },
         ...(c.dvmcp?.enabled ? [{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [c.pubkey], since: Math.floor(Date.now() / 1000) - DVMCP_STALE_SECONDS }] : []),
       ];
     };

@@ -9,6 +9,7 @@
 import type { NostrEvent } from '../../src/shared/event.js';
 import { SeenIds } from '../common/seen-ids.js';
 import { LruMap } from '../../src/shared/lru.js';
+import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 
 /** Ids claimed in memory (every incoming event and rumor, acted on or not): the newest this many. */
 export const RECENT_IDS = 10_000;
@@ -17,14 +18,12 @@ export const PRUNE_PER_KEEP = 2;
 
 /** Replay window on (re)subscribe, covering clock skew and the time the agent was away. */
 export const REPLAY_SLACK_SECONDS = 300;
-/** Gift wraps carry randomised timestamps up to two days in the past (NIP-59). */
-export const WRAP_SLACK_SECONDS = 2 * 24 * 3600 + 600;
 /**
  * A prompt is run only while its created_at (a gift wrap's rumor's, the real time) is at most this old:
  * longer than a wrap's randomised timestamp reaches back, so what an agent missed while away up to
  * two days is still answered.
  */
-export const PROMPT_MAX_AGE_SECONDS = WRAP_SLACK_SECONDS + REPLAY_SLACK_SECONDS;
+export const PROMPT_MAX_AGE_SECONDS = WRAP_LOOKBACK_SECONDS + REPLAY_SLACK_SECONDS;
 /** ... and at most this far ahead (the relay's default created_at_upper_limit). */
 export const PROMPT_MAX_AHEAD_SECONDS = 900;
 /**
