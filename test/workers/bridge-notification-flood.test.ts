@@ -81,7 +81,7 @@ describe('bridge: an upstream flooding notifications', () => {
       const progress = told(client, 'notifications/progress');
       expect(progress).toHaveLength(1);
       expect(progress[0]!.tags).toContainEqual(['e', id]);
-      expect(JSON.parse(progress[0]!.content)).toEqual({ method: 'notifications/progress', params: { progressToken: id, progress: 1, total: FLOOD } });
+      expect(JSON.parse(progress[0]!.content)).toEqual({ method: 'notifications/progress', params: { id, progressToken: id, progress: 1, total: FLOOD } });
     } finally {
       client.close();
     }

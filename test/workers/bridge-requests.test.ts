@@ -5,7 +5,7 @@
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { runInDurableObject } from 'cloudflare:test';
 import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
-import { closeSubscriptionsOf, LIVE_EVENTS_LOST, now, socketObjects, subscriptionsOf } from './helpers.js';
+import { closeSubscriptionsOf, LIVE_EVENTS_LOST, now, sign, socketObjects, subscriptionsOf } from './helpers.js';
 
 const fixtureUrl = (): string => inject('toolsFixtureUrl');
 
@@ -89,8 +89,16 @@ describe('bridge: requests through the relay', () => {
     expect(progress.length).toBeGreaterThanOrEqual(3);
     for (const p of progress) {
       expect(p.tags).toEqual(expect.arrayContaining([['p', client.k.pk], ['method', 'notifications/progress'], ['s', 'ev'], ['e', id]]));
-      expect(JSON.parse(p.content)).toMatchObject({ method: 'notifications/progress', params: { progressToken: id, progress: expect.any(Number), total: 4 } });
+      // The spec's Progress names the request as `id`; MCP's progressToken is the same id.
+      expect(JSON.parse(p.content)).toMatchObject({ method: 'notifications/progress', params: { id, progressToken: id, progress: expect.any(Number), total: 4 } });
     }
+  });
+
+  it('a cancel naming the request only in params.id (the spec\'s form: the e tag is optional) stops the call', async () => {
+    const id = await client.send(client.request('tools/call', { name: 'trigger-long-running-operation', arguments: { duration: 3, steps: 2 } }, { s: 'ev' }));
+    const cancel = sign(client.k, { kind: 21316, content: JSON.stringify({ method: 'notifications/cancel', params: { id } }), tags: [['p', provider], ['method', 'notifications/cancel']] });
+    expect((await client.sock.publish(cancel))[2]).toBe(true);
+    await expect(client.answer(id, 4500)).rejects.toThrow(/timed out waiting for a frame/);
   });
 
   it('a client cancel (21316 notifications/cancel, e = request) stops the call: no answer; a stranger cannot cancel it', async () => {
@@ -196,7 +204,7 @@ describe('bridge: requests through the relay', () => {
     const a = await client.answer(id, 18_000);
     expect(a.result.ok && text(a.result.value)).toBe('Long running operation completed. Duration: 12 seconds, Steps: 1.');
     const keepAlive = client.notifications(id).map((n) => JSON.parse(n.content) as { params: Record<string, unknown> });
-    expect(keepAlive[0]!.params).toEqual({ progressToken: id, progress: 0, message: 'waiting for ev' });
+    expect(keepAlive[0]!.params).toEqual({ id, progressToken: id, progress: 0, message: 'waiting for ev' });
   }, 25_000);
 
   it('stale requests (created_at over 60 s old) are ignored', async () => {

@@ -58,7 +58,7 @@ describe('bridge: one server flooding notifications does not silence the others'
       await received(victim, 'notifications/progress', 1, 5_000);
       const progress = told(victim, 'notifications/progress');
       expect(progress[0]!.tags).toEqual(expect.arrayContaining([['e', id], ['s', 'quiet']]));
-      expect(JSON.parse(progress[0]!.content)).toEqual({ method: 'notifications/progress', params: { progressToken: id, progress: 1, total: 1 } });
+      expect(JSON.parse(progress[0]!.content)).toEqual({ method: 'notifications/progress', params: { id, progressToken: id, progress: 1, total: 1 } });
       await flood(victim, 'quiet', 'list_changed', { count: 1 });
       await received(victim, 'notifications/tools/list_changed', 1, 5_000);
 

@@ -236,7 +236,7 @@ export class Dispatcher {
     let sentValue: number | undefined;
     const publish = (p: Progress): void => {
       const sent = increasingProgress(p, sentValue);
-      const t = notificationTemplate(to.client, 'notifications/progress', { progressToken: to.requestId, ...sent }, { requestId: to.requestId, serverId });
+      const t = notificationTemplate(to.client, 'notifications/progress', { id: to.requestId, progressToken: to.requestId, ...sent }, { requestId: to.requestId, serverId });
       if (!this.notifications.admit(serverId, t, reply.form)) return;
       sentValue = sent.progress;
       chain = chain.then(() => reply.send(t)).catch((e: unknown) => this.deps.log(`progress for ${to.requestId} not delivered: ${String(e)}`));
@@ -285,7 +285,9 @@ export class Dispatcher {
 
   private onNotification(msg: Extract<DvmcpMessage, { type: 'notification' }>): void {
     if (!CANCEL_METHODS.has(msg.method)) return;
-    const target = msg.refersTo ?? (typeof msg.params.requestId === 'string' ? msg.params.requestId : undefined);
+    // The request: its `e` tag, else params.requestId (MCP's notifications/cancelled), else params.id (the DVMCP spec's Cancel).
+    const named = [msg.params.requestId, msg.params.id].find((v): v is string => typeof v === 'string');
+    const target = msg.refersTo ?? named;
     const running = target === undefined ? undefined : this.active.get(target);
     // Only the requester may cancel its request.
     if (running && running.client === msg.client) running.abort.abort(new Error('cancelled by the client'));
