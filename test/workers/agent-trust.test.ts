@@ -366,31 +366,24 @@ describe('runs that cannot be lost', () => {
     expect(await c.noTerminal(p.id)).toBe(true);
   });
 
-  it('a cancel that arrives while its prompt waits for the owner’s account (first prompt after a wake) still ends the run with one CANCELLED', { timeout: 30_000 }, async () => {
+  // The first prompt after a wake or a deploy awaits the owner's account before its run row exists
+  // (`owner` cleared): a cancel sent with it came before the row and was lost. The control: known.
+  it.each([
+    ['while its prompt waits for the owner’s account (first prompt after a wake)', true],
+    ['with the owner’s account known', false],
+  ])('a cancel sent with its prompt, %s, ends the run with one CANCELLED', { timeout: 30_000 }, async (_when, unknownOwner) => {
     const agent = await createTestAgent({ provider: 'openai', models: ['gpt-test', 'fake-slow'] });
     const c = await NipXxClient.open(agent);
     const warm = c.prompt({ ver: 1, message: 'warm', model: 'gpt-test' });
     await c.send(warm);
     expect((await c.collect(warm.id)).terminal.kind).toBe(25803);
-    // As after a wake or a deploy: the owner's account is not known yet, so the prompt awaits it before its run row exists.
-    await runInDurableObject(stubOf(agent), (i) => void ((i as unknown as { owner: unknown }).owner = undefined));
+    if (unknownOwner) await runInDurableObject(stubOf(agent), (i) => void ((i as unknown as { owner: unknown }).owner = undefined));
     const p = c.prompt({ ver: 1, message: 'long', model: 'fake-slow' });
     await Promise.all([c.send(p), c.send(c.cancel(p.id))]);
     const run = await c.collect(p.id, 20_000);
     expect(run.terminal.payload).toMatchObject({ code: 'CANCELLED', message: 'run cancelled' });
     expect(await runRows(agent)).toContain(p.id);
     expect(await c.noTerminal(p.id)).toBe(true);
-  });
-
-  it('a cancel sent with its prompt, the owner’s account known, ends the run with one CANCELLED', { timeout: 30_000 }, async () => {
-    const agent = await createTestAgent({ provider: 'openai', models: ['gpt-test', 'fake-slow'] });
-    const c = await NipXxClient.open(agent);
-    const warm = c.prompt({ ver: 1, message: 'warm', model: 'gpt-test' });
-    await c.send(warm);
-    expect((await c.collect(warm.id)).terminal.kind).toBe(25803);
-    const p = c.prompt({ ver: 1, message: 'long', model: 'fake-slow' });
-    await Promise.all([c.send(p), c.send(c.cancel(p.id))]);
-    expect((await c.collect(p.id, 20_000)).terminal.payload).toMatchObject({ code: 'CANCELLED', message: 'run cancelled' });
   });
 
   it('a cancel from another key, sent before the prompt, does not cancel it', { timeout: 30_000 }, async () => {

@@ -146,47 +146,42 @@ describe('bridge: upstream errors and initialize results are cut to fit one answ
   }, 30_000);
 });
 
+/**
+ * Registers public server `id` at `url` and checks that its 31316 is published, that a list of it is
+ * left out with one warning line `leftOut` accepts, and that no 31317 is (nor refused by the relay).
+ */
+async function listLeftOut(id: string, url: string, leftOut: (line: string) => boolean): Promise<void> {
+  const warn = vi.spyOn(console, 'warn');
+  try {
+    const { provider } = await directBridge([{ id, url, public: true }]);
+    const [server] = await announcements(provider, [31316], (es) => es.length > 0);
+    expect(server).toBeDefined();
+    const lines = (): string[] => warn.mock.calls.map((args) => args.map(String).join(' '));
+    await vi.waitFor(() => expect(lines().filter(leftOut)).toHaveLength(1), { timeout: 10_000, interval: 100 });
+    expect(lines().filter((l) => l.includes('refused 31317'))).toEqual([]);
+    const relay = await connect('/');
+    expect((await relay.req('lists', { kinds: [31317], authors: [provider] })).events).toEqual([]);
+    relay.close();
+  } finally {
+    warn.mockRestore();
+  }
+}
+
 describe('bridge: an announcement too large for one event', () => {
   it("a public server's tool list of 200,000 bytes is left out and logged; its 31316 is published", async () => {
-    const warn = vi.spyOn(console, 'warn');
-    try {
-      const { provider } = await directBridge([{ id: 'listed', url: fixture(`/mcp-huge?bucket=${randomHex(8)}&description=200000`), public: true }]);
-      const [server] = await announcements(provider, [31316], (es) => es.length > 0);
-      expect(server).toBeDefined();
-      const lines = (): string[] => warn.mock.calls.map((args) => args.map(String).join(' '));
-      const leftOut = /^bridge: announcement of listed left out: tools\/list \(5 items\) is \d+ bytes; one announcement carries at most 120000$/;
-      for (let i = 0; i < 50 && !lines().some((l) => leftOut.test(l)); i++) await sleep(100);
-      expect(lines().filter((l) => leftOut.test(l))).toHaveLength(1);
-      expect(lines().filter((l) => l.includes('refused 31317'))).toEqual([]);
-      const relay = await connect('/');
-      expect((await relay.req('lists', { kinds: [31317], authors: [provider] })).events).toEqual([]);
-      relay.close();
-    } finally {
-      warn.mockRestore();
-    }
+    const leftOut = /^bridge: announcement of listed left out: tools\/list \(5 items\) is \d+ bytes; one announcement carries at most 120000$/;
+    await listLeftOut('listed', fixture(`/mcp-huge?bucket=${randomHex(8)}&description=200000`), (l) => leftOut.test(l));
   }, 30_000);
 });
 
 describe('bridge: a list too large to hold', () => {
   it("a public server listing tools past 4194304 characters: the listing stops there (no later page asked), the list is left out and logged, its 31316 is published", async () => {
-    const warn = vi.spyOn(console, 'warn');
     const bucket = randomHex(8);
-    try {
-      // 20 pages of four tools with 262,144-character descriptions: about 1 MiB a page.
-      const { provider } = await directBridge([{ id: 'vast', url: fixture(`/mcp-huge?bucket=${bucket}&pages=20&more=4&description=262144`), public: true }]);
-      const [server] = await announcements(provider, [31316], (es) => es.length > 0);
-      expect(server).toBeDefined();
-      const lines = (): string[] => warn.mock.calls.map((args) => args.map(String).join(' '));
-      const leftOut = `bridge: announcement of vast left out: tools/list: tools/list answered more than ${MAX_TOOL_LIST_JSON_CHARS} characters of items (their JSON, over all pages), the most one listing may hold`;
-      await vi.waitFor(() => expect(lines()).toContain(leftOut), { timeout: 10_000, interval: 100 });
-      const stats = (await (await fetch(fixture(`/mcp-huge/stats?bucket=${bucket}`))).json()) as { lists: number };
-      expect(stats.lists).toBe(4);
-      const relay = await connect('/');
-      expect((await relay.req('lists', { kinds: [31317], authors: [provider] })).events).toEqual([]);
-      relay.close();
-    } finally {
-      warn.mockRestore();
-    }
+    // 20 pages of four tools with 262,144-character descriptions: about 1 MiB a page.
+    const leftOut = `bridge: announcement of vast left out: tools/list: tools/list answered more than ${MAX_TOOL_LIST_JSON_CHARS} characters of items (their JSON, over all pages), the most one listing may hold`;
+    await listLeftOut('vast', fixture(`/mcp-huge?bucket=${bucket}&pages=20&more=4&description=262144`), (l) => l === leftOut);
+    const stats = (await (await fetch(fixture(`/mcp-huge/stats?bucket=${bucket}`))).json()) as { lists: number };
+    expect(stats.lists).toBe(4);
   }, 30_000);
 });
 
