@@ -181,6 +181,32 @@ describe('the owner watches a run live (NIP-AO) and cancels it with a control fr
   });
 });
 
+describe('an owner’s cancel_turn that arrives before its run', () => {
+  it('is kept for the prompt (as a sender’s early cancel): the run ends CANCELLED when it comes', { timeout: 30_000 }, async () => {
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
+    const owner = ownerRelayClient();
+    await owner.connect();
+    await owner.authenticate();
+    const observer = new Observer({
+      ownerSecretKey: TEST_OWNER_SK,
+      agents: [agent],
+      subscribe: (filters, opts) => owner.subscribe(filters, opts),
+      publish: (e) => owner.publish(e),
+      onFrame: () => undefined,
+    });
+    observer.start();
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'cancelled before it came', model: 'fake-slow' });
+    // The owner cancels the turn (its id known, e.g. from another of its clients) before the prompt reaches the agent.
+    expect((await observer.cancelTurn(agent, p.id)).ok).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    await c.send(p);
+    expect((await c.collect(p.id, 20_000)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
+    observer.stop();
+    owner.close();
+  });
+});
+
 describe('the prompt’s thinking level is capped by the owner’s', () => {
   type Sent = { body: { max_tokens?: number; thinking?: { budget_tokens: number }; reasoning_effort?: string } };
   /** The provider request of a prompt asking for `thinking`, to an agent created with `body`. */

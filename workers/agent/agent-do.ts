@@ -422,8 +422,11 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!c) return;
     const read = readControlFrame(e, { agentSecretKey: await this.store.secretKey(), owners: [c.owner], verifier: await relayVerifier(), cache: this.keys });
     if (read.status !== 'accepted' || !read.control.channelId) return;
-    this.active.get(read.control.channelId)?.abort();
-    this.dvmcp.abortRun(read.control.channelId);
+    const channel = read.control.channelId;
+    const running = this.active.get(channel);
+    running?.abort();
+    // Neither a run nor a DVMCP ask yet: kept for the prompt, which may still be on its way (early-cancels.ts).
+    if (!this.dvmcp.abortRun(channel) && !running) this.earlyCancels.noteOwner(channel, Date.now());
   }
 
   /**
@@ -442,8 +445,9 @@ export class Agent extends DurableObject<AgentEnv> {
     this.active.get(run.id)?.abort();
   }
 
-  /** Whether the prompt's sender cancelled run `runId` before it existed (early-cancels.ts), its cancel decrypted now with the sender's key. */
+  /** Whether the owner (cancel_turn) or the prompt's sender cancelled run `runId` before it existed (early-cancels.ts), the sender's cancel decrypted now with its key. */
   private async cancelledEarly(runId: string, sender: string): Promise<boolean> {
+    if (this.earlyCancels.takeOwner(runId, Date.now())) return true;
     const content = this.earlyCancels.take(runId, sender, Date.now());
     return content !== undefined && isCancel(decrypt(content, this.keys.get(await this.store.secretKey(), sender)));
   }

@@ -21,6 +21,17 @@ describe('early cancels', () => {
     expect(e.take('late', 'alice', T + EARLY_CANCEL_TTL_MS + 1)).toBeUndefined();
   });
 
+  it('the owner’s cancel_turn is taken once, within the TTL, and is not a sender’s cancel', () => {
+    const e = new EarlyCancels();
+    e.noteOwner('run', T);
+    expect(e.take('run', 'owner', T)).toBeUndefined();
+    expect(e.takeOwner('other', T)).toBe(false);
+    expect(e.takeOwner('run', T + EARLY_CANCEL_TTL_MS)).toBe(true);
+    expect(e.takeOwner('run', T + EARLY_CANCEL_TTL_MS)).toBe(false);
+    e.noteOwner('late', T);
+    expect(e.takeOwner('late', T + EARLY_CANCEL_TTL_MS + 1)).toBe(false);
+  });
+
   it('another key’s cancel of the same run does not displace the sender’s', () => {
     const e = new EarlyCancels();
     e.note('run', 'alice', 'mine', T);
