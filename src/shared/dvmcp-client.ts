@@ -12,10 +12,11 @@
 //   requests can be answered and an encrypted one fails at once with the relay's reason.
 // - The spec's answer templates carry only `e` (no `p`): a third subscription per relay hears
 //   26910 + 21316 by `#e` = the waiting plain requests' ids and `authors` = their providers. It is
-//   sent again under the same id (the relay replaces it) before each plain request is published, so
-//   a relay holds 3 subscriptions of a client whatever its load; its filter has at most `maxPending`
-//   ids. Ids of requests that ended stay in it until the next plain request (their answers, if any
-//   come, are dropped before any signature check).
+//   sent again under the same id (the relay replaces it) for each plain request, and the request is
+//   published only once the relay confirmed it (EOSE; confirmed-subscription.ts: one REQ in flight,
+//   the requests of a burst share the next), so a relay holds 3 subscriptions of a client whatever
+//   its load; its filter has at most `maxPending` ids. Ids of requests that ended stay in it until
+//   the next plain request (their answers, if any come, are dropped before any signature check).
 // - Answers are matched by their `e` tag to the request id (the rumor id for wrapped requests) and
 //   must come from the request's provider: the event's signature is checked (plain), or the seal's
 //   author is (wrapped, dvmcp-wrap.ts). Anything else is ignored. Each event is handled once, even
@@ -35,6 +36,7 @@ import { cancelTemplate, parsePaymentRequired, parseResponse, requestTemplate, t
 import { unwrapDvmcp, wrapDvmcpWithId } from './dvmcp-wrap.js';
 import { messageSize } from './dvmcp-size.js';
 import { err, errorMessage, ok, type Result } from './errors.js';
+import { ConfirmedSubscription } from './confirmed-subscription.js';
 import { checkIdAndSignature, type EventSigner, type NostrEvent } from './event.js';
 import { KIND } from './kinds.js';
 import { LruMap } from './lru.js';
@@ -89,7 +91,7 @@ export interface DvmcpClientOptions {
   wrapSign?: EventSigner;
   /** Most requests waiting at once (default 64). */
   maxPending?: number;
-  /** How long the first request waits for the subscriptions to be in place, in ms (default 5,000). */
+  /** How long the first request waits for the subscriptions to be in place, and a plain request for the relay to confirm its id is heard, in ms (default 5,000). */
   subscribeTimeoutMs?: number;
 }
 
@@ -116,8 +118,8 @@ interface Listening {
   since: number;
   plain: Subscription;
   wraps: Subscription;
-  /** 26910 + 21316 naming a waiting plain request by `e` (answers without `p`), once a plain request was sent. */
-  byRequest?: Subscription;
+  /** 26910 + 21316 naming the waiting plain requests by `e` (answers without `p`); sent with the first plain request. */
+  byRequest: ConfirmedSubscription;
   /** Why the relay ended the 1059 subscription (encrypted answers cannot arrive there). */
   wrapsClosed?: string;
   plainClosed?: string;
@@ -206,7 +208,10 @@ export class DvmcpClient {
     if (this.#closed) return err({ kind: 'cancelled', message: 'cancelled: the DVMCP client is closed' });
     if (this.#pending.size >= maxPending) return err({ kind: 'busy', message: `too many DVMCP requests in flight (at most ${maxPending})` });
     const answer = this.#register(requestId, target, method, opts);
-    if (!target.encrypt) this.#hearByRequest(usable);
+    if (!target.encrypt) {
+      await Promise.all(usable.map((l) => l.byRequest.update()));
+      if (!this.#pending.has(requestId)) return answer; // ended meanwhile (cancelled, timed out, closed): not sent
+    }
     const published = await this.#publish(event);
     if (!published.ok) this.#pending.get(requestId)?.finish(err({ kind: 'relay', message: `request not delivered: ${published.error}` }));
     return answer;
@@ -227,7 +232,7 @@ export class DvmcpClient {
     for (const l of (await this.#listening) ?? []) {
       l.plain.close();
       l.wraps.close();
-      l.byRequest?.close();
+      l.byRequest.close();
     }
   }
 
@@ -348,6 +353,13 @@ export class DvmcpClient {
             wrapsDone();
           },
         }),
+        byRequest: new ConfirmedSubscription(relay, {
+          filter: () => this.#byRequestFilter(since),
+          onEvent: (e) => this.#onPlain(e),
+          // Refused (e.g. the relay's subscription cap): answers that carry `p` still arrive on `plain`.
+          onRefused: (m) => console.warn(`dvmcp-client: ${relay.url} refused the subscription to answers by request id: ${m}`),
+          timeoutMs: this.#o.subscribeTimeoutMs ?? DVMCP_CLIENT_DEFAULTS.subscribeTimeoutMs,
+        }),
       };
     });
   }
@@ -358,22 +370,6 @@ export class DvmcpClient {
     if (plain.length === 0) return undefined;
     const authors = [...new Set(plain.map(([, p]) => p.target.provider))];
     return { kinds: [KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION], authors, '#e': plain.map(([id]) => id), since };
-  }
-
-  /** Sends the `byRequest` subscription again on `listening` (same id: the relay replaces it), before a plain request is published. */
-  #hearByRequest(listening: readonly Listening[]): void {
-    for (const l of listening) {
-      const filter = this.#byRequestFilter(l.since);
-      if (!filter) return;
-      let last = filter;
-      l.byRequest = l.relay.subscribe([filter], {
-        ...(l.byRequest ? { id: l.byRequest.id } : {}),
-        resubscribe: () => [(last = this.#byRequestFilter(l.since) ?? last)],
-        onEvent: (e) => this.#onPlain(e),
-        // Refused (e.g. the relay's subscription cap): answers that carry `p` still arrive on `plain`.
-        onClosed: (m) => console.warn(`dvmcp-client: ${l.relay.url} refused the subscription to answers by request id: ${m}`),
-      });
-    }
   }
 
   // ---- answers ----

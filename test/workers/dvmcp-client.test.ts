@@ -22,6 +22,26 @@ const socket: SocketFactory = async (u) => {
 };
 const URL_PUBLIC = 'ws://relay.test/';
 
+type Frame = ['>' | '<', unknown[]];
+/** The socket factory above, recording the frames the client sends (`>`) and receives (`<`), in order. */
+const recording =
+  (frames: Frame[]): SocketFactory =>
+  async (u) => {
+    const ws = await socket(u);
+    ws.addEventListener('message', (m) => frames.push(['<', JSON.parse(String(m.data)) as unknown[]]));
+    return {
+      get readyState() {
+        return ws.readyState;
+      },
+      send: (d: string) => {
+        frames.push(['>', JSON.parse(d) as unknown[]]);
+        ws.send(d);
+      },
+      close: (code?: number, reason?: string) => ws.close(code, reason),
+      addEventListener: (type, listener) => ws.addEventListener(type, listener),
+    };
+  };
+
 const open: Array<{ close(): void | Promise<void> }> = [];
 afterEach(async () => {
   for (const c of open.splice(0).reverse()) await c.close();
@@ -189,7 +209,11 @@ describe('DvmcpClient', () => {
 
   it('an answer tagged as the spec’s templates (only ["e", request id], no p) resolves the call', async () => {
     const r = await responder();
-    const { c, me } = client();
+    const me = keys();
+    const frames: Frame[] = [];
+    const relays = new RelayClient({ url: URL_PUBLIC, socket: recording(frames), reconnect: false, auth: async (t) => sign(me, t) });
+    open.push(relays);
+    const { c } = client({ me, relays });
     const target = { provider: r.provider, serverId: r.serverId };
     const result = await c.request(target, 'tools/call', { name: 'spec-tags', arguments: { text: 'e only' } }, { timeoutMs: 5_000 });
     expect(result.ok ? text(result) : result.error.message).toBe('e only');
@@ -198,6 +222,25 @@ describe('DvmcpClient', () => {
     expect(many.map((m) => (m.ok ? text(m) : m.error.message))).toEqual(['a', 'b', 'c']);
     // One subscription per kind of filter on the relay, however many requests were sent.
     expect(await subscriptionsOf(null, me.pk)).toBe(3);
+    // Each request went out only after the relay confirmed (EOSE) a REQ naming its id: a relay may
+    // apply a REQ after a later EVENT of the connection (workerd was seen reordering a burst of
+    // REQs), and an ephemeral answer sent before the filter holds its id would be lost.
+    const byRequest = frames.find(([d, m]) => d === '>' && m[0] === 'REQ' && (m[2] as { '#e'?: unknown })['#e'] !== undefined)![1][1];
+    const reqs: string[][] = [];
+    let eoses = 0;
+    const sent: string[] = [];
+    for (const [d, m] of frames) {
+      if (d === '>' && m[0] === 'REQ' && m[1] === byRequest) reqs.push((m[2] as { '#e': string[] })['#e']);
+      if (d === '<' && m[0] === 'EOSE' && m[1] === byRequest) eoses++;
+      if (d === '>' && m[0] === 'EVENT' && (m[1] as { kind: number }).kind === 25910) {
+        const id = (m[1] as { id: string }).id;
+        sent.push(id);
+        expect(reqs.slice(0, eoses).some((ids) => ids.includes(id))).toBe(true);
+      }
+    }
+    expect(sent).toHaveLength(4);
+    // The burst of three shared a REQ: one for the first, one for the other two.
+    expect(reqs).toHaveLength(3);
   });
 
   it('the stored wraps the two-day look-back returns are not opened while no encrypted request waits', async () => {
