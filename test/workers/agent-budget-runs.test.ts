@@ -148,9 +148,11 @@ describe('tokens of a model call whose stream ends without its usage report', ()
 describe('the daily token budget inside a run', () => {
   it('is checked before every model call: a run that used the budget up stops with RATE_LIMIT before its next call, and only what was spent is counted', async () => {
     // The first call's input is about 170 tokens by estimate (the message at 4 characters per token
-    // and the calculator's definition): it fits the budget of 200. echo counts whitespace tokens:
-    // that call costs 122 in and 121 out, the budget is then used.
-    const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 200 } });
+    // and the calculator's definition): with its answer's room (max_output_tokens 16) it fits the
+    // budget of 200. echo counts whitespace tokens: that call costs 122 in and 121 out (echo's tool
+    // call ignores the output limit, as a real model's token count can pass an estimate), the
+    // budget is then used.
+    const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 200, max_output_tokens: 16 } });
     const c = await NipXxClient.open(agent);
     const expr = Array.from({ length: 60 }, () => '1').join(' + ');
     const p = c.prompt({ ver: 1, message: `/tool calculator {"expr": "${expr}"}` });
@@ -175,7 +177,7 @@ describe('the daily token budget inside a run', () => {
     expect(run.terminal.kind).toBe(25805);
     const payload = run.terminal.payload;
     expect(payload).toMatchObject({ code: 'RATE_LIMIT' });
-    const about = /^this model call \(about (\d+) input tokens\) would exceed this agent’s model budget of 20000 tokens for today \(UTC\)$/.exec(payload['message'] as string);
+    const about = /^this model call \(about (\d+) input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 20000 tokens for today \(UTC\)$/.exec(payload['message'] as string);
     expect(about).not.toBeNull();
     expect(Number(about![1])).toBeGreaterThan(BIG / 4);
     expect(payload['retry_after']).toBeGreaterThan(0);
@@ -195,8 +197,9 @@ describe('the daily token budget inside a run', () => {
     expect(run.terminal.payload['text']).toBe(`${body.slice(0, 4000)}\nstderr: HTTP 200`);
   });
 
-  it('counts the input of the model calls in flight: a concurrent run whose call would pass the budget with theirs is not made', { timeout: 40_000 }, async () => {
-    // Each prompt is about 7,500 tokens by estimate; the budget of 12,000 holds one call, not two.
+  it('counts the model calls in flight: a concurrent run whose call would pass the budget with theirs is not made', { timeout: 40_000 }, async () => {
+    // Each prompt is about 7,500 tokens by estimate; the budget of 12,000 holds one call (with the
+    // 4,096 tokens of output it may produce), not two.
     const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'], limits: { max_tokens_per_day: 12_000, max_prompt_bytes: 64_000 } });
     const message = 'word '.repeat(6000);
     const first = await NipXxClient.open(agent);
@@ -210,11 +213,70 @@ describe('the daily token budget inside a run', () => {
     const refused = await second.collect(b.id, 15_000);
     expect(refused.terminal.payload).toMatchObject({
       code: 'RATE_LIMIT',
-      message: 'this model call (about 7504 input tokens) would exceed this agent’s model budget of 12000 tokens for today (UTC)',
+      message: 'this model call (about 7504 input tokens and at least 256 for its answer) would exceed this agent’s model budget of 12000 tokens for today (UTC)',
     });
     expect(await meterOf(agent, b.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 0, output_tokens: 0 });
     await first.send(first.cancel(a.id));
     expect((await first.collect(a.id, 15_000)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
+  });
+});
+
+describe('the output of a model call is bounded by what the budget leaves', () => {
+  type Sent = { body: { max_tokens?: number; thinking?: { budget_tokens: number } } };
+  const sentFor = async (marker: string): Promise<Sent['body'][]> =>
+    ((await (await fetch(`${inject('fakeProviderUrl')}/_requests?contains=${marker}`)).json()) as Sent[]).map((r) => r.body);
+
+  it('a call in flight holds its input and the output it may produce: a concurrent call gets only what is left for its answer', { timeout: 40_000 }, async () => {
+    // Each prompt is about 5,000 tokens by estimate. The first call may produce 4,096 (max_output_tokens):
+    // it holds about 9,100 of the 16,000; the second has room for about 1,900 of output, not 4,096
+    // (both answering in full would spend about 18,200).
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'], limits: { max_tokens_per_day: 16_000, max_prompt_bytes: 64_000 } });
+    const words = 'word '.repeat(4000);
+    const first = await NipXxClient.open(agent);
+    const markerA = `mA${Math.random().toString(36).slice(2, 10)}`;
+    const a = first.prompt({ ver: 1, message: `${words} ${markerA}` });
+    await first.send(a);
+    await first.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 10_000);
+    const second = await NipXxClient.open(agent);
+    const markerB = `mB${Math.random().toString(36).slice(2, 10)}`;
+    const b = second.prompt({ ver: 1, message: `${words} ${markerB}` });
+    await second.send(b);
+    await second.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 10_000);
+    const [sentB] = await sentFor(markerB);
+    expect(sentB!.max_tokens).toBeGreaterThan(1_500);
+    expect(sentB!.max_tokens).toBeLessThanOrEqual(16_000 - 4_096 - 2 * 5_000);
+    const [sentA] = await sentFor(markerA);
+    expect(sentA!.max_tokens).toBe(4_096);
+    for (const [c, p] of [[first, a], [second, b]] as const) {
+      await c.send(c.cancel(p.id));
+      expect((await c.collect(p.id, 15_000)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
+    }
+  });
+
+  it('Anthropic with thinking: max_tokens is lowered to the budget’s room, taken from the thinking budget', async () => {
+    // "high" thinking (16,384) plus 512 of answer would be 16,896 output tokens; the day holds 10,000.
+    const agent = await createTestAgent({ provider: 'anthropic', models: ['claude-test'], thinking: 'high', limits: { max_output_tokens: 512, max_tokens_per_day: 10_000 } });
+    const c = await NipXxClient.open(agent);
+    const marker = `t${Math.random().toString(36).slice(2)}`;
+    const p = c.prompt({ ver: 1, message: `scenario:text ${marker}`, thinking: 'high' });
+    await c.send(p);
+    expect((await c.collect(p.id)).terminal.kind).toBe(25803);
+    const [sent] = await sentFor(marker);
+    expect(sent!.max_tokens).toBeGreaterThan(9_900);
+    expect(sent!.max_tokens).toBeLessThan(10_000);
+    expect(sent!.thinking).toEqual({ type: 'enabled', budget_tokens: sent!.max_tokens! - 512 });
+    expect(await tokensToday(agent)).toBeLessThanOrEqual(10_000);
+  });
+
+  it('a call the budget leaves less than 256 tokens of answer for is not made', async () => {
+    const agent = await createTestAgent({ limits: { max_tokens_per_day: 200 } });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'hello there' });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT' });
+    expect(run.terminal.payload['message']).toMatch(/^this model call \(about \d+ input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 200 tokens for today \(UTC\)$/);
+    expect(await tokensToday(agent)).toBe(0);
   });
 });
 

@@ -370,8 +370,9 @@ describe('the agent’s policy and budget apply as for NIP-XX prompts', () => {
   });
 
   it('the daily token budget: once spent, an ask is refused until the UTC day ends', async () => {
-    // The call's input (8 tokens by estimate) fits the budget of 10; echo counts 17, the budget is used.
-    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 10 } });
+    // The call's input (8 tokens by estimate) and its answer (max_output_tokens 2) fit the budget of
+    // 10; echo counts 8 in and 2 out, the budget is used.
+    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 10, max_output_tokens: 2 } });
     await freeze(agent, T0);
     expect((await ask(c, { message: 'a b c d e f g h' })).result.ok).toBe(true);
     expect((await ask(c, { message: 'more' })).result).toEqual({

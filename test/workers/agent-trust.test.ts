@@ -159,9 +159,10 @@ describe('per-agent caps', () => {
   });
 
   it('model tokens per UTC day, counted from provider usage and kept in SQLite', async () => {
-    // The model call's input (8 tokens by estimate) fits the budget of 10; echo counts whitespace
-    // tokens: it costs 17, and the budget is used.
-    const agent = await createTestAgent({ limits: { max_tokens_per_day: 10 } });
+    // The model call's input (8 tokens by estimate) and its answer (max_output_tokens 2) fit the
+    // budget of 10; echo counts whitespace tokens: 8 in, 2 out (the answer cut there), and the
+    // budget is used.
+    const agent = await createTestAgent({ limits: { max_tokens_per_day: 10, max_output_tokens: 2 } });
     await freeze(agent, T0);
     const c = await NipXxClient.open(agent);
     const p1 = c.prompt({ ver: 1, message: 'a b c d e f g h' });

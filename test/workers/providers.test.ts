@@ -18,7 +18,7 @@ import {
   type StreamChunk,
   type ToolSpec,
 } from '../../workers/agent/providers/types.js';
-import { WorkersAiProvider, type WorkersAiBinding } from '../../workers/agent/providers/workers-ai.js';
+import { WorkersAiProvider, workersAiInput, type WorkersAiBinding } from '../../workers/agent/providers/workers-ai.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -633,6 +633,25 @@ describe('anthropic request shape', () => {
     }
     expect(THINKING_BUDGET).toEqual({ low: 1024, medium: 4096, high: 16384, max: 32000 });
     expect(anthropicRequestBody(request([user('x')])).max_tokens).toBe(4096);
+  });
+
+  it('maxTotalOutputTokens (the budget’s room) lowers max_tokens, taking from the thinking first, leaving it out under 1,024; outputBound is what a call could produce without it', () => {
+    const body = (maxTotalOutputTokens?: number, thinking?: 'high') =>
+      anthropicRequestBody(request([user('x')], { maxOutputTokens: 1000, ...(thinking ? { thinking } : {}), ...(maxTotalOutputTokens !== undefined ? { maxTotalOutputTokens } : {}) }));
+    expect(anthropic().outputBound({ messages: [user('x')], thinking: 'high', maxOutputTokens: 1000 })).toBe(17_384);
+    expect(anthropic().outputBound({ messages: [user('x')], maxOutputTokens: 1000 })).toBe(1000);
+    expect(body(17_384, 'high')).toMatchObject({ max_tokens: 17_384, thinking: { budget_tokens: 16_384 } });
+    expect(body(10_000, 'high')).toMatchObject({ max_tokens: 10_000, thinking: { budget_tokens: 9_000 } });
+    expect(body(2_024, 'high')).toMatchObject({ max_tokens: 2_024, thinking: { budget_tokens: 1_024 } });
+    const short = body(2_023, 'high');
+    expect(short).toMatchObject({ max_tokens: 1_000 });
+    expect(short).not.toHaveProperty('thinking');
+    expect(body(600)).toMatchObject({ max_tokens: 600 });
+    expect(body(600, 'high')).toMatchObject({ max_tokens: 600 });
+    // OpenAI and Workers AI: one limit covers reasoning too, lowered the same way.
+    expect(openAiRequestBody(request([user('x')], { maxOutputTokens: 1000, maxTotalOutputTokens: 300 }), 'http://x/v1').max_tokens).toBe(300);
+    expect(openAiRequestBody(request([user('x')], { maxOutputTokens: 1000, maxTotalOutputTokens: 3000 }), 'https://api.openai.com/v1').max_completion_tokens).toBe(1000);
+    expect(workersAiInput(request([user('x')], { maxOutputTokens: 1000, maxTotalOutputTokens: 300 })).max_tokens).toBe(300);
   });
 
   it('sends no x-api-key without a key', async () => {

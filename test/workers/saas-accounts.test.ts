@@ -34,8 +34,8 @@ async function addOwner(plan?: string): Promise<Keys> {
   return k;
 }
 
-async function createAgent(owner: Keys): Promise<string> {
-  const r = await api(owner.sk, 'POST', '/api/agents', { name: 'saas agent', provider: 'echo' });
+async function createAgent(owner: Keys, limits: Record<string, number> = {}): Promise<string> {
+  const r = await api(owner.sk, 'POST', '/api/agents', { name: 'saas agent', provider: 'echo', limits });
   expect(r.status).toBe(201);
   return (r.json as { pubkey: string }).pubkey;
 }
@@ -236,11 +236,12 @@ describe('plan limits at their boundary', () => {
 
   it('model tokens per day: a run under the budget passes (overshooting it), the next is refused', async () => {
     const owner = await addOwner('few_tokens');
-    const agent = await createAgent(owner);
+    const agent = await createAgent(owner, { max_output_tokens: 64 });
     await freeze(agent, T0);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
-    // 100 one-letter words: 54 tokens by estimate (within the 180 others may use), 201 as echo counts.
-    expect((await ask(client, Array.from({ length: 100 }, () => 'a').join(' '))).kind).toBe(25803);
+    // 150 one-letter words: 79 tokens by estimate, with 64 of answer within the 180 others may use;
+    // 214 as echo counts (150 in, 64 out).
+    expect((await ask(client, Array.from({ length: 150 }, () => 'a').join(' '))).kind).toBe(25803);
     expect(await ask(client)).toMatchObject({
       kind: 25805,
       payload: { code: 'RATE_LIMIT', retry_after: 60, details: { quota: 'tokens_per_day' } },
@@ -257,7 +258,7 @@ describe('plan limits at their boundary', () => {
     await client.send(p);
     expect((await client.collect(p.id)).terminal.payload).toMatchObject({
       code: 'RATE_LIMIT',
-      message: 'this model call (about 204 input tokens) would exceed the 180 others may use of the agent’s owner’s plan’s 200 model tokens for today (UTC)',
+      message: 'this model call (about 204 input tokens and at least 256 for its answer) would exceed the 180 others may use of the agent’s owner’s plan’s 200 model tokens for today (UTC)',
       retry_after: 60,
       details: { quota: 'tokens_per_day' },
     });
@@ -266,13 +267,14 @@ describe('plan limits at their boundary', () => {
 
   it('model tokens per day are checked before each model call of a run too: a run that crossed the budget stops before its next call', async () => {
     const owner = await addOwner('few_tokens');
-    const r = await api(owner.sk, 'POST', '/api/agents', { name: 'saas tools', provider: 'echo', tools: ['calculator'] });
+    const r = await api(owner.sk, 'POST', '/api/agents', { name: 'saas tools', provider: 'echo', tools: ['calculator'], limits: { max_output_tokens: 8 } });
     expect(r.status).toBe(201);
     const agent = (r.json as { pubkey: string }).pubkey;
     await freeze(agent, T0);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
     // The first call's input is about 170 tokens by estimate (the message and the calculator's
-    // definition), within the 180 others may use; echo counts whitespace tokens: it costs 243.
+    // definition), with its 8 of answer within the 180 others may use; echo counts whitespace
+    // tokens: it costs 243 (its tool call ignores the output limit, as a model's count can pass an estimate).
     const expr = Array.from({ length: 60 }, () => '1').join(' + ');
     const p = client.prompt({ ver: 1, message: `/tool calculator {"expr": "${expr}"}` });
     await client.send(p);
@@ -288,10 +290,10 @@ describe('plan limits at their boundary', () => {
 
   it('model tokens per month: refused until the month ends (retry_after counts to the 1st, 00:00 UTC)', async () => {
     const owner = await addOwner('few_tokens_month');
-    const agent = await createAgent(owner);
+    const agent = await createAgent(owner, { max_output_tokens: 1 });
     await freeze(agent, T0);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
-    // 8 tokens by estimate (within the 9 others may use), 17 as echo counts.
+    // 8 tokens by estimate and 1 of answer (within the 9 others may use), 9 as echo counts.
     expect((await ask(client, 'a b c d e f g h')).kind).toBe(25803);
     const refused = await ask(client);
     expect(refused).toMatchObject({ kind: 25805, payload: { code: 'RATE_LIMIT', details: { quota: 'tokens_per_month' } } });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addRun, OTHERS_PLAN_SHARE, ownerUsage, planRefusal, planTokensRefusal } from './quota.js';
+import { addRun, OTHERS_PLAN_SHARE, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom } from './quota.js';
 
 const NOON = Date.parse('2026-12-01T12:00:00Z');
 
@@ -73,18 +73,32 @@ describe('planTokensRefusal (a model call inside an admitted run)', () => {
   });
   it('refuses a call whose estimated input would pass a token limit, before the limit is used', () => {
     const plan = { tokens_per_day: 100, tokens_per_month: 1000 };
-    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: 30 })).toBeUndefined();
-    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: 31 })).toMatchObject({
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 30, answer: 0 } })).toBeUndefined();
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 31, answer: 0 } })).toMatchObject({
       code: 'RATE_LIMIT',
       message: 'this model call (about 31 input tokens) would exceed the agent’s owner’s plan’s 100 model tokens for today (UTC)',
       retry_after: 43_200,
       details: { quota: 'tokens_per_day' },
     });
-    expect(planTokensRefusal(plan, totals, NOON, { other: true, call: 31 })?.message).toBe(
+    expect(planTokensRefusal(plan, totals, NOON, { other: true, call: { input: 31, answer: 0 } })?.message).toBe(
       'this model call (about 31 input tokens) would exceed the 90 others may use of the agent’s owner’s plan’s 100 model tokens for today (UTC)',
     );
-    expect(planTokensRefusal({ tokens_per_month: 100 }, totals, NOON, { call: 41 })?.details.quota).toBe('tokens_per_month');
+    expect(planTokensRefusal({ tokens_per_month: 100 }, totals, NOON, { call: { input: 41, answer: 0 } })?.details.quota).toBe('tokens_per_month');
+    // the room the call needs for its answer counts too, and is named
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 20, answer: 10 } })).toBeUndefined();
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 20, answer: 11 } })?.message).toBe(
+      'this model call (about 20 input tokens and at least 11 for its answer) would exceed the agent’s owner’s plan’s 100 model tokens for today (UTC)',
+    );
     // once the limit is used, the refusal says so, whatever the call
-    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 40, call: 1 })?.message).toBe('the agent’s owner used its plan’s 100 model tokens for today (UTC)');
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 40, call: { input: 1, answer: 0 } })?.message).toBe('the agent’s owner used its plan’s 100 model tokens for today (UTC)');
+  });
+  it('planTokensRoom: the tokens the day and month limits leave (the smaller), others their share, earlier days and months as 0', () => {
+    expect(planTokensRoom({}, totals, NOON, {})).toBeUndefined();
+    expect(planTokensRoom({ tokens_per_day: 100, tokens_per_month: 1000 }, totals, NOON, { inFlightTokens: 10 })).toBe(100 - totals.tokens_today - 10);
+    expect(planTokensRoom({ tokens_per_day: 100 }, totals, NOON, { other: true })).toBe(90 - totals.tokens_today);
+    expect(planTokensRoom({ tokens_per_month: totals.tokens_month + 5 }, totals, NOON, {})).toBe(5);
+    expect(planTokensRoom({ tokens_per_day: 100 }, { ...totals, day: '2026-11-30' }, NOON, {})).toBe(100);
+    expect(planTokensRoom({ tokens_per_month: 100 }, { ...totals, day: '2026-11-30' }, NOON, {})).toBe(100);
+    expect(planTokensRoom({ tokens_per_month: 100 }, totals, Date.parse('2026-12-02T12:00:00Z'), {})).toBe(100 - totals.tokens_month);
   });
 });

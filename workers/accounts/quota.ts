@@ -48,9 +48,21 @@ export interface PlanAsk {
   inFlight?: number;
   /** Model tokens the runs in progress have spent so far (not yet in the totals): counted against the token limits. */
   inFlightTokens?: number;
-  /** The estimated input of the model call about to go out (planTokensRefusal): refused when it would pass a token limit. */
-  call?: number;
+  /** The model call about to go out (planTokensRefusal): refused when it would pass a token limit. */
+  call?: ModelCallAsk;
 }
+
+/**
+ * A model call about to go out: its estimated input, and the least room for output it needs
+ * (MIN_ANSWER_TOKENS, workers/agent/run-driver.ts); it may use more, up to what the limits leave.
+ */
+export interface ModelCallAsk {
+  input: number;
+  answer: number;
+}
+
+/** How a refusal names the model call it refuses. */
+export const modelCallAsked = (c: ModelCallAsk): string => `this model call (about ${c.input} input tokens${c.answer > 0 ? ` and at least ${c.answer} for its answer` : ''})`;
 
 /** The limit that applies to `ask` (a share of `limit` for others). */
 const limitFor = (limit: number | undefined, ask: PlanAsk): number | undefined => (limit === undefined || !ask.other ? limit : Math.floor(limit * OTHERS_PLAN_SHARE));
@@ -63,13 +75,14 @@ export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: P
   const dayEnd = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
   const d = new Date(now);
   const monthEnd = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-  const over = (quota: string, used: number, planLimit: number | undefined, what: string, end: number, call = 0): QuotaRefusal | undefined => {
+  const call = ask.call ?? { input: 0, answer: 0 };
+  const over = (quota: string, used: number, planLimit: number | undefined, what: string, end: number, callTokens = 0): QuotaRefusal | undefined => {
     const limit = limitFor(planLimit, ask);
     // Room left: the limit is not used up, and this call (if any) fits in what is left.
-    if (planLimit === undefined || limit === undefined || (used < limit && used + call <= limit)) return undefined;
+    if (planLimit === undefined || limit === undefined || (used < limit && used + callTokens <= limit)) return undefined;
     const message =
       used < limit
-        ? `this model call (about ${call} input tokens) would exceed ${ask.other ? `the ${limit} others may use of the agent’s owner’s plan’s` : 'the agent’s owner’s plan’s'} ${planLimit} ${what}`
+        ? `${modelCallAsked(call)} would exceed ${ask.other ? `the ${limit} others may use of the agent’s owner’s plan’s` : 'the agent’s owner’s plan’s'} ${planLimit} ${what}`
         : ask.other
           ? `others may use ${limit} of the agent’s owner’s plan’s ${planLimit} ${what}; the rest is kept for the owner`
           : `the agent’s owner used its plan’s ${planLimit} ${what}`;
@@ -78,8 +91,8 @@ export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: P
   const running = ask.inFlightTokens ?? 0;
   return (
     over('runs_per_day', (sameDay ? totals.runs_today : 0) + (ask.inFlight ?? 0), plan.runs_per_day, 'runs for today (UTC)', dayEnd) ??
-    over('tokens_per_day', (sameDay ? totals.tokens_today : 0) + running, plan.tokens_per_day, 'model tokens for today (UTC)', dayEnd, ask.call) ??
-    over('tokens_per_month', (sameMonth ? totals.tokens_month : 0) + running, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd, ask.call)
+    over('tokens_per_day', (sameDay ? totals.tokens_today : 0) + running, plan.tokens_per_day, 'model tokens for today (UTC)', dayEnd, call.input + call.answer) ??
+    over('tokens_per_month', (sameMonth ? totals.tokens_month : 0) + running, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd, call.input + call.answer)
   );
 }
 
@@ -90,6 +103,21 @@ export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: P
  */
 export function planTokensRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: PlanAsk): QuotaRefusal | undefined {
   return planRefusal({ ...plan, runs_per_day: undefined }, totals, now, { ...ask, inFlight: 0 });
+}
+
+/**
+ * The model tokens the plan's token limits leave at `now` for `ask` (others: their share), counting
+ * what the runs in progress spent and are sending (`ask.inFlightTokens`); undefined: no token limit.
+ */
+export function planTokensRoom(plan: Plan, totals: OwnerTotals, now: number, ask: PlanAsk): number | undefined {
+  const today = new Date(now).toISOString().slice(0, 10);
+  const running = ask.inFlightTokens ?? 0;
+  const rooms: number[] = [];
+  const day = limitFor(plan.tokens_per_day, ask);
+  if (day !== undefined) rooms.push(day - (totals.day === today ? totals.tokens_today : 0) - running);
+  const month = limitFor(plan.tokens_per_month, ask);
+  if (month !== undefined) rooms.push(month - (totals.day.slice(0, 7) === today.slice(0, 7) ? totals.tokens_month : 0) - running);
+  return rooms.length === 0 ? undefined : Math.min(...rooms);
 }
 
 /** The owner's plan and where its totals stand against it: what the owner's NIP-AO telemetry shows after a run. */

@@ -30,7 +30,7 @@ import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
 import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { addRun, ownerUsage, planRefusal, planTokensRefusal, type OwnerUsage, type QuotaRefusal } from '../accounts/quota.js';
+import { addRun, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom, type ModelCallAsk, type OwnerUsage, type QuotaRefusal } from '../accounts/quota.js';
 import { REPORT_BATCH, REPORT_RESEND_MS, UsageMeter, type RunMeter } from './metering.js';
 import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
@@ -44,7 +44,7 @@ import { effectiveAgent, type DefaultModelEnv, type EffectiveAgent } from './eff
 import { deletionTemplate } from './info.js';
 import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
 import { dvmcpDeletion } from './dvmcp-profile.js';
-import { errorMessage } from '../../src/shared/errors.js';
+import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { agentMcpSessions } from './mcp-sessions.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
@@ -537,16 +537,21 @@ export class Agent extends DurableObject<AgentEnv> {
       dvmcp: this.links.dvmcpTools(c),
       meter: (r) => this.recordRun(c, r),
       checkpoint: (r, startedAt) => this.meter.checkpoint(r, startedAt, Date.now()),
-      planTokens: (sender, estimatedInput) => this.planTokensCheck(c, sender, estimatedInput),
+      planTokens: (sender, call) => this.planTokensCheck(c, sender, call),
     };
   }
 
-  /** Before a model call of `estimatedInput` tokens of a run in progress: the owner's plan's token limits, counting what the runs in progress spent (quota.ts). */
-  private planTokensCheck(c: StoredAgent, sender: string, estimatedInput: number): QuotaRefusal | undefined {
+  /**
+   * Before a model call of a run in progress: the owner's plan's token limits, counting what the runs
+   * in progress spent (quota.ts): the refusal of `call`, else the tokens the limits leave (undefined: no limit).
+   */
+  private planTokensCheck(c: StoredAgent, sender: string, call: ModelCallAsk): Result<number | undefined, QuotaRefusal> {
     const state = this.ownerState(c);
-    if (!state || !this.owner) return undefined;
-    const ask = { other: sender !== c.owner, inFlightTokens: this.budget.inProgressTokens(), call: estimatedInput };
-    return planTokensRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now(), ask);
+    if (!state || !this.owner) return ok(undefined);
+    const ask = { other: sender !== c.owner, inFlightTokens: this.budget.inProgressTokens(), call };
+    const plan = planLimits(this.env, state.plan);
+    const refusal = planTokensRefusal(plan, this.owner.totals, this.now(), ask);
+    return refusal ? err(refusal) : ok(planTokensRoom(plan, this.owner.totals, this.now(), ask));
   }
 
   // ---- after a restart ----

@@ -1,15 +1,18 @@
 // What a hosted agent lets strangers spend of its owner's money: prompts per minute per sender and
 // across all senders, concurrent runs, and model tokens per UTC day (counted from the provider's
 // usage, persisted in the Agent DO's SQLite so a restart does not reset it, plus what the runs in
-// progress have spent so far and the estimated input of their model calls in flight; checked when a
-// prompt is admitted and again before each model call of a run with that call's estimated input, so
-// a run stops before a call that would pass the day's budget). A refused prompt costs
+// progress have spent so far and what their model calls in flight hold: estimated input plus the
+// output they may produce; checked when a prompt is admitted and again before each model call of a
+// run with that call's estimated input and room for its answer, so a run stops before a call that
+// would pass the day's budget, and a call's output is limited to what is left: dailyTokensRoom,
+// run-driver.ts). A refused prompt costs
 // O(1) (no run row, no decryption), and the refusals are bounded too: at most one answer per sender
 // per window, and no more answers per minute in all than agent_prompts_per_minute (fresh keys cannot
 // make the agent publish unbounded errors); the other refusals are dropped and counted. Time comes from an injected
 // clock (milliseconds).
 
 import { LruMap } from '../../src/shared/lru.js';
+import { modelCallAsked, type ModelCallAsk } from '../accounts/quota.js';
 import type { AgentLimits } from './config.js';
 
 /** A refusal the client is told about (NIP-XX RATE_LIMIT), or one that is dropped silently. */
@@ -124,16 +127,22 @@ export class AgentBudget {
   }
 
   /**
-   * The refusal of a prompt, or of a model call of `estimatedInput` tokens, at `now`: once the day's
-   * budget is used (tokensCounted), or when the call's input would pass it; else undefined.
+   * The refusal of a prompt, or of a model call of `call.input` tokens (estimated) that needs room
+   * for at least `call.answer` output tokens, at `now`: once the day's budget is used
+   * (tokensCounted), or when the call would pass it; else undefined.
    */
-  dailyTokensRefusal(limits: Pick<AgentLimits, 'max_tokens_per_day'>, now: number, estimatedInput = 0): { message: string; retry_after: number } | undefined {
+  dailyTokensRefusal(limits: Pick<AgentLimits, 'max_tokens_per_day'>, now: number, call: ModelCallAsk = { input: 0, answer: 0 }): { message: string; retry_after: number } | undefined {
     const counted = this.tokensCounted(now);
     const budget = limits.max_tokens_per_day;
     const retry_after = secondsUntil(utcDay(now).end, now);
     if (counted >= budget) return { message: `this agent used its model budget of ${budget} tokens for today (UTC)`, retry_after };
-    if (counted + estimatedInput <= budget) return undefined;
-    return { message: `this model call (about ${estimatedInput} input tokens) would exceed this agent’s model budget of ${budget} tokens for today (UTC)`, retry_after };
+    if (counted + call.input + call.answer <= budget) return undefined;
+    return { message: `${modelCallAsked(call)} would exceed this agent’s model budget of ${budget} tokens for today (UTC)`, retry_after };
+  }
+
+  /** The tokens left of the day's budget at `now` (negative: passed). */
+  dailyTokensRoom(limits: Pick<AgentLimits, 'max_tokens_per_day'>, now: number): number {
+    return limits.max_tokens_per_day - this.tokensCounted(now);
   }
 
   /** Adds a run's provider usage to the day's total (and forgets earlier days). */

@@ -20,15 +20,21 @@ import type { SessionKey, SessionStore } from './sessions.js';
 import { buildToolRunner } from './tools/registry.js';
 import { toolsConfig } from './mcp-headers.js';
 import type { DvmcpToolOptions } from './tools/dvmcp.js';
-import { errorMessage } from '../../src/shared/errors.js';
+import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import type { RunMeter, RunSpend } from './metering.js';
 import { logAgent } from './agent-log.js';
-import type { OwnerUsage, QuotaRefusal } from '../accounts/quota.js';
+import type { ModelCallAsk, OwnerUsage, QuotaRefusal } from '../accounts/quota.js';
 import { fitToolCall } from './event-fit.js';
 
 
 /** Where a run's progress and its one terminal outcome go. */
+/**
+ * The least output room a model call needs (or its own bound, when lower): a call that the token
+ * budget or the owner's plan leave less for is not made (RATE_LIMIT) rather than cut to a few tokens.
+ */
+export const MIN_ANSWER_TOKENS = 256;
+
 export interface RunOutput {
   sink: RunSink;
   finish(terminal: Terminal): Promise<void>;
@@ -75,8 +81,8 @@ export interface RunDeps {
   meter(r: RunMeter): OwnerUsage | undefined;
   /** Keeps what the run (started at `startedAt`, ms) has spent so far, until meter() records it (metering.ts checkpoint). */
   checkpoint(r: RunSpend, startedAt: number): void;
-  /** Before each model call of `estimatedInput` tokens: the owner's plan's token limits for `sender`, counting the runs in progress (undefined: room left). */
-  planTokens(sender: string, estimatedInput: number): QuotaRefusal | undefined;
+  /** Before each model call: the owner's plan's token limits for `sender`, counting the runs in progress: the refusal of `call`, else the tokens they leave (undefined: no limit). */
+  planTokens(sender: string, call: ModelCallAsk): Result<number | undefined, QuotaRefusal>;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -153,14 +159,21 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
         },
         sink,
         usage: tokens,
-        // A call that goes out is counted by its estimated input until it ends (budget.calling), so
-        // that the other runs' checks see it.
-        beforeModelCall: (estimatedInput) => {
-          const refusal = d.budget.dailyTokensRefusal(c.limits, d.now(), estimatedInput) ?? d.planTokens(client, estimatedInput);
-          if (refusal) return refusal;
-          d.budget.calling(runId, estimatedInput);
+        // A call needs room for its estimated input and a short answer; it may use what the budget
+        // and the plan leave, up to its own bound (answer and thinking). It counts by its estimated
+        // input plus that output allowance until it ends (budget.calling), so that the other runs'
+        // checks see it, and no call can pass a limit by its output.
+        beforeModelCall: (estimatedInput, outputBound) => {
+          const call = { input: estimatedInput, answer: Math.min(MIN_ANSWER_TOKENS, outputBound) };
+          const refusal = d.budget.dailyTokensRefusal(c.limits, d.now(), call);
+          if (refusal) return err(refusal);
+          const plan = d.planTokens(client, call);
+          if (!plan.ok) return plan;
+          const room = Math.min(d.budget.dailyTokensRoom(c.limits, d.now()), plan.value ?? Infinity) - estimatedInput;
+          const output = Math.min(outputBound, room);
+          d.budget.calling(runId, estimatedInput + output);
           checkpoint(estimatedInput);
-          return undefined;
+          return ok(output);
         },
         afterModelCall: () => {
           d.budget.callEnded(runId);

@@ -3,6 +3,7 @@
 // terminal outcome. The Agent Durable Object feeds it a validated prompt and turns its callbacks
 // into encrypted events.
 
+import { ok, type Result } from '../../src/shared/errors.js';
 import { utf8Bytes } from '../../src/shared/json-cut.js';
 import { THINKING_LEVELS, type ErrorCode, type Prompt } from '../../src/shared/nip-xx.js';
 import type { AgentLimits } from './config.js';
@@ -74,10 +75,12 @@ export interface RunInput {
   observe?: WireObserver;
   now?: () => number;
   /**
-   * Asked before each model call with the input it would send, estimated (estimateInput): a refusal
-   * (the day's token budget is used, or this call would pass it) ends the run with RATE_LIMIT instead.
+   * Asked before each model call with the input it would send, estimated (estimateInput), and the
+   * most output it could produce (Provider.outputBound): the output tokens the call may use (at most
+   * that bound; less lowers the call's limits, maxTotalOutputTokens), or a refusal (the day's token
+   * budget is used, or this call would pass it), which ends the run with RATE_LIMIT instead.
    */
-  beforeModelCall?: (estimatedInput: number) => { message: string; retry_after: number; details?: Record<string, unknown> } | undefined;
+  beforeModelCall?: (estimatedInput: number, outputBound: number) => Result<number, { message: string; retry_after: number; details?: Record<string, unknown> }>;
   /** Told after each model call that went out, however it ended: its tokens are in `usage` by then. */
   afterModelCall?: () => void;
 }
@@ -270,8 +273,12 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     // The call's input is known before it goes out: the budget is checked with it (a tool result may
     // be 256 KiB, and a step may bring 16 of them), not only with what the earlier calls cost.
     const estimatedInput = estimateInput(messages, toolSpecs);
-    const refused = input.beforeModelCall?.(estimatedInput);
-    if (refused) return { terminal: { type: 'error', code: 'RATE_LIMIT', message: refused.message, retry_after: refused.retry_after, ...(refused.details ? { details: refused.details } : {}) }, transcript };
+    const outputBound = input.provider.outputBound({ messages, thinking: input.thinking, maxOutputTokens: input.limits.max_output_tokens });
+    const allowed = input.beforeModelCall?.(estimatedInput, outputBound) ?? ok(outputBound);
+    if (!allowed.ok) {
+      const refused = allowed.error;
+      return { terminal: { type: 'error', code: 'RATE_LIMIT', message: refused.message, retry_after: refused.retry_after, ...(refused.details ? { details: refused.details } : {}) }, transcript };
+    }
     let text = '';
     const calls: ToolCall[] = [];
     const tokens = new CallTokens(estimatedInput);
@@ -282,6 +289,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         tools: toolSpecs,
         thinking: input.thinking,
         maxOutputTokens: input.limits.max_output_tokens,
+        ...(allowed.value < outputBound ? { maxTotalOutputTokens: allowed.value } : {}),
         signal: input.signal,
         observe: input.observe,
       })) {

@@ -12,7 +12,9 @@
 // - max_tokens = maxOutputTokens ?? 4096. thinking → `thinking: {type: 'enabled', budget_tokens}`
 //   with low 1024 / medium 4096 / high 16384 / max 32000, and max_tokens raised to
 //   budget + (maxOutputTokens ?? 4096) so that the answer keeps its own room above the budget
-//   (models whose output limit is below that refuse the request: `rejected`).
+//   (models whose output limit is below that refuse the request: `rejected`). maxTotalOutputTokens
+//   (the token budget's room) lowers max_tokens, taking from the thinking budget first; thinking is
+//   left out when less than 1,024 tokens (the API's minimum budget) would remain for it.
 // - Inside a tool loop (an assistant tool call after the last user message) thinking is NOT sent:
 //   the API requires such a turn to start with the model's signed thinking block, which the
 //   ChatMessage contract does not carry; without `thinking` the continuation is accepted.
@@ -36,6 +38,7 @@ import {
   type ChatMessage,
   type Provider,
   type ProviderErrorKind,
+  type OutputBoundRequest,
   type ProviderRequest,
   type StreamChunk,
   type Thinking,
@@ -124,21 +127,36 @@ export function insideToolLoop(messages: ChatMessage[]): boolean {
   return messages.slice(lastUser + 1).some((m) => m.role === 'assistant' && (m.tool_calls?.length ?? 0) > 0);
 }
 
+/** The thinking budget `req` asks for (0: none; never inside a tool loop, see the header). */
+const thinkingBudget = (req: Pick<ProviderRequest, 'messages' | 'thinking'>): number => (req.thinking && !insideToolLoop(req.messages) ? THINKING_BUDGET[req.thinking] : 0);
+
+/** The smallest thinking budget the API accepts. */
+const MIN_THINKING_BUDGET = 1024;
+
+/**
+ * max_tokens and the thinking budget of `req`: the answer's room (maxOutputTokens) plus the thinking
+ * budget, lowered to maxTotalOutputTokens by taking from the thinking first; thinking is left out
+ * when less than the API's minimum budget would remain for it.
+ */
+function outputTokens(req: ProviderRequest): { max_tokens: number; thinking?: number } {
+  const base = req.maxOutputTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS;
+  const budget = thinkingBudget(req);
+  const total = Math.min(base + budget, req.maxTotalOutputTokens ?? Infinity);
+  if (budget > 0 && total - base >= MIN_THINKING_BUDGET) return { max_tokens: total, thinking: Math.min(budget, total - base) };
+  return { max_tokens: Math.min(base, total) };
+}
+
 /** The request body sent to `{baseUrl}/v1/messages`. */
 export function anthropicRequestBody(req: ProviderRequest): JsonObject {
   const { system, messages } = toAnthropicMessages(req.messages);
-  const base = req.maxOutputTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS;
-  const body: JsonObject = { model: req.model, max_tokens: base };
+  const out = outputTokens(req);
+  const body: JsonObject = { model: req.model, max_tokens: out.max_tokens };
   if (system !== undefined) body.system = system;
   body.messages = messages;
   if (req.tools.length > 0) {
     body.tools = req.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.input_schema }));
   }
-  if (req.thinking && !insideToolLoop(req.messages)) {
-    const budget = THINKING_BUDGET[req.thinking];
-    body.thinking = { type: 'enabled', budget_tokens: budget };
-    body.max_tokens = budget + base;
-  }
+  if (out.thinking !== undefined) body.thinking = { type: 'enabled', budget_tokens: out.thinking };
   body.stream = true;
   return body;
 }
@@ -162,6 +180,11 @@ export class AnthropicProvider implements Provider {
 
   constructor(private readonly config: AnthropicConfig) {
     this.baseUrl = config.baseUrl.replace(/\/+$/, '');
+  }
+
+  /** max_tokens covers the thinking budget too: the answer's room plus that budget. */
+  outputBound(req: OutputBoundRequest): number {
+    return req.maxOutputTokens + thinkingBudget(req);
   }
 
   async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {

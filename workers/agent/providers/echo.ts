@@ -11,11 +11,11 @@
 //   answers with the tool output text verbatim (several results joined with "\n"), no prefix;
 // - usage counts whitespace-separated tokens: input = all message contents (and tool-call
 //   arguments), output = the answer text (or the tool call's name and arguments);
-// - maxOutputTokens cuts the answer after that many tokens, with done 'length';
+// - maxOutputTokens (lowered to maxTotalOutputTokens) cuts the answer after that many tokens, with done 'length';
 // - thinking is ignored; the signal is checked before every chunk (→ ProviderError 'aborted').
 // observe.request() gets {model, messages}; observe.response() gets each chunk as JSON.
 
-import { type ChatMessage, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
+import { outputLimit, type ChatMessage, type OutputBoundRequest, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
 import { abortedError } from './http.js';
 
 export const ECHO_PREFIX = 'echo: ';
@@ -71,6 +71,10 @@ function pendingToolResults(messages: ChatMessage[]): string[] | undefined {
 export class EchoProvider implements Provider {
   readonly id = 'echo' as const;
 
+  outputBound(req: OutputBoundRequest): number {
+    return req.maxOutputTokens;
+  }
+
   async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {
     const provider = this.id;
     const emit = (chunk: StreamChunk): StreamChunk => {
@@ -96,8 +100,9 @@ export class EchoProvider implements Provider {
 
     let text = results !== undefined ? results.join('\n') : `${ECHO_PREFIX}${lastUser?.content ?? ''}`;
     let finish: 'stop' | 'length' = 'stop';
-    if (req.maxOutputTokens !== undefined && countTokens(text) > req.maxOutputTokens) {
-      text = firstTokens(text, req.maxOutputTokens);
+    const limit = outputLimit(req);
+    if (limit !== undefined && countTokens(text) > limit) {
+      text = firstTokens(text, limit);
       finish = 'length';
     }
     for (const piece of splitChunks(text)) {

@@ -28,9 +28,11 @@ import {
   ProviderError,
   type ChatMessage,
   type Provider,
+  type OutputBoundRequest,
   type ProviderRequest,
   type StreamChunk,
   type ToolCall,
+  outputLimit,
 } from './types.js';
 import { isObject, num, parseJson, postStream, sseRecords, str, truncate, type JsonObject } from './http.js';
 import { AnswerLimits } from './limits.js';
@@ -118,9 +120,8 @@ export function openAiRequestBody(req: ProviderRequest, baseUrl: string): JsonOb
   };
   if (req.tools.length > 0) body.tools = functionTools(req.tools);
   if (req.thinking) body.reasoning_effort = REASONING_EFFORT[req.thinking];
-  if (req.maxOutputTokens !== undefined) {
-    body[usesMaxCompletionTokens(baseUrl) ? 'max_completion_tokens' : 'max_tokens'] = req.maxOutputTokens;
-  }
+  const limit = outputLimit(req);
+  if (limit !== undefined) body[usesMaxCompletionTokens(baseUrl) ? 'max_completion_tokens' : 'max_tokens'] = limit;
   return body;
 }
 
@@ -297,6 +298,11 @@ export class OpenAiProvider implements Provider {
 
   constructor(private readonly config: OpenAiConfig) {
     this.baseUrl = config.baseUrl.replace(/\/+$/, '');
+  }
+
+  /** Reasoning tokens count within max_completion_tokens / max_tokens. */
+  outputBound(req: OutputBoundRequest): number {
+    return req.maxOutputTokens;
   }
 
   async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {

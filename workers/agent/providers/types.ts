@@ -38,7 +38,14 @@ export interface ProviderRequest {
   messages: ChatMessage[];
   tools: ToolSpec[];
   thinking?: Thinking;
+  /** Room for the answer, in tokens (Anthropic adds the thinking budget on top, anthropic.ts). */
   maxOutputTokens?: number;
+  /**
+   * The most output tokens of the call, answer and thinking together: what the agent's token budget
+   * and its owner's plan leave for it (runtime.ts). A provider lowers its own limits to it.
+   * Unset: maxOutputTokens (and the thinking budget) alone.
+   */
+  maxTotalOutputTokens?: number;
   signal: AbortSignal;
   observe?: WireObserver;
 }
@@ -76,4 +83,14 @@ export interface Provider {
   readonly id: 'openai' | 'anthropic' | 'workers-ai' | 'echo';
   /** Streams a completion. Failures are thrown as ProviderError (never other error types). */
   stream(req: ProviderRequest): AsyncIterable<StreamChunk>;
+  /** The most output tokens (answer and thinking) a call of `req` can produce without maxTotalOutputTokens: what it may cost. */
+  outputBound(req: OutputBoundRequest): number;
+}
+
+export type OutputBoundRequest = Pick<ProviderRequest, 'messages' | 'thinking'> & { maxOutputTokens: number };
+
+/** maxOutputTokens lowered to maxTotalOutputTokens (providers whose output limit covers thinking too); undefined: neither is set. */
+export function outputLimit(req: Pick<ProviderRequest, 'maxOutputTokens' | 'maxTotalOutputTokens'>): number | undefined {
+  const limits = [req.maxOutputTokens, req.maxTotalOutputTokens].filter((n) => n !== undefined);
+  return limits.length === 0 ? undefined : Math.min(...limits);
 }

@@ -21,7 +21,7 @@
 // code → unavailable; 3003/3006/3023/3039/3041/3042/5004/5005/5007/5016/5018/5019 (bad input,
 // unknown model, access refused) → rejected. A thrown error after the signal fired → aborted.
 
-import { ProviderError, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
+import { outputLimit, ProviderError, type OutputBoundRequest, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
 import { abortedError, isObject, str, truncate, type JsonObject } from './http.js';
 import { chatCompletionPayloads, ChatCompletionsDecoder, functionTools, toChatMessages, type MessageDialect } from './openai.js';
 import { errorMessage } from '../../../src/shared/errors.js';
@@ -55,7 +55,8 @@ const WORKERS_AI_DIALECT: MessageDialect = { emptyCallContent: '', toolResultNam
 export function workersAiInput(req: ProviderRequest): JsonObject {
   const input: JsonObject = { messages: toChatMessages(req.messages, WORKERS_AI_DIALECT), stream: true };
   if (req.tools.length > 0) input.tools = functionTools(req.tools);
-  if (req.maxOutputTokens !== undefined) input.max_tokens = req.maxOutputTokens;
+  const limit = outputLimit(req);
+  if (limit !== undefined) input.max_tokens = limit;
   return input;
 }
 
@@ -63,6 +64,10 @@ export class WorkersAiProvider implements Provider {
   readonly id = 'workers-ai' as const;
 
   constructor(private readonly ai: WorkersAiBinding) {}
+
+  outputBound(req: OutputBoundRequest): number {
+    return req.maxOutputTokens;
+  }
 
   async *stream(req: ProviderRequest): AsyncGenerator<StreamChunk> {
     const provider = this.id;
