@@ -28,13 +28,17 @@ describe('bridge metering retention', () => {
       const old = (): number => sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM bridge_calls WHERE day < ?', dayOf(now - RETENTION_DAYS * DAY_MS)).one().n;
       const recent = (): number => sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM bridge_calls WHERE day >= ?', dayOf(now - RETENTION_DAYS * DAY_MS)).one().n;
 
-      meter.record(['a'], 'tools/call', now);
+      // Others' day counts of earlier days go too (nothing reads them).
+      for (let d = 1; d <= 3; d++) sql.exec('INSERT INTO bridge_others (day, calls) VALUES (?, 5)', dayOf(now - d * DAY_MS));
+      meter.record(['a'], 'tools/call', now, true);
       expect(old()).toBe(598);
+      expect(sql.exec<{ day: string; calls: number }>('SELECT day, calls FROM bridge_others').toArray()).toEqual([{ day: dayOf(now - DAY_MS), calls: 5 }, { day: dayOf(now), calls: 1 }]);
       await instance.alarm();
       expect(old()).toBe(98);
       await instance.alarm();
       expect(old()).toBe(0);
       expect(recent()).toBe(31); // the 30 days, and today's tools/call
+      expect(sql.exec<{ day: string; calls: number }>('SELECT day, calls FROM bridge_others').toArray()).toEqual([{ day: dayOf(now), calls: 1 }]);
     });
   });
 });

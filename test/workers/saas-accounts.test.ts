@@ -483,7 +483,7 @@ describe('the owner’s bridge under its plan', () => {
     expect(DEFAULT_BRIDGE_SERVERS).toBe(100);
   });
 
-  it('bridge calls per day: three pass (pings are free), the fourth is -32029 naming the quota; each call is metered', async () => {
+  it('bridge calls per day: three pass (pings are free), the fourth is -32029 naming the quota; others may use 90 % of them; each call is metered', async () => {
     const owner = await addOwner('three_bridge_calls');
     const stub = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
     const provider = await stub.ensureProvider(owner.pk, BASE);
@@ -491,9 +491,17 @@ describe('the owner’s bridge under its plan', () => {
     const added = await stub.addServer({ id: 'q', url: everythingUrl(), public: false });
     expect(added.ok).toBe(true);
     await bridgeReady(provider);
+    // A stranger gets 2 of the 3 (90 %, rounded down); the owner's own key the rest.
     const c = await DvmcpClient.open(provider);
-    for (let i = 0; i < 3; i++) expect((await c.call('tools/list', { i }, { s: 'q' })).result.ok).toBe(true);
-    const refused = await c.call('tools/list', { i: 3 }, { s: 'q' });
+    for (let i = 0; i < 2; i++) expect((await c.call('tools/list', { i }, { s: 'q' })).result.ok).toBe(true);
+    const past = await c.call('tools/list', { i: 2 }, { s: 'q' });
+    expect(!past.result.ok && past.result.error.code).toBe(RPC.RATE_LIMITED);
+    expect(!past.result.ok && past.result.error.message).toMatch(
+      /^rate-limited: others may use 2 of the owner’s plan’s 3 bridge calls per day; the rest is kept for the owner \(quota bridge_calls_per_day\); retry in \d+ s$/,
+    );
+    const mine = await DvmcpClient.open(provider, '/', owner);
+    expect((await mine.call('tools/list', { i: 2 }, { s: 'q' })).result.ok).toBe(true);
+    const refused = await mine.call('tools/list', { i: 3 }, { s: 'q' });
     expect(!refused.result.ok && refused.result.error.code).toBe(RPC.RATE_LIMITED);
     expect(!refused.result.ok && refused.result.error.message).toMatch(/^rate-limited: the owner’s plan allows 3 bridge calls per day \(quota bridge_calls_per_day\); retry in \d+ s$/);
     const day = new Date().toISOString().slice(0, 10);

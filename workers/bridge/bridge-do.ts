@@ -138,13 +138,14 @@ export class Bridge extends DurableObject<BridgeEnv> {
   }
 
   /**
-   * The owner's daily quota first, then the limiter. An admitted request is metered (and counts
+   * The owner's daily quota first (clients other than the owner's key: their share, metering.ts), then the limiter. An admitted request is metered (and counts
    * against the quota) when it goes upstream, its duration when it ends: a priced request never
    * paid is not. A refusal is answered as ErrorAnswers allows (once per client until the retry time
    * it gave).
    */
   private admit(client: string, servers: readonly string[], method: string): ReturnType<RequestAdmission['admit']> {
-    const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, this.limiter.now());
+    const other = client !== this.store.providerRecord()?.owner;
+    const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, this.limiter.now(), other);
     if (quota) return this.errors.refusal(client, quota, QUOTA_TOLD_MS);
     const admitted = this.limiter.admit(client, servers);
     if (!admitted.ok) return this.errors.refusal(client, admitted.error, admitted.retryMs);
@@ -156,7 +157,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       upstream: () => {
         if (startedAt !== undefined) return;
         startedAt = this.limiter.now();
-        this.meter.record(servers, method, startedAt);
+        this.meter.record(servers, method, startedAt, other);
       },
       release: () => {
         if (released) return;

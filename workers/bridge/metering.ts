@@ -2,10 +2,14 @@
 // (after any payment) is counted per (UTC day, server, method) with its total duration in the
 // Bridge DO's SQLite, and the owner's plan (bridge_calls_per_day) is checked against the day's
 // count before admission — refused with JSON-RPC -32029 naming the quota and the seconds until the
-// UTC day ends. Rows are kept RETENTION_DAYS and pruned in bounded batches: two with each recorded
-// call (rows are made no faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm.
+// UTC day ends. Clients other than the owner's key may use OTHERS_PLAN_SHARE of the quota (their
+// calls are counted per day apart, `bridge_others`): the rest is kept for the owner, so strangers
+// calling a public server cannot leave the owner's own calls refused for the day. Rows are kept
+// RETENTION_DAYS and pruned in bounded batches: two with each recorded call (rows are made no
+// faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm.
 
 import { RPC, rpcError, type RpcError } from '../../src/shared/dvmcp.js';
+import { OTHERS_PLAN_SHARE } from '../accounts/quota.js';
 
 const DAY_MS = 86_400_000;
 /** Days of per-method rows kept. */
@@ -24,23 +28,32 @@ export class BridgeMeter {
     this.sql.exec(`CREATE TABLE IF NOT EXISTS bridge_calls (
       day TEXT NOT NULL, server TEXT NOT NULL, method TEXT NOT NULL, calls INTEGER NOT NULL, duration_ms INTEGER NOT NULL,
       PRIMARY KEY (day, server, method)) WITHOUT ROWID`);
+    this.sql.exec('CREATE TABLE IF NOT EXISTS bridge_others (day TEXT PRIMARY KEY, calls INTEGER NOT NULL) WITHOUT ROWID');
   }
 
-  /** Requests admitted on the UTC day of `now` (ms). */
-  callsToday(now: number): number {
-    return this.sql.exec<{ n: number }>('SELECT coalesce(sum(calls), 0) AS n FROM bridge_calls WHERE day = ?', dayOf(now)).one().n;
+  /** Requests admitted on the UTC day of `now` (ms): all of them, or those of clients other than the owner. */
+  callsToday(now: number, others = false): number {
+    const query = others ? 'SELECT coalesce(sum(calls), 0) AS n FROM bridge_others WHERE day = ?' : 'SELECT coalesce(sum(calls), 0) AS n FROM bridge_calls WHERE day = ?';
+    return this.sql.exec<{ n: number }>(query, dayOf(now)).one().n;
   }
 
-  /** The refusal of one more request under `limit` calls a day at `now` (ms), or undefined. */
-  refusal(limit: number | undefined, now: number): RpcError | undefined {
-    if (limit === undefined || this.callsToday(now) < limit) return undefined;
+  /** The refusal of one more request under `limit` calls a day at `now` (ms) from the owner's key or another (`other`: its share), or undefined. */
+  refusal(limit: number | undefined, now: number, other: boolean): RpcError | undefined {
+    if (limit === undefined) return undefined;
     const retry = Math.max(1, Math.ceil(((Math.floor(now / DAY_MS) + 1) * DAY_MS - now) / 1000));
-    return { ...rpcError(RPC.RATE_LIMITED, `rate-limited: the owner’s plan allows ${limit} bridge calls per day (quota bridge_calls_per_day); retry in ${retry} s`), data: { quota: 'bridge_calls_per_day', retry_after: retry } };
+    const refuse = (why: string): RpcError => ({ ...rpcError(RPC.RATE_LIMITED, `rate-limited: ${why} (quota bridge_calls_per_day); retry in ${retry} s`), data: { quota: 'bridge_calls_per_day', retry_after: retry } });
+    if (this.callsToday(now) >= limit) return refuse(`the owner’s plan allows ${limit} bridge calls per day`);
+    const share = Math.floor(limit * OTHERS_PLAN_SHARE);
+    if (other && this.callsToday(now, true) >= share) return refuse(`others may use ${share} of the owner’s plan’s ${limit} bridge calls per day; the rest is kept for the owner`);
+    return undefined;
   }
 
-  /** Counts one request admitted at `now` (ms) to each of `servers`. */
-  record(servers: readonly string[], method: string, now: number): void {
+  /** Counts one request admitted at `now` (ms) to each of `servers` (`other`: from a client other than the owner's key). */
+  record(servers: readonly string[], method: string, now: number, other: boolean): void {
     const day = dayOf(now);
+    if (other && servers.length > 0) {
+      this.sql.exec('INSERT INTO bridge_others (day, calls) VALUES (?, ?) ON CONFLICT (day) DO UPDATE SET calls = calls + excluded.calls', day, servers.length);
+    }
     for (const server of servers) {
       this.sql.exec(
         `INSERT INTO bridge_calls (day, server, method, calls, duration_ms) VALUES (?, ?, ?, 1, 0)
@@ -53,8 +66,9 @@ export class BridgeMeter {
     this.prune(now, PRUNE_PER_RECORD);
   }
 
-  /** Deletes at most `limit` rows older than RETENTION_DAYS at `now` (ms), oldest first; how many. */
+  /** Deletes at most `limit` rows older than RETENTION_DAYS at `now` (ms), oldest first; how many (others' day counts: those before today, which nothing reads). */
   prune(now: number, limit: number): number {
+    this.sql.exec('DELETE FROM bridge_others WHERE day IN (SELECT day FROM bridge_others WHERE day < ? ORDER BY day LIMIT ?)', dayOf(now), limit);
     return this.sql.exec(
       'DELETE FROM bridge_calls WHERE (day, server, method) IN (SELECT day, server, method FROM bridge_calls WHERE day < ? ORDER BY day LIMIT ?)',
       dayOf(now - RETENTION_DAYS * DAY_MS),
