@@ -61,6 +61,8 @@ CREATE TABLE IF NOT EXISTS deleted_ids (
   pubkey TEXT NOT NULL,
   PRIMARY KEY (id, pubkey)
 ) WITHOUT ROWID;
+-- A request to vanish (removeAuthor) removes its key's rows: without it, a scan of everyone's.
+CREATE INDEX IF NOT EXISTS deleted_ids_by_pubkey ON deleted_ids(pubkey);
 CREATE TABLE IF NOT EXISTS deleted_addrs (
   pubkey TEXT NOT NULL,
   kind INTEGER NOT NULL,
@@ -412,8 +414,9 @@ export class EventStore {
   /**
    * NIP-62: removes at most `batch` of the events of `pubkey` created at or before `until` (its
    * deletions included) and the gift wraps addressed to it, except its request to vanish (kind 62
-   * at `until`); once none is left, also the deletion records it made. Returns how many it removed
-   * (fewer than `batch`: it is done).
+   * at `until`); once none is left, also the deletion records it made, found by their pubkey index
+   * and counted in `batch` with the events (a key may have made millions). Returns how many events
+   * and records it removed (fewer than `batch`: it is done).
    */
   removeAuthor(pubkey: string, until: number, batch: number): number {
     const sql = this.sql;
@@ -429,11 +432,22 @@ export class EventStore {
       )
       .toArray();
     for (const r of rids) this.removeRow(r.rid);
-    if (rids.length < batch) {
-      sql.exec('DELETE FROM deleted_ids WHERE pubkey = ?', pubkey);
-      sql.exec('DELETE FROM deleted_addrs WHERE pubkey = ?', pubkey);
+    let removed = rids.length;
+    if (removed < batch) {
+      removed += sql
+        .exec('DELETE FROM deleted_ids WHERE pubkey = ?1 AND id IN (SELECT id FROM deleted_ids WHERE pubkey = ?1 LIMIT ?2) RETURNING 1', pubkey, batch - removed)
+        .toArray().length;
     }
-    return rids.length;
+    if (removed < batch) {
+      removed += sql
+        .exec(
+          'DELETE FROM deleted_addrs WHERE (pubkey, kind, d) IN (SELECT pubkey, kind, d FROM deleted_addrs WHERE pubkey = ?1 LIMIT ?2) RETURNING 1',
+          pubkey,
+          batch - removed,
+        )
+        .toArray().length;
+    }
+    return removed;
   }
 
   /** Number of stored events (used by tests and the operations endpoint). */

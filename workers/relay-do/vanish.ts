@@ -16,7 +16,7 @@ import type { OnEventSavedHook, OnEventStoredHook, RejectEventHook } from './pol
 import type { EventStore } from './store.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
 
-/** Events one pass of a removal takes at most (the request's write, then each alarm). */
+/** Events and deletion records one pass of a removal takes at most (the request's write, then each alarm). */
 export const VANISH_BATCH = 500;
 
 export const ALL_RELAYS = 'ALL_RELAYS';

@@ -1,0 +1,92 @@
+// The shard's deletion tables (NIP-09 `deleted_ids`, `deleted_addrs`; NIP-62 `vanished`) under
+// strangers' load: a request to vanish reads only its own key's rows, however many rows others made.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { eventJson, type NostrEvent } from '../../src/shared/event.js';
+import { EventStore } from '../../workers/relay-do/store.js';
+import { keys, now, randomHex, sign, type Keys } from './helpers.js';
+
+/**
+ * `sql` with every statement's cursor recorded: `read()` is what SQLite read for them (rows of
+ * tables and indexes, cursor.rowsRead) since the last `read()`.
+ */
+function meteredSql(sql: SqlStorage): { sql: SqlStorage; read: () => number } {
+  let cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
+  const metered = new Proxy(sql, {
+    get(target, prop) {
+      if (prop === 'exec') {
+        return (query: string, ...bindings: unknown[]) => {
+          const cursor = target.exec(query, ...bindings);
+          cursors.push(cursor);
+          return cursor;
+        };
+      }
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return {
+    sql: metered,
+    read: () => {
+      const n = cursors.reduce((sum, c) => sum + c.rowsRead, 0);
+      cursors = [];
+      return n;
+    },
+  };
+}
+
+/** A kind 5 of `k` naming `ids` (`e`) and `coords` (`a`). */
+const deletion = (k: Keys, ids: readonly string[], coords: readonly string[] = [], created_at = now()): NostrEvent =>
+  sign(k, { kind: 5, tags: [...ids.map((id) => ['e', id]), ...coords.map((a) => ['a', a])], created_at });
+
+describe('a request to vanish among many deletion rows', () => {
+  it("reads its own key's rows, not the others' (deleted_ids by pubkey is an index search)", async () => {
+    // Strangers' deletions of random ids and of long addresses: 6,000 rows that are not the key's.
+    const strangers = Array.from({ length: 12 }, (_, i) =>
+      i % 2 === 0
+        ? deletion(keys(), Array.from({ length: 500 }, () => randomHex()))
+        : ((k: Keys) => deletion(k, [], Array.from({ length: 500 }, (_, n) => `30023:${k.pk}:${'d'.repeat(200)}${n}`)))(keys()),
+    );
+    const x = keys();
+    const own = deletion(x, Array.from({ length: 3 }, () => randomHex()), [`30023:${x.pk}:mine`], now() - 10);
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const { read, plans } = await runInDurableObject(stub, (_i, state) => {
+      const meter = meteredSql(state.storage.sql);
+      const store = new EventStore(meter.sql);
+      for (const e of [...strangers, own]) expect(store.insert(e, eventJson(e), state.storage)).toEqual({ status: 'stored' });
+      meter.read();
+      store.removeAuthor(x.pk, now(), 500);
+      const rows = (table: string) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table} WHERE pubkey = ?`, x.pk).one().n;
+      expect([rows('deleted_ids'), rows('deleted_addrs')]).toEqual([0, 0]);
+      const plan = (q: string) => state.storage.sql.exec<{ detail: string }>(`EXPLAIN QUERY PLAN ${q}`, x.pk).toArray().map((r) => r.detail);
+      return {
+        read: meter.read(),
+        plans: [plan('SELECT id FROM deleted_ids WHERE pubkey = ?'), plan('SELECT d FROM deleted_addrs WHERE pubkey = ?'), plan('SELECT 1 FROM vanished WHERE pubkey = ?')],
+      };
+    });
+    // Before: `DELETE FROM deleted_ids WHERE pubkey = ?` scanned the table (3,000+ rows read).
+    expect(read).toBeLessThan(100);
+    for (const p of plans) expect(p.join(' ')).toMatch(/^SEARCH /);
+  });
+
+  it('removes a key with more deletion rows than a batch over several passes, counting rows in the batch', async () => {
+    const x = keys();
+    const t = now() - 10;
+    const dels = [deletion(x, Array.from({ length: 400 }, () => randomHex()), [], t), deletion(x, Array.from({ length: 300 }, () => randomHex()), [], t)];
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const passes = await runInDurableObject(stub, (_i, state) => {
+      const store = new EventStore(state.storage.sql);
+      for (const e of dels) store.insert(e, eventJson(e), state.storage);
+      const left = () => state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM deleted_ids WHERE pubkey = ?', x.pk).one().n;
+      const out: Array<[number, number]> = [];
+      for (let i = 0; i < 3; i++) out.push([store.removeAuthor(x.pk, now(), 500), left()]);
+      return out;
+    });
+    // 2 events and 498 rows, then the last 202 rows (fewer than the batch: done), then nothing.
+    expect(passes).toEqual([
+      [500, 202],
+      [202, 0],
+      [0, 0],
+    ]);
+  });
+});
