@@ -1,10 +1,16 @@
 // The shard's deletion tables (NIP-09 `deleted_ids`, `deleted_addrs`; NIP-62 `vanished`) under
-// strangers' load: a request to vanish reads only its own key's rows, however many rows others made.
+// strangers' load: a request to vanish reads only its own key's rows, however many rows others
+// made; an event many strangers "deleted" is published with one point lookup, and its author's
+// deletion still blocks it.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { eventJson, type NostrEvent } from '../../src/shared/event.js';
+import { shardStub } from '../../workers/common/shards.js';
 import { EventStore } from '../../workers/relay-do/store.js';
-import { keys, now, randomHex, sign, type Keys } from './helpers.js';
+import { connect, keys, now, randomHex, sign, type Keys } from './helpers.js';
+import { publishAsOwner } from './relay-ops-helpers.js';
+
+const DELETED = 'blocked: this event was deleted by its author';
 
 /**
  * `sql` with every statement's cursor recorded: `read()` is what SQLite read for them (rows of
@@ -88,5 +94,39 @@ describe('a request to vanish among many deletion rows', () => {
       [202, 0],
       [0, 0],
     ]);
+  });
+});
+
+describe('an event many strangers "deleted"', () => {
+  it('is published with a point lookup of the keys that may delete it; its author\'s deletion still blocks', async () => {
+    const owner = keys();
+    const [x, blocked, probe] = [sign(owner, { content: 'x' }), sign(owner, { content: 'deleted by me' }), sign(owner, { content: 'probe' })];
+    // 2,000 fresh keys each "delete" x and probe: rows that must not matter to them.
+    const strangers = Array.from({ length: 2000 }, () => deletion(keys(), [x.id, probe.id]));
+    const read = await runInDurableObject(shardStub(env, owner.pk), (_i, state) => {
+      const meter = meteredSql(state.storage.sql);
+      const store = new EventStore(meter.sql);
+      for (const e of strangers) store.insert(e, eventJson(e), state.storage);
+      meter.read();
+      expect(store.insert(probe, eventJson(probe), state.storage)).toEqual({ status: 'stored' });
+      return meter.read();
+    });
+    // Before: every row naming the id was read into JS (2,000).
+    expect(read).toBeLessThan(50);
+    const oks = await publishAsOwner(owner, [x, deletion(owner, [blocked.id]), blocked]);
+    expect(oks[0]).toEqual(['OK', x.id, true, '']);
+    expect(oks[2]).toEqual(['OK', blocked.id, false, DELETED]);
+  });
+
+  it('a gift wrap stays deletable by its recipient, not by a stranger', async () => {
+    const recipient = keys();
+    const stranger = keys();
+    const wrapOf = (content: string) => sign(keys(), { kind: 1059, content, tags: [['p', recipient.pk]] });
+    const [byRecipient, byStranger] = [wrapOf('a'), wrapOf('b')];
+    const ws = await connect('/');
+    for (const d of [deletion(recipient, [byRecipient.id]), deletion(stranger, [byStranger.id])]) expect((await ws.publish(d))[2]).toBe(true);
+    expect(await ws.publish(byRecipient)).toEqual(['OK', byRecipient.id, false, DELETED]);
+    expect(await ws.publish(byStranger)).toEqual(['OK', byStranger.id, true, '']);
+    ws.close();
   });
 });

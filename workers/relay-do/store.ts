@@ -193,13 +193,18 @@ export class EventStore {
     }
   }
 
-  /** Whether a NIP-09 deletion already covers this event id (by its author, or by the recipient of a gift wrap). */
+  /**
+   * Whether a NIP-09 deletion already covers this event id: one primary-key lookup per key that may
+   * delete it (`deletersOf`), whatever number of other keys named the id.
+   */
   private isDeleted(e: NostrEvent): boolean {
-    const deleters = this.sql
-      .exec<{ pubkey: string }>('SELECT pubkey FROM deleted_ids WHERE id = ?', e.id)
-      .toArray()
-      .map((r) => r.pubkey);
-    return deleters.some((p) => mayDelete(p, e));
+    const deleters = deletersOf(e);
+    if (deleters.length === 0) return false;
+    return (
+      this.sql
+        .exec('SELECT 1 FROM deleted_ids WHERE id = ? AND pubkey IN (SELECT value FROM json_each(?)) LIMIT 1', e.id, JSON.stringify(deleters))
+        .toArray().length > 0
+    );
   }
 
   private removeRow(rid: number): void {
@@ -462,12 +467,18 @@ export const deletionTargetsCap: RejectEventHook = (e, { limits }) =>
     ? reject('invalid', `a deletion may name at most ${limits.max_deletion_targets} events`)
     : undefined;
 
-/** Whether `deleter` may delete `e` (the SQL form in applyDeletion decides the same from the index): its author, or the p-tagged recipient of a gift wrap. */
-export function mayDelete(deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean {
-  if (e.kind === KIND.DELETION || e.kind === KIND.VANISH) return false;
-  if (e.pubkey === deleter) return true;
-  return e.kind === KIND.GIFT_WRAP && e.tags.some((t) => t[0] === 'p' && t[1] === deleter);
+/**
+ * The keys that may delete `e` (the SQL form in applyDeletion decides the same from the index): its
+ * author, and the p-tagged recipients of a gift wrap; none for a deletion or a request to vanish.
+ */
+export function deletersOf(e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): string[] {
+  if (e.kind === KIND.DELETION || e.kind === KIND.VANISH) return [];
+  if (e.kind !== KIND.GIFT_WRAP) return [e.pubkey];
+  return [...new Set([e.pubkey, ...tagValues(e, 'p')])];
 }
+
+/** Whether `deleter` may delete `e` (`deletersOf`). */
+export const mayDelete = (deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean => deletersOf(e).includes(deleter);
 
 /** Parses an `a` coordinate "kind:pubkey:d" (d may contain colons). */
 export function parseCoordinate(a: string): { kind: number; pubkey: string; d: string } | undefined {
