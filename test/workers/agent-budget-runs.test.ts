@@ -197,9 +197,10 @@ describe('the daily token budget inside a run', () => {
     expect(run.terminal.payload['text']).toBe(`${body.slice(0, 4000)}\nstderr: HTTP 200`);
   });
 
-  it('counts the model calls in flight: a concurrent run whose call would pass the budget with theirs is not made', { timeout: 40_000 }, async () => {
-    // Each prompt is about 7,500 tokens by estimate; the budget of 12,000 holds one call (with the
-    // 4,096 tokens of output it may produce), not two.
+  it('counts the model calls in flight: a concurrent prompt whose first call would pass the budget with theirs gets no run', { timeout: 40_000 }, async () => {
+    // Each prompt is about 7,500 tokens by estimate (about 8,200 by the admission's estimate of its
+    // payload); the budget of 12,000 holds one call (with the 4,096 tokens of output it may
+    // produce), not two: the second prompt is refused at admission.
     const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'], limits: { max_tokens_per_day: 12_000, max_prompt_bytes: 64_000 } });
     const message = 'word '.repeat(6000);
     const first = await NipXxClient.open(agent);
@@ -213,9 +214,9 @@ describe('the daily token budget inside a run', () => {
     const refused = await second.collect(b.id, 15_000);
     expect(refused.terminal.payload).toMatchObject({
       code: 'RATE_LIMIT',
-      message: 'this model call (about 7504 input tokens and at least 256 for its answer) would exceed this agent’s model budget of 12000 tokens for today (UTC)',
+      message: `this prompt (about ${Math.ceil((b.content.length * 3) / 16)} input tokens and at least 256 for its answer) would exceed this agent’s model budget of 12000 tokens for today (UTC)`,
     });
-    expect(await meterOf(agent, b.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 0, output_tokens: 0 });
+    expect(await meterOf(agent, b.id)).toBeUndefined();
     await first.send(first.cancel(a.id));
     expect((await first.collect(a.id, 15_000)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
   });
@@ -269,13 +270,15 @@ describe('the output of a model call is bounded by what the budget leaves', () =
   });
 
   it('a call the budget leaves less than 256 tokens of answer for is not made', async () => {
-    const agent = await createTestAgent({ limits: { max_tokens_per_day: 200 } });
+    // The prompt (33 tokens by the admission's estimate of its payload) and 256 of answer fit the
+    // 300; its first call also sends the calculator's definition (about 100 tokens), and does not.
+    const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 300 } });
     const c = await NipXxClient.open(agent);
     const p = c.prompt({ ver: 1, message: 'hello there' });
     await c.send(p);
     const run = await c.collect(p.id);
     expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT' });
-    expect(run.terminal.payload['message']).toMatch(/^this model call \(about \d+ input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 200 tokens for today \(UTC\)$/);
+    expect(run.terminal.payload['message']).toMatch(/^this model call \(about \d+ input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 300 tokens for today \(UTC\)$/);
     expect(await tokensToday(agent)).toBe(0);
   });
 });

@@ -159,13 +159,13 @@ describe('per-agent caps', () => {
   });
 
   it('model tokens per UTC day, counted from provider usage and kept in SQLite', async () => {
-    // The model call's input (8 tokens by estimate) and its answer (max_output_tokens 2) fit the
-    // budget of 10; echo counts whitespace tokens: 8 in, 2 out (the answer cut there), and the
-    // budget is used.
-    const agent = await createTestAgent({ limits: { max_tokens_per_day: 10, max_output_tokens: 2 } });
+    // 100 one-letter words: the prompt (73 tokens by the admission's estimate of its payload, 54 at
+    // the model call) and its answer (max_output_tokens 2) fit the budget of 80; echo counts
+    // whitespace tokens: 100 in, 2 out (the answer cut there), and the budget is used.
+    const agent = await createTestAgent({ limits: { max_tokens_per_day: 80, max_output_tokens: 2 } });
     await freeze(agent, T0);
     const c = await NipXxClient.open(agent);
-    const p1 = c.prompt({ ver: 1, message: 'a b c d e f g h' });
+    const p1 = c.prompt({ ver: 1, message: Array.from({ length: 100 }, () => 'a').join(' ') });
     await c.send(p1);
     const usage = (await c.collect(p1.id)).terminal.payload['usage'] as { input_tokens: number; output_tokens: number };
     const stored = await runInDurableObject(stubOf(agent), (_i, state) => state.storage.sql.exec('SELECT day, tokens FROM token_usage').toArray());
@@ -174,10 +174,10 @@ describe('per-agent caps', () => {
     await c.send(p2);
     expect((await c.collect(p2.id)).terminal.payload).toMatchObject({
       code: 'RATE_LIMIT',
-      message: 'this agent used its model budget of 10 tokens for today (UTC)',
+      message: 'this agent used its model budget of 80 tokens for today (UTC)',
       retry_after: 12 * 3600,
     });
-    // The next UTC day has a fresh budget (a new conversation: this one's history alone is over 10 tokens).
+    // The next UTC day has a fresh budget (a new conversation: this one's history alone is over 80 tokens).
     await freeze(agent, T0 + 12 * 3600_000);
     const d = await NipXxClient.open(agent);
     const p3 = d.prompt({ ver: 1, message: 'tomorrow' });

@@ -248,21 +248,23 @@ describe('plan limits at their boundary', () => {
     });
   });
 
-  it('model tokens per day: a model call whose input would pass the plan is not made', async () => {
+  it('model tokens per day: a prompt whose estimate would pass the plan is refused at admission (no run, nothing recorded)', async () => {
     const owner = await addOwner('few_tokens');
     const agent = await createAgent(owner);
     await freeze(agent, T0);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
-    // 800 characters: 204 tokens by estimate, over the 180 of 200 others may use; nothing spent yet.
+    // 800 characters: 1,284 characters of NIP-44 payload, 241 tokens by the admission's estimate,
+    // over the 180 of 200 others may use; nothing spent yet.
     const p = client.prompt({ ver: 1, message: 'x'.repeat(800) });
     await client.send(p);
     expect((await client.collect(p.id)).terminal.payload).toMatchObject({
       code: 'RATE_LIMIT',
-      message: 'this model call (about 204 input tokens and at least 256 for its answer) would exceed the 180 others may use of the agent’s owner’s plan’s 200 model tokens for today (UTC)',
+      message: 'this prompt (about 241 input tokens and at least 256 for its answer) would exceed the 180 others may use of the agent’s owner’s plan’s 200 model tokens for today (UTC)',
       retry_after: 60,
       details: { quota: 'tokens_per_day' },
     });
-    expect((await stubOf(agent).usage()).find((r) => r.run_id === p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 0, output_tokens: 0 });
+    expect(await stubOf(agent).usage()).toEqual([]);
+    expect(await runInDurableObject(stubOf(agent), (_i, s) => s.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM runs').one().n)).toBe(0);
   });
 
   it('model tokens per day are checked before each model call of a run too: a run that crossed the budget stops before its next call', async () => {
@@ -293,8 +295,9 @@ describe('plan limits at their boundary', () => {
     const agent = await createAgent(owner, { max_output_tokens: 1 });
     await freeze(agent, T0);
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
-    // 8 tokens by estimate and 1 of answer (within the 9 others may use), 9 as echo counts.
-    expect((await ask(client, 'a b c d e f g h')).kind).toBe(25803);
+    // 89 one-letter words: 74 tokens by the admission's estimate (its payload) with 1 of answer, 50 at
+    // the model call, within the 90 others may use; 90 as echo counts (89 in, 1 out).
+    expect((await ask(client, Array.from({ length: 89 }, () => 'a').join(' '))).kind).toBe(25803);
     const refused = await ask(client);
     expect(refused).toMatchObject({ kind: 25805, payload: { code: 'RATE_LIMIT', details: { quota: 'tokens_per_month' } } });
     expect(refused.payload.retry_after).toBe((Date.UTC(2026, 1, 1) - T0) / 1000);

@@ -16,7 +16,7 @@ export const TEST_PLANS = JSON.stringify({
   one_agent: { agents: 1 },
   two_runs: { runs_per_day: 2 },
   few_tokens: { tokens_per_day: 200 },
-  few_tokens_month: { tokens_per_month: 10 },
+  few_tokens_month: { tokens_per_month: 100 },
   small_shard: { stored_bytes: 1000 },
   inbox_shard: { stored_bytes: 4000 },
   answers_shard: { stored_bytes: 60000 },

@@ -1,8 +1,10 @@
 // The plan check of a prompt (pure): the owner's totals against its plan's model tokens per UTC day
 // and month and runs per UTC day (runs in progress included; senders other than the owner get
-// OTHERS_PLAN_SHARE of each limit). A quota reached answers RATE_LIMIT with retry_after = seconds
-// until the window resets and details.quota naming it. Totals of an earlier day or month count as 0.
-// Also the agent's local addition of a finished run to the totals (before the aggregate answers).
+// OTHERS_PLAN_SHARE of each limit; the token limits must leave room for what the prompt's first
+// model call will ask, as far as admission knows it), and of each model call of a run. A quota
+// reached answers RATE_LIMIT with retry_after = seconds until the window resets and details.quota
+// naming it. Totals of an earlier day or month count as 0. Also the agent's local addition of a
+// finished run to the totals (before the aggregate answers).
 
 import type { ErrorCode } from '../../src/shared/nip-xx.js';
 import type { OwnerTotals } from './accounts-do.js';
@@ -48,21 +50,25 @@ export interface PlanAsk {
   inFlight?: number;
   /** Model tokens the runs in progress have spent so far (not yet in the totals): counted against the token limits. */
   inFlightTokens?: number;
-  /** The model call about to go out (planTokensRefusal): refused when it would pass a token limit. */
+  /** The model call about to go out (planTokensRefusal), or at admission the prompt's first (promptAsk): refused when it would pass a token limit. */
   call?: ModelCallAsk;
 }
 
 /**
  * A model call about to go out: its estimated input, and the least room for output it needs
  * (MIN_ANSWER_TOKENS, workers/agent/run-driver.ts); it may use more, up to what the limits leave.
+ * At a prompt's admission (`prompt`), the first call of its run as far as it is known before
+ * decryption (workers/agent/admission.ts promptAsk).
  */
 export interface ModelCallAsk {
   input: number;
   answer: number;
+  prompt?: true;
 }
 
-/** How a refusal names the model call it refuses. */
-export const modelCallAsked = (c: ModelCallAsk): string => `this model call (about ${c.input} input tokens${c.answer > 0 ? ` and at least ${c.answer} for its answer` : ''})`;
+/** How a refusal names the model call (or the prompt) it refuses. */
+export const modelCallAsked = (c: ModelCallAsk): string =>
+  `${c.prompt ? 'this prompt' : 'this model call'} (about ${c.input} input tokens${c.answer > 0 ? ` and at least ${c.answer} for its answer` : ''})`;
 
 /** The limit that applies to `ask` (a share of `limit` for others). */
 const limitFor = (limit: number | undefined, ask: PlanAsk): number | undefined => (limit === undefined || !ask.other ? limit : Math.floor(limit * OTHERS_PLAN_SHARE));

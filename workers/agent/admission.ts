@@ -2,14 +2,19 @@
 // NIP-XX request tags, the owner still allowed (and not suspended) on the deployment, the agent's
 // block and allow lists, the owner's plan (workers/accounts/quota.ts, from the totals the agent
 // keeps), then the per-sender and per-agent prompt windows, concurrency and the daily token budget
-// (budget.ts). A refusal carries its NIP-XX error; whether it is answered or dropped is decided
-// here too (at most one answer per sender per window). No Durable Object needed: the only state
-// touched is the budget's limiter windows.
+// (budget.ts). The plan's token limits and the budget must leave room for what the prompt's first
+// model call will ask, as far as that is known before decryption (promptAsk), so that a prompt the
+// limits cannot serve gets no run. A refusal carries its NIP-XX error; whether it is answered or
+// dropped is decided here too (at most one answer per sender per window). No Durable Object
+// needed: the only state touched is the budget's limiter windows.
 
 import type { ErrorCode } from '../../src/shared/nip-xx.js';
 import { checkRequestTags } from '../../src/shared/nip-xx.js';
+import type { ModelCallAsk } from '../accounts/quota.js';
 import type { AgentBudget } from './budget.js';
 import type { StoredAgent } from './config.js';
+import { MIN_ANSWER_TOKENS } from './run-driver.js';
+import { estimateTokens } from './sessions.js';
 
 /** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds. */
 export const REFUSAL_WINDOW_SECONDS = 60;
@@ -26,6 +31,24 @@ export interface AdmissionState {
   /** The clock of the limiters (ms). */
   now: number;
   budget: Pick<AgentBudget, 'admit' | 'shouldAnswer'>;
+  /** What the run's first model call will ask of the token budget (promptAsk; `quota` was computed with it too); none: the budget must only not be used up. */
+  call?: ModelCallAsk;
+}
+
+/**
+ * What a prompt's first model call will ask of the token limits, as far as it is known before
+ * decryption: the system prompt (as estimateTokens counts a message) and the prompt's encrypted
+ * content of `contentChars` characters at 3 bytes per 4 (base64) and 4 bytes per token — never less
+ * than the user message's own estimate, since the NIP-44 payload holds the message with the JSON
+ * around it, its padding (at most a quarter of a long message; a short one fills a multiple of 32 bytes) and
+ * 67 bytes of version, nonce, length and MAC (more than the 4 tokens a message adds), so a stranger
+ * cannot make a large prompt look small; history and tool definitions are not counted (they cost a
+ * read and a listing, and are checked at the call). Then room for the answer: MIN_ANSWER_TOKENS, or
+ * max_output_tokens when lower (a call's own bound is never below it).
+ */
+export function promptAsk(c: Pick<StoredAgent, 'system_prompt' | 'limits'>, contentChars: number): ModelCallAsk {
+  const system = c.system_prompt ? estimateTokens({ role: 'system', content: c.system_prompt }) : 0;
+  return { input: system + Math.ceil((contentChars * 3) / 16), answer: Math.min(MIN_ANSWER_TOKENS, c.limits.max_output_tokens), prompt: true };
 }
 
 export interface Refusal {
@@ -62,7 +85,7 @@ export function admitSender(sender: string, config: Pick<StoredAgent, 'block' | 
   }
   if (what === 'request') return { verdict: 'run' };
   if (state.quota) return refuse(sender, config, state, state.quota, state.quota.retry_after);
-  const admission = state.budget.admit(sender, config.limits, state.activeRuns, state.now);
+  const admission = state.budget.admit(sender, config.limits, state.activeRuns, state.now, state.call);
   if (admission.ok) return { verdict: 'run' };
   return admission.answer ? { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: admission.message, retry_after: admission.retry_after } } : { verdict: 'drop' };
 }

@@ -34,7 +34,7 @@ import { addRun, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom, typ
 import { REPORT_BATCH, REPORT_RESEND_MS, UsageMeter, type RunMeter } from './metering.js';
 import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
-import { admitPrompt, admitSender, type AdmissionState } from './admission.js';
+import { admitPrompt, admitSender, promptAsk, type AdmissionState } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
@@ -161,7 +161,9 @@ export class Agent extends DurableObject<AgentEnv> {
       admit: (sender, what, reserved) => {
         const c = this.store.config();
         if (!c || this.removing) return { verdict: 'drop' };
-        return admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget }, what);
+        // The ask's message is not known here (its first model call counts it): the system prompt and the answer's room.
+        const call = promptAsk(this.effective(c), 0);
+        return admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved, call), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget, call }, what);
       },
       turns: (k) => this.sessions.turns(k),
       run: (out, runId, c, prompt, model, conversation, abort) => runPrompt(this.runDeps(c), out, runId, c, prompt, model, conversation, abort),
@@ -461,14 +463,15 @@ export class Agent extends DurableObject<AgentEnv> {
    * The owner's part of admission, from what the agent knows now: a static owner (EDGESTR_OWNERS,
    * read at each prompt) is allowed on the default plan; another owner as the registry last said
    * (none known yet: refused as removed). Then the plan's quotas against the owner's totals plus
-   * this agent's `inFlight` runs not yet in them; a `sender` other than the owner gets
-   * OTHERS_PLAN_SHARE of each limit (quota.ts).
+   * this agent's `inFlight` runs not yet in them, the token limits with room for `call` (the run's
+   * first model call, promptAsk); a `sender` other than the owner gets OTHERS_PLAN_SHARE of each
+   * limit (quota.ts).
    */
-  private ownerChecks(c: StoredAgent, sender: string, inFlight: number): Pick<AdmissionState, 'owner' | 'quota'> {
+  private ownerChecks(c: StoredAgent, sender: string, inFlight: number, call: ModelCallAsk): Pick<AdmissionState, 'owner' | 'quota'> {
     const state = this.ownerState(c);
     if (!state) return { owner: 'removed' };
     if (state.suspended) return { owner: 'suspended' };
-    const ask = { other: sender !== c.owner, inFlight, inFlightTokens: this.budget.inProgressTokens() };
+    const ask = { other: sender !== c.owner, inFlight, inFlightTokens: this.budget.inProgressTokens(), call };
     return { owner: 'allowed', quota: this.owner ? planRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now(), ask) : undefined };
   }
 
@@ -477,7 +480,8 @@ export class Agent extends DurableObject<AgentEnv> {
    * silently: its id may already be pruned from `seen` (an agent back from a long idle time
    * resubscribes from an old cursor; anyone may re-broadcast an old prompt). Then the checks that
    * cost O(1) and create nothing (tags, owner, allow/block lists, the per-sender and per-agent
-   * caps), answered at most once per sender per window; then the run row and its AbortController
+   * caps; the plan's token limits and the day's budget with room for the prompt's first model call,
+   * promptAsk), answered at most once per sender per window; then the run row and its AbortController
    * together, and a cancel its sender sent before that ends the run at once with CANCELLED (so a
    * cancel is never lost); then decryption, validation and the run. Any failure
    * after that ends the run with INTERNAL_ERROR at once.
@@ -488,7 +492,8 @@ export class Agent extends DurableObject<AgentEnv> {
     if (this.removing || this.runs.has(e.id) || !isFreshPrompt(e.created_at, Math.floor(Date.now() / 1000))) return;
     if (!this.owner) await this.refreshOwner(c);
     const inFlight = this.unmetered.size + this.dvmcp.inProgress;
-    const admission = admitPrompt(e, c, { ...this.ownerChecks(c, client, inFlight), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget });
+    const call = promptAsk(c, e.content.length);
+    const admission = admitPrompt(e, c, { ...this.ownerChecks(c, client, inFlight, call), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget, call });
     // Dropped, answered or run: kept in `seen`, so that a replay after an eviction or a restart (the
     // resubscription reaches back past the cursor) is neither run nor answered again.
     this.runs.keep(e.id);

@@ -2,10 +2,11 @@
 // across all senders, concurrent runs, and model tokens per UTC day (counted from the provider's
 // usage, persisted in the Agent DO's SQLite so a restart does not reset it, plus what the runs in
 // progress have spent so far and what their model calls in flight hold: estimated input plus the
-// output they may produce; checked when a prompt is admitted and again before each model call of a
-// run with that call's estimated input and room for its answer, so a run stops before a call that
-// would pass the day's budget, and a call's output is limited to what is left: dailyTokensRoom,
-// run-driver.ts). A refused prompt costs
+// output they may produce; checked when a prompt is admitted with what its first model call will
+// ask as far as that is known before decryption (admission.ts promptAsk), and again before each
+// model call of a run with that call's estimated input and room for its answer, so a run stops
+// before a call that would pass the day's budget, and a call's output is limited to what is left:
+// dailyTokensRoom, run-driver.ts). A refused prompt costs
 // O(1) (no run row, no decryption), and the refusals are bounded too: at most one answer per sender
 // per window, and no more answers per minute in all than agent_prompts_per_minute (fresh keys cannot
 // make the agent publish unbounded errors); the other refusals are dropped and counted. Time comes from an injected
@@ -159,10 +160,11 @@ export class AgentBudget {
 
   /**
    * Admits a prompt of `sender` (taking one slot of its window and of the agent's) or refuses it;
-   * a refusal is answered once per sender per window, then dropped.
+   * a refusal is answered once per sender per window, then dropped. `call`: what the prompt's first
+   * model call will ask of the token budget, as far as known (none: the budget must not be used up).
    */
-  admit(sender: string, limits: AgentLimits, activeRuns: number, now: number): Admission {
-    const refusal = this.check(sender, limits, activeRuns, now);
+  admit(sender: string, limits: AgentLimits, activeRuns: number, now: number, call?: ModelCallAsk): Admission {
+    const refusal = this.check(sender, limits, activeRuns, now, call);
     if (!refusal) {
       this.hit(sender, now);
       return { ok: true };
@@ -193,7 +195,7 @@ export class AgentBudget {
     return w && now < w.start + MINUTE_MS ? w : undefined;
   }
 
-  private check(sender: string, limits: AgentLimits, activeRuns: number, now: number): { message: string; retry_after: number } | undefined {
+  private check(sender: string, limits: AgentLimits, activeRuns: number, now: number, call: ModelCallAsk | undefined): { message: string; retry_after: number } | undefined {
     const own = this.live(this.senders.get(sender), now);
     if (own && own.count >= limits.prompts_per_minute) {
       return { message: `at most ${limits.prompts_per_minute} prompts per minute per sender`, retry_after: secondsUntil(own.start + MINUTE_MS, now) };
@@ -208,7 +210,7 @@ export class AgentBudget {
     if (activeRuns >= limits.max_concurrent_runs) {
       return { message: `this agent is already running its maximum of ${limits.max_concurrent_runs} concurrent runs`, retry_after: CONCURRENCY_RETRY_SECONDS };
     }
-    return this.dailyTokensRefusal(limits, now);
+    return this.dailyTokensRefusal(limits, now, call);
   }
 
   private hit(sender: string, now: number): void {
