@@ -1,16 +1,18 @@
 // The shard's deletion tables (NIP-09 `deleted_ids`, `deleted_addrs`; NIP-62 `vanished`) under
 // strangers' load: a request to vanish reads only its own key's rows, however many rows others
 // made; an event many strangers "deleted" is published with one point lookup, and its author's
-// deletion still blocks it.
-import { env, runInDurableObject } from 'cloudflare:test';
+// deletion still blocks it; and the rows of a request never outlive it (deletion requests and
+// requests to vanish are kept for good: no `expiration`, no retention rule).
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { eventJson, type NostrEvent } from '../../src/shared/event.js';
 import { shardStub } from '../../workers/common/shards.js';
 import { EventStore } from '../../workers/relay-do/store.js';
-import { connect, keys, now, randomHex, sign, type Keys } from './helpers.js';
-import { publishAsOwner } from './relay-ops-helpers.js';
+import { BASE, connect, keys, now, randomHex, sign, type Keys } from './helpers.js';
+import { opsCall, publishAsOwner } from './relay-ops-helpers.js';
 
 const DELETED = 'blocked: this event was deleted by its author';
+const DAY = 86_400;
 
 /**
  * `sql` with every statement's cursor recorded: `read()` is what SQLite read for them (rows of
@@ -128,5 +130,54 @@ describe('an event many strangers "deleted"', () => {
     expect(await ws.publish(byRecipient)).toEqual(['OK', byRecipient.id, false, DELETED]);
     expect(await ws.publish(byStranger)).toEqual(['OK', byStranger.id, true, '']);
     ws.close();
+  });
+});
+
+describe('requests are kept for good, so their rows never outlive them', () => {
+  it.each([
+    ['a deletion request', (k: Keys, exp: string) => sign(k, { kind: 5, tags: [['e', randomHex()], ['expiration', exp]] }), 'a deletion request (NIP-09)'],
+    ['a request to vanish', (k: Keys, exp: string) => sign(k, { kind: 62, tags: [['relay', 'ALL_RELAYS'], ['expiration', exp]] }), 'a request to vanish (NIP-62)'],
+  ])('%s with an expiration is refused (its rows would stay when it expires)', async (_n, make, what) => {
+    const k = keys();
+    const e = make(k, String(now() + 1));
+    const ws = await connect('/');
+    expect(await ws.publish(e)).toEqual(['OK', e.id, false, `invalid: ${what} is kept for good: publish it without an expiration tag`]);
+    ws.close();
+  });
+
+  it.each([
+    [5, 'rules.0.kinds.1', 'kind 5 (a deletion request, NIP-09) is kept for good: leave it out of retention rules'],
+    [62, 'rules.0.kinds.1', 'kind 62 (a request to vanish, NIP-62) is kept for good: leave it out of retention rules'],
+  ])('a retention rule naming kind %i is refused (422)', async (kind, path, message) => {
+    const owner = keys();
+    const res = await opsCall(owner, 'PATCH', '/api/relay/retention', JSON.stringify({ rules: [{ kinds: [1, kind], days: 3 }] }));
+    expect(res.status).toBe(422);
+    expect(await res.json()).toEqual({ error: 'invalid retention', issues: [{ path, message }] });
+  });
+
+  it('rules stored before naming kinds 5 and 62 leave them out: the alarm keeps old requests and their rows, NIP-11 does not list them', async () => {
+    const owner = keys();
+    const t = now();
+    const target = sign(owner, { kind: 7, content: '+', created_at: t - 3 * DAY }); // no rule names kind 7
+    const old = [sign(owner, { content: 'old note', created_at: t - 3 * DAY }), deletion(owner, [target.id], [], t - 2 * DAY)];
+    const oks = await publishAsOwner(owner, old);
+    expect(oks.map((o) => o[2])).toEqual([true, true]);
+    const stub = shardStub(env, owner.pk);
+    const inForce = await runInDurableObject(stub, async (shard) => {
+      const rules = await shard.setRetentionRules([{ kinds: [1, 5, 62], days: 1 }]);
+      shard.clock = () => (t + 10) * 1000;
+      await shard.alarm();
+      return rules;
+    });
+    expect(inForce).toEqual([{ kinds: [1], days: 1 }]);
+    const ws = await connect(`/r/${owner.pk}`);
+    await ws.auth(owner);
+    expect((await ws.req('left', { authors: [owner.pk] })).events.map((e) => e.id)).toEqual([old[1]!.id]);
+    expect(await ws.publish(target)).toEqual(['OK', target.id, false, DELETED]);
+    const late = deletion(owner, [randomHex()], [], t - 2 * DAY);
+    expect(await ws.publish(late)).toEqual(['OK', late.id, true, '']);
+    ws.close();
+    const nip11 = (await (await SELF.fetch(`${BASE}/r/${owner.pk}`, { headers: { Accept: 'application/nostr+json' } })).json()) as { retention?: unknown };
+    expect(nip11.retention).toEqual([{ kinds: [1], time: DAY }]);
   });
 });

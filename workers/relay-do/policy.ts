@@ -18,7 +18,7 @@ import { learnOwnershipFromProfile, type OwnershipRegistry } from './ownership.j
 import { aoFrameAdmission } from './ao-frames.js';
 import { privateKindsNeedAuth, aoFramesLiveToRecipient } from './read-policy.js';
 import { notExpired, scheduleExpiry } from './nip40.js';
-import { deletionTargetsCap, type EventStore } from './store.js';
+import { deletionTargetsCap, keptForGood, type EventStore } from './store.js';
 import { applyVanish, notVanished, scheduleVanish, vanishAddressedHere, type VanishList } from './vanish.js';
 import { withinRetention, type RetentionRules } from './retention.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
@@ -188,6 +188,7 @@ export function shardPolicy(
       notVanished(vanished),
       ownerShardWrites,
       deletionTargetsCap,
+      keptForGood,
       aoFrameAdmission(),
     ],
     onEventStored: [applyVanish(vanished, store), learnOwnershipFromProfile(ownership)],

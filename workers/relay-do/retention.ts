@@ -2,29 +2,44 @@
 // kinds older than `days` are removed by the shard's alarm, at most RETENTION_BATCH events per
 // alarm run (the alarm comes back at once while more remain, else every RETENTION_INTERVAL).
 // A kind in several rules keeps the shortest. A write already past its rule is refused (`invalid:`,
-// a `rejectEvent` hook), so nothing is accepted only to be removed. Stored in the shard's `meta`
-// table (and cached in memory); advertised in NIP-11 as `retention` ([{kinds, time}], time in seconds).
+// a `rejectEvent` hook), so nothing is accepted only to be removed. Kinds the shard keeps for good
+// (deletion requests and requests to vanish, store.ts `KEPT_FOR_GOOD`) may not be named: rules
+// stored before that was refused are read without them. Stored in the shard's `meta` table (and
+// cached in memory); advertised in NIP-11 as `retention` ([{kinds, time}], time in seconds).
 
 import { z } from 'zod';
 import { MAX_KIND } from '../../src/shared/kinds.js';
 import { reject } from '../../src/shared/errors.js';
 import type { RejectEventHook } from './policy.js';
-import type { EventStore } from './store.js';
+import { KEPT_FOR_GOOD, type EventStore } from './store.js';
 
 export const RETENTION_BATCH = 500;
 export const RETENTION_INTERVAL_SECONDS = 3600;
 const DAY = 86_400;
 
-export const RetentionSchema = z.strictObject({
-  rules: z
-    .array(
-      z.strictObject({
-        kinds: z.array(z.number().int().min(0).max(MAX_KIND)).min(1).max(100),
-        days: z.number().int().min(1).max(36_500),
-      }),
-    )
-    .max(32),
-});
+const Kind = z.number().int().min(0).max(MAX_KIND);
+
+const rulesOf = (kind: z.ZodType<number>) =>
+  z.strictObject({
+    rules: z
+      .array(
+        z.strictObject({
+          kinds: z.array(kind).min(1).max(100),
+          days: z.number().int().min(1).max(36_500),
+        }),
+      )
+      .max(32),
+  });
+
+/** Rules as an owner sets them: a kind kept for good is refused. */
+export const RetentionSchema = rulesOf(
+  Kind.superRefine((kind, ctx) => {
+    const kept = KEPT_FOR_GOOD.get(kind);
+    if (kept) ctx.addIssue({ code: 'custom', message: `kind ${kind} (${kept.what}, ${kept.nip}) is kept for good: leave it out of retention rules` });
+  }),
+);
+/** Rules as stored, possibly from before kinds kept for good were refused (`get` leaves them out). */
+const StoredRetentionSchema = rulesOf(Kind);
 export type Retention = z.infer<typeof RetentionSchema>;
 export type RetentionRule = Retention['rules'][number];
 
@@ -36,10 +51,12 @@ export class RetentionRules {
 
   constructor(private readonly sql: SqlStorage) {}
 
+  /** The rules in force: those stored, without the kinds kept for good (a rule left with none is dropped). */
   get(): RetentionRule[] {
     if (!this.cached) {
       const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'retention'").toArray()[0];
-      this.cached = row ? RetentionSchema.parse(JSON.parse(row.value)).rules : [];
+      const stored = row ? StoredRetentionSchema.parse(JSON.parse(row.value)).rules : [];
+      this.cached = stored.map((r) => ({ ...r, kinds: r.kinds.filter((k) => !KEPT_FOR_GOOD.has(k)) })).filter((r) => r.kinds.length > 0);
     }
     return this.cached;
   }

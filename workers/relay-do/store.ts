@@ -477,6 +477,25 @@ export function deletersOf(e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): str
   return [...new Set([e.pubkey, ...tagValues(e, 'p')])];
 }
 
+/**
+ * The kinds a shard keeps for good, with what they are called in refusals. Their effect is permanent
+ * (a NIP-09 deletion's: "deleted events cannot be re-added"; NIP-62's: vanished events are refused
+ * for good), and so are the rows recording it (`deleted_ids`, `deleted_addrs`, `vanished`). So that
+ * those rows never outlive the request that made them (whose bytes the owner's plan counts), such a
+ * request may not expire (`keptForGood`) nor be named by a retention rule (retention.ts); only its
+ * author's request to vanish removes one (with its deletion records, `removeAuthor`).
+ */
+export const KEPT_FOR_GOOD: ReadonlyMap<number, { what: string; nip: string }> = new Map([
+  [KIND.DELETION, { what: 'a deletion request', nip: 'NIP-09' }],
+  [KIND.VANISH, { what: 'a request to vanish', nip: 'NIP-62' }],
+]);
+
+/** A `rejectEvent` hook (policy.ts): a kind kept for good may not carry a NIP-40 expiration. */
+export const keptForGood: RejectEventHook = (e) => {
+  const kept = KEPT_FOR_GOOD.get(e.kind);
+  return kept && expirationOf(e) !== null ? reject('invalid', `${kept.what} (${kept.nip}) is kept for good: publish it without an expiration tag`) : undefined;
+};
+
 /** Whether `deleter` may delete `e` (`deletersOf`). */
 export const mayDelete = (deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean => deletersOf(e).includes(deleter);
 
