@@ -2,41 +2,47 @@
 // suspension; none pushed: the default plan), the shard's stored events and bytes, and the checks
 // of a write against them — a suspended owner's shard stores nothing new (`restricted: suspended`;
 // ephemeral events still pass, so a suspended agent can say so), a stored event over the plan's
-// stored_bytes is `restricted: storage quota`, and more than events_per_second events from outside
-// connections is `rate-limited`. Stored bytes are counted at load and every RECOUNT_WRITES writes,
-// and added as events are stored in between (deletions free room at the next recount).
+// stored_bytes (less what it replaces: the older versions of a replaceable event) is `restricted:
+// storage quota`, and more than events_per_second events from outside connections is `rate-limited`.
+//
+// What is stored is counted exactly and without reading the stored events: each stored event's
+// bytes, and whether they are the inbox's, are kept with it (`stored_sizes`, by the events' rid) and
+// summed as they are added (`stored_totals`); SQL triggers remove an event's row, and its bytes from
+// the sums, as the event row is deleted, whatever deletes it (a NIP-09 deletion, a newer version of
+// a replaceable event, NIP-40 expiry, retention, a request to vanish), so room is freed at once.
+// A shard made before this counts its stored events once, when it wakes (`backfill`).
 //
 // Strangers may write to the shard too (its inbox: events addressed to the owner or its agents), so
 // that they cannot spend the owner's plan: events from others may hold at most INBOX_SHARE of
 // stored_bytes, and their events per second are counted in a bucket of their own. What counts as
-// the owner's own data is one rule (`ownersData`, a SQL expression) asked of each stored event at
-// write time and of every stored event at a recount, so the two always agree: signed by the owner,
-// or by a key recorded as the owner's agent (or bridge) and addressed (`p`) to nobody but the owner
-// and those keys. Everything else is the inbox's: strangers' events, and the agents' answers to other
-// keys (which strangers cause: a prompt from a fresh key gets one, refusals included). A gift wrap
-// is signed by a one-time key, so nothing stored tells who sent it: one published on a connection
-// authenticated as the owner or one of its agents is judged as if that key had signed it, and, when
-// it is the owner's, its id is recorded (`owner_wraps`) for the recount; every other wrap is the
-// inbox's. So strangers filling the inbox share with wraps cannot block the owner's wrapped prompts
-// to its agents, nor the agents' wrapped answers to the owner.
+// the owner's own data is one rule (`ownersData`, a SQL expression), asked of each event as it is
+// stored and kept with it (an agent recorded later leaves its earlier events the inbox's, as they
+// were counted): signed by the owner, or by a key recorded as the owner's agent (or
+// bridge) and addressed (`p`) to nobody but the owner and those keys. Everything else is the
+// inbox's: strangers' events, and the agents' answers to other keys (which strangers cause: a prompt
+// from a fresh key gets one, refusals included). A gift wrap is signed by a one-time key, so nothing
+// stored tells who sent it: one published on a connection authenticated as the owner or one of its
+// agents is judged as if that key had signed it; every other wrap is the inbox's. So strangers
+// filling the inbox share with wraps cannot block the owner's wrapped prompts to its agents, nor the
+// agents' wrapped answers to the owner.
 
 import { reject, type Rejection } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import type { OwnerState } from '../common/owners.js';
 import { TokenBucket } from './rate-limit.js';
 import type { NostrEvent } from '../../src/shared/event.js';
-
-const RECOUNT_WRITES = 1000;
+import { coordinateD } from './store.js';
 
 /** The part of the plan's stored_bytes that events from others (the inbox) may hold. */
 export const INBOX_SHARE = 0.25;
 
 /**
- * A write as the plan sees it: stored or not, its bytes, from edgestr's own agent connection, from
- * a connection outside the owner's side (its events-per-second bucket), and whether it is stored
- * in the inbox share (`OwnerPlan.isInbox`).
+ * A write as the plan sees it: the event, stored or not, its bytes, from edgestr's own agent
+ * connection, from a connection outside the owner's side (its events-per-second bucket), and
+ * whether it is stored in the inbox share (`OwnerPlan.isInbox`).
  */
 export interface PlanWrite {
+  event: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>;
   stored: boolean;
   bytes: number;
   internal: boolean;
@@ -48,16 +54,35 @@ export interface PlanWrite {
  * The one rule of what a stored event counts as (SQL, ?1 = the owner): the owner's own data when
  * signed by the owner, or signed by a key recorded as the owner's agent and p-tagging nobody but the
  * owner and such keys; otherwise the inbox's. `pubkey` is the event's author and `pValues` a table
- * of its `p` tag values (column `value`): the event's parameters at write time, its stored tag rows
- * at a recount. Agent keys are the shard's records for the owner, whatever their conditions.
+ * of its `p` tag values (column `value`): the event's parameters as it is stored, its stored tag
+ * rows when a shard made before `stored_sizes` counts what it holds. Agent keys are the shard's
+ * records for the owner, whatever their conditions.
  */
 const AGENTS_OF_OWNER = 'SELECT agent FROM agent_owners WHERE owner = ?1';
 const ownersData = (pubkey: string, pValues: string): string =>
   `(${pubkey} = ?1 OR (${pubkey} IN (${AGENTS_OF_OWNER}) AND NOT EXISTS (SELECT 1 FROM ${pValues} WHERE value != ?1 AND value NOT IN (${AGENTS_OF_OWNER}))))`;
 const OWNERS_DATA_AT_WRITE = `SELECT ${ownersData('?2', 'json_each(?3)')} AS own`;
-const OWNERS_DATA_STORED = `(${ownersData('events.pubkey', "(SELECT value FROM tags WHERE tags.rid = events.rid AND tags.name = 'p')")} OR events.id IN (SELECT id FROM owner_wraps))`;
 
-/** Stored bytes, and those of events from others. */
+/**
+ * Each stored event's counted bytes and whether they are the inbox's (1) or the owner's (0), and
+ * their sums, kept by triggers: a row added adds to the sums, an event row deleted removes its row
+ * and takes it from the sums.
+ */
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS stored_sizes (rid INTEGER PRIMARY KEY, bytes INTEGER NOT NULL, inbox INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS stored_totals (k INTEGER PRIMARY KEY CHECK (k = 1), events INTEGER NOT NULL, bytes INTEGER NOT NULL, inbox INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS stored_sizes_added AFTER INSERT ON stored_sizes BEGIN
+  UPDATE stored_totals SET events = events + 1, bytes = bytes + NEW.bytes, inbox = inbox + NEW.bytes * NEW.inbox;
+END;
+CREATE TRIGGER IF NOT EXISTS stored_sizes_removed AFTER DELETE ON stored_sizes BEGIN
+  UPDATE stored_totals SET events = events - 1, bytes = bytes - OLD.bytes, inbox = inbox - OLD.bytes * OLD.inbox;
+END;
+CREATE TRIGGER IF NOT EXISTS stored_event_removed AFTER DELETE ON events BEGIN
+  DELETE FROM stored_sizes WHERE rid = OLD.rid;
+END;
+`;
+
+/** Stored events and bytes, and the bytes of events from others. */
 type Counted = ShardStorage & { inbox: number };
 
 export type ShardStorage = {
@@ -68,8 +93,6 @@ export type ShardStorage = {
 
 export class OwnerPlan {
   private account: OwnerState | undefined;
-  private stored: Counted | undefined;
-  private writes = 0;
   /** The plan's events per second, for the owner's side and for others. */
   private readonly buckets = new Map<boolean, { rate: number; bucket: TokenBucket }>();
 
@@ -80,9 +103,23 @@ export class OwnerPlan {
     private readonly owner: () => string | null,
   ) {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_account (k INTEGER PRIMARY KEY CHECK (k = 1), plan TEXT NOT NULL, suspended INTEGER NOT NULL)');
-    this.sql.exec('CREATE TABLE IF NOT EXISTS owner_wraps (id TEXT PRIMARY KEY) WITHOUT ROWID');
+    this.sql.exec(SCHEMA);
+    if (this.sql.exec('SELECT 1 FROM stored_totals').toArray().length === 0) this.backfill();
     const row = this.sql.exec<{ plan: string; suspended: number }>('SELECT plan, suspended FROM owner_account').toArray()[0];
     this.account = row ? { plan: row.plan, suspended: row.suspended === 1 } : undefined;
+  }
+
+  /**
+   * Counts the events of a shard made before `stored_sizes` (once: the sums row marks it done; an
+   * interrupted count is done again). Wraps were then judged the owner's by the ids kept in
+   * `owner_wraps`, which nothing needs afterwards. `octet_length` reads no event's JSON.
+   */
+  private backfill(): void {
+    this.sql.exec('CREATE TABLE IF NOT EXISTS owner_wraps (id TEXT PRIMARY KEY) WITHOUT ROWID');
+    const own = `(${ownersData('events.pubkey', "(SELECT value FROM tags WHERE tags.rid = events.rid AND tags.name = 'p')")} OR events.id IN (SELECT id FROM owner_wraps))`;
+    this.sql.exec(`INSERT OR IGNORE INTO stored_sizes (rid, bytes, inbox) SELECT rid, octet_length(raw), NOT ${own} FROM events`, this.owner() ?? '');
+    this.sql.exec('INSERT INTO stored_totals (k, events, bytes, inbox) SELECT 1, count(*), coalesce(sum(bytes), 0), coalesce(sum(bytes * inbox), 0) FROM stored_sizes');
+    this.sql.exec('DROP TABLE owner_wraps');
   }
 
   /** The owner's account as the admin API pushed it (undefined: back to the default plan). */
@@ -92,30 +129,20 @@ export class OwnerPlan {
     if (account) this.sql.exec('INSERT INTO owner_account (k, plan, suspended) VALUES (1, ?, ?)', account.plan, account.suspended ? 1 : 0);
   }
 
-  /** The shard's stored events and their bytes (recounted when asked). */
+  /** The shard's stored events and their bytes. */
   storage(): ShardStorage {
-    const { events, bytes } = this.recount();
+    const { events, bytes } = this.totals();
     return { events, bytes };
   }
 
-  private recount(): Counted {
-    this.sql.exec('DELETE FROM owner_wraps WHERE id NOT IN (SELECT id FROM events)'); // wraps deleted since (expired, vanished, retention)
-    this.stored = this.sql
-      .exec<Counted>(
-        `SELECT count(*) AS events, coalesce(sum(length(CAST(raw AS BLOB))), 0) AS bytes,
-           coalesce(sum(CASE WHEN ${OWNERS_DATA_STORED} THEN 0 ELSE length(CAST(raw AS BLOB)) END), 0) AS inbox
-         FROM events`,
-        this.owner() ?? '',
-      )
-      .one();
-    this.writes = 0;
-    return this.stored;
+  private totals(): Counted {
+    return this.sql.exec<Counted>('SELECT events, bytes, inbox FROM stored_totals').one();
   }
 
   /**
-   * Whether a stored event of this shard counts against the inbox share (the rule recount() applies
-   * to what is stored); a gift wrap is judged with `pubkey` the owner's-side key its connection is
-   * authenticated as (write-rules.ts `ownerSideConnection`; see the header).
+   * Whether a stored event of this shard counts against the inbox share (see the header); a gift
+   * wrap is judged with `pubkey` the owner's-side key its connection is authenticated as
+   * (write-rules.ts `ownerSideConnection`).
    */
   isInbox(e: Pick<NostrEvent, 'pubkey' | 'tags'>): boolean {
     const pValues = e.tags.filter((t) => t[0] === 'p' && t[1] !== undefined).map((t) => t[1]);
@@ -138,21 +165,37 @@ export class OwnerPlan {
       }
     }
     if (write.stored && plan.stored_bytes !== undefined) {
-      const now = this.stored && this.writes < RECOUNT_WRITES ? this.stored : this.recount();
-      if (now.bytes + write.bytes > plan.stored_bytes) return reject('restricted', `storage quota: the owner’s plan allows ${plan.stored_bytes} stored bytes on this shard`);
+      const now = this.totals();
+      const freed = this.replaced(write.event);
+      if (now.bytes - freed.bytes + write.bytes > plan.stored_bytes) return reject('restricted', `storage quota: the owner’s plan allows ${plan.stored_bytes} stored bytes on this shard`);
       const inbox = Math.floor(plan.stored_bytes * INBOX_SHARE);
-      if (write.inbox && now.inbox + write.bytes > inbox) {
+      if (write.inbox && now.inbox - freed.inbox + write.bytes > inbox) {
         return reject('restricted', `storage quota: events from others may hold ${inbox} of the ${plan.stored_bytes} stored bytes the owner’s plan allows on this shard`);
       }
     }
     return undefined;
   }
 
-  /** An event of `bytes` was stored (in the inbox share or not); `ownWrap`: it is a gift wrap that is the owner's data. */
-  added(e: Pick<NostrEvent, 'id'>, bytes: number, inbox: boolean, ownWrap: boolean): void {
-    if (ownWrap) this.sql.exec('INSERT OR IGNORE INTO owner_wraps (id) VALUES (?)', e.id);
-    if (!this.stored) return;
-    this.stored = { events: this.stored.events + 1, bytes: this.stored.bytes + bytes, inbox: this.stored.inbox + (inbox ? bytes : 0) };
-    this.writes++;
+  /**
+   * What storing `e` frees: the counted bytes of the versions it replaces when it is a replaceable
+   * or addressable event (removed as it is stored; when one of them is newer, `e` is not stored).
+   */
+  private replaced(e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): { bytes: number; inbox: number } {
+    const d = coordinateD(e);
+    if (d === null) return { bytes: 0, inbox: 0 };
+    return this.sql
+      .exec<{ bytes: number; inbox: number }>(
+        `SELECT coalesce(sum(s.bytes), 0) AS bytes, coalesce(sum(s.bytes * s.inbox), 0) AS inbox
+         FROM events e JOIN stored_sizes s ON s.rid = e.rid WHERE e.pubkey = ? AND e.kind = ? AND e.d = ?`,
+        e.pubkey,
+        e.kind,
+        d,
+      )
+      .one();
+  }
+
+  /** Event `e` was stored, `bytes` counted (in the inbox share or not). Runs in the write's transaction, after the insert. */
+  added(e: Pick<NostrEvent, 'id'>, bytes: number, inbox: boolean): void {
+    this.sql.exec('INSERT INTO stored_sizes (rid, bytes, inbox) SELECT rid, ?, ? FROM events WHERE id = ?', bytes, inbox ? 1 : 0, e.id);
   }
 }

@@ -557,7 +557,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     // gift wrap (signed by a one-time key) as if signed by the owner's-side key its connection is.
     const wrapPublisher = e.kind === KIND.GIFT_WRAP ? ownerSideConnection(ctx) : undefined;
     const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(wrapPublisher === undefined ? e : { pubkey: wrapPublisher, tags: e.tags });
-    const overPlan = ctx.owner === null ? undefined : this.plan.check({ stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox }, ctx.nowMs);
+    const overPlan = ctx.owner === null ? undefined : this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction
@@ -569,7 +569,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'deleted':
         return { accepted: false, message: 'blocked: this event was deleted by its author' };
       case 'stored':
-        this.plan.added(e, bytes, inbox, wrapPublisher !== undefined && !inbox);
+        this.plan.added(e, bytes, inbox);
         break;
     }
     for (const hook of this.policy.onEventStored) hook(e, ctx);
