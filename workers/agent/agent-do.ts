@@ -6,7 +6,7 @@
 // the management RPCs, the watchdog alarm (reconnect, orphaned runs, run reports to the owner's plan
 // that failed, bounded retention, sealing the
 // MCP server headers of configs stored before they were sealed), incoming
-// events (each id claimed once, signature checked, gift wraps opened; DVMCP requests handed to
+// events (each id claimed once, signature checked, gift wraps opened; fresh DVMCP requests handed to
 // dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
 // Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS (or the
 // registry) or was suspended stops answering. The owner's account and plan totals come from the
@@ -43,6 +43,7 @@ import { outboxOutput, runPrompt, type RunDeps } from './run-driver.js';
 import { effectiveAgent, type DefaultModelEnv, type EffectiveAgent } from './effective.js';
 import { deletionTemplate } from './info.js';
 import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
+import { isFresh } from '../common/dvmcp-server/limits.js';
 import { dvmcpDeletion } from './dvmcp-profile.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
@@ -399,17 +400,25 @@ export class Agent extends DurableObject<AgentEnv> {
       const dvmcp = e.kind === KIND.GIFT_WRAP && isDvmcpRumor(r.kind);
       if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL && !dvmcp) return;
       if (!this.runs.claim(r.id)) return;
-      if (dvmcp) {
-        this.runs.keep(r.id);
-        return this.dvmcp.onRumor(r, relay);
-      }
+      if (dvmcp) return this.keptIfFresh(r.id, r.created_at) ? this.dvmcp.onRumor(r, relay) : undefined;
       return this.dispatch({ event: r, wrapped: true, wrapKind: e.kind, relay });
     }
     if (e.kind === KIND.DVMCP_REQUEST || e.kind === KIND.DVMCP_NOTIFICATION) {
-      this.runs.keep(e.id);
-      return this.dvmcp.onEvent(e, relay);
+      return this.keptIfFresh(e.id, e.created_at) ? this.dvmcp.onEvent(e, relay) : undefined;
     }
     return this.dispatch({ event: e, wrapped: false, relay });
+  }
+
+  /**
+   * A DVMCP request or notification (plain, or a wrap's rumor) is served only while fresh (isFresh:
+   * created_at within 60 s of now, as by the bridge; one dated further ahead could be replayed until
+   * then); its id is kept in `seen` 120 s past its created_at (run-store.ts keepRequest), past the
+   * last moment a copy would be fresh, and no longer. Whether it is fresh.
+   */
+  private keptIfFresh(id: string, createdAt: number): boolean {
+    if (!isFresh(createdAt, Math.floor(Date.now() / 1000))) return false;
+    this.runs.keepRequest(id, createdAt);
+    return true;
   }
 
   private async dispatch(m: Incoming): Promise<void> {

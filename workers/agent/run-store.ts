@@ -1,13 +1,14 @@
 // The Agent Durable Object's run bookkeeping in its SQLite: the `runs` table (one row per claimed
-// prompt, its state, its durable terminal event and whether a relay took it), the `seen` ids (each incoming event and
-// rumor handled once: claimed atomically in memory, a bounded LRU, and kept in the table of
-// workers/common/seen-ids.ts only once the agent acts on it — a prompt run, answered or dropped at
-// admission, a DVMCP request — so junk that fails to open or to verify adds no row) and the
-// subscription `cursor` (how far back a
+// prompt, its state, its durable terminal event and whether a relay took it), the `seen` ids (each
+// incoming event and rumor handled once: claimed atomically in memory, a bounded LRU, and kept in
+// the table of workers/common/seen-ids.ts only once the agent acts on it — a prompt run, answered
+// or dropped at admission, for about 3 days; a fresh DVMCP request, 120 s past its created_at — so
+// junk that fails to open or to verify adds no row) and the subscription `cursor` (how far back a
 // (re)subscribe asks), with their bounded retention.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { SeenIds } from '../common/seen-ids.js';
+import { STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { LruMap } from '../../src/shared/lru.js';
 import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 
@@ -27,10 +28,16 @@ export const PROMPT_MAX_AGE_SECONDS = WRAP_LOOKBACK_SECONDS + REPLAY_SLACK_SECON
 /** ... and at most this far ahead (the relay's default created_at_upper_limit). */
 export const PROMPT_MAX_AHEAD_SECONDS = 900;
 /**
- * `seen` ids (claimed when an event arrives) are kept one day longer than a prompt may be run: a
+ * Prompt ids in `seen` are kept one day longer than a prompt may be run (from their receipt): a
  * prompt, replayed by a relay or re-broadcast by anyone, is refused by its id or by its age, never run twice.
  */
-const SEEN_RETENTION_MS = (PROMPT_MAX_AGE_SECONDS + 24 * 3600) * 1000;
+const SEEN_RETENTION_SECONDS = PROMPT_MAX_AGE_SECONDS + 24 * 3600;
+/**
+ * DVMCP request ids are kept this long past their created_at: a request is served only while its
+ * created_at is within STALE_SECONDS of now (isFresh, as by the bridge), so a copy published again
+ * once its id is gone is stale.
+ */
+export const DVMCP_SEEN_SECONDS = 2 * STALE_SECONDS;
 
 /** Whether a prompt created at `createdAt` may be run at `now` (both in seconds); stale ones are ignored. */
 export const isFreshPrompt = (createdAt: number, now: number): boolean =>
@@ -90,11 +97,24 @@ export class RunStore {
     return true;
   }
 
-  /** Keeps a claimed id in `seen` (it survives an eviction), deleting PRUNE_PER_KEEP expired ids. */
+  /** Keeps a claimed prompt's id in `seen` (it survives an eviction) for SEEN_RETENTION_SECONDS. */
   keep(id: string): void {
-    const now = Date.now();
-    this.seen.add(id, Math.floor(now / 1000));
-    this.seen.prune(Math.floor((now - SEEN_RETENTION_MS) / 1000), PRUNE_PER_KEEP);
+    this.keepUntil(id, Math.floor(Date.now() / 1000) + SEEN_RETENTION_SECONDS);
+  }
+
+  /** Keeps a claimed DVMCP request's id in `seen` until DVMCP_SEEN_SECONDS past its `createdAt` (seconds; the caller served it as fresh). */
+  keepRequest(id: string, createdAt: number): void {
+    this.keepUntil(id, createdAt + DVMCP_SEEN_SECONDS);
+  }
+
+  /**
+   * Keeps `id` in `seen` until `until` (seconds), deleting PRUNE_PER_KEEP expired ids. A row's `at`
+   * is when its retention began, SEEN_RETENTION_SECONDS before it expires (a prompt's receipt), so
+   * that one cut-off prunes ids kept for any time.
+   */
+  private keepUntil(id: string, until: number): void {
+    this.seen.add(id, until - SEEN_RETENTION_SECONDS);
+    this.seen.prune(Math.floor(Date.now() / 1000) - SEEN_RETENTION_SECONDS, PRUNE_PER_KEEP);
   }
 
   /** Releases a claim (a forged copy must not block the genuine event with the same id). */
@@ -175,9 +195,9 @@ export class RunStore {
       .toArray();
   }
 
-  /** Retention at `now` (ms): old `seen` ids and old finished runs (delivered, refused or not), at most `batch` rows each. */
+  /** Retention at `now` (ms): expired `seen` ids and old finished runs (delivered, refused or not), at most `batch` rows each. */
   prune(now: number, batch: number): void {
-    this.seen.prune(Math.floor((now - SEEN_RETENTION_MS) / 1000), batch);
+    this.seen.prune(Math.floor(now / 1000) - SEEN_RETENTION_SECONDS, batch);
     this.sql.exec(
       "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND finished_at < ? LIMIT ?)",
       now - RUN_RETENTION_MS,
