@@ -1,15 +1,61 @@
 // Storage bounds of relay shards: what a shard counts as stored (owner-plan.ts, kept with each
 // stored event and removed with it, so a deletion, a replaced version or an expired event frees its
-// room at once).
-import { env, runInDurableObject } from 'cloudflare:test';
+// room at once), and the deployment's bound on every shard (RELAY_LIMITS max_stored_bytes): the
+// public shard's, with a reserve kept for edgestr's own connections, and an owner shard's when its
+// plan sets none, so that strangers hold at most the inbox share of it.
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { api } from './api-helpers.js';
-import { connect, keys, now, sign, type Keys } from './helpers.js';
+import { connect, keys, now, randomHex, sign, TestSocket, type Keys } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
-import { OwnerPlan } from '../../workers/relay-do/owner-plan.js';
+import { INBOX_SHARE, OwnerPlan, RESERVED_SHARE } from '../../workers/relay-do/owner-plan.js';
+import { DEFAULT_LIMITS, type RelayLimits } from '../../workers/relay-do/limits.js';
+import { RelayShard } from '../../workers/relay-do/shard.js';
+import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../../workers/common/shards.js';
 
 const bytesOf = (e: object) => new TextEncoder().encode(JSON.stringify(e)).length;
 const primary = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner}`));
+
+/**
+ * A shard (`shard`: PUBLIC_SHARD or an owner's key) made by the test over a fresh Durable Object's
+ * storage, with `limits` as RELAY_LIMITS, as the deployment would set them; `open` gives a connection
+ * to it from `ip` (or from edgestr's own agents) whose frames reach this object and whose answers
+ * come back on the socket. The object is the shard's primary, which stores its events, also when
+ * the test project gives shards edge objects.
+ */
+async function withShard<T>(shard: string, limits: Partial<RelayLimits>, run: (relay: RelayShard, open: (from: string) => Promise<TestSocket>) => Promise<T>): Promise<T> {
+  return runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), async (_i, state) => {
+    const relay = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify(limits) });
+    const path = shard === PUBLIC_SHARD ? '/' : `/r/${shard}`;
+    const open = async (from: string): Promise<TestSocket> => {
+      const headers: Record<string, string> = { Upgrade: 'websocket', [SHARD_HEADER]: shard };
+      if (from === 'internal') headers[INTERNAL_HEADER] = 'agent';
+      else headers['CF-Connecting-IP'] = from;
+      const res = await relay.fetch(new Request(`http://relay.test${path}`, { headers }));
+      const client = res.webSocket;
+      if (!client) throw new Error(`no websocket: ${res.status} ${await res.text()}`);
+      client.accept();
+      const [server] = state.getWebSockets(`address:${from}`);
+      if (!server) throw new Error(`no socket of ${from}`);
+      const wire = {
+        send: (data: string) => void relay.webSocketMessage(server, data),
+        addEventListener: client.addEventListener.bind(client),
+        close: () => client.close(),
+      };
+      const sock = new TestSocket(wire as unknown as WebSocket, `ws://relay.test${path}`);
+      sock.send(['AUTH']);
+      await sock.next((f) => f[0] === 'AUTH').then((f) => sock.frames.unshift(f));
+      return sock;
+    };
+    return run(relay, open);
+  });
+}
+
+/** A note of `k` of `size` bytes, unlike any other. */
+const noteOf = (k: Keys, size: number) => {
+  const [created_at, unique] = [now(), randomHex(8)];
+  return sign(k, { content: unique + 'x'.repeat(size - bytesOf(sign(k, { content: unique, created_at }))), created_at });
+};
 
 async function addOwner(plan: string): Promise<Keys> {
   const k = keys();
@@ -61,11 +107,87 @@ describe('what a shard counts as stored', () => {
       sql.exec('DROP TABLE stored_totals');
       sql.exec('CREATE TABLE owner_wraps (id TEXT PRIMARY KEY) WITHOUT ROWID');
       sql.exec('INSERT INTO owner_wraps (id) VALUES (?)', ownWrap.id);
-      new OwnerPlan(sql, env, () => owner.pk);
+      new OwnerPlan(sql, env, () => owner.pk, DEFAULT_LIMITS.max_stored_bytes);
       const wrapsLeft = sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'owner_wraps'").toArray().length;
       return { now, woken: totals(), wrapsLeft };
     });
     const bytes = bytesOf(own) + bytesOf(ownWrap) + bytesOf(letter);
     expect(counted).toEqual({ now: { events: 3, bytes, inbox: bytesOf(letter) }, woken: { events: 3, bytes, inbox: bytesOf(letter) }, wrapsLeft: 0 });
+  });
+});
+
+describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', () => {
+  it('the public shard: clients fill all but the reserve, then get `restricted: storage quota: …`; edgestr’s own connections use the reserve; REQ, AUTH and ephemeral events still work', async () => {
+    const cap = 4000;
+    const clients = Math.floor(cap * (1 - RESERVED_SHARE)); // 3500
+    const answers = await withShard(PUBLIC_SHARD, { max_stored_bytes: cap }, async (relay, open) => {
+      const stranger = keys();
+      const sock = await open('198.51.100.7');
+      const oks: Array<[boolean, string]> = [];
+      for (let n = 0; n < 9; n++) oks.push((await sock.publish(noteOf(stranger, 500))).slice(2) as [boolean, string]);
+      // Everything else a full shard's clients do still works: ephemeral events, reads, AUTH.
+      const ephemeral = sign(stranger, { kind: 20001, content: 'still here' });
+      const passing = (await sock.publish(ephemeral)).slice(2);
+      const read = await sock.req('all', { kinds: [1] });
+      const authed = (await sock.auth(stranger)).slice(2);
+      // edgestr's own connection (an agent, a bridge) has the rest.
+      const agent = keys();
+      const own = await open('internal');
+      const ownOks: Array<[boolean, string]> = [];
+      for (let n = 0; n < 3; n++) ownOks.push((await own.publish(noteOf(agent, 400))).slice(2) as [boolean, string]);
+      return { oks, passing, stored: read.events.length, closed: read.closed, authed, ownOks, usage: relay.storedUsage() };
+    });
+    const full: [boolean, string] = [false, `restricted: storage quota: clients may hold ${clients} of the ${cap} stored bytes the relay allows on this shard; the rest is kept for its own agents and bridges`];
+    expect(answers.oks).toEqual([...Array(7).fill([true, '']), full, full]);
+    expect(answers).toMatchObject({ passing: [true, ''], stored: 7, closed: undefined, authed: [true, ''], usage: { events: 8, bytes: 3900 } });
+    expect(answers.ownOks).toEqual([
+      [true, ''],
+      [false, `restricted: storage quota: the relay allows ${cap} stored bytes on this shard`],
+      [false, `restricted: storage quota: the relay allows ${cap} stored bytes on this shard`],
+    ]);
+  });
+
+  it(`an owner shard whose plan sets no stored_bytes: strangers hold at most ${INBOX_SHARE * 100} % of max_stored_bytes, the owner the rest; a plan allowing more is held to it too`, async () => {
+    const cap = 4000;
+    const share = Math.floor(cap * INBOX_SHARE); // 1000
+    const owner = keys();
+    const answers = await withShard(owner.pk, { max_stored_bytes: cap }, async (relay, open) => {
+      const stranger = keys();
+      const outside = await open('198.51.100.8');
+      const letters: Array<[boolean, string]> = [];
+      for (let n = 0; n < 4; n++) {
+        const e = sign(stranger, { content: `${n}`.padEnd(300, 'l'), tags: [['p', owner.pk]] });
+        letters.push((await outside.publish(e)).slice(2) as [boolean, string]);
+      }
+      const mine = await open('198.51.100.9');
+      await mine.auth(owner);
+      const notes: Array<[boolean, string]> = [];
+      for (let n = 0; n < 9; n++) notes.push((await mine.publish(noteOf(owner, 500))).slice(2) as [boolean, string]);
+      // A plan allowing more than the relay's bound (answers_shard: 60000) is held to the bound.
+      relay.setOwnerAccount({ plan: 'answers_shard', suspended: false });
+      const onBigPlan = (await mine.publish(noteOf(owner, 500))).slice(2);
+      const letterOnBigPlan = (await outside.publish(sign(stranger, { content: 'late', tags: [['p', owner.pk]] }))).slice(2);
+      return { letters, notes, onBigPlan, letterOnBigPlan, usage: relay.storedUsage() };
+    });
+    const letterSize = bytesOf(sign(owner, { content: 'l'.repeat(300), tags: [['p', owner.pk]] }));
+    const fitting = Math.floor(share / letterSize);
+    const inboxFull: [boolean, string] = [false, `restricted: storage quota: events from others may hold ${share} of the ${cap} stored bytes the relay allows on this shard`];
+    expect(answers.letters).toEqual([...Array(fitting).fill([true, '']), ...Array(4 - fitting).fill(inboxFull)]);
+    const room = Math.floor((cap - fitting * letterSize) / 500);
+    const full: [boolean, string] = [false, `restricted: storage quota: the relay allows ${cap} stored bytes on this shard`];
+    expect(answers.notes).toEqual([...Array(room).fill([true, '']), ...Array(9 - room).fill(full)]);
+    expect(answers.onBigPlan).toEqual(full);
+    expect(answers.letterOnBigPlan).toEqual(full);
+    expect(answers.usage).toEqual({ events: fitting + room, bytes: fitting * letterSize + room * 500 });
+  });
+
+  it('NIP-11 advertises max_stored_bytes (default and configured)', async () => {
+    const doc = (await (await SELF.fetch('http://relay.test/', { headers: { Accept: 'application/nostr+json' } })).json()) as { limitation: { max_stored_bytes: number } };
+    expect(doc.limitation.max_stored_bytes).toBe(DEFAULT_LIMITS.max_stored_bytes);
+    const configured = await withShard(PUBLIC_SHARD, { max_stored_bytes: 12345 }, async (relay) => {
+      const res = await relay.fetch(new Request('http://relay.test/', { headers: { Accept: 'application/nostr+json', [SHARD_HEADER]: PUBLIC_SHARD } }));
+      return ((await res.json()) as { limitation: { max_stored_bytes: number } }).limitation.max_stored_bytes;
+    });
+    expect(configured).toBe(12345);
   });
 });

@@ -4,6 +4,10 @@
 // ephemeral events still pass, so a suspended agent can say so), a stored event over the plan's
 // stored_bytes (less what it replaces: the older versions of a replaceable event) is `restricted:
 // storage quota`, and more than events_per_second events from outside connections is `rate-limited`.
+// Every shard is also held to the relay's max_stored_bytes (RELAY_LIMITS), which a Durable Object
+// must never outgrow: an owner shard's plan allowing more, or none, gets that bound instead; the
+// public shard has no plan and only that bound, of which clients may fill all but RESERVED_SHARE,
+// the rest being kept for edgestr's own connections (its agents and bridges, imports).
 //
 // What is stored is counted exactly and without reading the stored events: each stored event's
 // bytes, and whether they are the inbox's, are kept with it (`stored_sizes`, by the events' rid) and
@@ -14,7 +18,7 @@
 //
 // Strangers may write to the shard too (its inbox: events addressed to the owner or its agents), so
 // that they cannot spend the owner's plan: events from others may hold at most INBOX_SHARE of
-// stored_bytes, and their events per second are counted in a bucket of their own. What counts as
+// stored_bytes (the plan's or the relay's), and their events per second are counted in a bucket of their own. What counts as
 // the owner's own data is one rule (`ownersData`, a SQL expression), asked of each event as it is
 // stored and kept with it (an agent recorded later leaves its earlier events the inbox's, as they
 // were counted): signed by the owner, or by a key recorded as the owner's agent (or
@@ -33,8 +37,11 @@ import { TokenBucket } from './rate-limit.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { coordinateD } from './store.js';
 
-/** The part of the plan's stored_bytes that events from others (the inbox) may hold. */
+/** The part of an owner shard's stored bytes (its plan's, or the relay's bound) that events from others (the inbox) may hold. */
 export const INBOX_SHARE = 0.25;
+
+/** The part of the public shard's max_stored_bytes kept for edgestr's own connections (its agents and bridges, imports): clients may fill the rest. */
+export const RESERVED_SHARE = 0.125;
 
 /**
  * A write as the plan sees it: the event, stored or not, its bytes, from edgestr's own agent
@@ -99,8 +106,10 @@ export class OwnerPlan {
   constructor(
     private readonly sql: SqlStorage,
     private readonly env: PlanEnv,
-    /** The shard's owner. */
+    /** The shard's owner (null: the public shard). */
     private readonly owner: () => string | null,
+    /** RELAY_LIMITS max_stored_bytes: the most any shard holds, whatever the owner's plan. */
+    private readonly maxStoredBytes: number,
   ) {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_account (k INTEGER PRIMARY KEY CHECK (k = 1), plan TEXT NOT NULL, suspended INTEGER NOT NULL)');
     this.sql.exec(SCHEMA);
@@ -149,8 +158,9 @@ export class OwnerPlan {
     return this.sql.exec<{ own: number }>(OWNERS_DATA_AT_WRITE, this.owner() ?? '', e.pubkey, JSON.stringify(pValues)).one().own !== 1;
   }
 
-  /** Why the owner's plan refuses a write at `nowMs`. */
+  /** Why the owner's plan (on an owner shard) or the shard's storage bound refuses a write at `nowMs`. */
   check(write: PlanWrite, nowMs: number): Rejection | undefined {
+    if (this.owner() === null) return write.stored ? this.overStorage(write, undefined) : undefined;
     const plan = planLimits(this.env, this.account?.plan ?? DEFAULT_PLAN);
     if (write.stored && this.account?.suspended) return reject('restricted', 'suspended: this owner’s shard is read-only');
     if (!write.internal && plan.events_per_second !== undefined) {
@@ -164,14 +174,31 @@ export class OwnerPlan {
         return reject('rate-limited', `the owner’s plan allows ${plan.events_per_second} events per second${from} on this shard`);
       }
     }
-    if (write.stored && plan.stored_bytes !== undefined) {
-      const now = this.totals();
-      const freed = this.replaced(write.event);
-      if (now.bytes - freed.bytes + write.bytes > plan.stored_bytes) return reject('restricted', `storage quota: the owner’s plan allows ${plan.stored_bytes} stored bytes on this shard`);
-      const inbox = Math.floor(plan.stored_bytes * INBOX_SHARE);
-      if (write.inbox && now.inbox - freed.inbox + write.bytes > inbox) {
-        return reject('restricted', `storage quota: events from others may hold ${inbox} of the ${plan.stored_bytes} stored bytes the owner’s plan allows on this shard`);
+    return write.stored ? this.overStorage(write, plan.stored_bytes) : undefined;
+  }
+
+  /**
+   * Why a stored event does not fit: the shard holds at most the owner's plan's stored_bytes
+   * (`planned`; the public shard has none), never more than the relay's max_stored_bytes. On an
+   * owner shard events from others hold at most INBOX_SHARE of it; on the public shard clients all
+   * but RESERVED_SHARE, the rest being edgestr's own connections'. What the event replaces is freed.
+   */
+  private overStorage(write: PlanWrite, planned: number | undefined): Rejection | undefined {
+    const [allowed, by] = planned !== undefined && planned <= this.maxStoredBytes ? [planned, 'the owner’s plan allows'] : [this.maxStoredBytes, 'the relay allows'];
+    const now = this.totals();
+    const freed = this.replaced(write.event);
+    const after = now.bytes - freed.bytes + write.bytes;
+    if (after > allowed) return reject('restricted', `storage quota: ${by} ${allowed} stored bytes on this shard`);
+    if (this.owner() === null) {
+      const clients = Math.floor(allowed * (1 - RESERVED_SHARE));
+      if (!write.internal && after > clients) {
+        return reject('restricted', `storage quota: clients may hold ${clients} of the ${allowed} stored bytes ${by} on this shard; the rest is kept for its own agents and bridges`);
       }
+      return undefined;
+    }
+    const inbox = Math.floor(allowed * INBOX_SHARE);
+    if (write.inbox && now.inbox - freed.inbox + write.bytes > inbox) {
+      return reject('restricted', `storage quota: events from others may hold ${inbox} of the ${allowed} stored bytes ${by} on this shard`);
     }
     return undefined;
   }

@@ -98,7 +98,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.retention = new RetentionRules(sql);
     this.vanished = new VanishList(sql);
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, this.vanished, this.retention);
-    this.plan = new OwnerPlan(sql, env, () => this.shardOwner());
+    this.plan = new OwnerPlan(sql, env, () => this.shardOwner(), this.limits.max_stored_bytes);
     this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
     this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i), this.limits.edge_delivery_queue_bytes);
     const liveCids = new Set<string>();
@@ -543,7 +543,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /**
    * The synchronous part of a write, run inside the batch's transaction: the `rejectEvent` hooks,
-   * the owner's plan, storage (replace and deletion rules) and the `onEventStored` hooks.
+   * the owner's plan and the shard's storage bound (owner-plan.ts; on the public shard the bound
+   * alone), storage (replace and deletion rules) and the `onEventStored` hooks.
    */
   private admit(e: NostrEvent, ctx: EventContext): Admission {
     const verdict = firstVerdict(this.policy.rejectEvent, e, ctx);
@@ -557,7 +558,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     // gift wrap (signed by a one-time key) as if signed by the owner's-side key its connection is.
     const wrapPublisher = e.kind === KIND.GIFT_WRAP ? ownerSideConnection(ctx) : undefined;
     const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(wrapPublisher === undefined ? e : { pubkey: wrapPublisher, tags: e.tags });
-    const overPlan = ctx.owner === null ? undefined : this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox }, ctx.nowMs);
+    const overPlan = this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction
