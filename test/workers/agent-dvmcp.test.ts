@@ -370,15 +370,31 @@ describe('the agent’s policy and budget apply as for NIP-XX prompts', () => {
   });
 
   it('the daily token budget: once spent, an ask is refused until the UTC day ends', async () => {
-    // The call's input (8 tokens by estimate) and its answer (max_output_tokens 2) fit the budget of
-    // 10; echo counts 8 in and 2 out, the budget is used.
-    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 10, max_output_tokens: 2 } });
+    // 100 one-letter words: the ask (its arguments, about 58 tokens by the admission's estimate) and
+    // its answer (max_output_tokens 2) fit the budget of 80; echo counts 100 in and 2 out, the budget is used.
+    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 80, max_output_tokens: 2 } });
     await freeze(agent, T0);
-    expect((await ask(c, { message: 'a b c d e f g h' })).result.ok).toBe(true);
+    expect((await ask(c, { message: Array.from({ length: 100 }, () => 'a').join(' ') })).result.ok).toBe(true);
     expect((await ask(c, { message: 'more' })).result).toEqual({
       ok: false,
-      error: { code: -32029, message: `rate-limited: this agent used its model budget of 10 tokens for today (UTC); retry in ${12 * 3600} s` },
+      error: { code: -32029, message: `rate-limited: this agent used its model budget of 80 tokens for today (UTC); retry in ${12 * 3600} s` },
     });
+    c.close();
+  });
+
+  it('an ask the budget cannot serve is refused at admission, by its arguments’ estimate: no run, nothing metered', async () => {
+    // 1,000 tokens a day; the ask's message alone is about 2,000 by estimate (4 bytes per token).
+    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 1_000, max_prompt_bytes: 64_000 } });
+    await freeze(agent, T0);
+    const refused = await ask(c, { message: 'x'.repeat(8_000) });
+    expect(refused.result).toEqual({
+      ok: false,
+      error: { code: -32029, message: expect.stringMatching(/^rate-limited: this prompt \(about \d{4} input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 1000 tokens for today \(UTC\); retry in 43200 s$/) },
+    });
+    expect(await stubOf(agent).usage()).toEqual([]);
+    // A small ask still runs.
+    expect((await ask(c, { message: 'small' })).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: 'echo: small' }] } });
+    expect(await stubOf(agent).usage()).toHaveLength(1);
     c.close();
   });
 

@@ -25,7 +25,7 @@ import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
 import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
 import { agentRelays, type AgentLimits, type StoredAgent } from './config.js';
-import { SessionStore, type SessionKey } from './sessions.js';
+import { estimateTokens, SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
 import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
@@ -159,11 +159,12 @@ export class Agent extends DurableObject<AgentEnv> {
         const r = await this.links.client(url, c).publish(e, { timeoutMs: 5000 });
         if (!r.ok) console.warn(`agent dvmcp: ${url} refused ${e.kind} ${e.id}: ${r.message}`);
       },
-      admit: (sender, what, reserved) => {
+      admit: (sender, what, reserved, ask) => {
         const c = this.store.config();
         if (!c || this.removing) return { verdict: 'drop' };
-        // The ask's message is not known here (its first model call counts it): the system prompt and the answer's room.
-        const call = promptAsk(this.effective(c), 0);
+        // The ask's arguments are read as the prompt's message would be (4 bytes of UTF-8 per token), with the system prompt and the answer's room.
+        const base = promptAsk(this.effective(c), 0);
+        const call = ask === undefined ? base : { ...base, input: base.input + estimateTokens({ role: 'user', content: ask }) };
         return admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved, call), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget, call }, what);
       },
       turns: (k) => this.sessions.turns(k),

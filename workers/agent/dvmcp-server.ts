@@ -56,8 +56,12 @@ export interface AgentDvmcpDeps {
   sign(t: EventTemplate, sk: Uint8Array): Promise<NostrEvent>;
   /** Publishes on relay `url` (the answer goes where the request came from). */
   publish(url: string, e: NostrEvent, c: StoredAgent): Promise<void>;
-  /** The agent's admission of `sender` (admission.ts admitSender) with `reserved` DVMCP runs besides its NIP-XX runs. */
-  admit(sender: string, what: 'run' | 'request', reserved: number): AdmissionResult;
+  /**
+   * The agent's admission of `sender` (admission.ts admitSender) with `reserved` DVMCP runs besides
+   * its NIP-XX runs; for a run, `ask` is the JSON of the ask's arguments (what its first model call
+   * will send besides the system prompt and the history).
+   */
+  admit(sender: string, what: 'run' | 'request', reserved: number, ask?: string): AdmissionResult;
   /** Completed turns of a conversation (for SESSION_LIMIT). */
   turns(k: SessionKey): number;
   /** One run of the agent (run-driver.ts runPrompt with the agent's deps). */
@@ -202,7 +206,7 @@ export class AgentDvmcp {
   private idle: Array<() => void> = [];
 
   constructor(private readonly deps: AgentDvmcpDeps) {
-    const admission: RequestAdmission = { admit: (client, ids, method) => this.admit(client, ids, method) };
+    const admission: RequestAdmission = { admit: (client, ids, method, params) => this.admit(client, ids, method, params) };
     this.dispatcher = new Dispatcher({
       backends: () => this.backends(),
       limiter: admission,
@@ -304,9 +308,9 @@ export class AgentDvmcp {
    * The agent's policy first (owner, block and allow lists; for tools/call also the prompt windows,
    * concurrency and the token budget), then, for the other methods, the per-client request limits.
    */
-  private admit(client: string, serverIds: readonly string[], method: string): ReturnType<RequestAdmission['admit']> {
+  private admit(client: string, serverIds: readonly string[], method: string, params?: Readonly<Record<string, unknown>>): ReturnType<RequestAdmission['admit']> {
     const run = method === 'tools/call';
-    const verdict = this.deps.admit(client, run ? 'run' : 'request', this.reserved);
+    const verdict = this.deps.admit(client, run ? 'run' : 'request', this.reserved, run ? JSON.stringify(params?.arguments ?? {}) : undefined);
     if (verdict.verdict === 'drop') return { ok: false };
     if (verdict.verdict === 'answer') return { ok: false, error: refusalError(verdict.refusal) };
     if (!run) {

@@ -73,12 +73,17 @@ export interface Reply {
 /** Who may make a request reach a backend (the bridge's Limiter, or a hosted agent's policy). */
 export interface RequestAdmission {
   /**
-   * Admits one request of `client` for `method` to `serverIds`, holding what it takes until
-   * `release`; or refuses it: with `error`, that is the answer; without, it is dropped unanswered.
-   * `upstream` is called when the request goes to its servers (after any payment): a priced request
-   * never paid, or cancelled before, does not.
+   * Admits one request of `client` for `method` (with `params`) to `serverIds`, holding what it
+   * takes until `release`; or refuses it: with `error`, that is the answer; without, it is dropped
+   * unanswered. `upstream` is called when the request goes to its servers (after any payment): a
+   * priced request never paid, or cancelled before, does not.
    */
-  admit(client: string, serverIds: readonly string[], method: string): { ok: true; release: () => void; upstream?: () => void } | { ok: false; error?: RpcError };
+  admit(
+    client: string,
+    serverIds: readonly string[],
+    method: string,
+    params?: Readonly<Record<string, unknown>>,
+  ): { ok: true; release: () => void; upstream?: () => void } | { ok: false; error?: RpcError };
 }
 
 export interface DispatcherDeps {
@@ -168,7 +173,7 @@ export class Dispatcher {
       this.deps.log(`encrypted ${msg.method} ${msg.requestId} not answered for ${off.join(', ')}: encryption is off`);
     }
     if (targets.length === 0) return;
-    const admitted = this.deps.limiter.admit(msg.client, targets.map((b) => b.profile.id), msg.method);
+    const admitted = this.deps.limiter.admit(msg.client, targets.map((b) => b.profile.id), msg.method, msg.params);
     if (!admitted.ok) return admitted.error ? fail(admitted.error) : undefined;
     const abort = new AbortController();
     this.active.set(msg.requestId, { client: msg.client, servers: targets.map((b) => b.profile.id), abort });
