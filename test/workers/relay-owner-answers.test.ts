@@ -22,15 +22,20 @@ const SESSION = 's'.repeat(256); // the longest session id an agent echoes into 
 const primary = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner}`));
 
 /**
- * The shard's inbox bytes as summed while events were stored and removed, and the JSON bytes of the
- * inbox's events stored now (owner-plan.ts keeps each event's count with it).
+ * The shard's inbox bytes as summed while events were stored and removed, and the counted bytes of
+ * the inbox's events stored now (owner-plan.ts keeps each event's count with it): their JSON, and
+ * their indexed tag values and `d` twice each.
  */
 async function inboxCounts(owner: string): Promise<{ running: number; stored: number }> {
   return runInDurableObject(primary(owner), (_i, state) => {
     const sql = state.storage.sql;
     const running = sql.exec<{ inbox: number }>('SELECT inbox FROM stored_totals').one().inbox;
     const stored = sql
-      .exec<{ n: number }>('SELECT coalesce(sum(octet_length(e.raw)), 0) AS n FROM events e JOIN stored_sizes s ON s.rid = e.rid WHERE s.inbox = 1')
+      .exec<{ n: number }>(
+        `SELECT coalesce(sum(octet_length(e.raw) + 2 * coalesce(octet_length(e.d), 0)
+           + 2 * coalesce((SELECT sum(octet_length(t.value)) FROM tags t WHERE t.rid = e.rid), 0)), 0) AS n
+         FROM events e JOIN stored_sizes s ON s.rid = e.rid WHERE s.inbox = 1`,
+      )
       .one().n;
     return { running, stored };
   });

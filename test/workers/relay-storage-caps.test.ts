@@ -7,13 +7,16 @@ import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { api } from './api-helpers.js';
 import { connect, keys, now, randomHex, sign, TestSocket, type Keys } from './helpers.js';
+import type { NostrEvent } from '../../src/shared/event.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
-import { INBOX_SHARE, OwnerPlan, RESERVED_SHARE } from '../../workers/relay-do/owner-plan.js';
+import { countedBytes, INBOX_SHARE, OwnerPlan, RESERVED_SHARE } from '../../workers/relay-do/owner-plan.js';
 import { DEFAULT_LIMITS, type RelayLimits } from '../../workers/relay-do/limits.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../../workers/common/shards.js';
 
 const bytesOf = (e: object) => new TextEncoder().encode(JSON.stringify(e)).length;
+/** What the relay counts an event for (its JSON and the copies of its tag values the indexes keep). */
+const countOf = (e: NostrEvent) => countedBytes(e, JSON.stringify(e));
 const primary = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner}`));
 
 /**
@@ -76,15 +79,33 @@ describe('what a shard counts as stored', () => {
     // The note is gone: what is stored is the deletion alone, and the rest of the plan is free.
     const profile = (content: string, created_at: number) => sign(owner, { kind: 0, content, created_at });
     const empty = profile('', now() - 10);
-    const first = profile('p'.repeat(1000 - bytesOf(deletion) - bytesOf(empty)), now() - 10);
-    expect(bytesOf(deletion) + bytesOf(first)).toBe(1000);
+    const first = profile('p'.repeat(1000 - countOf(deletion) - bytesOf(empty)), now() - 10);
+    expect(countOf(deletion) + bytesOf(first)).toBe(1000);
     expect(await sock.publish(first)).toEqual(['OK', first.id, true, '']);
     // A newer version replaces it: its bytes are freed as it is removed.
-    const second = profile('q'.repeat(1000 - bytesOf(deletion) - bytesOf(empty)), now() - 9);
+    const second = profile('q'.repeat(1000 - countOf(deletion) - bytesOf(empty)), now() - 9);
     expect(await sock.publish(second)).toEqual(['OK', second.id, true, '']);
     expect(await primary(owner.pk).storedUsage()).toEqual({ events: 2, bytes: 1000 });
     const over = sign(owner, { content: '' });
     expect(await sock.publish(over)).toEqual(['OK', over.id, false, 'restricted: storage quota: the owner’s plan allows 1000 stored bytes on this shard']);
+    sock.close();
+  });
+
+  it('an event is counted with the copies of its tag values the indexes keep: each single-letter tag value twice, the `d` of an addressable event twice more', async () => {
+    const owner = await addOwner('inbox_shard'); // stored_bytes 4000
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    const d = 'd'.repeat(300);
+    const article = sign(owner, { kind: 30023, content: 'body', tags: [['d', d], ['t', 'nostr'], ['title', 'not indexed']] });
+    const counted = bytesOf(article) + 2 * (d.length + 'nostr'.length) + 2 * d.length;
+    expect(await sock.publish(article)).toEqual(['OK', article.id, true, '']);
+    expect(await primary(owner.pk).storedUsage()).toEqual({ events: 1, bytes: counted });
+    // The rest of the plan, and not a byte more, for a note without tags.
+    const empty = sign(owner, { content: '' });
+    const rest = sign(owner, { content: 'r'.repeat(4000 - counted - bytesOf(empty) + 1) });
+    expect(await sock.publish(rest)).toEqual(['OK', rest.id, false, 'restricted: storage quota: the owner’s plan allows 4000 stored bytes on this shard']);
+    const fits = sign(owner, { content: 'r'.repeat(4000 - counted - bytesOf(empty)) });
+    expect(await sock.publish(fits)).toEqual(['OK', fits.id, true, '']);
     sock.close();
   });
 
@@ -111,8 +132,8 @@ describe('what a shard counts as stored', () => {
       const wrapsLeft = sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'owner_wraps'").toArray().length;
       return { now, woken: totals(), wrapsLeft };
     });
-    const bytes = bytesOf(own) + bytesOf(ownWrap) + bytesOf(letter);
-    expect(counted).toEqual({ now: { events: 3, bytes, inbox: bytesOf(letter) }, woken: { events: 3, bytes, inbox: bytesOf(letter) }, wrapsLeft: 0 });
+    const bytes = countOf(own) + countOf(ownWrap) + countOf(letter);
+    expect(counted).toEqual({ now: { events: 3, bytes, inbox: countOf(letter) }, woken: { events: 3, bytes, inbox: countOf(letter) }, wrapsLeft: 0 });
   });
 });
 
@@ -169,7 +190,7 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
       const letterOnBigPlan = (await outside.publish(sign(stranger, { content: 'late', tags: [['p', owner.pk]] }))).slice(2);
       return { letters, notes, onBigPlan, letterOnBigPlan, usage: relay.storedUsage() };
     });
-    const letterSize = bytesOf(sign(owner, { content: 'l'.repeat(300), tags: [['p', owner.pk]] }));
+    const letterSize = countOf(sign(owner, { content: 'l'.repeat(300), tags: [['p', owner.pk]] }));
     const fitting = Math.floor(share / letterSize);
     const inboxFull: [boolean, string] = [false, `restricted: storage quota: events from others may hold ${share} of the ${cap} stored bytes the relay allows on this shard`];
     expect(answers.letters).toEqual([...Array(fitting).fill([true, '']), ...Array(4 - fitting).fill(inboxFull)]);

@@ -57,15 +57,16 @@ export const RelayLimitsSchema = z.strictObject({
   /** Bytes of stored events one REQ may return; past it the relay stops early and sends EOSE (NIP-01 allows fewer than `limit`). */
   max_query_bytes: z.number().int().positive().default(4_194_304),
   /**
-   * Stored bytes (as owner-plan.ts counts them: the UTF-8 JSON of the stored events) one shard holds
-   * at most. The public shard's bound: clients may fill all but RESERVED_SHARE of it, the rest is kept
-   * for edgestr's own connections (its agents and bridges, an operator's import). An owner shard's
-   * stored_bytes when its plan sets none, or more: events from others then hold at most
-   * INBOX_SHARE of it. A Durable Object holds 10 GB; what a stored event takes on disk is 1 to 8 times
-   * its JSON (its tags are indexed, its ids and keys are in five indexes: docs/OPERATIONS.md "Storage
-   * of a shard"), so the default keeps even the worst case under it, with room for the shard's other tables.
+   * Stored bytes (as owner-plan.ts `countedBytes` counts them: the events' JSON and the copies of
+   * their tag values the indexes keep) one shard holds at most. The public shard's bound: clients
+   * may fill all but RESERVED_SHARE of it, the rest is kept for edgestr's own connections (its agents
+   * and bridges, an operator's import). An owner shard's stored_bytes when its plan sets none, or
+   * more: events from others then hold at most INBOX_SHARE of it. A Durable Object holds 10 GB; what
+   * a stored event takes on disk is 1 to 3.3 times what is counted (its id and key are in five
+   * indexes: docs/OPERATIONS.md "Storage of a shard"), so the default keeps even the worst case
+   * under it, with room for the shard's other tables.
    */
-  max_stored_bytes: z.number().int().positive().default(1_073_741_824),
+  max_stored_bytes: z.number().int().positive().default(2_147_483_648),
   /** `e` and `a` tags of one kind 5 deletion. */
   max_deletion_targets: z.number().int().positive().default(500),
   /** Distinct pubkeys one connection may authenticate as (NIP-42); more are refused with `restricted:`. */

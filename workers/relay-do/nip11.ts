@@ -48,8 +48,10 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
       max_auth_pubkeys_per_connection: limits.max_auth_pubkeys_per_connection,
       max_content_length: limits.max_content_length,
       /**
-       * Not a standard NIP-11 field: bytes of stored events (their JSON) this shard holds at most;
-       * an owner's plan may allow less. Past it a stored event gets `restricted: storage quota: …`.
+       * Not a standard NIP-11 field: bytes of stored events this shard holds at most (their JSON,
+       * and each single-letter tag value twice more, an addressable event's `d` four times more: the
+       * copies its indexes keep); an owner's plan may allow less. Past it a stored event gets
+       * `restricted: storage quota: …`.
        */
       max_stored_bytes: limits.max_stored_bytes,
       created_at_lower_limit: limits.created_at_lower_limit,

@@ -10,25 +10,26 @@
 // the rest being kept for edgestr's own connections (its agents and bridges, imports).
 //
 // What is stored is counted exactly and without reading the stored events: each stored event's
-// bytes, and whether they are the inbox's, are kept with it (`stored_sizes`, by the events' rid) and
-// summed as they are added (`stored_totals`); SQL triggers remove an event's row, and its bytes from
-// the sums, as the event row is deleted, whatever deletes it (a NIP-09 deletion, a newer version of
-// a replaceable event, NIP-40 expiry, retention, a request to vanish), so room is freed at once.
-// A shard made before this counts its stored events once, when it wakes (`backfill`).
+// bytes (`countedBytes`: its JSON and the copies of its tag values the indexes keep), and whether
+// they are the inbox's, are kept with it (`stored_sizes`, by the events' rid) and summed as they
+// are added (`stored_totals`); SQL triggers remove an event's row, and its bytes from the sums, as
+// the event row is deleted, whatever deletes it (a NIP-09 deletion, a newer version of a
+// replaceable event, NIP-40 expiry, retention, a request to vanish), so room is freed at once. A
+// shard made before this counts its stored events once, when it wakes (`backfill`).
 //
 // Strangers may write to the shard too (its inbox: events addressed to the owner or its agents), so
 // that they cannot spend the owner's plan: events from others may hold at most INBOX_SHARE of
-// stored_bytes (the plan's or the relay's), and their events per second are counted in a bucket of their own. What counts as
-// the owner's own data is one rule (`ownersData`, a SQL expression), asked of each event as it is
-// stored and kept with it (an agent recorded later leaves its earlier events the inbox's, as they
-// were counted): signed by the owner, or by a key recorded as the owner's agent (or
-// bridge) and addressed (`p`) to nobody but the owner and those keys. Everything else is the
-// inbox's: strangers' events, and the agents' answers to other keys (which strangers cause: a prompt
-// from a fresh key gets one, refusals included). A gift wrap is signed by a one-time key, so nothing
-// stored tells who sent it: one published on a connection authenticated as the owner or one of its
-// agents is judged as if that key had signed it; every other wrap is the inbox's. So strangers
-// filling the inbox share with wraps cannot block the owner's wrapped prompts to its agents, nor the
-// agents' wrapped answers to the owner.
+// stored_bytes (the plan's or the relay's), and their events per second are counted in a bucket of
+// their own. What counts as the owner's own data is one rule (`ownersData`, a SQL expression),
+// asked of each event as it is stored and kept with it (an agent recorded later leaves its earlier
+// events the inbox's, as they were counted): signed by the owner, or by a key recorded as the
+// owner's agent (or bridge) and addressed (`p`) to nobody but the owner and those keys. Everything
+// else is the inbox's: strangers' events, and the agents' answers to other keys (which strangers
+// cause: a prompt from a fresh key gets one, refusals included). A gift wrap is signed by a
+// one-time key, so nothing stored tells who sent it: one published on a connection authenticated as
+// the owner or one of its agents is judged as if that key had signed it; every other wrap is the
+// inbox's. So strangers filling the inbox share with wraps cannot block the owner's wrapped prompts
+// to its agents, nor the agents' wrapped answers to the owner.
 
 import { reject, type Rejection } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
@@ -36,6 +37,7 @@ import type { OwnerState } from '../common/owners.js';
 import { TokenBucket } from './rate-limit.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { coordinateD } from './store.js';
+import { utf8Bytes } from '../../src/shared/json-cut.js';
 
 /** The part of an owner shard's stored bytes (its plan's, or the relay's bound) that events from others (the inbox) may hold. */
 export const INBOX_SHARE = 0.25;
@@ -56,6 +58,26 @@ export interface PlanWrite {
   fromOthers: boolean;
   inbox: boolean;
 }
+
+/**
+ * The bytes a stored event is counted for (the unit of stored_bytes and max_stored_bytes): its JSON
+ * (`raw`, UTF-8), and the copies of its values the shard's indexes keep (store.ts): each
+ * single-letter tag's value twice (the tag index and its `rid` index; every such tag, as if none
+ * repeated another), and the `d` coordinate of an addressable event twice more (events.d and
+ * events_addr). So an event of long tag values costs what it takes, not a fifth of it.
+ */
+export function countedBytes(e: Pick<NostrEvent, 'kind' | 'tags'>, raw: string): number {
+  let bytes = utf8Bytes(raw);
+  for (const [name, value] of e.tags) if (name?.length === 1 && value !== undefined) bytes += 2 * utf8Bytes(value);
+  return bytes + 2 * utf8Bytes(coordinateD(e) ?? '');
+}
+
+/**
+ * The same for an event stored before each event's count was kept (a shard's first wake with
+ * `stored_sizes`), from what the store holds of it: its tag index rows, one per distinct value.
+ */
+const COUNTED_STORED = `octet_length(events.raw) + 2 * coalesce(octet_length(events.d), 0)
+  + 2 * coalesce((SELECT sum(octet_length(value)) FROM tags WHERE tags.rid = events.rid), 0)`;
 
 /**
  * The one rule of what a stored event counts as (SQL, ?1 = the owner): the owner's own data when
@@ -94,7 +116,7 @@ type Counted = ShardStorage & { inbox: number };
 
 export type ShardStorage = {
   events: number;
-  /** UTF-8 bytes of the stored events' JSON. */
+  /** Their counted bytes (`countedBytes`). */
   bytes: number;
 };
 
@@ -126,7 +148,7 @@ export class OwnerPlan {
   private backfill(): void {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_wraps (id TEXT PRIMARY KEY) WITHOUT ROWID');
     const own = `(${ownersData('events.pubkey', "(SELECT value FROM tags WHERE tags.rid = events.rid AND tags.name = 'p')")} OR events.id IN (SELECT id FROM owner_wraps))`;
-    this.sql.exec(`INSERT OR IGNORE INTO stored_sizes (rid, bytes, inbox) SELECT rid, octet_length(raw), NOT ${own} FROM events`, this.owner() ?? '');
+    this.sql.exec(`INSERT OR IGNORE INTO stored_sizes (rid, bytes, inbox) SELECT rid, ${COUNTED_STORED}, NOT ${own} FROM events`, this.owner() ?? '');
     this.sql.exec('INSERT INTO stored_totals (k, events, bytes, inbox) SELECT 1, count(*), coalesce(sum(bytes), 0), coalesce(sum(bytes * inbox), 0) FROM stored_sizes');
     this.sql.exec('DROP TABLE owner_wraps');
   }

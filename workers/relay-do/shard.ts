@@ -18,7 +18,7 @@ import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
-import { OwnerPlan, type ShardStorage } from './owner-plan.js';
+import { countedBytes, OwnerPlan, type ShardStorage } from './owner-plan.js';
 import type { PlanEnv } from '../accounts/plans.js';
 import type { OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayPolicy } from './policy.js';
@@ -43,7 +43,6 @@ import { RetentionRules, type RetentionRule } from './retention.js';
 import { exportPage, type ExportPage, type ExportRange } from './export.js';
 import { importLines, type ImportReport } from './import.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
-import { utf8Bytes } from '../../src/shared/json-cut.js';
 
 export interface RelayEnv extends PlanEnv, ShardBindings {
   RELAY_LIMITS?: string;
@@ -552,7 +551,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (verdict) return { accepted: false, message: formatRejection(verdict) };
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
-    const bytes = utf8Bytes(raw);
+    const bytes = countedBytes(e, raw);
     const fromOthers = ctx.owner !== null && !fromOwnerSide(e, ctx);
     // The inbox share: by the event itself (the rule a recount applies), not by the connection; a
     // gift wrap (signed by a one-time key) as if signed by the owner's-side key its connection is.
