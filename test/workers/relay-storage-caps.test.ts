@@ -22,7 +22,7 @@ const primary = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromNam
 /**
  * A shard (`shard`: PUBLIC_SHARD or an owner's key) made by the test over a fresh Durable Object's
  * storage, with `limits` as RELAY_LIMITS, as the deployment would set them; `open` gives a connection
- * to it from `ip` (or from edgestr's own agents) whose frames reach this object and whose answers
+ * to it from address `from` ('internal': edgestr's own agents) whose frames reach this object and whose answers
  * come back on the socket. The object is the shard's primary, which stores its events, also when
  * the test project gives shards edge objects.
  */
