@@ -17,7 +17,12 @@
 // as a newer profile replaces the older event), an owner shard keeps only proofs naming its own
 // owner (the only ones its write policy asks about), and an AUTH proof not renewed for
 // AUTH_PROOF_TTL is forgotten (each new one removes a batch of stale ones). Conditions are at most
-// MAX_CLAUSES clauses (nip-oa.ts).
+// MAX_CLAUSES clauses (nip-oa.ts). The TTL bounds age, not count: fresh keys attested by fresh keys
+// make new proofs as fast as AUTH allows (on the public shard, which keeps any owner's: 16 a second
+// per address, up to ~1 KB each), so a shard keeps at most MAX_AUTH_PROOFS; past it the proof
+// used longest ago goes (`used_at`: its last AUTH, or at most once an hour, RENEW_ON_USE_SECONDS,
+// an event of its agent it vouched for: a telemetry frame, a write), so the proofs of agents at
+// work are not the ones a flood pushes out. Use does not extend AUTH_PROOF_TTL (only an AUTH does).
 
 import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -29,6 +34,10 @@ export type OwnershipSource = 'auth' | 'kind0' | 'provisioned' | 'bridge';
 export const AUTH_PROOF_TTL = 30 * 86_400;
 /** Stale AUTH proofs one new record removes at most. */
 const STALE_BATCH = 100;
+/** AUTH proofs a shard keeps at most (the public shard's are any owner's): past it, the one used longest ago goes. */
+export const MAX_AUTH_PROOFS = 100_000;
+/** A proof's `used_at` is moved by an event of its agent it vouches for at most this often, in seconds. */
+export const RENEW_ON_USE_SECONDS = 3_600;
 /** The sources edgestr's own provisioning writes: a hosted agent, or the owner's bridge provider key. */
 export type ProvisionedSource = Extract<OwnershipSource, 'provisioned' | 'bridge'>;
 
@@ -41,10 +50,15 @@ export interface OwnershipUse {
 }
 
 export class OwnershipRegistry {
+  /** The number of AUTH proofs kept, counted once and then kept up to date (undefined: not counted yet). */
+  #authProofs: number | undefined;
+
   constructor(
     private readonly sql: SqlStorage,
     /** The shard's owner (null: the public shard). */
     private readonly shardOwner: () => string | null,
+    /** AUTH proofs kept at most (tests use fewer). */
+    private readonly maxAuthProofs = MAX_AUTH_PROOFS,
   ) {
     sql.exec(`CREATE TABLE IF NOT EXISTS agent_owners (
       agent TEXT NOT NULL,
@@ -52,12 +66,19 @@ export class OwnershipRegistry {
       source TEXT NOT NULL,
       recorded_at INTEGER NOT NULL,
       conditions TEXT NOT NULL DEFAULT '',
+      used_at INTEGER NOT NULL DEFAULT 0,
       PRIMARY KEY (agent, owner, source)
     ) WITHOUT ROWID`);
     // Shards created before conditions were kept: their records had none (and stay unconditional).
     const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('agent_owners')").toArray();
     if (!columns.some((c) => c.name === 'conditions')) sql.exec("ALTER TABLE agent_owners ADD COLUMN conditions TEXT NOT NULL DEFAULT ''");
+    // Shards created before `used_at` (the order in which AUTH proofs past the cap go): their last AUTH.
+    if (!columns.some((c) => c.name === 'used_at')) {
+      sql.exec('ALTER TABLE agent_owners ADD COLUMN used_at INTEGER NOT NULL DEFAULT 0');
+      sql.exec('UPDATE agent_owners SET used_at = recorded_at');
+    }
     sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_age ON agent_owners (source, recorded_at)');
+    sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_use ON agent_owners (source, used_at)');
   }
 
   /**
@@ -69,18 +90,21 @@ export class OwnershipRegistry {
     if (source === 'auth' || source === 'kind0') {
       const shardOwner = this.shardOwner();
       if (shardOwner !== null && owner !== shardOwner) return;
-      this.sql.exec('DELETE FROM agent_owners WHERE agent = ? AND source = ? AND owner != ?', agent, source, owner);
+      const before = source === 'auth' ? this.authProofs() : 0; // counted before this record's deletions
+      const replaced = this.sql.exec('DELETE FROM agent_owners WHERE agent = ? AND source = ? AND owner != ?', agent, source, owner).rowsWritten;
       if (source === 'auth') {
-        this.sql.exec(
+        const stale = this.sql.exec(
           `DELETE FROM agent_owners WHERE (agent, owner, source) IN
              (SELECT agent, owner, source FROM agent_owners WHERE source = 'auth' AND recorded_at < ? LIMIT ${STALE_BATCH})`,
           now - AUTH_PROOF_TTL,
-        );
+        ).rowsWritten;
+        const known = this.sql.exec("SELECT 1 FROM agent_owners WHERE agent = ? AND owner = ? AND source = 'auth'", agent, owner).toArray().length > 0;
+        this.#authProofs = before - replaced - stale + (known ? 0 : 1);
       }
     }
     this.sql.exec(
-      `INSERT INTO agent_owners (agent, owner, source, recorded_at, conditions) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (agent, owner, source) DO UPDATE SET recorded_at = excluded.recorded_at, conditions = excluded.conditions`,
+      `INSERT INTO agent_owners (agent, owner, source, recorded_at, conditions, used_at) VALUES (?1, ?2, ?3, ?4, ?5, ?4)
+       ON CONFLICT (agent, owner, source) DO UPDATE SET recorded_at = excluded.recorded_at, conditions = excluded.conditions, used_at = excluded.used_at`,
       agent,
       owner,
       source,
@@ -89,25 +113,53 @@ export class OwnershipRegistry {
     );
     // A bridge key provisioned before the 'bridge' source existed was recorded as 'provisioned'.
     if (source === 'bridge') this.revoke(agent, owner, 'provisioned');
+    if (source === 'auth') this.evictPastCap();
   }
 
   /** Forgets a proof of one source (or every source) for agent → owner. */
   revoke(agent: string, owner: string, source?: OwnershipSource): void {
-    if (source) this.sql.exec('DELETE FROM agent_owners WHERE agent = ? AND owner = ? AND source = ?', agent, owner, source);
-    else this.sql.exec('DELETE FROM agent_owners WHERE agent = ? AND owner = ?', agent, owner);
+    const removed = source
+      ? this.sql.exec<{ source: string }>('DELETE FROM agent_owners WHERE agent = ? AND owner = ? AND source = ? RETURNING source', agent, owner, source).toArray()
+      : this.sql.exec<{ source: string }>('DELETE FROM agent_owners WHERE agent = ? AND owner = ? RETURNING source', agent, owner).toArray();
+    const proofs = removed.filter((r) => r.source === 'auth').length;
+    if (proofs > 0 && this.#authProofs !== undefined) this.#authProofs -= proofs;
   }
 
-  /** Whether some record proves agent → owner for this use. */
+  /**
+   * Whether some record proves agent → owner for this use. An AUTH proof that vouches for the
+   * agent's own event (`use.eventCreatedAt`) is marked used, at most once per RENEW_ON_USE_SECONDS.
+   */
   isAgentOwner(agent: string, owner: string, use: OwnershipUse): boolean {
     const rows = this.sql
-      .exec<{ conditions: string }>(
-        "SELECT conditions FROM agent_owners WHERE agent = ? AND owner = ? AND NOT (source = 'auth' AND recorded_at < ?)",
+      .exec<{ conditions: string; source: string }>(
+        "SELECT conditions, source FROM agent_owners WHERE agent = ? AND owner = ? AND NOT (source = 'auth' AND recorded_at < ?)",
         agent,
         owner,
         use.now - AUTH_PROOF_TTL,
       )
       .toArray();
-    return rows.some((r) => coversUse(r.conditions, use));
+    const covering = rows.filter((r) => coversUse(r.conditions, use));
+    if (use.eventCreatedAt !== undefined && covering.some((r) => r.source === 'auth')) {
+      this.sql.exec("UPDATE agent_owners SET used_at = ?1 WHERE agent = ?2 AND owner = ?3 AND source = 'auth' AND used_at < ?1 - ?4", use.now, agent, owner, RENEW_ON_USE_SECONDS);
+    }
+    return covering.length > 0;
+  }
+
+  /** AUTH proofs kept now. */
+  authProofs(): number {
+    this.#authProofs ??= this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM agent_owners WHERE source = 'auth'").one().n;
+    return this.#authProofs;
+  }
+
+  /** Past maxAuthProofs: the proofs used longest ago go (agent_owners_use). */
+  private evictPastCap(): void {
+    const over = this.authProofs() - this.maxAuthProofs;
+    if (over <= 0) return;
+    this.#authProofs = this.authProofs() - this.sql.exec(
+      `DELETE FROM agent_owners WHERE (agent, owner, source) IN
+         (SELECT agent, owner, source FROM agent_owners WHERE source = 'auth' ORDER BY used_at LIMIT ?)`,
+      over,
+    ).rowsWritten;
   }
 
   ownersOf(agent: string, source: OwnershipSource): string[] {
