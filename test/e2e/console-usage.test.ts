@@ -52,7 +52,7 @@ it('shows a run’s usage in the Telemetry log and the agent’s runs in the Usa
   expect(mine?.runs).toBe(1);
   const cells = await row.getByRole('cell').allTextContents();
   expect(cells.slice(0, 4)).toEqual([String(mine!.runs), mine!.input_tokens.toLocaleString('en'), mine!.output_tokens.toLocaleString('en'), '0']);
-  await page.getByText(/^last 30 days · stored: \d[\d,]* events, \d[\d,]* bytes \(plan default\) · bridge calls: \d+$/).waitFor();
+  await page.getByText(/^last 30 days · stored: \d[\d,]* events, \d[\d,]* of 2,147,483,648 bytes \(plan default\) · bridge calls: \d+$/).waitFor();
   expect(errors).toEqual([]);
   await context.close();
 });

@@ -432,7 +432,8 @@ describe('the owner’s shard under its plan', () => {
 
   it('GET /api/usage/storage: an owner sees its own shard only; operators name the owner; unknown fields 422', async () => {
     const owner = await addOwner();
-    expect(await api(owner.sk, 'GET', '/api/usage/storage')).toEqual({ status: 200, json: { events: 0, bytes: 0, plan: 'default' } });
+    // A plan without stored_bytes is held to the relay's max_stored_bytes (RELAY_LIMITS, default 2 GiB): that is its limit.
+    expect(await api(owner.sk, 'GET', '/api/usage/storage')).toEqual({ status: 200, json: { events: 0, bytes: 0, plan: 'default', limit_bytes: 2_147_483_648 } });
     expect(await api(owner.sk, 'GET', `/api/usage/storage?owner=${TEST_OWNER}`)).toEqual({ status: 403, json: { error: 'only operators may see other owners’ usage' } });
     expect(await api(keys().sk, 'GET', '/api/usage/storage')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
     expect(await admin('GET', '/api/usage/storage')).toEqual({

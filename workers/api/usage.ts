@@ -16,12 +16,17 @@ import { isAdmin, notAnOwner, staticOwners, type OwnerEnv } from '../common/owne
 import { shardStub, type ShardBindings } from '../common/shards.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import type { BridgeCallRow } from '../bridge/metering.js';
+import { limitsFromEnv } from '../relay-do/limits.js';
+import { storageLimit } from '../relay-do/owner-plan.js';
 import { bridgeStub, type BridgeApiBindings } from './bridge.js';
 import { issuesOf } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
-export interface UsageApiBindings extends ApiStateBindings, AccountsBindings, ShardBindings, OwnerEnv, PlanEnv, Pick<BridgeApiBindings, 'BRIDGE'> {}
+export interface UsageApiBindings extends ApiStateBindings, AccountsBindings, ShardBindings, OwnerEnv, PlanEnv, Pick<BridgeApiBindings, 'BRIDGE'> {
+  /** The relay's limits (workers/relay-do/limits.ts): max_stored_bytes bounds every plan's stored_bytes. */
+  RELAY_LIMITS?: string;
+}
 
 type ApiEnv = { Bindings: UsageApiBindings; Variables: AuthedVariables };
 
@@ -137,8 +142,8 @@ export function usageRoutes() {
     const owner = whose.owner;
     const [stored, account] = await Promise.all([shardStub(c.env, owner).storedUsage(), accountsStub(c.env).snapshot(owner, Date.now())]);
     const plan = staticOwners(c.env).has(owner) ? DEFAULT_PLAN : (account.state?.plan ?? DEFAULT_PLAN);
-    const limit = planLimits(c.env, plan).stored_bytes;
-    return c.json({ events: stored.events, bytes: stored.bytes, plan, ...(limit !== undefined ? { limit_bytes: limit } : {}) });
+    const { allowed } = storageLimit(planLimits(c.env, plan).stored_bytes, limitsFromEnv(c.env.RELAY_LIMITS).max_stored_bytes);
+    return c.json({ events: stored.events, bytes: stored.bytes, plan, limit_bytes: allowed });
   });
 
   return app;

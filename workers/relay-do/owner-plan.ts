@@ -114,6 +114,14 @@ END;
 /** Stored events and bytes, and the bytes of events from others. */
 type Counted = ShardStorage & { inbox: number };
 
+/**
+ * The stored bytes a shard may hold: the owner's plan's stored_bytes (`planned`; the public shard
+ * and a plan without one have none), never more than the relay's max_stored_bytes; and who sets it.
+ */
+export function storageLimit(planned: number | undefined, maxStoredBytes: number): { allowed: number; by: string } {
+  return planned !== undefined && planned <= maxStoredBytes ? { allowed: planned, by: 'the owner’s plan allows' } : { allowed: maxStoredBytes, by: 'the relay allows' };
+}
+
 export type ShardStorage = {
   events: number;
   /** Their counted bytes (`countedBytes`). */
@@ -206,7 +214,7 @@ export class OwnerPlan {
    * but RESERVED_SHARE, the rest being edgestr's own connections'. What the event replaces is freed.
    */
   private overStorage(write: PlanWrite, planned: number | undefined): Rejection | undefined {
-    const [allowed, by] = planned !== undefined && planned <= this.maxStoredBytes ? [planned, 'the owner’s plan allows'] : [this.maxStoredBytes, 'the relay allows'];
+    const { allowed, by } = storageLimit(planned, this.maxStoredBytes);
     const now = this.totals();
     const freed = this.replaced(write.event);
     const after = now.bytes - freed.bytes + write.bytes;
