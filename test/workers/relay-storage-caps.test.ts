@@ -91,6 +91,25 @@ describe('what a shard counts as stored', () => {
     sock.close();
   });
 
+  it('on a full shard a deletion that frees at least its own bytes is stored (its targets go); one that frees less is refused', async () => {
+    const owner = await addOwner('small_shard'); // stored_bytes 1000
+    const sock = await connect(`/r/${owner.pk}`);
+    await sock.auth(owner);
+    const big = noteOf(owner, 600);
+    expect(await sock.publish(big)).toEqual(['OK', big.id, true, '']);
+    const filler = noteOf(owner, 1000 - countOf(big));
+    expect(await sock.publish(filler)).toEqual(['OK', filler.id, true, '']);
+    expect(await primary(owner.pk).storedUsage()).toEqual({ events: 2, bytes: 1000 });
+    // Full: a deletion of nothing stored does not fit, nor one of the other key's…
+    const ofNothing = sign(owner, { kind: 5, tags: [['e', randomHex(32)]], content: '' });
+    expect(await sock.publish(ofNothing)).toEqual(['OK', ofNothing.id, false, 'restricted: storage quota: the owner’s plan allows 1000 stored bytes on this shard']);
+    // …but the owner's deletion of its 600-byte note frees more than it takes: stored, the note gone.
+    const deletion = sign(owner, { kind: 5, tags: [['e', big.id]], content: '' });
+    expect(await sock.publish(deletion)).toEqual(['OK', deletion.id, true, '']);
+    expect(await primary(owner.pk).storedUsage()).toEqual({ events: 2, bytes: countOf(filler) + countOf(deletion) });
+    sock.close();
+  });
+
   it('an event is counted with the copies of its tag values the indexes keep: each single-letter tag value twice, the `d` of an addressable event twice more', async () => {
     const owner = await addOwner('inbox_shard'); // stored_bytes 4000
     const sock = await connect(`/r/${owner.pk}`);

@@ -52,6 +52,8 @@ export const RESERVED_SHARE = 0.125;
  */
 export interface PlanWrite {
   event: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>;
+  /** The stored events this write removes besides the versions it replaces (a deletion's targets, store.ts deletionTargets), by rid; asked only when the write does not fit without them. */
+  removes?: () => readonly number[];
   stored: boolean;
   bytes: number;
   internal: boolean;
@@ -211,12 +213,21 @@ export class OwnerPlan {
    * Why a stored event does not fit: the shard holds at most the owner's plan's stored_bytes
    * (`planned`; the public shard has none), never more than the relay's max_stored_bytes. On an
    * owner shard events from others hold at most INBOX_SHARE of it; on the public shard clients all
-   * but RESERVED_SHARE, the rest being edgestr's own connections'. What the event replaces is freed.
+   * but RESERVED_SHARE, the rest being edgestr's own connections'. What the event replaces or
+   * removes is freed (so a deletion that frees at least its own bytes is stored on a full shard).
    */
   private overStorage(write: PlanWrite, planned: number | undefined): Rejection | undefined {
+    const replaced = this.replaced(write.event);
+    const refused = this.overStorageFreeing(write, planned, replaced);
+    if (!refused || !write.removes) return refused;
+    // Only a write that does not fit otherwise looks up what it removes.
+    const removed = this.sizesOf(write.removes());
+    return this.overStorageFreeing(write, planned, { bytes: replaced.bytes + removed.bytes, inbox: replaced.inbox + removed.inbox });
+  }
+
+  private overStorageFreeing(write: PlanWrite, planned: number | undefined, freed: { bytes: number; inbox: number }): Rejection | undefined {
     const { allowed, by } = storageLimit(planned, this.maxStoredBytes);
     const now = this.totals();
-    const freed = this.replaced(write.event);
     const after = now.bytes - freed.bytes + write.bytes;
     if (after > allowed) return reject('restricted', `storage quota: ${by} ${allowed} stored bytes on this shard`);
     if (this.owner() === null) {
@@ -247,6 +258,17 @@ export class OwnerPlan {
         e.pubkey,
         e.kind,
         d,
+      )
+      .one();
+  }
+
+  /** The counted bytes of stored events `rids`, and of those the inbox's. */
+  private sizesOf(rids: readonly number[]): { bytes: number; inbox: number } {
+    if (rids.length === 0) return { bytes: 0, inbox: 0 };
+    return this.sql
+      .exec<{ bytes: number; inbox: number }>(
+        'SELECT coalesce(sum(bytes), 0) AS bytes, coalesce(sum(bytes * inbox), 0) AS inbox FROM stored_sizes WHERE rid IN (SELECT value FROM json_each(?))',
+        JSON.stringify(rids),
       )
       .one();
   }

@@ -557,7 +557,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     // gift wrap (signed by a one-time key) as if signed by the owner's-side key its connection is.
     const wrapPublisher = e.kind === KIND.GIFT_WRAP ? ownerSideConnection(ctx) : undefined;
     const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(wrapPublisher === undefined ? e : { pubkey: wrapPublisher, tags: e.tags });
-    const overPlan = this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox }, ctx.nowMs);
+    const removes = e.kind === KIND.DELETION ? () => this.store.deletionTargets(e) : undefined;
+    const overPlan = this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox, ...(removes ? { removes } : {}) }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction

@@ -220,19 +220,9 @@ export class EventStore {
    */
   private applyDeletion(del: NostrEvent): void {
     const sql = this.sql;
-    const ids = [...new Set(tagValues(del, 'e').filter(isHex64))];
+    const { ids, found, coords, byCoordinate } = this.deletionScope(del);
+    for (const r of found) if (r.deletable) this.removeRow(r.rid);
     if (ids.length > 0) {
-      const found = sql
-        .exec<{ rid: number; id: string; deletable: number }>(
-          `SELECT e.rid, e.id,
-             (e.kind NOT IN (${KIND.DELETION}, ${KIND.VANISH}) AND (e.pubkey = ?1 OR (e.kind = ${KIND.GIFT_WRAP}
-               AND EXISTS (SELECT 1 FROM tags p WHERE p.rid = e.rid AND p.name = 'p' AND p.value = ?1)))) AS deletable
-           FROM events e WHERE e.id IN (SELECT value FROM json_each(?2))`,
-          del.pubkey,
-          JSON.stringify(ids),
-        )
-        .toArray();
-      for (const r of found) if (r.deletable) this.removeRow(r.rid);
       // Remembered for targets deleted now or not stored yet (so they cannot be added later).
       const kept = new Set(found.filter((r) => !r.deletable).map((r) => r.id));
       const remembered = ids.filter((id) => !kept.has(id));
@@ -240,22 +230,8 @@ export class EventStore {
         sql.exec('INSERT OR IGNORE INTO deleted_ids (id, pubkey) SELECT value, ? FROM json_each(?)', del.pubkey, JSON.stringify(remembered));
       }
     }
-    const coords = new Map<string, { kind: number; pubkey: string; d: string }>();
-    for (const a of tagValues(del, 'a')) {
-      const coord = parseCoordinate(a);
-      if (coord && coord.pubkey === del.pubkey) coords.set(`${coord.kind}:${coord.d}`, coord);
-    }
-    for (const coord of coords.values()) {
-      const rows = sql
-        .exec<{ rid: number }>(
-          'SELECT rid FROM events WHERE pubkey = ? AND kind = ? AND d = ? AND created_at <= ?',
-          coord.pubkey,
-          coord.kind,
-          coord.d,
-          del.created_at,
-        )
-        .toArray();
-      for (const r of rows) this.removeRow(r.rid);
+    for (const rid of byCoordinate) this.removeRow(rid);
+    for (const coord of coords) {
       sql.exec(
         `INSERT INTO deleted_addrs (pubkey, kind, d, until) VALUES (?, ?, ?, ?)
          ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = max(until, excluded.until)`,
@@ -265,6 +241,50 @@ export class EventStore {
         del.created_at,
       );
     }
+  }
+
+  /** The stored events deletion `del` would remove now (what applyDeletion removes): their rids. */
+  deletionTargets(del: Pick<NostrEvent, 'pubkey' | 'created_at' | 'tags'>): number[] {
+    const { found, byCoordinate } = this.deletionScope(del);
+    return [...new Set([...found.filter((r) => r.deletable).map((r) => r.rid), ...byCoordinate])];
+  }
+
+  /**
+   * What deletion `del` names (NIP-09): its `e` ids, the stored events they find (and whether the
+   * deleter may delete each), its own `a` coordinates, and the stored versions those cover.
+   */
+  private deletionScope(del: Pick<NostrEvent, 'pubkey' | 'created_at' | 'tags'>): {
+    ids: string[];
+    found: Array<{ rid: number; id: string; deletable: number }>;
+    coords: Array<{ kind: number; pubkey: string; d: string }>;
+    byCoordinate: number[];
+  } {
+    const sql = this.sql;
+    const ids = [...new Set(tagValues(del, 'e').filter(isHex64))];
+    const found =
+      ids.length === 0
+        ? []
+        : sql
+            .exec<{ rid: number; id: string; deletable: number }>(
+              `SELECT e.rid, e.id,
+                 (e.kind NOT IN (${KIND.DELETION}, ${KIND.VANISH}) AND (e.pubkey = ?1 OR (e.kind = ${KIND.GIFT_WRAP}
+                   AND EXISTS (SELECT 1 FROM tags p WHERE p.rid = e.rid AND p.name = 'p' AND p.value = ?1)))) AS deletable
+               FROM events e WHERE e.id IN (SELECT value FROM json_each(?2))`,
+              del.pubkey,
+              JSON.stringify(ids),
+            )
+            .toArray();
+    const coords = new Map<string, { kind: number; pubkey: string; d: string }>();
+    for (const a of tagValues(del, 'a')) {
+      const coord = parseCoordinate(a);
+      if (coord && coord.pubkey === del.pubkey) coords.set(`${coord.kind}:${coord.d}`, coord);
+    }
+    const byCoordinate: number[] = [];
+    for (const coord of coords.values()) {
+      const rows = sql.exec<{ rid: number }>('SELECT rid FROM events WHERE pubkey = ? AND kind = ? AND d = ? AND created_at <= ?', coord.pubkey, coord.kind, coord.d, del.created_at);
+      for (const r of rows) byCoordinate.push(r.rid);
+    }
+    return { ids, found, coords: [...coords.values()], byCoordinate };
   }
 
   /**
