@@ -1,4 +1,5 @@
-// Retention rules: PATCH /api/relay/retention, NIP-11 `retention`, and the alarm removing events
+// Retention rules: PATCH /api/relay/retention (and an operator's PATCH /api/admin/shards/<shard>/retention,
+// for the public shard too), NIP-11 `retention`, and the alarm removing events
 // past their rule at the boundary (one second under is kept, one over is removed) in bounded batches.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
@@ -6,7 +7,9 @@ import { eventJson } from '../../src/shared/event.js';
 import { shardStub } from '../../workers/common/shards.js';
 import { RETENTION_INTERVAL_SECONDS, RetentionRules } from '../../workers/relay-do/retention.js';
 import { EventStore } from '../../workers/relay-do/store.js';
-import { BASE, keys, now, sign, type Keys } from './helpers.js';
+import { BASE, connect, keys, now, sign, type Keys } from './helpers.js';
+import { NOT_AN_ADMIN } from '../../workers/api/admin.js';
+import { TEST_ADMIN, TEST_ADMIN_SK } from './test-keys.js';
 import { exportOf, importInto, jsonl, opsCall } from './relay-ops-helpers.js';
 
 const DAY = 86_400;
@@ -110,5 +113,36 @@ describe('retention by the alarm', () => {
       [t + RETENTION_INTERVAL_SECONDS, 0],
       [undefined, 0],
     ]);
+  });
+});
+
+describe('PATCH /api/admin/shards/<shard>/retention (operators, any shard)', () => {
+  const admin: Keys = { sk: TEST_ADMIN_SK, pk: TEST_ADMIN };
+  const adminPatch = async (k: Keys, shard: string, body: unknown) => {
+    const res = await opsCall(k, 'PATCH', `/api/admin/shards/${shard}/retention`, JSON.stringify(body));
+    return { status: res.status, json: await res.json() };
+  };
+
+  it('the public shard (no owner to set them): the rules in force, in its NIP-11, applied by its alarm; owners 403, unknown shards 404, bad rules 422', async () => {
+    const ws = await connect('/');
+    const old = sign(keys(), { content: 'an old public note', created_at: now() - 3 * DAY });
+    const fresh = sign(keys(), { content: 'a fresh public note' });
+    for (const e of [old, fresh]) expect((await ws.publish(e))[2]).toBe(true);
+    const rules = [{ kinds: [1], days: 1 }];
+    expect(await adminPatch(admin, 'public', { rules })).toEqual({ status: 200, json: { rules } });
+    const info = (await (await SELF.fetch(`${BASE}/`, { headers: { Accept: 'application/nostr+json' } })).json()) as { retention?: unknown };
+    expect(info.retention).toEqual([{ kinds: [1], time: DAY }]);
+    await runInDurableObject(shardStub(env, null), (s) => s.alarm());
+    expect((await ws.req('kept', { ids: [old.id, fresh.id] })).events.map((e) => e.id)).toEqual([fresh.id]);
+    expect(await adminPatch(admin, 'public', { rules: [] })).toEqual({ status: 200, json: { rules: [] } });
+
+    const owner = keys();
+    expect(await adminPatch(owner, 'public', { rules })).toEqual({ status: 403, json: { error: NOT_AN_ADMIN } });
+    expect(await adminPatch(admin, 'owner:x', { rules })).toEqual({ status: 404, json: { error: 'no such shard: "public" or an owner’s 64-hex pubkey or npub' } });
+    expect((await adminPatch(admin, owner.pk, { rules: [{ kinds: [1], days: 0 }] })).status).toBe(422);
+    // An owner's shard by its key: what the owner's own PATCH would set.
+    expect(await adminPatch(admin, owner.pk, { rules })).toEqual({ status: 200, json: { rules } });
+    expect((await nip11(owner)).retention).toEqual([{ kinds: [1], time: DAY }]);
+    ws.close();
   });
 });

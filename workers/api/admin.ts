@@ -8,7 +8,10 @@
 // data either way (docs/OPERATIONS.md, "Accounts and plans").
 // Also the backups of any shard, the public one included (adminShardRoutes, /api/admin/shards/
 // <public|pubkey>/backups and POST …/restore {backup}): an owner's shard is restored as its owner's
-// import would be, the public shard with each event as published by its author.
+// import would be, the public shard with each event as published by its author; and the retention
+// rules of any shard (PATCH …/retention {rules}, as an owner's PATCH /api/relay/retention): the
+// public shard has no owner to set them, and once at max_stored_bytes it frees room only by them,
+// NIP-40 expiry, requests to vanish and deletions.
 
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -19,6 +22,7 @@ import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState
 import { PUBLIC_SHARD, shardStub, type RouterBindings } from '../common/shards.js';
 import { backupKey, backupName, backupShard, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
 import { importInto, RestoreSchema, shardUrl } from './relay.js';
+import { RetentionSchema } from '../relay-do/retention.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { agentStub, issuesOf, parseJson, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
@@ -138,6 +142,16 @@ export function adminShardRoutes() {
     const lines = await readBackupLines(bucket, shard.data, parsed.data.backup);
     if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this shard` }, 404);
     return c.json(await importInto(c.env, shard.data, shardUrl(c.env, c.req.url, shard.data), lines));
+  });
+
+  app.patch('/:shard/retention', async (c) => {
+    const shard = ShardSchema.safeParse(c.req.param('shard'));
+    if (!shard.success) return c.json({ error: NO_SHARD }, 404);
+    const json = parseJson(c.get('body'));
+    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
+    const parsed = RetentionSchema.safeParse(json.value);
+    if (!parsed.success) return c.json({ error: 'invalid retention', issues: issuesOf(parsed.error) }, 422);
+    return c.json({ rules: await shardStub(c.env, shard.data).setRetentionRules(parsed.data.rules) });
   });
 
   return app;
