@@ -24,7 +24,7 @@ import { backupKey, backupName, backupShard, listBackups, readBackupLines, type 
 import { importInto, RestoreSchema, shardUrl } from './relay.js';
 import { RetentionSchema } from '../relay-do/retention.js';
 import { errorMessage } from '../../src/shared/errors.js';
-import { agentStub, issuesOf, parseJson, type AgentApiBindings } from './agents.js';
+import { agentStub, bodyAs, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
@@ -69,10 +69,8 @@ export function adminRoutes() {
   app.get('/', async (c) => c.json({ owners: await accountsStub(c.env).overview(Date.now()) }));
 
   app.post('/', async (c) => {
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = AddOwnerSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid owner', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), AddOwnerSchema, 'owner');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     const { pubkey, plan = DEFAULT_PLAN } = parsed.data;
     const bad = planIssue(c.env, plan);
     if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
@@ -86,10 +84,8 @@ export function adminRoutes() {
     const pubkey = parsePubkey(c.req.param('pubkey'));
     if (!pubkey) return c.json({ error: NO_OWNER }, 404);
     if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = PatchOwnerSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid owner', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), PatchOwnerSchema, 'owner');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     const bad = planIssue(c.env, parsed.data.plan);
     if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
     const row = await accountsStub(c.env).update(pubkey, parsed.data);
@@ -135,10 +131,8 @@ export function adminShardRoutes() {
     if (!bucket) return c.json({ error: NO_BACKUPS }, 404);
     const shard = ShardSchema.safeParse(c.req.param('shard'));
     if (!shard.success) return c.json({ error: NO_SHARD }, 404);
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = RestoreSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid restore', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), RestoreSchema, 'restore');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     const lines = await readBackupLines(bucket, shard.data, parsed.data.backup);
     if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this shard` }, 404);
     return c.json(await importInto(c.env, shard.data, shardUrl(c.env, c.req.url, shard.data), lines));
@@ -147,10 +141,8 @@ export function adminShardRoutes() {
   app.patch('/:shard/retention', async (c) => {
     const shard = ShardSchema.safeParse(c.req.param('shard'));
     if (!shard.success) return c.json({ error: NO_SHARD }, 404);
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = RetentionSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid retention', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), RetentionSchema, 'retention');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     return c.json({ rules: await shardStub(c.env, shard.data).setRetentionRules(parsed.data.rules) });
   });
 

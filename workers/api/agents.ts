@@ -47,6 +47,14 @@ export function parseJson(body: Uint8Array): { ok: true; value: unknown } | { ok
   }
 }
 
+/** A request body read as `schema`: its data, or the 422 body naming what is wrong (`invalid <what>` with the issues; a body that is not JSON). */
+export function bodyAs<S extends z.ZodType>(body: Uint8Array, schema: S, what: string): { ok: true; data: z.infer<S> } | { ok: false; error: { error: string; issues: Array<{ path: string; message: string }> } } {
+  const json = parseJson(body);
+  if (!json.ok) return { ok: false, error: { error: 'body is not JSON', issues: [] } };
+  const parsed = schema.safeParse(json.value);
+  return parsed.success ? { ok: true, data: parsed.data } : { ok: false, error: { error: `invalid ${what}`, issues: issuesOf(parsed.error) } };
+}
+
 interface Issue {
   path: string;
   message: string;
@@ -199,10 +207,8 @@ export function agentRoutes() {
 
   app.post('/', async (c) => {
     const caller = c.get('caller');
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = CreateAgentSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), CreateAgentSchema, 'agent');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     const plan = await agentPlan(c.env, caller);
     if ('error' in plan) return c.json({ error: plan.error }, plan.status);
     // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the agent advertises and dials its relays there.
@@ -226,10 +232,8 @@ export function agentRoutes() {
   app.patch('/:pubkey', async (c) => {
     const r = await owned(c.env, c.get('caller'), c.req.param('pubkey'));
     if (!('view' in r)) return c.json({ error: r.error }, r.status);
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = UpdateAgentSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid agent', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), UpdateAgentSchema, 'agent');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     // The agent as it would be after the update (an explicit provider only: one left unset follows the deployment).
     const crossed = crossFieldIssues({
       provider: parsed.data.provider,

@@ -14,7 +14,7 @@ import { bridgeServerCap, DEFAULT_PLAN, planLimits, type PlanEnv } from '../acco
 import { notAnOwner, ownerState } from '../common/owners.js';
 import { sealingSecret } from '../common/secrets.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
-import { issuesOf, parseJson } from './agents.js';
+import { bodyAs } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
@@ -41,10 +41,8 @@ export function bridgeRoutes() {
 
   app.post('/', async (c) => {
     const caller = c.get('caller');
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = CreateServerSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid server', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), CreateServerSchema, 'server');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     const refused = urlIssue(c.env, parsed.data.url);
     if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
     if (!sealingSecret(c.env)) return c.json({ error: 'EDGESTR_SECRET is not configured on this deployment' }, 500);
@@ -74,10 +72,8 @@ export function bridgeRoutes() {
     const id = c.req.param('id');
     const bridge = bridgeStub(c.env, c.get('caller'));
     if (!SERVER_ID.test(id) || !(await bridge.view(id))) return c.json({ error: NO_SERVER }, 404);
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = UpdateServerSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid server', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), UpdateServerSchema, 'server');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     const refused = parsed.data.url === undefined ? undefined : urlIssue(c.env, parsed.data.url);
     if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
     const view = await bridge.updateServer(id, parsed.data);

@@ -15,7 +15,7 @@ import { exportStream } from '../relay-do/export.js';
 import { emptyReport, importBatches, jsonLines, mergeReports, type ImportReport } from '../relay-do/import.js';
 import { RetentionSchema } from '../relay-do/retention.js';
 import { BackupNameSchema, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
-import { issuesOf, parseJson } from './agents.js';
+import { bodyAs, issuesOf } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
@@ -61,10 +61,8 @@ export function relayApiRoutes() {
   });
 
   app.patch('/retention', owners, async (c) => {
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = RetentionSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid retention', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), RetentionSchema, 'retention');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     return c.json({ rules: await shardStub(c.env, c.get('caller')).setRetentionRules(parsed.data.rules) });
   });
 
@@ -76,10 +74,8 @@ export function relayApiRoutes() {
   app.post('/restore', owners, async (c) => {
     const bucket = c.env.BACKUPS;
     if (!bucket) return c.json({ error: 'backups are not configured on this deployment (no BACKUPS bucket)' }, 404);
-    const json = parseJson(c.get('body'));
-    if (!json.ok) return c.json({ error: 'body is not JSON', issues: [] }, 422);
-    const parsed = RestoreSchema.safeParse(json.value);
-    if (!parsed.success) return c.json({ error: 'invalid restore', issues: issuesOf(parsed.error) }, 422);
+    const parsed = bodyAs(c.get('body'), RestoreSchema, 'restore');
+    if (!parsed.ok) return c.json(parsed.error, 422);
     const caller = c.get('caller');
     const lines = await readBackupLines(bucket, caller, parsed.data.backup);
     if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this owner` }, 404);
