@@ -169,7 +169,6 @@ export class Agent extends DurableObject<AgentEnv> {
       },
       turns: (k) => this.sessions.turns(k),
       run: (out, runId, c, prompt, model, conversation, abort) => runPrompt(this.runDeps(c), out, runId, c, prompt, model, conversation, abort),
-      now: () => Date.now(),
     });
   }
 

@@ -26,7 +26,7 @@ import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
 import { Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
-import { ErrorAnswers, Limiter, releaseOnce, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { ErrorAnswers, Limiter, releaseOnce } from '../common/dvmcp-server/limits.js';
 import { noPaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import type { AdmissionResult, Refusal } from './admission.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
@@ -66,8 +66,6 @@ export interface AgentDvmcpDeps {
   turns(k: SessionKey): number;
   /** One run of the agent (run-driver.ts runPrompt with the agent's deps). */
   run(out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void>;
-  /** The clock of the staleness check (ms). */
-  now(): number;
 }
 
 /** A refusal of the agent's policy as the JSON-RPC error the client gets. */
@@ -238,26 +236,21 @@ export class AgentDvmcp {
     for (const abort of this.runs.values()) abort.abort(new Error(reason));
   }
 
-  /** A plain 25910/21316 to the agent from `relay` (id and signature already checked, claimed once). */
+  /** A plain 25910/21316 to the agent from `relay` (id and signature already checked, claimed once, fresh: agent-do.ts keptIfFresh). */
   async onEvent(e: NostrEvent, relay: string): Promise<void> {
-    if (e.created_at < this.oldest()) return;
     return this.receive(e, 'plain', relay);
   }
 
-  /** The DVMCP rumor of a 1059 to the agent (claimed once). */
+  /** The DVMCP rumor of a 1059 to the agent (claimed once, fresh: agent-do.ts keptIfFresh). */
   async onRumor(r: Incoming & { created_at: number }, relay: string): Promise<void> {
     const c = this.deps.config();
-    if (r.created_at < this.oldest() || !c) return;
+    if (!c) return;
     // The wrap's p is not signed by the sender: the rumor must be addressed to the agent too.
     if (!r.tags.some((t) => t[0] === 'p' && t[1] === c.pubkey)) {
       console.warn(`agent dvmcp: wrapped ${r.id} refused: its rumor is not addressed to this agent`);
       return;
     }
     return this.receive(r, r.kind === KIND.PRIVATE_DM ? 'wrapped-dm' : 'wrapped', relay);
-  }
-
-  private oldest(): number {
-    return Math.floor(this.deps.now() / 1000) - STALE_SECONDS;
   }
 
   private async receive(m: Incoming, form: Form, relay: string): Promise<void> {
