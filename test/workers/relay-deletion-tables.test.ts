@@ -155,6 +155,27 @@ describe('requests are kept for good, so their rows never outlive them', () => {
     expect(await res.json()).toEqual({ error: 'invalid retention', issues: [{ path, message }] });
   });
 
+  it('a deletion request stored with an expiration before that rule does not expire: the purge keeps it (and its rows) for good', async () => {
+    const owner = keys();
+    const t = now();
+    const target = sign(owner, { content: 'deleted note', created_at: t - 100 });
+    const del = sign(owner, { kind: 5, tags: [['e', target.id], ['expiration', String(t + 5)]], created_at: t - 50 });
+    const stub = shardStub(env, owner.pk);
+    const left = await runInDurableObject(stub, (_i, state) => {
+      // Stored as an older shard stored it, before the hook refused the expiration.
+      const store = new EventStore(state.storage.sql);
+      expect(store.insert(del, eventJson(del), state.storage)).toEqual({ status: 'stored' });
+      expect(store.purgeExpired(t + 10)).toBeUndefined();
+      return state.storage.sql.exec<{ expires_at: number | null }>('SELECT expires_at FROM events WHERE id = ?', del.id).toArray();
+    });
+    expect(left).toEqual([{ expires_at: null }]);
+    const ws = await connect(`/r/${owner.pk}`);
+    await ws.auth(owner);
+    expect(await ws.publish(target)).toEqual(['OK', target.id, false, DELETED]);
+    expect((await ws.req('kept', { ids: [del.id] })).events.map((e) => e.id)).toEqual([del.id]);
+    ws.close();
+  });
+
   it('rules stored before naming kinds 5 and 62 leave them out: the alarm keeps old requests and their rows, NIP-11 does not list them', async () => {
     const owner = keys();
     const t = now();

@@ -372,12 +372,17 @@ export class EventStore {
   /**
    * Removes at most `batch` expired events (many can expire in the same second); returns the next
    * expiry still pending, if any: at or before `now` while expired ones remain (the alarm comes back at once).
+   * A kind kept for good (`KEPT_FOR_GOOD`) stored with an expiration before `keptForGood` refused one
+   * is not removed (its deletion rows would outlive it): its expiration is dropped instead.
    */
   purgeExpired(now: number, batch = EXPIRY_BATCH): number | undefined {
     const rows = this.sql
-      .exec<{ rid: number }>('SELECT rid FROM events WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?', now, batch)
+      .exec<{ rid: number; kind: number }>('SELECT rid, kind FROM events WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?', now, batch)
       .toArray();
-    for (const r of rows) this.removeRow(r.rid);
+    for (const r of rows) {
+      if (KEPT_FOR_GOOD.has(r.kind)) this.sql.exec('UPDATE events SET expires_at = NULL WHERE rid = ?', r.rid);
+      else this.removeRow(r.rid);
+    }
     return this.sql
       .exec<{ next: number | null }>('SELECT min(expires_at) AS next FROM events WHERE expires_at IS NOT NULL')
       .one().next ?? undefined;
