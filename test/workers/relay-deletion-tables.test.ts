@@ -133,6 +133,24 @@ describe('an event many strangers "deleted"', () => {
   });
 });
 
+describe('deletion records are dated, so a request to vanish removes only those up to it', () => {
+  it('a shard made before the date column gets it when it wakes (its rows dated 0: any request to vanish removes them)', async () => {
+    const k = keys();
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const rows = await runInDurableObject(stub, (_i, state) => {
+      const sql = state.storage.sql;
+      sql.exec('DROP TABLE deleted_ids');
+      sql.exec('CREATE TABLE deleted_ids (id TEXT NOT NULL, pubkey TEXT NOT NULL, PRIMARY KEY (id, pubkey)) WITHOUT ROWID');
+      sql.exec('INSERT INTO deleted_ids (id, pubkey) VALUES (?, ?)', 'a'.repeat(64), k.pk);
+      const store = new EventStore(sql);
+      const dated = sql.exec<{ at: number }>('SELECT at FROM deleted_ids').toArray();
+      const removed = store.removeAuthor(k.pk, now() - DAY, 500);
+      return { dated, removed, left: sql.exec('SELECT 1 FROM deleted_ids').toArray().length };
+    });
+    expect(rows).toEqual({ dated: [{ at: 0 }], removed: 1, left: 0 });
+  });
+});
+
 describe('requests are kept for good, so their rows never outlive them', () => {
   it.each([
     ['a deletion request', (k: Keys, exp: string) => sign(k, { kind: 5, tags: [['e', randomHex()], ['expiration', exp]] }), 'a deletion request (NIP-09)'],

@@ -49,6 +49,29 @@ describe('NIP-62 on the public shard', () => {
     ws.close();
   });
 
+  it('keeps what the key deleted after its request: the deletion records of later deletions stay, with the deletions', async () => {
+    const x = keys();
+    const t = now() - 60;
+    const ws = await authed('/', x);
+    const early = sign(x, { content: 'deleted before the request', created_at: t });
+    const earlyDeletion = sign(x, { kind: 5, tags: [['e', early.id]], created_at: t + 1 });
+    const note = sign(x, { content: 'deleted after the request', created_at: t + 20 });
+    const deletion = sign(x, { kind: 5, tags: [['e', note.id]], created_at: t + 21 });
+    // The same later deletion named again by an earlier request: the row must stay for the later one.
+    const again = sign(x, { kind: 5, tags: [['e', note.id]], created_at: t + 2 });
+    for (const e of [early, earlyDeletion, note, deletion, again]) expect((await ws.publish(e))[2]).toBe(true);
+
+    const request = vanish(x, ALL_RELAYS, t + 10);
+    expect(await ws.publish(request)).toEqual(['OK', request.id, true, '']);
+
+    expect((await ws.req('left', { authors: [x.pk] })).events.map((e) => e.id)).toEqual([deletion.id, request.id]);
+    const rebroadcast = await connect('/');
+    expect(await rebroadcast.publish(note)).toEqual(['OK', note.id, false, 'blocked: this event was deleted by its author']);
+    expect(await rebroadcast.publish(early)).toEqual(['OK', early.id, false, BLOCKED]);
+    rebroadcast.close();
+    ws.close();
+  });
+
   it(`removes what strangers piled up in batches of ${VANISH_BATCH}: the first before the OK, the rest by the alarm at once`, async () => {
     const x = keys();
     const bystander = keys();

@@ -56,13 +56,13 @@ CREATE TABLE IF NOT EXISTS tags (
   PRIMARY KEY (name, value, created_at, rid)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tags_rid ON tags(rid);
+-- at: the created_at of the newest deletion by pubkey naming id (0 for rows of shards made before it).
 CREATE TABLE IF NOT EXISTS deleted_ids (
   id TEXT NOT NULL,
   pubkey TEXT NOT NULL,
+  at INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (id, pubkey)
 ) WITHOUT ROWID;
--- A request to vanish (removeAuthor) removes its key's rows: without it, a scan of everyone's.
-CREATE INDEX IF NOT EXISTS deleted_ids_by_pubkey ON deleted_ids(pubkey);
 CREATE TABLE IF NOT EXISTS deleted_addrs (
   pubkey TEXT NOT NULL,
   kind INTEGER NOT NULL,
@@ -70,6 +70,16 @@ CREATE TABLE IF NOT EXISTS deleted_addrs (
   until INTEGER NOT NULL,
   PRIMARY KEY (pubkey, kind, d)
 ) WITHOUT ROWID;
+`;
+
+/**
+ * A request to vanish (removeAuthor) removes the rows of its key's deletions dated up to it: by
+ * these, without a scan of everyone's rows or of the key's later ones. After the `at` column exists.
+ */
+const DELETION_INDEXES = `
+CREATE INDEX IF NOT EXISTS deleted_ids_by_pubkey_at ON deleted_ids(pubkey, at);
+DROP INDEX IF EXISTS deleted_ids_by_pubkey;
+CREATE INDEX IF NOT EXISTS deleted_addrs_by_pubkey_until ON deleted_addrs(pubkey, until);
 `;
 
 /** The `d` coordinate of replaceable ('') and addressable (missing d = '') events; null otherwise. */
@@ -128,6 +138,10 @@ function withinBytes<Row extends { size: number }>(rows: Iterable<Row>, maxBytes
 export class EventStore {
   constructor(private readonly sql: SqlStorage) {
     sql.exec(SCHEMA);
+    if (sql.exec("SELECT 1 FROM pragma_table_info('deleted_ids') WHERE name = 'at'").toArray().length === 0) {
+      sql.exec('ALTER TABLE deleted_ids ADD COLUMN at INTEGER NOT NULL DEFAULT 0');
+    }
+    sql.exec(DELETION_INDEXES);
   }
 
   /** Stores an event (already validated and admitted by policy). Runs in one transaction. */
@@ -227,7 +241,12 @@ export class EventStore {
       const kept = new Set(found.filter((r) => !r.deletable).map((r) => r.id));
       const remembered = ids.filter((id) => !kept.has(id));
       if (remembered.length > 0) {
-        sql.exec('INSERT OR IGNORE INTO deleted_ids (id, pubkey) SELECT value, ? FROM json_each(?)', del.pubkey, JSON.stringify(remembered));
+        sql.exec(
+          'INSERT INTO deleted_ids (id, pubkey, at) SELECT value, ?, ? FROM json_each(?) WHERE true ON CONFLICT (id, pubkey) DO UPDATE SET at = max(at, excluded.at)',
+          del.pubkey,
+          del.created_at,
+          JSON.stringify(remembered),
+        );
       }
     }
     for (const rid of byCoordinate) this.removeRow(rid);
@@ -444,9 +463,10 @@ export class EventStore {
   /**
    * NIP-62: removes at most `batch` of the events of `pubkey` created at or before `until` (its
    * deletions included) and the gift wraps addressed to it, except its request to vanish (kind 62
-   * at `until`); once none is left, also the deletion records it made, found by their pubkey index
-   * and counted in `batch` with the events (a key may have made millions). Returns how many events
-   * and records it removed (fewer than `batch`: it is done).
+   * at `until`); once none is left, also the records of its deletions dated up to `until` (a row
+   * stays while a later deletion of the key names it), found by their (pubkey, date) indexes and
+   * counted in `batch` with the events (a key may have made millions). Returns how many events and
+   * records it removed (fewer than `batch`: it is done).
    */
   removeAuthor(pubkey: string, until: number, batch: number): number {
     const sql = this.sql;
@@ -465,14 +485,20 @@ export class EventStore {
     let removed = rids.length;
     if (removed < batch) {
       removed += sql
-        .exec('DELETE FROM deleted_ids WHERE pubkey = ?1 AND id IN (SELECT id FROM deleted_ids WHERE pubkey = ?1 LIMIT ?2) RETURNING 1', pubkey, batch - removed)
+        .exec(
+          'DELETE FROM deleted_ids WHERE pubkey = ?1 AND id IN (SELECT id FROM deleted_ids WHERE pubkey = ?1 AND at <= ?2 LIMIT ?3) RETURNING 1',
+          pubkey,
+          until,
+          batch - removed,
+        )
         .toArray().length;
     }
     if (removed < batch) {
       removed += sql
         .exec(
-          'DELETE FROM deleted_addrs WHERE (pubkey, kind, d) IN (SELECT pubkey, kind, d FROM deleted_addrs WHERE pubkey = ?1 LIMIT ?2) RETURNING 1',
+          'DELETE FROM deleted_addrs WHERE (pubkey, kind, d) IN (SELECT pubkey, kind, d FROM deleted_addrs WHERE pubkey = ?1 AND until <= ?2 LIMIT ?3) RETURNING 1',
           pubkey,
+          until,
           batch - removed,
         )
         .toArray().length;
