@@ -1,8 +1,9 @@
 // Accounts: the deployment's owner registry and usage aggregate, one SQLite Durable Object per
 // deployment (named "accounts"). It holds the owners added by operators or by sign-up (plan,
-// suspended) — the static EDGESTR_OWNERS list is not stored here — and, per owner, the usage
-// reported by its agents after each run, summed per (UTC day, agent, sender, model): the figures
-// of GET /api/usage and the owner-wide totals the agents check their plan against.
+// suspended) — the static EDGESTR_OWNERS list is not stored here — the keys operators removed
+// (`removed_owners`, see below), and, per owner, the usage reported by its agents after each run,
+// summed per (UTC day, agent, sender, model): the figures of GET /api/usage and the owner-wide
+// totals the agents check their plan against.
 //
 // The aggregate is bounded. The sender is whoever prompts an agent (any key; a stranger may use a
 // fresh one per prompt), so each agent's first USAGE_SENDERS_PER_AGENT_DAY senders of a UTC day
@@ -15,6 +16,12 @@
 // so each recorded (agent, run id) is kept RECORDED_RUN_RETENTION_MS (longer than an agent sends a
 // report again) in `recorded_runs`, and a report of one already there adds nothing. Those ids are
 // pruned USAGE_PRUNE_PER_RECORD with each recorded run; there are as many as the runs the plans allow.
+//
+// A removal is not undone by open sign-up: remove() deletes the owner's row and records its key
+// with the time (removed_at) in the same step, and signUp() refuses a recorded key; only an
+// operator's add() takes the record back out, with the key made an owner again. Only an operator's
+// removal writes a row (one per key removed and not added back, never written by a stranger's
+// request), so the table holds no more rows than the operators' own actions made.
 
 import { DurableObject } from 'cloudflare:workers';
 import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
@@ -32,6 +39,9 @@ export interface OwnerRow {
   suspended: boolean;
   created_at: number;
 }
+
+/** What a sign-up did: the key became an owner, was one already, or was removed by an operator (refused). */
+export type SignUpResult = 'added' | 'owner' | 'removed';
 
 /** One run as the agent reports it to the aggregate. */
 export interface RunUsage {
@@ -103,6 +113,7 @@ export class Accounts extends DurableObject<OwnerEnv> {
     this.sql = ctx.storage.sql;
     this.sql.exec(`
       CREATE TABLE IF NOT EXISTS owners (pubkey TEXT PRIMARY KEY, plan TEXT NOT NULL, suspended INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS removed_owners (pubkey TEXT PRIMARY KEY, removed_at INTEGER NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS usage (
         owner TEXT NOT NULL, day TEXT NOT NULL, agent TEXT NOT NULL, sender TEXT NOT NULL, model TEXT NOT NULL,
         runs INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, tool_calls INTEGER NOT NULL, errors INTEGER NOT NULL,
@@ -125,8 +136,21 @@ export class Accounts extends DurableObject<OwnerEnv> {
     return this.sql.exec('SELECT * FROM owners ORDER BY created_at, pubkey').toArray().map(toOwner);
   }
 
-  /** Adds an owner; false when it is already registered. */
+  /** An operator adds an owner (a key it removed before too: its removal record goes); false when it is already registered. */
   add(pubkey: string, plan: string = DEFAULT_PLAN): boolean {
+    return this.ctx.storage.transactionSync(() => {
+      this.sql.exec('DELETE FROM removed_owners WHERE pubkey = ?', pubkey);
+      return this.insert(pubkey, plan);
+    });
+  }
+
+  /** A key signs itself up on `plan`: 'removed' when an operator removed it (nothing added), 'owner' when it is registered already. */
+  signUp(pubkey: string, plan: string): SignUpResult {
+    if (this.sql.exec('SELECT 1 FROM removed_owners WHERE pubkey = ?', pubkey).toArray().length > 0) return 'removed';
+    return this.insert(pubkey, plan) ? 'added' : 'owner';
+  }
+
+  private insert(pubkey: string, plan: string): boolean {
     return (
       this.sql.exec('INSERT INTO owners (pubkey, plan, created_at) VALUES (?, ?, ?) ON CONFLICT (pubkey) DO NOTHING RETURNING pubkey', pubkey, plan, Math.floor(Date.now() / 1000)).toArray()
         .length > 0
@@ -141,8 +165,17 @@ export class Accounts extends DurableObject<OwnerEnv> {
     return next;
   }
 
+  /** An operator removes an owner and records its key, so that it cannot sign up again; false when it is not registered. */
   remove(pubkey: string): boolean {
-    return this.sql.exec('DELETE FROM owners WHERE pubkey = ? RETURNING pubkey', pubkey).toArray().length > 0;
+    return this.ctx.storage.transactionSync(() => {
+      if (this.sql.exec('DELETE FROM owners WHERE pubkey = ? RETURNING pubkey', pubkey).toArray().length === 0) return false;
+      this.sql.exec(
+        'INSERT INTO removed_owners (pubkey, removed_at) VALUES (?, ?) ON CONFLICT (pubkey) DO UPDATE SET removed_at = excluded.removed_at',
+        pubkey,
+        Math.floor(Date.now() / 1000),
+      );
+      return true;
+    });
   }
 
   /** Every owner (the static ones first, then the registry's), each with its totals at `now` (ms). */

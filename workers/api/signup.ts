@@ -1,6 +1,8 @@
 // Open sign-up (POST /api/signup), only when EDGESTR_SIGNUP=open: the key that signs the NIP-98
 // request becomes an owner on the default plan (201). Closed (the default): 403 before any
-// Durable Object is touched. A key that already owns here: 409. Open, each client address
+// Durable Object is touched. A key that already owns here: 409. A key an operator removed
+// (DELETE /api/admin/owners/<pk>): 403 until an operator adds it again, so that a removal (of a
+// suspended owner too) is not undone by signing up. Open, each client address
 // (CF-Connecting-IP) is held to the SIGNUP_RATE_LIMIT binding (Workers Rate Limiting, wrangler.toml:
 // sign-ups per minute per address, counted per Cloudflare location) before any other work: 429. A
 // sign-up adds its one key to this isolate's copy of the owner registry (workers/common/owners.ts)
@@ -26,6 +28,8 @@ type ApiEnv = { Bindings: SignupApiBindings; Variables: AuthedVariables };
 export const SIGNUP_CLOSED = 'sign-up is not open on this deployment (EDGESTR_SIGNUP)';
 /** The period of SIGNUP_RATE_LIMIT (wrangler.toml), in seconds. */
 const SIGNUP_PERIOD_SECONDS = 60;
+const SIGNUP_REMOVED = 'this key was removed by the operators of this deployment; ask them to add it again';
+const ALREADY_AN_OWNER = 'this key is already an owner on this deployment';
 export const SIGNUP_RATE_LIMITED = `too many sign-ups from this address; retry in ${SIGNUP_PERIOD_SECONDS} s`;
 
 export function signupRoutes() {
@@ -43,10 +47,11 @@ export function signupRoutes() {
 
   app.post('/', async (c) => {
     const caller = c.get('caller');
-    // The registry answers for its own keys (add() is false for one already there): no copy of it is needed.
-    if (staticOwners(c.env).has(caller) || !(await accountsStub(c.env).add(caller, DEFAULT_PLAN))) {
-      return c.json({ error: 'this key is already an owner on this deployment' }, 409);
-    }
+    if (staticOwners(c.env).has(caller)) return c.json({ error: ALREADY_AN_OWNER }, 409);
+    // The registry answers for its own keys (registered, or removed by an operator): no copy of it is needed.
+    const result = await accountsStub(c.env).signUp(caller, DEFAULT_PLAN);
+    if (result === 'removed') return c.json({ error: SIGNUP_REMOVED }, 403);
+    if (result === 'owner') return c.json({ error: ALREADY_AN_OWNER }, 409);
     rememberOwner(caller, { plan: DEFAULT_PLAN, suspended: false });
     return c.json({ pubkey: caller, plan: DEFAULT_PLAN, suspended: false }, 201);
   });
