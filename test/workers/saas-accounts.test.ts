@@ -115,7 +115,7 @@ describe('operators manage owners', () => {
     await createAgent(owner);
   });
 
-  it('remove: the shard is backed up first, the agent answers that its owner is no longer allowed, the API refuses the key', async () => {
+  it('remove: the shard is backed up first and read-only, the agent answers that its owner is no longer allowed, the API refuses the key', async () => {
     const owner = await addOwner();
     const agent = await createAgent(owner);
     const sock = await connect(`/r/${owner.pk}`);
@@ -130,7 +130,11 @@ describe('operators manage owners', () => {
     const ids: string[] = [];
     for await (const batch of lines!) ids.push(...batch.map((l) => (JSON.parse(l) as { id: string }).id));
     expect(ids).toContain(kept.id);
-    const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    // The removed owner's shard stores nothing new (relay-owner-removal.test.ts); elsewhere the agent answers.
+    const onShard = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    const refused = onShard.prompt({ ver: 1, message: 'hello' });
+    expect(await onShard.sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: removed: this owner was removed from this deployment; its shard is read-only']);
+    const client = await NipXxClient.open(agent, keys(), '/');
     expect(await ask(client)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } });
     expect(await api(owner.sk, 'GET', '/api/agents')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
   });

@@ -36,6 +36,10 @@ export interface RouterBindings extends ShardBindings, OwnerEnv, AccountsBinding
 /** The Durable Object name of a shard: "public" or "owner:<hex>". */
 export const shardName = (owner: string | null): string => (owner ? `owner:${owner}` : PUBLIC_SHARD);
 
+/** The owner of the shard whose primary object has Durable Object name `name` (shardName's inverse): null for the public shard, undefined for any other name (an edge's). */
+export const ownerOfShardName = (name: string): string | null | undefined =>
+  name === PUBLIC_SHARD ? null : /^owner:[0-9a-f]{64}$/.test(name) ? name.slice('owner:'.length) : undefined;
+
 export function shardStub(env: ShardBindings, owner: string | null): DurableObjectStub<RelayShard> {
   return env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
 }
@@ -47,9 +51,13 @@ export function shardOfPath(pathname: string): string | null | undefined {
   return path.startsWith('/r/') ? parsePubkey(path.slice(3)) : undefined;
 }
 
+/** Whether every key has an owner shard on this deployment, owner or not (open shards, or development). */
+export const everyKeyHasShard = (env: Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_ENV'>): boolean =>
+  env.EDGESTR_OPEN_SHARDS === 'true' || isDevelopment(env);
+
 /** Whether `owner` has a shard on this deployment (see the header). */
 export const ownerShardExists = async (env: RouterBindings, owner: string): Promise<boolean> =>
-  env.EDGESTR_OPEN_SHARDS === 'true' || isDevelopment(env) || (await ownerState(env, owner)) !== undefined;
+  everyKeyHasShard(env) || (await ownerState(env, owner)) !== undefined;
 
 /** The URL the shard sees (and names in NIP-42): the request's, on EDGESTR_PUBLIC_URL's origin when set. */
 export function relayRequestUrl(env: RouterBindings, requestUrl: string): URL | undefined {

@@ -1,7 +1,10 @@
 // The owner's plan on its shard (workers/accounts): the account the admin API pushes (plan and
-// suspension; none pushed: the default plan), the shard's stored events and bytes, and the checks
-// of a write against them — a suspended owner's shard stores nothing new (`restricted: suspended`;
-// ephemeral events still pass, so a suspended agent can say so), a stored event over the plan's
+// suspension; none pushed: the default plan, as for an owner listed in EDGESTR_OWNERS or any key
+// under EDGESTR_OPEN_SHARDS; the owner's removal, pushed too, is kept until an operator adds the
+// owner again), the shard's stored events and bytes, and the checks of a write against them — a
+// suspended owner's shard stores nothing new (`restricted: suspended`), nor does a removed owner's
+// (`restricted: removed`; where the router no longer serves it, shard.ts also closes its sockets);
+// ephemeral events still pass both, so a suspended agent can say so — a stored event over the plan's
 // stored_bytes (less what it replaces: the older versions of a replaceable event) is `restricted:
 // storage quota`, and more than events_per_second events from outside connections is `rate-limited`.
 // Every shard is also held to the relay's max_stored_bytes (RELAY_LIMITS), which a Durable Object
@@ -130,8 +133,17 @@ export type ShardStorage = {
   bytes: number;
 };
 
+/** The account of an owner removed from the deployment (`OwnerPlan.set(undefined)`). */
+const REMOVED = 'removed';
+
+/** A removed owner's shard stores nothing new (its sockets' answer to a stored event). */
+export const OWNER_REMOVED = 'removed: this owner was removed from this deployment; its shard is read-only';
+/** Where the router no longer serves a removed owner's shard, neither does the shard: why its sockets are closed and new ones refused. */
+export const SHARD_NOT_SERVED = 'this owner was removed from this deployment; its shard is no longer served';
+
 export class OwnerPlan {
-  private account: OwnerState | undefined;
+  /** The account pushed last: REMOVED once the owner was removed (until it is added again), undefined when none was. */
+  private account: OwnerState | typeof REMOVED | undefined;
   /** The plan's events per second, for the owner's side and for others. */
   private readonly buckets = new Map<boolean, { rate: number; bucket: TokenBucket }>();
 
@@ -144,10 +156,12 @@ export class OwnerPlan {
     private readonly maxStoredBytes: number,
   ) {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_account (k INTEGER PRIMARY KEY CHECK (k = 1), plan TEXT NOT NULL, suspended INTEGER NOT NULL)');
+    this.sql.exec('CREATE TABLE IF NOT EXISTS owner_removed (k INTEGER PRIMARY KEY CHECK (k = 1))');
     this.sql.exec(SCHEMA);
     if (this.sql.exec('SELECT 1 FROM stored_totals').toArray().length === 0) this.backfill();
     const row = this.sql.exec<{ plan: string; suspended: number }>('SELECT plan, suspended FROM owner_account').toArray()[0];
-    this.account = row ? { plan: row.plan, suspended: row.suspended === 1 } : undefined;
+    const removed = this.sql.exec('SELECT 1 FROM owner_removed').toArray().length > 0;
+    this.account = removed ? REMOVED : row ? { plan: row.plan, suspended: row.suspended === 1 } : undefined;
   }
 
   /**
@@ -163,11 +177,18 @@ export class OwnerPlan {
     this.sql.exec('DROP TABLE owner_wraps');
   }
 
-  /** The owner's account as the admin API pushed it (undefined: back to the default plan). */
+  /** The owner's account as the admin API pushed it (undefined: the owner was removed, until an account is pushed again). */
   set(account: OwnerState | undefined): void {
-    this.account = account;
+    this.account = account ?? REMOVED;
     this.sql.exec('DELETE FROM owner_account');
+    this.sql.exec('DELETE FROM owner_removed');
     if (account) this.sql.exec('INSERT INTO owner_account (k, plan, suspended) VALUES (1, ?, ?)', account.plan, account.suspended ? 1 : 0);
+    else this.sql.exec('INSERT INTO owner_removed (k) VALUES (1)');
+  }
+
+  /** Whether the owner was removed from the deployment (and not added again). */
+  removed(): boolean {
+    return this.account === REMOVED;
   }
 
   /** The shard's stored events and their bytes. */
@@ -193,8 +214,10 @@ export class OwnerPlan {
   /** Why the owner's plan (on an owner shard) or the shard's storage bound refuses a write at `nowMs`. */
   check(write: PlanWrite, nowMs: number): Rejection | undefined {
     if (this.owner() === null) return write.stored ? this.overStorage(write, undefined) : undefined;
-    const plan = planLimits(this.env, this.account?.plan ?? DEFAULT_PLAN);
-    if (write.stored && this.account?.suspended) return reject('restricted', 'suspended: this owner’s shard is read-only');
+    const account = this.account === REMOVED ? undefined : this.account;
+    const plan = planLimits(this.env, account?.plan ?? DEFAULT_PLAN);
+    if (write.stored && this.account === REMOVED) return reject('restricted', OWNER_REMOVED);
+    if (write.stored && account?.suspended) return reject('restricted', 'suspended: this owner’s shard is read-only');
     if (!write.internal && plan.events_per_second !== undefined) {
       let b = this.buckets.get(write.fromOthers);
       if (b?.rate !== plan.events_per_second) {

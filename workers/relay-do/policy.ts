@@ -21,17 +21,20 @@ import { notExpired, scheduleExpiry } from './nip40.js';
 import { deletionTargetsCap, keptForGood, type EventStore } from './store.js';
 import { applyVanish, notVanished, scheduleVanish, vanishAddressedHere, type VanishList } from './vanish.js';
 import { withinRetention, type RetentionRules } from './retention.js';
+import { SHARD_NOT_SERVED } from './owner-plan.js';
 import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
 /**
  * What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined:
- * none), the shard's limits, its open sockets, and those from the request's client address
+ * none), whether the shard is still served (false: its owner was removed and the deployment's
+ * shards are closed, owner-plan.ts), the shard's limits, its open sockets, and those from the request's client address
  * (client-address.ts; undefined when it is not counted: no address known, or edgestr's own agent),
  * and whether a WebSocket upgrade is within its address's new-connection bucket (undefined: not an
  * upgrade, or not counted; the bucket's token is taken for every counted upgrade, refused or not).
  */
 export interface ConnectionContext {
   shard: string | undefined;
+  served: boolean;
   limits: RelayLimits;
   connections: number;
   fromAddress: number | undefined;
@@ -107,6 +110,12 @@ export interface RelayPolicy {
 const routedByRouter: RejectConnectionHook = (_request, { shard }) =>
   shard === undefined ? { status: 400, message: 'missing shard header' } : undefined;
 
+/**
+ * A removed owner's shard, where the router no longer serves it: 404 as from the router, for a
+ * router isolate that has not learnt of the removal yet and a hosted agent reaching its own shard.
+ */
+const servedShard: RejectConnectionHook = (_request, { served }) => (served ? undefined : { status: 404, message: SHARD_NOT_SERVED });
+
 /** A WebSocket upgrade past `max_connections` open sockets of the shard gets 503 (NIP-11 advertises the cap). */
 const connectionCap: RejectConnectionHook = (request, { limits, connections }) =>
   request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && connections >= limits.max_connections
@@ -175,7 +184,7 @@ export function shardPolicy(
   retention: RetentionRules,
 ): RelayPolicy {
   return {
-    rejectConnection: [routedByRouter, connectionCap, connectionsPerAddress, connectionRatePerAddress],
+    rejectConnection: [routedByRouter, servedShard, connectionCap, connectionsPerAddress, connectionRatePerAddress],
     rejectFilter: [filterValuesCap, requestRate, readBudget, scanBudget, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       ...eventRateLimits(limits),

@@ -5,7 +5,8 @@
 // With RELAY_EDGES giving the shard K > 1 edge objects (docs/SCALING.md), this class also plays an
 // edge (told by the router's EDGE_HEADER, remembered in storage): it keeps the socket protocol
 // (parse, limits, verify, AUTH, subscriptions) and hands the write path, REQ history and COUNT to
-// the primary (edge-link.ts); the primary sends accepted events to its edges (edge-fanout.ts).
+// the primary (edge-link.ts); the primary sends accepted events to its edges (edge-fanout.ts), and
+// tells them when the owner is removed from the deployment or added again (`setOwnerAccount`).
 
 import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
@@ -18,7 +19,7 @@ import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
-import { countedBytes, OwnerPlan, type ShardStorage } from './owner-plan.js';
+import { countedBytes, OwnerPlan, SHARD_NOT_SERVED, type ShardStorage } from './owner-plan.js';
 import type { PlanEnv } from '../accounts/plans.js';
 import type { OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayPolicy } from './policy.js';
@@ -32,8 +33,8 @@ import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection
 import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource } from './ownership.js';
 import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
-import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER, shardStub, type ShardBindings } from '../common/shards.js';
-import { EDGE_HEADER, edgeStub, MAX_EDGES } from '../common/edges.js';
+import { everyKeyHasShard, INTERNAL_HEADER, ownerOfShardName, PUBLIC_SHARD, SHARD_HEADER, shardStub, type RouterBindings, type ShardBindings } from '../common/shards.js';
+import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub, MAX_EDGES, type EdgesEnv } from '../common/edges.js';
 import { clientAddress, INTERNAL_ADDRESS, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
@@ -44,7 +45,7 @@ import { exportPage, type ExportPage, type ExportRange } from './export.js';
 import { importLines, type ImportReport } from './import.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
 
-export interface RelayEnv extends PlanEnv, ShardBindings {
+export interface RelayEnv extends PlanEnv, ShardBindings, EdgesEnv, Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_ENV'> {
   RELAY_LIMITS?: string;
 }
 
@@ -184,6 +185,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const upgrade = request.headers.get('Upgrade')?.toLowerCase() === 'websocket';
     const refused = firstVerdict(this.policy.rejectConnection, request, {
       shard,
+      served: this.served(),
       limits: this.limits,
       connections: this.ctx.getWebSockets().length,
       fromAddress: counted ? this.ctx.getWebSockets(tag).length : undefined,
@@ -243,9 +245,54 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return this.ownership.agentsOf(owner, 'provisioned');
   }
 
-  /** Internal RPC (admin API): the owner's account changed (undefined: removed, back to the default plan). */
-  setOwnerAccount(account: OwnerState | undefined): void {
+  /**
+   * Internal RPC (admin API): the owner's account changed (undefined: the owner was removed; see
+   * `takeAccount`). With K > 1 edge objects, each edge is told the removal and the re-adding that
+   * ends it (they hold the sockets); an edge that cannot be reached is logged, the writes of its
+   * sockets being refused here all the same.
+   */
+  async setOwnerAccount(account: OwnerState | undefined): Promise<void> {
+    const wasRemoved = this.plan.removed();
+    this.takeAccount(account);
+    if (account !== undefined && !wasRemoved) return;
+    // The owner, also when no request has named it here yet (edges may hold sockets all the same).
+    const named = this.ctx.id.name === undefined ? undefined : ownerOfShardName(this.ctx.id.name);
+    if (typeof named === 'string') this.rememberOwner(named);
+    const owner = this.shardOwner();
+    const config = edgesFromEnv(this.env);
+    const k = config.ok && owner !== null ? edgeCount(config.value, owner) : 1;
+    if (k === 1) return;
+    const told = await Promise.allSettled(Array.from({ length: k }, (_, i) => edgeStub(this.env, owner, i).edgeOwnerAccount(account)));
+    told.forEach((t, i) => {
+      if (t.status === 'rejected') console.error(`relay shard: edge ${i} was not told that the owner's account changed: ${errorMessage(t.reason)}`);
+    });
+  }
+
+  /** Internal RPC from the shard's primary (this object is an edge): the owner was removed, or added again (see setOwnerAccount). */
+  edgeOwnerAccount(account: OwnerState | undefined): void {
+    this.takeAccount(account);
+  }
+
+  /**
+   * The owner's account (undefined: the owner was removed, kept until an account comes again; the
+   * plan refuses every stored write then). Where the router no longer serves a removed owner's shard
+   * (closed shards), this object closes the sockets it holds, with a reason the client can read, and
+   * refuses new ones (`served`).
+   */
+  private takeAccount(account: OwnerState | undefined): void {
     this.plan.set(account);
+    if (this.served()) return;
+    const reason = formatRejection(reject('restricted', SHARD_NOT_SERVED));
+    for (const ws of this.ctx.getWebSockets()) {
+      this.forgetConnection(ws);
+      this.conns.drop(ws);
+      ws.close(1008, reason);
+    }
+  }
+
+  /** Whether the deployment serves this shard: not when its owner was removed, unless every key has a shard (as the router decides). */
+  private served(): boolean {
+    return !this.plan.removed() || everyKeyHasShard(this.env);
   }
 
   /** Internal RPC: the shard's stored events and bytes (metering). */
