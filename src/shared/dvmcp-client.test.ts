@@ -55,11 +55,20 @@ describe('client message shapes', () => {
   });
 
   it('parsePaymentRequired reads what paymentRequiredTemplate writes; malformed amounts are not payment requests', () => {
-    const t = paymentRequiredTemplate({ requestId: 'ab'.repeat(32), client: provider }, 21, 'lnbc21');
-    expect(parsePaymentRequired(t)).toEqual({ sats: 21, invoice: 'lnbc21' });
-    expect(parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', 'x', 'lnbc']] })).toBeUndefined();
-    expect(parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', '-1', 'lnbc']] })).toBeUndefined();
+    const t = paymentRequiredTemplate({ requestId: 'ab'.repeat(32), client: provider }, 21, 'lnbc210n1x');
+    expect(parsePaymentRequired(t)).toEqual({ ok: true, value: { sats: 21, invoice: 'lnbc210n1x' } });
+    for (const amount of ['x', '-1', '', ' ', '-0', '1e3', '0x10', ' 5', '1.5']) {
+      expect(parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', amount, 'lnbc']] }), amount).toBeUndefined();
+    }
     expect(parsePaymentRequired({ tags: [['status', 'processing'], ['amount', '5', 'lnbc']] })).toBeUndefined();
-    expect(parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', '5']] })).toEqual({ sats: 5, invoice: '' });
+    expect(parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', '5']] })).toEqual({ ok: true, value: { sats: 5, invoice: '' } });
+  });
+
+  it('parsePaymentRequired refuses an invoice that charges another amount than the sats stated, or none', () => {
+    const ask = (sats: string, invoice: string) => parsePaymentRequired({ tags: [['status', 'payment-required'], ['amount', sats, invoice]] });
+    expect(ask('0', 'lnbc10m1x')).toEqual({ ok: false, error: { sats: 0, invoice: 'lnbc10m1x', reason: 'its invoice asks 1000000 sats, not the 0 stated' } });
+    expect(ask('1', 'lnbc20n1x')).toEqual({ ok: false, error: { sats: 1, invoice: 'lnbc20n1x', reason: 'its invoice asks 2 sats, not the 1 stated' } });
+    expect(ask('21', 'lnbc1x')).toEqual({ ok: false, error: { sats: 21, invoice: 'lnbc1x', reason: 'its invoice cannot be paid (the invoice has no amount)' } });
+    expect(ask('21', 'lnbcrt210n1edgestrdevx')).toEqual({ ok: true, value: { sats: 21, invoice: 'lnbcrt210n1edgestrdevx' } });
   });
 });

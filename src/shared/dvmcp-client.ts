@@ -25,7 +25,9 @@
 //   (servers send progress so that clients do not time out).
 // - payment-required (21316 with status/amount/e) goes to onPaymentRequired once per request: true
 //   means the caller paid and the request keeps waiting; false, a throw or no handler ends it with
-//   "payment required: N sats" (and the invoice), and a notifications/cancel is sent.
+//   "payment required: N sats" (and the invoice), and a notifications/cancel is sent. One whose
+//   BOLT-11 invoice charges another amount than the sats it states (or none) ends the request the
+//   same way without asking the handler (parsePaymentRequired): caps count what a wallet would pay.
 //   spendCap(maxSats) is a handler that declines once the cumulative total would exceed the cap.
 // - Aborting the signal sends notifications/cancel (21316, `e` = request id, `s`, `p` = provider, in
 //   the request's form) and ends the request with "cancelled".
@@ -410,8 +412,12 @@ export class DvmcpClient {
     if (!found) return;
     const [requestId, pending] = found;
     const payment = parsePaymentRequired(m);
+    if (payment?.ok) {
+      void this.#onPayment(requestId, pending, payment.value);
+      return;
+    }
     if (payment) {
-      void this.#onPayment(requestId, pending, payment);
+      this.#refusePayment(requestId, pending, payment.error);
       return;
     }
     if (m.kind === KIND.DVMCP_RESPONSE || (m.kind === KIND.PRIVATE_DM && !isNotification(m.content))) {
@@ -452,6 +458,14 @@ export class DvmcpClient {
     if (this.#pending.get(requestId) !== pending) return;
     this.#sendCancel(requestId, pending.target, 'payment declined');
     pending.finish(err(payFailure(payment)));
+  }
+
+  /** A payment request whose invoice does not charge what it states: the handler is never asked; the request ends. */
+  #refusePayment(requestId: string, pending: Pending, payment: PaymentRequired & { reason: string }): void {
+    if (pending.paymentAsked) return;
+    pending.paymentAsked = true;
+    this.#sendCancel(requestId, pending.target, 'payment refused: the invoice does not match the amount');
+    pending.finish(err({ ...payFailure(payment), message: `${payFailure(payment).message}: ${payment.reason}; nothing was paid` }));
   }
 }
 

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { KIND } from './kinds.js';
 import type { EventTemplate } from './relay-types.js';
 import { err, ok, type Result } from './errors.js';
+import { bolt11Msat } from './nip57.js';
 
 /** JSON-RPC error codes used by DVMCP (spec "Error Handling"). */
 export const RPC = {
@@ -163,13 +164,24 @@ export interface PaymentRequired {
   invoice: string;
 }
 
-/** The payment a 21316 asks for; undefined when it is not a well-formed payment-required notification. */
-export function parsePaymentRequired(e: Pick<Incoming, 'tags'>): PaymentRequired | undefined {
+/**
+ * The payment a 21316 asks for: undefined when it is not a payment-required notification with a
+ * whole number of sats (decimal digits only: `Number('')` would be 0); an error when its invoice
+ * cannot be paid at that price. A BOLT-11 invoice states its own amount, and that is what a wallet
+ * pays, so it must be exactly the sats stated (a server could otherwise state 0 and pass any
+ * client's spend cap): an invoice without an amount, or for another amount, is refused.
+ */
+export function parsePaymentRequired(e: Pick<Incoming, 'tags'>): Result<PaymentRequired, PaymentRequired & { reason: string }> | undefined {
   if (tag(e, 'status') !== 'payment-required') return undefined;
   const amount = e.tags.find((t) => t[0] === 'amount');
-  const sats = Number(amount?.[1]);
-  if (!amount || !Number.isSafeInteger(sats) || sats < 0) return undefined;
-  return { sats, invoice: amount[2] ?? '' };
+  if (!amount || !/^[0-9]{1,15}$/.test(amount[1] ?? '')) return undefined;
+  const sats = Number(amount[1]);
+  const invoice = amount[2] ?? '';
+  if (invoice === '') return ok({ sats, invoice });
+  const msat = bolt11Msat(invoice);
+  if (!msat.ok) return err({ sats, invoice, reason: `its invoice cannot be paid (${msat.error})` });
+  if (msat.value !== sats * 1000) return err({ sats, invoice, reason: `its invoice asks ${msat.value / 1000} sats, not the ${sats} stated` });
+  return ok({ sats, invoice });
 }
 
 /** Reads a response content: the result, or the protocol error (also the reference's full `{jsonrpc, id, error}`). */

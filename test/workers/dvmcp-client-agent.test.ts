@@ -57,7 +57,7 @@ describe('agent dvmcp tool source', () => {
       name: `${server}__paid`,
       phase: 'result',
       success: false,
-      output: { stderr: `DVMCP ${server}__paid: payment required: 21 sats (invoice lnbc21test)`, exit_code: 1 },
+      output: { stderr: `DVMCP ${server}__paid: payment required: 21 sats (invoice lnbc210n1test)`, exit_code: 1 },
     });
   });
 

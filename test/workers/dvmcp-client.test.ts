@@ -159,7 +159,7 @@ describe('DvmcpClient', () => {
     const r = await responder();
     const { c } = client();
     const result = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'paid', arguments: {} });
-    expect(result).toEqual({ ok: false, error: { kind: 'payment', message: 'payment required: 21 sats (invoice lnbc21test)', sats: 21, invoice: 'lnbc21test' } });
+    expect(result).toEqual({ ok: false, error: { kind: 'payment', message: 'payment required: 21 sats (invoice lnbc210n1test)', sats: 21, invoice: 'lnbc210n1test' } });
     await vi_waitFor(() => r.cancels.length === 1);
   });
 
@@ -178,9 +178,24 @@ describe('DvmcpClient', () => {
     expect(text(await call())).toBe('paid');
     expect(cap.spent()).toBe(42);
     const third = await call();
-    expect(third).toEqual({ ok: false, error: { kind: 'payment', message: 'payment required: 21 sats (invoice lnbc21test)', sats: 21, invoice: 'lnbc21test' } });
+    expect(third).toEqual({ ok: false, error: { kind: 'payment', message: 'payment required: 21 sats (invoice lnbc210n1test)', sats: 21, invoice: 'lnbc210n1test' } });
     expect(seen).toEqual([21, 21]);
     expect(cap.spent()).toBe(42);
+  });
+
+  it('an invoice charging more than the sats it states is refused before the handler: a cap of 0 pays nothing', async () => {
+    const r = await responder();
+    const { c } = client();
+    const cap = spendCap(0, () => {
+      throw new Error('the handler must not be asked');
+    });
+    const result = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'underpriced', arguments: {} }, { onPaymentRequired: cap });
+    expect(result).toEqual({
+      ok: false,
+      error: { kind: 'payment', message: 'payment required: 0 sats (invoice lnbc10m1test): its invoice asks 1000000 sats, not the 0 stated; nothing was paid', sats: 0, invoice: 'lnbc10m1test' },
+    });
+    expect(cap.spent()).toBe(0);
+    await vi_waitFor(() => r.cancels.length === 1);
   });
 
   it('a declined payment (handler answers false) ends the request', async () => {

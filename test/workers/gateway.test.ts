@@ -120,8 +120,8 @@ describe('/mcp gateway', () => {
   it('payment-required is a clear -32603 error with the amount and invoice (the gateway pays nothing)', async () => {
     const e = await callError(client.callTool({ name: `${id}__paid`, arguments: {} }));
     expect(e.code).toBe(-32603);
-    expect(e.message).toBe('MCP error -32603: payment required: 21 sats (invoice lnbc21test); the /mcp gateway does not pay, call this server with a DVMCP client that can');
-    expect(e.data).toEqual({ payment_required: { sats: 21, invoice: 'lnbc21test' } });
+    expect(e.message).toBe('MCP error -32603: payment required: 21 sats (invoice lnbc210n1test); the /mcp gateway does not pay, call this server with a DVMCP client that can');
+    expect(e.data).toEqual({ payment_required: { sats: 21, invoice: 'lnbc210n1test' } });
   });
 
   it('a protocol error of the DVMCP server keeps its code and message', async () => {
