@@ -13,7 +13,7 @@ import { makeRumor } from '../../src/shared/nip59.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { api } from './api-helpers.js';
 import { BASE, connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
-import { TEST_OWNER_SK } from './test-keys.js';
+import { TEST_ADMIN_SK, TEST_OWNER_SK } from './test-keys.js';
 
 export const everythingUrl = (): string => inject('mcpEverythingUrl');
 
@@ -129,12 +129,15 @@ export class DvmcpClient {
 }
 
 /**
- * A bridge for a fresh owner, set up through the Bridge Durable Object's own RPCs (what the API
- * calls): its provider key (imported when `sk` is given, EDGESTR_ENV=test only), provisioned on the
- * owner's shard, with `servers`. Returns the owner and provider.
+ * A bridge for a fresh owner (added by the operator: a bridge serves only an owner's), set up through
+ * the Bridge Durable Object's own RPCs (what the API calls): its provider key (imported when `sk` is
+ * given, EDGESTR_ENV=test only), provisioned on the owner's shard, with `servers`. Returns the owner
+ * and provider.
  */
 export async function directBridge(servers: CreateServer[], sk?: string): Promise<{ owner: string; provider: string }> {
   const owner = keys().pk;
+  const added = await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner });
+  if (added.status !== 201) throw new Error(`owner not added: ${added.status} ${JSON.stringify(added.json)}`);
   const stub = env.BRIDGE.get(env.BRIDGE.idFromName(owner));
   let provider: string;
   if (sk === undefined) provider = await stub.ensureProvider(owner, BASE);

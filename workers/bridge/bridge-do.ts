@@ -4,13 +4,19 @@
 // one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
-// changed), and incoming events (only while the owner may have a shard here): each event id
-// checked once (bounded LRU), signature checked, gift wraps opened (refusals logged with the reason,
-// never answered), requests dated over 60 s away from now ignored, and each request id (the event's,
-// or the rumor's) handled once: a request seen on both shards is answered once, on the relay it came
-// from first, and a replay is ignored also after an eviction (`once`, the `seen` table).
-// Requests are metered and held to the owner's plan (metering.ts); a suspended owner's bridge
-// answers nothing. The owner's account is the router's cached one (workers/common/owners.ts).
+// changed), and incoming events: each event id checked once (bounded LRU), signature checked, gift
+// wraps opened (refusals logged with the reason, never answered), requests dated over 60 s away from
+// now ignored, and each request id (the event's, or the rumor's) handled once: a request seen on both
+// shards is answered once, on the relay it came from first, and a replay is ignored also after an
+// eviction (`once`, the `seen` table). Requests are metered and held to the owner's plan (metering.ts).
+// Whether the bridge serves is the owner rule (workers/common/owners.ts: EDGESTR_OWNERS or the
+// registry, cached OWNER_CACHE_MS per isolate), never whether the owner has a shard (with
+// EDGESTR_OPEN_SHARDS every key has one):
+// a suspended or removed owner's bridge answers nothing and drops its calls in flight, but still
+// records zap receipts (a call paid for meanwhile does not run; payments-gate.ts logs it for a
+// refund); a removed owner's next watchdog withdraws the bridge (`withdraw`: announcements
+// deleted, no longer listed as a deployment bridge, connections closed, the registry asked again every
+// OWNER_RECHECK_MS), until the owner is added again (`reinstate`).
 
 import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -24,8 +30,8 @@ import { LruMap } from '../../src/shared/lru.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
-import { ownerShardExists, type RouterBindings } from '../common/shards.js';
-import { ownerState } from '../common/owners.js';
+import { shardStub, type RouterBindings } from '../common/shards.js';
+import { ownerState, type OwnerState } from '../common/owners.js';
 import { localMode } from '../../src/shared/env-mode.js';
 import { DEFAULT_BRIDGE_SERVERS, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { BridgeMeter, METER_PRUNE_BATCH, type BridgeCallRow } from './metering.js';
@@ -53,6 +59,10 @@ const WATCHDOG_MS = 30_000;
 /** Announcements (and health counts) are refreshed this often, and retried this soon after a failure. */
 export const REFRESH_MS = 6 * 3600_000;
 const RETRY_MS = 5 * 60_000;
+/** A removed owner's bridge asks the registry this often whether the owner was added again. */
+export const OWNER_RECHECK_MS = 10 * 60_000;
+/** The reason of the deletion of a removed owner's announcements. */
+const OWNER_REMOVED = 'the owner was removed from this deployment';
 /** Event ids remembered in memory: a copy from the other shard is not verified or opened again. */
 const SEEN_IDS = 4096;
 /** A handled request id is kept this long after its created_at (it is fresh until STALE_SECONDS after). */
@@ -258,7 +268,18 @@ export class Bridge extends DurableObject<BridgeEnv> {
   // ---- lifecycle ----
 
   override async alarm(): Promise<void> {
-    if (!this.store.providerRecord()) return;
+    const p = this.store.providerRecord();
+    if (!p) return;
+    const account = await this.account(p);
+    if (!account.ok) {
+      // Nothing changes on an unreadable registry: the watchdog asks again.
+      console.error(`bridge: the owner registry could not be read (${account.error}); asked again in ${WATCHDOG_MS / 1000} s`);
+      await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
+      return;
+    }
+    if (account.value === undefined) return this.withdraw(p);
+    if (account.value.suspended) this.haltCalls('its owner is suspended');
+    if (this.store.withdrawn()) await this.reinstate(p);
     await this.links.ensureConnected();
     this.handled.prune(Math.floor(Date.now() / 1000) - HANDLED_SECONDS, PRUNE_BATCH);
     this.meter.prune(Date.now(), METER_PRUNE_BATCH);
@@ -267,6 +288,54 @@ export class Bridge extends DurableObject<BridgeEnv> {
     const now = Date.now();
     await this.ctx.storage.setAlarm(Math.max(now + 10, Math.min(now + WATCHDOG_MS, this.store.nextRefresh() ?? Infinity)));
     await this.payments.onAlarm(); // keeps an earlier alarm for the next invoice expiry
+  }
+
+  /** The owner's account by the owner rule (undefined: removed), or why the registry could not be read. */
+  private async account(p: ProviderRecord): Promise<Result<OwnerState | undefined, string>> {
+    try {
+      return ok(await ownerState(this.env, p.owner));
+    } catch (e) {
+      return err(errorMessage(e));
+    }
+  }
+
+  /** Drops every call in flight (unanswered; a call waiting for its payment releases its invoice). */
+  private haltCalls(reason: string): void {
+    for (const s of this.store.servers()) this.dispatcher.abortServer(s.id, reason);
+  }
+
+  /**
+   * The owner was removed: calls in flight are dropped and, once, its servers' announcements are
+   * deleted (they leave the /mcp catalog) and its provider key is no longer recorded as a bridge of
+   * the deployment (the owner's shard and the public one, which /mcp lists first); the relay
+   * connections and upstream sessions are closed, and the watchdog only asks the registry again
+   * every OWNER_RECHECK_MS.
+   */
+  private async withdraw(p: ProviderRecord): Promise<void> {
+    this.haltCalls('its owner was removed');
+    if (!this.store.withdrawn()) {
+      for (const s of this.store.servers()) {
+        if (this.store.announced(s.id) === '') continue;
+        await this.links.publishAll(await this.store.sign(announcementDeletion(p.pubkey, s.id, OWNER_REMOVED)));
+        this.store.setAnnounced(s.id, '');
+      }
+      await shardStub(this.env, p.owner).revokeAgent(p.pubkey, p.owner);
+      await shardStub(this.env, null).revokeAgent(p.pubkey, p.owner);
+      this.store.setWithdrawn(true);
+      console.warn(`bridge: owner ${p.owner} is no longer allowed: provider ${p.pubkey} withdrawn (announcements deleted, connections closed)`);
+    }
+    this.links.close();
+    await this.cache.closeAll();
+    await this.ctx.storage.setAlarm(Date.now() + OWNER_RECHECK_MS);
+  }
+
+  /** The owner is allowed again after a withdrawal: its provider key recorded again, every server announced anew by this alarm. */
+  private async reinstate(p: ProviderRecord): Promise<void> {
+    await shardStub(this.env, p.owner).provisionAgent(p.pubkey, p.owner, 'bridge');
+    await shardStub(this.env, null).provisionAgent(p.pubkey, p.owner, 'bridge');
+    for (const s of this.store.servers()) this.store.scheduleRefresh(s.id, 0);
+    this.store.setWithdrawn(false);
+    console.warn(`bridge: owner ${p.owner} is allowed again: provider ${p.pubkey} reinstated`);
   }
 
   /** Development and test only (POST /api/bridge/pay): pays a local invoice of this bridge. */
@@ -403,10 +472,16 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   private async onEvent(e: NostrEvent, url: string): Promise<void> {
     const p = this.store.providerRecord();
-    // An owner who may no longer have a shard here (EDGESTR_OWNERS changed) has no bridge either.
-    if (!p || !(await ownerShardExists(this.env, p.owner))) return;
+    if (!p) return;
+    // The owner rule, not whether a shard exists (see the header).
     const account = await ownerState(this.env, p.owner);
-    if (account?.suspended || !this.claim(e.id)) return;
+    // Suspended or removed (the watchdog then withdraws the bridge): nothing is answered, but a
+    // payment cannot be refused: it is recorded (its call was dropped, so the operator is told to refund it).
+    if (!account || account.suspended) {
+      this.haltCalls(account ? 'its owner is suspended' : 'its owner was removed');
+      if (e.kind !== KIND.ZAP_RECEIPT) return;
+    }
+    if (!this.claim(e.id)) return;
     this.plan = account?.plan ?? DEFAULT_PLAN;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {

@@ -1,6 +1,7 @@
 // The Bridge Durable Object's tables: its provider record (owner, origin of the deployment, the
-// provider key sealed with EDGESTR_SECRET) and its servers (config, secret headers sealed with the
-// same secret under `<provider>/<server id>`, health, hash of what was last announced).
+// provider key sealed with EDGESTR_SECRET), its servers (config, secret headers sealed with the
+// same secret under `<provider>/<server id>`, health, hash of what was last announced) and, while
+// its owner is removed, that the bridge withdrew (bridge-do.ts `withdraw`).
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { signEventWith, type NostrEvent } from '../../src/shared/event.js';
@@ -42,6 +43,7 @@ export class ServerStore {
       announced TEXT NOT NULL DEFAULT '',
       refresh_at INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID`);
+    sql.exec('CREATE TABLE IF NOT EXISTS withdrawn (k INTEGER PRIMARY KEY CHECK (k = 1))');
   }
 
   private secret(): string {
@@ -181,6 +183,16 @@ export class ServerStore {
   /** Servers whose refresh is due at `now` (ms). */
   dueForRefresh(now: number): string[] {
     return this.sql.exec<{ id: string }>('SELECT id FROM servers WHERE refresh_at <= ? ORDER BY refresh_at, id', now).toArray().map((r) => r.id);
+  }
+
+  /** Whether the bridge withdrew because its owner was removed (and was not reinstated since). */
+  withdrawn(): boolean {
+    return this.sql.exec('SELECT 1 FROM withdrawn').toArray().length > 0;
+  }
+
+  /** Records the withdrawal, or forgets it (false: the owner is allowed again). */
+  setWithdrawn(withdrawn: boolean): void {
+    this.sql.exec(withdrawn ? 'INSERT OR IGNORE INTO withdrawn (k) VALUES (1)' : 'DELETE FROM withdrawn');
   }
 
   private headerAad(id: string): string {

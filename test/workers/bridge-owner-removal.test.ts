@@ -1,0 +1,192 @@
+// The bridge of an owner the operator removed or suspended (workers/bridge/bridge-do.ts), with open
+// shards on (as in the test configuration, where every key has a shard): whether the bridge may serve
+// is the owner rule (workers/common/owners.ts), never whether a shard exists. A removed owner's
+// bridge answers nothing; at its next watchdog it withdraws (its announcements deleted, so its servers
+// leave the /mcp catalog; no longer one of the deployment's bridges; its relay connections closed; its
+// alarm only checks the registry every OWNER_RECHECK_MS) and comes back by itself once the owner is
+// added again. A suspended owner's bridge still records a zap receipt: a call made before the
+// suspension does not run, and the operator is told to refund it.
+import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
+import { describe, expect, inject, it, vi } from 'vitest';
+import '../lnurl/provided.js';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { OWNER_RECHECK_MS } from '../../workers/bridge/bridge-do.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { api } from './api-helpers.js';
+import { announcements, bridgeReady, DvmcpClient, everythingUrl, registerServer } from './bridge-helpers.js';
+import { connect, keys, now, randomHex, subscriptionsOf, type Keys } from './helpers.js';
+import { TEST_ADMIN_SK } from './test-keys.js';
+
+const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
+const bridgeOf = (owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+const ANNOUNCED = [KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS];
+
+/** A new owner added by the operator, with one bridge server `id` on server-everything (answering); its provider. */
+async function ownerWithServer(id: string, extra: Record<string, unknown> = {}): Promise<{ owner: Keys; provider: string }> {
+  const owner = keys();
+  expect((await admin('POST', '/api/admin/owners', { pubkey: owner.pk })).status).toBe(201);
+  const r = await api(owner.sk, 'POST', '/api/bridge/servers', { id, url: everythingUrl(), ...extra });
+  expect(r.status).toBe(201);
+  const { provider } = r.json as { provider: string };
+  await bridgeReady(provider);
+  return { owner, provider };
+}
+
+/** The still-allowed owner's (EDGESTR_OWNERS) server on server-everything, announced and answering: the sentinel's target. */
+async function keptServer(): Promise<{ provider: string; id: string }> {
+  const kept = await registerServer({ id: `kept-${randomHex(4)}` });
+  await announcements(kept.provider, [KIND.DVMCP_TOOLS], (es) => es.some((e) => e.tags.some((t) => t[0] === 's' && t[1] === kept.id)));
+  await bridgeReady(kept.provider);
+  return kept;
+}
+
+/** The 26910 answers `c` received to request `id`. */
+const answersTo = (c: DvmcpClient, id: string): NostrEvent[] =>
+  c.sock.frames
+    .map((f) => (f[0] === 'EVENT' ? (f[2] as NostrEvent) : undefined))
+    .filter((e): e is NostrEvent => e?.kind === KIND.DVMCP_RESPONSE && e.tags.some((t) => t[0] === 'e' && t[1] === id));
+
+/**
+ * Sends `c`'s ping and tools/list to its provider's server `s`, then, on the same socket, a
+ * tools/list to the kept server (the sentinel: more work than a ping, which needs no upstream, and
+ * as much as the tools/list); once the sentinel is answered, the answers to the first two.
+ */
+async function unansweredBehindSentinel(c: DvmcpClient, s: string, kept: { provider: string; id: string }): Promise<NostrEvent[]> {
+  const ids = [await c.send(c.request('ping', undefined, { s })), await c.send(c.request('tools/list', undefined, { s }))];
+  const sentinel = c.request('tools/list', undefined, { tags: [['p', kept.provider], ['method', 'tools/list'], ['s', kept.id]] });
+  await c.send(sentinel);
+  const answer = await c.answer(sentinel.id);
+  expect(answer.result.ok).toBe(true);
+  return ids.flatMap((id) => answersTo(c, id));
+}
+
+/** The names of every tool /mcp lists now. */
+async function gatewayTools(): Promise<string[]> {
+  const client = new Client({ name: 'owner-removal', version: '1.0.0' }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
+  await client.connect(new StreamableHTTPClientTransport(new URL('http://relay.test/mcp'), { fetch: (u, init) => SELF.fetch(u, init) }));
+  try {
+    const names: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor === undefined ? {} : { cursor });
+      names.push(...page.tools.map((t) => t.name));
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+    return names;
+  } finally {
+    await client.close();
+  }
+}
+
+describe('a removed owner’s bridge', () => {
+  it('answers nothing once the operator removed the owner (open shards): a stranger’s request is not answered, the request behind it to another owner’s bridge is', async () => {
+    const kept = await keptServer();
+    const id = `gone-${randomHex(4)}`;
+    const { owner, provider } = await ownerWithServer(id);
+    const c = await DvmcpClient.open(provider);
+    try {
+      expect((await c.call('tools/list', undefined, { s: id })).result.ok).toBe(true);
+      expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+      expect(await unansweredBehindSentinel(c, id, kept)).toEqual([]);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('withdraws at its next watchdog: announcements deleted (gone from /mcp), no longer a deployment bridge, connections closed, the registry checked every 10 min; re-added, it comes back by itself', async () => {
+    const kept = await keptServer();
+    const id = `gone-${randomHex(4)}`;
+    const { owner, provider } = await ownerWithServer(id);
+    await announcements(provider, ANNOUNCED, (es) => es.length === 2);
+    expect(await shardStub(env, null).bridgeProviders()).toContain(provider);
+    expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+
+    expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true);
+    const next = await runInDurableObject(bridgeOf(owner.pk), (_i, state) => state.storage.getAlarm());
+    expect(next).toBeGreaterThan(Date.now() + 9 * 60_000);
+    expect(OWNER_RECHECK_MS).toBe(600_000);
+    expect(next).toBeLessThanOrEqual(Date.now() + OWNER_RECHECK_MS);
+    expect(await announcements(provider, ANNOUNCED, (es) => es.length === 0)).toEqual([]);
+    const deletion = (await announcements(provider, [KIND.DELETION], (es) => es.length > 0))[0]!;
+    expect(deletion.tags).toEqual(expect.arrayContaining([['a', `${KIND.DVMCP_SERVER}:${provider}:${id}`]]));
+    expect(deletion.content).toBe('the owner was removed from this deployment');
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    // The shards drop a closed connection's subscriptions as they see it close.
+    await vi.waitFor(async () => expect([await subscriptionsOf(null, provider), await subscriptionsOf(owner.pk, provider)]).toEqual([0, 0]), { timeout: 5_000, interval: 50 });
+    const tools = await gatewayTools();
+    expect(tools).toContain(`${kept.id}__echo`);
+    expect(tools.filter((t) => t.includes(id))).toEqual([]);
+    // Another watchdog while removed publishes nothing more (the alarm has ended: what it publishes is stored) and keeps the long interval.
+    expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true);
+    expect(await announcements(provider, [KIND.DELETION], () => true)).toEqual([deletion]);
+    expect(await runInDurableObject(bridgeOf(owner.pk), (_i, state) => state.storage.getAlarm())).toBeGreaterThan(Date.now() + OWNER_RECHECK_MS - 60_000);
+
+    // Added again: the check due in 10 min (run now) brings the bridge back, its servers announced again.
+    while (now() <= deletion.created_at) await new Promise((r) => setTimeout(r, 50)); // a re-announcement dated as the deletion would count as deleted
+    expect((await admin('POST', '/api/admin/owners', { pubkey: owner.pk })).status).toBe(201);
+    expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true);
+    await bridgeReady(provider);
+    expect(await announcements(provider, ANNOUNCED, (es) => es.length === 2)).toHaveLength(2);
+    expect(await shardStub(env, null).bridgeProviders()).toContain(provider);
+    const watchdog = await runInDurableObject(bridgeOf(owner.pk), (_i, state) => state.storage.getAlarm());
+    expect(watchdog).toBeLessThanOrEqual(Date.now() + 30_000);
+  });
+});
+
+describe('a suspended owner’s bridge', () => {
+  it('records a zap receipt for a call made before the suspension: the payment row paid, the call not run, the operator told to refund the client', async () => {
+    const kept = await keptServer();
+    const owner = keys();
+    expect((await admin('POST', '/api/admin/owners', { pubkey: owner.pk })).status).toBe(201);
+    // This bridge takes zaps: a Lightning address (the local LNURL-pay server), set before its payments are first used.
+    const bridgeEnv = await runInDurableObject(bridgeOf(owner.pk), (i) => (i as unknown as { env: Record<string, string | undefined> }).env);
+    const saved = { address: bridgeEnv.EDGESTR_LN_ADDRESS, expiry: bridgeEnv.EDGESTR_PAYMENT_EXPIRY };
+    await runInDurableObject(bridgeOf(owner.pk), (i) => {
+      const e = (i as unknown as { env: Record<string, string | undefined> }).env;
+      e.EDGESTR_LN_ADDRESS = `${inject('lnurlUrl')}/.well-known/lnurlp/bridge`;
+      e.EDGESTR_PAYMENT_EXPIRY = '600';
+    });
+    const warn = vi.spyOn(console, 'warn');
+    const id = `zapped-${randomHex(4)}`;
+    let c: DvmcpClient | undefined;
+    try {
+      const r = await api(owner.sk, 'POST', '/api/bridge/servers', { id, url: everythingUrl(), prices: { echo: { price: '21', unit: 'sats' } } });
+      expect(r.status).toBe(201);
+      const { provider } = r.json as { provider: string };
+      await bridgeReady(provider);
+      c = await DvmcpClient.open(provider);
+      const request = await c.send(c.request('tools/call', { name: 'echo', arguments: { message: 'paid before the suspension' } }, { s: id }));
+      const note = (await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as NostrEvent).kind === KIND.DVMCP_NOTIFICATION && (f[2] as NostrEvent).tags.some((t) => t[0] === 'e' && t[1] === request)))[2] as NostrEvent;
+      const invoice = note.tags.find((t) => t[0] === 'amount')![2]!;
+      expect(invoice).toMatch(/^lnbc210n1/);
+
+      expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true })).toMatchObject({ status: 200, json: { suspended: true } });
+      const paid = await fetch(`${inject('lnurlUrl')}/test/pay`, { method: 'POST', body: JSON.stringify({ invoice }) });
+      const { receipt } = (await paid.json()) as { receipt: NostrEvent };
+      const s = await connect('/');
+      expect((await s.publish(receipt)).slice(2)).toEqual([true, '']);
+      s.close();
+
+      const row = () => runInDurableObject(bridgeOf(owner.pk), (_i, state) => state.storage.sql.exec<{ paid_at: number | null; cancelled_at: number | null; served_at: number | null; request_id: string }>('SELECT paid_at, cancelled_at, served_at, request_id FROM payments WHERE invoice = ?', invoice).one());
+      await vi.waitFor(async () => expect((await row()).paid_at).not.toBeNull(), { timeout: 10_000, interval: 50 });
+      expect(await row()).toMatchObject({ request_id: request, cancelled_at: expect.any(Number), served_at: null });
+      const line = warn.mock.calls.map((args) => String(args[0])).find((l) => l.includes(invoice) || l.includes(`request ${request}`));
+      expect(line).toMatch(new RegExp(`^bridge: payment of 21 sats for invoice [0-9a-f]{64} \\(request ${request} of client ${c.k.pk}\\) arrived after its request was cancelled: no call runs for it; refund the client if due$`));
+      // Nothing answers the call: the request behind it to another owner's bridge is answered first.
+      expect(await unansweredBehindSentinel(c, id, kept)).toEqual([]);
+      expect(answersTo(c, request)).toEqual([]);
+    } finally {
+      c?.close();
+      warn.mockRestore();
+      await runInDurableObject(bridgeOf(owner.pk), (i) => {
+        const e = (i as unknown as { env: Record<string, string | undefined> }).env;
+        e.EDGESTR_LN_ADDRESS = saved.address;
+        e.EDGESTR_PAYMENT_EXPIRY = saved.expiry;
+      });
+    }
+  });
+});
