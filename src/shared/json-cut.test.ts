@@ -1,7 +1,7 @@
 // json-cut.ts: cuts measured in the JSON form (escapes, multi-byte and surrogate pairs included,
 // also a JSON string inside a JSON string), never between the halves of a code point.
 import { describe, expect, it } from 'vitest';
-import { cutJsonString, cutWithNote, jsonStringBytes, utf8Bytes } from './json-cut.js';
+import { cutJsonString, cutWithNote, hasLoneSurrogate, jsonStringBytes, utf8Bytes } from './json-cut.js';
 
 describe('json-cut', () => {
   it('cutJsonString keeps whole code points within the JSON byte budget', () => {
@@ -36,5 +36,12 @@ describe('json-cut', () => {
       expect(text.startsWith(shown)).toBe(true);
       expect(cut.text.endsWith(` [${utf8Bytes(shown)}/5000]`)).toBe(true);
     }
+  });
+});
+
+describe('hasLoneSurrogate', () => {
+  it('flags half a pair alone (high or low, at either end), not a pair nor plain text', () => {
+    for (const s of ['\ud800', 'a\ud800b', '\udc00', 'x\udc00', '\udc00\ud800', '😀\ud83d']) expect(hasLoneSurrogate(s), JSON.stringify(s)).toBe(true);
+    for (const s of ['', 'abc', '😀', 'é😀x', '\ud83d\ude00\ud83d\ude00']) expect(hasLoneSurrogate(s), JSON.stringify(s)).toBe(false);
   });
 });

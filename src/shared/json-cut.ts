@@ -3,10 +3,19 @@
 // the answer's content and again in the rumor a gift wrap carries), and never between the halves of
 // a code point. The hosted agent's run events (workers/agent/event-fit.ts) and every DVMCP answer
 // (dvmcp-server/answer-fit.ts, the bridge's and the agent's) cut with these. `utf8Bytes` is the one
-// UTF-8 length every size rule measures with (NIP-44, NIP-59, events, prompts, frames, imports).
+// UTF-8 length every size rule measures with (NIP-44, NIP-59, events, prompts, frames, imports);
+// `hasLoneSurrogate` tells text that has no UTF-8 form (storage would not give it back as it was).
 
 const encoder = new TextEncoder();
 export const utf8Bytes = (s: string): number => encoder.encode(s).length;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Whether `s` holds half of a surrogate pair alone (JSON's `"\ud800"` parses to one): it has no
+ * UTF-8 form, so SQLite gives it back as U+FFFD and two such strings become one.
+ */
+export const hasLoneSurrogate = (s: string): boolean => LONE_SURROGATE.test(s);
 
 /** What JSON.stringify writes for code point `cp` inside a string, when it is not the character itself. */
 function escapeOf(cp: number): string | undefined {

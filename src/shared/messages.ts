@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { describeIssue, eventIdOf } from './event.js';
 import { FilterSchema, type Filter } from './filters.js';
 import { err, ok, parseRejection, reject, type Rejection, type Result } from './errors.js';
-import { utf8Bytes } from './json-cut.js';
+import { hasLoneSurrogate, utf8Bytes } from './json-cut.js';
 
 export type ClientMessage =
   | { type: 'EVENT'; event: unknown }
@@ -75,6 +75,8 @@ export function parseClientMessage(text: string, limits: MessageLimits): Result<
           subId,
         });
       }
+      // A subscription is kept by its id in the shard's storage (over hibernation): the id must come back as it went in.
+      if (hasLoneSurrogate(subId)) return err({ rejection: reject('invalid', 'subscription id must be valid Unicode (it has a lone surrogate)'), subId });
       const rawFilters = rest.slice(1);
       if (rawFilters.length === 0) return err({ rejection: reject('invalid', `${verb} needs at least one filter`), subId });
       if (rawFilters.length > limits.maxFilters) {

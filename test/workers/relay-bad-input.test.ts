@@ -32,6 +32,9 @@ function cases(k: Keys): Array<[string, string, Expect]> {
     ['REQ without filters', '["REQ","s1"]', { kind: 'CLOSED', message: 'invalid: REQ needs at least one filter' }],
     ['REQ sub id over 64', JSON.stringify(['REQ', long, {}]), { kind: 'CLOSED', message: 'invalid: subscription id is longer than 64 characters' }],
     ['REQ empty sub id', '["REQ","",{}]', { kind: 'NOTICE', message: 'invalid: subscription id must be a non-empty string' }],
+    // Stored for hibernation, "sub\ud800" and "sub\ud801" would both come back as "sub\ufffd" (one subscription).
+    ['REQ sub id with a lone surrogate', '["REQ","sub\\ud800",{}]', { kind: 'CLOSED', message: 'invalid: subscription id must be valid Unicode (it has a lone surrogate)' }],
+    ['COUNT sub id with a lone low surrogate', '["COUNT","\\udc00x",{}]', { kind: 'CLOSED', message: 'invalid: subscription id must be valid Unicode (it has a lone surrogate)' }],
     ['REQ filter not object', '["REQ","s2",5]', { kind: 'CLOSED', message: 'invalid: a filter must be an object' }],
     ['REQ author not hex', JSON.stringify(['REQ', 's3', { authors: ['abc'] }]), { kind: 'CLOSED', message: 'invalid: authors.0: ids and authors must be 64 lowercase hex characters' }],
     ['REQ id uppercase', JSON.stringify(['REQ', 's4', { ids: [randomHex().toUpperCase()] }]), { kind: 'CLOSED', message: 'invalid: ids.0: ids and authors must be 64 lowercase hex characters' }],
