@@ -7,7 +7,8 @@
 // An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
 // needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
-// is not one of the caller's agents never reaches (or creates) an Agent Durable Object: 404. A
+// is not one of the caller's agents never reaches (or creates) an Agent Durable Object: 404 (DELETE
+// of a key the caller attested itself with NIP-OA instead revokes it for good on the relay). A
 // path that is not a key: 400; a method the resource does not have: 405 with `Allow`. MCP server
 // headers are sealed before the config is stored (workers/agent/mcp-headers.ts), never returned.
 
@@ -179,6 +180,17 @@ async function agentPlan(env: AgentApiBindings, owner: string): Promise<{ status
   return { max: planLimits(env, state?.plan ?? DEFAULT_PLAN).agents };
 }
 
+/**
+ * Revokes for good `agent`, a key `owner` attested itself (NIP-OA), when the owner's shard holds
+ * (or held) a proof of it: there, then on the public shard, whose proofs of any owner's agents
+ * admit telemetry frames there. Whether it did (false: nothing to revoke, 404).
+ */
+async function revokeAttested(env: AgentApiBindings, owner: string, agent: string): Promise<boolean> {
+  if (!(await shardStub(env, owner).revokeAttestedAgent(agent, owner))) return false;
+  await shardStub(env, null).revokeAttestedAgent(agent, owner, true);
+  return true;
+}
+
 export function agentRoutes() {
   const app = new Hono<ApiEnv>();
   // Before authentication: a method the path does not have is refused whoever asks.
@@ -261,8 +273,14 @@ export function agentRoutes() {
   });
 
   app.delete('/:pubkey', async (c) => {
-    const r = await owned(c.env, c.get('caller'), c.req.param('pubkey'));
-    if (!('view' in r)) return c.json({ error: r.error }, r.status);
+    const caller = c.get('caller');
+    const r = await owned(c.env, caller, c.req.param('pubkey'));
+    if (!('view' in r)) {
+      // Not one of the caller's hosted agents: a key it attested itself (NIP-OA) is revoked for good.
+      const agent = parsePubkey(c.req.param('pubkey'));
+      if (r.status === 404 && agent && (await revokeAttested(c.env, caller, agent))) return c.body(null, 204);
+      return c.json({ error: r.error }, r.status);
+    }
     await agentStub(c.env, r.view.pubkey).remove();
     await shardStub(c.env, r.view.owner).revokeAgent(r.view.pubkey, r.view.owner);
     return c.body(null, 204);

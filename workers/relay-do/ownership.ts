@@ -23,6 +23,15 @@
 // used longest ago goes (`used_at`: its last AUTH, or at most once an hour, RENEW_ON_USE_SECONDS,
 // an event of its agent it vouched for: a telemetry frame, a write), so the proofs of agents at
 // work are not the ones a flood pushes out. Use does not extend AUTH_PROOF_TTL (only an AUTH does).
+//
+// An owner revokes a key it attested itself through the management API (`revokeAttested`). An
+// attestation signature is permanent (anyone holding a copy can present it again, the key's holder
+// can sign new AUTH events and profiles with it), so the revocation is kept: a `revoked_agents` row
+// (agent, owner) from which no self-made proof of that pair is recorded again, whatever attestation
+// comes, old or newly signed by the owner: the key is burned for that owner (it attests a new key
+// instead). Provisioning is not affected. Rows are made only by an owner's own API call, and only
+// for a key its shard held a self-made proof of (and then on the public shard too), so only keys the
+// owner attested itself can take a row: strangers cannot make any.
 
 import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -77,6 +86,7 @@ export class OwnershipRegistry {
       sql.exec('ALTER TABLE agent_owners ADD COLUMN used_at INTEGER NOT NULL DEFAULT 0');
       sql.exec('UPDATE agent_owners SET used_at = recorded_at');
     }
+    sql.exec('CREATE TABLE IF NOT EXISTS revoked_agents (agent TEXT NOT NULL, owner TEXT NOT NULL, revoked_at INTEGER NOT NULL, PRIMARY KEY (agent, owner)) WITHOUT ROWID');
     sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_age ON agent_owners (source, recorded_at)');
     sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_use ON agent_owners (source, used_at)');
   }
@@ -84,12 +94,13 @@ export class OwnershipRegistry {
   /**
    * Records agent → owner; `conditions` is the NIP-OA conditions string ('' for provisioning). A
    * self-made proof ('auth', 'kind0') replaces the agent's earlier one of its source, and is not
-   * kept on an owner shard it does not name the owner of.
+   * kept on an owner shard it does not name the owner of, nor for a pair the owner revoked.
    */
   record(agent: string, owner: string, source: OwnershipSource, now: number, conditions = ''): void {
     if (source === 'auth' || source === 'kind0') {
       const shardOwner = this.shardOwner();
       if (shardOwner !== null && owner !== shardOwner) return;
+      if (this.isRevoked(agent, owner)) return;
       const before = source === 'auth' ? this.authProofs() : 0; // counted before this record's deletions
       const replaced = this.sql.exec('DELETE FROM agent_owners WHERE agent = ? AND source = ? AND owner != ?', agent, source, owner).rowsWritten;
       if (source === 'auth') {
@@ -123,6 +134,26 @@ export class OwnershipRegistry {
       : this.sql.exec<{ source: string }>('DELETE FROM agent_owners WHERE agent = ? AND owner = ? RETURNING source', agent, owner).toArray();
     const proofs = removed.filter((r) => r.source === 'auth').length;
     if (proofs > 0 && this.#authProofs !== undefined) this.#authProofs -= proofs;
+  }
+
+  /**
+   * The owner's revocation of a key it attested itself (see the header): forgets the self-made
+   * proofs of agent → owner and keeps the pair revoked. Only when this shard held such a proof, or
+   * `known` (the owner's shard held one: this is the public shard); true then, and when the pair was
+   * revoked already; false (nothing kept) otherwise.
+   */
+  revokeAttested(agent: string, owner: string, now: number, known = false): boolean {
+    const held = [...this.ownersOf(agent, 'auth'), ...this.ownersOf(agent, 'kind0')].includes(owner);
+    if (!held && !known) return this.isRevoked(agent, owner);
+    this.revoke(agent, owner, 'auth');
+    this.revoke(agent, owner, 'kind0');
+    this.sql.exec('INSERT OR IGNORE INTO revoked_agents (agent, owner, revoked_at) VALUES (?, ?, ?)', agent, owner, now);
+    return true;
+  }
+
+  /** Whether `owner` revoked `agent` (no self-made proof of the pair is recorded or trusted). */
+  isRevoked(agent: string, owner: string): boolean {
+    return this.sql.exec('SELECT 1 FROM revoked_agents WHERE agent = ? AND owner = ?', agent, owner).toArray().length > 0;
   }
 
   /**

@@ -240,6 +240,15 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.ownership.revoke(agent, owner);
   }
 
+  /**
+   * Internal RPC (management API): `owner` revokes an agent key it attested itself (NIP-OA), for
+   * good (ownership.ts `revokeAttested`); `known`: the owner's shard held a proof (this is the
+   * public shard). Whether it is revoked here (false: there was nothing to revoke).
+   */
+  revokeAttestedAgent(agent: string, owner: string, known = false): boolean {
+    return this.ownership.revokeAttested(agent, owner, this.clockSeconds(), known);
+  }
+
   /** Internal RPC: the agents edgestr provisioned for `owner` (the management API's list). */
   provisionedAgents(owner: string): string[] {
     return this.ownership.agentsOf(owner, 'provisioned');
@@ -648,10 +657,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
       verifier,
       isOwnersAgent: (pubkey) => owner !== null && this.ownership.isAgentOwner(pubkey, owner, use(pubkey === event.pubkey ? event : undefined)),
       isAgentOwner: (agent, agentOwner, agentEvent) => this.ownership.isAgentOwner(agent, agentOwner, use(agentEvent)),
-      // The attestation on the event itself: valid for it (verifyAttestation) and not expired now.
+      // The attestation on the event itself: valid for it (verifyAttestation), not expired now, and not revoked by the owner.
       attestsToOwner: (e) => {
         const a = verifyAttestation(e, verifier);
-        return owner !== null && a.ok && a.value.owner === owner && coversUse(a.value.conditions, use(e));
+        return owner !== null && a.ok && a.value.owner === owner && coversUse(a.value.conditions, use(e)) && !this.ownership.isRevoked(e.pubkey, owner);
       },
     };
   }

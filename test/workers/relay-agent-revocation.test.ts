@@ -1,0 +1,128 @@
+// An owner revokes an agent key it attested itself (NIP-OA: an `auth` tag in the agent's AUTH or
+// kind 0) through the management API, as it deletes a hosted agent: DELETE /api/agents/<key> is
+// 204 when its shard holds (or held) such a record naming it (404 "no such agent" otherwise), and the
+// revocation sticks: an attestation signature is permanent, so the key is burned for this owner
+// (on its shard and on the public shard): re-presenting the attestation, in an AUTH or a kind 0,
+// old or newly signed, no longer makes the key the owner's agent.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { encrypt, getConversationKey } from '../../src/shared/nip44.js';
+import { signAttestation } from '../../src/shared/nip-oa.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { api } from './api-helpers.js';
+import { connect, keys, sign, type Keys, type TestSocket } from './helpers.js';
+import { TEST_ADMIN_SK } from './test-keys.js';
+
+const SHARD_RESTRICTED = "restricted: this shard accepts events from its owner and the owner's agents, or addressed to them";
+const NO_PROOF = 'restricted: no authenticated proof that this agent belongs to this owner (NIP-OA)';
+
+async function addOwner(): Promise<Keys> {
+  const k = keys();
+  expect(await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: k.pk })).toMatchObject({ status: 201 });
+  return k;
+}
+
+/** A socket on `path` authenticated as `agent` with an attestation by `owner` (signed anew unless `tag` is given); the AUTH's answer. */
+async function authedAgent(path: string, agent: Keys, owner: Keys, tag = signAttestation(owner.sk, agent.pk, 'kind=22242')): Promise<{ s: TestSocket; ok: unknown[] }> {
+  const s = await connect(path);
+  const e = sign(agent, { kind: 22242, content: '', tags: [['relay', s.url], ['challenge', s.challenge], tag] });
+  s.send(['AUTH', e]);
+  return { s, ok: (await s.next((f) => f[0] === 'OK' && f[1] === e.id)).slice(2) };
+}
+
+/** A telemetry frame (NIP-AO) of `agent` to `owner`. */
+const telemetry = (agent: Keys, owner: string) =>
+  sign(agent, {
+    kind: 24200,
+    content: encrypt(JSON.stringify({ seq: 0, timestamp: new Date().toISOString(), kind: 'turn_started', payload: {} }), getConversationKey(agent.sk, owner)),
+    tags: [['p', owner], ['agent', agent.pk], ['frame', 'telemetry']],
+  });
+
+const published = async (s: TestSocket, e: Parameters<TestSocket['publish']>[0]): Promise<[boolean, string]> => {
+  const ok = await s.publish(e);
+  return [ok[2], ok[3]];
+};
+
+/** The shard's ownership records of `agent` (null: the public shard). */
+const recordsOf = (shardOwner: string | null, agent: string) =>
+  runInDurableObject(shardStub(env, shardOwner), (_i, state) =>
+    state.storage.sql.exec<{ owner: string; source: string }>('SELECT owner, source FROM agent_owners WHERE agent = ? ORDER BY source', agent).toArray(),
+  );
+
+describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
+  it('DELETE /api/agents/<key> → 204; the agent is a stranger on the owner’s shard from then on, and its attestation no longer restores it', async () => {
+    const owner = await addOwner();
+    const agent = keys();
+    const path = `/r/${owner.pk}`;
+    const tag = signAttestation(owner.sk, agent.pk, 'kind=22242');
+    const { s, ok } = await authedAgent(path, agent, owner, tag);
+    expect(ok).toEqual([true, '']);
+    // Its profile attests it too (the other self-made source).
+    const profile = sign(agent, { kind: 0, content: '{}', tags: [signAttestation(owner.sk, agent.pk, 'kind=0')] });
+    expect(await published(s, profile)).toEqual([true, '']);
+    expect(await recordsOf(owner.pk, agent.pk)).toEqual([
+      { owner: owner.pk, source: 'auth' },
+      { owner: owner.pk, source: 'kind0' },
+    ]);
+    // Its rights: a note of its own, a telemetry frame to the owner.
+    expect(await published(s, sign(agent, { kind: 1, content: 'as the owner’s agent' }))).toEqual([true, '']);
+    expect(await published(s, telemetry(agent, owner.pk))).toEqual([true, '']);
+
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    expect(await recordsOf(owner.pk, agent.pk)).toEqual([]);
+
+    // The same socket: judged as a stranger's (a note addressed to nobody here, a frame without proof).
+    expect(await published(s, sign(agent, { kind: 1, content: 'still here?' }))).toEqual([false, SHARD_RESTRICTED]);
+    expect(await published(s, telemetry(agent, owner.pk))).toEqual([false, NO_PROOF]);
+    // A note addressed to the owner is a stranger's letter: the inbox takes it, as from anyone.
+    expect(await published(s, sign(agent, { kind: 1, content: 'a letter', tags: [['p', owner.pk]] }))).toEqual([true, '']);
+    // Re-authenticating with the same attestation (the AUTH itself succeeds), or with a new one, restores nothing.
+    for (const again of [tag, signAttestation(owner.sk, agent.pk, 'kind=22242')]) {
+      const next = await authedAgent(path, agent, owner, again);
+      expect(next.ok).toEqual([true, '']);
+      expect(await published(next.s, sign(agent, { kind: 1, content: 'back?' }))).toEqual([false, SHARD_RESTRICTED]);
+      expect(await published(next.s, telemetry(agent, owner.pk))).toEqual([false, NO_PROOF]);
+      next.s.close();
+    }
+    // Nor does a new profile carrying an attestation: it is a stranger's kind 0 now.
+    const newer = sign(agent, { kind: 0, content: '{"name":"back"}', created_at: profile.created_at + 1, tags: [signAttestation(owner.sk, agent.pk, 'kind=0')] });
+    expect(await published(s, newer)).toEqual([false, SHARD_RESTRICTED]);
+    expect(await recordsOf(owner.pk, agent.pk)).toEqual([]);
+    // Revoking it again: 204 (it stays revoked; a retry after a failure reaches the public shard too).
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    s.close();
+  });
+
+  it('the revocation holds on the public shard too: the agent’s frames to its owner there are refused', async () => {
+    const owner = await addOwner();
+    const agent = keys();
+    const own = await authedAgent(`/r/${owner.pk}`, agent, owner);
+    const pub = await authedAgent('/', agent, owner);
+    expect(await published(pub.s, telemetry(agent, owner.pk))).toEqual([true, '']);
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    expect(await published(pub.s, telemetry(agent, owner.pk))).toEqual([false, NO_PROOF]);
+    const again = await authedAgent('/', agent, owner);
+    expect(again.ok).toEqual([true, '']);
+    expect(await published(again.s, telemetry(agent, owner.pk))).toEqual([false, NO_PROOF]);
+    expect(await recordsOf(null, agent.pk)).toEqual([]);
+    // An agent that had never authenticated on the public shard before its revocation: burned there too.
+    const later = keys();
+    const ownLater = await authedAgent(`/r/${owner.pk}`, later, owner);
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${later.pk}`)).toEqual({ status: 204, json: null });
+    const first = await authedAgent('/', later, owner);
+    expect(first.ok).toEqual([true, '']);
+    expect(await published(first.s, telemetry(later, owner.pk))).toEqual([false, NO_PROOF]);
+    for (const s of [own.s, pub.s, again.s, ownLater.s, first.s]) s.close();
+  });
+
+  it('a key with no record naming the caller is 404: never attested, or attested to another owner', async () => {
+    const [owner, other] = [await addOwner(), await addOwner()];
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${keys().pk}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
+    const agent = keys();
+    const { s } = await authedAgent(`/r/${owner.pk}`, agent, owner);
+    expect(await api(other.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
+    // The owner's agent is untouched by the other owner's call.
+    expect(await published(s, sign(agent, { kind: 1, content: 'still the owner’s' }))).toEqual([true, '']);
+    s.close();
+  });
+});
