@@ -21,6 +21,9 @@ export const REFUSAL_WINDOW_SECONDS = 60;
 export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
 export const OWNER_SUSPENDED = 'this agent’s owner is suspended on this deployment';
 
+/** What a prompt, an ask or a run in progress of an owner not allowed (removed or unknown here, or suspended) is answered. */
+export const ownerRefusal = (owner: 'removed' | 'suspended'): Refusal => ({ code: 'UNAUTHORIZED', message: owner === 'removed' ? OWNER_NOT_ALLOWED : OWNER_SUSPENDED });
+
 export interface AdmissionState {
   /** Whether the agent's owner is (still) allowed on this deployment, and not suspended. */
   owner: 'allowed' | 'removed' | 'suspended';
@@ -77,8 +80,7 @@ export function admitPrompt(
  * A `request` (a DVMCP initialize or list, which starts no run) passes the sender policy only.
  */
 export function admitSender(sender: string, config: Pick<StoredAgent, 'block' | 'allow' | 'limits'>, state: AdmissionState, what: 'run' | 'request'): AdmissionResult {
-  if (state.owner === 'removed') return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
-  if (state.owner === 'suspended') return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED });
+  if (state.owner !== 'allowed') return refuse(sender, config, state, ownerRefusal(state.owner));
   if (config.block?.includes(sender)) return refuse(sender, config, state, { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
   if (config.allow && config.allow.length > 0 && !config.allow.includes(sender)) {
     return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });

@@ -9,8 +9,13 @@
 // events (each id claimed once, signature checked, gift wraps opened; fresh DVMCP requests handed to
 // dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
 // Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS (or the
-// registry) or was suspended stops answering. The owner's account and plan totals come from the
-// Accounts DO (workers/accounts) and are kept here: fetched before the first prompt, then
+// registry) or was suspended stops answering (UNAUTHORIZED): its runs and DVMCP asks in progress
+// end at once when it learns it (ownerChanged, the watchdog), and each model call of a run checks
+// the owner again (planTokensCheck). The agent of a removed owner is retired: it keeps only its
+// public shard's connection (answering UNAUTHORIZED there), announces nothing, and its watchdog
+// wakes every 10 minutes instead of 30 s, until the owner is back (the admin API's ownerChanged
+// wakes it at once; EDGESTR_OWNERS at the next wake). The owner's account and plan totals come
+// from the Accounts DO (workers/accounts) and are kept here: fetched before the first prompt, then
 // refreshed by the watchdog alarm, after each run (its metering report answers them) and when the
 // admin API tells the agent (ownerChanged) — never on a run's path. See docs/OPERATIONS.md for
 // how far a plan limit may be overshot.
@@ -28,18 +33,18 @@ import { agentRelays, type AgentLimits, type StoredAgent } from './config.js';
 import { estimateTokens, SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
-import { accountsStub, type OwnerSnapshot } from '../accounts/accounts-do.js';
+import { accountsStub, type OwnerSnapshot, type OwnerTotals } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { addRun, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom, type ModelCallAsk, type OwnerUsage, type QuotaRefusal } from '../accounts/quota.js';
+import { addRun, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom, type ModelCallAsk, type OwnerUsage } from '../accounts/quota.js';
 import { REPORT_BATCH, REPORT_RESEND_MS, UsageMeter, type RunMeter } from './metering.js';
 import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
-import { admitPrompt, admitSender, promptAsk, type AdmissionState } from './admission.js';
+import { admitPrompt, admitSender, ownerRefusal, promptAsk, type AdmissionState, type Refusal } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
 import { logAgent } from './agent-log.js';
-import { outboxOutput, runPrompt, type RunDeps } from './run-driver.js';
+import { outboxOutput, runPrompt, RunStopped, type RunDeps } from './run-driver.js';
 import { effectiveAgent, type DefaultModelEnv, type EffectiveAgent } from './effective.js';
 import { deletionTemplate } from './info.js';
 import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
@@ -62,12 +67,16 @@ export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_
 
 /** How often the watchdog alarm checks the relay connections. */
 const WATCHDOG_MS = 30_000;
+/** How often the watchdog of a removed owner's agent asks whether the owner is back. */
+const REMOVED_OWNER_WATCHDOG_MS = 10 * 60_000;
 /** Conversations untouched for 30 days are forgotten. */
 const SESSION_RETENTION_MS = 30 * 24 * 3600 * 1000;
 /** Rows deleted per table per watchdog alarm (bounded work per alarm). */
 const PRUNE_BATCH = 500;
-/** How long remove() waits for the terminal events of the runs it aborts. */
+/** How long remove() and the retiring watchdog wait for the terminal events of the runs they abort. */
 const REMOVE_WAIT_MS = 10_000;
+/** The totals of an owner not fetched yet (a static owner while Accounts does not answer): nothing spent, so the plan's limits still bound each run. */
+const NOTHING_SPENT: OwnerTotals = { day: '', tokens_today: 0, tokens_month: 0, runs_today: 0 };
 
 interface Incoming {
   /** The protocol event (the rumor when it came gift-wrapped). */
@@ -112,6 +121,10 @@ export class Agent extends DurableObject<AgentEnv> {
   get undelivered(): number {
     return this.outbox.undelivered;
   }
+  /** The relays the agent holds an open connection to. */
+  get connectedRelays(): string[] {
+    return this.links.openRelays;
+  }
   private readonly outbox: Outbox;
   private readonly dvmcp: AgentDvmcp;
   /** The owner's account and totals (see the header); undefined until first fetched. */
@@ -138,6 +151,7 @@ export class Agent extends DurableObject<AgentEnv> {
       since: () => this.runs.since(),
       onRequest: (e, relay) => this.onEvent(e, relay),
       onControl: (e) => this.onControl(e),
+      announces: (c) => !this.ownerRemoved(c),
       mcpSessions: this.mcpSessions,
       mcpHeaders: (s) => this.store.mcpHeaders(s),
     });
@@ -212,7 +226,7 @@ export class Agent extends DurableObject<AgentEnv> {
         deletedFor = announced;
         continue;
       }
-      if (c.dvmcp?.enabled && (!next.dvmcp?.enabled || next.dvmcp.server_id !== c.dvmcp.server_id)) this.dvmcp.abortAll('DVMCP server disabled or renamed');
+      if (c.dvmcp?.enabled && (!next.dvmcp?.enabled || next.dvmcp.server_id !== c.dvmcp.server_id)) this.dvmcp.abortAll(new Error('DVMCP server disabled or renamed'));
       this.store.update(next);
       this.links.close();
       await this.ctx.storage.setAlarm(Date.now() + 10);
@@ -230,12 +244,10 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!c) return false;
     this.removing = true;
     try {
-      const running = [...this.settled.values()];
-      for (const abort of this.active.values()) abort.abort(new Error('agent deleted'));
-      this.dvmcp.abortAll('agent deleted');
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([Promise.allSettled([...running, this.dvmcp.whenIdle()]), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
-      clearTimeout(timer);
+      const deleted = new Error('agent deleted');
+      for (const abort of this.active.values()) abort.abort(deleted);
+      this.dvmcp.abortAll(deleted);
+      await this.runsEnded();
       await this.publishEverywhere(c, deletionTemplate(c, Math.floor(Date.now() / 1000)));
       const announced = dvmcpDeletion(c.pubkey, c, undefined);
       if (announced) await this.publishEverywhere(c, announced);
@@ -249,6 +261,13 @@ export class Agent extends DurableObject<AgentEnv> {
     } finally {
       this.removing = false;
     }
+  }
+
+  /** Resolves once the runs and DVMCP asks in progress have written their terminal events, or after REMOVE_WAIT_MS. */
+  private async runsEnded(): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([Promise.allSettled([...this.settled.values(), this.dvmcp.whenIdle()]), new Promise((r) => (timer = setTimeout(r, REMOVE_WAIT_MS)))]);
+    clearTimeout(timer);
   }
 
   /** Signs `t` and publishes it on every relay of the agent. */
@@ -273,18 +292,34 @@ export class Agent extends DurableObject<AgentEnv> {
 
   // ---- lifecycle ----
 
+  /**
+   * The watchdog: the owner's account first (an owner no longer allowed: the runs in progress end,
+   * stopRunsIfNotAllowed), then the connections, the runs a restart left, the reports to resend and retention.
+   * The agent of a removed owner is retired instead of reconnected: once its runs have ended, it
+   * keeps only the public shard's connection (where it answers UNAUTHORIZED; a removed owner's
+   * shard stores no prompt), and wakes again in REMOVED_OWNER_WATCHDOG_MS.
+   */
   override async alarm(): Promise<void> {
     if (!this.store.config()) return;
     await this.sealPlainHeaders();
     const c = this.store.config();
     if (!c) return;
-    await this.links.ensureConnected(c);
+    await this.refreshOwner(c);
+    this.stopRunsIfNotAllowed(c);
+    const removed = this.ownerRemoved(c);
+    if (removed) await this.runsEnded();
+    else await this.links.ensureConnected(c);
     await this.finishOrphanedRuns(c);
     await this.resendReports(c);
-    await this.refreshOwner(c);
+    if (removed) {
+      // The public shard (agentRelays: the owner's shard, the public one, then the owner's relays).
+      const kept = [agentRelays(c)[1]!];
+      this.links.closeOthers(kept);
+      await this.links.ensureConnected(c, kept);
+    }
     this.prune();
-    // An update() while this ran asked to reconnect in 10 ms: the watchdog must not push that back.
-    await wakeNoLaterThan(this.ctx.storage, Date.now() + WATCHDOG_MS);
+    // An update() or ownerChanged() while this ran asked to run again in 10 ms: the watchdog must not push that back.
+    await wakeNoLaterThan(this.ctx.storage, Date.now() + (removed ? REMOVED_OWNER_WATCHDOG_MS : WATCHDOG_MS));
   }
 
   /** Seals the plain MCP server headers of a config stored before sealing (mcp-headers.ts); a failure is logged, they keep working. */
@@ -306,10 +341,35 @@ export class Agent extends DurableObject<AgentEnv> {
 
   // ---- the owner's account (workers/accounts) ----
 
-  /** RPC from the admin API: the owner's account changed (plan, suspension, removal). */
+  /**
+   * RPC from the admin API: the owner's account changed (plan, suspension, removal, added again).
+   * The account is fetched again; when the owner is no longer allowed, the runs and asks in progress
+   * end at once (stopRunsIfNotAllowed). The watchdog then runs at once: it retires the agent of a removed owner,
+   * and reconnects (and announces) that of an owner added again.
+   */
   async ownerChanged(): Promise<void> {
     const c = this.store.config();
-    if (c) await this.refreshOwner(c);
+    if (!c) return;
+    await this.refreshOwner(c);
+    this.stopRunsIfNotAllowed(c);
+    await wakeNoLaterThan(this.ctx.storage, Date.now() + 10);
+  }
+
+  /** Whether the registry answered that the owner has no account here (and EDGESTR_OWNERS does not list it): the agent is retired (alarm). An account not fetched yet is not a removal. */
+  private ownerRemoved(c: StoredAgent): boolean {
+    return this.owner !== undefined && this.ownerState(c) === undefined;
+  }
+
+  /**
+   * Ends the runs and DVMCP asks in progress when the owner is not allowed (removed, or suspended):
+   * each with the UNAUTHORIZED a new prompt gets (RunStopped), its spend recorded as any run's.
+   */
+  private stopRunsIfNotAllowed(c: StoredAgent): void {
+    const standing = this.standing(c);
+    if (standing.owner === 'allowed') return;
+    const stop = new RunStopped({ type: 'error', ...ownerRefusal(standing.owner) });
+    for (const abort of this.active.values()) abort.abort(stop);
+    this.dvmcp.abortAll(stop);
   }
 
   /** The agent's metered runs, newest first (at most `limit`). */
@@ -371,12 +431,14 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /**
    * The runs whose report failed (or was cut by a restart), oldest first, at most REPORT_BATCH per
-   * alarm and for REPORT_RESEND_MS; stops at the first failure (Accounts unreachable). The owner's
-   * totals are refreshed after (alarm).
+   * alarm and for REPORT_RESEND_MS; stops at the first failure (Accounts unreachable). Each answer
+   * replaces the owner's account and totals.
    */
   private async resendReports(c: StoredAgent): Promise<void> {
     for (const r of this.meter.unreported(this.now() - REPORT_RESEND_MS, REPORT_BATCH)) {
-      if (!(await this.report(c, r))) return;
+      const snapshot = await this.report(c, r);
+      if (!snapshot) return;
+      this.owner = snapshot;
     }
   }
 
@@ -469,19 +531,32 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /**
-   * The owner's part of admission, from what the agent knows now: a static owner (EDGESTR_OWNERS,
-   * read at each prompt) is allowed on the default plan; another owner as the registry last said
-   * (none known yet: refused as removed). Then the plan's quotas against the owner's totals plus
-   * this agent's `inFlight` runs not yet in them, the token limits with room for `call` (the run's
-   * first model call, promptAsk); a `sender` other than the owner gets OTHERS_PLAN_SHARE of each
-   * limit (quota.ts).
+   * Whether the owner may have its agents run, from what the agent knows now: a static owner
+   * (EDGESTR_OWNERS, read each time) is allowed on the default plan; another owner as the registry
+   * last said (none known yet: refused as removed); a suspended one is not.
    */
-  private ownerChecks(c: StoredAgent, sender: string, inFlight: number, call: ModelCallAsk): Pick<AdmissionState, 'owner' | 'quota'> {
+  private standing(c: StoredAgent): { owner: 'allowed'; state: OwnerState } | { owner: 'removed' | 'suspended' } {
     const state = this.ownerState(c);
     if (!state) return { owner: 'removed' };
-    if (state.suspended) return { owner: 'suspended' };
+    return state.suspended ? { owner: 'suspended' } : { owner: 'allowed', state };
+  }
+
+  /** The owner's totals as last known (NOTHING_SPENT before the first answer). */
+  private totals(): OwnerTotals {
+    return this.owner?.totals ?? NOTHING_SPENT;
+  }
+
+  /**
+   * The owner's part of admission: its standing, then the plan's quotas against the owner's totals
+   * plus this agent's `inFlight` runs not yet in them, the token limits with room for `call` (the
+   * run's first model call, promptAsk); a `sender` other than the owner gets OTHERS_PLAN_SHARE of
+   * each limit (quota.ts).
+   */
+  private ownerChecks(c: StoredAgent, sender: string, inFlight: number, call: ModelCallAsk): Pick<AdmissionState, 'owner' | 'quota'> {
+    const standing = this.standing(c);
+    if (standing.owner !== 'allowed') return { owner: standing.owner };
     const ask = { other: sender !== c.owner, inFlight, inFlightTokens: this.budget.inProgressTokens(), call };
-    return { owner: 'allowed', quota: this.owner ? planRefusal(planLimits(this.env, state.plan), this.owner.totals, this.now(), ask) : undefined };
+    return { owner: 'allowed', quota: planRefusal(planLimits(this.env, standing.state.plan), this.totals(), this.now(), ask) };
   }
 
   /**
@@ -556,16 +631,18 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /**
-   * Before a model call of a run in progress: the owner's plan's token limits, counting what the runs
-   * in progress spent (quota.ts): the refusal of `call`, else the tokens the limits leave (undefined: no limit).
+   * Before a model call of a run in progress: the owner's standing (an owner no longer allowed gets
+   * the UNAUTHORIZED of a new prompt, never "no limit"), then its plan's token limits, counting what
+   * the runs in progress spent (quota.ts): the refusal of `call`, else the tokens the limits leave
+   * (undefined: the plan sets none).
    */
-  private planTokensCheck(c: StoredAgent, sender: string, call: ModelCallAsk): Result<number | undefined, QuotaRefusal> {
-    const state = this.ownerState(c);
-    if (!state || !this.owner) return ok(undefined);
+  private planTokensCheck(c: StoredAgent, sender: string, call: ModelCallAsk): Result<number | undefined, Refusal> {
+    const standing = this.standing(c);
+    if (standing.owner !== 'allowed') return err(ownerRefusal(standing.owner));
     const ask = { other: sender !== c.owner, inFlightTokens: this.budget.inProgressTokens(), call };
-    const plan = planLimits(this.env, state.plan);
-    const refusal = planTokensRefusal(plan, this.owner.totals, this.now(), ask);
-    return refusal ? err(refusal) : ok(planTokensRoom(plan, this.owner.totals, this.now(), ask));
+    const plan = planLimits(this.env, standing.state.plan);
+    const refusal = planTokensRefusal(plan, this.totals(), this.now(), ask);
+    return refusal ? err(refusal) : ok(planTokensRoom(plan, this.totals(), this.now(), ask));
   }
 
   // ---- after a restart ----

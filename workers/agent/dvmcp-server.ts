@@ -198,7 +198,7 @@ export class AgentDvmcp {
   private readonly errors = new ErrorAnswers();
   /** Asks admitted and not yet finished (they count as runs for max_concurrent_runs). */
   private reserved = 0;
-  /** Asks running, by request id: NIP-AO control frames and the agent's removal abort them. */
+  /** Asks running, by request id: NIP-AO control frames, the agent's removal and its owner's revocation abort them. */
   private readonly runs = new Map<string, AbortController>();
   /** Called when the last admitted ask has been answered. */
   private idle: Array<() => void> = [];
@@ -231,9 +231,9 @@ export class AgentDvmcp {
     return this.reserved === 0 ? Promise.resolve() : new Promise((r) => this.idle.push(r));
   }
 
-  /** Aborts every ask (the agent is removed or its DVMCP server changed). */
-  abortAll(reason: string): void {
-    for (const abort of this.runs.values()) abort.abort(new Error(reason));
+  /** Aborts every ask (the agent is removed, its DVMCP server changed, or its owner is no longer allowed: a RunStopped `reason` is the ask's answer). */
+  abortAll(reason: Error): void {
+    for (const abort of this.runs.values()) abort.abort(reason);
   }
 
   /** A plain 25910/21316 to the agent from `relay` (id and signature already checked, claimed once, fresh: agent-do.ts keptIfFresh). */

@@ -3,7 +3,9 @@
 // policy) for others; on each (re)open: NIP-42 AUTH, the subscriptions (prompts, cancels and gift
 // wraps addressed to the agent, DVMCP requests when its DVMCP server is enabled; NIP-AO control
 // frames on the owner's shard), the NIP-AO telemetry emitter, and the agent's ai.info, kind 0,
-// relay list and DVMCP announcements. The agent's DVMCP client (for its `dvmcp_servers` tools)
+// relay list and DVMCP announcements (not while the agent's owner is removed: `announces`). The
+// links may be narrowed to some relays (closeOthers: a removed owner's agent keeps the public
+// shard's only, agent-do.ts). The agent's DVMCP client (for its `dvmcp_servers` tools)
 // runs over the public shard's connection, authenticated as the agent. Events from an external
 // relay (one of the owner's `relays`, where anyone may post events tagged to the agent) pass a
 // token bucket per relay before any work (InboundLimit); the deployment's own shards bound their
@@ -96,6 +98,8 @@ export interface RelayLinksDeps {
   onRequest(e: NostrEvent, relay: string): Promise<void>;
   /** A NIP-AO control frame for the agent on its owner's shard. */
   onControl(e: NostrEvent): Promise<void>;
+  /** Whether a (re)opened connection publishes the agent's announcements (not while its owner is removed). */
+  announces(c: StoredAgent): boolean;
   /** The agent's MCP sessions and tool lists (ai.info lists the tools from them). */
   mcpSessions: McpSessionCache;
   /** Opens an MCP server's sealed headers (AgentStore.mcpHeaders), when ai.info's listing connects to it. */
@@ -130,10 +134,15 @@ export class RelayLinks {
     return this.telemetry;
   }
 
-  /** Opens a connection to every relay; each (re)opened connection is set up by onOpen. */
-  async ensureConnected(c: StoredAgent): Promise<void> {
+  /** The relays the agent holds an open connection to. */
+  get openRelays(): string[] {
+    return [...this.clients].filter(([, client]) => client.status === 'open').map(([url]) => url);
+  }
+
+  /** Opens a connection to each of `urls` (every relay of the agent by default); each (re)opened connection is set up by onOpen. */
+  async ensureConnected(c: StoredAgent, urls: readonly string[] = agentRelays(c)): Promise<void> {
     await Promise.all(
-      agentRelays(c).map(async (url) => {
+      urls.map(async (url) => {
         const client = this.client(url, c);
         const opened = await client.connect({ timeoutMs: 10_000 });
         // Open but not set up (AUTH failed earlier): try again.
@@ -177,6 +186,25 @@ export class RelayLinks {
     return { client: () => this.dvmcpClient(c), agent: c.pubkey };
   }
 
+  /** Closes the connections to relays other than `keep` (the next use opens them again). */
+  closeOthers(keep: readonly string[]): void {
+    for (const [url, client] of this.clients) {
+      if (keep.includes(url)) continue;
+      client.close();
+      this.clients.delete(url);
+      if (this.dvmcp?.relay === client) {
+        void this.dvmcp.client.close();
+        this.dvmcp = undefined;
+      }
+    }
+    // The owner's-shard parts go with that connection.
+    const c = this.deps.config();
+    if (c && !keep.includes(agentRelays(c)[0]!)) {
+      this.telemetry = undefined;
+      this.controlSub = undefined;
+    }
+  }
+
   /** Closes every connection (the next use opens new ones). */
   close(): void {
     void this.dvmcp?.client.close();
@@ -218,7 +246,7 @@ export class RelayLinks {
         sign: (t) => signEventWith(t, sk, backend, c.pubkey),
       });
     }
-    await this.publishInfo(c, client);
+    if (this.deps.announces(c)) await this.publishInfo(c, client);
   }
 
   /**

@@ -3,6 +3,8 @@
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
 // with the upstream detail, the run's usage and the owner's totals against its plan), the tokens spent and the conversation's new turn, and then the run's
 // one terminal outcome, also logged as one `agent.run` line (agent-log.ts) and metered (metering.ts).
+// A run stopped from outside with a reason of its own (RunStopped: its time limit, its owner no
+// longer allowed) ends with that error rather than CANCELLED, its spend counted as any run's.
 // What the run has spent is kept in storage after each model call and tool call (checkpoint), so
 // that a restart during the run does not lose it (the watchdog records it, agent-do.ts).
 
@@ -24,7 +26,8 @@ import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import type { RunMeter, RunSpend } from './metering.js';
 import { logAgent } from './agent-log.js';
-import type { ModelCallAsk, OwnerUsage, QuotaRefusal } from '../accounts/quota.js';
+import type { ModelCallAsk, OwnerUsage } from '../accounts/quota.js';
+import type { Refusal } from './admission.js';
 import { fitToolCall } from './event-fit.js';
 
 
@@ -34,6 +37,13 @@ import { fitToolCall } from './event-fit.js';
  * budget or the owner's plan leave less for is not made (RATE_LIMIT) rather than cut to a few tokens.
  */
 export const MIN_ANSWER_TOKENS = 256;
+
+/** The abort reason of a run stopped from outside: the run ends with `terminal` (not CANCELLED). */
+export class RunStopped extends Error {
+  constructor(readonly terminal: Extract<Terminal, { type: 'error' }>) {
+    super(terminal.message);
+  }
+}
 
 export interface RunOutput {
   sink: RunSink;
@@ -81,8 +91,12 @@ export interface RunDeps {
   meter(r: RunMeter): OwnerUsage | undefined;
   /** Keeps what the run (started at `startedAt`, ms) has spent so far, until meter() records it (metering.ts checkpoint). */
   checkpoint(r: RunSpend, startedAt: number): void;
-  /** Before each model call: the owner's plan's token limits for `sender`, counting the runs in progress: the refusal of `call`, else the tokens they leave (undefined: no limit). */
-  planTokens(sender: string, call: ModelCallAsk): Result<number | undefined, QuotaRefusal>;
+  /**
+   * Before each model call: the owner's standing and its plan's token limits for `sender`, counting
+   * the runs in progress: the refusal of `call` (UNAUTHORIZED for an owner no longer allowed), else
+   * the tokens the limits leave (undefined: the plan sets none).
+   */
+  planTokens(sender: string, call: ModelCallAsk): Result<number | undefined, Refusal>;
 }
 
 export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: EffectiveAgent, prompt: Prompt, model: string, conversation: SessionKey, abort: AbortController): Promise<void> {
@@ -130,7 +144,8 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     },
   };
   d.budget.track(runId, tokens); // settled in finish, however the run ends
-  const timer = setTimeout(() => abort.abort(new Error('run time limit')), c.limits.max_run_seconds * 1000);
+  const overtime = new RunStopped({ type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 });
+  const timer = setTimeout(() => abort.abort(overtime), c.limits.max_run_seconds * 1000);
   emitter?.turnStarted({ run_id: runId, model, client }, ids);
   let terminal: Terminal;
   const provider = providerFor(c.provider, d.env);
@@ -181,9 +196,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
         },
       });
       terminal = result.terminal;
-      if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof Error && abort.signal.reason.message === 'run time limit') {
-        terminal = { type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 };
-      }
+      if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof RunStopped) terminal = abort.signal.reason.terminal;
       if (terminal.type === 'response') d.sessions.append(conversation, runId, result.transcript, c.limits.max_context_tokens);
     } finally {
       await tools.close();

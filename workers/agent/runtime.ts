@@ -59,6 +59,14 @@ export interface RunSink {
   }): Promise<void>;
 }
 
+/** Why a model call is not made: the run ends with this error (`code` RATE_LIMIT when absent). */
+export interface ModelCallRefusal {
+  code?: ErrorCode;
+  message: string;
+  retry_after?: number;
+  details?: Record<string, unknown>;
+}
+
 export interface RunInput {
   prompt: Prompt;
   model: string;
@@ -78,9 +86,10 @@ export interface RunInput {
    * Asked before each model call with the input it would send, estimated (estimateInput), and the
    * most output it could produce (Provider.outputBound): the output tokens the call may use (at most
    * that bound; less lowers the call's limits, maxTotalOutputTokens), or a refusal (the day's token
-   * budget is used, or this call would pass it), which ends the run with RATE_LIMIT instead.
+   * budget is used, or this call would pass it; the owner is no longer allowed), which ends the run
+   * with its code (RATE_LIMIT when it names none) instead.
    */
-  beforeModelCall?: (estimatedInput: number, outputBound: number) => Result<number, { message: string; retry_after: number; details?: Record<string, unknown> }>;
+  beforeModelCall?: (estimatedInput: number, outputBound: number) => Result<number, ModelCallRefusal>;
   /** Told after each model call that went out, however it ended: its tokens are in `usage` by then. */
   afterModelCall?: () => void;
 }
@@ -277,7 +286,8 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     const allowed = input.beforeModelCall?.(estimatedInput, outputBound) ?? ok(outputBound);
     if (!allowed.ok) {
       const refused = allowed.error;
-      return { terminal: { type: 'error', code: 'RATE_LIMIT', message: refused.message, retry_after: refused.retry_after, ...(refused.details ? { details: refused.details } : {}) }, transcript };
+      const retry = refused.retry_after !== undefined ? { retry_after: refused.retry_after } : {};
+      return { terminal: { type: 'error', code: refused.code ?? 'RATE_LIMIT', message: refused.message, ...retry, ...(refused.details ? { details: refused.details } : {}) }, transcript };
     }
     let text = '';
     const calls: ToolCall[] = [];
