@@ -43,7 +43,7 @@ import {
   type StreamChunk,
   type Thinking,
 } from './types.js';
-import { isObject, num, parseJson, postStream, sseRecords, str, truncate, type JsonObject } from './http.js';
+import { isObject, num, parseJson, postStream, sseRecords, str, tokenCount, truncate, type JsonObject } from './http.js';
 import { malformedError } from './openai.js';
 import { AnswerLimits } from './limits.js';
 
@@ -169,9 +169,9 @@ interface ToolUseBlock {
 }
 
 function inputTokens(usage: JsonObject): number | undefined {
-  const input = num(usage.input_tokens);
+  const input = tokenCount(usage.input_tokens);
   if (input === undefined) return undefined;
-  return input + (num(usage.cache_creation_input_tokens) ?? 0) + (num(usage.cache_read_input_tokens) ?? 0);
+  return input + (tokenCount(usage.cache_creation_input_tokens) ?? 0) + (tokenCount(usage.cache_read_input_tokens) ?? 0);
 }
 
 export class AnthropicProvider implements Provider {
@@ -224,7 +224,7 @@ export class AnthropicProvider implements Provider {
           case 'message_start': {
             const usage = isObject(payload.message) && isObject(payload.message.usage) ? payload.message.usage : {};
             input = inputTokens(usage) ?? input;
-            output = num(usage.output_tokens) ?? output;
+            output = tokenCount(usage.output_tokens) ?? output;
             break;
           }
           case 'content_block_start': {
@@ -289,7 +289,7 @@ export class AnthropicProvider implements Provider {
             if (reason) stopReason = mapStopReason(reason);
             const usage = isObject(payload.usage) ? payload.usage : {};
             input = inputTokens(usage) ?? input;
-            output = num(usage.output_tokens) ?? output;
+            output = tokenCount(usage.output_tokens) ?? output;
             break;
           }
           case 'message_stop': {

@@ -22,6 +22,11 @@ export type JsonObject = Record<string, unknown>;
 export const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 export const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+/**
+ * A token count a provider reports: a whole number from 0 to 2^53 − 1, else nothing (a negative one
+ * would refund tokens to the budgets, 1e308 would sum to Infinity and exhaust the owner's plan).
+ */
+export const tokenCount = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
 
 export function truncate(text: string, max = MAX_ERROR_TEXT): string {
   const t = text.trim();

@@ -57,12 +57,19 @@ const OPENAI: Record<string, Parts> = {
   ],
   'much-text': () => [...filler(3 * MiB, 32 * 1024, (p) => openAiChunk({ content: p })), openAiChunk({}, 'stop'), 'data: [DONE]\n\n'],
   'some-text': () => [...filler(100_000, 32 * 1024, (p) => openAiChunk({ content: p })), openAiChunk({}, 'stop'), 'data: [DONE]\n\n'],
+  'negative-usage': () => [openAiChunk({ content: 'ok' }, 'stop'), `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', model: 'm', choices: [], usage: { prompt_tokens: -1_000_000, completion_tokens: 3 } })}\n\n`, 'data: [DONE]\n\n'],
+  'huge-usage': () => [openAiChunk({ content: 'ok' }, 'stop'), `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', model: 'm', choices: [], usage: { prompt_tokens: 1.5e308, completion_tokens: 2.5 } })}\n\n`, 'data: [DONE]\n\n'],
 };
 
 const toolUseStart = (index: number): string =>
   anthropicEvent('content_block_start', { index, content_block: { type: 'tool_use', id: `toolu_${index}`, name: 'f', input: {} } });
 
 const ANTHROPIC: Record<string, Parts> = {
+  'negative-usage': () => [
+    anthropicEvent('message_start', { message: { id: 'msg', type: 'message', role: 'assistant', content: [], usage: { input_tokens: 7, cache_read_input_tokens: -1_000_000, output_tokens: 1 } } }),
+    anthropicEvent('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: -5 } }),
+    anthropicEvent('message_stop', {}),
+  ],
   'no-line-end': () => [MESSAGE_START, 'data: ', ...filler(10 * MiB, 64 * 1024, (p) => p)],
   'huge-arguments': () => [
     MESSAGE_START,
@@ -193,6 +200,13 @@ describe('openai: limits the SSE reader and the run enforce', () => {
     const { chunks, error } = await run('openai', 'calls-at-limit');
     expect(error).toBeUndefined();
     expect(chunks.filter((c) => c.type === 'tool_call')).toHaveLength(MAX_TOOL_CALLS_PER_ANSWER);
+  });
+
+  it('token counts a provider reports that are negative, fractional or past 2^53 are not taken: a report can neither refund tokens nor exhaust a plan with Infinity', async () => {
+    const usage = (chunks: StreamChunk[]) => chunks.filter((c) => c.type === 'usage');
+    expect(usage((await run('openai', 'negative-usage')).chunks)).toEqual([{ type: 'usage', input_tokens: 0, output_tokens: 3 }]);
+    expect(usage((await run('openai', 'huge-usage')).chunks)).toEqual([]);
+    expect(usage((await run('anthropic', 'negative-usage')).chunks)).toEqual([{ type: 'usage', input_tokens: 7, output_tokens: 1 }]);
   });
 
   it("the run's earlier answers count: after 2,000,000 characters written in this run, 100,000 more fail; history before the prompt does not count", async () => {

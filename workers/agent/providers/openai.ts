@@ -34,7 +34,7 @@ import {
   type ToolCall,
   outputLimit,
 } from './types.js';
-import { isObject, num, parseJson, postStream, sseRecords, str, truncate, type JsonObject } from './http.js';
+import { isObject, num, parseJson, postStream, sseRecords, str, tokenCount, truncate, type JsonObject } from './http.js';
 import { AnswerLimits } from './limits.js';
 
 export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -148,7 +148,7 @@ export class UsageTracker {
 
   /** Reads an OpenAI-style `usage` object (prompt_tokens / completion_tokens). */
   noteOpenAi(usage: unknown): void {
-    if (isObject(usage)) this.note(num(usage.prompt_tokens), num(usage.completion_tokens));
+    if (isObject(usage)) this.note(tokenCount(usage.prompt_tokens), tokenCount(usage.completion_tokens));
   }
 
   chunks(): StreamChunk[] {
