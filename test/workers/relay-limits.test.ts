@@ -379,17 +379,8 @@ describe('limits', () => {
     const clock = freezeClock();
     const owner = freshOwner();
     const path = `/r/${owner.pk}`;
-    (await connect(path)).close(); // the shard knows its owner
     // 20,000 notes: a COUNT of kind 1 reads every one of them (what it counts), returning one number.
-    await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)), (instance, state) => {
-      const store = (instance as unknown as { store: { insertInTransaction(e: NostrEvent, raw: string): unknown } }).store;
-      state.storage.transactionSync(() => {
-        for (let i = 0; i < 20_000; i++) {
-          const e: NostrEvent = { id: randomHex(32), pubkey: randomHex(32), kind: 1, created_at: 1_700_000_000 + i, tags: [], content: 'x', sig: '0'.repeat(128) };
-          store.insertInTransaction(e, JSON.stringify(e));
-        }
-      });
-    });
+    await storeNotes(owner.pk, 20_000);
     const address = { 'CF-Connecting-IP': '192.0.2.99' };
     const stranger = keys();
     const open = async () => {
@@ -427,6 +418,71 @@ describe('limits', () => {
     expect((await s.req('again', { kinds: [1], limit: 1 })).events).toHaveLength(1);
     s.close();
     other.close();
+  }, 60_000);
+
+  /** Stores `n` kind 1 notes of strangers on the shard of `owner` directly (no write path: fast), once the shard knows its owner. */
+  async function storeNotes(owner: string, n: number) {
+    (await connect(`/r/${owner}`)).close(); // the shard knows its owner
+    await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner}`)), (instance, state) => {
+      const store = (instance as unknown as { store: { insertInTransaction(e: NostrEvent, raw: string): unknown } }).store;
+      state.storage.transactionSync(() => {
+        for (let i = 0; i < n; i++) {
+          const e: NostrEvent = { id: randomHex(32), pubkey: randomHex(32), kind: 1, created_at: 1_700_000_000 + i, tags: [], content: 'x', sig: '0'.repeat(128) };
+          store.insertInTransaction(e, JSON.stringify(e));
+        }
+      });
+    });
+  }
+
+  /** Sends `perSocket` queries (`message(i)`: a REQ or COUNT with subscription id `q${i}`) on each socket without waiting, then the answer each got (COUNT, EOSE or CLOSED). */
+  async function pipelined(sockets: TestSocket[], perSocket: number, message: (i: number) => unknown[]) {
+    for (let i = 0; i < perSocket; i++) for (const s of sockets) s.send(message(i));
+    const answers: unknown[][] = [];
+    for (const s of sockets) {
+      for (let i = 0; i < perSocket; i++) answers.push(await s.next((f) => ['COUNT', 'EOSE', 'CLOSED'].includes(f[0] as string) && f[1] === `q${i}`, 30_000));
+    }
+    return answers;
+  }
+
+  it('COUNTs an address pipelines on many connections (sent without waiting for answers) read no more than its scan budget, with edge objects as without', async () => {
+    freezeClock();
+    const owner = freshOwner();
+    await storeNotes(owner.pk, 20_000);
+    // Three connections of one address (with edge objects: all on one edge), 100 COUNTs each (a connection's request burst).
+    const sockets = [];
+    for (let i = 0; i < 3; i++) sockets.push(await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.97' }));
+    const answers = await pipelined(sockets, DEFAULT_LIMITS.reqs_burst_per_connection, (i) => ['COUNT', `q${i}`, { kinds: [1] }]);
+    const counted = answers.filter((f) => f[0] === 'COUNT');
+    const refused = answers.filter((f) => f[0] !== 'COUNT');
+    const rate = DEFAULT_LIMITS.scan_rows_per_second_per_ip;
+    // Each COUNT read at least the 20,000 notes: the burst allows about burst / 20,000 of them, whatever the number in flight.
+    expect(counted.length).toBeGreaterThanOrEqual(2);
+    expect(counted.length).toBeLessThanOrEqual(Math.ceil(DEFAULT_LIMITS.scan_rows_burst_per_ip / 20_000));
+    for (const f of counted) expect(f[2]).toEqual({ count: 20_000 });
+    for (const f of refused) expect(f[0] === 'CLOSED' && f[2]).toMatch(new RegExp(`^rate-limited: slow down: this address's queries read too many stored rows \\(${rate} rows/s\\); retry in \\d+ s$`));
+    for (const s of sockets) s.close();
+  }, 60_000);
+
+  it('REQs an address pipelines on many connections read no more than its read budget (the same answers as one after the other), with edge objects as without', async () => {
+    freezeClock();
+    const owner = freshOwner();
+    const writer = await connect(`/r/${owner.pk}`);
+    const notes = Array.from({ length: 5 }, (_, i) => sign(owner, { content: `${i}`.padEnd(120_000, 'x') }));
+    for (const e of notes) expect((await writer.publish(e))[2]).toBe(true);
+    writer.close();
+    const bytes = notes.reduce((n, e) => n + JSON.stringify(e).length, 0);
+    const burst = DEFAULT_LIMITS.read_bytes_burst_per_ip;
+    const rate = DEFAULT_LIMITS.read_bytes_per_second_per_ip;
+    const served = Math.ceil(burst / bytes); // answered while the budget is above zero
+    const wait = Math.max(1, Math.ceil((1 + served * bytes - burst) / rate));
+    const sockets = [];
+    for (let i = 0; i < 3; i++) sockets.push(await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.96' }));
+    const answers = await pipelined(sockets, 30, (i) => ['REQ', `q${i}`, { kinds: [1], authors: [owner.pk] }]);
+    expect(answers.filter((f) => f[0] === 'EOSE')).toHaveLength(served);
+    expect(answers.filter((f) => f[0] !== 'EOSE').map((f) => f[2])).toEqual(
+      Array.from({ length: 90 - served }, () => `rate-limited: slow down: this address has read too many events (${rate} bytes/s); retry in ${wait} s`),
+    );
+    for (const s of sockets) s.close();
   }, 60_000);
 
   it('an address reads at most read_bytes_burst_per_ip of stored events, then waits for its budget to refill (across reconnects); another address is not held', async () => {

@@ -14,7 +14,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { FanoutIndex, type Subscription } from './fanout-index.js';
 import { BucketMap, ByteBudgets, TokenBucket } from './rate-limit.js';
 import type { RelayLimits } from './limits.js';
-import type { Stamp } from './edge-wire.js';
+import type { AddressBudget, Stamp } from './edge-wire.js';
 import type { Holding } from './policy.js';
 
 export interface Attachment {
@@ -142,6 +142,13 @@ export class ConnectionStore {
   /** Whole seconds `conn`'s address must wait before its next REQ is answered (0: none). */
   readWait(conn: Connection): number {
     return conn.att.internal ? 0 : this.reads.wait(conn.att.ip, this.clock());
+  }
+
+  /** What is left of the read and scan budgets of `conn`'s address now (an edge sends it with a query: edge-budgets.ts); edgestr's own agents have none. */
+  budget(conn: Connection): AddressBudget | undefined {
+    if (conn.att.internal) return undefined;
+    const now = this.clock();
+    return { address: conn.att.ip, read: this.reads.left(conn.att.ip, now), scan: this.scans.left(conn.att.ip, now) };
   }
 
   /** Drops state of connections that no longer exist (after a restart closed their sockets). */

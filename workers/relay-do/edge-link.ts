@@ -17,6 +17,10 @@
 // subscribes again (with `since`) rather than keep a stream with a hole in it. The same when the
 // periodic check (once a minute, when no delivery came) finds the primary was not sending events
 // here; a REQ's answer that says so only lists the subscriptions again (docs/SCALING.md says why).
+//
+// Read budgets: a REQ or COUNT is admitted when it arrives and charged when its answer comes; the
+// batch that carries it also carries what its address has left (edge-budgets.ts), so queries sent
+// without waiting for the earlier ones' answers are held to the budget at the primary.
 
 import { errorMessage, formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -25,6 +29,8 @@ import { relayMessage, type CountedEvents } from '../../src/shared/messages.js';
 import { send, type Connection } from './connections.js';
 import type { Subscription } from './fanout-index.js';
 import { delivers } from './read-policy.js';
+import { BatchBudgets, type BudgetRates } from './edge-budgets.js';
+import type { RelayLimits } from './limits.js';
 import {
   isAfter,
   later,
@@ -33,6 +39,7 @@ import {
   MAX_BATCH_OPS,
   MAX_SUMMARY_BYTES,
   opBytes,
+  type AddressBudget,
   type Delivery,
   type EdgeAnswer,
   type EdgeOp,
@@ -67,12 +74,21 @@ export interface EdgeConnections {
   chargeScan(conn: Connection, rows: number): void;
   /** Whether a live event may be sent to a subscription of `conn` (its address's budget), else why to close it (ConnectionStore.admitDelivery). */
   admitDelivery(conn: Connection): Rejection | undefined;
+  /** What is left of the read and scan budgets of `conn`'s address now (undefined: edgestr's own connections, not budgeted). */
+  budget(conn: Connection): AddressBudget | undefined;
 }
 
+/** The limits an edge link applies (RelayLimits). */
+export type EdgeLimits = BudgetRates & Pick<RelayLimits, 'max_query_bytes' | 'edge_pending_bytes'>;
+
 interface Pending {
-  /** Undefined when refused here (too much was waiting): answered EDGE_OVERLOADED in its turn, never sent. */
+  /** Undefined when refused here: answered `refusal` in its turn, never sent. */
   op: EdgeOp | undefined;
-  /** What it adds to the bytes waiting (opBytes; 0 when refused). */
+  /** The answer of an operation refused here: EDGE_OVERLOADED, or a query's spent budget. */
+  refusal: string;
+  /** A REQ's or COUNT's connection, whose address's budget the batch carries with it. */
+  reader?: Connection;
+  /** What it adds to the bytes waiting (opBytes; 0 when refused as it arrived). */
   bytes: number;
   answer: (a: EdgeAnswer) => void;
   answered: () => void;
@@ -133,10 +149,11 @@ export class EdgeLink {
     private readonly connections: EdgeConnections,
     /** Removes a subscription from a connection (its REQ failed at the primary). */
     private readonly dropSub: (conn: Connection, subId: string) => void,
-    /** Bytes of events one history query may answer (RelayLimits.max_query_bytes). */
-    private readonly queryBytes: number,
-    /** Bytes of operations that may wait here for the primary (RelayLimits.edge_pending_bytes). */
-    private readonly pendingBytes: number,
+    /**
+     * max_query_bytes: bytes of events one history query may answer; edge_pending_bytes: bytes of
+     * operations that may wait here for the primary; the read and scan rates (edge-budgets.ts).
+     */
+    private readonly limits: EdgeLimits,
     /** Schedules the periodic check (`check`) LISTEN_CHECK_MS from now, replacing one scheduled. */
     private readonly armCheck: () => void,
   ) {}
@@ -158,7 +175,7 @@ export class EdgeLink {
       if (a.op !== 'count') return reply({ closed: a.op === 'error' ? a.message : unexpected(a) });
       this.connections.chargeScan(conn, a.scanned);
       reply({ count: a.count, approximate: a.approximate });
-    });
+    }, conn);
   }
 
   /** An AUTH's NIP-OA proof, recorded by the primary (where the write policy reads it); `reply` gets undefined or why not. */
@@ -211,7 +228,7 @@ export class EdgeLink {
       this.connections.keepStamp(conn, subId, a.stamp);
       for (const d of buffered) if (isAfter(d.stamp, a.stamp)) send(conn, relayMessage.event(subId, d.raw));
       if (stream.lost && isAfter(stream.lost, a.stamp)) this.close(conn, subId);
-    });
+    }, conn);
   }
 
   /** Whether this edge has a subscription other than `subId` of `conn`. */
@@ -372,15 +389,17 @@ export class EdgeLink {
   }
 
   /**
-   * Queues `op`; `answer` runs when the primary answered it. Resolves after that. Past
-   * `pendingBytes` waiting, an EVENT, REQ, COUNT or ownership proof is not kept: it is answered
-   * EDGE_OVERLOADED in its turn (so a connection's answers keep their order).
+   * Queues `op` (a REQ's or COUNT's with its connection, `reader`); `answer` runs when the primary
+   * answered it. Resolves after that. Past edge_pending_bytes waiting, an EVENT, REQ, COUNT or
+   * ownership proof is not kept: it is answered EDGE_OVERLOADED in its turn (so a connection's
+   * answers keep their order).
    */
-  private call(op: EdgeOp, answer: (a: EdgeAnswer) => void): Promise<void> {
+  private call(op: EdgeOp, answer: (a: EdgeAnswer) => void, reader?: Connection): Promise<void> {
     return new Promise((answered) => {
       const bytes = opBytes(op);
-      const refused = REFUSABLE.has(op.op) && this.queuedBytes > 0 && this.queuedBytes + bytes > this.pendingBytes; // one always waits
-      this.queue.push(refused ? { op: undefined, bytes: 0, answer, answered } : { op, bytes, answer, answered });
+      const refused = REFUSABLE.has(op.op) && this.queuedBytes > 0 && this.queuedBytes + bytes > this.limits.edge_pending_bytes; // one always waits
+      const refusal = EDGE_OVERLOADED;
+      this.queue.push(refused ? { op: undefined, refusal, bytes: 0, answer, answered } : { op, refusal, reader, bytes, answer, answered });
       this.queuedBytes += refused ? 0 : bytes;
       if (!this.scheduled && !this.inFlight) {
         this.scheduled = true;
@@ -396,8 +415,7 @@ export class EdgeLink {
   private async flush(): Promise<void> {
     if (this.inFlight || this.queue.length === 0) return;
     this.inFlight = true;
-    const batch = this.queue.splice(0, this.batchLength());
-    for (const p of batch) this.queuedBytes -= p.bytes;
+    const batch = this.takeBatch();
     const ops = batch.flatMap((p) => (p.op ? [p.op] : []));
     let answers: EdgeAnswer[] = [];
     if (ops.length > 0) {
@@ -413,7 +431,7 @@ export class EdgeLink {
     let next = 0;
     batch.forEach((p) => {
       try {
-        p.answer(p.op ? answers[next++]! : { op: 'error', message: EDGE_OVERLOADED });
+        p.answer(p.op ? answers[next++]! : { op: 'error', message: p.refusal });
       } catch (e) {
         console.error(`relay shard edge ${this.index}: answering a ${p.op?.op ?? 'refused operation'} failed: ${errorMessage(e)}`);
       }
@@ -423,25 +441,42 @@ export class EdgeLink {
   }
 
   /**
-   * How many of the queued entries one batch takes (at least one): at most MAX_BATCH_OPS operations,
-   * MAX_BATCH_BYTES and the queries whose answers fit; refused entries (answered here, sent nowhere)
-   * take no place among them.
+   * Takes the queued entries of the next batch (at least one): at most MAX_BATCH_OPS operations,
+   * MAX_BATCH_BYTES and the queries (REQs and COUNTs) whose answers fit (edge-wire.ts). Each query
+   * gets its address's budgets as they are now (edge-budgets.ts); one whose address is in debt is
+   * refused here. Refused entries (answered here, sent nowhere) take no place among them.
    */
-  private batchLength(): number {
-    const maxQueries = Math.max(1, Math.floor(MAX_ANSWER_BYTES / this.queryBytes));
+  private takeBatch(): Pending[] {
+    const maxQueries = Math.max(1, Math.floor(MAX_ANSWER_BYTES / this.limits.max_query_bytes));
+    const budgets = new BatchBudgets(this.limits);
     let bytes = 0;
     let queries = 0;
     let ops = 0;
     let n = 0;
-    for (const { op, bytes: weight } of this.queue) {
-      if (op && ops === MAX_BATCH_OPS) break;
-      bytes += weight;
-      if (op?.op === 'query') queries += 1;
-      if (n > 0 && (bytes > MAX_BATCH_BYTES || queries > maxQueries)) break;
-      if (op) ops += 1;
+    for (const p of this.queue) {
+      if (p.op && ops === MAX_BATCH_OPS) break;
+      if (p.op && (p.op.op === 'query' || p.op.op === 'count') && p.reader) {
+        const budget = this.connections.budget(p.reader);
+        const spent = budgets.refuse(budget, p.op.op === 'query');
+        if (spent) {
+          p.op = undefined;
+          p.refusal = formatRejection(spent);
+        } else if (n > 0 && queries === maxQueries) break;
+        else {
+          p.op = { ...p.op, budget };
+          queries += 1;
+        }
+      }
+      if (p.op && n > 0 && bytes + p.bytes > MAX_BATCH_BYTES) break;
+      if (p.op) {
+        bytes += p.bytes;
+        ops += 1;
+      }
       n += 1;
     }
-    return n;
+    const batch = this.queue.splice(0, n);
+    for (const p of batch) this.queuedBytes -= p.bytes;
+    return batch;
   }
 }
 

@@ -26,6 +26,18 @@ export interface WireOrigin {
   relayUrl: string;
 }
 
+/**
+ * What is left of a client address's read and scan budgets at its edge (read_bytes_*_per_ip,
+ * scan_rows_*_per_ip; below zero: its debt) when the batch carrying its REQ or COUNT was sent. The
+ * primary spends it as it runs the batch's queries in order (edge-budgets.ts), so queries an address
+ * sent before the earlier ones were answered are held to it as they are at K = 1.
+ */
+export interface AddressBudget {
+  address: string;
+  read: number;
+  scan: number;
+}
+
 /** One live subscription of an edge as the primary knows it: a key unique at the edge (connection and subscription id) and its filters. */
 export type SubSummary = [key: string, filters: Filter[]];
 
@@ -40,13 +52,17 @@ export type EdgeOp =
   | { op: 'idle'; edge: number }
   /** A verified event, for the write path (policy, storage, OK, fan-out). */
   | { op: 'event'; event: NostrEvent; origin: WireOrigin }
-  /** REQ history, read as `readers` may; `sub`: the subscription it opens at the edge, matched from now on. */
-  | { op: 'query'; filters: Filter[]; readers: string[]; sub?: { edge: number; key: string } }
+  /**
+   * REQ history, read as `readers` may; `sub`: the subscription it opens at the edge, matched from
+   * now on; `budget`: its client address's (none: edgestr's own connections, not budgeted).
+   */
+  | { op: 'query'; filters: Filter[]; readers: string[]; sub?: { edge: number; key: string }; budget?: AddressBudget }
   /** The edge has subscriptions and believes the primary sends it events (its periodic check): make sure. */
   | { op: 'check'; edge: number }
   /** A subscription of the edge is gone (CLOSE, a closed connection): its events are no longer needed. */
   | { op: 'forget'; edge: number; key: string }
-  | { op: 'count'; filters: Filter[]; readers: string[] }
+  /** COUNT, read as `readers` may; `budget` as a query's. */
+  | { op: 'count'; filters: Filter[]; readers: string[]; budget?: AddressBudget }
   /** An agent → owner proof carried by an AUTH event (NIP-OA), verified at the edge. */
   | { op: 'ownership'; agent: string; owner: string; conditions: string };
 
@@ -84,8 +100,10 @@ export const later = (a: Lost, b: Lost): Lost => (!a ? b : !b ? a : isAfter(a, b
 /**
  * Bounds of one RPC (well under the runtime's limit on a message): an edgeBatch carries at most
  * MAX_BATCH_OPS operations and about MAX_BATCH_BYTES of events and filters, and at most as many
- * history queries as fit MAX_ANSWER_BYTES at max_query_bytes each (at least one of anything); a
- * deliver call at most MAX_DELIVERY_EVENTS events and MAX_BATCH_BYTES of their JSON.
+ * queries (REQ histories and COUNTs together) as history answers fit MAX_ANSWER_BYTES at
+ * max_query_bytes each (at least one of anything; 4 by default), which also bounds the time the
+ * primary's one thread spends reading for one batch; a deliver call at most MAX_DELIVERY_EVENTS
+ * events and MAX_BATCH_BYTES of their JSON.
  */
 export const MAX_BATCH_OPS = 256;
 export const MAX_BATCH_BYTES = 1_048_576;

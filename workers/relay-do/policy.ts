@@ -143,16 +143,17 @@ const filterValuesCap: RejectFilterHook = (filters, { limits }) => checkFilterVa
 const requestRate: RejectFilterHook = (_filters, { conn, nowMs }) =>
   conn.reqs.take(nowMs) ? undefined : reject('rate-limited', 'slow down: too many requests on this connection');
 
-/** A REQ from an address that has read more than its budget of stored events (read_bytes_per_second_per_ip). */
-const scanBudget: RejectFilterHook = (_filters, { scanWait, limits }) =>
-  scanWait
-    ? reject('rate-limited', `slow down: this address's queries read too many stored rows (${limits.scan_rows_per_second_per_ip} rows/s); retry in ${scanWait} s`)
-    : undefined;
+/** Why a REQ or COUNT from an address whose queries read more than its budget of stored rows (scan_rows_per_second_per_ip) must wait `wait` seconds. */
+export const scanBudgetSpent = (limits: Pick<RelayLimits, 'scan_rows_per_second_per_ip'>, wait: number): Rejection =>
+  reject('rate-limited', `slow down: this address's queries read too many stored rows (${limits.scan_rows_per_second_per_ip} rows/s); retry in ${wait} s`);
 
-const readBudget: RejectFilterHook = (_filters, { readWait, limits }) =>
-  readWait
-    ? reject('rate-limited', `slow down: this address has read too many events (${limits.read_bytes_per_second_per_ip} bytes/s); retry in ${readWait} s`)
-    : undefined;
+/** Why a REQ from an address that has read more than its budget of stored events (read_bytes_per_second_per_ip) must wait `wait` seconds. */
+export const readBudgetSpent = (limits: Pick<RelayLimits, 'read_bytes_per_second_per_ip'>, wait: number): Rejection =>
+  reject('rate-limited', `slow down: this address has read too many events (${limits.read_bytes_per_second_per_ip} bytes/s); retry in ${wait} s`);
+
+const scanBudget: RejectFilterHook = (_filters, { scanWait, limits }) => (scanWait ? scanBudgetSpent(limits, scanWait) : undefined);
+
+const readBudget: RejectFilterHook = (_filters, { readWait, limits }) => (readWait ? readBudgetSpent(limits, readWait) : undefined);
 
 const subscriptionCap: RejectFilterHook = (_filters, { conn, subId, limits }) =>
   !conn.subs.has(subId) && conn.subs.size >= limits.max_subscriptions

@@ -111,10 +111,17 @@ export class ByteBudgets {
     this.refilled(key, now).bytes -= bytes;
   }
 
+  /** What is left of `key`'s budget now (below zero: its debt). */
+  left(key: string, now: number): number {
+    return this.refilled(key, now).bytes;
+  }
+
   /** Whole seconds until `key` may read again (its budget above zero), or 0 when it may now. */
   wait(key: string, now: number): number {
-    const b = this.refilled(key, now);
-    return b.bytes > 0 ? 0 : Math.max(1, Math.ceil((1 - b.bytes) / this.bytesPerSecond));
+    return budgetWait(this.left(key, now), this.bytesPerSecond);
   }
 }
+
+/** Whole seconds until a budget with `left` refills above zero at `perSecond`, or 0 when it is above zero. */
+export const budgetWait = (left: number, perSecond: number): number => (left > 0 ? 0 : Math.max(1, Math.ceil((1 - left) / perSecond)));
 

@@ -38,6 +38,7 @@ import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub, MAX_EDGES, type EdgesEn
 import { clientAddress, INTERNAL_ADDRESS, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
+import { BatchBudgets } from './edge-budgets.js';
 import type { Delivery, EdgeAnswer, EdgeOp, Lost } from './edge-wire.js';
 import { VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
@@ -145,10 +146,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
                 chargeRead: (conn, bytes) => this.conns.chargeRead(conn, bytes),
                 chargeScan: (conn, rows) => this.conns.chargeScan(conn, rows),
                 admitDelivery: (conn) => this.conns.admitDelivery(conn),
+                budget: (conn) => this.conns.budget(conn),
               },
               (conn, sid) => this.conns.closeSub(conn, sid),
-              this.limits.max_query_bytes,
-              this.limits.edge_pending_bytes,
+              this.limits,
               () => void this.ctx.storage.setAlarm(Date.now() + LISTEN_CHECK_MS),
             )
           : null;
@@ -317,12 +318,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /**
    * Internal RPC from edge `shard`'s edge objects (see edge-link.ts): their operations, run in
    * order; one answer each. A failure on one operation is logged and answered `error:` for it alone.
+   * REQs and COUNTs are held to the budgets their addresses had left at the edge (edge-budgets.ts).
    */
   async edgeBatch(shard: string, ops: EdgeOp[]): Promise<EdgeAnswer[]> {
     if ((this.shardOwner() ?? PUBLIC_SHARD) !== shard) this.rememberOwner(shard); // the primary may never have seen the router
     // The shard's own queued EVENTs go first; then each run of consecutive events is one write batch (one transaction).
     this.flushWrites();
     const answers: EdgeAnswer[] = [];
+    const budgets = new BatchBudgets(this.limits);
     for (let i = 0; i < ops.length; ) {
       const op = ops[i]!;
       if (op.op === 'event') {
@@ -337,7 +340,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
         continue;
       }
       try {
-        answers.push(await this.edgeOp(op));
+        answers.push(await this.edgeOp(op, budgets));
       } catch (e) {
         console.error(`relay shard: an edge's ${op.op} failed: ${errorMessage(e)}`);
         answers.push({ op: 'error', message: formatRejection(reject('error', 'the shard failed on this request; try again')) });
@@ -347,7 +350,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return answers;
   }
 
-  private async edgeOp(op: Exclude<EdgeOp, { op: 'event' }>): Promise<EdgeAnswer> {
+  private async edgeOp(op: Exclude<EdgeOp, { op: 'event' }>, budgets: BatchBudgets): Promise<EdgeAnswer> {
     switch (op.op) {
       case 'listen':
         this.fanout.listen(op.edge, op.subs);
@@ -359,17 +362,24 @@ export class RelayShard extends DurableObject<RelayEnv> {
         this.fanout.idle(op.edge);
         return { op: 'done' };
       case 'query': {
+        const spent = budgets.refuse(op.budget, true);
+        if (spent) return { op: 'error', message: formatRejection(spent) };
         // Matched from before the query runs: what it does not return is delivered live.
         const relisted = op.sub ? this.fanout.subscribed(op.sub.edge, op.sub.key, op.filters) : false;
         const meter = { rows: 0 };
-        const rows = this.store.query(op.filters, this.limitOf, this.readScope(op.readers), this.limits.max_query_bytes, meter);
-        return { op: 'rows', rows: rows.map((r) => r.raw), stamp: this.fanout.stamp(), scanned: meter.rows, ...(relisted ? { relisted } : {}) };
+        const rows = this.store.query(op.filters, this.limitOf, this.readScope(op.readers), this.limits.max_query_bytes, meter).map((r) => r.raw);
+        budgets.spend(op.budget, rows.reduce((n, raw) => n + raw.length, 0), meter.rows);
+        return { op: 'rows', rows, stamp: this.fanout.stamp(), scanned: meter.rows, ...(relisted ? { relisted } : {}) };
       }
       case 'check':
         return { op: 'checked', stamp: this.fanout.stamp(), ...(this.fanout.ensure(op.edge) ? { relisted: true } : {}) };
       case 'count': {
+        const spent = budgets.refuse(op.budget, false);
+        if (spent) return { op: 'error', message: formatRejection(spent) };
         const meter = { rows: 0 };
-        return { op: 'count', ...this.store.count(op.filters, this.readScope(op.readers), this.limits.max_count, meter), scanned: meter.rows };
+        const counted = this.store.count(op.filters, this.readScope(op.readers), this.limits.max_count, meter);
+        budgets.spend(op.budget, 0, meter.rows);
+        return { op: 'count', ...counted, scanned: meter.rows };
       }
       case 'ownership':
         this.ownership.record(op.agent, op.owner, 'auth', this.clockSeconds(), op.conditions);
