@@ -3,14 +3,16 @@
 // write, as after a suspension, instead of the shard falling back to the default plan. Outside
 // EDGESTR_OPEN_SHARDS (where the router no longer serves the shard) the shard also closes the
 // sockets it holds, on whichever object holds them (its primary, or its K edge objects), and
-// refuses new ones. Adding the owner again undoes both.
+// refuses new ones. Adding the owner again undoes both. With K > 1, an edge that missed being told
+// (the primary tells each edge once) is held by its primary all the same and learns the change from it.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { shardStub } from '../../workers/common/shards.js';
 import type { RelayEnv } from '../../workers/relay-do/shard.js';
 import { OwnerPlan } from '../../workers/relay-do/owner-plan.js';
 import { api } from './api-helpers.js';
-import { BASE, connect, keys, sign, socketObjects, type Keys, type TestSocket } from './helpers.js';
+import type { RelayShard } from '../../workers/relay-do/shard.js';
+import { BASE, connect, edgesOf, keys, sign, socketObject, socketObjects, type Keys, type TestSocket } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
@@ -24,9 +26,9 @@ async function addOwner(): Promise<Keys> {
   return k;
 }
 
-/** A socket on the owner's shard authenticated as `k`. */
-async function socketOf(owner: Keys, k: Keys): Promise<TestSocket> {
-  const s = await connect(`/r/${owner.pk}`);
+/** A socket on the owner's shard authenticated as `k` (`headers`: the client's, e.g. its address). */
+async function socketOf(owner: Keys, k: Keys, headers: Record<string, string> = {}): Promise<TestSocket> {
+  const s = await connect(`/r/${owner.pk}`, headers);
   expect((await s.auth(k)).slice(2)).toEqual([true, '']);
   return s;
 }
@@ -59,6 +61,27 @@ async function closedShards(owner: Keys, closed: boolean): Promise<void> {
     });
   }
 }
+
+/**
+ * Makes the next change of the owner's account told to `edge` fail there, as when its primary's
+ * call to it (setOwnerAccount) does not get through: the edge keeps what it had.
+ */
+async function missNextAccountChange(edge: DurableObjectStub<RelayShard>): Promise<void> {
+  await runInDurableObject(edge, (instance) => {
+    const shard = instance as unknown as { takeAccount?: (account: unknown) => void };
+    shard.takeAccount = () => {
+      delete shard.takeAccount; // the next change gets through
+      throw new Error('the edge was not reached (test)');
+    };
+  });
+}
+
+/** Whether the object `stub` holds the owner's removal in its storage. */
+const holdsRemoval = (stub: DurableObjectStub<RelayShard>, owner: string) =>
+  runInDurableObject(stub, (_i, state) => new OwnerPlan(state.storage.sql, env, () => owner, 4000).removed());
+
+/** Whether owner shards have edge objects in this test project (K = 4: vitest.edges.config.ts). */
+const withEdges = edgesOf(keys().pk) > 1;
 
 describe('an owner removed from the deployment', () => {
   it('after a suspension: the sockets still open (the owner’s, a stranger’s) store nothing new; adding it again lets the owner write', async () => {
@@ -119,6 +142,59 @@ describe('an owner removed from the deployment', () => {
       expect(await admin('POST', '/api/admin/owners', { pubkey: owner.pk })).toMatchObject({ status: 201 });
       const again = await socketOf(owner, owner);
       expect(await note(again, owner, owner)).toEqual([true, '']);
+      again.close();
+    } finally {
+      await closedShards(owner, false);
+    }
+  });
+
+  it.runIf(withEdges)('K > 1, outside EDGESTR_OPEN_SHARDS: an edge that missed the removal is refused by its primary and closes its sockets', async () => {
+    const owner = await addOwner();
+    const address = { 'CF-Connecting-IP': '192.0.2.71' }; // every connection of an address lands on one edge
+    const own = await connect(`/r/${owner.pk}`, address);
+    expect((await own.auth(owner)).slice(2)).toEqual([true, '']);
+    const other = await connect(`/r/${owner.pk}`, address);
+    expect(await note(own, owner, owner)).toEqual([true, '']);
+    const edge = await socketObject(owner.pk);
+    await closedShards(owner, true);
+    try {
+      await missNextAccountChange(edge);
+      expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+      expect(await holdsRemoval(edge, owner.pk)).toBe(false);
+      // Whatever an edge sends for a shard not served is refused at the primary: history, COUNT, an ephemeral event.
+      const ephemeral = sign(owner, { kind: 20001, content: 'still here?' });
+      const batch = await shardStub(env, owner.pk).edgeBatch(owner.pk, [
+        { op: 'query', filters: [{ kinds: [1] }], readers: [owner.pk] },
+        { op: 'count', filters: [{ kinds: [1] }], readers: [owner.pk] },
+        { op: 'event', event: ephemeral, origin: { authed: [owner.pk], internal: false, relayUrl: `ws://relay.test/r/${owner.pk}` } },
+      ]);
+      expect(batch).toEqual([0, 1, 2].map(() => ({ op: 'error', message: CLOSED, notServed: true })));
+      // The edge's next REQ gets the primary's refusal, and the edge takes the removal from its answer: its sockets close.
+      own.send(['REQ', 'feed', { kinds: [1] }]);
+      expect(await own.next((f) => f[1] === 'feed')).toEqual(['CLOSED', 'feed', CLOSED]);
+      expect(await closeOf(own)).toEqual({ code: 1008, reason: CLOSED });
+      expect(await closeOf(other)).toEqual({ code: 1008, reason: CLOSED });
+      expect(await holdsRemoval(edge, owner.pk)).toBe(true);
+    } finally {
+      await closedShards(owner, false);
+    }
+  });
+
+  it.runIf(withEdges)('K > 1, outside EDGESTR_OPEN_SHARDS: an edge that missed the re-adding asks its primary before refusing an upgrade, and serves it', async () => {
+    const owner = await addOwner();
+    const address = { 'CF-Connecting-IP': '192.0.2.72' };
+    const first = await socketOf(owner, owner, address);
+    const edge = await socketObject(owner.pk);
+    await closedShards(owner, true);
+    try {
+      expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+      expect(await closeOf(first)).toEqual({ code: 1008, reason: CLOSED });
+      await missNextAccountChange(edge);
+      expect(await admin('POST', '/api/admin/owners', { pubkey: owner.pk })).toMatchObject({ status: 201 });
+      expect(await holdsRemoval(edge, owner.pk)).toBe(true);
+      const again = await socketOf(owner, owner, address);
+      expect(await note(again, owner, owner)).toEqual([true, '']);
+      expect(await holdsRemoval(edge, owner.pk)).toBe(false);
       again.close();
     } finally {
       await closedShards(owner, false);

@@ -21,6 +21,9 @@
 // Read budgets: a REQ or COUNT is admitted when it arrives and charged when its answer comes; the
 // batch that carries it also carries what its address has left (edge-budgets.ts), so queries sent
 // without waiting for the earlier ones' answers are held to the budget at the primary.
+//
+// The owner's removal: an edge that missed being told sends its clients' operations on; the primary
+// refuses them as not served, and the edge object then asks it for the removal (`notServed`).
 
 import { errorMessage, formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -32,6 +35,7 @@ import { delivers } from './read-policy.js';
 import { BatchBudgets, type BudgetRates } from './edge-budgets.js';
 import type { RelayLimits } from './limits.js';
 import {
+  CLIENT_OPS,
   isAfter,
   later,
   MAX_ANSWER_BYTES,
@@ -94,9 +98,6 @@ interface Pending {
   answered: () => void;
 }
 
-/** Operations refused when too much is waiting for the primary; the others (listen, idle, forget) keep the primary's view exact and are small. */
-const REFUSABLE: ReadonlySet<EdgeOp['op']> = new Set(['event', 'query', 'count', 'ownership']);
-
 /** The answer to an operation refused because `edge_pending_bytes` were waiting for the primary. */
 export const EDGE_OVERLOADED = formatRejection(reject('error', 'the relay is overloaded (too much is waiting for this shard); try again'));
 
@@ -156,6 +157,8 @@ export class EdgeLink {
     private readonly limits: EdgeLimits,
     /** Schedules the periodic check (`check`) LISTEN_CHECK_MS from now, replacing one scheduled. */
     private readonly armCheck: () => void,
+    /** The primary refused an operation as its shard is not served (the owner was removed): run after the batch's answers. */
+    private readonly notServed: () => void,
   ) {}
 
   // Each operation's answer is handled by a callback, run as soon as its batch is answered and in
@@ -397,7 +400,7 @@ export class EdgeLink {
   private call(op: EdgeOp, answer: (a: EdgeAnswer) => void, reader?: Connection): Promise<void> {
     return new Promise((answered) => {
       const bytes = opBytes(op);
-      const refused = REFUSABLE.has(op.op) && this.queuedBytes > 0 && this.queuedBytes + bytes > this.limits.edge_pending_bytes; // one always waits
+      const refused = CLIENT_OPS.has(op.op) && this.queuedBytes > 0 && this.queuedBytes + bytes > this.limits.edge_pending_bytes; // one always waits
       const refusal = EDGE_OVERLOADED;
       this.queue.push(refused ? { op: undefined, refusal, bytes: 0, answer, answered } : { op, refusal, reader, bytes, answer, answered });
       this.queuedBytes += refused ? 0 : bytes;
@@ -437,6 +440,8 @@ export class EdgeLink {
       }
       p.answered();
     });
+    // After the answers (a refusal reaches its client before its socket is closed).
+    if (answers.some((a) => a.op === 'error' && a.notServed)) this.notServed();
     void this.flush();
   }
 

@@ -66,6 +66,13 @@ export type EdgeOp =
   /** An agent → owner proof carried by an AUTH event (NIP-OA), verified at the edge. */
   | { op: 'ownership'; agent: string; owner: string; conditions: string };
 
+/**
+ * A client's operations (EVENT, REQ, COUNT, an AUTH's proof): what an edge refuses when too much
+ * waits for the primary, and what the primary refuses from the edges of a shard it no longer
+ * serves; the others keep the primary's view of the edge's subscriptions.
+ */
+export const CLIENT_OPS: ReadonlySet<EdgeOp['op']> = new Set(['event', 'query', 'count', 'ownership']);
+
 /** The answer to one EdgeOp (`error`: the primary failed on it; the message is for the client). */
 export type EdgeAnswer =
   | { op: 'done' }
@@ -78,7 +85,11 @@ export type EdgeAnswer =
   | { op: 'rows'; rows: string[]; stamp: Stamp; relisted?: true; scanned: number }
   | { op: 'checked'; stamp: Stamp; relisted?: true }
   | { op: 'count'; count: number; approximate: boolean; scanned: number }
-  | { op: 'error'; message: string };
+  /**
+   * `notServed`: refused because the owner was removed and the shard is no longer served; the edge
+   * asks for the removal (it missed being told: shard.ts `setOwnerAccount`) and closes its sockets.
+   */
+  | { op: 'error'; message: string; notServed?: true };
 
 /** An accepted event on its way to an edge's subscribers. */
 export interface Delivery {

@@ -186,6 +186,15 @@ export class OwnerPlan {
     else this.sql.exec('INSERT INTO owner_removed (k) VALUES (1)');
   }
 
+  /**
+   * The account as `set` takes it (a shard's edge objects take their primary's: shard.ts):
+   * undefined when the owner was removed; when none was pushed, the default plan's, as the shard
+   * applies it.
+   */
+  pushed(): OwnerState | undefined {
+    return this.account === REMOVED ? undefined : (this.account ?? { plan: DEFAULT_PLAN, suspended: false });
+  }
+
   /** Whether the owner was removed from the deployment (and not added again). */
   removed(): boolean {
     return this.account === REMOVED;

@@ -6,7 +6,9 @@
 // edge (told by the router's EDGE_HEADER, remembered in storage): it keeps the socket protocol
 // (parse, limits, verify, AUTH, subscriptions) and hands the write path, REQ history and COUNT to
 // the primary (edge-link.ts); the primary sends accepted events to its edges (edge-fanout.ts), and
-// tells them when the owner is removed from the deployment or added again (`setOwnerAccount`).
+// tells them when the owner is removed from the deployment or added again (`setOwnerAccount`). An
+// edge that missed it learns it from its primary: the removal when the primary refuses its clients'
+// operations as not served, the re-adding when it would refuse an upgrade as not served.
 
 import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
@@ -39,7 +41,7 @@ import { clientAddress, INTERNAL_ADDRESS, isLoopbackKey, UNKNOWN_ADDRESS } from 
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import { BatchBudgets } from './edge-budgets.js';
-import type { Delivery, EdgeAnswer, EdgeOp, Lost } from './edge-wire.js';
+import { CLIENT_OPS, type Delivery, type EdgeAnswer, type EdgeOp, type Lost } from './edge-wire.js';
 import { VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
 import { exportPage, type ExportPage, type ExportRange } from './export.js';
@@ -151,6 +153,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
               (conn, sid) => this.conns.closeSub(conn, sid),
               this.limits,
               () => void this.ctx.storage.setAlarm(Date.now() + LISTEN_CHECK_MS),
+              () => void this.askPrimary(this.shardOwner()),
             )
           : null;
     }
@@ -184,9 +187,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const tag = `address:${address}`;
     const counted = address !== INTERNAL_ADDRESS && address !== UNKNOWN_ADDRESS;
     const upgrade = request.headers.get('Upgrade')?.toLowerCase() === 'websocket';
+    const served = this.served() || (await this.servedAfterAll(request, shard));
     const refused = firstVerdict(this.policy.rejectConnection, request, {
       shard,
-      served: this.served(),
+      served,
       limits: this.limits,
       connections: this.ctx.getWebSockets().length,
       fromAddress: counted ? this.ctx.getWebSockets(tag).length : undefined,
@@ -258,8 +262,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /**
    * Internal RPC (admin API): the owner's account changed (undefined: the owner was removed; see
    * `takeAccount`). With K > 1 edge objects, each edge is told the removal and the re-adding that
-   * ends it (they hold the sockets); an edge that cannot be reached is logged, the writes of its
-   * sockets being refused here all the same.
+   * ends it (they hold the sockets); an edge that cannot be reached is logged, and learns it later
+   * from this primary, which refuses its clients' operations meanwhile (`edgeBatch`, `edgeAccount`).
    */
   async setOwnerAccount(account: OwnerState | undefined): Promise<void> {
     const wasRemoved = this.plan.removed();
@@ -283,6 +287,34 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.takeAccount(account);
   }
 
+  /** Internal RPC from an edge of this shard: the owner's account as this primary holds it (undefined: removed). */
+  edgeAccount(): OwnerState | undefined {
+    return this.plan.pushed();
+  }
+
+  /**
+   * At an edge of the shard of `owner`: takes the primary's account (`edgeAccount`) when it differs
+   * from this object's on the owner's removal (this edge missed being told, see setOwnerAccount).
+   */
+  private async askPrimary(owner: string | null): Promise<void> {
+    try {
+      const account = await shardStub(this.env, owner).edgeAccount();
+      if (this.plan.removed() !== (account === undefined)) this.takeAccount(account);
+    } catch (e) {
+      console.error(`relay shard: an edge could not ask its primary for the owner's account: ${errorMessage(e)}`);
+    }
+  }
+
+  /**
+   * Whether a shard this object does not serve is served after all, for `request` (`shard`: its
+   * SHARD_HEADER): an edge asks its primary, as it may have missed the owner's re-adding.
+   */
+  private async servedAfterAll(request: Request, shard: string | undefined): Promise<boolean> {
+    if (shard === undefined || request.headers.get(EDGE_HEADER) === null) return false;
+    await this.askPrimary(shard === PUBLIC_SHARD ? null : shard);
+    return this.served();
+  }
+
   /**
    * The owner's account (undefined: the owner was removed, kept until an account comes again; the
    * plan refuses every stored write then). Where the router no longer serves a removed owner's shard
@@ -292,11 +324,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private takeAccount(account: OwnerState | undefined): void {
     this.plan.set(account);
     if (this.served()) return;
-    const reason = formatRejection(reject('restricted', SHARD_NOT_SERVED));
     for (const ws of this.ctx.getWebSockets()) {
       this.forgetConnection(ws);
       this.conns.drop(ws);
-      ws.close(1008, reason);
+      ws.close(1008, NOT_SERVED);
     }
   }
 
@@ -319,6 +350,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * Internal RPC from edge `shard`'s edge objects (see edge-link.ts): their operations, run in
    * order; one answer each. A failure on one operation is logged and answered `error:` for it alone.
    * REQs and COUNTs are held to the budgets their addresses had left at the edge (edge-budgets.ts).
+   * Where the shard is not served (`served`), its clients' operations are refused (`notServed`: the
+   * edge then asks for the owner's account, takes the removal it missed and closes its sockets).
    */
   async edgeBatch(shard: string, ops: EdgeOp[]): Promise<EdgeAnswer[]> {
     if ((this.shardOwner() ?? PUBLIC_SHARD) !== shard) this.rememberOwner(shard); // the primary may never have seen the router
@@ -326,8 +359,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.flushWrites();
     const answers: EdgeAnswer[] = [];
     const budgets = new BatchBudgets(this.limits);
+    const served = this.served();
     for (let i = 0; i < ops.length; ) {
       const op = ops[i]!;
+      if (!served && CLIENT_OPS.has(op.op)) {
+        answers.push({ op: 'error', message: NOT_SERVED, notServed: true });
+        i++;
+        continue;
+      }
       if (op.op === 'event') {
         const writes: PendingWrite[] = [];
         for (; i < ops.length && ops[i]!.op === 'event'; i++) {
@@ -791,6 +830,9 @@ interface Admission {
   raw?: string;
   stored?: true;
 }
+
+/** Why a removed owner's shard closes its sockets, and refuses what its edges still send (`served`). */
+const NOT_SERVED = formatRejection(reject('restricted', SHARD_NOT_SERVED));
 
 const WRITE_FAILED = formatRejection(reject('error', 'the relay could not store this event; send it again'));
 
