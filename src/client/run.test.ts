@@ -1,15 +1,21 @@
 // AgentConversation (run.ts) against a fake relay at the network boundary (test/helpers-node/fake-relay.ts)
-// standing for an agent that sends more than one terminal event for a run: NIP-XX says clients MUST
-// keep only the terminal with the highest created_at, then the highest id.
-import { afterEach, describe, expect, it } from 'vitest';
+// standing for an agent that sends more than one terminal event for a run (NIP-XX says clients MUST
+// keep only the terminal with the highest created_at, then the highest id), for a stranger who
+// stores junk gift wraps for the user, and for an agent whose deltas never line up.
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { schnorr } from '@noble/curves/secp256k1.js';
 import { finalizeEvent } from 'nostr-tools/pure';
-import type { NostrEvent } from '../shared/event.js';
+import { MAX_EARLY_DELTAS } from '../shared/delta-order.js';
+import { computeEventId, type NostrEvent } from '../shared/event.js';
+import { bytesToHex, hexToBytes } from '../shared/hex.js';
 import { KIND } from '../shared/kinds.js';
 import { ConversationKeyCache, encrypt } from '../shared/nip44.js';
+import { giftWrap, makeRumor, unwrap, type Rumor } from '../shared/nip59.js';
 import { NIPXX_VERSION } from '../shared/nip-xx.js';
+import { nobleVerifier } from '../shared/verify.js';
 import { fakeRelay, type FakeRelay } from '../../test/helpers-node/fake-relay.js';
 import { newKeyPair } from './keys.js';
-import { AgentConversation } from './run.js';
+import { AgentConversation, MAX_PROBLEMS_KEPT } from './run.js';
 
 const agent = newKeyPair();
 const cache = new ConversationKeyCache(4);
@@ -65,4 +71,105 @@ describe('AgentConversation: several terminal events for one run', () => {
     conv?.close();
     expect(await runWith((p) => [response(p, 'newer', t), response(p, 'older', t - 1)])).toEqual({ kind: 'response', text: 'newer' });
   });
+});
+
+// A stranger stores junk gift wraps for the user's key (any key may publish a 1059 with any `p`),
+// and a hostile agent streams deltas that never become contiguous: what AgentConversation keeps and
+// opens stays bounded. The junk is signed (as the relay requires) by one stranger key, made once.
+const user = newKeyPair();
+const stranger = newKeyPair();
+const JUNK_WRAPS = 5_000;
+const junk: NostrEvent[] = [];
+beforeAll(() => {
+  const now = Math.floor(Date.now() / 1000);
+  for (let i = 0; i < JUNK_WRAPS; i++) {
+    const fields = { pubkey: stranger.pk, created_at: now - (i % 100_000), kind: KIND.GIFT_WRAP, tags: [['p', user.pk]], content: `AgI${'A'.repeat(300)}${i}` };
+    const id = computeEventId(fields);
+    junk.push({ ...fields, id, sig: bytesToHex(schnorr.sign(hexToBytes(id), stranger.sk)) });
+  }
+}, 120_000);
+
+/** A fake relay holding the junk, whose agent answers each prompt (plain or wrapped) with `answer`'s events, in its form. */
+async function relayWithJunk(answer: (prompt: Rumor) => { kind: number; payload: object }[]): Promise<FakeRelay> {
+  const r = await fakeRelay({
+    onEvent: (e, relayed) => {
+      let prompt: Rumor = e;
+      const wrapped = e.kind === KIND.GIFT_WRAP || e.kind === KIND.EPHEMERAL_GIFT_WRAP;
+      if (wrapped) {
+        const u = unwrap(e, agent.sk, cache, nobleVerifier);
+        if (!u.ok) throw new Error(u.error);
+        prompt = u.value.rumor;
+      }
+      if (prompt.kind !== KIND.AI_PROMPT) return;
+      for (const { kind, payload } of answer(prompt)) {
+        const content = encrypt(JSON.stringify(payload), cache.get(agent.sk, prompt.pubkey));
+        const template = { kind, created_at: Math.floor(Date.now() / 1000), tags: [['p', prompt.pubkey], ['e', prompt.id, '', 'root']], content };
+        relayed.deliver(wrapped ? giftWrap(makeRumor({ ...template, pubkey: agent.pk }), agent.sk, prompt.pubkey, cache) : finalizeEvent(template, agent.sk));
+      }
+    },
+  });
+  r.stored.push(...junk);
+  return r;
+}
+
+const answerWith = (text: string) => () => [{ kind: KIND.AI_RESPONSE, payload: { ver: NIPXX_VERSION, text } }];
+
+describe('AgentConversation: junk gift wraps and deltas that never line up', () => {
+  it(`${JUNK_WRAPS} junk gift wraps stored for the user: open and a plain prompt open none of them`, async () => {
+    relay = await relayWithJunk(answerWith('plain answer'));
+    const opened = await AgentConversation.open(relay.url.replace(/^http/, 'ws'), agent.pk, user);
+    if (!opened.ok) throw new Error(opened.error);
+    conv = opened.value;
+    expect(conv.problems).toEqual([]);
+    expect(conv.problemCount).toBe(0);
+    const run = await conv.prompt('hello', { timeoutMs: 5_000 });
+    if (!run.ok) throw new Error(run.error);
+    expect(await run.value.done).toEqual({ kind: 'response', text: 'plain answer' });
+    expect(conv.problemCount).toBe(0);
+  }, 60_000);
+
+  it('a wrapped prompt: the stored junk is not opened, the wrapped answer is; a live junk wrap while it waits is opened once', async () => {
+    let prompts = 0;
+    relay = await relayWithJunk(() => (++prompts === 1 ? answerWith('wrapped answer')() : []));
+    const opened = await AgentConversation.open(relay.url.replace(/^http/, 'ws'), agent.pk, user);
+    if (!opened.ok) throw new Error(opened.error);
+    conv = opened.value;
+    const run = await conv.prompt('hello', { wrap: true, timeoutMs: 5_000 });
+    if (!run.ok) throw new Error(run.error);
+    expect(await run.value.done).toEqual({ kind: 'response', text: 'wrapped answer' });
+    expect(conv.problemCount).toBe(0);
+
+    // The second prompt is not answered: while it waits, a stored junk wrap sent again is not
+    // opened (seen), a new one is, once, though it comes twice.
+    const waiting = await conv.prompt('again', { wrap: true, timeoutMs: 1_000 });
+    if (!waiting.ok) throw new Error(waiting.error);
+    const fields = { pubkey: stranger.pk, created_at: Math.floor(Date.now() / 1000), kind: KIND.GIFT_WRAP, tags: [['p', user.pk]], content: `AgI${'B'.repeat(300)}` };
+    const id = computeEventId(fields);
+    const fresh = { ...fields, id, sig: bytesToHex(schnorr.sign(hexToBytes(id), stranger.sk)) };
+    for (const e of [junk[0]!, fresh, fresh]) relay.deliver(e);
+    expect(await waiting.value.done).toEqual({ kind: 'timeout' });
+    expect(conv.problemCount).toBe(1);
+    expect(conv.problems).toEqual([`cannot unwrap ${id}: cannot decrypt gift wrap: invalid base64`]);
+  }, 60_000);
+
+  it(`deltas seq 1..2,000 and never seq 0: at most ${MAX_EARLY_DELTAS} wait, the others are dropped (counted, the last ${MAX_PROBLEMS_KEPT} problems kept)`, async () => {
+    const COUNT = 2_000;
+    relay = await relayWithJunk(() => [
+      ...Array.from({ length: COUNT }, (_, i) => ({ kind: KIND.AI_DELTA, payload: { ver: NIPXX_VERSION, text: `d${i + 1} `, seq: i + 1 } })),
+      { kind: KIND.AI_DELTA, payload: { ver: NIPXX_VERSION, text: 'd0 ', seq: 0 } },
+      { kind: KIND.AI_RESPONSE, payload: { ver: NIPXX_VERSION, text: 'done' } },
+    ]);
+    const opened = await AgentConversation.open(relay.url.replace(/^http/, 'ws'), agent.pk, user);
+    if (!opened.ok) throw new Error(opened.error);
+    conv = opened.value;
+    const seqs: number[] = [];
+    const run = await conv.prompt('count', { timeoutMs: 30_000, onDelta: (_t, seq) => seqs.push(seq) });
+    if (!run.ok) throw new Error(run.error);
+    expect(await run.value.done).toEqual({ kind: 'response', text: 'done' });
+    // seq 0 came last: it and the deltas that waited for it are handed on, in order.
+    expect(seqs).toEqual(Array.from({ length: MAX_EARLY_DELTAS + 1 }, (_, i) => i));
+    expect(conv.problemCount).toBe(COUNT - MAX_EARLY_DELTAS);
+    expect(conv.problems).toHaveLength(MAX_PROBLEMS_KEPT);
+    expect(conv.problems.at(-1)).toBe(`delta ${COUNT} dropped: ${MAX_EARLY_DELTAS} later deltas already wait for delta 0`);
+  }, 60_000);
 });

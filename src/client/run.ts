@@ -6,17 +6,30 @@
 // event with the highest created_at and highest id as tie-breaker". A run's `done` settles
 // TERMINAL_SETTLE_MS after its first terminal, with the highest (created_at, id) received by then
 // (a gift-wrapped one's rumor's); one arriving later is not seen (`done` has settled).
+//
+// What a stranger or a hostile agent can make it do is bounded:
+// - Gift wraps addressed to the user are heard only from the first wrapped prompt on (the `edgestr`
+//   command never sends one), and opened only while a wrapped prompt waits: anyone may store
+//   1059s for the user's key, each costing a signature check and a key agreement to open. The
+//   stored ones the subscription's two-day look-back returns come before the prompt is sent and
+//   are not opened; a wrap is looked at once (ids remembered in an LRU of SEEN_WRAPS), also when
+//   a reconnection replays it. Plain events are decrypted only for a run that waits.
+// - Deltas are put in order by DeltaOrder (src/shared/delta-order.ts): at most MAX_EARLY_DELTAS
+//   wait for an earlier one, at most MAX_RUN_OUTPUT_CHARS characters in all.
+// - `problems` keeps the newest MAX_PROBLEMS_KEPT; `problemCount` counts them all.
 import { finalizeEvent } from 'nostr-tools/pure';
+import { DeltaOrder } from '../shared/delta-order.js';
 import type { NostrEvent } from '../shared/event.js';
 import { err, errorMessage, ok, type Result } from '../shared/errors.js';
 import { KIND } from '../shared/kinds.js';
+import { LruMap } from '../shared/lru.js';
 import { ConversationKeyCache, decrypt, encrypt } from '../shared/nip44.js';
-import { giftWrap, makeRumor, unwrap, WRAP_LOOKBACK_SECONDS } from '../shared/nip59.js';
+import { giftWrap, makeRumor, unwrap, WRAP_LOOKBACK_SECONDS, type Rumor } from '../shared/nip59.js';
 import { DeltaSchema, ErrorSchema, NIPXX_VERSION, ResponseSchema, StatusSchema, ToolCallSchema, type Status } from '../shared/nip-xx.js';
 import type { PublishResult, RelayClient } from '../shared/relay-client.js';
 import { nobleVerifier } from '../shared/verify.js';
 import type { KeyPair } from './keys.js';
-import { relayClient } from './relay.js';
+import { relayClient, verifyEvent } from './relay.js';
 
 export type ToolCall = ReturnType<typeof ToolCallSchema.parse>;
 
@@ -54,14 +67,14 @@ interface Opened {
   id: string;
   createdAt: number;
   kind: number;
-  tags: string[][];
   payload: unknown;
 }
 
 interface ActiveRun {
   handlers: RunHandlers;
-  nextSeq: number;
-  early: Map<number, string>;
+  /** The prompt was gift-wrapped: the answers come wrapped. */
+  wrapped: boolean;
+  deltas: DeltaOrder;
   /** The terminal kept so far and the timer that settles the run with it. */
   terminal?: { id: string; createdAt: number; outcome: RunOutcome };
   settle?: ReturnType<typeof setTimeout>;
@@ -70,6 +83,10 @@ interface ActiveRun {
 
 /** How long a run waits after its first terminal event for one that supersedes it, in ms. */
 export const TERMINAL_SETTLE_MS = 300;
+/** Problems kept in `problems` (the newest). */
+export const MAX_PROBLEMS_KEPT = 20;
+/** Gift wrap ids remembered as looked at. */
+const SEEN_WRAPS = 8192;
 
 const RUN_KINDS = [KIND.AI_STATUS, KIND.AI_DELTA, KIND.AI_RESPONSE, KIND.AI_TOOL_CALL, KIND.AI_ERROR];
 const nowSeconds = (): number => Math.floor(Date.now() / 1000);
@@ -78,8 +95,12 @@ const rootOf = (tags: string[][]): string | undefined => (tags.find((t) => t[0] 
 export class AgentConversation {
   readonly #cache = new ConversationKeyCache(16);
   readonly #runs = new Map<string, ActiveRun>();
-  /** Problems with events from the agent (undecryptable, malformed), for diagnostics. */
+  /** The newest MAX_PROBLEMS_KEPT problems with events for this conversation (undecryptable, malformed, dropped deltas), for diagnostics. */
   readonly problems: string[] = [];
+  #problemCount = 0;
+  readonly #seenWraps = new LruMap<string, true>(SEEN_WRAPS);
+  /** The subscription to gift wraps, made at the first wrapped prompt. */
+  #wraps: Promise<Result<true, string>> | undefined;
 
   private constructor(
     readonly relay: RelayClient,
@@ -99,58 +120,89 @@ export class AgentConversation {
     if (!connected.ok) return fail(`cannot connect to ${relayUrl}: ${connected.message}`);
     const authed = await relay.authenticate();
     if (!authed.ok) return fail(`authentication refused by ${relayUrl}: ${authed.message}`);
-    const since = nowSeconds() - 5;
-    const subscribed = await Promise.all([
-      c.#subscribe({ kinds: RUN_KINDS, '#p': [key.pk], authors: [agent], since }),
-      // Gift wraps are signed by one-time keys and may be backdated by up to two days.
-      c.#subscribe({ kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [key.pk], since: since - WRAP_LOOKBACK_SECONDS }),
-    ]);
-    const refused = subscribed.find((r) => !r.ok);
-    if (refused && !refused.ok) return fail(`subscription refused by ${relayUrl}: ${refused.error}`);
+    const subscribed = await c.#subscribe({ kinds: RUN_KINDS, '#p': [key.pk], authors: [agent], since: nowSeconds() - 5 });
+    if (!subscribed.ok) return fail(`subscription refused by ${relayUrl}: ${subscribed.error}`);
     return ok(c);
   }
 
-  #subscribe(filter: Parameters<RelayClient['subscribe']>[0][number]): Promise<Result<true, string>> {
+  /** How many problems there were in all (`problems` keeps the newest). */
+  get problemCount(): number {
+    return this.#problemCount;
+  }
+
+  #problem(message: string): void {
+    this.#problemCount++;
+    this.problems.push(message);
+    if (this.problems.length > MAX_PROBLEMS_KEPT) this.problems.shift();
+  }
+
+  #subscribe(filter: Parameters<RelayClient['subscribe']>[0][number], verify?: (e: NostrEvent) => boolean): Promise<Result<true, string>> {
     return new Promise((resolve) => {
       this.relay.subscribe([filter], {
         onEvent: (e) => this.#take(e),
         onEose: () => resolve(ok(true)),
         onClosed: (m) => resolve(err(m)),
+        ...(verify ? { verify } : {}),
       });
     });
   }
 
-  #open(e: NostrEvent): Opened | undefined {
-    let inner: Pick<NostrEvent, 'id' | 'created_at' | 'kind' | 'tags' | 'content' | 'pubkey'> = e;
-    if (e.kind === KIND.GIFT_WRAP || e.kind === KIND.EPHEMERAL_GIFT_WRAP) {
-      const u = unwrap(e, this.key.sk, this.#cache, nobleVerifier);
-      if (!u.ok) return void this.problems.push(`cannot unwrap ${e.id}: ${u.error}`);
-      inner = u.value.rumor;
-    }
-    if (inner.pubkey !== this.agent) return undefined;
+  /** Subscribes to the gift wraps addressed to the user (once), resolving at its EOSE. */
+  #listenToWraps(): Promise<Result<true, string>> {
+    // Gift wraps are signed by one-time keys and may be backdated by up to two days. Their
+    // signatures are checked in #takeWrap, after the cheap checks.
+    this.#wraps ??= this.#subscribe({ kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [this.key.pk], since: nowSeconds() - 5 - WRAP_LOOKBACK_SECONDS }, () => true);
+    return this.#wraps;
+  }
+
+  /** The run an event's (or rumor's) `e` root names, when it waits. */
+  #runOf(tags: string[][]): ActiveRun | undefined {
+    const id = rootOf(tags);
+    return id === undefined ? undefined : this.#runs.get(id);
+  }
+
+  /** The payload of an event (or rumor) from the agent, or a problem noted. */
+  #read(inner: Pick<Rumor, 'id' | 'created_at' | 'kind' | 'content'>): Opened | undefined {
     const text = decrypt(inner.content, this.#cache.get(this.key.sk, this.agent));
-    if (!text.ok) return void this.problems.push(`cannot decrypt kind ${inner.kind}: ${text.error}`);
+    if (!text.ok) return void this.#problem(`cannot decrypt kind ${inner.kind}: ${text.error}`);
     try {
-      return { id: inner.id, createdAt: inner.created_at, kind: inner.kind, tags: inner.tags, payload: JSON.parse(text.value) as unknown };
+      return { id: inner.id, createdAt: inner.created_at, kind: inner.kind, payload: JSON.parse(text.value) as unknown };
     } catch (e2) {
-      return void this.problems.push(`kind ${inner.kind} is not JSON: ${errorMessage(e2)}`);
+      return void this.#problem(`kind ${inner.kind} is not JSON: ${errorMessage(e2)}`);
     }
   }
 
   #take(e: NostrEvent): void {
-    const o = this.#open(e);
-    const runId = o && rootOf(o.tags);
-    const run = runId === undefined ? undefined : this.#runs.get(runId);
-    if (!o || !run) return;
+    if (e.kind === KIND.GIFT_WRAP || e.kind === KIND.EPHEMERAL_GIFT_WRAP) return this.#takeWrap(e);
+    const run = this.#runOf(e.tags);
+    if (!run || e.pubkey !== this.agent) return;
+    const o = this.#read(e);
+    if (o) this.#handle(run, o);
+  }
+
+  /** Cheapest checks first: a wrap looked at before, or one while no wrapped prompt waits, is not opened. */
+  #takeWrap(e: NostrEvent): void {
+    if (this.#seenWraps.has(e.id)) return;
+    this.#seenWraps.set(e.id, true);
+    if (![...this.#runs.values()].some((r) => r.wrapped)) return;
+    if (!verifyEvent(e)) return this.#problem(`gift wrap ${e.id}: bad id or signature`);
+    const u = unwrap(e, this.key.sk, this.#cache, nobleVerifier);
+    if (!u.ok) return this.#problem(`cannot unwrap ${e.id}: ${u.error}`);
+    const rumor = u.value.rumor;
+    const run = this.#runOf(rumor.tags);
+    if (!run || rumor.pubkey !== this.agent) return;
+    const o = this.#read(rumor);
+    if (o) this.#handle(run, o);
+  }
+
+  #handle(run: ActiveRun, o: Opened): void {
     switch (o.kind) {
       case KIND.AI_DELTA: {
         const d = DeltaSchema.safeParse(o.payload);
-        if (!d.success) return void this.problems.push('malformed delta');
-        run.early.set(d.data.seq ?? run.nextSeq, d.data.text);
-        for (let t = run.early.get(run.nextSeq); t !== undefined; t = run.early.get(run.nextSeq)) {
-          run.early.delete(run.nextSeq);
-          run.handlers.onDelta?.(t, run.nextSeq++);
-        }
+        if (!d.success) return this.#problem('malformed delta');
+        const taken = run.deltas.push(d.data.seq ?? run.deltas.next, d.data.text);
+        if (taken.dropped) this.#problem(taken.dropped);
+        for (const { seq, text } of taken.ready) run.handlers.onDelta?.(text, seq);
         return;
       }
       case KIND.AI_STATUS: {
@@ -198,14 +250,21 @@ export class AgentConversation {
   async prompt(message: string, opts: PromptOptions = {}): Promise<Result<RunHandle, string>> {
     const tags = [['p', this.agent], ['encryption', 'nip44'], ...(opts.session ? [['s', opts.session]] : [])];
     const payload = { ver: NIPXX_VERSION, message, ...(opts.model ? { model: opts.model } : {}) };
-    const { event, id } = this.#encrypted(KIND.AI_PROMPT, payload, tags, opts.wrap ?? false);
+    const wrapped = opts.wrap ?? false;
+    if (wrapped) {
+      // Heard before the prompt is sent, so that its answers cannot be missed; what the look-back
+      // returns comes before the run waits, and is not opened.
+      const listening = await this.#listenToWraps();
+      if (!listening.ok) return err(`subscription refused by ${this.relay.url}: ${listening.error}`);
+    }
+    const { event, id } = this.#encrypted(KIND.AI_PROMPT, payload, tags, wrapped);
     let finish!: (o: RunOutcome) => void;
     const done = new Promise<RunOutcome>((resolve) => (finish = resolve));
     const timer = setTimeout(() => finish({ kind: 'timeout' }), opts.timeoutMs ?? 120_000);
     const run: ActiveRun = {
       handlers: opts,
-      nextSeq: 0,
-      early: new Map(),
+      wrapped,
+      deltas: new DeltaOrder(),
       finish: (o) => {
         clearTimeout(timer);
         clearTimeout(run.settle);
@@ -222,7 +281,7 @@ export class AgentConversation {
     }
     const cancel = (): Promise<PublishResult> => {
       const tagsC = [['p', this.agent], ['e', id, '', 'root'], ['encryption', 'nip44']];
-      return this.relay.publish(this.#encrypted(KIND.AI_CANCEL, { ver: NIPXX_VERSION, reason: 'user_cancel' }, tagsC, opts.wrap ?? false).event);
+      return this.relay.publish(this.#encrypted(KIND.AI_CANCEL, { ver: NIPXX_VERSION, reason: 'user_cancel' }, tagsC, wrapped).event);
     };
     return ok({ id, cancel, done });
   }

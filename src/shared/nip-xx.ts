@@ -127,6 +127,13 @@ export const AI_INFO_D = 'agent-info';
  */
 export const MAX_SESSION_CHARS = 256;
 
+/**
+ * Characters the hosted agent's model writes in one run at most (its answers' text, tool names and
+ * arguments; workers/agent/providers/limits.ts). A run's streamed text (its deltas) is part of it,
+ * so clients keep and show at most this much of a run's deltas (delta-order.ts).
+ */
+export const MAX_RUN_OUTPUT_CHARS = 2_097_152;
+
 /** The session of an event: its `s` tag (when within MAX_SESSION_CHARS), or the deterministic default `sender:<hex>`. */
 export const sessionOf = (e: Pick<NostrEvent, 'tags' | 'pubkey'>): string =>
   e.tags.find((t) => t[0] === 's' && typeof t[1] === 'string' && t[1].length > 0 && t[1].length <= MAX_SESSION_CHARS)?.[1] ?? `sender:${e.pubkey}`;

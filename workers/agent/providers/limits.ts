@@ -15,11 +15,13 @@
 //   over the run's earlier answers too (the assistant messages after the last user message of the
 //   request, so no state is kept between calls): `the model wrote over 2097152 characters in this run`.
 
+import { MAX_RUN_OUTPUT_CHARS } from '../../../src/shared/nip-xx.js';
 import { ProviderError, type ChatMessage } from './types.js';
 
 export const MAX_TOOL_ARGUMENTS_CHARS = 262_144;
 export const MAX_TOOL_CALLS_PER_ANSWER = 128;
-export const MAX_RUN_OUTPUT_CHARS = 2_097_152;
+/** Defined with the protocol (src/shared/nip-xx.ts): clients bound what they keep of a run's deltas by it. */
+export { MAX_RUN_OUTPUT_CHARS };
 
 /** The characters the model wrote in the run so far: its answers after the last user message. */
 export function writtenThisRun(messages: readonly ChatMessage[]): number {
