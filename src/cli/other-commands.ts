@@ -4,8 +4,9 @@ import { ManagementClient } from '../client/api.js';
 import { findAgent } from '../client/agents.js';
 import { relayInfo } from '../client/http.js';
 import { observeAgents } from '../client/observe.js';
-import { callTool, findServer, listTools, payLocalInvoice } from '../client/tools.js';
+import { callTool, listTools, lookupServer, payLocalInvoice } from '../client/tools.js';
 import type { PaymentRequired } from '../shared/dvmcp.js';
+import { providerLabel, type CatalogServer } from '../shared/dvmcp-discovery.js';
 import { createInterface } from 'node:readline/promises';
 import { parsePubkey } from '../shared/keys.js';
 import { keyValues, secondsOption } from './args.js';
@@ -89,8 +90,10 @@ export async function toolsCommand(ctx: Context): Promise<number> {
   else if (catalog.value.servers.length === 0) ctx.out('no DVMCP servers announced\n');
   else
     for (const s of catalog.value.servers) {
-      // Anyone may announce: names, prices and descriptions are shown escaped (ctx.out), on one line each.
-      ctx.out(`${s.id}  ${oneLine(s.name ?? '')}  provider ${s.provider}${s.encryption ? '  (encrypted)' : ''}\n`);
+      // Anyone may announce: names, prices and descriptions are shown escaped (ctx.out), on one line
+      // each; the servers of this deployment's bridges come first, marked.
+      const bridge = s.preferred ? "  (this deployment's bridge)" : '';
+      ctx.out(`${s.id}  ${oneLine(s.name ?? '')}  provider ${s.provider}${bridge}${s.encryption ? '  (encrypted)' : ''}\n`);
       for (const t of s.tools) {
         const price = t.price ? `  [${oneLine(t.price.price)} ${oneLine(t.price.unit)}]` : '';
         ctx.out(`  ${oneLine(t.name)}${price}${t.description ? `  ${oneLine(t.description.split('\n')[0]!)}` : ''}\n`);
@@ -100,14 +103,16 @@ export async function toolsCommand(ctx: Context): Promise<number> {
 }
 
 /**
- * A payment request within --max-sats: on a terminal, asked first; then paid at the deployment when
- * it is a local invoice (development), else shown for the user's wallet while the call waits.
+ * A payment request of `server` within --max-sats, said with the server's id and provider: on a
+ * terminal, asked first; then paid at the deployment when it is a local invoice (development), else
+ * shown for the user's wallet while the call waits.
  */
-async function pay(ctx: Context, p: PaymentRequired): Promise<boolean> {
-  ctx.err(`[payment required: ${p.sats} sats]\n`);
+async function pay(ctx: Context, server: CatalogServer, p: PaymentRequired): Promise<boolean> {
+  const whose = `${server.id}, provider ${providerLabel(server)}`;
+  ctx.err(`[payment required: ${p.sats} sats to ${whose}]\n`);
   if (ctx.io.stdin.isTTY) {
     const rl = createInterface({ input: ctx.io.stdin, output: ctx.io.stderr });
-    const answer = await rl.question(`pay ${p.sats} sats? [y/N] `);
+    const answer = await rl.question(`pay ${p.sats} sats to ${whose}? [y/N] `);
     rl.close();
     if (!/^y(es)?$/i.test(answer.trim())) return false;
   }
@@ -130,14 +135,17 @@ export async function callCommand(ctx: Context, args: string[]): Promise<number>
   if (!timeout.ok) throw new Failure(EXIT.USAGE, timeout.error);
   const catalog = await listTools(ctx.url);
   if (!catalog.ok) throw new Failure(EXIT.CONNECT, catalog.error);
-  const server = findServer(catalog.value, serverName);
-  if (!server) throw new Failure(EXIT.CONNECT, `no DVMCP server ${serverName} is announced on ${ctx.url} (see edgestr tools)`);
+  const found = lookupServer(catalog.value, serverName);
+  if (!found.ok && found.error.reason === 'ambiguous') throw new Failure(EXIT.USAGE, found.error.message);
+  if (!found.ok) throw new Failure(EXIT.CONNECT, `${found.error.message} on ${ctx.url} (see edgestr tools)`);
+  const server = found.value;
   const key = await ctx.keyOrFresh();
+  ctx.err(`[calling ${oneLine(tool)} on ${server.id}, provider ${providerLabel(server)}]\n`);
   const r = await callTool(ctx.url, key, server, tool, kv.value, {
     maxSats,
     ...(timeout.value ? { timeoutMs: timeout.value } : {}),
     onProgress: (p) => ctx.err(oneLine(`[progress ${p.progress ?? ''}${p.total !== undefined ? `/${p.total}` : ''}${p.message ? ` ${p.message}` : ''}]`) + '\n'),
-    pay: (p) => pay(ctx, p),
+    pay: (p) => pay(ctx, server, p),
   });
   if (!r.ok) {
     const code = r.error.kind === 'timeout' ? EXIT.TIMEOUT : r.error.kind === 'relay' ? EXIT.CONNECT : EXIT.AGENT_ERROR;

@@ -57,8 +57,15 @@ function dvmcpServer(e: NostrEvent, r: FakeRelay): void {
   });
 }
 
-/** Not a local invoice (404); the call is answered a moment later, once the CLI showed the invoice. */
+/**
+ * NIP-11 of the public shard (naming the fake server's key as this deployment's bridge); anything
+ * else: not a local invoice (404), and the call is answered a moment later, once the CLI showed the invoice.
+ */
 function payRoute(req: IncomingMessage, res: ServerResponse): void {
+  if (req.url === '/' && req.headers.accept === 'application/nostr+json') {
+    res.writeHead(200, { 'content-type': 'application/nostr+json' }).end(JSON.stringify({ bridge_providers: [getPublicKey(provider)] }));
+    return;
+  }
   res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not a local invoice' }));
   if (req.url === '/api/bridge/pay') setTimeout(() => unpaid.splice(0).forEach((answer) => answer()), 200);
 }

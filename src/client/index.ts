@@ -7,7 +7,7 @@ export { ManagementClient, type AgentInput, type AgentView, type BridgeServerInp
 export { agentRelay, findAgent, type AgentTarget, type FindError } from './agents.js';
 export { AgentConversation, type PromptOptions, type RunHandle, type RunHandlers, type RunOutcome, type ToolCall } from './run.js';
 export { observeAgents, type Observation, type ObserveHandlers } from './observe.js';
-export { callTool, findServer, listTools, payLocalInvoice, type CallOptions } from './tools.js';
+export { callTool, findServer, listTools, lookupServer, payLocalInvoice, type CallOptions, type LookupFailure } from './tools.js';
 export { fetchEvents, relayClient } from './relay.js';
 export type { ObservedFrame, SeqGap } from '../shared/ao-observer.js';
 export type { Catalog, CatalogServer, CatalogTool } from '../shared/dvmcp-discovery.js';

@@ -1,4 +1,6 @@
-// The tools panel: DVMCP servers and tools announced on the public shard (dvmcp-discovery.ts), a
+// The tools panel: DVMCP servers and tools announced on the public shard (dvmcp-discovery.ts), the
+// servers of this deployment's bridges (named by the public shard's NIP-11 `bridge_providers`) first,
+// each entry with its provider (anyone may announce a server under any name); a
 // form generated from a tool's input schema (string, number, integer and boolean fields; anything
 // else as JSON), and the call through the DVMCP client with its progress shown. Calls use a fresh
 // key per page (servers see an unlinkable client; its own relay connection is authenticated as it,
@@ -8,7 +10,8 @@
 import { generateSecretKey } from 'nostr-tools/pure';
 import { signEvent } from '../shared/ao-keys.js';
 import { DvmcpClient } from '../shared/dvmcp-client.js';
-import { discover, type CatalogServer, type CatalogTool } from '../shared/dvmcp-discovery.js';
+import { bridgeProvidersOf, discover, providerLabel, type CatalogServer, type CatalogTool } from '../shared/dvmcp-discovery.js';
+import { err, errorMessage, ok, type Result } from '../shared/errors.js';
 import { ConversationKeyCache } from '../shared/nip44.js';
 import { nobleVerifier } from '../shared/verify.js';
 import { button, byId, el, scrollToEnd } from './dom.js';
@@ -27,6 +30,17 @@ const propertiesOf = (schema: Record<string, unknown>): Array<[string, Record<st
   if (typeof props !== 'object' || props === null) return [];
   return Object.entries(props as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {}]);
 };
+
+/** This deployment's bridges, as the public shard's NIP-11 document names them. */
+async function bridgeProviders(): Promise<Result<string[], string>> {
+  try {
+    const res = await fetch('/', { headers: { Accept: 'application/nostr+json' } });
+    if (!res.ok) return err(`cannot read this deployment's bridges from its NIP-11 document: HTTP ${res.status}`);
+    return ok(bridgeProvidersOf(await res.json()));
+  } catch (e) {
+    return err(`cannot read this deployment's bridges from its NIP-11 document: ${errorMessage(e)}`);
+  }
+}
 
 export class ToolsPanel {
   /** Connections authenticated as the panel's own key, so gift-wrapped answers reach it. */
@@ -55,14 +69,16 @@ export class ToolsPanel {
   async #refresh(): Promise<void> {
     const relay = await this.#relays.get(shardUrl('/'));
     if (!relay.ok) return this.#print(relay.error);
-    const catalog = await discover(relay.value, { verifier: nobleVerifier });
+    const bridges = await bridgeProviders();
+    if (!bridges.ok) return this.#print(bridges.error);
+    const catalog = await discover(relay.value, { verifier: nobleVerifier, preferred: bridges.value });
     if (!catalog.ok) return this.#print(catalog.error);
     this.#list.replaceChildren();
     for (const server of catalog.value.servers) {
       for (const tool of server.tools) {
         const li = el('li');
         const price = tool.price ? ` · ${JSON.stringify(tool.price)}` : '';
-        li.append(el('strong', undefined, `${server.name ?? server.id} / ${tool.name}`), el('div', undefined, `${tool.description ?? ''}${price}`));
+        li.append(el('strong', undefined, `${server.name ?? server.id} / ${tool.name}`), el('div', undefined, `provider ${providerLabel(server)}`), el('div', undefined, `${tool.description ?? ''}${price}`));
         li.append(button(`Use ${server.id}/${tool.name}`, () => this.#select(server, tool), 'secondary'));
         this.#list.append(li);
       }

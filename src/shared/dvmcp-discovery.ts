@@ -9,13 +9,18 @@
 // server announcement are dropped (a server is only listed once it announced itself).
 // Anyone may announce, so a reader may name `preferred` providers (e.g. the bridges of its own
 // deployment): their servers are read by their own queries and listed first, marked `preferred`,
-// so that announcements of other keys cannot push them out of the catalog.
+// so that announcements of other keys cannot push them out of the catalog. An edgestr public shard
+// names its deployment's bridges in its NIP-11 document (`bridge_providers`, bridgeProvidersOf), and
+// a server is shown to users with its provider (providerLabel), so that whoever decides to call or
+// pay it sees whose it is.
 
 import { z } from 'zod';
 import { LISTS, MAX_CONTENT_CHARS, SERVER_ID, type Price, type ServerProfile } from './dvmcp.js';
 import { err, ok, type Result } from './errors.js';
 import { checkIdAndSignature, type NostrEvent } from './event.js';
 import type { Filter } from './filters.js';
+import { isHex64 } from './hex.js';
+import { toNpub } from './keys.js';
 import { KIND } from './kinds.js';
 import type { RelayClient } from './relay-client.js';
 import type { SchnorrVerifier } from './verify.js';
@@ -179,6 +184,25 @@ export function buildCatalog(events: readonly NostrEvent[], limits: Partial<Disc
 
 /** Preferred providers one discovery reads at most (one filter's authors). */
 export const MAX_PREFERRED = 500;
+
+/**
+ * The provider keys an edgestr public shard's NIP-11 document names as its deployment's DVMCP
+ * bridges (`bridge_providers`, hex): the valid ones, at most MAX_PREFERRED; none when it names none.
+ */
+export function bridgeProvidersOf(nip11: unknown): string[] {
+  const named = typeof nip11 === 'object' && nip11 !== null ? (nip11 as { bridge_providers?: unknown }).bridge_providers : undefined;
+  if (!Array.isArray(named)) return [];
+  return named.filter((k): k is string => isHex64(k)).slice(0, MAX_PREFERRED);
+}
+
+/**
+ * Whose a server is, as a user deciding to call or pay it reads it: the provider's npub shortened
+ * (`npub1` and 8 characters … the last 6) and whether it is one of this deployment's bridges.
+ */
+export function providerLabel(server: Pick<CatalogServer, 'provider' | 'preferred'>): string {
+  const npub = toNpub(server.provider);
+  return `${npub.slice(0, 13)}…${npub.slice(-6)} (${server.preferred ? "this deployment's bridge" : "not one of this deployment's bridges"})`;
+}
 
 export interface DiscoverOptions {
   /** Only these providers (hex); default: every author. */

@@ -281,7 +281,7 @@ describe('DVMCP tools through the bridge', () => {
     // A paid call now and then takes several seconds longer (seen up to ~8 s on a busy machine).
     const paid = await edgestr(['call', priced, 'echo', 'message=paid for', '--max-sats', '21', '--timeout', '25'], { home, url: devUrl });
     expect(paid.code, paid.stderr).toBe(0);
-    expect(paid.stderr).toContain('[payment required: 21 sats]\n[paid 21 sats (local invoice)]');
+    expect(paid.stderr).toMatch(new RegExp(`\\[payment required: 21 sats to ${priced}, provider npub1[a-z0-9]{8}…[a-z0-9]{6} \\(this deployment's bridge\\)\\]\\n\\[paid 21 sats \\(local invoice\\)\\]`));
     expect(paid.stdout).toContain('paid for');
   }, 60_000);
 });

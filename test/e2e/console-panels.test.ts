@@ -1,8 +1,8 @@
 // The console's owner panel and tools panel in headless Chromium: the e2e owner creates, edits and
 // deletes an agent through the form (checked against the management API), an invalid agent is
 // refused with the API's reason; and, on the development instance, a DVMCP server registered with
-// the bridge (the real server-everything) is found by "Find tools", its tool called through a form
-// generated from the input schema, with progress shown.
+// the bridge (the real server-everything) is found by "Find tools", shown as this deployment's
+// bridge, its tool called through a form generated from the input schema, with progress shown.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { sha256 } from '@noble/hashes/sha2.js';
@@ -93,6 +93,8 @@ describe('tools panel (development instance)', () => {
       await page.getByRole('button', { name: 'Find tools' }).click();
       await page.waitForTimeout(250);
     }
+    // The entry says whose server it is: this deployment's bridge (the public shard's NIP-11 names it).
+    expect(await page.getByRole('listitem').filter({ has: use }).textContent()).toMatch(/provider npub1[a-z0-9]{8}…[a-z0-9]{6} \(this deployment's bridge\)/);
     await use.click();
     const output = page.getByRole('log', { name: 'Tool output' });
     // Required fields are checked before anything is sent.
