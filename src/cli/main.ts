@@ -1,6 +1,9 @@
 // The `edgestr` command line: parses arguments, runs one command and returns its exit code
 // (DESIGN.md "The `edgestr` command"). Failures arrive here as values (Failure) and are printed
-// on stderr; anything else thrown is a bug, reported with its stack and exit code 1.
+// on stderr; anything else thrown is a bug, reported with its stack and exit code 1. While a
+// command runs, console.warn and console.error (the library's warnings: a DVMCP client's, a relay
+// client's, which quote relays and servers) go to the command's stderr through terminalSafe too.
+import { format } from 'node:util';
 import { agentCommand } from './agent-commands.js';
 import { helpText, parseArgs } from './args.js';
 import { Context, EXIT, Failure, type Io } from './context.js';
@@ -22,6 +25,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     return EXIT.OK;
   }
   const ctx = new Context(io, options);
+  const restoreConsole = warningsTo(io);
   try {
     switch (spec.words.join(' ')) {
       case 'keygen':
@@ -49,5 +53,19 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     if (!(e instanceof Failure)) throw e;
     io.stderr.write(`edgestr: ${terminalSafe(e.message)}\n`); // may quote a relay's or a server's words
     return e.code;
+  } finally {
+    restoreConsole();
   }
+}
+
+/** Sends console.warn and console.error to `io.stderr`, control characters shown escaped, until the returned function is called. */
+function warningsTo(io: Io): () => void {
+  const { warn, error } = console;
+  const write = (...args: unknown[]): void => void io.stderr.write(`${terminalSafe(format(...args))}\n`);
+  console.warn = write;
+  console.error = write;
+  return () => {
+    console.warn = warn;
+    console.error = error;
+  };
 }

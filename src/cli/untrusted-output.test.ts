@@ -1,7 +1,8 @@
 // What strangers write reaches the terminal only as visible text: `edgestr tools`, `call` and `ask`
 // run through main() against a fake relay (test/helpers-node/fake-relay.ts) serving real signed
 // announcements, DVMCP answers and agent events whose fields carry terminal escape sequences (OSC 0
-// window title, OSC 52 clipboard write, CSI 2J clear screen, the C1 CSI U+009B, a lone CR).
+// window title, OSC 52 clipboard write, CSI 2J clear screen, the C1 CSI U+009B, a lone CR), and a
+// relay whose refusals (CLOSED, OK false) carry them into the DVMCP client's warnings.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -145,6 +146,29 @@ describe('text from strangers is shown escaped', () => {
     expect(broken.code).toBe(3);
     expectTerminalSafe(broken.stderr);
     expect(broken.stderr).toContain(`error protocol: bad\n${SHOWN}\n`);
+  });
+
+  it("a relay's refusals quoted in the DVMCP client's warnings (CLOSED of its REQ, OK false of its cancel)", async () => {
+    const refusing = await fakeRelay({
+      onEvent: (e, r) => {
+        if (e.kind === KIND.DVMCP_REQUEST) dvmcpServer(e, r);
+      },
+      onHttp: payRoute,
+      refuseReq: (filters) => (filters.some((f) => f['#e'] !== undefined) ? `blocked: ${EVIL}` : undefined),
+      refuseEvent: (e) => (e.kind === KIND.DVMCP_NOTIFICATION ? `blocked: ${EVIL}` : undefined),
+    });
+    refusing.stored.push(...relay.stored);
+    try {
+      const r = await run(['call', 'weather', 'priced', '--url', refusing.url]);
+      expect(r.code).toBe(3);
+      expectTerminalSafe(r.stderr);
+      const url = refusing.url.replace(/^http/, 'ws');
+      expect(r.stderr).toContain(`dvmcp-client: ${url}/ refused the subscription to answers by request id: blocked: ${SHOWN}\n`);
+      expect(r.stderr).toMatch(/dvmcp-client: cancel of [0-9a-f]{64} not delivered: /);
+      expect(r.stderr).toContain(` not delivered: ${url}/: blocked: ${SHOWN}\n`);
+    } finally {
+      await refusing.close();
+    }
   });
 
   it('ask: deltas, status, tool calls and the answer (a lone CR escaped, CRLF kept, even split across deltas)', async () => {

@@ -3,8 +3,9 @@
 // events. It stores what it is given, answers every REQ with the stored events that match and EOSE,
 // keeps live subscriptions, accepts every EVENT (OK true) and hands it to `onEvent`, which may answer
 // by `deliver`ing more events to the matching live subscriptions; plain HTTP requests go to `onHttp`
-// (default 404). No verification, no limits: it stands for a relay that passes along whatever
-// strangers publish.
+// (default 404). `refuseReq` and `refuseEvent` make it answer a REQ with CLOSED or an EVENT with OK
+// false, with the message they return. No verification, no limits: it stands for a relay that
+// passes along whatever strangers publish.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -29,6 +30,10 @@ interface Sub {
 export interface FakeRelayOptions {
   onEvent?: (e: NostrEvent, relay: FakeRelay) => void;
   onHttp?: (req: IncomingMessage, res: ServerResponse, relay: FakeRelay) => void;
+  /** The CLOSED message for a REQ with these filters (undefined: answered as usual). */
+  refuseReq?: (filters: Filter[]) => string | undefined;
+  /** The OK false message for this event (undefined: accepted). */
+  refuseEvent?: (e: NostrEvent) => string | undefined;
 }
 
 export async function fakeRelay(opts: FakeRelayOptions = {}): Promise<FakeRelay> {
@@ -70,6 +75,8 @@ export async function fakeRelay(opts: FakeRelayOptions = {}): Promise<FakeRelay>
       else if (m[0] === 'REQ') {
         const id = m[1] as string;
         const filters = m.slice(2) as Filter[];
+        const refused = opts.refuseReq?.(filters);
+        if (refused !== undefined) return socket.send(JSON.stringify(['CLOSED', id, refused]));
         for (const e of relay.stored) if (matches(filters, e)) socket.send(JSON.stringify(['EVENT', id, e]));
         socket.send(JSON.stringify(['EOSE', id]));
         subs.push({ socket, id, filters });
@@ -78,6 +85,8 @@ export async function fakeRelay(opts: FakeRelayOptions = {}): Promise<FakeRelay>
         if (i >= 0) subs.splice(i, 1);
       } else if (m[0] === 'EVENT') {
         const e = m[1] as NostrEvent;
+        const refused = opts.refuseEvent?.(e);
+        if (refused !== undefined) return socket.send(JSON.stringify(['OK', e.id, false, refused]));
         socket.send(JSON.stringify(['OK', e.id, true, '']));
         setTimeout(() => opts.onEvent?.(e, relay), 0);
       }
