@@ -10,6 +10,7 @@ import { signAttestation } from '../../src/shared/nip-oa.js';
 import { SHARD_HEADER, shardStub } from '../../workers/common/shards.js';
 import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
+import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import { BASE, connect, edgesOf, LIVE_EVENTS_LOST, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
 
 const K = 4;
@@ -551,6 +552,36 @@ describe('a shard with four edges', () => {
     expect(await t.publish(note)).toEqual(['OK', note.id, true, '']);
     const stranger = sign(keys(), { content: 'not an agent' });
     expect((await t.publish(stranger))[3]).toMatch(/^restricted: /);
+  });
+});
+
+describe('live events held while a history is read', () => {
+  it('are sent after its EOSE within the address’s budget of live events: past it the subscription is closed, as for any live event', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] }); // no refill while the test runs
+    vi.setSystemTime(Date.now());
+    try {
+      const owner = freshOwner();
+      const s = await connectEdge(owner.pk, 0);
+      const held = sign(owner, { content: 'delivered while the history was on its way' });
+      await runInDurableObject(edgeStub(env, owner.pk, 0), async (edge: RelayShard, state) => {
+        type Conns = { get(ws: WebSocket): unknown; admitDelivery(conn: unknown): unknown };
+        const conns = (edge as unknown as { conns: Conns }).conns;
+        const ws = state.getWebSockets()[0]!;
+        const conn = conns.get(ws);
+        // The address's budget of live events is spent (as by its other subscriptions).
+        while (conns.admitDelivery(conn) === undefined);
+        // A REQ, and a live event for it delivered while its history is on its way from the primary (an RPC away).
+        const answered = edge.webSocketMessage(ws, JSON.stringify(['REQ', 'feed', { kinds: [1], authors: [owner.pk] }]));
+        edge.deliver([{ stamp: { epoch: Number.MAX_SAFE_INTEGER, seq: 1 }, event: held, raw: JSON.stringify(held) }], undefined);
+        await answered;
+      });
+      expect(await s.next((f) => f[1] === 'feed')).toEqual(['EOSE', 'feed']);
+      expect(await s.next((f) => f[1] === 'feed')).toEqual(['CLOSED', 'feed', `rate-limited: too many live events for your address (${DEFAULT_LIMITS.deliveries_per_second_per_ip} per second); subscribe again later`]);
+      expect(s.frames.filter(eventFrame(held.id))).toEqual([]);
+      s.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 

@@ -229,7 +229,13 @@ export class EdgeLink {
       if (!current) return;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
       this.connections.keepStamp(conn, subId, a.stamp);
-      for (const d of buffered) if (isAfter(d.stamp, a.stamp)) send(conn, relayMessage.event(subId, d.raw));
+      // Live events, within the address's budget as every live event (`deliver`).
+      for (const d of buffered) {
+        if (!isAfter(d.stamp, a.stamp)) continue;
+        const overBudget = this.connections.admitDelivery(conn);
+        if (overBudget) return this.close(conn, subId, formatRejection(overBudget));
+        send(conn, relayMessage.event(subId, d.raw));
+      }
       if (stream.lost && isAfter(stream.lost, a.stamp)) this.close(conn, subId);
     }, conn);
   }
