@@ -1,8 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSecretKey } from 'nostr-tools/pure';
 import { MemoryReplayGuard, verifyHttpAuth } from '../shared/nip98.js';
 import { nobleVerifier } from '../shared/verify.js';
-import { httpBase, nip98Header, wsUrl } from './http.js';
+import { HTTP_TIMEOUT_MS, httpBase, MAX_RESPONSE_BYTES, nip98Header, requestJson, wsUrl } from './http.js';
 import { keyPair, parseSecretKey } from './keys.js';
 import { nsecEncode } from 'nostr-tools/nip19';
 
@@ -45,5 +46,62 @@ describe('deployment URLs and keys', () => {
     for (const bad of ['', 'nsec1xyz', hex.slice(2), 'npub1abc']) {
       expect(parseSecretKey(bad)).toEqual({ ok: false, error: 'not a secret key (expected an nsec or 64 hex characters)' });
     }
+  });
+});
+
+describe('answers are read within a size and a time bound', () => {
+  let server: Server;
+  let base: string;
+  beforeAll(async () => {
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    server = createServer((req, res) => {
+      if (req.url === '/endless') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const pump = (): void => {
+          while (!res.destroyed && res.write(chunk));
+          if (!res.destroyed) res.once('drain', pump);
+        };
+        pump();
+      } else if (req.url === '/declared') {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(MAX_RESPONSE_BYTES + 1) });
+        res.write('{');
+      } else if (req.url === '/stalled') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"ok":');
+      } else if (req.url === '/fine') {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      } // anything else: never answered
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('a body that never ends is dropped past MAX_RESPONSE_BYTES; a declared length past it is not read at all', async () => {
+    const started = Date.now();
+    expect(await requestJson(base, 'GET', '/endless')).toEqual({
+      ok: false,
+      error: { status: 0, message: `the answer of ${base} to GET /endless is over ${MAX_RESPONSE_BYTES} bytes, this client's limit` },
+    });
+    expect(Date.now() - started).toBeLessThan(HTTP_TIMEOUT_MS);
+    expect(await requestJson(base, 'GET', '/declared')).toEqual({
+      ok: false,
+      error: { status: 0, message: `the answer of ${base} to GET /declared is over ${MAX_RESPONSE_BYTES} bytes, this client's limit` },
+    });
+  });
+
+  it('an answer that never comes, or never ends, fails at the timeout', async () => {
+    for (const path of ['/silent', '/stalled']) {
+      const started = Date.now();
+      expect(await requestJson(base, 'GET', path, { timeoutMs: 300 })).toEqual({
+        ok: false,
+        error: { status: 0, message: `no whole answer from ${base} to GET ${path} within 0.3 s` },
+      });
+      expect(Date.now() - started).toBeLessThan(2_000);
+    }
+    expect(await requestJson(base, 'GET', '/fine', { timeoutMs: 300 })).toEqual({ ok: true, value: { ok: true } });
   });
 });

@@ -1,12 +1,22 @@
 // HTTP to an edgestr deployment: NIP-98 signed requests (a fresh nonce on each, so identical calls
 // in the same second both succeed), /health and the NIP-11 document. Failures are values with the
-// HTTP status (0 when the deployment could not be reached).
-import { err, ok, type Result } from '../shared/errors.js';
+// HTTP status (0 when the deployment could not be reached or its answer could not be read). An
+// answer is read up to MAX_RESPONSE_BYTES and within a timeout (HTTP_TIMEOUT_MS by default) for the
+// whole of it, body included: a server that sends without end, or never finishes, fails the call.
+import { err, errorMessage, ok, type Result } from '../shared/errors.js';
 import { makeHttpAuthHeader } from '../shared/nip98.js';
 import type { KeyPair } from './keys.js';
 
+/**
+ * The most bytes of one answer the client reads: 32 MiB. The management API's largest answers (an
+ * owner's list of agents, each configuration at most a few hundred kB) stay far below.
+ */
+export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+/** The longest wait for one whole answer, body included, by default: 60 s. */
+export const HTTP_TIMEOUT_MS = 60_000;
+
 export interface HttpError {
-  /** HTTP status, or 0 when the deployment could not be reached. */
+  /** HTTP status, or 0 when the deployment could not be reached or its answer could not be read (too large, too slow). */
   status: number;
   message: string;
   body?: unknown;
@@ -21,17 +31,63 @@ export const httpBase = (url: string): string => url.replace(/^ws(s?):/, 'http$1
 /** The WebSocket URL of a path of the deployment. */
 export const wsUrl = (base: string, path: string): string => `${httpBase(base).replace(/^http(s?):/, 'ws$1:')}${path}`;
 
-async function send(url: string, init: RequestInit): Promise<Result<Response, HttpError>> {
+interface Answer {
+  status: number;
+  ok: boolean;
+  text: string;
+}
+
+/** The answer to `init` at `url`, its body read as text within MAX_RESPONSE_BYTES and `timeoutMs` (see the header). */
+async function send(url: string, init: RequestInit, timeoutMs: number): Promise<Result<Answer, HttpError>> {
+  const { origin, pathname } = new URL(url);
+  const what = `${origin} to ${init.method ?? 'GET'} ${pathname}`;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  let res: Response;
   try {
-    return ok(await fetch(url, init));
+    res = await fetch(url, { ...init, signal: abort.signal });
   } catch (e) {
+    clearTimeout(timer);
+    if (abort.signal.aborted) return err({ status: 0, message: `no whole answer from ${what} within ${timeoutMs / 1000} s` });
     const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-    return err({ status: 0, message: `cannot reach ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (e as Error).message}` });
+    return err({ status: 0, message: `cannot reach ${origin}: ${cause?.code ?? cause?.message ?? errorMessage(e)}` });
+  }
+  try {
+    const text = await readText(res);
+    if (text === undefined) return err({ status: 0, message: `the answer of ${what} is over ${MAX_RESPONSE_BYTES} bytes, this client's limit` });
+    return ok({ status: res.status, ok: res.ok, text });
+  } catch (e) {
+    if (abort.signal.aborted) return err({ status: 0, message: `no whole answer from ${what} within ${timeoutMs / 1000} s` });
+    return err({ status: 0, message: `the answer of ${what} broke off: ${errorMessage(e)}` });
+  } finally {
+    clearTimeout(timer);
   }
 }
 
-async function readJson(res: Response): Promise<unknown> {
-  const text = await res.text();
+/** The body as text, or undefined (and the body dropped) when it is over MAX_RESPONSE_BYTES. */
+async function readText(res: Response): Promise<string | undefined> {
+  if (Number(res.headers.get('Content-Length') ?? 0) > MAX_RESPONSE_BYTES) {
+    await res.body?.cancel();
+    return undefined;
+  }
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    bytes += value.byteLength;
+    if (bytes > MAX_RESPONSE_BYTES) {
+      await reader.cancel();
+      return undefined;
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
+function jsonOf(text: string): unknown {
   if (!text) return null;
   try {
     return JSON.parse(text) as unknown;
@@ -47,21 +103,21 @@ function describe(status: number, body: unknown): string {
   return issues ? `${base} (${issues})` : base;
 }
 
-/** A JSON request; signed with NIP-98 when `key` is given. */
+/** A JSON request; signed with NIP-98 when `key` is given; the whole answer within `timeoutMs` (default HTTP_TIMEOUT_MS). */
 export async function requestJson(
   base: string,
   method: string,
   path: string,
-  opts: { key?: KeyPair; body?: unknown; accept?: string } = {},
+  opts: { key?: KeyPair; body?: unknown; accept?: string; timeoutMs?: number } = {},
 ): Promise<Result<unknown, HttpError>> {
   const url = `${httpBase(base)}${path}`;
   const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
   const headers: Record<string, string> = { Accept: opts.accept ?? 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (opts.key) headers.Authorization = nip98Header(opts.key, url, method, body);
-  const res = await send(url, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const res = await send(url, { method, headers, ...(body !== undefined ? { body } : {}) }, opts.timeoutMs ?? HTTP_TIMEOUT_MS);
   if (!res.ok) return res;
-  const json = await readJson(res.value);
+  const json = jsonOf(res.value.text);
   if (!res.value.ok) return err({ status: res.value.status, message: describe(res.value.status, json), body: json });
   return ok(json);
 }

@@ -3,8 +3,10 @@
 // publish-with-OK (by event id, with a timeout), subscriptions that are re-sent after a reconnect
 // (exponential backoff with jitter, stopped by close()), and one retry after authenticating when
 // the relay answers `auth-required:`. A challenge is answered whenever it arrives (on connect or,
-// as edgestr sends it, with an `auth-required:` answer); authenticate() with none yet asks for one
-// with a bare `["AUTH"]`. Nothing is re-published automatically.
+// as edgestr sends it, with an `auth-required:` answer), up to AUTO_AUTH_PER_CONNECTION distinct
+// ones per connection (each is a signature: a relay must not have the client sign without end);
+// authenticate() with none yet asks for one with a bare `["AUTH"]`. Nothing is re-published
+// automatically.
 //
 // The socket factory (relay-socket.ts, with examples for Node and workerd) is the only
 // platform-specific piece.
@@ -57,6 +59,13 @@ export const RESUBSCRIBE_STABLE_MS = 60_000;
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 
+/**
+ * Distinct challenges of one connection answered on arrival, at most. A relay sends one (edgestr
+ * repeats the same one), or a new one now and then; past this a connection's new challenges are
+ * recorded (`challenge`) but not signed.
+ */
+export const AUTO_AUTH_PER_CONNECTION = 4;
+
 
 export class RelayClient {
   readonly url: string;
@@ -72,6 +81,8 @@ export class RelayClient {
   #challengeAskedGen = -1;
   #auth: { gen: number; result: Promise<PublishResult> } | undefined;
   #authedAs: string | undefined;
+  /** Challenges answered on arrival on the connection #gen (AUTO_AUTH_PER_CONNECTION). */
+  #autoAuths = { gen: -1, count: 0 };
 
   constructor(options: RelayClientOptions) {
     this.url = options.url;
@@ -347,9 +358,10 @@ export class RelayClient {
     const repeated = challenge === this.#challenge.value && this.#auth?.gen === this.#conn.gen;
     this.#challenge.set(challenge);
     const signer = this.#o.auth;
-    if (signer && !repeated && (this.#o.authOn ?? 'challenge') === 'challenge') {
-      void this.#authenticateWith(signer, challenge, Date.now() + (this.#o.authTimeoutMs ?? DEFAULT_TIMEOUT_MS));
-    }
+    if (!signer || repeated || (this.#o.authOn ?? 'challenge') !== 'challenge') return;
+    if (this.#autoAuths.gen !== this.#conn.gen) this.#autoAuths = { gen: this.#conn.gen, count: 0 };
+    if (this.#autoAuths.count++ >= AUTO_AUTH_PER_CONNECTION) return;
+    void this.#authenticateWith(signer, challenge, Date.now() + (this.#o.authTimeoutMs ?? DEFAULT_TIMEOUT_MS));
   }
 
   /** Runs a caller-supplied callback without letting its exception break message handling. */
