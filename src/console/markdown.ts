@@ -1,9 +1,13 @@
 // The markdown subset of agent answers, rendered as DOM nodes built from text (no innerHTML, so
 // nothing in an answer can become markup or script): fenced code blocks (```lang), paragraphs,
 // "- " / "* " / "1. " list items, headings (#…), and inline `code`, **bold** and *italic*.
+// `afterLine` tells where a text can be cut into parts that render as the whole does (for an
+// answer being streamed: its complete blocks are rendered once, answer-text.ts).
 
 import { el } from './dom.js';
 
+const FENCE_OPEN = /^```\s*([\w+-]*)\s*$/;
+const FENCE_CLOSE = /^```\s*$/;
 const INLINE = /(`[^`\n]+`|\*\*[^*\n]+\*\*|\*[^*\s][^*\n]*\*)/g;
 
 function inline(parent: HTMLElement, text: string): void {
@@ -37,11 +41,11 @@ export function renderMarkdown(text: string): DocumentFragment {
   };
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i] ?? '';
-    const fence = /^```\s*([\w+-]*)\s*$/.exec(line);
+    const fence = FENCE_OPEN.exec(line);
     if (fence) {
       flush();
       const code: string[] = [];
-      for (i++; i < lines.length && !/^```\s*$/.test(lines[i] ?? ''); i++) code.push(lines[i] ?? '');
+      for (i++; i < lines.length && !FENCE_CLOSE.test(lines[i] ?? ''); i++) code.push(lines[i] ?? '');
       const pre = el('pre');
       const c = el('code', undefined, code.join('\n'));
       if (fence[1]) c.dataset.lang = fence[1];
@@ -80,4 +84,16 @@ export function renderMarkdown(text: string): DocumentFragment {
   }
   flush();
   return out;
+}
+
+/**
+ * Follows renderMarkdown line by line: `inCode` is whether `line` (without its newline) is inside a
+ * code block, and the answer whether the next line is, and whether `line` ends every block (a blank
+ * line outside code, or a code block's closing fence): then nothing is left open, and the text cut
+ * just after the line's newline renders, part by part, as it does whole.
+ */
+export function afterLine(line: string, inCode: boolean): { inCode: boolean; endsBlocks: boolean } {
+  if (inCode) return FENCE_CLOSE.test(line) ? { inCode: false, endsBlocks: true } : { inCode: true, endsBlocks: false };
+  if (FENCE_OPEN.test(line)) return { inCode: true, endsBlocks: false };
+  return { inCode: false, endsBlocks: line.trim() === '' };
 }
