@@ -4,28 +4,22 @@
 // weather (on the deployment, also 100 more servers of the stranger, newer than the bridge's). Each fake server signs its answers with its own key.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { fakeRelay, type FakeRelay } from '../../test/helpers-node/fake-relay.js';
 import { runCli } from '../../test/helpers-node/run-cli.js';
-import { listAnnouncement, LISTS, serverAnnouncement } from '../shared/dvmcp.js';
+import { ann, bridge, bridgePk, stranger, strangerPk, T } from '../../test/helpers-node/contested-servers.js';
+import { listAnnouncement, LISTS } from '../shared/dvmcp.js';
 import { providerLabel } from '../shared/dvmcp-discovery.js';
 import type { NostrEvent } from '../shared/event.js';
 import { bytesToHex } from '../shared/hex.js';
 import { KIND } from '../shared/kinds.js';
 
-const bridge = generateSecretKey();
-const bridgePk = getPublicKey(bridge);
-const stranger = generateSecretKey();
-const strangerPk = getPublicKey(stranger);
-const init = { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 's', version: '1' } };
-const T = Math.floor(Date.now() / 1000) - 3600;
 const FORECAST = [{ name: 'forecast', inputSchema: { type: 'object' } }];
 
-const signed = (sk: Uint8Array, t: { kind: number; tags: string[][]; content: string }, created_at: number): NostrEvent => finalizeEvent({ ...t, created_at }, sk);
 /** A server of `sk` announcing `forecast`. */
 const server = (sk: Uint8Array, id: string, at: number, name?: string): NostrEvent[] => [
-  signed(sk, serverAnnouncement({ id, encryption: false, ...(name ? { name } : {}) }, init), at),
-  signed(sk, listAnnouncement(id, LISTS[0], FORECAST), at),
+  ann(sk, id, at, name ? { name } : {}),
+  finalizeEvent({ ...listAnnouncement(id, LISTS[0], FORECAST), created_at: at }, sk),
 ];
 const contested = [...server(bridge, 'weather', T), ...server(stranger, 'zz', T + 200, 'weather')];
 const flood = Array.from({ length: 100 }, (_, n) => server(stranger, `s${n}`, T + 10 + n)).flat();

@@ -8,24 +8,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
-import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { fakeRelay, type FakeRelay } from '../../test/helpers-node/fake-relay.js';
+import { ann, bridge, bridgePk, stranger, strangerPk, T } from '../../test/helpers-node/contested-servers.js';
 import { buildCatalog } from '../shared/dvmcp-discovery.js';
-import { serverAnnouncement } from '../shared/dvmcp.js';
 import type { NostrEvent } from '../shared/event.js';
 import { findServer, listTools, lookupServer } from './tools.js';
 import { MAX_FRAME_BYTES } from './relay.js';
 
-const bridge = generateSecretKey();
-const bridgePk = getPublicKey(bridge);
-const stranger = generateSecretKey();
-const strangerPk = getPublicKey(stranger);
-const init = { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 's', version: '1' } };
-const T = Math.floor(Date.now() / 1000) - 3600;
-
-/** A 31316 of `sk` for server `id`, dated `created_at`. */
-const ann = (sk: Uint8Array, id: string, created_at: number, profile: { name?: string } = {}): NostrEvent =>
-  finalizeEvent({ ...serverAnnouncement({ id, encryption: false, ...profile }, init), created_at }, sk);
 
 /** The bridge's `weather` and a stranger's newer `zz` that calls itself weather. */
 const contested = (): NostrEvent[] => [ann(bridge, 'weather', T), ann(stranger, 'zz', T + 1, { name: 'weather' })];

@@ -136,17 +136,21 @@ describe('AnswerView: a hostile agent streams without end', () => {
   }
 });
 
+/** A new answer in an emptied log (window.answer), given `deltas` ([seq, text]) in that order. */
+async function startAnswer(deltas: Array<[number, string]>): Promise<void> {
+  await page.evaluate((given) => {
+    const lib = (window as unknown as { edgestrConsole: Lib }).edgestrConsole;
+    const log = document.getElementById('log')!;
+    log.replaceChildren();
+    const answer = new lib.ConversationView(log).answer();
+    (window as unknown as { answer: typeof answer }).answer = answer;
+    for (const [seq, text] of given) answer.delta(seq, text);
+  }, deltas);
+}
+
 describe('AnswerView: deltas out of order', () => {
   it('shows deltas in seq order; a missing one is given up on after a second; the terminal text replaces them', async () => {
-    await page.evaluate(() => {
-      const lib = (window as unknown as { edgestrConsole: Lib }).edgestrConsole;
-      const log = document.getElementById('log')!;
-      log.replaceChildren();
-      const answer = new lib.ConversationView(log).answer();
-      (window as unknown as { answer: typeof answer }).answer = answer;
-      answer.delta(2, 'c');
-      answer.delta(1, 'b');
-    });
+    await startAnswer([[2, 'c'], [1, 'b']]);
     const body = page.locator('.msg.agent .body');
     await page.waitForTimeout(300);
     expect(await body.textContent()).toBe('');
@@ -164,15 +168,7 @@ describe('AnswerView: deltas out of order', () => {
 
 describe('AnswerView: an error ends the run', () => {
   it('keeps what was streamed, deltas waiting for a missing one too, a long block rendered as markdown, and shows CODE: message', async () => {
-    await page.evaluate(() => {
-      const lib = (window as unknown as { edgestrConsole: Lib }).edgestrConsole;
-      const log = document.getElementById('log')!;
-      log.replaceChildren();
-      const answer = new lib.ConversationView(log).answer();
-      (window as unknown as { answer: typeof answer }).answer = answer;
-      answer.delta(0, `**bold** ${'x'.repeat(20_000)}`);
-      answer.delta(2, ' two');
-    });
+    await startAnswer([[0, `**bold** ${'x'.repeat(20_000)}`], [2, ' two']]);
     const body = page.locator('.msg.agent .body');
     // A block of over 16,384 characters still being written shows as plain text.
     await page.waitForFunction(() => document.querySelector('.msg.agent .body')?.textContent?.startsWith('**bold** xxx'), undefined, { timeout: 3_000 });

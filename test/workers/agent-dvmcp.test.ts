@@ -7,7 +7,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { REFUSED_BY_POLICY } from '../../workers/agent/dvmcp-server.js';
 import { api } from './api-helpers.js';
-import { createTestAgent, ownerRelayClient } from './agent-helpers.js';
+import { createTestAgent, ownerRelayClient, providerClosed } from './agent-helpers.js';
 import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
 import { announcements, DvmcpClient } from './bridge-helpers.js';
 import { connect, keys, sign } from './helpers.js';
@@ -38,16 +38,6 @@ const ask = (c: DvmcpClient, args: Record<string, unknown>, opts: { form?: 'plai
 
 /** The text of an MCP tool result. */
 const textOf = (r: Record<string, unknown>) => (r.content as Array<{ type: string; text: string }>)[0]!.text;
-
-/** Polls the fake provider until the request carrying `marker` was closed by the agent (at most ~5 s); whether it was. */
-async function providerClosed(marker: string): Promise<boolean> {
-  for (let i = 0; i < 50; i++) {
-    const records = (await (await fetch(`${fake}/_requests?contains=${encodeURIComponent(marker)}`)).json()) as Array<{ clientClosed: boolean }>;
-    if (records[0]?.clientClosed) return true;
-    await sleep(100);
-  }
-  return false;
-}
 
 /** Polls until `n` notifications arrived for request `id` (at most ~10 s). */
 async function notificationsOf(c: DvmcpClient, id: string, n: number) {
@@ -301,7 +291,7 @@ describe('requests', () => {
     await sleep(700);
     expect(c.notifications(id).length).toBeGreaterThan(before);
     await c.send(cancel());
-    expect(await providerClosed('cancel me')).toBe(true);
+    expect(await providerClosed(fake, 'cancel me')).toBe(true);
     await expect(c.answer(id, 1500)).rejects.toThrow();
     c.close();
   });
@@ -411,7 +401,7 @@ describe('the agent’s policy and budget apply as for NIP-XX prompts', () => {
     other.close();
     const cancel = sign(c.k, { kind: 21316, content: JSON.stringify({ method: 'notifications/cancelled', params: { requestId: first } }), tags: [['p', agent], ['e', first]] });
     await c.send(cancel);
-    expect(await providerClosed('scenario:slow busy')).toBe(true);
+    expect(await providerClosed(fake, 'scenario:slow busy')).toBe(true);
     c.close();
   });
 });

@@ -174,3 +174,13 @@ export async function agentInfo(agent: string): Promise<NostrEvent | undefined> 
   s.close();
   return info;
 }
+
+/** Polls the fake provider at `fake` until the request carrying `marker` was closed by the agent (at most ~5 s); whether it was. */
+export async function providerClosed(fake: string, marker: string): Promise<boolean> {
+  for (let i = 0; i < 50; i++) {
+    const records = (await (await fetch(`${fake}/_requests?contains=${encodeURIComponent(marker)}`)).json()) as Array<{ clientClosed: boolean }>;
+    if (records[0]?.clientClosed) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}

@@ -11,7 +11,7 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import type { Agent } from '../../workers/agent/agent-do.js';
 import { OWNER_NOT_ALLOWED, OWNER_SUSPENDED } from '../../workers/agent/admission.js';
 import { api } from './api-helpers.js';
-import { NipXxClient } from './agent-helpers.js';
+import { NipXxClient, providerClosed } from './agent-helpers.js';
 import { announcements, DvmcpClient } from './bridge-helpers.js';
 import { keys, type Keys } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
@@ -54,16 +54,6 @@ async function arrived(client: NipXxClient, runId: string, kind: number, timeout
     if (Date.now() > deadline) throw new Error(`no event of kind ${kind} for run ${runId} within ${timeoutMs} ms`);
     await sleep(20);
   }
-}
-
-/** Polls the fake provider until the request carrying `marker` was closed by the agent (at most ~5 s); whether it was. */
-async function providerClosed(marker: string): Promise<boolean> {
-  for (let i = 0; i < 50; i++) {
-    const records = (await (await fetch(`${fake}/_requests?contains=${encodeURIComponent(marker)}`)).json()) as Array<{ clientClosed: boolean }>;
-    if (records[0]?.clientClosed) return true;
-    await sleep(100);
-  }
-  return false;
 }
 
 /** The agent's next wake (ms), as its storage holds it. */
@@ -111,7 +101,7 @@ describe('a run in progress when its owner loses the deployment', () => {
       expect(run.terminal.kind).toBe(25805);
       expect(run.terminal.payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message });
       expect(run.deltas.length).toBeLessThan(SLOW_DELTAS);
-      expect(await providerClosed(marker)).toBe(true);
+      expect(await providerClosed(fake, marker)).toBe(true);
       const usage = await stubOf(agent).usage();
       expect(usage).toHaveLength(1);
       expect(usage[0]).toMatchObject({ run_id: p.id, outcome: 'UNAUTHORIZED' });
@@ -138,7 +128,7 @@ describe('a run in progress when its owner loses the deployment', () => {
     expect((await admin('DELETE', `/api/admin/owners/${owner.pk}`)).status).toBe(204);
     expect((await c.answer(id, 5_000)).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: `UNAUTHORIZED: ${OWNER_NOT_ALLOWED}` }], isError: true } });
     expect(Date.now() - removedAt).toBeLessThan(5_000);
-    expect(await providerClosed(marker)).toBe(true);
+    expect(await providerClosed(fake, marker)).toBe(true);
     c.close();
   }, 40_000);
 });

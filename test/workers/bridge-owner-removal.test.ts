@@ -6,10 +6,7 @@
 // alarm only checks the registry every OWNER_RECHECK_MS) and comes back by itself once the owner is
 // added again. A suspended owner's bridge still records a zap receipt: a call made before the
 // suspension does not run, and the operator is told to refund it.
-import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it, vi } from 'vitest';
 import '../lnurl/provided.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -19,6 +16,7 @@ import { shardStub } from '../../workers/common/shards.js';
 import { api } from './api-helpers.js';
 import { announcements, bridgeReady, DvmcpClient, everythingUrl, registerServer } from './bridge-helpers.js';
 import { connect, keys, now, randomHex, subscriptionsOf, type Keys } from './helpers.js';
+import { allToolNames, gatewayClient } from './mcp-gateway-helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
@@ -66,17 +64,9 @@ async function unansweredBehindSentinel(c: DvmcpClient, s: string, kept: { provi
 
 /** The names of every tool /mcp lists now. */
 async function gatewayTools(): Promise<string[]> {
-  const client = new Client({ name: 'owner-removal', version: '1.0.0' }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
-  await client.connect(new StreamableHTTPClientTransport(new URL('http://relay.test/mcp'), { fetch: (u, init) => SELF.fetch(u, init) }));
+  const client = await gatewayClient('owner-removal');
   try {
-    const names: string[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await client.listTools(cursor === undefined ? {} : { cursor });
-      names.push(...page.tools.map((t) => t.name));
-      cursor = page.nextCursor;
-    } while (cursor !== undefined);
-    return names;
+    return await allToolNames(client);
   } finally {
     await client.close();
   }

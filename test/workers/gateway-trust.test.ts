@@ -3,9 +3,6 @@
 // public shard when a bridge server is added) and no announcement can push them out of the
 // catalog or take their names. Its own file: the gateway caches the catalog per isolate.
 import { env, SELF } from 'cloudflare:test';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
 import { describe, expect, it } from 'vitest';
 import type { SocketFactory } from '../../src/shared/relay-client.js';
 import { LISTS, listAnnouncement, serverAnnouncement } from '../../src/shared/dvmcp.js';
@@ -13,6 +10,7 @@ import { CATALOG_LIMITS } from '../../workers/gateway/catalog.js';
 import { shardStub } from '../../workers/common/shards.js';
 import { DvmcpResponder } from './dvmcp-client-responder.js';
 import { connect, keys, now, randomHex, sign } from './helpers.js';
+import { allToolNames, gatewayClient } from './mcp-gateway-helpers.js';
 
 const socket: SocketFactory = async (u) => {
   const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
@@ -50,16 +48,9 @@ describe('/mcp and strangers’ announcements', () => {
     }
     s.close();
 
-    const client = new Client({ name: 'gateway-trust', version: '1.0.0' }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
-    await client.connect(new StreamableHTTPClientTransport(new URL('http://relay.test/mcp'), { fetch: (u, init) => SELF.fetch(u, init) }));
+    const client = await gatewayClient('gateway-trust');
     try {
-      const names: string[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await client.listTools(cursor === undefined ? {} : { cursor });
-        names.push(...page.tools.map((t) => t.name));
-        cursor = page.nextCursor;
-      } while (cursor !== undefined);
+      const names = await allToolNames(client);
       // The id is shared, so both carry their provider's 16 hex digits; the forged id gets its own.
       const mine = `${own.provider.slice(0, 16)}_${ownId}__echo`;
       expect(names).toContain(mine);
