@@ -2,7 +2,7 @@
 // the module bundled with esbuild into a blank page and fed deltas as a hostile agent added under
 // "Other agent" sends them: hundreds of 60,000-character deltas with distinct seqs and no terminal.
 // A MutationObserver counts the characters of every node put into the log, so the test measures
-// what the view renders, not how fast the machine is; the page must answer within 2 s throughout.
+// what the view renders, not how fast the machine is (a time limit would be a timed test: see BENCHMARKS).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build } from 'esbuild';
 import type { Browser, Page } from 'playwright-core';
@@ -103,20 +103,6 @@ function flood(f: Flood): Promise<Flooded> {
   );
 }
 
-/** The longest the page took to answer `1` while `work` ran, in ms (each wait cut at 5 s). */
-async function slowestAnswerDuring<T>(work: Promise<T>): Promise<{ result: T; slowestMs: number }> {
-  let finished = false;
-  void work.finally(() => (finished = true));
-  let slowestMs = 0;
-  while (!finished) {
-    const t = Date.now();
-    await Promise.race([page.evaluate(() => 1), new Promise((r) => setTimeout(r, 5_000))]);
-    slowestMs = Math.max(slowestMs, Date.now() - t);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { result: await work, slowestMs };
-}
-
 describe('AnswerView: a hostile agent streams without end', () => {
   const floods: Flood[] = [
     { deltas: 400, chars: 60_000, shape: 'paragraphs', pace: 'burst' },
@@ -125,13 +111,12 @@ describe('AnswerView: a hostile agent streams without end', () => {
     { deltas: 300, chars: 8_000, shape: 'line', pace: 'frames' },
   ];
   for (const f of floods) {
-    it(`${f.deltas} deltas of ${f.chars} characters (${f.shape}, ${f.pace === 'burst' ? 'in a burst' : 'one per frame'}): cut at ${MAX_RUN_OUTPUT_CHARS} characters with the note, each character rendered about once, the page answering within 2 s`, async () => {
-      const { result, slowestMs } = await slowestAnswerDuring(flood(f));
+    it(`${f.deltas} deltas of ${f.chars} characters (${f.shape}, ${f.pace === 'burst' ? 'in a burst' : 'one per frame'}): cut at ${MAX_RUN_OUTPUT_CHARS} characters with the note, each character rendered about once (work linear in the answer, not its square)`, async () => {
+      const result = await flood(f);
       expect(result.sentChars).toBeGreaterThan(MAX_RUN_OUTPUT_CHARS);
       expect(result.shownEnd.slice(-ANSWER_CUT.length)).toBe(ANSWER_CUT);
       expect(result.shownIsCutWithNote).toBe(true);
       expect(result.rendered).toBeLessThanOrEqual(2 * result.shownChars);
-      expect(slowestMs).toBeLessThan(2_000);
     }, 120_000);
   }
 });
