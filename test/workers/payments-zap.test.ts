@@ -3,7 +3,9 @@
 // and callback, the zap request it receives, a real signed receipt published to a relay shard and
 // read back with the verifier's own filter, the gate's call running once it is paid; receipts that
 // must not settle anything; endpoints that cannot be used, each with the error the client gets;
-// the bridge's payments (payments-bridge.ts) choosing the zap verifier, or none, from the configuration.
+// the bridge's payments (payments-bridge.ts) choosing the zap verifier, or none, from the configuration;
+// the receipts of a private server's paid calls, read by a stranger on the public shard, naming
+// nothing of what was called.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it, vi } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -61,7 +63,7 @@ describe('ZapVerifier', () => {
     await inObject(async (sql) => {
       const { zap } = zapVerifier(sql);
       const who = requester();
-      const inv = await zap.invoice({ sats: 21, memo: 'tools/call echo on everything', ...who });
+      const inv = await zap.invoice({ sats: 21, ...who });
       expect(inv.ok).toBe(true);
       if (!inv.ok) return;
       expect(bolt11Msat(inv.value.invoice)).toEqual({ ok: true, value: 21_000 });
@@ -226,6 +228,60 @@ describe('BridgePayments with a Lightning address', () => {
       expect(await payments.payLocal(invoice)).toEqual({ ok: false, error: 'local payments are off' });
       expect((await payments.onReceipt(await pay(invoice))).ok).toBe(true);
       expect(await call).toEqual({ ok: true, value: { done: expect.any(Function) } });
+      await state.storage.deleteAlarm();
+    });
+  });
+
+  it("a paid call's public receipt names neither the server, nor the method, nor the capability (what a private server's client called)", async () => {
+    // The bridge's own provider key and a private server's id (its only secret, BRIDGE.md): a
+    // stranger reads the provider from the public shard's NIP-11 (bridge_providers).
+    const sk = generateSecretKey();
+    const provider = getPublicKey(sk);
+    const serverId = `acme-${randomHex(8)}`;
+    const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-private-${randomHex(8)}`));
+    await runInDurableObject(stub, async (_i, state) => {
+      const payments = new BridgePayments({
+        storage: state.storage,
+        env: { ...env, EDGESTR_LN_ADDRESS: `${LNURL}/.well-known/lnurlp/bridge`, EDGESTR_PAYMENT_EXPIRY: '600' },
+        identity: () => ({ provider, owner: randomHex() }),
+        relays: () => [RELAY],
+        sign: async (t) => plain(finalizeEvent(t, sk)),
+        verifier: async () => nobleVerifier,
+      });
+      // What the dispatcher hands the gate for a wrapped call (the rumor's id) to the private server:
+      // a tool by its name, a resource by the exact uri the client sent.
+      const calls = [
+        { method: 'tools/call', name: 'lookup' },
+        { method: 'resources/read', name: 'file:///deals/acquisition-target.md' },
+      ];
+      for (const capability of calls) {
+        const sent: EventTemplate[] = [];
+        const call = payments.requirePayment(requester(), { serverId, ...capability }, { price: '21', unit: 'sats' }, {
+          notify: async (t) => void sent.push(t),
+          signal: new AbortController().signal,
+        });
+        await vi.waitFor(() => expect(sent.length).toBeGreaterThan(0), { timeout: 15_000, interval: 20 });
+        // The LNURL server publishes the receipt to the zap request's relays, the public shard among them.
+        const receipt = await pay(sent[0]!.tags[1]![2]!);
+        const publisher = await connect('/');
+        expect((await publisher.publish(receipt))[2]).toBe(true);
+        publisher.close();
+        expect((await payments.onReceipt(receipt)).ok).toBe(true);
+        expect(await call).toEqual({ ok: true, value: { done: expect.any(Function) } });
+      }
+      // A stranger, unauthenticated, on the public shard.
+      const stranger = await connect('/');
+      const found = await stranger.req('receipts', { kinds: [9735], '#p': [provider] });
+      stranger.close();
+      expect(found.closed).toBeUndefined();
+      expect(found.events).toHaveLength(2);
+      for (const receipt of found.events) {
+        const description = receipt.tags.find((t) => t[0] === 'description')![1]!;
+        expect(JSON.parse(description)).toMatchObject({ kind: 9734, pubkey: provider, content: 'DVMCP payment' });
+        for (const secret of [serverId, 'lookup', 'file:///deals/acquisition-target.md', 'acquisition', 'tools/call', 'resources/read']) {
+          expect(description).not.toContain(secret);
+        }
+      }
       await state.storage.deleteAlarm();
     });
   });

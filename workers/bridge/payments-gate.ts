@@ -90,7 +90,7 @@ export class VerifierGate implements PaymentGate {
     // right before the insert (a duplicate of the request or another call may have come in meanwhile).
     const before = this.#admit(requester, capability.serverId, name, ctx);
     if (before !== undefined) return before;
-    const invoice = await this.verifier.invoice({ sats: sats.value, memo: `${name} on ${capability.serverId}`, requestId: requester.requestId, client: requester.client });
+    const invoice = await this.verifier.invoice({ sats: sats.value, requestId: requester.requestId, client: requester.client });
     if (!invoice.ok) return err(rpcError(PAYMENT_RPC.UNAVAILABLE, `payment unavailable: ${invoice.error}`));
     const after = this.#admit(requester, capability.serverId, name, ctx);
     if (after !== undefined) return after;

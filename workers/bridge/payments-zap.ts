@@ -1,8 +1,12 @@
 // The NIP-57 payment verifier: for a configured Lightning address (EDGESTR_LN_ADDRESS), each
 // invoice is a zap invoice. LNURL-pay: GET the address's endpoint, check allowsNostr, nostrPubkey
-// and the amount range, then GET its callback with the amount (msat) and a
-// zap request (9734) signed by the provider key (p = the provider, relays = where the bridge
-// listens, `e` = the DVMCP request) → the BOLT-11 invoice, checked to be for that amount. Both URLs
+// and the amount range, then GET its callback with the amount (msat) and a zap request (9734)
+// signed by the provider key (p = the provider, relays = where the bridge listens, `e` = the DVMCP
+// request, content = ZAP_REQUEST_CONTENT) → the BOLT-11 invoice, checked to be for that amount.
+// The zap request is public: the LNURL server publishes it as the receipt's `description` to those
+// relays, the public shard among them, where anyone reads kind 9735. So it names neither the
+// server (a private server's id is its secret), nor the method, nor the capability (a tool's name,
+// a resource's uri): the same content for every call. Both URLs
 // go through the outbound policy (safeFetch). The invoice is paid when a valid zap receipt (9735)
 // for it arrives on the relays: the bridge subscribes with `receiptFilter()` and hands each receipt
 // to `onReceipt` (signed by the nostrPubkey, bolt11 equal to ours, description = our zap request).
@@ -34,6 +38,8 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 /** How long the pay endpoint's parameters are reused before they are fetched again. */
 const ENDPOINT_TTL_SECONDS = 600;
 const DEFAULT_TIMEOUT_MS = 10_000;
+/** The content of every zap request: the same generic text whatever was called (see the header). */
+export const ZAP_REQUEST_CONTENT = 'DVMCP payment';
 
 export interface ZapVerifierOptions {
   /** The payee: the bridge's provider key (`p` of the zap request and of the receipt). */
@@ -129,7 +135,7 @@ export class ZapVerifier implements PaymentVerifier {
     const refused = amountRefusal(ep.value.value, msat);
     if (refused !== undefined) return err(refused);
     const zapRequest = await this.#o.sign(
-      zapRequestTemplate({ recipient: this.#o.provider, msat, relays: this.#o.relays, eventId: req.requestId, lnurl: ep.value.lnurl, content: req.memo }),
+      zapRequestTemplate({ recipient: this.#o.provider, msat, relays: this.#o.relays, eventId: req.requestId, lnurl: ep.value.lnurl, content: ZAP_REQUEST_CONTENT }),
     );
     const url = zapCallbackUrl(ep.value.value.callback, msat, zapRequest, ep.value.lnurl);
     if (!url.ok) return url;

@@ -8,11 +8,12 @@ import { z } from 'zod';
 import type { Result } from '../../src/shared/errors.js';
 import { localMode } from '../../src/shared/env-mode.js';
 
-/** What a verifier is asked to invoice. */
+/**
+ * What a verifier is asked to invoice. Nothing names the server, the method or the capability: a
+ * zap invoice's zap request ends up in a public receipt (payments-zap.ts).
+ */
 export interface InvoiceRequest {
   sats: number;
-  /** A human description (the capability and its server). */
-  memo: string;
   /** The DVMCP request paid for (its event or rumor id). */
   requestId: string;
   /** The paying client's pubkey. */
