@@ -2,13 +2,15 @@
 // the exact 401/403/404/409/422 answers, headers sealed and never returned, health after contact,
 // announcements (31316/31317/31318/31319 with prices as cap tags) and their NIP-09 deletion.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, it } from 'vitest';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { describe, expect, inject, it } from 'vitest';
+import { bytesToHex } from '../../src/shared/hex.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { api } from './api-helpers.js';
 import { BASE, connect, keys } from './helpers.js';
 import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
-import { announcements, everythingUrl, registerServer } from './bridge-helpers.js';
+import { announcements, bridgeReady, DvmcpClient, everythingUrl, registerServer } from './bridge-helpers.js';
 import type { Bridge } from '../../workers/bridge/bridge-do.js';
 import { ServerStore } from '../../workers/bridge/server-store.js';
 import { shardStub } from '../../workers/common/shards.js';
@@ -140,6 +142,43 @@ describe('bridge management API', () => {
     expect(r.status).toBe(200);
     expect(r.json).toMatchObject({ id: 'api-patch', name: 'Renamed', header_names: ['X-Two'] });
     expect(JSON.stringify(r.json)).not.toContain('secret-two');
+  });
+
+  it('PATCH of the URL to another origin without headers: 422 (the secret headers are not sent to a new host); with headers: 200 and those sent; same origin: kept', async () => {
+    const TOKEN = 'bridge-move-token-7d21';
+    // The fixture's endpoint answers 401 without `Authorization: Bearer <TOKEN>`; its tool whoami answers the Authorization it got.
+    const fixture = inject('toolsFixtureUrl');
+    const bearerOnly = `${fixture}/mcp-paged?bearer-sha256=${bytesToHex(sha256(new TextEncoder().encode(TOKEN)))}`;
+    const { provider } = await registerServer({ id: 'api-move', public: false, headers: { Authorization: SECRET } });
+    const patch = (body: Record<string, unknown>) => api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/api-move', body);
+    const whoami = async (): Promise<unknown> => {
+      await bridgeReady(provider);
+      const c = await DvmcpClient.open(provider);
+      const a = await c.call('tools/call', { name: 'whoami', arguments: {} }, { s: 'api-move' });
+      c.close();
+      return a.result.ok ? a.result.value.content : a.result;
+    };
+
+    // everythingUrl() and the fixture listen on two ports of 127.0.0.1: two origins.
+    expect(new URL(fixture).origin).not.toBe(new URL(everythingUrl()).origin);
+    expect(await patch({ url: bearerOnly })).toEqual({
+      status: 422,
+      json: {
+        error: 'invalid server',
+        issues: [{ path: 'headers', message: `the url moves to another origin (${new URL(fixture).origin}): give the headers again to send them there, or "headers": {} to send none` }],
+      },
+    });
+    expect((await api(TEST_OWNER_SK, 'GET', '/api/bridge/servers/api-move')).json).toMatchObject({ url: everythingUrl(), header_names: ['Authorization'] });
+
+    expect(await patch({ url: bearerOnly, headers: { Authorization: `Bearer ${TOKEN}` } })).toMatchObject({ status: 200, json: { url: bearerOnly, header_names: ['Authorization'] } });
+    expect(await whoami()).toEqual([{ type: 'text', text: `authorization: Bearer ${TOKEN}` }]);
+    // The same origin: the headers are kept (this path does not ask for them; whoami shows they are still sent).
+    expect(await patch({ url: `${fixture}/mcp-paged` })).toMatchObject({ status: 200, json: { url: `${fixture}/mcp-paged`, header_names: ['Authorization'] } });
+    expect(await whoami()).toEqual([{ type: 'text', text: `authorization: Bearer ${TOKEN}` }]);
+    // `"headers": {}` moves it with none; a server without headers moves freely.
+    expect(await patch({ url: everythingUrl(), headers: {} })).toMatchObject({ status: 200, json: { url: everythingUrl(), header_names: [] } });
+    expect(await patch({ url: `${fixture}/mcp-paged` })).toMatchObject({ status: 200, json: { url: `${fixture}/mcp-paged`, header_names: [] } });
+    expect(await whoami()).toEqual([{ type: 'text', text: 'authorization: (none)' }]);
   });
 
   it('a public server is announced on the public and the owner shard (31316, 31317, 31318 ×2, 31319), prices as cap tags; DELETE publishes the NIP-09 deletion', async () => {

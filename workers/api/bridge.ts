@@ -3,13 +3,14 @@
 // allowed to own (EDGESTR_OWNERS, checked before any Durable Object is touched). Each owner has one
 // Bridge (one provider key, created on the first registration); a server id is unique per owner.
 // The URL must pass the deployment's outbound policy (422 naming it); it is checked again at every
-// dial. Secret headers are sealed at rest and never returned (a view lists their names only).
+// dial. Secret headers are sealed at rest and never returned (a view lists their names only); a
+// PATCH moving a server to another origin must give them again (config.ts movedHeadersIssue).
 
 import { Hono } from 'hono';
 import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { Bridge } from '../bridge/bridge-do.js';
-import { CreateServerSchema, UpdateServerSchema } from '../bridge/config.js';
+import { CreateServerSchema, movedHeadersIssue, UpdateServerSchema } from '../bridge/config.js';
 import { bridgeServerCap, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { notAnOwner, ownerState } from '../common/owners.js';
 import { sealingSecret } from '../common/secrets.js';
@@ -71,10 +72,11 @@ export function bridgeRoutes() {
   app.patch('/:id', async (c) => {
     const id = c.req.param('id');
     const bridge = bridgeStub(c.env, c.get('caller'));
-    if (!SERVER_ID.test(id) || !(await bridge.view(id))) return c.json({ error: NO_SERVER }, 404);
+    const current = SERVER_ID.test(id) ? await bridge.view(id) : undefined;
+    if (!current) return c.json({ error: NO_SERVER }, 404);
     const parsed = bodyAs(c.get('body'), UpdateServerSchema, 'server');
     if (!parsed.ok) return c.json(parsed.error, 422);
-    const refused = parsed.data.url === undefined ? undefined : urlIssue(c.env, parsed.data.url);
+    const refused = (parsed.data.url === undefined ? undefined : urlIssue(c.env, parsed.data.url)) ?? movedHeadersIssue(current, parsed.data);
     if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
     const view = await bridge.updateServer(id, parsed.data);
     return view ? c.json(view) : c.json({ error: NO_SERVER }, 404);

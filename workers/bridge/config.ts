@@ -97,7 +97,19 @@ export function storedServer(input: CreateServer, now: number): StoredServer {
   return { ...rest, header_names: Object.keys(headers ?? {}), public: input.public ?? true, encryption: input.encryption ?? true, prices: input.prices ?? {}, created_at: now, updated_at: now };
 }
 
-/** A server after a PATCH (headers, when given, replace the old ones). */
+/**
+ * Why `patch` cannot apply to `s`: its URL moves to another origin while `s` has secret headers and
+ * the patch does not give them again (they were given for that host: they are not sent to another,
+ * as safeFetch drops credentials on a cross-origin redirect). The same origin keeps them.
+ */
+export function movedHeadersIssue(s: StoredServer, patch: UpdateServer): { path: string; message: string } | undefined {
+  if (patch.url === undefined || patch.headers !== undefined || s.header_names.length === 0) return undefined;
+  const to = new URL(patch.url).origin;
+  if (to === new URL(s.url).origin) return undefined;
+  return { path: 'headers', message: `the url moves to another origin (${to}): give the headers again to send them there, or "headers": {} to send none` };
+}
+
+/** A server after a PATCH (headers, when given, replace the old ones; see movedHeadersIssue for a new origin). */
 export function patchedServer(s: StoredServer, patch: UpdateServer, now: number): StoredServer {
   const { headers, ...rest } = patch;
   return { ...s, ...rest, ...(headers !== undefined ? { header_names: Object.keys(headers) } : {}), updated_at: now };
