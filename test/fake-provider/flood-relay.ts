@@ -2,10 +2,11 @@
 // (test/workers/agent-relay-flood.test.ts): a `ws` server on 127.0.0.1 (random port) that sends an
 // AUTH challenge on connect and accepts every AUTH and EVENT; a REQ whose filters ask for kind 25802
 // addressed (#p) to a key gets EOSE, then `n` signed kind 25802 events from fresh keys p-tagging that
-// key (the connection URL's ?n=, default 3000), as fast as the socket takes them; other REQs get
-// EOSE. GET /stats?tag=T (HTTP, same port) answers {connections, sent, done} for the connections
-// whose URL carried ?tag=T. With ?hold=1 the flood waits for GET /start?tag=T (so that a test can
-// open its own sockets first: local workerd runs every object on one thread, flood included).
+// key, as fast as the socket takes them; other REQs get EOSE. The connection URL's path says how:
+// /<tag>/<n>[/hold] (an agent's relay URL may not carry a query string: it is published). GET
+// /stats?tag=T (HTTP, same port) answers {connections, sent, done} for the connections whose path
+// named tag T. With /hold the flood waits for GET /start?tag=T (so that a test can open its own
+// sockets first: local workerd runs every object on one thread, flood included).
 
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -53,9 +54,8 @@ export async function startFloodRelay(): Promise<FloodRelay> {
   });
   const wss = new WebSocketServer({ server: http });
   wss.on('connection', (ws, req) => {
-    const url = new URL(req.url ?? '/', 'http://x');
-    const tag = url.searchParams.get('tag') ?? '';
-    const n = Number(url.searchParams.get('n') ?? '3000');
+    const [tag = '', count = '3000', hold] = new URL(req.url ?? '/', 'http://x').pathname.split('/').slice(1);
+    const n = Number(count);
     const s = stats.get(tag) ?? { connections: 0, sent: 0, done: false };
     s.connections++;
     stats.set(tag, s);
@@ -77,7 +77,7 @@ export async function startFloodRelay(): Promise<FloodRelay> {
         const target = filters.find((f) => f.kinds?.includes(25802) && f['#p']?.length)?.['#p']?.[0];
         if (!target || s.done || s.sent > 0) return;
         const go = () => void flood(ws, sub, target, n, s);
-        if (url.searchParams.get('hold') !== '1' || started.has(tag)) go();
+        if (hold !== 'hold' || started.has(tag)) go();
         else waiting.set(tag, [...(waiting.get(tag) ?? []), go]);
       }
     });

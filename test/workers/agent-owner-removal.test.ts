@@ -158,7 +158,7 @@ describe('the watchdog of a removed owner’s agent', () => {
   it('after removal: no 30 s wake (10 min), only the public shard’s link kept (never the external relay’s again), prompts answered UNAUTHORIZED; re-added: back to normal at once', async () => {
     const tag = `removed-${Math.random().toString(36).slice(2)}`;
     const flooder = inject('floodRelayUrl');
-    const external = `${flooder}/?tag=${tag}&n=0`;
+    const external = `${flooder}/${tag}/0`;
     const dialled = async () => ((await (await fetch(`${flooder.replace(/^ws/, 'http')}/stats?tag=${tag}`)).json()) as { connections: number }).connections;
     const owner = await addOwner();
     const agent = await createAgent(owner, { relays: [external] });

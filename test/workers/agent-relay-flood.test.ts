@@ -28,7 +28,7 @@ describe('an external relay flooding the agent', () => {
     const started = Date.now();
     // The prompt caps are raised so that only the relay's bucket stands between the flood and the agent.
     const limits = { agent_prompts_per_minute: 100_000, max_concurrent_runs: 100 };
-    const agent = await createTestAgent({ relays: [`${flooder}/?tag=${tag}&n=3000&hold=1`], limits });
+    const agent = await createTestAgent({ relays: [`${flooder}/${tag}/3000/hold`], limits });
     // The client subscribes before the flood starts (local workerd runs every object, the flooded
     // agent's included, on one thread: under load its REQs' EOSE took over 10 s once the flood ran).
     const c = await NipXxClient.open(agent);

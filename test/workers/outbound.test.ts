@@ -1,18 +1,29 @@
 // The one outbound-URL policy (src/shared/outbound-url.ts) and where it applies: MCP servers
 // (first URL and every redirect hop of the transport), safeFetch (hops, headers), an agent's
 // external relays (openSocket: checked, redirects not followed), and the management API, which
-// refuses such URLs at create and update with a 422 naming the field.
+// refuses such URLs at create and update with a 422 naming the field; an agent's relay URLs are
+// published, so one with a query string or fragment is refused too (one stored before: dialled,
+// left out of the relay list).
 // The test bindings list 127.0.0.1 in EDGESTR_OUTBOUND_ALLOW (the fixture and MCP servers run
 // there); everything else is production policy (EDGESTR_ENV=test).
-import { env, runInDurableObject } from 'cloudflare:test';
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
+import type { NostrEvent } from '../../src/shared/event.js';
 import { outboundPolicy, outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundKind } from '../../src/shared/outbound-url.js';
 import type { StoredAgent } from '../../workers/agent/config.js';
 import { connectMcpServer } from '../../workers/agent/tools/mcp.js';
 import { openRelaySocket } from '../../workers/common/relay-sockets.js';
 import { api } from './api-helpers.js';
-import { TEST_OWNER_SK } from './test-keys.js';
+import { createTestAgent } from './agent-helpers.js';
+import { connect } from './helpers.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    floodRelayUrl: string;
+  }
+}
 
 const FIXTURE = inject('toolsFixtureUrl');
 const EVERYTHING = inject('mcpEverythingUrl');
@@ -89,6 +100,60 @@ describe('the management API validates outbound URLs', () => {
     expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { mcp_servers: [{ id: 'm', url: 'http://[::1]:8080/mcp' }] })).toEqual(
       invalid('mcp_servers.0.url', `refused: ${PLAIN_HTTP}`),
     );
+  });
+});
+
+describe("an agent's relay URLs are public: no query string or fragment", () => {
+  const invalid = (path: string, message: string) => ({ status: 422, json: { error: 'invalid agent', issues: [{ path, message }] } });
+  const PUBLISHED = "relays may not have a query string or fragment (?… or #…): an agent's relays are published in its relay list (kind 10002), which anyone can read";
+  const flooder = inject('floodRelayUrl');
+  const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const dialled = async (tag: string) => ((await (await fetch(`${flooder.replace(/^ws/, 'http')}/stats?tag=${tag}`)).json()) as { connections: number }).connections;
+  /** The agent's newest relay list (10002) on its owner's shard dated after `after`, polled (at most ~10 s). */
+  async function relayListAfter(agent: string, after: number): Promise<NostrEvent | undefined> {
+    const s = await connect(`/r/${TEST_OWNER}`);
+    let list: NostrEvent | undefined;
+    for (let i = 0; i < 100 && !(list && list.created_at > after); i++) {
+      if (i > 0) await sleep(100);
+      list = (await s.req(`l${i}`, { kinds: [10002], authors: [agent] })).events[0];
+    }
+    s.close();
+    return list && list.created_at > after ? list : undefined;
+  }
+
+  it('422 at create and update: a token in the URL would be published', async () => {
+    expect(await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'x', relays: ['wss://relay.damus.io/', 'wss://relay.example.com/?token=s3cret'] })).toEqual(
+      invalid('relays.1', PUBLISHED),
+    );
+    const created = await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'ok', relays: ['ws://relay.test/'] });
+    expect(created.status).toBe(201);
+    const pk = (created.json as { pubkey: string }).pubkey;
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: ['wss://relay.example.com/#s3cret'] })).toEqual(invalid('relays.0', PUBLISHED));
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: ['wss://relay.example.com/?'] })).toEqual(invalid('relays.0', PUBLISHED));
+  });
+
+  it('a config stored before the rule keeps its URL: the agent still dials it, its relay list leaves it out', async () => {
+    const tag = `legacy-${Math.random().toString(36).slice(2)}`;
+    const external = `${flooder}/${tag}/0`;
+    const legacy = `${external}?token=s3cret-${tag}#more`;
+    const agent = await createTestAgent({ relays: [external] });
+    const first = await relayListAfter(agent, 0);
+    expect(first?.tags).toEqual([['r', `ws://relay.test/r/${TEST_OWNER}`], ['r', 'ws://relay.test/'], ['r', external]]);
+    const dials = await dialled(tag);
+    expect(dials).toBeGreaterThan(0);
+    await sleep(1100); // the next relay list is dated later
+    // What an agent created before the rule holds; the object restarts (storage stays) and its watchdog reconnects.
+    await runInDurableObject(stubOf(agent), (_i, state) => {
+      const row = state.storage.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').one();
+      state.storage.sql.exec('UPDATE agent SET config = ? WHERE k = 1', JSON.stringify({ ...(JSON.parse(row.config) as object), relays: [legacy] }));
+    });
+    await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
+    await runDurableObjectAlarm(stubOf(agent));
+    const list = await relayListAfter(agent, first!.created_at);
+    expect(list?.tags).toEqual([['r', `ws://relay.test/r/${TEST_OWNER}`], ['r', 'ws://relay.test/']]);
+    expect(JSON.stringify(list)).not.toContain('s3cret');
+    expect(await dialled(tag)).toBeGreaterThan(dials);
   });
 });
 

@@ -1,5 +1,7 @@
 // Agent configuration: the management API's request bodies (zod) and the stored form, with the
-// defaults a hosted agent runs with.
+// defaults a hosted agent runs with. An agent's relay URLs are public (its relay list, kind 10002):
+// one with a query string or fragment, where a relay's access token would sit, is refused; one
+// stored before that rule is still dialled, but neither published nor logged whole.
 
 import { z } from 'zod';
 import { THINKING_LEVELS } from '../../src/shared/nip-xx.js';
@@ -20,7 +22,16 @@ const pubkeyList = z
     return out;
   });
 
-const relayUrl = z.string().regex(/^wss?:\/\/[^\s]+$/, 'relays must be ws:// or wss:// URLs');
+/** Whether a relay URL may be published and logged as it is: no query string or fragment (`?`, `#`). */
+export const isPublicRelayUrl = (url: string): boolean => !/[?#]/.test(url);
+
+/** A relay URL as logs show it: without its query string or fragment (see the header). */
+export const relayLabel = (url: string): string => url.replace(/[?#][\s\S]*$/, '');
+
+const relayUrl = z
+  .string()
+  .regex(/^wss?:\/\/[^\s]+$/, 'relays must be ws:// or wss:// URLs')
+  .refine(isPublicRelayUrl, "relays may not have a query string or fragment (?… or #…): an agent's relays are published in its relay list (kind 10002), which anyone can read");
 
 export const LimitsSchema = z.strictObject({
   /** Largest prompt message accepted, in UTF-8 bytes (advertised as ai.info max_prompt_bytes). */

@@ -1,11 +1,11 @@
 // What a hosted agent publishes about itself: ai.info (kind 31340, fixed `d`), its kind 0 profile
-// (with the owner's NIP-OA tag when it has one) and its relay list (kind 10002); and the deletion
-// of all three when the agent is removed.
+// (with the owner's NIP-OA tag when it has one) and its relay list (kind 10002: the relays whose
+// URL may be public, config.ts `isPublicRelayUrl`); and the deletion of all three when the agent is removed.
 
 import { AI_INFO_D, NIPXX_VERSION, type AgentInfo } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { EventTemplate } from '../../src/shared/relay-client.js';
-import type { StoredAgent } from './config.js';
+import { isPublicRelayUrl, type StoredAgent } from './config.js';
 import type { ToolDefinition } from './tools/types.js';
 
 export const TOOL_SCHEMA_VERSION = 1;
@@ -46,7 +46,7 @@ export function infoTemplates(a: StoredAgent, tools: readonly ToolDefinition[], 
   return [
     { kind: KIND.AI_INFO, created_at: now, tags: [['d', AI_INFO_D]], content: JSON.stringify(aiInfo(a, tools)) },
     { kind: KIND.METADATA, created_at: now, tags: a.oa_auth ? [[...a.oa_auth]] : [], content: JSON.stringify(profile) },
-    { kind: KIND.RELAY_LIST, created_at: now, tags: relays.map((r) => ['r', r]), content: '' },
+    { kind: KIND.RELAY_LIST, created_at: now, tags: relays.filter(isPublicRelayUrl).map((r) => ['r', r]), content: '' },
   ];
 }
 

@@ -24,7 +24,7 @@ import { relayVerifier } from '../common/verifier.js';
 import { type RelayShard } from '../relay-do/shard.js';
 import { logAgent } from './agent-log.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
-import { agentRelays, type StoredAgent, type StoredMcpServer } from './config.js';
+import { agentRelays, relayLabel, type StoredAgent, type StoredMcpServer } from './config.js';
 import { infoTemplates } from './info.js';
 import { dvmcpAnnouncements } from './dvmcp-profile.js';
 import { STALE_SECONDS as DVMCP_STALE_SECONDS } from '../common/dvmcp-server/limits.js';
@@ -71,7 +71,7 @@ class InboundLimit {
     this.droppedSinceLog++;
     if (now - this.loggedAt >= DROP_LOG_WINDOW_MS) {
       console.warn(
-        `agent: relay ${this.url} sends more than ${EXTERNAL_EVENTS_PER_SECOND} events a second (burst ${EXTERNAL_EVENTS_BURST}): ${this.droppedSinceLog} dropped since the last report`,
+        `agent: relay ${relayLabel(this.url)} sends more than ${EXTERNAL_EVENTS_PER_SECOND} events a second (burst ${EXTERNAL_EVENTS_BURST}): ${this.droppedSinceLog} dropped since the last report`,
       );
       this.loggedAt = now;
       this.droppedSinceLog = 0;
@@ -161,7 +161,7 @@ export class RelayLinks {
       auth: async (t) => this.deps.sign(t, await this.deps.secretKey()),
       authOn: 'challenge',
       onStatus: (status) => {
-        if (status === 'open') handle('connection setup', url, this.setUp(url));
+        if (status === 'open') handle('connection setup', relayLabel(url), this.setUp(url));
       },
     });
     this.clients.set(url, client);
@@ -232,7 +232,7 @@ export class RelayLinks {
     if (!c || !client) return;
     const auth = await client.authenticate({ timeoutMs: 10_000 });
     if (!auth.ok) return; // the watchdog tries again
-    logAgent({ msg: 'agent.connected', agent: c.pubkey, relay: url });
+    logAgent({ msg: 'agent.connected', agent: c.pubkey, relay: relayLabel(url) });
     const ownerShard = url === agentRelays(c)[0];
     this.subscribe(client, c, ownerShard);
     if (ownerShard && !this.telemetry) {
@@ -305,7 +305,7 @@ export class RelayLinks {
     for (const t of templates) {
       const published = await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });
       // Not sent again here (the next connect publishes them anew): said, so that an owner can see why an announcement is missing.
-      if (!published.ok) console.error('agent: announcement not accepted', c.pubkey, `kind ${t.kind}`, client.url, published.message);
+      if (!published.ok) console.error('agent: announcement not accepted', c.pubkey, `kind ${t.kind}`, relayLabel(client.url), published.message);
     }
   }
 }
