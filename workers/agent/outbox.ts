@@ -14,7 +14,7 @@ import { giftWrap, makeRumor, wrapRoom } from '../../src/shared/nip59.js';
 import { NIPXX_VERSION, runTags } from '../../src/shared/nip-xx.js';
 import { OrderedQueue, PacedPublisher, defaultTimers, type Settle } from '../../src/shared/paced-publisher.js';
 import type { EventTemplate, RelayClient } from '../../src/shared/relay-client.js';
-import type { StoredAgent } from './config.js';
+import { relayLabel, type StoredAgent } from './config.js';
 import type { RunAddress, RunStore } from './run-store.js';
 import type { Terminal } from './runtime.js';
 import { errorMessage, isRefusedForGood } from '../../src/shared/errors.js';
@@ -152,7 +152,7 @@ export class Outbox {
     if (result.ok || result.message.startsWith('duplicate:')) return this.deps.runs.markPublished(runId);
     if (!isRefusedForGood(result.message)) return;
     this.deps.runs.markRefused(runId, result.message);
-    console.error(`agent: run ${runId}: terminal event ${event.id} (kind ${event.kind}) refused by ${relay}, not sent again: ${result.message}`);
+    console.error(`agent: run ${runId}: terminal event ${event.id} (kind ${event.kind}) refused by ${relayLabel(relay)}, not sent again: ${result.message}`);
   }
 
   private async publishWithRetry(runId: string, { event, relay, c }: Pending): Promise<void> {
@@ -173,7 +173,7 @@ export class Outbox {
     if (r.ok) return;
     this.undeliverable.add(runId);
     this.undelivered++;
-    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relay}: ${r.message}`);
+    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relayLabel(relay)}: ${r.message}`);
   }
 
   /** The most bytes of JSON payload an event of `kind` of run `runId` (with `extraTags`) can carry. */
