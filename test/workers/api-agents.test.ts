@@ -141,7 +141,9 @@ describe('agent CRUD', () => {
     const notYours = { status: 404, json: { error: 'no such agent' } };
     expect(await apiWithEnv(twoOwners, other.sk, 'GET', `/api/agents/${created.pubkey}`)).toEqual(notYours);
     expect(await apiWithEnv(twoOwners, other.sk, 'PATCH', `/api/agents/${created.pubkey}`, { name: 'mine' })).toEqual(notYours);
-    expect(await apiWithEnv(twoOwners, other.sk, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual(notYours);
+    // Its DELETE revokes only its own NIP-OA attestations of the key (relay-agent-revocation): the agent stays.
+    expect(await apiWithEnv(twoOwners, other.sk, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual({ status: 204, json: null });
+    expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).toMatchObject({ status: 200, json: { pubkey: created.pubkey, owner: TEST_OWNER } });
     expect(await apiWithEnv(twoOwners, other.sk, 'GET', '/api/agents')).toEqual({ status: 200, json: { agents: [] } });
     // A key that may not own gets the allow-list refusal on every call.
     const stranger = keys();
@@ -177,12 +179,12 @@ describe('agent CRUD', () => {
     expect((await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).json).toMatchObject({ limits: { prompts_per_minute: 3, max_session_turns: 7 } });
   });
 
-  it('404 for a key that is not one of the caller\'s agents, without creating an Agent Durable Object', async () => {
+  it('404 for a key that is not one of the caller\'s agents (DELETE: 204, a NIP-OA revocation), without creating an Agent Durable Object', async () => {
     const unknown = keys().pk;
     const noSuch = { status: 404, json: { error: 'no such agent' } };
     expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${unknown}`)).toEqual(noSuch);
     expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${npubEncode(unknown)}`, { name: 'x' })).toEqual(noSuch);
-    expect(await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${unknown}`)).toEqual(noSuch);
+    expect(await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${unknown}`)).toEqual({ status: 204, json: null });
     const id = env.AGENT.idFromName(unknown).toString();
     expect((await listDurableObjectIds(env.AGENT)).map((i) => i.toString())).not.toContain(id);
   });

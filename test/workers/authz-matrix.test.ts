@@ -283,7 +283,8 @@ describe('management of an agent (/api/agents/<agent>)', () => {
   // (createAgent is what POST /api/agents runs once the caller is allowed to own).
   const others = { agent: keys(), tenant: keys(), stranger: keys() };
   // Keys that may not own on this deployment are refused before the agent is looked up; an allowed
-  // owner of other agents (a real other tenant) does not find it among its own agents (404).
+  // owner of other agents (a real other tenant) does not find it among its own agents (404; its
+  // DELETE only revokes its own NIP-OA attestations of the key: 204).
   const NOT_AN_OWNER = { status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } };
   const NOT_YOURS = { status: 404, json: { error: 'no such agent' } };
 
@@ -317,12 +318,17 @@ describe('management of an agent (/api/agents/<agent>)', () => {
     }
   }
 
-  for (const method of ['GET', 'PATCH', 'DELETE'] as const) {
+  for (const method of ['GET', 'PATCH'] as const) {
     it(`tenant allowed to own (EDGESTR_OWNERS lists it too): ${method} → 404`, async () => {
       const owners = { EDGESTR_OWNERS: `${TEST_OWNER},${others.tenant.pk}` };
       expect(await apiWithEnv(owners, others.tenant.sk, method, `/api/agents/${agent}`, method === 'PATCH' ? { about: 'mine now' } : undefined)).toEqual(NOT_YOURS);
     });
   }
+
+  it('tenant allowed to own: DELETE → 204, a revocation of its own NIP-OA attestations of the key only (the agent is untouched, below)', async () => {
+    const owners = { EDGESTR_OWNERS: `${TEST_OWNER},${others.tenant.pk}` };
+    expect(await apiWithEnv(owners, others.tenant.sk, 'DELETE', `/api/agents/${agent}`)).toEqual({ status: 204, json: null });
+  });
 
   for (const method of ['GET', 'PATCH', 'DELETE'] as const) {
     it(`anyone not authenticated: ${method} → 401`, async () => {

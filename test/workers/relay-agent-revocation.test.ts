@@ -1,14 +1,17 @@
 // An owner revokes an agent key it attested itself (NIP-OA: an `auth` tag in the agent's AUTH or
 // kind 0) through the management API, as it deletes a hosted agent: DELETE /api/agents/<key> is
-// 204 when its shard holds (or held) such a record naming it (404 "no such agent" otherwise), and the
+// 204 for any key that is not one of its hosted agents, whether its shard holds a proof of it now or
+// not (the key's holder can have its proofs forgotten first: a kind 0 without the tag), and the
 // revocation sticks: an attestation signature is permanent, so the key is burned for this owner
 // (on its shard and on the public shard): re-presenting the attestation, in an AUTH or a kind 0,
-// old or newly signed, no longer makes the key the owner's agent.
+// old or newly signed, no longer makes the key the owner's agent. A revocation touches only the
+// caller's own attestations, and an owner revokes at most MAX_REVOKED_PER_OWNER keys (409 past it).
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { encrypt, getConversationKey } from '../../src/shared/nip44.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
 import { shardStub } from '../../workers/common/shards.js';
+import { MAX_REVOKED_PER_OWNER } from '../../workers/relay-do/ownership.js';
 import { api } from './api-helpers.js';
 import { connect, keys, sign, type Keys, type TestSocket } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
@@ -115,14 +118,68 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
     for (const s of [own.s, pub.s, again.s, ownLater.s, first.s]) s.close();
   });
 
-  it('a key with no record naming the caller is 404: never attested, or attested to another owner', async () => {
+  it('the key’s holder cannot dodge the revocation by having its proofs forgotten first (a tag-less kind 0): DELETE is 204 and the attestation no longer restores it', async () => {
+    const owner = await addOwner();
+    const agent = keys();
+    const path = `/r/${owner.pk}`;
+    const tag = signAttestation(owner.sk, agent.pk, 'kind=22242');
+    const { s, ok } = await authedAgent(path, agent, owner, tag);
+    expect(ok).toEqual([true, '']);
+    expect(await published(s, sign(agent, { kind: 1, content: 'as the owner’s agent' }))).toEqual([true, '']);
+    // The holder publishes a profile without the attestation: the shard forgets its proofs…
+    expect(await published(s, sign(agent, { kind: 0, content: '{"name":"plain"}' }))).toEqual([true, '']);
+    expect(await recordsOf(owner.pk, agent.pk)).toEqual([]);
+    // …and the owner's revocation is taken all the same.
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    const again = await authedAgent(path, agent, owner, tag);
+    expect(again.ok).toEqual([true, '']);
+    expect(await published(again.s, sign(agent, { kind: 1, content: 'back?' }))).toEqual([false, SHARD_RESTRICTED]);
+    expect(await recordsOf(owner.pk, agent.pk)).toEqual([]);
+    // On the public shard too.
+    const pub = await authedAgent('/', agent, owner, tag);
+    expect(await published(pub.s, telemetry(agent, owner.pk))).toEqual([false, NO_PROOF]);
+    for (const socket of [s, again.s, pub.s]) socket.close();
+  });
+
+  it('any key may be revoked, held now or not (never attested, or attested to another owner): 204, and it touches only the caller’s attestations', async () => {
     const [owner, other] = [await addOwner(), await addOwner()];
-    expect(await api(owner.sk, 'DELETE', `/api/agents/${keys().pk}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
+    // A key the owner attested but whose proof the shard never held (the 30-day lapse, pushed out past the cap, never used here).
+    const unused = keys();
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${unused.pk}`)).toEqual({ status: 204, json: null });
+    const late = await authedAgent(`/r/${owner.pk}`, unused, owner);
+    expect(late.ok).toEqual([true, '']);
+    expect(await published(late.s, sign(unused, { kind: 1, content: 'first time here' }))).toEqual([false, SHARD_RESTRICTED]);
+    // Another owner's revocation of the owner's agent burns it for the other owner only.
     const agent = keys();
     const { s } = await authedAgent(`/r/${owner.pk}`, agent, owner);
-    expect(await api(other.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
-    // The owner's agent is untouched by the other owner's call.
+    expect(await api(other.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
     expect(await published(s, sign(agent, { kind: 1, content: 'still the owner’s' }))).toEqual([true, '']);
+    const pub = await authedAgent('/', agent, owner);
+    expect(await published(pub.s, telemetry(agent, owner.pk))).toEqual([true, '']);
+    // What is not a key: 400.
+    expect(await api(owner.sk, 'DELETE', '/api/agents/npub1nope')).toEqual({ status: 400, json: { error: 'not an agent key: expected a 64-hex pubkey or an npub' } });
+    for (const socket of [late.s, s, pub.s]) socket.close();
+  });
+
+  it(`an owner revokes at most MAX_REVOKED_PER_OWNER (${MAX_REVOKED_PER_OWNER}) keys on a shard: past it 409, nothing revoked`, async () => {
+    expect(MAX_REVOKED_PER_OWNER).toBe(10_000);
+    const owner = await addOwner();
+    // The owner's shard takes as many revocations as the API would make.
+    const revokedKey = (n: number) => `b${n.toString(16).padStart(63, '0')}`;
+    await runInDurableObject(shardStub(env, owner.pk), (instance) => {
+      for (let n = 0; n < MAX_REVOKED_PER_OWNER; n++) expect(instance.revokeAttestedAgent(revokedKey(n), owner.pk)).toBe(true);
+    });
+    const agent = keys();
+    const { s } = await authedAgent(`/r/${owner.pk}`, agent, owner);
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({
+      status: 409,
+      json: { error: 'the owner has revoked 10000 agent keys, the most this deployment keeps per owner: this key is not revoked (an attestation with a created_at<T clause lapses by itself at T)' },
+    });
+    expect(await published(s, sign(agent, { kind: 1, content: 'still the owner’s' }))).toEqual([true, '']);
+    // A key revoked already is still 204 (a retry), and other owners are not held by this one's rows.
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${revokedKey(0)}`)).toEqual({ status: 204, json: null });
+    const other = await addOwner();
+    expect(await api(other.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
     s.close();
   });
 });

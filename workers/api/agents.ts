@@ -8,8 +8,9 @@
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
 // needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
 // is not one of the caller's agents never reaches (or creates) an Agent Durable Object: 404 (DELETE
-// of a key the caller attested itself with NIP-OA instead revokes it for good on the relay). A
-// path that is not a key: 400; a method the resource does not have: 405 with `Allow`. MCP server
+// of any other key instead revokes, for good on the relay, the caller's NIP-OA attestations of it:
+// 204, whether the relay holds a proof of it now or not). A path that is not a key: 400; a method
+// the resource does not have: 405 with `Allow`. MCP server
 // headers are sealed before the config is stored (workers/agent/mcp-headers.ts), never returned.
 
 import { Hono } from 'hono';
@@ -25,6 +26,7 @@ import { sealingSecret, sealSecretKey } from '../common/secrets.js';
 import { sealMcpServers } from '../agent/mcp-headers.js';
 import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../common/shards.js';
 import { notAnOwner, OWNER_SUSPENDED, ownerState } from '../common/owners.js';
+import { MAX_REVOKED_PER_OWNER } from '../relay-do/ownership.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import type { ApiStateBindings } from './api-state.js';
@@ -180,15 +182,17 @@ async function agentPlan(env: AgentApiBindings, owner: string): Promise<{ status
   return { max: planLimits(env, state?.plan ?? DEFAULT_PLAN).agents };
 }
 
+/** Why a revocation is refused (409): the owner revoked as many keys as a shard keeps per owner. */
+const revokedCapReached = `the owner has revoked ${MAX_REVOKED_PER_OWNER} agent keys, the most this deployment keeps per owner: this key is not revoked (an attestation with a created_at<T clause lapses by itself at T)`;
+
 /**
- * Revokes for good `agent`, a key `owner` attested itself (NIP-OA), when the owner's shard holds
- * (or held) a proof of it: there, then on the public shard, whose proofs of any owner's agents
- * admit telemetry frames there. Whether it did (false: nothing to revoke, 404).
+ * Revokes for good `agent`, a key `owner` attested itself (NIP-OA), whether a proof of it is held
+ * now or not (its holder can have its proofs forgotten and attest itself again later): on the
+ * owner's shard, then on the public shard, whose proofs of any owner's agents admit telemetry
+ * frames there. Whether both took it (false: the owner is at MAX_REVOKED_PER_OWNER, 409).
  */
 async function revokeAttested(env: AgentApiBindings, owner: string, agent: string): Promise<boolean> {
-  if (!(await shardStub(env, owner).revokeAttestedAgent(agent, owner))) return false;
-  await shardStub(env, null).revokeAttestedAgent(agent, owner, true);
-  return true;
+  return (await shardStub(env, owner).revokeAttestedAgent(agent, owner)) && (await shardStub(env, null).revokeAttestedAgent(agent, owner));
 }
 
 export function agentRoutes() {
@@ -276,10 +280,10 @@ export function agentRoutes() {
     const caller = c.get('caller');
     const r = await owned(c.env, caller, c.req.param('pubkey'));
     if (!('view' in r)) {
-      // Not one of the caller's hosted agents: a key it attested itself (NIP-OA) is revoked for good.
+      // Not one of the caller's hosted agents: the caller's attestations of the key (NIP-OA) are revoked for good.
       const agent = parsePubkey(c.req.param('pubkey'));
-      if (r.status === 404 && agent && (await revokeAttested(c.env, caller, agent))) return c.body(null, 204);
-      return c.json({ error: r.error }, r.status);
+      if (r.status !== 404 || !agent) return c.json({ error: r.error }, r.status);
+      return (await revokeAttested(c.env, caller, agent)) ? c.body(null, 204) : c.json({ error: revokedCapReached }, 409);
     }
     await agentStub(c.env, r.view.pubkey).remove();
     await shardStub(c.env, r.view.owner).revokeAgent(r.view.pubkey, r.view.owner);

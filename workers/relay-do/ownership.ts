@@ -29,9 +29,13 @@
 // can sign new AUTH events and profiles with it), so the revocation is kept: a `revoked_agents` row
 // (agent, owner) from which no self-made proof of that pair is recorded again, whatever attestation
 // comes, old or newly signed by the owner: the key is burned for that owner (it attests a new key
-// instead). Provisioning is not affected. Rows are made only by an owner's own API call, and only
-// for a key its shard held a self-made proof of (and then on the public shard too), so only keys the
-// owner attested itself can take a row: strangers cannot make any.
+// instead). Provisioning is not affected. The row is made whether or not a proof is held now: the
+// key's holder can have its proofs forgotten at will (a kind 0 without the tag, letting an AUTH
+// proof lapse, or pushing it out past MAX_AUTH_PROOFS) and attest itself again later. A row only
+// ever affects its owner's own attestations, so an owner may revoke any key; rows are made only by
+// an owner's own API call (owners are the deployment's: strangers cannot make any), at most
+// MAX_REVOKED_PER_OWNER per owner on a shard (the owner's, and the public shard, which keeps every
+// owner's).
 
 import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -45,6 +49,8 @@ export const AUTH_PROOF_TTL = 30 * 86_400;
 const STALE_BATCH = 100;
 /** AUTH proofs a shard keeps at most (the public shard's are any owner's): past it, the one used longest ago goes. */
 export const MAX_AUTH_PROOFS = 100_000;
+/** Keys one owner may revoke on a shard (`revokeAttested`; past it a revocation is refused): 10,000. */
+export const MAX_REVOKED_PER_OWNER = 10_000;
 /** A proof's `used_at` is moved by an event of its agent it vouches for at most this often, in seconds. */
 export const RENEW_ON_USE_SECONDS = 3_600;
 /** The sources edgestr's own provisioning writes: a hosted agent, or the owner's bridge provider key. */
@@ -68,6 +74,8 @@ export class OwnershipRegistry {
     private readonly shardOwner: () => string | null,
     /** AUTH proofs kept at most (tests use fewer). */
     private readonly maxAuthProofs = MAX_AUTH_PROOFS,
+    /** Keys one owner may revoke here at most (tests use fewer). */
+    private readonly maxRevokedPerOwner = MAX_REVOKED_PER_OWNER,
   ) {
     sql.exec(`CREATE TABLE IF NOT EXISTS agent_owners (
       agent TEXT NOT NULL,
@@ -87,6 +95,7 @@ export class OwnershipRegistry {
       sql.exec('UPDATE agent_owners SET used_at = recorded_at');
     }
     sql.exec('CREATE TABLE IF NOT EXISTS revoked_agents (agent TEXT NOT NULL, owner TEXT NOT NULL, revoked_at INTEGER NOT NULL, PRIMARY KEY (agent, owner)) WITHOUT ROWID');
+    sql.exec('CREATE INDEX IF NOT EXISTS revoked_agents_owner ON revoked_agents (owner)');
     sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_age ON agent_owners (source, recorded_at)');
     sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_use ON agent_owners (source, used_at)');
   }
@@ -138,16 +147,18 @@ export class OwnershipRegistry {
 
   /**
    * The owner's revocation of a key it attested itself (see the header): forgets the self-made
-   * proofs of agent → owner and keeps the pair revoked. Only when this shard held such a proof, or
-   * `known` (the owner's shard held one: this is the public shard); true then, and when the pair was
-   * revoked already; false (nothing kept) otherwise.
+   * proofs of agent → owner and keeps the pair revoked, whether a proof is held now or not. True
+   * then (and when the pair was revoked already); false, nothing changed, when the owner has
+   * revoked maxRevokedPerOwner keys here already.
    */
-  revokeAttested(agent: string, owner: string, now: number, known = false): boolean {
-    const held = [...this.ownersOf(agent, 'auth'), ...this.ownersOf(agent, 'kind0')].includes(owner);
-    if (!held && !known) return this.isRevoked(agent, owner);
+  revokeAttested(agent: string, owner: string, now: number): boolean {
+    if (!this.isRevoked(agent, owner)) {
+      const revoked = this.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM revoked_agents WHERE owner = ?', owner).one().n;
+      if (revoked >= this.maxRevokedPerOwner) return false;
+      this.sql.exec('INSERT INTO revoked_agents (agent, owner, revoked_at) VALUES (?, ?, ?)', agent, owner, now);
+    }
     this.revoke(agent, owner, 'auth');
     this.revoke(agent, owner, 'kind0');
-    this.sql.exec('INSERT OR IGNORE INTO revoked_agents (agent, owner, revoked_at) VALUES (?, ?, ?)', agent, owner, now);
     return true;
   }
 

@@ -247,11 +247,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /**
    * Internal RPC (management API): `owner` revokes an agent key it attested itself (NIP-OA), for
-   * good (ownership.ts `revokeAttested`); `known`: the owner's shard held a proof (this is the
-   * public shard). Whether it is revoked here (false: there was nothing to revoke).
+   * good, whether this shard holds a proof of it now or not (ownership.ts `revokeAttested`).
+   * Whether it is revoked here (false: the owner revoked MAX_REVOKED_PER_OWNER keys here already).
    */
-  revokeAttestedAgent(agent: string, owner: string, known = false): boolean {
-    return this.ownership.revokeAttested(agent, owner, this.clockSeconds(), known);
+  revokeAttestedAgent(agent: string, owner: string): boolean {
+    return this.ownership.revokeAttested(agent, owner, this.clockSeconds());
   }
 
   /** Internal RPC: the agents edgestr provisioned for `owner` (the management API's list). */
