@@ -3,8 +3,10 @@
 // write, as after a suspension, instead of the shard falling back to the default plan. Outside
 // EDGESTR_OPEN_SHARDS (where the router no longer serves the shard) the shard also closes the
 // sockets it holds, on whichever object holds them (its primary, or its K edge objects), and
-// refuses new ones. Adding the owner again undoes both. With K > 1, an edge that missed being told
-// (the primary tells each edge once) is held by its primary all the same and learns the change from it.
+// refuses new ones. Adding the owner again undoes both, and so does listing it in EDGESTR_OWNERS
+// (where the admin API no longer reaches it: a listed owner is never suspended nor removed). With
+// K > 1, an edge that missed being told (the primary tells each edge once) is held by its primary
+// all the same and learns the change from it.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { shardStub } from '../../workers/common/shards.js';
@@ -13,7 +15,7 @@ import { OwnerPlan } from '../../workers/relay-do/owner-plan.js';
 import { api } from './api-helpers.js';
 import type { RelayShard } from '../../workers/relay-do/shard.js';
 import { BASE, connect, edgesOf, keys, sign, socketObject, socketObjects, type Keys, type TestSocket } from './helpers.js';
-import { TEST_ADMIN_SK } from './test-keys.js';
+import { TEST_ADMIN_SK, TEST_OWNER } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
 
@@ -54,10 +56,15 @@ async function closeOf(s: TestSocket, timeoutMs = 5000): Promise<{ code: number;
  * environment is the Worker's.
  */
 async function closedShards(owner: Keys, closed: boolean): Promise<void> {
+  await shardEnv(owner, { EDGESTR_OPEN_SHARDS: closed ? undefined : 'true' });
+}
+
+/** Runs every object of `owner`'s shard with `vars` changed in its environment (see closedShards). */
+async function shardEnv(owner: Keys, vars: Pick<RelayEnv, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_OWNERS'>): Promise<void> {
   for (const stub of [shardStub(env, owner.pk), ...socketObjects(owner.pk)]) {
     await runInDurableObject(stub, (instance) => {
-      const shard = instance as unknown as { env: RelayEnv & { EDGESTR_OPEN_SHARDS?: string } };
-      shard.env = { ...shard.env, EDGESTR_OPEN_SHARDS: closed ? undefined : 'true' };
+      const shard = instance as unknown as { env: RelayEnv };
+      shard.env = { ...shard.env, ...vars };
     });
   }
 }
@@ -146,6 +153,44 @@ describe('an owner removed from the deployment', () => {
     } finally {
       await closedShards(owner, false);
     }
+  });
+
+  it('removed through the registry, then listed in EDGESTR_OWNERS: the shard serves it again (upgrade and writes), outside EDGESTR_OPEN_SHARDS and under it', async () => {
+    const owner = await addOwner();
+    const first = await socketOf(owner, owner);
+    await closedShards(owner, true);
+    try {
+      expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+      expect(await closeOf(first)).toEqual({ code: 1008, reason: CLOSED });
+      // The operator lists the key statically (the admin API now answers 409 for it: nothing pushes an account to the shard).
+      await shardEnv(owner, { EDGESTR_OWNERS: `${TEST_OWNER},${owner.pk}` });
+      const upgrade = await SELF.fetch(`${BASE}/r/${owner.pk}`, { headers: { Upgrade: 'websocket' } });
+      expect(upgrade.status).toBe(101);
+      upgrade.webSocket?.accept();
+      upgrade.webSocket?.close();
+      const again = await socketOf(owner, owner);
+      expect(await note(again, owner, owner)).toEqual([true, '']);
+      await closedShards(owner, false);
+      expect(await note(again, owner, owner)).toEqual([true, '']);
+      again.close();
+    } finally {
+      await shardEnv(owner, { EDGESTR_OPEN_SHARDS: 'true', EDGESTR_OWNERS: TEST_OWNER });
+    }
+  });
+
+  it('suspended through the registry, then listed in EDGESTR_OWNERS (never suspended): the shard takes the owner’s writes', async () => {
+    const owner = await addOwner();
+    const own = await socketOf(owner, owner);
+    expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true })).toMatchObject({ status: 200, json: { suspended: true } });
+    expect(await note(own, owner, owner)).toEqual([false, 'restricted: suspended: this owner’s shard is read-only']);
+    await shardEnv(owner, { EDGESTR_OWNERS: `${TEST_OWNER},${owner.pk}` });
+    try {
+      expect(await note(own, owner, owner)).toEqual([true, '']);
+    } finally {
+      await shardEnv(owner, { EDGESTR_OWNERS: TEST_OWNER });
+    }
+    expect(await note(own, owner, owner)).toEqual([false, 'restricted: suspended: this owner’s shard is read-only']);
+    own.close();
   });
 
   it.runIf(withEdges)('K > 1, outside EDGESTR_OPEN_SHARDS: an edge that missed the removal is refused by its primary and closes its sockets', async () => {

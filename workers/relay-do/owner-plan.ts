@@ -1,7 +1,10 @@
 // The owner's plan on its shard (workers/accounts): the account the admin API pushes (plan and
-// suspension; none pushed: the default plan, as for an owner listed in EDGESTR_OWNERS or any key
-// under EDGESTR_OPEN_SHARDS; the owner's removal, pushed too, is kept until an operator adds the
-// owner again), the shard's stored events and bytes, and the checks of a write against them — a
+// suspension; none pushed: the default plan, as for any key under EDGESTR_OPEN_SHARDS; the owner's
+// removal, pushed too, is kept until an operator adds the owner again). An owner listed in
+// EDGESTR_OWNERS is on the default plan, never suspended nor removed, whatever was pushed before it
+// was listed (the admin API refuses to change a listed owner, so nothing would lift it; the pushed
+// account is kept and applies again once the owner is no longer listed). Then the shard's stored
+// events and bytes, and the checks of a write against them — a
 // suspended owner's shard stores nothing new (`restricted: suspended`), nor does a removed owner's
 // (`restricted: removed`; where the router no longer serves it, shard.ts also closes its sockets);
 // ephemeral events still pass both, so a suspended agent can say so — a stored event over the plan's
@@ -141,6 +144,9 @@ export const OWNER_REMOVED = 'removed: this owner was removed from this deployme
 /** Where the router no longer serves a removed owner's shard, neither does the shard: why its sockets are closed and new ones refused. */
 export const SHARD_NOT_SERVED = 'this owner was removed from this deployment; its shard is no longer served';
 
+/** The account of an owner listed in EDGESTR_OWNERS. */
+const LISTED: OwnerState = { plan: DEFAULT_PLAN, suspended: false };
+
 export class OwnerPlan {
   /** The account pushed last: REMOVED once the owner was removed (until it is added again), undefined when none was. */
   private account: OwnerState | typeof REMOVED | undefined;
@@ -154,6 +160,8 @@ export class OwnerPlan {
     private readonly owner: () => string | null,
     /** RELAY_LIMITS max_stored_bytes: the most any shard holds, whatever the owner's plan. */
     private readonly maxStoredBytes: number,
+    /** Whether the shard's owner is listed in EDGESTR_OWNERS now (asked at every use: see the header). */
+    private readonly listed: () => boolean = () => false,
   ) {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_account (k INTEGER PRIMARY KEY CHECK (k = 1), plan TEXT NOT NULL, suspended INTEGER NOT NULL)');
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_removed (k INTEGER PRIMARY KEY CHECK (k = 1))');
@@ -192,12 +200,18 @@ export class OwnerPlan {
    * applies it.
    */
   pushed(): OwnerState | undefined {
-    return this.account === REMOVED ? undefined : (this.account ?? { plan: DEFAULT_PLAN, suspended: false });
+    const account = this.current();
+    return account === REMOVED ? undefined : (account ?? { plan: DEFAULT_PLAN, suspended: false });
   }
 
-  /** Whether the owner was removed from the deployment (and not added again). */
+  /** Whether the owner was removed from the deployment (and not added again, nor listed in EDGESTR_OWNERS now). */
   removed(): boolean {
-    return this.account === REMOVED;
+    return this.current() === REMOVED;
+  }
+
+  /** The account that applies: the listed owners' while the owner is listed in EDGESTR_OWNERS, else the one pushed last. */
+  private current(): OwnerState | typeof REMOVED | undefined {
+    return this.listed() ? LISTED : this.account;
   }
 
   /** The shard's stored events and their bytes. */
@@ -223,9 +237,10 @@ export class OwnerPlan {
   /** Why the owner's plan (on an owner shard) or the shard's storage bound refuses a write at `nowMs`. */
   check(write: PlanWrite, nowMs: number): Rejection | undefined {
     if (this.owner() === null) return write.stored ? this.overStorage(write, undefined) : undefined;
-    const account = this.account === REMOVED ? undefined : this.account;
+    const current = this.current();
+    const account = current === REMOVED ? undefined : current;
     const plan = planLimits(this.env, account?.plan ?? DEFAULT_PLAN);
-    if (write.stored && this.account === REMOVED) return reject('restricted', OWNER_REMOVED);
+    if (write.stored && current === REMOVED) return reject('restricted', OWNER_REMOVED);
     if (write.stored && account?.suspended) return reject('restricted', 'suspended: this owner’s shard is read-only');
     if (!write.internal && plan.events_per_second !== undefined) {
       let b = this.buckets.get(write.fromOthers);

@@ -23,7 +23,7 @@ import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js'
 import { limitsFromEnv, type RelayLimits } from './limits.js';
 import { countedBytes, OwnerPlan, SHARD_NOT_SERVED, type ShardStorage } from './owner-plan.js';
 import type { PlanEnv } from '../accounts/plans.js';
-import type { OwnerState } from '../common/owners.js';
+import { staticOwners, type OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayPolicy } from './policy.js';
 import { EventStore } from './store.js';
 import type { ReadScope } from './query-sql.js';
@@ -48,7 +48,7 @@ import { exportPage, type ExportPage, type ExportRange } from './export.js';
 import { importLines, type ImportReport } from './import.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
 
-export interface RelayEnv extends PlanEnv, ShardBindings, EdgesEnv, Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_ENV'> {
+export interface RelayEnv extends PlanEnv, ShardBindings, EdgesEnv, Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_ENV' | 'EDGESTR_OWNERS'> {
   RELAY_LIMITS?: string;
 }
 
@@ -66,6 +66,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly vanished: VanishList;
   private readonly fanout: EdgeFanout;
   private owner: string | null | undefined;
+  /** EDGESTR_OWNERS as read from `env` (read again only when the environment is another). */
+  private listedOwners: { env: RelayEnv; owners: Set<string> } | undefined;
   /** This object's role: an edge of its shard, or null for the primary (undefined: not read yet). */
   private edgeRole: EdgeLink | null | undefined;
   private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
@@ -101,7 +103,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.retention = new RetentionRules(sql);
     this.vanished = new VanishList(sql);
     this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, this.vanished, this.retention);
-    this.plan = new OwnerPlan(sql, env, () => this.shardOwner(), this.limits.max_stored_bytes);
+    this.plan = new OwnerPlan(sql, env, () => this.shardOwner(), this.limits.max_stored_bytes, () => this.ownerListed());
     this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
     this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i), this.limits.edge_delivery_queue_bytes);
     const liveCids = new Set<string>();
@@ -119,6 +121,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
       this.owner = row ? (row.value === PUBLIC_SHARD ? null : row.value) : null;
     }
     return this.owner;
+  }
+
+  /** Whether the shard's owner is listed in EDGESTR_OWNERS (owner-plan.ts: never suspended nor removed then). */
+  private ownerListed(): boolean {
+    const owner = this.shardOwner();
+    if (owner === null) return false;
+    if (this.listedOwners?.env !== this.env) this.listedOwners = { env: this.env, owners: staticOwners(this.env) };
+    return this.listedOwners.owners.has(owner);
   }
 
   private rememberOwner(shard: string): void {
