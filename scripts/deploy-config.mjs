@@ -37,6 +37,12 @@ export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans 
   if ('EDGESTR_SECRET' in vars) problems.push('EDGESTR_SECRET is a plain [vars] value: remove it from wrangler.toml and run `npx wrangler secret put EDGESTR_SECRET`');
   else if (secrets === null) unchecked.push('EDGESTR_SECRET (secrets cannot be listed: run `npx wrangler secret list` once logged in)');
   else if (!hasSecret('EDGESTR_SECRET')) problems.push('EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)');
+  // EDGESTR_SECRET_PREVIOUS: the former secret during a rotation, a secret too, deleted once it is done.
+  const rotation = 'docs/OPERATIONS.md, "Rotating EDGESTR_SECRET"';
+  if ('EDGESTR_SECRET_PREVIOUS' in vars) problems.push(`EDGESTR_SECRET_PREVIOUS is a plain [vars] value: remove it from wrangler.toml; while rotating EDGESTR_SECRET, set it with \`npx wrangler secret put EDGESTR_SECRET_PREVIOUS\` (${rotation})`);
+  else if (hasSecret('EDGESTR_SECRET_PREVIOUS')) {
+    unchecked.push(`EDGESTR_SECRET_PREVIOUS is set (a rotation of EDGESTR_SECRET): delete it with \`npx wrangler secret delete EDGESTR_SECRET_PREVIOUS\` once every agent and bridge logged "every sealed value opens with EDGESTR_SECRET" (${rotation})`);
+  }
 
   // EDGESTR_ENV: unset (or "production") on a deployment. "development" (demo keys known to
   // everyone) and "test" (invoices paid locally, for free) are for local runs; any other value is a

@@ -35,6 +35,11 @@ describe('deploy check', () => {
   it.each([
     ['a plaintext EDGESTR_SECRET', { vars: { EDGESTR_OWNERS: owner, EDGESTR_SECRET: 'x'.repeat(32) } }, 'EDGESTR_SECRET is a plain [vars] value: remove it from wrangler.toml and run `npx wrangler secret put EDGESTR_SECRET`'],
     ['a malformed owner', { vars: { EDGESTR_OWNERS: `${owner},npub1nope` } }, 'EDGESTR_OWNERS has "npub1nope", which is neither a 64-hex pubkey nor an npub'],
+    [
+      'a plaintext EDGESTR_SECRET_PREVIOUS',
+      { vars: { EDGESTR_OWNERS: owner, EDGESTR_SECRET_PREVIOUS: 'x'.repeat(32) } },
+      'EDGESTR_SECRET_PREVIOUS is a plain [vars] value: remove it from wrangler.toml; while rotating EDGESTR_SECRET, set it with `npx wrangler secret put EDGESTR_SECRET_PREVIOUS` (docs/OPERATIONS.md, "Rotating EDGESTR_SECRET")',
+    ],
   ])('refuses %s', (_n, over, problem) => {
     expect(check(over).problems).toEqual([problem]);
   });
@@ -87,6 +92,13 @@ describe('deploy check', () => {
     expect(check({ secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_ENV'] })).toEqual({
       problems: [],
       unchecked: ['EDGESTR_ENV is a secret: its value cannot be read; it must be unset or "production"'],
+    });
+    // A rotation under way: deployable, with the reminder of its last step.
+    expect(check({ secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_SECRET_PREVIOUS'] })).toEqual({
+      problems: [],
+      unchecked: [
+        'EDGESTR_SECRET_PREVIOUS is set (a rotation of EDGESTR_SECRET): delete it with `npx wrangler secret delete EDGESTR_SECRET_PREVIOUS` once every agent and bridge logged "every sealed value opens with EDGESTR_SECRET" (docs/OPERATIONS.md, "Rotating EDGESTR_SECRET")',
+      ],
     });
   });
 });
