@@ -5,7 +5,8 @@
 // that publishes a run's events (outbox.ts) and the agent's DVMCP server (dvmcp-server.ts). Here:
 // the management RPCs, the watchdog alarm (reconnect, orphaned runs, run reports to the owner's plan
 // that failed, bounded retention, sealing the
-// MCP server headers of configs stored before they were sealed), incoming
+// MCP server headers of configs stored before they were sealed, and while EDGESTR_SECRET is rotated
+// sealing again what the previous secret sealed), incoming
 // events (each id claimed once, signature checked, gift wraps opened; fresh DVMCP requests handed to
 // dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
 // Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS (or the
@@ -51,6 +52,7 @@ import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
 import { isFresh } from '../common/dvmcp-server/limits.js';
 import { dvmcpDeletion } from './dvmcp-profile.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
+import { logResealPass } from '../common/secrets.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { agentMcpSessions } from './mcp-sessions.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
@@ -301,7 +303,7 @@ export class Agent extends DurableObject<AgentEnv> {
    */
   override async alarm(): Promise<void> {
     if (!this.store.config()) return;
-    await this.sealPlainHeaders();
+    await this.sealSecrets();
     const c = this.store.config();
     if (!c) return;
     await this.refreshOwner(c);
@@ -322,12 +324,23 @@ export class Agent extends DurableObject<AgentEnv> {
     await wakeNoLaterThan(this.ctx.storage, Date.now() + (removed ? REMOVED_OWNER_WATCHDOG_MS : WATCHDOG_MS));
   }
 
-  /** Seals the plain MCP server headers of a config stored before sealing (mcp-headers.ts); a failure is logged, they keep working. */
-  private async sealPlainHeaders(): Promise<void> {
+  /**
+   * Seals the plain MCP server headers of a config stored before sealing (mcp-headers.ts) and, while
+   * EDGESTR_SECRET is rotated, seals again what only the previous secret opens (logged for the
+   * operator, docs/OPERATIONS.md "Rotating EDGESTR_SECRET"); a failure is logged, they keep working.
+   */
+  private async sealSecrets(): Promise<void> {
     try {
       await this.store.sealPlainHeaders();
     } catch (e) {
       console.error('agent: plain MCP server headers not sealed', errorMessage(e));
+    }
+    const agent = this.store.config()?.pubkey;
+    try {
+      const pass = await this.store.reseal();
+      if (pass) logResealPass(`agent ${agent}`, pass);
+    } catch (e) {
+      console.error(`agent ${agent}: sealed values not re-sealed: ${errorMessage(e)}`);
     }
   }
 

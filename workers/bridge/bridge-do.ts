@@ -4,7 +4,8 @@
 // one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
-// changed), and incoming events: each event id checked once (bounded LRU), signature checked, gift
+// changed; while EDGESTR_SECRET is rotated, what the previous secret sealed is sealed again), and
+// incoming events: each event id checked once (bounded LRU), signature checked, gift
 // wraps opened (refusals logged with the reason, never answered), requests dated over 60 s away from
 // now ignored, and each request id (the event's, or the rumor's) handled once: a request seen on both
 // shards is answered once, on the relay it came from first, and a replay is ignored also after an
@@ -35,7 +36,7 @@ import { ownerState, type OwnerState } from '../common/owners.js';
 import { localMode } from '../../src/shared/env-mode.js';
 import { DEFAULT_BRIDGE_SERVERS, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { BridgeMeter, METER_PRUNE_BATCH, type BridgeCallRow } from './metering.js';
-import type { SecretEnv } from '../common/secrets.js';
+import { logResealPass, type SecretEnv } from '../common/secrets.js';
 import { SeenIds } from '../common/seen-ids.js';
 import { relayVerifier } from '../common/verifier.js';
 import type { McpNotification } from '../common/mcp-client.js';
@@ -270,6 +271,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
   override async alarm(): Promise<void> {
     const p = this.store.providerRecord();
     if (!p) return;
+    await this.resealSecrets(p);
     const account = await this.account(p);
     if (!account.ok) {
       // Nothing changes on an unreadable registry: the watchdog asks again.
@@ -288,6 +290,16 @@ export class Bridge extends DurableObject<BridgeEnv> {
     const now = Date.now();
     await this.ctx.storage.setAlarm(Math.max(now + 10, Math.min(now + WATCHDOG_MS, this.store.nextRefresh() ?? Infinity)));
     await this.payments.onAlarm(); // keeps an earlier alarm for the next invoice expiry
+  }
+
+  /** While EDGESTR_SECRET is rotated: what only the previous secret opens is sealed again (ServerStore.reseal), logged for the operator. */
+  private async resealSecrets(p: ProviderRecord): Promise<void> {
+    try {
+      const pass = await this.store.reseal();
+      if (pass) logResealPass(`bridge ${p.pubkey}`, pass);
+    } catch (e) {
+      console.error(`bridge ${p.pubkey}: sealed values not re-sealed: ${errorMessage(e)}`);
+    }
   }
 
   /** The owner's account by the owner rule (undefined: removed), or why the registry could not be read. */

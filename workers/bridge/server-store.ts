@@ -1,13 +1,15 @@
 // The Bridge Durable Object's tables: its provider record (owner, origin of the deployment, the
 // provider key sealed with EDGESTR_SECRET), its servers (config, secret headers sealed with the
 // same secret under `<provider>/<server id>`, health, hash of what was last announced) and, while
-// its owner is removed, that the bridge withdrew (bridge-do.ts `withdraw`).
+// its owner is removed, that the bridge withdrew (bridge-do.ts `withdraw`). While EDGESTR_SECRET is
+// rotated, what only EDGESTR_SECRET_PREVIOUS opens is opened with it and sealed again with
+// EDGESTR_SECRET by the watchdog (reseal; workers/common/secrets.ts).
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { signEventWith, type NostrEvent } from '../../src/shared/event.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { relayVerifier } from '../common/verifier.js';
-import { openHeaders, openSecretKey, sealHeaders, sealingSecret, sealSecretKey, type SecretEnv } from '../common/secrets.js';
+import { headersOf, openRotating, resealed, sealHeaders, sealingSecrets, sealSecretKey, type ResealPass, type SealingSecrets, type SecretEnv } from '../common/secrets.js';
 import { EMPTY_HEALTH, type ServerHealth, type StoredServer } from './config.js';
 
 export interface ProviderRecord {
@@ -24,6 +26,10 @@ interface ServerRow extends Record<string, SqlStorageValue> {
   health: string;
   announced: string;
 }
+
+/** What a sealed value is, in errors and log lines. */
+const keyWhat = (provider: string): string => `the secret key of bridge provider ${provider}`;
+const headersWhat = (provider: string, server: string): string => `the headers of server ${server} of bridge provider ${provider}`;
 
 export class ServerStore {
   private sk: Uint8Array | undefined;
@@ -46,8 +52,8 @@ export class ServerStore {
     sql.exec('CREATE TABLE IF NOT EXISTS withdrawn (k INTEGER PRIMARY KEY CHECK (k = 1))');
   }
 
-  private secret(): string {
-    const s = sealingSecret(this.env);
+  private secrets(): SealingSecrets {
+    const s = sealingSecrets(this.env);
     if (!s) throw new Error('EDGESTR_SECRET is not configured');
     return s;
   }
@@ -65,7 +71,7 @@ export class ServerStore {
    */
   async createProvider(owner: string, origin: string, sk: Uint8Array): Promise<ProviderRecord> {
     const pubkey = getPublicKey(sk);
-    const sealed = await sealSecretKey(sk, pubkey, this.secret());
+    const sealed = await sealSecretKey(sk, pubkey, this.secrets().current);
     this.sql.exec('INSERT INTO provider (k, owner, pubkey, origin, sealed_key) VALUES (1, ?, ?, ?, ?) ON CONFLICT (k) DO NOTHING', owner, pubkey, origin, sealed);
     this.provider = undefined;
     const stored = this.providerRecord()!;
@@ -76,10 +82,30 @@ export class ServerStore {
   async secretKey(): Promise<Uint8Array> {
     if (this.sk) return this.sk;
     const row = this.sql.exec<{ pubkey: string; sealed_key: string }>('SELECT pubkey, sealed_key FROM provider WHERE k = 1').one();
-    const sk = await openSecretKey(row.sealed_key, row.pubkey, this.secret());
+    const sk = (await openRotating(row.sealed_key, row.pubkey, this.secrets(), keyWhat(row.pubkey))).plain;
     if (getPublicKey(sk) !== row.pubkey) throw new Error('stored key does not match the provider pubkey');
     this.sk = sk;
     return sk;
+  }
+
+  /**
+   * During a rotation (EDGESTR_SECRET_PREVIOUS set; the watchdog calls it): the provider key and the
+   * servers' headers that only the previous secret opens are sealed again with EDGESTR_SECRET, each
+   * written only if it did not change meanwhile. Undefined outside a rotation.
+   */
+  async reseal(): Promise<ResealPass | undefined> {
+    const secrets = sealingSecrets(this.env);
+    const p = this.providerRecord();
+    if (secrets?.previous === undefined || !p) return undefined;
+    const pass: ResealPass = { resealed: 0, failed: [] };
+    const row = this.sql.exec<{ sealed_key: string }>('SELECT sealed_key FROM provider WHERE k = 1').one();
+    const key = await resealed(row.sealed_key, p.pubkey, secrets, keyWhat(p.pubkey), pass);
+    if (key !== undefined && this.sql.exec('UPDATE provider SET sealed_key = ? WHERE k = 1 AND sealed_key = ?', key, row.sealed_key).rowsWritten > 0) pass.resealed++;
+    for (const s of this.sql.exec<ServerRow>("SELECT id, sealed_headers FROM servers WHERE sealed_headers != ''").toArray()) {
+      const headers = await resealed(s.sealed_headers, this.headerAad(s.id), secrets, headersWhat(p.pubkey, s.id), pass);
+      if (headers !== undefined && this.sql.exec('UPDATE servers SET sealed_headers = ? WHERE id = ? AND sealed_headers = ?', headers, s.id, s.sealed_headers).rowsWritten > 0) pass.resealed++;
+    }
+    return pass;
   }
 
   async sign(t: EventTemplate): Promise<NostrEvent> {
@@ -140,7 +166,7 @@ export class ServerStore {
     if (cached) return cached;
     const row = this.sql.exec<ServerRow>('SELECT sealed_headers FROM servers WHERE id = ?', id).toArray()[0];
     if (!row || row.sealed_headers === '') return {};
-    const headers = await openHeaders(row.sealed_headers, this.headerAad(id), this.secret());
+    const headers = headersOf((await openRotating(row.sealed_headers, this.headerAad(id), this.secrets(), headersWhat(this.providerRecord()?.pubkey ?? '', id))).plain);
     this.headers.set(id, headers);
     return headers;
   }
@@ -200,6 +226,6 @@ export class ServerStore {
   }
 
   private async sealFor(id: string, headers: Record<string, string>): Promise<string> {
-    return sealHeaders(headers, this.headerAad(id), this.secret());
+    return sealHeaders(headers, this.headerAad(id), this.secrets().current);
   }
 }
