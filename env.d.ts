@@ -16,6 +16,7 @@ declare namespace Cloudflare {
     EDGESTR_PLANS?: string;
     EDGESTR_SIGNUP?: string;
     EDGESTR_SECRET?: string;
+    EDGESTR_SECRET_PREVIOUS?: string;
     OPENAI_API_KEY?: string;
     OPENAI_BASE_URL?: string;
     ANTHROPIC_API_KEY?: string;

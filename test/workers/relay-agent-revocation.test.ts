@@ -33,6 +33,17 @@ async function authedAgent(path: string, agent: Keys, owner: Keys, tag = signAtt
   return { s, ok: (await s.next((f) => f[0] === 'OK' && f[1] === e.id)).slice(2) };
 }
 
+/** A new owner and an agent key authenticated on the owner's shard with the owner's attestation (`tag`). */
+async function attestedOnOwnerShard(): Promise<{ owner: Keys; agent: Keys; path: string; tag: ReturnType<typeof signAttestation>; s: TestSocket }> {
+  const owner = await addOwner();
+  const agent = keys();
+  const path = `/r/${owner.pk}`;
+  const tag = signAttestation(owner.sk, agent.pk, 'kind=22242');
+  const { s, ok } = await authedAgent(path, agent, owner, tag);
+  expect(ok).toEqual([true, '']);
+  return { owner, agent, path, tag, s };
+}
+
 /** A telemetry frame (NIP-AO) of `agent` to `owner`. */
 const telemetry = (agent: Keys, owner: string) =>
   sign(agent, {
@@ -54,12 +65,7 @@ const recordsOf = (shardOwner: string | null, agent: string) =>
 
 describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
   it('DELETE /api/agents/<key> → 204; the agent is a stranger on the owner’s shard from then on, and its attestation no longer restores it', async () => {
-    const owner = await addOwner();
-    const agent = keys();
-    const path = `/r/${owner.pk}`;
-    const tag = signAttestation(owner.sk, agent.pk, 'kind=22242');
-    const { s, ok } = await authedAgent(path, agent, owner, tag);
-    expect(ok).toEqual([true, '']);
+    const { owner, agent, path, tag, s } = await attestedOnOwnerShard();
     // Its profile attests it too (the other self-made source).
     const profile = sign(agent, { kind: 0, content: '{}', tags: [signAttestation(owner.sk, agent.pk, 'kind=0')] });
     expect(await published(s, profile)).toEqual([true, '']);
@@ -119,12 +125,7 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
   });
 
   it('the key’s holder cannot dodge the revocation by having its proofs forgotten first (a tag-less kind 0): DELETE is 204 and the attestation no longer restores it', async () => {
-    const owner = await addOwner();
-    const agent = keys();
-    const path = `/r/${owner.pk}`;
-    const tag = signAttestation(owner.sk, agent.pk, 'kind=22242');
-    const { s, ok } = await authedAgent(path, agent, owner, tag);
-    expect(ok).toEqual([true, '']);
+    const { owner, agent, path, tag, s } = await attestedOnOwnerShard();
     expect(await published(s, sign(agent, { kind: 1, content: 'as the owner’s agent' }))).toEqual([true, '']);
     // The holder publishes a profile without the attestation: the shard forgets its proofs…
     expect(await published(s, sign(agent, { kind: 0, content: '{"name":"plain"}' }))).toEqual([true, '']);
