@@ -3,7 +3,7 @@
 // with and without `s` (the public servers), tools/list (with pagination), tools/call, resources,
 // prompts, completion, ping, progress, cancel, and the errors a client gets.
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import { runInDurableObject } from 'cloudflare:test';
+import { env, runInDurableObject } from 'cloudflare:test';
 import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
 import { closeSubscriptionsOf, LIVE_EVENTS_LOST, now, sign, socketObjects, subscriptionsOf } from './helpers.js';
 
@@ -121,6 +121,13 @@ describe('bridge: requests through the relay', () => {
     expect(unknownServer.result).toEqual({ ok: false, error: { code: -32602, message: 'Unknown server id nope' } });
     const unknownMethod = await errs.call('tools/destroy', {}, { s: 'ev' });
     expect(unknownMethod.result).toEqual({ ok: false, error: { code: -32601, message: 'Method not found: tools/destroy' } });
+    // Where upstream notifications of a server go (256 kept): only for servers it runs, so requests
+    // naming made-up ids from fresh keys cannot push real clients' entries out.
+    const kept = await runInDurableObject(env.BRIDGE.get(env.BRIDGE.idFromName(owner)), (bridge) => {
+      const replies = (bridge as unknown as { replies: { has(key: string): boolean } }).replies;
+      return { nope: replies.has(`nope:${errs.k.pk}`), ev: replies.has(`ev:${errs.k.pk}`) };
+    });
+    expect(kept).toEqual({ nope: false, ev: true });
     const noS = await errs.call('tools/list', {});
     expect(noS.result).toEqual({ ok: false, error: { code: -32602, message: 'this provider runs 2 servers (down, paged): name one with an s tag' } });
     const unknownTool = await errs.call('tools/call', { name: 'no-such-tool', arguments: {} }, { s: 'ev' });

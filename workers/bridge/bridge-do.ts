@@ -534,7 +534,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
       return;
     }
     const msg = parsed.value;
-    if (msg.serverId !== undefined) this.replies.set(`${msg.serverId}:${msg.client}`, reply);
+    // Only for a server it runs: made-up ids from fresh keys would push real clients' entries out.
+    if (msg.serverId !== undefined && this.backends().has(msg.serverId)) this.replies.set(`${msg.serverId}:${msg.client}`, reply);
     await this.dispatcher.handle(msg, reply);
   }
 
