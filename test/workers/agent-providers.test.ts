@@ -1,6 +1,7 @@
 // Hosted agents against real provider wire formats (the fake OpenAI / Anthropic server): streaming,
 // multi-turn history, the tool loop, provider failures mapped to NIP-XX codes, cancellation racing
 // the response, and the owner watching the run live over NIP-AO and cancelling it with a control frame.
+import { env, runInDurableObject } from 'cloudflare:test';
 import { inject } from 'vitest';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RelayClient } from '../../src/shared/relay-client.js';
@@ -198,8 +199,17 @@ describe('an owner’s cancel_turn that arrives before its run', () => {
     const c = await NipXxClient.open(agent);
     const p = c.prompt({ ver: 1, message: 'cancelled before it came', model: 'fake-slow' });
     // The owner cancels the turn (its id known, e.g. from another of its clients) before the prompt reaches the agent.
-    expect((await observer.cancelTurn(agent, p.id)).ok).toBe(true);
-    await new Promise((r) => setTimeout(r, 300));
+    // The prompt goes once the agent holds the cancel. A control frame is live only: one sent before the
+    // new agent's subscription on the owner's shard is up is lost, so it is sent again until held.
+    const held = () =>
+      runInDurableObject(env.AGENT.get(env.AGENT.idFromName(agent)), (a) =>
+        (a as unknown as { earlyCancels: { pending: { has(key: string): boolean } } }).earlyCancels.pending.has(`${p.id} *owner`),
+      );
+    for (let i = 0; i < 20 && !(await held()); i++) {
+      expect((await observer.cancelTurn(agent, p.id)).ok).toBe(true);
+      for (let j = 0; j < 5 && !(await held()); j++) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await held()).toBe(true);
     await c.send(p);
     expect((await c.collect(p.id, 20_000)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
     observer.stop();
