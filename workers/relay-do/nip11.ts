@@ -11,14 +11,19 @@ export const VERSION = '0.1.0';
 /** NIPs this relay implements, exactly. */
 export const SUPPORTED_NIPS = [1, 9, 11, 40, 42, 45, 62, 70] as const;
 
-/** The document of a shard with these limits, owner (null: the public shard) and retention rules (retention.ts). */
-export function relayInformation(limits: RelayLimits, owner: string | null, retention: readonly RetentionRule[] = []) {
+/**
+ * The document of a shard with these limits, owner (null: the public shard) and retention rules
+ * (retention.ts). The public shard's also names this deployment's DVMCP bridges (`bridgeProviders`):
+ * not a standard NIP-11 field, `bridge_providers`, so that clients list their servers first and
+ * refuse a name a stranger's server claims too (docs/BRIDGE.md "Announcements").
+ */
+export function relayInformation(limits: RelayLimits, owner: string | null, retention: readonly RetentionRule[] = [], bridgeProviders: readonly string[] = []) {
   return {
     name: owner ? `edgestr shard of ${owner.slice(0, 12)}…` : 'edgestr public shard',
     description: owner
       ? "Owner shard: accepts events from its owner and the owner's agents, and events addressed to them."
       : 'Public shard of an edgestr deployment: open to everyone within the advertised limits.',
-    ...(owner ? { pubkey: owner } : {}),
+    ...(owner ? { pubkey: owner } : { bridge_providers: [...bridgeProviders] }),
     software: SOFTWARE,
     version: VERSION,
     supported_nips: [...SUPPORTED_NIPS],

@@ -11,10 +11,6 @@
 // NIP-11 is always served by the shard's primary.
 // Relay URL: the request forwarded to the shard carries the URL clients must name in their NIP-42
 // `relay` tag: EDGESTR_PUBLIC_URL's scheme and host when set, else the request's own.
-// The public shard's NIP-11 document also names this deployment's DVMCP bridges: `bridge_providers`,
-// the provider keys recorded on the public shard (its bridgeProviders RPC, as the /mcp gateway reads
-// them), so that clients list those servers first and refuse a name a stranger's server claims too
-// (src/client/tools.ts, src/console/tools.ts; docs/BRIDGE.md "Announcements").
 
 import { Hono } from 'hono';
 import { parsePubkey } from '../../src/shared/keys.js';
@@ -45,22 +41,12 @@ function toShard(env: RouterBindings, owner: string | null, request: Request): P
 
 const isUpgrade = (req: Request) => req.headers.get('Upgrade')?.toLowerCase() === 'websocket';
 
-/** The public shard's NIP-11 document with `bridge_providers` (see the header). */
-async function publicInformation(env: RouterBindings, request: Request): Promise<Response> {
-  const [res, providers] = await Promise.all([toShard(env, null, request), shardStub(env, null).bridgeProviders()]);
-  if (!res.ok) return res;
-  const doc = (await res.json()) as Record<string, unknown>;
-  const headers = new Headers(res.headers);
-  headers.delete('Content-Length');
-  return new Response(JSON.stringify({ ...doc, bridge_providers: providers }), { status: res.status, headers });
-}
-
 export function relayRoutes<E extends { Bindings: RouterBindings }>(landing: (req: Request) => Response | Promise<Response>) {
   const app = new Hono<E>();
 
   const serve = (owner: string | null, req: Request, env: RouterBindings) => {
     if (isUpgrade(req)) return toShard(env, owner, req);
-    if (wantsRelayInformation(req.headers.get('Accept'))) return owner === null ? publicInformation(env, req) : toShard(env, owner, req);
+    if (wantsRelayInformation(req.headers.get('Accept'))) return toShard(env, owner, req);
     return landing(req);
   };
 

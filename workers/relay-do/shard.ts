@@ -211,7 +211,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     this.rememberEdge(request.headers.get(EDGE_HEADER));
     if (!upgrade) {
-      return Response.json(relayInformation(this.limits, this.shardOwner(), this.retention.get()), {
+      const owner = this.shardOwner();
+      return Response.json(relayInformation(this.limits, owner, this.retention.get(), owner === null ? this.bridgeProviders() : []), {
         headers: { ...NIP11_CORS_HEADERS, 'Content-Type': 'application/nostr+json' },
       });
     }
