@@ -30,7 +30,7 @@ import { unwrap } from '../../src/shared/nip59.js';
 import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
 import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
-import { agentRelays, type AgentLimits, type StoredAgent } from './config.js';
+import { agentRelays, relayLabel, type AgentLimits, type StoredAgent } from './config.js';
 import { estimateTokens, SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
@@ -173,7 +173,7 @@ export class Agent extends DurableObject<AgentEnv> {
       sign: (t, sk) => this.store.sign(t, sk),
       publish: async (url, e, c) => {
         const r = await this.links.client(url, c).publish(e, { timeoutMs: 5000 });
-        if (!r.ok) console.warn(`agent dvmcp: ${url} refused ${e.kind} ${e.id}: ${r.message}`);
+        if (!r.ok) console.warn(`agent dvmcp: ${relayLabel(url)} refused ${e.kind} ${e.id}: ${r.message}`);
       },
       admit: (sender, what, reserved, ask) => {
         const c = this.store.config();
