@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { announcementDeletion, LISTS, listAnnouncement, serverAnnouncement, type InitializeInfo, type ServerProfile } from '../../src/shared/dvmcp.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
+import { hasLoneSurrogate } from '../../src/shared/json-cut.js';
 
 /** The MCP protocol version the agent's server speaks (the DVMCP spec's). */
 export const MCP_PROTOCOL_VERSION = '2025-03-26';
@@ -16,7 +17,13 @@ export const MAX_SESSION_CHARS = 128;
 /** The arguments of `ask` (its input schema says the same). */
 export const AskArgsSchema = z.object({
   message: z.string({ error: 'message must be a string' }).min(1, 'message must not be empty'),
-  session: z.string({ error: 'session must be a string' }).min(1, 'session must not be empty').max(MAX_SESSION_CHARS, `session is at most ${MAX_SESSION_CHARS} characters`).optional(),
+  // Kept in SQLite, where a lone surrogate comes back as U+FFFD: two such sessions would be one conversation.
+  session: z
+    .string({ error: 'session must be a string' })
+    .min(1, 'session must not be empty')
+    .max(MAX_SESSION_CHARS, `session is at most ${MAX_SESSION_CHARS} characters`)
+    .refine((s) => !hasLoneSurrogate(s), 'session must be valid Unicode (it has a lone surrogate)')
+    .optional(),
 });
 export type AskArgs = z.infer<typeof AskArgsSchema>;
 

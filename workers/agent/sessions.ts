@@ -119,15 +119,15 @@ export class SessionStore {
     );
   }
 
-  /** Forgets up to `batch` conversations untouched since `before` (ms); returns how many. */
-  prune(before: number, batch: number): number {
-    const stale = this.sql
-      .exec<{ sender: string; session: string }>('SELECT sender, session FROM conversations WHERE touched_at < ? LIMIT ?', before, batch)
-      .toArray();
-    for (const k of stale) {
-      this.sql.exec('DELETE FROM history WHERE sender = ? AND session = ?', k.sender, k.session);
-      this.sql.exec('DELETE FROM conversations WHERE sender = ? AND session = ?', k.sender, k.session);
-    }
-    return stale.length;
+  /**
+   * Forgets up to `batch` conversations untouched since `before` (ms), oldest first. They are
+   * deleted by their stored keys, in SQL, never by keys read back: a session stored with a lone
+   * surrogate (before admission refused them) reads back as U+FFFD, matches no row, and would fill
+   * every batch for ever.
+   */
+  prune(before: number, batch: number): void {
+    const stale = 'SELECT sender, session FROM conversations WHERE touched_at < ?1 ORDER BY touched_at, sender, session LIMIT ?2';
+    this.sql.exec(`DELETE FROM history WHERE (sender, session) IN (${stale})`, before, batch);
+    this.sql.exec(`DELETE FROM conversations WHERE (sender, session) IN (${stale})`, before, batch);
   }
 }
