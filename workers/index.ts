@@ -78,6 +78,17 @@ app.get('/health', async (c) => {
   return c.json({ ok: true, version: VERSION, ...(demo ? { demo } : {}) });
 });
 
+// Management answers are private (an owner's agents, usage, export) or refusals: no cache keeps
+// them, and no browser guesses their type. The answer is copied first, since a Durable Object's
+// response has immutable headers.
+app.use('/api/*', async (c, next) => {
+  await next();
+  const res = new Response(c.res.body, c.res);
+  res.headers.set('Cache-Control', 'no-store');
+  res.headers.set('X-Content-Type-Options', 'nosniff');
+  c.res = res;
+});
+
 // A bad EDGESTR_PLANS fails every API call loudly, naming the field, until the operator fixes it.
 app.use('/api/*', async (c, next) => {
   try {

@@ -115,3 +115,22 @@ describe('NIP-98 before the body', () => {
     expect(expiresAt).toBeGreaterThanOrEqual(createdAt + 60);
   });
 });
+
+describe('private answers are never kept by a cache', () => {
+  const signed = (method: string, path: string) => ({ method, headers: { Authorization: makeHttpAuthHeader(TEST_OWNER_SK, `${BASE}${path}`, method) } });
+  it('every /api answer (an owner’s agents, usage, export, a refusal, an unknown route) says no-store and nosniff', async () => {
+    const answers = [
+      await SELF.fetch(`${BASE}/api/agents`, signed('GET', '/api/agents')),
+      await SELF.fetch(`${BASE}/api/usage`, signed('GET', '/api/usage')),
+      await SELF.fetch(`${BASE}/api/relay/export`, signed('GET', '/api/relay/export')),
+      await SELF.fetch(`${BASE}/api/agents`),
+      await SELF.fetch(`${BASE}/api/no-such-route`),
+    ];
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 401, 404]);
+    for (const r of answers) {
+      await r.arrayBuffer();
+      expect(r.headers.get('Cache-Control')).toBe('no-store');
+      expect(r.headers.get('X-Content-Type-Options')).toBe('nosniff');
+    }
+  });
+});
