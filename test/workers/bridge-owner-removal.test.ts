@@ -4,8 +4,12 @@
 // bridge answers nothing; at its next watchdog it withdraws (its announcements deleted, so its servers
 // leave the /mcp catalog; no longer one of the deployment's bridges; its relay connections closed; its
 // alarm only checks the registry every OWNER_RECHECK_MS) and comes back by itself once the owner is
-// added again. A suspended owner's bridge still records a zap receipt: a call made before the
-// suspension does not run, and the operator is told to refund it.
+// added again. A server's announcements count as withdrawn only once the public shard (the one /mcp
+// reads) took their deletion: one refused is sent again at the next check. The deletions go to the
+// public shard only, all at once: the removed owner's shard (read-only; outside EDGESTR_OPEN_SHARDS
+// not served, so each deletion there waited 5 s for a connection) gets none. A suspended owner's
+// bridge still records a zap receipt: a call made before the suspension does not run, and the
+// operator is told to refund it.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it, vi } from 'vitest';
 import '../lnurl/provided.js';
@@ -13,9 +17,10 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { OWNER_RECHECK_MS } from '../../workers/bridge/bridge-do.js';
 import { shardStub } from '../../workers/common/shards.js';
+import type { RelayEnv, RelayShard } from '../../workers/relay-do/shard.js';
 import { api } from './api-helpers.js';
 import { announcements, bridgeReady, DvmcpClient, everythingUrl, registerServer } from './bridge-helpers.js';
-import { connect, keys, now, randomHex, subscriptionsOf, type Keys } from './helpers.js';
+import { BASE, connect, keys, now, randomHex, socketObjects, subscriptionsOf, type Keys } from './helpers.js';
 import { allToolNames, gatewayClient } from './mcp-gateway-helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
@@ -25,13 +30,66 @@ const ANNOUNCED = [KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS];
 
 /** A new owner added by the operator, with one bridge server `id` on server-everything (answering); its provider. */
 async function ownerWithServer(id: string, extra: Record<string, unknown> = {}): Promise<{ owner: Keys; provider: string }> {
+  return ownerWithServers([id], extra);
+}
+
+/** A new owner added by the operator, with bridge servers `ids` on server-everything (answering); its provider. */
+async function ownerWithServers(ids: string[], extra: Record<string, unknown> = {}): Promise<{ owner: Keys; provider: string }> {
   const owner = keys();
   expect((await admin('POST', '/api/admin/owners', { pubkey: owner.pk })).status).toBe(201);
-  const r = await api(owner.sk, 'POST', '/api/bridge/servers', { id, url: everythingUrl(), ...extra });
-  expect(r.status).toBe(201);
-  const { provider } = r.json as { provider: string };
+  let provider = '';
+  for (const id of ids) {
+    const r = await api(owner.sk, 'POST', '/api/bridge/servers', { id, url: everythingUrl(), ...extra });
+    expect(r.status).toBe(201);
+    provider = (r.json as { provider: string }).provider;
+  }
   await bridgeReady(provider);
   return { owner, provider };
+}
+
+/** Each server of the bridge of `owner` and whether it is marked announced (the hash of its last announcement set, '' when none is out). */
+const marked = (owner: string) =>
+  runInDurableObject(bridgeOf(owner), (_i, state) =>
+    state.storage.sql.exec<{ id: string; announced: string }>('SELECT id, announced FROM servers ORDER BY id').toArray().map((r) => [r.id, r.announced !== '']),
+  );
+
+/**
+ * Sets the clock of the public shard's objects (its primary and, with K > 1, its edges) `skewMs`
+ * off (0: back to the real time), through the test seam RelayShard.clock: an hour behind, the shard
+ * refuses events dated now (`invalid: created_at is too far in the future`), as a relay whose clock
+ * is wrong does.
+ */
+async function publicShardClock(skewMs: number): Promise<void> {
+  for (const stub of new Set([shardStub(env, null), ...socketObjects(null)])) {
+    await runInDurableObject(stub, (instance: RelayShard) => {
+      instance.clock = () => Date.now() + skewMs;
+    });
+  }
+}
+
+/**
+ * Runs the objects of `owner`'s shard as a deployment with closed shards (EDGESTR_OPEN_SHARDS
+ * unset; `closed` false: set again), as the test configuration cannot: there a removed owner's
+ * shard is no longer served (its sockets closed, new ones 404).
+ */
+async function closedShards(owner: string, closed: boolean): Promise<void> {
+  for (const stub of new Set([shardStub(env, owner), ...socketObjects(owner)])) {
+    await runInDurableObject(stub, (instance) => {
+      const shard = instance as unknown as { env: RelayEnv };
+      shard.env = { ...shard.env, EDGESTR_OPEN_SHARDS: closed ? undefined : 'true' };
+    });
+  }
+}
+
+/** The bridge's warnings logged while `run` ran. */
+async function warnings(run: () => Promise<unknown>): Promise<string[]> {
+  const warn = vi.spyOn(console, 'warn');
+  try {
+    await run();
+    return warn.mock.calls.map((args) => args.map(String).join(' ')).filter((l) => l.startsWith('bridge: '));
+  } finally {
+    warn.mockRestore();
+  }
 }
 
 /** The still-allowed owner's (EDGESTR_OWNERS) server on server-everything, announced and answering: the sentinel's target. */
@@ -124,6 +182,63 @@ describe('a removed owner’s bridge', () => {
     expect(await shardStub(env, null).bridgeProviders()).toContain(provider);
     const watchdog = await runInDurableObject(bridgeOf(owner.pk), (_i, state) => state.storage.getAlarm());
     expect(watchdog).toBeLessThanOrEqual(Date.now() + 30_000);
+  });
+});
+
+describe('a removed owner’s bridge withdrawing its announcements', () => {
+  it('a deletion the public shard refused is sent again at the next check until it lands: the server stays marked announced (its announcements on the public shard) meanwhile, the key revoked all the same', async () => {
+    const id = `refused-${randomHex(4)}`;
+    const { owner, provider } = await ownerWithServer(id);
+    await announcements(provider, ANNOUNCED, (es) => es.length === 2);
+    expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+
+    // The public shard's clock an hour behind: it refuses the deletion dated now.
+    await publicShardClock(-3600_000);
+    let logged: string[];
+    try {
+      logged = await warnings(async () => expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true));
+    } finally {
+      await publicShardClock(0);
+    }
+    const publicShard = `${BASE.replace(/^http/, 'ws')}/`;
+    expect(logged.filter((l) => l.startsWith(`bridge: ${publicShard} refused`))).toEqual([expect.stringMatching(new RegExp(`^bridge: ${publicShard} refused 5 [0-9a-f]{64}: invalid: created_at is too far in the future$`))]);
+    expect(await marked(owner.pk)).toEqual([[id, true]]);
+    expect(await announcements(provider, ANNOUNCED, () => true)).toHaveLength(2);
+    expect(await announcements(provider, [KIND.DELETION], () => true)).toEqual([]);
+    expect(logged).toContain(`bridge: provider ${provider}: the deletion of the announcements of ${id} did not land on the public shard; sent again in 10 min`);
+    // The rest of the withdrawal is done: the key revoked, the alarm 10 min away.
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect(await runInDurableObject(bridgeOf(owner.pk), (_i, state) => state.storage.getAlarm())).toBeGreaterThan(Date.now() + OWNER_RECHECK_MS - 60_000);
+
+    // The next check (due in 10 min, run now) sends it again: it lands (the public shard is what /mcp reads).
+    expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true);
+    expect(await announcements(provider, ANNOUNCED, (es) => es.length === 0)).toEqual([]);
+    const deletions = await announcements(provider, [KIND.DELETION], (es) => es.length > 0);
+    expect(deletions.map((d) => [d.content, d.tags.some((t) => t[0] === 'a' && t[1] === `${KIND.DVMCP_SERVER}:${provider}:${id}`)])).toEqual([['the owner was removed from this deployment', true]]);
+    expect(await marked(owner.pk)).toEqual([[id, false]]);
+    // Landed: the check after it publishes nothing more.
+    expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true);
+    expect(await announcements(provider, [KIND.DELETION], () => true)).toEqual(deletions);
+  });
+
+  it('outside EDGESTR_OPEN_SHARDS, with several servers: one check deletes every server’s announcements on the public shard and sends none to the owner’s shard, which is no longer served (each one there waited 5 s for a connection)', { timeout: 60_000 }, async () => {
+    const ids = [0, 1, 2].map((i) => `many${i}-${randomHex(4)}`);
+    const { owner, provider } = await ownerWithServers(ids);
+    await announcements(provider, ANNOUNCED, (es) => es.length === 2 * ids.length);
+    await closedShards(owner.pk, true);
+    try {
+      expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+      const logged = await warnings(async () => expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true));
+      expect(logged.filter((l) => l.includes(`/r/${owner.pk}`))).toEqual([]);
+      expect(logged.filter((l) => l.includes('did not land'))).toEqual([]);
+      expect(await marked(owner.pk)).toEqual(ids.map((id) => [id, false]));
+      expect(await announcements(provider, ANNOUNCED, (es) => es.length === 0)).toEqual([]);
+      const deletions = await announcements(provider, [KIND.DELETION], (es) => es.length === ids.length);
+      expect(ids.map((id) => deletions.filter((d) => d.tags.some((t) => t[0] === 'a' && t[1] === `${KIND.DVMCP_SERVER}:${provider}:${id}`)).length)).toEqual([1, 1, 1]);
+      expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    } finally {
+      await closedShards(owner.pk, false);
+    }
   });
 });
 

@@ -16,8 +16,9 @@
 // a suspended or removed owner's bridge answers nothing and drops its calls in flight, but still
 // records zap receipts (a call paid for meanwhile does not run; payments-gate.ts logs it for a
 // refund); a removed owner's next watchdog withdraws the bridge (`withdraw`: announcements
-// deleted, no longer listed as a deployment bridge, connections closed, the registry asked again every
-// OWNER_RECHECK_MS), until the owner is added again (`reinstate`).
+// deleted on the public shard, no longer listed as a deployment bridge, connections closed, the
+// registry asked again every OWNER_RECHECK_MS, and at each check the deletions that did not land
+// sent again), until the owner is added again (`reinstate`).
 
 import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -42,7 +43,7 @@ import { relayVerifier } from '../common/verifier.js';
 import type { McpNotification } from '../common/mcp-client.js';
 import { McpSessionCache } from '../common/mcp-session-cache.js';
 import { buildAnnouncements } from './announcer.js';
-import { BridgeLinks, bridgeRelays } from './bridge-links.js';
+import { BridgeLinks, bridgeRelays, publicRelay } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
 import { Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
@@ -317,35 +318,62 @@ export class Bridge extends DurableObject<BridgeEnv> {
   }
 
   /**
-   * The owner was removed: calls in flight are dropped and, once, its servers' announcements are
-   * deleted (they leave the /mcp catalog) and its provider key is no longer recorded as a bridge of
-   * the deployment (the owner's shard and the public one, which /mcp lists first); the relay
+   * The owner was removed: calls in flight are dropped; its servers' announcements are deleted on the
+   * public shard (`withdrawAnnouncements`; they leave the /mcp catalog), those whose deletion did not
+   * land again at each check; once, its provider key is no longer recorded as a bridge of the
+   * deployment (the owner's shard and the public one, which /mcp lists first); the relay
    * connections and upstream sessions are closed, and the watchdog only asks the registry again
    * every OWNER_RECHECK_MS.
    */
   private async withdraw(p: ProviderRecord): Promise<void> {
     this.haltCalls('its owner was removed');
+    const left = await this.withdrawAnnouncements(p);
     if (!this.store.withdrawn()) {
-      for (const s of this.store.servers()) {
-        if (this.store.announced(s.id) === '') continue;
-        await this.links.publishAll(await this.store.sign(announcementDeletion(p.pubkey, s.id, OWNER_REMOVED)));
-        this.store.setAnnounced(s.id, '');
-      }
       await shardStub(this.env, p.owner).revokeAgent(p.pubkey, p.owner);
       await shardStub(this.env, null).revokeAgent(p.pubkey, p.owner);
       this.store.setWithdrawn(true);
-      console.warn(`bridge: owner ${p.owner} is no longer allowed: provider ${p.pubkey} withdrawn (announcements deleted, connections closed)`);
+      console.warn(`bridge: owner ${p.owner} is no longer allowed: provider ${p.pubkey} withdrawn (its announcements deleted on the public shard, connections closed)`);
+    }
+    if (left.length > 0) {
+      console.warn(`bridge: provider ${p.pubkey}: the deletion of the announcements of ${left.join(', ')} did not land on the public shard; sent again in ${OWNER_RECHECK_MS / 60_000} min`);
     }
     this.links.close();
     await this.cache.closeAll();
     await this.ctx.storage.setAlarm(Date.now() + OWNER_RECHECK_MS);
   }
 
-  /** The owner is allowed again after a withdrawal: its provider key recorded again, every server announced anew by this alarm. */
+  /**
+   * Deletes (NIP-09) the announcements of every server still marked announced, on the public shard
+   * only (the removed owner's shard stores nothing new and, outside open shards, is not served at
+   * all: docs/BRIDGE.md), one deletion per server, all sent at once, so the whole waits at most one
+   * publish timeout (5 s) however many servers there are. A server is marked unannounced only when
+   * the public shard took its deletion (accepted, or `duplicate:`); the ids of the others, still
+   * marked, are returned.
+   */
+  private async withdrawAnnouncements(p: ProviderRecord): Promise<string[]> {
+    const url = publicRelay(p);
+    const pending = this.store.servers().filter((s) => this.store.announced(s.id) !== '');
+    const landed = await Promise.all(pending.map(async (s) => this.links.publish(url, await this.store.sign(announcementDeletion(p.pubkey, s.id, OWNER_REMOVED)))));
+    const left: string[] = [];
+    pending.forEach((s, i) => {
+      if (landed[i]) this.store.setAnnounced(s.id, '');
+      else left.push(s.id);
+    });
+    return left;
+  }
+
+  /**
+   * The owner is allowed again after a withdrawal: its provider key recorded again, every server
+   * announced anew by this alarm (also one whose deletion never landed: whether a deletion that timed
+   * out was stored after all is not known).
+   */
   private async reinstate(p: ProviderRecord): Promise<void> {
     await shardStub(this.env, p.owner).provisionAgent(p.pubkey, p.owner, 'bridge');
     await shardStub(this.env, null).provisionAgent(p.pubkey, p.owner, 'bridge');
-    for (const s of this.store.servers()) this.store.scheduleRefresh(s.id, 0);
+    for (const s of this.store.servers()) {
+      this.store.setAnnounced(s.id, '');
+      this.store.scheduleRefresh(s.id, 0);
+    }
     this.store.setWithdrawn(false);
     console.warn(`bridge: owner ${p.owner} is allowed again: provider ${p.pubkey} reinstated`);
   }

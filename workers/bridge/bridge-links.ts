@@ -4,13 +4,14 @@
 // `since`): requests and notifications (25910, 21316) p-tagging the provider from a minute back, and
 // gift wraps (1059) p-tagging it from two days back (WRAP_LOOKBACK_SECONDS: wraps are dated up to two
 // days in the past, NIP-59); the bridge judges a wrapped request by its rumor's created_at and id.
+// A publish tells whether its event landed: accepted, or `duplicate:` (the relay has it already).
 
 import type { NostrEvent } from '../../src/shared/event.js';
-import { errorMessage } from '../../src/shared/errors.js';
+import { errorMessage, parseRejection } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 import type { Filter } from '../../src/shared/filters.js';
-import { RelayClient, type EventTemplate, type Subscription } from '../../src/shared/relay-client.js';
+import { RelayClient, type EventTemplate, type PublishResult, type Subscription } from '../../src/shared/relay-client.js';
 import type { RouterBindings } from '../common/shards.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
 import { SingleFlight } from '../common/single-flight.js';
@@ -27,11 +28,18 @@ export interface BridgeLinksDeps {
   extraFilters?(): Promise<Filter[]>;
 }
 
+/** The public shard of a provider's deployment: where `/mcp` and clients look for announcements. */
+export function publicRelay(p: ProviderRecord): string {
+  return `${p.origin.replace(/^http/, 'ws')}/`;
+}
+
 /** The relays of a provider: its owner's shard first, then the public shard. */
 export function bridgeRelays(p: ProviderRecord): string[] {
-  const ws = p.origin.replace(/^http/, 'ws');
-  return [`${ws}/r/${p.owner}`, `${ws}/`];
+  return [`${p.origin.replace(/^http/, 'ws')}/r/${p.owner}`, publicRelay(p)];
 }
+
+/** Whether a relay's answer means it holds the event: accepted, or `duplicate:` (it had it, or a newer version). */
+const landed = (r: PublishResult): boolean => r.ok || parseRejection(r.message)?.prefix === 'duplicate';
 
 function handle(what: string, p: Promise<void>): void {
   p.catch((e: unknown) => console.error(`bridge: ${what} failed`, errorMessage(e)));
@@ -61,13 +69,16 @@ export class BridgeLinks {
     );
   }
 
-  /** Publishes on `url` (connecting when needed); false when the relay did not accept it. */
+  /**
+   * Publishes on `url` (connecting when needed; 5 s for the connection and the OK together); whether
+   * it landed (`landed`), logged when not.
+   */
   async publish(url: string, e: NostrEvent): Promise<boolean> {
     const p = this.deps.provider();
     if (!p) return false;
     const r = await this.client(url, p).publish(e, { timeoutMs: 5000 });
-    if (!r.ok) console.warn(`bridge: ${url} refused ${e.kind} ${e.id}: ${r.message}`);
-    return r.ok;
+    if (!landed(r)) console.warn(`bridge: ${url} refused ${e.kind} ${e.id}: ${r.message}`);
+    return landed(r);
   }
 
   /** Publishes on every relay. */
