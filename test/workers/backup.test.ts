@@ -1,12 +1,18 @@
 // Backups under miniflare's local R2 (binding BACKUPS): the cron handler writes each shard's export,
 // an owner lists and restores its own backups through the import path, large exports go in parts,
-// and the runs rotate through more shards than one run takes.
+// and the runs rotate through more shards than one run takes. A backup carries the owners'
+// revocations of agent keys (NIP-OA) before the events, so a shard restored fresh, or after losing
+// them, still refuses the revoked keys' attestations.
 import { createScheduledController, env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import worker from '../../workers/index.js';
 import { shardStub } from '../../workers/common/shards.js';
 import { BACKUP_PART_BYTES, BACKUP_SHARDS_PER_RUN, backupKey, backupName, readBackupLines, shardsOfRun } from '../../workers/relay-do/backup.js';
-import { IMPORT_BATCH, IMPORT_BATCH_BYTES } from '../../workers/relay-do/import.js';
+import { emptyReport, IMPORT_BATCH, IMPORT_BATCH_BYTES, mergeReports, type ImportReport } from '../../workers/relay-do/import.js';
+import { MAX_REVOKED_PER_OWNER, OwnershipRegistry } from '../../workers/relay-do/ownership.js';
+import { revocationsPage } from '../../workers/relay-do/export.js';
+import type { RelayShard } from '../../workers/relay-do/shard.js';
+import { signAttestation } from '../../src/shared/nip-oa.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { fetchWithEnv } from './app-env.js';
 import { connect, keys, now, sign, type Keys } from './helpers.js';
@@ -183,5 +189,113 @@ describe('operators restore any shard (/api/admin/shards/<shard>)', () => {
     expect(await call(admin, 'GET', '/api/admin/shards/owner:x/backups')).toEqual({ status: 404, json: { error: 'no such shard: "public" or an owner’s 64-hex pubkey or npub' } });
     expect(await call(admin, 'POST', `${path}/restore`, { backup: '2020-01-01T00-00-00Z' })).toEqual({ status: 404, json: { error: 'no backup named 2020-01-01T00-00-00Z for this shard' } });
     expect((await call(admin, 'POST', `${path}/restore`, { backup: 'latest' })).status).toBe(422);
+  });
+});
+
+describe('backups carry the owners’ revocations of agent keys (NIP-OA)', () => {
+  const urlOf = (owner: string | null) => `ws://relay.test/${owner ? `r/${owner}` : ''}`;
+
+  /** An owner and an agent key it attested in the agent's stored profile, then revoked (DELETE /api/agents/<key>). */
+  async function revokedAgent(): Promise<{ owner: Keys; agent: Keys; profile: ReturnType<typeof sign> }> {
+    const owner = keys();
+    const agent = keys();
+    const profile = sign(agent, { kind: 0, content: '{}', created_at: now() - 60, tags: [signAttestation(owner.sk, agent.pk, '')] });
+    expect(await importInto(owner, jsonl([profile]))).toEqual({ status: 200, json: { accepted: 1, duplicate: 0, refused: {} } });
+    expect(await shardStub(env, owner.pk).isAgentOwner(agent.pk, owner.pk)).toBe(true);
+    expect((await opsCall(owner, 'DELETE', `/api/agents/${agent.pk}`)).status).toBe(204);
+    expect(await shardStub(env, owner.pk).isAgentOwner(agent.pk, owner.pk)).toBe(false);
+    return { owner, agent, profile };
+  }
+
+  /** Restores `owner`'s backup `name` (null: the public shard's) into `shard` through its import RPC, as the restore routes do. */
+  async function restoreInto(shard: DurableObjectStub<RelayShard>, owner: string | null, name: string): Promise<ImportReport> {
+    let report = emptyReport();
+    for await (const batch of (await readBackupLines(env.BACKUPS!, owner, name))!) report = mergeReports(report, await shard.importEvents(owner, batch, urlOf(owner)));
+    return report;
+  }
+
+  it('revoke, back up, restore into a fresh shard: neither the attested profile in the backup nor the old attestation makes the key the owner’s agent again', async () => {
+    const { owner, agent, profile } = await revokedAgent();
+    const at = runAt();
+    await cron(at, [owner]);
+    const fresh = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const report = await restoreInto(fresh, owner.pk, backupName(at));
+    expect(await fresh.isAgentOwner(agent.pk, owner.pk)).toBe(false);
+    expect(report).toEqual({ accepted: 2, duplicate: 0, refused: {} });
+    // The revocation comes first (with its time), then the events.
+    const text = await (await env.BACKUPS!.get(backupKey(owner.pk, backupName(at))))!.text();
+    const lines = text.split('\n').filter((l) => l !== '');
+    expect(lines).toHaveLength(2);
+    expect(JSON.parse(lines[0]!)).toEqual(['REVOKED_AGENT', agent.pk, owner.pk, expect.any(Number)]);
+    expect(lines[1]).toBe(JSON.stringify(profile));
+    // Restored again: the revocation is known (a duplicate), as the profile is.
+    expect(await restoreInto(fresh, owner.pk, backupName(at))).toEqual({ accepted: 0, duplicate: 2, refused: {} });
+    // The old attestation in a newer profile (stored, as the owner's import stores what it is given) proves nothing.
+    const again = sign(agent, { kind: 0, content: '{"name":"back"}', created_at: profile.created_at + 1, tags: profile.tags });
+    expect(await fresh.importEvents(owner.pk, [JSON.stringify(again)], urlOf(owner.pk))).toEqual({ accepted: 1, duplicate: 0, refused: {} });
+    expect(await fresh.isAgentOwner(agent.pk, owner.pk)).toBe(false);
+  });
+
+  it('a restore puts back the revocations a shard lost: the owner’s restore, and an operator’s of the public shard', async () => {
+    const { owner, agent } = await revokedAgent();
+    const at = runAt();
+    await cron(at, [owner]);
+    // Both shards lose the row (a wipe, a recovery to before the revocation): the old attestation proves the key again.
+    for (const shard of [owner.pk, null]) {
+      await runInDurableObject(shardStub(env, shard), (_i, state) => void state.storage.sql.exec('DELETE FROM revoked_agents WHERE agent = ?', agent.pk));
+    }
+    const tag = signAttestation(owner.sk, agent.pk, '');
+    for (const path of [urlOf(owner.pk), urlOf(null)]) {
+      const s = await connect(new URL(path).pathname);
+      s.send(['AUTH', sign(agent, { kind: 22242, content: '', tags: [['relay', s.url], ['challenge', s.challenge], tag] })]);
+      expect((await s.next((f) => f[0] === 'OK')).slice(2)).toEqual([true, '']);
+      s.close();
+    }
+    expect(await shardStub(env, owner.pk).isAgentOwner(agent.pk, owner.pk)).toBe(true);
+    expect(await shardStub(env, null).isAgentOwner(agent.pk, owner.pk)).toBe(true);
+
+    expect(await call(owner, 'POST', '/api/relay/restore', { backup: backupName(at) })).toEqual({ status: 200, json: { accepted: 1, duplicate: 1, refused: {} } });
+    expect(await shardStub(env, owner.pk).isAgentOwner(agent.pk, owner.pk)).toBe(false);
+    const admin: Keys = { sk: TEST_ADMIN_SK, pk: TEST_ADMIN };
+    const restored = await call(admin, 'POST', '/api/admin/shards/public/restore', { backup: backupName(at) });
+    expect(restored).toMatchObject({ status: 200, json: { refused: {} } });
+    expect(await shardStub(env, null).isAgentOwner(agent.pk, owner.pk)).toBe(false);
+  });
+
+  it('an owner’s import restores only its own revocations; a malformed line is refused with its form', async () => {
+    const owner = keys();
+    const other = keys();
+    const agent = keys();
+    const line = (by: Keys) => JSON.stringify(['REVOKED_AGENT', agent.pk, by.pk, now() - 5]);
+    const body = [line(other), line(owner), JSON.stringify(['REVOKED_AGENT', agent.pk, owner.pk]), JSON.stringify(['REVOKED_AGENT', 'x', owner.pk, 1])].join('\n');
+    const form = 'invalid: a revocation line is ["REVOKED_AGENT", <agent hex>, <owner hex>, <revoked_at>]';
+    expect(await importInto(owner, body)).toEqual({
+      status: 200,
+      json: { accepted: 1, duplicate: 0, refused: { "restricted: an owner's shard keeps only its owner's revocations of agent keys": 1, [form]: 2 } },
+    });
+    // The revocation holds: the key's attested profile no longer makes it the owner's agent (it did in revokedAgent).
+    const profile = sign(agent, { kind: 0, content: '{}', tags: [signAttestation(owner.sk, agent.pk, '')] });
+    expect(await importInto(owner, jsonl([profile]))).toEqual({ status: 200, json: { accepted: 1, duplicate: 0, refused: {} } });
+    expect(await shardStub(env, owner.pk).isAgentOwner(agent.pk, owner.pk)).toBe(false);
+  });
+
+  it(`a restore keeps the live bound (at most ${MAX_REVOKED_PER_OWNER} revocations per owner on a shard) and their times; they are backed up page by page`, async () => {
+    const owner = keys().pk;
+    await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), (_i, state) => {
+      const registry = new OwnershipRegistry(state.storage.sql, () => owner, undefined, 2);
+      const [a, b, c] = [keys().pk, keys().pk, keys().pk];
+      expect(registry.restoreRevocation(a, owner, 100)).toBe('restored');
+      expect(registry.restoreRevocation(a, owner, 100)).toBe('known');
+      expect(registry.restoreRevocation(b, owner, 200)).toBe('restored');
+      expect(registry.restoreRevocation(c, owner, 300)).toEqual({ prefix: 'restricted', reason: 'the owner has revoked 2 agent keys on this shard, the most it keeps per owner: this revocation is not restored' });
+      expect([a, b, c].map((k) => registry.isRevoked(k, owner))).toEqual([true, true, false]);
+      expect(state.storage.sql.exec('SELECT revoked_at FROM revoked_agents ORDER BY revoked_at').toArray()).toEqual([{ revoked_at: 100 }, { revoked_at: 200 }]);
+      // Backed up a page at a time, each naming the next.
+      const [first, second] = [a, b].sort();
+      const page = revocationsPage(registry, undefined, 1);
+      expect(page).toEqual({ lines: [JSON.stringify(['REVOKED_AGENT', first, owner, first === a ? 100 : 200])], next: { agent: first, owner } });
+      expect(revocationsPage(registry, page.next, 1)).toEqual({ lines: [JSON.stringify(['REVOKED_AGENT', second, owner, second === a ? 100 : 200])], next: { agent: second, owner } });
+      expect(revocationsPage(registry, { agent: second!, owner }, 1)).toEqual({ lines: [] });
+    });
   });
 });

@@ -1,17 +1,21 @@
 // Scheduled backups of the shards to an R2 bucket (binding BACKUPS, optional) and reading them back.
-// A backup is a shard's export (export.ts, JSONL) stored at
+// A backup is a shard's export (export.ts, JSONL), preceded by the owners' revocations of agent
+// keys the shard keeps (one ["REVOKED_AGENT", …] line each, export.ts), stored at
 //   shards/<shard>/<name>.jsonl   <shard> = "public" or "owner:<hex>", <name> = UTC time "2026-12-01T05-00-00Z"
+// A restore reads it back through the import path (import.ts), revocations first; a backup made
+// before revocations were carried has none and restores as before.
 // The cron run (runBackups, from the Worker's `scheduled` handler) backs up the public shard and the
 // shards of the owners in EDGESTR_OWNERS and in the Accounts registry (workers/accounts), at most BACKUP_SHARDS_PER_RUN of them per run (rotating
-// through the list, see shardsOfRun), skipping empty shards; a failed shard is logged and the run goes on. A shard's export is written in parts of
+// through the list, see shardsOfRun), skipping empty shards (no events, no revocations); a failed shard is logged and the run goes on. A shard's export is written in parts of
 // exactly BACKUP_PART_BYTES (R2 multipart; one plain put when it is smaller), so memory stays bounded.
 // Old backups are not removed here: set an R2 lifecycle rule on the bucket (docs/OPERATIONS.md).
 
 import { z } from 'zod';
 import { staticOwners, type OwnerEnv } from '../common/owners.js';
 import { shardName, shardStub, type ShardBindings } from '../common/shards.js';
+import type { RelayShard } from './shard.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
-import type { ExportCursor } from './export.js';
+import type { ExportCursor, RevocationCursor } from './export.js';
 import { IMPORT_BATCH, importBatches } from './import.js';
 
 export interface BackupBindings {
@@ -30,16 +34,31 @@ export const backupName = (ms: number): string => new Date(ms).toISOString().rep
 const prefixOf = (owner: string | null) => `shards/${shardName(owner)}/`;
 export const backupKey = (owner: string | null, name: string) => `${prefixOf(owner)}${name}.jsonl`;
 
+/** A shard's backup lines, a page at a time (each fetched when wanted): its revocations, then its export. */
+async function* backupPages(shard: DurableObjectStub<RelayShard>): AsyncGenerator<string[]> {
+  let after: RevocationCursor | undefined;
+  do {
+    const page = await shard.revocationsPage(after);
+    after = page.next;
+    yield page.lines;
+  } while (after);
+  let cursor: ExportCursor | undefined;
+  do {
+    const page = await shard.exportPage(cursor ? { after: cursor } : {});
+    cursor = page.next;
+    yield page.lines;
+  } while (cursor);
+}
+
 /**
- * Writes one shard's export to `key`; returns its size in bytes (0: the shard is empty, nothing
- * written). The export is cut into parts of exactly BACKUP_PART_BYTES (R2 wants every part but the
- * last of one size), whatever the pages' sizes; one plain put when it fits in one part.
+ * Writes one shard's backup to `key`; returns its size in bytes (0: the shard is empty, nothing
+ * written). It is cut into parts of exactly BACKUP_PART_BYTES (R2 wants every part but the last of
+ * one size), whatever the pages' sizes; one plain put when it fits in one part.
  */
 export async function backupShard(env: ShardBindings, bucket: R2Bucket, owner: string | null, key: string): Promise<number> {
   const shard = shardStub(env, owner);
   const encoder = new TextEncoder();
   const httpMetadata = { contentType: 'application/x-ndjson' };
-  let cursor: ExportCursor | undefined;
   let part = new Uint8Array(BACKUP_PART_BYTES);
   let filled = 0;
   let total = 0;
@@ -50,10 +69,8 @@ export async function backupShard(env: ShardBindings, bucket: R2Bucket, owner: s
     parts.push(await upload.uploadPart(parts.length + 1, bytes));
   };
   try {
-    do {
-      const page = await shard.exportPage(cursor ? { after: cursor } : {});
-      cursor = page.next;
-      const bytes = encoder.encode(page.lines.map((l) => `${l}\n`).join(''));
+    for await (const lines of backupPages(shard)) {
+      const bytes = encoder.encode(lines.map((l) => `${l}\n`).join(''));
       total += bytes.byteLength;
       for (let offset = 0; offset < bytes.byteLength; ) {
         const n = Math.min(bytes.byteLength - offset, BACKUP_PART_BYTES - filled);
@@ -66,7 +83,7 @@ export async function backupShard(env: ShardBindings, bucket: R2Bucket, owner: s
           filled = 0;
         }
       }
-    } while (cursor);
+    }
     if (!upload) {
       if (total > 0) await bucket.put(key, part.subarray(0, filled), { httpMetadata });
       return total;

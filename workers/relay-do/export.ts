@@ -4,11 +4,21 @@
 // pages into a ReadableStream that asks for the next page only when the reader wants more, so
 // memory stays bounded whatever the shard's size and its events' sizes. Resumable: `since`/`until`
 // bound created_at (inclusive), and a page names the cursor of the next one.
+//
+// A backup (backup.ts) is that export preceded by the owners' revocations of agent keys kept on the
+// shard (ownership.ts: NIP-OA attestations the owner revoked), one line each:
+//   ["REVOKED_AGENT", <agent hex>, <owner hex>, <revoked_at>]
+// a JSON array, never an event, read back by the import (import.ts, `parseRevocationLine`). They come
+// first, so a restore refuses the revoked keys' attestations from its first event on. The export of
+// GET /api/relay/export holds events only (the format other relays read).
 
 import { z } from 'zod';
 import { MAX_TIMESTAMP } from '../../src/shared/event.js';
+import { err, ok, type Result } from '../../src/shared/errors.js';
+import { HEX64 } from '../../src/shared/hex.js';
 import type { ReadScope } from './query-sql.js';
 import type { EventStore } from './store.js';
+import type { OwnershipRegistry, Revocation } from './ownership.js';
 
 export const EXPORT_PAGE = 500;
 /**
@@ -63,4 +73,40 @@ export function exportStream(range: ExportRange, fetchPage: (range: ExportRange)
       if (done) controller.close();
     },
   });
+}
+
+/** The first element of a revocation line. */
+export const REVOKED_AGENT = 'REVOKED_AGENT';
+
+/** The cursor of the next page of revocations: the last one's key. */
+export type RevocationCursor = Pick<Revocation, 'agent' | 'owner'>;
+
+/** One page of revocation lines and the cursor of the next page (absent on the last). */
+export interface RevocationPage {
+  lines: string[];
+  next?: RevocationCursor;
+}
+
+const revocationLine = (r: Revocation): string => JSON.stringify([REVOKED_AGENT, r.agent, r.owner, r.revoked_at]);
+
+/** The revocations after `after` as backup lines, at most `limit` (each under 200 bytes): `next` is set when the page is full. */
+export function revocationsPage(registry: OwnershipRegistry, after?: RevocationCursor, limit = EXPORT_PAGE): RevocationPage {
+  const rows = registry.revocations(after, limit);
+  const last = rows[rows.length - 1];
+  return { lines: rows.map(revocationLine), ...(rows.length === limit && last ? { next: { agent: last.agent, owner: last.owner } } : {}) };
+}
+
+export const REVOCATION_LINE_FORM = `a revocation line is ["${REVOKED_AGENT}", <agent hex>, <owner hex>, <revoked_at>]`;
+
+const Hex64 = z.string().regex(HEX64);
+const RevocationLineSchema = z.tuple([z.literal(REVOKED_AGENT), Hex64, Hex64, z.number().int().min(0).max(MAX_TIMESTAMP)]);
+
+/**
+ * A parsed line that is a revocation line (an array starting with REVOKED_AGENT): the revocation,
+ * or the reason it is malformed; undefined for anything else (the import judges it as an event).
+ */
+export function parseRevocationLine(input: unknown): Result<Revocation, string> | undefined {
+  if (!Array.isArray(input) || input[0] !== REVOKED_AGENT) return undefined;
+  const line = RevocationLineSchema.safeParse(input);
+  return line.success ? ok({ agent: line.data[1], owner: line.data[2], revoked_at: line.data[3] }) : err(REVOCATION_LINE_FORM);
 }

@@ -8,13 +8,17 @@
 // refused lines by the relay's OK message. Lines go to the shard in batches (importBatches) of at
 // most IMPORT_BATCH lines and IMPORT_BATCH_BYTES, so that one RPC never carries more than an
 // export page (plus one line longer than that alone).
+// A backup's revocation lines (export.ts) are handed to `restore` (ownership.ts
+// `restoreRevocation`: on an owner shard only its owner's, within the per-owner bound) and counted
+// like events: accepted when new, duplicate when the shard had it, else refused with the reason.
 
 import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject } from '../../src/shared/errors.js';
 import { isStored } from '../../src/shared/kinds.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import { utf8Bytes } from '../../src/shared/json-cut.js';
-import { EXPORT_PAGE_BYTES } from './export.js';
+import { EXPORT_PAGE_BYTES, parseRevocationLine } from './export.js';
+import type { RestoredRevocation, Revocation } from './ownership.js';
 
 /** Lines sent to the shard per RPC call, at most. */
 export const IMPORT_BATCH = 500;
@@ -56,12 +60,13 @@ export async function* importBatches(lines: AsyncIterable<string> | Iterable<str
 }
 
 type Write = (e: NostrEvent, ack: (accepted: boolean, message: string) => void) => Promise<void>;
+type Restore = (r: Revocation) => RestoredRevocation;
 
 const NOT_JSON = formatRejection(reject('invalid', 'line is not JSON'));
 const NOT_STORED = formatRejection(reject('invalid', 'ephemeral events are not imported'));
 
-/** Puts each line through `write` (in order) and counts the answers. */
-export async function importLines(lines: readonly string[], verifier: SchnorrVerifier, write: Write): Promise<ImportReport> {
+/** Puts each line through `write`, or `restore` for a revocation line (in order), and counts the answers. */
+export async function importLines(lines: readonly string[], verifier: SchnorrVerifier, write: Write, restore: Restore): Promise<ImportReport> {
   const report = emptyReport();
   const refuse = (reason: string) => {
     report.refused[reason] = (report.refused[reason] ?? 0) + 1;
@@ -72,6 +77,14 @@ export async function importLines(lines: readonly string[], verifier: SchnorrVer
       input = JSON.parse(line);
     } catch {
       refuse(NOT_JSON);
+      continue;
+    }
+    const revocation = parseRevocationLine(input);
+    if (revocation !== undefined) {
+      const restored = revocation.ok ? restore(revocation.value) : reject('invalid', revocation.error);
+      if (restored === 'restored') report.accepted++;
+      else if (restored === 'known') report.duplicate++;
+      else refuse(formatRejection(restored));
       continue;
     }
     const checked = ((shaped) => (shaped.ok ? checkIdAndSignature(shaped.value, verifier) : shaped))(parseEvent(input));

@@ -35,10 +35,13 @@
 // ever affects its owner's own attestations, so an owner may revoke any key; rows are made only by
 // an owner's own API call (owners are the deployment's: strangers cannot make any), at most
 // MAX_REVOKED_PER_OWNER per owner on a shard (the owner's, and the public shard, which keeps every
-// owner's).
+// owner's). Backups carry the rows (`revocations`, export.ts) and a restore puts them back
+// (`restoreRevocation`: with their time, under the same bound, on an owner shard only its owner's),
+// so a shard restored fresh still refuses the revoked keys' attestations.
 
 import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
 import { KIND } from '../../src/shared/kinds.js';
+import { reject, type Rejection } from '../../src/shared/errors.js';
 import type { OnEventStoredHook } from './policy.js';
 
 export type OwnershipSource = 'auth' | 'kind0' | 'provisioned' | 'bridge';
@@ -55,6 +58,17 @@ export const MAX_REVOKED_PER_OWNER = 10_000;
 export const RENEW_ON_USE_SECONDS = 3_600;
 /** The sources edgestr's own provisioning writes: a hosted agent, or the owner's bridge provider key. */
 export type ProvisionedSource = Extract<OwnershipSource, 'provisioned' | 'bridge'>;
+
+/** An owner's revocation of an agent key (a `revoked_agents` row): what a backup carries. */
+export type Revocation = {
+  agent: string;
+  owner: string;
+  /** Unix seconds. */
+  revoked_at: number;
+};
+
+/** What restoring a revocation did: a new row, one the shard had already, or why it was not restored. */
+export type RestoredRevocation = 'restored' | 'known' | Rejection;
 
 /** What a record is used for: the relay's clock, and the agent-signed event it would vouch for, if any. */
 export interface OwnershipUse {
@@ -152,14 +166,47 @@ export class OwnershipRegistry {
    * revoked maxRevokedPerOwner keys here already.
    */
   revokeAttested(agent: string, owner: string, now: number): boolean {
-    if (!this.isRevoked(agent, owner)) {
+    return this.keepRevoked(agent, owner, now) !== 'full';
+  }
+
+  /**
+   * A revocation read back from a backup, kept as `revokeAttested` keeps one, with its own time: on
+   * an owner shard only its owner's (the only ones its write policy asks about), and no more than
+   * maxRevokedPerOwner per owner.
+   */
+  restoreRevocation(agent: string, owner: string, revokedAt: number): RestoredRevocation {
+    const shardOwner = this.shardOwner();
+    if (shardOwner !== null && owner !== shardOwner) return reject('restricted', "an owner's shard keeps only its owner's revocations of agent keys");
+    const kept = this.keepRevoked(agent, owner, revokedAt);
+    return kept === 'full'
+      ? reject('restricted', `the owner has revoked ${this.maxRevokedPerOwner} agent keys on this shard, the most it keeps per owner: this revocation is not restored`)
+      : kept;
+  }
+
+  /** Keeps agent → owner revoked (a row dated `at` unless there is one) and forgets its self-made proofs; 'full' (nothing changed) past maxRevokedPerOwner. */
+  private keepRevoked(agent: string, owner: string, at: number): 'restored' | 'known' | 'full' {
+    const known = this.isRevoked(agent, owner);
+    if (!known) {
       const revoked = this.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM revoked_agents WHERE owner = ?', owner).one().n;
-      if (revoked >= this.maxRevokedPerOwner) return false;
-      this.sql.exec('INSERT INTO revoked_agents (agent, owner, revoked_at) VALUES (?, ?, ?)', agent, owner, now);
+      if (revoked >= this.maxRevokedPerOwner) return 'full';
+      this.sql.exec('INSERT INTO revoked_agents (agent, owner, revoked_at) VALUES (?, ?, ?)', agent, owner, at);
     }
     this.revoke(agent, owner, 'auth');
     this.revoke(agent, owner, 'kind0');
-    return true;
+    return known ? 'known' : 'restored';
+  }
+
+  /** The revocations after `after` (by agent, then owner: the table's key order), at most `limit`. */
+  revocations(after: Pick<Revocation, 'agent' | 'owner'> | undefined, limit: number): Revocation[] {
+    const from = after ?? { agent: '', owner: '' };
+    return this.sql
+      .exec<Revocation>(
+        'SELECT agent, owner, revoked_at FROM revoked_agents WHERE (agent, owner) > (?1, ?2) ORDER BY agent, owner LIMIT ?3',
+        from.agent,
+        from.owner,
+        limit,
+      )
+      .toArray();
   }
 
   /** Whether `owner` revoked `agent` (no self-made proof of the pair is recorded or trusted). */

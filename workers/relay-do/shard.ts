@@ -44,7 +44,7 @@ import { BatchBudgets } from './edge-budgets.js';
 import { CLIENT_OPS, type Delivery, type EdgeAnswer, type EdgeOp, type Lost } from './edge-wire.js';
 import { VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
-import { exportPage, type ExportPage, type ExportRange } from './export.js';
+import { exportPage, revocationsPage, type ExportPage, type ExportRange, type RevocationCursor, type RevocationPage } from './export.js';
 import { importLines, type ImportReport } from './import.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
 
@@ -579,18 +579,29 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return exportPage(this.store, range, this.readScope([]));
   }
 
+  /** Internal RPC (backups): one page of the owners' revocations of agent keys, as backup lines (see export.ts). */
+  revocationsPage(after?: RevocationCursor): RevocationPage {
+    return revocationsPage(this.ownership, after);
+  }
+
   /**
    * Internal RPC (import, restore): JSONL lines put through the write path of an EVENT message
    * published by the shard's owner `owner` (see import.ts); for the public shard (`owner` null, an
-   * operator's restore) each event as published by its author, authenticated. `relayUrl` is the
-   * URL clients reach the shard at.
+   * operator's restore) each event as published by its author, authenticated; a backup's
+   * revocation lines restored (ownership.ts `restoreRevocation`). `relayUrl` is the URL clients
+   * reach the shard at.
    */
   async importEvents(owner: string | null, lines: string[], relayUrl: string): Promise<ImportReport> {
     this.rememberOwner(owner ?? PUBLIC_SHARD);
     if (this.shardOwner() !== owner) throw new Error('relay shard: import addressed to another shard');
     const origin = (e: NostrEvent): EventOrigin => ({ authed: new Set([owner ?? e.pubkey]), internal: true, relayUrl });
     this.flushWrites();
-    return importLines(lines, this.verifier, (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]));
+    return importLines(
+      lines,
+      this.verifier,
+      (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]),
+      (r) => this.ownership.restoreRevocation(r.agent, r.owner, r.revoked_at),
+    );
   }
 
   /**
