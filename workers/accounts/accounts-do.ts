@@ -1,6 +1,6 @@
 // Accounts: the deployment's owner registry and usage aggregate, one SQLite Durable Object per
 // deployment (named "accounts"). It holds the owners added by operators or by sign-up (plan,
-// suspended) — the static EDGESTR_OWNERS list is not stored here — the keys operators removed
+// suspended, vetted) — the static EDGESTR_OWNERS list is not stored here — the keys operators removed
 // (`removed_owners`, see below), and, per owner, the usage reported by its agents after each run,
 // summed per (UTC day, agent, sender, model): the figures of GET /api/usage and the owner-wide
 // totals the agents check their plan against.
@@ -16,6 +16,11 @@
 // so each recorded (agent, run id) is kept RECORDED_RUN_RETENTION_MS (longer than an agent sends a
 // report again) in `recorded_runs`, and a report of one already there adds nothing. Those ids are
 // pruned USAGE_PRUNE_PER_RECORD with each recorded run; there are as many as the runs the plans allow.
+//
+// `vetted`: whether the operators stand behind the owner — true for one an operator added, false for
+// a key that signed itself up, until an operator says otherwise (PATCH /api/admin/owners). Only a
+// vetted owner's bridge is one of this deployment's bridges (workers/api/bridge.ts, docs/BRIDGE.md).
+// Rows from before the column existed count as vetted: how they were made was not recorded.
 //
 // A removal is not undone by open sign-up: remove() deletes the owner's row and records its key
 // with the time (removed_at) in the same step, and signUp() refuses a recorded key; only an
@@ -37,6 +42,8 @@ export interface OwnerRow {
   pubkey: string;
   plan: string;
   suspended: boolean;
+  /** Added by an operator (or marked vetted by one), not by the key's own sign-up. */
+  vetted: boolean;
   created_at: number;
 }
 
@@ -103,7 +110,13 @@ const DAY_MS = 86_400_000;
 const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 type Row = Record<string, SqlStorageValue>;
-const toOwner = (r: Row): OwnerRow => ({ pubkey: String(r.pubkey), plan: String(r.plan), suspended: r.suspended === 1, created_at: Number(r.created_at) });
+const toOwner = (r: Row): OwnerRow => ({
+  pubkey: String(r.pubkey),
+  plan: String(r.plan),
+  suspended: r.suspended === 1,
+  vetted: r.vetted === 1,
+  created_at: Number(r.created_at),
+});
 
 export class Accounts extends DurableObject<OwnerEnv> {
   private readonly sql: SqlStorage;
@@ -123,6 +136,9 @@ export class Accounts extends DurableObject<OwnerEnv> {
       CREATE TABLE IF NOT EXISTS recorded_runs (agent TEXT NOT NULL, run_id TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (agent, run_id)) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS recorded_runs_at ON recorded_runs(at);
     `);
+    const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(owners)').toArray();
+    // Rows from before sign-ups were told apart count as vetted (see the header).
+    if (!columns.some((c) => c.name === 'vetted')) this.sql.exec('ALTER TABLE owners ADD COLUMN vetted INTEGER NOT NULL DEFAULT 1');
   }
 
   // ---- registry ----
@@ -140,28 +156,35 @@ export class Accounts extends DurableObject<OwnerEnv> {
   add(pubkey: string, plan: string = DEFAULT_PLAN): boolean {
     return this.ctx.storage.transactionSync(() => {
       this.sql.exec('DELETE FROM removed_owners WHERE pubkey = ?', pubkey);
-      return this.insert(pubkey, plan);
+      return this.insert(pubkey, plan, true);
     });
   }
 
   /** A key signs itself up on `plan`: 'removed' when an operator removed it (nothing added), 'owner' when it is registered already. */
   signUp(pubkey: string, plan: string): SignUpResult {
     if (this.sql.exec('SELECT 1 FROM removed_owners WHERE pubkey = ?', pubkey).toArray().length > 0) return 'removed';
-    return this.insert(pubkey, plan) ? 'added' : 'owner';
+    return this.insert(pubkey, plan, false) ? 'added' : 'owner';
   }
 
-  private insert(pubkey: string, plan: string): boolean {
+  private insert(pubkey: string, plan: string, vetted: boolean): boolean {
     return (
-      this.sql.exec('INSERT INTO owners (pubkey, plan, created_at) VALUES (?, ?, ?) ON CONFLICT (pubkey) DO NOTHING RETURNING pubkey', pubkey, plan, Math.floor(Date.now() / 1000)).toArray()
-        .length > 0
+      this.sql
+        .exec(
+          'INSERT INTO owners (pubkey, plan, created_at, vetted) VALUES (?, ?, ?, ?) ON CONFLICT (pubkey) DO NOTHING RETURNING pubkey',
+          pubkey,
+          plan,
+          Math.floor(Date.now() / 1000),
+          vetted ? 1 : 0,
+        )
+        .toArray().length > 0
     );
   }
 
-  update(pubkey: string, patch: { plan?: string; suspended?: boolean }): OwnerRow | undefined {
+  update(pubkey: string, patch: { plan?: string; suspended?: boolean; vetted?: boolean }): OwnerRow | undefined {
     const row = this.owner(pubkey);
     if (!row) return undefined;
     const next = { ...row, ...patch };
-    this.sql.exec('UPDATE owners SET plan = ?, suspended = ? WHERE pubkey = ?', next.plan, next.suspended ? 1 : 0, pubkey);
+    this.sql.exec('UPDATE owners SET plan = ?, suspended = ?, vetted = ? WHERE pubkey = ?', next.plan, next.suspended ? 1 : 0, next.vetted ? 1 : 0, pubkey);
     return next;
   }
 
@@ -180,7 +203,7 @@ export class Accounts extends DurableObject<OwnerEnv> {
 
   /** Every owner (the static ones first, then the registry's), each with its totals at `now` (ms). */
   overview(now: number): Array<OwnerRow & { source: 'static' | 'registry'; usage: OwnerTotals }> {
-    const statics = [...staticOwners(this.env)].map((pubkey) => ({ pubkey, plan: DEFAULT_PLAN, suspended: false, created_at: 0, source: 'static' as const }));
+    const statics = [...staticOwners(this.env)].map((pubkey) => ({ pubkey, plan: DEFAULT_PLAN, suspended: false, vetted: true, created_at: 0, source: 'static' as const }));
     const registered = this.owners().map((r) => ({ ...r, source: 'registry' as const }));
     return [...statics, ...registered].map((o) => ({ ...o, usage: this.totals(o.pubkey, now) }));
   }

@@ -1,6 +1,8 @@
 // Operators' management of owners (/api/admin/owners), NIP-98 authenticated, EDGESTR_ADMINS only
 // (403 for everyone else, before any Durable Object is touched): list the owners with their plan
-// and usage, add one (optionally on a plan), change its plan or suspend / resume it, remove it.
+// and usage, add one (optionally on a plan), change its plan, suspend / resume it, vet it or not
+// (`vetted`: whether its bridge is one of this deployment's, re-recorded on the public shard at
+// once: bridge.ts recordPublicBridge; an owner that signed itself up is not vetted), remove it.
 // Owners listed in EDGESTR_OWNERS are shown but managed in that variable (409 here). After a
 // change the owner's agents are told at once (Agent.ownerChanged); router isolates learn it
 // within OWNER_CACHE_MS. Removing an owner first backs its shard up to the BACKUPS bucket when one
@@ -26,9 +28,18 @@ import { RetentionSchema } from '../relay-do/retention.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { agentStub, bodyAs, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
+import { bridgeStub, recordPublicBridge, type BridgeApiBindings } from './bridge.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
-export interface AdminApiBindings extends ApiStateBindings, AccountsBindings, RouterBindings, OwnerEnv, PlanEnv, BackupBindings, Pick<AgentApiBindings, 'AGENT'> {}
+export interface AdminApiBindings
+  extends ApiStateBindings,
+    AccountsBindings,
+    RouterBindings,
+    OwnerEnv,
+    PlanEnv,
+    BackupBindings,
+    Pick<AgentApiBindings, 'AGENT'>,
+    Pick<BridgeApiBindings, 'BRIDGE'> {}
 
 type ApiEnv = { Bindings: AdminApiBindings; Variables: AuthedVariables };
 
@@ -47,7 +58,7 @@ const ShardSchema = z.union([z.literal(PUBLIC_SHARD).transform(() => null), Pubk
 const NO_BACKUPS = 'backups are not configured on this deployment (no BACKUPS bucket)';
 const NO_SHARD = 'no such shard: "public" or an owner’s 64-hex pubkey or npub';
 const AddOwnerSchema = z.object({ pubkey: PubkeySchema, plan: z.string().optional() }).strict();
-const PatchOwnerSchema = z.object({ plan: z.string().optional(), suspended: z.boolean().optional() }).strict();
+const PatchOwnerSchema = z.object({ plan: z.string().optional(), suspended: z.boolean().optional(), vetted: z.boolean().optional() }).strict();
 
 /** The 422 issue for a plan name EDGESTR_PLANS does not define. */
 const planIssue = (env: PlanEnv, plan: string | undefined) =>
@@ -91,6 +102,11 @@ export function adminRoutes() {
     const row = await accountsStub(c.env).update(pubkey, parsed.data);
     if (!row) return c.json({ error: NO_OWNER }, 404);
     await notifyOwner(c.env, pubkey, { plan: row.plan, suspended: row.suspended });
+    if (parsed.data.vetted !== undefined) {
+      // The owner's bridge key (known once it has a server) is recorded on the public shard again.
+      const provider = (await bridgeStub(c.env, pubkey).list())[0]?.provider;
+      if (provider) await recordPublicBridge(c.env, pubkey, provider, row.vetted);
+    }
     return c.json(row);
   });
 

@@ -5,14 +5,18 @@
 // The URL must pass the deployment's outbound policy (422 naming it); it is checked again at every
 // dial. Secret headers are sealed at rest and never returned (a view lists their names only); a
 // PATCH moving a server to another origin must give them again (config.ts movedHeadersIssue).
+// Once a server is added, the provider key is recorded on the public shard: as one of this
+// deployment's bridges ('bridge': NIP-11 `bridge_providers`, listed first by /mcp and the clients)
+// only when the operators vetted the owner (vettedOwner), else as provisioned only (docs/BRIDGE.md).
 
 import { Hono } from 'hono';
 import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { Bridge } from '../bridge/bridge-do.js';
 import { CreateServerSchema, movedHeadersIssue, UpdateServerSchema } from '../bridge/config.js';
+import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { bridgeServerCap, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { notAnOwner, ownerState } from '../common/owners.js';
+import { notAnOwner, ownerState, staticOwners, type OwnerEnv } from '../common/owners.js';
 import { sealingSecret } from '../common/secrets.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { bodyAs } from './agents.js';
@@ -29,6 +33,31 @@ type ApiEnv = { Bindings: BridgeApiBindings; Variables: AuthedVariables };
 export const bridgeStub = (env: Pick<BridgeApiBindings, 'BRIDGE'>, owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
 
 const NO_SERVER = 'no such server';
+
+/**
+ * Whether `owner`'s bridge is one of this deployment's: the operators vetted the owner (listed in
+ * EDGESTR_OWNERS, added through /api/admin/owners, or marked vetted there), unlike a key that
+ * signed itself up (EDGESTR_SIGNUP=open).
+ */
+export async function vettedOwner(env: OwnerEnv & AccountsBindings, owner: string): Promise<boolean> {
+  return staticOwners(env).has(owner) || ((await accountsStub(env).owner(owner))?.vetted ?? false);
+}
+
+/**
+ * Records the owner's bridge key on the public shard: a vetted owner's as one of this deployment's
+ * bridges ('bridge'); another's as provisioned only (its ownership known there, never listed), a
+ * 'bridge' record made before (earlier versions recorded every owner's, or the owner was vetted
+ * then) taken back.
+ */
+export async function recordPublicBridge(env: Pick<BridgeApiBindings, 'RELAY_SHARD'>, owner: string, provider: string, vetted: boolean): Promise<void> {
+  const shard = shardStub(env, null);
+  if (vetted) {
+    await shard.provisionAgent(provider, owner, 'bridge');
+    return;
+  }
+  await shard.revokeAgent(provider, owner);
+  await shard.provisionAgent(provider, owner, 'provisioned');
+}
 
 /** The outbound policy's verdict on a server URL, as a 422 issue. */
 function urlIssue(env: OutboundEnv, url: string): { path: string; message: string } | undefined {
@@ -51,13 +80,14 @@ export function bridgeRoutes() {
     const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
     const bridge = bridgeStub(c.env, caller);
     const provider = await bridge.ensureProvider(caller, origin);
-    // The owner's shard must know the provider key before the bridge connects and publishes; the
-    // public shard, so that /mcp lists this deployment's bridges first (gateway/catalog.ts).
+    // The owner's shard must know the provider key before the bridge connects and publishes there.
     await shardStub(c.env, caller).provisionAgent(provider, caller, 'bridge');
-    await shardStub(c.env, null).provisionAgent(provider, caller, 'bridge');
     const plan = planLimits(c.env, (await ownerState(c.env, caller))?.plan ?? DEFAULT_PLAN);
     const added = await bridge.addServer(parsed.data, bridgeServerCap(plan));
     if (!added.ok) return c.json({ error: added.error }, added.status);
+    // Only now the public shard (a refused registration records nothing there): a vetted owner's
+    // bridge is one of this deployment's, whose servers /mcp and the clients list first.
+    await recordPublicBridge(c.env, caller, provider, await vettedOwner(c.env, caller));
     return c.json({ provider, id: parsed.data.id }, 201);
   });
 

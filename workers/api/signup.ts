@@ -1,5 +1,7 @@
 // Open sign-up (POST /api/signup), only when EDGESTR_SIGNUP=open: the key that signs the NIP-98
-// request becomes an owner on the default plan (201). Closed (the default): 403 before any
+// request becomes an owner on the default plan (201), not vetted: its bridge is not one of this
+// deployment's (NIP-11 `bridge_providers`, docs/BRIDGE.md) until an operator marks it vetted
+// (PATCH /api/admin/owners/<pk> {vetted: true}). Closed (the default): 403 before any
 // Durable Object is touched. A key that already owns here: 409. A key an operator removed
 // (DELETE /api/admin/owners/<pk>): 403 until an operator adds it again, so that a removal (of a
 // suspended owner too) is not undone by signing up. Open, each client address

@@ -1,0 +1,132 @@
+// Which bridges are "this deployment's" (docs/BRIDGE.md "Announcements"): the provider keys the
+// public shard records as 'bridge' feed its NIP-11 `bridge_providers`, the /mcp gateway's
+// preference and the clients' "this deployment's bridge" label. Only owners the operators vetted
+// (listed in EDGESTR_OWNERS, added through /api/admin/owners, or marked `vetted` there) get that
+// record, and only once a server was actually added: a key that signed itself up (EDGESTR_SIGNUP=
+// open) still registers servers, its key recorded on the public shard as 'provisioned' only.
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { Accounts, accountsStub } from '../../workers/accounts/accounts-do.js';
+import { shardStub } from '../../workers/common/shards.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { api } from './api-helpers.js';
+import { apiWithEnv, fetchWithEnv } from './app-env.js';
+import { BASE, keys, type Keys } from './helpers.js';
+import { TEST_ADMIN_SK } from './test-keys.js';
+
+const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
+/** A server nobody answers at (registration does not need upstream), private: no announcement. */
+const server = (id: string) => ({ id, url: 'http://127.0.0.1:1/mcp', public: false });
+
+let addresses = 0;
+/** `k` signs itself up (EDGESTR_SIGNUP=open), from its own client address (SIGNUP_RATE_LIMIT is per address). */
+async function signUp(): Promise<Keys> {
+  const k = keys();
+  const url = `${BASE}/api/signup`;
+  const headers = { Authorization: makeHttpAuthHeader(k.sk, url, 'POST'), 'CF-Connecting-IP': `192.0.2.${++addresses}` };
+  expect((await fetchWithEnv({ EDGESTR_SIGNUP: 'open' }, new Request(url, { method: 'POST', headers }))).status).toBe(201);
+  return k;
+}
+
+async function addOwner(): Promise<Keys> {
+  const k = keys();
+  expect((await admin('POST', '/api/admin/owners', { pubkey: k.pk })).status).toBe(201);
+  return k;
+}
+
+/** The public shard's ownership records of `owner`: [agent, source]. */
+const publicRecords = (owner: string) =>
+  runInDurableObject(shardStub(env, null), (_i, state) =>
+    state.storage.sql.exec<{ agent: string; source: string }>('SELECT agent, source FROM agent_owners WHERE owner = ? ORDER BY source', owner).toArray().map((r) => [r.agent, r.source]),
+  );
+
+async function nip11Providers(): Promise<string[]> {
+  const res = await SELF.fetch(`${BASE}/`, { headers: { Accept: 'application/nostr+json' } });
+  return ((await res.json()) as { bridge_providers: string[] }).bridge_providers;
+}
+
+async function register(owner: Keys, id: string): Promise<string> {
+  const r = await api(owner.sk, 'POST', '/api/bridge/servers', server(id));
+  expect(r.status).toBe(201);
+  return (r.json as { provider: string }).provider;
+}
+
+describe("this deployment's bridges", () => {
+  it('a key that signed itself up registers servers, but its bridge is not one of this deployment’s: not in bridge_providers, recorded on the public shard as provisioned only', async () => {
+    const k = await signUp();
+    const provider = await register(k, 'self-made');
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect(await nip11Providers()).not.toContain(provider);
+    expect(await publicRecords(k.pk)).toEqual([[provider, 'provisioned']]);
+    // Its own shard still knows the key as its bridge (the write policy there).
+    expect(await shardStub(env, k.pk).isAgentOwner(provider, k.pk)).toBe(true);
+    expect(await accountsStub(env).owner(k.pk)).toMatchObject({ pubkey: k.pk, vetted: false });
+  });
+
+  it('an owner an operator added is: its key is recorded as a bridge and named in bridge_providers', async () => {
+    const k = await addOwner();
+    const provider = await register(k, 'vetted');
+    expect(await shardStub(env, null).bridgeProviders()).toContain(provider);
+    expect(await nip11Providers()).toContain(provider);
+    expect(await publicRecords(k.pk)).toEqual([[provider, 'bridge']]);
+  });
+
+  it('a registration the plan refuses records nothing on the public shard', async () => {
+    const plans = { EDGESTR_PLANS: JSON.stringify({ default: {}, no_bridge: { bridge_servers: 0 } }) };
+    const k = keys();
+    expect((await apiWithEnv(plans, TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: k.pk, plan: 'no_bridge' })).status).toBe(201);
+    expect(await apiWithEnv(plans, k.sk, 'POST', '/api/bridge/servers', server('refused'))).toEqual({
+      status: 409,
+      json: { error: 'the owner’s plan allows at most 0 bridge servers; delete one first' },
+    });
+    expect(await publicRecords(k.pk)).toEqual([]);
+  });
+
+  it('an operator vets a signed-up owner (PATCH {vetted: true}): its bridge becomes one of this deployment’s; {vetted: false} takes that back', async () => {
+    const k = await signUp();
+    const provider = await register(k, 'later-vetted');
+    const listed = async () => ((await admin('GET', '/api/admin/owners')).json as { owners: Array<{ pubkey: string; vetted: boolean }> }).owners.find((o) => o.pubkey === k.pk);
+    expect(await listed()).toMatchObject({ vetted: false });
+
+    const vetted = await admin('PATCH', `/api/admin/owners/${k.pk}`, { vetted: true });
+    expect(vetted).toMatchObject({ status: 200, json: { pubkey: k.pk, plan: 'default', suspended: false, vetted: true } });
+    expect(await listed()).toMatchObject({ vetted: true });
+    expect(await shardStub(env, null).bridgeProviders()).toContain(provider);
+    expect(await publicRecords(k.pk)).toEqual([[provider, 'bridge']]);
+
+    expect((await admin('PATCH', `/api/admin/owners/${k.pk}`, { vetted: false })).status).toBe(200);
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect(await publicRecords(k.pk)).toEqual([[provider, 'provisioned']]);
+    // A later registration keeps it so.
+    await register(k, 'later-vetted-2');
+    expect(await publicRecords(k.pk)).toEqual([[provider, 'provisioned']]);
+    expect(await admin('PATCH', `/api/admin/owners/${k.pk}`, { vetted: 'yes' })).toEqual({
+      status: 422,
+      json: { error: 'invalid owner', issues: [{ path: 'vetted', message: 'Invalid input: expected boolean, received string' }] },
+    });
+  });
+
+  it('a bridge recorded as the deployment’s before its owner was known to have signed itself up loses that record at its next registration', async () => {
+    const k = await signUp();
+    const provider = await register(k, 'legacy-1');
+    // As the record was made before this rule (every owner's key was recorded as a bridge).
+    await shardStub(env, null).provisionAgent(provider, k.pk, 'bridge');
+    expect(await shardStub(env, null).bridgeProviders()).toContain(provider);
+    await register(k, 'legacy-2');
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect(await publicRecords(k.pk)).toEqual([[provider, 'provisioned']]);
+  });
+
+  it('owners registered before sign-ups were told apart count as vetted (the operators added them, or must say otherwise)', async () => {
+    const pk = keys().pk;
+    const vetted = await runInDurableObject(env.ACCOUNTS.get(env.ACCOUNTS.idFromName('accounts-before-vetting')), (_i, state) => {
+      state.storage.sql.exec('DROP TABLE owners');
+      state.storage.sql.exec('CREATE TABLE owners (pubkey TEXT PRIMARY KEY, plan TEXT NOT NULL, suspended INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL) WITHOUT ROWID');
+      state.storage.sql.exec("INSERT INTO owners (pubkey, plan, created_at) VALUES (?, 'default', 1)", pk);
+      const migrated = new Accounts(state, env);
+      migrated.signUp(keys().pk, 'default');
+      return [migrated.owner(pk)?.vetted, migrated.owners().map((o) => o.vetted)];
+    });
+    expect(vetted).toEqual([true, [true, false]]);
+  });
+});
