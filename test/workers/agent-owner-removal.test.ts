@@ -5,15 +5,23 @@
 // the owner is not allowed, never "no plan limit"; and the agent of a removed owner keeps no 30 s
 // watchdog for ever: it closes its links to relays outside the deployment, announces nothing, and
 // checks every 10 minutes whether its owner is back, until re-adding the owner wakes it at once.
+// Retired, it also withdraws its DVMCP server once: a NIP-09 deletion of its announcements on the
+// public shard (so /mcp and DVMCP discovery stop listing a server that answers UNAUTHORIZED), sent
+// again by the next watchdog when the shard did not accept it; re-added, it announces anew.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
+import { announcementCoordinates } from '../../src/shared/dvmcp.js';
 import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
 import type { Agent } from '../../workers/agent/agent-do.js';
 import { OWNER_NOT_ALLOWED, OWNER_SUSPENDED } from '../../workers/agent/admission.js';
+import { ALL_RELAYS } from '../../workers/relay-do/vanish.js';
 import { api } from './api-helpers.js';
 import { NipXxClient, providerClosed } from './agent-helpers.js';
 import { announcements, DvmcpClient } from './bridge-helpers.js';
-import { keys, type Keys } from './helpers.js';
+import { connect, keys, now, sign, type Keys } from './helpers.js';
+import { allToolNames, gatewayClient } from './mcp-gateway-helpers.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
 declare module 'vitest' {
@@ -198,5 +206,108 @@ describe('the watchdog of a removed owner’s agent', () => {
     const p = again.prompt({ ver: 1, message: 'back?' });
     await again.send(p);
     expect((await again.collect(p.id)).terminal).toMatchObject({ kind: 25803, payload: { text: 'echo: back?' } });
+  }, 60_000);
+});
+
+/** The DVMCP announcements (server, tools list). */
+const DVMCP = [KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS];
+/** What the agent still publishes about itself while retired. */
+const PROFILE = [KIND.METADATA, KIND.RELAY_LIST, KIND.AI_INFO];
+const WITHDRAWN = 'the owner was removed from this deployment';
+
+/**
+ * Polls /mcp with `client` (once a second, at most ~20 s: its catalog is cached 10 s per isolate; one
+ * request a poll, within the gateway's 120 a minute per address) until its tools of server `id` are
+ * `expected`; the last seen.
+ */
+async function listedOf(client: Client, id: string, expected: string[]): Promise<string[]> {
+  let tools: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    tools = (await allToolNames(client)).filter((t) => t.startsWith(`${id}__`));
+    if (JSON.stringify(tools) === JSON.stringify(expected)) break;
+    await sleep(1000);
+  }
+  return tools;
+}
+
+/** An owner added by the operator, and its agent with a public DVMCP server `id`, announced on the public shard. */
+async function announcedAgent(id: string): Promise<{ owner: Keys; agent: string }> {
+  const owner = await addOwner();
+  const agent = await createAgent(owner, { dvmcp: { enabled: true, server_id: id } });
+  expect(await announcements(agent, DVMCP, (es) => es.length === 2, '/')).toHaveLength(2);
+  return { owner, agent };
+}
+
+describe('the announcements of a removed owner’s agent', () => {
+  it('retired: its DVMCP announcements deleted from the public shard once (NIP-09 by a), gone from /mcp, its profile, relay list and ai.info kept; re-added: announced and listed again', async () => {
+    const id = `retired-${Math.random().toString(36).slice(2, 10)}`;
+    const { owner, agent } = await announcedAgent(id);
+    const mcp = await gatewayClient('agent-owner-removal');
+    expect(await listedOf(mcp, id, [`${id}__ask`])).toEqual([`${id}__ask`]);
+
+    expect((await admin('DELETE', `/api/admin/owners/${owner.pk}`)).status).toBe(204);
+    expect(await announcements(agent, DVMCP, (es) => es.length === 0, '/')).toEqual([]);
+    const deletion = (await announcements(agent, [KIND.DELETION], (es) => es.length > 0, '/'))[0]!;
+    expect(deletion.tags.filter((t) => t[0] === 'a').map((t) => t[1])).toEqual(announcementCoordinates(agent, id));
+    expect(deletion.content).toBe(WITHDRAWN);
+    // Still true of the key, and where a prompt is told why it is not served (UNAUTHORIZED): kept.
+    expect((await announcements(agent, PROFILE, (es) => es.length === 3, '/')).map((e) => e.kind).sort((a, b) => a - b)).toEqual([0, 10002, 31340]);
+    expect(await listedOf(mcp, id, [])).toEqual([]);
+    // Recorded: a later watchdog (the owner still removed) publishes no second deletion.
+    expect(await runDurableObjectAlarm(stubOf(agent))).toBe(true);
+    expect(await announcements(agent, [KIND.DELETION], () => true, '/')).toEqual([deletion]);
+
+    // Re-added: the admin API wakes the agent, which announces again (dated after the deletion) and is listed again.
+    await addOwner(undefined, owner);
+    const back = await announcements(agent, DVMCP, (es) => es.length === 2, '/');
+    expect(back.map((e) => e.kind).sort((a, b) => a - b)).toEqual(DVMCP);
+    expect(back.every((e) => e.created_at > deletion.created_at)).toBe(true);
+    expect(await listedOf(mcp, id, [`${id}__ask`])).toEqual([`${id}__ask`]);
+    await mcp.close();
+  }, 90_000);
+
+  it('re-added at once after the deletion (within its second): announced again all the same', async () => {
+    const id = `quick-${Math.random().toString(36).slice(2, 10)}`;
+    const { owner, agent } = await announcedAgent(id);
+    expect((await admin('DELETE', `/api/admin/owners/${owner.pk}`)).status).toBe(204);
+    const deletion = (await announcements(agent, [KIND.DELETION], (es) => es.length > 0, '/'))[0]!;
+    await addOwner(undefined, owner);
+    // An announcement dated as the deletion would count as deleted (NIP-09: every version up to its created_at).
+    const back = await announcements(agent, DVMCP, (es) => es.length === 2, '/');
+    expect(back.map((e) => e.kind).sort((a, b) => a - b)).toEqual(DVMCP);
+    expect(back.every((e) => e.created_at > deletion.created_at)).toBe(true);
+  }, 40_000);
+
+  it('a deletion the public shard refuses is not recorded: the next watchdog sends it again, once accepted never again', async () => {
+    const id = `refused-${Math.random().toString(36).slice(2, 10)}`;
+    const { owner, agent } = await announcedAgent(id);
+    // The agent key asks the public shard to vanish until 2 s from now: its events dated up to then are refused (blocked:).
+    const sk = await runInDurableObject(stubOf(agent), (i) => (i as unknown as { store: { secretKey(): Promise<Uint8Array> } }).store.secretKey());
+    const until = now() + 2;
+    const s = await connect('/');
+    expect((await s.publish(sign({ sk, pk: agent }, { kind: 62, content: '', tags: [['relay', ALL_RELAYS]], created_at: until })))[2]).toBe(true);
+    s.close();
+    const warn = vi.spyOn(console, 'warn');
+    try {
+      const refusals = () => warn.mock.calls.filter((c) => String(c[0]).startsWith(`agent ${agent}: the public shard did not accept the deletion of its DVMCP announcements`));
+      expect((await admin('DELETE', `/api/admin/owners/${owner.pk}`)).status).toBe(204);
+      for (let i = 0; i < 100 && refusals().length === 0; i++) await sleep(100);
+      expect(refusals().map((c) => c[0])).toEqual([
+        `agent ${agent}: the public shard did not accept the deletion of its DVMCP announcements (blocked: this pubkey asked to vanish from this relay (NIP-62)); sent again at the next watchdog`,
+      ]);
+      expect(await announcements(agent, [KIND.DELETION], () => true, '/')).toEqual([]);
+      // Past the vanish: the next watchdog sends it again, and it is stored.
+      while (now() <= until) await sleep(100);
+      expect(await runDurableObjectAlarm(stubOf(agent))).toBe(true);
+      const deletion = (await announcements(agent, [KIND.DELETION], (es) => es.length > 0, '/'))[0]!;
+      expect(deletion.tags.filter((t) => t[0] === 'a').map((t) => t[1])).toEqual(announcementCoordinates(agent, id));
+      expect(refusals()).toHaveLength(1);
+      // Accepted, recorded: the following watchdogs send nothing more.
+      await sleep(1000);
+      expect(await runDurableObjectAlarm(stubOf(agent))).toBe(true);
+      expect(await announcements(agent, [KIND.DELETION], () => true, '/')).toEqual([deletion]);
+    } finally {
+      warn.mockRestore();
+    }
   }, 60_000);
 });

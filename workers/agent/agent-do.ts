@@ -13,13 +13,15 @@
 // registry) or was suspended stops answering (UNAUTHORIZED): its runs and DVMCP asks in progress
 // end at once when it learns it (ownerChanged, the watchdog), and each model call of a run checks
 // the owner again (planTokensCheck). The agent of a removed owner is retired: it keeps only its
-// public shard's connection (answering UNAUTHORIZED there), announces nothing, and its watchdog
-// wakes every 10 minutes instead of 30 s, until the owner is back (the admin API's ownerChanged
-// wakes it at once; EDGESTR_OWNERS at the next wake). The owner's account and plan totals come
-// from the Accounts DO (workers/accounts) and are kept here: fetched before the first prompt, then
-// refreshed by the watchdog alarm, after each run (its metering report answers them) and when the
-// admin API tells the agent (ownerChanged) — never on a run's path. See docs/OPERATIONS.md for
-// how far a plan limit may be overshot.
+// public shard's connection (answering UNAUTHORIZED there), announces nothing, deletes its DVMCP
+// announcements from the public shard once (withdraw; its profile, relay list and ai.info stay),
+// and its watchdog wakes every 10 minutes instead of 30 s, until the owner is back (the admin API's
+// ownerChanged wakes it at once; EDGESTR_OWNERS at the next wake), when it announces anew
+// (reinstate). The owner's account and plan totals come from the Accounts DO (workers/accounts)
+// and are kept here: fetched before the first prompt, then refreshed by the watchdog alarm, after
+// each run (its metering report answers them) and when the admin API tells the agent
+// (ownerChanged) — never on a run's path. See docs/OPERATIONS.md for how far a plan limit may be
+// overshot.
 
 import { DurableObject } from 'cloudflare:workers';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -50,7 +52,8 @@ import { effectiveAgent, type DefaultModelEnv, type EffectiveAgent } from './eff
 import { deletionTemplate } from './info.js';
 import { AgentDvmcp, isDvmcpRumor } from './dvmcp-server.js';
 import { isFresh } from '../common/dvmcp-server/limits.js';
-import { dvmcpDeletion } from './dvmcp-profile.js';
+import { dvmcpDeletion, dvmcpWithdrawal } from './dvmcp-profile.js';
+import { Withdrawal } from './withdrawal.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { logResealPass } from '../common/secrets.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
@@ -132,6 +135,8 @@ export class Agent extends DurableObject<AgentEnv> {
   /** The owner's account and totals (see the header); undefined until first fetched. */
   private owner: OwnerSnapshot | undefined;
   private readonly meter: UsageMeter;
+  /** Whether the retired agent's DVMCP announcements were deleted (withdraw). */
+  private readonly withdrawal: Withdrawal;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
 
@@ -143,6 +148,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.sessions = new SessionStore(this.sql);
     this.budget = new AgentBudget(this.sql);
     this.meter = new UsageMeter(this.sql);
+    this.withdrawal = new Withdrawal(this.sql);
     this.links = new RelayLinks({
       env,
       keys: this.keys,
@@ -299,7 +305,8 @@ export class Agent extends DurableObject<AgentEnv> {
    * stopRunsIfNotAllowed), then the connections, the runs a restart left, the reports to resend and retention.
    * The agent of a removed owner is retired instead of reconnected: once its runs have ended, it
    * keeps only the public shard's connection (where it answers UNAUTHORIZED; a removed owner's
-   * shard stores no prompt), and wakes again in REMOVED_OWNER_WATCHDOG_MS.
+   * shard stores no prompt), withdraws its DVMCP server there (once), and wakes again in
+   * REMOVED_OWNER_WATCHDOG_MS. Once the owner is back, a withdrawn agent is reinstated first.
    */
   override async alarm(): Promise<void> {
     if (!this.store.config()) return;
@@ -310,7 +317,10 @@ export class Agent extends DurableObject<AgentEnv> {
     this.stopRunsIfNotAllowed(c);
     const removed = this.ownerRemoved(c);
     if (removed) await this.runsEnded();
-    else await this.links.ensureConnected(c);
+    else {
+      await this.reinstate();
+      await this.links.ensureConnected(c);
+    }
     await this.finishOrphanedRuns(c);
     await this.resendReports(c);
     if (removed) {
@@ -318,10 +328,46 @@ export class Agent extends DurableObject<AgentEnv> {
       const kept = [agentRelays(c)[1]!];
       this.links.closeOthers(kept);
       await this.links.ensureConnected(c, kept);
+      await this.withdraw(c);
     }
     this.prune();
     // An update() or ownerChanged() while this ran asked to run again in 10 ms: the watchdog must not push that back.
     await wakeNoLaterThan(this.ctx.storage, Date.now() + (removed ? REMOVED_OWNER_WATCHDOG_MS : WATCHDOG_MS));
+  }
+
+  /**
+   * A retired agent's DVMCP server leaves the public shard, where the /mcp catalog and DVMCP
+   * discovery read it: the NIP-09 deletion of its announcements, once (recorded when the shard
+   * accepts it; sent again by the next watchdog otherwise). Its kind 0, relay list and ai.info stay:
+   * still true of the key, and a client prompting it there is told why it is not served
+   * (UNAUTHORIZED). Its owner's relays are not dialled for it (a retired agent dials nothing but
+   * the public shard); the removed owner's shard stores nothing new.
+   */
+  private async withdraw(c: StoredAgent): Promise<void> {
+    if (this.withdrawal.deletedAt() !== undefined) return;
+    const t = dvmcpWithdrawal(c.pubkey, c);
+    if (t) {
+      const published = await this.links.client(agentRelays(c)[1]!, c).publish(await this.store.sign(t, await this.store.secretKey()), { timeoutMs: 5000 });
+      if (!published.ok) {
+        console.warn(`agent ${c.pubkey}: the public shard did not accept the deletion of its DVMCP announcements (${published.message}); sent again at the next watchdog`);
+        return;
+      }
+    }
+    this.withdrawal.record(t?.created_at ?? 0);
+  }
+
+  /**
+   * The owner of a withdrawn agent is back: the record is cleared and every connection is opened
+   * again, so that each (the public shard's too) announces anew, in a second after the deletion's
+   * (an announcement dated as the deletion would count as deleted, NIP-09).
+   */
+  private async reinstate(): Promise<void> {
+    const deletedAt = this.withdrawal.deletedAt();
+    if (deletedAt === undefined) return;
+    const wait = (deletedAt + 1) * 1000 - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    this.withdrawal.clear();
+    this.links.close();
   }
 
   /**

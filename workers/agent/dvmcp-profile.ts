@@ -1,6 +1,7 @@
 // What a hosted agent exposed as a DVMCP server says about itself: its server profile (d = the
 // configured server id, name/about/picture of the agent), what it answers to initialize (tools
-// only), its one tool `ask`, and the announcements (31316, 31317) and their NIP-09 deletion. Pure.
+// only), its one tool `ask`, and the announcements (31316, 31317) and their NIP-09 deletion (when
+// the settings change, the agent is deleted, or its owner is removed: dvmcpWithdrawal). Pure.
 
 import { z } from 'zod';
 import { announcementDeletion, LISTS, listAnnouncement, serverAnnouncement, type InitializeInfo, type ServerProfile } from '../../src/shared/dvmcp.js';
@@ -59,11 +60,23 @@ export function askTool(a: Described): Record<string, unknown> {
 
 const TOOLS_LIST = LISTS.find((l) => l.method === 'tools/list')!;
 
+/** The settings of an agent's DVMCP server when it is announced (enabled and public). */
+const announced = (a: Pick<StoredAgent, 'dvmcp'>): DvmcpSettings | undefined => (a.dvmcp?.enabled && a.dvmcp.public ? a.dvmcp : undefined);
+
 /** The 31316 and 31317 of an agent whose DVMCP server is enabled and public (none otherwise). */
 export function dvmcpAnnouncements(a: Described & Pick<StoredAgent, 'dvmcp'>): EventTemplate[] {
-  const s = a.dvmcp;
-  if (!s?.enabled || !s.public) return [];
+  const s = announced(a);
+  if (!s) return [];
   return [serverAnnouncement(serverProfile(a, s), initializeInfo(a)), listAnnouncement(s.server_id, TOOLS_LIST, [askTool(a)])];
+}
+
+/** Why a removed owner's agent deletes its DVMCP announcements (the bridge says the same of its servers). */
+export const OWNER_REMOVED_REASON = 'the owner was removed from this deployment';
+
+/** The NIP-09 deletion of what an agent whose owner was removed announces (undefined: nothing). */
+export function dvmcpWithdrawal(agent: string, a: Pick<StoredAgent, 'dvmcp'>): EventTemplate | undefined {
+  const s = announced(a);
+  return s && announcementDeletion(agent, s.server_id, OWNER_REMOVED_REASON);
 }
 
 /**
@@ -71,10 +84,10 @@ export function dvmcpAnnouncements(a: Described & Pick<StoredAgent, 'dvmcp'>): E
  * agent is removed): what was announced and no longer is, or is under another server id.
  */
 export function dvmcpDeletion(agent: string, before: Pick<StoredAgent, 'dvmcp'>, after: Pick<StoredAgent, 'dvmcp'> | undefined): EventTemplate | undefined {
-  const was = before.dvmcp;
-  if (!was?.enabled || !was.public) return undefined;
+  const was = announced(before);
+  if (!was) return undefined;
   const now = after?.dvmcp;
-  if (now?.enabled && now.public && now.server_id === was.server_id) return undefined;
+  if (after && announced(after)?.server_id === was.server_id) return undefined;
   const reason = after === undefined ? 'agent deleted' : now?.enabled ? 'server made private or renamed' : 'DVMCP server disabled';
   return announcementDeletion(agent, was.server_id, reason);
 }
