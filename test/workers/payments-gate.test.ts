@@ -2,14 +2,15 @@
 // on a real Durable Object SQLite store (a fresh object of the ApiState class hosts the payments
 // table): payment-required → paid → the call runs; expiry answered NOT_PAID when the alarm runs;
 // caps per client and per bridge; a paid row spent once; rows that survive a restart; prices the
-// gate refuses; cancellation. The Bridge's own alarm and dispatcher are exercised in
+// gate refuses; capability names it cannot store (a lone surrogate); cancellation, and the release
+// of an invoice whose payment request could not be sent. The Bridge's own alarm and dispatcher are exercised in
 // payments-bridge.test.ts; here the gate's host records the wake-ups it asks for. Pure parts
 // (invoice format, configuration, prices) are workers/bridge/payments.test.ts.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { KIND } from '../../src/shared/kinds.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
-import type { Price, Requester } from '../../src/shared/dvmcp.js';
+import { RPC, type Price, type Requester } from '../../src/shared/dvmcp.js';
 import { PaymentStore } from '../../workers/bridge/payments-store.js';
 import { LocalVerifier } from '../../workers/bridge/payments-local.js';
 import { VerifierGate, type GateHost } from '../../workers/bridge/payments-gate.js';
@@ -351,12 +352,68 @@ describe('VerifierGate with the local verifier', () => {
     });
   });
 
-  it('ends the wait with UNAVAILABLE when the payment request cannot be sent', async () => {
-    await withGate({}, async (h) => {
+  it('ends the wait with UNAVAILABLE when the payment request cannot be sent, and releases its invoice (it counted against the caps until it expired)', async () => {
+    await withGate({ maxPendingPerClient: 1 }, async (h) => {
+      const who = requester();
       const ctx: PaymentContext = { notify: async () => Promise.reject(new Error('relay refused')), signal: new AbortController().signal };
-      const result = await h.gate.requirePayment(requester(), CAP, SATS, ctx);
+      const result = await h.gate.requirePayment(who, CAP, SATS, ctx);
       expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message: 'payment unavailable: the payment request could not be sent (relay refused)' } });
       expect(h.gate.waiting).toBe(0);
+      expect(h.store.pendingCounts(who.client, h.clock.now, CAP.serverId)).toEqual({ client: 0, server: 0, total: 0 });
+      // The row stays, released (a payment that still comes is recorded and logged), and counts in the invoice window.
+      expect(h.store.byRequest(who.requestId, who.client)).toMatchObject({ paid_at: null, cancelled_at: h.clock.now });
+      expect(h.store.createdSince(who.client, h.clock.now - 1, 10)).toEqual([h.clock.now]);
+      // The client's one pending place is free: its next request gets its invoice.
+      const next = h.call(requester(who.client));
+      await settle();
+      expect(next.sent).toHaveLength(1);
+      next.abort.abort();
+    });
+  });
+
+  it('a duplicate whose payment request cannot be sent leaves the invoice pending while the first copy waits on it', async () => {
+    await withGate({}, async (h) => {
+      const who = requester();
+      const first = h.call(who);
+      await settle();
+      const ctx: PaymentContext = { notify: async () => Promise.reject(new Error('relay refused')), signal: new AbortController().signal };
+      expect(await h.gate.requirePayment(who, CAP, SATS, ctx)).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message: 'payment unavailable: the payment request could not be sent (relay refused)' } });
+      expect(h.store.pendingCounts(who.client, h.clock.now, CAP.serverId)).toEqual({ client: 1, server: 1, total: 1 });
+      h.local.pay(invoiceOf(first.sent[0]!));
+      expect(await first.result).toEqual(RUNS);
+    });
+  });
+
+  it.each<[string, PricedCapability]>([
+    ['name', { serverId: 'everything', method: 'tools/call', name: 'echo\ud800' }],
+    ['name', { serverId: 'everything', method: 'prompts/get', name: '\udc00greet' }],
+    ['uri', { serverId: 'everything', method: 'resources/read', name: 'file:///notes/\ud83d.txt' }],
+  ])('refuses a priced call whose %s has a lone surrogate (stored, it would read back as U+FFFD: a re-sent paid request got a second invoice): no invoice, no row', async (param, capability) => {
+    await withGate({}, async (h) => {
+      const who = requester();
+      const c = h.call(who, SATS, capability);
+      await settle();
+      expect(c.sent).toEqual([]);
+      expect(await c.result).toEqual({
+        ok: false,
+        error: { code: RPC.INVALID_PARAMS, message: `invalid params: the ${capability.method} ${param} has a lone surrogate (half of a UTF-16 surrogate pair), so no payment can be recorded for it; send it as valid Unicode` },
+      });
+      expect(h.store.byRequest(who.requestId, who.client)).toBeUndefined();
+    });
+  });
+
+  it('a name with U+FFFD itself is a capability of its own: paid once, its re-sent request is served without a second invoice', async () => {
+    await withGate({}, async (h) => {
+      const capability: PricedCapability = { serverId: 'everything', method: 'tools/call', name: 'echo\ufffd' };
+      const who = requester();
+      const first = h.call(who, SATS, capability);
+      await settle();
+      h.local.pay(invoiceOf(first.sent[0]!));
+      const running = await first.result;
+      ended(running, false);
+      const again = h.call(who, SATS, capability);
+      expect(await again.result).toEqual(RUNS);
+      expect(again.sent).toEqual([]);
     });
   });
 

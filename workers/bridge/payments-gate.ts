@@ -18,9 +18,17 @@
 // if paid). A paid call runs once at a time; it spends its row when its answer is published
 // (`done(true)`), so a call a restart cut off before that runs again when re-sent (the accepted
 // repeat, SECURITY.md), while a re-send of an answered one is refused ("already served").
+//
+// A row's capability is the request's tool or prompt name or uri: one with a lone surrogate (JSON
+// allows "\ud800") has no UTF-8 form and SQLite would give it back as U+FFFD, so that the request
+// re-sent would no longer match its row (a second invoice after paying); such a call is refused
+// before any invoice (INVALID_PARAMS). An invoice whose payment-required notification could not be
+// sent is released at once, as a cancelled one (it no longer counts against the pending caps; a
+// payment that still comes is recorded and logged), unless another copy of the request waits on it.
 
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
-import { paymentRequiredTemplate, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
+import { paymentRequiredTemplate, RPC, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
+import { hasLoneSurrogate } from '../../src/shared/json-cut.js';
 import { freeCall, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
 import { INVOICE_WINDOW_SECONDS, PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
@@ -82,6 +90,15 @@ export class VerifierGate implements PaymentGate {
   }
 
   async requirePayment(requester: Requester, capability: PricedCapability, price: Price, ctx: PaymentContext): Promise<Result<AdmittedCall, RpcError>> {
+    if (hasLoneSurrogate(capability.name)) {
+      const param = capability.method === 'resources/read' ? 'uri' : 'name';
+      return err(
+        rpcError(
+          RPC.INVALID_PARAMS,
+          `invalid params: the ${capability.method} ${param} has a lone surrogate (half of a UTF-16 surrogate pair), so no payment can be recorded for it; send it as valid Unicode`,
+        ),
+      );
+    }
     const sats = satsOf(price);
     if (!sats.ok) return sats;
     if (sats.value === 0) return ok(freeCall);
@@ -112,7 +129,7 @@ export class VerifierGate implements PaymentGate {
     };
     this.store.insert(row);
     await this.host.wakeAt(row.expires);
-    return this.#waitAndNotify(row, requester, ctx);
+    return this.#waitAndNotify(row, requester, ctx, true);
   }
 
   /**
@@ -171,9 +188,10 @@ export class VerifierGate implements PaymentGate {
 
   /**
    * Registers the waiter first (a payment may land while the notification is being sent), then
-   * notifies; a notification that cannot be sent ends the wait with UNAVAILABLE.
+   * notifies; a notification that cannot be sent ends the wait with UNAVAILABLE, and releases the
+   * invoice when this call made it (`made`) and no other copy of the request waits on it.
    */
-  async #waitAndNotify(row: PaymentRow, requester: Requester, ctx: PaymentContext): Promise<Result<AdmittedCall, RpcError>> {
+  async #waitAndNotify(row: PaymentRow, requester: Requester, ctx: PaymentContext, made = false): Promise<Result<AdmittedCall, RpcError>> {
     const waiting = this.#wait(row, ctx.signal);
     if (this.verifier.settled(row.id)) {
       this.#settle(row.id);
@@ -182,6 +200,7 @@ export class VerifierGate implements PaymentGate {
         await ctx.notify(paymentRequiredTemplate(requester, row.sats, row.invoice));
       } catch (e) {
         waiting.finish(err(rpcError(PAYMENT_RPC.UNAVAILABLE, `payment unavailable: the payment request could not be sent (${errorMessage(e)})`)));
+        if (made && !this.#waiters.has(row.id)) this.store.markCancelled(row.id, this.now());
       }
     }
     return waiting.result;

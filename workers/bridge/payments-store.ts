@@ -30,7 +30,7 @@ export type PaymentRow = {
   /** When its call's answer was published: the row is spent. */
   served_at: number | null;
   proof: string | null;
-  /** When its request was cancelled while unpaid: the invoice no longer counts as pending. */
+  /** When its request was cancelled while unpaid (or its payment request could not be sent): the invoice no longer counts as pending. */
   cancelled_at: number | null;
 };
 
@@ -98,7 +98,7 @@ export class PaymentStore {
     return this.sql.exec<{ created: number }>('SELECT created FROM payments WHERE client = ? AND created > ? ORDER BY created LIMIT ?', client, since, limit).toArray().map((r) => r.created);
   }
 
-  /** The request of an unpaid invoice was cancelled: it stops counting as pending. False when paid or already cancelled. */
+  /** The request of an unpaid invoice was cancelled (or its payment request could not be sent): it stops counting as pending. False when paid or already cancelled. */
   markCancelled(id: string, at: number): boolean {
     return this.sql.exec('UPDATE payments SET cancelled_at = ? WHERE id = ? AND paid_at IS NULL AND cancelled_at IS NULL RETURNING id', at, id).toArray().length > 0;
   }
