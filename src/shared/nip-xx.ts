@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { NostrEvent } from './event.js';
 import { isHex64 } from './hex.js';
+import { hasLoneSurrogate } from './json-cut.js';
 import { err, ok, type Result } from './errors.js';
 import { KIND } from './kinds.js';
 
@@ -134,9 +135,17 @@ export const MAX_SESSION_CHARS = 256;
  */
 export const MAX_RUN_OUTPUT_CHARS = 2_097_152;
 
-/** The session of an event: its `s` tag (when within MAX_SESSION_CHARS), or the deterministic default `sender:<hex>`. */
+/**
+ * Why a session id cannot be kept: one with a lone surrogate has no UTF-8 form, and storage
+ * (SQLite) gives it back as U+FFFD, a key that matches nothing ("chat\ud800" and "chat\ud801" alike).
+ */
+export const SESSION_NOT_UNICODE = 'the session id (s tag) must be valid Unicode (it has a lone surrogate)';
+
+const usableSession = (s: string): boolean => s.length > 0 && s.length <= MAX_SESSION_CHARS && !hasLoneSurrogate(s);
+
+/** The session of an event: its `s` tag (within MAX_SESSION_CHARS, valid Unicode), or the deterministic default `sender:<hex>`. */
 export const sessionOf = (e: Pick<NostrEvent, 'tags' | 'pubkey'>): string =>
-  e.tags.find((t) => t[0] === 's' && typeof t[1] === 'string' && t[1].length > 0 && t[1].length <= MAX_SESSION_CHARS)?.[1] ?? `sender:${e.pubkey}`;
+  e.tags.find((t) => t[0] === 's' && typeof t[1] === 'string' && usableSession(t[1]))?.[1] ?? `sender:${e.pubkey}`;
 
 /** Why an incoming protocol event's tags are unusable: an error code and a message. */
 export interface TagProblem {
@@ -155,6 +164,7 @@ export function checkRequestTags(e: Pick<NostrEvent, 'kind' | 'tags'>, agent: st
   }
   const long = e.tags.find((t) => t[0] === 's' && typeof t[1] === 'string' && t[1].length > MAX_SESSION_CHARS);
   if (long) return err({ code: 'INVALID_SCHEMA', message: `the session id (s tag) is ${long[1]!.length} characters; at most ${MAX_SESSION_CHARS}` });
+  if (e.tags.some((t) => t[0] === 's' && typeof t[1] === 'string' && hasLoneSurrogate(t[1]))) return err({ code: 'INVALID_SCHEMA', message: SESSION_NOT_UNICODE });
   if (e.kind === KIND.AI_CANCEL) {
     const root = e.tags.find((t) => t[0] === 'e' && t[3] === 'root') ?? e.tags.find((t) => t[0] === 'e');
     if (!root || !isHex64(root[1])) return err({ code: 'INVALID_SCHEMA', message: 'missing e tag with the prompt id' });

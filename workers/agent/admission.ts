@@ -1,5 +1,5 @@
 // Whether a prompt gets a run: the checks that cost O(1) and create nothing, in their order —
-// NIP-XX request tags (and a session id the agent can store: no lone surrogate), the owner still allowed (and not suspended) on the deployment, the agent's
+// NIP-XX request tags (a session id the agent can store included), the owner still allowed (and not suspended) on the deployment, the agent's
 // block and allow lists, the owner's plan (workers/accounts/quota.ts, from the totals the agent
 // keeps), then the per-sender and per-agent prompt windows, concurrency and the daily token budget
 // (budget.ts). The plan's token limits and the budget must leave room for what the prompt's first
@@ -8,10 +8,8 @@
 // dropped is decided here too (at most one answer per sender per window). No Durable Object
 // needed: the only state touched is the budget's limiter windows.
 
-import type { NostrEvent } from '../../src/shared/event.js';
 import type { ErrorCode } from '../../src/shared/nip-xx.js';
-import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
-import { hasLoneSurrogate } from '../../src/shared/json-cut.js';
+import { checkRequestTags } from '../../src/shared/nip-xx.js';
 import type { ModelCallAsk } from '../accounts/quota.js';
 import type { AgentBudget } from './budget.js';
 import type { StoredAgent } from './config.js';
@@ -22,21 +20,6 @@ import { estimateTokens } from './sessions.js';
 export const REFUSAL_WINDOW_SECONDS = 60;
 export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
 export const OWNER_SUSPENDED = 'this agent’s owner is suspended on this deployment';
-/**
- * A session id (`s` tag) with a lone surrogate has no UTF-8 form: SQLite gives it back as U+FFFD,
- * so two such sessions ("chat\ud800", "chat\ud801") would share one conversation.
- */
-export const SESSION_NOT_UNICODE = 'the session id (s tag) must be valid Unicode (it has a lone surrogate)';
-
-/**
- * The conversation's session of a prompt (nip-xx.ts `sessionOf`), except that one with a lone
- * surrogate (refused by admitPrompt) gives way to the default, so its refusal is not answered under it.
- */
-export function promptSession(e: Pick<NostrEvent, 'pubkey' | 'tags'>): string {
-  const session = sessionOf(e);
-  return hasLoneSurrogate(session) ? sessionOf({ pubkey: e.pubkey, tags: [] }) : session;
-}
-
 /** What a prompt, an ask or a run in progress of an owner not allowed (removed or unknown here, or suspended) is answered. */
 export const ownerRefusal = (owner: 'removed' | 'suspended'): Refusal => ({ code: 'UNAUTHORIZED', message: owner === 'removed' ? OWNER_NOT_ALLOWED : OWNER_SUSPENDED });
 
@@ -87,9 +70,6 @@ export function admitPrompt(
 ): AdmissionResult {
   const tags = checkRequestTags(event, config.pubkey);
   if (!tags.ok) return refuse(event.pubkey, config, state, { code: tags.error.code, message: tags.error.message });
-  if (event.tags.some((t) => t[0] === 's' && typeof t[1] === 'string' && hasLoneSurrogate(t[1]))) {
-    return refuse(event.pubkey, config, state, { code: 'INVALID_SCHEMA', message: SESSION_NOT_UNICODE });
-  }
   return admitSender(event.pubkey, config, state, 'run');
 }
 

@@ -29,7 +29,7 @@ import { checkIdAndSignature } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
 import { unwrap } from '../../src/shared/nip59.js';
-import { checkRequestTags } from '../../src/shared/nip-xx.js';
+import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
 import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
 import { agentRelays, relayLabel, type AgentLimits, type StoredAgent } from './config.js';
@@ -42,7 +42,7 @@ import { addRun, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom, typ
 import { REPORT_BATCH, REPORT_RESEND_MS, UsageMeter, type RunMeter } from './metering.js';
 import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
-import { admitPrompt, admitSender, ownerRefusal, promptAsk, promptSession, type AdmissionState, type Refusal } from './admission.js';
+import { admitPrompt, admitSender, ownerRefusal, promptAsk, type AdmissionState, type Refusal } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
@@ -93,7 +93,7 @@ interface Incoming {
 }
 
 /** Where the events answering an incoming prompt go. */
-const addressOf = (m: Incoming): RunAddress => ({ id: m.event.id, client: m.event.pubkey, session: promptSession(m.event), wrapped: m.wrapped ? 1 : 0, relay: m.relay });
+const addressOf = (m: Incoming): RunAddress => ({ id: m.event.id, client: m.event.pubkey, session: sessionOf(m.event), wrapped: m.wrapped ? 1 : 0, relay: m.relay });
 
 export class Agent extends DurableObject<AgentEnv> {
   private readonly sql: SqlStorage;
@@ -642,7 +642,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.runs.keep(e.id);
     if (admission.verdict === 'drop') return;
     if (admission.verdict === 'answer') return this.outbox.answerWithoutRun(addressOf(m), c, { type: 'error', ...admission.refusal }, m.wrapKind);
-    const conversation: SessionKey = { sender: client, session: promptSession(e) };
+    const conversation: SessionKey = { sender: client, session: sessionOf(e) };
     this.runs.start(e.id, client, conversation.session, m.wrapped, m.relay);
     const abort = new AbortController();
     this.active.set(e.id, abort);
