@@ -4,11 +4,24 @@
 // runs of further senders are summed under OTHER_SENDERS), and rows older than USAGE_RETENTION_DAYS
 // are pruned, USAGE_PRUNE_PER_RECORD with each recorded run. Runs are recorded through the DO's own
 // `record` RPC (what each agent calls after a run); the figures are read through GET /api/usage.
-import { env, runInDurableObject } from 'cloudflare:test';
+// Reading them is bounded too: one query reads at most MAX_USAGE_SCAN rows (past them the answer
+// counts the whole days that fit and says so), and each caller's queries may cover at most
+// USAGE_ROWS_PER_MINUTE rows per minute (429 past them).
+import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { accountsStub, OTHER_SENDERS, USAGE_PRUNE_PER_RECORD, USAGE_RETENTION_DAYS, USAGE_SENDERS_PER_AGENT_DAY, type RunUsage } from '../../workers/accounts/accounts-do.js';
+import {
+  accountsStub,
+  MAX_USAGE_SCAN,
+  OTHER_SENDERS,
+  USAGE_PRUNE_PER_RECORD,
+  USAGE_RETENTION_DAYS,
+  USAGE_ROWS_PER_MINUTE,
+  USAGE_SENDERS_PER_AGENT_DAY,
+  type RunUsage,
+} from '../../workers/accounts/accounts-do.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { api } from './api-helpers.js';
-import { keys, randomHex, type Keys } from './helpers.js';
+import { BASE, keys, randomHex, type Keys } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
 const DAY_MS = 86_400_000;
@@ -97,3 +110,75 @@ describe('usage aggregate bounds', () => {
     expect(await rowsOf(owner, `by=day&from=${dayOf(now)}&to=${dayOf(now)}`)).toEqual([day(dayOf(now), 2)]);
   });
 });
+
+/** Stores `n` usage rows of `owner` on `day` (one run each, one agent, a sender each), straight into the table. */
+const fill = (owner: string, day: string, n: number) =>
+  runInDurableObject(accountsStub(env), (_i, state) => {
+    state.storage.sql.exec(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+       INSERT INTO usage (owner, day, agent, sender, model, runs, input_tokens, output_tokens, tool_calls, errors)
+       SELECT ?, ?, 'agent', printf('%064d', i), 'echo', 1, 1, 2, 0, 0 FROM n`,
+      n,
+      owner,
+      day,
+    );
+  });
+
+const dayRow = (key: string, runs: number): Row => ({ key, runs, input_tokens: runs, output_tokens: 2 * runs, tool_calls: 0, errors: 0 });
+
+describe('usage queries are bounded', () => {
+  it('the limits', () => {
+    expect([MAX_USAGE_SCAN, USAGE_ROWS_PER_MINUTE]).toEqual([50_000, 200_000]);
+  });
+
+  it('one query reads at most 50,000 rows: past them it counts the whole days that fit (truncated, through), or the first 50,000 rows of a day that alone holds more', async () => {
+    const owner = await addOwner();
+    const now = Date.now();
+    const [d0, d1, d2] = [12, 11, 10].map((back) => dayOf(now - back * DAY_MS));
+    await fill(owner.pk, d0!, 10);
+    await fill(owner.pk, d1!, MAX_USAGE_SCAN + 1);
+    await fill(owner.pk, d2!, 10);
+    const get = (query: string) => api(owner.sk, 'GET', `/api/usage?${query}`);
+
+    // d0 fits, d1 does not: d0 alone, said to be cut after it.
+    expect(await get(`by=day&from=${d0}&to=${d2}`)).toEqual({ status: 200, json: { rows: [dayRow(d0!, 10)], truncated: true, through: d0 } });
+    // From d1, which alone holds more than a query reads: its first 50,000 rows.
+    expect(await get(`by=agent&from=${d1}&to=${d2}`)).toEqual({ status: 200, json: { rows: [dayRow('agent', MAX_USAGE_SCAN)], truncated: true, through: d1 } });
+    // A range that fits: every row, no marker.
+    expect(await get(`by=day&from=${d2}&to=${d2}`)).toEqual({ status: 200, json: { rows: [dayRow(d2!, 10)] } });
+
+    // CSV: the same rows; the cut is in the X-Usage-Through header.
+    const url = `${BASE}/api/usage?by=day&from=${d0}&to=${d2}`;
+    const csv = await SELF.fetch(url, { headers: { Authorization: makeHttpAuthHeader(owner.sk, url, 'GET'), Accept: 'text/csv' } });
+    expect(csv.headers.get('X-Usage-Through')).toBe(d0);
+    expect(await csv.text()).toBe(`key,runs,input_tokens,output_tokens,tool_calls,errors\r\n${d0},10,10,20,0,0\r\n`);
+    const whole = `${BASE}/api/usage?by=day&from=${d2}&to=${d2}`;
+    const fits = await SELF.fetch(whole, { headers: { Authorization: makeHttpAuthHeader(owner.sk, whole, 'GET'), Accept: 'text/csv' } });
+    expect(fits.headers.get('X-Usage-Through')).toBeNull();
+    await fits.text();
+  });
+
+  it('each caller’s queries cover at most 200,000 rows a minute: past them 429 with Retry-After, another caller is still answered, the next minute is too', async () => {
+    const owner = await addOwner();
+    const other = await addOwner();
+    const day = dayOf(Date.now() - 20 * DAY_MS);
+    await fill(owner.pk, day, MAX_USAGE_SCAN + 1);
+    await fill(other.pk, day, 3);
+    const query = `by=sender&from=${day}&to=${day}`;
+    // Each of these covers the day's first 50,001 rows (to find the cut; then it sums 50,000): the
+    // fifth in the minute would take the caller past 200,000.
+    for (let i = 0; i < 4; i++) expect((await api(owner.sk, 'GET', `/api/usage?${query}`)).status).toBe(200);
+    const url = `${BASE}/api/usage?${query}`;
+    const refused = await SELF.fetch(url, { headers: { Authorization: makeHttpAuthHeader(owner.sk, url, 'GET') } });
+    expect(refused.status).toBe(429);
+    const retry = Number(refused.headers.get('Retry-After'));
+    expect(retry).toBeGreaterThan(0);
+    expect(retry).toBeLessThanOrEqual(60);
+    expect(await refused.json()).toEqual({ error: `usage queries of this key may read ${USAGE_ROWS_PER_MINUTE} rows a minute; retry in ${retry} s` });
+    expect(await api(other.sk, 'GET', `/api/usage?${query}`)).toMatchObject({ status: 200, json: { rows: [{ runs: 1 }, { runs: 1 }, { runs: 1 }] } });
+    // A minute later (the Accounts object's RPC, with its clock): answered again.
+    const later = await accountsStub(env).usage({ caller: owner.pk, owner: owner.pk, from: day, to: day, by: 'day' }, Date.now() + 61_000);
+    expect(later).toEqual({ ok: true, value: { rows: [dayRow(day, MAX_USAGE_SCAN)], through: day } });
+  });
+});
+

@@ -11,7 +11,8 @@ const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
 const today = (): string => new Date().toISOString().slice(0, 10);
 /** The agent's runs as the owner's aggregate has them (GET /api/usage's figures). */
 const aggregated = async (agent: string): Promise<Pick<UsageRow, 'runs' | 'input_tokens' | 'output_tokens'> | undefined> => {
-  const row = (await accountsStub(env).usage(TEST_OWNER, today(), today(), 'agent')).find((r) => r.key === agent);
+  const answer = await accountsStub(env).usage({ caller: TEST_OWNER, owner: TEST_OWNER, from: today(), to: today(), by: 'agent' }, Date.now());
+  const row = answer.ok ? answer.value.rows.find((r) => r.key === agent) : undefined;
   return row && { runs: row.runs, input_tokens: row.input_tokens, output_tokens: row.output_tokens };
 };
 /** The agent's own metering, summed. */

@@ -12,6 +12,13 @@
 // choice). Rows older than USAGE_RETENTION_DAYS (more than GET /api/usage's 366-day range) are
 // deleted, oldest first, USAGE_PRUNE_PER_RECORD with each recorded run (a run makes at most one row).
 //
+// Reading it is bounded too (this one object also answers every router isolate's registry fetch and
+// every agent's run report). A usage query reads at most MAX_USAGE_SCAN rows, earliest day first: a
+// range holding more is answered for the whole days that fit, with `through` naming the last one
+// (a first day that alone holds more: its first MAX_USAGE_SCAN rows, `through` that day). And each
+// caller's queries may cover USAGE_ROWS_PER_MINUTE rows per minute (read-budget.ts): past them its
+// queries are refused, with the wait, before anything is read.
+//
 // A run is counted once: agents send a report again until it is taken (workers/agent/metering.ts),
 // so each recorded (agent, run id) is kept RECORDED_RUN_RETENTION_MS (longer than an agent sends a
 // report again) in `recorded_runs`, and a report of one already there adds nothing. Those ids are
@@ -30,7 +37,9 @@
 
 import { DurableObject } from 'cloudflare:workers';
 import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
+import { err, ok, type Result } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN } from './plans.js';
+import { ReadBudget } from './read-budget.js';
 
 export interface AccountsBindings {
   ACCOUNTS: DurableObjectNamespace<Accounts>;
@@ -94,6 +103,35 @@ export interface UsageRow {
 
 /** Rows answered by one usage query at most. */
 export const MAX_USAGE_ROWS = 10_000;
+/** Rows of the aggregate one usage query sums at most (see the header). */
+export const MAX_USAGE_SCAN = 50_000;
+/**
+ * Rows each caller's usage queries may cover per minute: a query counts the rows of its range it
+ * looked at, at most MAX_USAGE_SCAN + 1 (it reads them once to find the cut and at most once more
+ * to sum them), so four of the largest are let in a minute.
+ */
+export const USAGE_ROWS_PER_MINUTE = 200_000;
+
+/** One usage query: by `caller` (whose budget it uses), of `owner` (undefined: every owner), between the UTC days `from` and `to` (inclusive). */
+export interface UsageQuery {
+  caller: string;
+  owner: string | undefined;
+  from: string;
+  to: string;
+  by: UsageKey;
+}
+
+/** A usage answer: `through` only when the range held more than MAX_USAGE_SCAN rows (the rows count `from` through that day). */
+export interface UsageAnswer {
+  rows: UsageRow[];
+  through?: string;
+}
+
+/** A usage query refused: the caller used its USAGE_ROWS_PER_MINUTE. */
+export interface UsageRefusal {
+  error: string;
+  retry_after: number;
+}
 
 /** Days of usage rows kept (a row of day D goes once D is more than this many days before a recorded run). */
 export const USAGE_RETENTION_DAYS = 400;
@@ -120,6 +158,7 @@ const toOwner = (r: Row): OwnerRow => ({
 
 export class Accounts extends DurableObject<OwnerEnv> {
   private readonly sql: SqlStorage;
+  private readonly reads = new ReadBudget(USAGE_ROWS_PER_MINUTE, 60_000);
 
   constructor(ctx: DurableObjectState, env: OwnerEnv) {
     super(ctx, env);
@@ -298,17 +337,37 @@ export class Accounts extends DurableObject<OwnerEnv> {
     return { day, ...r };
   }
 
-  /** Usage between the UTC days `from` and `to` (inclusive), grouped by `by`; of one owner, or of all (`owner` undefined). */
-  usage(owner: string | undefined, from: string, to: string, by: UsageKey): UsageRow[] {
-    const where = owner === undefined ? 'day >= ? AND day <= ?' : 'owner = ? AND day >= ? AND day <= ?';
-    const args = owner === undefined ? [from, to] : [owner, from, to];
-    return this.sql
-      .exec<{ key: string; runs: number; input_tokens: number; output_tokens: number; tool_calls: number; errors: number }>(
-        `SELECT ${by} AS key, sum(runs) AS runs, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-                sum(tool_calls) AS tool_calls, sum(errors) AS errors
-         FROM usage WHERE ${where} GROUP BY ${by} ORDER BY ${by} LIMIT ${MAX_USAGE_ROWS}`,
-        ...args,
-      )
-      .toArray();
+  /**
+   * The usage of `q` grouped by `q.by`, read within MAX_USAGE_SCAN rows (see the header), at `now`
+   * (ms); refused when the caller has used its USAGE_ROWS_PER_MINUTE.
+   */
+  usage(q: UsageQuery, now: number): Result<UsageAnswer, UsageRefusal> {
+    const wait = this.reads.wait(q.caller, now);
+    if (wait > 0) {
+      const retry = Math.ceil(wait / 1000);
+      return err({ error: `usage queries of this key may read ${USAGE_ROWS_PER_MINUTE} rows a minute; retry in ${retry} s`, retry_after: retry });
+    }
+    const range = (to: string): [string, SqlStorageValue[]] =>
+      q.owner === undefined ? ['day >= ? AND day <= ?', [q.from, to]] : ['owner = ? AND day >= ? AND day <= ?', [q.owner, q.from, to]];
+    // The range's rows up to one past the bound, in day order (the table's key, or usage_day for
+    // every owner): past it, the day of the first row left out is the cut.
+    const [where, args] = range(q.to);
+    const seen = this.sql
+      .exec<{ n: number; last: string | null }>(`SELECT count(*) AS n, max(day) AS last FROM (SELECT day FROM usage WHERE ${where} ORDER BY day LIMIT ${MAX_USAGE_SCAN + 1})`, ...args)
+      .one();
+    const cut = seen.n > MAX_USAGE_SCAN && seen.last !== null ? seen.last : undefined;
+    const through = cut === undefined ? undefined : cut > q.from ? dayOf(Date.parse(`${cut}T00:00:00Z`) - DAY_MS) : q.from;
+    const [sumWhere, sumArgs] = range(through ?? q.to);
+    // Up to the cut the range holds at most MAX_USAGE_SCAN rows; a first day that alone holds more is read up to the bound.
+    const rowsOf = cut === q.from ? `(SELECT * FROM usage WHERE ${sumWhere} ORDER BY day LIMIT ${MAX_USAGE_SCAN})` : `usage WHERE ${sumWhere}`;
+    const sums = this.sql.exec<{ key: string; runs: number; input_tokens: number; output_tokens: number; tool_calls: number; errors: number }>(
+      `SELECT ${q.by} AS key, sum(runs) AS runs, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+              sum(tool_calls) AS tool_calls, sum(errors) AS errors
+       FROM ${rowsOf} GROUP BY ${q.by} ORDER BY ${q.by} LIMIT ${MAX_USAGE_ROWS}`,
+      ...sumArgs,
+    );
+    const rows = sums.toArray();
+    this.reads.spend(q.caller, seen.n, now);
+    return ok(through === undefined ? { rows } : { rows, through });
   }
 }

@@ -6,7 +6,10 @@
 //   metering: calls and their summed duration per UTC day, server and method); operators name the owner.
 // - GET /api/usage/storage: the owner's shard's stored events and bytes, with the plan's stored_bytes.
 // `from` and `to` are UTC days (YYYY-MM-DD, inclusive; default: the last 30 days), at most
-// MAX_RANGE_DAYS apart. JSON `{rows}` or, with `Accept: text/csv`, CSV.
+// MAX_RANGE_DAYS apart. JSON `{rows}` or, with `Accept: text/csv`, CSV. The run figures are read
+// within bounds (accounts-do.ts): a range holding more rows than one query reads is answered for
+// the days that fit, `{rows, truncated: true, through}` (CSV: the X-Usage-Through header), and a
+// caller past its rows a minute gets 429 with Retry-After.
 
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -120,8 +123,12 @@ export function usageRoutes() {
     const q = parsed.data;
     const whose = ownerOf(who(c), q.owner);
     if ('refused' in whose) return c.json(whose.refused.body, whose.refused.status);
-    const rows = await accountsStub(c.env).usage(whose.owner, q.from, q.to, q.by);
-    return wantsCsv(c.req.header('Accept')) ? c.body(usageCsv(rows), 200, csv) : c.json({ rows });
+    const answer = await accountsStub(c.env).usage({ caller: c.get('caller'), owner: whose.owner, from: q.from, to: q.to, by: q.by }, Date.now());
+    if (!answer.ok) return c.json({ error: answer.error.error }, 429, { 'Retry-After': String(answer.error.retry_after) });
+    const { rows, through } = answer.value;
+    const cut: Record<string, string> = through === undefined ? {} : { 'X-Usage-Through': through };
+    if (wantsCsv(c.req.header('Accept'))) return c.body(usageCsv(rows), 200, { ...csv, ...cut });
+    return c.json(through === undefined ? { rows } : { rows, truncated: true, through }, 200, cut);
   });
 
   app.get('/bridge', async (c) => {
