@@ -1,8 +1,8 @@
 // Helpers for the bridge tests: register servers through the management API, and a DVMCP client
 // over a real WebSocket to a shard (plain or gift-wrapped requests, responses and notifications
-// collected by request id).
-import { env } from 'cloudflare:test';
-import { expect, inject } from 'vitest';
+// collected by request id), the public shard's clock set off (to make it refuse), the bridge's warnings.
+import { env, runInDurableObject } from 'cloudflare:test';
+import { expect, inject, vi } from 'vitest';
 import type { CreateServer } from '../../workers/bridge/config.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { parseResponse, RPC } from '../../src/shared/dvmcp.js';
@@ -12,7 +12,9 @@ import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { makeRumor } from '../../src/shared/nip59.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { api } from './api-helpers.js';
-import { BASE, connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
+import { shardStub } from '../../workers/common/shards.js';
+import type { RelayShard } from '../../workers/relay-do/shard.js';
+import { BASE, connect, keys, now, sign, socketObjects, type Keys, type TestSocket } from './helpers.js';
 import { TEST_ADMIN_SK, TEST_OWNER_SK } from './test-keys.js';
 
 export const everythingUrl = (): string => inject('mcpEverythingUrl');
@@ -35,6 +37,32 @@ export async function announcements(provider: string, kinds: number[], ready: (e
   }
   s.close();
   return events;
+}
+
+/**
+ * Sets the clock of the public shard's objects (its primary and, with K > 1, its edges) `skewMs`
+ * off (0: back to the real time), through the test seam RelayShard.clock: an hour behind, the shard
+ * refuses events dated now (`invalid: created_at is too far in the future`), as a relay whose clock
+ * is wrong does.
+ */
+export async function publicShardClock(skewMs: number): Promise<void> {
+  for (const stub of new Set([shardStub(env, null), ...socketObjects(null)])) {
+    await runInDurableObject(stub, (instance: RelayShard) => {
+      instance.clock = () => Date.now() + skewMs;
+    });
+  }
+}
+
+/** The bridge's warnings logged while `run` ran (`run` may read those logged so far). */
+export async function warnings(run: (logged: () => string[]) => Promise<unknown>): Promise<string[]> {
+  const warn = vi.spyOn(console, 'warn');
+  const logged = (): string[] => warn.mock.calls.map((args) => args.map(String).join(' ')).filter((l) => l.startsWith('bridge: '));
+  try {
+    await run(logged);
+    return logged();
+  } finally {
+    warn.mockRestore();
+  }
 }
 
 const cache = new ConversationKeyCache(64);

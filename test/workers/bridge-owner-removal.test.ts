@@ -17,9 +17,9 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { OWNER_RECHECK_MS } from '../../workers/bridge/bridge-do.js';
 import { shardStub } from '../../workers/common/shards.js';
-import type { RelayEnv, RelayShard } from '../../workers/relay-do/shard.js';
+import type { RelayEnv } from '../../workers/relay-do/shard.js';
 import { api } from './api-helpers.js';
-import { announcements, bridgeReady, DvmcpClient, everythingUrl, registerServer } from './bridge-helpers.js';
+import { announcements, bridgeReady, DvmcpClient, everythingUrl, publicShardClock, registerServer, warnings } from './bridge-helpers.js';
 import { BASE, connect, keys, now, randomHex, socketObjects, subscriptionsOf, type Keys } from './helpers.js';
 import { allToolNames, gatewayClient } from './mcp-gateway-helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
@@ -54,20 +54,6 @@ const marked = (owner: string) =>
   );
 
 /**
- * Sets the clock of the public shard's objects (its primary and, with K > 1, its edges) `skewMs`
- * off (0: back to the real time), through the test seam RelayShard.clock: an hour behind, the shard
- * refuses events dated now (`invalid: created_at is too far in the future`), as a relay whose clock
- * is wrong does.
- */
-async function publicShardClock(skewMs: number): Promise<void> {
-  for (const stub of new Set([shardStub(env, null), ...socketObjects(null)])) {
-    await runInDurableObject(stub, (instance: RelayShard) => {
-      instance.clock = () => Date.now() + skewMs;
-    });
-  }
-}
-
-/**
  * Runs the objects of `owner`'s shard as a deployment with closed shards (EDGESTR_OPEN_SHARDS
  * unset; `closed` false: set again), as the test configuration cannot: there a removed owner's
  * shard is no longer served (its sockets closed, new ones 404).
@@ -78,17 +64,6 @@ async function closedShards(owner: string, closed: boolean): Promise<void> {
       const shard = instance as unknown as { env: RelayEnv };
       shard.env = { ...shard.env, EDGESTR_OPEN_SHARDS: closed ? undefined : 'true' };
     });
-  }
-}
-
-/** The bridge's warnings logged while `run` ran. */
-async function warnings(run: () => Promise<unknown>): Promise<string[]> {
-  const warn = vi.spyOn(console, 'warn');
-  try {
-    await run();
-    return warn.mock.calls.map((args) => args.map(String).join(' ')).filter((l) => l.startsWith('bridge: '));
-  } finally {
-    warn.mockRestore();
   }
 }
 

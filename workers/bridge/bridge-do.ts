@@ -4,7 +4,9 @@
 // one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
-// changed; while EDGESTR_SECRET is rotated, what the previous secret sealed is sealed again), and
+// changed, the deletions of a removed or private server's announcements that the public shard did
+// not take sent again (`deleteAnnouncements`, `resendDeletions`); while EDGESTR_SECRET is rotated,
+// what the previous secret sealed is sealed again), and
 // incoming events: each event id checked once (bounded LRU), signature checked, gift
 // wraps opened (refusals logged with the reason, never answered), requests dated over 60 s away from
 // now ignored, and each request id (the event's, or the rumor's) handled once: a request seen on both
@@ -43,7 +45,7 @@ import { relayVerifier } from '../common/verifier.js';
 import type { McpNotification } from '../common/mcp-client.js';
 import { McpSessionCache } from '../common/mcp-session-cache.js';
 import { buildAnnouncements } from './announcer.js';
-import { BridgeLinks, bridgeRelays, publicRelay } from './bridge-links.js';
+import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
 import { Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
@@ -52,7 +54,7 @@ import { Coalescer, NOTIFICATIONS_PER_MINUTE, NOTIFY_WINDOW_MS, NotificationBudg
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import { BridgePayments } from './payments-bridge.js';
 import type { PaymentEnv } from './payments.js';
-import { ServerStore, type ProviderRecord } from './server-store.js';
+import { MAX_PENDING_DELETIONS, PENDING_DELETION_MS, ServerStore, type PendingDeletion, type ProviderRecord } from './server-store.js';
 import { BRIDGE_CLIENT, MAX_SESSIONS, MAX_SESSIONS_PER_SERVER, serverOfSessionKey, UpstreamServer } from './upstream.js';
 
 export interface BridgeEnv extends RouterBindings, OutboundEnv, SecretEnv, PaymentEnv, PlanEnv {}
@@ -63,8 +65,10 @@ export const REFRESH_MS = 6 * 3600_000;
 const RETRY_MS = 5 * 60_000;
 /** A removed owner's bridge asks the registry this often whether the owner was added again. */
 export const OWNER_RECHECK_MS = 10 * 60_000;
-/** The reason of the deletion of a removed owner's announcements. */
+/** The reasons of the deletions of announcements: a removed owner's, a removed server's, a server made private. */
 const OWNER_REMOVED = 'the owner was removed from this deployment';
+const SERVER_REMOVED = 'server removed';
+const SERVER_MADE_PRIVATE = 'server made private';
 /** Event ids remembered in memory: a copy from the other shard is not verified or opened again. */
 const SEEN_IDS = 4096;
 /** A handled request id is kept this long after its created_at (it is fresh until STALE_SECONDS after). */
@@ -253,7 +257,10 @@ export class Bridge extends DurableObject<BridgeEnv> {
     return this.view(id);
   }
 
-  /** Removes a server: NIP-09 deletion of its announcements, requests aborted, upstream sessions closed. */
+  /**
+   * Removes a server: requests aborted, upstream sessions closed, the NIP-09 deletion of its
+   * announcements sent (`deleteAnnouncements`: kept and sent again until the public shard takes it).
+   */
   async removeServer(id: string): Promise<boolean> {
     const p = this.store.providerRecord();
     if (!p || !this.store.server(id)) return false;
@@ -262,9 +269,46 @@ export class Bridge extends DurableObject<BridgeEnv> {
     this.limiter.forgetServer(id);
     this.dispatcher.abortServer(id, 'server removed');
     await this.links.ensureConnected();
-    await this.links.publishAll(await this.store.sign(announcementDeletion(p.pubkey, id)));
+    await this.deleteAnnouncements(p, id, SERVER_REMOVED);
     await this.cache.closeGroup(id); // only this server's: calls in flight on the others go on
     return true;
+  }
+
+  /**
+   * Deletes (NIP-09) server `id`'s announcements with `reason`, on the public shard and the owner's
+   * shard at once. One the public shard (what /mcp and DVMCP discovery read) did not take is kept,
+   * signed, by server id (the server may be gone), logged, and sent again at each watchdog
+   * (`resendDeletions`); sent again as it is, it deletes only what was announced before it, not a
+   * server announced again under that id since.
+   */
+  private async deleteAnnouncements(p: ProviderRecord, id: string, reason: string): Promise<void> {
+    const e = await this.store.sign(announcementDeletion(p.pubkey, id, reason));
+    if (await this.links.publishDeletion(e, true)) {
+      this.store.deletionLanded(id, e);
+      return;
+    }
+    for (const d of this.store.keepDeletion(id, e, Date.now())) this.gaveUp(p, d, `more than ${MAX_PENDING_DELETIONS} deletions were waiting`);
+    console.warn(`bridge: provider ${p.pubkey}: the deletion of the announcements of ${id} (${reason}) did not land on the public shard; sent again at each watchdog for ${PENDING_DELETION_MS / 86_400_000} days`);
+  }
+
+  /**
+   * Sends the deletions kept (`deleteAnnouncements`) again, to the public shard only (the owner's
+   * shard had them with the first send), all at once (one 5 s window); those that land are no longer
+   * kept. One kept over PENDING_DELETION_MS is given up, logged.
+   */
+  private async resendDeletions(p: ProviderRecord): Promise<void> {
+    for (const d of this.store.expireDeletions(Date.now() - PENDING_DELETION_MS)) {
+      this.gaveUp(p, d, `the public shard did not take it in ${PENDING_DELETION_MS / 86_400_000} days; check its clock and its logs`);
+    }
+    const due = this.store.pendingDeletions();
+    const landed = await Promise.all(due.map((d) => this.links.publishDeletion(d.event, false)));
+    due.forEach((d, i) => {
+      if (landed[i]) this.store.deletionLanded(d.id, d.event);
+    });
+  }
+
+  private gaveUp(p: ProviderRecord, d: PendingDeletion, why: string): void {
+    console.warn(`bridge: provider ${p.pubkey}: gave up the deletion of the announcements of ${d.id} (${d.event.content}): ${why}`);
   }
 
   // ---- lifecycle ----
@@ -284,6 +328,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
     if (account.value.suspended) this.haltCalls('its owner is suspended');
     if (this.store.withdrawn()) await this.reinstate(p);
     await this.links.ensureConnected();
+    await this.resendDeletions(p);
     this.handled.prune(Math.floor(Date.now() / 1000) - HANDLED_SECONDS, PRUNE_BATCH);
     this.meter.prune(Date.now(), METER_PRUNE_BATCH);
     for (const id of this.store.dueForRefresh(Date.now())) await this.refresh(id);
@@ -327,7 +372,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
    */
   private async withdraw(p: ProviderRecord): Promise<void> {
     this.haltCalls('its owner was removed');
-    const left = await this.withdrawAnnouncements(p);
+    // The deletions kept from before (a server removed or made private) go in the same 5 s window.
+    const [left] = await Promise.all([this.withdrawAnnouncements(p), this.resendDeletions(p)]);
     if (!this.store.withdrawn()) {
       await shardStub(this.env, p.owner).revokeAgent(p.pubkey, p.owner);
       await shardStub(this.env, null).revokeAgent(p.pubkey, p.owner);
@@ -351,9 +397,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
    * marked, are returned.
    */
   private async withdrawAnnouncements(p: ProviderRecord): Promise<string[]> {
-    const url = publicRelay(p);
     const pending = this.store.servers().filter((s) => this.store.announced(s.id) !== '');
-    const landed = await Promise.all(pending.map(async (s) => this.links.publish(url, await this.store.sign(announcementDeletion(p.pubkey, s.id, OWNER_REMOVED)))));
+    const landed = await Promise.all(pending.map(async (s) => this.links.publishDeletion(await this.store.sign(announcementDeletion(p.pubkey, s.id, OWNER_REMOVED)), false)));
     const left: string[] = [];
     pending.forEach((s, i) => {
       if (landed[i]) this.store.setAnnounced(s.id, '');
@@ -411,14 +456,23 @@ export class Bridge extends DurableObject<BridgeEnv> {
     if (!s || !upstream || !p) return;
     this.store.scheduleRefresh(id, Date.now() + REFRESH_MS);
     try {
-      await this.announce(id, s, upstream, p.pubkey);
+      await this.announce(id, s, upstream, p);
     } catch (e) {
       this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
       throw e;
     }
   }
 
-  private async announce(id: string, s: StoredServer, upstream: UpstreamServer, provider: string): Promise<void> {
+  /**
+   * A private server's announcements still out are deleted first, whether upstream answers or not
+   * (`deleteAnnouncements`: kept and sent again until the public shard takes it); then upstream is
+   * listed (health counts) and a public server's changed announcements are published.
+   */
+  private async announce(id: string, s: StoredServer, upstream: UpstreamServer, p: ProviderRecord): Promise<void> {
+    if (!s.public && this.store.announced(id) !== '') {
+      await this.deleteAnnouncements(p, id, SERVER_MADE_PRIVATE);
+      this.store.setAnnounced(id, '');
+    }
     const built = await buildAnnouncements(s, upstream);
     if (!built.ok) {
       console.warn(`bridge: announcements of ${id} not refreshed: ${built.error}`);
@@ -427,11 +481,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
     }
     this.store.recordHealth(id, built.value.counts);
     for (const line of built.value.leftOut) console.warn(`bridge: announcement of ${id} left out: ${line}`);
-    const previous = this.store.announced(id);
-    if (!s.public) {
-      if (previous !== '') await this.links.publishAll(await this.store.sign(announcementDeletion(provider, id, 'server made private')));
-      this.store.setAnnounced(id, '');
-    } else if (previous !== built.value.hash) {
+    if (s.public && this.store.announced(id) !== built.value.hash) {
       for (const t of built.value.templates) await this.links.publishAll(await this.store.sign(t));
       this.store.setAnnounced(id, built.value.hash);
     }

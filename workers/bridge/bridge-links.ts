@@ -4,7 +4,9 @@
 // `since`): requests and notifications (25910, 21316) p-tagging the provider from a minute back, and
 // gift wraps (1059) p-tagging it from two days back (WRAP_LOOKBACK_SECONDS: wraps are dated up to two
 // days in the past, NIP-59); the bridge judges a wrapped request by its rumor's created_at and id.
-// A publish tells whether its event landed: accepted, or `duplicate:` (the relay has it already).
+// A publish tells whether its event landed: accepted, or `duplicate:` (the relay has it already); a
+// deletion of announcements counts as landed when the public shard (the one /mcp and DVMCP discovery
+// read) took it (`publishDeletion`).
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { errorMessage, parseRejection } from '../../src/shared/errors.js';
@@ -33,9 +35,14 @@ export function publicRelay(p: ProviderRecord): string {
   return `${p.origin.replace(/^http/, 'ws')}/`;
 }
 
+/** The shard of a provider's owner. */
+function ownerRelay(p: ProviderRecord): string {
+  return `${p.origin.replace(/^http/, 'ws')}/r/${p.owner}`;
+}
+
 /** The relays of a provider: its owner's shard first, then the public shard. */
 export function bridgeRelays(p: ProviderRecord): string[] {
-  return [`${p.origin.replace(/^http/, 'ws')}/r/${p.owner}`, publicRelay(p)];
+  return [ownerRelay(p), publicRelay(p)];
 }
 
 /** Whether a relay's answer means it holds the event: accepted, or `duplicate:` (it had it, or a newer version). */
@@ -79,6 +86,18 @@ export class BridgeLinks {
     const r = await this.client(url, p).publish(e, { timeoutMs: 5000 });
     if (!landed(r)) console.warn(`bridge: ${url} refused ${e.kind} ${e.id}: ${r.message}`);
     return landed(r);
+  }
+
+  /**
+   * Publishes deletion `e` of a server's announcements on the public shard and, with `ownerShard`,
+   * on the owner's shard at the same time (one 5 s window); whether it landed on the public shard,
+   * the one that counts (the owner's shard's answer is only logged).
+   */
+  async publishDeletion(e: NostrEvent, ownerShard: boolean): Promise<boolean> {
+    const p = this.deps.provider();
+    if (!p) return false;
+    const [landedPublicly] = await Promise.all([this.publish(publicRelay(p), e), ownerShard ? this.publish(ownerRelay(p), e) : undefined]);
+    return landedPublicly;
   }
 
   /** Publishes on every relay. */

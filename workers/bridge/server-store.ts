@@ -1,9 +1,11 @@
 // The Bridge Durable Object's tables: its provider record (owner, origin of the deployment, the
 // provider key sealed with EDGESTR_SECRET), its servers (config, secret headers sealed with the
-// same secret under `<provider>/<server id>`, health, hash of what was last announced) and, while
-// its owner is removed, that the bridge withdrew (bridge-do.ts `withdraw`). While EDGESTR_SECRET is
-// rotated, what only EDGESTR_SECRET_PREVIOUS opens is opened with it and sealed again with
-// EDGESTR_SECRET by the watchdog (reseal; workers/common/secrets.ts).
+// same secret under `<provider>/<server id>`, health, hash of what was last announced), the
+// deletions of servers' announcements the public shard did not take yet (signed, by server id, at
+// most MAX_PENDING_DELETIONS: bridge-do.ts sends them again) and, while its owner is removed, that
+// the bridge withdrew (bridge-do.ts `withdraw`). While EDGESTR_SECRET is rotated, what only
+// EDGESTR_SECRET_PREVIOUS opens is opened with it and sealed again with EDGESTR_SECRET by the
+// watchdog (reseal; workers/common/secrets.ts).
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { signEventWith, type NostrEvent } from '../../src/shared/event.js';
@@ -26,6 +28,29 @@ interface ServerRow extends Record<string, SqlStorageValue> {
   health: string;
   announced: string;
 }
+
+/** Deletions kept to be sent again, at most; one more gives up the oldest. */
+export const MAX_PENDING_DELETIONS = 100;
+/** A deletion kept this long (ms) without landing is given up. */
+export const PENDING_DELETION_MS = 7 * 24 * 3600_000;
+
+/** A deletion of a server's announcements the public shard did not take yet. */
+export interface PendingDeletion {
+  /** The server's id (it may be removed). */
+  id: string;
+  /** The signed NIP-09 deletion, sent again as it is (its created_at bounds what it deletes). */
+  event: NostrEvent;
+  /** When it was kept (ms): it is given up PENDING_DELETION_MS later. */
+  since: number;
+}
+
+interface PendingRow extends Record<string, SqlStorageValue> {
+  id: string;
+  event: string;
+  since: number;
+}
+
+const pendingOf = (r: PendingRow): PendingDeletion => ({ id: r.id, event: JSON.parse(r.event) as NostrEvent, since: r.since });
 
 /** What a sealed value is, in errors and log lines. */
 const keyWhat = (provider: string): string => `the secret key of bridge provider ${provider}`;
@@ -50,6 +75,7 @@ export class ServerStore {
       refresh_at INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID`);
     sql.exec('CREATE TABLE IF NOT EXISTS withdrawn (k INTEGER PRIMARY KEY CHECK (k = 1))');
+    sql.exec('CREATE TABLE IF NOT EXISTS pending_deletions (id TEXT PRIMARY KEY, event TEXT NOT NULL, since INTEGER NOT NULL) WITHOUT ROWID');
   }
 
   private secrets(): SealingSecrets {
@@ -219,6 +245,34 @@ export class ServerStore {
   /** Records the withdrawal, or forgets it (false: the owner is allowed again). */
   setWithdrawn(withdrawn: boolean): void {
     this.sql.exec(withdrawn ? 'INSERT OR IGNORE INTO withdrawn (k) VALUES (1)' : 'DELETE FROM withdrawn');
+  }
+
+  /**
+   * Keeps deletion `e` of server `id`'s announcements to be sent again, kept since `at` (ms), in
+   * place of one kept for that id before (the newer deletion covers what the older did); past
+   * MAX_PENDING_DELETIONS the oldest are given up: them.
+   */
+  keepDeletion(id: string, e: NostrEvent, at: number): PendingDeletion[] {
+    this.sql.exec('INSERT OR REPLACE INTO pending_deletions (id, event, since) VALUES (?, ?, ?)', id, JSON.stringify(e), at);
+    return this.sql
+      .exec<PendingRow>('DELETE FROM pending_deletions WHERE id NOT IN (SELECT id FROM pending_deletions ORDER BY since DESC, id DESC LIMIT ?) RETURNING id, event, since', MAX_PENDING_DELETIONS)
+      .toArray()
+      .map(pendingOf);
+  }
+
+  /** The deletions kept, oldest first. */
+  pendingDeletions(): PendingDeletion[] {
+    return this.sql.exec<PendingRow>('SELECT id, event, since FROM pending_deletions ORDER BY since, id').toArray().map(pendingOf);
+  }
+
+  /** Deletion `e` of server `id`'s announcements landed: the one kept for `id` is no longer, if `e` covers it (dated no earlier). */
+  deletionLanded(id: string, e: NostrEvent): void {
+    this.sql.exec("DELETE FROM pending_deletions WHERE id = ? AND json_extract(event, '$.created_at') <= ?", id, e.created_at);
+  }
+
+  /** Gives up the deletions kept since before `before` (ms): them. */
+  expireDeletions(before: number): PendingDeletion[] {
+    return this.sql.exec<PendingRow>('DELETE FROM pending_deletions WHERE since < ? RETURNING id, event, since', before).toArray().map(pendingOf);
   }
 
   private headerAad(id: string): string {
