@@ -5,6 +5,9 @@
 // The seal must be signed by the rumor's author (NIP-59): wraps whose seal is signed by another key
 // (the reference implementation signs with a random key) cannot be authenticated and are refused.
 // Wraps carry the real time (not NIP-59's randomized one): DVMCP clients subscribe with `since`.
+// A sender may date its wraps out (`expiringWraps`: a NIP-40 expiration on the wrap, the spec's
+// "support message expiration through appropriate tagging"), so that relays drop what no receiver
+// acts on any more; receivers read only the wrap's `p`.
 
 import type { EventSigner, NostrEvent } from './event.js';
 import { err, ok, type Result } from './errors.js';
@@ -50,6 +53,15 @@ export function wrapDvmcpWithId(
   const rumor = makeRumor({ pubkey: author, created_at: t.created_at, kind, tags: t.tags, content: t.content });
   return { wrap: giftWrap(rumor, authorSk, recipient, keys, t.created_at, { kind: KIND.GIFT_WRAP, exactTime: true, sign }), rumorId: rumor.id };
 }
+
+/**
+ * `sign` (an EventSigner, as DvmcpClient's `wrapSign`) putting a NIP-40 expiration `ttlSeconds`
+ * after its created_at on every gift wrap (kind 1059) it signs; seals are signed as they are.
+ */
+export const expiringWraps =
+  (sign: EventSigner, ttlSeconds: number): EventSigner =>
+  (t, secretKey) =>
+    sign(t.kind === KIND.GIFT_WRAP ? { ...t, tags: [...t.tags, ['expiration', String(t.created_at + ttlSeconds)]] } : t, secretKey);
 
 /**
  * The most bytes `t`'s content can take as a JSON string (escapes counted, quotes not) for `t` to

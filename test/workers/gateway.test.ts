@@ -2,8 +2,9 @@
 // DVMCP server peers (dvmcp-client-responder.ts) announcing on the public shard: prefixed names
 // (and the provider prefix when two providers share a server id), calls forwarded plain or
 // gift-wrapped as announced, progress passed through, unknown names, payment-required, protocol
-// errors, methods other than POST.
-import { SELF } from 'cloudflare:test';
+// errors, methods other than POST; the per-address limits of /mcp; the relay connections of calls
+// held to their caller's per-address limits on the public shard, their wraps expiring.
+import { env, SELF } from 'cloudflare:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
@@ -11,9 +12,10 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SocketFactory } from '../../src/shared/relay-client.js';
 import { DvmcpResponder } from './dvmcp-client-responder.js';
-import { connect, keys, randomHex, sign } from './helpers.js';
+import { connect, keys, now, randomHex, sign } from './helpers.js';
 import { LISTS, listAnnouncement, serverAnnouncement } from '../../src/shared/dvmcp.js';
-import { BATCH_REFUSED, MAX_BODY_BYTES } from '../../workers/gateway/route.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { BATCH_REFUSED, handleMcp, MAX_BODY_BYTES, MAX_OPEN_PER_ADDRESS } from '../../workers/gateway/route.js';
 
 const socket: SocketFactory = async (u) => {
   const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
@@ -74,6 +76,23 @@ async function allTools(): Promise<Awaited<ReturnType<Client['listTools']>>['too
 }
 
 const firstText = (r: unknown): string | undefined => ((r as { content?: Array<{ text?: string }> }).content ?? [])[0]?.text;
+
+/** An MCP client of http://relay.test/mcp whose requests come from client address `address`. */
+async function clientFrom(address: string): Promise<Client> {
+  const c = new Client({ name: 'gateway-test', version: '1.0.0' }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
+  const fetchFrom = (u: string | URL, init?: RequestInit): Promise<Response> => {
+    const headers = new Headers(init?.headers);
+    headers.set('CF-Connecting-IP', address);
+    return SELF.fetch(u, { ...init, headers });
+  };
+  await c.connect(new StreamableHTTPClientTransport(new URL('http://relay.test/mcp'), { fetch: fetchFrom }));
+  return c;
+}
+
+/** Waits until `done` holds, looking every 50 ms, 200 times at most (then the test's assertion fails). */
+async function until(done: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 200 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
+}
 
 async function callError(p: Promise<unknown>): Promise<McpError> {
   const e = await p.then(
@@ -237,4 +256,59 @@ describe('/mcp per client address', () => {
     expect(other.status).toBe(400);
     await other.body?.cancel();
   }, 40_000);
+});
+
+describe('/mcp: the relay connections of calls are their caller’s', () => {
+  it('with 30 sockets of the caller’s /64 open on the public shard, a call gets the shard’s refusal of a 31st (not a connection of edgestr’s own)', async () => {
+    const net = `2001:db8:${randomHex(2)}:7`;
+    const held = [];
+    for (let i = 0; i < 30; i++) held.push(await connect('/', { 'CF-Connecting-IP': `${net}::1` }));
+    const caller = await clientFrom(`${net}::2`);
+    try {
+      const e = await callError(caller.callTool({ name: `${id}-plain__echo`, arguments: { text: 'one more' } }));
+      expect(e.code).toBe(-32603);
+      expect(e.message).toBe(
+        'MCP error -32603: cannot reach the relay: error: connection connect failed: relay ws://relay.test/ did not accept a WebSocket (HTTP 429): too many connections from your address (max 30); close one first',
+      );
+      // Another address's call passes.
+      const other = await clientFrom(`198.51.100.${Math.floor(Math.random() * 250) + 1}`);
+      expect(firstText(await other.callTool({ name: `${id}-plain__echo`, arguments: { text: 'elsewhere' } }))).toBe('elsewhere');
+      await other.close();
+    } finally {
+      await caller.close();
+      for (const s of held) s.close();
+    }
+  });
+
+  it('the gift wraps of a call and of its cancel carry a NIP-40 expiration 600 s after they were sent, and the server takes them', async () => {
+    const since = now() - 1;
+    expect(firstText(await client.callTool({ name: `${id}__echo`, arguments: { text: 'expiring' } }))).toBe('expiring');
+    // A payment request the gateway declines is cancelled (notifications/cancel, gift-wrapped as the call).
+    const cancels = wrapped.cancels.length;
+    await callError(client.callTool({ name: `${id}__paid`, arguments: {} }));
+    await until(() => wrapped.cancels.length > cancels);
+    expect(wrapped.cancels.slice(cancels)).toEqual([wrapped.requests.at(-1)!.id]);
+    const reader = await connect('/');
+    await reader.auth({ sk: wrapped.sk, pk: wrapped.provider });
+    const stored = await reader.req('wraps', { kinds: [KIND.GIFT_WRAP], '#p': [wrapped.provider], since });
+    reader.close();
+    expect(stored.events.length).toBe(3); // the echo, the paid call and its cancel
+    for (const e of stored.events) expect(e.tags).toEqual([['p', wrapped.provider], ['expiration', String(e.created_at + 600)]]);
+  });
+});
+
+describe('/mcp open requests per address', () => {
+  it(`requests arriving together are admitted ${MAX_OPEN_PER_ADDRESS} at most (each is counted before the rate limit is asked)`, async () => {
+    const address = `203.0.113.${Math.floor(Math.random() * 250) + 1}`;
+    // Bodies that are not JSON: each admitted request is answered 400 at once (and is no longer open).
+    const answers = await Promise.all(
+      Array.from({ length: 16 }, () =>
+        handleMcp(new Request('http://relay.test/mcp', { method: 'POST', headers: { 'CF-Connecting-IP': address }, body: '{not json' }), env, () => undefined),
+      ),
+    );
+    const statuses = answers.map((r) => r.status);
+    await Promise.all(answers.map((r) => r.body?.cancel()));
+    expect(statuses.filter((s) => s === 400)).toHaveLength(MAX_OPEN_PER_ADDRESS);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(16 - MAX_OPEN_PER_ADDRESS);
+  });
 });

@@ -1,8 +1,9 @@
 // Storage bounds of relay shards: what a shard counts as stored (owner-plan.ts, kept with each
 // stored event and removed with it, so a deletion, a replaced version or an expired event frees its
 // room at once), and the deployment's bound on every shard (RELAY_LIMITS max_stored_bytes): the
-// public shard's, with a reserve kept for edgestr's own connections, and an owner shard's when its
-// plan sets none, so that strangers hold at most the inbox share of it.
+// public shard's, with a reserve kept for edgestr's own connections (not for the connections the
+// /mcp gateway opens for its callers), and an owner shard's when its plan sets none, so that
+// strangers hold at most the inbox share of it.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { api } from './api-helpers.js';
@@ -13,6 +14,13 @@ import { countedBytes, INBOX_SHARE, OwnerPlan, RESERVED_SHARE } from '../../work
 import { DEFAULT_LIMITS, type RelayLimits } from '../../workers/relay-do/limits.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../../workers/common/shards.js';
+import { shardUpgradeHeaders } from '../../workers/common/relay-sockets.js';
+import { relayVerifier } from '../../workers/common/verifier.js';
+import { WRAP_TTL_SECONDS } from '../../workers/gateway/route.js';
+import { requestTemplate } from '../../src/shared/dvmcp.js';
+import { expiringWraps, wrapDvmcp } from '../../src/shared/dvmcp-wrap.js';
+import { backendSigner } from '../../src/shared/event.js';
+import { ConversationKeyCache } from '../../src/shared/nip44.js';
 
 const bytesOf = (e: object) => new TextEncoder().encode(JSON.stringify(e)).length;
 /** What the relay counts an event for (its JSON and the copies of its tag values the indexes keep). */
@@ -23,17 +31,18 @@ const primary = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromNam
  * A shard (`shard`: PUBLIC_SHARD or an owner's key) made by the test over a fresh Durable Object's
  * storage, with `limits` as RELAY_LIMITS, as the deployment would set them; `open` gives a connection
  * to it from address `from` ('internal': edgestr's own agents) whose frames reach this object and whose answers
- * come back on the socket. The object is the shard's primary, which stores its events, also when
- * the test project gives shards edge objects.
+ * come back on the socket (`headers`: the upgrade's headers, else those a client's or an agent's
+ * upgrade has). The object is the shard's primary, which stores its events, also when the test
+ * project gives shards edge objects.
  */
-async function withShard<T>(shard: string, limits: Partial<RelayLimits>, run: (relay: RelayShard, open: (from: string) => Promise<TestSocket>) => Promise<T>): Promise<T> {
+async function withShard<T>(shard: string, limits: Partial<RelayLimits>, run: (relay: RelayShard, open: (from: string, headers?: Headers) => Promise<TestSocket>) => Promise<T>): Promise<T> {
   return runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), async (_i, state) => {
     const relay = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify(limits) });
     const path = shard === PUBLIC_SHARD ? '/' : `/r/${shard}`;
-    const open = async (from: string): Promise<TestSocket> => {
-      const headers: Record<string, string> = { Upgrade: 'websocket', [SHARD_HEADER]: shard };
-      if (from === 'internal') headers[INTERNAL_HEADER] = 'agent';
-      else headers['CF-Connecting-IP'] = from;
+    const open = async (from: string, given?: Headers): Promise<TestSocket> => {
+      const headers = given ?? new Headers({ Upgrade: 'websocket', [SHARD_HEADER]: shard });
+      if (given === undefined && from === 'internal') headers.set(INTERNAL_HEADER, 'agent');
+      else if (given === undefined) headers.set('CF-Connecting-IP', from);
       const res = await relay.fetch(new Request(`http://relay.test${path}`, { headers }));
       const client = res.webSocket;
       if (!client) throw new Error(`no websocket: ${res.status} ${await res.text()}`);
@@ -185,6 +194,36 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
       [false, `restricted: storage quota: the relay allows ${cap} stored bytes on this shard`],
       [false, `restricted: storage quota: the relay allows ${cap} stored bytes on this shard`],
     ]);
+  });
+
+  it('the public shard: the connection the /mcp gateway opens for a caller (relay-sockets.ts) is the caller’s: its gift-wrapped calls fill the client share only, not the reserve', async () => {
+    const cap = 40_000;
+    const clients = Math.floor(cap * (1 - RESERVED_SHARE)); // 35000
+    const caller = '198.51.100.10';
+    const server = keys();
+    const signer = expiringWraps(backendSigner(await relayVerifier()), WRAP_TTL_SECONDS);
+    // A call as the gateway sends it to a server that announces encryption: a gift wrap from a fresh key.
+    const call = () => {
+      const k = keys();
+      const t = requestTemplate(server.pk, 'tools/call', { name: 'echo', arguments: { text: randomHex(8) + 'x'.repeat(200) } }, 'srv');
+      return wrapDvmcp(t, k.sk, k.pk, server.pk, new ConversationKeyCache(), 'wrapped', signer);
+    };
+    const size = countOf(call()); // every call's wrap counts as much (same lengths)
+    const fitting = Math.floor(clients / size);
+    const calls = Array.from({ length: fitting + 2 }, call);
+    const answers = await withShard(PUBLIC_SHARD, { max_stored_bytes: cap }, async (_relay, open) => {
+      const gateway = await open(caller, shardUpgradeHeaders(null, caller));
+      const oks: Array<[boolean, string]> = [];
+      for (const wrap of calls) oks.push((await gateway.publish(wrap)).slice(2) as [boolean, string]);
+      // What the client share refused, edgestr's own connection (an agent, a bridge) may still store.
+      const own = await open('internal');
+      const ownOk = (await own.publish(calls.at(-1)!)).slice(2);
+      return { oks, ownOk };
+    });
+    expect(calls.map(countOf)).toEqual(Array(calls.length).fill(size));
+    const full: [boolean, string] = [false, `restricted: storage quota: clients may hold ${clients} of the ${cap} stored bytes the relay allows on this shard; the rest is kept for its own agents and bridges`];
+    expect(answers.oks).toEqual([...Array(fitting).fill([true, '']), full, full]);
+    expect(answers.ownOk).toEqual([true, '']);
   });
 
   it(`an owner shard whose plan sets no stored_bytes: strangers hold at most ${INBOX_SHARE * 100} % of max_stored_bytes, the owner the rest; a plan allowing more is held to it too`, async () => {

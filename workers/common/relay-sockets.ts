@@ -1,19 +1,36 @@
 // A WebSocket to a relay for edgestr's own components (hosted agents, the DVMCP bridge, the /mcp
-// gateway): shards of this deployment are reached through their Durable Object with INTERNAL_HEADER
-// (the owner's, the public one, or another owner's shard that exists on this deployment; on one of
-// its edge objects when RELAY_EDGES gives it more than one, as the router does); other
-// relays over the network, under the outbound policy (src/shared/outbound-url.ts) and without
-// following redirects.
+// gateway): shards of this deployment are reached through their Durable Object (the owner's, the
+// public one, or another owner's shard that exists on this deployment; on one of its edge objects
+// when RELAY_EDGES gives it more than one, as the router does); other relays over the network,
+// under the outbound policy (src/shared/outbound-url.ts) and without following redirects.
+// A connection of edgestr's own carries INTERNAL_HEADER. One opened for an outside client (`client`:
+// the /mcp gateway's calls, which a stranger drives) carries that client's address instead, as
+// CF-Connecting-IP, and lands on the object the router puts that address's sockets on: the shard
+// counts it, and what is sent on it, as that client's own connection (per-address connection cap
+// and buckets, the public shard's client share of storage). A shard's refusal of an upgrade is an
+// error with the shard's reason.
 
 import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
 import type { SocketLike } from '../../src/shared/relay-client.js';
-import { INTERNAL_HEADER, ownerShardExists, SHARD_HEADER, shardOfPath, type RouterBindings } from './shards.js';
+import { INTERNAL_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, shardOfPath, type RouterBindings } from './shards.js';
 import { EDGE_HEADER, socketTarget } from './edges.js';
+import { isLoopbackKey, UNKNOWN_ADDRESS } from './client-address.js';
 
 /** Who is connecting: the deployment's origin (http(s)://host) and the component's owner (its own shard). */
 export interface SocketOwner {
   origin: string;
   owner: string | null;
+  /** The address (client-address.ts `clientAddress`) of the outside client the connection is opened for; absent: edgestr's own. */
+  client?: string;
+}
+
+/** The headers of an upgrade to the shard of `owner` on this deployment, for `client` (see the header) or for edgestr's own component. */
+export function shardUpgradeHeaders(owner: string | null, client: string | undefined): Headers {
+  const headers = new Headers({ Upgrade: 'websocket' });
+  headers.set(SHARD_HEADER, owner ?? PUBLIC_SHARD);
+  if (client === undefined) headers.set(INTERNAL_HEADER, 'agent');
+  else headers.set('CF-Connecting-IP', client);
+  return headers;
 }
 
 /** Opens a WebSocket to relay `url` for a component of `who` (see the header); throws with the reason. */
@@ -28,10 +45,10 @@ export async function openRelaySocket(env: RouterBindings, url: string, who: Soc
     if (owner !== null && owner !== who.owner && !(await ownerShardExists(env, owner))) {
       throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
     }
-    const headers = new Headers({ Upgrade: 'websocket' });
-    headers.set(SHARD_HEADER, owner ?? 'public');
-    headers.set(INTERNAL_HEADER, 'agent');
-    const target = socketTarget(env, owner);
+    const headers = shardUpgradeHeaders(owner, who.client);
+    // Placed as the router places the sockets of that address (no address known, loopback: at random).
+    const placed = who.client === undefined || who.client === UNKNOWN_ADDRESS || isLoopbackKey(who.client) ? undefined : who.client;
+    const target = socketTarget(env, owner, placed);
     if (!target.ok) throw new Error(`relay ${url}: ${target.error}`);
     if (target.value.edge !== undefined) headers.set(EDGE_HEADER, String(target.value.edge));
     response = await target.value.stub.fetch(httpUrl, { headers });
@@ -41,7 +58,11 @@ export async function openRelaySocket(env: RouterBindings, url: string, who: Soc
     response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' }, redirect: 'manual' });
   }
   const ws = response.webSocket;
-  if (!ws) throw new Error(`relay ${url} did not accept a WebSocket (HTTP ${response.status})`);
+  if (!ws) {
+    // A shard of this deployment says why (e.g. its per-address connection cap); another relay's text is not passed on.
+    const reason = local.host === origin.host ? (await response.text().catch(() => '')).slice(0, 300) : '';
+    throw new Error(`relay ${url} did not accept a WebSocket (HTTP ${response.status})${reason ? `: ${reason}` : ''}`);
+  }
   ws.accept();
   return ws as unknown as SocketLike;
 }

@@ -3,7 +3,11 @@
 // (names.ts), with the way back from an exposed name or uri to (server, original); the servers of
 // this deployment's own bridges first, so that strangers' announcements cannot push them out or
 // take their names. Catalogs are cached per isolate for CATALOG_TTL_MS (one discovery per origin
-// at a time), so a burst of MCP requests costs one relay query.
+// at a time), so a burst of MCP requests costs one relay query. A discovery runs on a relay
+// connection of its own (edgestr's: it reads announcements only, with filters no client sets),
+// closed when it ends; not on the connection of the request that started it, which closes when
+// that client goes away, under every request waiting for the catalog. The request that started it
+// keeps it running (waitUntil) until it ends.
 
 import { PromptSchema, ResourceSchema, ResourceTemplateSchema, ToolSchema, type Prompt, type Resource, type ResourceTemplate, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
@@ -131,24 +135,30 @@ interface Cached {
 const cache = new LruMap<string, Cached>(16);
 
 /**
- * The index for the public shard at `origin`, discovered through `relay` when the cache is stale,
- * with the servers of this deployment's bridges (`preferred`, their provider keys) first.
+ * The index for the public shard at `origin`, discovered when the cache is stale through a
+ * connection `connect` opens (closed when the discovery ends; `keepRunning` is given the
+ * discovery), with the servers of this deployment's bridges (`preferred`, their provider keys) first.
  */
 export function gatewayIndex(
   origin: string,
-  relay: RelayClient,
+  connect: () => RelayClient,
   verifier: SchnorrVerifier,
   preferred: () => Promise<string[]>,
+  keepRunning: (discovery: Promise<unknown>) => void,
   now = Date.now(),
 ): Promise<Result<GatewayIndex, string>> {
   const hit = cache.get(origin);
   if (hit && now - hit.at < CATALOG_TTL_MS) return hit.index;
   const index = preferred()
-    .then((providers) => discover(relay, { verifier, timeoutMs: 5_000, limits: CATALOG_LIMITS, preferred: providers }))
+    .then((providers) => {
+      const relay = connect();
+      return discover(relay, { verifier, timeoutMs: 5_000, limits: CATALOG_LIMITS, preferred: providers }).finally(() => relay.close());
+    })
     .then(
       (c) => (c.ok ? ok(new GatewayIndex(c.value)) : err(c.error)),
       (e: unknown) => err(`could not read this deployment's bridges: ${errorMessage(e)}`),
     );
+  keepRunning(index);
   const entry: Cached = { at: now, index };
   cache.set(origin, entry);
   // A failed discovery is not kept: the next request tries again.

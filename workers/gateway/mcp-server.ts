@@ -9,7 +9,9 @@
 // - Errors: a DVMCP protocol error keeps its JSON-RPC code and message; no answer is -32001
 //   (request timeout); payment-required is -32603 "payment required: N sats (invoice …)" with
 //   data {payment_required: {sats, invoice}}: the gateway never pays (a client that can pay calls the
-//   server over DVMCP itself); an unknown name or uri is -32602.
+//   server over DVMCP itself); an unknown name or uri is -32602; a relay connection that does not
+//   open (e.g. the public shard refuses the caller's address one more) is -32603 "cannot reach the
+//   relay: …" with the reason, before anything is sent.
 // - Bounds: CALL_IDLE_MS without an answer or progress, CALL_TOTAL_MS in all (both ≤ 60 s).
 
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -41,6 +43,8 @@ export const CALL_TOTAL_MS = 60_000;
 export interface GatewayDeps {
   /** The catalog index (discovered on first use). */
   index(): Promise<Result<GatewayIndex, string>>;
+  /** Opens the relay connection `dvmcp` sends on (once open: at once), or why it did not open. */
+  relay(): Promise<Result<void, string>>;
   dvmcp: DvmcpClient;
 }
 
@@ -117,6 +121,8 @@ export function gatewayServer(deps: GatewayDeps): Server {
   /** Sends `method` to the route's server; its answer must be a valid `schema` result. */
   const forward = async <T>(route: Route, method: string, params: Record<string, unknown>, schema: z.ZodType<T>, extra: { signal: AbortSignal; sendNotification: Notify }, token: ProgressToken | undefined): Promise<T> => {
     const target = { provider: route.server.provider, serverId: route.server.id, encrypt: route.server.encryption };
+    const opened = await deps.relay();
+    if (!opened.ok) throw new RpcFailure(ErrorCode.InternalError, `cannot reach the relay: ${opened.error}`);
     const r = await deps.dvmcp.request(target, method, params, {
       signal: extra.signal,
       timeoutMs: CALL_IDLE_MS,

@@ -7,11 +7,18 @@
 // by closing its response stream instead (the gateway then sends DVMCP notifications/cancel).
 // The Nostr key is fresh per POST: DVMCP servers see an unlinkable client per request, and the key
 // is never stored. The connection goes to the deployment's public shard (its origin as agents use
-// it: EDGESTR_PUBLIC_URL's when set) through openRelaySocket, authenticated (NIP-42) as that key so
-// that gift-wrapped answers are delivered to it. It is closed when the response has been sent.
+// it: EDGESTR_PUBLIC_URL's when set) through openRelaySocket as the caller's own connection (its
+// client address: the shard's per-address connection cap and buckets, and the client share of its
+// storage, hold it as they hold the caller's other sockets; a stranger drives everything sent on
+// it), authenticated (NIP-42) as that key so that gift-wrapped answers are delivered to it. It is
+// closed when the response has been sent. The gift wraps sent on it (the calls to servers that
+// announce encryption, and their cancels: stored kinds) expire WRAP_TTL_SECONDS after they are
+// sent (NIP-40); no server acts on a request that old. The catalog is read on a connection of
+// its own (catalog.ts).
 // Before any of that work, each client address (client-address.ts: an IPv6 /64) is held to the MCP_RATE_LIMIT
 // binding (Workers Rate Limiting, wrangler.toml: requests per minute per address, counted per
-// Cloudflare location) and to MAX_OPEN_PER_ADDRESS requests open at once in this isolate: a stranger
+// Cloudflare location) and to MAX_OPEN_PER_ADDRESS requests open at once in this isolate (counted
+// before the binding is asked, so that requests arriving together cannot all pass): a stranger
 // cannot open relay connections and DVMCP requests faster than that (the bridge sees every /mcp
 // request as a new client, so its per-client limits cannot do it). A POST carries one JSON-RPC
 // message: a batch is refused (400), so each DVMCP request is one POST counted by those limits.
@@ -19,6 +26,7 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
 import { RPC } from '../../src/shared/dvmcp.js';
+import { expiringWraps } from '../../src/shared/dvmcp-wrap.js';
 import { backendSigner, signEventWith } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
@@ -39,6 +47,10 @@ export const MAX_BODY_BYTES = 256 * 1024;
 export const BATCH_REFUSED = 'Invalid Request: batches are not supported (MCP 2025-06-18); send one JSON-RPC message per POST';
 /** Requests of one client address open at once in an isolate (a call may stream for up to a minute). */
 export const MAX_OPEN_PER_ADDRESS = 8;
+/** How long after it is sent a gift wrap of the gateway expires (NIP-40), in seconds. */
+export const WRAP_TTL_SECONDS = 600;
+/** How long a call waits for its relay connection to open, in ms. */
+const RELAY_OPEN_MS = 5_000;
 
 export interface GatewayBindings extends RouterBindings {
   /** Workers Rate Limiting: /mcp requests per client address (wrangler.toml [[ratelimits]]). */
@@ -54,11 +66,17 @@ const rateLimited = (why: string, retryAfter: number): Response =>
     { status: 429, headers: { 'Retry-After': String(retryAfter) } },
   );
 
-/** Why a request from `address` is refused before any work, or undefined (then it is counted open). */
+/**
+ * Why a request from `address` is refused before any work, or undefined (then it is counted open).
+ * It is counted before the rate limit is asked (an await): requests arriving together see each other.
+ */
 async function admit(env: GatewayBindings, address: string): Promise<Response | undefined> {
   if ((open.get(address) ?? 0) >= MAX_OPEN_PER_ADDRESS) return rateLimited(`at most ${MAX_OPEN_PER_ADDRESS} /mcp requests open at once per address`, 5);
-  if (env.MCP_RATE_LIMIT && !(await env.MCP_RATE_LIMIT.limit({ key: address })).success) return rateLimited('too many /mcp requests from this address', 60);
   open.set(address, (open.get(address) ?? 0) + 1);
+  if (env.MCP_RATE_LIMIT && !(await env.MCP_RATE_LIMIT.limit({ key: address })).success) {
+    release(address);
+    return rateLimited('too many /mcp requests from this address', 60);
+  }
   return undefined;
 }
 
@@ -87,7 +105,7 @@ export async function handleMcp(req: Request, env: GatewayBindings, waitUntil: (
       done();
       return message.error;
     }
-    return await serve(req, message.value, env, waitUntil, done);
+    return await serve(req, address, message.value, env, waitUntil, done);
   } catch (e) {
     done();
     throw e;
@@ -115,21 +133,38 @@ async function oneMessage(req: Request): Promise<Result<unknown, Response>> {
   return ok(message);
 }
 
-/** One admitted request and its message; `done` is called once when its response has ended (or it failed). */
-async function serve(req: Request, message: unknown, env: GatewayBindings, waitUntil: (p: Promise<unknown>) => void, done: () => void): Promise<Response> {
+/** One admitted request from `address` and its message; `done` is called once when its response has ended (or it failed). */
+async function serve(req: Request, address: string, message: unknown, env: GatewayBindings, waitUntil: (p: Promise<unknown>) => void, done: () => void): Promise<Response> {
   const origin = (relayRequestUrl(env, req.url) ?? new URL(req.url)).origin;
+  const url = `${origin.replace(/^http/, 'ws')}/`;
   const sk = generateSecretKey();
   const pubkey = getPublicKey(sk);
   const backend = await relayVerifier();
   const sign = async (t: Parameters<typeof signEventWith>[0]) => signEventWith(t, sk, backend, pubkey);
   const relay = new RelayClient({
-    url: `${origin.replace(/^http/, 'ws')}/`,
-    socket: (u) => openRelaySocket(env, u, { origin, owner: null }),
+    url,
+    socket: (u) => openRelaySocket(env, u, { origin, owner: null, client: address }),
     auth: sign,
     reconnect: false,
   });
-  const dvmcp = new DvmcpClient({ relays: relay, secretKey: sk, keys: new ConversationKeyCache(16), sign, verifier: backend, wrapSign: backendSigner(backend) });
-  const server = gatewayServer({ index: () => gatewayIndex(origin, relay, backend, () => shardStub(env, null).bridgeProviders()), dvmcp });
+  const dvmcp = new DvmcpClient({
+    relays: relay,
+    secretKey: sk,
+    keys: new ConversationKeyCache(16),
+    sign,
+    verifier: backend,
+    wrapSign: expiringWraps(backendSigner(backend), WRAP_TTL_SECONDS),
+  });
+  // The catalog's own connection: edgestr's, as it reads announcements only (catalog.ts).
+  const catalogRelay = (): RelayClient => new RelayClient({ url, socket: (u) => openRelaySocket(env, u, { origin, owner: null }), reconnect: false });
+  const server = gatewayServer({
+    index: () => gatewayIndex(origin, catalogRelay, backend, () => shardStub(env, null).bridgeProviders(), waitUntil),
+    relay: async () => {
+      const opened = await relay.connect({ timeoutMs: RELAY_OPEN_MS });
+      return opened.ok ? ok(undefined) : err(opened.message);
+    },
+    dvmcp,
+  });
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, maxRequestBodySize: MAX_BODY_BYTES });
   const cleanup = async (): Promise<void> => {
     try {
