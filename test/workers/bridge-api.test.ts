@@ -82,6 +82,9 @@ describe('bridge management API', () => {
     expect(badId).toEqual({ status: 422, json: { error: 'invalid server', issues: [{ path: 'id', message: 'server ids are 1-64 characters of [a-zA-Z0-9_.-]' }] } });
     const badPrice = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'p1', url: everythingUrl(), prices: { echo: { price: '0', unit: 'sats' } } });
     expect(badPrice).toEqual({ status: 422, json: { error: 'invalid server', issues: [{ path: 'prices.echo.price', message: 'price is a positive integer string, e.g. "21"' }] } });
+    // A lone surrogate (possible in JSON) has no UTF-8 form: such a priced name could never be paid for (payments-gate.ts refuses the call).
+    const loneSurrogate = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', '{"id":"p2","url":' + JSON.stringify(everythingUrl()) + ',"prices":{"echo\\ud800":{"price":"21","unit":"sats"}}}');
+    expect(loneSurrogate).toMatchObject({ status: 422, json: { error: 'invalid server', issues: [{ path: 'prices', message: 'a priced name must be valid Unicode (it has a lone surrogate)' }] } });
     const badHeader = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'h1', url: everythingUrl(), headers: { 'Mcp-Session-Id': 'x' } });
     expect(badHeader).toEqual({ status: 422, json: { error: 'invalid server', issues: [{ path: 'headers.Mcp-Session-Id', message: 'Mcp-Session-Id is set by the bridge' }] } });
     const unknownField = await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'u1', url: everythingUrl(), color: 'red' });

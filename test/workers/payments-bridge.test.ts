@@ -164,9 +164,25 @@ describe('payments through the bridge', () => {
     const shape = { status: 422, json: { error: 'the body must be {"invoice": "<local invoice>"}' } };
     expect(await pay('{not json')).toEqual(shape);
     expect(await pay({ invoice: 42 })).toEqual(shape);
-    expect(await pay({ invoice: 'x'.repeat(5000) })).toEqual(shape);
+    expect(await pay({ invoice: 'x'.repeat(1001) })).toEqual(shape);
+    expect(await pay({ invoice: 'x'.repeat(5000) })).toEqual({ status: 413, json: { error: 'request body too large (max 4096 bytes)' } });
     expect(await pay({ invoice: 'lnbc210n1pvjluezsp5zyg3zyg3zyg3' })).toEqual({ status: 422, json: { error: 'not a local invoice of this deployment (lnbcrt…n1edgestrdev…)' } });
     expect(await pay({ invoice: localInvoice(TEST_OWNER, randomHex(16), 21) })).toEqual({ status: 404, json: { error: 'unknown invoice' } });
+  });
+
+  it('the pay endpoint reads at most 4096 bytes of a body: a longer one is cut while it streams (413), not read whole first', async () => {
+    let pulled = 0;
+    const long = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulled++;
+        if (pulled > 256) controller.close();
+        else controller.enqueue(new Uint8Array(1024).fill(0x20));
+      },
+    });
+    const res = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: long, duplex: 'half' } as RequestInit);
+    expect(res.status).toBe(413);
+    expect(await res.json()).toEqual({ error: 'request body too large (max 4096 bytes)' });
+    expect(pulled).toBeLessThan(64);
   });
 
   it('the pay endpoint does not exist outside development and test', async () => {

@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { SERVER_ID, type Prices, type ServerProfile } from '../../src/shared/dvmcp.js';
+import { hasLoneSurrogate } from '../../src/shared/json-cut.js';
 import { mcpHeadersSchema } from '../common/mcp-headers-schema.js';
 import { withoutProtoKey } from '../common/proto-key.js';
 
@@ -11,7 +12,8 @@ const HeadersSchema = mcpHeadersSchema('the bridge');
 
 /**
  * `{<tool or prompt name, or resource uri>: {price, unit}}`; the price is a positive integer string.
- * A name "__proto__" is refused (zod's record would drop it, and that capability would be served free).
+ * A name "__proto__" is refused (zod's record would drop it, and that capability would be served free),
+ * and so is one with a lone surrogate (no UTF-8 form: no payment could be recorded for it, payments-gate.ts).
  */
 export const PricesSchema = withoutProtoKey(
   z
@@ -22,7 +24,8 @@ export const PricesSchema = withoutProtoKey(
         unit: z.string().min(1).max(16).regex(/^[a-zA-Z0-9_-]+$/, 'unit is a word, e.g. "sats"'),
       }),
     )
-    .refine((p) => Object.keys(p).length <= 500, 'at most 500 prices'),
+    .refine((p) => Object.keys(p).length <= 500, 'at most 500 prices')
+    .refine((p) => !Object.keys(p).some(hasLoneSurrogate), 'a priced name must be valid Unicode (it has a lone surrogate)'),
 );
 
 const fields = {

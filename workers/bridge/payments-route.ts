@@ -1,8 +1,8 @@
 // POST /api/bridge/pay {invoice}: the development and test way to pay a local invoice (see
 // payments-local.ts for the format). Answers 404 {error: "not found"} outside EDGESTR_ENV
 // development or test, as if the route did not exist. No NIP-98: whoever holds a local invoice may
-// pay it (as with a Lightning invoice). 200 {paid: true, sats, request_id}; 422 for a body that is
-// not {invoice: string} or an invoice that is not local; 404 unknown invoice; 409 already paid;
+// pay it (as with a Lightning invoice). 200 {paid: true, sats, request_id}; 413 for a body over
+// 4096 bytes (cut while it streams); 422 for a body that is not {invoice: string} or an invoice that is not local; 404 unknown invoice; 409 already paid;
 // 410 cancelled (its request was cancelled, so it would never run) or expired; 503 when this
 // bridge takes no local payments (a Lightning address is configured).
 
@@ -10,6 +10,7 @@ import { Hono } from 'hono';
 import { z } from 'zod';
 import type { Result } from '../../src/shared/errors.js';
 import { localMode } from '../../src/shared/env-mode.js';
+import { readBoundedBody } from '../api/body.js';
 import { parseLocalInvoice } from './payments-local.js';
 import type { PaymentEnv } from './payments.js';
 
@@ -33,10 +34,11 @@ export function localPayRoutes<E extends PaymentEnv>(bridgeOf: (env: E, owner: s
   const app = new Hono<{ Bindings: E }>();
   app.post('/', async (c) => {
     if (localMode(c.env) === undefined) return c.json({ error: 'not found' }, 404);
-    const text = await c.req.text();
+    const bytes = await readBoundedBody(c.req.raw, MAX_BODY);
+    if (!bytes.ok) return c.json({ error: bytes.error }, 413);
     let raw: unknown;
     try {
-      raw = text.length > MAX_BODY ? undefined : JSON.parse(text);
+      raw = JSON.parse(new TextDecoder().decode(bytes.value));
     } catch {
       raw = undefined;
     }
