@@ -30,7 +30,7 @@ import { plansOf } from './accounts/plans.js';
 import { errorMessage } from '../src/shared/errors.js';
 import { serveConsole, type ConsoleBindings } from './console/route.js';
 import { relayApiRoutes, type RelayApiBindings } from './api/relay.js';
-import { runBackups } from './relay-do/backup.js';
+import { runBackups, runSummary } from './relay-do/backup.js';
 
 export { RelayShard } from './relay-do/shard.js';
 export { Agent } from './agent/agent-do.js';
@@ -128,14 +128,15 @@ app.onError((error, c) => {
 });
 
 /**
- * Cron trigger (wrangler.toml `[triggers] crons`): backs up the shards to BACKUPS when it is bound
- * (workers/relay-do/backup.ts); without the binding it does nothing.
+ * Cron trigger (wrangler.toml `[triggers] crons`, hourly): backs up the next shards of the round
+ * to BACKUPS when it is bound (workers/relay-do/backup.ts), and logs the run; without the binding
+ * it does nothing.
  */
 async function scheduled(controller: ScheduledController, env: Env): Promise<void> {
   if (!env.BACKUPS) return;
   const run = await runBackups(env, env.BACKUPS, controller.scheduledTime);
   for (const f of run.failed) console.error(`backup ${f.key} failed: ${f.error}`);
-  console.log(`backups: ${run.written.length} written, ${run.failed.length} failed`);
+  console.log(runSummary(run));
 }
 
 export default { fetch: app.fetch, scheduled } satisfies ExportedHandler<Env>;

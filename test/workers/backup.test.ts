@@ -1,16 +1,28 @@
 // Backups under miniflare's local R2 (binding BACKUPS): the cron handler writes each shard's export,
 // an owner lists and restores its own backups through the import path, large exports go in parts,
-// and the runs rotate through more shards than one run takes. A backup carries the owners'
-// revocations of agent keys (NIP-OA) before the events, so a shard restored fresh, or after losing
-// them, still refuses the revoked keys' attestations.
+// and the runs go round more shards than one run takes, from a cursor kept in the bucket. A backup
+// carries the owners' revocations of agent keys (NIP-OA) and edgestr's provisioning records before
+// the events, so a shard restored fresh, or after losing them, still refuses the revoked keys'
+// attestations and still lists the owner's hosted agents; a restore at another host keeps the
+// requests to vanish.
 import { createScheduledController, env, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import worker from '../../workers/index.js';
-import { shardStub } from '../../workers/common/shards.js';
-import { BACKUP_PART_BYTES, BACKUP_SHARDS_PER_RUN, backupKey, backupName, readBackupLines, shardsOfRun } from '../../workers/relay-do/backup.js';
-import { emptyReport, IMPORT_BATCH, IMPORT_BATCH_BYTES, mergeReports, type ImportReport } from '../../workers/relay-do/import.js';
+import { shardName, shardStub } from '../../workers/common/shards.js';
+import {
+  BACKUP_CURSOR_KEY,
+  BACKUP_PART_BYTES,
+  BACKUP_ROUND_MS,
+  BACKUP_SHARDS_PER_RUN,
+  backupKey,
+  backupName,
+  planRun,
+  readBackupLines,
+  type BackupCursor,
+} from '../../workers/relay-do/backup.js';
+import { emptyReport, IMPORT_BATCH, IMPORT_BATCH_BYTES, mergeReports, NOT_RESTORED, type ImportReport } from '../../workers/relay-do/import.js';
 import { MAX_REVOKED_PER_OWNER, OwnershipRegistry } from '../../workers/relay-do/ownership.js';
-import { revocationsPage } from '../../workers/relay-do/export.js';
+import { provisionedPage, revocationsPage } from '../../workers/relay-do/export.js';
 import type { RelayShard } from '../../workers/relay-do/shard.js';
 import { signAttestation } from '../../src/shared/nip-oa.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
@@ -19,11 +31,20 @@ import { connect, keys, now, sign, type Keys } from './helpers.js';
 import { npubEncode } from 'nostr-tools/nip19';
 import { NOT_AN_ADMIN } from '../../workers/api/admin.js';
 import { TEST_ADMIN, TEST_ADMIN_SK } from './test-keys.js';
-import { bigNotes, bytesOf, exportOf, importAllOf, importInto, jsonl, notes, opsCall } from './relay-ops-helpers.js';
+import { bigNotes, bytesOf, exportOf, importAllOf, importInto, importRpc, jsonl, notes, opsCall } from './relay-ops-helpers.js';
 
 /** Runs the Worker's cron handler at `ms` with `owners` in EDGESTR_OWNERS. */
 async function cron(ms: number, owners: readonly Keys[]): Promise<void> {
-  await worker.scheduled(createScheduledController({ scheduledTime: ms, cron: '0 3 * * *' }), { ...env, EDGESTR_OWNERS: owners.map((k) => k.pk).join(',') });
+  await worker.scheduled(createScheduledController({ scheduledTime: ms, cron: '0 * * * *' }), { ...env, EDGESTR_OWNERS: owners.map((k) => k.pk).join(',') });
+}
+
+const urlOf = (owner: string | null) => `ws://relay.test/${owner ? `r/${owner}` : ''}`;
+
+/** Restores `owner`'s backup `name` (null: the public shard's) into `shard` through its import RPC, as the restore routes do. */
+async function restoreInto(shard: DurableObjectStub<RelayShard>, owner: string | null, name: string): Promise<ImportReport> {
+  let report = emptyReport();
+  for await (const batch of (await readBackupLines(env.BACKUPS!, owner, name))!) report = mergeReports(report, await importRpc(shard, owner, batch, urlOf(owner), 'restore'));
+  return report;
 }
 
 const call = async (k: Keys, method: string, path: string, body?: unknown) => {
@@ -31,9 +52,14 @@ const call = async (k: Keys, method: string, path: string, body?: unknown) => {
   return { status: res.status, json: await res.json() };
 };
 
-// A distinct minute per test: backup names are UTC seconds.
-let minute = 0;
-const runAt = () => Date.UTC(2026, 11, 1, 3, minute++, 0);
+// A distinct day per run (backup names are UTC seconds): each run may begin a new round.
+let day = 0;
+const runAt = () => Date.UTC(2026, 11, 1 + day++, 3, 0, 0);
+const HOUR = 3_600_000;
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
 
 describe('scheduled backups to BACKUPS', () => {
   it('writes each shard with events as its export, listed for its owner; empty shards are skipped', async () => {
@@ -130,14 +156,80 @@ describe('scheduled backups to BACKUPS', () => {
     expect(await exportOf(owner)).toEqual(before);
   });
 
-  it(`takes at most ${BACKUP_SHARDS_PER_RUN} shards per run and goes round all of them run by run`, () => {
-    const owners = Array.from({ length: BACKUP_SHARDS_PER_RUN + 6 }, () => keys().pk);
-    const config = { EDGESTR_OWNERS: owners.join(',') };
-    const first = shardsOfRun(config, 0);
-    const second = shardsOfRun(config, 60_000);
-    expect(first).toHaveLength(BACKUP_SHARDS_PER_RUN);
-    expect(second).toHaveLength(BACKUP_SHARDS_PER_RUN);
-    expect(new Set([...first, ...second])).toEqual(new Set([null, ...owners]));
+  /** The shards of `n` runs `every` ms apart from a first run at 0 (cursor after each run: its last shard), run by run. */
+  function simulate(shards: ReadonlyArray<string | null>, n: number, every: number, from?: BackupCursor): Array<Array<string | null>> {
+    let cursor = from;
+    const runs: Array<Array<string | null>> = [];
+    for (let i = 0; i < n; i++) {
+      const plan = planRun(shards, cursor, i * every);
+      const last = plan[plan.length - 1];
+      if (last) cursor = { after: shardName(last.owner), round: last.round };
+      runs.push(plan.map((p) => p.owner));
+    }
+    return runs;
+  }
+  const shardsOf = (n: number): Array<string | null> => [...Array.from({ length: n - 1 }, () => keys().pk).sort(), null];
+
+  for (const n of [30, 40, 100]) {
+    it(`${n} shards, runs a day apart for 10 years: ${BACKUP_SHARDS_PER_RUN} a run, every ${Math.ceil(n / BACKUP_SHARDS_PER_RUN)} consecutive runs back up every shard`, () => {
+      const shards = shardsOf(n);
+      const window = Math.ceil(n / BACKUP_SHARDS_PER_RUN);
+      const runs = simulate(shards, 3650, BACKUP_ROUND_MS);
+      for (const run of runs) {
+        expect(run).toHaveLength(BACKUP_SHARDS_PER_RUN);
+        expect(new Set(run).size).toBe(BACKUP_SHARDS_PER_RUN);
+      }
+      for (let i = 0; i + window <= runs.length; i++) expect(new Set(runs.slice(i, i + window).flat()).size).toBe(n);
+    });
+  }
+
+  it('the round goes on from the shard after the last one backed up, whatever shards came or went', () => {
+    const shards = shardsOf(40);
+    const [first] = simulate(shards, 1, BACKUP_ROUND_MS);
+    const last = first![first!.length - 1]!;
+    // 10 owners more (some before the cursor, some after), and the shard after the cursor removed.
+    const grown = [...shards.filter((s) => s !== shards[shards.indexOf(last) + 1]), ...Array.from({ length: 10 }, () => keys().pk)];
+    const sorted = [...grown.filter((s): s is string => s !== null).sort(), null];
+    const cursor = { after: shardName(last), round: -BACKUP_ROUND_MS };
+    const next = simulate(sorted, 2, BACKUP_ROUND_MS, cursor);
+    expect(next[0]![0]).toBe(sorted.find((s) => shardName(s) > shardName(last)));
+    expect(new Set(next.flat())).toEqual(new Set(sorted));
+  });
+
+  it('hourly runs: a round of 30 shards takes two runs (25, then 5), then none until a day after it began', () => {
+    const shards = shardsOf(30);
+    const runs = simulate(shards, 49, HOUR);
+    expect(runs.map((r) => r.length)).toEqual([25, 5, ...Array<number>(22).fill(0), 25, 5, ...Array<number>(22).fill(0), 25]);
+    expect(new Set([...runs[0]!, ...runs[1]!])).toEqual(new Set(shards));
+    expect(runs[24]).toEqual(runs[0]);
+    // Ten shards: all of them at once, once a day.
+    expect(simulate(shardsOf(10), 25, HOUR).map((r) => r.length)).toEqual([10, ...Array<number>(23).fill(0), 10]);
+  });
+
+  it('the cron keeps its place in the bucket: 30 shards with events are all backed up by two runs an hour apart, then the run of the next hour takes none; each run is logged', async () => {
+    const owners = Array.from({ length: 29 }, () => keys());
+    for (const owner of owners) await importRpc(shardStub(env, owner.pk), owner.pk, [JSON.stringify(notes(owner, 1, () => now() - 5)[0])], `ws://relay.test/r/${owner.pk}`);
+    const stranger = keys();
+    await importRpc(shardStub(env, null), null, [JSON.stringify(sign(stranger, { content: 'public' }))], 'ws://relay.test/', 'restore');
+    await env.BACKUPS!.delete(BACKUP_CURSOR_KEY); // a first run
+    const log = vi.spyOn(console, 'log');
+    const at = runAt();
+    const backedUp = async (ms: number) => {
+      const found: Array<string | null> = [];
+      for (const shard of [...owners.map((o) => o.pk), null]) if (await env.BACKUPS!.head(backupKey(shard, backupName(ms)))) found.push(shard);
+      return found;
+    };
+    await cron(at, owners);
+    expect(log).toHaveBeenLastCalledWith('backups: 30 shards, this run 25 (a full round every ~2 runs, at most one a day): 25 written, 0 failed');
+    await cron(at + HOUR, owners);
+    expect(log).toHaveBeenLastCalledWith('backups: 30 shards, this run 5 (a full round every ~2 runs, at most one a day): 5 written, 0 failed');
+    const [first, second] = [await backedUp(at), await backedUp(at + HOUR)];
+    expect(first).toHaveLength(25);
+    expect(new Set([...first, ...second])).toEqual(new Set([...owners.map((o) => o.pk), null]));
+    expect(JSON.parse(await (await env.BACKUPS!.get(BACKUP_CURSOR_KEY))!.text())).toEqual({ after: 'public', round: at });
+    await cron(at + 2 * HOUR, owners);
+    expect(log).toHaveBeenLastCalledWith('backups: 30 shards, this run 0 (a full round every ~2 runs, at most one a day): 0 written, 0 failed');
+    expect(await backedUp(at + 2 * HOUR)).toEqual([]);
   });
 
   it('404 on /api/relay/backups and /restore without a BACKUPS binding', async () => {
@@ -193,8 +285,6 @@ describe('operators restore any shard (/api/admin/shards/<shard>)', () => {
 });
 
 describe('backups carry the owners’ revocations of agent keys (NIP-OA)', () => {
-  const urlOf = (owner: string | null) => `ws://relay.test/${owner ? `r/${owner}` : ''}`;
-
   /** An owner and an agent key it attested in the agent's stored profile, then revoked (DELETE /api/agents/<key>). */
   async function revokedAgent(): Promise<{ owner: Keys; agent: Keys; profile: ReturnType<typeof sign> }> {
     const owner = keys();
@@ -205,13 +295,6 @@ describe('backups carry the owners’ revocations of agent keys (NIP-OA)', () =>
     expect((await opsCall(owner, 'DELETE', `/api/agents/${agent.pk}`)).status).toBe(204);
     expect(await shardStub(env, owner.pk).isAgentOwner(agent.pk, owner.pk)).toBe(false);
     return { owner, agent, profile };
-  }
-
-  /** Restores `owner`'s backup `name` (null: the public shard's) into `shard` through its import RPC, as the restore routes do. */
-  async function restoreInto(shard: DurableObjectStub<RelayShard>, owner: string | null, name: string): Promise<ImportReport> {
-    let report = emptyReport();
-    for await (const batch of (await readBackupLines(env.BACKUPS!, owner, name))!) report = mergeReports(report, await shard.importEvents(owner, batch, urlOf(owner)));
-    return report;
   }
 
   it('revoke, back up, restore into a fresh shard: neither the attested profile in the backup nor the old attestation makes the key the owner’s agent again', async () => {
@@ -232,7 +315,7 @@ describe('backups carry the owners’ revocations of agent keys (NIP-OA)', () =>
     expect(await restoreInto(fresh, owner.pk, backupName(at))).toEqual({ accepted: 0, duplicate: 2, refused: {} });
     // The old attestation in a newer profile (stored, as the owner's import stores what it is given) proves nothing.
     const again = sign(agent, { kind: 0, content: '{"name":"back"}', created_at: profile.created_at + 1, tags: profile.tags });
-    expect(await fresh.importEvents(owner.pk, [JSON.stringify(again)], urlOf(owner.pk))).toEqual({ accepted: 1, duplicate: 0, refused: {} });
+    expect(await importRpc(fresh, owner.pk, [JSON.stringify(again)], urlOf(owner.pk))).toEqual({ accepted: 1, duplicate: 0, refused: {} });
     expect(await fresh.isAgentOwner(agent.pk, owner.pk)).toBe(false);
   });
 
@@ -296,6 +379,155 @@ describe('backups carry the owners’ revocations of agent keys (NIP-OA)', () =>
       expect(page).toEqual({ lines: [JSON.stringify(['REVOKED_AGENT', first, owner, first === a ? 100 : 200])], next: { agent: first, owner } });
       expect(revocationsPage(registry, page.next, 1)).toEqual({ lines: [JSON.stringify(['REVOKED_AGENT', second, owner, second === a ? 100 : 200])], next: { agent: second, owner } });
       expect(revocationsPage(registry, { agent: second!, owner }, 1)).toEqual({ lines: [] });
+    });
+  });
+});
+
+describe('backups carry the records of edgestr’s own provisioning (hosted agents, bridge keys)', () => {
+  /** An owner with a hosted agent created through the management API (echo provider); the agent's key. */
+  async function hostedAgent(): Promise<{ owner: Keys; agent: string }> {
+    const owner = keys();
+    const created = await call(owner, 'POST', '/api/agents', { name: 'backed-up agent', provider: 'echo' });
+    expect(created).toMatchObject({ status: 201, json: { pubkey: expect.any(String) } });
+    return { owner, agent: (created.json as { pubkey: string }).pubkey };
+  }
+  const linesOf = async (owner: string, at: number) => (await (await env.BACKUPS!.get(backupKey(owner, backupName(at))))!.text()).split('\n').filter((l) => l !== '');
+
+  it('a shard that lost them gets them back with a restore: the management API finds the hosted agent again (404 before)', async () => {
+    const { owner, agent } = await hostedAgent();
+    const at = runAt();
+    await cron(at, [owner]);
+    const lines = await linesOf(owner.pk, at);
+    expect(lines.map((l) => JSON.parse(l) as unknown)).toContainEqual(['PROVISIONED', agent, owner.pk, 'provisioned', expect.any(Number)]);
+    await runInDurableObject(shardStub(env, owner.pk), (_i, state) => void state.storage.sql.exec('DELETE FROM agent_owners WHERE agent = ?', agent));
+    expect(await call(owner, 'GET', `/api/agents/${agent}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
+
+    expect(await call(owner, 'POST', '/api/relay/restore', { backup: backupName(at) })).toEqual({ status: 200, json: { accepted: 1, duplicate: lines.length - 1, refused: {} } });
+    expect(await call(owner, 'GET', `/api/agents/${agent}`)).toMatchObject({ status: 200, json: { pubkey: agent, owner: owner.pk } });
+    expect(await shardStub(env, owner.pk).provisionedAgents(owner.pk)).toEqual([agent]);
+    // Restored again: known.
+    expect(await call(owner, 'POST', '/api/relay/restore', { backup: backupName(at) })).toEqual({ status: 200, json: { accepted: 0, duplicate: lines.length, refused: {} } });
+  });
+
+  it('restored into a fresh shard, the hosted agent is the owner’s there (it counts for the plan)', async () => {
+    const { owner, agent } = await hostedAgent();
+    const at = runAt();
+    await cron(at, [owner]);
+    const fresh = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const report = await restoreInto(fresh, owner.pk, backupName(at));
+    expect(report).toEqual({ accepted: (await linesOf(owner.pk, at)).length, duplicate: 0, refused: {} });
+    expect(await fresh.provisionedAgents(owner.pk)).toEqual([agent]);
+    expect(await fresh.isAgentOwner(agent, owner.pk)).toBe(true);
+    // The plan's agents cap counts it: a cap of 1 refuses a second agent.
+    expect(await fresh.provisionAgent(keys().pk, owner.pk, 'provisioned', 1)).toBe(false);
+  });
+
+  it('an owner’s import cannot plant them: refused, the key is not the owner’s', async () => {
+    const owner = keys();
+    const stranger = keys();
+    const line = JSON.stringify(['PROVISIONED', stranger.pk, owner.pk, 'provisioned', now() - 5]);
+    const bridge = JSON.stringify(['PROVISIONED', stranger.pk, owner.pk, 'bridge', now() - 5]);
+    expect(await importInto(owner, `${line}\n${bridge}\n`)).toEqual({ status: 200, json: { accepted: 0, duplicate: 0, refused: { [NOT_RESTORED]: 2 } } });
+    expect(NOT_RESTORED).toBe("restricted: provisioning records come back only with a restore of this deployment's backups (POST /api/relay/restore), not in an import");
+    expect(await shardStub(env, owner.pk).provisionedAgents(owner.pk)).toEqual([]);
+    expect(await shardStub(env, owner.pk).isAgentOwner(stranger.pk, owner.pk)).toBe(false);
+  });
+
+  it('a restore keeps on an owner shard only its owner’s records, with their time; a malformed line is refused with its form; paged', async () => {
+    const owner = keys().pk;
+    const other = keys().pk;
+    await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), (_i, state) => {
+      const registry = new OwnershipRegistry(state.storage.sql, () => owner);
+      const [a, b] = [keys().pk, keys().pk].sort() as [string, string];
+      expect(registry.restoreProvisioned({ agent: a, owner, source: 'provisioned', recorded_at: 100 })).toBe('restored');
+      expect(registry.restoreProvisioned({ agent: a, owner, source: 'provisioned', recorded_at: 100 })).toBe('known');
+      expect(registry.restoreProvisioned({ agent: b, owner, source: 'bridge', recorded_at: 200 })).toBe('restored');
+      expect(registry.restoreProvisioned({ agent: b, owner: other, source: 'provisioned', recorded_at: 300 })).toEqual({
+        prefix: 'restricted',
+        reason: "an owner's shard keeps only its owner's provisioning records",
+      });
+      expect(registry.agentsOf(owner, 'provisioned')).toEqual([a]);
+      expect(registry.ownersOf(b, 'bridge')).toEqual([owner]);
+      const page = provisionedPage(registry, undefined, 1);
+      expect(page).toEqual({ lines: [JSON.stringify(['PROVISIONED', a, owner, 'provisioned', 100])], next: { agent: a, owner, source: 'provisioned' } });
+      expect(provisionedPage(registry, page.next, 1)).toEqual({ lines: [JSON.stringify(['PROVISIONED', b, owner, 'bridge', 200])], next: { agent: b, owner, source: 'bridge' } });
+      expect(provisionedPage(registry, { agent: b, owner, source: 'bridge' }, 1)).toEqual({ lines: [] });
+    });
+    const fresh = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    expect(await importRpc(fresh, owner, [JSON.stringify(['PROVISIONED', keys().pk, owner, 'agent', 1])], urlOf(owner), 'restore')).toEqual({
+      accepted: 0,
+      duplicate: 0,
+      refused: { 'invalid: a provisioning line is ["PROVISIONED", <key hex>, <owner hex>, "provisioned" | "bridge", <recorded_at>]': 1 },
+    });
+  });
+});
+
+describe('a restore at another host keeps the requests to vanish (NIP-62)', () => {
+  const BLOCKED = 'blocked: this pubkey asked to vanish from this relay (NIP-62)';
+  const newUrlOf = (owner: string) => `wss://moved.test/r/${owner}`;
+
+  /** An owner shard holding a stranger's note and, later, the stranger's request to vanish naming the shard's URL; backed up. */
+  async function vanishedAndBackedUp(): Promise<{ owner: Keys; note: ReturnType<typeof sign>; at: number }> {
+    const owner = keys();
+    const stranger = keys();
+    const note = sign(stranger, { content: 'forget me', created_at: now() - 60 });
+    const request = sign(stranger, { kind: 62, content: '', tags: [['relay', urlOf(owner.pk)]], created_at: now() - 30 });
+    expect(await importInto(owner, jsonl([note, request]))).toEqual({ status: 200, json: { accepted: 2, duplicate: 0, refused: {} } });
+    expect(await importInto(owner, jsonl([note]))).toEqual({ status: 200, json: { accepted: 0, duplicate: 0, refused: { [BLOCKED]: 1 } } });
+    const at = runAt();
+    await cron(at, [owner]);
+    return { owner, note, at };
+  }
+
+  it('restored into a fresh shard reached at a new host, the old kind 62 is accepted and the vanished key’s note is refused again', async () => {
+    const { owner, note, at } = await vanishedAndBackedUp();
+    const fresh = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    let report = emptyReport();
+    for await (const batch of (await readBackupLines(env.BACKUPS!, owner.pk, backupName(at)))!) {
+      report = mergeReports(report, await importRpc(fresh, owner.pk, batch, newUrlOf(owner.pk), 'restore'));
+    }
+    expect(report).toEqual({ accepted: 1, duplicate: 0, refused: {} });
+    expect(await importRpc(fresh, owner.pk, [JSON.stringify(note)], newUrlOf(owner.pk))).toEqual({ accepted: 0, duplicate: 0, refused: { [BLOCKED]: 1 } });
+  });
+
+  it('the restore route at a new host (EDGESTR_PUBLIC_URL) accepts it as well', async () => {
+    const { owner, at } = await vanishedAndBackedUp();
+    await runInDurableObject(shardStub(env, owner.pk), (_i, state) => {
+      // The shard lost the request (as a shard restored fresh has none).
+      state.storage.sql.exec('DELETE FROM tags WHERE rid IN (SELECT rid FROM events WHERE kind = 62)');
+      state.storage.sql.exec('DELETE FROM events WHERE kind = 62');
+      state.storage.sql.exec('DELETE FROM vanished');
+    });
+    const url = 'http://relay.test/api/relay/restore';
+    const body = JSON.stringify({ backup: backupName(at) });
+    const res = await fetchWithEnv(
+      { EDGESTR_OWNERS: owner.pk, EDGESTR_PUBLIC_URL: 'https://moved.test' },
+      new Request(url, { method: 'POST', body, headers: { Authorization: makeHttpAuthHeader(owner.sk, url, 'POST', body) } }),
+    );
+    expect(await res.json()).toEqual({ accepted: 1, duplicate: 0, refused: {} });
+  });
+
+  it('a plain import at the new host keeps the live rule: the old kind 62 is refused', async () => {
+    const { owner, at } = await vanishedAndBackedUp();
+    const fresh = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const lines: string[] = [];
+    for await (const batch of (await readBackupLines(env.BACKUPS!, owner.pk, backupName(at)))!) lines.push(...batch);
+    expect(await importRpc(fresh, owner.pk, lines, newUrlOf(owner.pk))).toEqual({
+      accepted: 0,
+      duplicate: 0,
+      refused: { [`invalid: a request to vanish must name this relay (${newUrlOf(owner.pk)}) or ALL_RELAYS in a relay tag`]: 1 },
+    });
+  });
+
+  it('a restore does not take a kind 62 naming another shard', async () => {
+    const owner = keys();
+    const stranger = keys();
+    const elsewhere = sign(stranger, { kind: 62, content: '', tags: [['relay', `wss://moved.test/r/${keys().pk}`]] });
+    const fresh = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    expect(await importRpc(fresh, owner.pk, [JSON.stringify(elsewhere)], newUrlOf(owner.pk), 'restore')).toEqual({
+      accepted: 0,
+      duplicate: 0,
+      refused: { [`invalid: a request to vanish must name this relay (${newUrlOf(owner.pk)}) or ALL_RELAYS in a relay tag`]: 1 },
     });
   });
 });

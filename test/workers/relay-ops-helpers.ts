@@ -7,6 +7,8 @@ import { relayVerifier } from '../../workers/common/verifier.js';
 import { shardStub } from '../../workers/common/shards.js';
 import { shardUrl } from '../../workers/api/relay.js';
 import { fetchWithEnv } from './app-env.js';
+import type { ImportReport } from '../../workers/relay-do/import.js';
+import type { RelayShard } from '../../workers/relay-do/shard.js';
 import { BASE, connect, sign, type Keys } from './helpers.js';
 
 /** A signed management call by `k`, with `k` (and `also`) in EDGESTR_OWNERS; the raw Response. */
@@ -73,13 +75,29 @@ export async function bigNotes(k: Keys, n: number, createdAt: number): Promise<N
 }
 
 /**
+ * `lines` through `shard`'s import RPC as `job` (the path of POST /api/relay/import and the restores),
+ * under the shard's bulk lease, in one call; the shard's report (throws when the lease is refused).
+ */
+export async function importRpc(shard: DurableObjectStub<RelayShard>, owner: string | null, lines: string[], relayUrl: string, job: 'import' | 'restore' = 'import'): Promise<ImportReport> {
+  const lease = await shard.beginBulk(job);
+  if (!lease.ok) throw new Error(lease.error);
+  try {
+    const done = await shard.importEvents(owner, lines, relayUrl, lease.value, job);
+    if (!done.ok) throw new Error(done.error);
+    return done.value;
+  } finally {
+    await shard.endBulk(lease.value);
+  }
+}
+
+/**
  * Stores `events` in `owner`'s shard through its import RPC (the path of POST /api/relay/import,
  * without hashing 8 MiB bodies for NIP-98), 30 at a time; throws when one is refused.
  */
 export async function importAllOf(owner: Keys, events: readonly NostrEvent[]): Promise<void> {
   const shard = shardStub(env, owner.pk);
   for (let i = 0; i < events.length; i += 30) {
-    const report = await shard.importEvents(owner.pk, events.slice(i, i + 30).map((e) => JSON.stringify(e)), shardUrl(env, BASE, owner.pk));
+    const report = await importRpc(shard, owner.pk, events.slice(i, i + 30).map((e) => JSON.stringify(e)), shardUrl(env, BASE, owner.pk));
     if (report.accepted + report.duplicate !== Math.min(30, events.length - i)) throw new Error(`import: ${JSON.stringify(report)}`);
   }
 }

@@ -21,7 +21,7 @@ import { SELF } from 'cloudflare:test';
 import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
 import { RPC } from '../../src/shared/dvmcp.js';
 import { bridgeServerCap, DEFAULT_BRIDGE_SERVERS, planLimits } from '../../workers/accounts/plans.js';
-import { listBackups, readBackupLines, shardsOfRun } from '../../workers/relay-do/backup.js';
+import { backupShards, listBackups, readBackupLines } from '../../workers/relay-do/backup.js';
 import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
@@ -143,7 +143,7 @@ describe('operators manage owners', () => {
 describe('backups', () => {
   it('the nightly run covers the registered owners’ shards beside the static ones (each once)', () => {
     const [a, b] = [keys().pk, keys().pk];
-    expect(shardsOfRun({ EDGESTR_OWNERS: a }, 0, [b, a])).toEqual([null, ...[a, b].sort()]);
+    expect(backupShards({ EDGESTR_OWNERS: a }, [b, a])).toEqual([...[a, b].sort(), null]);
   });
 });
 

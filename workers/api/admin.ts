@@ -23,7 +23,7 @@ import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
 import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
 import { PUBLIC_SHARD, shardStub, type RouterBindings } from '../common/shards.js';
 import { backupKey, backupName, backupShard, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
-import { importInto, RestoreSchema, shardUrl } from './relay.js';
+import { importAnswer, importInto, RestoreSchema, shardUrl } from './relay.js';
 import { RetentionSchema } from '../relay-do/retention.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { agentStub, bodyAs, type AgentApiBindings } from './agents.js';
@@ -151,7 +151,7 @@ export function adminShardRoutes() {
     if (!parsed.ok) return c.json(parsed.error, 422);
     const lines = await readBackupLines(bucket, shard.data, parsed.data.backup);
     if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this shard` }, 404);
-    return c.json(await importInto(c.env, shard.data, shardUrl(c.env, c.req.url, shard.data), lines));
+    return importAnswer(c, await importInto(c.env, shard.data, shardUrl(c.env, c.req.url, shard.data), 'restore', lines));
   });
 
   app.patch('/:shard/retention', async (c) => {

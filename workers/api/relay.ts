@@ -5,14 +5,17 @@
 //   PATCH /retention               {rules: [{kinds, days}]} → the rules in force
 //   GET   /backups                 the caller's backups in BACKUPS (R2, optional)
 //   POST  /restore                 {backup: <name>} imports one of them through the import path
+// Export, import and restore take the shard's bulk lease (workers/relay-do/bulk-jobs.ts): one at a
+// time per shard, 409 with the reason while another runs.
 
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import { MAX_TIMESTAMP } from '../../src/shared/event.js';
 import { notAnOwner } from '../common/owners.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { exportStream } from '../relay-do/export.js';
 import { emptyReport, importBatches, jsonLines, mergeReports, type ImportReport } from '../relay-do/import.js';
+import { ok, type Result } from '../../src/shared/errors.js';
 import { RetentionSchema } from '../relay-do/retention.js';
 import { BackupNameSchema, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
 import { bodyAs, issuesOf } from './agents.js';
@@ -34,13 +37,36 @@ export const RestoreSchema = z.strictObject({ backup: BackupNameSchema });
 export const shardUrl = (env: RouterBindings, requestUrl: string, owner: string | null): string =>
   `${(relayRequestUrl(env, requestUrl) ?? new URL(requestUrl)).origin.replace(/^http/, 'ws')}/${owner ? `r/${owner}` : ''}`;
 
-/** Imports `batches` of lines (importBatches: bounded in lines and bytes) into `owner`'s shard (null: the public shard), one call each. */
-export async function importInto(env: RouterBindings, owner: string | null, relayUrl: string, batches: AsyncIterable<string[]>): Promise<ImportReport> {
+/**
+ * Imports `batches` of lines (importBatches: bounded in lines and bytes) into `owner`'s shard (null:
+ * the public shard), one call each, as `job` ('restore': one of this deployment's backups) under
+ * the shard's bulk lease; the reason (409) when another job holds it.
+ */
+export async function importInto(
+  env: RouterBindings,
+  owner: string | null,
+  relayUrl: string,
+  job: 'import' | 'restore',
+  batches: AsyncIterable<string[]>,
+): Promise<Result<ImportReport, string>> {
   const shard = shardStub(env, owner);
-  let report = emptyReport();
-  for await (const batch of batches) report = mergeReports(report, await shard.importEvents(owner, batch, relayUrl));
-  return report;
+  const lease = await shard.beginBulk(job);
+  if (!lease.ok) return lease;
+  try {
+    let report = emptyReport();
+    for await (const batch of batches) {
+      const done = await shard.importEvents(owner, batch, relayUrl, lease.value, job);
+      if (!done.ok) return done;
+      report = mergeReports(report, done.value);
+    }
+    return ok(report);
+  } finally {
+    await shard.endBulk(lease.value);
+  }
 }
+
+/** The answer to an import or restore: its report, or 409 with the reason another job kept the shard. */
+export const importAnswer = (c: Context, done: Result<ImportReport, string>): Response => (done.ok ? c.json(done.value) : c.json({ error: done.error }, 409));
 
 export function relayApiRoutes() {
   const app = new Hono<ApiEnv>();
@@ -50,14 +76,20 @@ export function relayApiRoutes() {
     const query = ExportQuerySchema.safeParse(c.req.query());
     if (!query.success) return c.json({ error: 'invalid query', issues: issuesOf(query.error) }, 422);
     const shard = shardStub(c.env, c.get('caller'));
-    const body = exportStream(query.data, (range) => shard.exportPage(range));
+    const lease = await shard.beginBulk('export');
+    if (!lease.ok) return c.json({ error: lease.error }, 409);
+    const body = exportStream(
+      query.data,
+      (range) => shard.exportPage(range, lease.value),
+      () => shard.endBulk(lease.value),
+    );
     return new Response(body, { headers: { 'Content-Type': 'application/x-ndjson' } });
   });
 
   app.post('/import', nip98<RelayApiBindings>(notAnOwner, IMPORT_MAX_BYTES), async (c) => {
     const caller = c.get('caller');
     const lines = jsonLines(new TextDecoder().decode(c.get('body')));
-    return c.json(await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), importBatches(lines)));
+    return importAnswer(c, await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), 'import', importBatches(lines)));
   });
 
   app.patch('/retention', owners, async (c) => {
@@ -79,7 +111,7 @@ export function relayApiRoutes() {
     const caller = c.get('caller');
     const lines = await readBackupLines(bucket, caller, parsed.data.backup);
     if (!lines) return c.json({ error: `no backup named ${parsed.data.backup} for this owner` }, 404);
-    return c.json(await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), lines));
+    return importAnswer(c, await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), 'restore', lines));
   });
 
   return app;

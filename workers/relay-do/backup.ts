@@ -1,21 +1,32 @@
 // Scheduled backups of the shards to an R2 bucket (binding BACKUPS, optional) and reading them back.
 // A backup is a shard's export (export.ts, JSONL), preceded by the owners' revocations of agent
-// keys the shard keeps (one ["REVOKED_AGENT", …] line each, export.ts), stored at
+// keys the shard keeps and the records of edgestr's own provisioning (hosted agents, bridge keys),
+// one line each (["REVOKED_AGENT", …], ["PROVISIONED", …], export.ts), stored at
 //   shards/<shard>/<name>.jsonl   <shard> = "public" or "owner:<hex>", <name> = UTC time "2026-12-01T05-00-00Z"
-// A restore reads it back through the import path (import.ts), revocations first; a backup made
-// before revocations were carried has none and restores as before.
-// The cron run (runBackups, from the Worker's `scheduled` handler) backs up the public shard and the
-// shards of the owners in EDGESTR_OWNERS and in the Accounts registry (workers/accounts), at most BACKUP_SHARDS_PER_RUN of them per run (rotating
-// through the list, see shardsOfRun), skipping empty shards (no events, no revocations); a failed shard is logged and the run goes on. A shard's export is written in parts of
-// exactly BACKUP_PART_BYTES (R2 multipart; one plain put when it is smaller), so memory stays bounded.
-// Old backups are not removed here: set an R2 lifecycle rule on the bucket (docs/OPERATIONS.md).
+// A restore reads it back through the import path (import.ts) as a restore (provisioning lines and
+// kind 62s naming the shard at another host are taken from a backup only), those lines first; a
+// backup made before they were carried has none and restores as before.
+// The cron run (runBackups, from the Worker's `scheduled` handler) goes round the public shard and
+// the shards of the owners in EDGESTR_OWNERS and in the Accounts registry (workers/accounts), in
+// the order of their names (backupShards), at most BACKUP_SHARDS_PER_RUN a run: each run goes on
+// after the last shard backed up, named in the bucket's BACKUP_CURSOR_KEY object (written after each
+// shard, so a run cut short loses nothing done), whatever shards were added or removed since. A
+// round (every shard once) begins at most once per BACKUP_ROUND_MS: with the hourly cron a deployment
+// of up to 24 × BACKUP_SHARDS_PER_RUN shards is backed up once a day, a larger one round after round
+// (planRun). Empty shards (no events, no lines above) are passed without a write; a failed shard is
+// logged and the run goes on. A shard's backup is written in parts of exactly BACKUP_PART_BYTES (R2
+// multipart; one plain put when it is smaller), so memory stays bounded.
+// The cursor lives in the bucket itself (not in the Accounts object or a shard): it belongs with the
+// backups (no bucket, no backups, no cursor), needs no migration, and the lifecycle rule on shards/
+// does not touch it. Old backups are not removed here: set an R2 lifecycle rule on the bucket
+// (docs/OPERATIONS.md).
 
 import { z } from 'zod';
 import { staticOwners, type OwnerEnv } from '../common/owners.js';
-import { shardName, shardStub, type ShardBindings } from '../common/shards.js';
+import { ownerOfShardName, shardName, shardStub, type ShardBindings } from '../common/shards.js';
 import type { RelayShard } from './shard.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
-import type { ExportCursor, RevocationCursor } from './export.js';
+import type { ExportCursor, ProvisionedCursor, RevocationCursor } from './export.js';
 import { IMPORT_BATCH, importBatches } from './import.js';
 
 export interface BackupBindings {
@@ -23,6 +34,10 @@ export interface BackupBindings {
 }
 
 export const BACKUP_SHARDS_PER_RUN = 25;
+/** A round of backups (every shard once) begins at most this often (ms): a day. */
+export const BACKUP_ROUND_MS = 86_400_000;
+/** The bucket's object naming where the cron's round stands (outside shards/). */
+export const BACKUP_CURSOR_KEY = 'state/backup-cursor.json';
 /** R2 multipart parts (every part but the last must be at least 5 MiB). */
 export const BACKUP_PART_BYTES = 5 * 1024 * 1024;
 
@@ -34,7 +49,7 @@ export const backupName = (ms: number): string => new Date(ms).toISOString().rep
 const prefixOf = (owner: string | null) => `shards/${shardName(owner)}/`;
 export const backupKey = (owner: string | null, name: string) => `${prefixOf(owner)}${name}.jsonl`;
 
-/** A shard's backup lines, a page at a time (each fetched when wanted): its revocations, then its export. */
+/** A shard's backup lines, a page at a time (each fetched when wanted): its revocations, its provisioning records, then its export. */
 async function* backupPages(shard: DurableObjectStub<RelayShard>): AsyncGenerator<string[]> {
   let after: RevocationCursor | undefined;
   do {
@@ -42,6 +57,12 @@ async function* backupPages(shard: DurableObjectStub<RelayShard>): AsyncGenerato
     after = page.next;
     yield page.lines;
   } while (after);
+  let provisioned: ProvisionedCursor | undefined;
+  do {
+    const page = await shard.provisionedPage(provisioned);
+    provisioned = page.next;
+    yield page.lines;
+  } while (provisioned);
   let cursor: ExportCursor | undefined;
   do {
     const page = await shard.exportPage(cursor ? { after: cursor } : {});
@@ -98,28 +119,69 @@ export async function backupShard(env: ShardBindings, bucket: R2Bucket, owner: s
 }
 
 export interface BackupRun {
+  /** The shards of the deployment, and how many this run took. */
+  shards: number;
+  taken: number;
   written: Array<{ key: string; bytes: number }>;
   failed: Array<{ key: string; error: string }>;
 }
 
-/**
- * The shards a run at `nowMs` backs up (null: the public shard): at most BACKUP_SHARDS_PER_RUN of the
- * public shard and the shards of the EDGESTR_OWNERS and `registered` owners, the window moving on by
- * that many every minute of `nowMs`, so that successive runs go round the whole list.
- */
-export function shardsOfRun(env: OwnerEnv, nowMs: number, registered: readonly string[] = []): Array<string | null> {
-  const shards: Array<string | null> = [null, ...[...new Set([...staticOwners(env), ...registered])].sort()];
-  if (shards.length <= BACKUP_SHARDS_PER_RUN) return shards;
-  const start = (Math.floor(nowMs / 60_000) * BACKUP_SHARDS_PER_RUN) % shards.length;
-  return Array.from({ length: BACKUP_SHARDS_PER_RUN }, (_, i) => shards[(start + i) % shards.length] ?? null);
+/** Where the cron's round stands: the name of the last shard backed up, and when its round began (unix ms). */
+const CursorSchema = z.strictObject({ after: z.string(), round: z.number().int().min(0) });
+export type BackupCursor = z.infer<typeof CursorSchema>;
+
+/** Every shard a round backs up (null: the public shard), in the order of their names: the EDGESTR_OWNERS and `registered` owners', and the public shard. */
+export function backupShards(env: OwnerEnv, registered: readonly string[] = []): Array<string | null> {
+  return [...[...new Set([...staticOwners(env), ...registered])].sort(), null];
 }
 
-/** One cron run at `nowMs`: each shard of shardsOfRun that holds events, as backup `backupName(nowMs)`. */
+/**
+ * The shards a run at `nowMs` backs up, with the round each belongs to: the next ones of `shards`
+ * (backupShards) after `cursor` (none: a first run), at most BACKUP_SHARDS_PER_RUN and never one
+ * twice. At the end of the list the next round begins, when BACKUP_ROUND_MS have passed since the
+ * last one began; else the run stops there.
+ */
+export function planRun(shards: ReadonlyArray<string | null>, cursor: BackupCursor | undefined, nowMs: number): Array<{ owner: string | null; round: number }> {
+  const names = shards.map(shardName);
+  let next = cursor ? names.findIndex((n) => n > cursor.after) : 0;
+  let round = cursor?.round ?? nowMs;
+  const plan: Array<{ owner: string | null; round: number }> = [];
+  while (plan.length < Math.min(BACKUP_SHARDS_PER_RUN, shards.length)) {
+    if (next === -1 || next === shards.length) {
+      if (nowMs - round < BACKUP_ROUND_MS) break;
+      round = nowMs;
+      next = 0;
+    }
+    plan.push({ owner: shards[next] ?? null, round });
+    next++;
+  }
+  return plan;
+}
+
+async function readCursor(bucket: R2Bucket): Promise<BackupCursor | undefined> {
+  const object = await bucket.get(BACKUP_CURSOR_KEY);
+  if (!object) return undefined;
+  let stored: unknown;
+  try {
+    stored = JSON.parse(await object.text());
+  } catch {
+    stored = undefined;
+  }
+  const parsed = CursorSchema.safeParse(stored);
+  if (!parsed.success || ownerOfShardName(parsed.data.after) === undefined) {
+    console.error(`backups: ${BACKUP_CURSOR_KEY} is not a cursor; a new round begins with the first shard`);
+    return undefined;
+  }
+  return parsed.data;
+}
+
+/** One cron run at `nowMs`: the shards of planRun, each that holds anything as backup `backupName(nowMs)`; the cursor moves past each. */
 export async function runBackups(env: ShardBindings & OwnerEnv & AccountsBindings, bucket: R2Bucket, nowMs: number): Promise<BackupRun> {
-  const registered = (await accountsStub(env).states()).map((o) => o.pubkey);
+  const shards = backupShards(env, (await accountsStub(env).states()).map((o) => o.pubkey));
+  const plan = planRun(shards, await readCursor(bucket), nowMs);
   const name = backupName(nowMs);
-  const run: BackupRun = { written: [], failed: [] };
-  for (const owner of shardsOfRun(env, nowMs, registered)) {
+  const run: BackupRun = { shards: shards.length, taken: plan.length, written: [], failed: [] };
+  for (const { owner, round } of plan) {
     const key = backupKey(owner, name);
     try {
       const bytes = await backupShard(env, bucket, owner, key);
@@ -127,9 +189,14 @@ export async function runBackups(env: ShardBindings & OwnerEnv & AccountsBinding
     } catch (e) {
       run.failed.push({ key, error: e instanceof Error ? e.message : String(e) });
     }
+    await bucket.put(BACKUP_CURSOR_KEY, JSON.stringify({ after: shardName(owner), round } satisfies BackupCursor));
   }
   return run;
 }
+
+/** The log line of a run: the deployment's shards, this run's, and how many runs a round takes. */
+export const runSummary = (run: BackupRun): string =>
+  `backups: ${run.shards} shards, this run ${run.taken} (a full round every ~${Math.ceil(run.shards / BACKUP_SHARDS_PER_RUN)} runs, at most one a day): ${run.written.length} written, ${run.failed.length} failed`;
 
 /** The backups of `owner`'s shard (null: the public shard), newest first. */
 export async function listBackups(bucket: R2Bucket, owner: string | null): Promise<Array<{ name: string; bytes: number; uploaded: string }>> {

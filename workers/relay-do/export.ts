@@ -6,11 +6,15 @@
 // bound created_at (inclusive), and a page names the cursor of the next one.
 //
 // A backup (backup.ts) is that export preceded by the owners' revocations of agent keys kept on the
-// shard (ownership.ts: NIP-OA attestations the owner revoked), one line each:
+// shard (ownership.ts: NIP-OA attestations the owner revoked) and the records of edgestr's own
+// provisioning (a hosted agent's key, a bridge's provider key), one line each:
 //   ["REVOKED_AGENT", <agent hex>, <owner hex>, <revoked_at>]
-// a JSON array, never an event, read back by the import (import.ts, `parseRevocationLine`). They come
-// first, so a restore refuses the revoked keys' attestations from its first event on. The export of
-// GET /api/relay/export holds events only (the format other relays read).
+//   ["PROVISIONED", <key hex>, <owner hex>, "provisioned" | "bridge", <recorded_at>]
+// JSON arrays, never events, read back by the import (import.ts, `parseRevocationLine`,
+// `parseProvisionedLine`; a provisioning line only by a restore). They come first, so a restore
+// refuses the revoked keys' attestations from its first event on, and the owner's hosted agents are
+// its own again before their events come. The export of GET /api/relay/export holds events only
+// (the format other relays read).
 
 import { z } from 'zod';
 import { MAX_TIMESTAMP } from '../../src/shared/event.js';
@@ -18,7 +22,7 @@ import { err, ok, type Result } from '../../src/shared/errors.js';
 import { HEX64 } from '../../src/shared/hex.js';
 import type { ReadScope } from './query-sql.js';
 import type { EventStore } from './store.js';
-import type { OwnershipRegistry, Revocation } from './ownership.js';
+import type { OwnershipRegistry, ProvisionedRecord, Revocation } from './ownership.js';
 
 export const EXPORT_PAGE = 500;
 /**
@@ -58,20 +62,37 @@ export function exportPage(
   return { lines: events.map((row) => row.raw), ...(full && last ? { next: { created_at: last.created_at, id: last.id } } : {}) };
 }
 
-/** A JSONL stream of every page `fetchPage` returns, from `range` on; each page is fetched when the reader pulls. */
-export function exportStream(range: ExportRange, fetchPage: (range: ExportRange) => Promise<ExportPage>): ReadableStream<Uint8Array> {
+/**
+ * A JSONL stream of every page `fetchPage` returns, from `range` on; each page is fetched when the
+ * reader pulls. `end` runs once when the stream ends: read to the end, cancelled by the reader, or
+ * failed.
+ */
+export function exportStream(range: ExportRange, fetchPage: (range: ExportRange) => Promise<ExportPage>, end: () => Promise<void> = async () => {}): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   let cursor: ExportCursor | undefined;
-  let done = false;
+  let ended = false;
+  const finish = async () => {
+    if (ended) return;
+    ended = true;
+    await end();
+  };
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      if (done) return controller.close();
-      const page = await fetchPage({ ...range, ...(cursor ? { after: cursor } : {}) });
+      let page: ExportPage;
+      try {
+        page = await fetchPage({ ...range, ...(cursor ? { after: cursor } : {}) });
+      } catch (e) {
+        await finish();
+        throw e;
+      }
       cursor = page.next;
-      done = page.next === undefined;
       if (page.lines.length > 0) controller.enqueue(encoder.encode(page.lines.map((l) => `${l}\n`).join('')));
-      if (done) controller.close();
+      if (page.next === undefined) {
+        await finish();
+        controller.close();
+      }
     },
+    cancel: finish,
   });
 }
 
@@ -81,11 +102,12 @@ export const REVOKED_AGENT = 'REVOKED_AGENT';
 /** The cursor of the next page of revocations: the last one's key. */
 export type RevocationCursor = Pick<Revocation, 'agent' | 'owner'>;
 
-/** One page of revocation lines and the cursor of the next page (absent on the last). */
-export interface RevocationPage {
+/** One page of backup lines and the cursor of the next page (absent on the last). */
+export interface LinePage<Cursor> {
   lines: string[];
-  next?: RevocationCursor;
+  next?: Cursor;
 }
+export type RevocationPage = LinePage<RevocationCursor>;
 
 const revocationLine = (r: Revocation): string => JSON.stringify([REVOKED_AGENT, r.agent, r.owner, r.revoked_at]);
 
@@ -109,4 +131,34 @@ export function parseRevocationLine(input: unknown): Result<Revocation, string> 
   if (!Array.isArray(input) || input[0] !== REVOKED_AGENT) return undefined;
   const line = RevocationLineSchema.safeParse(input);
   return line.success ? ok({ agent: line.data[1], owner: line.data[2], revoked_at: line.data[3] }) : err(REVOCATION_LINE_FORM);
+}
+
+/** The first element of a provisioning line. */
+export const PROVISIONED = 'PROVISIONED';
+
+/** The cursor of the next page of provisioning records: the last one's key. */
+export type ProvisionedCursor = Pick<ProvisionedRecord, 'agent' | 'owner' | 'source'>;
+export type ProvisionedPage = LinePage<ProvisionedCursor>;
+
+const provisionedLine = (r: ProvisionedRecord): string => JSON.stringify([PROVISIONED, r.agent, r.owner, r.source, r.recorded_at]);
+
+/** The provisioning records after `after` as backup lines, at most `limit` (each under 200 bytes): `next` is set when the page is full. */
+export function provisionedPage(registry: OwnershipRegistry, after?: ProvisionedCursor, limit = EXPORT_PAGE): ProvisionedPage {
+  const rows = registry.provisionedRecords(after, limit);
+  const last = rows[rows.length - 1];
+  return { lines: rows.map(provisionedLine), ...(rows.length === limit && last ? { next: { agent: last.agent, owner: last.owner, source: last.source } } : {}) };
+}
+
+export const PROVISIONED_LINE_FORM = `a provisioning line is ["${PROVISIONED}", <key hex>, <owner hex>, "provisioned" | "bridge", <recorded_at>]`;
+
+const ProvisionedLineSchema = z.tuple([z.literal(PROVISIONED), Hex64, Hex64, z.enum(['provisioned', 'bridge']), z.number().int().min(0).max(MAX_TIMESTAMP)]);
+
+/**
+ * A parsed line that is a provisioning line (an array starting with PROVISIONED): the record, or
+ * the reason it is malformed; undefined for anything else.
+ */
+export function parseProvisionedLine(input: unknown): Result<ProvisionedRecord, string> | undefined {
+  if (!Array.isArray(input) || input[0] !== PROVISIONED) return undefined;
+  const line = ProvisionedLineSchema.safeParse(input);
+  return line.success ? ok({ agent: line.data[1], owner: line.data[2], source: line.data[3], recorded_at: line.data[4] }) : err(PROVISIONED_LINE_FORM);
 }

@@ -2,23 +2,28 @@
 // parsed, its id and signature verified, and the event put through the shard's write path as if its
 // owner had published it on an authenticated connection (the `rejectEvent` hooks, storage, the
 // hooks after a write). The owner's import skips the rate buckets (like edgestr's own agents: it is
-// bounded by the body cap instead); every other rule applies, NIP-70's included (a protected event
-// of another author is refused). Events that are not stored (ephemeral kinds) are refused. The
-// report counts accepted, duplicate (already stored: importing twice accepts nothing new) and
-// refused lines by the relay's OK message. Lines go to the shard in batches (importBatches) of at
-// most IMPORT_BATCH lines and IMPORT_BATCH_BYTES, so that one RPC never carries more than an
-// export page (plus one line longer than that alone).
-// A backup's revocation lines (export.ts) are handed to `restore` (ownership.ts
+// bounded by the body cap instead, and by one import, restore or export at a time per shard:
+// bulk-jobs.ts); every other rule applies, NIP-70's included (a protected event of another author
+// is refused). Events that are not stored (ephemeral kinds) are refused. The report counts
+// accepted, duplicate (already stored: importing twice accepts nothing new) and refused lines by the
+// relay's OK message. No signature is verified for nothing: an id the shard stores already is a
+// duplicate as soon as the line's shape is read, and so is an id verified earlier in the same import
+// (a file of one line repeated costs one verification). Lines go to the shard in batches
+// (importBatches) of at most IMPORT_BATCH lines and IMPORT_BATCH_BYTES, so that one RPC never
+// carries more than an export page (plus one line longer than that alone).
+// A backup's revocation lines (export.ts) are handed to `revocation` (ownership.ts
 // `restoreRevocation`: on an owner shard only its owner's, within the per-owner bound) and counted
-// like events: accepted when new, duplicate when the shard had it, else refused with the reason.
+// like events: accepted when new, duplicate when the shard had it, else refused with the reason. Its
+// provisioning lines go to `provisioned` likewise, in a restore only: an import refuses them
+// (NOT_RESTORED), since they make a key the owner's and the file is the owner's own.
 
 import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject } from '../../src/shared/errors.js';
 import { isStored } from '../../src/shared/kinds.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import { utf8Bytes } from '../../src/shared/json-cut.js';
-import { EXPORT_PAGE_BYTES, parseRevocationLine } from './export.js';
-import type { RestoredRevocation, Revocation } from './ownership.js';
+import { EXPORT_PAGE_BYTES, parseProvisionedLine, parseRevocationLine } from './export.js';
+import type { ProvisionedRecord, RestoredRecord, Revocation } from './ownership.js';
 
 /** Lines sent to the shard per RPC call, at most. */
 export const IMPORT_BATCH = 500;
@@ -60,16 +65,38 @@ export async function* importBatches(lines: AsyncIterable<string> | Iterable<str
 }
 
 type Write = (e: NostrEvent, ack: (accepted: boolean, message: string) => void) => Promise<void>;
-type Restore = (r: Revocation) => RestoredRevocation;
+
+/** Where a batch of lines goes: the shard (importEvents). */
+export interface ImportSink {
+  verifier: SchnorrVerifier;
+  /** Whether the shard stores an event of this id (the line is a duplicate, not verified). */
+  stored(id: string): boolean;
+  /** The write path of a verified event. */
+  write: Write;
+  /** A revocation line. */
+  revocation(r: Revocation): RestoredRecord;
+  /** A provisioning line, in a restore of one of this deployment's backups; absent in an import (refused). */
+  provisioned?: (r: ProvisionedRecord) => RestoredRecord;
+  /** The ids verified earlier in this import (kept across its batches); absent in a restore. */
+  verified?: Set<string>;
+}
 
 const NOT_JSON = formatRejection(reject('invalid', 'line is not JSON'));
 const NOT_STORED = formatRejection(reject('invalid', 'ephemeral events are not imported'));
+export const NOT_RESTORED = formatRejection(
+  reject('restricted', "provisioning records come back only with a restore of this deployment's backups (POST /api/relay/restore), not in an import"),
+);
 
-/** Puts each line through `write`, or `restore` for a revocation line (in order), and counts the answers. */
-export async function importLines(lines: readonly string[], verifier: SchnorrVerifier, write: Write, restore: Restore): Promise<ImportReport> {
+/** Puts each line through the sink (in order) and counts the answers. */
+export async function importLines(lines: readonly string[], sink: ImportSink): Promise<ImportReport> {
   const report = emptyReport();
   const refuse = (reason: string) => {
     report.refused[reason] = (report.refused[reason] ?? 0) + 1;
+  };
+  const count = (restored: RestoredRecord) => {
+    if (restored === 'restored') report.accepted++;
+    else if (restored === 'known') report.duplicate++;
+    else refuse(formatRejection(restored));
   };
   for (const line of lines) {
     let input: unknown;
@@ -81,22 +108,36 @@ export async function importLines(lines: readonly string[], verifier: SchnorrVer
     }
     const revocation = parseRevocationLine(input);
     if (revocation !== undefined) {
-      const restored = revocation.ok ? restore(revocation.value) : reject('invalid', revocation.error);
-      if (restored === 'restored') report.accepted++;
-      else if (restored === 'known') report.duplicate++;
-      else refuse(formatRejection(restored));
+      count(revocation.ok ? sink.revocation(revocation.value) : reject('invalid', revocation.error));
       continue;
     }
-    const checked = ((shaped) => (shaped.ok ? checkIdAndSignature(shaped.value, verifier) : shaped))(parseEvent(input));
+    const provisioned = parseProvisionedLine(input);
+    if (provisioned !== undefined) {
+      if (!sink.provisioned) refuse(NOT_RESTORED);
+      else count(provisioned.ok ? sink.provisioned(provisioned.value) : reject('invalid', provisioned.error));
+      continue;
+    }
+    const shaped = parseEvent(input);
+    if (!shaped.ok) {
+      refuse(formatRejection(shaped.error));
+      continue;
+    }
+    if (!isStored(shaped.value.kind)) {
+      refuse(NOT_STORED);
+      continue;
+    }
+    // Before any signature work: what is stored, or was verified earlier in this import, is a duplicate.
+    if (sink.verified?.has(shaped.value.id) || sink.stored(shaped.value.id)) {
+      report.duplicate++;
+      continue;
+    }
+    const checked = checkIdAndSignature(shaped.value, sink.verifier);
     if (!checked.ok) {
       refuse(formatRejection(checked.error));
       continue;
     }
-    if (!isStored(checked.value.kind)) {
-      refuse(NOT_STORED);
-      continue;
-    }
-    await write(checked.value, (accepted, message) => {
+    sink.verified?.add(checked.value.id);
+    await sink.write(checked.value, (accepted, message) => {
       if (!accepted) refuse(message);
       else if (message.startsWith('duplicate:')) report.duplicate++;
       else report.accepted++;

@@ -38,6 +38,12 @@
 // owner's). Backups carry the rows (`revocations`, export.ts) and a restore puts them back
 // (`restoreRevocation`: with their time, under the same bound, on an owner shard only its owner's),
 // so a shard restored fresh still refuses the revoked keys' attestations.
+//
+// Backups also carry the provisioning records ('provisioned', 'bridge': `provisionedRecords`), and a
+// restore of one of this deployment's backups puts them back (`restoreProvisioned`: with their time,
+// on an owner shard only its owner's), so that a shard restored fresh still lists the owner's hosted
+// agents and counts them for its plan. Only a restore does: they make a key the owner's, and an
+// owner's import of its own file must not (import.ts).
 
 import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -67,8 +73,19 @@ export type Revocation = {
   revoked_at: number;
 };
 
-/** What restoring a revocation did: a new row, one the shard had already, or why it was not restored. */
-export type RestoredRevocation = 'restored' | 'known' | Rejection;
+/** A record of edgestr's own provisioning (an `agent_owners` row of a ProvisionedSource): what a backup carries. */
+export type ProvisionedRecord = {
+  agent: string;
+  owner: string;
+  source: ProvisionedSource;
+  /** Unix seconds. */
+  recorded_at: number;
+};
+
+/** What restoring a revocation or provisioning record did: a new row, one the shard had already, or why it was not restored. */
+export type RestoredRecord = 'restored' | 'known' | Rejection;
+
+const OWNERS_ONLY = (what: string) => reject('restricted', `an owner's shard keeps only its owner's ${what}`);
 
 /** What a record is used for: the relay's clock, and the agent-signed event it would vouch for, if any. */
 export interface OwnershipUse {
@@ -174,9 +191,9 @@ export class OwnershipRegistry {
    * an owner shard only its owner's (the only ones its write policy asks about), and no more than
    * maxRevokedPerOwner per owner.
    */
-  restoreRevocation(agent: string, owner: string, revokedAt: number): RestoredRevocation {
+  restoreRevocation(agent: string, owner: string, revokedAt: number): RestoredRecord {
     const shardOwner = this.shardOwner();
-    if (shardOwner !== null && owner !== shardOwner) return reject('restricted', "an owner's shard keeps only its owner's revocations of agent keys");
+    if (shardOwner !== null && owner !== shardOwner) return OWNERS_ONLY('revocations of agent keys');
     const kept = this.keepRevoked(agent, owner, revokedAt);
     return kept === 'full'
       ? reject('restricted', `the owner has revoked ${this.maxRevokedPerOwner} agent keys on this shard, the most it keeps per owner: this revocation is not restored`)
@@ -204,6 +221,34 @@ export class OwnershipRegistry {
         'SELECT agent, owner, revoked_at FROM revoked_agents WHERE (agent, owner) > (?1, ?2) ORDER BY agent, owner LIMIT ?3',
         from.agent,
         from.owner,
+        limit,
+      )
+      .toArray();
+  }
+
+  /**
+   * A provisioning record read back from one of this deployment's backups, kept as provisioning made
+   * it, with its time (a row the shard has already stays as it is): on an owner shard only its owner's.
+   */
+  restoreProvisioned(r: ProvisionedRecord): RestoredRecord {
+    const shardOwner = this.shardOwner();
+    if (shardOwner !== null && r.owner !== shardOwner) return OWNERS_ONLY('provisioning records');
+    const known = this.sql.exec('SELECT 1 FROM agent_owners WHERE agent = ? AND owner = ? AND source = ?', r.agent, r.owner, r.source).toArray().length > 0;
+    if (known) return 'known';
+    this.record(r.agent, r.owner, r.source, r.recorded_at);
+    return 'restored';
+  }
+
+  /** The provisioning records after `after` (by agent, owner, source: the table's key order), at most `limit`. */
+  provisionedRecords(after: Pick<ProvisionedRecord, 'agent' | 'owner' | 'source'> | undefined, limit: number): ProvisionedRecord[] {
+    const from = after ?? { agent: '', owner: '', source: '' };
+    return this.sql
+      .exec<ProvisionedRecord>(
+        `SELECT agent, owner, source, recorded_at FROM agent_owners
+         WHERE source IN ('provisioned', 'bridge') AND (agent, owner, source) > (?1, ?2, ?3) ORDER BY agent, owner, source LIMIT ?4`,
+        from.agent,
+        from.owner,
+        from.source,
         limit,
       )
       .toArray();

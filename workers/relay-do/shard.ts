@@ -12,7 +12,7 @@
 
 import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
-import { errorMessage, formatRejection, reject, type Rejection } from '../../src/shared/errors.js';
+import { err, errorMessage, formatRejection, ok, reject, type Rejection, type Result } from '../../src/shared/errors.js';
 import { dedupeFilter, type Filter } from '../../src/shared/filters.js';
 import { isStored, KIND } from '../../src/shared/kinds.js';
 import { byteLengthOver, parseClientMessage, relayMessage, sniffEventId } from '../../src/shared/messages.js';
@@ -42,10 +42,11 @@ import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import { BatchBudgets } from './edge-budgets.js';
 import { CLIENT_OPS, type Delivery, type EdgeAnswer, type EdgeOp, type Lost } from './edge-wire.js';
-import { VanishList } from './vanish.js';
+import { restoredRelayUrl, VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
-import { exportPage, revocationsPage, type ExportPage, type ExportRange, type RevocationCursor, type RevocationPage } from './export.js';
+import { exportPage, provisionedPage, revocationsPage, type ExportPage, type ExportRange, type ProvisionedCursor, type ProvisionedPage, type RevocationCursor, type RevocationPage } from './export.js';
 import { importLines, type ImportReport } from './import.js';
+import { BulkJobs, type BulkJob } from './bulk-jobs.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
 
 export interface RelayEnv extends PlanEnv, ShardBindings, EdgesEnv, Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_ENV' | 'EDGESTR_OWNERS'> {
@@ -72,6 +73,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private edgeRole: EdgeLink | null | undefined;
   private wasm: (SchnorrVerifier & SchnorrSigner) | undefined;
   private ingest: IngestQueue<PendingWrite>;
+  /** The import, restore or export in flight (bulk-jobs.ts). */
+  private readonly bulk = new BulkJobs();
   /**
    * The shard's clock in unix milliseconds, for everything this class decides by time (AUTH window,
    * rate limits, NIP-OA expiry, NIP-AO freshness). Tests replace it through runInDurableObject.
@@ -574,8 +577,22 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return this.retention.get();
   }
 
-  /** Internal RPC (export, backups): one page of the shard's events in export order (see export.ts). */
-  exportPage(range: ExportRange): ExportPage {
+  /** Internal RPC (management API): a lease for one import, restore or export (bulk-jobs.ts), or why another job keeps the shard. */
+  beginBulk(job: BulkJob): Result<string, string> {
+    return this.bulk.begin(job, this.clock());
+  }
+
+  /** Internal RPC (management API): the job of `lease` ended. */
+  endBulk(lease: string): void {
+    this.bulk.end(lease);
+  }
+
+  /** Internal RPC (export, backups): one page of the shard's events in export order (see export.ts); an export names its lease (the cron's backups none). */
+  exportPage(range: ExportRange, lease?: string): ExportPage {
+    if (lease !== undefined) {
+      const held = this.bulk.use(lease, 'export', this.clock());
+      if (!held.ok) throw new Error(held.error);
+    }
     return exportPage(this.store, range, this.readScope([]));
   }
 
@@ -584,23 +601,37 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return revocationsPage(this.ownership, after);
   }
 
+  /** Internal RPC (backups): one page of the records of edgestr's own provisioning, as backup lines (see export.ts). */
+  provisionedPage(after?: ProvisionedCursor): ProvisionedPage {
+    return provisionedPage(this.ownership, after);
+  }
+
   /**
-   * Internal RPC (import, restore): JSONL lines put through the write path of an EVENT message
-   * published by the shard's owner `owner` (see import.ts); for the public shard (`owner` null, an
-   * operator's restore) each event as published by its author, authenticated; a backup's
-   * revocation lines restored (ownership.ts `restoreRevocation`). `relayUrl` is the URL clients
-   * reach the shard at.
+   * Internal RPC (import, restore, under the job's `lease`): JSONL lines put through the write path
+   * of an EVENT message published by the shard's owner `owner` (see import.ts); for the public
+   * shard (`owner` null, an operator's restore) each event as published by its author,
+   * authenticated; a backup's revocation lines restored (ownership.ts `restoreRevocation`), and in a
+   * restore its provisioning lines (`restoreProvisioned`) and its kind 62s naming this shard at
+   * another host (vanish.ts `restoredRelayUrl`). `relayUrl` is the URL clients reach the shard at.
+   * An error when the lease went to another job.
    */
-  async importEvents(owner: string | null, lines: string[], relayUrl: string): Promise<ImportReport> {
+  async importEvents(owner: string | null, lines: string[], relayUrl: string, lease: string, job: Extract<BulkJob, 'import' | 'restore'>): Promise<Result<ImportReport, string>> {
     this.rememberOwner(owner ?? PUBLIC_SHARD);
     if (this.shardOwner() !== owner) throw new Error('relay shard: import addressed to another shard');
-    const origin = (e: NostrEvent): EventOrigin => ({ authed: new Set([owner ?? e.pubkey]), internal: true, relayUrl });
+    const held = this.bulk.use(lease, job, this.clock());
+    if (!held.ok) return err(held.error);
+    const restore = job === 'restore';
+    const origin = (e: NostrEvent): EventOrigin => ({ authed: new Set([owner ?? e.pubkey]), internal: true, relayUrl: restore ? restoredRelayUrl(e, relayUrl) : relayUrl });
     this.flushWrites();
-    return importLines(
-      lines,
-      this.verifier,
-      (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]),
-      (r) => this.ownership.restoreRevocation(r.agent, r.owner, r.revoked_at),
+    return ok(
+      await importLines(lines, {
+        verifier: this.verifier,
+        stored: (id) => this.store.has(id),
+        write: (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]),
+        revocation: (r) => this.ownership.restoreRevocation(r.agent, r.owner, r.revoked_at),
+        ...(restore ? { provisioned: (r) => this.ownership.restoreProvisioned(r) } : {}),
+        ...(held.value.verified ? { verified: held.value.verified } : {}),
+      }),
     );
   }
 

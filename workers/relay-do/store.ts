@@ -144,6 +144,11 @@ export class EventStore {
     sql.exec(DELETION_INDEXES);
   }
 
+  /** Whether an event of this id is stored. */
+  has(id: string): boolean {
+    return this.sql.exec('SELECT 1 FROM events WHERE id = ?', id).toArray().length > 0;
+  }
+
   /** Stores an event (already validated and admitted by policy). Runs in one transaction. */
   insert(e: NostrEvent, raw: string, storage: DurableObjectStorage): InsertOutcome {
     return storage.transactionSync(() => this.insertInTransaction(e, raw));

@@ -6,8 +6,15 @@
 // Strangers can store any number of wraps addressed to a key, so the removal goes in batches of
 // VANISH_BATCH: the first before the request's OK, the rest by the shard's alarm, at once after;
 // meanwhile reads hide what is still to be removed (`pendingRemovalHiddenSql`).
+// A restore (backup.ts) writes a backup's kind 62s again with `restoredRelayUrl`: one that names this
+// shard (its path: / or /r/<hex>) at another host counts as addressed here, so that a backup
+// restored after the deployment moved (a new host, EDGESTR_PUBLIC_URL changed) keeps blocking the
+// keys that vanished. A backup holds only what its shard accepted, and a restore writes a shard's
+// backups into that shard only, so these are the requests the shard took, under whatever URL it had
+// then (which no URL recorded at backup time would tell: the cron has no request). A plain import
+// keeps the live rule.
 
-import { tagValues } from '../../src/shared/event.js';
+import { tagValues, type NostrEvent } from '../../src/shared/event.js';
 import { reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { normalizeRelayUrl } from '../../src/shared/nip42.js';
@@ -83,15 +90,15 @@ export const pendingRemovalHiddenSql = `NOT EXISTS (SELECT 1 FROM vanish_pending
     WHERE vt.rid = e.rid AND vt.name = 'p' AND vp.until >= e.created_at))`;
 
 /**
- * The shard a relay URL names, as `<scheme>//<host>[:port] <shard>` (NIP-42 normalization; an owner
- * shard by its hex key, so /r/<npub>, /r/<hex> and a trailing slash are one shard), or undefined.
+ * The shard a relay URL names: its `<scheme>//<host>[:port]` and the shard (NIP-42 normalization;
+ * an owner shard by its hex key, so /r/<npub>, /r/<hex> and a trailing slash are one shard), or undefined.
  */
-function shardAddress(url: string): string | undefined {
+function shardAddress(url: string): { origin: string; shard: string } | undefined {
   const normal = normalizeRelayUrl(url);
   if (normal === undefined) return undefined;
   const u = new URL(normal);
   const shard = shardOfPath(u.pathname);
-  return shard === undefined ? undefined : `${u.protocol}//${u.host} ${shard ?? PUBLIC_SHARD}`;
+  return shard === undefined ? undefined : { origin: `${u.protocol}//${u.host}`, shard: shard ?? PUBLIC_SHARD };
 }
 
 /** A kind 62 is accepted only when it names this shard (at the URL clients dial, as in NIP-42, in any of its forms) or ALL_RELAYS. */
@@ -99,9 +106,23 @@ export const vanishAddressedHere: RejectEventHook = (e, { relayUrl }) => {
   if (e.kind !== KIND.VANISH) return undefined;
   const here = shardAddress(relayUrl);
   const named = tagValues(e, 'relay');
-  if (named.includes(ALL_RELAYS) || named.some((url) => here !== undefined && shardAddress(url) === here)) return undefined;
+  const isHere = (url: string) => {
+    const there = shardAddress(url);
+    return here !== undefined && there !== undefined && there.origin === here.origin && there.shard === here.shard;
+  };
+  if (named.includes(ALL_RELAYS) || named.some(isHere)) return undefined;
   return reject('invalid', `a request to vanish must name this relay (${relayUrl}) or ${ALL_RELAYS} in a relay tag`);
 };
+
+/**
+ * The URL a restored event counts as published at (see the header): for a kind 62 naming this shard
+ * (the one `relayUrl` names) at another host, the URL it names; `relayUrl` for anything else.
+ */
+export function restoredRelayUrl(e: NostrEvent, relayUrl: string): string {
+  if (e.kind !== KIND.VANISH) return relayUrl;
+  const shard = shardAddress(relayUrl)?.shard;
+  return tagValues(e, 'relay').find((url) => shard !== undefined && shardAddress(url)?.shard === shard) ?? relayUrl;
+}
 
 /** Refuses what a request to vanish removed: the author's events up to it, and gift wraps addressed to it. */
 export const notVanished =
