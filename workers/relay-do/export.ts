@@ -2,7 +2,9 @@
 // strfry and nak read and write). The shard answers one page at a time (exportPage, at most
 // EXPORT_PAGE events and EXPORT_PAGE_BYTES of their JSON, at least one event); `exportStream` turns
 // pages into a ReadableStream that asks for the next page only when the reader wants more, so
-// memory stays bounded whatever the shard's size and its events' sizes. Resumable: `since`/`until`
+// memory stays bounded whatever the shard's size and its events' sizes, and says when it ends (read
+// to the end, cancelled or failed: GET /api/relay/export then gives back the shard's bulk lease,
+// bulk-jobs.ts). Resumable: `since`/`until`
 // bound created_at (inclusive), and a page names the cursor of the next one.
 //
 // A backup (backup.ts) is that export preceded by the owners' revocations of agent keys kept on the
