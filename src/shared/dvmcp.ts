@@ -323,6 +323,9 @@ export function announcementCoordinates(provider: string, serverId: string): str
   return [`${KIND.DVMCP_SERVER}:${provider}:${serverId}`, ...LISTS.map((l) => `${l.kind}:${provider}:${listAddress(serverId, l)}`)];
 }
 
+/** The reason of the deletion a hosted agent or a bridge sends for its announcements once its owner was removed. */
+export const OWNER_REMOVED_REASON = 'the owner was removed from this deployment';
+
 /** NIP-09 deletion of a server's announcements (by `a`). */
 export function announcementDeletion(provider: string, serverId: string, reason = 'server removed'): EventTemplate {
   const coords = announcementCoordinates(provider, serverId);

@@ -4,9 +4,10 @@
 // (listed in EDGESTR_OWNERS, added through /api/admin/owners, or marked `vetted` there) get that
 // record, and only once a server was actually added: a key that signed itself up (EDGESTR_SIGNUP=
 // open) still registers servers, its key recorded on the public shard as 'provisioned' only.
-import { env, runInDurableObject, SELF } from 'cloudflare:test';
+import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { Accounts, accountsStub } from '../../workers/accounts/accounts-do.js';
+import { bridgeStub } from '../../workers/api/bridge.js';
 import { shardStub } from '../../workers/common/shards.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { api } from './api-helpers.js';
@@ -115,6 +116,21 @@ describe("this deployment's bridges", () => {
     await register(k, 'legacy-2');
     expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
     expect(await publicRecords(k.pk)).toEqual([[provider, 'provisioned']]);
+  });
+
+  it('a bridge reinstated after its owner was added again follows the same rule: an owner marked not vetted meanwhile is not listed again', async () => {
+    const k = await addOwner();
+    const provider = await register(k, 'reinstated');
+    expect(await admin('DELETE', `/api/admin/owners/${k.pk}`)).toEqual({ status: 204, json: null });
+    expect(await runDurableObjectAlarm(bridgeStub(env, k.pk))).toBe(true); // withdrawn: no longer a bridge of the deployment
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect((await admin('POST', '/api/admin/owners', { pubkey: k.pk })).status).toBe(201);
+    expect((await admin('PATCH', `/api/admin/owners/${k.pk}`, { vetted: false })).status).toBe(200);
+    expect(await runDurableObjectAlarm(bridgeStub(env, k.pk))).toBe(true); // reinstated
+    expect(await runInDurableObject(bridgeStub(env, k.pk), (_i, state) => state.storage.sql.exec('SELECT 1 FROM withdrawn').toArray().length)).toBe(0);
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect(await publicRecords(k.pk)).toEqual([[provider, 'provisioned']]);
+    expect(await shardStub(env, k.pk).isAgentOwner(provider, k.pk)).toBe(true);
   });
 
   it('owners registered before sign-ups were told apart count as vetted (the operators added them, or must say otherwise)', async () => {

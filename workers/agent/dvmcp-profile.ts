@@ -4,7 +4,7 @@
 // the settings change, the agent is deleted, or its owner is removed: dvmcpWithdrawal). Pure.
 
 import { z } from 'zod';
-import { announcementDeletion, LISTS, listAnnouncement, serverAnnouncement, type InitializeInfo, type ServerProfile } from '../../src/shared/dvmcp.js';
+import { announcementDeletion, LISTS, listAnnouncement, OWNER_REMOVED_REASON, serverAnnouncement, type InitializeInfo, type ServerProfile } from '../../src/shared/dvmcp.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
 import { hasLoneSurrogate } from '../../src/shared/json-cut.js';
@@ -69,9 +69,6 @@ export function dvmcpAnnouncements(a: Described & Pick<StoredAgent, 'dvmcp'>): E
   if (!s) return [];
   return [serverAnnouncement(serverProfile(a, s), initializeInfo(a)), listAnnouncement(s.server_id, TOOLS_LIST, [askTool(a)])];
 }
-
-/** Why a removed owner's agent deletes its DVMCP announcements (the bridge says the same of its servers). */
-export const OWNER_REMOVED_REASON = 'the owner was removed from this deployment';
 
 /** The NIP-09 deletion of what an agent whose owner was removed announces (undefined: nothing). */
 export function dvmcpWithdrawal(agent: string, a: Pick<StoredAgent, 'dvmcp'>): EventTemplate | undefined {

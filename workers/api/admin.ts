@@ -2,7 +2,7 @@
 // (403 for everyone else, before any Durable Object is touched): list the owners with their plan
 // and usage, add one (optionally on a plan), change its plan, suspend / resume it, vet it or not
 // (`vetted`: whether its bridge is one of this deployment's, re-recorded on the public shard at
-// once: bridge.ts recordPublicBridge; an owner that signed itself up is not vetted), remove it.
+// once: common/deployment-bridges.ts recordPublicBridge; an owner that signed itself up is not vetted), remove it.
 // Owners listed in EDGESTR_OWNERS are shown but managed in that variable (409 here). After a
 // change the owner's agents are told at once (Agent.ownerChanged); router isolates learn it
 // within OWNER_CACHE_MS. Removing an owner first backs its shard up to the BACKUPS bucket when one
@@ -28,7 +28,8 @@ import { RetentionSchema } from '../relay-do/retention.js';
 import { errorMessage } from '../../src/shared/errors.js';
 import { agentStub, bodyAs, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
-import { bridgeStub, recordPublicBridge, type BridgeApiBindings } from './bridge.js';
+import { recordPublicBridge } from '../common/deployment-bridges.js';
+import { bridgeStub, type BridgeApiBindings } from './bridge.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
 export interface AdminApiBindings

@@ -7,16 +7,17 @@
 // PATCH moving a server to another origin must give them again (config.ts movedHeadersIssue).
 // Once a server is added, the provider key is recorded on the public shard: as one of this
 // deployment's bridges ('bridge': NIP-11 `bridge_providers`, listed first by /mcp and the clients)
-// only when the operators vetted the owner (vettedOwner), else as provisioned only (docs/BRIDGE.md).
+// only when the operators vetted the owner, else as provisioned only (common/deployment-bridges.ts,
+// docs/BRIDGE.md).
 
 import { Hono } from 'hono';
 import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { Bridge } from '../bridge/bridge-do.js';
 import { CreateServerSchema, movedHeadersIssue, UpdateServerSchema } from '../bridge/config.js';
-import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { bridgeServerCap, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { notAnOwner, ownerState, staticOwners, type OwnerEnv } from '../common/owners.js';
+import { notAnOwner, ownerState } from '../common/owners.js';
+import { recordPublicBridge, vettedOwner } from '../common/deployment-bridges.js';
 import { sealingSecret } from '../common/secrets.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { bodyAs } from './agents.js';
@@ -33,31 +34,6 @@ type ApiEnv = { Bindings: BridgeApiBindings; Variables: AuthedVariables };
 export const bridgeStub = (env: Pick<BridgeApiBindings, 'BRIDGE'>, owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
 
 const NO_SERVER = 'no such server';
-
-/**
- * Whether `owner`'s bridge is one of this deployment's: the operators vetted the owner (listed in
- * EDGESTR_OWNERS, added through /api/admin/owners, or marked vetted there), unlike a key that
- * signed itself up (EDGESTR_SIGNUP=open).
- */
-export async function vettedOwner(env: OwnerEnv & AccountsBindings, owner: string): Promise<boolean> {
-  return staticOwners(env).has(owner) || ((await accountsStub(env).owner(owner))?.vetted ?? false);
-}
-
-/**
- * Records the owner's bridge key on the public shard: a vetted owner's as one of this deployment's
- * bridges ('bridge'); another's as provisioned only (its ownership known there, never listed), a
- * 'bridge' record made before (earlier versions recorded every owner's, or the owner was vetted
- * then) taken back.
- */
-export async function recordPublicBridge(env: Pick<BridgeApiBindings, 'RELAY_SHARD'>, owner: string, provider: string, vetted: boolean): Promise<void> {
-  const shard = shardStub(env, null);
-  if (vetted) {
-    await shard.provisionAgent(provider, owner, 'bridge');
-    return;
-  }
-  await shard.revokeAgent(provider, owner);
-  await shard.provisionAgent(provider, owner, 'provisioned');
-}
 
 /** The outbound policy's verdict on a server URL, as a 422 issue. */
 function urlIssue(env: OutboundEnv, url: string): { path: string; message: string } | undefined {

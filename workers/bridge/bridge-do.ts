@@ -26,7 +26,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { backendSigner, checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
-import { announcementDeletion, notificationTemplate, parseMessage, type Incoming, type RpcError } from '../../src/shared/dvmcp.js';
+import { announcementDeletion, notificationTemplate, OWNER_REMOVED_REASON, parseMessage, type Incoming, type RpcError } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
 import { hexToBytes } from '../../src/shared/hex.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -35,6 +35,7 @@ import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { shardStub, type RouterBindings } from '../common/shards.js';
+import { recordPublicBridge, vettedOwner } from '../common/deployment-bridges.js';
 import { ownerState, type OwnerState } from '../common/owners.js';
 import { localMode } from '../../src/shared/env-mode.js';
 import { DEFAULT_BRIDGE_SERVERS, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
@@ -65,8 +66,7 @@ export const REFRESH_MS = 6 * 3600_000;
 const RETRY_MS = 5 * 60_000;
 /** A removed owner's bridge asks the registry this often whether the owner was added again. */
 export const OWNER_RECHECK_MS = 10 * 60_000;
-/** The reasons of the deletions of announcements: a removed owner's, a removed server's, a server made private. */
-const OWNER_REMOVED = 'the owner was removed from this deployment';
+/** The reasons of the deletions of announcements (a removed owner's: OWNER_REMOVED_REASON): a removed server's, a server made private. */
 const SERVER_REMOVED = 'server removed';
 const SERVER_MADE_PRIVATE = 'server made private';
 /** Event ids remembered in memory: a copy from the other shard is not verified or opened again. */
@@ -398,7 +398,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
    */
   private async withdrawAnnouncements(p: ProviderRecord): Promise<string[]> {
     const pending = this.store.servers().filter((s) => this.store.announced(s.id) !== '');
-    const landed = await Promise.all(pending.map(async (s) => this.links.publishDeletion(await this.store.sign(announcementDeletion(p.pubkey, s.id, OWNER_REMOVED)), false)));
+    const landed = await Promise.all(pending.map(async (s) => this.links.publishDeletion(await this.store.sign(announcementDeletion(p.pubkey, s.id, OWNER_REMOVED_REASON)), false)));
     const left: string[] = [];
     pending.forEach((s, i) => {
       if (landed[i]) this.store.setAnnounced(s.id, '');
@@ -408,13 +408,14 @@ export class Bridge extends DurableObject<BridgeEnv> {
   }
 
   /**
-   * The owner is allowed again after a withdrawal: its provider key recorded again, every server
+   * The owner is allowed again after a withdrawal: its provider key recorded again (on the public
+   * shard as one of this deployment's bridges only for a vetted owner, deployment-bridges.ts), every server
    * announced anew by this alarm (also one whose deletion never landed: whether a deletion that timed
    * out was stored after all is not known).
    */
   private async reinstate(p: ProviderRecord): Promise<void> {
     await shardStub(this.env, p.owner).provisionAgent(p.pubkey, p.owner, 'bridge');
-    await shardStub(this.env, null).provisionAgent(p.pubkey, p.owner, 'bridge');
+    await recordPublicBridge(this.env, p.owner, p.pubkey, await vettedOwner(this.env, p.owner));
     for (const s of this.store.servers()) {
       this.store.setAnnounced(s.id, '');
       this.store.scheduleRefresh(s.id, 0);
