@@ -9,8 +9,9 @@
 // is bound (workers/relay-do/backup.ts; a failed backup removes nothing), and keeps the shard's
 // data either way (docs/OPERATIONS.md, "Accounts and plans").
 // Also the backups of any shard, the public one included (adminShardRoutes, /api/admin/shards/
-// <public|pubkey>/backups and POST …/restore {backup}): an owner's shard is restored as its owner's
-// import would be, the public shard with each event as published by its author; and the retention
+// <public|pubkey>/backups and POST …/restore {backup}): a shard is restored as its owner's
+// restore would be (events, revocations and provisioning records; docs/OPERATIONS.md "Backups"),
+// the public shard's events as published by their authors; and the retention
 // rules of any shard (PATCH …/retention {rules}, as an owner's PATCH /api/relay/retention): the
 // public shard has no owner to set them, and once at max_stored_bytes it frees room only by them,
 // NIP-40 expiry, requests to vanish and deletions.
