@@ -1,5 +1,5 @@
 // The owner's usage in the console: the runs of the caller's agents over the last 30 days by agent
-// (GET /api/usage?by=agent) as the table **Usage**, the shard's storage (GET /api/usage/storage) and
+// (GET /api/usage?by=agent; an answer the API cut says through which day) as the table **Usage**, the shard's storage (GET /api/usage/storage) and
 // the bridge's calls (GET /api/usage/bridge?by=server) as a summary line, and the plan figures the
 // owner's NIP-AO session_resolved frames carry (owner_usage). Every call is signed NIP-98 by the
 // signed-in key, so this works with a NIP-07 extension too.
@@ -10,7 +10,11 @@ import { byId, el, short } from './dom.js';
 import type { Signer } from './signer.js';
 
 const RunRowSchema = z.object({ key: z.string(), runs: z.number(), input_tokens: z.number(), output_tokens: z.number(), tool_calls: z.number(), errors: z.number() });
-const RunsSchema = z.object({ rows: z.array(RunRowSchema) });
+const RunsSchema = z.object({ rows: z.array(RunRowSchema), truncated: z.literal(true).optional(), through: z.string().optional() });
+
+/** The summary's period: the last 30 days, or through which day they were counted when the API cut its answer. */
+export const usagePeriod = (r: z.infer<typeof RunsSchema>): string =>
+  r.truncated && r.through ? `last 30 days, counted through ${r.through} only (more runs than one query reads; later days left out)` : 'last 30 days';
 const StorageSchema = z.object({ events: z.number(), bytes: z.number(), plan: z.string(), limit_bytes: z.number().optional() });
 const BridgeSchema = z.object({ rows: z.array(z.object({ key: z.string(), calls: z.number(), duration_ms: z.number() })) });
 
@@ -92,7 +96,7 @@ export class UsagePanel {
       else parts.push(`stored: unavailable${storage.ok ? '' : ` (${storage.message})`}`);
       const b = bridge.ok ? BridgeSchema.safeParse(bridge.json) : undefined;
       if (b?.success) parts.push(`bridge calls: ${b.data.rows.reduce((n, x) => n + x.calls, 0).toLocaleString('en')}`);
-      this.#summary.textContent = `last 30 days · ${parts.join(' · ')}`;
+      this.#summary.textContent = `${usagePeriod(r.data)} · ${parts.join(' · ')}`;
     }
   }
 }
