@@ -272,7 +272,37 @@ describe('NIP-AO ownership records', () => {
     expect(proven).toBe(true);
   });
 
-  it('a kind 0 with a NIP-OA tag proves ownership; a newer kind 0 without it revokes', async () => {
+  it('a kind 0 without the tag revokes only proofs dated at or before it: a stranger replaying an older one cancels no AUTH proof; a newer one does', async () => {
+    const w = { owner: keys(), agent: keys() };
+    const path = `/r/${w.owner.pk}`;
+    const before = sign(w.agent, { kind: 0, content: '{"name":"before the AUTH"}', created_at: now() - 100 });
+    const s = await connect(path);
+    await attestViaAuth(s, w.agent, w.owner);
+    const stranger = await connect(path); // not authenticated: the profile is accepted as signed by the owner's agent
+    expect(await stranger.publish(before)).toEqual(['OK', before.id, true, '']);
+    const still = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
+    expect(await s.publish(still)).toEqual(['OK', still.id, true, '']);
+    const after = sign(w.agent, { kind: 0, content: '{"name":"after the AUTH"}', created_at: now() + 1 });
+    expect(await s.publish(after)).toEqual(['OK', after.id, true, '']);
+    const revoked = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
+    expect(await s.publish(revoked)).toEqual(['OK', revoked.id, false, RESTRICTED_PUB]);
+  });
+
+  it('a kind 0 proof is dated by its profile: an older kind 0 without the tag, stored once the tagged one was deleted, does not revoke it', async () => {
+    const w = { owner: keys(), agent: keys() };
+    const path = `/r/${w.owner.pk}`;
+    const s = await connect(path);
+    await s.auth(w.agent);
+    const older = sign(w.agent, { kind: 0, content: '{}', created_at: now() - 20 });
+    const tagged = sign(w.agent, { kind: 0, content: '{}', tags: [signAttestation(w.owner.sk, w.agent.pk, 'kind=0')], created_at: now() - 10 });
+    expect((await s.publish(tagged))[2]).toBe(true);
+    expect((await s.publish(sign(w.agent, { kind: 5, tags: [['e', tagged.id]] })))[2]).toBe(true);
+    expect(await (await connect(path)).publish(older)).toEqual(['OK', older.id, true, '']);
+    const e = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
+    expect(await s.publish(e)).toEqual(['OK', e.id, true, '']);
+  });
+
+  it('a kind 0 with a NIP-OA tag proves ownership; a kind 0 without it, newer than the tagged one, revokes', async () => {
     const w = { owner: keys(), agent: keys() };
     const path = `/r/${w.owner.pk}`;
     const s = await connect(path);

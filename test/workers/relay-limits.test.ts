@@ -1,7 +1,8 @@
-// Enforced limits: subscriptions per connection, and rate limits per connection, per pubkey and
-// per IP (which a reconnect does not reset). The rate-limit tests freeze the clock (the shard runs
-// in the test's isolate and reads the same Date), so each bucket's answer is exact: its burst is
-// accepted and nothing more until the clock is moved on, however slow the machine.
+// Enforced limits: subscriptions per connection, and rate limits per connection, per pubkey (on
+// connections authenticated as it: relay-replay-limits.test.ts) and per IP (which a reconnect does
+// not reset). The rate-limit tests freeze the clock (the shard runs in the test's isolate and reads
+// the same Date), so each bucket's answer is exact: its burst is accepted and nothing more until the
+// clock is moved on, however slow the machine.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { TestSocket } from '../support/test-socket.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -246,13 +247,14 @@ describe('limits', () => {
     expect(s.closed).toBeUndefined();
   });
 
-  it('rate-limits one pubkey across connections (a reconnect does not reset it)', async () => {
+  it('rate-limits one pubkey on connections authenticated as it from several addresses (a reconnect does not reset it)', async () => {
     const clock = freezeClock();
     const owner = freshOwner();
     const burst = DEFAULT_LIMITS.events_burst_per_pubkey;
     const answers = [];
     for (let c = 0; c < 3; c++) {
       const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': `198.51.100.${c}` });
+      await s.auth(owner);
       answers.push(...(await flood(s, Array.from({ length: 90 }, (_, i) => sign(owner, { kind: 20000, content: `${c}/${i}` })))));
       s.close();
     }
@@ -260,6 +262,7 @@ describe('limits', () => {
     expect(tally(answers)).toEqual({ accepted: burst, refusals: [message] });
     clock.advance(1000);
     const s = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '198.51.100.9' });
+    await s.auth(owner);
     const rate = DEFAULT_LIMITS.events_per_second_per_pubkey;
     expect(tally(await flood(s, Array.from({ length: rate + 1 }, (_, i) => sign(owner, { kind: 20000, content: `later ${i}` }))))).toEqual({
       accepted: rate,

@@ -59,4 +59,32 @@ describe('the inbox of an owner shard under its plan', () => {
     outside.close();
     mine.close();
   });
+
+  it('a stranger sending the owner’s own events again spends the bucket of others, never the owner’s', async () => {
+    const owner = await addOwner('slow_shard'); // 2 events per second
+    const frozen = Date.now();
+    await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)), (i) => {
+      (i as unknown as { clock: () => number }).clock = () => frozen;
+    });
+    const mine = await connect(`/r/${owner.pk}`);
+    await mine.auth(owner);
+    const profile = sign(owner, { kind: 0, content: '{"name":"now"}' });
+    expect(await mine.publish(profile)).toEqual(['OK', profile.id, true, '']); // one of the owner's 2
+    const older = sign(owner, { kind: 0, content: '{"name":"before"}', created_at: profile.created_at - 60 });
+    const ephemeral = sign(owner, { kind: 20001, content: 'typing' });
+    const stranger = await connect(`/r/${owner.pk}`);
+    await stranger.auth(keys());
+    // Stored, or an older version: answered before any bucket is asked, however often.
+    for (let n = 0; n < 5; n++) expect(await stranger.publish(profile)).toEqual(['OK', profile.id, true, 'duplicate: already have this event']);
+    for (let n = 0; n < 5; n++) expect(await stranger.publish(older)).toEqual(['OK', older.id, false, 'duplicate: a newer version of this event is already stored']);
+    // New (an ephemeral event is, each time): counted as from others, whoever signed it.
+    expect((await stranger.publish(ephemeral)).slice(2)).toEqual([true, '']);
+    expect((await stranger.publish(ephemeral)).slice(2)).toEqual([true, '']);
+    expect((await stranger.publish(ephemeral)).slice(2)).toEqual([false, 'rate-limited: the owner’s plan allows 2 events per second from others on this shard']);
+    const note = sign(owner, { content: 'mine' });
+    expect(await mine.publish(note)).toEqual(['OK', note.id, true, '']);
+    expect((await mine.publish(sign(owner, { content: 'one too many' })))[3]).toBe('rate-limited: the owner’s plan allows 2 events per second on this shard');
+    stranger.close();
+    mine.close();
+  });
 });

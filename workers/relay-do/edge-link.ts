@@ -181,9 +181,9 @@ export class EdgeLink {
     }, conn);
   }
 
-  /** An AUTH's NIP-OA proof, recorded by the primary (where the write policy reads it); `reply` gets undefined or why not. */
-  recordOwnership(agent: string, owner: string, conditions: string, reply: (failed: string | undefined) => void): Promise<void> {
-    return this.call({ op: 'ownership', agent, owner, conditions }, (a) => reply(a.op === 'done' ? undefined : a.op === 'error' ? a.message : unexpected(a)));
+  /** An AUTH's NIP-OA proof dated `at` (the AUTH event's created_at), recorded by the primary (where the write policy reads it); `reply` gets undefined or why not. */
+  recordOwnership(agent: string, owner: string, conditions: string, at: number, reply: (failed: string | undefined) => void): Promise<void> {
+    return this.call({ op: 'ownership', agent, owner, conditions, at }, (a) => reply(a.op === 'done' ? undefined : a.op === 'error' ? a.message : unexpected(a)));
   }
 
   /**

@@ -63,8 +63,8 @@ export type EdgeOp =
   | { op: 'forget'; edge: number; key: string }
   /** COUNT, read as `readers` may; `budget` as a query's. */
   | { op: 'count'; filters: Filter[]; readers: string[]; budget?: AddressBudget }
-  /** An agent → owner proof carried by an AUTH event (NIP-OA), verified at the edge. */
-  | { op: 'ownership'; agent: string; owner: string; conditions: string };
+  /** An agent → owner proof carried by an AUTH event (NIP-OA), verified at the edge; `at`: the AUTH event's created_at (the proof's date). */
+  | { op: 'ownership'; agent: string; owner: string; conditions: string; at: number };
 
 /**
  * A client's operations (EVENT, REQ, COUNT, an AUTH's proof): what an edge refuses when too much

@@ -87,7 +87,11 @@ export const RelayLimitsSchema = z.strictObject({
   /** AUTH messages per connection (each costs a signature verification). */
   auths_per_second_per_connection: z.number().positive().default(2),
   auths_burst_per_connection: z.number().int().positive().default(10),
-  /** Per author pubkey, shared by all its connections to a shard (checked once the signature is verified). */
+  /**
+   * Per author pubkey, shared by all its connections to a shard: spent only by an event new to the
+   * shard published on a connection authenticated (NIP-42) as its author (anyone may send again an
+   * event another key signed: write-rules.ts `eventRateLimits`).
+   */
   events_per_second_per_pubkey: z.number().positive().default(20),
   events_burst_per_pubkey: z.number().int().positive().default(200),
   /**

@@ -24,6 +24,12 @@
 // an event of its agent it vouched for: a telemetry frame, a write), so the proofs of agents at
 // work are not the ones a flood pushes out. Use does not extend AUTH_PROOF_TTL (only an AUTH does).
 //
+// A self-made proof is dated (`recorded_at`) by the event that carried it: the AUTH event's
+// created_at, or the profile's. Both are signed by the agent, so a stored profile without the tag,
+// which forgets the agent's self-made proofs, forgets only those dated at or before it, on the
+// agent's own clock: anyone may send an older profile of the key again (it is public, and an owner
+// shard takes it as its agent's from any connection), and that must not cancel a proof made since.
+//
 // An owner revokes a key it attested itself through the management API (`revokeAttested`). An
 // attestation signature is permanent (anyone holding a copy can present it again, the key's holder
 // can sign new AUTH events and profiles with it), so the revocation is kept: a `revoked_agents` row
@@ -132,9 +138,11 @@ export class OwnershipRegistry {
   }
 
   /**
-   * Records agent → owner; `conditions` is the NIP-OA conditions string ('' for provisioning). A
-   * self-made proof ('auth', 'kind0') replaces the agent's earlier one of its source, and is not
-   * kept on an owner shard it does not name the owner of, nor for a pair the owner revoked.
+   * Records agent → owner at `now` (a self-made proof: the created_at of the AUTH event or profile
+   * carrying it, see the header); `conditions` is the NIP-OA conditions string ('' for
+   * provisioning). A self-made proof ('auth', 'kind0') replaces the agent's earlier one of its
+   * source, and is not kept on an owner shard it does not name the owner of, nor for a pair the
+   * owner revoked.
    */
   record(agent: string, owner: string, source: OwnershipSource, now: number, conditions = ''): void {
     if (source === 'auth' || source === 'kind0') {
@@ -169,10 +177,26 @@ export class OwnershipRegistry {
 
   /** Forgets a proof of one source (or every source) for agent → owner. */
   revoke(agent: string, owner: string, source?: OwnershipSource): void {
-    const removed = source
-      ? this.sql.exec<{ source: string }>('DELETE FROM agent_owners WHERE agent = ? AND owner = ? AND source = ? RETURNING source', agent, owner, source).toArray()
-      : this.sql.exec<{ source: string }>('DELETE FROM agent_owners WHERE agent = ? AND owner = ? RETURNING source', agent, owner).toArray();
-    const proofs = removed.filter((r) => r.source === 'auth').length;
+    this.forgot(
+      source
+        ? this.sql.exec<{ source: string }>('DELETE FROM agent_owners WHERE agent = ? AND owner = ? AND source = ? RETURNING source', agent, owner, source)
+        : this.sql.exec<{ source: string }>('DELETE FROM agent_owners WHERE agent = ? AND owner = ? RETURNING source', agent, owner),
+    );
+  }
+
+  /**
+   * A profile of `agent` without a valid NIP-OA tag, dated `at`, is stored: forgets the agent's
+   * self-made proofs ('auth', 'kind0') dated at or before it, whatever owner they name. A proof
+   * dated after it stays: anyone may send an older profile of the key again, and it says nothing of
+   * a proof the agent made since.
+   */
+  forgetProofsUntil(agent: string, at: number): void {
+    this.forgot(this.sql.exec<{ source: string }>("DELETE FROM agent_owners WHERE agent = ? AND source IN ('auth', 'kind0') AND recorded_at <= ? RETURNING source", agent, at));
+  }
+
+  /** Keeps the count of AUTH proofs after deleted rows (`removed`: their sources). */
+  private forgot(removed: SqlStorageCursor<{ source: string }>): void {
+    const proofs = removed.toArray().filter((r) => r.source === 'auth').length;
     if (proofs > 0 && this.#authProofs !== undefined) this.#authProofs -= proofs;
   }
 
@@ -327,21 +351,18 @@ export function coversUse(conditions: string, use: OwnershipUse): boolean {
 }
 
 /**
- * An `onEventStored` hook (policy.ts): a stored kind 0 with a valid NIP-OA tag records agent → owner;
- * a newer one without it revokes the agent's self-made proofs (edgestr's own provisioning records
- * are revoked through the management API only). It runs in the write's transaction, so the next
- * event of the same ingest batch is judged with what this profile proved.
+ * An `onEventStored` hook (policy.ts): a stored kind 0 with a valid NIP-OA tag records agent → owner,
+ * dated by the profile's created_at; one without it forgets the agent's self-made proofs dated at
+ * or before it (`forgetProofsUntil`: a stranger sending an older profile again cancels nothing made
+ * since; edgestr's own provisioning records are revoked through the management API only). It runs
+ * in the write's transaction, so the next event of the same ingest batch is judged with what this
+ * profile proved.
  */
 export const learnOwnershipFromProfile =
   (registry: OwnershipRegistry): OnEventStoredHook =>
-  (e, { verifier, now }) => {
+  (e, { verifier }) => {
     if (e.kind !== KIND.METADATA) return;
     const a = verifyAttestation(e, verifier);
-    if (a.ok) {
-      registry.record(e.pubkey, a.value.owner, 'kind0', now, a.value.conditions);
-      return;
-    }
-    for (const source of ['kind0', 'auth'] as const) {
-      for (const owner of registry.ownersOf(e.pubkey, source)) registry.revoke(e.pubkey, owner, source);
-    }
+    if (a.ok) registry.record(e.pubkey, a.value.owner, 'kind0', e.created_at, a.value.conditions);
+    else registry.forgetProofsUntil(e.pubkey, e.created_at);
   };

@@ -1,8 +1,11 @@
 // Relay policy of a shard as hook lists (khatru style). `rejectConnection` hooks decide whether a
 // request reaching the shard (a WebSocket upgrade or a NIP-11 fetch) is served, `rejectFilter` hooks
-// whether a REQ or COUNT may run, `rejectEvent` hooks whether a verified EVENT is accepted, `onEventSaved` hooks act on
-// an event once it is stored and answered, `onEventStored` hooks (synchronous) apply a stored event's
-// effects before its OK is sent. Each rule is one small hook in the module of its NIP; this file holds
+// whether a REQ or COUNT may run, `rejectEvent` hooks whether a verified EVENT is accepted,
+// `chargeEvent` hooks whether one new to the shard is within the rate buckets of who sends it (run
+// after the store has answered duplicates, older versions and deleted events, so that sending an
+// event again costs nobody a token), `onEventSaved` hooks act on an event once it is stored and
+// answered, `onEventStored` hooks (synchronous) apply a stored event's effects before its OK is
+// sent. Each rule is one small hook in the module of its NIP; this file holds
 // the hook types, the context they see and the shard's lists, in the order they run (which decides
 // which answer a request that breaks several rules gets). `onEventStored` hooks run inside the
 // transaction of an ingest batch (shard.ts), so what they record is seen by the next event of the
@@ -73,6 +76,8 @@ export interface EventContext {
 /** A rejection, 'drop' (accepted with OK true but neither stored nor delivered), or undefined to go on. */
 export type EventVerdict = Rejection | 'drop' | undefined;
 export type RejectEventHook = (e: NostrEvent, ctx: EventContext) => EventVerdict;
+/** A rate bucket of who sends an event new to the shard: the rejection when it is empty (its token is taken otherwise). */
+export type ChargeEventHook = (e: NostrEvent, ctx: EventContext) => Rejection | undefined;
 export type OnEventSavedHook = (e: NostrEvent, ctx: EventContext) => void | Promise<void>;
 export type OnEventStoredHook = (e: NostrEvent, ctx: EventContext) => void;
 
@@ -102,6 +107,8 @@ export interface RelayPolicy {
   rejectConnection: readonly RejectConnectionHook[];
   rejectFilter: readonly RejectFilterHook[];
   rejectEvent: readonly RejectEventHook[];
+  /** Rate buckets an event new to the shard spends (shard.ts `admit` runs them after the store's duplicate check). */
+  chargeEvent: readonly ChargeEventHook[];
   onEventStored: readonly OnEventStoredHook[];
   onEventSaved: readonly OnEventSavedHook[];
 }
@@ -188,7 +195,6 @@ export function shardPolicy(
     rejectConnection: [routedByRouter, servedShard, connectionCap, connectionsPerAddress, connectionRatePerAddress],
     rejectFilter: [filterValuesCap, requestRate, readBudget, scanBudget, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
-      ...eventRateLimits(limits),
       withinLimits,
       withinRetention(retention),
       notAuthEvent,
@@ -201,6 +207,7 @@ export function shardPolicy(
       keptForGood,
       aoFrameAdmission(),
     ],
+    chargeEvent: eventRateLimits(limits),
     onEventStored: [applyVanish(vanished, store), learnOwnershipFromProfile(ownership)],
     onEventSaved: [scheduleExpiry(storage), scheduleVanish(vanished, storage)],
   };

@@ -25,11 +25,11 @@ import { countedBytes, OwnerPlan, SHARD_NOT_SERVED, type ShardStorage } from './
 import type { PlanEnv } from '../accounts/plans.js';
 import { staticOwners, type OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayPolicy } from './policy.js';
-import { EventStore } from './store.js';
+import { EventStore, type SettledOutcome } from './store.js';
 import type { ReadScope } from './query-sql.js';
 import { subscriptionMemory } from './subscription-memory.js';
 import { MAX_PREFERRED } from '../../src/shared/dvmcp-discovery.js';
-import { fromOwnerSide, ownerSideConnection } from './write-rules.js';
+import { ownerSideConnection } from './write-rules.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
 import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource } from './ownership.js';
@@ -435,7 +435,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
         return { op: 'count', ...counted, scanned: meter.rows };
       }
       case 'ownership':
-        this.ownership.record(op.agent, op.owner, 'auth', this.clockSeconds(), op.conditions);
+        this.ownership.record(op.agent, op.owner, 'auth', op.at, op.conditions);
         return { op: 'done' };
     }
   }
@@ -699,18 +699,27 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   /**
-   * The synchronous part of a write, run inside the batch's transaction: the `rejectEvent` hooks,
-   * the owner's plan and the shard's storage bound (owner-plan.ts; on the public shard the bound
-   * alone), storage (replace and deletion rules) and the `onEventStored` hooks.
+   * The synchronous part of a write, run inside the batch's transaction: the `rejectEvent` hooks;
+   * then, for a stored kind, what the events stored already decide (a duplicate, an older version,
+   * a deleted event: answered before any bucket is spent, so sending an event again costs nobody a
+   * token); the `chargeEvent` hooks, the owner's plan and the shard's storage bound (owner-plan.ts;
+   * on the public shard the bound alone), storage (replace and deletion rules) and the
+   * `onEventStored` hooks.
    */
   private admit(e: NostrEvent, ctx: EventContext): Admission {
     const verdict = firstVerdict(this.policy.rejectEvent, e, ctx);
     if (verdict === 'drop') return { accepted: true, message: '' };
     if (verdict) return { accepted: false, message: formatRejection(verdict) };
+    const settled = isStored(e.kind) ? this.store.settled(e) : undefined;
+    if (settled) return SETTLED[settled.status];
+    const charged = firstVerdict(this.policy.chargeEvent, e, ctx);
+    if (charged) return { accepted: false, message: formatRejection(charged) };
     // Stored and served: the canonical JSON of what was validated, never the bytes received.
     const raw = eventJson(e);
     const bytes = countedBytes(e, raw);
-    const fromOthers = ctx.owner !== null && !fromOwnerSide(e, ctx);
+    // The plan's bucket is the one of who sends the event (anyone may send again what the owner
+    // signed): the owner's own for a connection authenticated as the owner's side, else the others'.
+    const fromOthers = ctx.owner !== null && ownerSideConnection(ctx) === undefined;
     // The inbox share: by the event itself (the rule a recount applies), not by the connection; a
     // gift wrap (signed by a one-time key) as if signed by the owner's-side key its connection is.
     const wrapPublisher = e.kind === KIND.GIFT_WRAP ? ownerSideConnection(ctx) : undefined;
@@ -720,17 +729,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction
-    switch (outcome.status) {
-      case 'duplicate':
-        return { accepted: true, message: 'duplicate: already have this event' };
-      case 'stale':
-        return { accepted: false, message: 'duplicate: a newer version of this event is already stored' };
-      case 'deleted':
-        return { accepted: false, message: 'blocked: this event was deleted by its author' };
-      case 'stored':
-        this.plan.added(e, bytes, inbox);
-        break;
-    }
+    if (outcome.status !== 'stored') return SETTLED[outcome.status];
+    this.plan.added(e, bytes, inbox);
     for (const hook of this.policy.onEventStored) hook(e, ctx);
     return { accepted: true, message: '', raw, stored: true };
   }
@@ -848,9 +848,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const a = verifyAttestation(e, verifier);
     const edge = this.edge();
     if (a.ok && edge) {
-      return edge.recordOwnership(e.pubkey, a.value.owner, a.value.conditions, (failed) => send(conn, relayMessage.ok(e.id, !failed, failed ?? '')));
+      return edge.recordOwnership(e.pubkey, a.value.owner, a.value.conditions, e.created_at, (failed) => send(conn, relayMessage.ok(e.id, !failed, failed ?? '')));
     }
-    if (a.ok) this.ownership.record(e.pubkey, a.value.owner, 'auth', this.clockSeconds(), a.value.conditions);
+    // Dated by the AUTH event (ownership.ts: a profile without the tag forgets only proofs dated at or before it).
+    if (a.ok) this.ownership.record(e.pubkey, a.value.owner, 'auth', e.created_at, a.value.conditions);
     send(conn, relayMessage.ok(e.id, true, ''));
   }
 }
@@ -883,6 +884,13 @@ interface Admission {
   raw?: string;
   stored?: true;
 }
+
+/** The answer to an event that the events stored already decide (store.ts `settled`). */
+const SETTLED: Record<SettledOutcome['status'], Admission> = {
+  duplicate: { accepted: true, message: 'duplicate: already have this event' },
+  stale: { accepted: false, message: 'duplicate: a newer version of this event is already stored' },
+  deleted: { accepted: false, message: 'blocked: this event was deleted by its author' },
+};
 
 /** Why a removed owner's shard closes its sockets, and refuses what its edges still send (`served`). */
 const NOT_SERVED = formatRejection(reject('restricted', SHARD_NOT_SERVED));

@@ -20,6 +20,9 @@ export type InsertOutcome =
   | { status: 'stale' }
   | { status: 'deleted' };
 
+/** The outcomes decided by what is stored already (`EventStore.settled`). */
+export type SettledOutcome = Exclude<InsertOutcome, { status: 'stored' }>;
+
 /** A stored event as returned by queries: its stored (canonical) JSON plus its sort keys. */
 export type StoredEvent = { id: string; created_at: number; raw: string };
 
@@ -155,34 +158,44 @@ export class EventStore {
   }
 
   /**
+   * What storing `e` answers when the events stored already decide it, without writing anything: a
+   * duplicate (its id is stored), stale (a version of its coordinate at least as new is stored) or
+   * deleted (a NIP-09 deletion covers it); undefined when `e` would be stored. The shard asks it
+   * before any rate bucket is spent, so sending an event again costs nobody a token.
+   */
+  settled(e: NostrEvent): SettledOutcome | undefined {
+    const sql = this.sql;
+    if (e.kind !== KIND.DELETION && this.isDeleted(e)) return this.has(e.id) ? { status: 'duplicate' } : { status: 'deleted' };
+    const d = coordinateD(e);
+    if (d === null) return this.has(e.id) ? { status: 'duplicate' } : undefined;
+    const deletedUntil = sql
+      .exec<{ until: number }>('SELECT until FROM deleted_addrs WHERE pubkey = ? AND kind = ? AND d = ?', e.pubkey, e.kind, d)
+      .toArray()[0]?.until;
+    if (deletedUntil !== undefined && e.created_at <= deletedUntil) return { status: 'deleted' };
+    const existing = this.versionsOf(e, d);
+    if (existing.some((x) => x.id === e.id)) return { status: 'duplicate' };
+    if (existing.some((x) => !supersedes(e, x))) return { status: 'stale' };
+    return undefined;
+  }
+
+  /** The stored versions of the coordinate (`d`) of replaceable or addressable `e`. */
+  private versionsOf(e: NostrEvent, d: string): Array<{ rid: number; id: string; created_at: number }> {
+    return this.sql
+      .exec<{ rid: number; id: string; created_at: number }>('SELECT rid, id, created_at FROM events WHERE pubkey = ? AND kind = ? AND d = ?', e.pubkey, e.kind, d)
+      .toArray();
+  }
+
+  /**
    * `insert` for a caller that already holds the transaction (the shard's write batch): no savepoint
    * of its own, since a throw here fails the caller's whole transaction anyway.
    */
   insertInTransaction(e: NostrEvent, raw: string): InsertOutcome {
-    const sql = this.sql;
-    if (e.kind !== KIND.DELETION && this.isDeleted(e)) {
-      return sql.exec('SELECT 1 FROM events WHERE id = ?', e.id).toArray().length ? { status: 'duplicate' } : { status: 'deleted' };
-    }
+    const settled = this.settled(e);
+    if (settled) return settled;
     const d = coordinateD(e);
-    if (d !== null) {
-      const deletedUntil = sql
-        .exec<{ until: number }>('SELECT until FROM deleted_addrs WHERE pubkey = ? AND kind = ? AND d = ?', e.pubkey, e.kind, d)
-        .toArray()[0]?.until;
-      if (deletedUntil !== undefined && e.created_at <= deletedUntil) return { status: 'deleted' };
-      const existing = sql
-        .exec<{ rid: number; id: string; created_at: number }>(
-          'SELECT rid, id, created_at FROM events WHERE pubkey = ? AND kind = ? AND d = ?',
-          e.pubkey,
-          e.kind,
-          d,
-        )
-        .toArray();
-      if (existing.some((x) => x.id === e.id)) return { status: 'duplicate' };
-      if (existing.some((x) => !supersedes(e, x))) return { status: 'stale' };
-      for (const x of existing) this.removeRow(x.rid);
-    }
+    if (d !== null) for (const x of this.versionsOf(e, d)) this.removeRow(x.rid);
     // A duplicate id inserts nothing and returns no row.
-    const inserted = sql
+    const inserted = this.sql
       .exec<{ rid: number }>(
         'INSERT INTO events (id, pubkey, kind, created_at, d, expires_at, raw) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING rid',
         e.id,

@@ -1,25 +1,34 @@
-// Write rules of a shard (`rejectEvent` hooks, see policy.ts): per-pubkey and per-address rate
-// limits, the NIP-11 limits on one event, kind 22242 only through AUTH, NIP-70 protected events, and
-// the owner shard's default of accepting only its owner's traffic (and anyone's request to vanish).
+// Write rules of a shard (`rejectEvent` hooks, see policy.ts): the NIP-11 limits on one event, kind
+// 22242 only through AUTH, NIP-70 protected events, and the owner shard's default of accepting only
+// its owner's traffic (and anyone's request to vanish); and the per-pubkey rate limit (a
+// `chargeEvent` hook).
 
 import { reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { charactersOver } from '../../src/shared/messages.js';
 import type { RelayLimits } from './limits.js';
-import type { EventContext, RejectEventHook } from './policy.js';
+import type { ChargeEventHook, EventContext, RejectEventHook } from './policy.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { BucketMap } from './rate-limit.js';
 
 /**
- * Events per pubkey (a token bucket shared by every connection of the shard), once the signature
- * is verified. Kind 24200 frames have their own limits (NIP-AO) and edgestr's own agents are bounded
- * by theirs. The per-address buckets are taken before verification (connections.ts `throttle`).
+ * Events per pubkey (a token bucket shared by every connection of the shard), a `chargeEvent` hook:
+ * spent only by an event new to the shard published on a connection authenticated (NIP-42) as its
+ * signer, the one case where the sender is known to be the key. Anyone may send again an event
+ * someone else signed, so charging the signer whoever sends it let a stranger empty a victim's
+ * bucket with the victim's own events; such events spend the buckets of the connection and address
+ * that send them (connections.ts `throttle`, before verification), as every event does. New keys
+ * cost nothing, so the bucket never bounded an unauthenticated sender; it bounds one key
+ * authenticated on connections from many addresses. Kind 24200 frames have their own limits
+ * (NIP-AO) and edgestr's own agents are bounded by theirs.
  */
-export function eventRateLimits(limits: RelayLimits): RejectEventHook[] {
+export function eventRateLimits(limits: RelayLimits): ChargeEventHook[] {
   const byPubkey = new BucketMap(limits.events_per_second_per_pubkey, limits.events_burst_per_pubkey);
   return [
-    (e, { internal, nowMs }) =>
-      internal || e.kind === KIND.AO_FRAME || byPubkey.take(e.pubkey, nowMs) ? undefined : reject('rate-limited', 'slow down: too many events from this pubkey'),
+    (e, { internal, authed, nowMs }) =>
+      internal || e.kind === KIND.AO_FRAME || !authed.has(e.pubkey) || byPubkey.take(e.pubkey, nowMs)
+        ? undefined
+        : reject('rate-limited', 'slow down: too many events from this pubkey'),
   ];
 }
 
