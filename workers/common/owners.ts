@@ -5,12 +5,15 @@
 // The static list is checked first; for other keys each isolate holds the whole registry, fetched
 // in one RPC and kept for OWNER_CACHE_MS (so unknown keys — a stranger trying random shards —
 // cost no RPC at all, and a suspension or removal reaches a router isolate within that time; the
-// owner's agents and shard are told at once by the admin API). Operators are EDGESTR_ADMINS.
+// owner's agents and shard are told at once by the admin API). While the Accounts object cannot be
+// read, an isolate serves its last copy and asks again every REGISTRY_RETRY_MS (registryAt).
+// Operators are EDGESTR_ADMINS.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { isDevelopment } from '../../src/shared/env-mode.js';
+import { errorMessage } from '../../src/shared/errors.js';
 import type { SecretEnv } from './secrets.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN } from '../accounts/plans.js';
@@ -56,24 +59,52 @@ export function staticOwners(env: OwnerEnv): Set<string> {
 /** Whether `pubkey` is an operator (EDGESTR_ADMINS, 64-hex or npub, comma-separated). */
 export const isAdmin = (env: OwnerEnv, pubkey: string): boolean => keyList(env.EDGESTR_ADMINS).has(pubkey);
 
+/**
+ * After a failed registry read, an isolate asks again no sooner than this: it serves its last copy
+ * meanwhile (logged once per failure), or, with none, answers the failure at once — so an
+ * unreachable Accounts object costs one RPC per isolate per this time, not one per request.
+ */
+export const REGISTRY_RETRY_MS = 5_000;
+
 let registry: { at: number; owners: Map<string, OwnerState> } | undefined;
+/** The last failed read, while its retry time has not come. */
+let failure: { until: number; error: string } | undefined;
 /** The fetch in flight, shared by every request of the isolate that needs the registry meanwhile. */
 let loading: Promise<Map<string, OwnerState>> | undefined;
 
 /** Bumped by forgetOwnerState and rememberOwner: a fetch started before it is not kept. */
 let generation = 0;
 
-async function registryOwners(env: AccountsBindings): Promise<Map<string, OwnerState>> {
-  if (registry && Date.now() - registry.at < OWNER_CACHE_MS) return registry.owners;
+const unreadable = (error: string): Error => new Error(`the owner registry could not be read (${error}); asked again in ${REGISTRY_RETRY_MS / 1000} s`);
+
+/** The registry as this isolate knows it at `now` (ms): its copy while fresh, else fetched (see REGISTRY_RETRY_MS on failure). */
+export async function registryAt(env: AccountsBindings, now: number): Promise<Map<string, OwnerState>> {
+  if (registry && now - registry.at < OWNER_CACHE_MS) return registry.owners;
+  if (failure && now < failure.until) {
+    if (registry) return registry.owners;
+    throw unreadable(failure.error);
+  }
   if (!loading) {
     const started = generation;
     const fetching = accountsStub(env)
       .states()
-      .then((rows) => {
-        const owners = new Map(rows.map(({ pubkey, plan, suspended }) => [pubkey, { plan, suspended }]));
-        if (generation === started) registry = { at: Date.now(), owners };
-        return owners;
-      })
+      .then(
+        (rows) => {
+          const owners = new Map(rows.map(({ pubkey, plan, suspended }) => [pubkey, { plan, suspended }]));
+          if (generation === started) {
+            registry = { at: now, owners };
+            failure = undefined;
+          }
+          return owners;
+        },
+        (e: unknown) => {
+          const error = errorMessage(e);
+          if (generation === started) failure = { until: now + REGISTRY_RETRY_MS, error };
+          if (!registry) throw e;
+          console.error(`owner registry: ${unreadable(error).message}; this isolate serves its copy from ${Math.round((now - registry.at) / 1000)} s ago meanwhile`);
+          return registry.owners;
+        },
+      )
       .finally(() => {
         if (loading === fetching) loading = undefined;
       });
@@ -81,6 +112,8 @@ async function registryOwners(env: AccountsBindings): Promise<Map<string, OwnerS
   }
   return loading;
 }
+
+const registryOwners = (env: AccountsBindings): Promise<Map<string, OwnerState>> => registryAt(env, Date.now());
 
 /** The account of `pubkey` (undefined: not an owner here): the static list first, then the registry (cached, see the header). */
 export async function ownerState(env: OwnerEnv & AccountsBindings, pubkey: string): Promise<OwnerState | undefined> {
@@ -104,6 +137,7 @@ export function rememberOwner(pubkey: string, state: OwnerState): void {
 /** Forgets this isolate's copy of the registry (after the admin API changed it). */
 export const forgetOwnerState = (): void => {
   registry = undefined;
+  failure = undefined;
   loading = undefined;
   generation++;
 };
