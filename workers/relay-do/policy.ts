@@ -25,7 +25,7 @@ import { deletionTargetsCap, keptForGood, type EventStore } from './store.js';
 import { applyVanish, notVanished, scheduleVanish, vanishAddressedHere, type VanishList } from './vanish.js';
 import { withinRetention, type RetentionRules } from './retention.js';
 import { SHARD_NOT_SERVED } from './owner-plan.js';
-import { eventRateLimits, notAuthEvent, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
+import { eventRateLimits, notAuthEvent, oneRecipient, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
 /**
  * What a connection hook sees: the shard the router named in its header (SHARD_HEADER; undefined:
@@ -198,6 +198,7 @@ export function shardPolicy(
       withinLimits,
       withinRetention(retention),
       notAuthEvent,
+      oneRecipient,
       notExpired,
       protectedByAuthor,
       vanishAddressedHere,

@@ -1,11 +1,13 @@
 // Write rules of a shard (`rejectEvent` hooks, see policy.ts): the NIP-11 limits on one event, kind
-// 22242 only through AUTH, NIP-70 protected events, and the owner shard's default of accepting only
+// 22242 only through AUTH, one `p` at most on the kinds addressed to one recipient
+// (src/shared/recipients.ts), NIP-70 protected events, and the owner shard's default of accepting only
 // its owner's traffic (and anyone's request to vanish); and the per-pubkey rate limit (a
 // `chargeEvent` hook).
 
 import { reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { charactersOver } from '../../src/shared/messages.js';
+import { tooManyRecipients } from '../../src/shared/recipients.js';
 import type { RelayLimits } from './limits.js';
 import type { ChargeEventHook, EventContext, RejectEventHook } from './policy.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -44,6 +46,12 @@ export const withinLimits: RejectEventHook = (e, { limits, now }) => {
 
 export const notAuthEvent: RejectEventHook = (e) =>
   e.kind === KIND.AUTH ? reject('invalid', 'kind 22242 is sent with the AUTH message, not EVENT') : undefined;
+
+/**
+ * A kind addressed to one recipient (a NIP-XX, DVMCP or zap event, a gift wrap) naming several:
+ * refused, so that one EVENT is not delivered to every agent and bridge it tags.
+ */
+export const oneRecipient: RejectEventHook = (e) => tooManyRecipients(e);
 
 /** NIP-70: an event tagged ["-"] is accepted only from a connection authenticated as its author. */
 export const protectedByAuthor: RejectEventHook = (e, { authed }) => {
