@@ -39,9 +39,11 @@
 //                of over `bytes` bytes: `progress` with a message of `bytes` 'm', or `updated` with
 //                a uri file:///<`bytes` 'u'>. GET /mcp-flood/stats?bucket=B counts its tools/list and
 //                tools/call requests per bucket of the endpoint URL
+// and, under /hostile/…, the hostile upstreams of test/mcp/hostile-upstreams.ts.
 
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { hostileRoute } from './hostile-upstreams.js';
 
 export interface FixtureServer {
   url: string;
@@ -450,6 +452,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   if (url.pathname.startsWith('/mcp-expire')) return expiringMcp(req, res, url);
   if (url.pathname.startsWith('/mcp-huge')) return hugeMcp(req, res, url);
   if (url.pathname.startsWith('/mcp-flood')) return floodMcp(req, res, url);
+  if (await hostileRoute(req, res, url)) return;
   if (await webRoute(req, res, url)) return;
   send(res, 404, { 'content-type': 'text/plain' }, 'not found');
 }

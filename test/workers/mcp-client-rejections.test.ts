@@ -1,12 +1,14 @@
 // The upstream MCP client (workers/common/mcp-client.ts) leaves no promise rejection unhandled
-// in the isolate: every failure comes back as a Result. Rejections are recorded from workerd's
+// in the isolate: every failure comes back as a Result (also when it closes a connection itself: a
+// legacy event stream that ended, a timed-out request's POST; test/mcp/hostile-upstreams.ts). Rejections are recorded from workerd's
 // `unhandledrejection` event on globalThis while each case runs and a while after it (the SDK's
 // background SSE readers and timers settle late).
 //
 // workerd also logs "uncaught exception; source = Uncaught (in promise); stack = Error: Network
 // connection lost." for every refused connection, even for `await fetch(...)` inside try/catch:
 // that line comes from the runtime's own fetch plumbing, raises no event in the isolate, and is
-// not what this file checks (the first case shows a plain caught fetch does the same).
+// not what this file checks (the first case shows a plain caught fetch does the same); so does
+// "DOMException(AbortError): The operation was aborted" when the client aborts a fetch of its own.
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
@@ -92,4 +94,25 @@ describe('no unhandled rejection', () => {
       expect(await settled()).toEqual([]);
     });
   }
+
+  it('when a legacy server ends its event stream (the transport closes) and the next open fails on it', async () => {
+    const url = `${FIXTURE}/hostile/legacy?close=1&bucket=rejections-${Math.random().toString(36).slice(2)}`;
+    const session = await open(url);
+    await sleep(300); // the stream ends 100 ms after the initialize
+    expect(await session.request('tools/list')).toEqual({ ok: false, error: { kind: 'transport', message: 'the server ended its event stream' } });
+    await session.close();
+    expect(await settled()).toEqual([]);
+  });
+
+  it('when a request times out or is aborted and its own POST is aborted with it', async () => {
+    const session = await open(`${FIXTURE}/hostile/hang?bucket=rejections`);
+    for (const tool of ['hang', 'hang_sse']) {
+      expect(await session.request('tools/call', { name: tool, arguments: {} }, { timeoutMs: 200 })).toEqual({ ok: false, error: { kind: 'transport', message: 'timed out after 200 ms' } });
+      const abort = new AbortController();
+      setTimeout(() => abort.abort(), 100);
+      expect(await session.request('tools/call', { name: tool, arguments: {} }, { signal: abort.signal })).toEqual({ ok: false, error: { kind: 'transport', message: 'aborted' } });
+    }
+    await session.close();
+    expect(await settled()).toEqual([]);
+  });
 });

@@ -16,12 +16,16 @@
 // Messages are cut at 1,000 characters.
 // onProgress receives the request's progress notifications (the SDK sets _meta.progressToken;
 // each one restarts the timeout, `maxTotalMs` bounds the whole). Aborting the signal, or a
-// timeout, sends notifications/cancelled upstream.
+// timeout, sends notifications/cancelled upstream and aborts the request's own fetch (its POST
+// waiting for answer headers, or its SSE answer stream: the upstream connection closes with the
+// call, RequestFetches). Every other POST (a notification) must get its answer headers within
+// connectTimeoutMs, and the legacy transport's start (its GET and `endpoint` event) too.
 // Session loss: a request answered 404, or 400 naming the session, while a session id was sent
 // (the server forgot it) re-initializes once and is sent again; a session whose connection
-// closed (legacy SSE stream ended) is re-opened by the next request. (The legacy transport's
-// EventSource reconnects by itself when its stream drops; a server that then starts a new
-// session is not re-initialized: its requests time out; close the session and open another.)
+// closed is re-opened by the next request. A legacy event stream that ends or fails closes its
+// connection (the requests waiting on it fail with "the server ended its event stream"): the
+// EventSource is not left to dial again by itself (after the server's `retry:`, which may be 0),
+// so a server cannot make a session re-dial it; the next request opens a new connection.
 // Notifications from upstream (list_changed, resources/updated, logging) go to onNotification;
 // they arrive only on SSE answers, on the legacy transport's stream, or on the standalone GET
 // stream of Streamable HTTP, which is opened only with `standaloneGet` (a never-ending
@@ -46,6 +50,7 @@ import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
 import { z } from 'zod';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
+import { LruMap } from '../../src/shared/lru.js';
 import { checkOutboundUrl, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../src/shared/outbound-url.js';
 
 export interface McpServerEndpoint {
@@ -140,6 +145,8 @@ const transportFailure = (message: string): McpFailure => ({ kind: 'transport', 
 /** Longest upstream answer read, in bytes: a JSON body, or one event of an SSE stream. */
 export const MAX_UPSTREAM_ANSWER_BYTES = 4 * 1024 * 1024;
 const tooLargeMessage = (maxBytes: number): string => `sent an answer over ${maxBytes} bytes`;
+/** What the requests of a legacy connection fail with when the server ended its event stream. */
+const STREAM_ENDED = 'the server ended its event stream';
 
 const LF = 0x0a;
 const CR = 0x0d;
@@ -147,10 +154,14 @@ const CR = 0x0d;
 /**
  * `response` with a body that errors (and cancels the upstream body) once more than `maxBytes`
  * arrived: in all, or for an SSE stream (text/event-stream) in one event (bytes since the last
- * blank line). `onTooLarge` is called then, before the error reaches the reader.
+ * blank line). `onTooLarge` is called then, before the error reaches the reader. `onEnd` is called
+ * when the body was read to its end, passed the cap, or there is none.
  */
-export function cappedResponse(response: Response, maxBytes: number, onTooLarge: (sse: boolean) => void): Response {
-  if (response.body === null) return response;
+export function cappedResponse(response: Response, maxBytes: number, onTooLarge: (sse: boolean) => void, onEnd?: () => void): Response {
+  if (response.body === null) {
+    onEnd?.();
+    return response;
+  }
   const sse = (response.headers.get('content-type') ?? '').toLowerCase().includes('text/event-stream');
   let bytes = 0;
   let lineBytes = 0;
@@ -172,36 +183,102 @@ export function cappedResponse(response: Response, maxBytes: number, onTooLarge:
       }
       if (bytes > maxBytes) {
         onTooLarge(sse);
+        onEnd?.();
         controller.error(new Error(tooLargeMessage(maxBytes)));
         return;
       }
       controller.enqueue(chunk);
     },
+    flush() {
+      onEnd?.();
+    },
   });
   return new Response(response.body.pipeThrough(counted), { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
+/** Request POSTs tracked per connection (see RequestFetches); beyond it the oldest is forgotten (its fetch then ends with the session). */
+const MAX_TRACKED_REQUESTS = 256;
+
+/** The JSON-RPC message a transport POSTs (a string body), as far as RequestFetches needs it. */
+function postedMessage(init: RequestInit | undefined): { id?: unknown; method?: unknown; params?: { requestId?: unknown } } | undefined {
+  if ((init?.method ?? 'GET').toUpperCase() !== 'POST' || typeof init?.body !== 'string') return undefined;
+  try {
+    const message: unknown = JSON.parse(init.body);
+    return typeof message === 'object' && message !== null && !Array.isArray(message) ? message : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The fetches of one connection's requests in flight, by JSON-RPC id. The SDK passes no per-request
+ * signal to the transport, and a timed-out or aborted request only ends the wait for it; but it
+ * then sends notifications/cancelled naming the request, and that POST aborts the request's own
+ * fetch here (a POST still waiting for its answer headers, or its SSE answer stream), so that its
+ * upstream connection closes with the call. A request whose answer was read to its end (or came
+ * without a body, e.g. 202 on the legacy transport) is forgotten.
+ */
+class RequestFetches {
+  private readonly byId = new LruMap<string, AbortController>(MAX_TRACKED_REQUESTS);
+
+  /** The signal of request `id`'s fetch, and the call that forgets it once its answer ended. */
+  start(id: unknown): { signal: AbortSignal; done: () => void } {
+    const key = JSON.stringify(id);
+    const controller = new AbortController();
+    this.byId.set(key, controller);
+    return {
+      signal: controller.signal,
+      done: () => {
+        if (this.byId.peek(key) === controller) this.byId.delete(key);
+      },
+    };
+  }
+
+  /** Request `id` was cancelled: its fetch is aborted. */
+  cancel(id: unknown): void {
+    const key = JSON.stringify(id);
+    this.byId.peek(key)?.abort(new Error('cancelled'));
+    this.byId.delete(key);
+  }
+}
+
 /**
  * fetch for the transports: through safeFetch; GET answered 405 unless allowed (see the header);
- * answers capped (cappedResponse), `onTooLarge` told when an SSE stream passes the cap.
+ * answers capped (cappedResponse), `onTooLarge` told when an SSE stream passes the cap. A request's
+ * POST is aborted when the request is cancelled (RequestFetches); any other POST (a notification, an
+ * answer to the server) must have its answer headers within `headersTimeoutMs`.
  */
-function transportFetch(policy: OutboundPolicy, allowGet: boolean, onTooLarge: () => void) {
+function transportFetch(policy: OutboundPolicy, allowGet: boolean, onTooLarge: () => void, headersTimeoutMs: number) {
+  const requests = new RequestFetches();
   return async (url: string | URL, init?: RequestInit): Promise<Response> => {
     if (!allowGet && (init?.method ?? 'GET').toUpperCase() === 'GET') {
       return new Response(null, { status: 405, statusText: 'Method Not Allowed' });
     }
+    const message = postedMessage(init);
+    if (message?.method === 'notifications/cancelled') requests.cancel(message.params?.requestId);
+    const request = message !== undefined && typeof message.method === 'string' && message.id !== undefined ? requests.start(message.id) : undefined;
+    const deadline = message !== undefined && request === undefined ? new AbortController() : undefined;
+    const timer = deadline && setTimeout(() => deadline.abort(new Error(`no answer in ${headersTimeoutMs} ms`)), headersTimeoutMs);
+    const own = request?.signal ?? deadline?.signal;
+    const signal = own && init?.signal ? AbortSignal.any([init.signal, own]) : (own ?? init?.signal);
     let fetched: Awaited<ReturnType<typeof safeFetch>>;
     try {
-      fetched = await safeFetch(url, init ?? {}, policy);
+      fetched = await safeFetch(url, { ...init, ...(signal ? { signal } : {}) }, policy);
     } catch (e) {
-      if (init?.signal?.aborted) throw e;
+      request?.done();
+      if (signal?.aborted) throw e;
       // workerd: "Network connection lost." for a refused connection. workerd also logs that as
       // "Uncaught (in promise)" from its own fetch, even when caught as here; no rejection reaches
       // the isolate (test/workers/mcp-client-rejections.test.ts).
       throw new Error(`unreachable: ${errorMessage(e)}`);
+    } finally {
+      clearTimeout(timer);
     }
-    if (!fetched.ok) throw new Error(fetched.error);
-    return cappedResponse(fetched.value.response, MAX_UPSTREAM_ANSWER_BYTES, (sse) => sse && onTooLarge());
+    if (!fetched.ok) {
+      request?.done();
+      throw new Error(fetched.error);
+    }
+    return cappedResponse(fetched.value.response, MAX_UPSTREAM_ANSWER_BYTES, (sse) => sse && onTooLarge(), request?.done);
   };
 }
 
@@ -210,16 +287,31 @@ function transportFetch(policy: OutboundPolicy, allowGet: boolean, onTooLarge: (
  * workerd's EventTarget also calls an `on<type>` property from dispatchEvent, and the
  * `eventsource` package both calls its `onmessage` and dispatches the event: every message
  * (progress, notifications) would arrive twice. The SDK's handler is moved to a listener.
+ * Its start (the GET, then the `endpoint` event) must end within `startTimeoutMs`, else the
+ * transport is closed (the GET with it). Once started, an error of the EventSource is its stream
+ * ending or failing: the `eventsource` package would dial again by itself, after the `retry:` the
+ * server chose (0 included), for as long as the session exists, and the SDK does not close the
+ * transport; it is closed here instead (the connection is lost: the next request opens a new one).
  */
 class LegacySseTransport extends SSEClientTransport {
   negotiated: string | undefined;
+  /** Closed because its event stream ended or failed after the start. */
+  ended = false;
+
+  constructor(
+    url: URL,
+    options: ConstructorParameters<typeof SSEClientTransport>[1],
+    private readonly startTimeoutMs: number,
+  ) {
+    super(url, options);
+  }
 
   override setProtocolVersion(version: string): void {
     this.negotiated = version;
     super.setProtocolVersion(version);
   }
 
-  override start(): Promise<void> {
+  override async start(): Promise<void> {
     const started = super.start(); // creates the EventSource synchronously
     const source = (this as unknown as { _eventSource?: EventSource })._eventSource;
     const handler = source?.onmessage;
@@ -227,7 +319,22 @@ class LegacySseTransport extends SSEClientTransport {
       source.onmessage = null;
       source.addEventListener('message', handler);
     }
-    return started;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${this.startTimeoutMs} ms`)), this.startTimeoutMs);
+    });
+    try {
+      await Promise.race([started, deadline]);
+    } catch (e) {
+      await this.close();
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+    source?.addEventListener('error', () => {
+      this.ended = true;
+      void this.close();
+    });
   }
 }
 
@@ -237,7 +344,7 @@ interface Connection {
   identity: McpServerIdentity;
   /** Set when the transport closed under us (the next request opens a new connection). */
   lost: boolean;
-  /** Why we closed it, when an SSE stream passed the answer cap (what its waiting requests fail with). */
+  /** Why it closed, when an SSE stream passed the answer cap or a legacy stream ended (what its waiting requests fail with). */
   failure?: string;
 }
 
@@ -358,11 +465,12 @@ class Session implements McpSession {
       tooLarge.hit = true;
       client.close().catch(() => undefined);
     };
+    const timeout = this.options.connectTimeoutMs ?? MCP_CLIENT_DEFAULTS.connectTimeoutMs;
     const transport =
       kind === 'sse'
-        ? new LegacySseTransport(this.url, { fetch: transportFetch(policy, true, onTooLarge), requestInit })
+        ? new LegacySseTransport(this.url, { fetch: transportFetch(policy, true, onTooLarge, timeout), requestInit }, timeout)
         : new StreamableHTTPClientTransport(this.url, {
-            fetch: transportFetch(policy, this.options.standaloneGet === true, onTooLarge),
+            fetch: transportFetch(policy, this.options.standaloneGet === true, onTooLarge, timeout),
             requestInit,
           });
     const client = new Client(this.options.clientInfo ?? CLIENT_INFO, { capabilities: {}, jsonSchemaValidator: validator });
@@ -374,18 +482,19 @@ class Session implements McpSession {
     }
     // Transport errors also reject the pending request; this hook only keeps them from being unhandled.
     transport.onerror = () => undefined;
-    const timeout = this.options.connectTimeoutMs ?? MCP_CLIENT_DEFAULTS.connectTimeoutMs;
+    const streamEnded = (): boolean => transport instanceof LegacySseTransport && transport.ended;
     try {
       await client.connect(transport as Transport, { signal, timeout });
     } catch (e) {
       await client.close().catch(() => undefined);
-      throw e;
+      throw streamEnded() ? new Error(STREAM_ENDED) : e;
     }
     const protocolVersion = transport instanceof LegacySseTransport ? transport.negotiated : transport.protocolVersion;
     const connection: Connection = { client, transport, identity: identityOf(client, protocolVersion, kind), lost: false };
     client.onclose = () => {
       connection.lost = true;
       if (tooLarge.hit) connection.failure = tooLargeMessage(MAX_UPSTREAM_ANSWER_BYTES);
+      else if (streamEnded()) connection.failure = STREAM_ENDED;
     };
     return connection;
   }
