@@ -1,9 +1,10 @@
 // Storage bounds of relay shards: what a shard counts as stored (owner-plan.ts, kept with each
 // stored event and removed with it, so a deletion, a replaced version or an expired event frees its
 // room at once), and the deployment's bound on every shard (RELAY_LIMITS max_stored_bytes): the
-// public shard's, with a reserve kept for edgestr's own connections (not for the connections the
-// /mcp gateway opens for its callers), and an owner shard's when its plan sets none, so that
-// strangers hold at most the inbox share of it.
+// public shard's, with a reserve kept for what edgestr's own connections publish about themselves
+// and to their owners (not their answers to others, nor what the connections the /mcp gateway opens
+// for its callers publish), and an owner shard's when its plan sets none, so that strangers hold at
+// most the inbox share of it.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { api } from './api-helpers.js';
@@ -215,15 +216,59 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
       const gateway = await open(caller, shardUpgradeHeaders(null, caller));
       const oks: Array<[boolean, string]> = [];
       for (const wrap of calls) oks.push((await gateway.publish(wrap)).slice(2) as [boolean, string]);
-      // What the client share refused, edgestr's own connection (an agent, a bridge) may still store.
+      // The reserve is not for a wrap to someone else, whoever sends it: edgestr's own connection
+      // (an agent, a bridge) stores there only what it publishes about itself.
       const own = await open('internal');
-      const ownOk = (await own.publish(calls.at(-1)!)).slice(2);
-      return { oks, ownOk };
+      const ownWrap = (await own.publish(calls.at(-1)!)).slice(2);
+      const ownNote = (await own.publish(noteOf(server, 400))).slice(2);
+      return { oks, ownWrap, ownNote };
     });
     expect(calls.map(countOf)).toEqual(Array(calls.length).fill(size));
     const full: [boolean, string] = [false, `restricted: storage quota: clients may hold ${clients} of the ${cap} stored bytes the relay allows on this shard; the rest is kept for its own agents and bridges`];
     expect(answers.oks).toEqual([...Array(fitting).fill([true, '']), full, full]);
-    expect(answers.ownOk).toEqual([true, '']);
+    expect(answers).toMatchObject({ ownWrap: full, ownNote: [true, ''] });
+  });
+
+  it('the public shard: edgestr’s own connections keep the reserve for what they publish about themselves and to their owner; their answers to others (which strangers cause) count against the clients’ share', async () => {
+    const cap = 48_000;
+    const clients = Math.floor(cap * (1 - RESERVED_SHARE)); // 42000: 7 notes of 6000 bytes
+    const [agent, owner, stranger] = [keys(), keys(), keys()];
+    const run = ['e', 'f'.repeat(64), '', 'root'];
+    const answer = (kind: number, to: string) => sign(agent, { kind, tags: [['p', to], run, ['encryption', 'nip44']], content: `to ${to}` });
+    // A gift wrap's author is a one-time key: who sends it is the connection, authenticated as the agent.
+    const wrap = (to: string) => sign(keys(), { kind: 1059, tags: [['p', to]], content: `wrapped to ${to}` });
+    const toOthers = [answer(25803, stranger.pk), answer(25805, stranger.pk), wrap(stranger.pk), sign(agent, { content: 'both', tags: [['p', agent.pk], ['p', stranger.pk]] })];
+    const ownData = [
+      sign(agent, { kind: 31340, tags: [['d', 'agent-info']], content: '{"ver":1}' }),
+      sign(agent, { kind: 0, content: '{"name":"agent"}' }),
+      sign(agent, { kind: 10002, tags: [['r', 'wss://relay.example.com/']], content: '' }),
+      sign(agent, { kind: 31316, tags: [['d', 'server']], content: '{}' }),
+      sign(agent, { kind: 5, tags: [['a', `31340:${agent.pk}:agent-info`]], content: 'agent deleted' }),
+      sign(agent, { content: 'a note to itself', tags: [['p', agent.pk]] }),
+      answer(25803, owner.pk),
+      wrap(owner.pk),
+    ];
+    const answers = await withShard(PUBLIC_SHARD, { max_stored_bytes: cap }, async (relay, open) => {
+      // The shard's record of the key's owner (a bridge's provider key is recorded so, deployment-bridges.ts).
+      relay.provisionAgent(agent.pk, owner.pk, 'provisioned');
+      const outside = await open('198.51.100.11');
+      const filled: Array<[boolean, string]> = [];
+      for (let n = 0; n < 8; n++) filled.push((await outside.publish(noteOf(stranger, 6000))).slice(2) as [boolean, string]);
+      const own = await open('internal');
+      expect((await own.auth(agent))[2]).toBe(true);
+      const others: Array<[boolean, string]> = [];
+      for (const e of toOthers) others.push((await own.publish(e)).slice(2) as [boolean, string]);
+      const mine: Array<[boolean, string]> = [];
+      for (const e of ownData) mine.push((await own.publish(e)).slice(2) as [boolean, string]);
+      return { filled, others, mine, usage: relay.storedUsage() };
+    });
+    const full: [boolean, string] = [false, `restricted: storage quota: clients may hold ${clients} of the ${cap} stored bytes the relay allows on this shard; the rest is kept for its own agents and bridges`];
+    expect(answers.filled).toEqual([...Array(7).fill([true, '']), full]);
+    expect(answers.others).toEqual(Array(toOthers.length).fill(full));
+    expect(answers.mine).toEqual(Array(ownData.length).fill([true, '']));
+    // The deletion removed the ai.info it names (its bytes freed); everything else is stored.
+    const stored = ownData.filter((e) => e.kind !== 31340);
+    expect(answers.usage).toEqual({ events: 7 + stored.length, bytes: clients + stored.reduce((n, e) => n + countOf(e), 0) });
   });
 
   it(`an owner shard whose plan sets no stored_bytes: strangers hold at most ${INBOX_SHARE * 100} % of max_stored_bytes, the owner the rest; a plan allowing more is held to it too`, async () => {

@@ -13,7 +13,9 @@
 // Every shard is also held to the relay's max_stored_bytes (RELAY_LIMITS), which a Durable Object
 // must never outgrow: an owner shard's plan allowing more, or none, gets that bound instead; the
 // public shard has no plan and only that bound, of which clients may fill all but RESERVED_SHARE,
-// the rest being kept for edgestr's own connections (its agents and bridges, imports).
+// the rest being kept for what edgestr's own connections (its agents and bridges, an operator's
+// restore) publish about themselves and to their owners (`reserveWrite`): their answers to other
+// keys, which strangers cause, count against the clients' share like a client's write.
 //
 // What is stored is counted exactly and without reading the stored events: each stored event's
 // bytes (`countedBytes`: its JSON and the copies of its tag values the indexes keep), and whether
@@ -44,17 +46,42 @@ import { TokenBucket } from './rate-limit.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { coordinateD } from './store.js';
 import { utf8Bytes } from '../../src/shared/json-cut.js';
+import type { EventContext } from './policy.js';
 
 /** The part of an owner shard's stored bytes (its plan's, or the relay's bound) that events from others (the inbox) may hold. */
 export const INBOX_SHARE = 0.25;
 
-/** The part of the public shard's max_stored_bytes kept for edgestr's own connections (its agents and bridges, imports): clients may fill the rest. */
+/** The part of the public shard's max_stored_bytes kept for edgestr's own connections (`reserveWrite`): clients may fill the rest. */
 export const RESERVED_SHARE = 0.125;
 
 /**
+ * Whether a write may use the public shard's reserve (RESERVED_SHARE): one from edgestr's own
+ * connection (its agents and bridges, an operator's restore) addressed (`p`) to nobody but who
+ * publishes it — its signer, or a key the connection is authenticated as (a gift wrap's signer is
+ * a one-time key) — and the owners the shard has on record for them (ownership.ts). That is what
+ * the deployment publishes about itself: profiles, relay lists, ai.info, DVMCP announcements, their
+ * deletions, and its answers to its owners. An answer to any other key counts against the clients'
+ * share like a client's write: strangers cause it (a prompt or a call from a fresh key gets one,
+ * refusals included), so through the deployment's agents and bridges they could otherwise fill the
+ * reserve and push its own announcements out. Stops at the first `p` naming someone else.
+ */
+export function reserveWrite(e: NostrEvent, ctx: Pick<EventContext, 'internal' | 'authed' | 'isAgentOwner'>): boolean {
+  if (!ctx.internal) return false;
+  const publishers = new Set([e.pubkey, ...ctx.authed]);
+  const owners = new Set<string>();
+  for (const [name, value] of e.tags) {
+    if (name !== 'p' || value === undefined || publishers.has(value) || owners.has(value)) continue;
+    if (![...publishers].some((k) => ctx.isAgentOwner(k, value, k === e.pubkey ? e : undefined))) return false;
+    owners.add(value);
+  }
+  return true;
+}
+
+/**
  * A write as the plan sees it: the event, stored or not, its bytes, from edgestr's own agent
- * connection, from a connection outside the owner's side (its events-per-second bucket), and
- * whether it is stored in the inbox share (`OwnerPlan.isInbox`).
+ * connection, whether it may use the public shard's reserve (`reserveWrite`), from a connection
+ * outside the owner's side (its events-per-second bucket), and whether it is stored in the inbox
+ * share (`OwnerPlan.isInbox`).
  */
 export interface PlanWrite {
   event: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>;
@@ -63,6 +90,7 @@ export interface PlanWrite {
   stored: boolean;
   bytes: number;
   internal: boolean;
+  reserved: boolean;
   fromOthers: boolean;
   inbox: boolean;
 }
@@ -260,7 +288,7 @@ export class OwnerPlan {
    * Why a stored event does not fit: the shard holds at most the owner's plan's stored_bytes
    * (`planned`; the public shard has none), never more than the relay's max_stored_bytes. On an
    * owner shard events from others hold at most INBOX_SHARE of it; on the public shard clients all
-   * but RESERVED_SHARE, the rest being edgestr's own connections'. What the event replaces or
+   * but RESERVED_SHARE, the rest being for what `reserveWrite` allows. What the event replaces or
    * removes is freed (so a deletion that frees at least its own bytes is stored on a full shard).
    */
   private overStorage(write: PlanWrite, planned: number | undefined): Rejection | undefined {
@@ -279,7 +307,7 @@ export class OwnerPlan {
     if (after > allowed) return reject('restricted', `storage quota: ${by} ${allowed} stored bytes on this shard`);
     if (this.owner() === null) {
       const clients = Math.floor(allowed * (1 - RESERVED_SHARE));
-      if (!write.internal && after > clients) {
+      if (!write.reserved && after > clients) {
         return reject('restricted', `storage quota: clients may hold ${clients} of the ${allowed} stored bytes ${by} on this shard; the rest is kept for its own agents and bridges`);
       }
       return undefined;

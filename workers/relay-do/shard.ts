@@ -21,7 +21,7 @@ import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
-import { countedBytes, OwnerPlan, SHARD_NOT_SERVED, type ShardStorage } from './owner-plan.js';
+import { countedBytes, OwnerPlan, reserveWrite, SHARD_NOT_SERVED, type ShardStorage } from './owner-plan.js';
 import type { PlanEnv } from '../accounts/plans.js';
 import { staticOwners, type OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayPolicy } from './policy.js';
@@ -725,7 +725,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const wrapPublisher = e.kind === KIND.GIFT_WRAP ? ownerSideConnection(ctx) : undefined;
     const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(wrapPublisher === undefined ? e : { pubkey: wrapPublisher, tags: e.tags });
     const removes = e.kind === KIND.DELETION ? () => this.store.deletionTargets(e) : undefined;
-    const overPlan = this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, fromOthers, inbox, ...(removes ? { removes } : {}) }, ctx.nowMs);
+    // The public shard's reserve: what edgestr's own connections publish about themselves and to their owners.
+    const reserved = ctx.owner === null && isStored(e.kind) && reserveWrite(e, ctx);
+    const overPlan = this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, reserved, fromOthers, inbox, ...(removes ? { removes } : {}) }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction
