@@ -15,6 +15,7 @@
 //                        text/event-stream headers, then nothing). `open` counts the tools/call
 //                        requests whose connection is still open, `closed` those the client closed.
 //   /hostile/relay-hang  any request (a WebSocket upgrade) is never answered; `open`/`closed` as above.
+//   /hostile/relay-refuse  any request is answered 403 with a body that never ends; `open`/`closed` as above.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
@@ -136,6 +137,10 @@ export async function hostileRoute(req: IncomingMessage, res: ServerResponse, ur
     await hangMcp(req, res, c);
   } else if (p === '/hostile/relay-hang') {
     held(res, c); // never answered
+  } else if (p === '/hostile/relay-refuse') {
+    held(res, c);
+    res.writeHead(403, { 'content-type': 'text/plain' });
+    res.write('no WebSocket here, and this body never ends\n');
   } else {
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
   }

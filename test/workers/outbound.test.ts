@@ -32,6 +32,7 @@ const LOCAL_SERVERS = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
 const DEVELOPMENT = outboundPolicy({ EDGESTR_ENV: 'development' });
 const PLAIN_HTTP = 'plain http:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use https://';
 const PLAIN_WS = 'plain ws:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use wss://';
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe('outboundRefusal', () => {
   const LISTED = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: ' 10.0.0.5 , *.corp.example, bad/entry' });
@@ -108,7 +109,6 @@ describe("an agent's relay URLs are public: no query string or fragment", () => 
   const PUBLISHED = "relays may not have a query string or fragment (?… or #…): an agent's relays are published in its relay list (kind 10002), which anyone can read";
   const flooder = inject('floodRelayUrl');
   const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const dialled = async (tag: string) => ((await (await fetch(`${flooder.replace(/^ws/, 'http')}/stats?tag=${tag}`)).json()) as { connections: number }).connections;
   /** The agent's newest relay list (10002) on its owner's shard dated after `after`, polled (at most ~10 s). */
   async function relayListAfter(agent: string, after: number): Promise<NostrEvent | undefined> {
@@ -218,15 +218,25 @@ describe('MCP servers under the policy', () => {
 
 describe("an agent's external relays (openSocket)", () => {
   const config = { origin: 'http://relay.test', owner: 'f'.repeat(64) } as StoredAgent;
-  const open = (url: string) =>
+  const open = (url: string, connectTimeoutMs?: number) =>
     runInDurableObject(env.AGENT.get(env.AGENT.idFromName('outbound-probe')), async () => {
       try {
-        await openRelaySocket(env, url, config);
+        await Promise.race([openRelaySocket(env, url, config, connectTimeoutMs), sleep(8_000).then(() => Promise.reject(new Error('still waiting after 8 s')))]);
         return 'opened';
       } catch (e) {
         return e instanceof Error ? e.message : String(e);
       }
     });
+  /** The hostile server's connection counts of `bucket`, once none is open (polled, at most ~5 s). */
+  const settled = async (bucket: string): Promise<{ open: number; closed: number }> => {
+    const stats = async () => (await (await fetch(`${FIXTURE}/hostile/stats?bucket=${bucket}`)).json()) as { open: number; closed: number };
+    let s = await stats();
+    for (let i = 0; i < 100 && s.open > 0; i++) {
+      await sleep(50);
+      s = await stats();
+    }
+    return s;
+  };
 
   it('refuses relays the policy forbids, before dialling', async () => {
     expect(await open('wss://localhost:7777/')).toBe('relay wss://localhost:7777/: refused: localhost is a local name');
@@ -239,5 +249,15 @@ describe("an agent's external relays (openSocket)", () => {
   it('does not follow redirects', async () => {
     const url = `ws://127.0.0.1:${FIXTURE_PORT}/redirect?to=/text`;
     expect(await open(url)).toBe(`relay ${url} did not accept a WebSocket (HTTP 302)`);
+  });
+
+  it('gives up an upgrade unanswered within the connect timeout, closing its connection; a refusal’s endless body is not left open', async () => {
+    const bucket = `relay-${Math.random().toString(36).slice(2)}`;
+    const hanging = `ws://127.0.0.1:${FIXTURE_PORT}/hostile/relay-hang?bucket=${bucket}`;
+    expect(await open(hanging, 300)).toBe(`relay ${hanging}: no answer to the WebSocket upgrade within 300 ms`);
+    expect(await settled(bucket)).toMatchObject({ open: 0, closed: 1 });
+    const refusing = `ws://127.0.0.1:${FIXTURE_PORT}/hostile/relay-refuse?bucket=${bucket}`;
+    expect(await open(refusing)).toBe(`relay ${refusing} did not accept a WebSocket (HTTP 403)`);
+    expect(await settled(bucket)).toMatchObject({ open: 0, closed: 2 });
   });
 });

@@ -2,7 +2,9 @@
 // gateway): shards of this deployment are reached through their Durable Object (the owner's, the
 // public one, or another owner's shard that exists on this deployment; on one of its edge objects
 // when RELAY_EDGES gives it more than one, as the router does); other relays over the network,
-// under the outbound policy (src/shared/outbound-url.ts) and without following redirects.
+// under the outbound policy (src/shared/outbound-url.ts) and without following redirects; their
+// upgrade is given up (its connection closed) when unanswered within RELAY_CONNECT_TIMEOUT_MS, and
+// the body of a refusal is cancelled, not left open.
 // A connection of edgestr's own carries INTERNAL_HEADER. One opened for an outside client (`client`:
 // the /mcp gateway's calls, which a stranger drives) carries that client's address instead, as
 // CF-Connecting-IP, and lands on the object the router puts that address's sockets on: the shard
@@ -33,8 +35,30 @@ export function shardUpgradeHeaders(owner: string | null, client: string | undef
   return headers;
 }
 
-/** Opens a WebSocket to relay `url` for a component of `who` (see the header); throws with the reason. */
-export async function openRelaySocket(env: RouterBindings, url: string, who: SocketOwner): Promise<SocketLike> {
+/** How long a relay elsewhere has to answer the upgrade (the relay client's own connect timeout). */
+export const RELAY_CONNECT_TIMEOUT_MS = 10_000;
+
+/** The upgrade to a relay elsewhere: aborted when unanswered within `timeoutMs`; a refusal's body cancelled. */
+async function upgradeElsewhere(url: string, httpUrl: string, timeoutMs: number): Promise<Response> {
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new Error(`no answer to the WebSocket upgrade within ${timeoutMs} ms`)), timeoutMs);
+  try {
+    const response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' }, redirect: 'manual', signal: deadline.signal });
+    if (!response.webSocket) await response.body?.cancel().catch(() => undefined);
+    return response;
+  } catch (e) {
+    if (deadline.signal.aborted) throw new Error(`relay ${url}: no answer to the WebSocket upgrade within ${timeoutMs} ms`);
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Opens a WebSocket to relay `url` for a component of `who` (see the header); throws with the
+ * reason. A relay elsewhere must answer the upgrade within `connectTimeoutMs`.
+ */
+export async function openRelaySocket(env: RouterBindings, url: string, who: SocketOwner, connectTimeoutMs = RELAY_CONNECT_TIMEOUT_MS): Promise<SocketLike> {
   const local = new URL(url);
   const origin = new URL(who.origin);
   const httpUrl = url.replace(/^ws/, 'http');
@@ -55,7 +79,7 @@ export async function openRelaySocket(env: RouterBindings, url: string, who: Soc
   } else {
     const refused = outboundRefusal(local, 'relay', outboundPolicy(env));
     if (refused !== undefined) throw new Error(`relay ${url}: refused: ${refused}`);
-    response = await fetch(httpUrl, { headers: { Upgrade: 'websocket' }, redirect: 'manual' });
+    response = await upgradeElsewhere(url, httpUrl, connectTimeoutMs);
   }
   const ws = response.webSocket;
   if (!ws) {
