@@ -58,7 +58,9 @@ async function pay(invoice: string): Promise<NostrEvent> {
 
 const requester = (): Requester => ({ requestId: randomHex(), client: randomHex() });
 
-describe('ZapVerifier', () => {
+// Each test waits up to 15 s for its invoices (LNURL round trips and signed zap requests, slow on a
+// loaded machine), so its own time is longer than the default 20 s.
+describe('ZapVerifier', { timeout: 60_000 }, () => {
   it('gets a zap invoice for the amount with a zap request naming the provider, the request and the relays', async () => {
     await inObject(async (sql) => {
       const { zap } = zapVerifier(sql);
@@ -204,7 +206,7 @@ describe('ZapVerifier', () => {
   });
 });
 
-describe('BridgePayments with a Lightning address', () => {
+describe('BridgePayments with a Lightning address', { timeout: 60_000 }, () => {
   it('chooses the zap verifier, subscribes to receipts paying the provider, and settles the call through one', async () => {
     const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-bridge-${randomHex(8)}`));
     await runInDurableObject(stub, async (_i, state) => {
