@@ -10,6 +10,7 @@
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import {
+  Accounts,
   accountsStub,
   MAX_USAGE_SCAN,
   OTHER_SENDERS,
@@ -182,3 +183,57 @@ describe('usage queries are bounded', () => {
   });
 });
 
+
+describe('the plan totals each run report answers', () => {
+  const snapshotOf = async (owner: string, at: number) => (await accountsStub(env).record(run(owner, randomHex(), randomHex(), at), at)).totals;
+
+  it('are the sums of the owner’s runs today and this month, kept per day (owner_days), whatever the agents, senders and models', async () => {
+    const owner = await addOwner();
+    const now = Date.now();
+    const monthStart = Date.parse(`${dayOf(now).slice(0, 7)}-01T00:00:00Z`);
+    const earlier = now - monthStart >= DAY_MS ? monthStart : undefined; // a day of this month before today, if there is one
+    await snapshotOf(owner.pk, monthStart - DAY_MS); // last month: not counted
+    if (earlier !== undefined) await snapshotOf(owner.pk, earlier);
+    for (let i = 0; i < 3; i++) await snapshotOf(owner.pk, now);
+    const totals = await snapshotOf(owner.pk, now);
+    const month = (earlier !== undefined ? 1 : 0) + 4;
+    expect(totals).toEqual({ day: dayOf(now), runs_today: 4, tokens_today: 12, tokens_month: 3 * month });
+    const days = await runInDurableObject(accountsStub(env), (_i, state) =>
+      state.storage.sql.exec<{ day: string; runs: number; tokens: number }>('SELECT day, runs, tokens FROM owner_days WHERE owner = ? ORDER BY day', owner.pk).toArray(),
+    );
+    expect(days.at(-1)).toEqual({ day: dayOf(now), runs: 4, tokens: 12 });
+    expect(days).toHaveLength(earlier !== undefined ? 3 : 2);
+  });
+
+  it('read one row per day, not the usage rows: 20,000 rows of one day (of agents, senders and models) cost a report nothing more', async () => {
+    const owner = await addOwner();
+    const now = Date.now();
+    await fill(owner.pk, dayOf(now), 20_000); // straight into `usage`, so owner_days does not know them
+    expect(await snapshotOf(owner.pk, now)).toEqual({ day: dayOf(now), runs_today: 1, tokens_today: 3, tokens_month: 3 });
+  });
+
+  it('an Accounts object from before owner_days fills it once from usage at wake', async () => {
+    const pk = keys().pk;
+    const now = Date.now();
+    const totals = await runInDurableObject(env.ACCOUNTS.get(env.ACCOUNTS.idFromName('accounts-before-owner-days')), (_i, state) => {
+      const first = new Accounts(state, env);
+      first.add(pk);
+      first.record(run(pk, 'a', 's1', now), now);
+      first.record(run(pk, 'b', 's2', now), now);
+      state.storage.sql.exec('DROP TABLE owner_days');
+      return new Accounts(state, env).snapshot(pk, now).totals;
+    });
+    expect(totals).toEqual({ day: dayOf(now), runs_today: 2, tokens_today: 6, tokens_month: 6 });
+  });
+
+  it('days older than USAGE_RETENTION_DAYS leave owner_days with the usage rows', async () => {
+    const owner = await addOwner();
+    const now = Date.now();
+    await snapshotOf(owner.pk, now - (USAGE_RETENTION_DAYS + 2) * DAY_MS);
+    const before = await runInDurableObject(accountsStub(env), (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM owner_days WHERE owner = ?', owner.pk).one().n);
+    expect(before).toBe(1);
+    for (let i = 0; i < 30; i++) await snapshotOf(keys().pk, now); // each report prunes a few expired rows
+    const after = await runInDurableObject(accountsStub(env), (_i, state) => state.storage.sql.exec<{ day: string }>('SELECT day FROM owner_days WHERE owner = ?', owner.pk).toArray());
+    expect(after).toEqual([]);
+  });
+});

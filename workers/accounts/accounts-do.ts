@@ -17,7 +17,9 @@
 // range holding more is answered for the whole days that fit, with `through` naming the last one
 // (a first day that alone holds more: its first MAX_USAGE_SCAN rows, `through` that day). And each
 // caller's queries may cover USAGE_ROWS_PER_MINUTE rows per minute (read-budget.ts): past them its
-// queries are refused, with the wait, before anything is read.
+// queries are refused, with the wait, before anything is read. The plan totals every run report
+// answers (today's runs and tokens, this month's tokens) are kept apart, one row per owner and day
+// (`owner_days`, pruned with `usage`), so a report reads at most 31 rows.
 //
 // A run is counted once: agents send a report again until it is taken (workers/agent/metering.ts),
 // so each recorded (agent, run id) is kept RECORDED_RUN_RETENTION_MS (longer than an agent sends a
@@ -26,7 +28,7 @@
 //
 // `vetted`: whether the operators stand behind the owner — true for one an operator added, false for
 // a key that signed itself up, until an operator says otherwise (PATCH /api/admin/owners). Only a
-// vetted owner's bridge is one of this deployment's bridges (workers/api/bridge.ts, docs/BRIDGE.md).
+// vetted owner's bridge is one of this deployment's bridges (workers/common/deployment-bridges.ts, docs/BRIDGE.md).
 // Rows from before the column existed count as vetted: how they were made was not recorded.
 //
 // A removal is not undone by open sign-up: remove() deletes the owner's row and records its key
@@ -175,6 +177,11 @@ export class Accounts extends DurableObject<OwnerEnv> {
       CREATE TABLE IF NOT EXISTS recorded_runs (agent TEXT NOT NULL, run_id TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (agent, run_id)) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS recorded_runs_at ON recorded_runs(at);
     `);
+    // The plan totals every run report answers, one row per owner and day (see `totals`); filled
+    // once from `usage` by an object from before the table.
+    const hadDays = this.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'owner_days'").toArray().length > 0;
+    this.sql.exec('CREATE TABLE IF NOT EXISTS owner_days (owner TEXT NOT NULL, day TEXT NOT NULL, runs INTEGER NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (owner, day)) WITHOUT ROWID');
+    if (!hadDays) this.sql.exec('INSERT INTO owner_days (owner, day, runs, tokens) SELECT owner, day, sum(runs), sum(input_tokens + output_tokens) FROM usage GROUP BY owner, day');
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(owners)').toArray();
     // Rows from before sign-ups were told apart count as vetted (see the header).
     if (!columns.some((c) => c.name === 'vetted')) this.sql.exec('ALTER TABLE owners ADD COLUMN vetted INTEGER NOT NULL DEFAULT 1');
@@ -279,6 +286,13 @@ export class Accounts extends DurableObject<OwnerEnv> {
   private addUsage(run: RunUsage): void {
     const day = dayOf(run.at);
     this.sql.exec(
+      `INSERT INTO owner_days (owner, day, runs, tokens) VALUES (?, ?, 1, ?)
+       ON CONFLICT (owner, day) DO UPDATE SET runs = runs + 1, tokens = tokens + excluded.tokens`,
+      run.owner,
+      day,
+      run.input_tokens + run.output_tokens,
+    );
+    this.sql.exec(
       `INSERT INTO usage (owner, day, agent, sender, model, runs, input_tokens, output_tokens, tool_calls, errors) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
        ON CONFLICT (owner, day, agent, sender, model) DO UPDATE SET runs = runs + 1, input_tokens = input_tokens + excluded.input_tokens,
        output_tokens = output_tokens + excluded.output_tokens, tool_calls = tool_calls + excluded.tool_calls, errors = errors + excluded.errors`,
@@ -304,29 +318,32 @@ export class Accounts extends DurableObject<OwnerEnv> {
     return senders < USAGE_SENDERS_PER_AGENT_DAY ? sender : OTHER_SENDERS;
   }
 
-  /** Deletes at most `limit` rows older than USAGE_RETENTION_DAYS before `now` (ms), oldest first. */
+  /** Deletes at most `limit` rows older than USAGE_RETENTION_DAYS before `now` (ms), oldest first (of usage, and of owner_days). */
   private prune(now: number, limit: number): void {
+    const expired = dayOf(now - USAGE_RETENTION_DAYS * DAY_MS);
     this.sql.exec(
       `DELETE FROM usage WHERE (owner, day, agent, sender, model) IN
          (SELECT owner, day, agent, sender, model FROM usage WHERE day < ? ORDER BY day LIMIT ?)`,
-      dayOf(now - USAGE_RETENTION_DAYS * DAY_MS),
+      expired,
       limit,
     );
+    this.sql.exec('DELETE FROM owner_days WHERE (owner, day) IN (SELECT owner, day FROM owner_days WHERE day < ? ORDER BY day LIMIT ?)', expired, limit);
   }
 
   snapshot(owner: string, now: number): OwnerSnapshot {
     return { state: this.state(owner), totals: this.totals(owner, now) };
   }
 
+  /** The owner's runs and tokens today and tokens this month at `now` (ms): at most 31 rows of owner_days, whatever the agents, senders and models. */
   totals(owner: string, now: number): OwnerTotals {
     const day = dayOf(now);
     const month = day.slice(0, 7);
     const r = this.sql
       .exec<{ tokens_today: number; tokens_month: number; runs_today: number }>(
-        `SELECT coalesce(sum(CASE WHEN day = ? THEN input_tokens + output_tokens END), 0) AS tokens_today,
-                coalesce(sum(input_tokens + output_tokens), 0) AS tokens_month,
+        `SELECT coalesce(sum(CASE WHEN day = ? THEN tokens END), 0) AS tokens_today,
+                coalesce(sum(tokens), 0) AS tokens_month,
                 coalesce(sum(CASE WHEN day = ? THEN runs END), 0) AS runs_today
-         FROM usage WHERE owner = ? AND day >= ? AND day <= ?`,
+         FROM owner_days WHERE owner = ? AND day >= ? AND day <= ?`,
         day,
         day,
         owner,
