@@ -8,6 +8,7 @@ import { isHex64 } from './hex.js';
 import { hasLoneSurrogate } from './json-cut.js';
 import { err, ok, type Result } from './errors.js';
 import { KIND } from './kinds.js';
+import { soleRecipient } from './recipients.js';
 
 export const NIPXX_VERSION = 1;
 
@@ -153,10 +154,10 @@ export interface TagProblem {
   message: string;
 }
 
-/** Tag rules for a prompt (25802) or cancel (25806) addressed to `agent`. */
+/** Tag rules for a prompt (25802) or cancel (25806) addressed to `agent` (one `p`, naming it: recipients.ts). */
 export function checkRequestTags(e: Pick<NostrEvent, 'kind' | 'tags'>, agent: string): Result<{ runId?: string }, TagProblem> {
-  const p = e.tags.filter((t) => t[0] === 'p');
-  if (p.length === 0 || !p.some((t) => t[1] === agent)) return err({ code: 'INVALID_SCHEMA', message: 'missing p tag for this agent' });
+  if (!e.tags.some((t) => t[0] === 'p' && t[1] === agent)) return err({ code: 'INVALID_SCHEMA', message: 'missing p tag for this agent' });
+  if (!soleRecipient(e, agent)) return err({ code: 'INVALID_SCHEMA', message: 'more than one p tag: a prompt or cancel names this agent alone' });
   const enc = e.tags.filter((t) => t[0] === 'encryption');
   if (enc.length === 0) return err({ code: 'INVALID_SCHEMA', message: 'missing encryption tag' });
   if (!enc.some((t) => t[1] === 'nip44')) {

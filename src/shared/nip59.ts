@@ -1,6 +1,6 @@
 // NIP-59 gift wrap: rumor (unsigned event) → seal (kind 13, signed by the author, NIP-44 to the
-// recipient) → wrap (kind 1059, or 21059 for ephemeral kinds, signed by a one-time key). Unwrap
-// checks every layer and that the seal's signer is the rumor's author.
+// recipient) → wrap (kind 1059, or 21059 for ephemeral kinds, signed by a one-time key; it may
+// carry a NIP-40 expiration). Unwrap checks every layer and that the seal's signer is the rumor's author.
 
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { computeEventId, parseEvent, checkIdAndSignature, type EventSigner, type NostrEvent, type UnsignedEvent } from './event.js';
@@ -35,6 +35,11 @@ export interface WrapOptions {
   exactTime?: boolean;
   /** Signs the seal and the wrap (default: nostr-tools' finalizeEvent; the Workers pass the Wasm signer). */
   sign?: EventSigner;
+  /**
+   * A NIP-40 expiration (seconds) on the wrap, the event relays store: real time, whatever the
+   * wrap's (randomized) created_at.
+   */
+  expiration?: number;
 }
 
 const nobleSign: EventSigner = (t, sk) => {
@@ -65,7 +70,7 @@ export function giftWrap(
       // Ephemeral wraps keep the real time: relays drop stale ephemeral events (and DVMCP clients
       // subscribe with `since`).
       created_at: (options.exactTime ?? ephemeral) ? now : tweakedTime(now),
-      tags: [['p', recipient]],
+      tags: options.expiration === undefined ? [['p', recipient]] : [['p', recipient], ['expiration', String(options.expiration)]],
       // A one-time key: its conversation key is never reused, so it is not cached.
       content: encrypt(JSON.stringify(seal), getConversationKey(oneTime, recipient)),
     },

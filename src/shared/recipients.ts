@@ -6,7 +6,9 @@
 // message to several keys is one wrap each) and NIP-57 (a zap request has exactly one `p`, which
 // its receipt copies). Refusing the rest keeps one EVENT from reaching every agent and bridge it
 // would name (an event may carry max_event_tags tags, and the deployment's own connections have no
-// delivery budget). No `p` at all is left to the kinds' own rules.
+// delivery budget). No `p` at all is left to the kinds' own rules. The receivers' side
+// (`soleRecipient`): a hosted agent or a bridge acts only on an event that names it, and it alone,
+// whatever relay brought it (its owner's other relays need not refuse the rest).
 
 import { reject, type Rejection } from './errors.js';
 import { KIND } from './kinds.js';
@@ -36,4 +38,19 @@ export function tooManyRecipients(e: Pick<NostrEvent, 'kind' | 'tags'>): Rejecti
   let recipients = 0;
   for (const t of e.tags) if (t[0] === 'p' && ++recipients > 1) return reject('invalid', `kind ${e.kind} (${name}) is addressed to one recipient: at most one "p" tag`);
   return undefined;
+}
+
+/** Why an agent or a bridge dropped an event by soleRecipient, as its logs say it. */
+export const NOT_SOLE_RECIPIENT = 'not addressed to it alone (exactly one p tag, naming it)';
+
+/** Whether `e` carries exactly one `p` tag, and it names `key` (the same key twice is two tags). */
+export function soleRecipient(e: Pick<NostrEvent, 'tags'>, key: string): boolean {
+  let named: string | undefined;
+  let count = 0;
+  for (const t of e.tags) {
+    if (t[0] !== 'p') continue;
+    if (++count > 1) return false;
+    named = t[1];
+  }
+  return count === 1 && named === key;
 }

@@ -33,6 +33,12 @@ interface Case {
 const cases: Case[] = [
   { name: 'a well-formed prompt runs', want: { verdict: 'run' } },
   { name: 'no p tag for this agent', tags: [['p', OTHER], ['encryption', 'nip44']], want: { verdict: 'answer', refusal: { code: 'INVALID_SCHEMA', message: 'missing p tag for this agent' } } },
+  {
+    // A plain one never gets here (agent-do.ts drops it unread); a gift-wrapped prompt's rumor does.
+    name: 'the agent and another key (a rumor’s p tags)',
+    tags: [['p', AGENT], ['p', OTHER], ['encryption', 'nip44']],
+    want: { verdict: 'answer', refusal: { code: 'INVALID_SCHEMA', message: 'more than one p tag: a prompt or cancel names this agent alone' } },
+  },
   { name: 'no encryption tag', tags: [['p', AGENT]], want: { verdict: 'answer', refusal: { code: 'INVALID_SCHEMA', message: 'missing encryption tag' } } },
   {
     name: 'a session id over 256 characters',

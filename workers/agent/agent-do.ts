@@ -7,7 +7,8 @@
 // that failed, bounded retention, sealing the
 // MCP server headers of configs stored before they were sealed, and while EDGESTR_SECRET is rotated
 // sealing again what the previous secret sealed), incoming
-// events (each id claimed once, signature checked, gift wraps opened; fresh DVMCP requests handed to
+// events (one that does not name the agent alone dropped before anything, counted in a log line a
+// minute; each id claimed once, signature checked, gift wraps opened; fresh DVMCP requests handed to
 // dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
 // Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS (or the
 // registry) or was suspended stops answering (UNAUTHORIZED): its runs and DVMCP asks in progress
@@ -30,6 +31,8 @@ import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
 import { unwrap } from '../../src/shared/nip59.js';
 import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
+import { NOT_SOLE_RECIPIENT, soleRecipient } from '../../src/shared/recipients.js';
+import { DropSummary } from '../common/drop-summary.js';
 import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
 import { agentRelays, relayLabel, type AgentLimits, type StoredAgent } from './config.js';
@@ -139,6 +142,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly withdrawal: Withdrawal;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
+  /** Events dropped for naming other keys than the agent too, logged once a minute. */
+  private readonly notAlone = new DropSummary((line) => console.warn(`agent ${this.store.config()?.pubkey ?? ''}: ${line}`), NOT_SOLE_RECIPIENT);
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
@@ -504,6 +509,10 @@ export class Agent extends DurableObject<AgentEnv> {
   // ---- incoming ----
 
   private async onEvent(e: NostrEvent, relay: string): Promise<void> {
+    const c = this.store.config();
+    if (!c) return;
+    // Naming the agent and other keys (or it twice): dropped before any work, only counted (recipients.ts).
+    if (!soleRecipient(e, c.pubkey)) return this.notAlone.drop();
     // Claimed before the first await: the same event from a second relay (or a replay) is dropped here.
     // Claims live in memory; an id is kept in `seen` only once acted on (below, and in onPrompt).
     if (!this.runs.claim(e.id)) return;
@@ -520,6 +529,9 @@ export class Agent extends DurableObject<AgentEnv> {
       const r = opened.value.rumor;
       const dvmcp = e.kind === KIND.GIFT_WRAP && isDvmcpRumor(r.kind);
       if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL && !dvmcp) return;
+      // The wrap's p is not signed by the sender: a DVMCP rumor must name the agent alone too (a
+      // NIP-XX rumor that does not is answered INVALID_SCHEMA, admission.ts).
+      if (dvmcp && !soleRecipient(r, c.pubkey)) return this.notAlone.drop();
       if (!this.runs.claim(r.id)) return;
       if (dvmcp) return this.keptIfFresh(r.id, r.created_at) ? this.dvmcp.onRumor(r, relay) : undefined;
       return this.dispatch({ event: r, wrapped: true, wrapKind: e.kind, relay });

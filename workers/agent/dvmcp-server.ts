@@ -25,8 +25,10 @@ import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
 import type { DvmcpBackend, RequestContext } from '../common/dvmcp-server/backend.js';
-import { Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
+import { answerWrapSigner, Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
 import { ErrorAnswers, Limiter, releaseOnce } from '../common/dvmcp-server/limits.js';
+import { NOTIFICATIONS_PER_MINUTE, NotificationBudget, SERVER_NOTIFICATIONS_PER_MINUTE } from '../common/dvmcp-server/notification-limits.js';
+import { relayVerifier } from '../common/verifier.js';
 import { noPaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import type { AdmissionResult, Refusal } from './admission.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
@@ -196,6 +198,8 @@ export class AgentDvmcp {
   private readonly limiter = new Limiter();
   /** Which error answers and refusals go out (the bridge's rule). */
   private readonly errors = new ErrorAnswers();
+  /** Progress notifications of all asks together per minute, each fitting one event (the bridge's budget; the agent is one server). */
+  private readonly notifyBudget = new NotificationBudget(NOTIFICATIONS_PER_MINUTE, SERVER_NOTIFICATIONS_PER_MINUTE, (line) => console.warn(`agent dvmcp: ${line}`));
   /** Asks admitted and not yet finished (they count as runs for max_concurrent_runs). */
   private reserved = 0;
   /** Asks running, by request id: NIP-AO control frames, the agent's removal and its owner's revocation abort them. */
@@ -211,6 +215,7 @@ export class AgentDvmcp {
       gate: () => noPaymentGate,
       log: (line) => console.log(`agent dvmcp: ${line}`),
       errorAnswer: (client) => this.errorAnswer(client),
+      notifications: this.notifyBudget,
     });
   }
 
@@ -241,15 +246,8 @@ export class AgentDvmcp {
     return this.receive(e, 'plain', relay);
   }
 
-  /** The DVMCP rumor of a 1059 to the agent (claimed once, fresh: agent-do.ts keptIfFresh). */
+  /** The DVMCP rumor of a 1059 to the agent (naming the agent alone, claimed once, fresh: agent-do.ts onEvent, keptIfFresh). */
   async onRumor(r: Incoming & { created_at: number }, relay: string): Promise<void> {
-    const c = this.deps.config();
-    if (!c) return;
-    // The wrap's p is not signed by the sender: the rumor must be addressed to the agent too.
-    if (!r.tags.some((t) => t[0] === 'p' && t[1] === c.pubkey)) {
-      console.warn(`agent dvmcp: wrapped ${r.id} refused: its rumor is not addressed to this agent`);
-      return;
-    }
     return this.receive(r, r.kind === KIND.PRIVATE_DM ? 'wrapped-dm' : 'wrapped', relay);
   }
 
@@ -272,7 +270,7 @@ export class AgentDvmcp {
   private replyFor(url: string, client: string, form: Form, c: StoredAgent): Reply {
     const send = async (t: EventTemplate): Promise<void> => {
       const sk = await this.deps.secretKey();
-      const e = form === 'plain' ? await this.deps.sign(t, sk) : wrapDvmcp(t, sk, c.pubkey, client, this.deps.keys, form);
+      const e = form === 'plain' ? await this.deps.sign(t, sk) : wrapDvmcp(t, sk, c.pubkey, client, this.deps.keys, form, answerWrapSigner(await relayVerifier()));
       await this.deps.publish(url, e, c);
     };
     return { send, form };
@@ -307,7 +305,7 @@ export class AgentDvmcp {
     if (verdict.verdict === 'drop') return { ok: false };
     if (verdict.verdict === 'answer') return { ok: false, error: refusalError(verdict.refusal) };
     if (!run) {
-      const admitted = this.limiter.admit(client, serverIds);
+      const admitted = this.limiter.admit(client, serverIds, method);
       return admitted.ok ? admitted : this.errors.refusal(client, admitted.error, admitted.retryMs);
     }
     this.reserved++;

@@ -3,10 +3,13 @@
 // OrderedQueue per run, PacedPublisher from src/shared/paced-publisher.ts); and its one durable
 // terminal event (persisted before it is published, re-sent by the watchdog until the relay
 // accepts it, for a day at most and a bounded batch per alarm; a refusal for good, e.g. `blocked:`
-// for a client that asked to vanish, ends the re-sending and is logged).
+// for a client that asked to vanish, ends the re-sending and is logged). A terminal event to a
+// client other than the agent's owner carries a NIP-40 expiration (on the gift wrap when wrapped):
+// a response a day, an error or refusal 10 minutes (`terminalTtl`); one that expired unsent is not
+// sent again. The owner's answers keep none (its history).
 
 import { getPublicKey } from 'nostr-tools/pure';
-import { backendSigner, type NostrEvent } from '../../src/shared/event.js';
+import { backendSigner, expirationOf, type NostrEvent } from '../../src/shared/event.js';
 import { relayVerifier } from '../common/verifier.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { encrypt, MAX_PLAINTEXT_BYTES, type ConversationKeyCache } from '../../src/shared/nip44.js';
@@ -27,6 +30,25 @@ const PUBLISH_RETRY_MS = 200;
 export const RESEND_WINDOW_MS = 24 * 3600 * 1000;
 /** Terminal events one watchdog alarm sends again at most (together). */
 export const RESEND_BATCH = 20;
+/**
+ * How long (NIP-40, seconds) a terminal event to a client other than the agent's owner is stored.
+ * A response: a day, the time the agent itself re-sends it (RESEND_WINDOW_MS); each costs the
+ * owner's token budget, so what strangers can have stored is a day of what the owner's plan lets
+ * them run. An error (a refusal without a run, or a run's error, which a stranger can cause
+ * cheaply): 10 minutes; a client reads it as it comes (the CLI and the client library wait 120 s
+ * for an answer by default).
+ */
+export const RESPONSE_TTL_SECONDS = RESEND_WINDOW_MS / 1000;
+export const ERROR_TTL_SECONDS = 600;
+
+/** The TTL of a terminal event of `kind` to `client`, or undefined for the agent's `owner` (kept: its history). */
+export function terminalTtl(kind: number, client: string, owner: string): number | undefined {
+  if (client === owner) return undefined;
+  return kind === KIND.AI_RESPONSE ? RESPONSE_TTL_SECONDS : ERROR_TTL_SECONDS;
+}
+/** What a terminal event that expired before a relay took it is recorded with (it is not sent again). */
+const EXPIRED_UNSENT = 'expired: its NIP-40 expiration passed before a relay took it';
+
 /** Every refusal is retried; `duplicate:` means the relay already has the event. */
 const settle: Settle = (r) => (r.ok || r.message.startsWith('duplicate:') ? 'delivered' : 'retry');
 
@@ -111,7 +133,7 @@ export class Outbox {
       this.inFlight.delete(runId);
       this.undeliverable.delete(runId);
       const kind = t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR;
-      const event = await this.build(run, kind, terminalPayload(t, this.roomOf(run, kind)));
+      const event = await this.build(run, kind, terminalPayload(t, this.roomOf(run, kind)), [], undefined, terminalTtl(kind, run.client, c.owner));
       this.deps.runs.finish(runId, t.type === 'response' ? 'response' : t.code, event);
       await this.publishTerminal(runId, event, run.relay, c);
     } finally {
@@ -121,12 +143,21 @@ export class Outbox {
 
   /**
    * Re-sends the stored terminal events the relay has neither accepted nor refused for good: those of
-   * runs finished within RESEND_WINDOW_MS of `now`, the newest RESEND_BATCH at once (so one watchdog
-   * alarm waits one publish timeout at most, however many answers a failing relay has left behind).
+   * runs finished within RESEND_WINDOW_MS of `now` (ms), the newest RESEND_BATCH at once (so one
+   * watchdog alarm waits one publish timeout at most, however many answers a failing relay has left
+   * behind). One whose expiration passed is recorded as such, never sent.
    */
   async resendTerminals(c: StoredAgent, now: number): Promise<void> {
     const runs = this.deps.runs.unpublished(now - RESEND_WINDOW_MS, RESEND_BATCH);
-    await Promise.all(runs.map((r) => (r.terminal ? this.publishTerminal(r.id, JSON.parse(r.terminal) as NostrEvent, r.relay, c) : undefined)));
+    await Promise.all(
+      runs.map((r) => {
+        if (!r.terminal) return undefined;
+        const event = JSON.parse(r.terminal) as NostrEvent;
+        const expiration = expirationOf(event);
+        if (expiration !== null && expiration <= Math.floor(now / 1000)) return this.deps.runs.markRefused(r.id, EXPIRED_UNSENT);
+        return this.publishTerminal(r.id, event, r.relay, c);
+      }),
+    );
   }
 
   /**
@@ -137,7 +168,7 @@ export class Outbox {
    */
   async answerWithoutRun(to: RunAddress, c: StoredAgent, t: Terminal, wrapKind?: number): Promise<void> {
     const wrapAs = wrapKind === KIND.EPHEMERAL_GIFT_WRAP ? KIND.EPHEMERAL_GIFT_WRAP : undefined;
-    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t, this.roomOf(to, KIND.AI_ERROR)), [], wrapAs);
+    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t, this.roomOf(to, KIND.AI_ERROR)), [], wrapAs, terminalTtl(KIND.AI_ERROR, to.client, c.owner));
     await this.deps.client(to.relay, c).publish(event, { timeoutMs: 10_000 });
   }
 
@@ -189,13 +220,18 @@ export class Outbox {
     return wrapRoom({ kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags) });
   }
 
-  /** An encrypted run event for the client (gift-wrapped when the prompt was: in a `wrapAs` wrap when given, with the real time). */
-  private async build(run: RunAddress, kind: number, payload: object, extraTags: string[][] = [], wrapAs?: number): Promise<NostrEvent> {
+  /**
+   * An encrypted run event for the client (gift-wrapped when the prompt was: in a `wrapAs` wrap when
+   * given, with the real time), expiring `ttl` seconds after it is written when given (the tag on a
+   * plain event, on the wrap of a wrapped one).
+   */
+  private async build(run: RunAddress, kind: number, payload: object, extraTags: string[][] = [], wrapAs?: number, ttl?: number): Promise<NostrEvent> {
     const sk = await this.deps.secretKey();
     const content = encrypt(JSON.stringify(payload), this.deps.keys.get(sk, run.client));
     const template = { kind, created_at: Math.floor(Date.now() / 1000), tags: runTags(run.client, run.id, run.session, extraTags), content };
-    if (!run.wrapped) return this.deps.sign(template, sk);
+    const expiration = ttl === undefined ? undefined : template.created_at + ttl;
+    if (!run.wrapped) return this.deps.sign(expiration === undefined ? template : { ...template, tags: [...template.tags, ['expiration', String(expiration)]] }, sk);
     const form = wrapAs === undefined ? {} : { kind: wrapAs, exactTime: true };
-    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.deps.keys, template.created_at, { sign: backendSigner(await relayVerifier()), ...form });
+    return giftWrap(makeRumor({ ...template, pubkey: getPublicKey(sk) }), sk, run.client, this.deps.keys, template.created_at, { sign: backendSigner(await relayVerifier()), ...form, ...(expiration === undefined ? {} : { expiration }) });
   }
 }

@@ -1,7 +1,7 @@
 // Metering and the daily quota of an owner's bridge: every request that goes to an upstream server
 // (after any payment) is counted per (UTC day, server, method) with its total duration in the
 // Bridge DO's SQLite, and the owner's plan (bridge_calls_per_day) is checked against the day's
-// count before admission — refused with JSON-RPC -32029 naming the quota and the seconds until the
+// count plus what the request will be charged (one call per server it goes to) before admission — refused with JSON-RPC -32029 naming the quota and the seconds until the
 // UTC day ends. Clients other than the owner's key may use OTHERS_PLAN_SHARE of the quota (their
 // calls are counted per day apart, `bridge_others`): the rest is kept for the owner, so strangers
 // calling a public server cannot leave the owner's own calls refused for the day. Rows are kept
@@ -37,14 +37,18 @@ export class BridgeMeter {
     return this.sql.exec<{ n: number }>(query, dayOf(now)).one().n;
   }
 
-  /** The refusal of one more request under `limit` calls a day at `now` (ms) from the owner's key or another (`other`: its share), or undefined. */
-  refusal(limit: number | undefined, now: number, other: boolean): RpcError | undefined {
+  /**
+   * The refusal of one more request, charged `calls` calls (one per server it goes to, as `record`
+   * counts them), under `limit` calls a day at `now` (ms) from the owner's key or another (`other`:
+   * its share), or undefined: refused when the day's count would pass the limit.
+   */
+  refusal(limit: number | undefined, now: number, other: boolean, calls = 1): RpcError | undefined {
     if (limit === undefined) return undefined;
     const retry = Math.max(1, Math.ceil(((Math.floor(now / DAY_MS) + 1) * DAY_MS - now) / 1000));
     const refuse = (why: string): RpcError => ({ ...rpcError(RPC.RATE_LIMITED, `rate-limited: ${why} (quota bridge_calls_per_day); retry in ${retry} s`), data: { quota: 'bridge_calls_per_day', retry_after: retry } });
-    if (this.callsToday(now) >= limit) return refuse(`the owner’s plan allows ${limit} bridge calls per day`);
+    if (this.callsToday(now) + calls > limit) return refuse(`the owner’s plan allows ${limit} bridge calls per day`);
     const share = Math.floor(limit * OTHERS_PLAN_SHARE);
-    if (other && this.callsToday(now, true) >= share) return refuse(`others may use ${share} of the owner’s plan’s ${limit} bridge calls per day; the rest is kept for the owner`);
+    if (other && this.callsToday(now, true) + calls > share) return refuse(`others may use ${share} of the owner’s plan’s ${limit} bridge calls per day; the rest is kept for the owner`);
     return undefined;
   }
 

@@ -36,6 +36,12 @@ export interface DvmcpBackend {
    * to every server, any method to the only server) go to the other servers, as if it did not exist.
    */
   readonly unlisted?: boolean;
+  /**
+   * What the server declared to the provider's own session (opened when needed, shared by all
+   * clients): the answer to an initialize without `s`, which reaches every listed server, so that one
+   * request does not open a session per server for its client. Without it, `initialize` answers.
+   */
+  capabilities?(): Promise<Result<InitializeInfo, RpcError>>;
   /** What the server answers to initialize (for `client`, whose session it opens when needed). */
   initialize(client: string, signal: AbortSignal): Promise<Result<InitializeInfo, RpcError>>;
   /** An MCP request (not initialize or ping): the result object at the root, or the protocol error. */

@@ -2,11 +2,14 @@
 // DvmcpBackend interface (backend.ts), whatever the transport (plain or gift-wrapped, which relay):
 // the caller gives a Reply that publishes in the form and on the relay the request came from.
 //
-//   ping                       answered {} here (no upstream; counted by the client's limit)
+//   ping                       answered {} here (no upstream; admitted as method 'ping': the client's
+//                              requests of the minute and the provider's pings, limits.ts)
 //   unknown method             -32601 "Method not found: <method>"
 //   s names no server          -32602 "Unknown server id <s>"
 //   no s                       initialize: every server answers (initializeResponse with its d and
-//                              support_encryption); other methods: the only server, or -32602
+//                              support_encryption), from what it declared to the provider's own
+//                              session (`capabilities`) where it has one: a request that reaches
+//                              every server opens no session for its client; other methods: the only server, or -32602
 //                              naming the choice when there are several. Unlisted (private)
 //                              servers are left out: only a request naming one reaches it, and
 //                              with only those, the answer is the one for no servers at all
@@ -56,11 +59,24 @@ import {
   type Requester,
   type RpcError,
 } from '../../../src/shared/dvmcp.js';
-import type { Form } from '../../../src/shared/dvmcp-wrap.js';
+import { expiringWraps, type Form } from '../../../src/shared/dvmcp-wrap.js';
+import { backendSigner, type EventSigner } from '../../../src/shared/event.js';
 import { answerTemplate, errorAnswer, initializeTemplate } from './answer-fit.js';
 import type { DvmcpBackend, Progress } from './backend.js';
 import { Coalescer, NotificationBudget, PROGRESS_INTERVAL_MS } from './notification-limits.js';
 import { freeCall, type AdmittedCall, type PaymentGate, type PricedCapability } from './payment-gate.js';
+
+/**
+ * How long a gift wrap a DVMCP server sends (an answer, a notification, a payment request: a stored
+ * 1059) is kept by relays: a NIP-40 expiration this many seconds after it is sent. A request is
+ * served only while fresh (STALE_SECONDS, limits.ts) and runs at most UPSTREAM_MAX_TOTAL_MS (5
+ * minutes); its client reads the answer as it comes (DvmcpClient waits 120 s in all by default).
+ * The /mcp gateway's own wraps expire as soon (WRAP_TTL_SECONDS).
+ */
+export const ANSWER_WRAP_TTL_SECONDS = 600;
+
+/** The signer of the gift wraps a DVMCP server sends: each wrap expires ANSWER_WRAP_TTL_SECONDS after it is sent. */
+export const answerWrapSigner = (backend: Parameters<typeof backendSigner>[0]): EventSigner => expiringWraps(backendSigner(backend), ANSWER_WRAP_TTL_SECONDS);
 
 /** Where the answers to one request go. */
 export interface Reply {
@@ -180,7 +196,8 @@ export class Dispatcher {
     try {
       if (msg.method === 'initialize') {
         admitted.upstream?.();
-        await Promise.all(targets.map((b) => this.initialize(b, to, reply, abort.signal)));
+        const shared = msg.serverId === undefined;
+        await Promise.all(targets.map((b) => this.initialize(b, to, reply, abort.signal, shared)));
       } else {
         await this.serve(targets[0]!, msg.method, msg.params, to, reply, abort, () => admitted.upstream?.());
       }
@@ -202,8 +219,9 @@ export class Dispatcher {
     return { ok: false, error: rpcError(RPC.INVALID_PARAMS, `this provider runs ${listed.length} servers (${listed.map((b) => b.profile.id).join(', ')}): name one with an s tag`) };
   }
 
-  private async initialize(b: DvmcpBackend, to: Requester, reply: Reply, signal: AbortSignal): Promise<void> {
-    const info = await b.initialize(to.client, signal);
+  /** Answers an initialize for server `b`: from its own session's capabilities when `shared` (no s) and it has them, else the client's session. */
+  private async initialize(b: DvmcpBackend, to: Requester, reply: Reply, signal: AbortSignal, shared: boolean): Promise<void> {
+    const info = shared && b.capabilities ? await b.capabilities() : await b.initialize(to.client, signal);
     const answer = info.ok ? initializeTemplate(initializeResponse(to, b.profile, info.value), reply.form) : info;
     if (answer.ok) return reply.send(answer.value);
     // With several servers answering, the error names its server as the initialize answer does.

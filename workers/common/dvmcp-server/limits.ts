@@ -1,6 +1,7 @@
 // What strangers may make the bridge do: requests per client pubkey per minute, requests in progress
-// per client, requests per server per minute (fixed one-minute windows, in memory: an evicted
-// bridge starts with fresh windows). A refusal is a JSON-RPC error RATE_LIMITED whose message
+// per client, requests per server per minute, and pings (answered by the provider itself, each an
+// event to sign and publish) per provider per minute, as many as a server's requests (fixed
+// one-minute windows, in memory: an evicted bridge starts with fresh windows). A refusal is a JSON-RPC error RATE_LIMITED whose message
 // starts `rate-limited:` and says how many seconds to wait. Which error answers go out at all:
 // ErrorAnswers.
 
@@ -61,15 +62,18 @@ export function releaseOnce(free: () => void): () => void {
 export class Limiter {
   private readonly clients = new LruMap<string, ClientState>(MAX_CLIENTS);
   private readonly servers = new Map<string, Window>();
+  /** The provider's pings this minute. */
+  private pings: Window | undefined;
   now: () => number = () => Date.now();
 
   constructor(readonly limits: BridgeLimits = DEFAULT_BRIDGE_LIMITS) {}
 
   /**
-   * Admits one request of `client` to `serverIds` (every server it goes to), or says why not. An
+   * Admits one request of `client` for `method` to `serverIds` (every server it goes to), or says
+   * why not: a ping also takes one of the provider's serverPerMinute pings of the minute. An
    * admitted request holds one of the client's concurrent slots until `release`.
    */
-  admit(client: string, serverIds: readonly string[]): { ok: true; release: () => void } | Refusal {
+  admit(client: string, serverIds: readonly string[], method?: string): { ok: true; release: () => void } | Refusal {
     const now = this.now();
     const c = this.clients.get(client) ?? { start: now, count: 0, active: 0 };
     if (now - c.start >= WINDOW_MS) {
@@ -88,6 +92,13 @@ export class Limiter {
       if (w.count >= this.limits.serverPerMinute) {
         return refusal(`rate-limited: server ${id} took ${this.limits.serverPerMinute} requests this minute`, waitSeconds(w, now));
       }
+    }
+    if (method === 'ping') {
+      if (!this.pings || now - this.pings.start >= WINDOW_MS) this.pings = { start: now, count: 0 };
+      if (this.pings.count >= this.limits.serverPerMinute) {
+        return refusal(`rate-limited: this provider answered ${this.limits.serverPerMinute} pings this minute`, waitSeconds(this.pings, now));
+      }
+      this.pings.count += 1;
     }
     for (const id of serverIds) this.serverWindow(id, now).count += 1;
     c.count += 1;
