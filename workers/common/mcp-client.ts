@@ -319,6 +319,17 @@ class LegacySseTransport extends SSEClientTransport {
       source.onmessage = null;
       source.addEventListener('message', handler);
     }
+    // Started once the `endpoint` event came (the SDK's own listener, added first, resolves the start);
+    // an error before it fails the start.
+    let opened = false;
+    source?.addEventListener('endpoint', () => {
+      opened = true;
+    });
+    source?.addEventListener('error', () => {
+      if (!opened) return;
+      this.ended = true;
+      void this.close();
+    });
     let timer: ReturnType<typeof setTimeout> | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`timed out after ${this.startTimeoutMs} ms`)), this.startTimeoutMs);
@@ -331,10 +342,6 @@ class LegacySseTransport extends SSEClientTransport {
     } finally {
       clearTimeout(timer);
     }
-    source?.addEventListener('error', () => {
-      this.ended = true;
-      void this.close();
-    });
   }
 }
 
