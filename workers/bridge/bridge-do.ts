@@ -7,8 +7,10 @@
 // changed, the deletions of a removed or private server's announcements that the public shard did
 // not take sent again (`deleteAnnouncements`, `resendDeletions`); while EDGESTR_SECRET is rotated,
 // what the previous secret sealed is sealed again), and
-// incoming events: each event id checked once (bounded LRU), signature checked, gift
-// wraps opened (refusals logged with the reason, never answered), requests dated over 60 s away from
+// incoming events: one that does not name the provider alone (exactly one p tag; a wrap's rumor
+// too) dropped before anything, counted in a log line a minute; each event id checked once
+// (bounded LRU), signature checked, gift wraps opened (refusals logged with the reason, never
+// answered; answers and notifications gift-wrapped expire in 10 minutes), requests dated over 60 s away from
 // now ignored, and each request id (the event's, or the rumor's) handled once: a request seen on both
 // shards is answered once, on the relay it came from first, and a replay is ignored also after an
 // eviction (`once`, the `seen` table). Requests are metered and held to the owner's plan (metering.ts).
@@ -24,7 +26,7 @@
 
 import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import { backendSigner, checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
+import { checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { announcementDeletion, notificationTemplate, OWNER_REMOVED_REASON, parseMessage, type Incoming, type RpcError } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
@@ -49,7 +51,9 @@ import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
-import { Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
+import { answerWrapSigner, Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
+import { DropSummary } from '../common/drop-summary.js';
+import { NOT_SOLE_RECIPIENT, soleRecipient } from '../../src/shared/recipients.js';
 import { ErrorAnswers, isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { Coalescer, NOTIFICATIONS_PER_MINUTE, NOTIFY_WINDOW_MS, NotificationBudget, SERVER_NOTIFICATIONS_PER_MINUTE } from '../common/dvmcp-server/notification-limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
@@ -115,6 +119,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private readonly meter: BridgeMeter;
   /** The owner's plan, as last seen by onEvent. */
   private plan = DEFAULT_PLAN;
+  /** Events dropped for naming other keys than the provider too, logged once a minute. */
+  private readonly notAlone = new DropSummary((line) => console.warn(`bridge: provider ${this.store.providerRecord()?.pubkey ?? ''}: ${line}`), NOT_SOLE_RECIPIENT);
 
   constructor(ctx: DurableObjectState, env: BridgeEnv) {
     super(ctx, env);
@@ -154,16 +160,17 @@ export class Bridge extends DurableObject<BridgeEnv> {
   }
 
   /**
-   * The owner's daily quota first (clients other than the owner's key: their share, metering.ts), then the limiter. An admitted request is metered (and counts
-   * against the quota) when it goes upstream, its duration when it ends: a priced request never
-   * paid is not. A refusal is answered as ErrorAnswers allows (once per client until the retry time
+   * The owner's daily quota first, for as many calls as the request is charged (one per server it
+   * goes to; clients other than the owner's key: their share, metering.ts), then the limiter. An
+   * admitted request is metered (and counts against the quota) when it goes upstream, its duration
+   * when it ends: a priced request never paid is not. A refusal is answered as ErrorAnswers allows (once per client until the retry time
    * it gave).
    */
   private admit(client: string, servers: readonly string[], method: string): ReturnType<RequestAdmission['admit']> {
     const other = client !== this.store.providerRecord()?.owner;
-    const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, this.limiter.now(), other);
+    const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, this.limiter.now(), other, servers.length);
     if (quota) return this.errors.refusal(client, quota, QUOTA_TOLD_MS);
-    const admitted = this.limiter.admit(client, servers);
+    const admitted = this.limiter.admit(client, servers, method);
     if (!admitted.ok) return this.errors.refusal(client, admitted.error, admitted.retryMs);
     if (method === 'ping') return admitted;
     let startedAt: number | undefined;
@@ -564,6 +571,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private async onEvent(e: NostrEvent, url: string): Promise<void> {
     const p = this.store.providerRecord();
     if (!p) return;
+    // Naming the provider and other keys (or it twice): dropped before any work, only counted (recipients.ts).
+    if (!soleRecipient(e, p.pubkey)) return this.notAlone.drop();
     // The owner rule, not whether a shard exists (see the header).
     const account = await ownerState(this.env, p.owner);
     // Suspended or removed (the watchdog then withdraws the bridge): nothing is answered, but a
@@ -597,11 +606,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
   }
 
   private async dispatch(m: Incoming, form: Form, url: string, p: ProviderRecord): Promise<void> {
-    // A wrapped message must be addressed to this provider inside too (the wrap's p alone is not signed by the sender).
-    if (form !== 'plain' && !m.tags.some((t) => t[0] === 'p' && t[1] === p.pubkey)) {
-      console.warn(`bridge: wrapped ${m.id} refused: its rumor is not addressed to this provider`);
-      return;
-    }
+    // A wrapped message must be addressed to this provider alone inside too (the wrap's p alone is not signed by the sender).
+    if (form !== 'plain' && !soleRecipient(m, p.pubkey)) return this.notAlone.drop();
     const reply = this.replyFor(url, m.pubkey, form, p);
     const parsed = parseMessage(m);
     if (!parsed.ok) {
@@ -620,7 +626,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   private replyFor(url: string, client: string, form: Form, p: ProviderRecord): Reply {
     const send = async (t: EventTemplate): Promise<void> => {
-      const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form, backendSigner(await relayVerifier()));
+      const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form, answerWrapSigner(await relayVerifier()));
       await this.links.publish(url, e);
     };
     return { send, form };
