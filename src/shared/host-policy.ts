@@ -1,7 +1,8 @@
 // Host classification for outbound connections: host allowlist patterns ("example.com",
-// "*.example.com"), and the class of every non-public host (private, loopback, link-local, CGNAT,
-// multicast, unspecified, reserved addresses and local names) with a readable reason. Pure
-// functions; the policy that decides what is dialled lives in outbound-url.ts.
+// "*.example.com", with `ports` also "host:port"), and the class of every non-public host
+// (private, loopback, link-local, CGNAT, multicast, unspecified, reserved addresses and local
+// names) with a readable reason. Pure functions; the policy that decides what is dialled lives in
+// outbound-url.ts.
 //
 // IPv4 is recognised in every notation that resolvers accept (inet_aton): dotted decimal,
 // a single 32-bit number (2130706433), octal (0177.0.0.1), hex (0x7f.1) and short forms
@@ -207,25 +208,34 @@ export const classifyHost = (rawHost: string): HostVerdict => classOfHost(rawHos
 
 // ---- allowlist -----------------------------------------------------------------------------
 
-/** A normalised allowlist entry: an exact host, or a suffix for "*.example.com". */
+/** A normalised allowlist entry: an exact host, or a suffix for "*.example.com"; with a port, that port only. */
 export interface HostPattern {
   readonly pattern: string;
   readonly exact?: string;
   readonly suffix?: string;
+  /** The one port the entry allows (`ports` entries only); absent: every port. */
+  readonly port?: number;
 }
+
+/** The port an http(s)/ws(s) URL dials: its own, or its scheme's default. */
+export const portOf = (url: URL): number => (url.port !== '' ? Number(url.port) : url.protocol === 'https:' || url.protocol === 'wss:' ? 443 : 80);
 
 /**
  * Normalises allowlist entries: "example.com" (that host only) and "*.example.com" (any
  * subdomain of example.com at any depth, not example.com itself); case-insensitive, IDN names in
- * punycode, a trailing dot ignored, no scheme, port, path or other wildcard. Returns the
+ * punycode, a trailing dot ignored, no scheme, path or other wildcard. With `ports`, an entry may
+ * end in ":<port>" (1–65535; "[::1]:8080" for IPv6): that port only; else no port. Returns the
  * patterns and the entries that are not valid patterns.
  */
-export function parseAllowlist(entries: readonly string[]): { patterns: HostPattern[]; invalid: string[] } {
+export function parseAllowlist(entries: readonly string[], options: { ports?: boolean } = {}): { patterns: HostPattern[]; invalid: string[] } {
   const patterns: HostPattern[] = [];
   const invalid: string[] = [];
   for (const entry of entries) {
-    const wildcard = entry.startsWith('*.');
-    const body = wildcard ? entry.slice(2) : entry;
+    const ported = options.ports === true ? /^(.*[^:]):(\d{1,5})$/.exec(entry) : null;
+    const port = ported ? Number(ported[2]) : undefined;
+    const hostPart = ported?.[1] ?? entry;
+    const wildcard = hostPart.startsWith('*.');
+    const body = wildcard ? hostPart.slice(2) : hostPart;
     let host: string | undefined;
     const ipv6 = /^\[[0-9a-f:.]+\]$/i.test(body);
     if (body !== '' && (ipv6 || !/[/:@?#*\s\\[\]]/.test(body))) {
@@ -236,17 +246,29 @@ export function parseAllowlist(entries: readonly string[]): { patterns: HostPatt
       }
     }
     // IP literals are exact entries only ("*.1.2.3.4" means nothing).
-    if (host === undefined || host === '' || (wildcard && (parseIPv4(host) !== undefined || host.startsWith('[')))) {
+    if (host === undefined || host === '' || (wildcard && (parseIPv4(host) !== undefined || host.startsWith('['))) || (port !== undefined && (port < 1 || port > 65535))) {
       invalid.push(entry);
       continue;
     }
-    patterns.push(wildcard ? { pattern: `*.${host}`, suffix: `.${host}` } : { pattern: host, exact: host });
+    const at = port === undefined ? {} : { port };
+    const shown = `${wildcard ? '*.' : ''}${host}${port === undefined ? '' : `:${port}`}`;
+    patterns.push(wildcard ? { pattern: shown, suffix: `.${host}`, ...at } : { pattern: shown, exact: host, ...at });
   }
   return { patterns, invalid };
 }
 
-/** Whether `hostname` (from `new URL()`: lower case, punycode) matches one of the patterns. */
+/** Whether `hostname` (from `new URL()`: lower case, punycode) matches one of the patterns, whatever their port. */
 export function hostAllowed(hostname: string, patterns: readonly HostPattern[]): boolean {
+  return patterns.some((p) => hostMatches(hostname, p));
+}
+
+/** Whether `url`'s host and port (its scheme's default when it names none) match one of the patterns. */
+export function urlAllowed(url: URL, patterns: readonly HostPattern[]): boolean {
+  const port = portOf(url);
+  return patterns.some((p) => hostMatches(url.hostname, p) && (p.port === undefined || p.port === port));
+}
+
+function hostMatches(hostname: string, p: HostPattern): boolean {
   const host = hostname.toLowerCase().replace(/\.$/, '');
-  return patterns.some((p) => (p.exact !== undefined ? host === p.exact : p.suffix !== undefined && host.endsWith(p.suffix)));
+  return p.exact !== undefined ? host === p.exact : p.suffix !== undefined && host.endsWith(p.suffix);
 }

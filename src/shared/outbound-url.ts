@@ -13,10 +13,17 @@
 // Development (EDGESTR_ENV=development, served on loopback hosts only): loopback, private and
 // local names are allowed too, and plain http/ws. Link-local, CGNAT, multicast, reserved and
 // unspecified addresses stay refused.
-// EDGESTR_OUTBOUND_ALLOW (comma-separated "host" or "*.example.com" patterns, IP literals as
-// exact hosts): the operator's explicit exceptions; a listed host is allowed whatever its
-// address class, over plain http/ws too (e.g. an internal MCP server, or the test suite's local
-// servers on 127.0.0.1).
+// EDGESTR_OUTBOUND_ALLOW (comma-separated "host", "*.example.com" or "host:port" entries, IP
+// literals as exact hosts, "[v6]:port"): the operator's explicit exceptions; a listed host (on its
+// listed port, or any port for an entry without one) is allowed whatever its address class, over
+// plain http/ws too (e.g. an internal MCP server, or the test suite's local servers on 127.0.0.1).
+// Whom a dial is for decides whether they apply (outboundPolicy's `dialler`): the deployment's own
+// configuration (the operator's Lightning address), and an owner the operators vetted (the
+// agents' dials: workers/common/owner-outbound.ts; the management API at create and update); not a
+// key that signed itself up: for it a listed host is refused ("<host> is listed in
+// EDGESTR_OUTBOUND_ALLOW, which applies only to owners the operators vetted") unless the URL passes
+// without the exception. A vetted owner's URL on a host listed only with other ports is refused
+// with those ports named.
 // Names are not resolved (workerd has no DNS API): a public name that resolves to a private
 // address is not caught here; on Cloudflare the Worker's egress cannot reach private networks.
 // Provider base URLs (OPENAI_BASE_URL, ANTHROPIC_BASE_URL) are the operator's own configuration
@@ -24,7 +31,7 @@
 
 import { isDevelopment } from './env-mode.js';
 import { err, ok, type Result } from './errors.js';
-import { classOfHost, hostAllowed, parseAllowlist, type HostKind, type HostPattern } from './host-policy.js';
+import { classOfHost, hostAllowed, parseAllowlist, portOf, urlAllowed, type HostKind, type HostPattern } from './host-policy.js';
 
 export interface OutboundEnv {
   EDGESTR_ENV?: string;
@@ -34,17 +41,23 @@ export interface OutboundEnv {
 export interface OutboundPolicy {
   /** Development: loopback, private and local names, and plain http/ws, are allowed. */
   readonly development: boolean;
-  /** Hosts the operator listed (EDGESTR_OUTBOUND_ALLOW). */
+  /** Hosts the operator listed (EDGESTR_OUTBOUND_ALLOW), each on one port or on every port. */
   readonly allow: readonly HostPattern[];
+  /** Whether `allow` applies: the deployment's own dial, or one for an owner the operators vetted. */
+  readonly vetted: boolean;
 }
 
 /** Production with no exceptions: what a policy-less caller gets. */
-export const STRICT_OUTBOUND: OutboundPolicy = { development: false, allow: [] };
+export const STRICT_OUTBOUND: OutboundPolicy = { development: false, allow: [], vetted: false };
 
-/** The deployment's policy (invalid EDGESTR_OUTBOUND_ALLOW entries are ignored). */
-export function outboundPolicy(env: OutboundEnv): OutboundPolicy {
+/**
+ * The deployment's policy (invalid EDGESTR_OUTBOUND_ALLOW entries are ignored) for a dial made for
+ * `dialler`: an owner, vetted by the operators or not; omitted, the deployment's own configuration
+ * (see the header). A dial on an owner's behalf must name it.
+ */
+export function outboundPolicy(env: OutboundEnv, dialler?: { vetted: boolean }): OutboundPolicy {
   const entries = (env.EDGESTR_OUTBOUND_ALLOW ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '');
-  return { development: isDevelopment(env), allow: parseAllowlist(entries).patterns };
+  return { development: isDevelopment(env), allow: parseAllowlist(entries, { ports: true }).patterns, vetted: dialler?.vetted ?? true };
 }
 
 /** What is dialled: an HTTP(S) endpoint, or a relay (WebSocket). */
@@ -63,13 +76,25 @@ export function outboundRefusal(url: URL, kind: OutboundKind, policy: OutboundPo
   const scheme = SCHEMES[kind];
   if (url.protocol !== scheme.secure && url.protocol !== scheme.plain) return `only ${scheme.names} URLs are allowed`;
   if (url.username !== '' || url.password !== '') return 'URLs with credentials are not allowed';
-  const listed = hostAllowed(url.hostname, policy.allow);
-  if (url.protocol === scheme.plain && !listed && !policy.development) {
+  const listed = urlAllowed(url, policy.allow);
+  if (listed && policy.vetted) return undefined;
+  const refused = withoutExceptions(url, scheme, policy.development);
+  if (refused === undefined) return undefined;
+  if (listed) return `${url.host} is listed in EDGESTR_OUTBOUND_ALLOW, which applies only to owners the operators vetted`;
+  if (policy.vetted && hostAllowed(url.hostname, policy.allow)) {
+    const ports = [...new Set(policy.allow.flatMap((p) => (p.port !== undefined && hostAllowed(url.hostname, [p]) ? [p.port] : [])))].sort((a, b) => a - b);
+    return `EDGESTR_OUTBOUND_ALLOW lists ${url.hostname} on port${ports.length > 1 ? 's' : ''} ${ports.join(', ')} only, not ${portOf(url)}`;
+  }
+  return refused;
+}
+
+/** Why `url` is refused by the rules alone (no EDGESTR_OUTBOUND_ALLOW), or undefined. */
+function withoutExceptions(url: URL, scheme: { secure: string; plain: string }, development: boolean): string | undefined {
+  if (url.protocol === scheme.plain && !development) {
     return `plain ${scheme.plain.slice(0, -1)}:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use ${scheme.secure.slice(0, -1)}://`;
   }
-  if (listed) return undefined;
   const cls = classOfHost(url.hostname);
-  if (cls === undefined || (policy.development && DEVELOPMENT_KINDS.has(cls.kind))) return undefined;
+  if (cls === undefined || (development && DEVELOPMENT_KINDS.has(cls.kind))) return undefined;
   return cls.reason;
 }
 

@@ -16,8 +16,12 @@ import { BASE, keys, type Keys } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
-/** A server nobody answers at (registration does not need upstream), private: no announcement. */
-const server = (id: string) => ({ id, url: 'http://127.0.0.1:1/mcp', public: false });
+/**
+ * A server nobody answers at (registration does not need upstream; `.invalid` never resolves),
+ * private: no announcement. Public and https: an owner that signed itself up may not register the
+ * hosts of EDGESTR_OUTBOUND_ALLOW (127.0.0.1 in the tests), which only vetted owners get.
+ */
+const server = (id: string) => ({ id, url: 'https://nobody.invalid/mcp', public: false });
 
 let addresses = 0;
 /** `k` signs itself up (EDGESTR_SIGNUP=open), from its own client address (SIGNUP_RATE_LIMIT is per address). */
@@ -44,6 +48,15 @@ const publicRecords = (owner: string) =>
 async function nip11Providers(): Promise<string[]> {
   const res = await SELF.fetch(`${BASE}/`, { headers: { Accept: 'application/nostr+json' } });
   return ((await res.json()) as { bridge_providers: string[] }).bridge_providers;
+}
+
+/** Waits until server `id` of `owner`'s bridge was contacted once (its first refresh ran; polled, at most ~5 s). */
+async function refreshed(owner: Keys, id: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (typeof (await bridgeStub(env, owner.pk).view(id))?.health.checked_at === 'number') return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`server ${id} was never refreshed`);
 }
 
 async function register(owner: Keys, id: string): Promise<string> {
@@ -121,6 +134,7 @@ describe("this deployment's bridges", () => {
   it('a bridge reinstated after its owner was added again follows the same rule: an owner marked not vetted meanwhile is not listed again', async () => {
     const k = await addOwner();
     const provider = await register(k, 'reinstated');
+    await refreshed(k, 'reinstated'); // the registration's own alarm has run (the next alarm below is the watchdog's)
     expect(await admin('DELETE', `/api/admin/owners/${k.pk}`)).toEqual({ status: 204, json: null });
     expect(await runDurableObjectAlarm(bridgeStub(env, k.pk))).toBe(true); // withdrawn: no longer a bridge of the deployment
     expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);

@@ -10,14 +10,17 @@ import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test'
 import { describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
 import type { NostrEvent } from '../../src/shared/event.js';
+import { parseAllowlist } from '../../src/shared/host-policy.js';
 import { outboundPolicy, outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundKind } from '../../src/shared/outbound-url.js';
-import type { StoredAgent } from '../../workers/agent/config.js';
 import { connectMcpServer } from '../../workers/agent/tools/mcp.js';
-import { openRelaySocket } from '../../workers/common/relay-sockets.js';
+import { openRelaySocket, type SocketOwner } from '../../workers/common/relay-sockets.js';
+import { McpSessionCache } from '../../workers/common/mcp-session-cache.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { api } from './api-helpers.js';
-import { createTestAgent } from './agent-helpers.js';
-import { connect } from './helpers.js';
-import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { apiWithEnv, fetchWithEnv } from './app-env.js';
+import { createTestAgent, NipXxClient } from './agent-helpers.js';
+import { BASE, connect, keys, type Keys } from './helpers.js';
+import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -67,6 +70,51 @@ describe('outboundRefusal', () => {
     expect(outboundRefusal(url, kind, STRICT_OUTBOUND)).toBe(production);
     expect(outboundRefusal(url, kind, DEVELOPMENT)).toBe(development);
     expect(outboundRefusal(url, kind, LISTED)).toBe(listed);
+  });
+});
+
+const ONLY_VETTED = (host: string): string => `${host} is listed in EDGESTR_OUTBOUND_ALLOW, which applies only to owners the operators vetted`;
+
+describe('EDGESTR_OUTBOUND_ALLOW: for the deployment and the owners it vetted, on the listed port', () => {
+  const ALLOW = { EDGESTR_OUTBOUND_ALLOW: '10.0.0.5:8080, mcp.internal.example, *.corp.example:8443, [fd00::7]:3000, 10.0.0.6:0, 10.0.0.6:65536, ::1:80' };
+  const VETTED = outboundPolicy(ALLOW, { vetted: true });
+  const UNVETTED = outboundPolicy(ALLOW, { vetted: false });
+  it.each<[string, OutboundKind, string | undefined, string | undefined]>([
+    // url, kind, dialled for a vetted owner (or the deployment itself), for an owner that signed itself up
+    ['http://10.0.0.5:8080/mcp', 'http', undefined, ONLY_VETTED('10.0.0.5:8080')],
+    ['ws://10.0.0.5:8080/', 'relay', undefined, ONLY_VETTED('10.0.0.5:8080')],
+    ['http://10.0.0.5/mcp', 'http', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on port 8080 only, not 80', PLAIN_HTTP],
+    ['https://10.0.0.5:9000/', 'http', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on port 8080 only, not 9000', '10.0.0.5 is a private address'],
+    // An entry without a port: every port.
+    ['http://mcp.internal.example:1234/', 'http', undefined, ONLY_VETTED('mcp.internal.example:1234')],
+    ['http://a.corp.example:8443/', 'http', undefined, ONLY_VETTED('a.corp.example:8443')],
+    ['http://a.corp.example/', 'http', 'EDGESTR_OUTBOUND_ALLOW lists a.corp.example on port 8443 only, not 80', PLAIN_HTTP],
+    // A URL the rules allow anyway needs no exception.
+    ['https://a.corp.example:8443/', 'http', undefined, undefined],
+    ['https://a.corp.example/', 'http', undefined, undefined],
+    ['http://[fd00::7]:3000/', 'http', undefined, ONLY_VETTED('[fd00::7]:3000')],
+    // Entries that are not valid are ignored.
+    ['http://10.0.0.6/', 'http', PLAIN_HTTP, PLAIN_HTTP],
+    ['https://[::1]/', 'http', '[::1] is a loopback address', '[::1] is a loopback address'],
+  ])('%s (%s)', (raw, kind, vetted, unvetted) => {
+    const url = new URL(raw);
+    expect(outboundRefusal(url, kind, VETTED)).toBe(vetted);
+    expect(outboundRefusal(url, kind, outboundPolicy(ALLOW))).toBe(vetted);
+    expect(outboundRefusal(url, kind, UNVETTED)).toBe(unvetted);
+  });
+
+  it('reads host:port entries (1–65535, IPv6 in brackets); a web_fetch allowlist takes none', () => {
+    const entries = ['10.0.0.5:8080', '*.corp.example:8443', '[fd00::7]:3000', 'mcp.internal.example', '10.0.0.6:0', '10.0.0.6:65536', '::1:80', 'host:'];
+    expect(parseAllowlist(entries, { ports: true })).toEqual({
+      patterns: [
+        { pattern: '10.0.0.5:8080', exact: '10.0.0.5', port: 8080 },
+        { pattern: '*.corp.example:8443', suffix: '.corp.example', port: 8443 },
+        { pattern: '[fd00::7]:3000', exact: '[fd00::7]', port: 3000 },
+        { pattern: 'mcp.internal.example', exact: 'mcp.internal.example' },
+      ],
+      invalid: ['10.0.0.6:0', '10.0.0.6:65536', '::1:80', 'host:'],
+    });
+    expect(parseAllowlist(['10.0.0.5:8080', 'example.com']).invalid).toEqual(['10.0.0.5:8080']);
   });
 });
 
@@ -217,11 +265,12 @@ describe('MCP servers under the policy', () => {
 });
 
 describe("an agent's external relays (openSocket)", () => {
-  const config = { origin: 'http://relay.test', owner: 'f'.repeat(64) } as StoredAgent;
-  const open = (url: string, connectTimeoutMs?: number) =>
+  // An agent of an owner the operators vetted: EDGESTR_OUTBOUND_ALLOW (127.0.0.1) applies.
+  const vetted = { origin: 'http://relay.test', owner: 'f'.repeat(64), outbound: async () => outboundPolicy(env, { vetted: true }) };
+  const open = (url: string, connectTimeoutMs?: number, who: SocketOwner = vetted) =>
     runInDurableObject(env.AGENT.get(env.AGENT.idFromName('outbound-probe')), async () => {
       try {
-        await Promise.race([openRelaySocket(env, url, config, connectTimeoutMs), sleep(8_000).then(() => Promise.reject(new Error('still waiting after 8 s')))]);
+        await Promise.race([openRelaySocket(env, url, who, connectTimeoutMs), sleep(8_000).then(() => Promise.reject(new Error('still waiting after 8 s')))]);
         return 'opened';
       } catch (e) {
         return e instanceof Error ? e.message : String(e);
@@ -244,6 +293,11 @@ describe("an agent's external relays (openSocket)", () => {
     expect(await open('ws://relay.example.com/')).toBe(`relay ws://relay.example.com/: refused: ${PLAIN_WS}`);
     // This deployment's own host: only its shards, reached through their Durable Objects.
     expect(await open('ws://relay.test/elsewhere')).toBe('relay ws://relay.test/elsewhere: not a relay shard of this deployment (/ or /r/<owner>)');
+    // A listed host, for an owner that signed itself up (or a dial that names no owner's policy).
+    const listed = `ws://127.0.0.1:${FIXTURE_PORT}/`;
+    const refused = `relay ${listed}: refused: ${ONLY_VETTED(`127.0.0.1:${FIXTURE_PORT}`)}`;
+    expect(await open(listed, undefined, { ...vetted, outbound: async () => outboundPolicy(env, { vetted: false }) })).toBe(refused);
+    expect(await open(listed, undefined, { origin: vetted.origin, owner: vetted.owner })).toBe(refused);
   });
 
   it('does not follow redirects', async () => {
@@ -259,5 +313,92 @@ describe("an agent's external relays (openSocket)", () => {
     const refusing = `ws://127.0.0.1:${FIXTURE_PORT}/hostile/relay-refuse?bucket=${bucket}`;
     expect(await open(refusing)).toBe(`relay ${refusing} did not accept a WebSocket (HTTP 403)`);
     expect(await settled(bucket)).toMatchObject({ open: 0, closed: 2 });
+  });
+});
+
+describe('EDGESTR_OUTBOUND_ALLOW for the owners the operators vetted only: the management API and the dials', () => {
+  const EVERYTHING_PORT = new URL(EVERYTHING).port;
+  const EVERYTHING_REFUSED = `refused: ${ONLY_VETTED(`127.0.0.1:${EVERYTHING_PORT}`)}`;
+  const invalidAgent = (path: string, message: string) => ({ status: 422, json: { error: 'invalid agent', issues: [{ path, message }] } });
+  const invalidServer = (message: string) => ({ status: 422, json: { error: 'invalid server', issues: [{ path: 'url', message }] } });
+  const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
+
+  let addresses = 0;
+  /** A key that signs itself up (EDGESTR_SIGNUP=open): an owner, not vetted. */
+  async function signUp(): Promise<Keys> {
+    const k = keys();
+    const url = `${BASE}/api/signup`;
+    const headers = { Authorization: makeHttpAuthHeader(k.sk, url, 'POST'), 'CF-Connecting-IP': `203.0.113.${++addresses}` };
+    expect((await fetchWithEnv({ EDGESTR_SIGNUP: 'open' }, new Request(url, { method: 'POST', headers }))).status).toBe(201);
+    return k;
+  }
+
+  /** The terminal payload of a run of `agent` (owned by `owner`) calling `<server>__echo`. */
+  async function echoTool(agent: string, owner: string, server: string): Promise<Record<string, unknown>> {
+    const c = await NipXxClient.open(agent, keys(), `/r/${owner}`);
+    const p = c.prompt({ ver: 1, message: `/tool ${server}__echo {"message":"hi"}` });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    c.sock.close();
+    return run.terminal.payload;
+  }
+
+  it('a key that signed itself up: an MCP server or relay of its agents, or a bridge server, on a listed host is 422 with the reason; vetted, it is taken', async () => {
+    const k = await signUp();
+    expect(await api(k.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo', mcp_servers: [{ id: 'm', url: EVERYTHING }] })).toEqual(
+      invalidAgent('mcp_servers.0.url', EVERYTHING_REFUSED),
+    );
+    expect(await api(k.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo', relays: [`ws://127.0.0.1:${FIXTURE_PORT}/`] })).toEqual(
+      invalidAgent('relays.0', `refused: ${ONLY_VETTED(`127.0.0.1:${FIXTURE_PORT}`)}`),
+    );
+    expect(await api(k.sk, 'POST', '/api/bridge/servers', { id: 'internal', url: EVERYTHING, public: false })).toEqual(invalidServer(EVERYTHING_REFUSED));
+    const created = await api(k.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo' });
+    expect(created.status).toBe(201);
+    const agent = (created.json as { pubkey: string }).pubkey;
+    expect(await api(k.sk, 'PATCH', `/api/agents/${agent}`, { mcp_servers: [{ id: 'm', url: EVERYTHING }] })).toEqual(invalidAgent('mcp_servers.0.url', EVERYTHING_REFUSED));
+
+    expect((await api(TEST_ADMIN_SK, 'PATCH', `/api/admin/owners/${k.pk}`, { vetted: true })).status).toBe(200);
+    expect((await api(k.sk, 'PATCH', `/api/agents/${agent}`, { mcp_servers: [{ id: 'm', url: EVERYTHING }] })).status).toBe(200);
+    expect((await api(k.sk, 'POST', '/api/bridge/servers', { id: 'internal', url: EVERYTHING, public: false })).status).toBe(201);
+  });
+
+  it('a vetted owner: an entry with a port allows that port only', async () => {
+    const only = { EDGESTR_OUTBOUND_ALLOW: `127.0.0.1:${EVERYTHING_PORT}` };
+    expect(await apiWithEnv(only, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'other-port', url: `${FIXTURE}/mcp-paged`, public: false })).toEqual(
+      invalidServer(`refused: EDGESTR_OUTBOUND_ALLOW lists 127.0.0.1 on port ${EVERYTHING_PORT} only, not ${FIXTURE_PORT}`),
+    );
+    expect((await apiWithEnv(only, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'listed-port', url: EVERYTHING, public: false })).status).toBe(201);
+  });
+
+  it('an MCP session kept under a vetted owner’s policy is not used under another: the key opens anew (refused), the old one is closed', async () => {
+    const cache = new McpSessionCache();
+    const server = { url: EVERYTHING };
+    const kept = await cache.use('k', server, { policy: outboundPolicy(env, { vetted: true }) }, async (session) => session);
+    if (!kept.ok) throw new Error(kept.error.message);
+    expect(await cache.use('k', server, { policy: outboundPolicy(env, { vetted: false }) }, async () => 'used')).toEqual({
+      ok: false,
+      error: { kind: 'open', message: EVERYTHING_REFUSED },
+    });
+    expect(kept.value.closed).toBe(true);
+    await cache.closeAll();
+  });
+
+  it('at dial time: an MCP server its agent stored before the rule is not dialled for a self-signed-up owner; for a vetted owner it is', async () => {
+    const k = await signUp();
+    // Its agent, whose stored config names a listed server (as the API took it before the rule), restarted over it.
+    const created = await api(k.sk, 'POST', '/api/agents', { name: 'internal', provider: 'echo' });
+    expect(created.status).toBe(201);
+    const agent = (created.json as { pubkey: string }).pubkey;
+    await runInDurableObject(stubOf(agent), (_i, state) => {
+      const row = state.storage.sql.exec<{ config: string }>('SELECT config FROM agent WHERE k = 1').one();
+      state.storage.sql.exec('UPDATE agent SET config = ? WHERE k = 1', JSON.stringify({ ...(JSON.parse(row.config) as object), mcp_servers: [{ id: 'internal', url: EVERYTHING }] }));
+    });
+    await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
+    await runDurableObjectAlarm(stubOf(agent));
+    expect(await echoTool(agent, k.pk, 'internal')).toMatchObject({ code: 'UNSUPPORTED_FEATURE', message: 'unknown tool "internal__echo"' });
+
+    // The same server for an owner listed in EDGESTR_OWNERS.
+    const vetted = await createTestAgent({ mcp_servers: [{ id: 'internal', url: EVERYTHING }] });
+    expect(await echoTool(vetted, TEST_OWNER, 'internal')).toMatchObject({ text: 'Echo: hi' });
   });
 });

@@ -19,7 +19,8 @@ import { RelayClient, type EventTemplate, type Subscription } from '../../src/sh
 import { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import { AO_KIND } from '../../src/shared/nip-ao.js';
 import { backendSigner, signEventWith } from '../../src/shared/event.js';
-import { outboundPolicy } from '../../src/shared/outbound-url.js';
+import type { OutboundEnv } from '../../src/shared/outbound-url.js';
+import { ownerOutbound } from '../common/owner-outbound.js';
 import { relayVerifier } from '../common/verifier.js';
 import { type RelayShard } from '../relay-do/shard.js';
 import { logAgent } from './agent-log.js';
@@ -80,7 +81,7 @@ class InboundLimit {
   }
 }
 
-export interface LinksEnv extends OwnerEnv, AccountsBindings {
+export interface LinksEnv extends OwnerEnv, AccountsBindings, OutboundEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
 }
 
@@ -157,7 +158,8 @@ export class RelayLinks {
     if (existing && existing.status !== 'closed') return existing;
     const client = new RelayClient({
       url,
-      socket: (u) => openRelaySocket(this.deps.env, u, c),
+      // A relay elsewhere is dialled under the owner's policy (EDGESTR_OUTBOUND_ALLOW only if vetted).
+      socket: (u) => openRelaySocket(this.deps.env, u, { origin: c.origin, owner: c.owner, outbound: () => ownerOutbound(this.deps.env, c.owner) }),
       auth: async (t) => this.deps.sign(t, await this.deps.secretKey()),
       authOn: 'challenge',
       onStatus: (status) => {
@@ -298,7 +300,8 @@ export class RelayLinks {
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
     const sk = await this.deps.secretKey();
-    const tools = await buildToolRunner(toolsConfig(c, (s) => this.deps.mcpHeaders(s)), { webFetch: { policy: outboundPolicy(this.deps.env) }, mcp: { policy: outboundPolicy(this.deps.env), sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
+    const policy = await ownerOutbound(this.deps.env, c.owner);
+    const tools = await buildToolRunner(toolsConfig(c, (s) => this.deps.mcpHeaders(s)), { webFetch: { policy }, mcp: { policy, sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
     const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now), ...dvmcpAnnouncements(c)];

@@ -10,7 +10,10 @@
 
 import { NIPXX_VERSION, type Prompt } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
-import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import type { OutboundEnv } from '../../src/shared/outbound-url.js';
+import { ownerOutbound } from '../common/owner-outbound.js';
+import type { OwnerEnv } from '../common/owners.js';
+import type { AccountsBindings } from '../accounts/accounts-do.js';
 import type { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import type { StoredAgent, StoredMcpServer } from './config.js';
 import type { AgentBudget } from './budget.js';
@@ -71,7 +74,8 @@ export function outboxOutput(outbox: Outbox, runId: string, c: StoredAgent): Run
 }
 
 export interface RunDeps {
-  env: ProviderEnv & OutboundEnv;
+  /** The provider settings, and what the outbound policy of the owner's dials needs (owner-outbound.ts). */
+  env: ProviderEnv & OutboundEnv & OwnerEnv & AccountsBindings;
   sessions: SessionStore;
   budget: AgentBudget;
   /** The NIP-AO emitter to the owner, when connected. */
@@ -156,7 +160,9 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     return;
   }
   try {
-    const tools = await buildToolRunner(toolsConfig(c, d.mcpHeaders), { webFetch: { policy: outboundPolicy(d.env) }, mcp: { policy: outboundPolicy(d.env), sessions: d.mcpSessions, scope: client }, dvmcp: d.dvmcp });
+    // The owner's dials: EDGESTR_OUTBOUND_ALLOW only if the operators vetted it.
+    const policy = await ownerOutbound(d.env, c.owner);
+    const tools = await buildToolRunner(toolsConfig(c, d.mcpHeaders), { webFetch: { policy }, mcp: { policy, sessions: d.mcpSessions, scope: client }, dvmcp: d.dvmcp });
     try {
       const result = await executeRun({
         prompt,

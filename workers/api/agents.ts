@@ -2,8 +2,9 @@
 // delete. Every call needs a caller allowed to own (EDGESTR_OWNERS, checked before any Durable
 // Object is touched: an owner removed from the list loses its agents' management at once); only
 // an agent's owner may see or change it. Outbound URLs (extra relays, MCP servers) must pass the
-// deployment's outbound policy (src/shared/outbound-url.ts) at create and update: 422 naming the
-// field; relays on this deployment's own host are its shards, reached without the network.
+// deployment's outbound policy (src/shared/outbound-url.ts) for the owner at create and update
+// (EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted): 422 naming the field; relays on
+// this deployment's own host are its shards, reached without the network.
 // An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
 // needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
@@ -20,6 +21,7 @@ import { parsePubkey, toNpub } from '../../src/shared/keys.js';
 import { verifyAuthTag } from '../../src/shared/nip-oa.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import { vettedOwner } from '../common/deployment-bridges.js';
 import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../agent/config.js';
 import type { Agent, AgentView } from '../agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../common/secrets.js';
@@ -63,9 +65,13 @@ interface Issue {
   message: string;
 }
 
-/** The outbound URLs of an agent config that the deployment's policy refuses, as 422 issues. */
-function outboundIssues(env: OutboundEnv, origin: string, input: { relays?: string[]; mcp_servers?: Array<{ url: string }> }): Issue[] {
-  const policy = outboundPolicy(env);
+/**
+ * The outbound URLs of an agent config that the deployment's policy refuses for its owner (vetted
+ * or not: EDGESTR_OUTBOUND_ALLOW applies to vetted owners only), as 422 issues.
+ */
+async function outboundIssues(env: AgentApiBindings, owner: string, origin: string, input: { relays?: string[]; mcp_servers?: Array<{ url: string }> }): Promise<Issue[]> {
+  if (!input.relays?.length && !input.mcp_servers?.length) return [];
+  const policy = outboundPolicy(env, { vetted: await vettedOwner(env, owner) });
   const ownHost = new URL(origin).host;
   const issues: Issue[] = [];
   (input.relays ?? []).forEach((relay, i) => {
@@ -145,7 +151,7 @@ export async function createAgent(
   }
   const crossed = crossFieldIssues(input);
   if (crossed.length) return { status: 422, body: { error: 'invalid agent', issues: crossed } };
-  const outbound = outboundIssues(env, origin, input);
+  const outbound = await outboundIssues(env, owner, origin, input);
   if (outbound.length) return { status: 422, body: { error: 'invalid agent', issues: outbound } };
   const oaProblem = checkOaTag(input.oa_auth, pubkey, owner);
   if (oaProblem) return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] } };
@@ -259,7 +265,7 @@ export function agentRoutes() {
       web_fetch_hosts: parsed.data.web_fetch_hosts ?? r.view.web_fetch_hosts,
     });
     if (crossed.length) return c.json({ error: 'invalid agent', issues: crossed }, 422);
-    const outbound = outboundIssues(c.env, r.view.origin, parsed.data);
+    const outbound = await outboundIssues(c.env, r.view.owner, r.view.origin, parsed.data);
     if (outbound.length) return c.json({ error: 'invalid agent', issues: outbound }, 422);
     const oaProblem = checkOaTag(parsed.data.oa_auth, r.view.pubkey, r.view.owner);
     if (oaProblem) return c.json({ error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] }, 422);

@@ -2,7 +2,8 @@
 // (with health), read, update and remove the caller's remote MCP servers. Every call needs a caller
 // allowed to own (EDGESTR_OWNERS, checked before any Durable Object is touched). Each owner has one
 // Bridge (one provider key, created on the first registration); a server id is unique per owner.
-// The URL must pass the deployment's outbound policy (422 naming it); it is checked again at every
+// The URL must pass the deployment's outbound policy for the owner (422 naming it; the hosts of
+// EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted); it is checked again at every
 // dial. Secret headers are sealed at rest and never returned (a view lists their names only); a
 // PATCH moving a server to another origin must give them again (config.ts movedHeadersIssue).
 // Once a server is added, the provider key is recorded on the public shard: as one of this
@@ -35,9 +36,9 @@ export const bridgeStub = (env: Pick<BridgeApiBindings, 'BRIDGE'>, owner: string
 
 const NO_SERVER = 'no such server';
 
-/** The outbound policy's verdict on a server URL, as a 422 issue. */
-function urlIssue(env: OutboundEnv, url: string): { path: string; message: string } | undefined {
-  const checked = checkOutboundUrl(url, 'http', outboundPolicy(env));
+/** The outbound policy's verdict on a server URL of an owner, `vetted` or not (EDGESTR_OUTBOUND_ALLOW only if vetted), as a 422 issue. */
+function urlIssue(env: OutboundEnv, vetted: boolean, url: string): { path: string; message: string } | undefined {
+  const checked = checkOutboundUrl(url, 'http', outboundPolicy(env, { vetted }));
   return checked.ok ? undefined : { path: 'url', message: checked.error };
 }
 
@@ -49,7 +50,8 @@ export function bridgeRoutes() {
     const caller = c.get('caller');
     const parsed = bodyAs(c.get('body'), CreateServerSchema, 'server');
     if (!parsed.ok) return c.json(parsed.error, 422);
-    const refused = urlIssue(c.env, parsed.data.url);
+    const vetted = await vettedOwner(c.env, caller);
+    const refused = urlIssue(c.env, vetted, parsed.data.url);
     if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
     if (!sealingSecret(c.env)) return c.json({ error: 'EDGESTR_SECRET is not configured on this deployment' }, 500);
     // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the bridge dials its shards there.
@@ -63,7 +65,7 @@ export function bridgeRoutes() {
     if (!added.ok) return c.json({ error: added.error }, added.status);
     // Only now the public shard (a refused registration records nothing there): a vetted owner's
     // bridge is one of this deployment's, whose servers /mcp and the clients list first.
-    await recordPublicBridge(c.env, caller, provider, await vettedOwner(c.env, caller));
+    await recordPublicBridge(c.env, caller, provider, vetted);
     return c.json({ provider, id: parsed.data.id }, 201);
   });
 
@@ -82,7 +84,7 @@ export function bridgeRoutes() {
     if (!current) return c.json({ error: NO_SERVER }, 404);
     const parsed = bodyAs(c.get('body'), UpdateServerSchema, 'server');
     if (!parsed.ok) return c.json(parsed.error, 422);
-    const refused = (parsed.data.url === undefined ? undefined : urlIssue(c.env, parsed.data.url)) ?? movedHeadersIssue(current, parsed.data);
+    const refused = (parsed.data.url === undefined ? undefined : urlIssue(c.env, await vettedOwner(c.env, c.get('caller')), parsed.data.url)) ?? movedHeadersIssue(current, parsed.data);
     if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
     const view = await bridge.updateServer(id, parsed.data);
     return view ? c.json(view) : c.json({ error: NO_SERVER }, 404);

@@ -7,12 +7,13 @@
 // for `idleTtlMs` is closed when the cache is next used (no timers: a Durable Object holding the
 // cache may hibernate), and both skip sessions with calls in flight; when every session that could
 // make room has calls in flight, the new one is refused (`busy`, "too many MCP sessions in use
-// (<n>); try again shortly"). A key whose server (URL or headers) changed gets a new session; the
-// old one is closed at once, or when its last call ends. Failed opens are not kept. `close` and
+// (<n>); try again shortly"). A key whose server (URL or headers) or outbound policy (its owner
+// vetted or no longer: owner-outbound.ts) changed gets a new session; the old one is closed at
+// once, or when its last call ends. Failed opens are not kept. `close` and
 // `closeAll` close at once (removal: the calls in flight fail).
 // The cache also keeps each server's tool list (tools/list, every page up to `maxToolPages`) for
-// `toolsTtlMs`, one list per server endpoint (URL and headers), shared by every key of it: one
-// listing at a time per endpoint (the keys asking meanwhile wait for it, each under its own
+// `toolsTtlMs`, one list per server endpoint (URL, headers and policy), shared by every key of it:
+// one listing at a time per endpoint (the keys asking meanwhile wait for it, each under its own
 // signal); a notifications/tools/list_changed from upstream on any of its sessions (seen on SSE
 // answers, the legacy transport, or the standalone GET stream), or `invalidateTools` of any of its
 // keys, drops it (a listing under way then is not kept), so the next `tools` lists again. Sizes (a
@@ -24,6 +25,7 @@
 
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { LruMap } from '../../src/shared/lru.js';
+import type { OutboundPolicy } from '../../src/shared/outbound-url.js';
 import { openMcpSession, type McpOpenOptions, type McpServerEndpoint, type McpSession } from './mcp-client.js';
 
 /** A tool as listed by the server: its name, and every other field as sent. */
@@ -115,8 +117,9 @@ function unlessAborted(p: Promise<Listed>, signal: AbortSignal | undefined): Pro
   });
 }
 
-const fingerprintOf = (server: McpServerEndpoint): string =>
-  JSON.stringify([server.url, Object.entries(server.headers ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))]);
+/** What a session is opened for: the server (URL and headers) under an outbound policy (another policy, e.g. its owner no longer vetted: another session). */
+const fingerprintOf = (server: McpServerEndpoint, policy: OutboundPolicy | undefined): string =>
+  JSON.stringify([server.url, Object.entries(server.headers ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)), policy ?? null]);
 
 const isListedTool = (v: unknown): v is McpListedTool =>
   typeof v === 'object' && v !== null && typeof (v as { name?: unknown }).name === 'string';
@@ -321,7 +324,7 @@ export class McpSessionCache {
    */
   private lookup(key: string, server: McpServerEndpoint, options: McpOpenOptions, closing: Entry[]): Result<Entry, McpSessionFailure> {
     const now = Date.now();
-    const fingerprint = fingerprintOf(server);
+    const fingerprint = fingerprintOf(server, options.policy);
     const existing = this.entries.get(key);
     if (existing && existing.fingerprint === fingerprint) {
       existing.lastUsed = now;

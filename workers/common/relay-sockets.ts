@@ -2,7 +2,8 @@
 // gateway): shards of this deployment are reached through their Durable Object (the owner's, the
 // public one, or another owner's shard that exists on this deployment; on one of its edge objects
 // when RELAY_EDGES gives it more than one, as the router does); other relays over the network,
-// under the outbound policy (src/shared/outbound-url.ts) and without following redirects; their
+// under the outbound policy (src/shared/outbound-url.ts; the owner's, `outbound`: its exceptions
+// only for an owner the operators vetted) and without following redirects; their
 // upgrade is given up (its connection closed) when unanswered within RELAY_CONNECT_TIMEOUT_MS, and
 // the body of a refusal is cancelled, not left open.
 // A connection of edgestr's own carries INTERNAL_HEADER. One opened for an outside client (`client`:
@@ -12,7 +13,7 @@
 // and buckets, the public shard's client share of storage). A shard's refusal of an upgrade is an
 // error with the shard's reason.
 
-import { outboundPolicy, outboundRefusal } from '../../src/shared/outbound-url.js';
+import { outboundPolicy, outboundRefusal, type OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { SocketLike } from '../../src/shared/relay-client.js';
 import { INTERNAL_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, shardOfPath, type RouterBindings } from './shards.js';
 import { EDGE_HEADER, socketTarget } from './edges.js';
@@ -24,6 +25,8 @@ export interface SocketOwner {
   owner: string | null;
   /** The address (client-address.ts `clientAddress`) of the outside client the connection is opened for; absent: edgestr's own. */
   client?: string;
+  /** The policy of a relay elsewhere, dialled for the owner (owner-outbound.ts), asked only for such a relay; absent: the deployment's, without EDGESTR_OUTBOUND_ALLOW. */
+  outbound?: () => Promise<OutboundPolicy>;
 }
 
 /** The headers of an upgrade to the shard of `owner` on this deployment, for `client` (see the header) or for edgestr's own component. */
@@ -77,7 +80,7 @@ export async function openRelaySocket(env: RouterBindings, url: string, who: Soc
     if (target.value.edge !== undefined) headers.set(EDGE_HEADER, String(target.value.edge));
     response = await target.value.stub.fetch(httpUrl, { headers });
   } else {
-    const refused = outboundRefusal(local, 'relay', outboundPolicy(env));
+    const refused = outboundRefusal(local, 'relay', who.outbound ? await who.outbound() : outboundPolicy(env, { vetted: false }));
     if (refused !== undefined) throw new Error(`relay ${url}: refused: ${refused}`);
     response = await upgradeElsewhere(url, httpUrl, connectTimeoutMs);
   }

@@ -10,7 +10,10 @@
 //                                    http:// is allowed only in development or for hosts in
 //                                    EDGESTR_OUTBOUND_ALLOW; use https:// / <host class>
 //                                    (private, loopback, link-local, CGNAT, multicast,
-//                                    unspecified, reserved addresses, local names)
+//                                    unspecified, reserved addresses, local names) / <host:port>
+//                                    is listed in EDGESTR_OUTBOUND_ALLOW, which applies only to
+//                                    owners the operators vetted / EDGESTR_OUTBOUND_ALLOW lists
+//                                    <host> on port <p> only, not <q>
 //   refused: <host> is not in the allowlist
 //   redirect refused: <same reasons> every redirect hop (301/302/303/307/308 with Location) is
 //                                    checked again (safeFetch); at most 5 hops, then
@@ -27,8 +30,9 @@
 // status is >= 400, else 0. The timeout (default 10 s) covers redirects and reading the body,
 // and the caller's signal aborts the whole call.
 //
-// `policy` is the deployment's outbound policy (outboundPolicy(env)); without it, the strict
-// production policy applies.
+// `policy` is the outbound policy of the agent owner's dials (workers/common/owner-outbound.ts:
+// EDGESTR_OUTBOUND_ALLOW only for a vetted owner); without it, the strict production policy applies.
+// The allowlist (`web_fetch_hosts`) only narrows it: its entries take no port.
 
 import { hostAllowed, parseAllowlist, type HostPattern } from '../../../src/shared/host-policy.js';
 import { outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
