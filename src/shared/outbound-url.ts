@@ -18,12 +18,12 @@
 // listed port, or any port for an entry without one) is allowed whatever its address class, over
 // plain http/ws too (e.g. an internal MCP server, or the test suite's local servers on 127.0.0.1).
 // Whom a dial is for decides whether they apply (outboundPolicy's `dialler`): the deployment's own
-// configuration (the operator's Lightning address), and an owner the operators vetted (the
-// agents' dials: workers/common/owner-outbound.ts; the management API at create and update); not a
-// key that signed itself up: for it a listed host is refused ("<host> is listed in
-// EDGESTR_OUTBOUND_ALLOW, which applies only to owners the operators vetted") unless the URL passes
-// without the exception. A vetted owner's URL on a host listed only with other ports is refused
-// with those ports named.
+// configuration (the operator's Lightning address), and an owner the operators vetted (its agents'
+// and bridge's dials: workers/common/owner-outbound.ts; the management API at create and update);
+// not a key that signed itself up: for it a listed host is refused ("<host> is listed in
+// EDGESTR_OUTBOUND_ALLOW, which applies only to owners the operators vetted") unless the URL
+// passes without the exception. A vetted owner's URL on a host listed only with other ports is
+// refused with those ports named.
 // Names are not resolved (workerd has no DNS API): a public name that resolves to a private
 // address is not caught here; on Cloudflare the Worker's egress cannot reach private networks.
 // Provider base URLs (OPENAI_BASE_URL, ANTHROPIC_BASE_URL) are the operator's own configuration

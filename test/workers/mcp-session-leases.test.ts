@@ -92,7 +92,7 @@ describe('the refusal as the caller reports it', () => {
     const cache = new McpSessionCache({ maxSessions: 2, groupOf: serverOfSessionKey, maxPerGroup: 1 });
     const upstream = new UpstreamServer(stored, {
       cache,
-      policy: LOCAL,
+      policy: async () => LOCAL,
       headers: async () => ({}),
       onContact: (_id, error) => contacts.push(error),
       onNotification: () => undefined,

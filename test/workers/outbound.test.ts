@@ -383,6 +383,21 @@ describe('EDGESTR_OUTBOUND_ALLOW for the owners the operators vetted only: the m
     await cache.closeAll();
   });
 
+  it('at dial time: a server its bridge stored before the rule is not dialled for a self-signed-up owner (health says why)', async () => {
+    const k = await signUp();
+    // Its bridge, with a listed server as the API took it before the rule.
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(k.pk));
+    await bridge.ensureProvider(k.pk, BASE);
+    expect((await bridge.addServer({ id: 'internal', url: EVERYTHING, public: false })).ok).toBe(true);
+    await runDurableObjectAlarm(bridge); // its refresh (unless it ran already)
+    let health = (await bridge.view('internal'))?.health;
+    for (let i = 0; i < 100 && health?.checked_at === null; i++) {
+      await sleep(50);
+      health = (await bridge.view('internal'))?.health;
+    }
+    expect(health).toMatchObject({ ok: false, error: EVERYTHING_REFUSED });
+  });
+
   it('at dial time: an MCP server its agent stored before the rule is not dialled for a self-signed-up owner; for a vetted owner it is', async () => {
     const k = await signUp();
     // Its agent, whose stored config names a listed server (as the API took it before the rule), restarted over it.

@@ -35,6 +35,7 @@ import { KIND } from '../../src/shared/kinds.js';
 import { LruMap } from '../../src/shared/lru.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import { ownerOutbound } from '../common/owner-outbound.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { shardStub, type RouterBindings } from '../common/shards.js';
 import { recordPublicBridge, vettedOwner } from '../common/deployment-bridges.js';
@@ -501,10 +502,11 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   private backends(): Map<string, UpstreamServer> {
     if (this.backendMap) return this.backendMap;
-    const policy = outboundPolicy(this.env);
+    const owner = this.store.providerRecord()?.owner;
     const deps = {
       cache: this.cache,
-      policy,
+      // The owner's dials: EDGESTR_OUTBOUND_ALLOW only if the operators vetted it (owner-outbound.ts).
+      policy: () => (owner === undefined ? Promise.resolve(outboundPolicy(this.env, { vetted: false })) : ownerOutbound(this.env, owner)),
       headers: (id: string) => this.store.secretHeaders(id),
       onContact: (id: string, error: string | null) => this.store.recordHealth(id, { ok: error === null, checked_at: Math.floor(Date.now() / 1000), error }),
       onNotification: (id: string, client: string, n: McpNotification) => this.onUpstreamNotification(id, client, n),

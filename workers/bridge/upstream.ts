@@ -1,8 +1,9 @@
 // A registered remote MCP server as a DVMCP backend: one upstream session per Nostr client
 // (McpSessionCache key `<server id>:<client pubkey>`; the bridge's own listing for announcements
-// uses `<server id>:bridge`), its URL checked by the outbound policy at every dial (inside the MCP
-// client), the reference client's injected `name` argument dropped (the tool's inputSchema from
-// the cached tool list), and every contact recorded as the server's health.
+// uses `<server id>:bridge`), its URL checked by the owner's outbound policy at every dial (inside
+// the MCP client; a session opened under another policy is replaced), the reference client's
+// injected `name` argument dropped (the tool's inputSchema from the cached tool list), and every
+// contact recorded as the server's health.
 // Upstream failures become JSON-RPC errors: its own protocol errors pass through; a transport
 // failure is INTERNAL_ERROR "upstream <id> unreachable: <reason>" (or "upstream <id> timed out
 // after <n> ms"); tool execution errors are results with isError and pass through untouched.
@@ -57,7 +58,8 @@ export const serverOfSessionKey = (key: string): string => key.slice(0, key.inde
 
 export interface UpstreamDeps {
   cache: McpSessionCache;
-  policy: OutboundPolicy;
+  /** The outbound policy of the owner's dials now (EDGESTR_OUTBOUND_ALLOW only if the operators vetted it). */
+  policy(): Promise<OutboundPolicy>;
   headers(serverId: string): Promise<Record<string, string>>;
   /** Every upstream contact: ok, or the error text. */
   onContact(serverId: string, error: string | null): void;
@@ -116,7 +118,7 @@ export class UpstreamServer implements DvmcpBackend {
    */
   private async withSession<T>(client: string, fn: (session: McpSession) => Promise<Result<T, RpcError>>): Promise<Result<T, RpcError>> {
     const id = this.server.id;
-    const used = await this.deps.cache.use(this.key(client), await this.endpoint(), { policy: this.deps.policy, onNotification: (n) => this.deps.onNotification(id, client, n) }, fn);
+    const used = await this.deps.cache.use(this.key(client), await this.endpoint(), { policy: await this.deps.policy(), onNotification: (n) => this.deps.onNotification(id, client, n) }, fn);
     if (used.ok) return used.value;
     if (used.error.kind === 'busy') return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${id}: ${used.error.message}`));
     this.deps.onContact(id, used.error.message);
@@ -187,7 +189,7 @@ export class UpstreamServer implements DvmcpBackend {
     const args = params.arguments;
     const name = params.name;
     if (!isRecord(args) || typeof name !== 'string' || typeof args.name !== 'string') return params;
-    const tools = await this.deps.cache.tools(this.key(client), await this.endpoint(), { policy: this.deps.policy }, { timeoutMs: UPSTREAM_TIMEOUT_MS });
+    const tools = await this.deps.cache.tools(this.key(client), await this.endpoint(), { policy: await this.deps.policy() }, { timeoutMs: UPSTREAM_TIMEOUT_MS });
     const tool = tools.ok ? tools.value.find((t) => t.name === name) : undefined;
     return { ...params, arguments: withoutInjectedName(args, name, tool?.inputSchema) };
   }

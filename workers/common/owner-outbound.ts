@@ -1,5 +1,5 @@
-// The outbound policy (src/shared/outbound-url.ts) of what a hosted agent dials for its owner at
-// dial time (MCP servers, web_fetch, its extra relays): the operator's
+// The outbound policy (src/shared/outbound-url.ts) of what a hosted agent or a bridge dials for
+// its owner at dial time (MCP servers, web_fetch, an agent's extra relays): the operator's
 // exceptions (EDGESTR_OUTBOUND_ALLOW) apply only to an owner the operators vetted
 // (deployment-bridges.ts `vettedOwner`: EDGESTR_OWNERS, added by an operator, or marked vetted),
 // never to a key that signed itself up. A static owner is vetted without asking; with no
@@ -15,7 +15,7 @@ import type { AccountsBindings } from '../accounts/accounts-do.js';
 import { vettedOwner } from './deployment-bridges.js';
 import { OWNER_CACHE_MS, staticOwners, type OwnerEnv } from './owners.js';
 
-/** Owners whose answer an isolate keeps (those of the agents it runs). */
+/** Owners whose answer an isolate keeps (those of the agents and bridges it runs). */
 const KEPT_OWNERS = 1024;
 const known = new LruMap<string, { vetted: boolean; at: number }>(KEPT_OWNERS);
 
