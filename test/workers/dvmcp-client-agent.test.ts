@@ -43,6 +43,9 @@ describe('agent dvmcp tool source', () => {
     expect(run.terminal.payload['text']).toBe('hi over nostr');
     const calls = responder.requests.filter((q) => q.method === 'tools/call');
     expect(calls.at(-1)).toMatchObject({ form: 'wrapped', client: agent }); // signed (sealed) by the agent key
+    // The request's gift wrap (a stored 1059) expires 600 s after it was sent (NIP-40).
+    const wrap = calls.at(-1)!.wrap!;
+    expect(wrap.tags).toEqual([['p', responder.provider], ['expiration', String(wrap.created_at + 600)]]);
     const info = await agentInfo(agent);
     expect(JSON.stringify(info?.content)).toContain(`${server}__slow`);
   });

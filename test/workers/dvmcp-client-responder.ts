@@ -83,8 +83,8 @@ export class DvmcpResponder {
   readonly provider = getPublicKey(this.sk);
   /** Request ids of notifications/cancel received. */
   readonly cancels: string[] = [];
-  /** Requests received (method, how they travelled, id, author). */
-  readonly requests: Array<{ method: string; form: Form; id: string; client: string }> = [];
+  /** Requests received (method, how they travelled, id, author; the gift wrap a wrapped one came in). */
+  readonly requests: Array<{ method: string; form: Form; id: string; client: string; wrap?: NostrEvent }> = [];
   readonly #relay: RelayClient;
   readonly #keys = new ConversationKeyCache();
   readonly #paid = new Map<string, () => void>();
@@ -147,10 +147,10 @@ export class DvmcpResponder {
 
   async #onWrap(e: NostrEvent): Promise<void> {
     const opened = unwrapDvmcp(e, this.sk, this.#keys, nobleVerifier);
-    if (opened.ok) await this.#on(opened.value.message, opened.value.form);
+    if (opened.ok) await this.#on(opened.value.message, opened.value.form, e);
   }
 
-  async #on(e: Incoming, form: Form): Promise<void> {
+  async #on(e: Incoming, form: Form, wrap?: NostrEvent): Promise<void> {
     const m = parseMessage(e);
     if (!m.ok) return;
     const msg = m.value;
@@ -158,7 +158,7 @@ export class DvmcpResponder {
       if (msg.method === 'notifications/cancel' && msg.refersTo) this.cancels.push(msg.refersTo);
       return;
     }
-    this.requests.push({ method: msg.method, form, id: msg.requestId, client: msg.client });
+    this.requests.push({ method: msg.method, form, id: msg.requestId, client: msg.client, ...(wrap ? { wrap } : {}) });
     const to: Requester = { requestId: msg.requestId, client: msg.client };
     const answer = (result: Record<string, unknown>) => this.send(responseTemplate(to, result), form, msg.client);
     if (msg.method === 'tools/list') {

@@ -6,7 +6,8 @@
 // relay list and DVMCP announcements (not while the agent's owner is removed: `announces`). The
 // links may be narrowed to some relays (closeOthers: a removed owner's agent keeps the public
 // shard's only, agent-do.ts). The agent's DVMCP client (for its `dvmcp_servers` tools)
-// runs over the public shard's connection, authenticated as the agent. Events from an external
+// runs over the public shard's connection, authenticated as the agent; its gift wraps expire
+// (NIP-40) as the DVMCP answers' do. Events from an external
 // relay (one of the owner's `relays`, where anyone may post events tagged to the agent) pass a
 // token bucket per relay before any work (InboundLimit); the deployment's own shards bound their
 // publishers themselves.
@@ -29,6 +30,8 @@ import { agentRelays, relayLabel, type StoredAgent, type StoredMcpServer } from 
 import { infoTemplates } from './info.js';
 import { dvmcpAnnouncements } from './dvmcp-profile.js';
 import { STALE_SECONDS as DVMCP_STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { ANSWER_WRAP_TTL_SECONDS } from '../common/dvmcp-server/dispatcher.js';
+import { expiringWraps } from '../../src/shared/dvmcp-wrap.js';
 import type { OwnerEnv } from '../common/owners.js';
 import type { AccountsBindings } from '../accounts/accounts-do.js';
 import { REPLAY_SLACK_SECONDS } from './run-store.js';
@@ -176,7 +179,9 @@ export class RelayLinks {
     if (this.dvmcp?.relay === relay) return this.dvmcp.client;
     const sk = await this.deps.secretKey();
     const backend = await relayVerifier();
-    const client = new DvmcpClient({ relays: relay, secretKey: sk, keys: this.deps.keys, sign: (t) => this.deps.sign(t, sk), verifier: backend, wrapSign: backendSigner(backend) });
+    // Its gift wraps (stored 1059s) expire as a DVMCP server's answers do: no server acts on a request that old.
+    const wrapSign = expiringWraps(backendSigner(backend), ANSWER_WRAP_TTL_SECONDS);
+    const client = new DvmcpClient({ relays: relay, secretKey: sk, keys: this.deps.keys, sign: (t) => this.deps.sign(t, sk), verifier: backend, wrapSign });
     if (this.dvmcp?.relay === relay) return this.dvmcp.client; // another caller made one meanwhile
     void this.dvmcp?.client.close();
     this.dvmcp = { relay, client };
