@@ -11,7 +11,9 @@
 // tools only). The bridge's rules hold too: a private server (public: false) is reached only by a
 // request naming it in `s`; an error found before admission (not JSON, unknown method or server)
 // counts as one of the client's requests of the minute, a rate-limited refusal is answered once per
-// client until its retry time, and error answers in all are capped (ErrorAnswers, limits.ts). Every
+// client until its retry time, and error answers in all are capped (ErrorAnswers, limits.ts); pings
+// take one of the provider's a minute (Limiter); the progress of all asks together is held to the
+// bridge's NotificationBudget; gift-wrapped answers expire (answerWrapSigner, dispatcher.ts). Every
 // answer, also the error to a request that cannot be read (which may echo its method tag), is held
 // to one DVMCP message in the request's form (answer-fit.ts: an error's message cut with the note).
 
