@@ -16,6 +16,9 @@ import { nobleVerifier } from '../../src/shared/verify.js';
 import { E2E_OWNER, E2E_OWNER_SK } from './e2e-keys.js';
 import { clientFactory, newKey, nowSeconds, signed, signedApi, signer, sleep, waitFor, type Key } from './helpers.js';
 
+/** How long a hosted agent's response to a client other than its owner is kept (NIP-40): workers/agent/outbox.ts RESPONSE_TTL_SECONDS. */
+const RESPONSE_TTL_SECONDS = 86_400;
+
 const httpUrl = inject('agentHttpUrl');
 const relayUrl = inject('agentRelayUrl');
 const fakeUrl = inject('fakeProviderUrl');
@@ -307,7 +310,14 @@ describe.each(['openai', 'anthropic'] as const)('a full run with the %s provider
     expect(run.terminal.event.pubkey).toBe(agent);
     expect(run.terminal.payload).toEqual({ ver: 1, text: FAKE_TEXT, timestamp: expect.any(Number), usage: { input_tokens: 21, output_tokens: 9 } });
     expect(Math.abs(Number(run.terminal.payload['timestamp']) - nowSeconds())).toBeLessThanOrEqual(5);
-    expect(run.terminal.tags).toEqual([['p', c.key.pk], ['e', p.id, '', 'root'], ['s', `sender:${c.key.pk}`], ['encryption', 'nip44']]);
+    // A response to a client other than the owner expires (NIP-40) a day after it is written (workers/agent/outbox.ts).
+    expect(run.terminal.tags).toEqual([
+      ['p', c.key.pk],
+      ['e', p.id, '', 'root'],
+      ['s', `sender:${c.key.pk}`],
+      ['encryption', 'nip44'],
+      ['expiration', String(run.terminal.event.created_at + RESPONSE_TTL_SECONDS)],
+    ]);
     expect(run.deltas.length).toBeGreaterThan(0);
     expect(run.deltas.map((d) => d.seq)).toEqual(run.deltas.map((_, i) => i));
     expect(run.deltas.map((d) => d.text).join('')).toBe(FAKE_TEXT);
@@ -646,7 +656,11 @@ describe('the privacy-first profile (NIP-59)', () => {
       expect(o.event.kind).toBe(TERMINAL.has(o.kind) ? 1059 : 21059);
       expect(o.event.pubkey).not.toBe(agent);
       expect(o.pubkey).toBe(agent);
-      expect(o.event.tags).toEqual([['p', c.key.pk]]);
+      // The durable terminal's wrap expires a day after it was written (its own created_at is randomised).
+      if (TERMINAL.has(o.kind)) {
+        expect(o.event.tags).toEqual([['p', c.key.pk], ['expiration', expect.any(String)]]);
+        expect(Math.abs(Number(o.event.tags[1]![1]) - (nowSeconds() + RESPONSE_TTL_SECONDS))).toBeLessThanOrEqual(60);
+      } else expect(o.event.tags).toEqual([['p', c.key.pk]]);
     }
     expect(new Set(run.all.map((o) => o.event.pubkey)).size).toBe(run.all.length);
     expect(run.all.map((o) => o.kind)).toContain(25801);
