@@ -55,6 +55,12 @@ export function wrapDvmcpWithId(
 }
 
 /**
+ * How long a DVMCP gift wrap is kept (NIP-40): the /mcp gateway's requests and cancels, and the
+ * answers and notifications of agents and bridges. A request older than 60 s is ignored anyway.
+ */
+export const DVMCP_WRAP_TTL_SECONDS = 600;
+
+/**
  * `sign` (an EventSigner, as DvmcpClient's `wrapSign`) putting a NIP-40 expiration `ttlSeconds`
  * after its created_at on every gift wrap (kind 1059) it signs; seals are signed as they are.
  */

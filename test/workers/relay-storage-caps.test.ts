@@ -17,7 +17,7 @@ import { RelayShard } from '../../workers/relay-do/shard.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../../workers/common/shards.js';
 import { shardUpgradeHeaders } from '../../workers/common/relay-sockets.js';
 import { relayVerifier } from '../../workers/common/verifier.js';
-import { WRAP_TTL_SECONDS } from '../../workers/gateway/route.js';
+import { DVMCP_WRAP_TTL_SECONDS } from '../../src/shared/dvmcp-wrap.js';
 import { requestTemplate } from '../../src/shared/dvmcp.js';
 import { expiringWraps, wrapDvmcp } from '../../src/shared/dvmcp-wrap.js';
 import { backendSigner } from '../../src/shared/event.js';
@@ -202,7 +202,7 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
     const clients = Math.floor(cap * (1 - RESERVED_SHARE)); // 35000
     const caller = '198.51.100.10';
     const server = keys();
-    const signer = expiringWraps(backendSigner(await relayVerifier()), WRAP_TTL_SECONDS);
+    const signer = expiringWraps(backendSigner(await relayVerifier()), DVMCP_WRAP_TTL_SECONDS);
     // A call as the gateway sends it to a server that announces encryption: a gift wrap from a fresh key.
     const call = () => {
       const k = keys();

@@ -30,8 +30,7 @@ import { agentRelays, relayLabel, type StoredAgent, type StoredMcpServer } from 
 import { infoTemplates } from './info.js';
 import { dvmcpAnnouncements } from './dvmcp-profile.js';
 import { STALE_SECONDS as DVMCP_STALE_SECONDS } from '../common/dvmcp-server/limits.js';
-import { ANSWER_WRAP_TTL_SECONDS } from '../common/dvmcp-server/dispatcher.js';
-import { expiringWraps } from '../../src/shared/dvmcp-wrap.js';
+import { DVMCP_WRAP_TTL_SECONDS, expiringWraps } from '../../src/shared/dvmcp-wrap.js';
 import type { OwnerEnv } from '../common/owners.js';
 import type { AccountsBindings } from '../accounts/accounts-do.js';
 import { REPLAY_SLACK_SECONDS } from './run-store.js';
@@ -180,7 +179,7 @@ export class RelayLinks {
     const sk = await this.deps.secretKey();
     const backend = await relayVerifier();
     // Its gift wraps (stored 1059s) expire as a DVMCP server's answers do: no server acts on a request that old.
-    const wrapSign = expiringWraps(backendSigner(backend), ANSWER_WRAP_TTL_SECONDS);
+    const wrapSign = expiringWraps(backendSigner(backend), DVMCP_WRAP_TTL_SECONDS);
     const client = new DvmcpClient({ relays: relay, secretKey: sk, keys: this.deps.keys, sign: (t) => this.deps.sign(t, sk), verifier: backend, wrapSign });
     if (this.dvmcp?.relay === relay) return this.dvmcp.client; // another caller made one meanwhile
     void this.dvmcp?.client.close();

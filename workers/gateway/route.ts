@@ -12,7 +12,7 @@
 // storage, hold it as they hold the caller's other sockets; a stranger drives everything sent on
 // it), authenticated (NIP-42) as that key so that gift-wrapped answers are delivered to it. It is
 // closed when the response has been sent. The gift wraps sent on it (the calls to servers that
-// announce encryption, and their cancels: stored kinds) expire WRAP_TTL_SECONDS after they are
+// announce encryption, and their cancels: stored kinds) expire DVMCP_WRAP_TTL_SECONDS after they are
 // sent (NIP-40); no server acts on a request that old. The catalog is read on a connection of
 // its own (catalog.ts).
 // Before any of that work, each client address (client-address.ts: an IPv6 /64) is held to the MCP_RATE_LIMIT
@@ -26,7 +26,7 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { DvmcpClient } from '../../src/shared/dvmcp-client.js';
 import { RPC } from '../../src/shared/dvmcp.js';
-import { expiringWraps } from '../../src/shared/dvmcp-wrap.js';
+import { DVMCP_WRAP_TTL_SECONDS, expiringWraps } from '../../src/shared/dvmcp-wrap.js';
 import { backendSigner, signEventWith } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
@@ -48,7 +48,6 @@ export const BATCH_REFUSED = 'Invalid Request: batches are not supported (MCP 20
 /** Requests of one client address open at once in an isolate (a call may stream for up to a minute). */
 export const MAX_OPEN_PER_ADDRESS = 8;
 /** How long after it is sent a gift wrap of the gateway expires (NIP-40), in seconds. */
-export const WRAP_TTL_SECONDS = 600;
 /** How long a call waits for its relay connection to open, in ms. */
 const RELAY_OPEN_MS = 5_000;
 
@@ -153,7 +152,7 @@ async function serve(req: Request, address: string, message: unknown, env: Gatew
     keys: new ConversationKeyCache(16),
     sign,
     verifier: backend,
-    wrapSign: expiringWraps(backendSigner(backend), WRAP_TTL_SECONDS),
+    wrapSign: expiringWraps(backendSigner(backend), DVMCP_WRAP_TTL_SECONDS),
   });
   // The catalog's own connection: edgestr's, as it reads announcements only (catalog.ts).
   const catalogRelay = (): RelayClient => new RelayClient({ url, socket: (u) => openRelaySocket(env, u, { origin, owner: null }), reconnect: false });

@@ -59,7 +59,7 @@ import {
   type Requester,
   type RpcError,
 } from '../../../src/shared/dvmcp.js';
-import { expiringWraps, type Form } from '../../../src/shared/dvmcp-wrap.js';
+import { DVMCP_WRAP_TTL_SECONDS, expiringWraps, type Form } from '../../../src/shared/dvmcp-wrap.js';
 import { backendSigner, type EventSigner } from '../../../src/shared/event.js';
 import { answerTemplate, errorAnswer, initializeTemplate } from './answer-fit.js';
 import type { DvmcpBackend, Progress } from './backend.js';
@@ -67,16 +67,13 @@ import { Coalescer, NotificationBudget, PROGRESS_INTERVAL_MS } from './notificat
 import { freeCall, type AdmittedCall, type PaymentGate, type PricedCapability } from './payment-gate.js';
 
 /**
- * How long a gift wrap a DVMCP server sends (an answer, a notification, a payment request: a stored
- * 1059) is kept by relays: a NIP-40 expiration this many seconds after it is sent. A request is
- * served only while fresh (STALE_SECONDS, limits.ts) and runs at most UPSTREAM_MAX_TOTAL_MS (5
- * minutes); its client reads the answer as it comes (DvmcpClient waits 120 s in all by default).
- * The /mcp gateway's own wraps expire as soon (WRAP_TTL_SECONDS).
+ * The signer of the gift wraps a DVMCP server sends (an answer, a notification, a payment request:
+ * a stored 1059): each carries a NIP-40 expiration DVMCP_WRAP_TTL_SECONDS (src/shared/dvmcp-wrap.ts,
+ * the /mcp gateway's too) after it is sent. A request is served only while fresh (STALE_SECONDS,
+ * limits.ts) and runs at most UPSTREAM_MAX_TOTAL_MS (5 minutes); its client reads the answer as it
+ * comes (DvmcpClient waits 120 s in all by default).
  */
-export const ANSWER_WRAP_TTL_SECONDS = 600;
-
-/** The signer of the gift wraps a DVMCP server sends: each wrap expires ANSWER_WRAP_TTL_SECONDS after it is sent. */
-export const answerWrapSigner = (backend: Parameters<typeof backendSigner>[0]): EventSigner => expiringWraps(backendSigner(backend), ANSWER_WRAP_TTL_SECONDS);
+export const answerWrapSigner = (backend: Parameters<typeof backendSigner>[0]): EventSigner => expiringWraps(backendSigner(backend), DVMCP_WRAP_TTL_SECONDS);
 
 /** Where the answers to one request go. */
 export interface Reply {
