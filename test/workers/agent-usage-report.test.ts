@@ -1,10 +1,11 @@
 // A finished run's report to the owner's plan aggregate (the Accounts DO) is not lost: the agent
 // keeps each run's row unreported until Accounts took it, the watchdog alarm sends the unreported
 // ones again, and Accounts counts a run once however often it is sent (by agent and run id).
-import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
+import { env, runDurableObjectAlarm } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { accountsStub, type UsageRow } from '../../workers/accounts/accounts-do.js';
 import { NipXxClient, createTestAgent } from './agent-helpers.js';
+import { holdObject } from './hold-object.js';
 import { TEST_OWNER } from './test-keys.js';
 
 const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
@@ -30,22 +31,11 @@ describe('the run report to the owner’s plan', () => {
     expect((await c.collect(warm.id)).terminal.kind).toBe(25803);
     // The Accounts object holds its input gate while the next run ends, then resets: the report queued behind the gate fails.
     const p = c.prompt({ ver: 1, message: 'lost report' });
-    let reset!: (e: Error) => void;
-    let blocked = false;
-    const gate = new Promise<never>((_, reject) => (reset = reject));
-    const held = runInDurableObject(accountsStub(env), (_i, state) =>
-      state.blockConcurrencyWhile(() => {
-        blocked = true;
-        return gate;
-      }),
-    );
-    // Polled (a promise resolved inside the Accounts object would run what follows in its context).
-    while (!blocked) await new Promise((r) => setTimeout(r, 10));
+    const release = await holdObject(accountsStub(env));
     await c.send(p);
     await c.collect(p.id);
     await new Promise((r) => setTimeout(r, 200));
-    reset(new Error('simulated Accounts reset'));
-    await expect(held).rejects.toThrow('simulated Accounts reset');
+    await release(new Error('simulated Accounts reset'));
     await new Promise((r) => setTimeout(r, 200));
     expect(await own(agent)).toMatchObject({ runs: 2 });
     expect((await aggregated(agent))?.runs).toBe(1);

@@ -2,29 +2,14 @@
 // isolate keeps serving its last copy of the registry and asks again at most every
 // REGISTRY_RETRY_MS, instead of one Accounts RPC (and one log line) per stranger's request; with no
 // copy at all the failure is answered at once for that long, without an RPC.
-import { env, runInDurableObject } from 'cloudflare:test';
+import { env } from 'cloudflare:test';
 import { afterEach, describe, expect, it } from 'vitest';
 import { accountsStub } from '../../workers/accounts/accounts-do.js';
 import { forgetOwnerState, OWNER_CACHE_MS, REGISTRY_RETRY_MS, registryAt } from '../../workers/common/owners.js';
 import { keys } from './helpers.js';
+import { holdObject } from './hold-object.js';
 
-/** Holds the Accounts object's input gate until the returned function fails it (a reset, as the platform does). */
-async function holdAccounts(): Promise<(e: Error) => Promise<void>> {
-  let reset!: (e: Error) => void;
-  let blocked = false;
-  const gate = new Promise<never>((_, reject) => (reset = reject));
-  const held = runInDurableObject(accountsStub(env), (_i, state) =>
-    state.blockConcurrencyWhile(() => {
-      blocked = true;
-      return gate;
-    }),
-  );
-  while (!blocked) await new Promise((r) => setTimeout(r, 10));
-  return async (e) => {
-    reset(e);
-    await expect(held).rejects.toThrow(e.message);
-  };
-}
+const holdAccounts = () => holdObject(accountsStub(env));
 
 /** Whether `p` has settled after a few turns of the event loop (a call waiting on the held Accounts object cannot). */
 async function settled(p: Promise<unknown>): Promise<boolean> {
