@@ -19,7 +19,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-interface Counts {
+export interface Counts {
   gets: number;
   posts: number;
   initializes: number;

@@ -10,18 +10,10 @@ import { describe, expect, inject, it } from 'vitest';
 import '../mcp/provided.js';
 import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { openMcpSession, type McpSession } from '../../workers/common/mcp-client.js';
+import type { Counts as Stats } from '../mcp/hostile-upstreams.js';
 
 const FIXTURE = inject('toolsFixtureUrl');
 const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
-
-interface Stats {
-  gets: number;
-  posts: number;
-  initializes: number;
-  streams: number;
-  open: number;
-  closed: number;
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const bucket = (name: string): string => `${name}-${Math.random().toString(36).slice(2)}`;
