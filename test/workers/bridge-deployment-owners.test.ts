@@ -4,12 +4,17 @@
 // (listed in EDGESTR_OWNERS, added through /api/admin/owners, or marked `vetted` there) get that
 // record, and only once a server was actually added: a key that signed itself up (EDGESTR_SIGNUP=
 // open) still registers servers, its key recorded on the public shard as 'provisioned' only.
+// Owners registered before `vetted` existed are vetted by the upgrade only when sign-up is not open
+// then (with it open, EDGESTR_OUTBOUND_ALLOW and the bridge record are not theirs until vetted).
 import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
+import '../mcp/provided.js';
 import { Accounts, accountsStub } from '../../workers/accounts/accounts-do.js';
 import { bridgeStub } from '../../workers/api/bridge.js';
+import { forgetOwnerState } from '../../workers/common/owners.js';
 import { shardStub } from '../../workers/common/shards.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { checkOutboundUrl, outboundPolicy } from '../../src/shared/outbound-url.js';
 import { api } from './api-helpers.js';
 import { apiWithEnv, fetchWithEnv } from './app-env.js';
 import { BASE, keys, type Keys } from './helpers.js';
@@ -147,16 +152,73 @@ describe("this deployment's bridges", () => {
     expect(await shardStub(env, k.pk).isAgentOwner(provider, k.pk)).toBe(true);
   });
 
-  it('owners registered before sign-ups were told apart count as vetted (the operators added them, or must say otherwise)', async () => {
+  /**
+   * Builds the owners table as it was before the `vetted` column, with `pk` in it, on the Accounts
+   * object `name`, and wakes this version's Accounts on it with `bindings` (the upgrade): `pk`'s row
+   * and a sign-up made after it, and the warnings it logged.
+   */
+  async function upgraded(name: string, pk: string, bindings: { EDGESTR_SIGNUP?: string }) {
+    const warned = vi.spyOn(console, 'warn');
+    try {
+      return await runInDurableObject(env.ACCOUNTS.get(env.ACCOUNTS.idFromName(name)), (_i, state) => {
+        state.storage.sql.exec('DROP TABLE owners');
+        state.storage.sql.exec('CREATE TABLE owners (pubkey TEXT PRIMARY KEY, plan TEXT NOT NULL, suspended INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL) WITHOUT ROWID');
+        state.storage.sql.exec("INSERT INTO owners (pubkey, plan, created_at) VALUES (?, 'default', 1)", pk);
+        const migrated = new Accounts(state, { ...env, ...bindings });
+        migrated.signUp(keys().pk, 'default');
+        // Woken again (the column is there now): nothing changes, nothing is logged again.
+        const again = new Accounts(state, { ...env, ...bindings });
+        return { old: again.owner(pk)?.vetted, all: again.owners().map((o) => o.vetted), warnings: warned.mock.calls.map((c) => c.join(' ')) };
+      });
+    } finally {
+      warned.mockRestore();
+    }
+  }
+
+  it('owners registered before sign-ups were told apart, on a deployment with sign-up closed at the upgrade, count as vetted (the operators added them)', async () => {
     const pk = keys().pk;
-    const vetted = await runInDurableObject(env.ACCOUNTS.get(env.ACCOUNTS.idFromName('accounts-before-vetting')), (_i, state) => {
+    expect(await upgraded('accounts-before-vetting', pk, {})).toEqual({
+      old: true,
+      all: [true, false],
+      warnings: [
+        'accounts upgrade: owners registered before sign-ups were told apart: 1; EDGESTR_SIGNUP is not open, so they count as vetted. If sign-up was open on this deployment before, review GET /api/admin/owners and mark those that signed themselves up with PATCH /api/admin/owners/<pubkey> {"vetted":false}',
+      ],
+    });
+  });
+
+  it('with EDGESTR_SIGNUP=open at the upgrade they are not vetted (any of them may have signed itself up), and the upgrade says so once, with the PATCH that vets one', async () => {
+    const pk = keys().pk;
+    expect(await upgraded('accounts-before-vetting-open', pk, { EDGESTR_SIGNUP: 'open' })).toEqual({
+      old: false,
+      all: [false, false],
+      warnings: [
+        "accounts upgrade: owners registered before sign-ups were told apart: 1; EDGESTR_SIGNUP=open, so none of them is vetted (any may have signed itself up): EDGESTR_OUTBOUND_ALLOW does not apply to their dials and their bridges are not this deployment's. Review GET /api/admin/owners and vet those the operators added with PATCH /api/admin/owners/<pubkey> {\"vetted\":true}",
+      ],
+    });
+  });
+
+  it('an owner from before the column on an open deployment, upgraded: EDGESTR_OUTBOUND_ALLOW does not apply to it (its agent’s MCP server on a listed host is 422), nor is its bridge the deployment’s', async () => {
+    const k = keys();
+    // The deployment's own Accounts object, as an earlier version left it: k signed itself up.
+    await runInDurableObject(accountsStub(env), (_i, state) => {
       state.storage.sql.exec('DROP TABLE owners');
       state.storage.sql.exec('CREATE TABLE owners (pubkey TEXT PRIMARY KEY, plan TEXT NOT NULL, suspended INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL) WITHOUT ROWID');
-      state.storage.sql.exec("INSERT INTO owners (pubkey, plan, created_at) VALUES (?, 'default', 1)", pk);
-      const migrated = new Accounts(state, env);
-      migrated.signUp(keys().pk, 'default');
-      return [migrated.owner(pk)?.vetted, migrated.owners().map((o) => o.vetted)];
+      state.storage.sql.exec("INSERT INTO owners (pubkey, plan, created_at) VALUES (?, 'default', 1)", k.pk);
+      new Accounts(state, { ...env, EDGESTR_SIGNUP: 'open' });
     });
-    expect(vetted).toEqual([true, [true, false]]);
+    forgetOwnerState(); // the deploy's new isolates start with no copy of the registry
+    expect(await accountsStub(env).owner(k.pk)).toMatchObject({ pubkey: k.pk, vetted: false });
+    const listed = inject('mcpEverythingUrl'); // on 127.0.0.1, listed in the tests' EDGESTR_OUTBOUND_ALLOW
+    // What the policy answers for an owner the operators did not vet (its wording is the policy's).
+    const checked = checkOutboundUrl(listed, 'http', outboundPolicy(env, { vetted: false }));
+    const refusal = checked.ok ? undefined : checked.error;
+    expect(refusal).toMatch(/^refused: /);
+    expect(await api(k.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo', mcp_servers: [{ id: 'm', url: listed }] })).toEqual({
+      status: 422,
+      json: { error: 'invalid agent', issues: [{ path: 'mcp_servers.0.url', message: refusal }] },
+    });
+    const provider = await register(k, 'upgraded');
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect(await publicRecords(k.pk)).toEqual([[provider, 'provisioned']]);
   });
 });

@@ -28,8 +28,13 @@
 //
 // `vetted`: whether the operators stand behind the owner — true for one an operator added, false for
 // a key that signed itself up, until an operator says otherwise (PATCH /api/admin/owners). Only a
-// vetted owner's bridge is one of this deployment's bridges (workers/common/deployment-bridges.ts, docs/BRIDGE.md).
-// Rows from before the column existed count as vetted: how they were made was not recorded.
+// vetted owner's bridge is one of this deployment's bridges (workers/common/deployment-bridges.ts,
+// docs/BRIDGE.md), and only to a vetted owner's dials does EDGESTR_OUTBOUND_ALLOW apply
+// (workers/common/owner-outbound.ts). Rows from before the column existed recorded nothing of how
+// they were made, so the upgrade that adds it decides by the sign-up setting it runs under: with
+// EDGESTR_SIGNUP=open any of them may have signed itself up, and none is vetted; with sign-up closed
+// they count as vetted (the operators added them). Either way it logs once how many rows it set and
+// what the operators can review (docs/OPERATIONS.md "Upgrading").
 //
 // A removal is not undone by open sign-up: remove() deletes the owner's row and records its key
 // with the time (removed_at) in the same step, and signUp() refuses a recorded key; only an
@@ -42,6 +47,12 @@ import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.j
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN } from './plans.js';
 import { ReadBudget } from './read-budget.js';
+
+/** What the Accounts object reads of the Worker's configuration. */
+export interface AccountsEnv extends OwnerEnv {
+  /** 'open': keys may sign themselves up (workers/api/signup.ts); read by the upgrade that adds `vetted`. */
+  EDGESTR_SIGNUP?: string;
+}
 
 export interface AccountsBindings {
   ACCOUNTS: DurableObjectNamespace<Accounts>;
@@ -158,11 +169,11 @@ const toOwner = (r: Row): OwnerRow => ({
   created_at: Number(r.created_at),
 });
 
-export class Accounts extends DurableObject<OwnerEnv> {
+export class Accounts extends DurableObject<AccountsEnv> {
   private readonly sql: SqlStorage;
   private readonly reads = new ReadBudget(USAGE_ROWS_PER_MINUTE, 60_000);
 
-  constructor(ctx: DurableObjectState, env: OwnerEnv) {
+  constructor(ctx: DurableObjectState, env: AccountsEnv) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.sql.exec(`
@@ -183,8 +194,20 @@ export class Accounts extends DurableObject<OwnerEnv> {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_days (owner TEXT NOT NULL, day TEXT NOT NULL, runs INTEGER NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (owner, day)) WITHOUT ROWID');
     if (!hadDays) this.sql.exec('INSERT INTO owner_days (owner, day, runs, tokens) SELECT owner, day, sum(runs), sum(input_tokens + output_tokens) FROM usage GROUP BY owner, day');
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(owners)').toArray();
-    // Rows from before sign-ups were told apart count as vetted (see the header).
-    if (!columns.some((c) => c.name === 'vetted')) this.sql.exec('ALTER TABLE owners ADD COLUMN vetted INTEGER NOT NULL DEFAULT 1');
+    if (!columns.some((c) => c.name === 'vetted')) this.addVetted(env.EDGESTR_SIGNUP === 'open');
+  }
+
+  /** The upgrade that adds owners.vetted: the rows already there are vetted unless sign-up is `open` (see the header). */
+  private addVetted(open: boolean): void {
+    this.sql.exec(`ALTER TABLE owners ADD COLUMN vetted INTEGER NOT NULL DEFAULT ${open ? 0 : 1}`);
+    const rows = this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM owners').one().n;
+    if (rows === 0) return;
+    const found = `accounts upgrade: owners registered before sign-ups were told apart: ${rows}`;
+    console.warn(
+      open
+        ? `${found}; EDGESTR_SIGNUP=open, so none of them is vetted (any may have signed itself up): EDGESTR_OUTBOUND_ALLOW does not apply to their dials and their bridges are not this deployment's. Review GET /api/admin/owners and vet those the operators added with PATCH /api/admin/owners/<pubkey> {"vetted":true}`
+        : `${found}; EDGESTR_SIGNUP is not open, so they count as vetted. If sign-up was open on this deployment before, review GET /api/admin/owners and mark those that signed themselves up with PATCH /api/admin/owners/<pubkey> {"vetted":false}`,
+    );
   }
 
   // ---- registry ----
