@@ -2,6 +2,16 @@
 // gift-wrapped) to a DVMCP server over one or more relays and waits for the answer. Used by the
 // /mcp gateway (workers/gateway) and by hosted agents' `dvmcp` tools (workers/agent/tools/dvmcp.ts).
 //
+// - Private by default: a plain 25910 and its 26910 answer can be read by anyone on the relay (the
+//   server id, the method, the arguments, the result), so a target without `encrypt` is
+//   gift-wrapped (NIP-59); only `encrypt: false` sends plain. Before the first such request to a
+//   server (again after ANNOUNCEMENT_TTL_MS) its announcement (31316) is read on the client's relays
+//   (dvmcp-discovery.ts announcedEncryption, one REQ closed at EOSE, at most subscribeTimeoutMs):
+//   one that does not say `support_encryption` ends the request, unsent, with "<server> does not
+//   support encryption; set encrypt: false to call it in public" (kind 'encryption'); none found (a
+//   private server) sends it gift-wrapped, and its timeout then says so and how to call in public
+//   (the spec's "attempt encryption first"; never a silent fall back to plain). `encrypt: true`
+//   gift-wraps without reading the announcement (the caller has read it: /mcp, the CLI, the console).
 // - One set of subscriptions per client, opened on the first request and reused: 26910 + 21316,
 //   `#p` = our key, `since` = the time they are opened, and 1059, `#p` = our key, `since` = two days
 //   10 min back (WRAP_LOOKBACK_SECONDS: wraps are dated up to two days in the past, NIP-59, and
@@ -15,7 +25,8 @@
 //   sent again under the same id (the relay replaces it) for each plain request, and the request is
 //   published only once the relay confirmed it (EOSE; confirmed-subscription.ts: one REQ in flight,
 //   the requests of a burst share the next), so a relay holds 3 subscriptions of a client whatever
-//   its load; its filter has at most `maxPending` ids. Ids of requests that ended stay in it until
+//   its load (and, while an announcement is read, one per server read); its filter has at most
+//   `maxPending` ids. Ids of requests that ended stay in it until
 //   the next plain request (their answers, if any come, are dropped before any signature check).
 // - Answers are matched by their `e` tag to the request id (the rumor id for wrapped requests) and
 //   must come from the request's provider: the event's signature is checked (plain), or the seal's
@@ -35,6 +46,7 @@
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { cancelTemplate, parsePaymentRequired, parseResponse, requestTemplate, type Incoming, type PaymentRequired } from './dvmcp.js';
+import { announcedEncryption } from './dvmcp-discovery.js';
 import { unwrapDvmcp, wrapDvmcpWithId } from './dvmcp-wrap.js';
 import { messageSize } from './dvmcp-size.js';
 import { err, errorMessage, ok, type Result } from './errors.js';
@@ -54,9 +66,16 @@ export interface DvmcpTarget {
   provider: string;
   /** The server id (`s`); absent: the provider's only server. */
   serverId?: string;
-  /** Send the request gift-wrapped (the server announces support_encryption). */
+  /**
+   * How the request travels. Absent (the default): gift-wrapped, refused when the server's
+   * announcement says it does not support encryption (see the header). true: gift-wrapped without
+   * looking. false: plain, readable by anyone on the relay.
+   */
   encrypt?: boolean;
 }
+
+/** Whether requests to `target` go gift-wrapped (everything but an explicit `encrypt: false`). */
+export const isWrapped = (target: Pick<DvmcpTarget, 'encrypt'>): boolean => target.encrypt !== false;
 
 export type DvmcpFailure =
   | { kind: 'protocol'; code: number; message: string; data?: unknown }
@@ -64,7 +83,8 @@ export type DvmcpFailure =
   | { kind: 'cancelled'; message: string }
   | { kind: 'payment'; message: string; sats: number; invoice: string }
   | { kind: 'relay'; message: string }
-  | { kind: 'busy'; message: string };
+  | { kind: 'busy'; message: string }
+  | { kind: 'encryption'; message: string };
 
 /** Decides a payment request: true once paid (the request keeps waiting), false to decline. */
 export type PaymentHandler = (request: PaymentRequired & { target: DvmcpTarget; method: string }) => boolean | Promise<boolean>;
@@ -98,6 +118,12 @@ export interface DvmcpClientOptions {
 }
 
 export const DVMCP_CLIENT_DEFAULTS = { timeoutMs: 30_000, maxTotalMs: 120_000, maxPending: 64, subscribeTimeoutMs: 5_000, publishTimeoutMs: 5_000 } as const;
+
+/** How long a server's announced encryption support is taken as read (see the header). */
+export const ANNOUNCEMENT_TTL_MS = 5 * 60_000;
+
+/** How a request names its server in a failure. */
+const serverLabel = (t: DvmcpTarget): string => t.serverId ?? `the DVMCP server of ${t.provider}`;
 
 /** How far back a subscription sent again after a passing CLOSED reads (well past a request's default maxTotalMs). */
 const RESENT_WINDOW_SECONDS = 600;
@@ -153,6 +179,8 @@ export class DvmcpClient {
   readonly #relays: readonly RelayClient[];
   readonly #pending = new Map<string, Pending>();
   readonly #seen = new LruMap<string, true>(4096);
+  /** `<provider>:<server id>` → what its announcement said of encryption (announcedEncryption), and when it was read. */
+  readonly #announced = new LruMap<string, { at: number; supports: Promise<boolean | undefined> }>(256);
   #listening: Promise<Listening[]> | undefined;
   readonly #cancelling = new Set<Promise<void>>();
   #closed = false;
@@ -176,27 +204,33 @@ export class DvmcpClient {
     const maxPending = this.#o.maxPending ?? DVMCP_CLIENT_DEFAULTS.maxPending;
     if (this.#pending.size >= maxPending) return err({ kind: 'busy', message: `too many DVMCP requests in flight (at most ${maxPending})` });
 
-    const listening = await this.#listen();
-    const usable = listening.filter((l) => (target.encrypt ? l.wrapsClosed === undefined : l.plainClosed === undefined));
+    const wrap = isWrapped(target);
+    const [listening, announced] = await Promise.all([this.#listen(), target.encrypt === undefined ? this.#announcedEncryption(target) : undefined]);
+    if (announced === false) return err({ kind: 'encryption', message: `${serverLabel(target)} does not support encryption; set encrypt: false to call it in public` });
+    const timeoutNote =
+      target.encrypt === undefined && announced === undefined
+        ? ` (the request was gift-wrapped and ${serverLabel(target)} is not announced: if it does not support encryption, set encrypt: false to call it in public)`
+        : '';
+    const usable = listening.filter((l) => (wrap ? l.wrapsClosed === undefined : l.plainClosed === undefined));
     if (usable.length === 0) {
-      const why = listening.map((l) => (target.encrypt ? l.wrapsClosed : l.plainClosed)).join('; ');
-      return err({ kind: 'relay', message: `cannot receive ${target.encrypt ? 'encrypted ' : ''}DVMCP answers: ${why}` });
+      const why = listening.map((l) => (wrap ? l.wrapsClosed : l.plainClosed)).join('; ');
+      return err({ kind: 'relay', message: `cannot receive ${wrap ? 'encrypted ' : ''}DVMCP answers: ${why}` });
     }
 
     // Identical requests in the same second would get the same id (and their answers too): the
     // later one moves a second on.
     // One that does not fit one event would be refused by the relay (or could not be wrapped): said now.
-    const form = target.encrypt ? 'wrapped' : 'plain';
+    const form = wrap ? 'wrapped' : 'plain';
     const fits = messageSize(requestTemplate(target.provider, method, params, target.serverId), form);
     if (fits.size > fits.room) {
-      return err({ kind: 'relay', message: `request too large for one DVMCP message: ${fits.size} bytes, at most ${fits.room}${target.encrypt ? ' gift-wrapped' : ''}` });
+      return err({ kind: 'relay', message: `request too large for one DVMCP message: ${fits.size} bytes, at most ${fits.room}${wrap ? ' gift-wrapped' : ''}` });
     }
     let event: NostrEvent;
     let requestId: string;
     for (let bump = 0; ; bump++) {
       const t = requestTemplate(target.provider, method, params, target.serverId);
       t.created_at += bump;
-      if (target.encrypt) {
+      if (wrap) {
         const wrapped = wrapDvmcpWithId(t, this.#o.secretKey, this.pubkey, target.provider, this.#o.keys, 'wrapped', this.#o.wrapSign);
         event = wrapped.wrap;
         requestId = wrapped.rumorId;
@@ -209,8 +243,8 @@ export class DvmcpClient {
     // Checked again: other requests may have started (or close() run) while this one was prepared.
     if (this.#closed) return err({ kind: 'cancelled', message: 'cancelled: the DVMCP client is closed' });
     if (this.#pending.size >= maxPending) return err({ kind: 'busy', message: `too many DVMCP requests in flight (at most ${maxPending})` });
-    const answer = this.#register(requestId, target, method, opts);
-    if (!target.encrypt) {
+    const answer = this.#register(requestId, target, method, opts, timeoutNote);
+    if (!wrap) {
       await Promise.all(usable.map((l) => l.byRequest.update()));
       if (!this.#pending.has(requestId)) return answer; // ended meanwhile (cancelled, timed out, closed): not sent
     }
@@ -240,13 +274,14 @@ export class DvmcpClient {
 
   // ---- requests ----
 
-  #register(requestId: string, target: DvmcpTarget, method: string, opts: DvmcpRequestOptions): Promise<Outcome> {
+  /** Waits for the answer to `requestId`; `timeoutNote` ends its timeout messages. */
+  #register(requestId: string, target: DvmcpTarget, method: string, opts: DvmcpRequestOptions, timeoutNote: string): Promise<Outcome> {
     const timeoutMs = opts.timeoutMs ?? DVMCP_CLIENT_DEFAULTS.timeoutMs;
     const maxTotalMs = opts.maxTotalMs ?? DVMCP_CLIENT_DEFAULTS.maxTotalMs;
     return new Promise<Outcome>((resolve) => {
       let idle: ReturnType<typeof setTimeout> | undefined;
-      const onIdle = (): void => finish(err({ kind: 'timeout', message: `timed out: no answer from the DVMCP server in ${timeoutMs} ms` }));
-      const total = setTimeout(() => finish(err({ kind: 'timeout', message: `timed out: the DVMCP request took over ${maxTotalMs} ms` })), maxTotalMs);
+      const onIdle = (): void => finish(err({ kind: 'timeout', message: `timed out: no answer from the DVMCP server in ${timeoutMs} ms${timeoutNote}` }));
+      const total = setTimeout(() => finish(err({ kind: 'timeout', message: `timed out: the DVMCP request took over ${maxTotalMs} ms${timeoutNote}` })), maxTotalMs);
       const onAbort = (): void => {
         this.#sendCancel(requestId, target, 'cancelled by the client');
         finish(err({ kind: 'cancelled', message: 'cancelled' }));
@@ -286,7 +321,7 @@ export class DvmcpClient {
   /** notifications/cancel for `requestId`, in the request's form; best effort (logged when undelivered). */
   #sendCancel(requestId: string, target: DvmcpTarget, reason: string): void {
     const t = cancelTemplate(target.provider, requestId, target.serverId, reason);
-    const event = target.encrypt ? Promise.resolve(wrapDvmcpWithId(t, this.#o.secretKey, this.pubkey, target.provider, this.#o.keys, 'wrapped', this.#o.wrapSign).wrap) : this.#o.sign(t);
+    const event = isWrapped(target) ? Promise.resolve(wrapDvmcpWithId(t, this.#o.secretKey, this.pubkey, target.provider, this.#o.keys, 'wrapped', this.#o.wrapSign).wrap) : this.#o.sign(t);
     const sent: Promise<void> = event
       .then((e) => this.#publish(e))
       .then((r) => {
@@ -295,6 +330,16 @@ export class DvmcpClient {
       .catch((e: unknown) => console.warn(`dvmcp-client: cancel of ${requestId} failed: ${errorMessage(e)}`))
       .finally(() => this.#cancelling.delete(sent));
     this.#cancelling.add(sent);
+  }
+
+  /** What `target`'s announcement says of encryption, read at most once per ANNOUNCEMENT_TTL_MS (concurrent requests share the read). */
+  #announcedEncryption(target: DvmcpTarget): Promise<boolean | undefined> {
+    const key = `${target.provider}:${target.serverId ?? ''}`;
+    const kept = this.#announced.get(key);
+    if (kept && Date.now() - kept.at < ANNOUNCEMENT_TTL_MS) return kept.supports;
+    const supports = announcedEncryption(this.#relays, target, this.#o.verifier, this.#o.subscribeTimeoutMs ?? DVMCP_CLIENT_DEFAULTS.subscribeTimeoutMs);
+    this.#announced.set(key, { at: Date.now(), supports });
+    return supports;
   }
 
   // ---- subscriptions ----
@@ -368,7 +413,7 @@ export class DvmcpClient {
 
   /** The filter of the `byRequest` subscriptions: the waiting plain requests (undefined: none waits). */
   #byRequestFilter(since: number): Filter | undefined {
-    const plain = [...this.#pending].filter(([, p]) => p.target.encrypt !== true);
+    const plain = [...this.#pending].filter(([, p]) => !isWrapped(p.target));
     if (plain.length === 0) return undefined;
     const authors = [...new Set(plain.map(([, p]) => p.target.provider))];
     return { kinds: [KIND.DVMCP_RESPONSE, KIND.DVMCP_NOTIFICATION], authors, '#e': plain.map(([id]) => id), since };
@@ -392,7 +437,7 @@ export class DvmcpClient {
 
   #onWrap(e: NostrEvent): void {
     // Cheap filters before opening it: only an encrypted request gets a wrapped answer.
-    if (this.#seen.has(e.id) || ![...this.#pending.values()].some((p) => p.target.encrypt === true)) return;
+    if (this.#seen.has(e.id) || ![...this.#pending.values()].some((p) => isWrapped(p.target))) return;
     const opened = unwrapDvmcp(e, this.#o.secretKey, this.#o.keys, this.#o.verifier);
     if (!opened.ok) return; // not for us, or not authentic
     this.#seen.set(e.id, true);

@@ -13,6 +13,8 @@
 // names its deployment's bridges in its NIP-11 document (`bridge_providers`, bridgeProvidersOf), and
 // a server is shown to users with its provider (providerLabel), so that whoever decides to call or
 // pay it sees whose it is.
+// announcedEncryption reads one server's 31316 on a client's relays: whether its newest announcement
+// says `support_encryption` (the DVMCP client's default, dvmcp-client.ts, gift-wraps unless it says not).
 
 import { z } from 'zod';
 import { LISTS, MAX_CONTENT_CHARS, SERVER_ID, type Price, type ServerProfile } from './dvmcp.js';
@@ -247,4 +249,48 @@ export function discover(relay: RelayClient, opts: DiscoverOptions): Promise<Res
       onClosed: (m) => end(err(`discovery on ${relay.url} refused: ${m}`)),
     });
   });
+}
+
+/** A server a client means to call: its provider (hex) and id (`d`; absent: the provider's only server). */
+export interface AnnouncedServer {
+  provider: string;
+  serverId?: string;
+}
+
+/** Announcements of one provider read at most per relay (one server: one address; without an id, its servers). */
+const MAX_ANNOUNCEMENTS_READ = 20;
+
+/** The valid 31316s of `server` stored on `relay` (until EOSE, CLOSED or `timeoutMs`: what came by then). */
+function readAnnouncements(relay: RelayClient, server: AnnouncedServer, verifier: SchnorrVerifier, timeoutMs: number): Promise<NostrEvent[]> {
+  const filter: Filter = { kinds: [KIND.DVMCP_SERVER], authors: [server.provider], limit: MAX_ANNOUNCEMENTS_READ, ...(server.serverId === undefined ? {} : { '#d': [server.serverId] }) };
+  return new Promise((resolve) => {
+    const events: NostrEvent[] = [];
+    const end = (): void => {
+      clearTimeout(timer);
+      sub.close();
+      resolve(events);
+    };
+    const timer = setTimeout(end, timeoutMs);
+    const sub = relay.subscribe([filter], {
+      onEvent: (e) => {
+        const named = e.kind === KIND.DVMCP_SERVER && e.pubkey === server.provider && (server.serverId === undefined || dOf(e) === server.serverId);
+        if (named && events.length < MAX_ANNOUNCEMENTS_READ && checkIdAndSignature(e, verifier).ok) events.push(e);
+      },
+      onEose: end,
+      onClosed: end,
+    });
+  });
+}
+
+/**
+ * What `server`'s announcements on `relays` say of encryption: true when its newest 31316 (any of
+ * the provider's servers' newest, without an id) carries `["support_encryption", "true"]`, false
+ * when it says otherwise, undefined when none was found (a private server, or no relay answered
+ * within `timeoutMs`).
+ */
+export async function announcedEncryption(relays: readonly RelayClient[], server: AnnouncedServer, verifier: SchnorrVerifier, timeoutMs: number): Promise<boolean | undefined> {
+  const found = (await Promise.all(relays.map((r) => readAnnouncements(r, server, verifier, timeoutMs)))).flat();
+  const latest = newestPerAddress(found);
+  if (latest.length === 0) return undefined;
+  return latest.some((e) => tag(e, 'support_encryption') === 'true');
 }

@@ -1,7 +1,9 @@
 // Hosted agents with `dvmcp_servers`: the agent lists a DVMCP server's tools over Nostr (through
 // its public-shard connection, authenticated as the agent) and calls them in a run; a priced tool
 // fails with the payment message (agents have no wallet); config validation of dvmcp_servers; a
-// server's tool definitions bounded as an MCP server's (tools/remote-tools.ts).
+// server's tool definitions bounded as an MCP server's (tools/remote-tools.ts); calls gift-wrapped
+// unless the config says `encrypt: false` (a stranger reading 25910/26910 on `/` learns nothing), a
+// server that announces no encryption refused rather than called in public.
 import { SELF } from 'cloudflare:test';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
@@ -14,7 +16,7 @@ import { connectDvmcpServer } from '../../workers/agent/tools/dvmcp.js';
 import { MAX_MCP_DESCRIPTION_CHARS, MAX_MCP_INPUT_SCHEMA_CHARS, MAX_MCP_TOOL_LIST_CHARS } from '../../workers/agent/tools/remote-tools.js';
 import { NipXxClient, agentInfo, createTestAgent } from './agent-helpers.js';
 import { DvmcpResponder } from './dvmcp-client-responder.js';
-import { keys, randomHex, sign } from './helpers.js';
+import { Sentinel, connect, keys, randomHex, sign, type Frame, type TestSocket } from './helpers.js';
 
 const socket: SocketFactory = async (u) => {
   const res = await SELF.fetch(u.replace(/^ws/, 'http'), { headers: { Upgrade: 'websocket' } });
@@ -75,6 +77,108 @@ describe('agent dvmcp tool source', () => {
   });
 });
 
+/** A DVMCP client of a fresh key on the public shard (authenticated), as the agent's. */
+function freshClient(): { client: DvmcpClient; relay: RelayClient; pk: string } {
+  const me = keys();
+  const relay = new RelayClient({ url: 'ws://relay.test/', socket, auth: async (t) => sign(me, t), reconnect: false });
+  const client = new DvmcpClient({ relays: relay, secretKey: me.sk, keys: new ConversationKeyCache(), sign: async (t) => sign(me, t), verifier: nobleVerifier });
+  return { client, relay, pk: me.pk };
+}
+
+describe('an agent\'s DVMCP calls are private unless the config says encrypt: false', () => {
+  /** A stranger on `/`, unauthenticated, reading every 25910 and 26910 (kinds.ts lets anyone read them). */
+  async function stranger(): Promise<{ sock: TestSocket; sentinel: Sentinel }> {
+    const sock = await connect('/');
+    const spy = await sock.req('spy', { kinds: [25910, 26910] });
+    expect(spy.closed).toBeUndefined();
+    return { sock, sentinel: await Sentinel.arm(sock, sock, keys()) };
+  }
+  const spied = (f: Frame): f is ['EVENT', string, { pubkey: string; tags: string[][]; content: string }] => f[0] === 'EVENT' && f[1] === 'spy';
+  /** Runs `/tool <server>__echo {"text": secret}` on `agent` as `user`; the tool's stdout. */
+  async function echoRun(agent: string, user: ReturnType<typeof keys>, id: string, secret: string): Promise<unknown> {
+    const c = await NipXxClient.open(agent, user);
+    const p = c.prompt({ ver: 1, message: `/tool ${id}__echo {"text":"${secret}"}` });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    c.sock.close();
+    return run.tools[1];
+  }
+
+  it('without encrypt, a private agent calls a private server gift-wrapped: a stranger reading 25910/26910 on / sees neither the server id nor the arguments', async () => {
+    const id = `private-${randomHex(8)}`;
+    const hidden = new DvmcpResponder('ws://relay.test/', socket, id, true, { announce: false });
+    await hidden.start();
+    const user = keys();
+    const agent = await createTestAgent({ allow: [user.pk], dvmcp_servers: [{ provider: hidden.provider, server: id }] });
+    const spy = await stranger();
+    try {
+      const secret = `secret-${randomHex(8)}`;
+      expect(await echoRun(agent, user, id, secret)).toMatchObject({ name: `${id}__echo`, phase: 'result', success: true, output: { stdout: secret, exit_code: 0 } });
+      expect(hidden.requests.some((q) => q.method === 'tools/call')).toBe(true);
+      expect(hidden.requests.map((q) => `${q.form} ${q.client}`)).toEqual(hidden.requests.map(() => `wrapped ${agent}`));
+      const leaks = (f: Frame): boolean => spied(f) && (f[2].pubkey === agent || JSON.stringify(f[2]).includes(id) || JSON.stringify(f[2]).includes(secret));
+      expect(await spy.sock.silence(leaks, spy.sentinel)).toBe(true);
+    } finally {
+      spy.sock.close();
+      hidden.close();
+    }
+  });
+
+  it('with encrypt: false the calls go plain, as before: the stranger reads the server id and the arguments', async () => {
+    const id = `public-${randomHex(8)}`;
+    const open = new DvmcpResponder('ws://relay.test/', socket, id, true, { announce: false });
+    await open.start();
+    const user = keys();
+    const agent = await createTestAgent({ allow: [user.pk], dvmcp_servers: [{ provider: open.provider, server: id, encrypt: false }] });
+    const spy = await stranger();
+    try {
+      const secret = `secret-${randomHex(8)}`;
+      expect(await echoRun(agent, user, id, secret)).toMatchObject({ name: `${id}__echo`, success: true, output: { stdout: secret } });
+      expect(open.requests.map((q) => `${q.form} ${q.client}`)).toEqual(open.requests.map(() => `plain ${agent}`));
+      const call = await spy.sock.next((f) => spied(f) && f[2].pubkey === agent && f[2].content.includes(secret));
+      expect((call[2] as { tags: string[][] }).tags).toContainEqual(['s', id]);
+    } finally {
+      spy.sock.close();
+      open.close();
+    }
+  });
+
+  it('a server that announces no encryption is refused without a request unless the config says encrypt: false', async () => {
+    const id = `plain-only-${randomHex(6)}`;
+    const plainOnly = new DvmcpResponder('ws://relay.test/', socket, id, false);
+    await plainOnly.start();
+    const { client, relay, pk } = freshClient();
+    try {
+      const options = { client: async () => client, agent: pk };
+      const refused = await connectDvmcpServer({ provider: plainOnly.provider, server: id }, options);
+      expect(refused).toEqual({ ok: false, error: `DVMCP server ${id}: ${id} does not support encryption; set encrypt: false to call it in public` });
+      expect(plainOnly.requests).toEqual([]);
+      const listed = await connectDvmcpServer({ provider: plainOnly.provider, server: id, encrypt: false }, options);
+      expect(listed.ok && listed.value.tools.map((t) => t.definition.name)).toContain(`${id}__echo`);
+      expect(plainOnly.requests.map((q) => `${q.method} ${q.form}`)).toEqual(['tools/list plain']);
+    } finally {
+      await client.close();
+      relay.close();
+      plainOnly.close();
+    }
+  });
+
+  it('a server that is not announced and does not answer: the timeout says the request was gift-wrapped and how to call it in public', async () => {
+    const id = `silent-${randomHex(6)}`;
+    const { client, relay, pk } = freshClient();
+    try {
+      const r = await connectDvmcpServer({ provider: keys().pk, server: id }, { client: async () => client, agent: pk, listTimeoutMs: 300 });
+      expect(r).toEqual({
+        ok: false,
+        error: `DVMCP server ${id}: timed out: the DVMCP request took over 300 ms (the request was gift-wrapped and ${id} is not announced: if it does not support encryption, set encrypt: false to call it in public)`,
+      });
+    } finally {
+      await client.close();
+      relay.close();
+    }
+  });
+});
+
 describe('a DVMCP server\'s tool definitions are bounded as an MCP server\'s', () => {
   it('a description over the cap is cut with a note, a huge input schema leaves its tool out, and so do the tools past one server\'s definitions cap (in skipped, logged once per listing)', async () => {
     const id = `agent-dvbig-${randomHex(3)}`;
@@ -95,7 +199,7 @@ describe('a DVMCP server\'s tool definitions are bounded as an MCP server\'s', (
     const client = new DvmcpClient({ relays: relay, secretKey: me.sk, keys: new ConversationKeyCache(), sign: async (t) => sign(me, t), verifier: nobleVerifier });
     const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
     try {
-      const config = { provider: big.provider, server: id };
+      const config = { provider: big.provider, server: id, encrypt: false };
       const options = { client: async () => client, agent: me.pk };
       const connected = await connectDvmcpServer(config, options);
       if (!connected.ok) throw new Error(connected.error);

@@ -14,9 +14,11 @@
 //                            template: only ["e", <request id>] (no `p`)
 //   (underpriced, backdated and spec-tags are not announced: the announcement tests list the tools above)
 //   anything else          → protocol error -32602 "Unknown tool: <name>"
-// With `listing.tools`, tools/list answers those instead (the announcement still carries the tools
-// above), in pages (cursor "<n>") of at most `listing.pageChars` characters of tools' JSON (default
-// 100,000; a tool larger alone is a page of its own).
+// With `options.tools`, tools/list answers those instead (the announcement still carries the tools
+// above), in pages (cursor "<n>") of at most `options.pageChars` characters of tools' JSON (default
+// 100,000; a tool larger alone is a page of its own). With `options.announce: false` it announces
+// nothing (a private server: only who knows its provider and id can call it). It answers a request
+// in the form it came in, whatever `encryption` it announces.
 // Used by the workerd tests (test/workers/dvmcp-client.test.ts) and the /mcp e2e test from Node.
 
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -89,6 +91,7 @@ export class DvmcpResponder {
   readonly #keys = new ConversationKeyCache();
   readonly #paid = new Map<string, () => void>();
   readonly #pages: ResponderTool[][];
+  readonly #announce: boolean;
   #closed = false;
 
   constructor(
@@ -96,13 +99,14 @@ export class DvmcpResponder {
     socket: SocketFactory,
     readonly serverId = 'test-server',
     readonly encryption = true,
-    listing: { tools?: readonly ResponderTool[]; pageChars?: number } = {},
+    options: { tools?: readonly ResponderTool[]; pageChars?: number; announce?: boolean } = {},
   ) {
     this.#relay = new RelayClient({ url, socket, auth: async (t) => signWith(this.sk, t), reconnect: false });
-    this.#pages = pagesOf(listing.tools ?? RESPONDER_TOOLS, listing.tools ? (listing.pageChars ?? 100_000) : Number.POSITIVE_INFINITY);
+    this.#pages = pagesOf(options.tools ?? RESPONDER_TOOLS, options.tools ? (options.pageChars ?? 100_000) : Number.POSITIVE_INFINITY);
+    this.#announce = options.announce ?? true;
   }
 
-  /** Subscribes to requests (waits for EOSE) and publishes the announcements. */
+  /** Subscribes to requests (waits for EOSE) and publishes the announcements (unless told not to). */
   async start(): Promise<void> {
     const since = Math.floor(Date.now() / 1000) - 5;
     await new Promise<void>((resolve, reject) => {
@@ -111,6 +115,7 @@ export class DvmcpResponder {
       this.#relay.subscribe([{ kinds: [KIND.DVMCP_REQUEST, KIND.DVMCP_NOTIFICATION], '#p': [this.provider], since }], opts((e) => this.#handle(this.#on(e, 'plain'))));
       this.#relay.subscribe([{ kinds: [KIND.GIFT_WRAP], '#p': [this.provider], since }], opts((e) => this.#handle(this.#onWrap(e))));
     });
+    if (!this.#announce) return;
     const init = { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 'responder', version: '1.0.0' } };
     await this.#publish(serverAnnouncement({ id: this.serverId, name: 'Test responder', encryption: this.encryption }, init));
     await this.#publish(listAnnouncement(this.serverId, LISTS[0], RESPONDER_TOOLS, { paid: { price: '21', unit: 'sats' } }));

@@ -1,7 +1,8 @@
 // The DVMCP client (src/shared/dvmcp-client.ts) and discovery (src/shared/dvmcp-discovery.ts)
 // through the real relay (public shard) against a DVMCP server peer (dvmcp-client-responder.ts):
 // concurrent correlation, progress, cancel, timeouts, payment-required with a spend cap, wrapped
-// round trips, forged and misaddressed answers ignored, bounds; discovery from the relay. The pure
+// round trips (the default: plain only with encrypt: false; a server announcing no encryption
+// refused), forged and misaddressed answers ignored, bounds; discovery from the relay. The pure
 // parts (catalog rules, spendCap, message shapes) are unit-tested beside the source in src/shared.
 import { SELF } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -89,7 +90,7 @@ describe('DvmcpClient', () => {
   it('a relay that closes its answer subscriptions with error: (live events lost) does not end the client: they are sent again, and the next request is answered', async () => {
     const r = await responder();
     const { c, me } = client();
-    const target = { provider: r.provider, serverId: r.serverId };
+    const target = { provider: r.provider, serverId: r.serverId, encrypt: false };
     expect(text(await c.request(target, 'tools/call', { name: 'echo', arguments: { text: 'before' } }))).toBe('before');
     // The plain, the gift-wrap and the by-request-id subscription. They come back after their backoff
     // (an answer sent meanwhile, ephemeral, would be lost: its request would time out).
@@ -150,7 +151,8 @@ describe('DvmcpClient', () => {
     const huge = { name: 'echo', arguments: { text: 'x'.repeat(200_000) } };
     const wrapped = await c.request({ provider: r.provider, serverId: r.serverId, encrypt: true }, 'tools/call', huge);
     expect(wrapped).toEqual({ ok: false, error: { kind: 'relay', message: expect.stringMatching(/^request too large for one DVMCP message: \d+ bytes, at most \d+ gift-wrapped$/) } });
-    const plain = await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', huge);
+    expect(await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', huge)).toEqual(wrapped);
+    const plain = await c.request({ provider: r.provider, serverId: r.serverId, encrypt: false }, 'tools/call', huge);
     expect(plain).toEqual({ ok: false, error: { kind: 'relay', message: expect.stringMatching(/^request too large for one DVMCP message: \d+ bytes, at most \d+$/) } });
     expect(c.pending).toBe(0);
   });
@@ -229,7 +231,7 @@ describe('DvmcpClient', () => {
     const relays = new RelayClient({ url: URL_PUBLIC, socket: recording(frames), reconnect: false, auth: async (t) => sign(me, t) });
     open.push(relays);
     const { c } = client({ me, relays });
-    const target = { provider: r.provider, serverId: r.serverId };
+    const target = { provider: r.provider, serverId: r.serverId, encrypt: false };
     const result = await c.request(target, 'tools/call', { name: 'spec-tags', arguments: { text: 'e only' } }, { timeoutMs: 5_000 });
     expect(result.ok ? text(result) : result.error.message).toBe('e only');
     // Several at once, each matched to its own request.
@@ -271,7 +273,7 @@ describe('DvmcpClient', () => {
     let checks = 0;
     const counting: SchnorrVerifier = { name: 'counting', verify: (sig, msg, pk) => (checks++, nobleVerifier.verify(sig, msg, pk)) };
     const { c } = client({ me, verifier: counting });
-    expect(text(await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'echo', arguments: { text: 'plain' } }))).toBe('plain');
+    expect(text(await c.request({ provider: r.provider, serverId: r.serverId, encrypt: false }, 'tools/call', { name: 'echo', arguments: { text: 'plain' } }))).toBe('plain');
     expect(checks).toBe(1); // the plain answer's signature only
   });
 
@@ -282,9 +284,36 @@ describe('DvmcpClient', () => {
     expect(result.ok).toBe(false);
     expect(!result.ok && result.error.kind).toBe('relay');
     expect(!result.ok && result.error.message).toMatch(/^cannot receive encrypted DVMCP answers: ws:\/\/relay\.test\/: auth-required: /);
+    // so does one without encrypt (gift-wrapped by default), rather than going plain
+    expect(await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'echo', arguments: { text: 'x' } })).toEqual(result);
     expect(r.requests).toHaveLength(0);
-    // plain requests still work on that client
-    expect(text(await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', { name: 'echo', arguments: { text: 'y' } }))).toBe('y');
+    // plain requests (encrypt: false) still work on that client
+    expect(text(await c.request({ provider: r.provider, serverId: r.serverId, encrypt: false }, 'tools/call', { name: 'echo', arguments: { text: 'y' } }))).toBe('y');
+  });
+
+  it('a target without encrypt goes gift-wrapped; one whose announcement says no encryption is refused unsent (encrypt: false sends plain, encrypt: true wraps without reading the announcement)', async () => {
+    const plainOnly = new DvmcpResponder(URL_PUBLIC, socket, 'plain-only', false);
+    open.push(plainOnly);
+    await plainOnly.start();
+    const me = keys();
+    const frames: Frame[] = [];
+    const relays = new RelayClient({ url: URL_PUBLIC, socket: recording(frames), reconnect: false, auth: async (t) => sign(me, t) });
+    open.push(relays);
+    const { c } = client({ me, relays });
+    const echo = (t: string) => ({ name: 'echo', arguments: { text: t } });
+    const r = await responder();
+    expect(text(await c.request({ provider: r.provider, serverId: r.serverId }, 'tools/call', echo('private')))).toBe('private');
+    expect(r.requests.map((q) => q.form)).toEqual(['wrapped']);
+    const target = { provider: plainOnly.provider, serverId: plainOnly.serverId };
+    expect(await c.request(target, 'tools/call', echo('x'))).toEqual({ ok: false, error: { kind: 'encryption', message: 'plain-only does not support encryption; set encrypt: false to call it in public' } });
+    expect(text(await c.request({ ...target, encrypt: false }, 'tools/call', echo('public')))).toBe('public');
+    expect(text(await c.request({ ...target, encrypt: true }, 'tools/call', echo('asserted')))).toBe('asserted');
+    expect(plainOnly.requests.map((q) => q.form)).toEqual(['plain', 'wrapped']);
+    // One announcement read per server (the refusal's kept for the next request), none for encrypt: true.
+    const reads = frames.filter(([d, m]) => d === '>' && m[0] === 'REQ' && JSON.stringify((m[2] as { kinds?: number[] }).kinds) === '[31316]');
+    expect(reads.map(([, m]) => (m[2] as { '#d': string[] })['#d'])).toEqual([[r.serverId], ['plain-only']]);
+    expect(await c.request(target, 'tools/call', echo('again'))).toMatchObject({ ok: false, error: { kind: 'encryption' } });
+    expect(frames.filter(([d, m]) => d === '>' && m[0] === 'REQ' && JSON.stringify((m[2] as { kinds?: number[] }).kinds) === '[31316]')).toHaveLength(2);
   });
 
   it('ignores answers from another author and answers with another e (plain and wrapped)', async () => {

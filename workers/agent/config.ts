@@ -80,8 +80,15 @@ export const DvmcpServerSchema = z.strictObject({
     return hex ?? '';
   }),
   server: z.string().regex(SERVER_ID, 'dvmcp server ids are 1-64 characters of [a-zA-Z0-9_.-]'),
+  /**
+   * Absent (the default): requests gift-wrapped, the server refused when its announcement says it
+   * does not support encryption; true: gift-wrapped without reading the announcement; false: plain,
+   * so the calls, their arguments and results are public (anyone on the relay reads 25910/26910).
+   */
   encrypt: z.boolean().optional(),
 });
+/** One of `dvmcp_servers` as stored (the provider as hex). */
+export type DvmcpServerConfig = z.infer<typeof DvmcpServerSchema>;
 
 /** The agent exposed as a DVMCP server (docs/AGENTS.md "The agent as a DVMCP server"). */
 export const DvmcpSettingsSchema = z.strictObject({

@@ -2,6 +2,11 @@
 // encrypt?), called through the DVMCP client (src/shared/dvmcp-client.ts) that the agent runs over
 // its connection to the deployment's public shard, authenticated as the agent key (so the bridge's
 // per-client limits apply per agent).
+// - Private by default: `encrypt` goes to the client as configured, so a server without it is
+//   listed and called gift-wrapped (a server announcing no encryption is refused: "DVMCP server
+//   <id>: <id> does not support encryption; set encrypt: false to call it in public"); only
+//   `encrypt: false` sends the tools/list and tools/call (the arguments the model wrote from a
+//   possibly private prompt, and the results) where anyone on the public shard can read them.
 // - Listing: tools/list over DVMCP (following nextCursor, at most DVMCP_TOOL_DEFAULTS.maxPages
 //   pages, each one Nostr event).
 // - Names, definitions and their sizes exactly as MCP server tools' (remote-tools.ts: at most
@@ -19,6 +24,7 @@
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { DvmcpClient, DvmcpFailure, DvmcpTarget } from '../../../src/shared/dvmcp-client.js';
+import type { DvmcpServerConfig } from '../config.js';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { LruMap } from '../../../src/shared/lru.js';
 import { MAX_KEPT_TOOL_LISTS_CHARS } from '../../common/mcp-session-cache.js';
@@ -27,14 +33,7 @@ import { renderCallResult } from './mcp.js';
 import { fail } from './result.js';
 import type { Tool, ToolArgs, ToolDefinition, ToolResult } from './types.js';
 
-export interface DvmcpServerConfig {
-  /** The provider's public key (hex). */
-  provider: string;
-  /** The server id (`d` of its announcement). */
-  server: string;
-  /** Send requests gift-wrapped. */
-  encrypt?: boolean;
-}
+export type { DvmcpServerConfig };
 
 export interface DvmcpToolOptions {
   /** The agent's DVMCP client (created when first needed). */
@@ -117,8 +116,8 @@ class DvmcpTool implements Tool {
 export async function connectDvmcpServer(config: DvmcpServerConfig, options: DvmcpToolOptions, signal?: AbortSignal): Promise<Result<{ serverId: string; tools: Tool[]; skipped: string[] }, string>> {
   const prefix = `DVMCP server ${config.server}`;
   const client = await options.client();
-  const target: DvmcpTarget = { provider: config.provider, serverId: config.server, encrypt: config.encrypt === true };
-  const listed = await listTools(client, config, target, `${options.agent}:${config.provider}:${config.server}:${target.encrypt}`, options.listTimeoutMs ?? DVMCP_TOOL_DEFAULTS.listTimeoutMs, signal);
+  const target: DvmcpTarget = { provider: config.provider, serverId: config.server, encrypt: config.encrypt };
+  const listed = await listTools(client, config, target, `${options.agent}:${config.provider}:${config.server}:${config.encrypt ?? 'default'}`, options.listTimeoutMs ?? DVMCP_TOOL_DEFAULTS.listTimeoutMs, signal);
   if (!listed.ok) return err(`${prefix}: ${listed.error}`);
   const callTimeoutMs = options.callTimeoutMs ?? DVMCP_TOOL_DEFAULTS.callTimeoutMs;
   const tools = listed.value.taken.map((t) => new DvmcpTool(t.definition, t.remoteName, target, client, callTimeoutMs));
