@@ -153,6 +153,14 @@ describe('an agent\'s DVMCP calls are private unless the config says encrypt: fa
       const refused = await connectDvmcpServer({ provider: plainOnly.provider, server: id }, options);
       expect(refused).toEqual({ ok: false, error: `DVMCP server ${id}: ${id} does not support encryption; set encrypt: false to call it in public` });
       expect(plainOnly.requests).toEqual([]);
+      // Through an agent: its tools are not offered, a run asking for one ends "unknown tool", nothing is sent.
+      const agent = await createTestAgent({ dvmcp_servers: [{ provider: plainOnly.provider, server: id }] });
+      const c = await NipXxClient.open(agent);
+      const p = c.prompt({ ver: 1, message: `/tool ${id}__echo {"text":"x"}` });
+      await c.send(p);
+      expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'UNSUPPORTED_FEATURE', message: `unknown tool "${id}__echo"` });
+      c.sock.close();
+      expect(plainOnly.requests).toEqual([]);
       const listed = await connectDvmcpServer({ provider: plainOnly.provider, server: id, encrypt: false }, options);
       expect(listed.ok && listed.value.tools.map((t) => t.definition.name)).toContain(`${id}__echo`);
       expect(plainOnly.requests.map((q) => `${q.method} ${q.form}`)).toEqual(['tools/list plain']);
