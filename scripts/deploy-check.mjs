@@ -17,12 +17,13 @@ import { experimental_readRawConfig } from 'wrangler';
 import { checkDeployment } from './deploy-config.mjs';
 
 /**
- * The Worker's own EDGESTR_PLANS parser (workers/accounts/plans.ts), bundled for Node with the
- * esbuild that comes with wrangler: the deploy check applies the very rule the Worker will.
+ * A module of the Worker (its path from the repository root), bundled for Node with the esbuild that
+ * comes with wrangler: the deploy check applies the very rules the Worker will (EDGESTR_PLANS:
+ * workers/accounts/plans.ts `parsePlans`; RELAY_LIMITS: workers/relay-do/limits.ts `parseRelayLimits`).
  */
-async function workerPlansParser() {
+async function workerModule(path) {
   const bundle = await build({
-    entryPoints: [fileURLToPath(new URL('../workers/accounts/plans.ts', import.meta.url))],
+    entryPoints: [fileURLToPath(new URL(`../${path}`, import.meta.url))],
     bundle: true,
     write: false,
     format: 'esm',
@@ -31,8 +32,7 @@ async function workerPlansParser() {
     logLevel: 'silent',
   });
   const code = Buffer.from(bundle.outputFiles[0].contents).toString('base64');
-  const { parsePlans } = await import(`data:text/javascript;base64,${code}`);
-  return parsePlans;
+  return import(`data:text/javascript;base64,${code}`);
 }
 
 const args = process.argv.slice(2);
@@ -72,7 +72,8 @@ const { problems, unchecked } = checkDeployment({
   secrets: secretNames(),
   bindings,
   echoOnly: process.env.EDGESTR_ECHO_ONLY === 'true',
-  parsePlans: await workerPlansParser(),
+  parsePlans: (await workerModule('workers/accounts/plans.ts')).parsePlans,
+  parseRelayLimits: (await workerModule('workers/relay-do/limits.ts')).parseRelayLimits,
 });
 for (const u of unchecked) console.warn(`not checked: ${u}`);
 if (problems.length > 0) {

@@ -11,6 +11,8 @@ export interface DeploymentInput {
   echoOnly: boolean;
   /** The Worker's EDGESTR_PLANS parser (workers/accounts/plans.ts `parsePlans`): throws an Error naming what is wrong. */
   parsePlans: (raw: string | undefined) => unknown;
+  /** The relay's RELAY_LIMITS reader (workers/relay-do/limits.ts `parseRelayLimits`): the renamed keys used and what is wrong, as messages. */
+  parseRelayLimits: (raw: string | undefined) => { renamed: string[]; problems: string[] };
 }
 
 export interface DeploymentVerdict {

@@ -2,8 +2,8 @@
 // that they can be tested: given the variables wrangler will deploy, the names of the secrets
 // already set (or null when they cannot be listed, e.g. offline or before the first deploy), the
 // bindings of wrangler.toml and the operator's explicit choices, it answers the problems that must
-// stop the deploy and the checks it could not make. EDGESTR_PLANS is checked with the Worker's own
-// parser, passed in (`parsePlans`): one rule, not a second copy here.
+// stop the deploy and the checks it could not make. EDGESTR_PLANS and RELAY_LIMITS are checked with
+// the Worker's own parsers, passed in (`parsePlans`, `parseRelayLimits`): one rule, not a second copy here.
 
 import { decode } from 'nostr-tools/nip19';
 
@@ -27,7 +27,7 @@ const entries = (value) => (value ?? '').split(',').map((s) => s.trim()).filter(
  * @param {import('./deploy-config.d.mts').DeploymentInput} input
  * @returns {import('./deploy-config.d.mts').DeploymentVerdict}
  */
-export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans }) {
+export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans, parseRelayLimits }) {
   const problems = [];
   const unchecked = [];
   const hasSecret = (name) => secrets !== null && secrets.includes(name);
@@ -77,6 +77,15 @@ export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans 
     }
   }
   if (hasSecret('EDGESTR_PLANS')) unchecked.push('EDGESTR_PLANS is a secret: its JSON cannot be read');
+
+  // Relay limits: the relay's own rule (parseRelayLimits of workers/relay-do/limits.ts). The shards
+  // would ignore a wrong field (its limit at its default) and read a renamed key under its new name;
+  // both are refused here so that the configuration says what is in force.
+  if (vars.RELAY_LIMITS !== undefined) {
+    const { renamed, problems: wrong } = parseRelayLimits(vars.RELAY_LIMITS);
+    problems.push(...renamed, ...wrong);
+  }
+  if (hasSecret('RELAY_LIMITS')) unchecked.push('RELAY_LIMITS is a secret: its JSON cannot be read');
 
   // Edge objects per shard (workers/common/edges.ts, docs/SCALING.md): the same rule, before any shard refuses it.
   if ((vars.RELAY_EDGES ?? '').trim() !== '') {

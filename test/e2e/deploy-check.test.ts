@@ -1,7 +1,8 @@
 // `npm run deploy`'s check as the command runs it (scripts/deploy-check.mjs --check-only, offline:
-// the secrets cannot be listed): EDGESTR_PLANS goes through the Worker's own parser
-// (workers/accounts/plans.ts, bundled for Node), so a configuration the Worker would refuse at
-// every /api call is refused before it is deployed. --check-only: nothing is ever deployed here.
+// the secrets cannot be listed): EDGESTR_PLANS and RELAY_LIMITS go through the Worker's own parsers
+// (workers/accounts/plans.ts, workers/relay-do/limits.ts, bundled for Node), so a configuration the
+// Worker would refuse at every /api call, or whose relay limits the shards would ignore, is refused
+// before it is deployed. --check-only: nothing is ever deployed here.
 
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +28,22 @@ describe('npm run deploy: EDGESTR_PLANS', () => {
     expect(noDefault.out).toContain('  - EDGESTR_PLANS.default: a plan named "default" is required\n');
 
     const valid = deployCheck('EDGESTR_PLANS:{"default":{"agents":3},"constructor":{}}');
+    expect(valid.status, valid.out).toBe(0);
+    expect(valid.out).toContain('deploy check passed');
+  });
+});
+
+describe('npm run deploy: RELAY_LIMITS', () => {
+  it('refuses a misspelt key and a key an earlier version named with the relay’s reasons, and passes valid limits', () => {
+    const wrong = deployCheck('RELAY_LIMITS:{"max_conections_per_ip":20,"max_connections_per_address":5}');
+    expect(wrong.status, wrong.out).toBe(1);
+    expect(wrong.out).toContain(
+      'deploy refused: 2 problem(s) in the configuration\n' +
+        '  - RELAY_LIMITS.max_connections_per_address is now named max_connections_per_ip: its value is used as max_connections_per_ip; rename it in your configuration\n' +
+        '  - RELAY_LIMITS: Unrecognized key: "max_conections_per_ip"\n',
+    );
+
+    const valid = deployCheck('RELAY_LIMITS:{"max_connections_per_ip":20}');
     expect(valid.status, valid.out).toBe(0);
     expect(valid.out).toContain('deploy check passed');
   });

@@ -138,6 +138,67 @@ describe('limits', () => {
     });
   });
 
+  it('RELAY_LIMITS with a key an earlier version named (max_connections_per_address, now max_connections_per_ip): the shard reads it under its new name and says so once per isolate', async () => {
+    const warned = vi.spyOn(console, 'warn');
+    const limits = JSON.stringify({ max_connections_per_address: 5 });
+    const answers = await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), async (_i, state) => {
+      const shard = new RelayShard(state, { ...env, RELAY_LIMITS: limits });
+      new RelayShard(state, { ...env, RELAY_LIMITS: limits }); // another shard woken in the same isolate
+      const from = () => shard.fetch(new Request('http://relay.test/', { headers: { Upgrade: 'websocket', [SHARD_HEADER]: 'public', 'CF-Connecting-IP': '198.51.100.77' } }));
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) statuses.push((await from()).status);
+      const refused = await from();
+      const info = await shard.fetch(new Request('http://relay.test/', { headers: { Accept: 'application/nostr+json', [SHARD_HEADER]: 'public' } }));
+      const doc = (await info.json()) as { limitation: { max_connections_per_ip: number } };
+      return { statuses, refused: [refused.status, await refused.text()], advertised: doc.limitation.max_connections_per_ip };
+    });
+    const warnings = warned.mock.calls.map((c) => c.join(' '));
+    warned.mockRestore();
+    expect(answers).toEqual({ statuses: [101, 101, 101, 101, 101], refused: [429, 'too many connections from your address (max 5); close one first'], advertised: 5 });
+    expect(warnings).toEqual(['relay limits: RELAY_LIMITS.max_connections_per_address is now named max_connections_per_ip: its value is used as max_connections_per_ip; rename it in your configuration']);
+  });
+
+  it('RELAY_LIMITS still wrong at run time (a misspelt key, a bad value): the shard serves with its valid fields and the defaults of the others, and logs what is wrong once per isolate', async () => {
+    const logged = vi.spyOn(console, 'error');
+    const limits = '{"max_connections":2,"max_conections_per_ip":1,"max_subscriptions":0}';
+    const answers = await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), async (_i, state) => {
+      const shard = new RelayShard(state, { ...env, RELAY_LIMITS: limits });
+      new RelayShard(state, { ...env, RELAY_LIMITS: limits });
+      const upgrade = () => shard.fetch(new Request('http://relay.test/', { headers: { Upgrade: 'websocket', [SHARD_HEADER]: 'public' } }));
+      const statuses = [(await upgrade()).status, (await upgrade()).status];
+      const refused = await upgrade();
+      const info = await shard.fetch(new Request('http://relay.test/', { headers: { Accept: 'application/nostr+json', [SHARD_HEADER]: 'public' } }));
+      const doc = (await info.json()) as { limitation: { max_connections: number; max_subscriptions: number; max_connections_per_ip: number } };
+      return { statuses, refused: [refused.status, await refused.text()], info: [info.status, doc.limitation] };
+    });
+    const errors = logged.mock.calls.map((c) => c.join(' ')).filter((l) => l.includes('RELAY_LIMITS'));
+    logged.mockRestore();
+    expect(answers).toMatchObject({
+      statuses: [101, 101],
+      refused: [503, 'this relay shard is full (2 connections); try again later'],
+      info: [200, { max_connections: 2, max_subscriptions: DEFAULT_LIMITS.max_subscriptions, max_connections_per_ip: DEFAULT_LIMITS.max_connections_per_ip }],
+    });
+    expect(errors).toEqual([
+      'relay limits: RELAY_LIMITS.max_subscriptions: Too small: expected number to be >0; RELAY_LIMITS: Unrecognized key: "max_conections_per_ip"; what is wrong is ignored: those limits keep their defaults until RELAY_LIMITS is fixed (npm run deploy refuses such a value)',
+    ]);
+  });
+
+  it('RELAY_LIMITS that is not JSON: the shard serves with the default limits and says why', async () => {
+    const logged = vi.spyOn(console, 'error');
+    const answers = await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), async (_i, state) => {
+      const shard = new RelayShard(state, { ...env, RELAY_LIMITS: '{max_connections: 2}' });
+      const upgrade = await shard.fetch(new Request('http://relay.test/', { headers: { Upgrade: 'websocket', [SHARD_HEADER]: 'public' } }));
+      const info = await shard.fetch(new Request('http://relay.test/', { headers: { Accept: 'application/nostr+json', [SHARD_HEADER]: 'public' } }));
+      return [upgrade.status, info.status, ((await info.json()) as { limitation: { max_connections: number } }).limitation.max_connections];
+    });
+    const errors = logged.mock.calls.map((c) => c.join(' ')).filter((l) => l.includes('RELAY_LIMITS'));
+    logged.mockRestore();
+    expect(answers).toEqual([101, 200, DEFAULT_LIMITS.max_connections]);
+    expect(errors).toEqual([
+      'relay limits: RELAY_LIMITS is not JSON; what is wrong is ignored: those limits keep their defaults until RELAY_LIMITS is fixed (npm run deploy refuses such a value)',
+    ]);
+  });
+
   it('an address opens at most connections_burst_per_ip new connections at once, then connections_per_second_per_ip (429, closed ones count too); others, agents, loopback and unknown addresses are not held', async () => {
     const clock = freezeClock();
     const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());

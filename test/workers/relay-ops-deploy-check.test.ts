@@ -1,14 +1,16 @@
 // The configuration checks of `npm run deploy` (scripts/deploy-config.mjs): each refusal with its
 // message, what cannot be checked without listing secrets, and a configuration that passes.
-// EDGESTR_PLANS is read with the Worker's own parser (parsePlans), as scripts/deploy-check.mjs does.
+// EDGESTR_PLANS is read with the Worker's own parser (parsePlans), and RELAY_LIMITS with the relay's
+// (parseRelayLimits), as scripts/deploy-check.mjs does.
 import { describe, expect, it } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
 import { checkDeployment, type DeploymentInput } from '../../scripts/deploy-config.mjs';
 import { keys } from './helpers.js';
 import { parsePlans } from '../../workers/accounts/plans.js';
+import { parseRelayLimits } from '../../workers/relay-do/limits.js';
 
 const owner = keys().pk;
-const good: DeploymentInput = { vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'], bindings: [], echoOnly: false, parsePlans };
+const good: DeploymentInput = { vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'], bindings: [], echoOnly: false, parsePlans, parseRelayLimits };
 const check = (over: Partial<DeploymentInput>) => checkDeployment({ ...good, ...over });
 
 describe('deploy check', () => {
@@ -21,10 +23,11 @@ describe('deploy check', () => {
     expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{"default":{},"free":{"runs_per_day":10}}' } }).problems).toEqual([]);
     expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: '{"default":{},"constructor":{"agents":1}}' } }).problems).toEqual([]);
     expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_EDGES: `{"public":16,"${'a'.repeat(64)}":4,"*":1}` } }).problems).toEqual([]);
+    expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_LIMITS: '{"max_connections_per_ip":20,"events_per_second_per_connection":50}' } }).problems).toEqual([]);
   });
 
   it('refuses with the full list of what is missing', () => {
-    expect(checkDeployment({ vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [], bindings: [], echoOnly: false, parsePlans }).problems).toEqual([
+    expect(checkDeployment({ vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [], bindings: [], echoOnly: false, parsePlans, parseRelayLimits }).problems).toEqual([
       'EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)',
       'EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)',
       'no owner and no admin: set EDGESTR_OWNERS (or EDGESTR_ADMINS) to your pubkey (hex or npub) in wrangler.toml [vars]',
@@ -59,6 +62,26 @@ describe('deploy check', () => {
     expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PLANS: plans } }).problems).toEqual([problem]);
   });
 
+  // The relay's rule (parseRelayLimits of workers/relay-do/limits.ts): what every shard would ignore after the deploy, refused before it.
+  it.each([
+    ['a misspelt key', '{"max_conections_per_ip":20}', 'RELAY_LIMITS: Unrecognized key: "max_conections_per_ip"'],
+    [
+      'a key an earlier version named',
+      '{"max_connections_per_address":20}',
+      'RELAY_LIMITS.max_connections_per_address is now named max_connections_per_ip: its value is used as max_connections_per_ip; rename it in your configuration',
+    ],
+    [
+      'a key an earlier version named, with its new name',
+      '{"max_connections_per_address":20,"max_connections_per_ip":30}',
+      'RELAY_LIMITS.max_connections_per_address is now named max_connections_per_ip, which is set too: its value is ignored; remove it from your configuration',
+    ],
+    ['a bad value', '{"max_connections":0}', 'RELAY_LIMITS.max_connections: Too small: expected number to be >0'],
+    ['limits that are not JSON', '{max_connections: 500}', 'RELAY_LIMITS is not JSON'],
+    ['limits that are a list', '[500]', 'RELAY_LIMITS: Invalid input: expected object, received array'],
+  ])("refuses %s in RELAY_LIMITS with the relay's own reason", (_n, limits, problem) => {
+    expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_LIMITS: limits } }).problems).toEqual([problem]);
+  });
+
   it.each([
     ['test', 'EDGESTR_ENV is "test": remove it (test mode settles invoices locally for free: anyone may POST /api/bridge/pay, so every priced tool is free)'],
     ['staging', 'EDGESTR_ENV is "staging": remove it or set it to "production" (the Worker knows only "development" and "test", both for local runs)'],
@@ -88,6 +111,10 @@ describe('deploy check', () => {
     expect(check({ vars: {}, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_OWNERS'] })).toEqual({
       problems: [],
       unchecked: ['EDGESTR_OWNERS is a secret: its entries cannot be read'],
+    });
+    expect(check({ secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'RELAY_LIMITS'] })).toEqual({
+      problems: [],
+      unchecked: ['RELAY_LIMITS is a secret: its JSON cannot be read'],
     });
     expect(check({ secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_ENV'] })).toEqual({
       problems: [],

@@ -1,5 +1,12 @@
 // The relay's limits: one object that NIP-11 advertises and the shard enforces. Operators may
 // override any field with the RELAY_LIMITS variable (JSON).
+//
+// One rule reads RELAY_LIMITS (parseRelayLimits), for the shards and for `npm run deploy`
+// (scripts/deploy-check.mjs bundles this file), which refuses whatever it reports. A key an earlier
+// version named otherwise (RENAMED_LIMITS) is read under its new name. At run time a value that is
+// still wrong does not take the relay down: its wrong fields (unknown keys, bad values; all of them
+// when it is not a JSON object) are ignored, those limits keep their defaults, and each isolate logs
+// what is wrong once per value (limitsFromEnv). NIP-11 advertises the limits in force.
 
 import { z } from 'zod';
 
@@ -19,6 +26,23 @@ export const RelayLimitsSchema = z.strictObject({
    * Cloudflare's network) and edgestr's own agents are not counted.
    */
   max_connections_per_ip: z.number().int().positive().default(30),
+  /**
+   * Open WebSocket connections of one owner's hosted agents and bridges (INTERNAL_HEADER, counted by
+   * INTERNAL_OWNER_HEADER) on a shard that is not that owner's (the public shard: every owner's); an
+   * upgrade past it gets 429. Without it one owner's agents, each listing the shard's URL under
+   * many spellings, could hold all `max_connections` of another tenant's shard or of the public one.
+   * With edge objects every connection of one owner's components lands on the same edge
+   * (workers/common/relay-sockets.ts), so this holds per shard.
+   */
+  max_agent_connections_per_owner: z.number().int().positive().default(30),
+  /**
+   * Open WebSocket connections of the hosted agents and bridges of all owners other than the
+   * shard's (the public shard: of every owner) together, on one shard (with edge objects: on one
+   * edge, like `max_connections`); an upgrade past it gets 503. The rest of `max_connections` is
+   * kept for the shard owner's side: its clients (CLI, console), its own agents and bridges, and
+   * outside clients (on the public shard: everyone's clients and the deployment's own components).
+   */
+  max_agent_connections: z.number().int().positive().default(150),
   /**
    * New WebSocket connections one client address may open to a shard (with edge objects: to the one
    * edge its connections land on): `connections_burst_per_ip` at once, then this many per second,
@@ -171,10 +195,66 @@ export type RelayLimits = z.infer<typeof RelayLimitsSchema>;
 
 export const DEFAULT_LIMITS: RelayLimits = RelayLimitsSchema.parse({});
 
-/** Parses RELAY_LIMITS; a malformed value is a configuration error, reported, never ignored. */
+/**
+ * Keys of RELAY_LIMITS that earlier versions named otherwise, with their names now: an operator's
+ * value under the old name still sets the limit after an upgrade.
+ */
+export const RENAMED_LIMITS: Readonly<Record<string, keyof RelayLimits>> = {
+  max_connections_per_address: 'max_connections_per_ip', // renamed in dc5defe
+};
+
+/** What RELAY_LIMITS sets: the limits in force, the renamed keys it used, and what is wrong in it (each such field at its default). */
+export interface ParsedLimits {
+  limits: RelayLimits;
+  renamed: string[];
+  problems: string[];
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Reads RELAY_LIMITS (see the header): never throws; `problems` names each field ignored, as `RELAY_LIMITS.<field>: <reason>`. */
+export function parseRelayLimits(raw: string | undefined): ParsedLimits {
+  if (raw === undefined || raw.trim() === '') return { limits: DEFAULT_LIMITS, renamed: [], problems: [] };
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return { limits: DEFAULT_LIMITS, renamed: [], problems: ['RELAY_LIMITS is not JSON'] };
+  }
+  const renamed: string[] = [];
+  const fields = isObject(json) ? { ...json } : json;
+  if (isObject(fields)) {
+    for (const [old, now] of Object.entries(RENAMED_LIMITS)) {
+      if (!Object.hasOwn(fields, old)) continue;
+      if (Object.hasOwn(fields, now)) renamed.push(`RELAY_LIMITS.${old} is now named ${now}, which is set too: its value is ignored; remove it from your configuration`);
+      else {
+        fields[now] = fields[old];
+        renamed.push(`RELAY_LIMITS.${old} is now named ${now}: its value is used as ${now}; rename it in your configuration`);
+      }
+      delete fields[old];
+    }
+  }
+  const parsed = RelayLimitsSchema.safeParse(fields);
+  if (parsed.success) return { limits: parsed.data, renamed, problems: [] };
+  const problems = parsed.error.issues.map((i) => `RELAY_LIMITS${i.path.length === 0 ? '' : `.${i.path.join('.')}`}: ${i.message}`);
+  if (!isObject(fields)) return { limits: DEFAULT_LIMITS, renamed, problems };
+  // The wrong fields left out: unknown keys, and the known ones whose value the schema refused.
+  const wrong = new Set(parsed.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' ? i.keys : i.path.slice(0, 1).map(String))));
+  const kept = RelayLimitsSchema.safeParse(Object.fromEntries(Object.entries(fields).filter(([k]) => !wrong.has(k))));
+  return { limits: kept.success ? kept.data : DEFAULT_LIMITS, renamed, problems };
+}
+
+/** The last RELAY_LIMITS this isolate read, and its limits: read, and logged, once per value. */
+let read: { raw: string | undefined; limits: RelayLimits } | undefined;
+
+/** The limits RELAY_LIMITS sets, for a shard or the API (see the header: what is wrong is logged, never thrown). */
 export function limitsFromEnv(raw: string | undefined): RelayLimits {
-  if (!raw) return DEFAULT_LIMITS;
-  const parsed = RelayLimitsSchema.safeParse(JSON.parse(raw));
-  if (!parsed.success) throw new Error(`RELAY_LIMITS is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  return parsed.data;
+  if (read && read.raw === raw) return read.limits;
+  const { limits, renamed, problems } = parseRelayLimits(raw);
+  for (const r of renamed) console.warn(`relay limits: ${r}`);
+  if (problems.length > 0) {
+    console.error(`relay limits: ${problems.join('; ')}; what is wrong is ignored: those limits keep their defaults until RELAY_LIMITS is fixed (npm run deploy refuses such a value)`);
+  }
+  read = { raw, limits };
+  return limits;
 }
