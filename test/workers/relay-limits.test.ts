@@ -2,7 +2,8 @@
 // connections authenticated as it: relay-replay-limits.test.ts) and per IP (which a reconnect does
 // not reset). The rate-limit tests freeze the clock (the shard runs in the test's isolate and reads
 // the same Date), so each bucket's answer is exact: its burst is accepted and nothing more until the
-// clock is moved on, however slow the machine.
+// clock is moved on, however slow the machine. And how a shard reads RELAY_LIMITS: a key an earlier
+// version named otherwise under its new name, a wrong field ignored (its default kept), never a crash.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { TestSocket } from '../support/test-socket.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';

@@ -34,7 +34,7 @@
 // they were made, so the upgrade that adds it decides by the sign-up setting it runs under: with
 // EDGESTR_SIGNUP=open any of them may have signed itself up, and none is vetted; with sign-up closed
 // they count as vetted (the operators added them). Either way it logs once how many rows it set and
-// what the operators can review (docs/OPERATIONS.md "Upgrading").
+// what the operators can review (docs/OPERATIONS.md "Vetted owners").
 //
 // A removal is not undone by open sign-up: remove() deletes the owner's row and records its key
 // with the time (removed_at) in the same step, and signUp() refuses a recorded key; only an
