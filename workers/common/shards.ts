@@ -18,6 +18,12 @@ export const SHARD_HEADER = 'x-edgestr-shard';
  * limits); every other rule applies to them.
  */
 export const INTERNAL_HEADER = 'x-edgestr-internal';
+/**
+ * With INTERNAL_HEADER: the owner (64 hex) whose hosted agent or bridge the connection serves;
+ * absent, the deployment's own component (the /mcp gateway's discovery). The shard counts such
+ * connections by it (workers/relay-do/socket-tags.ts); the router deletes it from every outside request.
+ */
+export const INTERNAL_OWNER_HEADER = 'x-edgestr-internal-owner';
 export const PUBLIC_SHARD = 'public';
 
 export interface ShardBindings {

@@ -25,6 +25,7 @@ import { deletionTargetsCap, keptForGood, type EventStore } from './store.js';
 import { applyVanish, notVanished, scheduleVanish, vanishAddressedHere, type VanishList } from './vanish.js';
 import { withinRetention, type RetentionRules } from './retention.js';
 import { SHARD_NOT_SERVED } from './owner-plan.js';
+import { PUBLIC_SHARD } from '../common/shards.js';
 import { eventRateLimits, notAuthEvent, oneRecipient, ownerShardWrites, protectedByAuthor, withinLimits } from './write-rules.js';
 
 /**
@@ -34,6 +35,8 @@ import { eventRateLimits, notAuthEvent, oneRecipient, ownerShardWrites, protecte
  * (client-address.ts; undefined when it is not counted: no address known, or edgestr's own agent),
  * and whether a WebSocket upgrade is within its address's new-connection bucket (undefined: not an
  * upgrade, or not counted; the bucket's token is taken for every counted upgrade, refused or not).
+ * For a connection of edgestr's own serving another owner than the shard's (socket-tags.ts), also
+ * the open sockets of that owner's components, and of every other owner's together.
  */
 export interface ConnectionContext {
   shard: string | undefined;
@@ -42,6 +45,8 @@ export interface ConnectionContext {
   connections: number;
   fromAddress: number | undefined;
   upgradeAdmitted: boolean | undefined;
+  fromOtherOwner?: number;
+  ofOtherOwners?: number;
 }
 /** Why a request is not served: its HTTP status and plain-text body. */
 export interface ConnectionRefusal {
@@ -135,6 +140,31 @@ const connectionsPerAddress: RejectConnectionHook = (request, { limits, fromAddr
     ? { status: 429, message: `too many connections from your address (max ${limits.max_connections_per_ip}); close one first` }
     : undefined;
 
+/**
+ * A WebSocket upgrade of edgestr's own for another owner than the shard's (on the public shard: any
+ * owner), whose agents and bridges hold `max_agent_connections_per_owner` open sockets of it, gets
+ * 429: one owner's agents, each listing the shard's URL under many spellings, cannot fill it.
+ */
+const agentConnectionsPerOwner: RejectConnectionHook = (request, { shard, limits, fromOtherOwner }) =>
+  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && fromOtherOwner !== undefined && fromOtherOwner >= limits.max_agent_connections_per_owner
+    ? {
+        status: 429,
+        message: `too many connections from the agents of ${shard === PUBLIC_SHARD ? 'one' : 'another'} owner (max ${limits.max_agent_connections_per_owner}); close one first`,
+      }
+    : undefined;
+
+/**
+ * The same past `max_agent_connections` open sockets of all other owners' agents and bridges
+ * together gets 503: the rest of `max_connections` is kept for the shard owner's side.
+ */
+const agentConnectionShare: RejectConnectionHook = (request, { shard, limits, ofOtherOwners }) =>
+  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && ofOtherOwners !== undefined && ofOtherOwners >= limits.max_agent_connections
+    ? {
+        status: 503,
+        message: `this relay shard is full for ${shard === PUBLIC_SHARD ? 'hosted agents' : "other owners' agents"} (${limits.max_agent_connections} connections); try again later`,
+      }
+    : undefined;
+
 /** A WebSocket upgrade from an address past its new-connection bucket (connections_*_per_ip) gets 429. */
 const connectionRatePerAddress: RejectConnectionHook = (_request, { limits, upgradeAdmitted }) =>
   upgradeAdmitted === false
@@ -192,7 +222,7 @@ export function shardPolicy(
   retention: RetentionRules,
 ): RelayPolicy {
   return {
-    rejectConnection: [routedByRouter, servedShard, connectionCap, connectionsPerAddress, connectionRatePerAddress],
+    rejectConnection: [routedByRouter, servedShard, connectionCap, connectionsPerAddress, agentConnectionsPerOwner, agentConnectionShare, connectionRatePerAddress],
     rejectFilter: [filterValuesCap, requestRate, readBudget, scanBudget, subscriptionCap, subscriptionMemoryCap, privateKindsNeedAuth, aoFramesLiveToRecipient],
     rejectEvent: [
       withinLimits,

@@ -15,13 +15,13 @@
 import { Hono } from 'hono';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { NIP11_CORS_HEADERS, wantsRelayInformation } from './nip11.js';
-import { INTERNAL_HEADER, ownerShardExists, PUBLIC_SHARD, relayRequestUrl, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
+import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, relayRequestUrl, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
 import { EDGE_HEADER, socketTarget } from '../common/edges.js';
 import { clientAddress, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 
 /**
  * Forwards a request to a shard (an upgrade: to the object its socket lands on), stamping the shard
- * and edge headers (overwriting anything a client sent).
+ * and edge headers (overwriting anything a client sent) and deleting the internal ones.
  */
 function toShard(env: RouterBindings, owner: string | null, request: Request): Promise<Response> | Response {
   const url = relayRequestUrl(env, request.url);
@@ -29,6 +29,7 @@ function toShard(env: RouterBindings, owner: string | null, request: Request): P
   const forwarded = new Request(url, request);
   forwarded.headers.set(SHARD_HEADER, owner ?? PUBLIC_SHARD);
   forwarded.headers.delete(INTERNAL_HEADER);
+  forwarded.headers.delete(INTERNAL_OWNER_HEADER);
   forwarded.headers.delete(EDGE_HEADER);
   if (!isUpgrade(request)) return shardStub(env, owner).fetch(forwarded);
   // Local clients (no address, loopback) are spread at random, as one address's would not be.

@@ -35,9 +35,10 @@ import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection
 import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource } from './ownership.js';
 import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
-import { everyKeyHasShard, INTERNAL_HEADER, ownerOfShardName, PUBLIC_SHARD, SHARD_HEADER, shardStub, type RouterBindings, type ShardBindings } from '../common/shards.js';
+import { everyKeyHasShard, ownerOfShardName, PUBLIC_SHARD, SHARD_HEADER, shardStub, type RouterBindings, type ShardBindings } from '../common/shards.js';
 import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub, MAX_EDGES, type EdgesEnv } from '../common/edges.js';
-import { clientAddress, INTERNAL_ADDRESS, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
+import { INTERNAL_ADDRESS, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
+import { addressTag, OTHER_OWNERS_TAG, socketSide } from './socket-tags.js';
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import { BatchBudgets } from './edge-budgets.js';
@@ -194,10 +195,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   override async fetch(request: Request): Promise<Response> {
     const shard = request.headers.get(SHARD_HEADER) || undefined;
-    const internal = request.headers.get(INTERNAL_HEADER) === 'agent';
-    const address = internal ? INTERNAL_ADDRESS : clientAddress(request);
-    // Each socket is tagged with its address, so the sockets of one address are counted exactly, also after hibernation.
-    const tag = `address:${address}`;
+    // Each socket is tagged with who it is counted as (socket-tags.ts), so its counts are exact, also after hibernation.
+    const side = socketSide(request, shard);
+    if (typeof side === 'string') return new Response(side, { status: 400 });
+    const { address, internal, otherOwner } = side;
     const counted = address !== INTERNAL_ADDRESS && address !== UNKNOWN_ADDRESS;
     const upgrade = request.headers.get('Upgrade')?.toLowerCase() === 'websocket';
     const served = this.served() || (await this.servedAfterAll(request, shard));
@@ -206,7 +207,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
       served,
       limits: this.limits,
       connections: this.ctx.getWebSockets().length,
-      fromAddress: counted ? this.ctx.getWebSockets(tag).length : undefined,
+      fromAddress: counted ? this.ctx.getWebSockets(addressTag(address)).length : undefined,
+      ...(otherOwner === undefined ? {} : { fromOtherOwner: this.ctx.getWebSockets(otherOwner).length, ofOtherOwners: this.ctx.getWebSockets(OTHER_OWNERS_TAG).length }),
       // Loopback (local runs: the developer's tools and the test suites, never a client on Cloudflare) reconnects freely.
       upgradeAdmitted: counted && upgrade && !isLoopbackKey(address) ? this.conns.admitUpgrade(address) : undefined,
     });
@@ -221,7 +223,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     }
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
-    this.ctx.acceptWebSocket(server, [tag]);
+    this.ctx.acceptWebSocket(server, side.tags);
     const url = new URL(request.url);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     const challenge = bytesToHex(crypto.getRandomValues(new Uint8Array(16)));

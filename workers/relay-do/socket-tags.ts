@@ -1,0 +1,43 @@
+// Who a WebSocket of a shard is counted as, kept as the socket's hibernation tags so that the
+// shard's counts are exact after a wake: an outside client by its address (client-address.ts), a
+// connection of edgestr's own (INTERNAL_HEADER) by the owner it serves (INTERNAL_OWNER_HEADER; none:
+// the deployment's own component). An internal connection serving anyone but the shard's owner (on
+// the public shard, whose side is the deployment's: any owner) is also tagged as another owner's,
+// for the per-owner cap and the share of `max_connections` those may hold (policy.ts).
+
+import { clientAddress, INTERNAL_ADDRESS } from '../common/client-address.js';
+import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, PUBLIC_SHARD } from '../common/shards.js';
+
+/** Who a new socket is for: its address key, and for an internal one the owner it serves (null: the deployment) and whether that is another owner than the shard's. */
+export interface SocketSide {
+  address: string;
+  internal: boolean;
+  /** An internal connection serving another owner than the shard's: that owner's tag; else undefined. */
+  otherOwner: string | undefined;
+  /** The tags the socket is accepted with. */
+  tags: string[];
+}
+
+/** The tag of every socket from client address `address` (INTERNAL_ADDRESS for edgestr's own). */
+export const addressTag = (address: string): string => `address:${address}`;
+/** The tag of every internal socket of another owner than the shard's. */
+export const OTHER_OWNERS_TAG = 'agents:others';
+
+const OWNER_KEY = /^[0-9a-f]{64}$/;
+
+/**
+ * The side of an upgrade to the shard named `shard` (SHARD_HEADER: an owner's hex or "public"), or
+ * an error when an internal upgrade names something other than an owner key.
+ */
+export function socketSide(request: Request, shard: string | undefined): SocketSide | string {
+  if (request.headers.get(INTERNAL_HEADER) !== 'agent') {
+    const address = clientAddress(request);
+    return { address, internal: false, otherOwner: undefined, tags: [addressTag(address)] };
+  }
+  const served = request.headers.get(INTERNAL_OWNER_HEADER);
+  if (served !== null && !OWNER_KEY.test(served)) return `invalid ${INTERNAL_OWNER_HEADER}: not an owner key`;
+  const tags = [addressTag(INTERNAL_ADDRESS)];
+  if ((served ?? PUBLIC_SHARD) === shard) return { address: INTERNAL_ADDRESS, internal: true, otherOwner: undefined, tags };
+  const owner = `agents:${served ?? PUBLIC_SHARD}`;
+  return { address: INTERNAL_ADDRESS, internal: true, otherOwner: owner, tags: [...tags, owner, OTHER_OWNERS_TAG] };
+}
