@@ -6,6 +6,17 @@
 //   - scheme: https (HTTP kinds) or wss (relay kind); plain http/ws only in development or for a
 //     host the operator listed in EDGESTR_OUTBOUND_ALLOW;
 //   - no userinfo (user:password@) in the URL;
+//   - for a dial on an owner's behalf, not this deployment's own host ("<host> is this
+//     deployment's own host (a loop)"): a bridge server at the deployment's /mcp would call the
+//     gateway that calls the bridge, an agent's web_fetch or MCP server would call the agents' own
+//     API or shards over the network. Own hosts: EDGESTR_PUBLIC_URL's, and the origins the dialler
+//     knows (outboundPolicy's `origins`: the host the management API was called on; the origin an
+//     agent or bridge was created on, which is EDGESTR_PUBLIC_URL's when set). Production compares
+//     the hostname (Cloudflare serves a Worker's hostname on several ports), the local modes
+//     (development, test) the host and port (local servers on other ports are other servers).
+//     EDGESTR_OUTBOUND_ALLOW does not lift it (a loop is never wanted). A hostname the deployment
+//     is also served on that no dialler saw (another route, workers.dev when a custom domain is
+//     the public URL) is not known here: docs/OPERATIONS.md;
 //   - the host must be public (host-policy.ts: not loopback, private, unique-local, link-local
 //     incl. the 169.254.169.254 metadata address, CGNAT, multicast, reserved, unspecified, an
 //     IPv4-mapped/NAT64/6to4 form of those, a decimal/octal/hex IPv4 trick, localhost or another
@@ -29,13 +40,22 @@
 // Provider base URLs (OPENAI_BASE_URL, ANTHROPIC_BASE_URL) are the operator's own configuration
 // and are not subject to this policy.
 
-import { isDevelopment } from './env-mode.js';
+import { isDevelopment, localMode } from './env-mode.js';
 import { err, ok, type Result } from './errors.js';
 import { classOfHost, hostAllowed, parseAllowlist, portOf, urlAllowed, type HostKind, type HostPattern } from './host-policy.js';
 
 export interface OutboundEnv {
   EDGESTR_ENV?: string;
   EDGESTR_OUTBOUND_ALLOW?: string;
+  /** The deployment's public URL (workers/common/shards.ts): its host is the deployment's own. */
+  EDGESTR_PUBLIC_URL?: string;
+}
+
+/** Whom a dial is for: an owner, vetted by the operators or not, and the deployment's origins its dial knows (see the header). */
+export interface OutboundDialler {
+  readonly vetted: boolean;
+  /** The deployment's origins (http(s)://host[:port]) seen by this dial: the API request's, an agent's or bridge's stored one. */
+  readonly origins?: readonly string[];
 }
 
 export interface OutboundPolicy {
@@ -45,19 +65,42 @@ export interface OutboundPolicy {
   readonly allow: readonly HostPattern[];
   /** Whether `allow` applies: the deployment's own dial, or one for an owner the operators vetted. */
   readonly vetted: boolean;
+  /** The deployment's own hosts, never dialled (a dial for an owner only): any port in production, the one port in the local modes. */
+  readonly self: readonly HostPattern[];
 }
 
 /** Production with no exceptions: what a policy-less caller gets. */
-export const STRICT_OUTBOUND: OutboundPolicy = { development: false, allow: [], vetted: false };
+export const STRICT_OUTBOUND: OutboundPolicy = { development: false, allow: [], vetted: false, self: [] };
 
 /**
  * The deployment's policy (invalid EDGESTR_OUTBOUND_ALLOW entries are ignored) for a dial made for
- * `dialler`: an owner, vetted by the operators or not; omitted, the deployment's own configuration
- * (see the header). A dial on an owner's behalf must name it.
+ * `dialler`: an owner, vetted by the operators or not, with the origins it knows; omitted, the
+ * deployment's own configuration (see the header: its own host is not refused then). A dial on an
+ * owner's behalf must name it.
  */
-export function outboundPolicy(env: OutboundEnv, dialler?: { vetted: boolean }): OutboundPolicy {
+export function outboundPolicy(env: OutboundEnv, dialler?: OutboundDialler): OutboundPolicy {
   const entries = (env.EDGESTR_OUTBOUND_ALLOW ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '');
-  return { development: isDevelopment(env), allow: parseAllowlist(entries, { ports: true }).patterns, vetted: dialler?.vetted ?? true };
+  return {
+    development: isDevelopment(env),
+    allow: parseAllowlist(entries, { ports: true }).patterns,
+    vetted: dialler?.vetted ?? true,
+    self: dialler === undefined ? [] : selfHosts(env, [env.EDGESTR_PUBLIC_URL ?? '', ...(dialler.origins ?? [])]),
+  };
+}
+
+/** The own hosts of `origins` (those that are not URLs are ignored): hostnames in production, host and port in the local modes. */
+function selfHosts(env: OutboundEnv, origins: readonly string[]): HostPattern[] {
+  const withPort = localMode(env) !== undefined;
+  return origins.flatMap((origin) => {
+    let url: URL;
+    try {
+      url = new URL(origin);
+    } catch {
+      return [];
+    }
+    const exact = url.hostname.replace(/\.$/, '');
+    return exact === '' ? [] : [withPort ? { pattern: `${exact}:${portOf(url)}`, exact, port: portOf(url) } : { pattern: exact, exact }];
+  });
 }
 
 /** What is dialled: an HTTP(S) endpoint, or a relay (WebSocket). */
@@ -76,6 +119,7 @@ export function outboundRefusal(url: URL, kind: OutboundKind, policy: OutboundPo
   const scheme = SCHEMES[kind];
   if (url.protocol !== scheme.secure && url.protocol !== scheme.plain) return `only ${scheme.names} URLs are allowed`;
   if (url.username !== '' || url.password !== '') return 'URLs with credentials are not allowed';
+  if (urlAllowed(url, policy.self)) return `${url.host} is this deployment's own host (a loop)`;
   const listed = urlAllowed(url, policy.allow);
   if (listed && policy.vetted) return undefined;
   const refused = withoutExceptions(url, scheme, policy.development);

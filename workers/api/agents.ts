@@ -3,8 +3,9 @@
 // Object is touched: an owner removed from the list loses its agents' management at once); only
 // an agent's owner may see or change it. Outbound URLs (extra relays, MCP servers) must pass the
 // deployment's outbound policy (src/shared/outbound-url.ts) for the owner at create and update
-// (EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted): 422 naming the field; relays on
-// this deployment's own host are its shards, reached without the network.
+// (EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted; never this deployment's own host,
+// the agent's origin's or the one the call came in on: a loop): 422 naming the field; relays on
+// exactly the agent's origin are its shards, reached without the network.
 // An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
 // needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
@@ -67,11 +68,13 @@ interface Issue {
 
 /**
  * The outbound URLs of an agent config that the deployment's policy refuses for its owner (vetted
- * or not: EDGESTR_OUTBOUND_ALLOW applies to vetted owners only), as 422 issues.
+ * or not: EDGESTR_OUTBOUND_ALLOW applies to vetted owners only; never the deployment's own host:
+ * the agent's `origin` and the one the call came in on, `calledOn`), as 422 issues. A relay on
+ * exactly the agent's origin is one of its shards.
  */
-async function outboundIssues(env: AgentApiBindings, owner: string, origin: string, input: { relays?: string[]; mcp_servers?: Array<{ url: string }> }): Promise<Issue[]> {
+async function outboundIssues(env: AgentApiBindings, owner: string, origin: string, calledOn: string, input: { relays?: string[]; mcp_servers?: Array<{ url: string }> }): Promise<Issue[]> {
   if (!input.relays?.length && !input.mcp_servers?.length) return [];
-  const policy = outboundPolicy(env, { vetted: await vettedOwner(env, owner) });
+  const policy = outboundPolicy(env, { vetted: await vettedOwner(env, owner), origins: [origin, calledOn] });
   const ownHost = new URL(origin).host;
   const issues: Issue[] = [];
   (input.relays ?? []).forEach((relay, i) => {
@@ -141,6 +144,7 @@ export async function createAgent(
   origin: string,
   sk: Uint8Array = generateSecretKey(),
   maxAgents?: number,
+  calledOn: string = origin,
 ): Promise<{ status: 201; body: { pubkey: string; npub: string; owner: string; relays: string[] } } | { status: 409 | 422 | 500; body: object }> {
   const secret = sealingSecret(env);
   if (!secret) return { status: 500, body: { error: NO_SECRET } };
@@ -151,7 +155,7 @@ export async function createAgent(
   }
   const crossed = crossFieldIssues(input);
   if (crossed.length) return { status: 422, body: { error: 'invalid agent', issues: crossed } };
-  const outbound = await outboundIssues(env, owner, origin, input);
+  const outbound = await outboundIssues(env, owner, origin, calledOn, input);
   if (outbound.length) return { status: 422, body: { error: 'invalid agent', issues: outbound } };
   const oaProblem = checkOaTag(input.oa_auth, pubkey, owner);
   if (oaProblem) return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] } };
@@ -235,7 +239,7 @@ export function agentRoutes() {
     if ('error' in plan) return c.json({ error: plan.error }, plan.status);
     // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the agent advertises and dials its relays there.
     const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
-    const created = await createAgent(c.env, caller, parsed.data, origin, undefined, plan.max);
+    const created = await createAgent(c.env, caller, parsed.data, origin, undefined, plan.max, new URL(c.req.url).origin);
     return c.json(created.body, created.status);
   });
 
@@ -265,7 +269,7 @@ export function agentRoutes() {
       web_fetch_hosts: parsed.data.web_fetch_hosts ?? r.view.web_fetch_hosts,
     });
     if (crossed.length) return c.json({ error: 'invalid agent', issues: crossed }, 422);
-    const outbound = await outboundIssues(c.env, r.view.owner, r.view.origin, parsed.data);
+    const outbound = await outboundIssues(c.env, r.view.owner, r.view.origin, new URL(c.req.url).origin, parsed.data);
     if (outbound.length) return c.json({ error: 'invalid agent', issues: outbound }, 422);
     const oaProblem = checkOaTag(parsed.data.oa_auth, r.view.pubkey, r.view.owner);
     if (oaProblem) return c.json({ error: 'invalid agent', issues: [{ path: 'oa_auth', message: oaProblem }] }, 422);

@@ -3,9 +3,11 @@
 // allowed to own (EDGESTR_OWNERS, checked before any Durable Object is touched). Each owner has one
 // Bridge (one provider key, created on the first registration); a server id is unique per owner.
 // The URL must pass the deployment's outbound policy for the owner (422 naming it; the hosts of
-// EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted); it is checked again at every
-// dial. Secret headers are sealed at rest and never returned (a view lists their names only); a
-// PATCH moving a server to another origin must give them again (config.ts movedHeadersIssue).
+// EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted; never the deployment's own host,
+// EDGESTR_PUBLIC_URL's or the one the call came in on: the bridge would call /mcp, which calls the
+// bridge); it is checked again at every dial. Secret headers are sealed at rest and never returned
+// (a view lists their names only); a PATCH moving a server to another origin must give them again
+// (config.ts movedHeadersIssue).
 // Once a server is added, the provider key is recorded on the public shard: as one of this
 // deployment's bridges ('bridge': NIP-11 `bridge_providers`, listed first by /mcp and the clients)
 // only when the operators vetted the owner, else as provisioned only (common/deployment-bridges.ts,
@@ -36,9 +38,13 @@ export const bridgeStub = (env: Pick<BridgeApiBindings, 'BRIDGE'>, owner: string
 
 const NO_SERVER = 'no such server';
 
-/** The outbound policy's verdict on a server URL of an owner, `vetted` or not (EDGESTR_OUTBOUND_ALLOW only if vetted), as a 422 issue. */
-function urlIssue(env: OutboundEnv, vetted: boolean, url: string): { path: string; message: string } | undefined {
-  const checked = checkOutboundUrl(url, 'http', outboundPolicy(env, { vetted }));
+/**
+ * The outbound policy's verdict on a server URL of an owner, `vetted` or not (EDGESTR_OUTBOUND_ALLOW
+ * only if vetted; never the deployment's own host, EDGESTR_PUBLIC_URL's or `calledOn`, the origin the
+ * call came in on), as a 422 issue.
+ */
+function urlIssue(env: OutboundEnv, vetted: boolean, calledOn: string, url: string): { path: string; message: string } | undefined {
+  const checked = checkOutboundUrl(url, 'http', outboundPolicy(env, { vetted, origins: [calledOn] }));
   return checked.ok ? undefined : { path: 'url', message: checked.error };
 }
 
@@ -51,7 +57,7 @@ export function bridgeRoutes() {
     const parsed = bodyAs(c.get('body'), CreateServerSchema, 'server');
     if (!parsed.ok) return c.json(parsed.error, 422);
     const vetted = await vettedOwner(c.env, caller);
-    const refused = urlIssue(c.env, vetted, parsed.data.url);
+    const refused = urlIssue(c.env, vetted, new URL(c.req.url).origin, parsed.data.url);
     if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
     if (!sealingSecret(c.env)) return c.json({ error: 'EDGESTR_SECRET is not configured on this deployment' }, 500);
     // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the bridge dials its shards there.
@@ -84,7 +90,7 @@ export function bridgeRoutes() {
     if (!current) return c.json({ error: NO_SERVER }, 404);
     const parsed = bodyAs(c.get('body'), UpdateServerSchema, 'server');
     if (!parsed.ok) return c.json(parsed.error, 422);
-    const refused = (parsed.data.url === undefined ? undefined : urlIssue(c.env, await vettedOwner(c.env, c.get('caller')), parsed.data.url)) ?? movedHeadersIssue(current, parsed.data);
+    const refused = (parsed.data.url === undefined ? undefined : urlIssue(c.env, await vettedOwner(c.env, c.get('caller')), new URL(c.req.url).origin, parsed.data.url)) ?? movedHeadersIssue(current, parsed.data);
     if (refused) return c.json({ error: 'invalid server', issues: [refused] }, 422);
     const view = await bridge.updateServer(id, parsed.data);
     return view ? c.json(view) : c.json({ error: NO_SERVER }, 404);

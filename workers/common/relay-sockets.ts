@@ -3,7 +3,8 @@
 // public one, or another owner's shard that exists on this deployment; on one of its edge objects
 // when RELAY_EDGES gives it more than one, as the router does); other relays over the network,
 // under the outbound policy (src/shared/outbound-url.ts; the owner's, `outbound`: its exceptions
-// only for an owner the operators vetted) and without following redirects; their
+// only for an owner the operators vetted; never this deployment's own host, e.g. another port of
+// its hostname in production or EDGESTR_PUBLIC_URL's host: a loop) and without following redirects; their
 // upgrade is given up (its connection closed) when unanswered within RELAY_CONNECT_TIMEOUT_MS, and
 // the body of a refusal is cancelled, not left open.
 // A connection of edgestr's own carries INTERNAL_HEADER. One opened for an outside client (`client`:
@@ -25,7 +26,7 @@ export interface SocketOwner {
   owner: string | null;
   /** The address (client-address.ts `clientAddress`) of the outside client the connection is opened for; absent: edgestr's own. */
   client?: string;
-  /** The policy of a relay elsewhere, dialled for the owner (owner-outbound.ts), asked only for such a relay; absent: the deployment's, without EDGESTR_OUTBOUND_ALLOW. */
+  /** The policy of a relay elsewhere, dialled for the owner (owner-outbound.ts, given `origin`), asked only for such a relay; absent: the deployment's, without EDGESTR_OUTBOUND_ALLOW, refusing `origin`'s host. */
   outbound?: () => Promise<OutboundPolicy>;
 }
 
@@ -80,7 +81,7 @@ export async function openRelaySocket(env: RouterBindings, url: string, who: Soc
     if (target.value.edge !== undefined) headers.set(EDGE_HEADER, String(target.value.edge));
     response = await target.value.stub.fetch(httpUrl, { headers });
   } else {
-    const refused = outboundRefusal(local, 'relay', who.outbound ? await who.outbound() : outboundPolicy(env, { vetted: false }));
+    const refused = outboundRefusal(local, 'relay', who.outbound ? await who.outbound() : outboundPolicy(env, { vetted: false, origins: [who.origin] }));
     if (refused !== undefined) throw new Error(`relay ${url}: refused: ${refused}`);
     response = await upgradeElsewhere(url, httpUrl, connectTimeoutMs);
   }
