@@ -2,14 +2,86 @@
 // counted by the owner they serve. On a shard that is not that owner's (the public shard: every
 // owner's), one owner holds at most max_agent_connections_per_owner of them (429), and the agents of
 // all other owners together at most max_agent_connections (503), so the shard owner's own clients
-// and agents still connect.
+// and agents still connect. Placed by their owner with edge objects (one owner's on one edge), so
+// the per-owner count is the shard's at K = 4 too.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, SHARD_HEADER } from '../../workers/common/shards.js';
+import { openRelaySocket } from '../../workers/common/relay-sockets.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { freshOwner } from './helpers.js';
+import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
+import { toNpub } from '../../src/shared/keys.js';
+import type { SocketLike } from '../../src/shared/relay-client.js';
+import { BASE, connect, freshOwner } from './helpers.js';
+
+const ORIGIN = BASE; // http://relay.test: the relay URLs below are this deployment's shards
+
+/** Opens an internal socket to `url` for a component of `owner` (null: the deployment's own), as agents and bridges do; the error text if refused. */
+const open = (url: string, owner: string | null): Promise<SocketLike | string> =>
+  openRelaySocket(env, url, { origin: ORIGIN, owner }).catch((e: unknown) => (e instanceof Error ? e.message : String(e)));
 
 describe('internal sockets, counted by the owner they serve', () => {
+  it(`another owner's agents hold at most ${DEFAULT_LIMITS.max_agent_connections_per_owner} sockets of a shard, whatever the spelling of its URL; the shard owner's clients and agents still connect`, async () => {
+    const victim = freshOwner().pk;
+    const attacker = freshOwner().pk;
+    const cap = DEFAULT_LIMITS.max_agent_connections_per_owner;
+    // The spellings an agent's relays may use for one shard of this deployment.
+    const spellings = [`ws://relay.test/r/${victim}`, `ws://relay.test/r/${victim}/`, `ws://relay.test/r/${toNpub(victim)}`, `ws://RELAY.test/r/${victim}`];
+    const sockets: SocketLike[] = [];
+    for (let i = 0; i < cap; i++) {
+      const s = await open(spellings[i % spellings.length]!, attacker);
+      if (typeof s === 'string') throw new Error(`socket ${i}: ${s}`);
+      sockets.push(s);
+    }
+    const url = spellings[cap % spellings.length]!;
+    expect(await open(url, attacker)).toBe(
+      `relay ${url} did not accept a WebSocket (HTTP 429): too many connections from the agents of another owner (max ${cap}); close one first`,
+    );
+    // The shard owner's own agents are not held by it, nor its clients.
+    const own: SocketLike[] = [];
+    for (let i = 0; i <= cap; i++) {
+      const s = await open(`ws://relay.test/r/${victim}`, victim);
+      if (typeof s === 'string') throw new Error(`own socket ${i}: ${s}`);
+      own.push(s);
+    }
+    const cli = await connect(`/r/${victim}`, { 'CF-Connecting-IP': '198.51.100.61' });
+    expect(await cli.req('fine', { kinds: [1], limit: 1 })).toEqual({ events: [] });
+    // A third owner's agents have their own count.
+    const third = await open(`ws://relay.test/r/${victim}`, freshOwner().pk);
+    expect(typeof third).toBe('object');
+    // A closed socket frees its place.
+    sockets.pop()!.close();
+    await expect.poll(async () => {
+      const again = await open(`ws://relay.test/r/${victim}`, attacker);
+      if (typeof again === 'string') return again;
+      sockets.push(again);
+      return 'opened';
+    }, { timeout: 10_000 }).toBe('opened');
+    cli.close();
+    for (const s of [...sockets, ...own, third]) if (typeof s === 'object') s.close();
+  }, 60_000);
+
+  it(`on the public shard, one owner's agents hold at most ${DEFAULT_LIMITS.max_agent_connections_per_owner} sockets; the deployment's own components are not held`, async () => {
+    const attacker = freshOwner().pk;
+    const cap = DEFAULT_LIMITS.max_agent_connections_per_owner;
+    const sockets: SocketLike[] = [];
+    for (let i = 0; i < cap; i++) {
+      const s = await open('ws://relay.test/', attacker);
+      if (typeof s === 'string') throw new Error(`socket ${i}: ${s}`);
+      sockets.push(s);
+    }
+    expect(await open('ws://relay.test/', attacker)).toBe(
+      `relay ws://relay.test/ did not accept a WebSocket (HTTP 429): too many connections from the agents of one owner (max ${cap}); close one first`,
+    );
+    const deployment: SocketLike[] = [];
+    for (let i = 0; i <= cap; i++) {
+      const s = await open('ws://relay.test/', null);
+      if (typeof s === 'string') throw new Error(`deployment socket ${i}: ${s}`);
+      deployment.push(s);
+    }
+    for (const s of [...sockets, ...deployment]) s.close();
+  }, 60_000);
+
   /** Upgrades of a shard object with `limits` over this storage (RELAY_LIMITS is the deployment's setting): each answered as `101` or `<status> <text>`. */
   async function shardWith(limits: Record<string, number>, shard: string, run: (upgrade: (headers: Record<string, string>) => Promise<string>, info: () => Promise<unknown>) => Promise<unknown>) {
     const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());

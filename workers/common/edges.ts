@@ -2,8 +2,10 @@
 // each shard has. With K = 1 (the default) a shard is one Durable Object, its primary, which holds
 // the sockets as well. With K > 1 the router lands each WebSocket on one of K edge objects (the
 // same RelayShard class under another name, told its role by EDGE_HEADER), every connection of one
-// client address on the same one: the edge holds the socket, its subscriptions and AUTH, verifies
-// events, and leaves ordering, storage and the write policy to the primary. This module parses the setting and picks an edge; it runs no shard code.
+// client address on the same one (every internal connection of one owner's agents and bridges too):
+// the edge holds the socket, its subscriptions and AUTH, verifies events, and leaves ordering,
+// storage and the write policy to the primary. This module parses the setting and picks an edge; it
+// runs no shard code.
 
 import { z } from 'zod';
 import { err, ok, type Result } from '../../src/shared/errors.js';
@@ -77,6 +79,13 @@ export function pickEdge(k: number, address?: string): number {
   for (let i = 0; i < address.length; i++) h = Math.imul(h ^ address.charCodeAt(i), 0x01000193) >>> 0;
   return h % k;
 }
+
+/**
+ * The key edgestr's own connections for `owner`'s agents and bridges are placed by, as an address's
+ * are (workers/common/relay-sockets.ts): every one of that owner's on the same edge of a shard, so
+ * that the shard's per-owner cap of them (max_agent_connections_per_owner) holds for the whole shard.
+ */
+export const ownerPlacement = (owner: string): string => `owner:${owner}`;
 
 /** The Durable Object name of edge `i` of the shard named `shard` (see shardName). */
 export const edgeObjectName = (shard: string, i: number): string => `${shard}#edge${i}`;

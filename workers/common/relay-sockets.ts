@@ -7,7 +7,10 @@
 // its hostname in production or EDGESTR_PUBLIC_URL's host: a loop) and without following redirects; their
 // upgrade is given up (its connection closed) when unanswered within RELAY_CONNECT_TIMEOUT_MS, and
 // the body of a refusal is cancelled, not left open.
-// A connection of edgestr's own carries INTERNAL_HEADER. One opened for an outside client (`client`:
+// A connection of edgestr's own carries INTERNAL_HEADER, and INTERNAL_OWNER_HEADER naming the owner
+// whose agent or bridge it serves (none: the deployment's own component), by which the shard counts
+// it (workers/relay-do/socket-tags.ts); with edge objects every one of an owner's lands on the edge
+// its key hashes to (edges.ts `ownerPlacement`). One opened for an outside client (`client`:
 // the /mcp gateway's calls, which a stranger drives) carries that client's address instead, as
 // CF-Connecting-IP, and lands on the object the router puts that address's sockets on: the shard
 // counts it, and what is sent on it, as that client's own connection (per-address connection cap
@@ -16,8 +19,8 @@
 
 import { outboundPolicy, outboundRefusal, type OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { SocketLike } from '../../src/shared/relay-client.js';
-import { INTERNAL_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, shardOfPath, type RouterBindings } from './shards.js';
-import { EDGE_HEADER, socketTarget } from './edges.js';
+import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, shardOfPath, type RouterBindings } from './shards.js';
+import { EDGE_HEADER, ownerPlacement, socketTarget } from './edges.js';
 import { isLoopbackKey, UNKNOWN_ADDRESS } from './client-address.js';
 
 /** Who is connecting: the deployment's origin (http(s)://host) and the component's owner (its own shard). */
@@ -30,13 +33,25 @@ export interface SocketOwner {
   outbound?: () => Promise<OutboundPolicy>;
 }
 
-/** The headers of an upgrade to the shard of `owner` on this deployment, for `client` (see the header) or for edgestr's own component. */
-export function shardUpgradeHeaders(owner: string | null, client: string | undefined): Headers {
+/**
+ * The headers of an upgrade to the shard of `owner` on this deployment, for `client` (see the
+ * header) or for edgestr's own component serving `served` (absent: the deployment's own).
+ */
+export function shardUpgradeHeaders(owner: string | null, client: string | undefined, served?: string): Headers {
   const headers = new Headers({ Upgrade: 'websocket' });
   headers.set(SHARD_HEADER, owner ?? PUBLIC_SHARD);
-  if (client === undefined) headers.set(INTERNAL_HEADER, 'agent');
-  else headers.set('CF-Connecting-IP', client);
+  if (client !== undefined) headers.set('CF-Connecting-IP', client);
+  else {
+    headers.set(INTERNAL_HEADER, 'agent');
+    if (served !== undefined) headers.set(INTERNAL_OWNER_HEADER, served);
+  }
   return headers;
+}
+
+/** The key the socket is placed by on an edge (see the header): the client's address, or the owner's key for edgestr's own; none (at random) for loopback and unknown addresses and the deployment's own. */
+function placement(who: SocketOwner): string | undefined {
+  if (who.client === undefined) return who.owner === null ? undefined : ownerPlacement(who.owner);
+  return who.client === UNKNOWN_ADDRESS || isLoopbackKey(who.client) ? undefined : who.client;
 }
 
 /** How long a relay elsewhere has to answer the upgrade (the relay client's own connect timeout). */
@@ -73,10 +88,8 @@ export async function openRelaySocket(env: RouterBindings, url: string, who: Soc
     if (owner !== null && owner !== who.owner && !(await ownerShardExists(env, owner))) {
       throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
     }
-    const headers = shardUpgradeHeaders(owner, who.client);
-    // Placed as the router places the sockets of that address (no address known, loopback: at random).
-    const placed = who.client === undefined || who.client === UNKNOWN_ADDRESS || isLoopbackKey(who.client) ? undefined : who.client;
-    const target = socketTarget(env, owner, placed);
+    const headers = shardUpgradeHeaders(owner, who.client, who.owner ?? undefined);
+    const target = socketTarget(env, owner, placement(who));
     if (!target.ok) throw new Error(`relay ${url}: ${target.error}`);
     if (target.value.edge !== undefined) headers.set(EDGE_HEADER, String(target.value.edge));
     response = await target.value.stub.fetch(httpUrl, { headers });
