@@ -80,6 +80,22 @@ describe('POST /api/agents', () => {
     expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { provider: 'anthropic' })).status).toBe(200);
   });
 
+  it('relays naming one shard of this deployment twice, in any spelling, get a 422 naming it (create and PATCH); the agent uses each shard once, by its own URL', async () => {
+    const other = keys().pk;
+    const invalid = (path: string, shard: string) => ({ status: 422, json: { error: 'invalid agent', issues: [{ path, message: `names the relay shard ${shard} already listed` }] } });
+    expect(await create({ name: 'x', relays: [`ws://relay.test/r/${other}`, `ws://relay.test/r/${other}/`] })).toEqual(invalid('relays.1', `/r/${other}`));
+    expect(await create({ name: 'x', relays: [`ws://relay.test/r/${npubEncode(other)}`, 'wss://example.com/', `ws://RELAY.test/r/${other.toUpperCase()}`] })).toEqual(
+      invalid('relays.2', `/r/${other}`),
+    );
+    expect(await create({ name: 'x', relays: ['ws://relay.test', 'ws://relay.test/'] })).toEqual(invalid('relays.1', '/'));
+    // One spelling each is fine; what the agent uses is each shard once, by its own URL (the owner's and the public shard are always used).
+    const created = await create({ name: 'x', relays: [`ws://relay.test/r/${npubEncode(other)}/`, 'ws://relay.test', `ws://RELAY.test/r/${TEST_OWNER}/`] });
+    expect(created.status).toBe(201);
+    expect((created.json as { relays: string[] }).relays).toEqual([`ws://relay.test/r/${TEST_OWNER}`, 'ws://relay.test/', `ws://relay.test/r/${other}`]);
+    const pk = (created.json as { pubkey: string }).pubkey;
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { relays: [`ws://relay.test/r/${other}`, `ws://relay.test/r/${npubEncode(other)}`] })).toEqual(invalid('relays.1', `/r/${other}`));
+  });
+
   it('422 for a body that is not JSON', async () => {
     const r = await api(TEST_OWNER_SK, 'POST', '/api/agents', '{nope');
     expect(r).toEqual({ status: 422, json: { error: 'body is not JSON', issues: [] } });

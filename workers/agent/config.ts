@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { THINKING_LEVELS } from '../../src/shared/nip-xx.js';
 import { parsePubkey } from '../../src/shared/keys.js';
+import { shardUrlOf } from '../../src/shared/shard-url.js';
 import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { BUILTIN_TOOL_NAMES } from './tools/registry.js';
 import { mcpHeadersSchema } from '../common/mcp-headers-schema.js';
@@ -164,8 +165,12 @@ export interface StoredAgent extends Omit<CreateAgent, 'limits' | 'mcp_servers'>
 
 export const DEFAULT_LIMITS: AgentLimits = LimitsSchema.parse({});
 
-/** The relays the agent uses: its owner's shard and the public shard on this deployment, then its own. */
+/**
+ * The relays the agent uses: its owner's shard and the public shard on this deployment, then its
+ * own, each once: one naming a shard of this deployment as that shard's URL, whatever its spelling
+ * (src/shared/shard-url.ts; a config stored before the API refused repeated shards may list one twice).
+ */
 export function agentRelays(a: Pick<StoredAgent, 'origin' | 'owner' | 'relays'>): string[] {
   const ws = a.origin.replace(/^http/, 'ws');
-  return [...new Set([`${ws}/r/${a.owner}`, `${ws}/`, ...(a.relays ?? [])])];
+  return [...new Set([`${ws}/r/${a.owner}`, `${ws}/`, ...(a.relays ?? []).map((relay) => shardUrlOf(a.origin, relay) ?? relay)])];
 }

@@ -5,7 +5,8 @@
 // deployment's outbound policy (src/shared/outbound-url.ts) for the owner at create and update
 // (EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted; never this deployment's own host,
 // the agent's origin's or the one the call came in on: a loop): 422 naming the field; relays on
-// exactly the agent's origin are its shards, reached without the network.
+// exactly the agent's origin are its shards, reached without the network, each listed once (one
+// shard in two spellings, e.g. /r/<hex> and /r/<npub>: 422).
 // An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
 // needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
@@ -27,7 +28,8 @@ import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type
 import type { Agent, AgentView } from '../agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../common/secrets.js';
 import { sealMcpServers } from '../agent/mcp-headers.js';
-import { relayRequestUrl, shardOfPath, shardStub, type RouterBindings } from '../common/shards.js';
+import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
+import { shardOfPath, shardUrlOf } from '../../src/shared/shard-url.js';
 import { notAnOwner, OWNER_SUSPENDED, ownerState } from '../common/owners.js';
 import { MAX_REVOKED_PER_OWNER } from '../relay-do/ownership.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
@@ -85,9 +87,27 @@ async function outboundIssues(env: AgentApiBindings, owner: string, origin: stri
       issues.push({ path: `relays.${i}`, message: 'not a relay shard of this deployment (/ or /r/<owner>)' });
     }
   });
+  issues.push(...repeatedShards(origin, input.relays ?? []));
   (input.mcp_servers ?? []).forEach((server, i) => {
     const checked = checkOutboundUrl(server.url, 'http', policy);
     if (!checked.ok) issues.push({ path: `mcp_servers.${i}.url`, message: checked.error });
+  });
+  return issues;
+}
+
+/**
+ * A relay naming a shard of this deployment that an earlier one names already, in any spelling
+ * (shard-url.ts), as a 422 issue: the agent would open one connection to that shard per spelling,
+ * each counted against its owner's cap there (docs/OPERATIONS.md "Memory of a shard").
+ */
+function repeatedShards(origin: string, relays: readonly string[]): Issue[] {
+  const seen = new Set<string>();
+  const issues: Issue[] = [];
+  relays.forEach((relay, i) => {
+    const shard = shardUrlOf(origin, relay);
+    if (shard === undefined) return;
+    if (seen.has(shard)) issues.push({ path: `relays.${i}`, message: `names the relay shard ${new URL(shard).pathname} already listed` });
+    seen.add(shard);
   });
   return issues;
 }

@@ -19,7 +19,8 @@
 
 import { outboundPolicy, outboundRefusal, type OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { SocketLike } from '../../src/shared/relay-client.js';
-import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, shardOfPath, type RouterBindings } from './shards.js';
+import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, type RouterBindings } from './shards.js';
+import { shardOfPath } from '../../src/shared/shard-url.js';
 import { EDGE_HEADER, ownerPlacement, socketTarget } from './edges.js';
 import { isLoopbackKey, UNKNOWN_ADDRESS } from './client-address.js';
 

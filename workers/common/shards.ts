@@ -1,12 +1,12 @@
-// Addressing a relay shard from any component: the Durable Object name of a shard, which paths
-// name which shard, whether an owner has one on this deployment (closed shards), the URL the shard
-// names in NIP-42, and the headers only edgestr's own components set. (RelayShard is imported as a
-// type only: this module creates stubs, it never runs shard code.)
+// Addressing a relay shard from any component: the Durable Object name of a shard, whether an
+// owner has one on this deployment (closed shards; which path names which shard:
+// src/shared/shard-url.ts), the URL the shard names in NIP-42, and the headers only edgestr's own
+// components set. (RelayShard is imported as a type only: this module creates stubs, it never runs
+// shard code.)
 
 import { ownerState, type OwnerEnv } from './owners.js';
 import type { AccountsBindings } from '../accounts/accounts-do.js';
 import { isDevelopment } from '../../src/shared/env-mode.js';
-import { parsePubkey } from '../../src/shared/keys.js';
 import type { RelayShard } from '../relay-do/shard.js';
 
 /** Headers set by the router (never by clients: the router overwrites them). */
@@ -48,13 +48,6 @@ export const ownerOfShardName = (name: string): string | null | undefined =>
 
 export function shardStub(env: ShardBindings, owner: string | null): DurableObjectStub<RelayShard> {
   return env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
-}
-
-/** The shard a path names: null for `/`, the owner's hex for `/r/<hex or npub>` (trailing slash allowed), else undefined. */
-export function shardOfPath(pathname: string): string | null | undefined {
-  const path = pathname.replace(/\/$/, '');
-  if (path === '') return null;
-  return path.startsWith('/r/') ? parsePubkey(path.slice(3)) : undefined;
 }
 
 /** Whether every key has an owner shard on this deployment, owner or not (open shards, or development). */
