@@ -15,6 +15,8 @@ declare namespace Cloudflare {
     EDGESTR_ADMINS?: string;
     EDGESTR_PLANS?: string;
     EDGESTR_SIGNUP?: string;
+    EDGESTR_SIGNUP_MAX_OWNERS?: string;
+    EDGESTR_SIGNUP_MAX_PER_DAY?: string;
     EDGESTR_SECRET?: string;
     EDGESTR_SECRET_PREVIOUS?: string;
     OPENAI_API_KEY?: string;

@@ -19,7 +19,8 @@ import { checkDeployment } from './deploy-config.mjs';
 /**
  * A module of the Worker (its path from the repository root), bundled for Node with the esbuild that
  * comes with wrangler: the deploy check applies the very rules the Worker will (EDGESTR_PLANS:
- * workers/accounts/plans.ts `parsePlans`; RELAY_LIMITS: workers/relay-do/limits.ts `parseRelayLimits`).
+ * workers/accounts/plans.ts `parsePlans`; RELAY_LIMITS: workers/relay-do/limits.ts `parseRelayLimits`;
+ * EDGESTR_SIGNUP and its caps: workers/accounts/signup-limits.ts `signupProblems`).
  */
 async function workerModule(path) {
   const bundle = await build({
@@ -74,6 +75,7 @@ const { problems, unchecked } = checkDeployment({
   echoOnly: process.env.EDGESTR_ECHO_ONLY === 'true',
   parsePlans: (await workerModule('workers/accounts/plans.ts')).parsePlans,
   parseRelayLimits: (await workerModule('workers/relay-do/limits.ts')).parseRelayLimits,
+  signupProblems: (await workerModule('workers/accounts/signup-limits.ts')).signupProblems,
 });
 for (const u of unchecked) console.warn(`not checked: ${u}`);
 if (problems.length > 0) {

@@ -2,8 +2,9 @@
 // that they can be tested: given the variables wrangler will deploy, the names of the secrets
 // already set (or null when they cannot be listed, e.g. offline or before the first deploy), the
 // bindings of wrangler.toml and the operator's explicit choices, it answers the problems that must
-// stop the deploy and the checks it could not make. EDGESTR_PLANS and RELAY_LIMITS are checked with
-// the Worker's own parsers, passed in (`parsePlans`, `parseRelayLimits`): one rule, not a second copy here.
+// stop the deploy and the checks it could not make. EDGESTR_PLANS, RELAY_LIMITS and the sign-up
+// settings are checked with the Worker's own rules, passed in (`parsePlans`, `parseRelayLimits`,
+// `signupProblems`): one rule, not a second copy here.
 
 import { decode } from 'nostr-tools/nip19';
 
@@ -27,7 +28,7 @@ const entries = (value) => (value ?? '').split(',').map((s) => s.trim()).filter(
  * @param {import('./deploy-config.d.mts').DeploymentInput} input
  * @returns {import('./deploy-config.d.mts').DeploymentVerdict}
  */
-export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans, parseRelayLimits }) {
+export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans, parseRelayLimits, signupProblems }) {
   const problems = [];
   const unchecked = [];
   const hasSecret = (name) => secrets !== null && secrets.includes(name);
@@ -77,6 +78,11 @@ export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans,
     }
   }
   if (hasSecret('EDGESTR_PLANS')) unchecked.push('EDGESTR_PLANS is a secret: its JSON cannot be read');
+
+  // Sign-up (signupProblems of workers/accounts/signup-limits.ts): its caps are whole numbers, and
+  // EDGESTR_SIGNUP=open needs a default plan that bounds agents and model tokens (else the Worker
+  // answers every sign-up 503: strangers would spend the provider keys without end).
+  problems.push(...signupProblems(vars, !hasSecret('EDGESTR_PLANS')));
 
   // Relay limits: the relay's own rule (parseRelayLimits of workers/relay-do/limits.ts). The shards
   // would ignore a wrong field (its limit at its default) and read a renamed key under its new name;

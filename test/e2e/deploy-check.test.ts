@@ -1,8 +1,9 @@
 // `npm run deploy`'s check as the command runs it (scripts/deploy-check.mjs --check-only, offline:
-// the secrets cannot be listed): EDGESTR_PLANS and RELAY_LIMITS go through the Worker's own parsers
-// (workers/accounts/plans.ts, workers/relay-do/limits.ts, bundled for Node), so a configuration the
-// Worker would refuse at every /api call, or whose relay limits the shards would ignore, is refused
-// before it is deployed. --check-only: nothing is ever deployed here.
+// the secrets cannot be listed): EDGESTR_PLANS, RELAY_LIMITS and the sign-up settings go through the
+// Worker's own rules (workers/accounts/plans.ts, workers/relay-do/limits.ts,
+// workers/accounts/signup-limits.ts, bundled for Node), so a configuration the Worker would refuse
+// at every /api call, whose relay limits the shards would ignore, or whose open sign-up it would
+// answer 503, is refused before it is deployed. --check-only: nothing is ever deployed here.
 
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -46,5 +47,20 @@ describe('npm run deploy: RELAY_LIMITS', () => {
     const valid = deployCheck('RELAY_LIMITS:{"max_connections_per_ip":20}');
     expect(valid.status, valid.out).toBe(0);
     expect(valid.out).toContain('deploy check passed');
+  });
+});
+
+describe('npm run deploy: EDGESTR_SIGNUP=open', () => {
+  it('refuses open sign-up with an unlimited default plan, and passes it once the default plan sets agents and tokens_per_day', () => {
+    const unlimited = deployCheck('EDGESTR_SIGNUP:open');
+    expect(unlimited.status, unlimited.out).toBe(1);
+    expect(unlimited.out).toContain(
+      'deploy refused: 1 problem(s) in the configuration\n' +
+        '  - EDGESTR_SIGNUP=open needs a default plan that sets agents and tokens_per_day: set both in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000}}\n',
+    );
+
+    const bounded = deployCheck('EDGESTR_SIGNUP:open', 'EDGESTR_PLANS:{"default":{"agents":3,"tokens_per_day":200000}}', 'EDGESTR_SIGNUP_MAX_OWNERS:500');
+    expect(bounded.status, bounded.out).toBe(0);
+    expect(bounded.out).toContain('deploy check passed');
   });
 });

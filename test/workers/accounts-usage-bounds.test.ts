@@ -5,8 +5,9 @@
 // are pruned, USAGE_PRUNE_PER_RECORD with each recorded run. Runs are recorded through the DO's own
 // `record` RPC (what each agent calls after a run); the figures are read through GET /api/usage.
 // Reading them is bounded too: one query reads at most MAX_USAGE_SCAN rows (past them the answer
-// counts the whole days that fit and says so), and each caller's queries may cover at most
-// USAGE_ROWS_PER_MINUTE rows per minute (429 past them).
+// counts the whole days that fit and says so), each caller's queries may cover at most
+// USAGE_ROWS_PER_MINUTE rows per minute, and all callers' together USAGE_ROWS_PER_MINUTE_ALL (429
+// past them: fresh keys do not multiply the load).
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import {
@@ -17,6 +18,7 @@ import {
   USAGE_PRUNE_PER_RECORD,
   USAGE_RETENTION_DAYS,
   USAGE_ROWS_PER_MINUTE,
+  USAGE_ROWS_PER_MINUTE_ALL,
   USAGE_SENDERS_PER_AGENT_DAY,
   type RunUsage,
 } from '../../workers/accounts/accounts-do.js';
@@ -129,7 +131,7 @@ const dayRow = (key: string, runs: number): Row => ({ key, runs, input_tokens: r
 
 describe('usage queries are bounded', () => {
   it('the limits', () => {
-    expect([MAX_USAGE_SCAN, USAGE_ROWS_PER_MINUTE]).toEqual([50_000, 200_000]);
+    expect([MAX_USAGE_SCAN, USAGE_ROWS_PER_MINUTE, USAGE_ROWS_PER_MINUTE_ALL]).toEqual([50_000, 200_000, 1_000_000]);
   });
 
   it('one query reads at most 50,000 rows: past them it counts the whole days that fit (truncated, through), or the first 50,000 rows of a day that alone holds more', async () => {
@@ -180,6 +182,34 @@ describe('usage queries are bounded', () => {
     // A minute later (the Accounts object's RPC, with its clock): answered again.
     const later = await accountsStub(env).usage({ caller: owner.pk, owner: owner.pk, from: day, to: day, by: 'day' }, Date.now() + 61_000);
     expect(later).toEqual({ ok: true, value: { rows: [dayRow(day, MAX_USAGE_SCAN)], through: day } });
+  });
+
+  it('all callers’ queries together cover at most 1,000,000 rows a minute: fresh keys, each within its own budget, get 429 past it (another key over HTTP too), the next minute is answered', async () => {
+    const owner = await addOwner();
+    const day = dayOf(Date.now() - 30 * DAY_MS);
+    await fill(owner.pk, day, MAX_USAGE_SCAN + 1);
+    const q = (caller: string, now: number) => accountsStub(env).usage({ caller, owner: owner.pk, from: day, to: day, by: 'day' }, now);
+    // Each query covers 50,001 rows, each from a key of its own: the twenty-first in the minute at
+    // the latest (fewer when the tests before spent some of it) finds the budget spent.
+    let answered = 0;
+    let refused: { error: string; retry_after: number } | undefined;
+    while (refused === undefined && answered <= USAGE_ROWS_PER_MINUTE_ALL / (MAX_USAGE_SCAN + 1)) {
+      const r = await q(randomHex(), Date.now());
+      if (r.ok) answered++;
+      else refused = r.error;
+    }
+    expect(refused).toBeDefined();
+    expect(refused!.error).toBe(`usage queries on this deployment may read ${USAGE_ROWS_PER_MINUTE_ALL} rows a minute in all; retry in ${refused!.retry_after} s`);
+    expect(refused!.retry_after).toBeGreaterThan(0);
+    expect(refused!.retry_after).toBeLessThanOrEqual(60);
+    // Another key, over HTTP: 429 with the same reason and Retry-After.
+    const url = `${BASE}/api/usage?by=day&from=${day}&to=${day}`;
+    const res = await SELF.fetch(url, { headers: { Authorization: makeHttpAuthHeader(owner.sk, url, 'GET') } });
+    expect(res.status).toBe(429);
+    const retry = Number(res.headers.get('Retry-After'));
+    expect(await res.json()).toEqual({ error: `usage queries on this deployment may read ${USAGE_ROWS_PER_MINUTE_ALL} rows a minute in all; retry in ${retry} s` });
+    // Once the window is over (the test before began one a minute ahead): answered again.
+    expect(await q(randomHex(), Date.now() + 2 * 61_000)).toEqual({ ok: true, value: { rows: [dayRow(day, MAX_USAGE_SCAN)], through: day } });
   });
 });
 

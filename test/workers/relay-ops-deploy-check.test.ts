@@ -1,16 +1,18 @@
 // The configuration checks of `npm run deploy` (scripts/deploy-config.mjs): each refusal with its
 // message, what cannot be checked without listing secrets, and a configuration that passes.
-// EDGESTR_PLANS is read with the Worker's own parser (parsePlans), and RELAY_LIMITS with the relay's
-// (parseRelayLimits), as scripts/deploy-check.mjs does.
+// EDGESTR_PLANS is read with the Worker's own parser (parsePlans), RELAY_LIMITS with the relay's
+// (parseRelayLimits), and the sign-up settings with the Worker's (signupProblems), as
+// scripts/deploy-check.mjs does.
 import { describe, expect, it } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
 import { checkDeployment, type DeploymentInput } from '../../scripts/deploy-config.mjs';
 import { keys } from './helpers.js';
 import { parsePlans } from '../../workers/accounts/plans.js';
 import { parseRelayLimits } from '../../workers/relay-do/limits.js';
+import { signupProblems } from '../../workers/accounts/signup-limits.js';
 
 const owner = keys().pk;
-const good: DeploymentInput = { vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'], bindings: [], echoOnly: false, parsePlans, parseRelayLimits };
+const good: DeploymentInput = { vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'], bindings: [], echoOnly: false, parsePlans, parseRelayLimits, signupProblems };
 const check = (over: Partial<DeploymentInput>) => checkDeployment({ ...good, ...over });
 
 describe('deploy check', () => {
@@ -27,7 +29,7 @@ describe('deploy check', () => {
   });
 
   it('refuses with the full list of what is missing', () => {
-    expect(checkDeployment({ vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [], bindings: [], echoOnly: false, parsePlans, parseRelayLimits }).problems).toEqual([
+    expect(checkDeployment({ vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [], bindings: [], echoOnly: false, parsePlans, parseRelayLimits, signupProblems }).problems).toEqual([
       'EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)',
       'EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)',
       'no owner and no admin: set EDGESTR_OWNERS (or EDGESTR_ADMINS) to your pubkey (hex or npub) in wrangler.toml [vars]',
@@ -80,6 +82,29 @@ describe('deploy check', () => {
     ['limits that are a list', '[500]', 'RELAY_LIMITS: Invalid input: expected object, received array'],
   ])("refuses %s in RELAY_LIMITS with the relay's own reason", (_n, limits, problem) => {
     expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_LIMITS: limits } }).problems).toEqual([problem]);
+  });
+
+  // Open sign-up with an unlimited default plan would let any stranger spend the operator's provider
+  // keys without end (the Worker answers such sign-ups 503); the caps are whole numbers.
+  const OPEN_NEEDS_LIMITS = 'EDGESTR_SIGNUP=open needs a default plan that sets agents and tokens_per_day: set both in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000}}';
+  it.each([
+    ['open sign-up without EDGESTR_PLANS', { EDGESTR_SIGNUP: 'open' }, [OPEN_NEEDS_LIMITS]],
+    ['open sign-up with a default plan of unlimited agents', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{"default":{"tokens_per_day":200000}}' }, [OPEN_NEEDS_LIMITS]],
+    ['open sign-up with a default plan of unlimited tokens', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{"default":{"agents":3,"tokens_per_month":100}}' }, [OPEN_NEEDS_LIMITS]],
+    ['open sign-up with plans that are not JSON (said once)', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{default' }, ['EDGESTR_PLANS is not JSON']],
+    ['a cap of owners that is not a whole number', { EDGESTR_SIGNUP_MAX_OWNERS: '10k' }, ['EDGESTR_SIGNUP_MAX_OWNERS is "10k": a whole number, 0 or more (default 10000)']],
+    ['a negative cap of sign-ups a day', { EDGESTR_SIGNUP_MAX_PER_DAY: '-1' }, ['EDGESTR_SIGNUP_MAX_PER_DAY is "-1": a whole number, 0 or more (default 1000)']],
+  ])('refuses %s', (_n, vars, problems) => {
+    expect(check({ vars: { EDGESTR_OWNERS: owner, ...vars } }).problems).toEqual(problems);
+  });
+
+  it('passes open sign-up with a default plan that sets agents and tokens_per_day, and caps that are whole numbers; plans kept as a secret cannot be read (said so)', () => {
+    const vars = { EDGESTR_OWNERS: owner, EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{"default":{"agents":3,"tokens_per_day":200000}}', EDGESTR_SIGNUP_MAX_OWNERS: '500', EDGESTR_SIGNUP_MAX_PER_DAY: '0' };
+    expect(check({ vars })).toEqual({ problems: [], unchecked: [] });
+    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_SIGNUP: 'open' }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_PLANS'] })).toEqual({
+      problems: [],
+      unchecked: ['EDGESTR_PLANS is a secret: its JSON cannot be read'],
+    });
   });
 
   it.each([

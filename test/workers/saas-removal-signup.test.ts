@@ -10,7 +10,7 @@ import { api } from './api-helpers.js';
 import { fetchWithEnv } from './app-env.js';
 import { BASE, keys, type Keys } from './helpers.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
-import { TEST_ADMIN_SK } from './test-keys.js';
+import { OPEN_SIGNUP, TEST_ADMIN_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
 
@@ -18,11 +18,11 @@ const REMOVED = 'this key was removed by the operators of this deployment; ask t
 const ALREADY = 'this key is already an owner on this deployment';
 
 let addresses = 0;
-/** `k` signs up with EDGESTR_SIGNUP=open, each call from its own client address (SIGNUP_RATE_LIMIT is per address). */
+/** `k` signs up with EDGESTR_SIGNUP=open (OPEN_SIGNUP), each call from its own client address (SIGNUP_RATE_LIMIT is per address). */
 async function signup(k: Keys): Promise<{ status: number; json: unknown }> {
   const url = `${BASE}/api/signup`;
   const headers = { Authorization: makeHttpAuthHeader(k.sk, url, 'POST'), 'CF-Connecting-IP': `198.51.100.${++addresses}` };
-  const res = await fetchWithEnv({ EDGESTR_SIGNUP: 'open' }, new Request(url, { method: 'POST', headers }));
+  const res = await fetchWithEnv(OPEN_SIGNUP, new Request(url, { method: 'POST', headers }));
   return { status: res.status, json: (await res.json()) as unknown };
 }
 

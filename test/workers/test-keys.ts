@@ -11,7 +11,7 @@ export const TEST_ADMIN_SK = sha256(new TextEncoder().encode('edgestr test admin
 export const TEST_ADMIN = getPublicKey(TEST_ADMIN_SK);
 
 /** EDGESTR_PLANS of the in-runtime tests: the default plan is unlimited (the other tests), the others small. */
-export const TEST_PLANS = JSON.stringify({
+const PLANS = {
   default: {},
   one_agent: { agents: 1 },
   two_runs: { runs_per_day: 2 },
@@ -23,4 +23,16 @@ export const TEST_PLANS = JSON.stringify({
   slow_shard: { events_per_second: 2 },
   three_bridge_calls: { bridge_calls_per_day: 3 },
   two_bridge_servers: { bridge_servers: 2 },
-});
+};
+export const TEST_PLANS = JSON.stringify(PLANS);
+
+/**
+ * The variables a test's sign-up call runs under: EDGESTR_SIGNUP=open, which needs a default plan
+ * that sets agents and tokens_per_day (workers/accounts/signup-limits.ts; else sign-up answers 503),
+ * so these plans are TEST_PLANS with such a default. Only the sign-up call sees them: the owner's
+ * later calls and agents run under TEST_PLANS.
+ */
+export const OPEN_SIGNUP = {
+  EDGESTR_SIGNUP: 'open',
+  EDGESTR_PLANS: JSON.stringify({ ...PLANS, default: { agents: 100, tokens_per_day: 1_000_000_000 } }),
+};

@@ -16,10 +16,12 @@
 // every agent's run report). A usage query reads at most MAX_USAGE_SCAN rows, earliest day first: a
 // range holding more is answered for the whole days that fit, with `through` naming the last one
 // (a first day that alone holds more: its first MAX_USAGE_SCAN rows, `through` that day). And each
-// caller's queries may cover USAGE_ROWS_PER_MINUTE rows per minute (read-budget.ts): past them its
-// queries are refused, with the wait, before anything is read. The plan totals every run report
-// answers (today's runs and tokens, this month's tokens) are kept apart, one row per owner and day
-// (`owner_days`, pruned with `usage`), so a report reads at most 31 rows.
+// caller's queries may cover USAGE_ROWS_PER_MINUTE rows per minute, all callers' together
+// USAGE_ROWS_PER_MINUTE_ALL (read-budget.ts; so keys signed up in numbers, or more than it keeps
+// windows for, do not multiply the load): past either, a query is refused, with the wait, before
+// anything is read. The plan totals every run report answers (today's runs and tokens, this month's
+// tokens) are kept apart, one row per owner and day (`owner_days`, pruned with `usage`), so a report
+// reads at most 31 rows.
 //
 // A run is counted once: agents send a report again until it is taken (workers/agent/metering.ts),
 // so each recorded (agent, run id) is kept RECORDED_RUN_RETENTION_MS (longer than an agent sends a
@@ -36,6 +38,15 @@
 // they count as vetted (the operators added them). Either way it logs once how many rows it set and
 // what the operators can review (docs/OPERATIONS.md "Vetted owners").
 //
+// Sign-up is bounded (signup-limits.ts): signUp adds a key only while the registry holds fewer
+// owners than the caps' `owners` and fewer keys signed themselves up this UTC day than `per_day`
+// (counted in `signup_days`, one row per day, the days before today deleted with each sign-up); an
+// operator's add() is not capped. Whatever the registry's size, what one call reads or answers is
+// bounded: states() (the copy each router, API and Bridge isolate holds, workers/common/owners.ts)
+// at most REGISTRY_COPY_MAX owners, in key order, saying whether that is all of them (the isolates
+// look the others up by key, state()); ownerKeys() a page of keys (the backup cron); overview() a
+// page of owners with their totals (GET /api/admin/owners).
+//
 // A removal is not undone by open sign-up: remove() deletes the owner's row and records its key
 // with the time (removed_at) in the same step, and signUp() refuses a recorded key; only an
 // operator's add() takes the record back out, with the key made an owner again. Only an operator's
@@ -47,6 +58,7 @@ import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.j
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN } from './plans.js';
 import { ReadBudget } from './read-budget.js';
+import type { SignupCaps } from './signup-limits.js';
 
 /** What the Accounts object reads of the Worker's configuration. */
 export interface AccountsEnv extends OwnerEnv {
@@ -69,8 +81,32 @@ export interface OwnerRow {
   created_at: number;
 }
 
-/** What a sign-up did: the key became an owner, was one already, or was removed by an operator (refused). */
-export type SignUpResult = 'added' | 'owner' | 'removed';
+/**
+ * What a sign-up did: the key became an owner, was one already, or was refused: removed by an
+ * operator, the registry at the caps' `owners` (`full`), or `per_day` keys signed up today already.
+ */
+export type SignUpResult = 'added' | 'owner' | 'removed' | 'full' | 'full_today';
+
+/** Owners states() answers at most (see the header): about 1.1 MB and a few tens of ms of this object's thread per copy. */
+export const REGISTRY_COPY_MAX = 10_000;
+
+/** The registry as states() answers it: at most REGISTRY_COPY_MAX owners in key order; `complete` false when there are more. */
+export interface RegistryCopy {
+  owners: Array<OwnerState & { pubkey: string }>;
+  complete: boolean;
+}
+
+/** Owners one page of overview() lists at most (and its default). */
+export const OVERVIEW_PAGE_MAX = 1_000;
+
+/** An owner as GET /api/admin/owners lists it. */
+export type ListedOwner = OwnerRow & { source: 'static' | 'registry'; usage: OwnerTotals };
+
+/** One page of overview(): `next`, when there are more, is the cursor of the next page. */
+export interface OwnersPage {
+  owners: ListedOwner[];
+  next?: string;
+}
 
 /** One run as the agent reports it to the aggregate. */
 export interface RunUsage {
@@ -124,6 +160,8 @@ export const MAX_USAGE_SCAN = 50_000;
  * to sum them), so four of the largest are let in a minute.
  */
 export const USAGE_ROWS_PER_MINUTE = 200_000;
+/** Rows all callers' usage queries together may cover per minute: twenty of the largest. */
+export const USAGE_ROWS_PER_MINUTE_ALL = 1_000_000;
 
 /** One usage query: by `caller` (whose budget it uses), of `owner` (undefined: every owner), between the UTC days `from` and `to` (inclusive). */
 export interface UsageQuery {
@@ -140,7 +178,7 @@ export interface UsageAnswer {
   through?: string;
 }
 
-/** A usage query refused: the caller used its USAGE_ROWS_PER_MINUTE. */
+/** A usage query refused: the caller used its USAGE_ROWS_PER_MINUTE, or all callers USAGE_ROWS_PER_MINUTE_ALL. */
 export interface UsageRefusal {
   error: string;
   retry_after: number;
@@ -158,6 +196,8 @@ export const USAGE_PRUNE_PER_RECORD = 10;
 export const RECORDED_RUN_RETENTION_MS = 8 * 86_400_000;
 
 const DAY_MS = 86_400_000;
+/** The one key of the all-callers read budget. */
+const ALL_CALLERS = '*';
 const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 type Row = Record<string, SqlStorageValue>;
@@ -172,6 +212,8 @@ const toOwner = (r: Row): OwnerRow => ({
 export class Accounts extends DurableObject<AccountsEnv> {
   private readonly sql: SqlStorage;
   private readonly reads = new ReadBudget(USAGE_ROWS_PER_MINUTE, 60_000);
+  /** The budget of all callers' queries, kept under one key. */
+  private readonly allReads = new ReadBudget(USAGE_ROWS_PER_MINUTE_ALL, 60_000);
 
   constructor(ctx: DurableObjectState, env: AccountsEnv) {
     super(ctx, env);
@@ -179,6 +221,7 @@ export class Accounts extends DurableObject<AccountsEnv> {
     this.sql.exec(`
       CREATE TABLE IF NOT EXISTS owners (pubkey TEXT PRIMARY KEY, plan TEXT NOT NULL, suspended INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS removed_owners (pubkey TEXT PRIMARY KEY, removed_at INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS signup_days (day TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS usage (
         owner TEXT NOT NULL, day TEXT NOT NULL, agent TEXT NOT NULL, sender TEXT NOT NULL, model TEXT NOT NULL,
         runs INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, tool_calls INTEGER NOT NULL, errors INTEGER NOT NULL,
@@ -217,8 +260,15 @@ export class Accounts extends DurableObject<AccountsEnv> {
     return r ? toOwner(r) : undefined;
   }
 
-  owners(): OwnerRow[] {
-    return this.sql.exec('SELECT * FROM owners ORDER BY created_at, pubkey').toArray().map(toOwner);
+  /** Up to `limit` registered owners in key order, after the key `after` when given. */
+  owners(limit: number = OVERVIEW_PAGE_MAX, after?: string): OwnerRow[] {
+    const rows = after === undefined ? this.sql.exec('SELECT * FROM owners ORDER BY pubkey LIMIT ?', limit) : this.sql.exec('SELECT * FROM owners WHERE pubkey > ? ORDER BY pubkey LIMIT ?', after, limit);
+    return rows.toArray().map(toOwner);
+  }
+
+  /** Up to `limit` registered owners' keys in key order, after `after` when given (the backup cron pages through them). */
+  ownerKeys(limit: number, after?: string): string[] {
+    return this.owners(limit, after).map((o) => o.pubkey);
   }
 
   /** An operator adds an owner (a key it removed before too: its removal record goes); false when it is already registered. */
@@ -229,10 +279,24 @@ export class Accounts extends DurableObject<AccountsEnv> {
     });
   }
 
-  /** A key signs itself up on `plan`: 'removed' when an operator removed it (nothing added), 'owner' when it is registered already. */
-  signUp(pubkey: string, plan: string): SignUpResult {
-    if (this.sql.exec('SELECT 1 FROM removed_owners WHERE pubkey = ?', pubkey).toArray().length > 0) return 'removed';
-    return this.insert(pubkey, plan, false) ? 'added' : 'owner';
+  /**
+   * A key signs itself up on `plan` at `now` (ms) within `caps` (see the header): 'removed' when an
+   * operator removed it, 'owner' when it is registered already, 'full' / 'full_today' past the caps
+   * (nothing added in those cases).
+   */
+  signUp(pubkey: string, plan: string, caps: SignupCaps, now: number = Date.now()): SignUpResult {
+    return this.ctx.storage.transactionSync(() => {
+      if (this.sql.exec('SELECT 1 FROM removed_owners WHERE pubkey = ?', pubkey).toArray().length > 0) return 'removed';
+      if (this.owner(pubkey)) return 'owner';
+      if (this.sql.exec<{ n: number }>('SELECT count(*) AS n FROM owners').one().n >= caps.owners) return 'full';
+      const day = dayOf(now);
+      this.sql.exec('DELETE FROM signup_days WHERE day < ?', day);
+      const today = this.sql.exec<{ n: number }>('SELECT coalesce(sum(n), 0) AS n FROM signup_days WHERE day = ?', day).one().n;
+      if (today >= caps.per_day) return 'full_today';
+      this.insert(pubkey, plan, false);
+      this.sql.exec('INSERT INTO signup_days (day, n) VALUES (?, 1) ON CONFLICT (day) DO UPDATE SET n = n + 1', day);
+      return 'added';
+    });
   }
 
   private insert(pubkey: string, plan: string, vetted: boolean): boolean {
@@ -270,16 +334,25 @@ export class Accounts extends DurableObject<AccountsEnv> {
     });
   }
 
-  /** Every owner (the static ones first, then the registry's), each with its totals at `now` (ms). */
-  overview(now: number): Array<OwnerRow & { source: 'static' | 'registry'; usage: OwnerTotals }> {
-    const statics = [...staticOwners(this.env)].map((pubkey) => ({ pubkey, plan: DEFAULT_PLAN, suspended: false, vetted: true, created_at: 0, source: 'static' as const }));
-    const registered = this.owners().map((r) => ({ ...r, source: 'registry' as const }));
-    return [...statics, ...registered].map((o) => ({ ...o, usage: this.totals(o.pubkey, now) }));
+  /**
+   * One page of the owners, each with its totals at `now` (ms): up to `limit` (at most
+   * OVERVIEW_PAGE_MAX) registered owners in key order after the cursor `after`, and on the first
+   * page (no cursor) the static ones before them (as many as EDGESTR_OWNERS lists).
+   */
+  overview(now: number, limit: number = OVERVIEW_PAGE_MAX, after?: string): OwnersPage {
+    const statics =
+      after === undefined ? [...staticOwners(this.env)].sort().map((pubkey) => ({ pubkey, plan: DEFAULT_PLAN, suspended: false, vetted: true, created_at: 0, source: 'static' as const })) : [];
+    const rows = this.owners(Math.min(limit, OVERVIEW_PAGE_MAX) + 1, after);
+    const page = rows.slice(0, Math.min(limit, OVERVIEW_PAGE_MAX));
+    const owners = [...statics, ...page.map((r) => ({ ...r, source: 'registry' as const }))].map((o) => ({ ...o, usage: this.totals(o.pubkey, now) }));
+    const last = page.at(-1);
+    return rows.length > page.length && last ? { owners, next: last.pubkey } : { owners };
   }
 
-  /** Every registered owner's state (what router isolates cache, workers/common/owners.ts). */
-  states(): Array<OwnerState & { pubkey: string }> {
-    return this.owners().map(({ pubkey, plan, suspended }) => ({ pubkey, plan, suspended }));
+  /** The registered owners' states, at most REGISTRY_COPY_MAX of them (what router isolates copy, workers/common/owners.ts). */
+  states(): RegistryCopy {
+    const rows = this.owners(REGISTRY_COPY_MAX + 1);
+    return { owners: rows.slice(0, REGISTRY_COPY_MAX).map(({ pubkey, plan, suspended }) => ({ pubkey, plan, suspended })), complete: rows.length <= REGISTRY_COPY_MAX };
   }
 
   /**
@@ -379,14 +452,17 @@ export class Accounts extends DurableObject<AccountsEnv> {
 
   /**
    * The usage of `q` grouped by `q.by`, read within MAX_USAGE_SCAN rows (see the header), at `now`
-   * (ms); refused when the caller has used its USAGE_ROWS_PER_MINUTE.
+   * (ms); refused when the caller has used its USAGE_ROWS_PER_MINUTE, or all callers USAGE_ROWS_PER_MINUTE_ALL.
    */
   usage(q: UsageQuery, now: number): Result<UsageAnswer, UsageRefusal> {
-    const wait = this.reads.wait(q.caller, now);
-    if (wait > 0) {
+    const refusal = (wait: number, budget: string): Result<UsageAnswer, UsageRefusal> => {
       const retry = Math.ceil(wait / 1000);
-      return err({ error: `usage queries of this key may read ${USAGE_ROWS_PER_MINUTE} rows a minute; retry in ${retry} s`, retry_after: retry });
-    }
+      return err({ error: `${budget}; retry in ${retry} s`, retry_after: retry });
+    };
+    const wait = this.reads.wait(q.caller, now);
+    if (wait > 0) return refusal(wait, `usage queries of this key may read ${USAGE_ROWS_PER_MINUTE} rows a minute`);
+    const waitAll = this.allReads.wait(ALL_CALLERS, now);
+    if (waitAll > 0) return refusal(waitAll, `usage queries on this deployment may read ${USAGE_ROWS_PER_MINUTE_ALL} rows a minute in all`);
     const range = (to: string): [string, SqlStorageValue[]] =>
       q.owner === undefined ? ['day >= ? AND day <= ?', [q.from, to]] : ['owner = ? AND day >= ? AND day <= ?', [q.owner, q.from, to]];
     // The range's rows up to one past the bound, in day order (the table's key, or usage_day for
@@ -408,6 +484,7 @@ export class Accounts extends DurableObject<AccountsEnv> {
     );
     const rows = sums.toArray();
     this.reads.spend(q.caller, seen.n, now);
+    this.allReads.spend(ALL_CALLERS, seen.n, now);
     return ok(through === undefined ? { rows } : { rows, through });
   }
 }

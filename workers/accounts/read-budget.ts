@@ -3,7 +3,8 @@
 // first query; a query is let in while the caller's window has budget left, and what it covered is
 // then spent (so one query may take the window past the budget, by at most one query's bound).
 // Kept in memory for at most MAX_CALLERS callers (the least recently seen forgotten), and lost when
-// the object restarts: a bound on the load one key makes, not an account.
+// the object restarts: a bound on the load one key makes, not an account. The Accounts object keeps
+// a second one under a single key for all callers' queries together (which forgets nothing).
 
 import { LruMap } from '../../src/shared/lru.js';
 

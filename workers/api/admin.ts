@@ -1,8 +1,11 @@
 // Operators' management of owners (/api/admin/owners), NIP-98 authenticated, EDGESTR_ADMINS only
 // (403 for everyone else, before any Durable Object is touched): list the owners with their plan
-// and usage, add one (optionally on a plan), change its plan, suspend / resume it, vet it or not
-// (`vetted`: whether its bridge is one of this deployment's, re-recorded on the public shard at
-// once: common/deployment-bridges.ts recordPublicBridge; an owner that signed itself up is not vetted), remove it.
+// and usage (a page at a time: `?limit=` up to OVERVIEW_PAGE_MAX, the default, registered owners in
+// key order, the EDGESTR_OWNERS ones on the first page; `next` names the `?cursor=` of the next
+// page when there is one), add one (optionally on a plan), change its plan, suspend / resume it,
+// vet it or not (`vetted`: whether its bridge is one of this deployment's, re-recorded on the public
+// shard at once: common/deployment-bridges.ts recordPublicBridge; an owner that signed itself up is
+// not vetted), remove it.
 // Owners listed in EDGESTR_OWNERS are shown but managed in that variable (409 here). After a
 // change the owner's agents are told at once (Agent.ownerChanged); router isolates learn it
 // within OWNER_CACHE_MS. Removing an owner first backs its shard up to the BACKUPS bucket when one
@@ -19,7 +22,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { parsePubkey } from '../../src/shared/keys.js';
-import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
+import { accountsStub, OVERVIEW_PAGE_MAX, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
 import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
 import { PUBLIC_SHARD, shardStub, type RouterBindings } from '../common/shards.js';
@@ -27,7 +30,7 @@ import { backupKey, backupName, backupShard, listBackups, readBackupLines, type 
 import { importAnswer, importInto, RestoreSchema, shardUrl } from './relay.js';
 import { RetentionSchema } from '../relay-do/retention.js';
 import { errorMessage } from '../../src/shared/errors.js';
-import { agentStub, bodyAs, type AgentApiBindings } from './agents.js';
+import { agentStub, bodyAs, issuesOf, type AgentApiBindings } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { recordPublicBridge } from '../common/deployment-bridges.js';
 import { bridgeStub, type BridgeApiBindings } from './bridge.js';
@@ -61,6 +64,11 @@ const NO_BACKUPS = 'backups are not configured on this deployment (no BACKUPS bu
 const NO_SHARD = 'no such shard: "public" or an owner’s 64-hex pubkey or npub';
 const AddOwnerSchema = z.object({ pubkey: PubkeySchema, plan: z.string().optional() }).strict();
 const PatchOwnerSchema = z.object({ plan: z.string().optional(), suspended: z.boolean().optional(), vetted: z.boolean().optional() }).strict();
+/** GET /api/admin/owners: a page of at most `limit` registered owners after the key `cursor` (the `next` of the page before). */
+const OwnersQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(OVERVIEW_PAGE_MAX).default(OVERVIEW_PAGE_MAX),
+  cursor: z.string().regex(/^[0-9a-f]{64}$/, 'the `next` of the page before').optional(),
+});
 
 /** The 422 issue for a plan name EDGESTR_PLANS does not define. */
 const planIssue = (env: PlanEnv, plan: string | undefined) =>
@@ -79,7 +87,11 @@ export function adminRoutes() {
   const app = new Hono<ApiEnv>();
   app.use('*', nip98<AdminApiBindings>((env, pubkey) => (isAdmin(env, pubkey) ? undefined : NOT_AN_ADMIN)));
 
-  app.get('/', async (c) => c.json({ owners: await accountsStub(c.env).overview(Date.now()) }));
+  app.get('/', async (c) => {
+    const parsed = OwnersQuery.safeParse(c.req.query());
+    if (!parsed.success) return c.json({ error: 'invalid query', issues: issuesOf(parsed.error) }, 422);
+    return c.json(await accountsStub(c.env).overview(Date.now(), parsed.data.limit, parsed.data.cursor));
+  });
 
   app.post('/', async (c) => {
     const parsed = bodyAs(c.get('body'), AddOwnerSchema, 'owner');

@@ -9,16 +9,20 @@
 // sign-ups per minute per address, counted per Cloudflare location) before any other work: 429. A
 // sign-up adds its one key to this isolate's copy of the owner registry (workers/common/owners.ts)
 // rather than dropping the copy, so sign-ups do not make other requests fetch the whole registry.
+// The registry takes sign-ups up to EDGESTR_SIGNUP_MAX_OWNERS owners and EDGESTR_SIGNUP_MAX_PER_DAY
+// a UTC day (workers/accounts/signup-limits.ts, counted by the Accounts object): past either, 403
+// naming the cap.
 
 import { Hono } from 'hono';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN } from '../accounts/plans.js';
+import { signupCaps, type SignupEnv } from '../accounts/signup-limits.js';
 import { clientAddress } from '../common/client-address.js';
 import { rememberOwner, staticOwners, type OwnerEnv } from '../common/owners.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
-export interface SignupApiBindings extends ApiStateBindings, AccountsBindings, OwnerEnv {
+export interface SignupApiBindings extends ApiStateBindings, AccountsBindings, OwnerEnv, SignupEnv {
   /** "open": anyone may sign up. */
   EDGESTR_SIGNUP?: string;
   /** Workers Rate Limiting: sign-ups per client address (wrangler.toml [[ratelimits]]). */
@@ -33,6 +37,8 @@ const SIGNUP_PERIOD_SECONDS = 60;
 const SIGNUP_REMOVED = 'this key was removed by the operators of this deployment; ask them to add it again';
 const ALREADY_AN_OWNER = 'this key is already an owner on this deployment';
 export const SIGNUP_RATE_LIMITED = `too many sign-ups from this address; retry in ${SIGNUP_PERIOD_SECONDS} s`;
+const signupFull = (owners: number) => `sign-up is full on this deployment (${owners} owners); ask the operators`;
+const signupFullToday = (perDay: number) => `sign-up is full on this deployment today (${perDay} sign-ups a day); try again tomorrow (UTC)`;
 
 export function signupRoutes() {
   const app = new Hono<ApiEnv>();
@@ -51,9 +57,12 @@ export function signupRoutes() {
     const caller = c.get('caller');
     if (staticOwners(c.env).has(caller)) return c.json({ error: ALREADY_AN_OWNER }, 409);
     // The registry answers for its own keys (registered, or removed by an operator): no copy of it is needed.
-    const result = await accountsStub(c.env).signUp(caller, DEFAULT_PLAN);
+    const caps = signupCaps(c.env);
+    const result = await accountsStub(c.env).signUp(caller, DEFAULT_PLAN, caps, Date.now());
     if (result === 'removed') return c.json({ error: SIGNUP_REMOVED }, 403);
     if (result === 'owner') return c.json({ error: ALREADY_AN_OWNER }, 409);
+    if (result === 'full') return c.json({ error: signupFull(caps.owners) }, 403);
+    if (result === 'full_today') return c.json({ error: signupFullToday(caps.per_day) }, 403);
     rememberOwner(caller, { plan: DEFAULT_PLAN, suspended: false });
     return c.json({ pubkey: caller, plan: DEFAULT_PLAN, suspended: false }, 201);
   });

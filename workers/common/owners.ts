@@ -2,18 +2,23 @@
 // router (closed shards), the management API, the Agent and Bridge Durable Objects. Owners are the
 // static list EDGESTR_OWNERS (default plan, never suspended) plus the registry of the Accounts
 // Durable Object (workers/accounts: added by operators through /api/admin/owners or by sign-up).
-// The static list is checked first; for other keys each isolate holds the whole registry, fetched
-// in one RPC and kept for OWNER_CACHE_MS (so unknown keys — a stranger trying random shards —
+// The static list is checked first; for other keys each isolate holds a copy of the registry,
+// fetched in one RPC and kept for OWNER_CACHE_MS (so unknown keys — a stranger trying random shards —
 // cost no RPC at all, and a suspension or removal reaches a router isolate within that time; the
-// owner's agents and shard are told at once by the admin API). While the Accounts object cannot be
-// read, an isolate serves its last copy and asks again every REGISTRY_RETRY_MS (registryAt).
-// Operators are EDGESTR_ADMINS.
+// owner's agents and shard are told at once by the admin API). The copy is at most
+// REGISTRY_COPY_MAX owners (Accounts.states(); sign-up stops at EDGESTR_SIGNUP_MAX_OWNERS, default
+// 10,000, workers/accounts/signup-limits.ts): past that, only operators' adds make the registry
+// larger, and a key the copy does not hold is looked up by itself (Accounts.state()), its answer
+// kept OWNER_CACHE_MS too, for at most LOOKUPS_KEPT keys (the least recently used forgotten). While
+// the Accounts object cannot be read, an isolate serves its last copy (or its last answer for the
+// key) and asks again every REGISTRY_RETRY_MS (registryAt). Operators are EDGESTR_ADMINS.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { isDevelopment } from '../../src/shared/env-mode.js';
 import { errorMessage } from '../../src/shared/errors.js';
+import { LruMap } from '../../src/shared/lru.js';
 import type { SecretEnv } from './secrets.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN } from '../accounts/plans.js';
@@ -66,22 +71,35 @@ export const isAdmin = (env: OwnerEnv, pubkey: string): boolean => keyList(env.E
  */
 export const REGISTRY_RETRY_MS = 5_000;
 
-let registry: { at: number; owners: Map<string, OwnerState> } | undefined;
+/** This isolate's copy of the registry: `complete` false when the registry holds more than it (REGISTRY_COPY_MAX). */
+interface Registry {
+  owners: Map<string, OwnerState>;
+  complete: boolean;
+}
+
+let registry: (Registry & { at: number }) | undefined;
 /** The last failed read, while its retry time has not come. */
 let failure: { until: number; error: string } | undefined;
 /** The fetch in flight, shared by every request of the isolate that needs the registry meanwhile. */
-let loading: Promise<Map<string, OwnerState>> | undefined;
+let loading: Promise<Registry> | undefined;
+
+/** Keys whose answers (a copy that is not complete) this isolate keeps at most. */
+export const LOOKUPS_KEPT = 10_000;
+/** The registry's answers for keys the copy does not hold (undefined: not an owner), each with its time. */
+const lookups = new LruMap<string, { at: number; state: OwnerState | undefined }>(LOOKUPS_KEPT);
+/** The lookups in flight, one per key. */
+const lookingUp = new Map<string, Promise<OwnerState | undefined>>();
 
 /** Bumped by forgetOwnerState and rememberOwner: a fetch started before it is not kept. */
 let generation = 0;
 
 const unreadable = (error: string): Error => new Error(`the owner registry could not be read (${error}); asked again in ${REGISTRY_RETRY_MS / 1000} s`);
 
-/** The registry as this isolate knows it at `now` (ms): its copy while fresh, else fetched (see REGISTRY_RETRY_MS on failure). */
-export async function registryAt(env: AccountsBindings, now: number): Promise<Map<string, OwnerState>> {
-  if (registry && now - registry.at < OWNER_CACHE_MS) return registry.owners;
+/** This isolate's copy of the registry at `now` (ms): kept while fresh, else fetched (see REGISTRY_RETRY_MS on failure). */
+async function copyAt(env: AccountsBindings, now: number): Promise<Registry> {
+  if (registry && now - registry.at < OWNER_CACHE_MS) return registry;
   if (failure && now < failure.until) {
-    if (registry) return registry.owners;
+    if (registry) return registry;
     throw unreadable(failure.error);
   }
   if (!loading) {
@@ -89,20 +107,21 @@ export async function registryAt(env: AccountsBindings, now: number): Promise<Ma
     const fetching = accountsStub(env)
       .states()
       .then(
-        (rows) => {
-          const owners = new Map(rows.map(({ pubkey, plan, suspended }) => [pubkey, { plan, suspended }]));
+        (copy) => {
+          const owners = new Map(copy.owners.map(({ pubkey, plan, suspended }) => [pubkey, { plan, suspended }]));
+          const fetched = { owners, complete: copy.complete };
           if (generation === started) {
-            registry = { at: now, owners };
+            registry = { at: now, ...fetched };
             failure = undefined;
           }
-          return owners;
+          return fetched;
         },
         (e: unknown) => {
           const error = errorMessage(e);
           if (generation === started) failure = { until: now + REGISTRY_RETRY_MS, error };
           if (!registry) throw e;
           console.error(`owner registry: ${unreadable(error).message}; this isolate serves its copy from ${Math.round((now - registry.at) / 1000)} s ago meanwhile`);
-          return registry.owners;
+          return registry;
         },
       )
       .finally(() => {
@@ -113,32 +132,76 @@ export async function registryAt(env: AccountsBindings, now: number): Promise<Ma
   return loading;
 }
 
-const registryOwners = (env: AccountsBindings): Promise<Map<string, OwnerState>> => registryAt(env, Date.now());
+/** The owners of this isolate's copy of the registry at `now` (ms; see copyAt). */
+export const registryAt = async (env: AccountsBindings, now: number): Promise<Map<string, OwnerState>> => (await copyAt(env, now)).owners;
+
+/**
+ * The registry's answer for `pubkey`, one the copy does not hold, at `now` (ms): kept OWNER_CACHE_MS;
+ * while the registry cannot be read (REGISTRY_RETRY_MS after a failure, as for the copy) the last
+ * answer, if any.
+ */
+async function lookUp(env: AccountsBindings, pubkey: string, now: number): Promise<OwnerState | undefined> {
+  const kept = lookups.get(pubkey);
+  if (kept && now - kept.at < OWNER_CACHE_MS) return kept.state;
+  if (failure && now < failure.until) {
+    if (kept) return kept.state;
+    throw unreadable(failure.error);
+  }
+  const running = lookingUp.get(pubkey);
+  if (running) return running;
+  const started = generation;
+  const asking = accountsStub(env)
+    .state(pubkey)
+    .then(
+      (state) => {
+        if (generation === started) lookups.set(pubkey, { at: now, state });
+        return state;
+      },
+      (e: unknown) => {
+        const error = errorMessage(e);
+        if (generation === started) failure = { until: now + REGISTRY_RETRY_MS, error };
+        if (!kept) throw e;
+        console.error(`owner registry: ${unreadable(error).message}; this isolate serves its answer for this key from ${Math.round((now - kept.at) / 1000)} s ago meanwhile`);
+        return kept.state;
+      },
+    )
+    .finally(() => {
+      if (lookingUp.get(pubkey) === asking) lookingUp.delete(pubkey);
+    });
+  lookingUp.set(pubkey, asking);
+  return asking;
+}
 
 /** The account of `pubkey` (undefined: not an owner here): the static list first, then the registry (cached, see the header). */
 export async function ownerState(env: OwnerEnv & AccountsBindings, pubkey: string): Promise<OwnerState | undefined> {
   if (staticOwners(env).has(pubkey)) return { plan: DEFAULT_PLAN, suspended: false };
-  return (await registryOwners(env)).get(pubkey);
+  const now = Date.now();
+  const copy = await copyAt(env, now);
+  const held = copy.owners.get(pubkey);
+  if (held || copy.complete) return held;
+  return lookUp(env, pubkey, now);
 }
 
 /**
- * A sign-up added `pubkey` to the registry: this isolate's copy learns it and is kept (forgetting it
- * would make the next request fetch the whole registry again, once per sign-up). A fetch in flight
- * may have read the registry before the sign-up: it is not kept.
+ * A sign-up added `pubkey` to the registry: this isolate's copy (or its answers for single keys)
+ * learns it and is kept (forgetting it would make the next request fetch the whole registry again,
+ * once per sign-up). A fetch or lookup in flight may have read the registry before the sign-up: it
+ * is not kept.
  */
 export function rememberOwner(pubkey: string, state: OwnerState): void {
   registry?.owners.set(pubkey, state);
-  if (loading) {
-    loading = undefined;
-    generation++;
-  }
+  lookups.set(pubkey, { at: Date.now(), state });
+  loading = undefined;
+  generation++;
 }
 
-/** Forgets this isolate's copy of the registry (after the admin API changed it). */
+/** Forgets this isolate's copy of the registry and its answers for single keys (after the admin API changed it). */
 export const forgetOwnerState = (): void => {
   registry = undefined;
   failure = undefined;
   loading = undefined;
+  lookups.clear();
+  lookingUp.clear();
   generation++;
 };
 

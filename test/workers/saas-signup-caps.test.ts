@@ -1,0 +1,148 @@
+// Open sign-up stays within what the deployment can carry (workers/accounts/signup-limits.ts,
+// accounts-do.ts `signUp` / `states`, workers/api/signup.ts, admin.ts, workers/common/owners.ts):
+// sign-ups stop at EDGESTR_SIGNUP_MAX_OWNERS owners and EDGESTR_SIGNUP_MAX_PER_DAY a UTC day (403
+// naming the cap; an operator still adds owners); the registry copy each isolate holds is at most
+// REGISTRY_COPY_MAX owners (the others are looked up by key); GET /api/admin/owners is paged.
+// The tests share one Accounts object, so each reads the registry's size first (the last one fills it).
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, it, vi } from 'vitest';
+import { accountsStub, REGISTRY_COPY_MAX } from '../../workers/accounts/accounts-do.js';
+import { signupCaps } from '../../workers/accounts/signup-limits.js';
+import { forgetOwnerState, NOT_AN_OWNER, OWNER_SUSPENDED } from '../../workers/common/owners.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { api } from './api-helpers.js';
+import { fetchWithEnv, type EnvOverride } from './app-env.js';
+import { BASE, keys, type Keys } from './helpers.js';
+import { OPEN_SIGNUP, TEST_ADMIN_SK, TEST_OWNER } from './test-keys.js';
+
+const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
+
+let addresses = 0;
+/** `k` signs up (OPEN_SIGNUP with `over`), each call from its own client address (SIGNUP_RATE_LIMIT is per address). */
+async function signup(k: Keys, over: EnvOverride = {}): Promise<{ status: number; json: unknown }> {
+  const url = `${BASE}/api/signup`;
+  const headers = { Authorization: makeHttpAuthHeader(k.sk, url, 'POST'), 'CF-Connecting-IP': `192.0.2.${++addresses}` };
+  const res = await fetchWithEnv({ ...OPEN_SIGNUP, ...over }, new Request(url, { method: 'POST', headers }));
+  return { status: res.status, json: (await res.json()) as unknown };
+}
+
+const added = (k: Keys) => ({ status: 201, json: { pubkey: k.pk, plan: 'default', suspended: false } });
+const registrySize = () => runInDurableObject(accountsStub(env), (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM owners').one().n);
+const today = () => new Date().toISOString().slice(0, 10);
+/** The sign-ups the Accounts object counted on `day`. */
+const signUpsOn = (day: string) =>
+  runInDurableObject(accountsStub(env), (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT coalesce(sum(n), 0) AS n FROM signup_days WHERE day = ?', day).one().n);
+
+describe('sign-up caps', () => {
+  it('EDGESTR_SIGNUP_MAX_OWNERS: two short of the cap, two sign-ups pass, the third is 403 naming the cap (nothing added); an operator still adds owners past it; an owner signing up again is 409', async () => {
+    const cap = (await registrySize()) + 2;
+    const over = { EDGESTR_SIGNUP_MAX_OWNERS: String(cap) };
+    const [a, b, c] = [keys(), keys(), keys()];
+    expect(await signup(a, over)).toEqual(added(a));
+    expect(await signup(b, over)).toEqual(added(b));
+    expect(await signup(c, over)).toEqual({ status: 403, json: { error: `sign-up is full on this deployment (${cap} owners); ask the operators` } });
+    expect(await accountsStub(env).owner(c.pk)).toBeUndefined();
+    expect(await admin('POST', '/api/admin/owners', { pubkey: c.pk })).toEqual(added(c));
+    expect(await registrySize()).toBe(cap + 1);
+    expect(await signup(a, over)).toEqual({ status: 409, json: { error: 'this key is already an owner on this deployment' } });
+  });
+
+  it('EDGESTR_SIGNUP_MAX_PER_DAY: two short of the day’s cap, two pass, the third is 403 until the UTC day ends; operators’ adds do not count; the next day signs up', async () => {
+    const cap = (await signUpsOn(today())) + 2;
+    const over = { EDGESTR_SIGNUP_MAX_PER_DAY: String(cap) };
+    const [a, b, c] = [keys(), keys(), keys()];
+    expect(await signup(a, over)).toEqual(added(a));
+    expect(await admin('POST', '/api/admin/owners', { pubkey: keys().pk })).toMatchObject({ status: 201 });
+    expect(await signup(b, over)).toEqual(added(b));
+    expect(await signup(c, over)).toEqual({ status: 403, json: { error: `sign-up is full on this deployment today (${cap} sign-ups a day); try again tomorrow (UTC)` } });
+    expect(await accountsStub(env).owner(c.pk)).toBeUndefined();
+    // The Accounts object's own rule, on the next UTC day: c signs up.
+    const tomorrow = Date.parse(`${today()}T00:00:00Z`) + 86_400_000;
+    expect(await accountsStub(env).signUp(c.pk, 'default', signupCaps(over), tomorrow)).toBe('added');
+  });
+
+  it('defaults: 10,000 owners and 1,000 sign-ups a day; a value that is not a whole number counts as the default, logged once', () => {
+    expect(signupCaps({})).toEqual({ owners: 10_000, per_day: 1_000 });
+    expect(signupCaps({ EDGESTR_SIGNUP_MAX_OWNERS: '0', EDGESTR_SIGNUP_MAX_PER_DAY: ' 25 ' })).toEqual({ owners: 0, per_day: 25 });
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      expect(signupCaps({ EDGESTR_SIGNUP_MAX_OWNERS: '10k', EDGESTR_SIGNUP_MAX_PER_DAY: '-1' })).toEqual({ owners: 10_000, per_day: 1_000 });
+      expect(signupCaps({ EDGESTR_SIGNUP_MAX_OWNERS: '10k', EDGESTR_SIGNUP_MAX_PER_DAY: '-1' })).toEqual({ owners: 10_000, per_day: 1_000 });
+      expect(warn.mock.calls.map((c) => c.join(' '))).toEqual([
+        'EDGESTR_SIGNUP_MAX_OWNERS is "10k": a whole number, 0 or more (default 10000); 10000 is used',
+        'EDGESTR_SIGNUP_MAX_PER_DAY is "-1": a whole number, 0 or more (default 1000); 1000 is used',
+      ]);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+});
+
+type Listed = { pubkey: string; source: string };
+type Page = { owners: Listed[]; next?: string };
+
+describe('GET /api/admin/owners is paged', () => {
+  it('limit and cursor: pages in key order, the EDGESTR_OWNERS ones on the first; `next` until the last; together every owner once; a bad limit or cursor is 422', async () => {
+    for (let i = 0; i < 3; i++) expect((await admin('POST', '/api/admin/owners', { pubkey: keys().pk })).status).toBe(201);
+    const registered = (await accountsStub(env).owners()).map((o) => o.pubkey).sort();
+    const seen: Listed[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const r = await admin('GET', `/api/admin/owners?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(r.status).toBe(200);
+      const page = r.json as Page;
+      const fromRegistry = page.owners.filter((o) => o.source === 'registry');
+      expect(fromRegistry.length).toBeLessThanOrEqual(2);
+      expect(page.owners.some((o) => o.source === 'static')).toBe(pages === 0);
+      seen.push(...page.owners);
+      cursor = page.next;
+      if (cursor !== undefined) expect(cursor).toBe(fromRegistry.at(-1)?.pubkey);
+      pages++;
+    } while (cursor !== undefined);
+    expect(seen.filter((o) => o.source === 'static').map((o) => o.pubkey)).toEqual([TEST_OWNER]);
+    expect(seen.filter((o) => o.source === 'registry').map((o) => o.pubkey)).toEqual(registered);
+    expect(pages).toBe(Math.ceil(registered.length / 2));
+
+    // The whole list fits the default page: the answer is as before, without `next`.
+    const all = (await admin('GET', '/api/admin/owners')).json as Page;
+    expect(all.next).toBeUndefined();
+    expect(all.owners.length).toBe(registered.length + 1);
+
+    for (const query of ['limit=0', 'limit=1001', 'limit=two', 'cursor=nope', `cursor=${'A'.repeat(64)}`]) {
+      expect(await admin('GET', `/api/admin/owners?${query}`)).toMatchObject({ status: 422, json: { error: 'invalid query' } });
+    }
+  });
+});
+
+describe('the registry copy each isolate holds is bounded', () => {
+  it('states() answers at most REGISTRY_COPY_MAX owners and says when there are more; an owner past the copy is known by key (suspension too), a stranger is not', async () => {
+    expect(REGISTRY_COPY_MAX).toBe(10_000);
+    const owner = keys();
+    expect(await admin('POST', '/api/admin/owners', { pubkey: owner.pk })).toEqual(added(owner));
+    expect(await accountsStub(env).states()).toMatchObject({ complete: true });
+    // REGISTRY_COPY_MAX owners whose keys sort before any real one: the copy holds them, not `owner`.
+    await runInDurableObject(accountsStub(env), (_i, state) => {
+      state.storage.sql.exec(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+         INSERT INTO owners (pubkey, plan, suspended, created_at, vetted) SELECT printf('%064d', i), 'default', 0, 1, 1 FROM n`,
+        REGISTRY_COPY_MAX,
+      );
+    });
+    const copy = await accountsStub(env).states();
+    expect(copy.complete).toBe(false);
+    expect(copy.owners.length).toBe(REGISTRY_COPY_MAX);
+    expect(copy.owners.some((o) => o.pubkey === owner.pk)).toBe(false);
+
+    forgetOwnerState();
+    expect(await api(owner.sk, 'GET', '/api/agents')).toEqual({ status: 200, json: { agents: [] } });
+    expect(await api(keys().sk, 'GET', '/api/agents')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
+    expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true })).toMatchObject({ status: 200 });
+    expect(await api(owner.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo' })).toEqual({ status: 403, json: { error: OWNER_SUSPENDED } });
+
+    // The operators' listing pages through them (the default page is 1,000 owners).
+    const first = (await admin('GET', '/api/admin/owners')).json as Page;
+    expect(first.owners.filter((o) => o.source === 'registry').length).toBe(1_000);
+    expect(first.next).toBe('0'.repeat(60) + '1000');
+  });
+});
