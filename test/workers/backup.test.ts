@@ -31,7 +31,7 @@ import { connect, keys, now, sign, type Keys } from './helpers.js';
 import { npubEncode } from 'nostr-tools/nip19';
 import { NOT_AN_ADMIN } from '../../workers/api/admin.js';
 import { TEST_ADMIN, TEST_ADMIN_SK } from './test-keys.js';
-import { bigNotes, bytesOf, exportOf, importAllOf, importInto, importRpc, jsonl, notes, opsCall } from './relay-ops-helpers.js';
+import { bigNotes, bytesOf, exportOf, importAllOf, importInto, importRpc, jsonl, notes, opsCall, publishAsOwner, queryShard } from './relay-ops-helpers.js';
 
 /** Runs the Worker's cron handler at `ms` with `owners` in EDGESTR_OWNERS. */
 async function cron(ms: number, owners: readonly Keys[]): Promise<void> {
@@ -529,5 +529,39 @@ describe('a restore at another host keeps the requests to vanish (NIP-62)', () =
       duplicate: 0,
       refused: { [`invalid: a request to vanish must name this relay (${newUrlOf(owner.pk)}) or ALL_RELAYS in a relay tag`]: 1 },
     });
+  });
+});
+
+describe('a restore keeps deletion requests stored before they were kept for good (NIP-09)', () => {
+  const DELETED = 'blocked: this event was deleted by its author';
+
+  it('a kind 5 with an expiration tag in a backup comes back without its expiration: the events it deleted stay deleted', async () => {
+    const owner = keys();
+    const older = sign(owner, { content: 'deleted long ago', created_at: now() - 300 });
+    const lately = sign(owner, { content: 'deleted lately', created_at: now() - 250 });
+    // As shards stored them before deletion requests were kept for good: one whose expiration has
+    // passed (the purge kept it, clearing only its expires_at), one whose expiration is still ahead.
+    const expired = sign(owner, { kind: 5, content: '', tags: [['e', older.id], ['expiration', String(now() - 100)]], created_at: now() - 200 });
+    const ahead = sign(owner, { kind: 5, content: '', tags: [['e', lately.id], ['expiration', String(now() + 3600)]], created_at: now() - 150 });
+    const name = backupName(runAt());
+    await env.BACKUPS!.put(backupKey(owner.pk, name), jsonl([expired, ahead]));
+    // An import (the owner's own file) keeps the live rules.
+    expect(await importInto(owner, jsonl([expired, ahead]))).toEqual({
+      status: 200,
+      json: { accepted: 0, duplicate: 0, refused: { 'invalid: event has expired': 1, 'invalid: a deletion request (NIP-09) is kept for good: publish it without an expiration tag': 1 } },
+    });
+    expect(await call(owner, 'POST', '/api/relay/restore', { backup: name })).toEqual({ status: 200, json: { accepted: 2, duplicate: 0, refused: {} } });
+    expect(await publishAsOwner(owner, [older, lately])).toEqual([
+      ['OK', older.id, false, DELETED],
+      ['OK', lately.id, false, DELETED],
+    ]);
+    // Kept for good: no expiration is held for them, so no purge removes them.
+    await runInDurableObject(shardStub(env, owner.pk), (_i, state) => {
+      expect(state.storage.sql.exec('SELECT id, expires_at FROM events WHERE kind = 5 ORDER BY created_at').toArray()).toEqual([
+        { id: expired.id, expires_at: null },
+        { id: ahead.id, expires_at: null },
+      ]);
+    });
+    expect((await queryShard(owner, owner, { kinds: [5] })).map((e) => e.id).sort()).toEqual([expired.id, ahead.id].sort());
   });
 });

@@ -68,6 +68,8 @@ export interface EventContext {
   internal: boolean;
   /** The URL this shard is reached at, as clients name it (NIP-42 `relay`, NIP-62). */
   relayUrl: string;
+  /** Whether the event comes from one of this deployment's backups (a restore, import.ts), where a few rules made since its backup give way (store.ts `keptForGood`). */
+  restoring?: boolean;
   limits: RelayLimits;
   verifier: SchnorrVerifier;
   /** Whether `pubkey` is an agent of the shard's owner, by a record valid for the event at hand. */

@@ -623,7 +623,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const held = this.bulk.use(lease, job, this.clock());
     if (!held.ok) return err(held.error);
     const restore = job === 'restore';
-    const origin = (e: NostrEvent): EventOrigin => ({ authed: new Set([owner ?? e.pubkey]), internal: true, relayUrl: restore ? restoredRelayUrl(e, relayUrl) : relayUrl });
+    const origin = (e: NostrEvent): EventOrigin => ({
+      authed: new Set([owner ?? e.pubkey]),
+      internal: true,
+      ...(restore ? { relayUrl: restoredRelayUrl(e, relayUrl), restoring: true } : { relayUrl }),
+    });
     this.flushWrites();
     return ok(
       await importLines(lines, {
@@ -904,8 +908,8 @@ const WRITE_FAILED = formatRejection(reject('error', 'the relay could not store 
 /** Where the failure of an `onEventSaved` hook of a batch no caller awaits is reported. */
 const reportFailedHooks = (e: unknown): void => console.error('relay shard: a hook after a write failed', e);
 
-/** Who publishes an event: a connection's authenticated keys, address, kind and relay URL (or the owner's import). */
-type EventOrigin = Pick<EventContext, 'authed' | 'internal' | 'relayUrl'>;
+/** Who publishes an event: a connection's authenticated keys, address, kind and relay URL (or the owner's import, or a restore). */
+type EventOrigin = Pick<EventContext, 'authed' | 'internal' | 'relayUrl' | 'restoring'>;
 
 const kindOf = (input: unknown): unknown =>
   typeof input === 'object' && input !== null ? (input as { kind?: unknown }).kind : undefined;

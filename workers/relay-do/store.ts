@@ -203,7 +203,7 @@ export class EventStore {
         e.kind,
         e.created_at,
         d,
-        expirationOf(e),
+        heldExpiration(e),
         raw,
       )
       .toArray()[0];
@@ -559,11 +559,19 @@ export const KEPT_FOR_GOOD: ReadonlyMap<number, { what: string; nip: string }> =
   [KIND.VANISH, { what: 'a request to vanish', nip: 'NIP-62' }],
 ]);
 
-/** A `rejectEvent` hook (policy.ts): a kind kept for good may not carry a NIP-40 expiration. */
-export const keptForGood: RejectEventHook = (e) => {
+/**
+ * A `rejectEvent` hook (policy.ts): a kind kept for good may not carry a NIP-40 expiration. In a
+ * restore it may: a backup made before this rule holds such requests as shards stored them (the
+ * purge kept them, clearing only their expiration, `purgeExpired`), and refusing one would let
+ * anyone publish again what it deleted; it is stored without its expiration (`heldExpiration`).
+ */
+export const keptForGood: RejectEventHook = (e, { restoring }) => {
   const kept = KEPT_FOR_GOOD.get(e.kind);
-  return kept && expirationOf(e) !== null ? reject('invalid', `${kept.what} (${kept.nip}) is kept for good: publish it without an expiration tag`) : undefined;
+  return kept && !restoring && expirationOf(e) !== null ? reject('invalid', `${kept.what} (${kept.nip}) is kept for good: publish it without an expiration tag`) : undefined;
 };
+
+/** The NIP-40 expiration a shard holds `e` to: its tag's, none for a kind kept for good (`keptForGood`). */
+export const heldExpiration = (e: NostrEvent): number | null => (KEPT_FOR_GOOD.has(e.kind) ? null : expirationOf(e));
 
 /** Whether `deleter` may delete `e` (`deletersOf`). */
 export const mayDelete = (deleter: string, e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): boolean => deletersOf(e).includes(deleter);
