@@ -21,6 +21,7 @@ beforeAll(async () => {
     { id: 'down', url: 'http://127.0.0.1:1/mcp', public: true },
     { id: 'priced', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } },
     { id: 'noenc', url: everythingUrl(), public: false, encryption: false },
+    { id: 'err500', url: `${fixtureUrl()}/status?code=500`, public: false },
   ]));
   await bridgeReady(provider);
   client = await DvmcpClient.open(provider);
@@ -47,7 +48,7 @@ describe('bridge: requests through the relay', () => {
     }
     expect([...seen.keys()].sort()).toEqual(['down', 'paged']);
     expect(JSON.parse(seen.get('paged')!)).toMatchObject({ serverInfo: { name: 'paged' } });
-    expect(JSON.parse(seen.get('down')!).error).toMatchObject({ code: -32603, message: expect.stringMatching(/^upstream down unreachable: /) });
+    expect(JSON.parse(seen.get('down')!).error).toEqual({ code: -32603, message: 'upstream down unreachable' });
   });
 
   it('tools/list follows pagination cursors as the client asks; tools/call answers at the root', async () => {
@@ -140,8 +141,21 @@ describe('bridge: requests through the relay', () => {
     expect((await errs.answer(raw)).result).toEqual({ ok: false, error: { code: -32700, message: 'Parse error: content is not JSON' } });
     const down = await errs.call('tools/list', {}, { s: 'down' });
     expect(down.result.ok).toBe(false);
-    expect(!down.result.ok && down.result.error).toMatchObject({ code: -32603, message: expect.stringMatching(/^upstream down unreachable: /) });
+    expect(!down.result.ok && down.result.error).toEqual({ code: -32603, message: 'upstream down unreachable' });
     errs.close();
+  });
+
+  it('an upstream failure tells the caller its HTTP status only; the owner’s health has the upstream’s text', async () => {
+    // Upstream answers 500 with its body ("status 500"): an error page, a stack trace, an internal name.
+    const c = await DvmcpClient.open(provider);
+    const failed = await c.call('tools/list', {}, { s: 'err500' });
+    expect(failed.result).toEqual({ ok: false, error: { code: -32603, message: 'upstream err500 unreachable (HTTP 500)' } });
+    // A connection refused (workerd's own text): no status, no text.
+    const down = await c.call('tools/list', {}, { s: 'down' });
+    expect(down.result).toEqual({ ok: false, error: { code: -32603, message: 'upstream down unreachable' } });
+    c.close();
+    const health = await env.BRIDGE.get(env.BRIDGE.idFromName(owner)).view('err500');
+    expect(health?.health).toMatchObject({ ok: false, error: 'Streamable HTTP error (HTTP 500): Error POSTing to endpoint: status 500' });
   });
 
   it('a call named after a member of Object.prototype is not priced: upstream gets it and its unknown-tool answer comes back', async () => {

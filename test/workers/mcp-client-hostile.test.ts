@@ -31,7 +31,7 @@ async function statsWhen(b: string, done: (s: Stats) => boolean): Promise<Stats>
 
 async function open(url: string, options: Parameters<typeof openMcpSession>[1] = {}): Promise<McpSession> {
   const opened = await openMcpSession({ url }, { policy: LOCAL, ...options });
-  if (!opened.ok) throw new Error(opened.error);
+  if (!opened.ok) throw new Error(opened.error.message);
   return opened.value;
 }
 
@@ -60,7 +60,7 @@ describe('a legacy HTTP+SSE server ending its stream with retry: 0', () => {
       openMcpSession({ url: `${FIXTURE}/hostile/legacy?silent=1&bucket=${b}` }, { policy: LOCAL, connectTimeoutMs: 500 }),
       sleep(8_000).then(() => 'still waiting after 8 s'),
     ]);
-    expect(opened).toEqual({ ok: false, error: 'Streamable HTTP error: Error POSTing to endpoint:  (legacy HTTP+SSE: timed out after 500 ms)' });
+    expect(opened).toEqual({ ok: false, error: { kind: 'transport', message: 'Streamable HTTP error (HTTP 405): Error POSTing to endpoint:  (legacy HTTP+SSE: timed out after 500 ms)', status: 405 } });
     expect(await statsWhen(b, (s) => s.streams === 0)).toMatchObject({ gets: 1, streams: 0 });
   });
 });

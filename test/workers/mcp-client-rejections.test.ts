@@ -47,7 +47,7 @@ async function settled(): Promise<string[]> {
 
 async function open(url: string): Promise<McpSession> {
   const opened = await openMcpSession({ url }, { policy: LOCAL });
-  if (!opened.ok) throw new Error(opened.error);
+  if (!opened.ok) throw new Error(opened.error.message);
   return opened.value;
 }
 
@@ -60,10 +60,10 @@ describe('the runtime', () => {
 
 describe('no unhandled rejection', () => {
   it('when the upstream is unreachable', async () => {
-    expect(await openMcpSession({ url: CLOSED_PORT }, { policy: LOCAL })).toEqual({ ok: false, error: 'unreachable: Network connection lost.' });
+    expect(await openMcpSession({ url: CLOSED_PORT }, { policy: LOCAL })).toEqual({ ok: false, error: { kind: 'transport', message: 'unreachable: Network connection lost.' } });
     expect(await openMcpSession({ url: CLOSED_PORT }, { policy: LOCAL, legacySse: false })).toEqual({
       ok: false,
-      error: 'unreachable: Network connection lost.',
+      error: { kind: 'transport', message: 'unreachable: Network connection lost.' },
     });
     expect(await settled()).toEqual([]);
   });
@@ -74,7 +74,7 @@ describe('no unhandled rejection', () => {
     await legacy.close();
     expect(await openMcpSession({ url: `${FIXTURE}/nothing-here` }, { policy: LOCAL })).toEqual({
       ok: false,
-      error: 'Streamable HTTP error: Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))',
+      error: { kind: 'transport', message: 'Streamable HTTP error (HTTP 404): Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))', status: 404 },
     });
     expect(await settled()).toEqual([]);
   });

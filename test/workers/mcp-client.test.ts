@@ -19,7 +19,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 async function open(url: string, options: Parameters<typeof openMcpSession>[1] = {}): Promise<McpSession> {
   const opened = await openMcpSession({ url }, { policy: LOCAL, ...options });
-  if (!opened.ok) throw new Error(opened.error);
+  if (!opened.ok) throw new Error(opened.error.message);
   return opened.value;
 }
 
@@ -233,7 +233,7 @@ describe('hand-written endpoint (JSON answers)', () => {
     }
     expect(await openMcpSession({ url: `${FIXTURE}/mcp-paged?version=2023-01-01` }, { policy: LOCAL })).toEqual({
       ok: false,
-      error: "Server's protocol version is not supported: 2023-01-01",
+      error: { kind: 'transport', message: "Server's protocol version is not supported: 2023-01-01" },
     });
   });
 
@@ -314,11 +314,11 @@ describe('legacy HTTP+SSE fallback', () => {
   it('is not tried when disabled, and both failures are reported when neither transport works', async () => {
     expect(await openMcpSession({ url: EVERYTHING_SSE }, { policy: LOCAL, legacySse: false })).toEqual({
       ok: false,
-      error: expect.stringMatching(/^Streamable HTTP error: Error POSTing to endpoint: .*Cannot POST \/sse/s),
+      error: { kind: 'transport', message: expect.stringMatching(/^Streamable HTTP error \(HTTP 404\): Error POSTing to endpoint: .*Cannot POST \/sse/s), status: 404 },
     });
     expect(await openMcpSession({ url: `${FIXTURE}/nothing-here` }, { policy: LOCAL })).toEqual({
       ok: false,
-      error: 'Streamable HTTP error: Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))',
+      error: { kind: 'transport', message: 'Streamable HTTP error (HTTP 404): Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))', status: 404 },
     });
   });
 });
@@ -327,12 +327,12 @@ describe('failures when opening', () => {
   it('refuses a URL outside the outbound policy before any fetch', async () => {
     const stats = async (): Promise<{ initializes: number }> => (await (await fetch(`${FIXTURE}/mcp-expire/stats?bucket=client-refused`)).json()) as { initializes: number };
     const before = await stats();
-    expect(await openMcpSession({ url: `${FIXTURE}/mcp-expire?bucket=client-refused` })).toEqual({ ok: false, error: `refused: ${PLAIN_HTTP}` });
+    expect(await openMcpSession({ url: `${FIXTURE}/mcp-expire?bucket=client-refused` })).toEqual({ ok: false, error: { kind: 'transport', message: `refused: ${PLAIN_HTTP}` } });
     expect(await openMcpSession({ url: 'https://169.254.169.254/mcp' }, { policy: LOCAL })).toEqual({
       ok: false,
-      error: 'refused: 169.254.169.254 is a link-local address',
+      error: { kind: 'transport', message: 'refused: 169.254.169.254 is a link-local address' },
     });
-    expect(await openMcpSession({ url: 'not a url' })).toEqual({ ok: false, error: 'invalid URL' });
+    expect(await openMcpSession({ url: 'not a url' })).toEqual({ ok: false, error: { kind: 'transport', message: 'invalid URL' } });
     expect((await stats()).initializes).toBe(before.initializes);
   });
 
@@ -340,25 +340,29 @@ describe('failures when opening', () => {
     const started = Date.now();
     expect(await openMcpSession({ url: 'http://127.0.0.1:1/mcp' }, { policy: LOCAL })).toEqual({
       ok: false,
-      error: 'unreachable: Network connection lost.',
+      error: { kind: 'transport', message: 'unreachable: Network connection lost.' },
     });
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   it('cuts a long upstream error text at 1,000 characters', async () => {
     const opened = await openMcpSession({ url: `${FIXTURE}/status?code=500&n=5000` }, { policy: LOCAL });
-    const prefix = 'Streamable HTTP error: Error POSTing to endpoint: ';
-    expect(!opened.ok && opened.error).toBe(`${prefix}${'0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/'.repeat(16).slice(0, 1_000 - prefix.length)}…`);
+    const prefix = 'Streamable HTTP error (HTTP 500): Error POSTing to endpoint: ';
+    expect(!opened.ok && opened.error).toEqual({
+      kind: 'transport',
+      message: `${prefix}${'0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/'.repeat(16).slice(0, 1_000 - prefix.length)}…`,
+      status: 500,
+    });
   });
 
   it('times out and aborts the initialize', async () => {
     const started = Date.now();
     expect(await openMcpSession({ url: `${FIXTURE}/slow-headers?ms=3000` }, { policy: LOCAL, connectTimeoutMs: 300 })).toEqual({
       ok: false,
-      error: 'timed out after 300 ms',
+      error: { kind: 'transport', message: 'timed out after 300 ms' },
     });
     expect(Date.now() - started).toBeLessThan(1_500);
-    expect(await openMcpSession({ url: EVERYTHING }, { policy: LOCAL, signal: AbortSignal.abort() })).toEqual({ ok: false, error: 'aborted' });
+    expect(await openMcpSession({ url: EVERYTHING }, { policy: LOCAL, signal: AbortSignal.abort() })).toEqual({ ok: false, error: { kind: 'transport', message: 'aborted' } });
   });
 });
 

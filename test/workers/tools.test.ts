@@ -822,7 +822,7 @@ describe('MCP tools', () => {
       });
       expect(await connectMcpServer({ id: 'missing', url: `${FIXTURE}/nothing-here` }, { policy: LOCAL_SERVERS })).toEqual({
         ok: false,
-        error: 'MCP server missing: Streamable HTTP error: Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))',
+        error: 'MCP server missing: Streamable HTTP error (HTTP 404): Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))',
       });
       expect(await connectMcpServer({ id: 'slowpoke', url: `${FIXTURE}/slow-headers?ms=3000` }, { policy: LOCAL_SERVERS, connectTimeoutMs: 300 })).toEqual({
         ok: false,
@@ -919,7 +919,7 @@ describe('registry', () => {
         'MCP server paged: skipped fails (over the tool limit of 1)',
         'MCP server paged: skipped mixed (over the tool limit of 1)',
         'MCP server paged: skipped slow (over the tool limit of 1)',
-        'MCP server gone: Streamable HTTP error: Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))',
+        'MCP server gone: Streamable HTTP error (HTTP 404): Error POSTing to endpoint: not found (legacy HTTP+SSE: SSE error: Non-200 status code (404))',
       ]);
       expect(await registry.run('web_fetch', { url: 'https://x.com/' }, never())).toEqual(
         failure('web_fetch is disabled: no allowed hosts are configured'),

@@ -5,8 +5,13 @@
 // injected `name` argument dropped (the tool's inputSchema from the cached tool list), and every
 // contact recorded as the server's health.
 // Upstream failures become JSON-RPC errors: its own protocol errors pass through; a transport
-// failure is INTERNAL_ERROR "upstream <id> unreachable: <reason>" (or "upstream <id> timed out
-// after <n> ms"); tool execution errors are results with isError and pass through untouched.
+// failure is INTERNAL_ERROR "upstream <id> unreachable (HTTP <status>)" when upstream answered an
+// HTTP error, else "upstream <id> unreachable" (or our own "upstream <id> timed out after <n> ms",
+// "upstream <id> sent an answer over <n> bytes"): upstream's text (an error page, a stack trace)
+// and the runtime's (a DNS failure's reference) reach only the owner, in the server's health
+// (onContact: "Streamable HTTP error (HTTP 500): Error POSTing to endpoint: <body>"), never a
+// caller over DVMCP or /mcp (docs/SECURITY.md). Tool execution errors are results with isError and
+// pass through untouched.
 // Every request runs inside the cache's lease (McpSessionCache.use), so evictions skip sessions
 // with calls in flight; a new session refused because every one that could make room is busy is
 // INTERNAL_ERROR "upstream <id>: too many MCP sessions in use (<n>); try again shortly".
@@ -69,11 +74,11 @@ export interface UpstreamDeps {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** The JSON-RPC error a DVMCP client gets for an upstream failure. */
+/** The JSON-RPC error a DVMCP client gets for an upstream failure (upstream's text stays with the owner, see the header). */
 export function upstreamError(serverId: string, f: McpFailure): RpcError {
   if (f.kind === 'protocol') return f.data === undefined ? rpcError(f.code, f.message) : { code: f.code, message: f.message, data: f.data };
   if (f.message.startsWith('timed out') || f.message.startsWith('sent an answer over')) return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} ${f.message}`);
-  return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} unreachable: ${f.message}`);
+  return rpcError(RPC.INTERNAL_ERROR, f.status === undefined ? `upstream ${serverId} unreachable` : `upstream ${serverId} unreachable (HTTP ${f.status})`);
 }
 
 const RESOURCE_LISTS = {
@@ -121,8 +126,9 @@ export class UpstreamServer implements DvmcpBackend {
     const used = await this.deps.cache.use(this.key(client), await this.endpoint(), { policy: await this.deps.policy(), onNotification: (n) => this.deps.onNotification(id, client, n) }, fn);
     if (used.ok) return used.value;
     if (used.error.kind === 'busy') return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${id}: ${used.error.message}`));
-    this.deps.onContact(id, used.error.message);
-    return err(upstreamError(id, { kind: 'transport', message: used.error.message }));
+    const { message, status } = used.error;
+    this.deps.onContact(id, message);
+    return err(upstreamError(id, status === undefined ? { kind: 'transport', message } : { kind: 'transport', message, status }));
   }
 
   async initialize(client: string): Promise<Result<InitializeInfo, RpcError>> {

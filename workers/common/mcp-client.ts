@@ -11,8 +11,14 @@
 // McpSession.request(method, params) sends any MCP request and returns the raw result object
 // (a passthrough schema: unknown fields survive). Failures are values (McpFailure):
 //   {kind: 'protocol', code, message, data?}  a JSON-RPC error from upstream;
-//   {kind: 'transport', message}              unreachable, refused by the outbound policy,
-//                                             "timed out after <n> ms", "aborted", "session is closed".
+//   {kind: 'transport', message, status?}     unreachable, refused by the outbound policy,
+//                                             "timed out after <n> ms", "aborted", "session is closed";
+//                                             `status` when upstream answered an HTTP error (its
+//                                             message then carries upstream's text: "Streamable HTTP
+//                                             error (HTTP <status>): Error POSTing to endpoint: <body>",
+//                                             "Error POSTing to endpoint (HTTP <status>): <body>",
+//                                             "SSE error: Non-200 status code (<status>)").
+// openMcpSession fails with the transport kind (a failed open is never upstream's protocol answer).
 // Messages are cut at 1,000 characters.
 // onProgress receives the request's progress notifications (the SDK sets _meta.progressToken;
 // each one restarts the timeout, `maxTotalMs` bounds the whole). Aborting the signal, or a
@@ -43,7 +49,7 @@
 // never validates tool output, so it is not used on the request path).
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -98,9 +104,14 @@ export interface McpProgress {
   message?: string;
 }
 
-export type McpFailure =
-  | { kind: 'protocol'; code: number; message: string; data?: unknown }
-  | { kind: 'transport'; message: string };
+/** A transport failure; `status` is the HTTP status upstream answered with, when the failure is such an answer. */
+export interface McpTransportFailure {
+  kind: 'transport';
+  message: string;
+  status?: number;
+}
+
+export type McpFailure = { kind: 'protocol'; code: number; message: string; data?: unknown } | McpTransportFailure;
 
 export type McpTransportKind = 'streamable-http' | 'sse';
 
@@ -140,7 +151,40 @@ const validator = new CfWorkerJsonSchemaValidator();
 /** Longest failure message kept (an upstream's error page can be large). */
 const MAX_MESSAGE_CHARS = 1_000;
 const clip = (text: string): string => (text.length > MAX_MESSAGE_CHARS ? `${text.slice(0, MAX_MESSAGE_CHARS)}…` : text);
-const transportFailure = (message: string): McpFailure => ({ kind: 'transport', message: clip(message) });
+const transportFailure = (message: string, status?: number): McpTransportFailure =>
+  status === undefined ? { kind: 'transport', message: clip(message) } : { kind: 'transport', message: clip(message), status };
+
+/** An error of ours that carries the HTTP status of the failure it describes (an open that failed on both transports). */
+class StatusError extends Error {
+  constructor(
+    message: string,
+    readonly status: number | undefined,
+  ) {
+    super(message);
+  }
+}
+
+const httpStatus = (code: number | undefined): number | undefined => (code !== undefined && code >= 100 && code <= 599 ? code : undefined);
+/** The legacy transport's failed POST (the SDK's text; the status is only in it). */
+const LEGACY_POST_FAILED = /^Error POSTing to endpoint \(HTTP (\d{3})\)/;
+
+/**
+ * A thrown transport error as a failure: the HTTP status when upstream answered one (a
+ * StreamableHTTPError's, whose text then says it, an SseError's, a legacy POST's), else none.
+ */
+function transportFailureOf(e: unknown): McpTransportFailure {
+  if (e instanceof StatusError) return transportFailure(e.message, e.status);
+  if (e instanceof StreamableHTTPError) {
+    const status = httpStatus(e.code);
+    const prefix = 'Streamable HTTP error: ';
+    const message = status !== undefined && e.message.startsWith(prefix) ? `Streamable HTTP error (HTTP ${status}): ${e.message.slice(prefix.length)}` : e.message;
+    return transportFailure(message, status);
+  }
+  if (e instanceof SseError) return transportFailure(e.message, httpStatus(e.code));
+  const message = errorMessage(e);
+  const legacy = LEGACY_POST_FAILED.exec(message);
+  return transportFailure(message, legacy ? httpStatus(Number(legacy[1])) : undefined);
+}
 
 /** Longest upstream answer read, in bytes: a JSON body, or one event of an SSE stream. */
 export const MAX_UPSTREAM_ANSWER_BYTES = 4 * 1024 * 1024;
@@ -381,7 +425,7 @@ function failureOf(e: unknown, stop: { timedOutMs?: number; aborted: boolean }):
     const message = clip(e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message);
     return data === undefined ? { kind: 'protocol', code: e.code, message } : { kind: 'protocol', code: e.code, message, data };
   }
-  return transportFailure(errorMessage(e));
+  return transportFailureOf(e);
 }
 
 const identityOf = (client: Client, protocolVersion: string | undefined, transport: McpTransportKind): McpServerIdentity => {
@@ -449,7 +493,8 @@ class Session implements McpSession {
           connection = await this.connect('sse', signal);
         } catch (sse) {
           const stop = { aborted: signal?.aborted === true };
-          throw new Error(`${failureOf(e, stop).message} (legacy HTTP+SSE: ${failureOf(sse, stop).message})`);
+          const first = failureOf(e, stop);
+          throw new StatusError(`${first.message} (legacy HTTP+SSE: ${failureOf(sse, stop).message})`, first.kind === 'transport' ? first.status : undefined);
         }
         this.legacy = true;
       }
@@ -571,18 +616,19 @@ class Session implements McpSession {
   }
 }
 
-/** Opens a session with an MCP server (see the header); failures as "<reason>" values. */
-export async function openMcpSession(server: McpServerEndpoint, options: McpOpenOptions = {}): Promise<Result<McpSession, string>> {
+/** Opens a session with an MCP server (see the header); failures as transport failures. */
+export async function openMcpSession(server: McpServerEndpoint, options: McpOpenOptions = {}): Promise<Result<McpSession, McpTransportFailure>> {
   const checked = checkOutboundUrl(server.url, 'http', options.policy ?? STRICT_OUTBOUND);
-  if (!checked.ok) return err(checked.error);
-  if (options.signal?.aborted) return err('aborted');
+  if (!checked.ok) return err(transportFailure(checked.error));
+  if (options.signal?.aborted) return err(transportFailure('aborted'));
   const session = new Session(server, checked.value, options);
   try {
     await session.current(options.signal);
   } catch (e) {
     await session.close();
     const timeout = options.connectTimeoutMs ?? MCP_CLIENT_DEFAULTS.connectTimeoutMs;
-    return err(failureOf(e, { timedOutMs: timeout, aborted: options.signal?.aborted === true }).message);
+    const failure = failureOf(e, { timedOutMs: timeout, aborted: options.signal?.aborted === true });
+    return err(failure.kind === 'transport' ? failure : transportFailure(failure.message));
   }
   return ok(session);
 }

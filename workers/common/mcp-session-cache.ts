@@ -26,7 +26,7 @@
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { LruMap } from '../../src/shared/lru.js';
 import type { OutboundPolicy } from '../../src/shared/outbound-url.js';
-import { openMcpSession, type McpOpenOptions, type McpServerEndpoint, type McpSession } from './mcp-client.js';
+import { openMcpSession, type McpOpenOptions, type McpServerEndpoint, type McpSession, type McpTransportFailure } from './mcp-client.js';
 
 /** A tool as listed by the server: its name, and every other field as sent. */
 export interface McpListedTool {
@@ -60,10 +60,14 @@ export interface McpSessionCacheOptions {
   protectedGroup?: string;
 }
 
-/** Why `use` ran nothing: the session did not open (`open`), or no session could make room for it (`busy`). */
+/**
+ * Why `use` ran nothing: the session did not open (`open`; `status`, the HTTP status upstream
+ * answered the open with, when it answered one), or no session could make room for it (`busy`).
+ */
 export interface McpSessionFailure {
   kind: 'open' | 'busy';
   message: string;
+  status?: number;
 }
 
 /** The refusal of a new session when the `open` sessions that could make room all have calls in flight. */
@@ -84,7 +88,7 @@ export const MAX_KEPT_TOOL_LISTS_CHARS = 8 * 1024 * 1024;
 interface Entry {
   key: string;
   fingerprint: string;
-  opened: Promise<Result<McpSession, string>>;
+  opened: Promise<Result<McpSession, McpTransportFailure>>;
   lastUsed: number;
   /** Calls in flight (leases taken by `use` and `tools`): eviction and idle sweeping skip the entry. */
   inFlight: number;
@@ -174,7 +178,7 @@ export class McpSessionCache {
     const entry = leased.value;
     try {
       const opened = await entry.opened;
-      if (!opened.ok) return err({ kind: 'open', message: opened.error });
+      if (!opened.ok) return err({ ...opened.error, kind: 'open' });
       return ok(await fn(opened.value));
     } finally {
       await this.release(entry);
@@ -267,7 +271,7 @@ export class McpSessionCache {
   /** Every page of tools/list (up to maxToolPages), failing as soon as the tools pass MAX_TOOL_LIST_JSON_CHARS. */
   private async list(entry: Entry, timeoutMs: number | undefined): Promise<Result<ToolList, string>> {
     const opened = await entry.opened;
-    if (!opened.ok) return opened;
+    if (!opened.ok) return err(opened.error.message);
     const tools: McpListedTool[] = [];
     let chars = 0;
     let cursor: string | undefined;
@@ -345,7 +349,7 @@ export class McpSessionCache {
       this.entries.delete(victim.value);
     }
     const onNotification = options.onNotification;
-    const entry: Entry = { key, fingerprint, lastUsed: now, inFlight: 1, retired: false, opened: Promise.resolve(err('not opened yet')) };
+    const entry: Entry = { key, fingerprint, lastUsed: now, inFlight: 1, retired: false, opened: Promise.resolve(err({ kind: 'transport', message: 'not opened yet' })) };
     entry.opened = openMcpSession(server, {
       ...options,
       onNotification: (n) => {
