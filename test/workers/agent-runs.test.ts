@@ -50,6 +50,31 @@ describe('a run with the echo model', () => {
   });
 });
 
+describe('what ai.info tells everyone', () => {
+  it('a private agent (an allow list) publishes its tool names only; no agent publishes web_fetch’s hosts; a public agent still publishes tool schemas', async () => {
+    // ai.info goes to every relay of the agent (the public shard too): an owner's internal hosts and
+    // its authenticated MCP servers' tool definitions are not for strangers.
+    const privateAgent = await createTestAgent({ name: 'private info', allow: [TEST_OWNER], tools: ['web_fetch', 'calculator'], web_fetch_hosts: ['intranet.example'] });
+    const hidden = await agentInfo(privateAgent);
+    expect(hidden!.content).not.toContain('intranet.example');
+    const names = JSON.parse(hidden!.content) as Record<string, unknown>;
+    expect(names).toMatchObject({ ver: 1, tool_names: ['web_fetch', 'calculator'], tool_schema_version: 1 });
+    expect(names).not.toHaveProperty('tool_schemas');
+
+    const publicAgent = await createTestAgent({ name: 'public info', tools: ['web_fetch'], web_fetch_hosts: ['intranet.example'] });
+    const shown = await agentInfo(publicAgent);
+    expect(shown!.content).not.toContain('intranet.example');
+    expect(JSON.parse(shown!.content).tool_schemas).toEqual({
+      web_fetch: {
+        schema_version: 1,
+        description: 'Fetch a URL over HTTP(S) with GET and return the response body as text (HTML, plain text, JSON or XML). Only hosts the agent’s owner allows can be fetched. max_bytes limits the returned body (at most 262144).',
+        requires_approval: false,
+        input_schema: expect.objectContaining({ type: 'object' }),
+      },
+    });
+  });
+});
+
 describe('prompt validation → the exact NIP-XX error', () => {
   const cases: Array<[string, object, (c: NipXxClient) => ReturnType<NipXxClient['prompt']>, string, RegExp | string]> = [
     ['unsupported encryption', {}, (c) => c.prompt({ ver: 1, message: 'x' }, { tags: [['p', c.agent], ['encryption', 'nip04']] }), 'UNSUPPORTED_ENCRYPTION', 'unsupported encryption "nip04"; this agent supports nip44'],

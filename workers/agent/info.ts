@@ -1,6 +1,11 @@
 // What a hosted agent publishes about itself: ai.info (kind 31340, fixed `d`), its kind 0 profile
 // (with the owner's NIP-OA tag when it has one) and its relay list (kind 10002: the relays whose
 // URL may be public, config.ts `isPublicRelayUrl`); and the deletion of all three when the agent is removed.
+// ai.info reaches every relay of the agent (the public shard too), so it says only what anyone may
+// read: a private agent (an `allow` list: only those keys may prompt it) publishes `tool_names` and
+// no `tool_schemas` (optional in NIP-XX): the descriptions and schemas of its tools, those of its
+// authenticated MCP servers included, are not for strangers; a public agent publishes each tool's
+// schema with its published description (web_fetch's names no host; the model's own definition does).
 
 import { AI_INFO_D, NIPXX_VERSION, type AgentInfo } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -16,6 +21,18 @@ export function supportedModels(a: Pick<StoredAgent, 'models' | 'default_model' 
   return { models, defaultModel };
 }
 
+/** Whether only the keys of its `allow` list may prompt the agent (admission.ts). */
+export const isPrivateAgent = (a: Pick<StoredAgent, 'allow'>): boolean => a.allow !== undefined && a.allow.length > 0;
+
+/** Each tool's schema as ai.info publishes it (its published description when it has one). */
+const toolSchemas = (tools: readonly ToolDefinition[]): NonNullable<AgentInfo['tool_schemas']> =>
+  Object.fromEntries(
+    tools.map((t) => [
+      t.name,
+      { schema_version: t.schema_version, description: t.published_description ?? t.description, requires_approval: t.requires_approval, input_schema: t.input_schema },
+    ]),
+  );
+
 export function aiInfo(a: StoredAgent, tools: readonly ToolDefinition[]): AgentInfo {
   const { models, defaultModel } = supportedModels(a);
   return {
@@ -28,12 +45,7 @@ export function aiInfo(a: StoredAgent, tools: readonly ToolDefinition[]): AgentI
     default_model: defaultModel,
     tool_names: tools.map((t) => t.name),
     tool_schema_version: TOOL_SCHEMA_VERSION,
-    tool_schemas: Object.fromEntries(
-      tools.map((t) => [
-        t.name,
-        { schema_version: t.schema_version, description: t.description, requires_approval: t.requires_approval, input_schema: t.input_schema },
-      ]),
-    ),
+    ...(isPrivateAgent(a) ? {} : { tool_schemas: toolSchemas(tools) }),
     max_prompt_bytes: a.limits.max_prompt_bytes,
     max_context_tokens: a.limits.max_context_tokens,
   };

@@ -1,9 +1,13 @@
 // The tool contract of the agent runtime: tools the agent itself executes (built-ins and tools of
-// configured remote MCP servers), advertised in ai.info `tool_schemas` and offered to the model.
+// configured remote MCP servers), offered to the model and advertised in ai.info (info.ts: the
+// names, and for a public agent `tool_schemas`).
 
 export interface ToolDefinition {
   name: string;
+  /** What the model is told. */
   description: string;
+  /** What ai.info publishes instead, when the model's description holds what strangers may not read (web_fetch's hosts). */
+  published_description?: string;
   schema_version: number;
   requires_approval: boolean;
   /** JSON Schema of the input object. */

@@ -33,6 +33,8 @@
 // `policy` is the outbound policy of the agent owner's dials (workers/common/owner-outbound.ts:
 // EDGESTR_OUTBOUND_ALLOW only for a vetted owner); without it, the strict production policy applies.
 // The allowlist (`web_fetch_hosts`) only narrows it: its entries take no port.
+// The model's definition names the allowed hosts; the description ai.info publishes
+// (`published_description`) names none: the hosts may be a vetted owner's internal ones.
 
 import { hostAllowed, parseAllowlist, type HostPattern } from '../../../src/shared/host-policy.js';
 import { outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
@@ -174,12 +176,13 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
     this.userAgent = options.userAgent ?? WEB_FETCH_DEFAULTS.userAgent;
     this.policy = options.policy ?? STRICT_OUTBOUND;
     const hosts = patterns.map((p) => p.pattern).join(', ');
+    const what = 'Fetch a URL over HTTP(S) with GET and return the response body as text (HTML, plain text, JSON or XML). ';
+    const limit = ` max_bytes limits the returned body (at most ${this.maxBytes}).`;
     this.definition = {
       name: 'web_fetch',
-      description:
-        'Fetch a URL over HTTP(S) with GET and return the response body as text (HTML, plain text, JSON or XML). ' +
-        (hosts === '' ? 'Disabled: no hosts are allowed.' : `Allowed hosts: ${hosts}.`) +
-        ` max_bytes limits the returned body (at most ${this.maxBytes}).`,
+      description: what + (hosts === '' ? 'Disabled: no hosts are allowed.' : `Allowed hosts: ${hosts}.`) + limit,
+      // ai.info goes to every relay: the hosts (an owner's internal ones too) are the model's to know only.
+      published_description: `${what}Only hosts the agent’s owner allows can be fetched.${limit}`,
       schema_version: 1,
       requires_approval: false,
       input_schema: inputSchemaOf(WebFetchArgs),
