@@ -128,9 +128,9 @@ app.onError((error, c) => {
 });
 
 /**
- * Cron trigger (wrangler.toml `[triggers] crons`, hourly): backs up the next shards of the round
- * to BACKUPS when it is bound (workers/relay-do/backup.ts), and logs the run; without the binding
- * it does nothing.
+ * Cron trigger (wrangler.toml `[triggers] crons`, hourly): backs up the shards written since their
+ * last backup to BACKUPS when it is bound (workers/relay-do/backup.ts), and logs the run; without
+ * the binding it does nothing.
  */
 async function scheduled(controller: ScheduledController, env: Env): Promise<void> {
   if (!env.BACKUPS) return;

@@ -1,25 +1,30 @@
 // Backups under miniflare's local R2 (binding BACKUPS): the cron handler writes each shard's export,
 // an owner lists and restores its own backups through the import path, large exports go in parts,
-// and the runs go round more shards than one run takes, from a cursor kept in the bucket. A backup
+// and the runs take only the shards marked as written since their backup (the public shard and
+// vetted owners' first, 25 a run), so owners that never write cost nothing; after an upgrade from a
+// version without marks, one round takes every shard once. A backup
 // carries the owners' revocations of agent keys (NIP-OA) and edgestr's provisioning records before
 // the events, so a shard restored fresh, or after losing them, still refuses the revoked keys'
 // attestations and still lists the owner's hosted agents; a restore at another host keeps the
-// requests to vanish.
-import { createScheduledController, env, runInDurableObject } from 'cloudflare:test';
+// requests to vanish, and the deletion requests stored with an expiration before they were kept
+// for good.
+import { abortAllDurableObjects, createScheduledController, env, listDurableObjectIds, runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import worker from '../../workers/index.js';
 import { shardName, shardStub } from '../../workers/common/shards.js';
 import {
-  BACKUP_CURSOR_KEY,
   BACKUP_PART_BYTES,
-  BACKUP_ROUND_MS,
   BACKUP_SHARDS_PER_RUN,
   backupKey,
   backupName,
-  planRun,
+  backupShards,
+  LEGACY_CURSOR_KEY,
   readBackupLines,
-  type BackupCursor,
+  runBackups,
+  UPGRADE_ROUND_KEY,
 } from '../../workers/relay-do/backup.js';
+import { DIRTY_PREFIX, dirtyKey } from '../../workers/relay-do/backup-marker.js';
+import { accountsStub } from '../../workers/accounts/accounts-do.js';
 import { emptyReport, IMPORT_BATCH, IMPORT_BATCH_BYTES, mergeReports, NOT_RESTORED, type ImportReport } from '../../workers/relay-do/import.js';
 import { MAX_REVOKED_PER_OWNER, OwnershipRegistry } from '../../workers/relay-do/ownership.js';
 import { provisionedPage, revocationsPage } from '../../workers/relay-do/export.js';
@@ -156,80 +161,153 @@ describe('scheduled backups to BACKUPS', () => {
     expect(await exportOf(owner)).toEqual(before);
   });
 
-  /** The shards of `n` runs `every` ms apart from a first run at 0 (cursor after each run: its last shard), run by run. */
-  function simulate(shards: ReadonlyArray<string | null>, n: number, every: number, from?: BackupCursor): Array<Array<string | null>> {
-    let cursor = from;
-    const runs: Array<Array<string | null>> = [];
-    for (let i = 0; i < n; i++) {
-      const plan = planRun(shards, cursor, i * every);
-      const last = plan[plan.length - 1];
-      if (last) cursor = { after: shardName(last.owner), round: last.round };
-      runs.push(plan.map((p) => p.owner));
-    }
-    return runs;
-  }
-  const shardsOf = (n: number): Array<string | null> => [...Array.from({ length: n - 1 }, () => keys().pk).sort(), null];
+  /** Runs the cron's backups at `ms` with `owners` in EDGESTR_OWNERS; the run. */
+  const runWith = (ms: number, owners: readonly Keys[]) => runBackups({ ...env, EDGESTR_OWNERS: owners.map((k) => k.pk).join(',') }, env.BACKUPS!, ms);
 
-  for (const n of [30, 40, 100]) {
-    it(`${n} shards, runs a day apart for 10 years: ${BACKUP_SHARDS_PER_RUN} a run, every ${Math.ceil(n / BACKUP_SHARDS_PER_RUN)} consecutive runs back up every shard`, () => {
-      const shards = shardsOf(n);
-      const window = Math.ceil(n / BACKUP_SHARDS_PER_RUN);
-      const runs = simulate(shards, 3650, BACKUP_ROUND_MS);
-      for (const run of runs) {
-        expect(run).toHaveLength(BACKUP_SHARDS_PER_RUN);
-        expect(new Set(run).size).toBe(BACKUP_SHARDS_PER_RUN);
-      }
-      for (let i = 0; i + window <= runs.length; i++) expect(new Set(runs.slice(i, i + window).flat()).size).toBe(n);
-    });
+  /** Backs up what earlier tests left waiting (and ends any upgrade round), so that a test's runs see only its own shards. */
+  async function drain(): Promise<void> {
+    await env.BACKUPS!.delete([LEGACY_CURSOR_KEY, UPGRADE_ROUND_KEY]);
+    for (let i = 0; i < 20; i++) if ((await runWith(runAt(), [])).taken === 0) return;
+    throw new Error('backups: shards still waiting after 20 runs');
   }
 
-  it('the round goes on from the shard after the last one backed up, whatever shards came or went', () => {
-    const shards = shardsOf(40);
-    const [first] = simulate(shards, 1, BACKUP_ROUND_MS);
-    const last = first![first!.length - 1]!;
-    // 10 owners more (some before the cursor, some after), and the shard after the cursor removed.
-    const grown = [...shards.filter((s) => s !== shards[shards.indexOf(last) + 1]), ...Array.from({ length: 10 }, () => keys().pk)];
-    const sorted = [...grown.filter((s): s is string => s !== null).sort(), null];
-    const cursor = { after: shardName(last), round: -BACKUP_ROUND_MS };
-    const next = simulate(sorted, 2, BACKUP_ROUND_MS, cursor);
-    expect(next[0]![0]).toBe(sorted.find((s) => shardName(s) > shardName(last)));
-    expect(new Set(next.flat())).toEqual(new Set(sorted));
-  });
+  /** Every key of the bucket under `prefix`. */
+  async function keysUnder(prefix: string): Promise<string[]> {
+    const found: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await env.BACKUPS!.list({ prefix, ...(cursor ? { cursor } : {}) });
+      found.push(...page.objects.map((o) => o.key));
+      cursor = page.truncated ? page.cursor : undefined;
+    } while (cursor);
+    return found;
+  }
+  /** The keys of the backups named `name`, of any shard. */
+  const backupsNamed = async (name: string) => (await keysUnder('shards/')).filter((k) => k.endsWith(`/${name}.jsonl`)).sort();
+  /** Adds `owners` to the registry as an operator does (vetted), 100 calls at a time. */
+  async function register(owners: readonly string[]): Promise<void> {
+    for (let i = 0; i < owners.length; i += 100) expect(await Promise.all(owners.slice(i, i + 100).map((pk) => accountsStub(env).add(pk)))).not.toContain(false);
+  }
+  const shardIds = async () => (await listDurableObjectIds(env.RELAY_SHARD)).map((id) => id.toString()).sort();
+  /** Publishes `k`'s note on its own shard (`/r/<k>`, authenticated), and waits for the shard's mark, which is put after the OK. */
+  async function publishMarked(k: Keys): Promise<void> {
+    expect(await publishAsOwner(k, [note(k)])).toEqual([['OK', expect.any(String), true, '']]);
+    await vi.waitFor(async () => expect(await env.BACKUPS!.head(dirtyKey(k.pk))).not.toBeNull());
+  }
+  /** Publishes a stranger's note on the public shard, and waits for its mark. */
+  async function publishOnPublic(): Promise<void> {
+    const ws = await connect('/');
+    expect((await ws.publish(note(keys())))[2]).toBe(true);
+    ws.close();
+    await vi.waitFor(async () => expect(await env.BACKUPS!.head(dirtyKey(null))).not.toBeNull());
+  }
+  let notesMade = 0;
+  const note = (k: Keys) => sign(k, { content: `note ${notesMade++} of ${k.pk.slice(0, 8)}`, created_at: now() - 5 });
+  const summary = (waiting: number, first: number, taken: number, written: number, rest = '') =>
+    `backups: ${waiting} waiting (changed since their backup; ${first} the public shard or vetted owners'), this run ${taken} (at most ${BACKUP_SHARDS_PER_RUN}): ${written} written, 0 failed${rest}`;
 
-  it('hourly runs: a round of 30 shards takes two runs (25, then 5), then none until a day after it began', () => {
-    const shards = shardsOf(30);
-    const runs = simulate(shards, 49, HOUR);
-    expect(runs.map((r) => r.length)).toEqual([25, 5, ...Array<number>(22).fill(0), 25, 5, ...Array<number>(22).fill(0), 25]);
-    expect(new Set([...runs[0]!, ...runs[1]!])).toEqual(new Set(shards));
-    expect(runs[24]).toEqual(runs[0]);
-    // Ten shards: all of them at once, once a day.
-    expect(simulate(shardsOf(10), 25, HOUR).map((r) => r.length)).toEqual([10, ...Array<number>(23).fill(0), 10]);
-  });
-
-  it('the cron keeps its place in the bucket: 30 shards with events are all backed up by two runs an hour apart, then the run of the next hour takes none; each run is logged', async () => {
+  it('after an upgrade from a version without marks (its old cursor in the bucket), one round backs up every shard once, 25 a run, then runs take only marked shards', async () => {
+    await drain();
     const owners = Array.from({ length: 29 }, () => keys());
-    for (const owner of owners) await importRpc(shardStub(env, owner.pk), owner.pk, [JSON.stringify(notes(owner, 1, () => now() - 5)[0])], `ws://relay.test/r/${owner.pk}`);
-    const stranger = keys();
-    await importRpc(shardStub(env, null), null, [JSON.stringify(sign(stranger, { content: 'public' }))], 'ws://relay.test/', 'restore');
-    await env.BACKUPS!.delete(BACKUP_CURSOR_KEY); // a first run
+    for (const owner of owners) await importRpc(shardStub(env, owner.pk), owner.pk, [JSON.stringify(note(owner))], urlOf(owner.pk));
+    await publishOnPublic();
+    await drain(); // their marks are gone, as for shards written before the upgrade
+    const round = backupShards({ EDGESTR_OWNERS: owners.map((o) => o.pk).join(',') }, await accountsStub(env).ownerKeys(100));
+    expect(round.length).toBe(30); // the public shard and the 29 (this file registers owners only later)
+    await env.BACKUPS!.put(LEGACY_CURSOR_KEY, JSON.stringify({ after: 'owner:00', round: 0 }));
     const log = vi.spyOn(console, 'log');
     const at = runAt();
-    const backedUp = async (ms: number) => {
-      const found: Array<string | null> = [];
-      for (const shard of [...owners.map((o) => o.pk), null]) if (await env.BACKUPS!.head(backupKey(shard, backupName(ms)))) found.push(shard);
-      return found;
-    };
     await cron(at, owners);
-    expect(log).toHaveBeenLastCalledWith('backups: 30 shards, this run 25 (a full round every ~2 runs, at most one a day): 25 written, 0 failed');
+    const first = round.slice(0, BACKUP_SHARDS_PER_RUN);
+    expect(log).toHaveBeenLastCalledWith(summary(0, 0, 25, 25, `; the upgrade round (every shard once) is at ${shardName(first.at(-1)!)}`));
+    expect(await backupsNamed(backupName(at))).toEqual(first.map((o) => backupKey(o, backupName(at))).sort());
+    expect(await env.BACKUPS!.head(LEGACY_CURSOR_KEY)).toBeNull();
     await cron(at + HOUR, owners);
-    expect(log).toHaveBeenLastCalledWith('backups: 30 shards, this run 5 (a full round every ~2 runs, at most one a day): 5 written, 0 failed');
-    const [first, second] = [await backedUp(at), await backedUp(at + HOUR)];
-    expect(first).toHaveLength(25);
-    expect(new Set([...first, ...second])).toEqual(new Set([...owners.map((o) => o.pk), null]));
-    expect(JSON.parse(await (await env.BACKUPS!.get(BACKUP_CURSOR_KEY))!.text())).toEqual({ after: 'public', round: at });
+    expect(log).toHaveBeenLastCalledWith(summary(0, 0, 5, 5, '; the upgrade round (every shard once) is over'));
+    expect(await backupsNamed(backupName(at + HOUR))).toEqual(round.slice(BACKUP_SHARDS_PER_RUN).map((o) => backupKey(o, backupName(at + HOUR))).sort());
+    expect(await env.BACKUPS!.head(UPGRADE_ROUND_KEY)).toBeNull();
     await cron(at + 2 * HOUR, owners);
-    expect(log).toHaveBeenLastCalledWith('backups: 30 shards, this run 0 (a full round every ~2 runs, at most one a day): 0 written, 0 failed');
-    expect(await backedUp(at + 2 * HOUR)).toEqual([]);
+    expect(log).toHaveBeenLastCalledWith(summary(0, 0, 0, 0));
+    expect(await backupsNamed(backupName(at + 2 * HOUR))).toEqual([]);
+  });
+
+  it('sign-ups that never write cost the backups nothing: of 1,000 registered owners that never wrote and 3 that did, one run backs up the 3 and the public shard and wakes no other shard; then only a shard written since', async () => {
+    await drain();
+    const silent = Array.from({ length: 1000 }, () => keys().pk);
+    const writers = [keys(), keys(), keys()];
+    await register([...silent, ...writers.map((w) => w.pk)]);
+    for (const w of writers) await publishMarked(w);
+    await publishOnPublic();
+    const before = await shardIds();
+    const log = vi.spyOn(console, 'log');
+    const at = runAt();
+    await cron(at, []);
+    expect(log).toHaveBeenLastCalledWith(summary(4, 4, 4, 4));
+    expect(await backupsNamed(backupName(at))).toEqual([...writers.map((w) => backupKey(w.pk, backupName(at))), backupKey(null, backupName(at))].sort());
+    // No silent owner's shard was backed up, nor woken: the Durable Objects with storage are those of before the run.
+    const silentPrefixes = new Set(silent.map((pk) => `shards/${shardName(pk)}/`));
+    expect((await keysUnder('shards/')).filter((k) => silentPrefixes.has(k.slice(0, k.lastIndexOf('/') + 1)))).toEqual([]);
+    const silentIds = new Set(silent.map((pk) => env.RELAY_SHARD.idFromName(shardName(pk)).toString()));
+    expect(await shardIds()).toEqual(before);
+    expect(before.filter((id) => silentIds.has(id))).toEqual([]);
+    expect(await keysUnder(DIRTY_PREFIX)).toEqual([]);
+
+    // One writer writes again: the next run backs up that shard alone; the one after, none.
+    await publishMarked(writers[1]!);
+    expect(await keysUnder(DIRTY_PREFIX)).toEqual([dirtyKey(writers[1]!.pk)]);
+    await cron(at + HOUR, []);
+    expect(log).toHaveBeenLastCalledWith(summary(1, 1, 1, 1));
+    expect(await backupsNamed(backupName(at + HOUR))).toEqual([backupKey(writers[1]!.pk, backupName(at + HOUR))]);
+    await cron(at + 2 * HOUR, []);
+    expect(log).toHaveBeenLastCalledWith(summary(0, 0, 0, 0));
+    expect(await backupsNamed(backupName(at + 2 * HOUR))).toEqual([]);
+    expect(await shardIds()).toEqual(before);
+  });
+
+  it('the public shard and vetted owners’ shards go first, then the others, each oldest mark first; at most 25 a run', async () => {
+    await drain();
+    // 26 keys that are no owners (open shards) write first, then two owners the operators added, one listed owner, the public shard.
+    const strangers = Array.from({ length: 26 }, () => keys());
+    for (const k of strangers) await publishMarked(k);
+    const added = [keys(), keys()];
+    await register(added.map((k) => k.pk));
+    for (const k of added) await publishMarked(k);
+    const listed = keys();
+    await publishMarked(listed);
+    await publishOnPublic();
+    const at = runAt();
+    const run = await runWith(at, [listed]);
+    expect(run).toMatchObject({ waiting: 30, first: 4, taken: 25, failed: [] });
+    const name = backupName(at);
+    expect(run.written.map((w) => w.key)).toEqual([null, added[0]!.pk, added[1]!.pk, listed.pk, ...strangers.slice(0, 21).map((k) => k.pk)].map((o) => backupKey(o, name)));
+    const next = await runWith(at + HOUR, [listed]);
+    expect(next).toMatchObject({ waiting: 5, first: 0, taken: 5, failed: [] });
+    expect(next.written.map((w) => w.key)).toEqual(strangers.slice(21).map((k) => backupKey(k.pk, backupName(at + HOUR))));
+  });
+
+  it('a shard that changes while its backup is written keeps its mark for the next run; a change whose mark was not put (the object reset between the commit and the put) is marked at the next wake', async () => {
+    await drain();
+    const owner = keys();
+    const shard = shardStub(env, owner.pk);
+    const write = () => importRpc(shard, owner.pk, [JSON.stringify(note(owner))], urlOf(owner.pk));
+    expect(await write()).toMatchObject({ accepted: 1 });
+    expect(await keysUnder(DIRTY_PREFIX)).toEqual([dirtyKey(owner.pk)]);
+    const since = await shard.backupBegins();
+    expect(await write()).toMatchObject({ accepted: 1 });
+    await shard.backupWritten(since);
+    expect(await keysUnder(DIRTY_PREFIX)).toEqual([dirtyKey(owner.pk)]);
+    // A backup with no change since it began: the mark goes.
+    await shard.backupWritten(await shard.backupBegins());
+    expect(await keysUnder(DIRTY_PREFIX)).toEqual([]);
+    // The change is recorded with its commit; the object is reset before its mark is put.
+    await runInDurableObject(shard, (_i, state) => void state.storage.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('backup_mark', 'pending')"));
+    await abortAllDurableObjects();
+    expect(await keysUnder(DIRTY_PREFIX)).toEqual([]);
+    expect((await shardStub(env, owner.pk).storedUsage()).events).toBe(2); // any wake (a new stub: the old one was reset)
+    await vi.waitFor(async () => expect(await keysUnder(DIRTY_PREFIX)).toEqual([dirtyKey(owner.pk)]));
+    const at = runAt();
+    expect((await runWith(at, [])).written.map((w) => w.key)).toEqual([backupKey(owner.pk, backupName(at))]);
+    expect(await keysUnder(DIRTY_PREFIX)).toEqual([]);
   });
 
   it('404 on /api/relay/backups and /restore without a BACKUPS binding', async () => {

@@ -31,12 +31,14 @@
 // `vetted`: whether the operators stand behind the owner — true for one an operator added, false for
 // a key that signed itself up, until an operator says otherwise (PATCH /api/admin/owners). Only a
 // vetted owner's bridge is one of this deployment's bridges (workers/common/deployment-bridges.ts,
-// docs/BRIDGE.md), and only to a vetted owner's dials does EDGESTR_OUTBOUND_ALLOW apply
-// (workers/common/owner-outbound.ts). Rows from before the column existed recorded nothing of how
-// they were made, so the upgrade that adds it decides by the sign-up setting it runs under: with
-// EDGESTR_SIGNUP=open any of them may have signed itself up, and none is vetted; with sign-up closed
-// they count as vetted (the operators added them). Either way it logs once how many rows it set and
-// what the operators can review (docs/OPERATIONS.md "Vetted owners").
+// docs/BRIDGE.md), only to a vetted owner's dials does EDGESTR_OUTBOUND_ALLOW apply
+// (workers/common/owner-outbound.ts), and the backup cron takes vetted owners' shards first
+// (vettedAmong: which of the keys it names are vetted; workers/relay-do/backup.ts). Rows from
+// before the column existed recorded nothing of how they were made, so the upgrade that adds it
+// decides by the sign-up setting it runs under: with EDGESTR_SIGNUP=open any of them may have
+// signed itself up, and none is vetted; with sign-up closed they count as vetted (the operators
+// added them). Either way it logs once how many rows it set and what the operators can review
+// (docs/OPERATIONS.md "Vetted owners").
 //
 // Sign-up is bounded (signup-limits.ts): signUp adds a key only while the registry holds fewer
 // owners than the caps' `owners` and fewer keys signed themselves up this UTC day than `per_day`
@@ -362,6 +364,14 @@ export class Accounts extends DurableObject<AccountsEnv> {
   state(pubkey: string): OwnerState | undefined {
     const row = this.owner(pubkey);
     return row ? { plan: row.plan, suspended: row.suspended } : undefined;
+  }
+
+  /** Which of `keys` are registered owners the operators vetted (the caller bounds how many it names). */
+  vettedAmong(keys: string[]): string[] {
+    return this.sql
+      .exec<{ pubkey: string }>('SELECT pubkey FROM owners WHERE vetted = 1 AND pubkey IN (SELECT value FROM json_each(?))', JSON.stringify(keys))
+      .toArray()
+      .map((r) => r.pubkey);
   }
 
   // ---- usage ----

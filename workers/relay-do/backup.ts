@@ -6,21 +6,28 @@
 // A restore reads it back through the import path (import.ts) as a restore (provisioning lines and
 // kind 62s naming the shard at another host are taken from a backup only), those lines first; a
 // backup made before they were carried has none and restores as before.
-// The cron run (runBackups, from the Worker's `scheduled` handler) goes round the public shard and
-// the shards of the owners in EDGESTR_OWNERS and in the Accounts registry (workers/accounts), in
-// the order of their names (backupShards), at most BACKUP_SHARDS_PER_RUN a run: each run goes on
-// after the last shard backed up, named in the bucket's BACKUP_CURSOR_KEY object (written after each
-// shard, so a run cut short loses nothing done), whatever shards were added or removed since. A
-// round (every shard once) begins at most once per BACKUP_ROUND_MS: with the hourly cron a deployment
-// of up to 24 × BACKUP_SHARDS_PER_RUN shards is backed up once a day, a larger one round after round
-// (planRun). The registry's keys are read REGISTRY_KEYS_PAGE at a time (each RPC answer stays small
-// whatever the registry's size). Empty shards (no events, no lines above) are passed without a
-// write; a failed shard is logged and the run goes on. A shard's backup is written in parts of
-// exactly BACKUP_PART_BYTES (R2 multipart; one plain put when it is smaller), so memory stays bounded.
-// The cursor lives in the bucket itself (not in the Accounts object or a shard): it belongs with the
-// backups (no bucket, no backups, no cursor), needs no migration, and the lifecycle rule on shards/
-// does not touch it. Old backups are not removed here: set an R2 lifecycle rule on the bucket
-// (docs/OPERATIONS.md).
+// The cron run (runBackups, from the Worker's `scheduled` handler) backs up only the shards written
+// since their last backup: a shard marks itself in the bucket at its first change after a backup
+// (backup-marker.ts: the empty object `state/dirty/<shard>`), and the run lists those marks (one
+// R2 list per 1,000), never waking a shard that has none, so sign-ups that never write cost the
+// backups nothing and a shard never written is never created by them. Each run takes at most
+// BACKUP_SHARDS_PER_RUN shards: the public shard first, then the shards of vetted owners
+// (EDGESTR_OWNERS, and those the Accounts registry says the operators vetted: one RPC per
+// REGISTRY_KEYS_PAGE marks), then the others, each group oldest mark first. A backup tells the shard
+// when it begins and when it is written (backupShard): the mark goes then, unless the shard changed
+// meanwhile (it waits for the next run). A failed shard is logged, its mark put again (behind the
+// others of its group) and the run goes on; an empty one is passed without a write.
+// A deployment that backed up before the marks existed has its old cursor object (LEGACY_CURSOR_KEY):
+// shards changed after their last backup and never since would not be marked, so the first run
+// after the upgrade begins one round of every shard (the public one and those of the owners in
+// EDGESTR_OWNERS and the registry, in the order of their names; the registry's keys read
+// REGISTRY_KEYS_PAGE at a time), taken in the places the marked shards leave in each run, its place
+// kept in UPGRADE_ROUND_KEY (written after each shard, so a run cut short loses nothing done) and
+// deleted at the end. A shard's backup is written in parts of exactly BACKUP_PART_BYTES (R2
+// multipart; one plain put when it is smaller), so memory stays bounded. The marks and the round
+// live in the bucket itself, outside shards/ (the lifecycle rule on it does not touch them): they
+// belong with the backups (no bucket, no backups, no marks) and need no migration. Old backups are
+// not removed here: set an R2 lifecycle rule on the bucket (docs/OPERATIONS.md).
 
 import { z } from 'zod';
 import { staticOwners, type OwnerEnv } from '../common/owners.js';
@@ -29,16 +36,19 @@ import type { RelayShard } from './shard.js';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import type { ExportCursor, ProvisionedCursor, RevocationCursor } from './export.js';
 import { IMPORT_BATCH, importBatches } from './import.js';
+import { DIRTY_PREFIX, dirtyKey } from './backup-marker.js';
+import { errorMessage } from '../../src/shared/errors.js';
 
 export interface BackupBindings {
   BACKUPS?: R2Bucket;
 }
 
+/** Shards one cron run backs up at most (a run has the time limits of one Worker invocation). */
 export const BACKUP_SHARDS_PER_RUN = 25;
-/** A round of backups (every shard once) begins at most this often (ms): a day. */
-export const BACKUP_ROUND_MS = 86_400_000;
-/** The bucket's object naming where the cron's round stands (outside shards/). */
-export const BACKUP_CURSOR_KEY = 'state/backup-cursor.json';
+/** The object in which versions before the marks kept their round: present, the deployment upgrades from one (see the header). */
+export const LEGACY_CURSOR_KEY = 'state/backup-cursor.json';
+/** Where the upgrade round stands (see the header): `{"after": "<the last shard name backed up>"}`. */
+export const UPGRADE_ROUND_KEY = 'state/upgrade-round.json';
 /** R2 multipart parts (every part but the last must be at least 5 MiB). */
 export const BACKUP_PART_BYTES = 5 * 1024 * 1024;
 
@@ -75,10 +85,18 @@ async function* backupPages(shard: DurableObjectStub<RelayShard>): AsyncGenerato
 /**
  * Writes one shard's backup to `key`; returns its size in bytes (0: the shard is empty, nothing
  * written). It is cut into parts of exactly BACKUP_PART_BYTES (R2 wants every part but the last of
- * one size), whatever the pages' sizes; one plain put when it fits in one part.
+ * one size), whatever the pages' sizes; one plain put when it fits in one part. The shard is told
+ * when it begins and when it is written (its mark goes then unless it changed meanwhile, backup-marker.ts).
  */
 export async function backupShard(env: ShardBindings, bucket: R2Bucket, owner: string | null, key: string): Promise<number> {
   const shard = shardStub(env, owner);
+  const since = await shard.backupBegins();
+  const total = await writeBackup(bucket, shard, key);
+  await shard.backupWritten(since);
+  return total;
+}
+
+async function writeBackup(bucket: R2Bucket, shard: DurableObjectStub<RelayShard>, key: string): Promise<number> {
   const encoder = new TextEncoder();
   const httpMetadata = { contentType: 'application/x-ndjson' };
   let part = new Uint8Array(BACKUP_PART_BYTES);
@@ -120,64 +138,65 @@ export async function backupShard(env: ShardBindings, bucket: R2Bucket, owner: s
 }
 
 export interface BackupRun {
-  /** The shards of the deployment, and how many this run took. */
-  shards: number;
+  /** The shards marked as changed since their backup when the run began, and how many of them are the public shard or vetted owners'. */
+  waiting: number;
+  first: number;
+  /** The shards this run took (marked ones, then the upgrade round's). */
   taken: number;
   written: Array<{ key: string; bytes: number }>;
   failed: Array<{ key: string; error: string }>;
+  /** The upgrade round (see the header): the last shard it has backed up, null when it ended in this run; absent when there is none. */
+  upgrade?: string | null;
 }
 
-/** Where the cron's round stands: the name of the last shard backed up, and when its round began (unix ms). */
-const CursorSchema = z.strictObject({ after: z.string(), round: z.number().int().min(0) });
-export type BackupCursor = z.infer<typeof CursorSchema>;
+/** A shard marked as changed since its backup, and when it was marked (unix ms). */
+export interface Waiting {
+  owner: string | null;
+  since: number;
+}
 
-/** Every shard a round backs up (null: the public shard), in the order of their names: the EDGESTR_OWNERS and `registered` owners', and the public shard. */
+/** Every shard marked in `bucket` (backup-marker.ts). */
+async function waitingShards(bucket: R2Bucket): Promise<Waiting[]> {
+  const waiting: Waiting[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await bucket.list({ prefix: DIRTY_PREFIX, ...(cursor ? { cursor } : {}) });
+    for (const o of page.objects) {
+      const owner = ownerOfShardName(o.key.slice(DIRTY_PREFIX.length));
+      if (owner === undefined) console.error(`backups: ${o.key} names no shard; left alone`);
+      else waiting.push({ owner, since: o.uploaded.getTime() });
+    }
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return waiting;
+}
+
+/** Keys the cron names in one RPC to the Accounts object (about 0.7 MB): registry pages, vetted look-ups. */
+export const REGISTRY_KEYS_PAGE = 10_000;
+
+/** Which of `owners` are vetted: listed in EDGESTR_OWNERS, or vetted in the registry. */
+async function vettedOf(env: OwnerEnv & AccountsBindings, owners: readonly string[]): Promise<Set<string>> {
+  const listed = staticOwners(env);
+  const vetted = new Set(owners.filter((o) => listed.has(o)));
+  const others = owners.filter((o) => !listed.has(o));
+  for (let i = 0; i < others.length; i += REGISTRY_KEYS_PAGE) {
+    for (const k of await accountsStub(env).vettedAmong(others.slice(i, i + REGISTRY_KEYS_PAGE))) vetted.add(k);
+  }
+  return vetted;
+}
+
+/** The order in which `waiting` shards are backed up: the public shard, then the `vetted` owners', then the others, each group oldest mark first (then by name). */
+export function backupOrder(waiting: readonly Waiting[], vetted: ReadonlySet<string>): Array<string | null> {
+  const group = (w: Waiting) => (w.owner === null ? 0 : vetted.has(w.owner) ? 1 : 2);
+  return [...waiting]
+    .sort((a, b) => group(a) - group(b) || a.since - b.since || (shardName(a.owner) < shardName(b.owner) ? -1 : 1))
+    .map((w) => w.owner);
+}
+
+/** Every shard the upgrade round backs up (null: the public shard), in the order of their names: the EDGESTR_OWNERS and `registered` owners', and the public shard. */
 export function backupShards(env: OwnerEnv, registered: readonly string[] = []): Array<string | null> {
   return [...[...new Set([...staticOwners(env), ...registered])].sort(), null];
 }
-
-/**
- * The shards a run at `nowMs` backs up, with the round each belongs to: the next ones of `shards`
- * (backupShards) after `cursor` (none: a first run), at most BACKUP_SHARDS_PER_RUN and never one
- * twice. At the end of the list the next round begins, when BACKUP_ROUND_MS have passed since the
- * last one began; else the run stops there.
- */
-export function planRun(shards: ReadonlyArray<string | null>, cursor: BackupCursor | undefined, nowMs: number): Array<{ owner: string | null; round: number }> {
-  const names = shards.map(shardName);
-  let next = cursor ? names.findIndex((n) => n > cursor.after) : 0;
-  let round = cursor?.round ?? nowMs;
-  const plan: Array<{ owner: string | null; round: number }> = [];
-  while (plan.length < Math.min(BACKUP_SHARDS_PER_RUN, shards.length)) {
-    if (next === -1 || next === shards.length) {
-      if (nowMs - round < BACKUP_ROUND_MS) break;
-      round = nowMs;
-      next = 0;
-    }
-    plan.push({ owner: shards[next] ?? null, round });
-    next++;
-  }
-  return plan;
-}
-
-async function readCursor(bucket: R2Bucket): Promise<BackupCursor | undefined> {
-  const object = await bucket.get(BACKUP_CURSOR_KEY);
-  if (!object) return undefined;
-  let stored: unknown;
-  try {
-    stored = JSON.parse(await object.text());
-  } catch {
-    stored = undefined;
-  }
-  const parsed = CursorSchema.safeParse(stored);
-  if (!parsed.success || ownerOfShardName(parsed.data.after) === undefined) {
-    console.error(`backups: ${BACKUP_CURSOR_KEY} is not a cursor; a new round begins with the first shard`);
-    return undefined;
-  }
-  return parsed.data;
-}
-
-/** Keys of the registry one RPC of the cron reads (about 0.7 MB). */
-export const REGISTRY_KEYS_PAGE = 10_000;
 
 /** Every registered owner's key, read a page at a time. */
 async function registeredKeys(env: AccountsBindings): Promise<string[]> {
@@ -189,28 +208,85 @@ async function registeredKeys(env: AccountsBindings): Promise<string[]> {
   }
 }
 
-/** One cron run at `nowMs`: the shards of planRun, each that holds anything as backup `backupName(nowMs)`; the cursor moves past each. */
-export async function runBackups(env: ShardBindings & OwnerEnv & AccountsBindings, bucket: R2Bucket, nowMs: number): Promise<BackupRun> {
-  const shards = backupShards(env, await registeredKeys(env));
-  const plan = planRun(shards, await readCursor(bucket), nowMs);
-  const name = backupName(nowMs);
-  const run: BackupRun = { shards: shards.length, taken: plan.length, written: [], failed: [] };
-  for (const { owner, round } of plan) {
-    const key = backupKey(owner, name);
+const RoundSchema = z.strictObject({ after: z.string() });
+
+/** Where the upgrade round stands (the last shard name it backed up; '' before the first), or undefined when there is none; begun when the old cursor is there. */
+async function upgradeRound(bucket: R2Bucket): Promise<string | undefined> {
+  const object = await bucket.get(UPGRADE_ROUND_KEY);
+  if (object) {
+    let stored: unknown;
     try {
-      const bytes = await backupShard(env, bucket, owner, key);
-      if (bytes > 0) run.written.push({ key, bytes });
-    } catch (e) {
-      run.failed.push({ key, error: e instanceof Error ? e.message : String(e) });
+      stored = JSON.parse(await object.text());
+    } catch {
+      stored = undefined;
     }
-    await bucket.put(BACKUP_CURSOR_KEY, JSON.stringify({ after: shardName(owner), round } satisfies BackupCursor));
+    const parsed = RoundSchema.safeParse(stored);
+    if (parsed.success) return parsed.data.after;
+    console.error(`backups: ${UPGRADE_ROUND_KEY} is not {"after": "<shard name>"}; the upgrade round begins again with the first shard`);
+    return '';
   }
+  if (!(await bucket.head(LEGACY_CURSOR_KEY))) return undefined;
+  await bucket.put(UPGRADE_ROUND_KEY, JSON.stringify({ after: '' }));
+  await bucket.delete(LEGACY_CURSOR_KEY);
+  return '';
+}
+
+/** Backs up `owner`'s shard as backup `name` into `run`; a failure puts the shard's mark again (behind the others of its group). */
+async function backUp(env: ShardBindings, bucket: R2Bucket, owner: string | null, name: string, run: BackupRun): Promise<void> {
+  const key = backupKey(owner, name);
+  run.taken++;
+  try {
+    const bytes = await backupShard(env, bucket, owner, key);
+    if (bytes > 0) run.written.push({ key, bytes });
+  } catch (e) {
+    let error = errorMessage(e);
+    try {
+      await bucket.put(dirtyKey(owner), new Uint8Array(0));
+    } catch (m) {
+      error += `; its mark ${dirtyKey(owner)} could not be put again (${errorMessage(m)}): it is backed up at its next change`;
+    }
+    run.failed.push({ key, error });
+  }
+}
+
+/**
+ * One cron run at `nowMs`: the marked shards in backupOrder, then the upgrade round's (if any) in
+ * the places left, at most BACKUP_SHARDS_PER_RUN in all, each that holds anything as backup
+ * `backupName(nowMs)`.
+ */
+export async function runBackups(env: ShardBindings & OwnerEnv & AccountsBindings, bucket: R2Bucket, nowMs: number): Promise<BackupRun> {
+  const waiting = await waitingShards(bucket);
+  const vetted = await vettedOf(
+    env,
+    waiting.flatMap((w) => (w.owner === null ? [] : [w.owner])),
+  );
+  const plan = backupOrder(waiting, vetted).slice(0, BACKUP_SHARDS_PER_RUN);
+  const name = backupName(nowMs);
+  const first = waiting.filter((w) => w.owner === null || vetted.has(w.owner)).length;
+  const run: BackupRun = { waiting: waiting.length, first, taken: 0, written: [], failed: [] };
+  for (const owner of plan) await backUp(env, bucket, owner, name, run);
+  const after = await upgradeRound(bucket);
+  if (after === undefined) return run;
+  run.upgrade = after;
+  if (run.taken >= BACKUP_SHARDS_PER_RUN) return run;
+  const taken = new Set(plan);
+  for (const owner of backupShards(env, await registeredKeys(env)).filter((o) => shardName(o) > after)) {
+    if (run.taken >= BACKUP_SHARDS_PER_RUN) return run;
+    if (!taken.has(owner)) await backUp(env, bucket, owner, name, run);
+    run.upgrade = shardName(owner);
+    await bucket.put(UPGRADE_ROUND_KEY, JSON.stringify({ after: run.upgrade }));
+  }
+  await bucket.delete(UPGRADE_ROUND_KEY);
+  run.upgrade = null;
   return run;
 }
 
-/** The log line of a run: the deployment's shards, this run's, and how many runs a round takes. */
-export const runSummary = (run: BackupRun): string =>
-  `backups: ${run.shards} shards, this run ${run.taken} (a full round every ~${Math.ceil(run.shards / BACKUP_SHARDS_PER_RUN)} runs, at most one a day): ${run.written.length} written, ${run.failed.length} failed`;
+/** The log line of a run: the shards waiting (changed since their backup), this run's, and the upgrade round's place. */
+export function runSummary(run: BackupRun): string {
+  const upgrade =
+    run.upgrade === undefined ? '' : run.upgrade === null ? '; the upgrade round (every shard once) is over' : `; the upgrade round (every shard once) is at ${run.upgrade || 'its beginning'}`;
+  return `backups: ${run.waiting} waiting (changed since their backup; ${run.first} the public shard or vetted owners'), this run ${run.taken} (at most ${BACKUP_SHARDS_PER_RUN}): ${run.written.length} written, ${run.failed.length} failed${upgrade}`;
+}
 
 /** The backups of `owner`'s shard (null: the public shard), newest first. */
 export async function listBackups(bucket: R2Bucket, owner: string | null): Promise<Array<{ name: string; bytes: number; uploaded: string }>> {

@@ -9,6 +9,8 @@
 // tells them when the owner is removed from the deployment or added again (`setOwnerAccount`). An
 // edge that missed it learns it from its primary: the removal when the primary refuses its clients'
 // operations as not served, the re-adding when it would refuse an upgrade as not served.
+// The primary marks itself in the backups bucket at its first change after a backup, so that the
+// backup cron wakes only shards written since (backup-marker.ts, `backupBegins`/`backupWritten`).
 
 import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
@@ -32,7 +34,7 @@ import { MAX_PREFERRED } from '../../src/shared/dvmcp-discovery.js';
 import { ownerSideConnection } from './write-rules.js';
 import { delivers } from './read-policy.js';
 import { answerRejection, closeReplyCode, ConnectionStore, send, type Connection } from './connections.js';
-import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource } from './ownership.js';
+import { coversUse, OwnershipRegistry, type OwnershipUse, type ProvisionedSource, type RestoredRecord } from './ownership.js';
 import { relayVerifier } from '../common/verifier.js';
 import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { everyKeyHasShard, ownerOfShardName, PUBLIC_SHARD, SHARD_HEADER, shardStub, type RouterBindings, type ShardBindings } from '../common/shards.js';
@@ -49,8 +51,11 @@ import { exportPage, provisionedPage, revocationsPage, type ExportPage, type Exp
 import { importLines, type ImportReport } from './import.js';
 import { BulkJobs, type BulkJob } from './bulk-jobs.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
+import { wakeNoLaterThan } from '../common/alarms.js';
+import { BackupMarker, type BackupSince } from './backup-marker.js';
+import type { BackupBindings } from './backup.js';
 
-export interface RelayEnv extends PlanEnv, ShardBindings, EdgesEnv, Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_ENV' | 'EDGESTR_OWNERS'> {
+export interface RelayEnv extends PlanEnv, ShardBindings, EdgesEnv, BackupBindings, Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_ENV' | 'EDGESTR_OWNERS'> {
   RELAY_LIMITS?: string;
 }
 
@@ -67,6 +72,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private readonly retention: RetentionRules;
   private readonly vanished: VanishList;
   private readonly fanout: EdgeFanout;
+  /** The shard's mark in the backups bucket while it holds what its last backup lacks (backup-marker.ts). */
+  private readonly marker: BackupMarker;
   private owner: string | null | undefined;
   /** EDGESTR_OWNERS as read from `env` (read again only when the environment is another). */
   private listedOwners: { env: RelayEnv; owners: Set<string> } | undefined;
@@ -110,6 +117,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.plan = new OwnerPlan(sql, env, () => this.shardOwner(), this.limits.max_stored_bytes, () => this.ownerListed());
     this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
     this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i), this.limits.edge_delivery_queue_bytes);
+    this.marker = new BackupMarker(sql, env.BACKUPS, ctx.id.name, (ms) => wakeNoLaterThan(ctx.storage, ms));
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
@@ -245,9 +253,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * `max` provisioned agents already (false, nothing recorded). The count and the record are one
    * synchronous step, so concurrent creations cannot pass the plan's `agents` cap.
    */
-  provisionAgent(agent: string, owner: string, source: ProvisionedSource = 'provisioned', max?: number): boolean {
+  async provisionAgent(agent: string, owner: string, source: ProvisionedSource = 'provisioned', max?: number): Promise<boolean> {
     if (max !== undefined && this.ownership.agentsOf(owner, 'provisioned').filter((a) => a !== agent).length >= max) return false;
     this.ownership.record(agent, owner, source, nowSeconds());
+    await this.marker.changed();
     return true;
   }
 
@@ -257,8 +266,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   /** Internal RPC (management API): forgets every proof that `agent` belongs to `owner`. */
-  revokeAgent(agent: string, owner: string): void {
+  async revokeAgent(agent: string, owner: string): Promise<void> {
     this.ownership.revoke(agent, owner);
+    await this.marker.changed();
   }
 
   /**
@@ -266,8 +276,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * good, whether this shard holds a proof of it now or not (ownership.ts `revokeAttested`).
    * Whether it is revoked here (false: the owner revoked MAX_REVOKED_PER_OWNER keys here already).
    */
-  revokeAttestedAgent(agent: string, owner: string): boolean {
-    return this.ownership.revokeAttested(agent, owner, this.clockSeconds());
+  async revokeAttestedAgent(agent: string, owner: string): Promise<boolean> {
+    const revoked = this.ownership.revokeAttested(agent, owner, this.clockSeconds());
+    if (revoked) await this.marker.changed();
+    return revoked;
   }
 
   /** Internal RPC: the agents edgestr provisioned for `owner` (the management API's list). */
@@ -556,8 +568,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /**
    * Purges expired events (NIP-40), a batch of events past their retention rule and a batch of the
-   * removals requests to vanish left pending (NIP-62); comes back at the earliest next. At an edge
-   * (which stores no events): its periodic check (edge-link.ts).
+   * removals requests to vanish left pending (NIP-62); comes back at the earliest next. Then puts
+   * the backup mark of a change whose put failed (backup-marker.ts). At an edge (which stores no
+   * events): its periodic check (edge-link.ts).
    */
   override async alarm(): Promise<void> {
     const edge = this.edge();
@@ -570,6 +583,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const vanishing = this.vanished.removeSome(this.store) ? nowSeconds() : undefined; // more to remove: at once
     const next = Math.min(expiry ?? Infinity, retention ?? Infinity, vanishing ?? Infinity);
     if (next !== Infinity) await this.ctx.storage.setAlarm(next * 1000);
+    await this.marker.resume(); // after the alarm is set: a failed put asks for an earlier one
   }
 
   /** Internal RPC (management API): replaces the retention rules; the alarm applies them now. */
@@ -629,16 +643,32 @@ export class RelayShard extends DurableObject<RelayEnv> {
       ...(restore ? { relayUrl: restoredRelayUrl(e, relayUrl), restoring: true } : { relayUrl }),
     });
     this.flushWrites();
-    return ok(
-      await importLines(lines, {
-        verifier: this.verifier,
-        stored: (id) => this.store.has(id),
-        write: (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]),
-        revocation: (r) => this.ownership.restoreRevocation(r.agent, r.owner, r.revoked_at),
-        ...(restore ? { provisioned: (r) => this.ownership.restoreProvisioned(r) } : {}),
-        ...(held.value.verified ? { verified: held.value.verified } : {}),
-      }),
-    );
+    // Revocations and provisioning records put back change what a backup holds, as events do (writeBatch).
+    let marking: Promise<void> | undefined;
+    const noted = (r: RestoredRecord): RestoredRecord => {
+      if (r === 'restored') marking = this.marker.changed();
+      return r;
+    };
+    const report = await importLines(lines, {
+      verifier: this.verifier,
+      stored: (id) => this.store.has(id),
+      write: (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]),
+      revocation: (r) => noted(this.ownership.restoreRevocation(r.agent, r.owner, r.revoked_at)),
+      ...(restore ? { provisioned: (r) => noted(this.ownership.restoreProvisioned(r)) } : {}),
+      ...(held.value.verified ? { verified: held.value.verified } : {}),
+    });
+    await marking;
+    return ok(report);
+  }
+
+  /** Internal RPC (backups, backup.ts): a backup of this shard begins; what it answers goes to `backupWritten` (backup-marker.ts). */
+  backupBegins(): BackupSince {
+    return this.marker.begin();
+  }
+
+  /** Internal RPC (backups): the backup begun at `since` is written; the shard's mark goes unless it changed since. */
+  backupWritten(since: BackupSince): Promise<void> {
+    return this.marker.done(since);
   }
 
   /**
@@ -698,7 +728,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
       for (const w of batch) w.ack(false, WRITE_FAILED);
       return;
     }
+    // Recorded with the commit (backup-marker.ts), the mark put after the answers.
+    const marking = outcomes.some((o) => o.stored) ? this.marker.changed() : undefined;
     batch.forEach((w, i) => this.answer(w, outcomes[i]!));
+    await marking;
     for (const [i, w] of batch.entries()) {
       if (outcomes[i]!.stored) for (const hook of this.policy.onEventSaved) await hook(w.e, w.ctx);
     }
