@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS tags (
   PRIMARY KEY (name, value, created_at, rid)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tags_rid ON tags(rid);
--- at: the created_at of the newest deletion by pubkey naming id (0 for rows of shards made before it).
+-- at: the created_at of the newest deletion by pubkey naming id (0: unknown, EventStore.dateDeletionRecords).
 CREATE TABLE IF NOT EXISTS deleted_ids (
   id TEXT NOT NULL,
   pubkey TEXT NOT NULL,
@@ -73,6 +73,8 @@ CREATE TABLE IF NOT EXISTS deleted_addrs (
   until INTEGER NOT NULL,
   PRIMARY KEY (pubkey, kind, d)
 ) WITHOUT ROWID;
+-- One row once deleted_ids is dated from the stored deletions (EventStore.dateDeletionRecords).
+CREATE TABLE IF NOT EXISTS deleted_ids_dated (k INTEGER PRIMARY KEY CHECK (k = 1));
 `;
 
 /**
@@ -145,6 +147,32 @@ export class EventStore {
       sql.exec('ALTER TABLE deleted_ids ADD COLUMN at INTEGER NOT NULL DEFAULT 0');
     }
     sql.exec(DELETION_INDEXES);
+    if (sql.exec('SELECT 1 FROM deleted_ids_dated').toArray().length === 0) this.dateDeletionRecords();
+  }
+
+  /**
+   * Dates the deletion records of a shard made before `deleted_ids.at` (its rows read as 0, so any
+   * request to vanish of their key removed them, and what they deleted could be published again):
+   * each gets the newest created_at of its key's stored kind 5s whose `e` tag names its id (kind 5s
+   * are kept for good). Once (`deleted_ids_dated`), when the shard wakes, as one statement: it reads
+   * the stored kind 5s' `e` rows once (driven by kind, not by the ids, which other events may name
+   * by the thousand) and looks each record up by its key: about 5 rows read and 5 µs a record (0.1 s
+   * for 20,000 in relay-deletion-tables.test.ts, so some 5 s per million; docs/OPERATIONS.md
+   * "Shards"). A record whose deletion is no longer stored (one that expired or that a retention rule
+   * removed before deletion requests were kept for good) stays 0: its date is unknown, so any request
+   * to vanish of its key removes it, as before, and the event it deleted may then be published again
+   * if dated after that request. Taking the larger date makes it idempotent: an interrupted run is
+   * done again at the next wake.
+   */
+  private dateDeletionRecords(): void {
+    this.sql.exec(
+      `UPDATE deleted_ids SET at = max(deleted_ids.at, k.at)
+       FROM (SELECT e.pubkey AS pubkey, t.value AS id, max(e.created_at) AS at
+             FROM events e CROSS JOIN tags t ON t.rid = e.rid AND t.name = 'e' -- CROSS: by kind first
+             WHERE e.kind = ${KIND.DELETION} GROUP BY e.pubkey, t.value) AS k
+       WHERE deleted_ids.id = k.id AND deleted_ids.pubkey = k.pubkey`,
+    );
+    this.sql.exec('INSERT INTO deleted_ids_dated (k) VALUES (1)');
   }
 
   /** Whether an event of this id is stored. */
