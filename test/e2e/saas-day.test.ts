@@ -96,7 +96,8 @@ describe('a SaaS day', () => {
     // Strangers may use 90 % of the owner's plan (rounded down: 2 of starter's 3 runs); the rest is kept for the owner.
     expect(answered[a]).toHaveLength(2);
     expect(answered[b]).toHaveLength(5);
-    expect(refusal).toMatchObject({ code: 'RATE_LIMIT', details: { quota: 'runs_per_day' } });
+    // A stranger learns which quota and when it resets, neither the plan's runs nor the owner's (workers/agent/told-to.ts).
+    expect(refusal).toEqual({ ver: 1, code: 'RATE_LIMIT', message: 'the agent’s owner reached a usage limit for today (UTC)', retry_after: expect.any(Number), details: { quota: 'runs_per_day' } });
     expect(refusal!.retry_after).toBeGreaterThan(0);
 
     const want = (agent: string): Row => {

@@ -13,6 +13,7 @@ import { DEFAULT_LIMITS } from '../../workers/agent/config.js';
 import { estimateTokens } from '../../workers/agent/sessions.js';
 import { createTestAgent, NipXxClient } from './agent-helpers.js';
 import { keys } from './helpers.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
 const T0 = Date.UTC(2026, 0, 10, 12, 0, 0);
@@ -34,12 +35,19 @@ describe('token budget at admission', () => {
     const estimate = Math.ceil((big.content.length * 3) / 16);
     expect(estimate).toBe(1041);
     await c.send(big);
-    expect((await c.collect(big.id)).terminal.payload).toEqual({
+    // A stranger is told no figure; the owner, sending the same, the estimate and the budget (told-to.ts).
+    expect((await c.collect(big.id)).terminal.payload).toEqual({ ver: 1, code: 'RATE_LIMIT', message: 'this agent reached its model budget for today (UTC)', retry_after: 12 * 3600 });
+    const owner = await NipXxClient.open(agent, { sk: TEST_OWNER_SK, pk: TEST_OWNER });
+    const same = owner.prompt({ ver: 1, message: 'x'.repeat(4000) });
+    expect(Math.ceil((same.content.length * 3) / 16)).toBe(estimate);
+    await owner.send(same);
+    expect((await owner.collect(same.id)).terminal.payload).toEqual({
       ver: 1,
       code: 'RATE_LIMIT',
       message: `this prompt (about ${estimate} input tokens and at least 256 for its answer) would exceed this agent’s model budget of 2000 tokens for today (UTC)`,
       retry_after: 12 * 3600,
     });
+    expect(await runRows(agent, same.id)).toBe(0);
     expect(await runRows(agent, big.id)).toBe(0);
     expect(await stubOf(agent).usage()).toEqual([]);
 

@@ -3,6 +3,7 @@
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { admitPrompt, OWNER_NOT_ALLOWED, OWNER_SUSPENDED, type AdmissionResult, type AdmissionState } from '../../workers/agent/admission.js';
+import { planRefusal } from '../../workers/accounts/quota.js';
 import { AgentBudget } from '../../workers/agent/budget.js';
 import { DEFAULT_LIMITS, type AgentLimits, type StoredAgent } from '../../workers/agent/config.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -11,17 +12,21 @@ const T0 = Date.UTC(2026, 0, 10, 12, 0, 0);
 const AGENT = 'a'.repeat(64);
 const SENDER = 'b'.repeat(64);
 const OTHER = 'c'.repeat(64);
+const OWNER = 'd'.repeat(64);
 const TAGS = [['p', AGENT], ['encryption', 'nip44']];
 
-type Config = Pick<StoredAgent, 'pubkey' | 'block' | 'allow' | 'limits'>;
+type Config = Pick<StoredAgent, 'pubkey' | 'owner' | 'block' | 'allow' | 'limits'>;
 const config = (c: Partial<Omit<Config, 'limits'>> & { limits?: Partial<AgentLimits> } = {}): Config => ({
   pubkey: AGENT,
+  owner: OWNER,
   ...c,
   limits: { ...DEFAULT_LIMITS, ...c.limits },
 });
 
 interface Case {
   name: string;
+  /** The prompt's sender (SENDER when absent). */
+  sender?: string;
   tags?: string[][];
   config?: Config;
   state?: Partial<Omit<AdmissionState, 'budget' | 'now'>>;
@@ -51,8 +56,18 @@ const cases: Case[] = [
     tags: [['p', AGENT], ['encryption', 'nip04']],
     want: { verdict: 'answer', refusal: { code: 'UNSUPPORTED_ENCRYPTION', message: 'unsupported encryption "nip04"; this agent supports nip44' } },
   },
-  { name: 'owner no longer allowed', state: { owner: 'removed' }, want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } } },
-  { name: 'owner suspended', state: { owner: 'suspended' }, want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } } },
+  // Whether the owner was removed or suspended is the owner's business: another sender is told the agent is unavailable.
+  {
+    name: 'owner no longer allowed',
+    state: { owner: 'removed' },
+    want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: 'this agent is unavailable on this deployment; retry later or use another agent', detail: OWNER_NOT_ALLOWED } },
+  },
+  {
+    name: 'owner suspended',
+    state: { owner: 'suspended' },
+    want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: 'this agent is unavailable on this deployment; retry later or use another agent', detail: OWNER_SUSPENDED } },
+  },
+  { name: 'owner suspended, the owner asking: told why', sender: OWNER, state: { owner: 'suspended' }, want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } } },
   {
     name: 'owner’s plan quota reached (after the sender policy)',
     state: { quota: { code: 'RATE_LIMIT', message: 'quota', retry_after: 30, details: { quota: 'runs_per_day' } } },
@@ -69,10 +84,41 @@ const cases: Case[] = [
     want: { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: 'this agent is already running its maximum of 2 concurrent runs', retry_after: 5 } },
   },
   {
+    // The budget and what is spent are the owner's to know: another sender is told neither.
     name: 'daily token budget used up',
     config: config({ limits: { max_tokens_per_day: 100 } }),
     spent: 100,
+    want: {
+      verdict: 'answer',
+      refusal: { code: 'RATE_LIMIT', message: 'this agent reached its model budget for today (UTC)', retry_after: 43_200, detail: 'this agent used its model budget of 100 tokens for today (UTC)' },
+    },
+  },
+  {
+    name: 'daily token budget used up, the owner asking: told the figures',
+    sender: OWNER,
+    config: config({ limits: { max_tokens_per_day: 100 } }),
+    spent: 100,
     want: { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: 'this agent used its model budget of 100 tokens for today (UTC)', retry_after: 43_200 } },
+  },
+  {
+    name: 'the owner’s plan, another sender: no figure in the message',
+    state: { quota: planRefusal({ runs_per_day: 5 }, { day: '2026-01-10', tokens_today: 0, tokens_month: 0, runs_today: 5 }, T0, { other: true }) },
+    want: {
+      verdict: 'answer',
+      refusal: {
+        code: 'RATE_LIMIT',
+        message: 'the agent’s owner reached a usage limit for today (UTC)',
+        detail: 'others may use 4 of the agent’s owner’s plan’s 5 runs for today (UTC); the rest is kept for the owner',
+        retry_after: 43_200,
+        details: { quota: 'runs_per_day' },
+      },
+    },
+  },
+  {
+    name: 'the owner’s plan, the owner asking: told the figures',
+    sender: OWNER,
+    state: { quota: planRefusal({ runs_per_day: 5 }, { day: '2026-01-10', tokens_today: 0, tokens_month: 0, runs_today: 5 }, T0) },
+    want: { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 5 runs for today (UTC)', retry_after: 43_200, details: { quota: 'runs_per_day' } } },
   },
   {
     name: 'the block list is checked before the limits',
@@ -91,7 +137,7 @@ describe('admitPrompt', () => {
       await withBudget((budget) => {
         if (c.spent) budget.spend(c.spent, T0);
         const state: AdmissionState = { owner: 'allowed', activeRuns: 0, ...c.state, now: T0, budget };
-        const got = admitPrompt({ pubkey: SENDER, kind: KIND.AI_PROMPT, tags: c.tags ?? TAGS }, c.config ?? config(), state);
+        const got = admitPrompt({ pubkey: c.sender ?? SENDER, kind: KIND.AI_PROMPT, tags: c.tags ?? TAGS }, c.config ?? config(), state);
         expect(got).toEqual(c.want);
       });
     });

@@ -10,8 +10,10 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { MAX_PLAINTEXT_BYTES } from '../../src/shared/nip44.js';
+import { Observer } from '../../src/shared/ao-observer.js';
 import { TOOL_OUTPUT_MAX_BYTES } from '../../workers/agent/event-fit.js';
-import { NipXxClient, createTestAgent, type RunEvents } from './agent-helpers.js';
+import { NipXxClient, createTestAgent, ownerRelayClient, type RunEvents } from './agent-helpers.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
 /** The agent's model tokens of today (its max_tokens_per_day budget). */
@@ -25,6 +27,34 @@ const PATTERN = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+
 const BIG = 100_000;
 const body = PATTERN.repeat(Math.ceil(BIG / PATTERN.length)).slice(0, BIG);
 const utf8 = (s: string) => new TextEncoder().encode(s).length;
+/** The agents' owner: a refusal at admission tells it the figures (the budget, what a prompt asks), a stranger none (told-to.ts). */
+const OWNER = { sk: TEST_OWNER_SK, pk: TEST_OWNER };
+const MESSAGE = 'this agent reached its model budget for today (UTC)';
+
+/**
+ * The owner's NIP-AO `session_resolved` frames of `agent`'s runs while `fn` runs: where a run ended
+ * by a limit tells the figures (its `detail`), whoever the client.
+ */
+async function resolvedFrames(agent: string, fn: () => Promise<void>): Promise<Array<Record<string, unknown>>> {
+  const relay = ownerRelayClient();
+  await relay.connect();
+  await relay.authenticate();
+  const resolved: Array<Record<string, unknown>> = [];
+  const observer = new Observer({
+    ownerSecretKey: TEST_OWNER_SK,
+    agents: [agent],
+    subscribe: (filters, opts) => relay.subscribe(filters, opts),
+    publish: (e) => relay.publish(e),
+    onFrame: (f) => void (f.frame.kind === 'session_resolved' && resolved.push(f.frame.payload)),
+  });
+  observer.start();
+  await new Promise((r) => setTimeout(r, 100));
+  await fn();
+  for (let i = 0; i < 60 && resolved.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+  observer.stop();
+  relay.close();
+  return resolved;
+}
 
 async function bigFetchAgent(): Promise<string> {
   return createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'] });
@@ -159,7 +189,8 @@ describe('the daily token budget inside a run', () => {
     await c.send(p);
     const run = await c.collect(p.id);
     expect(run.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1); // the call the first answer asked for ran
-    expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'this agent used its model budget of 200 tokens for today (UTC)' });
+    // A stranger's run: the budget and its spend are not told (the owner's NIP-AO `detail` has them).
+    expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: MESSAGE });
     expect(run.terminal.payload['retry_after']).toBeGreaterThan(0);
     expect(await tokensToday(agent)).toBe(243);
     expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 122, output_tokens: 121, tool_calls: 1 });
@@ -171,13 +202,18 @@ describe('the daily token budget inside a run', () => {
     const agent = await createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'], limits: { max_tokens_per_day: 20_000 } });
     const c = await NipXxClient.open(agent);
     const p = c.prompt(bigFetch());
-    await c.send(p);
-    const run = await c.collect(p.id, 15_000);
-    expect(run.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1);
-    expect(run.terminal.kind).toBe(25805);
-    const payload = run.terminal.payload;
-    expect(payload).toMatchObject({ code: 'RATE_LIMIT' });
-    const about = /^this model call \(about (\d+) input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 20000 tokens for today \(UTC\)$/.exec(payload['message'] as string);
+    let run: RunEvents | undefined;
+    const resolved = await resolvedFrames(agent, async () => {
+      await c.send(p);
+      run = await c.collect(p.id, 15_000);
+    });
+    expect(run!.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1);
+    expect(run!.terminal.kind).toBe(25805);
+    const payload = run!.terminal.payload;
+    // The client is told no figure; the owner's telemetry has them: the call's estimate and the budget.
+    expect(payload).toEqual({ ver: 1, code: 'RATE_LIMIT', message: MESSAGE, retry_after: expect.any(Number) });
+    expect(resolved).toEqual([expect.objectContaining({ run_id: p.id, outcome: 'RATE_LIMIT' })]);
+    const about = /^this model call \(about (\d+) input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 20000 tokens for today \(UTC\)$/.exec(resolved[0]!['detail'] as string);
     expect(about).not.toBeNull();
     expect(Number(about![1])).toBeGreaterThan(BIG / 4);
     expect(payload['retry_after']).toBeGreaterThan(0);
@@ -208,7 +244,7 @@ describe('the daily token budget inside a run', () => {
     await first.send(a);
     // the first run's call is streaming (fake-slow: one delta every 200 ms for 10 s)
     await first.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 10_000);
-    const second = await NipXxClient.open(agent);
+    const second = await NipXxClient.open(agent, OWNER);
     const b = second.prompt({ ver: 1, message });
     await second.send(b);
     const refused = await second.collect(b.id, 15_000);
@@ -273,12 +309,16 @@ describe('the output of a model call is bounded by what the budget leaves', () =
     // The prompt (33 tokens by the admission's estimate of its payload) and 256 of answer fit the
     // 300; its first call also sends the calculator's definition (about 100 tokens), and does not.
     const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 300 } });
-    const c = await NipXxClient.open(agent);
+    // The owner's own prompt: in a run its client is told what anyone is; the figures are in the owner's telemetry.
+    const c = await NipXxClient.open(agent, OWNER);
     const p = c.prompt({ ver: 1, message: 'hello there' });
-    await c.send(p);
-    const run = await c.collect(p.id);
-    expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT' });
-    expect(run.terminal.payload['message']).toMatch(/^this model call \(about \d+ input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 300 tokens for today \(UTC\)$/);
+    let run: RunEvents | undefined;
+    const resolved = await resolvedFrames(agent, async () => {
+      await c.send(p);
+      run = await c.collect(p.id);
+    });
+    expect(run!.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: MESSAGE });
+    expect(resolved[0]?.['detail']).toMatch(/^this model call \(about \d+ input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 300 tokens for today \(UTC\)$/);
     expect(await tokensToday(agent)).toBe(0);
   });
 });

@@ -41,7 +41,19 @@ describe('AgentBudget', () => {
       b.spend(40, T0);
       expect(b.tokensToday(T0)).toBe(100);
       expect(new AgentBudget(sql).tokensToday(T0)).toBe(100);
-      expect(b.admit('z', l, 0, T0)).toEqual({ ok: false, answer: true, message: 'this agent used its model budget of 100 tokens for today (UTC)', retry_after: 60 });
+      // The message names no figure (the budget, the spend: the owner's, in `detail`; told-to.ts).
+      expect(b.admit('z', l, 0, T0)).toEqual({
+        ok: false,
+        answer: true,
+        message: 'this agent reached its model budget for today (UTC)',
+        detail: 'this agent used its model budget of 100 tokens for today (UTC)',
+        retry_after: 60,
+      });
+      expect(b.dailyTokensRefusal({ max_tokens_per_day: 200 }, T0 - 1000, { input: 30, answer: 256, prompt: true })).toEqual({
+        message: 'this agent reached its model budget for today (UTC)',
+        detail: 'this prompt (about 30 input tokens and at least 256 for its answer) would exceed this agent’s model budget of 200 tokens for today (UTC)',
+        retry_after: 61,
+      });
       expect(utcDay(T0 + 60_000).day).toBe('2026-01-11');
       expect(b.admit('y', l, 0, T0 + 60_000).ok).toBe(true);
     });

@@ -14,7 +14,6 @@ import { announcementCoordinates } from '../../src/shared/dvmcp.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { Agent } from '../../workers/agent/agent-do.js';
-import { OWNER_NOT_ALLOWED, OWNER_SUSPENDED } from '../../workers/agent/admission.js';
 import { ALL_RELAYS } from '../../workers/relay-do/vanish.js';
 import { api } from './api-helpers.js';
 import { NipXxClient, providerClosed } from './agent-helpers.js';
@@ -23,6 +22,9 @@ import { connect, keys, now, sign, type Keys } from './helpers.js';
 import { allToolNames, gatewayClient } from './mcp-gateway-helpers.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
+
+/** What a client is told of an owner removed or suspended: not why (the owner is told at admission, saas-accounts.test.ts). */
+const UNAVAILABLE = 'this agent is unavailable on this deployment; retry later or use another agent';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -89,8 +91,8 @@ async function linksWhen(agent: string, ok: (urls: string[]) => boolean): Promis
 
 describe('a run in progress when its owner loses the deployment', () => {
   for (const { what, change, message } of [
-    { what: 'removed', change: (pk: string) => admin('DELETE', `/api/admin/owners/${pk}`), message: OWNER_NOT_ALLOWED },
-    { what: 'suspended', change: (pk: string) => admin('PATCH', `/api/admin/owners/${pk}`, { suspended: true }), message: OWNER_SUSPENDED },
+    { what: 'removed', change: (pk: string) => admin('DELETE', `/api/admin/owners/${pk}`), message: UNAVAILABLE },
+    { what: 'suspended', change: (pk: string) => admin('PATCH', `/api/admin/owners/${pk}`, { suspended: true }), message: UNAVAILABLE },
   ]) {
     it(`owner ${what}: the run ends at once with UNAUTHORIZED "${message}", fewer than all deltas, the model call closed, its spend recorded`, async () => {
       const owner = await addOwner();
@@ -131,7 +133,7 @@ describe('a run in progress when its owner loses the deployment', () => {
     for (let i = 0; i < 100 && c.notifications(id).length === 0; i++) await sleep(100);
     expect(c.notifications(id).length).toBeGreaterThan(0);
     expect((await admin('DELETE', `/api/admin/owners/${owner.pk}`)).status).toBe(204);
-    expect((await c.answer(id, 20_000)).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: `UNAUTHORIZED: ${OWNER_NOT_ALLOWED}` }], isError: true } });
+    expect((await c.answer(id, 20_000)).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: `UNAUTHORIZED: ${UNAVAILABLE}` }], isError: true } });
     expect(await providerClosed(fake, marker)).toBe(true);
     c.close();
   }, 40_000);
@@ -156,7 +158,8 @@ describe('the plan’s token limits before each model call', () => {
     // The tool ran to its end (the run was not aborted): the refusal came before the second model call.
     expect(run.tools.map((t) => t['phase'])).toEqual(['start', 'result']);
     expect(run.deltas).toEqual([]);
-    expect(run.terminal.payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
+    // In a run its client, the owner too, is told what anyone is (the reason goes to the owner's NIP-AO).
+    expect(run.terminal.payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message: UNAVAILABLE });
     const usage = (await stubOf(agent).usage()).find((r) => r.run_id === slow.id);
     expect(usage).toMatchObject({ outcome: 'UNAUTHORIZED', tool_calls: 1 });
   }, 40_000);
@@ -193,8 +196,8 @@ describe('the watchdog of a removed owner’s agent', () => {
     expect(await runInDurableObject(stubOf(agent), (i) => (i as Agent).connectedRelays)).toEqual(['ws://relay.test/']);
     await sleep(500);
     expect(await dialled()).toBe(dials);
-    // On the public shard it still says why it does not answer.
-    expect((await ask(client)).payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
+    // On the public shard it still says that it does not answer (to a stranger, not why).
+    expect((await ask(client)).payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message: UNAVAILABLE });
 
     // Re-added: the admin API tells the agent, which reconnects everywhere and answers again.
     await addOwner(undefined, owner);

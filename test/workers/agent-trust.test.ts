@@ -172,11 +172,8 @@ describe('per-agent caps', () => {
     expect(stored).toEqual([{ day: '2026-01-10', tokens: usage.input_tokens + usage.output_tokens }]);
     const p2 = c.prompt({ ver: 1, message: 'more' });
     await c.send(p2);
-    expect((await c.collect(p2.id)).terminal.payload).toMatchObject({
-      code: 'RATE_LIMIT',
-      message: 'this agent used its model budget of 80 tokens for today (UTC)',
-      retry_after: 12 * 3600,
-    });
+    // A stranger: neither the budget nor the spend (the owner's: told-to.ts).
+    expect((await c.collect(p2.id)).terminal.payload).toEqual({ ver: 1, code: 'RATE_LIMIT', message: 'this agent reached its model budget for today (UTC)', retry_after: 12 * 3600 });
     // The next UTC day has a fresh budget (a new conversation: this one's history alone is over 80 tokens).
     await freeze(agent, T0 + 12 * 3600_000);
     const d = await NipXxClient.open(agent);
@@ -245,7 +242,7 @@ describe('an agent whose owner is no longer allowed', () => {
     const p = c.prompt({ ver: 1, message: 'hello?' });
     // Stored by the relay, so the agent gets it even if it subscribes after this.
     await c.send(p);
-    expect((await c.collect(p.id, 15_000)).terminal.payload).toMatchObject({ code: 'UNAUTHORIZED', message: 'this agent’s owner is no longer allowed on this deployment' });
+    expect((await c.collect(p.id, 15_000)).terminal.payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message: 'this agent is unavailable on this deployment; retry later or use another agent' });
     const p2 = c.prompt({ ver: 1, message: 'again' });
     await c.send(p2);
     expect(await c.noTerminal(p2.id, 400)).toBe(true);

@@ -106,7 +106,8 @@ describe('initialize without s', () => {
       ok: false,
       error: {
         code: RPC.RATE_LIMITED,
-        message: expect.stringMatching(/^rate-limited: others may use 2 of the owner’s plan’s 3 bridge calls per day; the rest is kept for the owner \(quota bridge_calls_per_day\); retry in \d+ s$/),
+        // A stranger: which quota and when, not the owner's limit nor its calls (metering.ts).
+        message: expect.stringMatching(/^rate-limited: the bridge’s owner reached a usage limit for today \(UTC\) \(quota bridge_calls_per_day\); retry in \d+ s$/),
         data: { quota: 'bridge_calls_per_day', retry_after: expect.any(Number) },
       },
     });

@@ -21,6 +21,8 @@ const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_S
 
 const REMOVED = 'restricted: removed: this owner was removed from this deployment; its shard is read-only';
 const CLOSED = 'restricted: this owner was removed from this deployment; its shard is no longer served';
+/** What a connection not on the owner's side is told instead (owner-plan.ts: the owner's standing is not its business). */
+const READ_ONLY = 'restricted: this shard stores nothing new for now; retry later';
 
 async function addOwner(): Promise<Keys> {
   const k = keys();
@@ -101,10 +103,11 @@ describe('an owner removed from the deployment', () => {
 
     expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true })).toMatchObject({ status: 200, json: { suspended: true } });
     expect(await note(own, owner, owner)).toEqual([false, 'restricted: suspended: this owner’s shard is read-only']);
+    expect(await note(other, stranger, owner)).toEqual([false, READ_ONLY]);
 
     expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
     expect(await note(own, owner, owner)).toEqual([false, REMOVED]);
-    expect(await note(other, stranger, owner)).toEqual([false, REMOVED]);
+    expect(await note(other, stranger, owner)).toEqual([false, READ_ONLY]);
     // Ephemeral events are not stored: they still pass, as on a suspended owner's shard.
     const ephemeral = sign(owner, { kind: 20001, content: 'still here' });
     expect((await own.publish(ephemeral)).slice(2)).toEqual([true, '']);

@@ -1,7 +1,10 @@
 // Accounts and plans (workers/accounts, workers/api/{admin,usage,signup}.ts): operators manage
 // owners (admin-only), sign-up open or closed, suspend / resume / remove, each plan limit at its
 // boundary (one under passes, one over refused with the exact answer), the figures of /api/usage
-// against the runs that happened, its CSV, and a bad EDGESTR_PLANS failing loudly.
+// against the runs that happened, its CSV, and a bad EDGESTR_PLANS failing loudly. A refusal tells
+// the figures (the limit, the owner's spend) and the owner's standing to the owner alone (and its
+// owner-side connections on the shard); a stranger gets the code, retry_after, the quota's name and
+// a message naming no figure.
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../workers/agent/agent-do.js';
@@ -22,7 +25,7 @@ import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
 import { RPC } from '../../src/shared/dvmcp.js';
 import { bridgeServerCap, DEFAULT_BRIDGE_SERVERS, planLimits } from '../../workers/accounts/plans.js';
 import { backupShards, listBackups, readBackupLines } from '../../workers/relay-do/backup.js';
-import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { OPEN_SIGNUP, TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
 
@@ -103,10 +106,14 @@ describe('operators manage owners', () => {
     expect((await ask(client)).kind).toBe(25803);
 
     expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true })).toMatchObject({ status: 200, json: { pubkey: owner.pk, suspended: true } });
+    // A stranger is told the shard and the agent cannot serve it, not that the owner is suspended.
     const refused = client.prompt({ ver: 1, message: 'hello' });
-    expect(await client.sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: suspended: this owner’s shard is read-only']);
+    expect(await client.sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: this shard stores nothing new for now; retry later']);
     const onPublic = await NipXxClient.open(agent, keys(), '/');
-    expect(await ask(onPublic)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } });
+    expect(await ask(onPublic)).toEqual({ kind: 25805, payload: { ver: 1, code: 'UNAUTHORIZED', message: 'this agent is unavailable on this deployment; retry later or use another agent' } });
+    // The owner is told why.
+    const ownerOnPublic = await NipXxClient.open(agent, owner, '/');
+    expect(await ask(ownerOnPublic)).toEqual({ kind: 25805, payload: { ver: 1, code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } });
     expect(await api(owner.sk, 'POST', '/api/agents', { name: 'x', provider: 'echo' })).toEqual({ status: 403, json: { error: API_SUSPENDED } });
 
     expect(await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: false })).toMatchObject({ status: 200, json: { suspended: false } });
@@ -133,9 +140,11 @@ describe('operators manage owners', () => {
     // The removed owner's shard stores nothing new (relay-owner-removal.test.ts); elsewhere the agent answers.
     const onShard = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
     const refused = onShard.prompt({ ver: 1, message: 'hello' });
-    expect(await onShard.sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: removed: this owner was removed from this deployment; its shard is read-only']);
+    expect(await onShard.sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: this shard stores nothing new for now; retry later']);
     const client = await NipXxClient.open(agent, keys(), '/');
-    expect(await ask(client)).toMatchObject({ kind: 25805, payload: { code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } });
+    expect(await ask(client)).toEqual({ kind: 25805, payload: { ver: 1, code: 'UNAUTHORIZED', message: 'this agent is unavailable on this deployment; retry later or use another agent' } });
+    const own = await NipXxClient.open(agent, owner, '/');
+    expect(await ask(own)).toEqual({ kind: 25805, payload: { ver: 1, code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED } });
     expect(await api(owner.sk, 'GET', '/api/agents')).toEqual({ status: 403, json: { error: NOT_AN_OWNER } });
   });
 });
@@ -151,7 +160,7 @@ describe('sign-up', () => {
   it('closed by default: 403; open: the signer becomes an owner on the default plan (201), once (409)', async () => {
     const k = keys();
     expect(await api(k.sk, 'POST', '/api/signup')).toEqual({ status: 403, json: { error: SIGNUP_CLOSED } });
-    const open = { EDGESTR_SIGNUP: 'open' };
+    const open = OPEN_SIGNUP;
     expect(await apiWithEnv(open, k.sk, 'POST', '/api/signup')).toEqual({ status: 201, json: { pubkey: k.pk, plan: 'default', suspended: false } });
     expect(await apiWithEnv(open, k.sk, 'POST', '/api/signup')).toEqual({ status: 409, json: { error: 'this key is already an owner on this deployment' } });
     await createAgent(k);
@@ -162,7 +171,7 @@ describe('sign-up', () => {
     const url = `${BASE}${path}`;
     const request = new Request(url, { method, headers: { Authorization: makeHttpAuthHeader(k.sk, url, method), 'CF-Connecting-IP': ip } });
     const ctx = createExecutionContext();
-    const res = await app.fetch(request, { ...env, EDGESTR_SIGNUP: 'open', ACCOUNTS: accounts }, ctx);
+    const res = await app.fetch(request, { ...env, ...OPEN_SIGNUP, ACCOUNTS: accounts }, ctx);
     await waitOnExecutionContext(ctx);
     return { status: res.status, retryAfter: res.headers.get('Retry-After'), json: (await res.json()) as unknown };
   }
@@ -259,11 +268,26 @@ describe('plan limits at their boundary', () => {
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
     // 800 characters: 1,284 characters of NIP-44 payload, 241 tokens by the admission's estimate,
     // over the 180 of 200 others may use; nothing spent yet.
+    // The stranger learns which quota and when to retry, neither the limit nor the owner's spend.
     const p = client.prompt({ ver: 1, message: 'x'.repeat(800) });
     await client.send(p);
-    expect((await client.collect(p.id)).terminal.payload).toMatchObject({
+    const told = (await client.collect(p.id)).terminal.payload;
+    expect(told).toEqual({
+      ver: 1,
       code: 'RATE_LIMIT',
-      message: 'this prompt (about 241 input tokens and at least 256 for its answer) would exceed the 180 others may use of the agent’s owner’s plan’s 200 model tokens for today (UTC)',
+      message: 'the agent’s owner reached a usage limit for today (UTC)',
+      retry_after: 60,
+      details: { quota: 'tokens_per_day' },
+    });
+    expect(JSON.stringify(told)).not.toMatch(/180|200|241/);
+    // The owner, the same prompt: the figures.
+    const mine = await NipXxClient.open(agent, owner, `/r/${owner.pk}`);
+    const q = mine.prompt({ ver: 1, message: 'x'.repeat(800) });
+    await mine.send(q);
+    expect((await mine.collect(q.id)).terminal.payload).toEqual({
+      ver: 1,
+      code: 'RATE_LIMIT',
+      message: 'this prompt (about 241 input tokens and at least 256 for its answer) would exceed the agent’s owner’s plan’s 200 model tokens for today (UTC)',
       retry_after: 60,
       details: { quota: 'tokens_per_day' },
     });
@@ -277,6 +301,20 @@ describe('plan limits at their boundary', () => {
     expect(r.status).toBe(201);
     const agent = (r.json as { pubkey: string }).pubkey;
     await freeze(agent, T0);
+    // The owner's NIP-AO telemetry: the run's end, with the figures the stranger is not told.
+    const relay = ownerRelayClient(owner);
+    await relay.connect();
+    await relay.authenticate();
+    const resolved: Array<Record<string, unknown>> = [];
+    const observer = new Observer({
+      ownerSecretKey: owner.sk,
+      agents: [agent],
+      subscribe: (filters, opts) => relay.subscribe(filters, opts),
+      publish: (e) => relay.publish(e),
+      onFrame: (f) => void (f.frame.kind === 'session_resolved' && resolved.push(f.frame.payload)),
+    });
+    observer.start();
+    await new Promise((r) => setTimeout(r, 100));
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
     // The first call's input is about 170 tokens by estimate (the message and the calculator's
     // definition), with its 8 of answer within the 180 others may use; echo counts whitespace
@@ -286,12 +324,23 @@ describe('plan limits at their boundary', () => {
     await client.send(p);
     const run = await client.collect(p.id);
     expect(run.tools.filter((t) => t['phase'] === 'result')).toHaveLength(1);
-    expect(run.terminal.payload).toMatchObject({
+    expect(run.terminal.payload).toEqual({
+      ver: 1,
       code: 'RATE_LIMIT',
-      message: 'others may use 180 of the agent’s owner’s plan’s 200 model tokens for today (UTC); the rest is kept for the owner',
+      message: 'the agent’s owner reached a usage limit for today (UTC)',
       retry_after: 60,
       details: { quota: 'tokens_per_day' },
     });
+    for (let i = 0; i < 40 && resolved.length < 1; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(resolved).toEqual([
+      expect.objectContaining({
+        run_id: p.id,
+        outcome: 'RATE_LIMIT',
+        detail: 'others may use 180 of the agent’s owner’s plan’s 200 model tokens for today (UTC); the rest is kept for the owner',
+      }),
+    ]);
+    observer.stop();
+    relay.close();
   });
 
   it('model tokens per month: refused until the month ends (retry_after counts to the 1st, 00:00 UTC)', async () => {
@@ -451,13 +500,17 @@ describe('the owner’s shard under its plan', () => {
     expect((await api(owner.sk, 'GET', '/api/usage/storage?by=day')).status).toBe(422);
   });
 
-  it('suspended: nothing new is stored (restricted: suspended); resumed: stored again', async () => {
+  it('suspended: nothing new is stored (restricted: suspended, to the owner’s side; others are not told why); resumed: stored again', async () => {
     const owner = await addOwner();
     const sock = await connect(`/r/${owner.pk}`);
     await sock.auth(owner);
+    const stranger = await connect(`/r/${owner.pk}`);
     await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: true });
     const refused = note(owner, 10);
     expect(await sock.publish(refused)).toEqual(['OK', refused.id, false, 'restricted: suspended: this owner’s shard is read-only']);
+    const letter = sign(keys(), { kind: 1, content: 'hi', tags: [['p', owner.pk]] });
+    expect(await stranger.publish(letter)).toEqual(['OK', letter.id, false, 'restricted: this shard stores nothing new for now; retry later']);
+    stranger.close();
     await admin('PATCH', `/api/admin/owners/${owner.pk}`, { suspended: false });
     expect((await sock.publish(note(owner, 10)))[2]).toBe(true);
     sock.close();
@@ -504,9 +557,11 @@ describe('the owner’s bridge under its plan', () => {
     for (let i = 0; i < 2; i++) expect((await c.call('tools/list', { i }, { s: 'q' })).result.ok).toBe(true);
     const past = await c.call('tools/list', { i: 2 }, { s: 'q' });
     expect(!past.result.ok && past.result.error.code).toBe(RPC.RATE_LIMITED);
-    expect(!past.result.ok && past.result.error.message).toMatch(
-      /^rate-limited: others may use 2 of the owner’s plan’s 3 bridge calls per day; the rest is kept for the owner \(quota bridge_calls_per_day\); retry in \d+ s$/,
-    );
+    // The stranger is told the quota's name and when to retry, neither the limit nor the owner's calls.
+    const told = !past.result.ok ? past.result.error : undefined;
+    expect(told?.message).toMatch(/^rate-limited: the bridge’s owner reached a usage limit for today \(UTC\) \(quota bridge_calls_per_day\); retry in \d+ s$/);
+    expect(told?.message.replace(/retry in \d+ s$/, '')).not.toMatch(/\d/);
+    expect(told?.data).toEqual({ quota: 'bridge_calls_per_day', retry_after: expect.any(Number) });
     const mine = await DvmcpClient.open(provider, '/', owner);
     expect((await mine.call('tools/list', { i: 2 }, { s: 'q' })).result.ok).toBe(true);
     const refused = await mine.call('tools/list', { i: 3 }, { s: 'q' });

@@ -46,11 +46,7 @@ describe('runs per day with runs in progress', () => {
     const refused = strangerTerms.filter((t) => t.kind === 25805);
     expect(refused).toHaveLength(5);
     for (const t of refused) {
-      expect(t.payload).toMatchObject({
-        code: 'RATE_LIMIT',
-        message: 'others may use 1 of the agent’s owner’s plan’s 2 runs for today (UTC); the rest is kept for the owner',
-        details: { quota: 'runs_per_day' },
-      });
+      expect(t.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner reached a usage limit for today (UTC)', details: { quota: 'runs_per_day' } });
     }
     expect(myTerms.map((t) => t.kind)).toEqual([25803, 25805]);
     expect(myTerms[1]!.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 2 runs for today (UTC)', details: { quota: 'runs_per_day' } });
@@ -72,11 +68,8 @@ describe('the owner’s share of its plan', () => {
     expect((await ask(me)).kind).toBe(25803);
     const refused = await ask(stranger);
     expect(refused.kind).toBe(25805);
-    expect(refused.payload).toMatchObject({
-      code: 'RATE_LIMIT',
-      message: 'others may use 1 of the agent’s owner’s plan’s 2 runs for today (UTC); the rest is kept for the owner',
-      details: { quota: 'runs_per_day' },
-    });
+    // The stranger learns which quota and when it resets, not the owner's plan nor its runs (told-to.ts).
+    expect(refused.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner reached a usage limit for today (UTC)', details: { quota: 'runs_per_day' } });
     expect(refused.payload.retry_after).toBeGreaterThan(0);
     // The owner's own limit is the whole plan: its third run of the day is refused as before.
     expect((await ask(me)).payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 2 runs for today (UTC)' });

@@ -36,7 +36,11 @@ describe('planRefusal', () => {
 
   it('counts runs in progress against runs_per_day', () => {
     expect(planRefusal({ runs_per_day: 3 }, totals, NOON, { inFlight: 1 })).toBeUndefined();
-    expect(planRefusal({ runs_per_day: 3 }, totals, NOON, { inFlight: 2 })).toMatchObject({ message: 'the agent’s owner used its plan’s 3 runs for today (UTC)', retry_after: 43_200 });
+    expect(planRefusal({ runs_per_day: 3 }, totals, NOON, { inFlight: 2 })).toMatchObject({
+      message: 'the agent’s owner reached a usage limit for today (UTC)',
+      detail: 'the agent’s owner used its plan’s 3 runs for today (UTC)',
+      retry_after: 43_200,
+    });
     // yesterday's runs do not count, today's in flight do
     expect(planRefusal({ runs_per_day: 1 }, { ...totals, day: '2026-11-30' }, NOON, { inFlight: 1 })?.details.quota).toBe('runs_per_day');
   });
@@ -47,12 +51,37 @@ describe('planRefusal', () => {
     const used = { ...totals, runs_today: 9, tokens_today: 899 };
     expect(planRefusal(plan, used, NOON)).toBeUndefined();
     expect(planRefusal(plan, used, NOON, { other: true })).toMatchObject({
-      message: 'others may use 9 of the agent’s owner’s plan’s 10 runs for today (UTC); the rest is kept for the owner',
+      message: 'the agent’s owner reached a usage limit for today (UTC)',
+      detail: 'others may use 9 of the agent’s owner’s plan’s 10 runs for today (UTC); the rest is kept for the owner',
       details: { quota: 'runs_per_day' },
     });
     expect(planRefusal(plan, { ...used, runs_today: 8, tokens_today: 900 }, NOON, { other: true })).toMatchObject({
-      message: 'others may use 900 of the agent’s owner’s plan’s 1000 model tokens for today (UTC); the rest is kept for the owner',
+      detail: 'others may use 900 of the agent’s owner’s plan’s 1000 model tokens for today (UTC); the rest is kept for the owner',
       details: { quota: 'tokens_per_day' },
+    });
+  });
+});
+
+describe('what a refusal tells (the figures are the owner’s: workers/agent/told-to.ts)', () => {
+  const totals = { day: '2026-12-01', tokens_today: 200, tokens_month: 200, runs_today: 7 };
+  const asks = [{}, { other: true }, { call: { input: 77, answer: 33, prompt: true as const } }, { other: true, call: { input: 77, answer: 33, prompt: true as const } }];
+  it('the message names no limit and no usage, only the window and when to retry; the figures are in `detail`', () => {
+    const refusals = [
+      ...asks.map((ask) => planRefusal({ runs_per_day: 7 }, totals, NOON, ask)),
+      ...asks.map((ask) => planRefusal({ tokens_per_day: 200 }, totals, NOON, ask)),
+      ...asks.map((ask) => planRefusal({ tokens_per_month: 200 }, totals, NOON, ask)),
+    ];
+    for (const r of refusals) {
+      expect(r?.message).toMatch(/^the agent’s owner reached a usage limit for (today|this month) \(UTC\)$/);
+      expect(r?.message).not.toMatch(/\d/);
+      expect(r?.detail).toMatch(/\d/);
+    }
+    expect(planRefusal({ tokens_per_month: 200 }, totals, NOON, { other: true })).toEqual({
+      code: 'RATE_LIMIT',
+      message: 'the agent’s owner reached a usage limit for this month (UTC)',
+      detail: 'others may use 180 of the agent’s owner’s plan’s 200 model tokens for this month (UTC); the rest is kept for the owner',
+      retry_after: 30 * 86_400 + 43_200,
+      details: { quota: 'tokens_per_month' },
     });
   });
 });
@@ -66,7 +95,7 @@ describe('planTokensRefusal (a model call inside an admitted run)', () => {
     expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 40 })).toMatchObject({ code: 'RATE_LIMIT', details: { quota: 'tokens_per_day' } });
   });
   it('gives others their share, and counts the month as well', () => {
-    expect(planTokensRefusal({ tokens_per_day: 100 }, totals, NOON, { other: true, inFlightTokens: 30 })?.message).toBe(
+    expect(planTokensRefusal({ tokens_per_day: 100 }, totals, NOON, { other: true, inFlightTokens: 30 })?.detail).toBe(
       `others may use ${Math.floor(100 * OTHERS_PLAN_SHARE)} of the agent’s owner’s plan’s 100 model tokens for today (UTC); the rest is kept for the owner`,
     );
     expect(planTokensRefusal({ tokens_per_month: 70 }, totals, NOON, { inFlightTokens: 10 })?.details.quota).toBe('tokens_per_month');
@@ -76,21 +105,22 @@ describe('planTokensRefusal (a model call inside an admitted run)', () => {
     expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 30, answer: 0 } })).toBeUndefined();
     expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 31, answer: 0 } })).toMatchObject({
       code: 'RATE_LIMIT',
-      message: 'this model call (about 31 input tokens) would exceed the agent’s owner’s plan’s 100 model tokens for today (UTC)',
+      message: 'the agent’s owner reached a usage limit for today (UTC)',
+      detail: 'this model call (about 31 input tokens) would exceed the agent’s owner’s plan’s 100 model tokens for today (UTC)',
       retry_after: 43_200,
       details: { quota: 'tokens_per_day' },
     });
-    expect(planTokensRefusal(plan, totals, NOON, { other: true, call: { input: 31, answer: 0 } })?.message).toBe(
+    expect(planTokensRefusal(plan, totals, NOON, { other: true, call: { input: 31, answer: 0 } })?.detail).toBe(
       'this model call (about 31 input tokens) would exceed the 90 others may use of the agent’s owner’s plan’s 100 model tokens for today (UTC)',
     );
     expect(planTokensRefusal({ tokens_per_month: 100 }, totals, NOON, { call: { input: 41, answer: 0 } })?.details.quota).toBe('tokens_per_month');
     // the room the call needs for its answer counts too, and is named
     expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 20, answer: 10 } })).toBeUndefined();
-    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 20, answer: 11 } })?.message).toBe(
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 10, call: { input: 20, answer: 11 } })?.detail).toBe(
       'this model call (about 20 input tokens and at least 11 for its answer) would exceed the agent’s owner’s plan’s 100 model tokens for today (UTC)',
     );
     // once the limit is used, the refusal says so, whatever the call
-    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 40, call: { input: 1, answer: 0 } })?.message).toBe('the agent’s owner used its plan’s 100 model tokens for today (UTC)');
+    expect(planTokensRefusal(plan, totals, NOON, { inFlightTokens: 40, call: { input: 1, answer: 0 } })?.detail).toBe('the agent’s owner used its plan’s 100 model tokens for today (UTC)');
   });
   it('planTokensRoom: the tokens the day and month limits leave (the smaller), others their share, earlier days and months as 0', () => {
     expect(planTokensRoom({}, totals, NOON, {})).toBeUndefined();

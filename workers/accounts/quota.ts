@@ -2,8 +2,11 @@
 // and month and runs per UTC day (runs in progress included; senders other than the owner get
 // OTHERS_PLAN_SHARE of each limit; the token limits must leave room for what the prompt's first
 // model call will ask, as far as admission knows it), and of each model call of a run. A quota
-// reached answers RATE_LIMIT with retry_after = seconds until the window resets and details.quota
-// naming it. Totals of an earlier day or month count as 0. Also the agent's local addition of a
+// reached answers RATE_LIMIT with retry_after = seconds until the window resets, details.quota
+// naming it and a message that names no figure (OWNER_LIMIT_REACHED); the figures (the limit, what
+// is used, what the call asks) are in `detail`, which only the owner is told (workers/agent/told-to.ts):
+// a stranger varying its prompt's size must not read the owner's spend across all its agents off
+// the refusals. Totals of an earlier day or month count as 0. Also the agent's local addition of a
 // finished run to the totals (before the aggregate answers).
 
 import type { ErrorCode } from '../../src/shared/nip-xx.js';
@@ -15,10 +18,19 @@ const DAY_MS = 86_400_000;
 /** A NIP-XX refusal of a prompt (the shape of workers/agent/admission.ts's Refusal). */
 export interface QuotaRefusal {
   code: ErrorCode;
+  /** What anyone may be told: the limit's window (retry_after: when it resets), no figure. */
   message: string;
+  /** The figures, for the agent's owner alone (workers/agent/told-to.ts). */
+  detail: string;
   retry_after: number;
   details: { quota: string };
 }
+
+/** What a refusal by the owner's plan says to a sender other than the owner, by the quota's window. */
+export const OWNER_LIMIT_REACHED = {
+  day: 'the agent’s owner reached a usage limit for today (UTC)',
+  month: 'the agent’s owner reached a usage limit for this month (UTC)',
+} as const;
 
 /** The totals after one more run of `tokens` at `now` (ms): what an agent adds locally before the aggregate answers. */
 export function addRun(totals: OwnerTotals, tokens: number, now: number): OwnerTotals {
@@ -82,23 +94,23 @@ export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: P
   const d = new Date(now);
   const monthEnd = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
   const call = ask.call ?? { input: 0, answer: 0 };
-  const over = (quota: string, used: number, planLimit: number | undefined, what: string, end: number, callTokens = 0): QuotaRefusal | undefined => {
+  const over = (quota: string, used: number, planLimit: number | undefined, what: string, window: keyof typeof OWNER_LIMIT_REACHED, end: number, callTokens = 0): QuotaRefusal | undefined => {
     const limit = limitFor(planLimit, ask);
     // Room left: the limit is not used up, and this call (if any) fits in what is left.
     if (planLimit === undefined || limit === undefined || (used < limit && used + callTokens <= limit)) return undefined;
-    const message =
+    const detail =
       used < limit
         ? `${modelCallAsked(call)} would exceed ${ask.other ? `the ${limit} others may use of the agent’s owner’s plan’s` : 'the agent’s owner’s plan’s'} ${planLimit} ${what}`
         : ask.other
           ? `others may use ${limit} of the agent’s owner’s plan’s ${planLimit} ${what}; the rest is kept for the owner`
           : `the agent’s owner used its plan’s ${planLimit} ${what}`;
-    return { code: 'RATE_LIMIT', message, retry_after: secondsUntil(end, now), details: { quota } };
+    return { code: 'RATE_LIMIT', message: OWNER_LIMIT_REACHED[window], detail, retry_after: secondsUntil(end, now), details: { quota } };
   };
   const running = ask.inFlightTokens ?? 0;
   return (
-    over('runs_per_day', (sameDay ? totals.runs_today : 0) + (ask.inFlight ?? 0), plan.runs_per_day, 'runs for today (UTC)', dayEnd) ??
-    over('tokens_per_day', (sameDay ? totals.tokens_today : 0) + running, plan.tokens_per_day, 'model tokens for today (UTC)', dayEnd, call.input + call.answer) ??
-    over('tokens_per_month', (sameMonth ? totals.tokens_month : 0) + running, plan.tokens_per_month, 'model tokens for this month (UTC)', monthEnd, call.input + call.answer)
+    over('runs_per_day', (sameDay ? totals.runs_today : 0) + (ask.inFlight ?? 0), plan.runs_per_day, 'runs for today (UTC)', 'day', dayEnd) ??
+    over('tokens_per_day', (sameDay ? totals.tokens_today : 0) + running, plan.tokens_per_day, 'model tokens for today (UTC)', 'day', dayEnd, call.input + call.answer) ??
+    over('tokens_per_month', (sameMonth ? totals.tokens_month : 0) + running, plan.tokens_per_month, 'model tokens for this month (UTC)', 'month', monthEnd, call.input + call.answer)
   );
 }
 

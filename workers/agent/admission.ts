@@ -5,8 +5,10 @@
 // (budget.ts). The plan's token limits and the budget must leave room for what the prompt's first
 // model call will ask, as far as that is known before decryption (promptAsk), so that a prompt the
 // limits cannot serve gets no run. A refusal carries its NIP-XX error; whether it is answered or
-// dropped is decided here too (at most one answer per sender per window). No Durable Object
-// needed: the only state touched is the budget's limiter windows.
+// dropped is decided here too (at most one answer per sender per window), and what its sender is
+// told (told-to.ts): the figures of a limit (the owner's plan and spend, the agent's budget) and why
+// the owner is not allowed go to the owner alone; anyone else gets a message without them. No
+// Durable Object needed: the only state touched is the budget's limiter windows.
 
 import type { ErrorCode } from '../../src/shared/nip-xx.js';
 import { checkRequestTags } from '../../src/shared/nip-xx.js';
@@ -15,13 +17,20 @@ import type { AgentBudget } from './budget.js';
 import type { StoredAgent } from './config.js';
 import { MIN_ANSWER_TOKENS } from './run-driver.js';
 import { estimateTokens } from './sessions.js';
+import { toldTo } from './told-to.js';
 
 /** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds. */
 export const REFUSAL_WINDOW_SECONDS = 60;
+/** Why the agent refuses its owner's own prompts: removed (or unknown here), or suspended. */
 export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
 export const OWNER_SUSPENDED = 'this agent’s owner is suspended on this deployment';
-/** What a prompt, an ask or a run in progress of an owner not allowed (removed or unknown here, or suspended) is answered. */
-export const ownerRefusal = (owner: 'removed' | 'suspended'): Refusal => ({ code: 'UNAUTHORIZED', message: owner === 'removed' ? OWNER_NOT_ALLOWED : OWNER_SUSPENDED });
+/** What anyone else is told of an owner not allowed: the agent cannot serve it; the owner's standing is not its business. */
+export const AGENT_UNAVAILABLE = 'this agent is unavailable on this deployment; retry later or use another agent';
+/**
+ * What a prompt, an ask or a run in progress of an owner not allowed (removed or unknown here, or
+ * suspended) is answered: AGENT_UNAVAILABLE, the reason in `detail` (told-to.ts).
+ */
+export const ownerRefusal = (owner: 'removed' | 'suspended'): Refusal => ({ code: 'UNAUTHORIZED', message: AGENT_UNAVAILABLE, detail: owner === 'removed' ? OWNER_NOT_ALLOWED : OWNER_SUSPENDED });
 
 export interface AdmissionState {
   /** Whether the agent's owner is (still) allowed on this deployment, and not suspended. */
@@ -56,6 +65,8 @@ export function promptAsk(c: Pick<StoredAgent, 'system_prompt' | 'limits'>, cont
 export interface Refusal {
   code: ErrorCode;
   message: string;
+  /** For the agent's owner alone (told-to.ts): the figures or the reason the message leaves out. */
+  detail?: string;
   retry_after?: number;
   details?: Record<string, unknown>;
 }
@@ -65,7 +76,7 @@ export type AdmissionResult = { verdict: 'run' } | { verdict: 'answer'; refusal:
 
 export function admitPrompt(
   event: { pubkey: string; kind: number; tags: string[][] },
-  config: Pick<StoredAgent, 'pubkey' | 'block' | 'allow' | 'limits'>,
+  config: Pick<StoredAgent, 'pubkey' | 'owner' | 'block' | 'allow' | 'limits'>,
   state: AdmissionState,
 ): AdmissionResult {
   const tags = checkRequestTags(event, config.pubkey);
@@ -78,7 +89,7 @@ export function admitPrompt(
  * block and allow lists, then, for a `run`, the prompt windows, concurrency and the token budget.
  * A `request` (a DVMCP initialize or list, which starts no run) passes the sender policy only.
  */
-export function admitSender(sender: string, config: Pick<StoredAgent, 'block' | 'allow' | 'limits'>, state: AdmissionState, what: 'run' | 'request'): AdmissionResult {
+export function admitSender(sender: string, config: Pick<StoredAgent, 'owner' | 'block' | 'allow' | 'limits'>, state: AdmissionState, what: 'run' | 'request'): AdmissionResult {
   if (state.owner !== 'allowed') return refuse(sender, config, state, ownerRefusal(state.owner));
   if (config.block?.includes(sender)) return refuse(sender, config, state, { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
   if (config.allow && config.allow.length > 0 && !config.allow.includes(sender)) {
@@ -88,10 +99,12 @@ export function admitSender(sender: string, config: Pick<StoredAgent, 'block' | 
   if (state.quota) return refuse(sender, config, state, state.quota, state.quota.retry_after);
   const admission = state.budget.admit(sender, config.limits, state.activeRuns, state.now, state.call);
   if (admission.ok) return { verdict: 'run' };
-  return admission.answer ? { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: admission.message, retry_after: admission.retry_after } } : { verdict: 'drop' };
+  if (!admission.answer) return { verdict: 'drop' };
+  const { message, detail, retry_after } = admission;
+  return { verdict: 'answer', refusal: toldTo({ code: 'RATE_LIMIT', message, ...(detail ? { detail } : {}), retry_after }, sender, config.owner) };
 }
 
-/** A policy refusal: answered once per sender per window, then dropped. */
-function refuse(sender: string, config: Pick<StoredAgent, 'limits'>, state: AdmissionState, refusal: Refusal, windowSeconds = REFUSAL_WINDOW_SECONDS): AdmissionResult {
-  return state.budget.shouldAnswer(sender, config.limits, state.now, Math.min(windowSeconds, REFUSAL_WINDOW_SECONDS)) ? { verdict: 'answer', refusal } : { verdict: 'drop' };
+/** A policy refusal: answered once per sender per window (as `sender` is told it), then dropped. */
+function refuse(sender: string, config: Pick<StoredAgent, 'owner' | 'limits'>, state: AdmissionState, refusal: Refusal, windowSeconds = REFUSAL_WINDOW_SECONDS): AdmissionResult {
+  return state.budget.shouldAnswer(sender, config.limits, state.now, Math.min(windowSeconds, REFUSAL_WINDOW_SECONDS)) ? { verdict: 'answer', refusal: toldTo(refusal, sender, config.owner) } : { verdict: 'drop' };
 }

@@ -9,18 +9,29 @@
 // dailyTokensRoom, run-driver.ts). A refused prompt costs
 // O(1) (no run row, no decryption), and the refusals are bounded too: at most one answer per sender
 // per window, and no more answers per minute in all than agent_prompts_per_minute (fresh keys cannot
-// make the agent publish unbounded errors); the other refusals are dropped and counted. Time comes from an injected
-// clock (milliseconds).
+// make the agent publish unbounded errors); the other refusals are dropped and counted. A refusal by
+// the day's budget names no figure (AGENT_BUDGET_REACHED): the budget and what is spent are in its
+// `detail`, for the owner alone (told-to.ts). Time comes from an injected clock (milliseconds).
 
 import { LruMap } from '../../src/shared/lru.js';
 import { modelCallAsked, type ModelCallAsk } from '../accounts/quota.js';
 import type { AgentLimits } from './config.js';
 
-/** A refusal the client is told about (NIP-XX RATE_LIMIT), or one that is dropped silently. */
+/** A refusal the client is told about (NIP-XX RATE_LIMIT; `detail`: for the owner alone), or one that is dropped silently. */
 export type Admission =
   | { ok: true }
-  | { ok: false; answer: true; message: string; retry_after: number }
+  | { ok: false; answer: true; message: string; detail?: string; retry_after: number }
   | { ok: false; answer: false };
+
+/** A refusal of the budget's: `detail` (the figures) for the owner alone. */
+export interface BudgetRefusal {
+  message: string;
+  detail?: string;
+  retry_after: number;
+}
+
+/** What a refusal by the day's token budget says (to anyone but the owner: told-to.ts). */
+export const AGENT_BUDGET_REACHED = 'this agent reached its model budget for today (UTC)';
 
 /** Retry hint when the concurrency cap is reached (runs have no fixed end). */
 const CONCURRENCY_RETRY_SECONDS = 5;
@@ -132,13 +143,13 @@ export class AgentBudget {
    * for at least `call.answer` output tokens, at `now`: once the day's budget is used
    * (tokensCounted), or when the call would pass it; else undefined.
    */
-  dailyTokensRefusal(limits: Pick<AgentLimits, 'max_tokens_per_day'>, now: number, call: ModelCallAsk = { input: 0, answer: 0 }): { message: string; retry_after: number } | undefined {
+  dailyTokensRefusal(limits: Pick<AgentLimits, 'max_tokens_per_day'>, now: number, call: ModelCallAsk = { input: 0, answer: 0 }): Required<BudgetRefusal> | undefined {
     const counted = this.tokensCounted(now);
     const budget = limits.max_tokens_per_day;
-    const retry_after = secondsUntil(utcDay(now).end, now);
-    if (counted >= budget) return { message: `this agent used its model budget of ${budget} tokens for today (UTC)`, retry_after };
+    const refusal = (detail: string): Required<BudgetRefusal> => ({ message: AGENT_BUDGET_REACHED, detail, retry_after: secondsUntil(utcDay(now).end, now) });
+    if (counted >= budget) return refusal(`this agent used its model budget of ${budget} tokens for today (UTC)`);
     if (counted + call.input + call.answer <= budget) return undefined;
-    return { message: `${modelCallAsked(call)} would exceed this agent’s model budget of ${budget} tokens for today (UTC)`, retry_after };
+    return refusal(`${modelCallAsked(call)} would exceed this agent’s model budget of ${budget} tokens for today (UTC)`);
   }
 
   /** The tokens left of the day's budget at `now` (negative: passed). */
@@ -195,7 +206,7 @@ export class AgentBudget {
     return w && now < w.start + MINUTE_MS ? w : undefined;
   }
 
-  private check(sender: string, limits: AgentLimits, activeRuns: number, now: number, call: ModelCallAsk | undefined): { message: string; retry_after: number } | undefined {
+  private check(sender: string, limits: AgentLimits, activeRuns: number, now: number, call: ModelCallAsk | undefined): BudgetRefusal | undefined {
     const own = this.live(this.senders.get(sender), now);
     if (own && own.count >= limits.prompts_per_minute) {
       return { message: `at most ${limits.prompts_per_minute} prompts per minute per sender`, retry_after: secondsUntil(own.start + MINUTE_MS, now) };

@@ -25,7 +25,8 @@ export const DELTA_MAX_UNITS = 4096;
 /**
  * The one outcome of a run. An error's `message` goes to the client (who may be a stranger): it
  * never carries upstream text; `detail` (provider or tool error text, which may name internal
- * hosts) goes only to the owner, through NIP-AO.
+ * hosts, or the figures and reasons of a limit's refusal that are the owner's: told-to.ts) goes
+ * only to the owner, through NIP-AO.
  */
 export type Terminal =
   | { type: 'response'; text: string; usage: Usage; model: string }
@@ -59,10 +60,11 @@ export interface RunSink {
   }): Promise<void>;
 }
 
-/** Why a model call is not made: the run ends with this error (`code` RATE_LIMIT when absent). */
+/** Why a model call is not made: the run ends with this error (`code` RATE_LIMIT when absent; `detail`: the owner's, as a Terminal's). */
 export interface ModelCallRefusal {
   code?: ErrorCode;
   message: string;
+  detail?: string;
   retry_after?: number;
   details?: Record<string, unknown>;
 }
@@ -287,7 +289,8 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     if (!allowed.ok) {
       const refused = allowed.error;
       const retry = refused.retry_after !== undefined ? { retry_after: refused.retry_after } : {};
-      return { terminal: { type: 'error', code: refused.code ?? 'RATE_LIMIT', message: refused.message, ...retry, ...(refused.details ? { details: refused.details } : {}) }, transcript };
+      const forOwner = refused.detail !== undefined ? { detail: refused.detail } : {};
+      return { terminal: { type: 'error', code: refused.code ?? 'RATE_LIMIT', message: refused.message, ...retry, ...(refused.details ? { details: refused.details } : {}), ...forOwner }, transcript };
     }
     let text = '';
     const calls: ToolCall[] = [];

@@ -4,7 +4,9 @@
 // count plus what the request will be charged (one call per server it goes to) before admission — refused with JSON-RPC -32029 naming the quota and the seconds until the
 // UTC day ends. Clients other than the owner's key may use OTHERS_PLAN_SHARE of the quota (their
 // calls are counted per day apart, `bridge_others`): the rest is kept for the owner, so strangers
-// calling a public server cannot leave the owner's own calls refused for the day. Rows are kept
+// calling a public server cannot leave the owner's own calls refused for the day. Only the owner's
+// key is told the plan's figure; others get OWNER_CALLS_REACHED (no figure), so that varying their
+// requests' fan-out does not tell them the owner's plan and its calls of the day. Rows are kept
 // RETENTION_DAYS and pruned in bounded batches: two with each recorded call (rows are made no
 // faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm.
 
@@ -20,6 +22,9 @@ export const METER_PRUNE_BATCH = 500;
 const PRUNE_PER_RECORD = 2;
 
 const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+/** Why a client other than the owner's key is refused by the daily quota (the figures are the owner's). */
+export const OWNER_CALLS_REACHED = 'the bridge’s owner reached a usage limit for today (UTC)';
 
 export type BridgeCallRow = { day: string; server: string; method: string; calls: number; duration_ms: number };
 
@@ -40,15 +45,14 @@ export class BridgeMeter {
   /**
    * The refusal of one more request, charged `calls` calls (one per server it goes to, as `record`
    * counts them), under `limit` calls a day at `now` (ms) from the owner's key or another (`other`:
-   * its share), or undefined: refused when the day's count would pass the limit.
+   * its share, and no figure in the message), or undefined: refused when the day's count would pass the limit.
    */
   refusal(limit: number | undefined, now: number, other: boolean, calls = 1): RpcError | undefined {
     if (limit === undefined) return undefined;
     const retry = Math.max(1, Math.ceil(((Math.floor(now / DAY_MS) + 1) * DAY_MS - now) / 1000));
     const refuse = (why: string): RpcError => ({ ...rpcError(RPC.RATE_LIMITED, `rate-limited: ${why} (quota bridge_calls_per_day); retry in ${retry} s`), data: { quota: 'bridge_calls_per_day', retry_after: retry } });
-    if (this.callsToday(now) + calls > limit) return refuse(`the owner’s plan allows ${limit} bridge calls per day`);
-    const share = Math.floor(limit * OTHERS_PLAN_SHARE);
-    if (other && this.callsToday(now, true) + calls > share) return refuse(`others may use ${share} of the owner’s plan’s ${limit} bridge calls per day; the rest is kept for the owner`);
+    if (this.callsToday(now) + calls > limit) return refuse(other ? OWNER_CALLS_REACHED : `the owner’s plan allows ${limit} bridge calls per day`);
+    if (other && this.callsToday(now, true) + calls > Math.floor(limit * OTHERS_PLAN_SHARE)) return refuse(OWNER_CALLS_REACHED);
     return undefined;
   }
 

@@ -10,6 +10,11 @@
 // ephemeral events still pass both, so a suspended agent can say so — a stored event over the plan's
 // stored_bytes (less what it replaces: the older versions of a replaceable event) is `restricted:
 // storage quota`, and more than events_per_second events from outside connections is `rate-limited`.
+// The owner's standing and the plan's figures (its limits, what is stored) are told to the owner's
+// side alone (a connection authenticated as the owner or one of its agents, write-rules.ts
+// `ownerSideConnection`; an import or restore is the owner's): every other connection gets the same
+// refusals without them (FOR_OTHERS), so strangers cannot read the owner's suspension, plan or usage
+// off the answers to their events.
 // Every shard is also held to the relay's max_stored_bytes (RELAY_LIMITS), which a Durable Object
 // must never outgrow: an owner shard's plan allowing more, or none, gets that bound instead; the
 // public shard has no plan and only that bound, of which clients may fill all but RESERVED_SHARE,
@@ -80,8 +85,9 @@ export function reserveWrite(e: NostrEvent, ctx: Pick<EventContext, 'internal' |
 /**
  * A write as the plan sees it: the event, stored or not, its bytes, from edgestr's own agent
  * connection, whether it may use the public shard's reserve (`reserveWrite`), from a connection
- * outside the owner's side (its events-per-second bucket), and whether it is stored in the inbox
- * share (`OwnerPlan.isInbox`).
+ * outside the owner's side of an owner shard (its events-per-second bucket, and refusals without
+ * the owner's standing or figures: FOR_OTHERS), and whether it is stored in the inbox share
+ * (`OwnerPlan.isInbox`).
  */
 export interface PlanWrite {
   event: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>;
@@ -167,8 +173,17 @@ export type ShardStorage = {
 /** The account of an owner removed from the deployment (`OwnerPlan.set(undefined)`). */
 const REMOVED = 'removed';
 
-/** A removed owner's shard stores nothing new (its sockets' answer to a stored event). */
+/** A removed owner's shard stores nothing new (its sockets' answer to a stored event, on the owner's side). */
 export const OWNER_REMOVED = 'removed: this owner was removed from this deployment; its shard is read-only';
+/** A suspended owner's shard stores nothing new (likewise). */
+export const SHARD_SUSPENDED = 'suspended: this owner’s shard is read-only';
+
+/** What a connection not on the owner's side is told of the same refusals: no standing, no figure (see the header). */
+export const FOR_OTHERS = {
+  readOnly: 'this shard stores nothing new for now; retry later',
+  rate: 'too many events from others on this shard; retry in a second',
+  storage: 'storage quota: this shard has no room for more events from others for now',
+} as const;
 /** Where the router no longer serves a removed owner's shard, neither does the shard: why its sockets are closed and new ones refused. */
 export const SHARD_NOT_SERVED = 'this owner was removed from this deployment; its shard is no longer served';
 
@@ -268,18 +283,14 @@ export class OwnerPlan {
     const current = this.current();
     const account = current === REMOVED ? undefined : current;
     const plan = planLimits(this.env, account?.plan ?? DEFAULT_PLAN);
-    if (write.stored && current === REMOVED) return reject('restricted', OWNER_REMOVED);
-    if (write.stored && account?.suspended) return reject('restricted', 'suspended: this owner’s shard is read-only');
+    if (write.stored && (current === REMOVED || account?.suspended)) return reject('restricted', write.fromOthers ? FOR_OTHERS.readOnly : current === REMOVED ? OWNER_REMOVED : SHARD_SUSPENDED);
     if (!write.internal && plan.events_per_second !== undefined) {
       let b = this.buckets.get(write.fromOthers);
       if (b?.rate !== plan.events_per_second) {
         b = { rate: plan.events_per_second, bucket: new TokenBucket(plan.events_per_second, plan.events_per_second, nowMs) };
         this.buckets.set(write.fromOthers, b);
       }
-      if (!b.bucket.take(nowMs)) {
-        const from = write.fromOthers ? ' from others' : '';
-        return reject('rate-limited', `the owner’s plan allows ${plan.events_per_second} events per second${from} on this shard`);
-      }
+      if (!b.bucket.take(nowMs)) return reject('rate-limited', write.fromOthers ? FOR_OTHERS.rate : `the owner’s plan allows ${plan.events_per_second} events per second on this shard`);
     }
     return write.stored ? this.overStorage(write, plan.stored_bytes) : undefined;
   }
@@ -304,7 +315,8 @@ export class OwnerPlan {
     const { allowed, by } = storageLimit(planned, this.maxStoredBytes);
     const now = this.totals();
     const after = now.bytes - freed.bytes + write.bytes;
-    if (after > allowed) return reject('restricted', `storage quota: ${by} ${allowed} stored bytes on this shard`);
+    // fromOthers: only on an owner shard, whose bound is the owner's figure (its plan's, and what it stores).
+    if (after > allowed) return reject('restricted', write.fromOthers ? FOR_OTHERS.storage : `storage quota: ${by} ${allowed} stored bytes on this shard`);
     if (this.owner() === null) {
       const clients = Math.floor(allowed * (1 - RESERVED_SHARE));
       if (!write.reserved && after > clients) {
@@ -314,7 +326,7 @@ export class OwnerPlan {
     }
     const inbox = Math.floor(allowed * INBOX_SHARE);
     if (write.inbox && now.inbox - freed.inbox + write.bytes > inbox) {
-      return reject('restricted', `storage quota: events from others may hold ${inbox} of the ${allowed} stored bytes ${by} on this shard`);
+      return reject('restricted', write.fromOthers ? FOR_OTHERS.storage : `storage quota: events from others may hold ${inbox} of the ${allowed} stored bytes ${by} on this shard`);
     }
     return undefined;
   }
