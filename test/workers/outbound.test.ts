@@ -20,7 +20,7 @@ import { api } from './api-helpers.js';
 import { apiWithEnv, fetchWithEnv } from './app-env.js';
 import { createTestAgent, NipXxClient } from './agent-helpers.js';
 import { BASE, connect, keys, type Keys } from './helpers.js';
-import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { OPEN_SIGNUP, TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -329,7 +329,7 @@ describe('EDGESTR_OUTBOUND_ALLOW for the owners the operators vetted only: the m
     const k = keys();
     const url = `${BASE}/api/signup`;
     const headers = { Authorization: makeHttpAuthHeader(k.sk, url, 'POST'), 'CF-Connecting-IP': `203.0.113.${++addresses}` };
-    expect((await fetchWithEnv({ EDGESTR_SIGNUP: 'open' }, new Request(url, { method: 'POST', headers }))).status).toBe(201);
+    expect((await fetchWithEnv(OPEN_SIGNUP, new Request(url, { method: 'POST', headers }))).status).toBe(201);
     return k;
   }
 
@@ -415,5 +415,88 @@ describe('EDGESTR_OUTBOUND_ALLOW for the owners the operators vetted only: the m
     // The same server for an owner listed in EDGESTR_OWNERS.
     const vetted = await createTestAgent({ mcp_servers: [{ id: 'internal', url: EVERYTHING }] });
     expect(await echoTool(vetted, TEST_OWNER, 'internal')).toMatchObject({ text: 'Echo: hi' });
+  });
+});
+
+describe("this deployment's own host: never dialled for an owner (a loop)", () => {
+  // The tests' deployment is reached at BASE (http://relay.test); EDGESTR_ENV=test compares host and port.
+  const OWN = (host: string): string => `refused: ${host} is this deployment's own host (a loop)`;
+  const invalidAgent = (path: string, message: string) => ({ status: 422, json: { error: 'invalid agent', issues: [{ path, message }] } });
+  const invalidServer = (message: string) => ({ status: 422, json: { error: 'invalid server', issues: [{ path: 'url', message }] } });
+
+  it("422 at the API: a bridge server or an agent's MCP server at the deployment's own /mcp, even listed in EDGESTR_OUTBOUND_ALLOW", async () => {
+    expect(await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'loop', url: `${BASE}/mcp` })).toEqual(invalidServer(OWN('relay.test')));
+    const listed = { EDGESTR_OUTBOUND_ALLOW: '127.0.0.1,relay.test' };
+    expect(await apiWithEnv(listed, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'loop', url: `${BASE}/mcp`, public: false })).toEqual(invalidServer(OWN('relay.test')));
+    expect((await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'not-a-loop', url: EVERYTHING, public: false })).status).toBe(201);
+    expect(await api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/not-a-loop', { url: `${BASE}/mcp` })).toEqual(invalidServer(OWN('relay.test')));
+
+    expect(await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'loop', mcp_servers: [{ id: 'self', url: `${BASE}/mcp` }] })).toEqual(
+      invalidAgent('mcp_servers.0.url', OWN('relay.test')),
+    );
+    const created = await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'loop', relays: ['ws://relay.test/'] }); // its own shard is fine
+    expect(created.status).toBe(201);
+    const pk = (created.json as { pubkey: string }).pubkey;
+    expect(await apiWithEnv(listed, TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { mcp_servers: [{ id: 'self', url: `${BASE}/mcp` }] })).toEqual(
+      invalidAgent('mcp_servers.0.url', OWN('relay.test')),
+    );
+  });
+
+  it('422 at the API: the host of EDGESTR_PUBLIC_URL and the host the call came in on; in production on any port', async () => {
+    const pub = { EDGESTR_PUBLIC_URL: 'https://relay.example.org' };
+    expect(await apiWithEnv(pub, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'loop', url: 'https://relay.example.org/mcp' })).toEqual(
+      invalidServer(OWN('relay.example.org')),
+    );
+    expect(await apiWithEnv(pub, TEST_OWNER_SK, 'POST', '/api/agents', { name: 'loop', mcp_servers: [{ id: 'self', url: `${BASE}/mcp` }] })).toEqual(
+      invalidAgent('mcp_servers.0.url', OWN('relay.test')),
+    );
+    const production = { ...pub, EDGESTR_ENV: undefined };
+    expect(await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/agents', { name: 'loop', relays: ['wss://relay.example.org:8443/'] })).toEqual(
+      invalidAgent('relays.0', OWN('relay.example.org:8443')),
+    );
+    expect(await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'loop', url: 'https://relay.example.org:8443/mcp' })).toEqual(
+      invalidServer(OWN('relay.example.org:8443')),
+    );
+  });
+
+  it('at dial time: a bridge server stored at the own host before the rule is not dialled (health says why)', async () => {
+    const owner = keys();
+    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk })).status).toBe(201);
+    // Its bridge, with a server at the deployment's own /mcp as the API took it before the rule.
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
+    await bridge.ensureProvider(owner.pk, BASE);
+    expect((await bridge.addServer({ id: 'loop', url: `${BASE}/mcp`, public: false })).ok).toBe(true);
+    await runDurableObjectAlarm(bridge); // its refresh (unless it ran already)
+    let health = (await bridge.view('loop'))?.health;
+    for (let i = 0; i < 100 && health?.checked_at === null; i++) {
+      await sleep(50);
+      health = (await bridge.view('loop'))?.health;
+    }
+    expect(health).toMatchObject({ ok: false, error: OWN('relay.test') });
+  });
+
+  it("at dial time: an agent's web_fetch to the own host is refused; a local server on another port is fetched", async () => {
+    const agent = await createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['relay.test', '127.0.0.1'] });
+    const fetchOnce = async (url: string) => {
+      const c = await NipXxClient.open(agent);
+      const p = c.prompt({ ver: 1, message: `/tool web_fetch {"url":"${url}"}` });
+      await c.send(p);
+      const run = await c.collect(p.id);
+      c.sock.close();
+      return run.tools.find((t) => t['phase'] === 'result');
+    };
+    expect(await fetchOnce(`${BASE}/health`)).toMatchObject({ name: 'web_fetch', success: false, output: { stderr: OWN('relay.test') } });
+    expect(await fetchOnce(`${FIXTURE}/text`)).toMatchObject({ name: 'web_fetch', success: true });
+  });
+
+  it("at dial time: a relay on the own hostname's other port is refused in production, before dialling", async () => {
+    const production = { ...env, EDGESTR_ENV: undefined };
+    const opened = await runInDurableObject(env.AGENT.get(env.AGENT.idFromName('outbound-probe')), async () =>
+      openRelaySocket(production, 'wss://relay.test:8443/', { origin: 'https://relay.test', owner: 'f'.repeat(64) }).then(
+        () => 'opened',
+        (e: unknown) => (e instanceof Error ? e.message : String(e)),
+      ),
+    );
+    expect(opened).toBe(`relay wss://relay.test:8443/: ${OWN('relay.test:8443')}`);
   });
 });

@@ -161,7 +161,7 @@ export class RelayLinks {
     const client = new RelayClient({
       url,
       // A relay elsewhere is dialled under the owner's policy (EDGESTR_OUTBOUND_ALLOW only if vetted).
-      socket: (u) => openRelaySocket(this.deps.env, u, { origin: c.origin, owner: c.owner, outbound: () => ownerOutbound(this.deps.env, c.owner) }),
+      socket: (u) => openRelaySocket(this.deps.env, u, { origin: c.origin, owner: c.owner, outbound: () => ownerOutbound(this.deps.env, c.owner, c.origin) }),
       auth: async (t) => this.deps.sign(t, await this.deps.secretKey()),
       authOn: 'challenge',
       onStatus: (status) => {
@@ -304,7 +304,7 @@ export class RelayLinks {
 
   private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
     const sk = await this.deps.secretKey();
-    const policy = await ownerOutbound(this.deps.env, c.owner);
+    const policy = await ownerOutbound(this.deps.env, c.owner, c.origin);
     const tools = await buildToolRunner(toolsConfig(c, (s) => this.deps.mcpHeaders(s)), { webFetch: { policy }, mcp: { policy, sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);

@@ -160,8 +160,8 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     return;
   }
   try {
-    // The owner's dials: EDGESTR_OUTBOUND_ALLOW only if the operators vetted it.
-    const policy = await ownerOutbound(d.env, c.owner);
+    // The owner's dials: EDGESTR_OUTBOUND_ALLOW only if the operators vetted it; never the deployment's own host.
+    const policy = await ownerOutbound(d.env, c.owner, c.origin);
     const tools = await buildToolRunner(toolsConfig(c, d.mcpHeaders), { webFetch: { policy }, mcp: { policy, sessions: d.mcpSessions, scope: client }, dvmcp: d.dvmcp });
     try {
       const result = await executeRun({

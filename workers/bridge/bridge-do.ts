@@ -502,11 +502,12 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   private backends(): Map<string, UpstreamServer> {
     if (this.backendMap) return this.backendMap;
-    const owner = this.store.providerRecord()?.owner;
+    const provider = this.store.providerRecord();
     const deps = {
       cache: this.cache,
-      // The owner's dials: EDGESTR_OUTBOUND_ALLOW only if the operators vetted it (owner-outbound.ts).
-      policy: () => (owner === undefined ? Promise.resolve(outboundPolicy(this.env, { vetted: false })) : ownerOutbound(this.env, owner)),
+      // The owner's dials: EDGESTR_OUTBOUND_ALLOW only if the operators vetted it; never the
+      // deployment's own host, the bridge's origin (/mcp there calls this bridge) (owner-outbound.ts).
+      policy: () => (provider === undefined ? Promise.resolve(outboundPolicy(this.env, { vetted: false })) : ownerOutbound(this.env, provider.owner, provider.origin)),
       headers: (id: string) => this.store.secretHeaders(id),
       onContact: (id: string, error: string | null) => this.store.recordHealth(id, { ok: error === null, checked_at: Math.floor(Date.now() / 1000), error }),
       onNotification: (id: string, client: string, n: McpNotification) => this.onUpstreamNotification(id, client, n),

@@ -7,6 +7,9 @@
 // OWNER_CACHE_MS (an owner vetted, or no longer, is seen within that time), and a registry that
 // cannot be read counts as not vetted (not kept: asked again at the next dial). The management API
 // asks vettedOwner itself at create and update.
+// The deployment's own host is never dialled (a loop): EDGESTR_PUBLIC_URL's, and `origin`, the one
+// the agent or bridge was created on (the management API's request origin, or EDGESTR_PUBLIC_URL's
+// when set). A Durable Object knows no other host the Worker is served on (docs/OPERATIONS.md).
 
 import { LruMap } from '../../src/shared/lru.js';
 import { outboundPolicy, type OutboundEnv, type OutboundPolicy } from '../../src/shared/outbound-url.js';
@@ -34,7 +37,7 @@ async function vetted(env: OutboundEnv & OwnerEnv & AccountsBindings, owner: str
   }
 }
 
-/** The policy of a dial made for `owner` (see the header). */
-export async function ownerOutbound(env: OutboundEnv & OwnerEnv & AccountsBindings, owner: string): Promise<OutboundPolicy> {
-  return outboundPolicy(env, { vetted: await vetted(env, owner) });
+/** The policy of a dial made for `owner` by its agent or bridge created on the deployment's `origin` (see the header). */
+export async function ownerOutbound(env: OutboundEnv & OwnerEnv & AccountsBindings, owner: string, origin: string): Promise<OutboundPolicy> {
+  return outboundPolicy(env, { vetted: await vetted(env, owner), origins: [origin] });
 }
