@@ -11,7 +11,7 @@ import { api } from './api-helpers.js';
 import { connect, keys, now, randomHex, sign, TestSocket, type Keys } from './helpers.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
-import { countedBytes, INBOX_SHARE, OwnerPlan, RESERVED_SHARE } from '../../workers/relay-do/owner-plan.js';
+import { countedBytes, INBOX_SHARE, OWNER_RESERVE_SHARE, OwnerPlan, RESERVED_SHARE } from '../../workers/relay-do/owner-plan.js';
 import { DEFAULT_LIMITS, type RelayLimits } from '../../workers/relay-do/limits.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../../workers/common/shards.js';
@@ -40,6 +40,7 @@ async function withShard<T>(shard: string, limits: Partial<RelayLimits>, run: (r
   return runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), async (_i, state) => {
     const relay = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify(limits) });
     const path = shard === PUBLIC_SHARD ? '/' : `/r/${shard}`;
+    const opened = new Set<WebSocket>();
     const open = async (from: string, given?: Headers): Promise<TestSocket> => {
       const headers = given ?? new Headers({ Upgrade: 'websocket', [SHARD_HEADER]: shard });
       if (given === undefined && from === 'internal') headers.set(INTERNAL_HEADER, 'agent');
@@ -48,8 +49,10 @@ async function withShard<T>(shard: string, limits: Partial<RelayLimits>, run: (r
       const client = res.webSocket;
       if (!client) throw new Error(`no websocket: ${res.status} ${await res.text()}`);
       client.accept();
-      const [server] = state.getWebSockets(`address:${from}`);
+      // The socket just accepted: the first of `from`'s not opened before (several internal ones may be).
+      const server = state.getWebSockets(`address:${from}`).find((ws) => !opened.has(ws));
       if (!server) throw new Error(`no socket of ${from}`);
+      opened.add(server);
       const wire = {
         send: (data: string) => void relay.webSocketMessage(server, data),
         addEventListener: client.addEventListener.bind(client),
@@ -269,6 +272,36 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
     // The deletion removed the ai.info it names (its bytes freed); everything else is stored.
     const stored = ownData.filter((e) => e.kind !== 31340);
     expect(answers.usage).toEqual({ events: 7 + stored.length, bytes: clients + stored.reduce((n, e) => n + countOf(e), 0) });
+  });
+
+  it('the public shard: the agents and bridges of one owner (an internal connection serving it) hold at most their share of the reserve; another owner’s and a client still write', async () => {
+    const cap = 128_000;
+    const share = Math.floor(cap * RESERVED_SHARE * OWNER_RESERVE_SHARE); // 1000
+    const [first, second] = [keys(), keys()];
+    const answers = await withShard(PUBLIC_SHARD, { max_stored_bytes: cap }, async (relay, open) => {
+      // A bridge of each owner (its upgrade names the owner it serves, as relay-sockets.ts makes it).
+      const bridgeOf = async (owner: Keys) => {
+        const provider = keys();
+        relay.provisionAgent(provider.pk, owner.pk, 'provisioned');
+        const sock = await open('internal', shardUpgradeHeaders(null, undefined, owner.pk));
+        expect((await sock.auth(provider))[2]).toBe(true);
+        return { provider, sock };
+      };
+      const a = await bridgeOf(first);
+      const own: Array<[boolean, string]> = [];
+      for (let n = 0; n < 3; n++) own.push((await a.sock.publish(noteOf(a.provider, 400))).slice(2) as [boolean, string]);
+      const b = await bridgeOf(second);
+      const other = (await b.sock.publish(noteOf(b.provider, 400))).slice(2);
+      const client = await open('198.51.100.12');
+      const note = (await client.publish(noteOf(keys(), 400))).slice(2);
+      // The deployment's own components (no owner served) are not held to an owner's share.
+      const deployment = await open('internal');
+      const deployed = (await deployment.publish(noteOf(keys(), 1500))).slice(2);
+      return { own, other, note, deployed };
+    });
+    const overShare: [boolean, string] = [false, `restricted: storage quota: the agents and bridges of one owner may hold ${share} of the ${cap} stored bytes the relay allows on this shard`];
+    expect(answers.own).toEqual([[true, ''], [true, ''], overShare]);
+    expect(answers).toMatchObject({ other: [true, ''], note: [true, ''], deployed: [true, ''] });
   });
 
   it(`an owner shard whose plan sets no stored_bytes: strangers hold at most ${INBOX_SHARE * 100} % of max_stored_bytes, the owner the rest; a plan allowing more is held to it too`, async () => {

@@ -24,6 +24,8 @@ export interface WireOrigin {
   authed: string[];
   internal: boolean;
   relayUrl: string;
+  /** The owner an internal connection serves (EventContext.servedOwner), forwarded so the primary holds it to its share. */
+  servedOwner?: string;
 }
 
 /**

@@ -20,7 +20,11 @@
 // public shard has no plan and only that bound, of which clients may fill all but RESERVED_SHARE,
 // the rest being kept for what edgestr's own connections (its agents and bridges, an operator's
 // restore) publish about themselves and to their owners (`reserveWrite`): their answers to other
-// keys, which strangers cause, count against the clients' share like a client's write.
+// keys, which strangers cause, count against the clients' share like a client's write. What the
+// agents and bridges of one owner (an internal connection serving that owner, socket-tags.ts) store
+// there is held to OWNER_RESERVE_SHARE of the reserve (each such event is counted with its owner,
+// `stored_sizes.owner`), so that one sign-up's many bridges cannot fill the shard for everyone; the
+// deployment's own components (no owner served) are not.
 //
 // What is stored is counted exactly and without reading the stored events: each stored event's
 // bytes (`countedBytes`: its JSON and the copies of its tag values the indexes keep), and whether
@@ -58,6 +62,9 @@ export const INBOX_SHARE = 0.25;
 
 /** The part of the public shard's max_stored_bytes kept for edgestr's own connections (`reserveWrite`): clients may fill the rest. */
 export const RESERVED_SHARE = 0.125;
+
+/** The part of the reserve the stored events of one owner's agents and bridges may hold (`OwnerPlan.check`, PlanWrite.servedOwner). */
+export const OWNER_RESERVE_SHARE = 1 / 16;
 
 /**
  * Whether a write may use the public shard's reserve (RESERVED_SHARE): one from edgestr's own
@@ -97,6 +104,8 @@ export interface PlanWrite {
   bytes: number;
   internal: boolean;
   reserved: boolean;
+  /** A reserved write from an internal connection serving this owner (its agents and bridges): held to OWNER_RESERVE_SHARE of the reserve. */
+  servedOwner?: string | undefined;
   fromOthers: boolean;
   inbox: boolean;
 }
@@ -140,7 +149,8 @@ const OWNERS_DATA_AT_WRITE = `SELECT ${ownersData('?2', 'json_each(?3)')} AS own
  * and takes it from the sums.
  */
 const SCHEMA = `
-CREATE TABLE IF NOT EXISTS stored_sizes (rid INTEGER PRIMARY KEY, bytes INTEGER NOT NULL, inbox INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS stored_sizes (rid INTEGER PRIMARY KEY, bytes INTEGER NOT NULL, inbox INTEGER NOT NULL, owner TEXT);
+CREATE INDEX IF NOT EXISTS stored_sizes_owner ON stored_sizes (owner) WHERE owner IS NOT NULL;
 CREATE TABLE IF NOT EXISTS stored_totals (k INTEGER PRIMARY KEY CHECK (k = 1), events INTEGER NOT NULL, bytes INTEGER NOT NULL, inbox INTEGER NOT NULL);
 CREATE TRIGGER IF NOT EXISTS stored_sizes_added AFTER INSERT ON stored_sizes BEGIN
   UPDATE stored_totals SET events = events + 1, bytes = bytes + NEW.bytes, inbox = inbox + NEW.bytes * NEW.inbox;
@@ -152,6 +162,9 @@ CREATE TRIGGER IF NOT EXISTS stored_event_removed AFTER DELETE ON events BEGIN
   DELETE FROM stored_sizes WHERE rid = OLD.rid;
 END;
 `;
+
+/** What a write frees: counted bytes, of them the inbox's, and those of the owner whose agents and bridges write (PlanWrite.servedOwner). */
+type Freed = { bytes: number; inbox: number; owner: number };
 
 /** Stored events and bytes, and the bytes of events from others. */
 type Counted = ShardStorage & { inbox: number };
@@ -208,6 +221,9 @@ export class OwnerPlan {
   ) {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_account (k INTEGER PRIMARY KEY CHECK (k = 1), plan TEXT NOT NULL, suspended INTEGER NOT NULL)');
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_removed (k INTEGER PRIMARY KEY CHECK (k = 1))');
+    // The owner whose agents and bridges stored an event in the public shard's reserve (none: anyone else's).
+    const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('stored_sizes')").toArray();
+    if (columns.length > 0 && !columns.some((c) => c.name === 'owner')) this.sql.exec('ALTER TABLE stored_sizes ADD COLUMN owner TEXT');
     this.sql.exec(SCHEMA);
     if (this.sql.exec('SELECT 1 FROM stored_totals').toArray().length === 0) this.backfill();
     const row = this.sql.exec<{ plan: string; suspended: number }>('SELECT plan, suspended FROM owner_account').toArray()[0];
@@ -303,15 +319,16 @@ export class OwnerPlan {
    * removes is freed (so a deletion that frees at least its own bytes is stored on a full shard).
    */
   private overStorage(write: PlanWrite, planned: number | undefined): Rejection | undefined {
-    const replaced = this.replaced(write.event);
+    const owner = write.servedOwner ?? '';
+    const replaced = this.replaced(write.event, owner);
     const refused = this.overStorageFreeing(write, planned, replaced);
     if (!refused || !write.removes) return refused;
     // Only a write that does not fit otherwise looks up what it removes.
-    const removed = this.sizesOf(write.removes());
-    return this.overStorageFreeing(write, planned, { bytes: replaced.bytes + removed.bytes, inbox: replaced.inbox + removed.inbox });
+    const removed = this.sizesOf(write.removes(), owner);
+    return this.overStorageFreeing(write, planned, { bytes: replaced.bytes + removed.bytes, inbox: replaced.inbox + removed.inbox, owner: replaced.owner + removed.owner });
   }
 
-  private overStorageFreeing(write: PlanWrite, planned: number | undefined, freed: { bytes: number; inbox: number }): Rejection | undefined {
+  private overStorageFreeing(write: PlanWrite, planned: number | undefined, freed: Freed): Rejection | undefined {
     const { allowed, by } = storageLimit(planned, this.maxStoredBytes);
     const now = this.totals();
     const after = now.bytes - freed.bytes + write.bytes;
@@ -321,6 +338,11 @@ export class OwnerPlan {
       const clients = Math.floor(allowed * (1 - RESERVED_SHARE));
       if (!write.reserved && after > clients) {
         return reject('restricted', `storage quota: clients may hold ${clients} of the ${allowed} stored bytes ${by} on this shard; the rest is kept for its own agents and bridges`);
+      }
+      // Only the owner's own agents and bridges write on its connection: it may be told the figures.
+      const share = Math.floor(allowed * RESERVED_SHARE * OWNER_RESERVE_SHARE);
+      if (write.servedOwner !== undefined && this.ownerHolds(write.servedOwner) - freed.owner + write.bytes > share) {
+        return reject('restricted', `storage quota: the agents and bridges of one owner may hold ${share} of the ${allowed} stored bytes ${by} on this shard`);
       }
       return undefined;
     }
@@ -335,13 +357,14 @@ export class OwnerPlan {
    * What storing `e` frees: the counted bytes of the versions it replaces when it is a replaceable
    * or addressable event (removed as it is stored; when one of them is newer, `e` is not stored).
    */
-  private replaced(e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>): { bytes: number; inbox: number } {
+  private replaced(e: Pick<NostrEvent, 'pubkey' | 'kind' | 'tags'>, owner: string): Freed {
     const d = coordinateD(e);
-    if (d === null) return { bytes: 0, inbox: 0 };
+    if (d === null) return { bytes: 0, inbox: 0, owner: 0 };
     return this.sql
-      .exec<{ bytes: number; inbox: number }>(
-        `SELECT coalesce(sum(s.bytes), 0) AS bytes, coalesce(sum(s.bytes * s.inbox), 0) AS inbox
+      .exec<Freed>(
+        `SELECT coalesce(sum(s.bytes), 0) AS bytes, coalesce(sum(s.bytes * s.inbox), 0) AS inbox, coalesce(sum(CASE WHEN s.owner = ? THEN s.bytes END), 0) AS owner
          FROM events e JOIN stored_sizes s ON s.rid = e.rid WHERE e.pubkey = ? AND e.kind = ? AND e.d = ?`,
+        owner,
         e.pubkey,
         e.kind,
         d,
@@ -349,19 +372,28 @@ export class OwnerPlan {
       .one();
   }
 
-  /** The counted bytes of stored events `rids`, and of those the inbox's. */
-  private sizesOf(rids: readonly number[]): { bytes: number; inbox: number } {
-    if (rids.length === 0) return { bytes: 0, inbox: 0 };
+  /** The counted bytes of stored events `rids`, of those the inbox's, and of those `owner`'s agents and bridges stored in the reserve. */
+  private sizesOf(rids: readonly number[], owner: string): Freed {
+    if (rids.length === 0) return { bytes: 0, inbox: 0, owner: 0 };
     return this.sql
-      .exec<{ bytes: number; inbox: number }>(
-        'SELECT coalesce(sum(bytes), 0) AS bytes, coalesce(sum(bytes * inbox), 0) AS inbox FROM stored_sizes WHERE rid IN (SELECT value FROM json_each(?))',
+      .exec<Freed>(
+        'SELECT coalesce(sum(bytes), 0) AS bytes, coalesce(sum(bytes * inbox), 0) AS inbox, coalesce(sum(CASE WHEN owner = ? THEN bytes END), 0) AS owner FROM stored_sizes WHERE rid IN (SELECT value FROM json_each(?))',
+        owner,
         JSON.stringify(rids),
       )
       .one();
   }
 
-  /** Event `e` was stored, `bytes` counted (in the inbox share or not). Runs in the write's transaction, after the insert. */
-  added(e: Pick<NostrEvent, 'id'>, bytes: number, inbox: boolean): void {
-    this.sql.exec('INSERT INTO stored_sizes (rid, bytes, inbox) SELECT rid, ?, ? FROM events WHERE id = ?', bytes, inbox ? 1 : 0, e.id);
+  /** The counted bytes `owner`'s agents and bridges hold in the public shard's reserve (by the index of stored_sizes.owner). */
+  private ownerHolds(owner: string): number {
+    return this.sql.exec<{ bytes: number }>('SELECT coalesce(sum(bytes), 0) AS bytes FROM stored_sizes WHERE owner = ?', owner).one().bytes;
+  }
+
+  /**
+   * Event `e` was stored, `bytes` counted (in the inbox share or not; `servedOwner`: in the public
+   * shard's reserve by that owner's agents and bridges). Runs in the write's transaction, after the insert.
+   */
+  added(e: Pick<NostrEvent, 'id'>, bytes: number, inbox: boolean, servedOwner?: string): void {
+    this.sql.exec('INSERT INTO stored_sizes (rid, bytes, inbox, owner) SELECT rid, ?, ?, ? FROM events WHERE id = ?', bytes, inbox ? 1 : 0, servedOwner ?? null, e.id);
   }
 }

@@ -66,6 +66,8 @@ export interface EventContext {
   nowMs: number;
   /** Whether the connection is edgestr's own agent (see INTERNAL_HEADER). */
   internal: boolean;
+  /** The owner an internal connection serves, on a shard not that owner's (socket-tags.ts `servedOwnerOf`; the public shard's share of the reserve per owner, owner-plan.ts); undefined otherwise. */
+  servedOwner?: string;
   /** The URL this shard is reached at, as clients name it (NIP-42 `relay`, NIP-62). */
   relayUrl: string;
   /** Whether the event comes from one of this deployment's backups (a restore, import.ts), where a few rules made since its backup give way (store.ts `keptForGood`). */

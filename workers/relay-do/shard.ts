@@ -40,7 +40,7 @@ import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { everyKeyHasShard, ownerOfShardName, PUBLIC_SHARD, SHARD_HEADER, shardStub, type RouterBindings, type ShardBindings } from '../common/shards.js';
 import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub, MAX_EDGES, type EdgesEnv } from '../common/edges.js';
 import { INTERNAL_ADDRESS, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
-import { addressTag, OTHER_OWNERS_TAG, socketSide } from './socket-tags.js';
+import { addressTag, OTHER_OWNERS_TAG, servedOwnerOf, socketSide } from './socket-tags.js';
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import { BatchBudgets } from './edge-budgets.js';
@@ -697,11 +697,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const e = this.signedEvent(conn, input, this.conns.throttle(conn, kindOf(input) === KIND.AO_FRAME, now));
     if (!e) return;
     const edge = this.edge();
+    // Who an internal connection serves is its socket's tag (socket-tags.ts), forwarded by an edge to its primary.
+    const servedOwner = conn.att.internal === true ? servedOwnerOf(this.ctx.getTags(conn.ws)) : undefined;
+    const served = servedOwner === undefined ? {} : { servedOwner };
     if (edge) {
-      const origin = { authed: [...conn.authed], internal: conn.att.internal === true, relayUrl: conn.att.relayUrl };
+      const origin = { authed: [...conn.authed], internal: conn.att.internal === true, relayUrl: conn.att.relayUrl, ...served };
       return edge.submit(e, origin, (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)));
     }
-    const ctx = this.eventContext({ authed: conn.authed, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl }, e, now, this.verifier);
+    const ctx = this.eventContext({ authed: conn.authed, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl, ...served }, e, now, this.verifier);
     return this.ingest.push({ e, ctx, ack: (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)) });
   }
 
@@ -765,13 +768,15 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(wrapPublisher === undefined ? e : { pubkey: wrapPublisher, tags: e.tags });
     const removes = e.kind === KIND.DELETION ? () => this.store.deletionTargets(e) : undefined;
     // The public shard's reserve: what edgestr's own connections publish about themselves and to their owners.
+    // Held to one owner's share of it when the connection serves an owner (its agents and bridges).
     const reserved = ctx.owner === null && isStored(e.kind) && reserveWrite(e, ctx);
-    const overPlan = this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, reserved, fromOthers, inbox, ...(removes ? { removes } : {}) }, ctx.nowMs);
+    const servedOwner = reserved ? ctx.servedOwner : undefined;
+    const overPlan = this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, reserved, servedOwner, fromOthers, inbox, ...(removes ? { removes } : {}) }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
     const outcome = this.store.insertInTransaction(e, raw); // admit runs inside writeBatch's transaction
     if (outcome.status !== 'stored') return SETTLED[outcome.status];
-    this.plan.added(e, bytes, inbox);
+    this.plan.added(e, bytes, inbox, servedOwner);
     for (const hook of this.policy.onEventStored) hook(e, ctx);
     return { accepted: true, message: '', raw, stored: true };
   }
@@ -942,7 +947,7 @@ const WRITE_FAILED = formatRejection(reject('error', 'the relay could not store 
 const reportFailedHooks = (e: unknown): void => console.error('relay shard: a hook after a write failed', e);
 
 /** Who publishes an event: a connection's authenticated keys, address, kind and relay URL (or the owner's import, or a restore). */
-type EventOrigin = Pick<EventContext, 'authed' | 'internal' | 'relayUrl' | 'restoring'>;
+type EventOrigin = Pick<EventContext, 'authed' | 'internal' | 'servedOwner' | 'relayUrl' | 'restoring'>;
 
 const kindOf = (input: unknown): unknown =>
   typeof input === 'object' && input !== null ? (input as { kind?: unknown }).kind : undefined;

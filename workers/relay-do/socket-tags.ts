@@ -3,7 +3,9 @@
 // connection of edgestr's own (INTERNAL_HEADER) by the owner it serves (INTERNAL_OWNER_HEADER; none:
 // the deployment's own component). An internal connection serving anyone but the shard's owner (on
 // the public shard, whose side is the deployment's: any owner) is also tagged as another owner's,
-// for the per-owner cap and the share of `max_connections` those may hold (policy.ts).
+// for the per-owner cap and the share of `max_connections` those may hold (policy.ts), and, on the
+// public shard, for the share of its storage reserve one owner's agents and bridges may hold
+// (`servedOwnerOf`, owner-plan.ts).
 
 import { clientAddress, INTERNAL_ADDRESS } from '../common/client-address.js';
 import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, PUBLIC_SHARD } from '../common/shards.js';
@@ -24,6 +26,16 @@ export const addressTag = (address: string): string => `address:${address}`;
 export const OTHER_OWNERS_TAG = 'agents:others';
 
 const OWNER_KEY = /^[0-9a-f]{64}$/;
+const OWNER_TAG = /^agents:([0-9a-f]{64})$/;
+
+/** The owner an internal socket tagged `tags` serves on a shard not that owner's (undefined: none, or the deployment's own). */
+export function servedOwnerOf(tags: readonly string[]): string | undefined {
+  for (const tag of tags) {
+    const m = OWNER_TAG.exec(tag);
+    if (m) return m[1];
+  }
+  return undefined;
+}
 
 /**
  * The side of an upgrade to the shard named `shard` (SHARD_HEADER: an owner's hex or "public"), or
