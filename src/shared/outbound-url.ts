@@ -31,10 +31,10 @@
 // Whom a dial is for decides whether they apply (outboundPolicy's `dialler`): the deployment's own
 // configuration (the operator's Lightning address), and an owner the operators vetted (its agents'
 // and bridge's dials: workers/common/owner-outbound.ts; the management API at create and update);
-// not a key that signed itself up: for it a listed host is refused ("<host> is listed in
-// EDGESTR_OUTBOUND_ALLOW, which applies only to owners the operators vetted") unless the URL
-// passes without the exception. A vetted owner's URL on a host listed only with other ports is
-// refused with those ports named.
+// not a key that signed itself up: for it a listed host is refused with the rules' own reason
+// (plain http/ws, a private address…) unless the URL passes without the exception — nothing in
+// the answer says the host is listed, so the list cannot be probed. A vetted owner's URL on a
+// host listed only with other ports is refused with those ports named.
 // Names are not resolved (workerd has no DNS API): a public name that resolves to a private
 // address is not caught here; on Cloudflare the Worker's egress cannot reach private networks.
 // Provider base URLs (OPENAI_BASE_URL, ANTHROPIC_BASE_URL) are the operator's own configuration
@@ -114,17 +114,24 @@ const SCHEMES: Record<OutboundKind, { secure: string; plain: string; names: stri
 /** Host classes development allows. */
 const DEVELOPMENT_KINDS: ReadonlySet<HostKind> = new Set(['loopback', 'private', 'local-name']);
 
-/** Why `url` may not be dialled under `policy`, or undefined when it may. */
-export function outboundRefusal(url: URL, kind: OutboundKind, policy: OutboundPolicy): string | undefined {
+/** Why `url` may not be dialled whatever the policy (its scheme, credentials in it), or undefined. */
+export function urlShapeRefusal(url: URL, kind: OutboundKind): string | undefined {
   const scheme = SCHEMES[kind];
   if (url.protocol !== scheme.secure && url.protocol !== scheme.plain) return `only ${scheme.names} URLs are allowed`;
   if (url.username !== '' || url.password !== '') return 'URLs with credentials are not allowed';
+  return undefined;
+}
+
+/** Why `url` may not be dialled under `policy`, or undefined when it may. */
+export function outboundRefusal(url: URL, kind: OutboundKind, policy: OutboundPolicy): string | undefined {
+  const shape = urlShapeRefusal(url, kind);
+  if (shape !== undefined) return shape;
+  const scheme = SCHEMES[kind];
   if (urlAllowed(url, policy.self)) return `${url.host} is this deployment's own host (a loop)`;
   const listed = urlAllowed(url, policy.allow);
   if (listed && policy.vetted) return undefined;
   const refused = withoutExceptions(url, scheme, policy.development);
   if (refused === undefined) return undefined;
-  if (listed) return `${url.host} is listed in EDGESTR_OUTBOUND_ALLOW, which applies only to owners the operators vetted`;
   if (policy.vetted && hostAllowed(url.hostname, policy.allow)) {
     const ports = [...new Set(policy.allow.flatMap((p) => (p.port !== undefined && hostAllowed(url.hostname, [p]) ? [p.port] : [])))].sort((a, b) => a - b);
     return `EDGESTR_OUTBOUND_ALLOW lists ${url.hostname} on port${ports.length > 1 ? 's' : ''} ${ports.join(', ')} only, not ${portOf(url)}`;
@@ -157,7 +164,7 @@ export function checkOutboundUrl(raw: string, kind: OutboundKind, policy: Outbou
 export interface SafeFetchOptions {
   /** Redirect hops followed (default 5). */
   maxRedirects?: number;
-  /** An extra per-hop rule of the caller (e.g. web_fetch's own host allowlist). */
+  /** An extra per-hop rule of the caller (e.g. web_fetch's own host allowlist), asked before the policy. */
   check?: (url: URL) => string | undefined;
 }
 
@@ -188,7 +195,9 @@ export async function safeFetch(
   options: SafeFetchOptions = {},
 ): Promise<Result<SafeFetchOk, string>> {
   const maxRedirects = options.maxRedirects ?? 5;
-  const refusal = (url: URL) => outboundRefusal(url, 'http', policy) ?? options.check?.(url);
+  // The caller's own rule before the policy (after the URL's shape): a hop it refuses never reaches
+  // the policy, whose reasons could name what the operators listed.
+  const refusal = (url: URL) => urlShapeRefusal(url, 'http') ?? options.check?.(url) ?? outboundRefusal(url, 'http', policy);
   let url: URL;
   try {
     url = new URL(input);

@@ -477,10 +477,7 @@ describe('web_fetch', () => {
   describe('under the production outbound policy (the default)', () => {
     // Every host is on the tool's allowlist, so only the outbound policy can refuse (https, so that
     // the plain-http rule does not come first).
-    const strict = new WebFetchTool({
-      allowlist: ['127.0.0.1', 'localhost', '*.localhost', '*.local', '*.internal', 'intranet', '10.1.2.3'],
-    });
-    it.each([
+    const REFUSED: Array<[string, string]> = [
       ['https://127.0.0.1/', '127.0.0.1 is a loopback address'],
       [`https://127.0.0.1:${FIXTURE_PORT}/text`, '127.0.0.1 is a loopback address'],
       ['https://2130706433/', '127.0.0.1 is a loopback address'],
@@ -522,8 +519,20 @@ describe('web_fetch', () => {
       ['https://printer.local/', 'printer.local is a local name'],
       ['https://metadata.google.internal/', 'metadata.google.internal is a local name'],
       ['https://intranet/', 'intranet is a single-label (local) name'],
-    ])('%s is refused: %s', async (url, reason) => {
+    ];
+    const strict = new WebFetchTool({ allowlist: REFUSED.map(([url]) => new URL(url).hostname) });
+    it.each(REFUSED)('%s is refused: %s', async (url, reason) => {
       expect(await strict.run({ url }, ctx())).toEqual(failure(`refused: ${reason}`));
+    });
+
+    it('asks its owner\'s allowlist before the outbound policy: a prompt cannot probe which hosts EDGESTR_OUTBOUND_ALLOW lists', async () => {
+      const ALLOW = { EDGESTR_OUTBOUND_ALLOW: '10.0.0.5:8080, mcp.internal.example' };
+      for (const vetted of [true, false]) {
+        const tool = new WebFetchTool({ allowlist: ['example.org'], policy: outboundPolicy(ALLOW, { vetted }) });
+        for (const url of ['http://10.0.0.5:8080/', 'http://10.0.0.5:9/', 'http://mcp.internal.example/', 'http://10.0.0.7:8080/']) {
+          expect(await tool.run({ url }, ctx())).toEqual(failure(`refused: ${new URL(url).hostname} is not in the allowlist`));
+        }
+      }
     });
 
     it('treats malformed numeric hosts as invalid URLs', async () => {

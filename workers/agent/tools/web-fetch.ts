@@ -10,11 +10,10 @@
 //                                    http:// is allowed only in development or for hosts in
 //                                    EDGESTR_OUTBOUND_ALLOW; use https:// / <host class>
 //                                    (private, loopback, link-local, CGNAT, multicast,
-//                                    unspecified, reserved addresses, local names) / <host:port>
-//                                    is listed in EDGESTR_OUTBOUND_ALLOW, which applies only to
-//                                    owners the operators vetted / EDGESTR_OUTBOUND_ALLOW lists
-//                                    <host> on port <p> only, not <q>
-//   refused: <host> is not in the allowlist
+//                                    unspecified, reserved addresses, local names) /
+//                                    EDGESTR_OUTBOUND_ALLOW lists <host> on port <p> only, not <q>
+//                                    (a vetted owner's agent only)
+//   refused: <host> is not in the allowlist   (checked first: the owner's allowlist)
 //   redirect refused: <same reasons> every redirect hop (301/302/303/307/308 with Location) is
 //                                    checked again (safeFetch); at most 5 hops, then
 //   too many redirects (max 5)
@@ -37,7 +36,7 @@
 // (`published_description`) names none: the hosts may be a vetted owner's internal ones.
 
 import { hostAllowed, parseAllowlist, type HostPattern } from '../../../src/shared/host-policy.js';
-import { outboundRefusal, safeFetch, STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
+import { outboundRefusal, safeFetch, STRICT_OUTBOUND, urlShapeRefusal, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
 import { z } from 'zod';
 import { inputSchemaOf } from './args.js';
 import { fail, succeed } from './result.js';
@@ -189,9 +188,13 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
     };
   }
 
-  /** Why `url` may not be fetched, or undefined when it may: the outbound policy, then the allowlist. */
+  /**
+   * Why `url` may not be fetched, or undefined when it may: its shape (scheme, credentials), the
+   * owner's allowlist, then the outbound policy (a host the owner did not list never reaches the
+   * policy, so a prompt cannot learn from its reasons which hosts the operators listed).
+   */
   private refusal(url: URL): string | undefined {
-    return outboundRefusal(url, 'http', this.policy) ?? this.notAllowlisted(url);
+    return urlShapeRefusal(url, 'http') ?? this.notAllowlisted(url) ?? outboundRefusal(url, 'http', this.policy);
   }
 
   private notAllowlisted(url: URL): string | undefined {
