@@ -136,8 +136,9 @@ class Model {
   }
 }
 
+/** Deletions and requests to vanish are kept for good: a shard holds them without their expiration. */
 const isLive = (e: NostrEvent) => {
-  const exp = expirationOf(e);
+  const exp = e.kind === KIND.DELETION || e.kind === KIND.VANISH ? null : expirationOf(e);
   return exp === null || exp > NOW;
 };
 
