@@ -304,6 +304,44 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
     expect(answers).toMatchObject({ other: [true, ''], note: [true, ''], deployed: [true, ''] });
   });
 
+  it('the public shard: all owners’ agents and bridges together hold at most the reserve; past it their writes count against the clients’ share, so sign-ups cannot fill it for clients or the deployment', async () => {
+    const cap = 128_000;
+    const clients = Math.floor(cap * (1 - RESERVED_SHARE)); // 112000
+    const perOwner = Math.floor(cap * RESERVED_SHARE * OWNER_RESERVE_SHARE); // 1000: 16 owners fill the reserve
+    const answers = await withShard(PUBLIC_SHARD, { max_stored_bytes: cap }, async (relay, open) => {
+      const bridgeOf = async () => {
+        const [owner, provider] = [keys(), keys()];
+        relay.provisionAgent(provider.pk, owner.pk, 'provisioned');
+        const sock = await open('internal', shardUpgradeHeaders(null, undefined, owner.pk));
+        expect((await sock.auth(provider))[2]).toBe(true);
+        return { provider, sock };
+      };
+      const filling: Array<[boolean, string]> = [];
+      for (let n = 0; n < 1 / OWNER_RESERVE_SHARE; n++) {
+        const b = await bridgeOf();
+        for (let m = 0; m < 2; m++) filling.push((await b.sock.publish(noteOf(b.provider, perOwner / 2))).slice(2) as [boolean, string]);
+      }
+      const late = await bridgeOf();
+      const lateFirst = (await late.sock.publish(noteOf(late.provider, 500))).slice(2); // in the clients' share
+      const client = await open('198.51.100.13');
+      const stranger = keys();
+      const notes: Array<[boolean, string]> = [];
+      for (let n = 0; n < 12; n++) notes.push((await client.publish(noteOf(stranger, 8000))).slice(2) as [boolean, string]);
+      notes.push((await client.publish(noteOf(stranger, clients - 16_000 - 500 - 11 * 8000))).slice(2) as [boolean, string]); // the clients' share is full
+      const lateSecond = (await late.sock.publish(noteOf(late.provider, 400))).slice(2);
+      const deployment = await open('internal');
+      const deployed = (await deployment.publish(noteOf(keys(), 500))).slice(2);
+      return { filling, lateFirst, notes, lateSecond, deployed, usage: relay.storedUsage() };
+    });
+    const full: [boolean, string] = [false, `restricted: storage quota: clients may hold ${clients} of the ${cap} stored bytes the relay allows on this shard; the rest is kept for its own agents and bridges`];
+    expect(answers.filling).toEqual(Array(32).fill([true, '']));
+    expect(answers.lateFirst).toEqual([true, '']);
+    // 112000 − 16000 − 500 leaves room for 11 notes of 8000 and one of 7500 (the late owner's note took the clients' share).
+    expect(answers.notes).toEqual([...Array(11).fill([true, '']), full, [true, '']]);
+    expect(answers).toMatchObject({ lateSecond: full, deployed: [true, ''] });
+    expect(answers.usage).toEqual({ events: 32 + 1 + 12 + 1, bytes: clients + 500 });
+  });
+
   it(`an owner shard whose plan sets no stored_bytes: strangers hold at most ${INBOX_SHARE * 100} % of max_stored_bytes, the owner the rest; a plan allowing more is held to it too`, async () => {
     const cap = 4000;
     const share = Math.floor(cap * INBOX_SHARE); // 1000

@@ -24,7 +24,9 @@
 // agents and bridges of one owner (an internal connection serving that owner, socket-tags.ts) store
 // there is held to OWNER_RESERVE_SHARE of the reserve (each such event is counted with its owner,
 // `stored_sizes.owner`), so that one sign-up's many bridges cannot fill the shard for everyone; the
-// deployment's own components (no owner served) are not.
+// deployment's own components (no owner served) are not. All owners' together hold at most the
+// reserve (`stored_totals.owners`); past it their writes count against the clients' share, so many
+// sign-ups cannot fill the shard for clients and the deployment's own components either.
 //
 // What is stored is counted exactly and without reading the stored events: each stored event's
 // bytes (`countedBytes`: its JSON and the copies of its tag values the indexes keep), and whether
@@ -151,12 +153,18 @@ const OWNERS_DATA_AT_WRITE = `SELECT ${ownersData('?2', 'json_each(?3)')} AS own
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS stored_sizes (rid INTEGER PRIMARY KEY, bytes INTEGER NOT NULL, inbox INTEGER NOT NULL, owner TEXT);
 CREATE INDEX IF NOT EXISTS stored_sizes_owner ON stored_sizes (owner) WHERE owner IS NOT NULL;
-CREATE TABLE IF NOT EXISTS stored_totals (k INTEGER PRIMARY KEY CHECK (k = 1), events INTEGER NOT NULL, bytes INTEGER NOT NULL, inbox INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS stored_totals (k INTEGER PRIMARY KEY CHECK (k = 1), events INTEGER NOT NULL, bytes INTEGER NOT NULL, inbox INTEGER NOT NULL, owners INTEGER NOT NULL DEFAULT 0);
 CREATE TRIGGER IF NOT EXISTS stored_sizes_added AFTER INSERT ON stored_sizes BEGIN
   UPDATE stored_totals SET events = events + 1, bytes = bytes + NEW.bytes, inbox = inbox + NEW.bytes * NEW.inbox;
 END;
 CREATE TRIGGER IF NOT EXISTS stored_sizes_removed AFTER DELETE ON stored_sizes BEGIN
   UPDATE stored_totals SET events = events - 1, bytes = bytes - OLD.bytes, inbox = inbox - OLD.bytes * OLD.inbox;
+END;
+CREATE TRIGGER IF NOT EXISTS stored_sizes_owner_added AFTER INSERT ON stored_sizes WHEN NEW.owner IS NOT NULL BEGIN
+  UPDATE stored_totals SET owners = owners + NEW.bytes;
+END;
+CREATE TRIGGER IF NOT EXISTS stored_sizes_owner_removed AFTER DELETE ON stored_sizes WHEN OLD.owner IS NOT NULL BEGIN
+  UPDATE stored_totals SET owners = owners - OLD.bytes;
 END;
 CREATE TRIGGER IF NOT EXISTS stored_event_removed AFTER DELETE ON events BEGIN
   DELETE FROM stored_sizes WHERE rid = OLD.rid;
@@ -166,8 +174,8 @@ END;
 /** What a write frees: counted bytes, of them the inbox's, and those of the owner whose agents and bridges write (PlanWrite.servedOwner). */
 type Freed = { bytes: number; inbox: number; owner: number };
 
-/** Stored events and bytes, and the bytes of events from others. */
-type Counted = ShardStorage & { inbox: number };
+/** Stored events and bytes, the bytes of events from others, and of owners' agents and bridges in the public shard's reserve. */
+type Counted = ShardStorage & { inbox: number; owners: number };
 
 /**
  * The stored bytes a shard may hold: the owner's plan's stored_bytes (`planned`; the public shard
@@ -224,6 +232,8 @@ export class OwnerPlan {
     // The owner whose agents and bridges stored an event in the public shard's reserve (none: anyone else's).
     const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('stored_sizes')").toArray();
     if (columns.length > 0 && !columns.some((c) => c.name === 'owner')) this.sql.exec('ALTER TABLE stored_sizes ADD COLUMN owner TEXT');
+    const totals = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('stored_totals')").toArray();
+    if (totals.length > 0 && !totals.some((c) => c.name === 'owners')) this.sql.exec('ALTER TABLE stored_totals ADD COLUMN owners INTEGER NOT NULL DEFAULT 0');
     this.sql.exec(SCHEMA);
     if (this.sql.exec('SELECT 1 FROM stored_totals').toArray().length === 0) this.backfill();
     const row = this.sql.exec<{ plan: string; suspended: number }>('SELECT plan, suspended FROM owner_account').toArray()[0];
@@ -280,7 +290,7 @@ export class OwnerPlan {
   }
 
   private totals(): Counted {
-    return this.sql.exec<Counted>('SELECT events, bytes, inbox FROM stored_totals').one();
+    return this.sql.exec<Counted>('SELECT events, bytes, inbox, owners FROM stored_totals').one();
   }
 
   /**
@@ -336,13 +346,18 @@ export class OwnerPlan {
     if (after > allowed) return reject('restricted', write.fromOthers ? FOR_OTHERS.storage : `storage quota: ${by} ${allowed} stored bytes on this shard`);
     if (this.owner() === null) {
       const clients = Math.floor(allowed * (1 - RESERVED_SHARE));
-      if (!write.reserved && after > clients) {
-        return reject('restricted', `storage quota: clients may hold ${clients} of the ${allowed} stored bytes ${by} on this shard; the rest is kept for its own agents and bridges`);
+      let reserved = write.reserved;
+      if (write.servedOwner !== undefined) {
+        // Only the owner's own agents and bridges write on its connection: it may be told the figures.
+        const share = Math.floor(allowed * RESERVED_SHARE * OWNER_RESERVE_SHARE);
+        if (this.ownerHolds(write.servedOwner) - freed.owner + write.bytes > share) {
+          return reject('restricted', `storage quota: the agents and bridges of one owner may hold ${share} of the ${allowed} stored bytes ${by} on this shard`);
+        }
+        // All owners' agents and bridges together hold at most the reserve; past it they write in the clients' share.
+        if (now.owners - freed.owner + write.bytes > allowed - clients) reserved = false;
       }
-      // Only the owner's own agents and bridges write on its connection: it may be told the figures.
-      const share = Math.floor(allowed * RESERVED_SHARE * OWNER_RESERVE_SHARE);
-      if (write.servedOwner !== undefined && this.ownerHolds(write.servedOwner) - freed.owner + write.bytes > share) {
-        return reject('restricted', `storage quota: the agents and bridges of one owner may hold ${share} of the ${allowed} stored bytes ${by} on this shard`);
+      if (!reserved && after > clients) {
+        return reject('restricted', `storage quota: clients may hold ${clients} of the ${allowed} stored bytes ${by} on this shard; the rest is kept for its own agents and bridges`);
       }
       return undefined;
     }
