@@ -1,7 +1,8 @@
 // Open sign-up stays within what the deployment can carry (workers/accounts/signup-limits.ts,
 // accounts-do.ts `signUp` / `states`, workers/api/signup.ts, admin.ts, workers/common/owners.ts):
 // sign-ups stop at EDGESTR_SIGNUP_MAX_OWNERS owners and EDGESTR_SIGNUP_MAX_PER_DAY a UTC day (403
-// naming the cap; an operator still adds owners); the registry copy each isolate holds is at most
+// naming the cap; an operator still adds owners); open sign-up with a default plan that leaves agents
+// or tokens_per_day unlimited answers 503; the registry copy each isolate holds is at most
 // REGISTRY_COPY_MAX owners (the others are looked up by key); GET /api/admin/owners is paged.
 // The tests share one Accounts object, so each reads the registry's size first (the last one fills it).
 import { env, runInDurableObject } from 'cloudflare:test';
@@ -13,7 +14,7 @@ import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { api } from './api-helpers.js';
 import { fetchWithEnv, type EnvOverride } from './app-env.js';
 import { BASE, keys, type Keys } from './helpers.js';
-import { OPEN_SIGNUP, TEST_ADMIN_SK, TEST_OWNER } from './test-keys.js';
+import { OPEN_SIGNUP, TEST_ADMIN_SK, TEST_OWNER, TEST_PLANS } from './test-keys.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
 
@@ -75,6 +76,20 @@ describe('sign-up caps', () => {
     } finally {
       warn.mockRestore();
     }
+  });
+});
+
+describe('open sign-up needs a default plan that bounds agents and model tokens', () => {
+  const UNAVAILABLE = 'sign-up is unavailable on this deployment: EDGESTR_SIGNUP=open needs a default plan that sets agents and tokens_per_day; ask the operators';
+
+  it('with the default plan unlimited (no EDGESTR_PLANS, or one of the two unset) every sign-up is 503 with the reason, and nothing is stored', async () => {
+    for (const plans of [undefined, TEST_PLANS, '{"default":{"agents":1}}', '{"default":{"tokens_per_day":1000}}']) {
+      const k = keys();
+      expect(await signup(k, { EDGESTR_PLANS: plans })).toEqual({ status: 503, json: { error: UNAVAILABLE } });
+      expect(await accountsStub(env).owner(k.pk)).toBeUndefined();
+    }
+    const k = keys();
+    expect(await signup(k, { EDGESTR_PLANS: '{"default":{"agents":1,"tokens_per_day":1000}}' })).toEqual(added(k));
   });
 });
 

@@ -6,8 +6,9 @@
 // fresh keys can grow it by. Each a whole number, 0 or more; unset, the default; a value that is not
 // one counts as the default, logged once per isolate and value. Open sign-up also needs a default
 // plan (workers/accounts/plans.ts) that sets `agents` and `tokens_per_day`: with either unlimited, a
-// stranger's key would spend the operator's provider keys without end (openSignupProblem), so
-// `npm run deploy` refuses it (scripts/deploy-check.mjs bundles this file and calls signupProblems).
+// stranger's key would spend the operator's provider keys without end, so the Worker answers sign-ups
+// 503 (openSignupProblem). `npm run deploy` refuses the same (scripts/deploy-check.mjs bundles this
+// file and calls signupProblems).
 
 import { DEFAULT_PLAN, parsePlans, type Plans } from './plans.js';
 

@@ -11,18 +11,21 @@
 // rather than dropping the copy, so sign-ups do not make other requests fetch the whole registry.
 // The registry takes sign-ups up to EDGESTR_SIGNUP_MAX_OWNERS owners and EDGESTR_SIGNUP_MAX_PER_DAY
 // a UTC day (workers/accounts/signup-limits.ts, counted by the Accounts object): past either, 403
-// naming the cap.
+// naming the cap. And open sign-up needs a default plan that sets `agents` and `tokens_per_day`
+// (else a stranger's key spends the provider keys without end): without one, every sign-up is 503
+// with that reason, before the NIP-98 checks (`npm run deploy` refuses such a configuration; this
+// covers a deploy that went around it).
 
 import { Hono } from 'hono';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
-import { DEFAULT_PLAN } from '../accounts/plans.js';
-import { signupCaps, type SignupEnv } from '../accounts/signup-limits.js';
+import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
+import { openSignupProblem, signupCaps, type SignupEnv } from '../accounts/signup-limits.js';
 import { clientAddress } from '../common/client-address.js';
 import { rememberOwner, staticOwners, type OwnerEnv } from '../common/owners.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 
-export interface SignupApiBindings extends ApiStateBindings, AccountsBindings, OwnerEnv, SignupEnv {
+export interface SignupApiBindings extends ApiStateBindings, AccountsBindings, OwnerEnv, PlanEnv, SignupEnv {
   /** "open": anyone may sign up. */
   EDGESTR_SIGNUP?: string;
   /** Workers Rate Limiting: sign-ups per client address (wrangler.toml [[ratelimits]]). */
@@ -49,6 +52,8 @@ export function signupRoutes() {
         return c.json({ error: SIGNUP_RATE_LIMITED }, 429, { 'Retry-After': String(SIGNUP_PERIOD_SECONDS) });
       }
     }
+    const unavailable = c.env.EDGESTR_SIGNUP === 'open' ? openSignupProblem(plansOf(c.env)) : undefined;
+    if (unavailable) return c.json({ error: `sign-up is unavailable on this deployment: ${unavailable}; ask the operators` }, 503);
     await next();
   });
   app.use('*', nip98<SignupApiBindings>((env) => (env.EDGESTR_SIGNUP === 'open' ? undefined : SIGNUP_CLOSED)));
