@@ -3,7 +3,8 @@
 // room at once), and the deployment's bound on every shard (RELAY_LIMITS max_stored_bytes): the
 // public shard's, with a reserve kept for what edgestr's own connections publish about themselves
 // and to their owners (not their answers to others, nor what the connections the /mcp gateway opens
-// for its callers publish), and an owner shard's when its plan sets none, so that strangers hold at
+// for its callers publish; one owner's agents and bridges at most their share of it, all owners'
+// at most the reserve), and an owner shard's when its plan sets none, so that strangers hold at
 // most the inbox share of it.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
@@ -14,8 +15,8 @@ import { TEST_ADMIN_SK } from './test-keys.js';
 import { countedBytes, INBOX_SHARE, OWNER_RESERVE_SHARE, OwnerPlan, RESERVED_SHARE } from '../../workers/relay-do/owner-plan.js';
 import { DEFAULT_LIMITS, type RelayLimits } from '../../workers/relay-do/limits.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER } from '../../workers/common/shards.js';
-import { shardUpgradeHeaders } from '../../workers/common/relay-sockets.js';
+import { INTERNAL_HEADER, PUBLIC_SHARD, SHARD_HEADER, shardStub } from '../../workers/common/shards.js';
+import { openRelaySocket, shardUpgradeHeaders } from '../../workers/common/relay-sockets.js';
 import { relayVerifier } from '../../workers/common/verifier.js';
 import { DVMCP_WRAP_TTL_SECONDS } from '../../src/shared/dvmcp-wrap.js';
 import { requestTemplate } from '../../src/shared/dvmcp.js';
@@ -340,6 +341,25 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
     expect(answers.notes).toEqual([...Array(11).fill([true, '']), full, [true, '']]);
     expect(answers).toMatchObject({ lateSecond: full, deployed: [true, ''] });
     expect(answers.usage).toEqual({ events: 32 + 1 + 12 + 1, bytes: clients + 500 });
+  });
+
+  it('the public shard: the owner an internal connection serves reaches the primary that stores its event (through an edge object when the shard has them), which counts the event as that owner’s', async () => {
+    const [owner, provider] = [keys(), keys()];
+    const sock = await openRelaySocket(env, 'ws://relay.test/', { origin: 'http://relay.test', owner: owner.pk });
+    const note = noteOf(provider, 500);
+    const ok = await new Promise<unknown[]>((resolve) => {
+      sock.addEventListener('message', (m) => {
+        const frame = JSON.parse(String(m.data)) as unknown[];
+        if (frame[0] === 'OK' && frame[1] === note.id) resolve(frame);
+      });
+      sock.send(JSON.stringify(['EVENT', note]));
+    });
+    sock.close();
+    expect(ok).toEqual(['OK', note.id, true, '']);
+    const counted = await runInDurableObject(shardStub(env, null), (_i, state) =>
+      state.storage.sql.exec<{ owner: string | null }>('SELECT s.owner AS owner FROM stored_sizes s JOIN events e ON e.rid = s.rid WHERE e.id = ?', note.id).toArray(),
+    );
+    expect(counted).toEqual([{ owner: owner.pk }]);
   });
 
   it(`an owner shard whose plan sets no stored_bytes: strangers hold at most ${INBOX_SHARE * 100} % of max_stored_bytes, the owner the rest; a plan allowing more is held to it too`, async () => {
