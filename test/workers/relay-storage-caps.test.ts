@@ -142,6 +142,22 @@ describe('what a shard counts as stored', () => {
     sock.close();
   });
 
+  it('a shard made before owners were counted gets the columns when it wakes: what it stored counts as nobody’s, the sums stay', async () => {
+    const woken = await runInDurableObject(env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId()), (_i, state) => {
+      const sql = state.storage.sql;
+      new OwnerPlan(sql, env, () => null, 128_000);
+      sql.exec('INSERT INTO stored_sizes (rid, bytes, inbox) VALUES (1, 700, 1)');
+      // The shard as it was before: no owner column, no owners' sum.
+      for (const t of ['stored_sizes_owner_added', 'stored_sizes_owner_removed']) sql.exec(`DROP TRIGGER ${t}`);
+      sql.exec('DROP INDEX stored_sizes_owner');
+      sql.exec('ALTER TABLE stored_sizes DROP COLUMN owner');
+      sql.exec('ALTER TABLE stored_totals DROP COLUMN owners');
+      const plan = new OwnerPlan(sql, env, () => null, 128_000);
+      return { storage: plan.storage(), totals: sql.exec('SELECT owners FROM stored_totals').one(), sizes: sql.exec('SELECT owner FROM stored_sizes').toArray() };
+    });
+    expect(woken).toEqual({ storage: { events: 1, bytes: 700 }, totals: { owners: 0 }, sizes: [{ owner: null }] });
+  });
+
   it('a shard made before the sums counts what it holds once, when it wakes: the owner’s events and the inbox’s, gift wraps the owner published included', async () => {
     const owner = await addOwner('inbox_shard');
     const mine = await connect(`/r/${owner.pk}`);
