@@ -10,9 +10,8 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { MAX_PLAINTEXT_BYTES } from '../../src/shared/nip44.js';
-import { Observer } from '../../src/shared/ao-observer.js';
 import { TOOL_OUTPUT_MAX_BYTES } from '../../workers/agent/event-fit.js';
-import { NipXxClient, createTestAgent, ownerRelayClient, type RunEvents } from './agent-helpers.js';
+import { NipXxClient, createTestAgent, watchRunsEnded, type RunEvents } from './agent-helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
@@ -36,24 +35,11 @@ const MESSAGE = 'this agent reached its model budget for today (UTC)';
  * by a limit tells the figures (its `detail`), whoever the client.
  */
 async function resolvedFrames(agent: string, fn: () => Promise<void>): Promise<Array<Record<string, unknown>>> {
-  const relay = ownerRelayClient();
-  await relay.connect();
-  await relay.authenticate();
-  const resolved: Array<Record<string, unknown>> = [];
-  const observer = new Observer({
-    ownerSecretKey: TEST_OWNER_SK,
-    agents: [agent],
-    subscribe: (filters, opts) => relay.subscribe(filters, opts),
-    publish: (e) => relay.publish(e),
-    onFrame: (f) => void (f.frame.kind === 'session_resolved' && resolved.push(f.frame.payload)),
-  });
-  observer.start();
-  await new Promise((r) => setTimeout(r, 100));
+  const watch = await watchRunsEnded([agent]);
   await fn();
-  for (let i = 0; i < 60 && resolved.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
-  observer.stop();
-  relay.close();
-  return resolved;
+  await watch.until(1);
+  watch.stop();
+  return watch.resolved;
 }
 
 async function bigFetchAgent(): Promise<string> {

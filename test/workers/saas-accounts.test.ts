@@ -16,8 +16,7 @@ import app from '../../workers/index.js';
 import { NOT_AN_OWNER, OWNER_SUSPENDED as API_SUSPENDED } from '../../workers/common/owners.js';
 import { api } from './api-helpers.js';
 import { apiWithEnv } from './app-env.js';
-import { NipXxClient, ownerRelayClient } from './agent-helpers.js';
-import { Observer } from '../../src/shared/ao-observer.js';
+import { NipXxClient, watchRunsEnded } from './agent-helpers.js';
 import { BASE, connect, keys, sign, type Keys } from './helpers.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { SELF } from 'cloudflare:test';
@@ -302,19 +301,8 @@ describe('plan limits at their boundary', () => {
     const agent = (r.json as { pubkey: string }).pubkey;
     await freeze(agent, T0);
     // The owner's NIP-AO telemetry: the run's end, with the figures the stranger is not told.
-    const relay = ownerRelayClient(owner);
-    await relay.connect();
-    await relay.authenticate();
-    const resolved: Array<Record<string, unknown>> = [];
-    const observer = new Observer({
-      ownerSecretKey: owner.sk,
-      agents: [agent],
-      subscribe: (filters, opts) => relay.subscribe(filters, opts),
-      publish: (e) => relay.publish(e),
-      onFrame: (f) => void (f.frame.kind === 'session_resolved' && resolved.push(f.frame.payload)),
-    });
-    observer.start();
-    await new Promise((r) => setTimeout(r, 100));
+    const watch = await watchRunsEnded([agent], owner);
+    const resolved = watch.resolved;
     const client = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
     // The first call's input is about 170 tokens by estimate (the message and the calculator's
     // definition), with its 8 of answer within the 180 others may use; echo counts whitespace
@@ -331,7 +319,7 @@ describe('plan limits at their boundary', () => {
       retry_after: 60,
       details: { quota: 'tokens_per_day' },
     });
-    for (let i = 0; i < 40 && resolved.length < 1; i++) await new Promise((r) => setTimeout(r, 50));
+    await watch.until(1);
     expect(resolved).toEqual([
       expect.objectContaining({
         run_id: p.id,
@@ -339,8 +327,7 @@ describe('plan limits at their boundary', () => {
         detail: 'others may use 180 of the agent’s owner’s plan’s 200 model tokens for today (UTC); the rest is kept for the owner',
       }),
     ]);
-    observer.stop();
-    relay.close();
+    watch.stop();
   });
 
   it('model tokens per month: refused until the month ends (retry_after counts to the 1st, 00:00 UTC)', async () => {
@@ -406,23 +393,12 @@ describe('usage', () => {
   it('the owner’s NIP-AO telemetry carries each run’s usage and the owner’s totals against its plan', async () => {
     const owner = await addOwner('two_runs');
     const agent = await createAgent(owner);
-    const relay = ownerRelayClient(owner);
-    await relay.connect();
-    await relay.authenticate();
-    const resolved: Array<Record<string, unknown>> = [];
-    const observer = new Observer({
-      ownerSecretKey: owner.sk,
-      agents: [agent],
-      subscribe: (filters, opts) => relay.subscribe(filters, opts),
-      publish: (e) => relay.publish(e),
-      onFrame: (f) => void (f.frame.kind === 'session_resolved' && resolved.push(f.frame.payload)),
-    });
-    observer.start();
-    await new Promise((r) => setTimeout(r, 100));
+    const watch = await watchRunsEnded([agent], owner);
+    const resolved = watch.resolved;
     const client = await NipXxClient.open(agent, owner, `/r/${owner.pk}`);
     await ask(client, 'one two');
     await ask(client, 'three');
-    for (let i = 0; i < 40 && resolved.length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    await watch.until(2);
     const runs = (await stubOf(agent).usage()).reverse();
     expect(resolved).toHaveLength(2);
     resolved.forEach((payload, i) => {
@@ -436,8 +412,7 @@ describe('usage', () => {
     });
     const tokens = runs.reduce((n, r) => n + r.input_tokens + r.output_tokens, 0);
     expect(resolved[1]).toMatchObject({ owner_usage: { tokens_today: tokens, tokens_month: tokens } });
-    observer.stop();
-    relay.close();
+    watch.stop();
   });
 
   it('bad queries: 422 naming the field; strangers: 403', async () => {
