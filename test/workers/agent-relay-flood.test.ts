@@ -2,10 +2,12 @@
 // unbounded work: each event it sends costs a Schnorr verification (a gift wrap also an ECDH), and
 // each prompt acted on a run and a `seen` row, so each relay link takes events through a token
 // bucket before any of that (EXTERNAL_EVENTS_PER_SECOND sustained, EXTERNAL_EVENTS_BURST at once); the excess is
-// dropped and counted. The flooding relay is test/fake-provider/flood-relay.ts: on the agent's REQ
-// it streams 3,000 signed 25802 prompts from fresh keys p-tagging the agent.
+// dropped, counted, and logged in one line a minute (workers/common/drop-summary.ts: the first drop
+// at once, the rest with the next line a minute later). The flooding relay is
+// test/fake-provider/flood-relay.ts: on the agent's REQ it streams 3,000 signed 25802 prompts from
+// fresh keys p-tagging the agent.
 import { env, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { EXTERNAL_EVENTS_BURST, EXTERNAL_EVENTS_PER_SECOND } from '../../workers/agent/relay-links.js';
 import { NipXxClient, createTestAgent } from './agent-helpers.js';
@@ -28,7 +30,9 @@ describe('an external relay flooding the agent', () => {
     const started = Date.now();
     // The prompt caps are raised so that only the relay's bucket stands between the flood and the agent.
     const limits = { agent_prompts_per_minute: 100_000, max_concurrent_runs: 100 };
-    const agent = await createTestAgent({ relays: [`${flooder}/${tag}/3000/hold`], limits });
+    const relay = `${flooder}/${tag}/3000/hold`;
+    const agent = await createTestAgent({ relays: [relay], limits });
+    const warned = vi.spyOn(console, 'warn');
     // The client subscribes before the flood starts (local workerd runs every object, the flooded
     // agent's included, on one thread: under load its REQs' EOSE took over 10 s once the flood ran).
     const c = await NipXxClient.open(agent);
@@ -61,6 +65,11 @@ describe('an external relay flooding the agent', () => {
     expect(rows).toBeGreaterThan(EXTERNAL_EVENTS_BURST / 2);
     const dropped = await runInDurableObject(stubOf(agent), (i) => (i as Agent).droppedFromRelays);
     expect(dropped).toBeGreaterThanOrEqual(3000 - rows);
+    const lines = warned.mock.calls.map((args) => args.map(String).join(' ')).filter((l) => l.includes('external relay'));
+    warned.mockRestore();
+    expect(lines).toEqual([
+      `agent ${agent}: 1 event over an external relay's limit dropped since the last report (1 "${relay}: more than ${EXTERNAL_EVENTS_PER_SECOND} a second (burst ${EXTERNAL_EVENTS_BURST})"); reported at most once a minute`,
+    ]);
     // Signing 3,000 events with fresh keys takes the relay seconds on a loaded machine.
   }, 120_000);
 });

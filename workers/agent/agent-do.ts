@@ -7,9 +7,14 @@
 // that failed, bounded retention, sealing the
 // MCP server headers of configs stored before they were sealed, and while EDGESTR_SECRET is rotated
 // sealing again what the previous secret sealed), incoming
-// events (one that does not name the agent alone dropped before anything, counted in a log line a
-// minute; each id claimed once, signature checked, gift wraps opened; fresh DVMCP requests handed to
-// dvmcp-server.ts), cancels, and a prompt's path from admission to its one terminal event.
+// events (one that does not name the agent alone dropped before anything; each id claimed once,
+// signature checked, gift wraps opened; fresh DVMCP requests handed to dvmcp-server.ts), cancels,
+// and a prompt's path from admission to its one terminal event. What a stranger can send without
+// limit and the agent drops is never logged one line per event: events not naming it alone, events
+// past an external relay's bucket (relay-links.ts), answers (a run's events, outbox.ts; DVMCP
+// answers) its relay does not take and encrypted requests with its encryption off are counted by
+// reason in one DropSummary (workers/common/drop-summary.ts: one line per kind a minute, the
+// watchdog writes what is due).
 // Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS (or the
 // registry) or was suspended stops answering (UNAUTHORIZED): its runs and DVMCP asks in progress
 // end at once when it learns it (ownerChanged, the watchdog), and each model call of a run checks
@@ -31,8 +36,8 @@ import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache, decrypt } from '../../src/shared/nip44.js';
 import { unwrap } from '../../src/shared/nip59.js';
 import { checkRequestTags, sessionOf } from '../../src/shared/nip-xx.js';
-import { NOT_SOLE_RECIPIENT, soleRecipient } from '../../src/shared/recipients.js';
-import { DropSummary } from '../common/drop-summary.js';
+import { soleRecipient } from '../../src/shared/recipients.js';
+import { DROPS, DropSummary } from '../common/drop-summary.js';
 import { readControlFrame } from '../../src/shared/ao-control.js';
 import { relayVerifier } from '../common/verifier.js';
 import { agentRelays, relayLabel, type AgentLimits, type StoredAgent } from './config.js';
@@ -142,8 +147,8 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly withdrawal: Withdrawal;
   /** Set while remove() ends the active runs: no new run starts. */
   private removing = false;
-  /** Events dropped for naming other keys than the agent too, logged once a minute. */
-  private readonly notAlone = new DropSummary((line) => console.warn(`agent ${this.store.config()?.pubkey ?? ''}: ${line}`), NOT_SOLE_RECIPIENT);
+  /** What strangers send that is dropped (see the header), logged once a minute per kind. */
+  private readonly drops = new DropSummary((line) => console.warn(`agent ${this.store.config()?.pubkey ?? ''}: ${line}`));
 
   constructor(ctx: DurableObjectState, env: AgentEnv) {
     super(ctx, env);
@@ -165,6 +170,7 @@ export class Agent extends DurableObject<AgentEnv> {
       onRequest: (e, relay) => this.onEvent(e, relay),
       onControl: (e) => this.onControl(e),
       announces: (c) => !this.ownerRemoved(c),
+      drops: this.drops,
       mcpSessions: this.mcpSessions,
       mcpHeaders: (s) => this.store.mcpHeaders(s),
     });
@@ -175,6 +181,7 @@ export class Agent extends DurableObject<AgentEnv> {
       sign: (t, sk) => this.store.sign(t, sk),
       client: (url, c) => this.links.client(url, c),
       config: () => this.store.config(),
+      drops: this.drops,
     });
     this.dvmcp = new AgentDvmcp({
       config: () => this.store.config(),
@@ -184,8 +191,9 @@ export class Agent extends DurableObject<AgentEnv> {
       sign: (t, sk) => this.store.sign(t, sk),
       publish: async (url, e, c) => {
         const r = await this.links.client(url, c).publish(e, { timeoutMs: 5000 });
-        if (!r.ok) console.warn(`agent dvmcp: ${relayLabel(url)} refused ${e.kind} ${e.id}: ${r.message}`);
+        if (!r.ok) this.drops.drop(DROPS.refusedByRelay, `${relayLabel(url)}: ${r.message}`);
       },
+      drops: this.drops,
       admit: (sender, what, reserved, ask) => {
         const c = this.store.config();
         if (!c || this.removing) return { verdict: 'drop' };
@@ -315,6 +323,7 @@ export class Agent extends DurableObject<AgentEnv> {
    */
   override async alarm(): Promise<void> {
     if (!this.store.config()) return;
+    this.drops.flush();
     await this.sealSecrets();
     const c = this.store.config();
     if (!c) return;
@@ -512,7 +521,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const c = this.store.config();
     if (!c) return;
     // Naming the agent and other keys (or it twice): dropped before any work, only counted (recipients.ts).
-    if (!soleRecipient(e, c.pubkey)) return this.notAlone.drop();
+    if (!soleRecipient(e, c.pubkey)) return this.drops.drop(DROPS.notAlone);
     // Claimed before the first await: the same event from a second relay (or a replay) is dropped here.
     // Claims live in memory; an id is kept in `seen` only once acted on (below, and in onPrompt).
     if (!this.runs.claim(e.id)) return;
@@ -531,7 +540,7 @@ export class Agent extends DurableObject<AgentEnv> {
       if (r.kind !== KIND.AI_PROMPT && r.kind !== KIND.AI_CANCEL && !dvmcp) return;
       // The wrap's p is not signed by the sender: a DVMCP rumor must name the agent alone too (a
       // NIP-XX rumor that does not is answered INVALID_SCHEMA, admission.ts).
-      if (dvmcp && !soleRecipient(r, c.pubkey)) return this.notAlone.drop();
+      if (dvmcp && !soleRecipient(r, c.pubkey)) return this.drops.drop(DROPS.notAlone);
       if (!this.runs.claim(r.id)) return;
       if (dvmcp) return this.keptIfFresh(r.id, r.created_at) ? this.dvmcp.onRumor(r, relay) : undefined;
       return this.dispatch({ event: r, wrapped: true, wrapKind: e.kind, relay });

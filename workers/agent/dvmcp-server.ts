@@ -31,6 +31,7 @@ import { answerWrapSigner, Dispatcher, type Reply, type RequestAdmission } from 
 import { ErrorAnswers, Limiter, releaseOnce } from '../common/dvmcp-server/limits.js';
 import { NOTIFICATIONS_PER_MINUTE, NotificationBudget, SERVER_NOTIFICATIONS_PER_MINUTE } from '../common/dvmcp-server/notification-limits.js';
 import { relayVerifier } from '../common/verifier.js';
+import type { DropSummary } from '../common/drop-summary.js';
 import { noPaymentGate } from '../common/dvmcp-server/payment-gate.js';
 import type { AdmissionResult, Refusal } from './admission.js';
 import type { DvmcpSettings, StoredAgent } from './config.js';
@@ -58,8 +59,10 @@ export interface AgentDvmcpDeps {
   keys: ConversationKeyCache;
   secretKey(): Promise<Uint8Array>;
   sign(t: EventTemplate, sk: Uint8Array): Promise<NostrEvent>;
-  /** Publishes on relay `url` (the answer goes where the request came from). */
+  /** Publishes on relay `url` (the answer goes where the request came from); a refusal is counted there, not thrown. */
   publish(url: string, e: NostrEvent, c: StoredAgent): Promise<void>;
+  /** Where the agent counts what strangers send that is dropped (the dispatcher's drops before admission). */
+  drops: Pick<DropSummary, 'drop'>;
   /**
    * The agent's admission of `sender` (admission.ts admitSender) with `reserved` DVMCP runs besides
    * its NIP-XX runs; for a run, `ask` is the JSON of the ask's arguments (what its first model call
@@ -216,6 +219,7 @@ export class AgentDvmcp {
       limiter: admission,
       gate: () => noPaymentGate,
       log: (line) => console.log(`agent dvmcp: ${line}`),
+      drops: deps.drops,
       errorAnswer: (client) => this.errorAnswer(client),
       notifications: this.notifyBudget,
     });

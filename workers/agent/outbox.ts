@@ -3,8 +3,11 @@
 // OrderedQueue per run, PacedPublisher from src/shared/paced-publisher.ts); and its one durable
 // terminal event (persisted before it is published, re-sent by the watchdog until the relay
 // accepts it, for a day at most and a bounded batch per alarm; a refusal for good, e.g. `blocked:`
-// for a client that asked to vanish, ends the re-sending and is logged). A terminal event to a
-// client other than the agent's owner carries a NIP-40 expiration (on the gift wrap when wrapped):
+// for a client that asked to vanish, ends the re-sending and is recorded on the run). An event not
+// delivered after its attempts, or refused for good, is counted in the agent's DropSummary (one log
+// line a minute, not one per event: a client chooses how its relay treats what it is sent). A
+// terminal event to a client other than the agent's owner carries a NIP-40 expiration (on the gift
+// wrap when wrapped):
 // a response a day, an error or refusal 10 minutes (`terminalTtl`); one that expired unsent is not
 // sent again. The owner's answers keep none (its history).
 
@@ -22,6 +25,7 @@ import type { RunAddress, RunStore } from './run-store.js';
 import type { Terminal } from './runtime.js';
 import { errorMessage, isRefusedForGood } from '../../src/shared/errors.js';
 import { fitResponse } from './event-fit.js';
+import { DROPS, type DropSummary } from '../common/drop-summary.js';
 
 /** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart (200, 400 ms). */
 const PUBLISH_ATTEMPTS = 3;
@@ -67,6 +71,8 @@ export interface OutboxDeps {
   /** The (current) connection to `relay`. */
   client(relay: string, c: StoredAgent): RelayClient;
   config(): StoredAgent | undefined;
+  /** Where the events a relay did not take are counted (DROPS.refusedByRelay). */
+  drops: Pick<DropSummary, 'drop'>;
 }
 
 /**
@@ -100,7 +106,7 @@ export class Outbox {
    * Publishes a non-terminal run event without making the run wait: the run's events form one chain
    * (each sent after the previous one's OK, so the relay sees them in order); finish() waits for the
    * chain before the terminal event. A refused or lost publish is retried (on the current connection
-   * to that relay) up to PUBLISH_ATTEMPTS times, then counted in `undelivered` and logged.
+   * to that relay) up to PUBLISH_ATTEMPTS times, then counted in `undelivered` and in the drops.
    */
   async emit(runId: string, kind: number, payload: object, extraTags: string[][] = []): Promise<void> {
     const run = this.deps.runs.get(runId);
@@ -174,7 +180,7 @@ export class Outbox {
 
   /**
    * One attempt at a run's terminal event (each run answers on the one relay its prompt came from).
-   * Accepted (or `duplicate:`, the relay has it): done. Refused for good: recorded and logged, never
+   * Accepted (or `duplicate:`, the relay has it): done. Refused for good: recorded and counted in the drops, never
    * sent again. Anything else (`rate-limited:`, `error:`, no answer): the watchdog sends it again
    * until retention removes the run.
    */
@@ -183,7 +189,7 @@ export class Outbox {
     if (result.ok || result.message.startsWith('duplicate:')) return this.deps.runs.markPublished(runId);
     if (!isRefusedForGood(result.message)) return;
     this.deps.runs.markRefused(runId, result.message);
-    console.error(`agent: run ${runId}: terminal event ${event.id} (kind ${event.kind}) refused by ${relayLabel(relay)}, not sent again: ${result.message}`);
+    this.deps.drops.drop(DROPS.refusedByRelay, `${relayLabel(relay)}: ${result.message}`);
   }
 
   private async publishWithRetry(runId: string, { event, relay, c }: Pending): Promise<void> {
@@ -204,7 +210,7 @@ export class Outbox {
     if (r.ok) return;
     this.undeliverable.add(runId);
     this.undelivered++;
-    console.error(`agent: run ${runId}: event ${event.id} (kind ${event.kind}) not delivered to ${relayLabel(relay)}: ${r.message}`);
+    this.deps.drops.drop(DROPS.refusedByRelay, `${relayLabel(relay)}: ${r.message}`);
   }
 
   /** The most bytes of JSON payload an event of `kind` of run `runId` (with `extraTags`) can carry. */

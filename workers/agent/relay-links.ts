@@ -9,7 +9,8 @@
 // runs over the public shard's connection, authenticated as the agent; its gift wraps expire
 // (NIP-40) as the DVMCP answers' do. Events from an external
 // relay (one of the owner's `relays`, where anyone may post events tagged to the agent) pass a
-// token bucket per relay before any work (InboundLimit); the deployment's own shards bound their
+// token bucket per relay before any work; the excess is counted in the agent's DropSummary (one log
+// line a minute, workers/common/drop-summary.ts); the deployment's own shards bound their
 // publishers themselves.
 
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -43,6 +44,7 @@ import type { DvmcpToolOptions } from './tools/dvmcp.js';
 import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import { SingleFlight } from '../common/single-flight.js';
 import { TokenBucket } from '../relay-do/rate-limit.js';
+import { DROPS, type DropSummary } from '../common/drop-summary.js';
 
 /**
  * Events one external relay may hand the agent: 20 a second sustained, 100 at once. Each costs a
@@ -52,36 +54,8 @@ import { TokenBucket } from '../relay-do/rate-limit.js';
  */
 export const EXTERNAL_EVENTS_PER_SECOND = 20;
 export const EXTERNAL_EVENTS_BURST = 100;
-/** Drops from one relay are logged at most once in this window. */
-const DROP_LOG_WINDOW_MS = 60_000;
-
-/** The bucket of one external relay; drops are counted and logged once per window. */
-class InboundLimit {
-  private readonly bucket: TokenBucket;
-  private droppedSinceLog = 0;
-  private loggedAt = -Infinity;
-
-  constructor(
-    private readonly url: string,
-    now: number,
-  ) {
-    this.bucket = new TokenBucket(EXTERNAL_EVENTS_PER_SECOND, EXTERNAL_EVENTS_BURST, now);
-  }
-
-  /** Whether the next event is taken; a dropped one is counted (and logged once per window). */
-  take(now: number): boolean {
-    if (this.bucket.take(now)) return true;
-    this.droppedSinceLog++;
-    if (now - this.loggedAt >= DROP_LOG_WINDOW_MS) {
-      console.warn(
-        `agent: relay ${relayLabel(this.url)} sends more than ${EXTERNAL_EVENTS_PER_SECOND} events a second (burst ${EXTERNAL_EVENTS_BURST}): ${this.droppedSinceLog} dropped since the last report`,
-      );
-      this.loggedAt = now;
-      this.droppedSinceLog = 0;
-    }
-    return false;
-  }
-}
+/** Why an event of external relay `url` was dropped (the reason its DropSummary line names). */
+const overLimit = (url: string): string => `${relayLabel(url)}: more than ${EXTERNAL_EVENTS_PER_SECOND} a second (burst ${EXTERNAL_EVENTS_BURST})`;
 
 export interface LinksEnv extends OwnerEnv, AccountsBindings, OutboundEnv {
   RELAY_SHARD: DurableObjectNamespace<RelayShard>;
@@ -103,6 +77,8 @@ export interface RelayLinksDeps {
   onControl(e: NostrEvent): Promise<void>;
   /** Whether a (re)opened connection publishes the agent's announcements (not while its owner is removed). */
   announces(c: StoredAgent): boolean;
+  /** Where the events an external relay sends past its bucket are counted (DROPS.externalRelay). */
+  drops: Pick<DropSummary, 'drop'>;
   /** The agent's MCP sessions and tool lists (ai.info lists the tools from them). */
   mcpSessions: McpSessionCache;
   /** Opens an MCP server's sealed headers (AgentStore.mcpHeaders), when ai.info's listing connects to it. */
@@ -126,7 +102,7 @@ export class RelayLinks {
   private controlGeneration = 0;
   private dvmcp: { relay: RelayClient; client: DvmcpClient } | undefined;
   /** The bucket of each external relay, by URL (kept across reconnections, so a reconnect does not refill it). */
-  private readonly limits = new Map<string, InboundLimit>();
+  private readonly limits = new Map<string, TokenBucket>();
   /** Events dropped by those buckets. */
   dropped = 0;
 
@@ -275,7 +251,7 @@ export class RelayLinks {
     const onEvent = (e: NostrEvent): void => {
       if (limit && !limit.take(Date.now())) {
         this.dropped++;
-        return;
+        return this.deps.drops.drop(DROPS.externalRelay, overLimit(url));
       }
       handle('event', e.id, this.deps.onRequest(e, url));
     };
@@ -293,10 +269,10 @@ export class RelayLinks {
     }
   }
 
-  private limitOf(url: string): InboundLimit {
+  private limitOf(url: string): TokenBucket {
     let limit = this.limits.get(url);
     if (!limit) {
-      limit = new InboundLimit(url, Date.now());
+      limit = new TokenBucket(EXTERNAL_EVENTS_PER_SECOND, EXTERNAL_EVENTS_BURST, Date.now());
       this.limits.set(url, limit);
     }
     return limit;

@@ -8,12 +8,17 @@
 // not take sent again (`deleteAnnouncements`, `resendDeletions`); while EDGESTR_SECRET is rotated,
 // what the previous secret sealed is sealed again), and
 // incoming events: one that does not name the provider alone (exactly one p tag; a wrap's rumor
-// too) dropped before anything, counted in a log line a minute; each event id checked once
-// (bounded LRU), signature checked, gift wraps opened (refusals logged with the reason, never
-// answered; answers and notifications gift-wrapped expire in 10 minutes), requests dated over 60 s away from
+// too) dropped before anything; each event id checked once
+// (bounded LRU), signature checked, gift wraps opened (refusals never answered; answers and
+// notifications gift-wrapped expire in 10 minutes), requests dated over 60 s away from
 // now ignored, and each request id (the event's, or the rumor's) handled once: a request seen on both
 // shards is answered once, on the relay it came from first, and a replay is ignored also after an
 // eviction (`once`, the `seen` table). Requests are metered and held to the owner's plan (metering.ts).
+// What a stranger can send without limit and the bridge drops is never logged one line per event:
+// events not naming it alone, gift wraps that do not open, zap receipts that pay nothing, answers
+// its relay refuses and encrypted requests to a server with encryption off are counted by reason in
+// one DropSummary (workers/common/drop-summary.ts: one line per kind a minute, the watchdog writes
+// what is due).
 // Whether the bridge serves is the owner rule (workers/common/owners.ts: EDGESTR_OWNERS or the
 // registry, cached OWNER_CACHE_MS per isolate), never whether the owner has a shard (with
 // EDGESTR_OPEN_SHARDS every key has one):
@@ -53,8 +58,8 @@ import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
 import { answerWrapSigner, Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
-import { DropSummary } from '../common/drop-summary.js';
-import { NOT_SOLE_RECIPIENT, soleRecipient } from '../../src/shared/recipients.js';
+import { DROPS, DropSummary } from '../common/drop-summary.js';
+import { soleRecipient } from '../../src/shared/recipients.js';
 import { ErrorAnswers, isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { Coalescer, NOTIFICATIONS_PER_MINUTE, NOTIFY_WINDOW_MS, NotificationBudget, SERVER_NOTIFICATIONS_PER_MINUTE } from '../common/dvmcp-server/notification-limits.js';
 import { noPaymentGate, type PaymentGate } from '../common/dvmcp-server/payment-gate.js';
@@ -120,8 +125,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private readonly meter: BridgeMeter;
   /** The owner's plan, as last seen by onEvent. */
   private plan = DEFAULT_PLAN;
-  /** Events dropped for naming other keys than the provider too, logged once a minute. */
-  private readonly notAlone = new DropSummary((line) => console.warn(`bridge: provider ${this.store.providerRecord()?.pubkey ?? ''}: ${line}`), NOT_SOLE_RECIPIENT);
+  /** What strangers send that is dropped (see the header), logged once a minute per kind. */
+  private readonly drops = new DropSummary((line) => console.warn(`bridge: provider ${this.store.providerRecord()?.pubkey ?? ''}: ${line}`));
 
   constructor(ctx: DurableObjectState, env: BridgeEnv) {
     super(ctx, env);
@@ -155,6 +160,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       limiter: { admit: (client, servers, method) => this.admit(client, servers, method) },
       gate: () => this.gate,
       log: (line) => console.log(`bridge: ${line}`),
+      drops: this.drops,
       errorAnswer: (client) => this.errorAnswer(client),
       notifications: this.notifyBudget,
     });
@@ -324,6 +330,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
   override async alarm(): Promise<void> {
     const p = this.store.providerRecord();
     if (!p) return;
+    this.drops.flush();
     await this.resealSecrets(p);
     const account = await this.account(p);
     if (!account.ok) {
@@ -575,7 +582,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
     const p = this.store.providerRecord();
     if (!p) return;
     // Naming the provider and other keys (or it twice): dropped before any work, only counted (recipients.ts).
-    if (!soleRecipient(e, p.pubkey)) return this.notAlone.drop();
+    if (!soleRecipient(e, p.pubkey)) return this.drops.drop(DROPS.notAlone);
     // The owner rule, not whether a shard exists (see the header).
     const account = await ownerState(this.env, p.owner);
     // Suspended or removed (the watchdog then withdraws the bridge): nothing is answered, but a
@@ -593,15 +600,12 @@ export class Bridge extends DurableObject<BridgeEnv> {
     }
     if (e.kind === KIND.ZAP_RECEIPT) {
       const paid = await this.payments.onReceipt(e);
-      if (!paid.ok) console.warn(`bridge: zap receipt ${e.id} ignored: ${paid.error}`);
+      if (!paid.ok) this.drops.drop(DROPS.zapReceipt, paid.error);
       return;
     }
     if (e.kind === KIND.GIFT_WRAP) {
       const opened = unwrapDvmcp(e, await this.store.secretKey(), this.keys, verifier);
-      if (!opened.ok) {
-        console.warn(`bridge: gift wrap ${e.id} refused: ${opened.error}`);
-        return;
-      }
+      if (!opened.ok) return this.drops.drop(DROPS.giftWrap, opened.error);
       const { message, form, createdAt } = opened.value;
       return this.once(message.id, createdAt, () => this.dispatch(message, form, url, p));
     }
@@ -610,7 +614,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   private async dispatch(m: Incoming, form: Form, url: string, p: ProviderRecord): Promise<void> {
     // A wrapped message must be addressed to this provider alone inside too (the wrap's p alone is not signed by the sender).
-    if (form !== 'plain' && !soleRecipient(m, p.pubkey)) return this.notAlone.drop();
+    if (form !== 'plain' && !soleRecipient(m, p.pubkey)) return this.drops.drop(DROPS.notAlone);
     const reply = this.replyFor(url, m.pubkey, form, p);
     const parsed = parseMessage(m);
     if (!parsed.ok) {
@@ -630,7 +634,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
   private replyFor(url: string, client: string, form: Form, p: ProviderRecord): Reply {
     const send = async (t: EventTemplate): Promise<void> => {
       const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form, answerWrapSigner(await relayVerifier()));
-      await this.links.publish(url, e);
+      const sent = await this.links.publish(url, e);
+      if (!sent.ok) this.drops.drop(DROPS.refusedByRelay, `${url}: ${sent.error}`);
     };
     return { send, form };
   }

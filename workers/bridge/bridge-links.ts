@@ -4,12 +4,14 @@
 // `since`): requests and notifications (25910, 21316) p-tagging the provider from a minute back, and
 // gift wraps (1059) p-tagging it from two days back (WRAP_LOOKBACK_SECONDS: wraps are dated up to two
 // days in the past, NIP-59); the bridge judges a wrapped request by its rumor's created_at and id.
-// A publish tells whether its event landed: accepted, or `duplicate:` (the relay has it already); a
-// deletion of announcements counts as landed when the public shard (the one /mcp and DVMCP discovery
-// read) took it (`publishDeletion`).
+// A publish tells whether its event landed: accepted, or `duplicate:` (the relay has it already),
+// else the relay's message (the bridge counts an answer's refusal in its DropSummary: a stranger
+// chooses how many answers it gets); the refusals of the bridge's own events (announcements, their
+// deletions: a few per server and watchdog) are logged here. A deletion of announcements counts as
+// landed when the public shard (the one /mcp and DVMCP discovery read) took it (`publishDeletion`).
 
 import type { NostrEvent } from '../../src/shared/event.js';
-import { errorMessage, parseRejection } from '../../src/shared/errors.js';
+import { err, errorMessage, ok, parseRejection, type Result } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 import type { Filter } from '../../src/shared/filters.js';
@@ -77,15 +79,21 @@ export class BridgeLinks {
   }
 
   /**
-   * Publishes on `url` (connecting when needed; 5 s for the connection and the OK together); whether
-   * it landed (`landed`), logged when not.
+   * Publishes on `url` (connecting when needed; 5 s for the connection and the OK together): ok when
+   * it landed (`landed`), else the relay's message. Not logged (see the header).
    */
-  async publish(url: string, e: NostrEvent): Promise<boolean> {
+  async publish(url: string, e: NostrEvent): Promise<Result<void, string>> {
     const p = this.deps.provider();
-    if (!p) return false;
+    if (!p) return err('the bridge has no provider key');
     const r = await this.client(url, p).publish(e, { timeoutMs: 5000 });
-    if (!landed(r)) console.warn(`bridge: ${url} refused ${e.kind} ${e.id}: ${r.message}`);
-    return landed(r);
+    return landed(r) ? ok(undefined) : err(r.message);
+  }
+
+  /** Publishes one of the bridge's own events on `url`; whether it landed, a refusal logged. */
+  private async publishOwn(url: string, e: NostrEvent): Promise<boolean> {
+    const r = await this.publish(url, e);
+    if (!r.ok) console.warn(`bridge: ${url} refused ${e.kind} ${e.id}: ${r.error}`);
+    return r.ok;
   }
 
   /**
@@ -96,7 +104,7 @@ export class BridgeLinks {
   async publishDeletion(e: NostrEvent, ownerShard: boolean): Promise<boolean> {
     const p = this.deps.provider();
     if (!p) return false;
-    const [landedPublicly] = await Promise.all([this.publish(publicRelay(p), e), ownerShard ? this.publish(ownerRelay(p), e) : undefined]);
+    const [landedPublicly] = await Promise.all([this.publishOwn(publicRelay(p), e), ownerShard ? this.publishOwn(ownerRelay(p), e) : undefined]);
     return landedPublicly;
   }
 
@@ -104,7 +112,7 @@ export class BridgeLinks {
   async publishAll(e: NostrEvent): Promise<void> {
     const p = this.deps.provider();
     if (!p) return;
-    await Promise.all(bridgeRelays(p).map((url) => this.publish(url, e)));
+    await Promise.all(bridgeRelays(p).map((url) => this.publishOwn(url, e)));
   }
 
   close(): void {

@@ -15,7 +15,8 @@
 //                              with only those, the answer is the one for no servers at all
 //   errors found before admission (unknown method, no such server): answered as the
 //                              errorAnswer hook allows (the bridge's: ErrorAnswers, limits.ts)
-//   encrypted request to a server with encryption off: not answered (logged)
+//   encrypted request to a server with encryption off: not answered, counted in the caller's
+//                              DropSummary (DROPS.encryptionOff: one log line a minute, not one each)
 //   limits (limits.ts)         -32029 "rate-limited: … retry in N s"; another RequestAdmission
 //                              (a hosted agent's policy) may answer its own error, or drop the
 //                              request unanswered (a sender already told in its window)
@@ -64,6 +65,7 @@ import { backendSigner, type EventSigner } from '../../../src/shared/event.js';
 import { answerTemplate, errorAnswer, initializeTemplate } from './answer-fit.js';
 import type { DvmcpBackend, Progress } from './backend.js';
 import { Coalescer, NotificationBudget, PROGRESS_INTERVAL_MS } from './notification-limits.js';
+import { DROPS, type DropSummary } from '../drop-summary.js';
 import { freeCall, type AdmittedCall, type PaymentGate, type PricedCapability } from './payment-gate.js';
 
 /**
@@ -106,6 +108,8 @@ export interface DispatcherDeps {
   gate(): PaymentGate;
   /** Operational log lines (never decrypted content), without a prefix. */
   log(line: string): void;
+  /** Where what strangers send that is dropped before admission is counted (logged once a minute, not once each). */
+  drops: Pick<DropSummary, 'drop'>;
   /**
    * Whether an error found before admission (unknown method, no such server) is answered to
    * `client`: ok, it is; refused, `error` is the answer instead, or without one nothing is. Without
@@ -183,7 +187,7 @@ export class Dispatcher {
     const targets = routed.targets.filter((b) => b.profile.encryption || reply.form === 'plain');
     if (targets.length < routed.targets.length) {
       const off = routed.targets.filter((b) => !targets.includes(b)).map((b) => b.profile.id);
-      this.deps.log(`encrypted ${msg.method} ${msg.requestId} not answered for ${off.join(', ')}: encryption is off`);
+      this.deps.drops.drop(DROPS.encryptionOff, `${off.length === 1 ? 'server' : 'servers'} ${off.join(', ')}`);
     }
     if (targets.length === 0) return;
     const admitted = this.deps.limiter.admit(msg.client, targets.map((b) => b.profile.id), msg.method, msg.params);
