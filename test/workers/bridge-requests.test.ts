@@ -22,6 +22,7 @@ beforeAll(async () => {
     { id: 'priced', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } },
     { id: 'noenc', url: everythingUrl(), public: false, encryption: false },
     { id: 'err500', url: `${fixtureUrl()}/status?code=500`, public: false },
+    { id: 'priced500', url: `${fixtureUrl()}/status?code=500`, public: false, prices: { 'demo://paid': { price: '21', unit: 'sats' } } },
   ]));
   await bridgeReady(provider);
   client = await DvmcpClient.open(provider);
@@ -150,6 +151,8 @@ describe('bridge: requests through the relay', () => {
     const c = await DvmcpClient.open(provider);
     const failed = await c.call('tools/list', {}, { s: 'err500' });
     expect(failed.result).toEqual({ ok: false, error: { code: -32603, message: 'upstream err500 unreachable (HTTP 500)' } });
+    const unpriced = await c.call('resources/read', { uri: 'demo://other' }, { s: 'priced500' });
+    expect(unpriced.result).toEqual({ ok: false, error: { code: -32603, message: 'the price of demo://other on priced500 could not be determined (its resource list failed); try again later' } });
     // A connection refused (workerd's own text): no status, no text.
     const down = await c.call('tools/list', {}, { s: 'down' });
     expect(down.result).toEqual({ ok: false, error: { code: -32603, message: 'upstream down unreachable' } });

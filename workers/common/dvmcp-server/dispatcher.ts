@@ -23,7 +23,10 @@
 //   priced capability          tools/call by name, prompts/get by name, resources/read by uri, by
 //                              the listed resource's name or by the template the uri expands
 //                              (the backend's resourceIndex): the PaymentGate decides (its error
-//                              is the answer); an index that cannot be had: -32603, not served.
+//                              is the answer); an index that cannot be had: -32603 "the price of
+//                              <uri> on <id> could not be determined (its resource list failed);
+//                              try again later", not served (why stays with the owner: the
+//                              backend's own record, e.g. the bridge server's health).
 //                              The gate is told whether the call's answer was published (its
 //                              payment is spent only then: a paid call cut off by a restart runs
 //                              when re-sent)
@@ -302,7 +305,7 @@ export class Dispatcher {
     const direct = priceOf(b.prices, name);
     if (direct || method !== 'resources/read' || !b.resourceIndex || Object.keys(b.prices).length === 0) return ok(direct && { name, price: direct });
     const index = await b.resourceIndex();
-    if (!index.ok) return err(rpcError(RPC.INTERNAL_ERROR, `the price of ${name} on ${b.profile.id} could not be determined: ${index.error.message}`));
+    if (!index.ok) return err(rpcError(RPC.INTERNAL_ERROR, `the price of ${name} on ${b.profile.id} could not be determined (its resource list failed); try again later`));
     const price = readPrice(name, b.prices, index.value);
     return ok(price && { name, price });
   }
