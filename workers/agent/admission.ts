@@ -14,7 +14,7 @@ import type { ErrorCode } from '../../src/shared/nip-xx.js';
 import { checkRequestTags } from '../../src/shared/nip-xx.js';
 import type { ModelCallAsk } from '../accounts/quota.js';
 import type { AgentBudget } from './budget.js';
-import type { StoredAgent } from './config.js';
+import { isPrivateAgent, type StoredAgent } from './config.js';
 import { MIN_ANSWER_TOKENS } from './run-driver.js';
 import { estimateTokens } from './sessions.js';
 import { toldTo } from './told-to.js';
@@ -92,7 +92,7 @@ export function admitPrompt(
 export function admitSender(sender: string, config: Pick<StoredAgent, 'owner' | 'block' | 'allow' | 'limits'>, state: AdmissionState, what: 'run' | 'request'): AdmissionResult {
   if (state.owner !== 'allowed') return refuse(sender, config, state, ownerRefusal(state.owner));
   if (config.block?.includes(sender)) return refuse(sender, config, state, { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
-  if (config.allow && config.allow.length > 0 && !config.allow.includes(sender)) {
+  if (isPrivateAgent(config) && !config.allow.includes(sender)) {
     return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
   }
   if (what === 'request') return { verdict: 'run' };

@@ -165,6 +165,9 @@ export interface StoredAgent extends Omit<CreateAgent, 'limits' | 'mcp_servers'>
 
 export const DEFAULT_LIMITS: AgentLimits = LimitsSchema.parse({});
 
+/** Whether the agent is private: only the keys of its `allow` list may use it (admission.ts); its ai.info says less (info.ts). */
+export const isPrivateAgent = <A extends Pick<StoredAgent, 'allow'>>(a: A): a is A & { allow: string[] } => a.allow !== undefined && a.allow.length > 0;
+
 /**
  * The relays the agent uses: its owner's shard and the public shard on this deployment, then its
  * own, each once: one naming a shard of this deployment as that shard's URL, whatever its spelling

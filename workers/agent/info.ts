@@ -10,7 +10,7 @@
 import { AI_INFO_D, NIPXX_VERSION, type AgentInfo } from '../../src/shared/nip-xx.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { EventTemplate } from '../../src/shared/relay-client.js';
-import { isPublicRelayUrl, type StoredAgent } from './config.js';
+import { isPrivateAgent, isPublicRelayUrl, type StoredAgent } from './config.js';
 import type { ToolDefinition } from './tools/types.js';
 
 export const TOOL_SCHEMA_VERSION = 1;
@@ -20,9 +20,6 @@ export function supportedModels(a: Pick<StoredAgent, 'models' | 'default_model' 
   const defaultModel = a.default_model && models.includes(a.default_model) ? a.default_model : models[0]!;
   return { models, defaultModel };
 }
-
-/** Whether only the keys of its `allow` list may prompt the agent (admission.ts). */
-export const isPrivateAgent = (a: Pick<StoredAgent, 'allow'>): boolean => a.allow !== undefined && a.allow.length > 0;
 
 /** Each tool's schema as ai.info publishes it (its published description when it has one). */
 const toolSchemas = (tools: readonly ToolDefinition[]): NonNullable<AgentInfo['tool_schemas']> =>
