@@ -167,8 +167,8 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
     const owner = await addOwner();
     // The owner's shard takes as many revocations as the API would make.
     const revokedKey = (n: number) => `b${n.toString(16).padStart(63, '0')}`;
-    await runInDurableObject(shardStub(env, owner.pk), (instance) => {
-      for (let n = 0; n < MAX_REVOKED_PER_OWNER; n++) expect(instance.revokeAttestedAgent(revokedKey(n), owner.pk)).toBe(true);
+    await runInDurableObject(shardStub(env, owner.pk), async (instance) => {
+      for (let n = 0; n < MAX_REVOKED_PER_OWNER; n++) expect(await instance.revokeAttestedAgent(revokedKey(n), owner.pk)).toBe(true);
     });
     const agent = keys();
     const { s } = await authedAgent(`/r/${owner.pk}`, agent, owner);

@@ -270,7 +270,7 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
     ];
     const answers = await withShard(PUBLIC_SHARD, { max_stored_bytes: cap }, async (relay, open) => {
       // The shard's record of the key's owner (a bridge's provider key is recorded so, deployment-bridges.ts).
-      relay.provisionAgent(agent.pk, owner.pk, 'provisioned');
+      await relay.provisionAgent(agent.pk, owner.pk, 'provisioned');
       const outside = await open('198.51.100.11');
       const filled: Array<[boolean, string]> = [];
       for (let n = 0; n < 8; n++) filled.push((await outside.publish(noteOf(stranger, 6000))).slice(2) as [boolean, string]);
@@ -299,7 +299,7 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
       // A bridge of each owner (its upgrade names the owner it serves, as relay-sockets.ts makes it).
       const bridgeOf = async (owner: Keys) => {
         const provider = keys();
-        relay.provisionAgent(provider.pk, owner.pk, 'provisioned');
+        await relay.provisionAgent(provider.pk, owner.pk, 'provisioned');
         const sock = await open('internal', shardUpgradeHeaders(null, undefined, owner.pk));
         expect((await sock.auth(provider))[2]).toBe(true);
         return { provider, sock };
@@ -328,7 +328,7 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
     const answers = await withShard(PUBLIC_SHARD, { max_stored_bytes: cap }, async (relay, open) => {
       const bridgeOf = async () => {
         const [owner, provider] = [keys(), keys()];
-        relay.provisionAgent(provider.pk, owner.pk, 'provisioned');
+        await relay.provisionAgent(provider.pk, owner.pk, 'provisioned');
         const sock = await open('internal', shardUpgradeHeaders(null, undefined, owner.pk));
         expect((await sock.auth(provider))[2]).toBe(true);
         return { provider, sock };
