@@ -21,10 +21,11 @@
 // the owner again (planTokensCheck). The agent of a removed owner is retired: it keeps only its
 // public shard's connection (answering UNAUTHORIZED there), announces nothing, deletes its DVMCP
 // announcements from the public shard once (withdraw; its profile, relay list and ai.info stay),
-// and its watchdog wakes every 10 minutes instead of 30 s, until the owner is back (the admin API's
+// and its watchdog wakes every 10 minutes, until the owner is back (the admin API's
 // ownerChanged wakes it at once; EDGESTR_OWNERS at the next wake), when it announces anew
 // (reinstate). The owner's account and plan totals come from the Accounts DO (workers/accounts)
-// and are kept here: fetched before the first prompt, then refreshed by the watchdog alarm, after
+// and are kept here: fetched when needed and older than 30 s (a prompt's admission, a run in
+// flight; watchdog.ts: an idle agent's watchdog asks nothing and backs off to 10 minutes), after
 // each run (its metering report answers them) and when the admin API tells the agent
 // (ownerChanged) — never on a run's path. See docs/OPERATIONS.md for how far a plan limit may be
 // overshot.
@@ -67,6 +68,8 @@ import { logResealPass } from '../common/secrets.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { agentMcpSessions } from './mcp-sessions.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
+import { OWNER_COPY_IDLE_MAX_AGE_MS, OwnerCopyAge, WATCHDOG_MS, WatchdogSchedule } from './watchdog.js';
+import { RESEND_WINDOW_MS } from './outbox.js';
 import { EarlyCancels } from './early-cancels.js';
 import { RUN_CANCELLED } from './runtime.js';
 
@@ -78,8 +81,6 @@ export type AgentPatch = Partial<Omit<StoredAgent, 'limits'>> & { limits?: Parti
 /** Public view of an agent (never the key); `provider` is the one its runs use now. */
 export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
 
-/** How often the watchdog alarm checks the relay connections. */
-const WATCHDOG_MS = 30_000;
 /** How often the watchdog of a removed owner's agent asks whether the owner is back. */
 const REMOVED_OWNER_WATCHDOG_MS = 10 * 60_000;
 /** Conversations untouched for 30 days are forgotten. */
@@ -142,6 +143,14 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly dvmcp: AgentDvmcp;
   /** The owner's account and totals (see the header); undefined until first fetched. */
   private owner: OwnerSnapshot | undefined;
+  /** When `owner` was fetched (watchdog.ts). */
+  private readonly ownerCopy = new OwnerCopyAge(() => this.refreshOwner(), () => this.now());
+  /** The watchdog's next wait (watchdog.ts). */
+  private readonly schedule = new WatchdogSchedule();
+  /** The snapshot RPCs made to Accounts since the object started. */
+  get ownerSnapshots(): number {
+    return this.ownerCopy.fetches;
+  }
   private readonly meter: UsageMeter;
   /** Whether the retired agent's DVMCP announcements were deleted (withdraw). */
   private readonly withdrawal: Withdrawal;
@@ -200,7 +209,11 @@ export class Agent extends DurableObject<AgentEnv> {
         // The ask's arguments are read as the prompt's message would be (4 bytes of UTF-8 per token), with the system prompt and the answer's room.
         const base = promptAsk(this.effective(c), 0);
         const call = ask === undefined ? base : { ...base, input: base.input + estimateTokens({ role: 'user', content: ask }) };
-        return admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved, call), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget, call }, what);
+        // Admission is synchronous here: a copy older than 30 s is fetched for the next ask.
+        void this.ownerCopy.refreshIfStale();
+        const admitted = admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved, call), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget, call }, what);
+        if (admitted.verdict === 'run') this.busy();
+        return admitted;
       },
       turns: (k) => this.sessions.turns(k),
       run: (out, runId, c, prompt, model, conversation, abort) => runPrompt(this.runDeps(c), out, runId, c, prompt, model, conversation, abort),
@@ -314,7 +327,7 @@ export class Agent extends DurableObject<AgentEnv> {
   // ---- lifecycle ----
 
   /**
-   * The watchdog: the owner's account first (an owner no longer allowed: the runs in progress end,
+   * The watchdog (its schedule and when it fetches the owner's account: watchdog.ts): the owner's account first (an owner no longer allowed: the runs in progress end,
    * stopRunsIfNotAllowed), then the connections, the runs a restart left, the reports to resend and retention.
    * The agent of a removed owner is retired instead of reconnected: once its runs have ended, it
    * keeps only the public shard's connection (where it answers UNAUTHORIZED; a removed owner's
@@ -327,7 +340,9 @@ export class Agent extends DurableObject<AgentEnv> {
     await this.sealSecrets();
     const c = this.store.config();
     if (!c) return;
-    await this.refreshOwner(c);
+    // Not on an idle pass (watchdog.ts): only with none yet, a run in flight or a retired agent (is its owner back?), or past an hour.
+    const needed = this.owner === undefined || this.active.size + this.dvmcp.inProgress + this.unmetered.size > 0 || this.ownerRemoved(c);
+    await this.ownerCopy.refreshIfStale(needed ? undefined : OWNER_COPY_IDLE_MAX_AGE_MS);
     this.stopRunsIfNotAllowed(c);
     const removed = this.ownerRemoved(c);
     if (removed) await this.runsEnded();
@@ -346,7 +361,27 @@ export class Agent extends DurableObject<AgentEnv> {
     }
     this.prune();
     // An update() or ownerChanged() while this ran asked to run again in 10 ms: the watchdog must not push that back.
-    await wakeNoLaterThan(this.ctx.storage, Date.now() + (removed ? REMOVED_OWNER_WATCHDOG_MS : WATCHDOG_MS));
+    await wakeNoLaterThan(this.ctx.storage, Date.now() + (removed ? REMOVED_OWNER_WATCHDOG_MS : this.schedule.next(this.idle(c))));
+  }
+
+  /** Whether the watchdog has nothing due (watchdog.ts): no run or ask in flight, nothing to send again, every connection open, no drops unlogged. */
+  private idle(c: StoredAgent): boolean {
+    const open = this.links.openRelays;
+    return (
+      this.active.size + this.dvmcp.inProgress + this.unmetered.size === 0 &&
+      this.runs.running().length === 0 &&
+      this.meter.unrecorded().length === 0 &&
+      this.meter.unreported(this.now() - REPORT_RESEND_MS, 1).length === 0 &&
+      this.runs.unpublished(this.now() - RESEND_WINDOW_MS, 1).length === 0 &&
+      !this.drops.pending &&
+      agentRelays(c).every((url) => open.includes(url))
+    );
+  }
+
+  /** A prompt or ask admitted: the watchdog is due within WATCHDOG_MS again. */
+  private busy(): void {
+    this.schedule.busy();
+    void wakeNoLaterThan(this.ctx.storage, Date.now() + WATCHDOG_MS);
   }
 
   /**
@@ -423,8 +458,9 @@ export class Agent extends DurableObject<AgentEnv> {
   async ownerChanged(): Promise<void> {
     const c = this.store.config();
     if (!c) return;
-    await this.refreshOwner(c);
+    await this.ownerCopy.refresh();
     this.stopRunsIfNotAllowed(c);
+    this.schedule.busy();
     await wakeNoLaterThan(this.ctx.storage, Date.now() + 10);
   }
 
@@ -450,13 +486,23 @@ export class Agent extends DurableObject<AgentEnv> {
     return this.meter.recent(limit);
   }
 
-  /** Fetches the owner's account and totals; a failure is logged and the last known ones stay. */
-  private async refreshOwner(c: StoredAgent): Promise<void> {
+  /** Fetches the owner's account and totals (through ownerCopy); a failure is logged and the last known ones stay. Whether it was fetched. */
+  private async refreshOwner(): Promise<boolean> {
+    const c = this.store.config();
+    if (!c) return false;
     try {
       this.owner = await accountsStub(this.env).snapshot(c.owner, this.now());
+      return true;
     } catch (e) {
       console.error('agent: owner account not refreshed', c.owner, errorMessage(e));
+      return false;
     }
+  }
+
+  /** A run report's answer: the owner's account and totals as Accounts has them now. */
+  private ownerAnswered(snapshot: OwnerSnapshot): void {
+    this.owner = snapshot;
+    this.ownerCopy.renewed();
   }
 
   /**
@@ -470,7 +516,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.meter.record(r, at);
     if (this.owner) this.owner = { ...this.owner, totals: addRun(this.owner.totals, r.input_tokens + r.output_tokens, at) };
     void this.report(c, { ...r, at }).then((snapshot) => {
-      if (snapshot) this.owner = snapshot;
+      if (snapshot) this.ownerAnswered(snapshot);
     });
     const plan = this.ownerState(c)?.plan;
     return this.owner && plan ? ownerUsage(plan, planLimits(this.env, plan), this.owner.totals, at) : undefined;
@@ -511,7 +557,7 @@ export class Agent extends DurableObject<AgentEnv> {
     for (const r of this.meter.unreported(this.now() - REPORT_RESEND_MS, REPORT_BATCH)) {
       const snapshot = await this.report(c, r);
       if (!snapshot) return;
-      this.owner = snapshot;
+      this.ownerAnswered(snapshot);
     }
   }
 
@@ -654,7 +700,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const e = m.event;
     const client = e.pubkey;
     if (this.removing || this.runs.has(e.id) || !isFreshPrompt(e.created_at, Math.floor(Date.now() / 1000))) return;
-    if (!this.owner) await this.refreshOwner(c);
+    await this.ownerCopy.refreshIfStale();
     const inFlight = this.unmetered.size + this.dvmcp.inProgress;
     const call = promptAsk(c, e.content.length);
     const admission = admitPrompt(e, c, { ...this.ownerChecks(c, client, inFlight, call), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget, call });
@@ -665,6 +711,7 @@ export class Agent extends DurableObject<AgentEnv> {
     if (admission.verdict === 'answer') return this.outbox.answerWithoutRun(addressOf(m), c, { type: 'error', ...admission.refusal }, m.wrapKind);
     const conversation: SessionKey = { sender: client, session: sessionOf(e) };
     this.runs.start(e.id, client, conversation.session, m.wrapped, m.relay);
+    this.busy();
     const abort = new AbortController();
     this.active.set(e.id, abort);
     this.unmetered.add(e.id);

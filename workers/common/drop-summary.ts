@@ -65,6 +65,11 @@ export class DropSummary {
     this.writeDue(kind, t);
   }
 
+  /** Whether a count is not yet written (the next flush may have a line to write). */
+  get pending(): boolean {
+    return [...this.tallies.values()].some((t) => t.count > 0);
+  }
+
   /** Logs every kind with a count not yet written whose window has passed. */
   flush(): void {
     for (const [kind, t] of this.tallies) if (t.count > 0) this.writeDue(kind, t);
