@@ -172,9 +172,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
       `EDGESTR_OWNERS:${E2E_OWNER}`,
       `EDGESTR_SECRET:${E2E_SECRET}`,
       'EDGESTR_ENV:test',
-      // One owner hosts every e2e file's agents on this instance (more than the 30 one owner's
-      // agents may keep open on the public shard by default: max_agent_connections_per_owner).
-      'RELAY_LIMITS:{"max_agent_connections_per_owner":150}',
     ]),
   ]);
   const workers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));

@@ -300,7 +300,7 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
       const bridgeOf = async (owner: Keys) => {
         const provider = keys();
         await relay.provisionAgent(provider.pk, owner.pk, 'provisioned');
-        const sock = await open('internal', shardUpgradeHeaders(null, undefined, owner.pk));
+        const sock = await open('internal', shardUpgradeHeaders(null, undefined, { owner: owner.pk, component: provider.pk }));
         expect((await sock.auth(provider))[2]).toBe(true);
         return { provider, sock };
       };
@@ -329,7 +329,7 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
       const bridgeOf = async () => {
         const [owner, provider] = [keys(), keys()];
         await relay.provisionAgent(provider.pk, owner.pk, 'provisioned');
-        const sock = await open('internal', shardUpgradeHeaders(null, undefined, owner.pk));
+        const sock = await open('internal', shardUpgradeHeaders(null, undefined, { owner: owner.pk, component: provider.pk }));
         expect((await sock.auth(provider))[2]).toBe(true);
         return { provider, sock };
       };
@@ -361,7 +361,7 @@ describe('the deployment’s bound on a shard’s storage (max_stored_bytes)', (
 
   it('the public shard: the owner an internal connection serves reaches the primary that stores its event (through an edge object when the shard has them), which counts the event as that owner’s', async () => {
     const [owner, provider] = [keys(), keys()];
-    const sock = await openRelaySocket(env, 'ws://relay.test/', { origin: 'http://relay.test', owner: owner.pk });
+    const sock = await openRelaySocket(env, 'ws://relay.test/', { origin: 'http://relay.test', owner: owner.pk, component: provider.pk });
     const note = noteOf(provider, 500);
     const ok = await new Promise<unknown[]>((resolve) => {
       sock.addEventListener('message', (m) => {

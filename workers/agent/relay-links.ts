@@ -137,7 +137,7 @@ export class RelayLinks {
     const client = new RelayClient({
       url,
       // A relay elsewhere is dialled under the owner's policy (EDGESTR_OUTBOUND_ALLOW only if vetted).
-      socket: (u) => openRelaySocket(this.deps.env, u, { origin: c.origin, owner: c.owner, outbound: () => ownerOutbound(this.deps.env, c.owner, c.origin) }),
+      socket: (u) => openRelaySocket(this.deps.env, u, { origin: c.origin, owner: c.owner, component: c.pubkey, outbound: () => ownerOutbound(this.deps.env, c.owner, c.origin) }),
       auth: async (t) => this.deps.sign(t, await this.deps.secretKey()),
       authOn: 'challenge',
       onStatus: (status) => {

@@ -126,7 +126,7 @@ export class BridgeLinks {
     if (existing && existing.status !== 'closed') return existing;
     const client = new RelayClient({
       url,
-      socket: (u) => openRelaySocket(this.deps.env, u, { origin: p.origin, owner: p.owner }),
+      socket: (u) => openRelaySocket(this.deps.env, u, { origin: p.origin, owner: p.owner, component: p.pubkey }),
       auth: (t) => this.deps.sign(t),
       authOn: 'challenge',
       onStatus: (status) => {

@@ -81,11 +81,19 @@ export function pickEdge(k: number, address?: string): number {
 }
 
 /**
- * The key edgestr's own connections for `owner`'s agents and bridges are placed by, as an address's
- * are (workers/common/relay-sockets.ts): every one of that owner's on the same edge of a shard, so
- * that the shard's per-owner cap of them (max_agent_connections_per_owner) holds for the whole shard.
+ * The key edgestr's own connections for `owner`'s agents and bridges are placed by on an owner's
+ * shard, as an address's are (workers/common/relay-sockets.ts): every one of that owner's on the
+ * same edge, so that the shard's per-owner cap of them (max_agent_connections_per_owner) holds for
+ * the whole shard.
  */
 export const ownerPlacement = (owner: string): string => `owner:${owner}`;
+
+/**
+ * The key the connection of agent or bridge `component` is placed by on the public shard (no
+ * per-owner cap there): one owner's many agents spread over the edges; each component's socket
+ * lands on one edge, where a newer one replaces it.
+ */
+export const componentPlacement = (component: string): string => `component:${component}`;
 
 /** The Durable Object name of edge `i` of the shard named `shard` (see shardName). */
 export const edgeObjectName = (shard: string, i: number): string => `${shard}#edge${i}`;

@@ -8,9 +8,12 @@
 // upgrade is given up (its connection closed) when unanswered within RELAY_CONNECT_TIMEOUT_MS, and
 // the body of a refusal is cancelled, not left open.
 // A connection of edgestr's own carries INTERNAL_HEADER, and INTERNAL_OWNER_HEADER naming the owner
-// whose agent or bridge it serves (none: the deployment's own component), by which the shard counts
-// it (workers/relay-do/socket-tags.ts); with edge objects every one of an owner's lands on the edge
-// its key hashes to (edges.ts `ownerPlacement`). One opened for an outside client (`client`:
+// whose agent or bridge it serves (none: the deployment's own component) with
+// INTERNAL_COMPONENT_HEADER naming that agent or bridge, by which the shard counts it and keeps one
+// socket per component (workers/relay-do/socket-tags.ts); with edge objects every one of an
+// owner's lands on the edge its key hashes to on a shard of an owner (edges.ts `ownerPlacement`),
+// so that the per-owner cap holds there, and on the edge its component's key hashes to on the
+// public shard, where no per-owner cap applies and one owner's many agents spread. One opened for an outside client (`client`:
 // the /mcp gateway's calls, which a stranger drives) carries that client's address instead, as
 // CF-Connecting-IP, and lands on the object the router puts that address's sockets on: the shard
 // counts it, and what is sent on it, as that client's own connection (per-address connection cap
@@ -19,9 +22,9 @@
 
 import { outboundPolicy, outboundRefusal, type OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { SocketLike } from '../../src/shared/relay-client.js';
-import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, type RouterBindings } from './shards.js';
+import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, type RouterBindings } from './shards.js';
 import { shardOfPath } from '../../src/shared/shard-url.js';
-import { EDGE_HEADER, ownerPlacement, socketTarget } from './edges.js';
+import { componentPlacement, EDGE_HEADER, ownerPlacement, socketTarget } from './edges.js';
 import { isLoopbackKey, UNKNOWN_ADDRESS } from './client-address.js';
 
 /** Who is connecting: the deployment's origin (http(s)://host) and the component's owner (its own shard). */
@@ -30,28 +33,41 @@ export interface SocketOwner {
   owner: string | null;
   /** The address (client-address.ts `clientAddress`) of the outside client the connection is opened for; absent: edgestr's own. */
   client?: string;
+  /** The key of the agent or bridge of `owner` the connection is for (required with an owner and no `client`): it holds one socket of a shard. */
+  component?: string;
   /** The policy of a relay elsewhere, dialled for the owner (owner-outbound.ts, given `origin`), asked only for such a relay; absent: the deployment's, without EDGESTR_OUTBOUND_ALLOW, refusing `origin`'s host. */
   outbound?: () => Promise<OutboundPolicy>;
 }
 
 /**
  * The headers of an upgrade to the shard of `owner` on this deployment, for `client` (see the
- * header) or for edgestr's own component serving `served` (absent: the deployment's own).
+ * header) or for edgestr's own component `component` serving `served` (absent: the deployment's own).
  */
-export function shardUpgradeHeaders(owner: string | null, client: string | undefined, served?: string): Headers {
+export function shardUpgradeHeaders(owner: string | null, client: string | undefined, served?: { owner: string; component: string }): Headers {
   const headers = new Headers({ Upgrade: 'websocket' });
   headers.set(SHARD_HEADER, owner ?? PUBLIC_SHARD);
   if (client !== undefined) headers.set('CF-Connecting-IP', client);
   else {
     headers.set(INTERNAL_HEADER, 'agent');
-    if (served !== undefined) headers.set(INTERNAL_OWNER_HEADER, served);
+    if (served !== undefined) {
+      headers.set(INTERNAL_OWNER_HEADER, served.owner);
+      headers.set(INTERNAL_COMPONENT_HEADER, served.component);
+    }
   }
   return headers;
 }
 
-/** The key the socket is placed by on an edge (see the header): the client's address, or the owner's key for edgestr's own; none (at random) for loopback and unknown addresses and the deployment's own. */
-function placement(who: SocketOwner): string | undefined {
-  if (who.client === undefined) return who.owner === null ? undefined : ownerPlacement(who.owner);
+/**
+ * The key a socket to the shard of `shardOwner` (null: public) is placed by on an edge (see the
+ * header): the client's address; for edgestr's own, its owner's key on an owner's shard and its
+ * component's on the public shard; none (at random) for loopback and unknown addresses and the
+ * deployment's own.
+ */
+function placement(who: SocketOwner, shardOwner: string | null): string | undefined {
+  if (who.client === undefined) {
+    if (who.owner === null) return undefined;
+    return shardOwner === null && who.component !== undefined ? componentPlacement(who.component) : ownerPlacement(who.owner);
+  }
   return who.client === UNKNOWN_ADDRESS || isLoopbackKey(who.client) ? undefined : who.client;
 }
 
@@ -89,8 +105,12 @@ export async function openRelaySocket(env: RouterBindings, url: string, who: Soc
     if (owner !== null && owner !== who.owner && !(await ownerShardExists(env, owner))) {
       throw new Error(`relay ${url}: no relay shard for ${owner} on this deployment`);
     }
-    const headers = shardUpgradeHeaders(owner, who.client, who.owner ?? undefined);
-    const target = socketTarget(env, owner, placement(who));
+    if (who.client === undefined && who.owner !== null && who.component === undefined) {
+      throw new Error(`relay ${url}: an owner's agent or bridge names its own key to connect (component)`);
+    }
+    const served = who.client === undefined && who.owner !== null && who.component !== undefined ? { owner: who.owner, component: who.component } : undefined;
+    const headers = shardUpgradeHeaders(owner, who.client, served);
+    const target = socketTarget(env, owner, placement(who, owner));
     if (!target.ok) throw new Error(`relay ${url}: ${target.error}`);
     if (target.value.edge !== undefined) headers.set(EDGE_HEADER, String(target.value.edge));
     response = await target.value.stub.fetch(httpUrl, { headers });

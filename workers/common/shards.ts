@@ -24,6 +24,12 @@ export const INTERNAL_HEADER = 'x-edgestr-internal';
  * connections by it (workers/relay-do/socket-tags.ts); the router deletes it from every outside request.
  */
 export const INTERNAL_OWNER_HEADER = 'x-edgestr-internal-owner';
+/**
+ * With INTERNAL_OWNER_HEADER: the key (64 hex) of the agent or bridge the connection is for. A
+ * component holds one socket of a shard object: a newer one replaces the older (socket-tags.ts);
+ * the router deletes it from every outside request.
+ */
+export const INTERNAL_COMPONENT_HEADER = 'x-edgestr-internal-component';
 export const PUBLIC_SHARD = 'public';
 
 export interface ShardBindings {

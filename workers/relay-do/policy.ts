@@ -145,16 +145,17 @@ const connectionsPerAddress: RejectConnectionHook = (request, { limits, fromAddr
     : undefined;
 
 /**
- * A WebSocket upgrade of edgestr's own for another owner than the shard's (on the public shard: any
- * owner), whose agents and bridges hold `max_agent_connections_per_owner` open sockets of it, gets
- * 429: one owner's agents, each listing the shard's URL under many spellings, cannot fill it.
+ * A WebSocket upgrade of an agent or bridge of another owner than the shard's, whose agents and
+ * bridges hold `max_agent_connections_per_owner` open sockets of it (one each: socket-tags.ts), gets
+ * 429: one owner's agents cannot fill another tenant's shard. Not on the public shard, every owner's,
+ * where an owner has as many as its plan gives it (and all owners together `max_agent_connections`).
  */
 const agentConnectionsPerOwner: RejectConnectionHook = (request, { shard, limits, fromOtherOwner }) =>
-  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' && fromOtherOwner !== undefined && fromOtherOwner >= limits.max_agent_connections_per_owner
-    ? {
-        status: 429,
-        message: `too many connections from the agents of ${shard === PUBLIC_SHARD ? 'one' : 'another'} owner (max ${limits.max_agent_connections_per_owner}); close one first`,
-      }
+  request.headers.get('Upgrade')?.toLowerCase() === 'websocket' &&
+  shard !== PUBLIC_SHARD &&
+  fromOtherOwner !== undefined &&
+  fromOtherOwner >= limits.max_agent_connections_per_owner
+    ? { status: 429, message: `too many connections from the agents of another owner (max ${limits.max_agent_connections_per_owner}); close one first` }
     : undefined;
 
 /**

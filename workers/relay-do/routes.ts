@@ -15,7 +15,7 @@
 import { Hono } from 'hono';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { NIP11_CORS_HEADERS, wantsRelayInformation } from './nip11.js';
-import { INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, relayRequestUrl, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
+import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, relayRequestUrl, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
 import { EDGE_HEADER, socketTarget } from '../common/edges.js';
 import { clientAddress, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 
@@ -30,6 +30,7 @@ function toShard(env: RouterBindings, owner: string | null, request: Request): P
   forwarded.headers.set(SHARD_HEADER, owner ?? PUBLIC_SHARD);
   forwarded.headers.delete(INTERNAL_HEADER);
   forwarded.headers.delete(INTERNAL_OWNER_HEADER);
+  forwarded.headers.delete(INTERNAL_COMPONENT_HEADER);
   forwarded.headers.delete(EDGE_HEADER);
   if (!isUpgrade(request)) return shardStub(env, owner).fetch(forwarded);
   // Local clients (no address, loopback) are spread at random, as one address's would not be.

@@ -40,7 +40,7 @@ import { relayInformation, NIP11_CORS_HEADERS } from './nip11.js';
 import { everyKeyHasShard, ownerOfShardName, PUBLIC_SHARD, SHARD_HEADER, shardStub, type RouterBindings, type ShardBindings } from '../common/shards.js';
 import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub, MAX_EDGES, type EdgesEnv } from '../common/edges.js';
 import { INTERNAL_ADDRESS, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
-import { addressTag, OTHER_OWNERS_TAG, servedOwnerOf, socketSide } from './socket-tags.js';
+import { addressTag, OTHER_OWNERS_TAG, REPLACED_SOCKET, servedOwnerOf, socketSide } from './socket-tags.js';
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import { BatchBudgets } from './edge-budgets.js';
@@ -210,13 +210,18 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const counted = address !== INTERNAL_ADDRESS && address !== UNKNOWN_ADDRESS;
     const upgrade = request.headers.get('Upgrade')?.toLowerCase() === 'websocket';
     const served = this.served() || (await this.servedAfterAll(request, shard));
+    // An agent's or bridge's socket replaces its older one here: that one is not counted against it,
+    // nor, among agents' sockets, one closed already (replaced, its peer's answer not yet in).
+    const replaced = upgrade && side.component !== undefined ? this.ctx.getWebSockets(side.component) : [];
+    const open = (tag?: string): number => (tag === undefined ? this.ctx.getWebSockets() : this.ctx.getWebSockets(tag)).filter((ws) => !replaced.includes(ws)).length;
+    const agentsOpen = (tag: string): number => this.ctx.getWebSockets(tag).filter((ws) => ws.readyState === WebSocket.READY_STATE_OPEN && !replaced.includes(ws)).length;
     const refused = firstVerdict(this.policy.rejectConnection, request, {
       shard,
       served,
       limits: this.limits,
-      connections: this.ctx.getWebSockets().length,
-      fromAddress: counted ? this.ctx.getWebSockets(addressTag(address)).length : undefined,
-      ...(otherOwner === undefined ? {} : { fromOtherOwner: this.ctx.getWebSockets(otherOwner).length, ofOtherOwners: this.ctx.getWebSockets(OTHER_OWNERS_TAG).length }),
+      connections: open(),
+      fromAddress: counted ? open(addressTag(address)) : undefined,
+      ...(otherOwner === undefined ? {} : { fromOtherOwner: agentsOpen(otherOwner), ofOtherOwners: agentsOpen(OTHER_OWNERS_TAG) }),
       // Loopback (local runs: the developer's tools and the test suites, never a client on Cloudflare) reconnects freely.
       upgradeAdmitted: counted && upgrade && !isLoopbackKey(address) ? this.conns.admitUpgrade(address) : undefined,
     });
@@ -232,6 +237,11 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
     this.ctx.acceptWebSocket(server, side.tags);
+    for (const ws of replaced) {
+      this.forgetConnection(ws);
+      this.conns.drop(ws);
+      ws.close(1000, REPLACED_SOCKET);
+    }
     const url = new URL(request.url);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     const challenge = bytesToHex(crypto.getRandomValues(new Uint8Array(16)));
