@@ -100,6 +100,24 @@ describe('internal sockets, counted by the owner they serve', () => {
     for (const s of [...others, again]) if (typeof s === 'object') s.close();
   }, 60_000);
 
+  it("an outside client naming an agent in the internal headers (deleted by the router) does not replace the agent's socket", async () => {
+    const [owner, agent] = [freshOwner().pk, freshOwner().pk];
+    const mine = await open('ws://relay.test/', owner, agent);
+    if (typeof mine === 'string') throw new Error(mine);
+    let closed: { code?: number; reason?: string } | undefined;
+    void closeOf(mine).then((c) => (closed = c));
+    const stranger = await connect('/', {
+      'CF-Connecting-IP': '198.51.100.65',
+      [INTERNAL_HEADER]: 'agent',
+      [INTERNAL_OWNER_HEADER]: owner,
+      [INTERNAL_COMPONENT_HEADER]: agent,
+    });
+    expect(await stranger.req('probe', { kinds: [1], limit: 1 })).toEqual({ events: [] });
+    expect([closed, mine.readyState]).toEqual([undefined, 1]);
+    stranger.close();
+    mine.close();
+  });
+
   it(`on the public shard an owner's agents and bridges each hold one socket, past ${DEFAULT_LIMITS.max_agent_connections_per_owner} (the per-owner cap is for other owners' shards); the deployment's own components are not held`, async () => {
     const owner = freshOwner().pk;
     const many = DEFAULT_LIMITS.max_agent_connections_per_owner + 10;
