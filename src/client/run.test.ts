@@ -173,3 +173,33 @@ describe('AgentConversation: junk gift wraps and deltas that never line up', () 
     expect(conv.problems.at(-1)).toBe(`delta ${COUNT} dropped: ${MAX_EARLY_DELTAS} later deltas already wait for delta 0`);
   }, 60_000);
 });
+
+// NIP-XX: "Clients MUST NOT apply deltas after a terminal event has been accepted for a run" (and
+// SHOULD ignore its status and tool calls): during the settle time after the first terminal
+// nothing more reaches the handlers, not even a delta that another one was waiting for.
+describe('AgentConversation: events after the terminal', () => {
+  it('a delta that fills a gap, status and a tool call after the 25803 reach no handler', async () => {
+    const p = (kind: number, payload: object) => ({ kind, payload: { ver: NIPXX_VERSION, ...payload } });
+    relay = await relayWithJunk(() => [
+      p(KIND.AI_DELTA, { text: 'The answer ', seq: 0 }),
+      p(KIND.AI_DELTA, { text: '42.', seq: 2 }),
+      p(KIND.AI_RESPONSE, { text: 'The answer is 42.' }),
+      p(KIND.AI_DELTA, { text: 'is ', seq: 1 }),
+      p(KIND.AI_STATUS, { state: 'thinking' }),
+      p(KIND.AI_TOOL_CALL, { name: 'late', phase: 'start' }),
+    ]);
+    const opened = await AgentConversation.open(relay.url.replace(/^http/, 'ws'), agent.pk, user);
+    if (!opened.ok) throw new Error(opened.error);
+    conv = opened.value;
+    const seen: string[] = [];
+    const run = await conv.prompt('hello', {
+      timeoutMs: 5_000,
+      onDelta: (text, seq) => seen.push(`delta ${seq} ${text}`),
+      onStatus: (s) => seen.push(`status ${s.state}`),
+      onToolCall: (t) => seen.push(`tool ${t.name}`),
+    });
+    if (!run.ok) throw new Error(run.error);
+    expect(await run.value.done).toEqual({ kind: 'response', text: 'The answer is 42.' });
+    expect(seen).toEqual(['delta 0 The answer ']);
+  });
+});

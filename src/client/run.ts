@@ -5,7 +5,10 @@
 // An agent may send more than one terminal for a run; NIP-XX: "clients MUST keep only the terminal
 // event with the highest created_at and highest id as tie-breaker". A run's `done` settles
 // TERMINAL_SETTLE_MS after its first terminal, with the highest (created_at, id) received by then
-// (a gift-wrapped one's rumor's); one arriving later is not seen (`done` has settled).
+// (a gift-wrapped one's rumor's); one arriving later is not seen (`done` has settled). From the
+// first terminal on, the run's deltas, status and tool calls reach no handler (NIP-XX: "Clients MUST
+// NOT apply deltas after a terminal event has been accepted"); the answer to show is the terminal's
+// text, not the deltas (which may have gaps, or differ from an answer cut to fit an event).
 //
 // What a stranger or a hostile agent can make it do is bounded:
 // - Gift wraps addressed to the user are heard only from the first wrapped prompt on (the `edgestr`
@@ -196,6 +199,9 @@ export class AgentConversation {
   }
 
   #handle(run: ActiveRun, o: Opened): void {
+    // NIP-XX: no delta is applied once a terminal is accepted (status and tool calls are ignored
+    // too); only a terminal that supersedes it still counts during the settle time.
+    if (run.terminal && o.kind !== KIND.AI_RESPONSE && o.kind !== KIND.AI_ERROR) return;
     switch (o.kind) {
       case KIND.AI_DELTA: {
         const d = DeltaSchema.safeParse(o.payload);
