@@ -1,5 +1,8 @@
 // `edgestr ask` and `edgestr chat`: prompts to an agent over its relay (edgestr/client's
 // AgentConversation), deltas streamed to stdout as they arrive, status and tool calls on stderr.
+// What a turn ends with on stdout is the agent's answer (the 25803's text; NIP-XX: "Final render
+// MUST be taken from ai.response text, not from the delta stream"): the rest of it when the stream
+// was its beginning, else (a delta lost, an answer cut to fit an event) a note on stderr and all of it.
 // Ctrl-C (SIGINT) cancels the running turn with a 25806; in chat, Ctrl-D (end of input) leaves.
 import { createInterface } from 'node:readline';
 import { bytesToHex } from '../shared/hex.js';
@@ -26,12 +29,16 @@ function timeoutOf(ctx: Context): number {
   return t.value ?? DEFAULT_TIMEOUT_MS;
 }
 
+/** Said on stderr when the answer is not the continuation of the streamed text, before the answer. */
+const STREAM_DIFFERS = "[the streamed text differs from the agent's answer; the answer follows]\n";
+
 /**
  * Writes a run's deltas, status and tool calls (shown escaped by ctx.out/err: they are the agent's
- * words); `streamed` says whether any delta was written, `tail` is a CR held back from the last one.
+ * words); `streamed` is the text of the deltas written (at most MAX_RUN_OUTPUT_CHARS, DeltaOrder's
+ * bound), `tail` a CR held back from the last one.
  */
-function printer(ctx: Context, runId: () => string): RunHandlers & { streamed: () => boolean; tail: () => string } {
-  let streamed = false;
+function printer(ctx: Context, runId: () => string): RunHandlers & { streamed: () => string; tail: () => string } {
+  let streamed = '';
   // A delta's last CR waits for the next delta: CRLF split between two deltas stays a line end,
   // a lone CR (which would overwrite the line) is shown escaped.
   let heldCr = '';
@@ -39,7 +46,7 @@ function printer(ctx: Context, runId: () => string): RunHandlers & { streamed: (
     streamed: () => streamed,
     tail: () => heldCr,
     onDelta: (text, seq) => {
-      streamed = true;
+      streamed += text;
       if (ctx.json) return ctx.emit({ type: 'delta', run: runId(), seq, text }, '');
       const t = heldCr + text;
       heldCr = t.endsWith('\r') ? '\r' : '';
@@ -59,12 +66,21 @@ function printer(ctx: Context, runId: () => string): RunHandlers & { streamed: (
   };
 }
 
-/** Prints the end of a run and returns its exit code (`tail`: a CR held back from the last delta). */
-function finish(ctx: Context, runId: string, outcome: RunOutcome, streamed: boolean, tail: string, timeoutMs: number): number {
+/**
+ * Prints the end of a run and returns its exit code (`streamed`: the deltas' text written, `tail`: a
+ * CR held back from the last delta). A response's text is shown whole: its rest after `streamed`,
+ * or, when `streamed` is not its beginning, STREAM_DIFFERS and all of it on a line of its own.
+ */
+function finish(ctx: Context, runId: string, outcome: RunOutcome, streamed: string, tail: string, timeoutMs: number): number {
   switch (outcome.kind) {
     case 'response':
       if (ctx.json) ctx.emit({ type: 'response', run: runId, text: outcome.text, ...(outcome.usage ? { usage: outcome.usage } : {}) }, '');
-      else ctx.out(streamed ? `${tail}\n` : `${outcome.text}\n`);
+      else if (outcome.text.startsWith(streamed)) ctx.out(`${tail}${outcome.text.slice(streamed.length)}\n`);
+      else {
+        ctx.out(`${tail}\n`);
+        ctx.err(STREAM_DIFFERS);
+        ctx.out(`${outcome.text}\n`);
+      }
       return EXIT.OK;
     case 'error':
       if (ctx.json) ctx.emit({ type: 'error', run: runId, code: outcome.code, message: outcome.message }, '');

@@ -2,7 +2,9 @@
 // run through main() against a fake relay (test/helpers-node/fake-relay.ts) serving real signed
 // announcements, DVMCP answers and agent events whose fields carry terminal escape sequences (OSC 0
 // window title, OSC 52 clipboard write, CSI 2J clear screen, the C1 CSI U+009B, a lone CR), and a
-// relay whose refusals (CLOSED, OK false) carry them into the DVMCP client's warnings.
+// relay whose refusals (CLOSED, OK false) carry them into the DVMCP client's warnings. And what
+// `ask` ends with is the agent's answer (the 25803), whatever its deltas were: a lost one, a stream
+// that is not the answer's beginning, deltas after the terminal.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -71,12 +73,34 @@ function payRoute(req: IncomingMessage, res: ServerResponse): void {
   if (req.url === '/api/bridge/pay') setTimeout(() => unpaid.splice(0).forEach((answer) => answer()), 200);
 }
 
-/** The fake agent: status, a tool call, deltas, then a response (or an error when asked to fail). */
+/** What the fake agent sends for prompts that test the final render: deltas (by seq) and the answer, in order. */
+const RENDER_RUNS: Record<string, Array<{ seq: number; text: string } | { answer: string }>> = {
+  // delta 1 lost (deltas are not stored: one sent while the client reconnects is gone)
+  'lost delta': [{ seq: 0, text: 'The answer ' }, { seq: 2, text: '42.' }, { answer: 'The answer is 42.' }],
+  // the answer cut to fit an event (the agent's fitResponse): the stream is not its beginning
+  'cut answer': [{ seq: 0, text: 'The answer is 4' }, { seq: 1, text: '2, and more' }, { answer: 'The answer is 4 [cut]' }],
+  // a delta, status and a tool call after the terminal event
+  'late delta': [{ seq: 0, text: 'The answer ' }, { answer: 'The answer is 42.' }, { seq: 1, text: 'is 43!' }],
+};
+
+/** The fake agent: status, a tool call, deltas, then a response (or an error when asked to fail; RENDER_RUNS for those prompts). */
 function agentRuns(e: NostrEvent, r: FakeRelay): void {
   const key = getConversationKey(agent, e.pubkey);
   const { message } = JSON.parse((decrypt(e.content, key) as { ok: true; value: string }).value) as { message: string };
   const tags = [['p', e.pubkey], ['e', e.id, '', 'root']];
   const send = (kind: number, payload: object): void => r.deliver(sign(agent, kind, tags, encrypt(JSON.stringify({ ver: 1, ...payload }), key)));
+  const scripted = RENDER_RUNS[message];
+  if (scripted) {
+    for (const step of scripted) {
+      if ('answer' in step) send(KIND.AI_RESPONSE, { text: step.answer });
+      else send(KIND.AI_DELTA, step);
+    }
+    if (message === 'late delta') {
+      send(KIND.AI_STATUS, { state: 'thinking', info: 'late' });
+      send(KIND.AI_TOOL_CALL, { name: 'late', phase: 'start' });
+    }
+    return;
+  }
   send(KIND.AI_STATUS, { state: 'thinking', info: EVIL });
   send(KIND.AI_TOOL_CALL, { name: `calc${CSI}2J`, phase: 'start', arguments: { q: EVIL }, text: EVIL });
   const deltas = ['line 1\n', EVIL, '\rover', 'written\r', '\nend\u2028'];
@@ -193,5 +217,30 @@ describe('text from strangers is shown escaped', () => {
     const lines = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; text?: string });
     expect(lines.filter((l) => l.type === 'delta').map((l) => l.text)).toEqual(['line 1\n', EVIL, '\rover', 'written\r', '\nend\u2028']);
     expect(lines.at(-1)).toMatchObject({ type: 'response', text: `line 1\n${EVIL}\roverwritten\r\nend\u2028` });
+  });
+});
+
+// NIP-XX: "Final render MUST be taken from ai.response text, not from the delta stream" and "Clients
+// MUST NOT apply deltas after a terminal event has been accepted for a run".
+describe("ask prints the agent's answer, not the stream", () => {
+  it('a delta lost (seq 0 and 2 arrive): the rest of the answer after what was streamed', async () => {
+    const r = await run(['ask', agentPk, 'lost delta', '--url', relay.url]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('The answer is 42.\n');
+    expect(r.stderr).not.toContain('differs');
+  });
+
+  it('a stream that is not the beginning of the answer: a note on stderr, then the whole answer', async () => {
+    const r = await run(['ask', agentPk, 'cut answer', '--url', relay.url]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('The answer is 42, and more\nThe answer is 4 [cut]\n');
+    expect(r.stderr).toContain("[the streamed text differs from the agent's answer; the answer follows]\n");
+  });
+
+  it('a delta, status and a tool call after the terminal event are not shown', async () => {
+    const r = await run(['ask', agentPk, 'late delta', '--url', relay.url]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('The answer is 42.\n');
+    expect(r.stderr).not.toContain('late');
   });
 });
