@@ -169,8 +169,9 @@ export class Bridge extends DurableObject<BridgeEnv> {
   /**
    * The owner's daily quota first, for as many calls as the request is charged (one per server it
    * goes to; clients other than the owner's key: their share, metering.ts), then the limiter. An
-   * admitted request is metered (and counts against the quota) when it goes upstream, its duration
-   * when it ends: a priced request never paid is not. A refusal is answered as ErrorAnswers allows (once per client until the retry time
+   * admitted request holds its calls against the quota until it goes upstream, when it is metered,
+   * its duration when it ends; a priced request never paid is not metered, and its hold ends with
+   * it (metering.ts `hold`). A refusal is answered as ErrorAnswers allows (once per client until the retry time
    * it gave).
    */
   private admit(client: string, servers: readonly string[], method: string): ReturnType<RequestAdmission['admit']> {
@@ -180,20 +181,16 @@ export class Bridge extends DurableObject<BridgeEnv> {
     const admitted = this.limiter.admit(client, servers, method);
     if (!admitted.ok) return this.errors.refusal(client, admitted.error, admitted.retryMs);
     if (method === 'ping') return admitted;
-    let startedAt: number | undefined;
+    const call = this.meter.hold(servers, method, other);
     let released = false;
     return {
       ok: true,
-      upstream: () => {
-        if (startedAt !== undefined) return;
-        startedAt = this.limiter.now();
-        this.meter.record(servers, method, startedAt, other);
-      },
+      upstream: () => call.upstream(this.limiter.now()),
       release: () => {
         if (released) return;
         released = true;
         admitted.release();
-        if (startedAt !== undefined) this.meter.finished(servers, method, startedAt, this.limiter.now());
+        call.end(this.limiter.now());
       },
     };
   }

@@ -2,9 +2,14 @@
 // (after any payment) is counted per (UTC day, server, method) with its total duration in the
 // Bridge DO's SQLite, and the owner's plan (bridge_calls_per_day) is checked against the day's
 // count plus what the request will be charged (one call per server it goes to) before admission — refused with JSON-RPC -32029 naming the quota and the seconds until the
-// UTC day ends. Clients other than the owner's key may use OTHERS_PLAN_SHARE of the quota (their
-// calls are counted per day apart, `bridge_others`): the rest is kept for the owner, so strangers
-// calling a public server cannot leave the owner's own calls refused for the day. Only the owner's
+// UTC day ends. A request admitted but not yet counted (a priced call waiting for its payment, a
+// resource read waiting for its price) holds its calls in memory (`hold`) until it goes upstream
+// (then counted) or ends without (then dropped), and the check counts the holds too: calls admitted
+// while nothing was counted yet cannot all pass the quota once paid. A hold counts on whichever day
+// is checked (one taken before midnight UTC and paid after it is counted on the new day).
+// Clients other than the owner's key may use OTHERS_PLAN_SHARE of the quota (their
+// calls and holds are counted apart, `bridge_others`): the rest is kept for the owner, so strangers
+// calling a public server, or leaving invoices unpaid, cannot leave the owner's own calls refused for the day. Only the owner's
 // key is told the plan's figure; others get OWNER_CALLS_REACHED (no figure), so that varying their
 // requests' fan-out does not tell them the owner's plan and its calls of the day. Rows are kept
 // RETENTION_DAYS and pruned in bounded batches: two with each recorded call (rows are made no
@@ -28,7 +33,18 @@ export const OWNER_CALLS_REACHED = 'the bridge’s owner reached a usage limit f
 
 export type BridgeCallRow = { day: string; server: string; method: string; calls: number; duration_ms: number };
 
+/** One admitted request's calls (BridgeMeter.hold): held until it goes upstream or ends. */
+export interface MeteredCall {
+  /** The request goes upstream at `now` (ms): its calls counted for that day instead of held. */
+  upstream(now: number): void;
+  /** The request ended at `now` (ms): its duration added if it went upstream, else its hold dropped. */
+  end(now: number): void;
+}
+
 export class BridgeMeter {
+  /** Calls admitted and not yet counted (see the header), of the owner's key and of other clients. */
+  private readonly held = { owner: 0, others: 0 };
+
   constructor(private readonly sql: SqlStorage) {
     this.sql.exec(`CREATE TABLE IF NOT EXISTS bridge_calls (
       day TEXT NOT NULL, server TEXT NOT NULL, method TEXT NOT NULL, calls INTEGER NOT NULL, duration_ms INTEGER NOT NULL,
@@ -45,19 +61,48 @@ export class BridgeMeter {
   /**
    * The refusal of one more request, charged `calls` calls (one per server it goes to, as `record`
    * counts them), under `limit` calls a day at `now` (ms) from the owner's key or another (`other`:
-   * its share, and no figure in the message), or undefined: refused when the day's count would pass the limit.
+   * its share, and no figure in the message), or undefined: refused when the day's count and the
+   * calls held (`hold`) would pass the limit (another client: also its share, with the others' holds).
    */
   refusal(limit: number | undefined, now: number, other: boolean, calls = 1): RpcError | undefined {
     if (limit === undefined) return undefined;
     const retry = Math.max(1, Math.ceil(((Math.floor(now / DAY_MS) + 1) * DAY_MS - now) / 1000));
     const refuse = (why: string): RpcError => ({ ...rpcError(RPC.RATE_LIMITED, `rate-limited: ${why} (quota bridge_calls_per_day); retry in ${retry} s`), data: { quota: 'bridge_calls_per_day', retry_after: retry } });
-    if (this.callsToday(now) + calls > limit) return refuse(other ? OWNER_CALLS_REACHED : `the owner’s plan allows ${limit} bridge calls per day`);
-    if (other && this.callsToday(now, true) + calls > Math.floor(limit * OTHERS_PLAN_SHARE)) return refuse(OWNER_CALLS_REACHED);
+    if (this.callsToday(now) + this.held.owner + this.held.others + calls > limit) return refuse(other ? OWNER_CALLS_REACHED : `the owner’s plan allows ${limit} bridge calls per day`);
+    if (other && this.callsToday(now, true) + this.held.others + calls > Math.floor(limit * OTHERS_PLAN_SHARE)) return refuse(OWNER_CALLS_REACHED);
     return undefined;
   }
 
+  /**
+   * Holds the calls of one request admitted to `servers` for `method` (`other`: from a client other
+   * than the owner's key), one per server, until it goes upstream (counted) or ends (dropped).
+   */
+  hold(servers: readonly string[], method: string, other: boolean): MeteredCall {
+    const side = other ? 'others' : 'owner';
+    this.held[side] += servers.length;
+    let holding = true;
+    let startedAt: number | undefined;
+    const unhold = (): void => {
+      if (holding) this.held[side] -= servers.length;
+      holding = false;
+    };
+    return {
+      upstream: (now) => {
+        if (!holding) return;
+        unhold();
+        startedAt = now;
+        this.record(servers, method, now, other);
+      },
+      end: (now) => {
+        unhold();
+        if (startedAt !== undefined) this.finished(servers, method, startedAt, now);
+        startedAt = undefined;
+      },
+    };
+  }
+
   /** Counts one request admitted at `now` (ms) to each of `servers` (`other`: from a client other than the owner's key). */
-  record(servers: readonly string[], method: string, now: number, other: boolean): void {
+  private record(servers: readonly string[], method: string, now: number, other: boolean): void {
     const day = dayOf(now);
     if (other && servers.length > 0) {
       this.sql.exec('INSERT INTO bridge_others (day, calls) VALUES (?, ?) ON CONFLICT (day) DO UPDATE SET calls = calls + excluded.calls', day, servers.length);
@@ -85,7 +130,7 @@ export class BridgeMeter {
   }
 
   /** Adds the duration of a request admitted at `startedAt` (ms) that ended at `now`. */
-  finished(servers: readonly string[], method: string, startedAt: number, now: number): void {
+  private finished(servers: readonly string[], method: string, startedAt: number, now: number): void {
     for (const server of servers) {
       this.sql.exec('UPDATE bridge_calls SET duration_ms = duration_ms + ? WHERE day = ? AND server = ? AND method = ?', Math.max(0, now - startedAt), dayOf(startedAt), server, method);
     }
