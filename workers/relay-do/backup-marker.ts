@@ -11,8 +11,10 @@
 // one, and put again if the bucket lost it.
 // A backup tells the shard when it begins (`begin`: what changes from then on may not be in it)
 // and, once it is written, `done`: the mark is deleted (and the record with it) unless the shard
-// changed since that `begin` (then it stays, for the next run). Puts and deletes run one after
-// another (a chain), so a change during `done`'s delete marks the shard again after it. Changes are
+// changed since that `begin` (then it stays, for the next run). The record goes before the delete,
+// and puts and deletes run one after another (a chain): a change during `done`'s delete records
+// 'pending' with its own commit and marks the shard again after the delete, even when the object
+// is reset before `done` ends (the next life puts a 'pending' mark). Changes are
 // counted in memory under an epoch of this object's life: a `done` for a `begin` of an earlier life
 // (the object was evicted meanwhile) deletes nothing. No bucket, or an object that is no shard's
 // primary (an edge, a test's unnamed object): nothing is marked.
@@ -83,9 +85,11 @@ export class BackupMarker {
   done(since: BackupSince): Promise<void> {
     return this.then('delete', async (bucket, key) => {
       if (since !== this.begin()) return;
-      await bucket.delete(key);
+      // The record goes before the delete: a change while it runs records 'pending' again with its
+      // own commit, and the mark it queues is put after the delete (even in a later life).
       this.present = false;
       if (this.state() !== null) this.setState(null);
+      await bucket.delete(key);
     });
   }
 
