@@ -1,10 +1,17 @@
 // Every DVMCP request method through the relay, as a real client sends it (25910 on the public
 // shard, answers 26910/21316 p-tagging the client), against the real server-everything: initialize
 // with and without `s` (the public servers), tools/list (with pagination), tools/call, resources,
-// prompts, completion, ping, progress, cancel, and the errors a client gets.
+// prompts, completion, ping, progress, cancel, and the errors a client gets. While the owner
+// registry cannot be read (Accounts down, the isolate holding no copy), a request is answered
+// -32603 at once and counted in the bridge's drop summary, not left for the client's timeout.
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { env, runInDurableObject } from 'cloudflare:test';
+import { accountsStub } from '../../workers/accounts/accounts-do.js';
+import { REGISTRY_UNREADABLE } from '../../workers/bridge/bridge-do.js';
+import { forgetOwnerState } from '../../workers/common/owners.js';
+import { RPC } from '../../src/shared/dvmcp.js';
 import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { holdObject } from './hold-object.js';
 import { closeSubscriptionsOf, LIVE_EVENTS_LOST, now, sign, socketObjects, subscriptionsOf } from './helpers.js';
 
 const fixtureUrl = (): string => inject('toolsFixtureUrl');
@@ -274,5 +281,41 @@ describe('bridge: its subscription closed by the relay', () => {
     const c = await DvmcpClient.open(p);
     const ping = await c.call('ping', undefined, { s: 'ev' });
     expect(ping.result).toEqual({ ok: true, value: {} });
+  });
+});
+
+describe('bridge: while the owner registry cannot be read', () => {
+  it('an isolate with no copy of the registry answers each request -32603 at once (plain and wrapped), counts them in one drop-summary line, and serves again once Accounts answers', { timeout: 30_000 }, async () => {
+    const warn = vi.spyOn(console, 'warn');
+    const error = vi.spyOn(console, 'error');
+    const lines = (spy: typeof warn): string[] => spy.mock.calls.map((args) => args.map(String).join(' ')).filter((l) => l.startsWith('bridge'));
+    forgetOwnerState(); // a new isolate: no copy of the registry
+    const release = await holdObject(accountsStub(env));
+    try {
+      const first = await client.send(client.request('tools/list', {}, { s: 'ev' }));
+      await new Promise((r) => setTimeout(r, 200)); // the bridge asks Accounts, which does not answer
+      await release(new Error('simulated Accounts reset'));
+      const expected = { ok: false, error: { code: RPC.INTERNAL_ERROR, message: 'the owner registry could not be read; try again later' } };
+      expect(REGISTRY_UNREADABLE).toBe('the owner registry could not be read; try again later');
+      expect((await client.answer(first, 5_000)).result).toEqual(expected);
+      // Within REGISTRY_RETRY_MS of the failure Accounts is not asked again: answered at once, in the form asked.
+      expect((await client.call('tools/call', { name: 'get-sum', arguments: { a: 1, b: 2 } }, { s: 'ev', timeoutMs: 5_000 })).result).toEqual(expected);
+      const wrapped = await client.call('ping', undefined, { s: 'ev', form: 'wrapped', timeoutMs: 5_000 });
+      expect(wrapped.event.kind).toBe(1059);
+      expect(wrapped.result).toEqual(expected);
+      const provider = client.provider;
+      expect(lines(warn).filter((l) => l.includes('owner registry'))).toEqual([
+        `bridge: provider ${provider}: 1 request refused while the owner registry could not be read since the last report (1 "simulated Accounts reset"); reported at most once a minute`,
+      ]);
+      expect(lines(error).filter((l) => l.includes('failed'))).toEqual([]);
+      // Accounts answers again: served.
+      forgetOwnerState();
+      const served = await client.call('tools/call', { name: 'get-sum', arguments: { a: 20, b: 22 } }, { s: 'ev' });
+      expect(served.result.ok && text(served.result.value)).toBe('The sum of 20 and 22 is 42.');
+    } finally {
+      warn.mockRestore();
+      error.mockRestore();
+      forgetOwnerState();
+    }
   });
 });

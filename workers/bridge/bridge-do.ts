@@ -21,7 +21,9 @@
 // what is due).
 // Whether the bridge serves is the owner rule (workers/common/owners.ts: EDGESTR_OWNERS or the
 // registry, cached OWNER_CACHE_MS per isolate), never whether the owner has a shard (with
-// EDGESTR_OPEN_SHARDS every key has one):
+// EDGESTR_OPEN_SHARDS every key has one). While the registry cannot be read (an isolate with no
+// copy of it), a request is not served: it is answered -32603 REGISTRY_UNREADABLE (as ErrorAnswers
+// allows) and counted in the DropSummary; other events are handled as for an allowed owner.
 // a suspended or removed owner's bridge answers nothing and drops its calls in flight, but still
 // records zap receipts (a call paid for meanwhile does not run; payments-gate.ts logs it for a
 // refund); a removed owner's next watchdog withdraws the bridge (`withdraw`: announcements
@@ -33,7 +35,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { checkIdAndSignature, type NostrEvent } from '../../src/shared/event.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
-import { announcementDeletion, notificationTemplate, OWNER_REMOVED_REASON, parseMessage, type Incoming, type RpcError } from '../../src/shared/dvmcp.js';
+import { announcementDeletion, notificationTemplate, OWNER_REMOVED_REASON, parseMessage, RPC, rpcError, type Incoming, type RpcError } from '../../src/shared/dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp, type Form } from '../../src/shared/dvmcp-wrap.js';
 import { hexToBytes } from '../../src/shared/hex.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -89,6 +91,9 @@ const QUOTA_TOLD_MS = 60_000;
 const PRUNE_BATCH = 500;
 /** Upstream notifications passed on to the client whose session received them. */
 const FORWARDED = new Set(['notifications/tools/list_changed', 'notifications/resources/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/updated']);
+
+/** The answer to a request while the owner registry cannot be read (whether the owner may serve is not known). */
+export const REGISTRY_UNREADABLE = 'the owner registry could not be read; try again later';
 
 export type AddResult = { ok: true; view: ServerView } | { ok: false; status: 409; error: string };
 
@@ -581,15 +586,17 @@ export class Bridge extends DurableObject<BridgeEnv> {
     // Naming the provider and other keys (or it twice): dropped before any work, only counted (recipients.ts).
     if (!soleRecipient(e, p.pubkey)) return this.drops.drop(DROPS.notAlone);
     // The owner rule, not whether a shard exists (see the header).
-    const account = await ownerState(this.env, p.owner);
+    const account = await this.account(p);
     // Suspended or removed (the watchdog then withdraws the bridge): nothing is answered, but a
     // payment cannot be refused: it is recorded (its call was dropped, so the operator is told to refund it).
-    if (!account || account.suspended) {
-      this.haltCalls(account ? 'its owner is suspended' : 'its owner was removed');
+    if (account.ok && (!account.value || account.value.suspended)) {
+      this.haltCalls(account.value ? 'its owner is suspended' : 'its owner was removed');
       if (e.kind !== KIND.ZAP_RECEIPT) return;
     }
     if (!this.claim(e.id)) return;
-    this.plan = account?.plan ?? DEFAULT_PLAN;
+    // Unreadable: the plan last seen is kept, and requests are refused (dispatch).
+    const unreadable = account.ok ? undefined : account.error;
+    if (account.ok) this.plan = account.value?.plan ?? DEFAULT_PLAN;
     const verifier = await relayVerifier();
     if (!checkIdAndSignature(e, verifier).ok) {
       this.seen.delete(e.id); // a forged copy must not block the genuine event
@@ -604,12 +611,13 @@ export class Bridge extends DurableObject<BridgeEnv> {
       const opened = unwrapDvmcp(e, await this.store.secretKey(), this.keys, verifier);
       if (!opened.ok) return this.drops.drop(DROPS.giftWrap, opened.error);
       const { message, form, createdAt } = opened.value;
-      return this.once(message.id, createdAt, () => this.dispatch(message, form, url, p));
+      return this.once(message.id, createdAt, () => this.dispatch(message, form, url, p, unreadable));
     }
-    return this.once(e.id, e.created_at, () => this.dispatch(e, 'plain', url, p));
+    return this.once(e.id, e.created_at, () => this.dispatch(e, 'plain', url, p, unreadable));
   }
 
-  private async dispatch(m: Incoming, form: Form, url: string, p: ProviderRecord): Promise<void> {
+  /** Handles message `m` (`unreadable`: why the owner registry could not be read; a request is then refused, see the header). */
+  private async dispatch(m: Incoming, form: Form, url: string, p: ProviderRecord, unreadable: string | undefined): Promise<void> {
     // A wrapped message must be addressed to this provider alone inside too (the wrap's p alone is not signed by the sender).
     if (form !== 'plain' && !soleRecipient(m, p.pubkey)) return this.drops.drop(DROPS.notAlone);
     const reply = this.replyFor(url, m.pubkey, form, p);
@@ -623,6 +631,13 @@ export class Bridge extends DurableObject<BridgeEnv> {
       return;
     }
     const msg = parsed.value;
+    if (unreadable !== undefined && msg.type === 'request') {
+      this.drops.drop(DROPS.registryUnreadable, unreadable);
+      const allowed = this.errorAnswer(m.pubkey);
+      const error = allowed.ok ? rpcError(RPC.INTERNAL_ERROR, REGISTRY_UNREADABLE) : allowed.error;
+      if (error) await reply.send(errorAnswer({ requestId: m.id, client: m.pubkey }, error, form));
+      return;
+    }
     // Only for a server it runs: made-up ids from fresh keys would push real clients' entries out.
     if (msg.serverId !== undefined && this.backends().has(msg.serverId)) this.replies.set(`${msg.serverId}:${msg.client}`, reply);
     await this.dispatcher.handle(msg, reply);

@@ -35,6 +35,8 @@ export const DROPS = {
   refusedByRelay: { noun: 'event', what: 'to a client refused by the relay' },
   /** A gift-wrapped DVMCP request to a server with encryption off, not answered (reason: the servers). */
   encryptionOff: { noun: 'encrypted request', what: 'to a server with encryption off not answered' },
+  /** A DVMCP request to a bridge while the owner registry cannot be read, answered -32603 unserved (reason: why it could not be read). */
+  registryUnreadable: { noun: 'request', what: 'refused while the owner registry could not be read' },
   /** An event past an external relay's token bucket, dropped unread by a hosted agent (reason: the relay and its limit). */
   externalRelay: { noun: 'event', what: "over an external relay's limit dropped" },
 } as const satisfies Record<string, DropKind>;
