@@ -4,6 +4,7 @@
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { eventJson } from '../../src/shared/event.js';
+import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 import { shardStub } from '../../workers/common/shards.js';
 import { RETENTION_INTERVAL_SECONDS, RetentionRules } from '../../workers/relay-do/retention.js';
 import { EventStore } from '../../workers/relay-do/store.js';
@@ -90,6 +91,35 @@ describe('retention by the alarm', () => {
       duplicate: 0,
       refused: { 'invalid: this shard keeps kind 1 for 30 days (NIP-11 retention)': 1 },
     });
+  });
+
+  it(`a gift wrap (kind 1059, dated up to two days back by NIP-59) gets ${WRAP_LOOKBACK_SECONDS} s more: under a 1-day rule one dated 30 h back is accepted and kept, one past 1 day + ${WRAP_LOOKBACK_SECONDS} s refused and removed`, async () => {
+    const owner = keys();
+    const shard = shardStub(env, owner.pk);
+    const t = now();
+    await runInDurableObject(shard, (s) => {
+      s.clock = () => t * 1000;
+    });
+    const wrap = (created_at: number) => sign(keys(), { kind: 1059, content: 'sealed', tags: [['p', owner.pk]], created_at });
+    const recent = wrap(t - 30 * 3600);
+    const atCutoff = wrap(t - DAY - WRAP_LOOKBACK_SECONDS);
+    const over = wrap(t - DAY - WRAP_LOOKBACK_SECONDS - 1);
+    const note = sign(owner, { content: 'a note is not a wrap', created_at: t - 30 * 3600 });
+    expect(await patch(owner, { rules: [{ kinds: [1, 1059], days: 1 }] })).toMatchObject({ status: 200 });
+    expect((await importInto(owner, jsonl([recent, atCutoff, over, note]))).json).toEqual({
+      accepted: 2,
+      duplicate: 0,
+      refused: {
+        [`invalid: this shard keeps kind 1059 for 1 days (NIP-11 retention), plus ${WRAP_LOOKBACK_SECONDS} s as NIP-59 dates it up to two days back`]: 1,
+        'invalid: this shard keeps kind 1 for 1 days (NIP-11 retention)': 1,
+      },
+    });
+    // Stored before the rule, the one past it is removed by the alarm; the others stay.
+    await patch(owner, { rules: [] });
+    expect((await importInto(owner, jsonl([over]))).json).toEqual({ accepted: 1, duplicate: 0, refused: {} });
+    await patch(owner, { rules: [{ kinds: [1059], days: 1 }] });
+    await runInDurableObject(shard, (s) => s.alarm());
+    expect((await exportOf(owner)).map((e) => e.id).sort()).toEqual([recent.id, atCutoff.id].sort());
   });
 
   it('removes at most one batch per run and comes back at once while more remain', async () => {

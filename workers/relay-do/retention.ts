@@ -2,13 +2,17 @@
 // kinds older than `days` are removed by the shard's alarm, at most RETENTION_BATCH events per
 // alarm run (the alarm comes back at once while more remain, else every RETENTION_INTERVAL).
 // A kind in several rules keeps the shortest. A write already past its rule is refused (`invalid:`,
-// a `rejectEvent` hook), so nothing is accepted only to be removed. Kinds the shard keeps for good
+// a `rejectEvent` hook), so nothing is accepted only to be removed. Seals and gift wraps (13, 1059,
+// 21059), which NIP-59 dates up to two days in the past, are past their rule only
+// WRAP_LOOKBACK_SECONDS later (both in the write check and the alarm's removal): a rule of a day on
+// wraps refused about half of them before. Kinds the shard keeps for good
 // (deletion requests and requests to vanish, store.ts `KEPT_FOR_GOOD`) may not be named: rules
 // stored before that was refused are read without them. Stored in the shard's `meta` table (and
 // cached in memory); advertised in NIP-11 as `retention` ([{kinds, time}], time in seconds).
 
 import { z } from 'zod';
-import { MAX_KIND } from '../../src/shared/kinds.js';
+import { KIND, MAX_KIND } from '../../src/shared/kinds.js';
+import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 import { reject } from '../../src/shared/errors.js';
 import type { RejectEventHook } from './policy.js';
 import { KEPT_FOR_GOOD, type EventStore } from './store.js';
@@ -16,6 +20,14 @@ import { KEPT_FOR_GOOD, type EventStore } from './store.js';
 export const RETENTION_BATCH = 500;
 export const RETENTION_INTERVAL_SECONDS = 3600;
 const DAY = 86_400;
+
+/**
+ * How much older than its rule an event of `kind` may be: the kinds NIP-59 dates up to two days
+ * back (seals, gift wraps, and the ephemeral wraps some clients date so too) get
+ * WRAP_LOOKBACK_SECONDS, so a rule of `days` keeps every wrap sent within `days`; others none.
+ */
+const slackOf = (kind: number): number => (kind === KIND.SEAL || kind === KIND.GIFT_WRAP || kind === KIND.EPHEMERAL_GIFT_WRAP ? WRAP_LOOKBACK_SECONDS : 0);
+const SLACKS = [0, WRAP_LOOKBACK_SECONDS] as const;
 
 const Kind = z.number().int().min(0).max(MAX_KIND);
 
@@ -82,8 +94,10 @@ export class RetentionRules {
     if (rules.length === 0) return undefined;
     let left = batch;
     for (const rule of rules) {
-      if (left === 0) break;
-      left -= store.purgeOlder(rule.kinds, now - rule.days * DAY, left);
+      for (const slack of SLACKS) {
+        const kinds = rule.kinds.filter((k) => slackOf(k) === slack);
+        if (kinds.length > 0 && left > 0) left -= store.purgeOlder(kinds, now - rule.days * DAY - slack, left);
+      }
     }
     return left === 0 ? now + 1 : now + RETENTION_INTERVAL_SECONDS;
   }
@@ -94,7 +108,9 @@ export const withinRetention =
   (rules: RetentionRules): RejectEventHook =>
   (e, { now }) => {
     const days = rules.daysFor(e.kind);
-    return days !== undefined && e.created_at < now - days * DAY
-      ? reject('invalid', `this shard keeps kind ${e.kind} for ${days} days (NIP-11 retention)`)
-      : undefined;
+    if (days === undefined) return undefined;
+    const slack = slackOf(e.kind);
+    if (e.created_at >= now - days * DAY - slack) return undefined;
+    const more = slack > 0 ? `, plus ${slack} s as NIP-59 dates it up to two days back` : '';
+    return reject('invalid', `this shard keeps kind ${e.kind} for ${days} days (NIP-11 retention)${more}`);
   };
