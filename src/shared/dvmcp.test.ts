@@ -1,6 +1,7 @@
 // DVMCP protocol core (src/shared/dvmcp.ts, dvmcp-wrap.ts): parsing the captured reference and
 // ContextVM requests, every malformed input with its JSON-RPC error, the shapes of everything the
-// bridge publishes, and gift wraps in both rumor forms (and the reference's unauthenticated seals).
+// bridge publishes, and gift wraps in both rumor forms (and the reference's unauthenticated seals,
+// and ContextVM's single-layer wraps, both refused).
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { hexToBytes } from '@noble/hashes/utils.js';
@@ -8,6 +9,7 @@ import refPlain from '../../test/vectors/interop/dvmcp-ref-public-plain.jsonl?ra
 import refPrivate from '../../test/vectors/interop/dvmcp-ref-private-initialize.jsonl?raw';
 import refWrapped from '../../test/vectors/interop/dvmcp-ref-public-giftwrap.jsonl?raw';
 import cvmPlain from '../../test/vectors/interop/cvm-0.11.14-plain.jsonl?raw';
+import cvmWrapped from '../../test/vectors/interop/cvm-0.11.14-giftwrap.jsonl?raw';
 import {
   announcementDeletion,
   errorTemplate,
@@ -261,6 +263,16 @@ describe('DVMCP: gift wraps', () => {
     for (const w of wraps) {
       const sk = w.tags[0]![1] === BRIDGE ? BRIDGE_SK : CLIENT_SK;
       expect(unwrapDvmcp(w, sk, keys, nobleVerifier)).toEqual({ ok: false, error: 'seal signer is not the rumor author' });
+    }
+  });
+
+  it("refuses ContextVM's single-layer wraps (1059/21059: one NIP-44 layer around the message, no seal), not DVMCP's two-layer NIP-59", () => {
+    const byKey = new Map([hexToBytes('11'.repeat(32)), hexToBytes('22'.repeat(32))].map((sk) => [getPublicKey(sk), sk]));
+    const wraps = lines(cvmWrapped).map((c) => c.e);
+    expect(wraps.map((w) => w.kind).sort()).toEqual([1059, ...Array<number>(14).fill(21059)]);
+    for (const w of wraps) {
+      const expected = w.kind === 1059 ? 'invalid seal: kind 25910, expected 13' : 'not a DVMCP gift wrap (kind 21059)';
+      expect(unwrapDvmcp(w, byKey.get(w.tags[0]![1]!)!, keys, nobleVerifier)).toEqual({ ok: false, error: expected });
     }
   });
 
