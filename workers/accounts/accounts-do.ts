@@ -54,6 +54,12 @@
 // operator's add() takes the record back out, with the key made an owner again. Only an operator's
 // removal writes a row (one per key removed and not added back, never written by a stranger's
 // request), so the table holds no more rows than the operators' own actions made.
+//
+// Each change of an owner's account (add, sign-up, update, remove) gives it a higher `version`, in
+// the same step (owners.version; a removal's in removed_owners.version, and the owner added again
+// goes on from there). standing() answers the account with its version, as the admin API pushes it
+// to the owner's shard (RelayShard.setOwnerAccount), which ignores a version older than the one it
+// holds: overlapping admin calls cannot leave the shard on an account read before a later change.
 
 import { DurableObject } from 'cloudflare:workers';
 import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
@@ -81,6 +87,12 @@ export interface OwnerRow {
   /** Added by an operator (or marked vetted by one), not by the key's own sign-up. */
   vetted: boolean;
   created_at: number;
+}
+
+/** An owner's account as its shard is to hold it (undefined: the operators removed the key), and the version of that change. */
+export interface OwnerStanding {
+  account: OwnerState | undefined;
+  version: number;
 }
 
 /**
@@ -240,6 +252,11 @@ export class Accounts extends DurableObject<AccountsEnv> {
     if (!hadDays) this.sql.exec('INSERT INTO owner_days (owner, day, runs, tokens) SELECT owner, day, sum(runs), sum(input_tokens + output_tokens) FROM usage GROUP BY owner, day');
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(owners)').toArray();
     if (!columns.some((c) => c.name === 'vetted')) this.addVetted(env.EDGESTR_SIGNUP === 'open');
+    // Accounts from before versions are at 0 (so is what their shards hold: owner-plan.ts).
+    for (const table of ['owners', 'removed_owners']) {
+      const cols = this.sql.exec<{ name: string }>(`PRAGMA table_info(${table})`).toArray();
+      if (!cols.some((c) => c.name === 'version')) this.sql.exec(`ALTER TABLE ${table} ADD COLUMN version INTEGER NOT NULL DEFAULT 0`);
+    }
   }
 
   /** The upgrade that adds owners.vetted: the rows already there are vetted unless sign-up is `open` (see the header). */
@@ -273,11 +290,15 @@ export class Accounts extends DurableObject<AccountsEnv> {
     return this.owners(limit, after).map((o) => o.pubkey);
   }
 
-  /** An operator adds an owner (a key it removed before too: its removal record goes); false when it is already registered. */
+  /**
+   * An operator adds an owner (a key it removed before too: its removal record goes, its version
+   * going on from the removal's); false when it is already registered.
+   */
   add(pubkey: string, plan: string = DEFAULT_PLAN): boolean {
     return this.ctx.storage.transactionSync(() => {
-      this.sql.exec('DELETE FROM removed_owners WHERE pubkey = ?', pubkey);
-      return this.insert(pubkey, plan, true);
+      if (this.owner(pubkey)) return false;
+      const removal = this.sql.exec<{ version: number }>('DELETE FROM removed_owners WHERE pubkey = ? RETURNING version', pubkey).toArray()[0];
+      return this.insert(pubkey, plan, true, (removal?.version ?? 0) + 1);
     });
   }
 
@@ -295,45 +316,66 @@ export class Accounts extends DurableObject<AccountsEnv> {
       this.sql.exec('DELETE FROM signup_days WHERE day < ?', day);
       const today = this.sql.exec<{ n: number }>('SELECT coalesce(sum(n), 0) AS n FROM signup_days WHERE day = ?', day).one().n;
       if (today >= caps.per_day) return 'full_today';
-      this.insert(pubkey, plan, false);
+      this.insert(pubkey, plan, false, 1);
       this.sql.exec('INSERT INTO signup_days (day, n) VALUES (?, 1) ON CONFLICT (day) DO UPDATE SET n = n + 1', day);
       return 'added';
     });
   }
 
-  private insert(pubkey: string, plan: string, vetted: boolean): boolean {
+  private insert(pubkey: string, plan: string, vetted: boolean, version: number): boolean {
     return (
       this.sql
         .exec(
-          'INSERT INTO owners (pubkey, plan, created_at, vetted) VALUES (?, ?, ?, ?) ON CONFLICT (pubkey) DO NOTHING RETURNING pubkey',
+          'INSERT INTO owners (pubkey, plan, created_at, vetted, version) VALUES (?, ?, ?, ?, ?) ON CONFLICT (pubkey) DO NOTHING RETURNING pubkey',
           pubkey,
           plan,
           Math.floor(Date.now() / 1000),
           vetted ? 1 : 0,
+          version,
         )
         .toArray().length > 0
     );
   }
 
+  /** An operator changes an owner (its version goes up with it); undefined when it is not registered. */
   update(pubkey: string, patch: { plan?: string; suspended?: boolean; vetted?: boolean }): OwnerRow | undefined {
-    const row = this.owner(pubkey);
-    if (!row) return undefined;
-    const next = { ...row, ...patch };
-    this.sql.exec('UPDATE owners SET plan = ?, suspended = ?, vetted = ? WHERE pubkey = ?', next.plan, next.suspended ? 1 : 0, next.vetted ? 1 : 0, pubkey);
-    return next;
+    return this.ctx.storage.transactionSync(() => {
+      const row = this.owner(pubkey);
+      if (!row) return undefined;
+      const next = { ...row, ...patch };
+      this.sql.exec('UPDATE owners SET plan = ?, suspended = ?, vetted = ?, version = version + 1 WHERE pubkey = ?', next.plan, next.suspended ? 1 : 0, next.vetted ? 1 : 0, pubkey);
+      return next;
+    });
   }
 
-  /** An operator removes an owner and records its key, so that it cannot sign up again; false when it is not registered. */
+  /**
+   * An operator removes an owner and records its key (the removal one version above the owner's
+   * last), so that it cannot sign up again; false when it is not registered.
+   */
   remove(pubkey: string): boolean {
     return this.ctx.storage.transactionSync(() => {
-      if (this.sql.exec('DELETE FROM owners WHERE pubkey = ? RETURNING pubkey', pubkey).toArray().length === 0) return false;
+      const row = this.sql.exec<{ version: number }>('DELETE FROM owners WHERE pubkey = ? RETURNING version', pubkey).toArray()[0];
+      if (!row) return false;
       this.sql.exec(
-        'INSERT INTO removed_owners (pubkey, removed_at) VALUES (?, ?) ON CONFLICT (pubkey) DO UPDATE SET removed_at = excluded.removed_at',
+        'INSERT INTO removed_owners (pubkey, removed_at, version) VALUES (?, ?, ?) ON CONFLICT (pubkey) DO UPDATE SET removed_at = excluded.removed_at, version = excluded.version',
         pubkey,
         Math.floor(Date.now() / 1000),
+        row.version + 1,
       );
       return true;
     });
+  }
+
+  /**
+   * The account of `pubkey` as its shard is to hold it, with its version (see the header): the
+   * registered owner's plan and suspension, or `account` undefined for a key the operators removed;
+   * undefined for a key that is neither.
+   */
+  standing(pubkey: string): OwnerStanding | undefined {
+    const row = this.sql.exec<{ plan: string; suspended: number; version: number }>('SELECT plan, suspended, version FROM owners WHERE pubkey = ?', pubkey).toArray()[0];
+    if (row) return { account: { plan: row.plan, suspended: row.suspended === 1 }, version: row.version };
+    const removal = this.sql.exec<{ version: number }>('SELECT version FROM removed_owners WHERE pubkey = ?', pubkey).toArray()[0];
+    return removal ? { account: undefined, version: removal.version } : undefined;
   }
 
   /**

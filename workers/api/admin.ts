@@ -7,10 +7,14 @@
 // shard at once: common/deployment-bridges.ts recordPublicBridge; an owner that signed itself up is
 // not vetted), remove it.
 // Owners listed in EDGESTR_OWNERS are shown but managed in that variable (409 here). After a
-// change the owner's agents are told at once (Agent.ownerChanged); router isolates learn it
-// within OWNER_CACHE_MS. Removing an owner first backs its shard up to the BACKUPS bucket when one
-// is bound (workers/relay-do/backup.ts; a failed backup removes nothing), and keeps the shard's
-// data either way (docs/OPERATIONS.md, "Accounts and plans").
+// change the owner's shard is pushed its account as the registry holds it then, with that change's
+// version (Accounts.standing; the shard ignores a push older than what it holds, so overlapping
+// calls cannot leave it on a stale account) and its agents are told at once (Agent.ownerChanged);
+// router isolates learn it within OWNER_CACHE_MS. Removing an owner first backs its shard up to
+// the BACKUPS bucket when one is bound (workers/relay-do/backup.ts; a failed backup removes
+// nothing), and keeps the shard's data either way (docs/OPERATIONS.md, "Accounts and plans"). A
+// removal whose notice fails answers 503 saying so (the owner is removed); a DELETE of a key
+// already removed sends the notice again (204).
 // Also the backups of any shard, the public one included (adminShardRoutes, /api/admin/shards/
 // <public|pubkey>/backups and POST …/restore {backup}): a shard is restored as its owner's
 // restore would be (events, revocations and provisioning records; docs/OPERATIONS.md "Backups"),
@@ -24,7 +28,7 @@ import { z } from 'zod';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { accountsStub, OVERVIEW_PAGE_MAX, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
-import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
+import { forgetOwnerState, isAdmin, staticOwners, type OwnerEnv } from '../common/owners.js';
 import { PUBLIC_SHARD, shardStub, type RouterBindings } from '../common/shards.js';
 import { backupKey, backupName, backupShard, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
 import { importAnswer, importInto, RestoreSchema, shardUrl } from './relay.js';
@@ -74,14 +78,33 @@ const OwnersQuery = z.object({
 const planIssue = (env: PlanEnv, plan: string | undefined) =>
   plan !== undefined && !Object.hasOwn(plansOf(env), plan) ? [{ path: 'plan', message: `no plan "${plan}" in EDGESTR_PLANS (plans: ${Object.keys(plansOf(env)).join(', ')})` }] : [];
 
-/** Tells the owner's shard (its new account, undefined when removed) and agents (they refresh it from the registry). */
-async function notifyOwner(env: AdminApiBindings, owner: string, account: OwnerState | undefined): Promise<void> {
+/**
+ * Tells the owner's shard its account as the registry holds it now, with its version (undefined:
+ * removed), and its agents (they refresh it from the registry), every agent even when one fails.
+ * Why not all were told, or undefined.
+ */
+async function notifyOwner(env: AdminApiBindings, owner: string): Promise<string | undefined> {
   forgetOwnerState();
+  const standing = await accountsStub(env).standing(owner);
+  if (!standing) return 'the registry no longer knows the key';
   const shard = shardStub(env, owner);
-  await shard.setOwnerAccount(account);
-  const agents = await shard.provisionedAgents(owner);
-  await Promise.all(agents.map((a) => agentStub(env, a).ownerChanged()));
+  let agents: string[];
+  try {
+    await shard.setOwnerAccount(standing.account, standing.version);
+    agents = await shard.provisionedAgents(owner);
+  } catch (e) {
+    return `the shard: ${errorMessage(e)}`;
+  }
+  const told = await Promise.allSettled(agents.map((a) => agentStub(env, a).ownerChanged()));
+  const failed = agents.flatMap((a, i) => {
+    const t = told[i];
+    return t?.status === 'rejected' ? [`agent ${a}: ${errorMessage(t.reason)}`] : [];
+  });
+  return failed.length === 0 ? undefined : failed.join('; ');
 }
+
+/** The 503 answer of a change the registry made whose notice failed: what was `done`, why not all were told, how to tell them `again`. */
+const notTold = (done: string, failed: string, again: string) => ({ error: `${done}; its shard/agents could not all be told (${failed}); ${again}` });
 
 export function adminRoutes() {
   const app = new Hono<ApiEnv>();
@@ -101,7 +124,8 @@ export function adminRoutes() {
     if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
     if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
     if (!(await accountsStub(c.env).add(pubkey, plan))) return c.json({ error: 'this owner already exists' }, 409);
-    await notifyOwner(c.env, pubkey, { plan, suspended: false });
+    const failed = await notifyOwner(c.env, pubkey);
+    if (failed !== undefined) return c.json(notTold('added to the registry', failed, `send PATCH /api/admin/owners/${pubkey} {} to tell them again`), 503);
     return c.json({ pubkey, plan, suspended: false }, 201);
   });
 
@@ -115,7 +139,8 @@ export function adminRoutes() {
     if (bad.length) return c.json({ error: 'invalid owner', issues: bad }, 422);
     const row = await accountsStub(c.env).update(pubkey, parsed.data);
     if (!row) return c.json({ error: NO_OWNER }, 404);
-    await notifyOwner(c.env, pubkey, { plan: row.plan, suspended: row.suspended });
+    const failed = await notifyOwner(c.env, pubkey);
+    if (failed !== undefined) return c.json(notTold('changed in the registry', failed, 'send PATCH again'), 503);
     if (parsed.data.vetted !== undefined) {
       // The owner's bridge key (known once it has a server) is recorded on the public shard again.
       const provider = (await bridgeStub(c.env, pubkey).list())[0]?.provider;
@@ -128,16 +153,22 @@ export function adminRoutes() {
     const pubkey = parsePubkey(c.req.param('pubkey'));
     if (!pubkey) return c.json({ error: NO_OWNER }, 404);
     if (staticOwners(c.env).has(pubkey)) return c.json({ error: STATIC_OWNER }, 409);
-    if (!(await accountsStub(c.env).owner(pubkey))) return c.json({ error: NO_OWNER }, 404);
-    if (c.env.BACKUPS) {
-      try {
-        await backupShard(c.env, c.env.BACKUPS, pubkey, backupKey(pubkey, backupName(Date.now())));
-      } catch (e) {
-        return c.json({ error: `the owner’s shard could not be backed up first, nothing was removed: ${errorMessage(e)}` }, 500);
+    const accounts = accountsStub(c.env);
+    if (await accounts.owner(pubkey)) {
+      if (c.env.BACKUPS) {
+        try {
+          await backupShard(c.env, c.env.BACKUPS, pubkey, backupKey(pubkey, backupName(Date.now())));
+        } catch (e) {
+          return c.json({ error: `the owner’s shard could not be backed up first, nothing was removed: ${errorMessage(e)}` }, 500);
+        }
       }
+      await accounts.remove(pubkey);
+    } else if ((await accounts.standing(pubkey)) === undefined) {
+      // Neither registered nor removed before (a removed key's DELETE sends the notice again).
+      return c.json({ error: NO_OWNER }, 404);
     }
-    if (!(await accountsStub(c.env).remove(pubkey))) return c.json({ error: NO_OWNER }, 404);
-    await notifyOwner(c.env, pubkey, undefined);
+    const failed = await notifyOwner(c.env, pubkey);
+    if (failed !== undefined) return c.json(notTold('removed from the registry', failed, 'send DELETE again'), 503);
     return c.body(null, 204);
   });
 

@@ -1,6 +1,9 @@
 // The owner's plan on its shard (workers/accounts): the account the admin API pushes (plan and
 // suspension; none pushed: the default plan, as for any key under EDGESTR_OPEN_SHARDS; the owner's
-// removal, pushed too, is kept until an operator adds the owner again). An owner listed in
+// removal, pushed too, is kept until an operator adds the owner again). Each push carries the
+// version the Accounts object gave that change (accounts-do.ts `standing`), kept with the account
+// (`owner_version`, 0 before any): a push older than the one held is ignored, so overlapping admin
+// calls cannot bring back an account a later change replaced. An owner listed in
 // EDGESTR_OWNERS is on the default plan, never suspended nor removed, whatever was pushed before it
 // was listed (the admin API refuses to change a listed owner, so nothing would lift it; the pushed
 // account is kept and applies again once the owner is no longer listed). Then the shard's stored
@@ -214,6 +217,8 @@ const LISTED: OwnerState = { plan: DEFAULT_PLAN, suspended: false };
 export class OwnerPlan {
   /** The account pushed last: REMOVED once the owner was removed (until it is added again), undefined when none was. */
   private account: OwnerState | typeof REMOVED | undefined;
+  /** The version of that push (0: none, or none carried one). */
+  private version: number;
   /** The plan's events per second, for the owner's side and for others. */
   private readonly buckets = new Map<boolean, { rate: number; bucket: TokenBucket }>();
 
@@ -229,6 +234,7 @@ export class OwnerPlan {
   ) {
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_account (k INTEGER PRIMARY KEY CHECK (k = 1), plan TEXT NOT NULL, suspended INTEGER NOT NULL)');
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_removed (k INTEGER PRIMARY KEY CHECK (k = 1))');
+    this.sql.exec('CREATE TABLE IF NOT EXISTS owner_version (k INTEGER PRIMARY KEY CHECK (k = 1), version INTEGER NOT NULL)');
     // The owner whose agents and bridges stored an event in the public shard's reserve (none: anyone else's).
     const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('stored_sizes')").toArray();
     if (columns.length > 0 && !columns.some((c) => c.name === 'owner')) this.sql.exec('ALTER TABLE stored_sizes ADD COLUMN owner TEXT');
@@ -239,6 +245,7 @@ export class OwnerPlan {
     const row = this.sql.exec<{ plan: string; suspended: number }>('SELECT plan, suspended FROM owner_account').toArray()[0];
     const removed = this.sql.exec('SELECT 1 FROM owner_removed').toArray().length > 0;
     this.account = removed ? REMOVED : row ? { plan: row.plan, suspended: row.suspended === 1 } : undefined;
+    this.version = this.sql.exec<{ version: number }>('SELECT version FROM owner_version').toArray()[0]?.version ?? 0;
   }
 
   /**
@@ -254,13 +261,22 @@ export class OwnerPlan {
     this.sql.exec('DROP TABLE owner_wraps');
   }
 
-  /** The owner's account as the admin API pushed it (undefined: the owner was removed, until an account is pushed again). */
-  set(account: OwnerState | undefined): void {
+  /**
+   * The owner's account as the admin API pushed it (undefined: the owner was removed, until an
+   * account is pushed again) at `version`; false, and nothing changed, when that is older than the
+   * version held (a late push). Without a version (a shard's edge takes its primary's account, or a
+   * caller from before versions) it applies as the version held.
+   */
+  set(account: OwnerState | undefined, version: number = this.version): boolean {
+    if (version < this.version) return false;
     this.account = account ?? REMOVED;
+    this.version = version;
     this.sql.exec('DELETE FROM owner_account');
     this.sql.exec('DELETE FROM owner_removed');
     if (account) this.sql.exec('INSERT INTO owner_account (k, plan, suspended) VALUES (1, ?, ?)', account.plan, account.suspended ? 1 : 0);
     else this.sql.exec('INSERT INTO owner_removed (k) VALUES (1)');
+    this.sql.exec('INSERT INTO owner_version (k, version) VALUES (1, ?) ON CONFLICT (k) DO UPDATE SET version = excluded.version', version);
+    return true;
   }
 
   /**

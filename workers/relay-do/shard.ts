@@ -299,13 +299,15 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /**
    * Internal RPC (admin API): the owner's account changed (undefined: the owner was removed; see
-   * `takeAccount`). With K > 1 edge objects, each edge is told the removal and the re-adding that
-   * ends it (they hold the sockets); an edge that cannot be reached is logged, and learns it later
-   * from this primary, which refuses its clients' operations meanwhile (`edgeBatch`, `edgeAccount`).
+   * `takeAccount`) at `version` (the Accounts object's, accounts-do.ts `standing`): a version older
+   * than the one this shard holds is a late push, ignored (owner-plan.ts `set`; none: applied). With
+   * K > 1 edge objects, each edge is told the removal and the re-adding that ends it (they hold the
+   * sockets); an edge that cannot be reached is logged, and learns it later from this primary, which
+   * refuses its clients' operations meanwhile (`edgeBatch`, `edgeAccount`).
    */
-  async setOwnerAccount(account: OwnerState | undefined): Promise<void> {
+  async setOwnerAccount(account: OwnerState | undefined, version?: number): Promise<void> {
     const wasRemoved = this.plan.removed();
-    this.takeAccount(account);
+    if (!this.takeAccount(account, version)) return;
     if (account !== undefined && !wasRemoved) return;
     // The owner, also when no request has named it here yet (edges may hold sockets all the same).
     const named = this.ctx.id.name === undefined ? undefined : ownerOfShardName(this.ctx.id.name);
@@ -357,16 +359,17 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * The owner's account (undefined: the owner was removed, kept until an account comes again; the
    * plan refuses every stored write then). Where the router no longer serves a removed owner's shard
    * (closed shards), this object closes the sockets it holds, with a reason the client can read, and
-   * refuses new ones (`served`).
+   * refuses new ones (`served`). False when `version` is older than the one held (nothing done).
    */
-  private takeAccount(account: OwnerState | undefined): void {
-    this.plan.set(account);
-    if (this.served()) return;
+  private takeAccount(account: OwnerState | undefined, version?: number): boolean {
+    if (!this.plan.set(account, version)) return false;
+    if (this.served()) return true;
     for (const ws of this.ctx.getWebSockets()) {
       this.forgetConnection(ws);
       this.conns.drop(ws);
       ws.close(1008, NOT_SERVED);
     }
+    return true;
   }
 
   /** Whether the deployment serves this shard: not when its owner was removed, unless every key has a shard (as the router decides). */
