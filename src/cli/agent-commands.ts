@@ -1,4 +1,6 @@
-// `edgestr agent create|list|show|update|delete`: the management API through edgestr/client.
+// `edgestr agent create|list|show|update|delete`: the management API through edgestr/client. `delete`
+// of a key that is not one of the caller's hosted agents says that it revoked the caller's NIP-OA
+// attestation of the key instead (the API's 200 {revoked}).
 import { ManagementClient, type AgentInput, type AgentView } from '../client/api.js';
 import { findAgent } from '../client/agents.js';
 import { parsePubkey, toNpub } from '../shared/keys.js';
@@ -86,7 +88,8 @@ export async function agentCommand(ctx: Context, sub: string, args: string[]): P
       const pubkey = await agentKey(ctx, args[0]!);
       const r = await api.deleteAgent(pubkey);
       if (!r.ok) throw httpFailure(r.error, `agent ${args[0]}`);
-      ctx.emit({ deleted: pubkey }, `deleted agent ${pubkey}`);
+      // Not one of the caller's hosted agents: nothing was deleted, the API revoked the caller's attestation of the key.
+      ctx.emit(r.value, 'deleted' in r.value ? `deleted agent ${pubkey}` : `revoked your attestation of ${pubkey} (not one of your hosted agents)`);
       return EXIT.OK;
     }
   }

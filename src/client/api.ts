@@ -63,7 +63,15 @@ export class ManagementClient {
   }
   getAgent = (pubkey: string): Promise<Result<AgentView, HttpError>> => this.#call('GET', `/api/agents/${pubkey}`);
   updateAgent = (pubkey: string, patch: AgentInput): Promise<Result<AgentView, HttpError>> => this.#call('PATCH', `/api/agents/${pubkey}`, patch);
-  deleteAgent = (pubkey: string): Promise<Result<unknown, HttpError>> => this.#call('DELETE', `/api/agents/${pubkey}`);
+  /**
+   * Deletes one of the caller's hosted agents (`deleted`); any other key is not deleted: the API
+   * revokes the caller's NIP-OA attestations of it instead (`revoked`, docs/PROTOCOL.md "Revocation").
+   */
+  async deleteAgent(pubkey: string): Promise<Result<{ deleted: string } | { revoked: string }, HttpError>> {
+    const r = await this.#call<{ revoked: string } | null>('DELETE', `/api/agents/${pubkey}`);
+    if (!r.ok) return r;
+    return ok(r.value ?? { deleted: pubkey });
+  }
 
   /** Creates the agent, then attests it (NIP-OA, no conditions) as its owner. */
   async createAgent(input: AgentInput): Promise<Result<CreatedAgent & { oa_auth: string[] }, HttpError>> {

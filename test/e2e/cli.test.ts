@@ -217,9 +217,11 @@ describe('agents of an owner (the agent instance)', () => {
     expect(lines.some((l) => l.includes(`${agent.slice(0, 8)} #`) && l.includes('turn_started'))).toBe(true);
   }, 30_000);
 
-  it('agent delete; then show → 5; a stranger is not allowed to own → 5', async () => {
+  it('agent delete; then show → 5; deleting it again only revokes the attestation, and says so; a stranger is not allowed to own → 5', async () => {
     expect(await edgestr(['agent', 'delete', agent], { home, url: agentUrl })).toMatchObject({ code: 0, stdout: `deleted agent ${agent}\n` });
     expect((await edgestr(['agent', 'show', agent], { home, url: agentUrl })).code).toBe(5);
+    expect(await edgestr(['agent', 'delete', agent], { home, url: agentUrl })).toMatchObject({ code: 0, stdout: `revoked your attestation of ${agent} (not one of your hosted agents)\n` });
+    expect(await edgestr(['agent', 'delete', agent, '--json'], { home, url: agentUrl })).toMatchObject({ code: 0, stdout: `${JSON.stringify({ revoked: agent })}\n` });
     const stranger = await edgestr(['agent', 'list'], { home: homeWithKey(sha256(new TextEncoder().encode('stranger'))), url: agentUrl });
     expect(stranger).toMatchObject({ code: 5, stderr: expect.stringContaining('not allowed (agent list)') });
   });

@@ -157,8 +157,8 @@ describe('agent CRUD', () => {
     const notYours = { status: 404, json: { error: 'no such agent' } };
     expect(await apiWithEnv(twoOwners, other.sk, 'GET', `/api/agents/${created.pubkey}`)).toEqual(notYours);
     expect(await apiWithEnv(twoOwners, other.sk, 'PATCH', `/api/agents/${created.pubkey}`, { name: 'mine' })).toEqual(notYours);
-    // Its DELETE revokes only its own NIP-OA attestations of the key (relay-agent-revocation): the agent stays.
-    expect(await apiWithEnv(twoOwners, other.sk, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual({ status: 204, json: null });
+    // Its DELETE revokes only its own NIP-OA attestations of the key (relay-agent-revocation), and says so: the agent stays.
+    expect(await apiWithEnv(twoOwners, other.sk, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual({ status: 200, json: { revoked: created.pubkey } });
     expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).toMatchObject({ status: 200, json: { pubkey: created.pubkey, owner: TEST_OWNER } });
     expect(await apiWithEnv(twoOwners, other.sk, 'GET', '/api/agents')).toEqual({ status: 200, json: { agents: [] } });
     // A key that may not own gets the allow-list refusal on every call.
@@ -175,8 +175,10 @@ describe('agent CRUD', () => {
     expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { max_tool_calls_per_step: 65 } })).status).toBe(422);
     expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${created.pubkey}`, { limits: { max_tool_calls_per_step: 64 } })).json).toMatchObject({ limits: { max_tool_calls_per_step: 64 } });
 
-    expect((await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${created.pubkey}`)).status).toBe(204);
+    expect(await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual({ status: 204, json: null });
     expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).toEqual({ status: 404, json: { error: 'no such agent' } });
+    // Deleted already: no longer a hosted agent of the caller, so a second DELETE is a revocation, and says so.
+    expect(await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual({ status: 200, json: { revoked: created.pubkey } });
   });
 
   it('a PATCH of one limit keeps the other limits the owner set (they are not reset to their defaults)', async () => {
@@ -195,12 +197,12 @@ describe('agent CRUD', () => {
     expect((await api(TEST_OWNER_SK, 'GET', `/api/agents/${created.pubkey}`)).json).toMatchObject({ limits: { prompts_per_minute: 3, max_session_turns: 7 } });
   });
 
-  it('404 for a key that is not one of the caller\'s agents (DELETE: 204, a NIP-OA revocation), without creating an Agent Durable Object', async () => {
+  it('404 for a key that is not one of the caller\'s agents (DELETE: 200 {revoked}, a NIP-OA revocation), without creating an Agent Durable Object', async () => {
     const unknown = keys().pk;
     const noSuch = { status: 404, json: { error: 'no such agent' } };
     expect(await api(TEST_OWNER_SK, 'GET', `/api/agents/${unknown}`)).toEqual(noSuch);
     expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${npubEncode(unknown)}`, { name: 'x' })).toEqual(noSuch);
-    expect(await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${unknown}`)).toEqual({ status: 204, json: null });
+    expect(await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${unknown}`)).toEqual({ status: 200, json: { revoked: unknown } });
     const id = env.AGENT.idFromName(unknown).toString();
     expect((await listDurableObjectIds(env.AGENT)).map((i) => i.toString())).not.toContain(id);
   });

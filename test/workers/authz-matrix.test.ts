@@ -284,7 +284,7 @@ describe('management of an agent (/api/agents/<agent>)', () => {
   const others = { agent: keys(), tenant: keys(), stranger: keys() };
   // Keys that may not own on this deployment are refused before the agent is looked up; an allowed
   // owner of other agents (a real other tenant) does not find it among its own agents (404; its
-  // DELETE only revokes its own NIP-OA attestations of the key: 204).
+  // DELETE only revokes its own NIP-OA attestations of the key: 200 {revoked}).
   const NOT_AN_OWNER = { status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } };
   const NOT_YOURS = { status: 404, json: { error: 'no such agent' } };
 
@@ -325,9 +325,9 @@ describe('management of an agent (/api/agents/<agent>)', () => {
     });
   }
 
-  it('tenant allowed to own: DELETE → 204, a revocation of its own NIP-OA attestations of the key only (the agent is untouched, below)', async () => {
+  it('tenant allowed to own: DELETE → 200 {revoked}, a revocation of its own NIP-OA attestations of the key only (the agent is untouched, below)', async () => {
     const owners = { EDGESTR_OWNERS: `${TEST_OWNER},${others.tenant.pk}` };
-    expect(await apiWithEnv(owners, others.tenant.sk, 'DELETE', `/api/agents/${agent}`)).toEqual({ status: 204, json: null });
+    expect(await apiWithEnv(owners, others.tenant.sk, 'DELETE', `/api/agents/${agent}`)).toEqual({ status: 200, json: { revoked: agent } });
   });
 
   for (const method of ['GET', 'PATCH', 'DELETE'] as const) {

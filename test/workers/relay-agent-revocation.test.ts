@@ -1,6 +1,7 @@
 // An owner revokes an agent key it attested itself (NIP-OA: an `auth` tag in the agent's AUTH or
 // kind 0) through the management API, as it deletes a hosted agent: DELETE /api/agents/<key> is
-// 204 for any key that is not one of its hosted agents, whether its shard holds a proof of it now or
+// 200 {revoked: <key>} for any key that is not one of its hosted agents (204 is a hosted agent
+// deleted), whether its shard holds a proof of it now or
 // not (the key's holder can have its proofs forgotten first: a kind 0 without the tag), and the
 // revocation sticks: an attestation signature is permanent, so the key is burned for this owner
 // (on its shard and on the public shard): re-presenting the attestation, in an AUTH or a kind 0,
@@ -64,7 +65,7 @@ const recordsOf = (shardOwner: string | null, agent: string) =>
   );
 
 describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
-  it('DELETE /api/agents/<key> → 204; the agent is a stranger on the owner’s shard from then on, and its attestation no longer restores it', async () => {
+  it('DELETE /api/agents/<key> → 200 {revoked}; the agent is a stranger on the owner’s shard from then on, and its attestation no longer restores it', async () => {
     const { owner, agent, path, tag, s } = await attestedOnOwnerShard();
     // Its profile attests it too (the other self-made source).
     const profile = sign(agent, { kind: 0, content: '{}', tags: [signAttestation(owner.sk, agent.pk, 'kind=0')] });
@@ -77,7 +78,7 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
     expect(await published(s, sign(agent, { kind: 1, content: 'as the owner’s agent' }))).toEqual([true, '']);
     expect(await published(s, telemetry(agent, owner.pk))).toEqual([true, '']);
 
-    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 200, json: { revoked: agent.pk } });
     expect(await recordsOf(owner.pk, agent.pk)).toEqual([]);
 
     // The same socket: judged as a stranger's (a note addressed to nobody here, a frame without proof).
@@ -97,8 +98,8 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
     const newer = sign(agent, { kind: 0, content: '{"name":"back"}', created_at: profile.created_at + 1, tags: [signAttestation(owner.sk, agent.pk, 'kind=0')] });
     expect(await published(s, newer)).toEqual([false, SHARD_RESTRICTED]);
     expect(await recordsOf(owner.pk, agent.pk)).toEqual([]);
-    // Revoking it again: 204 (it stays revoked; a retry after a failure reaches the public shard too).
-    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    // Revoking it again: 200 (it stays revoked; a retry after a failure reaches the public shard too).
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 200, json: { revoked: agent.pk } });
     s.close();
   });
 
@@ -108,7 +109,7 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
     const own = await authedAgent(`/r/${owner.pk}`, agent, owner);
     const pub = await authedAgent('/', agent, owner);
     expect(await published(pub.s, telemetry(agent, owner.pk))).toEqual([true, '']);
-    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 200, json: { revoked: agent.pk } });
     expect(await published(pub.s, telemetry(agent, owner.pk))).toEqual([false, NO_PROOF]);
     const again = await authedAgent('/', agent, owner);
     expect(again.ok).toEqual([true, '']);
@@ -117,21 +118,21 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
     // An agent that had never authenticated on the public shard before its revocation: burned there too.
     const later = keys();
     const ownLater = await authedAgent(`/r/${owner.pk}`, later, owner);
-    expect(await api(owner.sk, 'DELETE', `/api/agents/${later.pk}`)).toEqual({ status: 204, json: null });
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${later.pk}`)).toEqual({ status: 200, json: { revoked: later.pk } });
     const first = await authedAgent('/', later, owner);
     expect(first.ok).toEqual([true, '']);
     expect(await published(first.s, telemetry(later, owner.pk))).toEqual([false, NO_PROOF]);
     for (const s of [own.s, pub.s, again.s, ownLater.s, first.s]) s.close();
   });
 
-  it('the key’s holder cannot dodge the revocation by having its proofs forgotten first (a tag-less kind 0): DELETE is 204 and the attestation no longer restores it', async () => {
+  it('the key’s holder cannot dodge the revocation by having its proofs forgotten first (a tag-less kind 0): DELETE is 200 {revoked} and the attestation no longer restores it', async () => {
     const { owner, agent, path, tag, s } = await attestedOnOwnerShard();
     expect(await published(s, sign(agent, { kind: 1, content: 'as the owner’s agent' }))).toEqual([true, '']);
     // The holder publishes a profile without the attestation: the shard forgets its proofs…
     expect(await published(s, sign(agent, { kind: 0, content: '{"name":"plain"}' }))).toEqual([true, '']);
     expect(await recordsOf(owner.pk, agent.pk)).toEqual([]);
     // …and the owner's revocation is taken all the same.
-    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 200, json: { revoked: agent.pk } });
     const again = await authedAgent(path, agent, owner, tag);
     expect(again.ok).toEqual([true, '']);
     expect(await published(again.s, sign(agent, { kind: 1, content: 'back?' }))).toEqual([false, SHARD_RESTRICTED]);
@@ -142,18 +143,18 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
     for (const socket of [s, again.s, pub.s]) socket.close();
   });
 
-  it('any key may be revoked, held now or not (never attested, or attested to another owner): 204, and it touches only the caller’s attestations', async () => {
+  it('any key may be revoked, held now or not (never attested, or attested to another owner): 200 {revoked}, and it touches only the caller’s attestations', async () => {
     const [owner, other] = [await addOwner(), await addOwner()];
     // A key the owner attested but whose proof the shard never held (the 30-day lapse, pushed out past the cap, never used here).
     const unused = keys();
-    expect(await api(owner.sk, 'DELETE', `/api/agents/${unused.pk}`)).toEqual({ status: 204, json: null });
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${unused.pk}`)).toEqual({ status: 200, json: { revoked: unused.pk } });
     const late = await authedAgent(`/r/${owner.pk}`, unused, owner);
     expect(late.ok).toEqual([true, '']);
     expect(await published(late.s, sign(unused, { kind: 1, content: 'first time here' }))).toEqual([false, SHARD_RESTRICTED]);
     // Another owner's revocation of the owner's agent burns it for the other owner only.
     const agent = keys();
     const { s } = await authedAgent(`/r/${owner.pk}`, agent, owner);
-    expect(await api(other.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    expect(await api(other.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 200, json: { revoked: agent.pk } });
     expect(await published(s, sign(agent, { kind: 1, content: 'still the owner’s' }))).toEqual([true, '']);
     const pub = await authedAgent('/', agent, owner);
     expect(await published(pub.s, telemetry(agent, owner.pk))).toEqual([true, '']);
@@ -177,10 +178,10 @@ describe('the owner revokes an agent it attested itself (NIP-OA)', () => {
       json: { error: 'the owner has revoked 10000 agent keys, the most this deployment keeps per owner: this key is not revoked (an attestation with a created_at<T clause lapses by itself at T)' },
     });
     expect(await published(s, sign(agent, { kind: 1, content: 'still the owner’s' }))).toEqual([true, '']);
-    // A key revoked already is still 204 (a retry), and other owners are not held by this one's rows.
-    expect(await api(owner.sk, 'DELETE', `/api/agents/${revokedKey(0)}`)).toEqual({ status: 204, json: null });
+    // A key revoked already is still 200 (a retry), and other owners are not held by this one's rows.
+    expect(await api(owner.sk, 'DELETE', `/api/agents/${revokedKey(0)}`)).toEqual({ status: 200, json: { revoked: revokedKey(0) } });
     const other = await addOwner();
-    expect(await api(other.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 204, json: null });
+    expect(await api(other.sk, 'DELETE', `/api/agents/${agent.pk}`)).toEqual({ status: 200, json: { revoked: agent.pk } });
     s.close();
   });
 });

@@ -12,14 +12,18 @@
 // needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
 // is not one of the caller's agents never reaches (or creates) an Agent Durable Object: 404 (DELETE
 // of any other key instead revokes, for good on the relay, the caller's NIP-OA attestations of it:
-// 204, whether the relay holds a proof of it now or not). A path that is not a key: 400; a method
-// the resource does not have: 405 with `Allow`. MCP server
-// headers are sealed before the config is stored (workers/agent/mcp-headers.ts), never returned.
+// 200 `{revoked}`, whether the relay holds a proof of it now or not; 204 is a hosted agent deleted).
+// A key in the caller's record is deleted whatever its Agent object holds (the Agent forgets it,
+// then the shard its record), and a creation whose Agent call failed is undone the same way, so no
+// agent runs unlisted or uncounted by the plan: a step that fails answers 503 saying what to send
+// again. A path that is not a key: 400; a method the resource does not have: 405 with `Allow`. MCP
+// server headers are sealed before the config is stored (workers/agent/mcp-headers.ts), never returned.
 
 import { Hono } from 'hono';
 import type { z } from 'zod';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { parsePubkey, toNpub } from '../../src/shared/keys.js';
+import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { verifyAuthTag } from '../../src/shared/nip-oa.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
 import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
@@ -149,6 +153,9 @@ function checkOaTag(tag: readonly string[] | undefined, agent: string, owner: st
 
 const NO_SECRET = 'EDGESTR_SECRET is not configured on this deployment';
 
+/** A path segment that is not a key (400). */
+const NOT_A_KEY = 'not an agent key: expected a 64-hex pubkey or an npub';
+
 /** Why the plan refuses one more agent (409). */
 const agentCapReached = (max: number): string => `the owner’s plan allows at most ${max} agent${max === 1 ? '' : 's'}; delete one first`;
 
@@ -165,7 +172,7 @@ export async function createAgent(
   sk: Uint8Array = generateSecretKey(),
   maxAgents?: number,
   calledOn: string = origin,
-): Promise<{ status: 201; body: { pubkey: string; npub: string; owner: string; relays: string[] } } | { status: 409 | 422 | 500; body: object }> {
+): Promise<{ status: 201; body: { pubkey: string; npub: string; owner: string; relays: string[] } } | { status: 409 | 422 | 500 | 503; body: object }> {
   const secret = sealingSecret(env);
   if (!secret) return { status: 500, body: { error: NO_SECRET } };
   const pubkey = getPublicKey(sk);
@@ -193,14 +200,57 @@ export async function createAgent(
   // The shard also holds the plan's cap (counted and recorded at once).
   const shard = shardStub(env, owner);
   if (!(await shard.provisionAgent(pubkey, owner, 'provisioned', maxAgents))) return { status: 409, body: { error: agentCapReached(maxAgents ?? 0) } };
+  const sealedKey = await sealSecretKey(sk, pubkey, secret);
   try {
-    await agentStub(env, pubkey).create(stored, await sealSecretKey(sk, pubkey, secret));
-  } catch (err) {
-    await shard.revokeAgent(pubkey, owner); // no record left counting against the plan
-    throw err;
+    await agentStub(env, pubkey).create(stored, sealedKey);
+  } catch (e) {
+    return { status: 503, body: { error: await undoCreation(env, owner, pubkey, errorMessage(e)) } };
   }
   return { status: 201, body: { pubkey, npub: toNpub(pubkey), owner, relays: agentRelays(stored) } };
 }
+
+/**
+ * The call to the Agent failed (`reason`), but it may have stored the agent all the same (its
+ * answer lost): the agent is deleted as DELETE deletes it, the Agent first, so that no agent runs
+ * without the record that lists it and counts it for the plan. Why the creation failed (503), and
+ * how to clear what a failing step leaves (DELETE finds it by its record).
+ */
+async function undoCreation(env: AgentApiBindings, owner: string, pubkey: string, reason: string): Promise<string> {
+  const failed = `the agent could not be created (${reason})`;
+  const undone = await deleteHosted(env, owner, pubkey);
+  if (undone.ok) return `${failed}; nothing of it was kept: send the request again`;
+  const left = undone.error.step === 'agent' ? 'it may have been stored and could not be removed' : 'it was removed but its record on your shard could not be';
+  return `${failed}; ${left} (${undone.error.reason}): send DELETE /api/agents/${pubkey}, then create it again`;
+}
+
+/** The step of deleting a hosted agent that failed, and why. */
+interface DeleteFailure {
+  step: 'agent' | 'record';
+  reason: string;
+}
+
+/**
+ * Deletes `agent`, a hosted agent of `owner`, whatever its Agent object holds: the Agent forgets it
+ * (ends its runs, publishes its deletions, forgets the key; nothing when it holds none), then the
+ * owner's shard forgets the record that lists it and counts it for the plan. A failed step stops
+ * there, so a retry finds the record and finishes.
+ */
+async function deleteHosted(env: AgentApiBindings, owner: string, agent: string): Promise<Result<void, DeleteFailure>> {
+  try {
+    await agentStub(env, agent).remove();
+  } catch (e) {
+    return err({ step: 'agent', reason: errorMessage(e) });
+  }
+  try {
+    await shardStub(env, owner).revokeAgent(agent, owner);
+  } catch (e) {
+    return err({ step: 'record', reason: errorMessage(e) });
+  }
+  return ok(undefined);
+}
+
+/** Whether `agent` is one of `owner`'s hosted agents: its record on the owner's shard, whatever the Agent object holds. */
+const hostedBy = async (env: AgentApiBindings, owner: string, agent: string): Promise<boolean> => (await shardStub(env, owner).provisionedAgents(owner)).includes(agent);
 
 /**
  * Whether `owner` may create agents now (suspended: 403), and the plan's `agents` cap, which the
@@ -243,8 +293,8 @@ export function agentRoutes() {
    */
   const owned = async (env: AgentApiBindings, caller: string, param: string): Promise<{ view: AgentView } | { status: 400 | 404 | 403; error: string }> => {
     const pubkey = parsePubkey(param);
-    if (!pubkey) return { status: 400, error: 'not an agent key: expected a 64-hex pubkey or an npub' };
-    if (!(await shardStub(env, caller).provisionedAgents(caller)).includes(pubkey)) return { status: 404, error: 'no such agent' };
+    if (!pubkey) return { status: 400, error: NOT_A_KEY };
+    if (!(await hostedBy(env, caller, pubkey))) return { status: 404, error: 'no such agent' };
     const view = await agentStub(env, pubkey).view();
     if (!view) return { status: 404, error: 'no such agent' };
     if (view.owner !== caller) return { status: 403, error: 'only the agent’s owner may do this' };
@@ -308,16 +358,17 @@ export function agentRoutes() {
 
   app.delete('/:pubkey', async (c) => {
     const caller = c.get('caller');
-    const r = await owned(c.env, caller, c.req.param('pubkey'));
-    if (!('view' in r)) {
+    const agent = parsePubkey(c.req.param('pubkey'));
+    if (!agent) return c.json({ error: NOT_A_KEY }, 400);
+    if (!(await hostedBy(c.env, caller, agent))) {
       // Not one of the caller's hosted agents: the caller's attestations of the key (NIP-OA) are revoked for good.
-      const agent = parsePubkey(c.req.param('pubkey'));
-      if (r.status !== 404 || !agent) return c.json({ error: r.error }, r.status);
-      return (await revokeAttested(c.env, caller, agent)) ? c.body(null, 204) : c.json({ error: revokedCapReached }, 409);
+      return (await revokeAttested(c.env, caller, agent)) ? c.json({ revoked: agent }, 200) : c.json({ error: revokedCapReached }, 409);
     }
-    await agentStub(c.env, r.view.pubkey).remove();
-    await shardStub(c.env, r.view.owner).revokeAgent(r.view.pubkey, r.view.owner);
-    return c.body(null, 204);
+    const deleted = await deleteHosted(c.env, caller, agent);
+    if (deleted.ok) return c.body(null, 204);
+    // The Agent's own reason is the owner's to read (e.g. what it could not finish yet); the record stays, so a retry deletes it.
+    if (deleted.error.step === 'agent') return c.json({ error: deleted.error.reason }, 503);
+    return c.json({ error: `the agent was deleted but its record on your shard could not be removed (${deleted.error.reason}); send DELETE again` }, 503);
   });
 
   return app;
