@@ -9,7 +9,8 @@
 // public shard only, all at once: the removed owner's shard (read-only; outside EDGESTR_OPEN_SHARDS
 // not served, so each deletion there waited 5 s for a connection) gets none. A suspended owner's
 // bridge still records a zap receipt: a call made before the suspension does not run, and the
-// operator is told to refund it.
+// operator is told to refund it. A shard RPC that fails while the bridge withdraws or is reinstated
+// (a shard reset) does not end its watchdog: the failure is logged and the next check booked.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it, vi } from 'vitest';
 import '../lnurl/provided.js';
@@ -23,6 +24,7 @@ import { announcements, bridgeReady, DvmcpClient, everythingUrl, publicShardCloc
 import { BASE, connect, keys, now, randomHex, socketObjects, subscriptionsOf, type Keys } from './helpers.js';
 import { allToolNames, gatewayClient } from './mcp-gateway-helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
+import { holdObject } from './hold-object.js';
 
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
 const bridgeOf = (owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
@@ -268,5 +270,71 @@ describe('a suspended owner’s bridge', () => {
         e.EDGESTR_PAYMENT_EXPIRY = saved.expiry;
       });
     }
+  });
+});
+
+describe('a removed owner’s bridge whose shard RPC fails (a shard reset)', () => {
+  /** The bridge's error lines logged while `run` ran. */
+  async function errors(run: () => Promise<unknown>): Promise<string[]> {
+    const error = vi.spyOn(console, 'error');
+    try {
+      await run();
+      return error.mock.calls.map((args) => args.map(String).join(' ')).filter((l) => l.startsWith('bridge'));
+    } finally {
+      error.mockRestore();
+    }
+  }
+  const alarmAt = (owner: string) => runInDurableObject(bridgeOf(owner), (_i, state) => state.storage.getAlarm());
+
+  it('withdrawing: the owner’s shard failing its revokeAgent, the rest of the withdrawal is done (public shard revoked, connections closed), the check is booked in 10 min and revokes again', async () => {
+    const id = `reset-${randomHex(4)}`;
+    const { owner, provider } = await ownerWithServer(id);
+    await announcements(provider, ANNOUNCED, (es) => es.length === 2);
+    expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+    const release = await holdObject(shardStub(env, owner.pk));
+    const logged = await errors(async () => {
+      const alarm = runDurableObjectAlarm(bridgeOf(owner.pk));
+      await announcements(provider, [KIND.DELETION], (es) => es.length > 0); // landed on the public shard: the revocations come next
+      await new Promise((r) => setTimeout(r, 200));
+      await release(new Error('simulated shard reset'));
+      expect(await alarm).toBe(true);
+    });
+    expect(logged).toEqual([`bridge: provider ${provider}: its key could not be revoked as a bridge of the deployment (the owner’s shard: simulated shard reset); tried again in 10 min`]);
+    expect(await alarmAt(owner.pk)).toBeGreaterThan(Date.now() + OWNER_RECHECK_MS - 60_000);
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect(await shardStub(env, owner.pk).bridgeProviders()).toContain(provider);
+    await vi.waitFor(async () => expect(await subscriptionsOf(null, provider)).toBe(0), { timeout: 5_000, interval: 50 });
+    // The next check revokes on the owner's shard too: withdrawn, logged once.
+    const warned = await warnings(async () => expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true));
+    expect(warned.filter((l) => l.includes('withdrawn'))).toEqual([`bridge: owner ${owner.pk} is no longer allowed: provider ${provider} withdrawn (its announcements deleted on the public shard, connections closed)`]);
+    expect(await shardStub(env, owner.pk).bridgeProviders()).not.toContain(provider);
+    expect(await alarmAt(owner.pk)).toBeGreaterThan(Date.now() + OWNER_RECHECK_MS - 60_000);
+  });
+
+  it('reinstating: the public shard failing the record of its key, the check is booked in 30 s (not lost) and reinstates then', { timeout: 60_000 }, async () => {
+    const id = `reset-${randomHex(4)}`;
+    const { owner, provider } = await ownerWithServer(id);
+    await announcements(provider, ANNOUNCED, (es) => es.length === 2);
+    expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+    expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true);
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    expect((await admin('POST', '/api/admin/owners', { pubkey: owner.pk })).status).toBe(201);
+
+    const release = await holdObject(shardStub(env, null));
+    const logged = await errors(async () => {
+      const alarm = runDurableObjectAlarm(bridgeOf(owner.pk));
+      await new Promise((r) => setTimeout(r, 300));
+      await release(new Error('simulated shard reset'));
+      expect(await alarm).toBe(true);
+    });
+    expect(logged).toEqual([`bridge: provider ${provider}: watchdog pass failed (simulated shard reset); next pass in 30 s`]);
+    const next = await alarmAt(owner.pk);
+    expect(next).not.toBeNull();
+    expect(next).toBeLessThanOrEqual(Date.now() + 30_000);
+    expect(await shardStub(env, null).bridgeProviders()).not.toContain(provider);
+    // That pass (run now) reinstates the bridge: its key recorded again, answering.
+    expect(await runDurableObjectAlarm(bridgeOf(owner.pk))).toBe(true);
+    expect(await shardStub(env, null).bridgeProviders()).toContain(provider);
+    await bridgeReady(provider);
   });
 });

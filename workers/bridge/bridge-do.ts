@@ -6,7 +6,8 @@
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
 // changed, the deletions of a removed or private server's announcements that the public shard did
 // not take sent again (`deleteAnnouncements`, `resendDeletions`); while EDGESTR_SECRET is rotated,
-// what the previous secret sealed is sealed again), and
+// what the previous secret sealed is sealed again; a pass that throws is logged and the next booked
+// within 30 s, so the alarm is never lost), and
 // incoming events: one that does not name the provider alone (exactly one p tag; a wrap's rumor
 // too) dropped before anything; each event id checked once
 // (bounded LRU), signature checked, gift wraps opened (refusals never answered; answers and
@@ -28,8 +29,9 @@
 // records zap receipts (a call paid for meanwhile does not run; payments-gate.ts logs it for a
 // refund); a removed owner's next watchdog withdraws the bridge (`withdraw`: announcements
 // deleted on the public shard, no longer listed as a deployment bridge, connections closed, the
-// registry asked again every OWNER_RECHECK_MS, and at each check the deletions that did not land
-// sent again), until the owner is added again (`reinstate`).
+// registry asked again every OWNER_RECHECK_MS, and at each check the deletions that did not land,
+// and the revocation of its key if a shard failed it, sent again), until the owner is added again
+// (`reinstate`).
 
 import { DurableObject } from 'cloudflare:workers';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
@@ -329,9 +331,25 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   // ---- lifecycle ----
 
+  /**
+   * The watchdog (`watch`). Whatever a pass throws (a shard RPC while reinstating: the shard reset;
+   * a refresh) is logged and the next pass booked at most WATCHDOG_MS away: the runtime gives up an
+   * alarm after a few failed retries, and with it the bridge's withdrawal, reinstatement and resends.
+   */
   override async alarm(): Promise<void> {
     const p = this.store.providerRecord();
     if (!p) return;
+    try {
+      await this.watch(p);
+    } catch (e) {
+      console.error(`bridge: provider ${p.pubkey}: watchdog pass failed (${errorMessage(e)}); next pass in ${WATCHDOG_MS / 1000} s`);
+      const soonest = Date.now() + WATCHDOG_MS;
+      const booked = await this.ctx.storage.getAlarm();
+      if (booked === null || booked > soonest) await this.ctx.storage.setAlarm(soonest);
+    }
+  }
+
+  private async watch(p: ProviderRecord): Promise<void> {
     this.drops.flush();
     await this.resealSecrets(p);
     const account = await this.account(p);
@@ -391,9 +409,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
     this.haltCalls('its owner was removed');
     // The deletions kept from before (a server removed or made private) go in the same 5 s window.
     const [left] = await Promise.all([this.withdrawAnnouncements(p), this.resendDeletions(p)]);
-    if (!this.store.withdrawn()) {
-      await shardStub(this.env, p.owner).revokeAgent(p.pubkey, p.owner);
-      await shardStub(this.env, null).revokeAgent(p.pubkey, p.owner);
+    if (!this.store.withdrawn() && (await this.revokeKey(p))) {
       this.store.setWithdrawn(true);
       console.warn(`bridge: owner ${p.owner} is no longer allowed: provider ${p.pubkey} withdrawn (its announcements deleted on the public shard, connections closed)`);
     }
@@ -403,6 +419,22 @@ export class Bridge extends DurableObject<BridgeEnv> {
     this.links.close();
     await this.cache.closeAll();
     await this.ctx.storage.setAlarm(Date.now() + OWNER_RECHECK_MS);
+  }
+
+  /**
+   * Forgets the provider key as a bridge of the deployment on the owner's shard and the public one,
+   * both asked at once; whether both did. A failure (the shard reset meanwhile) is logged, and the
+   * next check (OWNER_RECHECK_MS) asks both again.
+   */
+  private async revokeKey(p: ProviderRecord): Promise<boolean> {
+    const shards = [
+      ['the owner’s shard', shardStub(this.env, p.owner)],
+      ['the public shard', shardStub(this.env, null)],
+    ] as const;
+    const settled = await Promise.allSettled(shards.map(([, shard]) => shard.revokeAgent(p.pubkey, p.owner)));
+    const failed = settled.flatMap((r, i) => (r.status === 'rejected' ? [`${shards[i]![0]}: ${errorMessage(r.reason)}`] : []));
+    if (failed.length > 0) console.error(`bridge: provider ${p.pubkey}: its key could not be revoked as a bridge of the deployment (${failed.join('; ')}); tried again in ${OWNER_RECHECK_MS / 60_000} min`);
+    return failed.length === 0;
   }
 
   /**
@@ -428,7 +460,8 @@ export class Bridge extends DurableObject<BridgeEnv> {
    * The owner is allowed again after a withdrawal: its provider key recorded again (on the public
    * shard as one of this deployment's bridges only for a vetted owner, deployment-bridges.ts), every server
    * announced anew by this alarm (also one whose deletion never landed: whether a deletion that timed
-   * out was stored after all is not known).
+   * out was stored after all is not known). A shard RPC that throws leaves the bridge withdrawn: the
+   * pass fails and the next one, WATCHDOG_MS later (`alarm`), tries again.
    */
   private async reinstate(p: ProviderRecord): Promise<void> {
     await shardStub(this.env, p.owner).provisionAgent(p.pubkey, p.owner, 'bridge');
