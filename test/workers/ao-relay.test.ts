@@ -288,18 +288,18 @@ describe('NIP-AO ownership records', () => {
     expect(await s.publish(revoked)).toEqual(['OK', revoked.id, false, RESTRICTED_PUB]);
   });
 
-  it('a kind 0 proof is dated by its profile: an older kind 0 without the tag, stored once the tagged one was deleted, does not revoke it', async () => {
+  it('a kind 0 proof lasts as long as its profile: the agent deleting the tagged profile (NIP-09) withdraws it', async () => {
     const w = { owner: keys(), agent: keys() };
     const path = `/r/${w.owner.pk}`;
     const s = await connect(path);
     await s.auth(w.agent);
-    const older = sign(w.agent, { kind: 0, content: '{}', created_at: now() - 20 });
     const tagged = sign(w.agent, { kind: 0, content: '{}', tags: [signAttestation(w.owner.sk, w.agent.pk, 'kind=0')], created_at: now() - 10 });
     expect((await s.publish(tagged))[2]).toBe(true);
+    const before = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
+    expect(await s.publish(before)).toEqual(['OK', before.id, true, '']);
     expect((await s.publish(sign(w.agent, { kind: 5, tags: [['e', tagged.id]] })))[2]).toBe(true);
-    expect(await (await connect(path)).publish(older)).toEqual(['OK', older.id, true, '']);
-    const e = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
-    expect(await s.publish(e)).toEqual(['OK', e.id, true, '']);
+    const after = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
+    expect(await s.publish(after)).toEqual(['OK', after.id, false, RESTRICTED_PUB]);
   });
 
   it('a kind 0 with a NIP-OA tag proves ownership; a kind 0 without it, newer than the tagged one, revokes', async () => {

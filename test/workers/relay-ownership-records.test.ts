@@ -4,10 +4,14 @@
 // proofs naming its own owner, an AUTH proof not renewed for AUTH_PROOF_TTL lapses and is removed,
 // and a shard keeps at most MAX_AUTH_PROOFS of them, the one used longest ago going first (used: its
 // last AUTH, or at most hourly an event of its agent it vouched for; that use does not extend the TTL).
-import { env, runInDurableObject } from 'cloudflare:test';
+// A proof learnt from a kind 0 lasts as long as that profile is stored: when the profile leaves the
+// shard (expiry, deletion, retention, a request to vanish, a newer version) the proof goes with it.
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { signAttestation } from '../../src/shared/nip-oa.js';
 import { shardStub } from '../../workers/common/shards.js';
+import { eventJson } from '../../src/shared/event.js';
+import { EventStore } from '../../workers/relay-do/store.js';
 import { AUTH_PROOF_TTL, MAX_AUTH_PROOFS, OwnershipRegistry, RENEW_ON_USE_SECONDS } from '../../workers/relay-do/ownership.js';
 import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
 
@@ -109,5 +113,77 @@ describe('self-made ownership proofs are bounded', () => {
     expect(seen.count).toBe(5);
     // edgestr's own provisioning records are never pushed out.
     expect(seen.provisioned).toBe(true);
+  });
+});
+
+/** A profile of `agent` attested by `owner` (conditions kind=0), with `tags` more. */
+const attestedProfile = (agent: Keys, owner: Keys, createdAt: number, tags: string[][] = []) =>
+  sign(agent, { kind: 0, content: '{}', created_at: createdAt, tags: [signAttestation(owner.sk, agent.pk, 'kind=0'), ...tags] });
+
+describe('a proof learnt from a profile lasts as long as the profile', () => {
+  it('a profile that expires takes its proof with it when the alarm purges it; one deleted (NIP-09) too', async () => {
+    const s = await connect('/');
+    const [agent, owner] = [keys(), keys()];
+    const expiresAt = now() + 2;
+    const profile = attestedProfile(agent, owner, now(), [['expiration', String(expiresAt)]]);
+    expect(await s.publish(profile)).toEqual(['OK', profile.id, true, '']);
+    expect(await rowsOf(null, agent.pk)).toEqual([{ agent: agent.pk, owner: owner.pk, source: 'kind0' }]);
+    await new Promise((r) => setTimeout(r, (expiresAt + 1) * 1000 - Date.now()));
+    await runDurableObjectAlarm(shardStub(env, null)); // false when the alarm already ran on its own
+    expect((await s.req('gone', { ids: [profile.id] })).events).toEqual([]);
+    expect(await rowsOf(null, agent.pk)).toEqual([]);
+
+    const [deleter, itsOwner] = [keys(), keys()];
+    const deleted = attestedProfile(deleter, itsOwner, now());
+    expect(await s.publish(deleted)).toEqual(['OK', deleted.id, true, '']);
+    expect(await rowsOf(null, deleter.pk)).toEqual([{ agent: deleter.pk, owner: itsOwner.pk, source: 'kind0' }]);
+    const deletion = sign(deleter, { kind: 5, tags: [['e', deleted.id]] });
+    expect(await s.publish(deletion)).toEqual(['OK', deletion.id, true, '']);
+    expect(await rowsOf(null, deleter.pk)).toEqual([]);
+    s.close();
+  });
+
+  it('a newer profile carrying the attestation keeps the proof, dated by it; an expiring one replaced by a lasting one keeps it past the expiry', async () => {
+    const s = await connect('/');
+    const [agent, owner] = [keys(), keys()];
+    const t = now() - 10;
+    const first = attestedProfile(agent, owner, t, [['expiration', String(now() + 2)]]);
+    const second = attestedProfile(agent, owner, t + 1);
+    for (const p of [first, second]) expect(await s.publish(p)).toEqual(['OK', p.id, true, '']);
+    const dated = () =>
+      runInDurableObject(shardStub(env, null), (_i, state) =>
+        state.storage.sql.exec<{ owner: string; recorded_at: number }>("SELECT owner, recorded_at FROM agent_owners WHERE agent = ? AND source = 'kind0'", agent.pk).toArray(),
+      );
+    expect(await dated()).toEqual([{ owner: owner.pk, recorded_at: t + 1 }]);
+    await new Promise((r) => setTimeout(r, 3_000));
+    await runDurableObjectAlarm(shardStub(env, null));
+    expect(await dated()).toEqual([{ owner: owner.pk, recorded_at: t + 1 }]);
+    s.close();
+  });
+
+  it('a shard made before the rule drops, when it wakes, the profile proofs whose profile is gone, and only those', async () => {
+    const stub = env.RELAY_SHARD.get(env.RELAY_SHARD.newUniqueId());
+    const [kept, orphan, owner] = [keys(), keys(), keys()];
+    const profile = attestedProfile(kept, owner, now());
+    const left = await runInDurableObject(stub, (_i, state) => {
+      const sql = state.storage.sql;
+      const store = new EventStore(sql);
+      const registry = new OwnershipRegistry(sql, () => null);
+      expect(store.insert(profile, eventJson(profile), state.storage)).toEqual({ status: 'stored' });
+      registry.record(kept.pk, owner.pk, 'kind0', profile.created_at, 'kind=0');
+      registry.record(kept.pk, owner.pk, 'auth', profile.created_at, 'kind=22242');
+      registry.record(orphan.pk, owner.pk, 'auth', profile.created_at, 'kind=22242');
+      // As an older shard left it: no rule, and the proof of a profile it purged.
+      sql.exec('DROP TRIGGER kind0_proofs_leave_with_profile');
+      registry.record(orphan.pk, owner.pk, 'kind0', profile.created_at, 'kind=0');
+      new OwnershipRegistry(sql, () => null);
+      return sql.exec<Row>('SELECT agent, owner, source FROM agent_owners ORDER BY agent, source').toArray();
+    });
+    const rows = [
+      { agent: kept.pk, owner: owner.pk, source: 'auth' },
+      { agent: kept.pk, owner: owner.pk, source: 'kind0' },
+      { agent: orphan.pk, owner: owner.pk, source: 'auth' },
+    ];
+    expect(left).toEqual(rows.sort((a, b) => (a.agent === b.agent ? a.source.localeCompare(b.source) : a.agent < b.agent ? -1 : 1)));
   });
 });

@@ -23,6 +23,11 @@
 // used longest ago goes (`used_at`: its last AUTH, or at most once an hour, RENEW_ON_USE_SECONDS,
 // an event of its agent it vouched for: a telemetry frame, a write), so the proofs of agents at
 // work are not the ones a flood pushes out. Use does not extend AUTH_PROOF_TTL (only an AUTH does).
+// A 'kind0' proof lasts as long as the profile that carried it is stored, and is counted with it
+// (its bytes are the owner's or the shard's stored bytes): when that kind 0 leaves the events table,
+// by expiry, a NIP-09 deletion, a retention rule, a request to vanish or a newer version, the
+// key's 'kind0' proofs dated at or before it go too (a trigger: one rule for every path). A newer
+// profile that carries an attestation records its proof again, dated by itself.
 //
 // A self-made proof is dated (`recorded_at`) by the event that carried it: the AUTH event's
 // created_at, or the profile's. Both are signed by the agent, so a stored profile without the tag,
@@ -68,6 +73,8 @@ export const MAX_AUTH_PROOFS = 100_000;
 export const MAX_REVOKED_PER_OWNER = 10_000;
 /** A proof's `used_at` is moved by an event of its agent it vouches for at most this often, in seconds. */
 export const RENEW_ON_USE_SECONDS = 3_600;
+/** The trigger that removes a profile's proofs with the profile (`tieProfileProofsToProfiles`). */
+const PROFILE_PROOFS_TRIGGER = 'kind0_proofs_leave_with_profile';
 /** The sources edgestr's own provisioning writes: a hosted agent, or the owner's bridge provider key. */
 export type ProvisionedSource = Extract<OwnershipSource, 'provisioned' | 'bridge'>;
 
@@ -135,6 +142,27 @@ export class OwnershipRegistry {
     sql.exec('CREATE INDEX IF NOT EXISTS revoked_agents_owner ON revoked_agents (owner)');
     sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_age ON agent_owners (source, recorded_at)');
     sql.exec('CREATE INDEX IF NOT EXISTS agent_owners_use ON agent_owners (source, used_at)');
+    this.tieProfileProofsToProfiles();
+  }
+
+  /**
+   * A 'kind0' proof lasts as long as the profile that carried it (see the header): a trigger on the
+   * events table (EventStore's, made before this registry) removes the key's 'kind0' proofs dated at
+   * or before a kind 0 that leaves it, whatever removed it. A shard made before the trigger first
+   * drops the 'kind0' proofs no stored profile of their key dated at or after them still carries
+   * (one statement, by the events_by_author_kind index; once: the trigger's existence marks it done).
+   */
+  private tieProfileProofsToProfiles(): void {
+    const sql = this.sql;
+    if (sql.exec(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = '${PROFILE_PROOFS_TRIGGER}'`).toArray().length > 0) return;
+    sql.exec(
+      `DELETE FROM agent_owners WHERE source = 'kind0' AND NOT EXISTS
+         (SELECT 1 FROM events e WHERE e.pubkey = agent_owners.agent AND e.kind = ${KIND.METADATA} AND e.created_at >= agent_owners.recorded_at)`,
+    );
+    sql.exec(
+      `CREATE TRIGGER ${PROFILE_PROOFS_TRIGGER} AFTER DELETE ON events WHEN OLD.kind = ${KIND.METADATA}
+       BEGIN DELETE FROM agent_owners WHERE agent = OLD.pubkey AND source = 'kind0' AND recorded_at <= OLD.created_at; END`,
+    );
   }
 
   /**
