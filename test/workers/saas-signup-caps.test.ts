@@ -5,12 +5,15 @@
 // or tokens_per_day unlimited answers 503; the registry copy each isolate holds is at most
 // REGISTRY_COPY_MAX owners (the others are looked up by key); GET /api/admin/owners is paged.
 // The tests share one Accounts object, so each reads the registry's size first (the last one fills it).
-import { env, runInDurableObject } from 'cloudflare:test';
+// A refused sign-up leaves nothing stored for good: its key's ApiState (workers/api/api-state.ts)
+// keeps the replay id while its event could be valid, then its alarm deletes the object's storage.
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it, vi } from 'vitest';
 import { accountsStub, REGISTRY_COPY_MAX } from '../../workers/accounts/accounts-do.js';
 import { signupCaps } from '../../workers/accounts/signup-limits.js';
 import { forgetOwnerState, NOT_AN_OWNER, OWNER_SUSPENDED } from '../../workers/common/owners.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
+import { apiStateStub } from '../../workers/api/api-state.js';
 import { api } from './api-helpers.js';
 import { fetchWithEnv, type EnvOverride } from './app-env.js';
 import { BASE, keys, type Keys } from './helpers.js';
@@ -19,10 +22,10 @@ import { OPEN_SIGNUP, TEST_ADMIN_SK, TEST_OWNER, TEST_PLANS } from './test-keys.
 const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_SK, method, path, body);
 
 let addresses = 0;
-/** `k` signs up (OPEN_SIGNUP with `over`), each call from its own client address (SIGNUP_RATE_LIMIT is per address). */
-async function signup(k: Keys, over: EnvOverride = {}): Promise<{ status: number; json: unknown }> {
+/** `k` signs up (OPEN_SIGNUP with `over`; `authorization`: a NIP-98 header made before), each call from its own client address (SIGNUP_RATE_LIMIT is per address). */
+async function signup(k: Keys, over: EnvOverride = {}, authorization?: string): Promise<{ status: number; json: unknown }> {
   const url = `${BASE}/api/signup`;
-  const headers = { Authorization: makeHttpAuthHeader(k.sk, url, 'POST'), 'CF-Connecting-IP': `192.0.2.${++addresses}` };
+  const headers = { Authorization: authorization ?? makeHttpAuthHeader(k.sk, url, 'POST'), 'CF-Connecting-IP': `192.0.2.${++addresses}` };
   const res = await fetchWithEnv({ ...OPEN_SIGNUP, ...over }, new Request(url, { method: 'POST', headers }));
   return { status: res.status, json: (await res.json()) as unknown };
 }
@@ -159,5 +162,34 @@ describe('the registry copy each isolate holds is bounded', () => {
     const first = (await admin('GET', '/api/admin/owners')).json as Page;
     expect(first.owners.filter((o) => o.source === 'registry').length).toBe(1_000);
     expect(first.next).toBe('0'.repeat(60) + '1000');
+  });
+});
+
+describe('a refused sign-up', () => {
+  it('leaves nothing stored: its ApiState refuses a replay while the event could be valid, then its alarm deletes the object’s storage (rows and alarm)', async () => {
+    const k = keys();
+    const over = { EDGESTR_SIGNUP_MAX_OWNERS: '0' };
+    const header = makeHttpAuthHeader(k.sk, `${BASE}/api/signup`, 'POST');
+    expect(await signup(k, over, header)).toEqual({ status: 403, json: { error: 'sign-up is full on this deployment (0 owners); ask the operators' } });
+    const stub = apiStateStub(env, k.pk);
+    const held = () =>
+      runInDurableObject(stub, async (_i, state) => ({
+        tables: state.storage.sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\'").toArray().map((r) => r.name),
+        alarm: await state.storage.getAlarm(),
+      }));
+    const before = await held();
+    expect(before.tables).toEqual(['http_auth_seen']);
+    expect(before.alarm).toBeGreaterThan(Date.now());
+    // An alarm that runs early keeps the id: a replay within the window is still refused.
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    const replayed = { status: 401, json: { error: 'NIP-98: this authorization event was already used' } };
+    expect(await signup(k, over, header)).toEqual(replayed);
+    expect((await held()).alarm).toBe(before.alarm);
+    // Past the window (its id dated as if the window had passed), the alarm leaves nothing.
+    await runInDurableObject(stub, (_i, state) => {
+      state.storage.sql.exec('UPDATE http_auth_seen SET expires_at = ?', Math.floor(Date.now() / 1000) - 1);
+    });
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await held()).toEqual({ tables: [], alarm: null });
   });
 });

@@ -1,7 +1,8 @@
 // NIP-98 authentication of management API calls: a hono middleware that, in this order,
 //   1. checks the Authorization header against the request (URL, method, ±60 s; no body needed),
 //   2. asks `authorize` whether the signer may use this API at all (e.g. EDGESTR_OWNERS): 403
-//      before any Durable Object is touched, so a key that can merely sign creates nothing,
+//      before any Durable Object is touched, so a key that can merely sign creates nothing (open
+//      sign-up admits any key: the ApiState it makes deletes its storage once the id expires),
 //   3. reads the body with a cap (413 over MAX_API_BODY_BYTES) and checks its `payload` hash,
 //   4. consumes the event id once in the caller's ApiState object (replay protection shared by
 //      every isolate), remembered for as long as the event is valid (replayExpiry),
