@@ -1,6 +1,8 @@
 // A finished run's report to the owner's plan aggregate (the Accounts DO) is not lost: the agent
 // keeps each run's row unreported until Accounts took it, the watchdog alarm sends the unreported
 // ones again, and Accounts counts a run once however often it is sent (by agent and run id).
+// Deleting the agent sends them first: a deletion while Accounts fails is refused (the owner is told
+// to send it again) rather than erase spend the owner's plan never counted.
 import { env, runDurableObjectAlarm } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { accountsStub, type UsageRow } from '../../workers/accounts/accounts-do.js';
@@ -52,5 +54,39 @@ describe('the run report to the owner’s plan', () => {
     await stub.record(run);
     await stub.record(run);
     expect(await aggregated(agent)).toEqual({ runs: 1, input_tokens: 3, output_tokens: 4 });
+  });
+
+  it('deleting the agent sends its unreported runs first; while Accounts fails the deletion is refused, the agent kept, and a second deletion records them and removes it', { timeout: 30_000 }, async () => {
+    const agent = await createTestAgent();
+    const c = await NipXxClient.open(agent);
+    // A run whose report fails (Accounts resets while it is queued): its row stays unreported.
+    const p = c.prompt({ ver: 1, message: 'lost report' });
+    const lost = await holdObject(accountsStub(env));
+    await c.send(p);
+    await c.collect(p.id);
+    await new Promise((r) => setTimeout(r, 200));
+    await lost(new Error('simulated Accounts reset'));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await own(agent)).toMatchObject({ runs: 1 });
+    expect(await aggregated(agent)).toBeUndefined();
+    // The deletion while Accounts fails again: refused with the reason, nothing forgotten.
+    const failing = await holdObject(accountsStub(env));
+    const removal = stubOf(agent)
+      .remove()
+      .then(
+        (held) => `resolved ${held}`,
+        (e: Error) => e.message,
+      );
+    await new Promise((r) => setTimeout(r, 300));
+    await failing(new Error('simulated Accounts reset'));
+    expect(await removal).toBe('the agent’s usage of its last runs could not be recorded yet (simulated Accounts reset); send DELETE again');
+    expect((await stubOf(agent).view())?.pubkey).toBe(agent);
+    expect(await own(agent)).toMatchObject({ runs: 1 });
+    // Sent again: the run reaches the owner's plan, then the agent is removed.
+    const spent = await own(agent);
+    expect(await stubOf(agent).remove()).toBe(true);
+    expect(await aggregated(agent)).toEqual(spent);
+    expect(await stubOf(agent).view()).toBeUndefined();
+    expect(await stubOf(agent).usage()).toEqual([]);
   });
 });

@@ -1,12 +1,17 @@
 // The owner's plan at admission (workers/agent/agent-do.ts, workers/accounts/quota.ts): runs in
 // progress count against runs_per_day (so concurrent prompts cannot overshoot it), and senders
 // other than the owner may use only OTHERS_PLAN_SHARE of each plan limit, so a stranger on an open
-// agent cannot leave the owner's own agents answering RATE_LIMIT.
-import { env } from 'cloudflare:test';
+// agent cannot leave the owner's own agents answering RATE_LIMIT. A run that ended counts until
+// Accounts has it, whatever snapshot of the owner's account lands meanwhile (workers/agent/owner-copy.ts).
+import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
+import type { Agent } from '../../workers/agent/agent-do.js';
+import type { OwnerCopy } from '../../workers/agent/owner-copy.js';
+import { accountsStub } from '../../workers/accounts/accounts-do.js';
 import { api } from './api-helpers.js';
 import { NipXxClient } from './agent-helpers.js';
 import { keys, type Keys } from './helpers.js';
+import { pauseObject } from './hold-object.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
 async function addOwner(plan: string): Promise<Keys> {
@@ -52,6 +57,61 @@ describe('runs per day with runs in progress', () => {
     expect(myTerms[1]!.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 2 runs for today (UTC)', details: { quota: 'runs_per_day' } });
     expect(await env.AGENT.get(env.AGENT.idFromName(agent)).usage()).toHaveLength(2);
   }, 90_000);
+});
+
+describe('runs per day while the owner’s account is fetched', () => {
+  it('plan runs_per_day 2: a run that ends while a snapshot of the account is queued at Accounts still counts when that snapshot (without it) lands: the owner’s third prompt is refused', async () => {
+    const owner = await addOwner('two_runs');
+    const agent = await createAgent(owner, { provider: 'openai', models: ['fake-slow', 'gpt-test'], default_model: 'gpt-test', limits: { max_concurrent_runs: 8 } });
+    const stub = env.AGENT.get(env.AGENT.idFromName(agent));
+    const me1 = await NipXxClient.open(agent, owner, `/r/${owner.pk}`);
+    const me2 = await NipXxClient.open(agent, owner, `/r/${owner.pk}`);
+    const me3 = await NipXxClient.open(agent, owner, `/r/${owner.pk}`);
+    await new Promise((r) => setTimeout(r, 300));
+    // The first run (about 10 s) starts with a fresh copy of the account.
+    const p1 = me1.prompt({ ver: 1, message: 'scenario:slow one', model: 'fake-slow' });
+    await me1.send(p1);
+    const t1 = me1.collect(p1.id, 40_000);
+    await new Promise((r) => setTimeout(r, 500));
+    // The copy is stale for the next two prompts: their one snapshot is queued at Accounts (held),
+    // then the first run ends and its report is queued behind it.
+    const later = Date.now() + 60_000;
+    const fetched = await runInDurableObject(stub, (i) => {
+      (i as Agent).now = () => later;
+      return (i as Agent).ownerSnapshots;
+    });
+    const resume = await pauseObject(accountsStub(env));
+    const p2 = me2.prompt({ ver: 1, message: 'two' });
+    const p3 = me3.prompt({ ver: 1, message: 'three' });
+    await me2.send(p2);
+    await me3.send(p3);
+    for (let i = 0; i < 200 && (await runInDurableObject(stub, (a) => (a as Agent).ownerSnapshots)) === fetched; i++) await new Promise((r) => setTimeout(r, 10));
+    expect((await t1).terminal.kind).toBe(25803);
+    await new Promise((r) => setTimeout(r, 200));
+    await resume();
+    expect((await me2.collect(p2.id)).terminal.kind).toBe(25803);
+    const third = (await me3.collect(p3.id)).terminal;
+    expect(third.kind).toBe(25805);
+    expect(third.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 2 runs for today (UTC)', details: { quota: 'runs_per_day' } });
+    expect(await stub.usage()).toHaveLength(2);
+  }, 60_000);
+
+  it('an answer of Accounts computed before a run’s report and delivered after that report’s answer does not erase the run: a stranger (others’ share: 1 of 2 runs) is refused', async () => {
+    const owner = await addOwner('two_runs');
+    const agent = await createAgent(owner);
+    const stub = env.AGENT.get(env.AGENT.idFromName(agent));
+    const me = await NipXxClient.open(agent, owner, `/r/${owner.pk}`);
+    const stranger = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    const stale = await accountsStub(env).snapshot(owner.pk, Date.now());
+    expect(stale.totals.runs_today).toBe(0);
+    expect((await ask(me)).kind).toBe(25803);
+    await new Promise((r) => setTimeout(r, 300));
+    // The snapshot taken before the run's report reaches the agent late (as an RPC answer can).
+    await runInDurableObject(stub, (i) => (i as unknown as { ownerCopy: OwnerCopy }).ownerCopy.answered(stale));
+    const refused = await ask(stranger);
+    expect(refused.kind).toBe(25805);
+    expect(refused.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner reached a usage limit for today (UTC)', details: { quota: 'runs_per_day' } });
+  }, 30_000);
 });
 
 describe('the owner’s share of its plan', () => {

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { addRun, OTHERS_PLAN_SHARE, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom } from './quota.js';
+import { OTHERS_PLAN_SHARE, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom } from './quota.js';
 
 const NOON = Date.parse('2026-12-01T12:00:00Z');
 
 describe('ownerUsage', () => {
   it('reports the totals of today and this month with the plan’s run and token limits only', () => {
-    const totals = addRun({ day: '2026-12-01', tokens_today: 100, tokens_month: 900, runs_today: 2 }, 50, NOON);
+    const totals = { day: '2026-12-01', tokens_today: 150, tokens_month: 950, runs_today: 3 };
     expect(ownerUsage('pro', { runs_per_day: 10, tokens_per_month: 5000, agents: 3, stored_bytes: 1 }, totals, NOON)).toEqual({
       plan: 'pro',
       day: '2026-12-01',

@@ -6,8 +6,8 @@
 // naming it and a message that names no figure (OWNER_LIMIT_REACHED); the figures (the limit, what
 // is used, what the call asks) are in `detail`, which only the owner is told (workers/agent/told-to.ts):
 // a stranger varying its prompt's size must not read the owner's spend across all its agents off
-// the refusals. Totals of an earlier day or month count as 0. Also the agent's local addition of a
-// finished run to the totals (before the aggregate answers).
+// the refusals. Totals of an earlier day or month count as 0. (The agent counts its finished runs
+// on top of the totals until the aggregate has them: workers/agent/owner-copy.ts.)
 
 import type { ErrorCode } from '../../src/shared/nip-xx.js';
 import type { OwnerTotals } from './accounts-do.js';
@@ -31,19 +31,6 @@ export const OWNER_LIMIT_REACHED = {
   day: 'the agent’s owner reached a usage limit for today (UTC)',
   month: 'the agent’s owner reached a usage limit for this month (UTC)',
 } as const;
-
-/** The totals after one more run of `tokens` at `now` (ms): what an agent adds locally before the aggregate answers. */
-export function addRun(totals: OwnerTotals, tokens: number, now: number): OwnerTotals {
-  const day = new Date(now).toISOString().slice(0, 10);
-  const sameDay = totals.day === day;
-  const sameMonth = totals.day.slice(0, 7) === day.slice(0, 7);
-  return {
-    day,
-    tokens_today: (sameDay ? totals.tokens_today : 0) + tokens,
-    tokens_month: (sameMonth ? totals.tokens_month : 0) + tokens,
-    runs_today: (sameDay ? totals.runs_today : 0) + 1,
-  };
-}
 
 const secondsUntil = (t: number, now: number): number => Math.max(1, Math.ceil((t - now) / 1000));
 

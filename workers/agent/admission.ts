@@ -1,5 +1,6 @@
 // Whether a prompt gets a run: the checks that cost O(1) and create nothing, in their order —
-// NIP-XX request tags (a session id the agent can store included), the owner still allowed (and not suspended) on the deployment, the agent's
+// NIP-XX request tags (a session id the agent can store included), the owner still allowed (and not
+// suspended) on the deployment (or its account not read yet: owner-copy.ts), the agent's
 // block and allow lists, the owner's plan (workers/accounts/quota.ts, from the totals the agent
 // keeps), then the per-sender and per-agent prompt windows, concurrency and the daily token budget
 // (budget.ts). The plan's token limits and the budget must leave room for what the prompt's first
@@ -12,6 +13,7 @@
 
 import type { ErrorCode } from '../../src/shared/nip-xx.js';
 import { checkRequestTags } from '../../src/shared/nip-xx.js';
+import { REGISTRY_RETRY_MS } from '../common/owners.js';
 import type { ModelCallAsk } from '../accounts/quota.js';
 import type { AgentBudget } from './budget.js';
 import { isPrivateAgent, type StoredAgent } from './config.js';
@@ -19,22 +21,34 @@ import { MIN_ANSWER_TOKENS } from './run-driver.js';
 import { estimateTokens } from './sessions.js';
 import { toldTo } from './told-to.js';
 
-/** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds. */
+/** A refusal that is not a rate limit (owner, allowlist, block, tags) is answered once per sender per this many seconds (one with a shorter retry_after, per that). */
 export const REFUSAL_WINDOW_SECONDS = 60;
 /** Why the agent refuses its owner's own prompts: removed (or unknown here), or suspended. */
 export const OWNER_NOT_ALLOWED = 'this agent’s owner is no longer allowed on this deployment';
 export const OWNER_SUSPENDED = 'this agent’s owner is suspended on this deployment';
 /** What anyone else is told of an owner not allowed: the agent cannot serve it; the owner's standing is not its business. */
 export const AGENT_UNAVAILABLE = 'this agent is unavailable on this deployment; retry later or use another agent';
+/** Why the agent cannot tell yet whether its owner is allowed: Accounts did not answer its first fetch of the owner's account (asked again after REGISTRY_RETRY_MS). */
+export const OWNER_UNREADABLE = `the owner registry could not be read yet; retry in ${REGISTRY_RETRY_MS / 1000} s`;
+/** What anyone else is told of it. */
+export const OWNER_NOT_CHECKED = 'this agent could not check its owner’s account yet; retry later';
+
+/** Whose standing the agent knows: allowed; removed (or unknown here) or suspended; unreadable: its account not read yet (owner-copy.ts). */
+export type OwnerStanding = 'allowed' | 'removed' | 'suspended' | 'unreadable';
+
 /**
  * What a prompt, an ask or a run in progress of an owner not allowed (removed or unknown here, or
- * suspended) is answered: AGENT_UNAVAILABLE, the reason in `detail` (told-to.ts).
+ * suspended) is answered: AGENT_UNAVAILABLE, the reason in `detail` (told-to.ts). An owner whose
+ * account could not be read yet: INTERNAL_ERROR, retry after REGISTRY_RETRY_MS.
  */
-export const ownerRefusal = (owner: 'removed' | 'suspended'): Refusal => ({ code: 'UNAUTHORIZED', message: AGENT_UNAVAILABLE, detail: owner === 'removed' ? OWNER_NOT_ALLOWED : OWNER_SUSPENDED });
+export const ownerRefusal = (owner: Exclude<OwnerStanding, 'allowed'>): Refusal =>
+  owner === 'unreadable'
+    ? { code: 'INTERNAL_ERROR', message: OWNER_NOT_CHECKED, detail: OWNER_UNREADABLE, retry_after: REGISTRY_RETRY_MS / 1000 }
+    : { code: 'UNAUTHORIZED', message: AGENT_UNAVAILABLE, detail: owner === 'removed' ? OWNER_NOT_ALLOWED : OWNER_SUSPENDED };
 
 export interface AdmissionState {
-  /** Whether the agent's owner is (still) allowed on this deployment, and not suspended. */
-  owner: 'allowed' | 'removed' | 'suspended';
+  /** Whether the agent's owner is (still) allowed on this deployment, and not suspended (unreadable: not known yet). */
+  owner: OwnerStanding;
   /** The owner's plan refusing a run (a quota reached), if it does. */
   quota?: Refusal | undefined;
   /** Runs of this agent in progress. */
@@ -90,7 +104,10 @@ export function admitPrompt(
  * A `request` (a DVMCP initialize or list, which starts no run) passes the sender policy only.
  */
 export function admitSender(sender: string, config: Pick<StoredAgent, 'owner' | 'block' | 'allow' | 'limits'>, state: AdmissionState, what: 'run' | 'request'): AdmissionResult {
-  if (state.owner !== 'allowed') return refuse(sender, config, state, ownerRefusal(state.owner));
+  if (state.owner !== 'allowed') {
+    const refusal = ownerRefusal(state.owner);
+    return refuse(sender, config, state, refusal, refusal.retry_after);
+  }
   if (config.block?.includes(sender)) return refuse(sender, config, state, { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
   if (isPrivateAgent(config) && !config.allow.includes(sender)) {
     return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });

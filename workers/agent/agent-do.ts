@@ -24,11 +24,13 @@
 // and its watchdog wakes every 10 minutes, until the owner is back (the admin API's
 // ownerChanged wakes it at once; EDGESTR_OWNERS at the next wake), when it announces anew
 // (reinstate). The owner's account and plan totals come from the Accounts DO (workers/accounts)
-// and are kept here: fetched when needed and older than 30 s (a prompt's admission, a run in
-// flight; watchdog.ts: an idle agent's watchdog asks nothing and backs off to 10 minutes), after
-// each run (its metering report answers them) and when the admin API tells the agent
-// (ownerChanged) — never on a run's path. See docs/OPERATIONS.md for how far a plan limit may be
-// overshot.
+// and are kept here (owner-copy.ts): fetched when needed and older than 30 s (a prompt's admission,
+// a run in flight; watchdog.ts: an idle agent's watchdog asks nothing and backs off to 10 minutes),
+// not again for 5 s after a failure, after each run (its metering report answers them) and when
+// the admin API tells the agent (ownerChanged) — never on a run's path; the agent's runs not
+// reported yet count on top of them. A prompt that waited for them is checked again (the agent
+// may be being removed). Removal sends the usage Accounts does not have yet before forgetting it,
+// and is refused while it cannot. See docs/OPERATIONS.md for how far a plan limit may be overshot.
 
 import { DurableObject } from 'cloudflare:workers';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -45,13 +47,13 @@ import { agentRelays, relayLabel, type AgentLimits, type StoredAgent } from './c
 import { estimateTokens, SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
-import { accountsStub, type OwnerSnapshot, type OwnerTotals } from '../accounts/accounts-do.js';
+import { accountsStub } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { addRun, ownerUsage, planRefusal, planTokensRefusal, planTokensRoom, type ModelCallAsk, type OwnerUsage } from '../accounts/quota.js';
+import { ownerUsage, planRefusal, planTokensRefusal, planTokensRoom, type ModelCallAsk, type OwnerUsage } from '../accounts/quota.js';
 import { REPORT_BATCH, REPORT_RESEND_MS, UsageMeter, type RunMeter } from './metering.js';
 import { RunStore, isFreshPrompt, type RunAddress } from './run-store.js';
 import { Outbox } from './outbox.js';
-import { admitPrompt, admitSender, ownerRefusal, promptAsk, type AdmissionState, type Refusal } from './admission.js';
+import { admitPrompt, admitSender, ownerRefusal, promptAsk, type AdmissionState, type OwnerStanding, type Refusal } from './admission.js';
 import { RelayLinks, type LinksEnv } from './relay-links.js';
 import { AgentStore } from './agent-store.js';
 import { checkPrompt, isCancel } from './prompt-check.js';
@@ -68,7 +70,8 @@ import { logResealPass } from '../common/secrets.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { agentMcpSessions } from './mcp-sessions.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
-import { OWNER_COPY_IDLE_MAX_AGE_MS, OwnerCopyAge, WATCHDOG_MS, WatchdogSchedule } from './watchdog.js';
+import { WATCHDOG_MS, WatchdogSchedule } from './watchdog.js';
+import { OWNER_COPY_IDLE_MAX_AGE_MS, OwnerCopy } from './owner-copy.js';
 import { RESEND_WINDOW_MS } from './outbox.js';
 import { EarlyCancels } from './early-cancels.js';
 import { RUN_CANCELLED } from './runtime.js';
@@ -89,8 +92,6 @@ const SESSION_RETENTION_MS = 30 * 24 * 3600 * 1000;
 const PRUNE_BATCH = 500;
 /** How long remove() and the retiring watchdog wait for the terminal events of the runs they abort. */
 const REMOVE_WAIT_MS = 10_000;
-/** The totals of an owner not fetched yet (a static owner while Accounts does not answer): nothing spent, so the plan's limits still bound each run. */
-const NOTHING_SPENT: OwnerTotals = { day: '', tokens_today: 0, tokens_month: 0, runs_today: 0 };
 
 interface Incoming {
   /** The protocol event (the rumor when it came gift-wrapped). */
@@ -141,10 +142,16 @@ export class Agent extends DurableObject<AgentEnv> {
   }
   private readonly outbox: Outbox;
   private readonly dvmcp: AgentDvmcp;
-  /** The owner's account and totals (see the header); undefined until first fetched. */
-  private owner: OwnerSnapshot | undefined;
-  /** When `owner` was fetched (watchdog.ts). */
-  private readonly ownerCopy = new OwnerCopyAge(() => this.refreshOwner(), () => this.now());
+  /** The owner's account and totals (see the header; owner-copy.ts). */
+  private readonly ownerCopy = new OwnerCopy({
+    fetch: async () => {
+      const c = this.store.config();
+      return c && accountsStub(this.env).snapshot(c.owner, this.now());
+    },
+    unreported: (now) => this.meter.unreportedTotals(now),
+    now: () => this.now(),
+    failed: (error) => console.error('agent: owner account not refreshed', this.store.config()?.owner, error),
+  });
   /** The watchdog's next wait (watchdog.ts). */
   private readonly schedule = new WatchdogSchedule();
   /** The snapshot RPCs made to Accounts since the object started. */
@@ -270,8 +277,11 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /**
    * Ends the active runs (each with its one CANCELLED terminal, and the DVMCP asks with their
-   * CANCELLED answer, waited for up to REMOVE_WAIT_MS),
-   * publishes deletions of what the agent published, then forgets everything (the key included).
+   * CANCELLED answer, waited for up to REMOVE_WAIT_MS), reports to the owner's plan what its runs
+   * spent and Accounts does not have yet (sendUsage), publishes deletions of what the agent
+   * published, then forgets everything (the key included). False: no agent here. Throws, the agent
+   * kept as it is (a second call removes it), when Accounts did not take that usage: the Error's
+   * message is for the owner.
    */
   async remove(): Promise<boolean> {
     const c = this.store.config();
@@ -282,6 +292,7 @@ export class Agent extends DurableObject<AgentEnv> {
       for (const abort of this.active.values()) abort.abort(deleted);
       this.dvmcp.abortAll(deleted);
       await this.runsEnded();
+      await this.sendUsage(c);
       await this.publishEverywhere(c, deletionTemplate(c, Math.floor(Date.now() / 1000)));
       const announced = dvmcpDeletion(c.pubkey, c, undefined);
       if (announced) await this.publishEverywhere(c, announced);
@@ -294,6 +305,19 @@ export class Agent extends DurableObject<AgentEnv> {
       return true;
     } finally {
       this.removing = false;
+    }
+  }
+
+  /**
+   * Before the agent forgets its rows: the spends a restart left (recordOrphanedSpends) are recorded
+   * and every run not reported yet is sent to the owner's aggregate (those ended REPORT_RESEND_MS
+   * ago or later, as the watchdog sends them); throws the owner's Error at the first failure.
+   */
+  private async sendUsage(c: StoredAgent): Promise<void> {
+    this.recordOrphanedSpends(c);
+    while (this.meter.unreported(this.now() - REPORT_RESEND_MS, 1).length > 0) {
+      const sent = await this.resendReports(c);
+      if (!sent.ok) throw new Error(`the agent’s usage of its last runs could not be recorded yet (${sent.error}); send DELETE again`);
     }
   }
 
@@ -341,7 +365,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const c = this.store.config();
     if (!c) return;
     // Not on an idle pass (watchdog.ts): only with none yet, a run in flight or a retired agent (is its owner back?), or past an hour.
-    const needed = this.owner === undefined || this.active.size + this.dvmcp.inProgress + this.unmetered.size > 0 || this.ownerRemoved(c);
+    const needed = !this.ownerCopy.known || this.active.size + this.dvmcp.inProgress + this.unmetered.size > 0 || this.ownerRemoved(c);
     await this.ownerCopy.refreshIfStale(needed ? undefined : OWNER_COPY_IDLE_MAX_AGE_MS);
     this.stopRunsIfNotAllowed(c);
     const removed = this.ownerRemoved(c);
@@ -466,16 +490,17 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /** Whether the registry answered that the owner has no account here (and EDGESTR_OWNERS does not list it): the agent is retired (alarm). An account not fetched yet is not a removal. */
   private ownerRemoved(c: StoredAgent): boolean {
-    return this.owner !== undefined && this.ownerState(c) === undefined;
+    return this.ownerCopy.known && this.ownerState(c) === undefined;
   }
 
   /**
    * Ends the runs and DVMCP asks in progress when the owner is not allowed (removed, or suspended):
-   * each with the UNAUTHORIZED a new prompt gets (RunStopped), its spend recorded as any run's.
+   * each with the UNAUTHORIZED a new prompt gets (RunStopped), its spend recorded as any run's. An
+   * account not read yet stops nothing.
    */
   private stopRunsIfNotAllowed(c: StoredAgent): void {
     const standing = this.standing(c);
-    if (standing.owner === 'allowed') return;
+    if (standing.owner === 'allowed' || standing.owner === 'unreadable') return;
     const stop = new RunStopped({ type: 'error', ...ownerRefusal(standing.owner) });
     for (const abort of this.active.values()) abort.abort(stop);
     this.dvmcp.abortAll(stop);
@@ -486,44 +511,26 @@ export class Agent extends DurableObject<AgentEnv> {
     return this.meter.recent(limit);
   }
 
-  /** Fetches the owner's account and totals (through ownerCopy); a failure is logged and the last known ones stay. Whether it was fetched. */
-  private async refreshOwner(): Promise<boolean> {
-    const c = this.store.config();
-    if (!c) return false;
-    try {
-      this.owner = await accountsStub(this.env).snapshot(c.owner, this.now());
-      return true;
-    } catch (e) {
-      console.error('agent: owner account not refreshed', c.owner, errorMessage(e));
-      return false;
-    }
-  }
-
-  /** A run report's answer: the owner's account and totals as Accounts has them now. */
-  private ownerAnswered(snapshot: OwnerSnapshot): void {
-    this.owner = snapshot;
-    this.ownerCopy.renewed();
-  }
-
   /**
-   * The run's record: kept here (unreported) and added to the known totals at once (the next
-   * prompt sees it), then reported to the owner's aggregate, whose answer (every agent's runs)
-   * replaces the totals. A report that fails is sent again by the watchdog (resendReports).
+   * The run's record: kept here, unreported, which counts it on top of the owner's totals at once
+   * (owner-copy.ts), then reported to the owner's aggregate, whose answer (every agent's runs)
+   * renews the copy. A report that fails is sent again by the watchdog (resendReports).
    */
   private recordRun(c: StoredAgent, r: RunMeter): OwnerUsage | undefined {
     const at = this.now();
     this.unmetered.delete(r.run_id);
     this.meter.record(r, at);
-    if (this.owner) this.owner = { ...this.owner, totals: addRun(this.owner.totals, r.input_tokens + r.output_tokens, at) };
-    void this.report(c, { ...r, at }).then((snapshot) => {
-      if (snapshot) this.ownerAnswered(snapshot);
-    });
+    void this.report(c, { ...r, at });
     const plan = this.ownerState(c)?.plan;
-    return this.owner && plan ? ownerUsage(plan, planLimits(this.env, plan), this.owner.totals, at) : undefined;
+    return this.ownerCopy.known && plan ? ownerUsage(plan, planLimits(this.env, plan), this.ownerCopy.totals(at), at) : undefined;
   }
 
-  /** Adds the run (ended at `r.at`, ms) to the owner's aggregate (counted once there, however often sent) and marks it reported; the owner's snapshot, or undefined when it failed (logged). */
-  private async report(c: StoredAgent, r: RunMeter & { at: number }): Promise<OwnerSnapshot | undefined> {
+  /**
+   * Adds the run (ended at `r.at`, ms) to the owner's aggregate (counted once there, however often
+   * sent); its answer marks the row reported and renews the owner's copy, in one step (the run is
+   * counted by the one or the other at every moment). Why it failed (logged), if it did.
+   */
+  private async report(c: StoredAgent, r: RunMeter & { at: number }): Promise<Result<void, string>> {
     try {
       const snapshot = await accountsStub(this.env).record(
         {
@@ -541,24 +548,25 @@ export class Agent extends DurableObject<AgentEnv> {
         this.now(),
       );
       this.meter.markReported(r.run_id);
-      return snapshot;
+      this.ownerCopy.answered(snapshot);
+      return ok(undefined);
     } catch (e) {
       console.error('agent: run not added to the owner’s usage yet (the watchdog sends it again)', r.run_id, errorMessage(e));
-      return undefined;
+      return err(errorMessage(e));
     }
   }
 
   /**
    * The runs whose report failed (or was cut by a restart), oldest first, at most REPORT_BATCH per
-   * alarm and for REPORT_RESEND_MS; stops at the first failure (Accounts unreachable). Each answer
-   * replaces the owner's account and totals.
+   * call and for REPORT_RESEND_MS; stops at the first failure (Accounts unreachable), whose reason
+   * it answers.
    */
-  private async resendReports(c: StoredAgent): Promise<void> {
+  private async resendReports(c: StoredAgent): Promise<Result<void, string>> {
     for (const r of this.meter.unreported(this.now() - REPORT_RESEND_MS, REPORT_BATCH)) {
-      const snapshot = await this.report(c, r);
-      if (!snapshot) return;
-      this.ownerAnswered(snapshot);
+      const sent = await this.report(c, r);
+      if (!sent.ok) return sent;
     }
+    return ok(undefined);
   }
 
   // ---- incoming ----
@@ -653,23 +661,18 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /** The owner's account as the agent knows it: a static owner (EDGESTR_OWNERS) is on the default plan. */
   private ownerState(c: StoredAgent): OwnerState | undefined {
-    return staticOwners(this.env).has(c.owner) ? { plan: DEFAULT_PLAN, suspended: false } : this.owner?.state;
+    return staticOwners(this.env).has(c.owner) ? { plan: DEFAULT_PLAN, suspended: false } : this.ownerCopy.state;
   }
 
   /**
    * Whether the owner may have its agents run, from what the agent knows now: a static owner
    * (EDGESTR_OWNERS, read each time) is allowed on the default plan; another owner as the registry
-   * last said (none known yet: refused as removed); a suspended one is not.
+   * last said (not read yet: unreadable, owner-copy.ts); a suspended one is not.
    */
-  private standing(c: StoredAgent): { owner: 'allowed'; state: OwnerState } | { owner: 'removed' | 'suspended' } {
+  private standing(c: StoredAgent): { owner: 'allowed'; state: OwnerState } | { owner: Exclude<OwnerStanding, 'allowed'> } {
     const state = this.ownerState(c);
-    if (!state) return { owner: 'removed' };
+    if (!state) return { owner: this.ownerCopy.known ? 'removed' : 'unreadable' };
     return state.suspended ? { owner: 'suspended' } : { owner: 'allowed', state };
-  }
-
-  /** The owner's totals as last known (NOTHING_SPENT before the first answer). */
-  private totals(): OwnerTotals {
-    return this.owner?.totals ?? NOTHING_SPENT;
   }
 
   /**
@@ -682,7 +685,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const standing = this.standing(c);
     if (standing.owner !== 'allowed') return { owner: standing.owner };
     const ask = { other: sender !== c.owner, inFlight, inFlightTokens: this.budget.inProgressTokens(), call };
-    return { owner: 'allowed', quota: planRefusal(planLimits(this.env, standing.state.plan), this.totals(), this.now(), ask) };
+    return { owner: 'allowed', quota: planRefusal(planLimits(this.env, standing.state.plan), this.ownerCopy.totals(this.now()), this.now(), ask) };
   }
 
   /**
@@ -701,6 +704,8 @@ export class Agent extends DurableObject<AgentEnv> {
     const client = e.pubkey;
     if (this.removing || this.runs.has(e.id) || !isFreshPrompt(e.created_at, Math.floor(Date.now() / 1000))) return;
     await this.ownerCopy.refreshIfStale();
+    // The agent may have begun its removal (or ended it) during that wait: no run starts then.
+    if (this.removing || !this.store.config()) return;
     const inFlight = this.unmetered.size + this.dvmcp.inProgress;
     const call = promptAsk(c, e.content.length);
     const admission = admitPrompt(e, c, { ...this.ownerChecks(c, client, inFlight, call), activeRuns: this.active.size + this.dvmcp.inProgress, now: this.now(), budget: this.budget, call });
@@ -768,8 +773,9 @@ export class Agent extends DurableObject<AgentEnv> {
     if (standing.owner !== 'allowed') return err(ownerRefusal(standing.owner));
     const ask = { other: sender !== c.owner, inFlightTokens: this.budget.inProgressTokens(), call };
     const plan = planLimits(this.env, standing.state.plan);
-    const refusal = planTokensRefusal(plan, this.totals(), this.now(), ask);
-    return refusal ? err(refusal) : ok(planTokensRoom(plan, this.totals(), this.now(), ask));
+    const totals = this.ownerCopy.totals(this.now());
+    const refusal = planTokensRefusal(plan, totals, this.now(), ask);
+    return refusal ? err(refusal) : ok(planTokensRoom(plan, totals, this.now(), ask));
   }
 
   // ---- after a restart ----

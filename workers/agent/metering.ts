@@ -3,9 +3,12 @@
 // the same run reported to the owner's aggregate in the Accounts DO (workers/accounts), whose
 // answer — the owner's totals for the day and month — is what the agent checks the plan against.
 // A row stays `reported = 0` until Accounts took it: the watchdog sends such rows again (at most
-// REPORT_BATCH per alarm, for REPORT_RESEND_MS), and Accounts counts each run once (by agent and run id).
+// REPORT_BATCH per alarm, for REPORT_RESEND_MS), and Accounts counts each run once (by agent and run id);
+// until then the row counts on top of the owner's totals the agent has (unreportedTotals, owner-copy.ts).
 // A run in progress keeps what it has spent so far in `run_spend` (after each model call and tool
 // call), deleted when its row is recorded: what a restart leaves there is recorded by the watchdog.
+
+import type { OwnerTotals } from '../accounts/accounts-do.js';
 
 /** One finished run, as metered. */
 export type RunMeter = {
@@ -108,6 +111,27 @@ export class UsageMeter {
   /** Rows not yet reported to the owner's aggregate, of runs ended at `since` (ms) or later: the oldest `limit`. */
   unreported(since: number, limit: number): Array<RunMeter & { at: number }> {
     return this.rows('SELECT * FROM run_usage WHERE reported = 0 AND at >= ? ORDER BY at LIMIT ?', since, limit);
+  }
+
+  /**
+   * The rows not yet reported as the owner's totals at `now` (ms, UTC): the day's runs and model
+   * tokens, the month's tokens (what Accounts does not count yet of this agent's runs).
+   */
+  unreportedTotals(now: number): OwnerTotals {
+    const day = new Date(now).toISOString().slice(0, 10);
+    const dayStart = Date.parse(`${day}T00:00:00Z`);
+    const monthStart = Date.parse(`${day.slice(0, 7)}-01T00:00:00Z`);
+    const r = this.sql
+      .exec<Omit<OwnerTotals, 'day'>>(
+        `SELECT count(CASE WHEN at >= ? THEN 1 END) AS runs_today, coalesce(sum(CASE WHEN at >= ? THEN input_tokens + output_tokens END), 0) AS tokens_today,
+                coalesce(sum(input_tokens + output_tokens), 0) AS tokens_month
+         FROM run_usage WHERE reported = 0 AND at >= ?`,
+        dayStart,
+        dayStart,
+        monthStart,
+      )
+      .one();
+    return { day, ...r };
   }
 
   /** The owner's aggregate took run `runId`. */

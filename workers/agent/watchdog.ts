@@ -1,22 +1,19 @@
-// The agent's watchdog schedule and its copy of the owner's account, so that an idle agent costs
-// the one Accounts object (workers/accounts) nothing and wakes rarely. The watchdog wakes every
-// WATCHDOG_MS while anything is pending (a run or DVMCP ask in flight, a run report or terminal
-// event to send again, a connection not open, dropped-event counts not yet logged); while nothing
-// is, each pass after the first idle one doubles the wait up to IDLE_WATCHDOG_MAX_MS, and a prompt
-// or ask admitted (or the owner's account changing) brings it back to WATCHDOG_MS. The owner's account is fetched (Accounts.snapshot) only when the copy is
-// needed and older than OWNER_COPY_MAX_AGE_MS: to admit a prompt, for a run in flight, or when
-// there is none yet (after a start); an idle watchdog pass fetches it only once it is an hour old
-// (OWNER_COPY_IDLE_MAX_AGE_MS). Suspension and removal reach the agent at once through the admin
-// API's ownerChanged, which fetches it anew; a notice lost is learnt at the next admission.
+// The agent's watchdog schedule, so that an idle agent costs the one Accounts object
+// (workers/accounts) nothing and wakes rarely. The watchdog wakes every WATCHDOG_MS while anything
+// is pending (a run or DVMCP ask in flight, a run report or terminal event to send again, a
+// connection not open, dropped-event counts not yet logged); while nothing is, each pass after the
+// first idle one doubles the wait up to IDLE_WATCHDOG_MAX_MS, and a prompt or ask admitted (or the
+// owner's account changing) brings it back to WATCHDOG_MS. The owner's account (owner-copy.ts) is
+// fetched (Accounts.snapshot) only when the copy is needed and older than OWNER_COPY_MAX_AGE_MS: to
+// admit a prompt, for a run in flight, or when there is none yet (after a start); an idle watchdog
+// pass fetches it only once it is an hour old (OWNER_COPY_IDLE_MAX_AGE_MS); after a failed fetch,
+// not for REGISTRY_RETRY_MS. Suspension and removal reach the agent at once through the admin API's
+// ownerChanged, which fetches it anew; a notice lost is learnt at the next admission.
 
 /** The watchdog's period while anything is pending. */
 export const WATCHDOG_MS = 30_000;
 /** The longest wait of an idle agent's watchdog (also a retired agent's, REMOVED_OWNER_WATCHDOG_MS). */
 export const IDLE_WATCHDOG_MAX_MS = 10 * 60_000;
-/** How old the copy of the owner's account may be when an admission or a run in flight reads it. */
-export const OWNER_COPY_MAX_AGE_MS = 30_000;
-/** An idle agent's watchdog fetches the copy once it is this old (a lost ownerChanged notice is still learnt). */
-export const OWNER_COPY_IDLE_MAX_AGE_MS = 3600_000;
 
 /** The wait before the next watchdog pass: WATCHDOG_MS while busy and after the first idle pass, then doubling while idle (up to IDLE_WATCHDOG_MAX_MS). */
 export class WatchdogSchedule {
@@ -32,36 +29,5 @@ export class WatchdogSchedule {
   /** Something became pending (a prompt or ask admitted, the owner's account changed): the next wait is WATCHDOG_MS again. */
   busy(): void {
     this.wait = undefined;
-  }
-}
-
-/** When the copy of the owner's account was fetched, and the fetch in flight (joined, never doubled). */
-export class OwnerCopyAge {
-  private fetchedAt = -Infinity;
-  private inFlight: Promise<void> | undefined;
-  /** Snapshot RPCs made so far. */
-  fetches = 0;
-
-  constructor(
-    private readonly fetch: () => Promise<boolean>,
-    private readonly now: () => number,
-  ) {}
-
-  /** A fresh copy arrived another way (a run report's answer). */
-  renewed(): void {
-    this.fetchedAt = this.now();
-  }
-
-  /** Fetches the copy again when it is older than `maxAge` ms, joining a fetch in flight. */
-  async refreshIfStale(maxAge = OWNER_COPY_MAX_AGE_MS): Promise<void> {
-    if (this.now() - this.fetchedAt <= maxAge) return;
-    this.inFlight ??= this.refresh().finally(() => (this.inFlight = undefined));
-    await this.inFlight;
-  }
-
-  /** Fetches the copy now (the account changed: a fetch in flight may predate the change). */
-  async refresh(): Promise<void> {
-    this.fetches++;
-    if (await this.fetch()) this.renewed();
   }
 }
