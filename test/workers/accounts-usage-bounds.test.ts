@@ -1,9 +1,12 @@
 // The Accounts DO's usage aggregate (workers/accounts/accounts-do.ts, table `usage`: one row per
 // owner, UTC day, agent, sender and model) is bounded: a stranger's fresh keys cannot add rows
 // without end (each agent's first USAGE_SENDERS_PER_AGENT_DAY senders of a day keep their key, the
-// runs of further senders are summed under OTHER_SENDERS), and rows older than USAGE_RETENTION_DAYS
-// are pruned, USAGE_PRUNE_PER_RECORD with each recorded run. Runs are recorded through the DO's own
-// `record` RPC (what each agent calls after a run); the figures are read through GET /api/usage.
+// runs of further senders are summed under OTHERS), an owner's UTC day holds at most
+// USAGE_ROWS_PER_OWNER_DAY rows whatever its agents, senders and models (the rest summed in one
+// OTHERS row, the totals exact), a model name is kept to MODEL_NAME_MAX characters, and rows older
+// than USAGE_RETENTION_DAYS are pruned, USAGE_PRUNE_PER_RECORD with each recorded run. Runs are
+// recorded through the DO's own `record` RPC (what each agent calls after a run); the figures are
+// read through GET /api/usage.
 // Reading them is bounded too: one query reads at most MAX_USAGE_SCAN rows (past them the answer
 // counts the whole days that fit and says so), each caller's queries may cover at most
 // USAGE_ROWS_PER_MINUTE rows per minute, and all callers' together USAGE_ROWS_PER_MINUTE_ALL (429
@@ -14,14 +17,17 @@ import {
   Accounts,
   accountsStub,
   MAX_USAGE_SCAN,
-  OTHER_SENDERS,
+  OTHERS,
   USAGE_PRUNE_PER_RECORD,
   USAGE_RETENTION_DAYS,
   USAGE_ROWS_PER_MINUTE,
   USAGE_ROWS_PER_MINUTE_ALL,
+  USAGE_ROWS_PER_DAY,
+  USAGE_ROWS_PER_OWNER_DAY,
   USAGE_SENDERS_PER_AGENT_DAY,
   type RunUsage,
 } from '../../workers/accounts/accounts-do.js';
+import { MODEL_NAME_MAX } from '../../workers/agent/config.js';
 import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 import { api } from './api-helpers.js';
 import { BASE, keys, randomHex, type Keys } from './helpers.js';
@@ -56,9 +62,135 @@ const rowsOf = async (owner: Keys, query: string): Promise<Row[]> => {
   return (r.json as { rows: Row[] }).rows;
 };
 
+/** Reads `sql` in the Accounts object (what the table holds, not what the API answers). */
+const stored = <T extends Record<string, SqlStorageValue>>(sql: string, ...args: SqlStorageValue[]) =>
+  runInDurableObject(accountsStub(env), (_i, state) => state.storage.sql.exec<T>(sql, ...args).toArray());
+
+const sumOf = (rows: Row[]) => rows.reduce((s, r) => ({ runs: s.runs + r.runs, input_tokens: s.input_tokens + r.input_tokens, output_tokens: s.output_tokens + r.output_tokens }), { runs: 0, input_tokens: 0, output_tokens: 0 });
+
+/** The breakdown rows of `day` the Accounts object counts (`usage_days`), 0 when it has no row. */
+const dayCount = async (day: string): Promise<number> => (await stored<{ rows: number }>('SELECT rows FROM usage_days WHERE day = ?', day))[0]?.rows ?? 0;
+
+describe('rows per owner-day and per day', () => {
+  it('the limits', () => {
+    expect([USAGE_ROWS_PER_OWNER_DAY, USAGE_ROWS_PER_DAY]).toEqual([1_000, 10_000]);
+  });
+
+  it('3 agents × 201 fresh senders × 50 models in one UTC day (30,150 runs, each a key of its own) store at most 1,000 rows: the first 999 keys keep theirs, the rest are summed in one "others" row; every total stays exact', async () => {
+    const owner = await addOwner();
+    const stub = accountsStub(env);
+    const now = Date.now();
+    const day = dayOf(now);
+    const agents = Array.from({ length: 3 }, () => randomHex());
+    const models = Array.from({ length: 50 }, (_, i) => `model-${i}`);
+    const counted = await dayCount(day);
+    // Through the RPC each agent's run report uses, one sender at a time (its 50 models at once).
+    for (const agent of agents) {
+      for (let s = 0; s < 201; s++) {
+        const sender = randomHex();
+        await Promise.all(models.map((model) => stub.record({ ...run(owner.pk, agent, sender, now), model })));
+      }
+    }
+    const runs = 3 * 201 * 50;
+    const rows = await stored<{ agent: string; sender: string; model: string; runs: number }>('SELECT agent, sender, model, runs FROM usage WHERE owner = ? AND day = ?', owner.pk, day);
+    expect(rows.length).toBeLessThanOrEqual(1_000);
+    expect(rows).toHaveLength(1_000);
+    // 999 rows of one run each (the first agent's first keys: 999 < 201 × 50), and one row summing the rest under "others".
+    expect(rows.filter((r) => r.agent !== 'others').every((r) => r.runs === 1 && agents[0] === r.agent)).toBe(true);
+    expect(rows.filter((r) => r.agent === 'others')).toEqual([{ agent: 'others', sender: 'others', model: 'others', runs: runs - 999 }]);
+    // The day's count of all owners' rows grew by those 999 (an "others" row is not counted).
+    expect(await dayCount(day)).toBe(counted + 999);
+
+    // GET /api/usage keeps its shape: by day the figure is exact; by agent, sender or model the runs
+    // past the cap are the key "others", and each breakdown still sums to every run.
+    const q = (by: string) => rowsOf(owner, `by=${by}&from=${day}&to=${day}`);
+    const total = { runs, input_tokens: runs, output_tokens: 2 * runs };
+    expect(await q('day')).toEqual([{ key: day, ...total, tool_calls: 0, errors: 0 }]);
+    const byAgent = await q('agent');
+    expect(byAgent).toEqual([
+      { key: agents[0]!, runs: 999, input_tokens: 999, output_tokens: 1998, tool_calls: 0, errors: 0 },
+      { key: 'others', runs: runs - 999, input_tokens: runs - 999, output_tokens: 2 * (runs - 999), tool_calls: 0, errors: 0 },
+    ].sort((x, y) => (x.key < y.key ? -1 : 1)));
+    for (const by of ['sender', 'model']) {
+      const breakdown = await q(by);
+      expect(sumOf(breakdown)).toEqual(total);
+      expect(breakdown.find((r) => r.key === 'others')?.runs).toBe(runs - 999);
+    }
+    // The plan totals are exact too.
+    expect((await stub.snapshot(owner.pk, now)).totals).toMatchObject({ runs_today: runs, tokens_today: 3 * runs });
+
+    // The cap is the owner's: another owner's run that day keeps its row.
+    const other = await addOwner();
+    await stub.record({ ...run(other.pk, agents[0]!, randomHex(), now), model: 'model-0' });
+    expect(await stored('SELECT agent, model, runs FROM usage WHERE owner = ?', other.pk)).toEqual([{ agent: agents[0], model: 'model-0', runs: 1 }]);
+  }, 300_000);
+
+  it('all owners’ rows of one UTC day are at most 10,000 (besides each owner’s "others" row): past them a new key of any owner that day is summed in that owner’s "others" row; rows already there keep counting, another day is not affected', async () => {
+    const [a, b] = [await addOwner(), await addOwner()];
+    const stub = accountsStub(env);
+    const now = Date.now();
+    const at = now - 3 * DAY_MS; // a report the agent sent again days later
+    const day = dayOf(at);
+    // 9,999 rows of that day stored already (what other owners' runs made), counted.
+    await runInDurableObject(stub, (_i, state) => {
+      state.storage.sql.exec('INSERT INTO usage_days (day, rows) VALUES (?, ?) ON CONFLICT (day) DO UPDATE SET rows = excluded.rows', day, USAGE_ROWS_PER_DAY - 1);
+    });
+    const [agentA, agentB, s1, s2, s3] = [randomHex(), randomHex(), randomHex(), randomHex(), randomHex()];
+    await stub.record(run(a.pk, agentA, s1, at), now); // the 10,000th: its own row
+    await stub.record(run(b.pk, agentB, s2, at), now); // past them: b's "others"
+    await stub.record(run(a.pk, agentA, s1, at), now); // a row already there keeps counting
+    await stub.record(run(a.pk, agentA, s3, at), now); // a new key of a: a's "others"
+    await stub.record(run(b.pk, agentB, s2, now), now); // today has room
+    const of = (owner: Keys) => stored('SELECT day, agent, sender, model, runs FROM usage WHERE owner = ? ORDER BY day, agent', owner.pk);
+    expect(await of(a)).toEqual(
+      [
+        { day, agent: agentA, sender: s1, model: 'echo', runs: 2 },
+        { day, agent: 'others', sender: 'others', model: 'others', runs: 1 },
+      ].sort((x, y) => (x.agent < y.agent ? -1 : 1)),
+    );
+    expect(await of(b)).toEqual([
+      { day, agent: 'others', sender: 'others', model: 'others', runs: 1 },
+      { day: dayOf(now), agent: agentB, sender: s2, model: 'echo', runs: 1 },
+    ]);
+    expect(await dayCount(day)).toBe(USAGE_ROWS_PER_DAY);
+    // Every run is counted: by day, each owner's figure is exact.
+    expect(await rowsOf(a, `by=day&from=${day}&to=${day}`)).toEqual([dayRow(day, 3)]);
+    expect(await rowsOf(b, `by=agent&from=${day}&to=${dayOf(now)}`)).toEqual([dayRow(agentB, 1), dayRow('others', 1)].sort((x, y) => (x.key < y.key ? -1 : 1)));
+  });
+
+  it('an Accounts object from before the day counts counts, at wake, the rows of the days a report may still come for (the last 8), not the "others" rows', async () => {
+    const pk = keys().pk;
+    const now = Date.now();
+    const counts = await runInDurableObject(env.ACCOUNTS.get(env.ACCOUNTS.idFromName('accounts-before-usage-days')), (_i, state) => {
+      const first = new Accounts(state, env);
+      first.add(pk);
+      first.record(run(pk, 'a', 's1', now), now);
+      first.record(run(pk, 'a', 's2', now), now);
+      first.record(run(pk, 'b', 's1', now - 2 * DAY_MS), now);
+      first.record(run(pk, 'b', 's1', now - 20 * DAY_MS), now);
+      state.storage.sql.exec("INSERT INTO usage (owner, day, agent, sender, model, runs, input_tokens, output_tokens, tool_calls, errors) VALUES (?, ?, 'others', 'others', 'others', 5, 5, 10, 0, 0)", pk, dayOf(now));
+      state.storage.sql.exec('DROP TABLE usage_days');
+      new Accounts(state, env);
+      return state.storage.sql.exec<{ day: string; rows: number }>('SELECT day, rows FROM usage_days ORDER BY day').toArray();
+    });
+    expect(counts).toEqual([
+      { day: dayOf(now - 2 * DAY_MS), rows: 1 },
+      { day: dayOf(now), rows: 2 },
+    ]);
+  });
+
+  it('a model name is stored at most 200 characters long (an agent configured before the limit may report a longer one)', async () => {
+    const owner = await addOwner();
+    const now = Date.now();
+    await accountsStub(env).record({ ...run(owner.pk, randomHex(), randomHex(), now), model: 'm'.repeat(5_000) });
+    expect(await stored('SELECT model FROM usage WHERE owner = ?', owner.pk)).toEqual([{ model: 'm'.repeat(MODEL_NAME_MAX) }]);
+    expect(MODEL_NAME_MAX).toBe(200);
+  });
+});
+
 describe('usage aggregate bounds', () => {
   it('the limits', () => {
-    expect([USAGE_RETENTION_DAYS, USAGE_SENDERS_PER_AGENT_DAY, USAGE_PRUNE_PER_RECORD, OTHER_SENDERS]).toEqual([400, 200, 10, 'others']);
+    expect([USAGE_RETENTION_DAYS, USAGE_SENDERS_PER_AGENT_DAY, USAGE_PRUNE_PER_RECORD, OTHERS]).toEqual([400, 200, 10, 'others']);
   });
 
   it('an agent’s first 200 senders of a UTC day keep their key; the runs of further senders are summed under "others"', async () => {

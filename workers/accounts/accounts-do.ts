@@ -7,10 +7,23 @@
 //
 // The aggregate is bounded. The sender is whoever prompts an agent (any key; a stranger may use a
 // fresh one per prompt), so each agent's first USAGE_SENDERS_PER_AGENT_DAY senders of a UTC day
-// keep their own rows and the runs of further senders that day are summed under OTHER_SENDERS (the
-// model is one of the agent's configured models, the agent one of the owner's: not a stranger's
-// choice). Rows older than USAGE_RETENTION_DAYS (more than GET /api/usage's 366-day range) are
-// deleted, oldest first, USAGE_PRUNE_PER_RECORD with each recorded run (a run makes at most one row).
+// keep their own rows and the runs of further senders that day are summed under the sender OTHERS.
+// The model is one of the agent's (up to 50), but the prompt picks which, and a stranger may prompt
+// every public agent of every owner. So the rows of one UTC day are capped twice: an owner's day
+// holds at most USAGE_ROWS_PER_OWNER_DAY rows, and all owners' days together USAGE_ROWS_PER_DAY
+// (counted in `usage_days`, one row per day). A new key (agent, sender, model) of an owner's day
+// gets its own row while the owner's day has fewer than USAGE_ROWS_PER_OWNER_DAY − 1 and the day
+// fewer than USAGE_ROWS_PER_DAY; past either, its runs are summed in the owner-day's one row whose
+// agent, sender and model are OTHERS (not counted in usage_days: there is one per owner-day at
+// most). Every run is still counted (by day the figures are exact); only the breakdown past the
+// caps is coarser. A model name is kept to MODEL_NAME_MAX characters (the agent API's rule,
+// workers/agent/config.ts; an agent configured before it may report a longer one), so a row is at
+// most about 1 KB with its index. Rows older than USAGE_RETENTION_DAYS (more than GET /api/usage's
+// 366-day range) are deleted, oldest first, USAGE_PRUNE_PER_RECORD with each recorded run (a run
+// makes at most one row), with their days' counts. The table thus holds at most
+// USAGE_RETENTION_DAYS × (USAGE_ROWS_PER_DAY + owners with runs that day) rows
+// (docs/OPERATIONS.md "Metering" gives the bytes). An object from before `usage_days` counts, once,
+// the rows of the days a report may still come for (RECORDED_RUN_RETENTION_MS).
 //
 // Reading it is bounded too (this one object also answers every router isolate's registry fetch and
 // every agent's run report). A usage query reads at most MAX_USAGE_SCAN rows, earliest day first: a
@@ -64,6 +77,7 @@
 import { DurableObject } from 'cloudflare:workers';
 import { staticOwners, type OwnerEnv, type OwnerState } from '../common/owners.js';
 import { err, ok, type Result } from '../../src/shared/errors.js';
+import { MODEL_NAME_MAX } from '../agent/config.js';
 import { DEFAULT_PLAN } from './plans.js';
 import { ReadBudget } from './read-budget.js';
 import type { SignupCaps } from './signup-limits.js';
@@ -200,10 +214,17 @@ export interface UsageRefusal {
 
 /** Days of usage rows kept (a row of day D goes once D is more than this many days before a recorded run). */
 export const USAGE_RETENTION_DAYS = 400;
-/** Senders of one agent in one UTC day that keep their own rows; the runs of later ones are summed under OTHER_SENDERS. */
+/** Senders of one agent in one UTC day that keep their own rows; the runs of later ones are summed under the sender OTHERS. */
 export const USAGE_SENDERS_PER_AGENT_DAY = 200;
-/** The sender key of the runs past USAGE_SENDERS_PER_AGENT_DAY (never a pubkey: those are 64-hex). */
-export const OTHER_SENDERS = 'others';
+/** Rows of one owner's UTC day at most: past USAGE_ROWS_PER_OWNER_DAY − 1 keys, further runs are summed in the OTHERS row. */
+export const USAGE_ROWS_PER_OWNER_DAY = 1_000;
+/** Rows of one UTC day, all owners together, at most (besides each owner's OTHERS row): past them, each owner's new keys of the day are summed in its OTHERS row. */
+export const USAGE_ROWS_PER_DAY = 10_000;
+/**
+ * The key of runs summed past a cap (never a pubkey: those are 64-hex): the sender past
+ * USAGE_SENDERS_PER_AGENT_DAY; agent, sender and model of an owner-day's row past USAGE_ROWS_PER_OWNER_DAY.
+ */
+export const OTHERS = 'others';
 /** Expired rows deleted with each recorded run, at most. */
 export const USAGE_PRUNE_PER_RECORD = 10;
 /** How long a recorded run's id is kept to refuse it a second time (longer than an agent re-sends: REPORT_RESEND_MS, 7 days). */
@@ -250,6 +271,17 @@ export class Accounts extends DurableObject<AccountsEnv> {
     const hadDays = this.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'owner_days'").toArray().length > 0;
     this.sql.exec('CREATE TABLE IF NOT EXISTS owner_days (owner TEXT NOT NULL, day TEXT NOT NULL, runs INTEGER NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (owner, day)) WITHOUT ROWID');
     if (!hadDays) this.sql.exec('INSERT INTO owner_days (owner, day, runs, tokens) SELECT owner, day, sum(runs), sum(input_tokens + output_tokens) FROM usage GROUP BY owner, day');
+    // The rows of each day, all owners together, but the OTHERS rows (see the header); filled once,
+    // for the days a report may still come for, by an object from before the table.
+    const hadCounts = this.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_days'").toArray().length > 0;
+    this.sql.exec('CREATE TABLE IF NOT EXISTS usage_days (day TEXT PRIMARY KEY, rows INTEGER NOT NULL) WITHOUT ROWID');
+    if (!hadCounts) {
+      this.sql.exec(
+        'INSERT INTO usage_days (day, rows) SELECT day, count(*) FROM usage WHERE day >= ? AND agent != ? GROUP BY day',
+        dayOf(Date.now() - RECORDED_RUN_RETENTION_MS),
+        OTHERS,
+      );
+    }
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(owners)').toArray();
     if (!columns.some((c) => c.name === 'vetted')) this.addVetted(env.EDGESTR_SIGNUP === 'open');
     // Accounts from before versions are at 0 (so is what their shards hold: owner-plan.ts).
@@ -419,9 +451,8 @@ export class Accounts extends DurableObject<AccountsEnv> {
   // ---- usage ----
 
   /**
-   * Adds one run to the owner's aggregate (under OTHER_SENDERS past the agent's day's sender cap)
-   * unless it was recorded already, prunes a few expired rows, and answers the owner's snapshot
-   * at `now` (ms).
+   * Adds one run to the owner's aggregate (see usageKey for the row) unless it was recorded
+   * already, prunes a few expired rows, and answers the owner's snapshot at `now` (ms).
    */
   record(run: RunUsage, now: number = run.at): OwnerSnapshot {
     this.sql.exec('DELETE FROM recorded_runs WHERE (agent, run_id) IN (SELECT agent, run_id FROM recorded_runs WHERE at < ? ORDER BY at LIMIT ?)', now - RECORDED_RUN_RETENTION_MS, USAGE_PRUNE_PER_RECORD);
@@ -440,15 +471,16 @@ export class Accounts extends DurableObject<AccountsEnv> {
       day,
       run.input_tokens + run.output_tokens,
     );
+    const key = this.usageKey(run.owner, day, run.agent, run.sender, Array.from(run.model).slice(0, MODEL_NAME_MAX).join(''));
     this.sql.exec(
       `INSERT INTO usage (owner, day, agent, sender, model, runs, input_tokens, output_tokens, tool_calls, errors) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
        ON CONFLICT (owner, day, agent, sender, model) DO UPDATE SET runs = runs + 1, input_tokens = input_tokens + excluded.input_tokens,
        output_tokens = output_tokens + excluded.output_tokens, tool_calls = tool_calls + excluded.tool_calls, errors = errors + excluded.errors`,
       run.owner,
       day,
-      run.agent,
-      this.senderKey(run.owner, day, run.agent, run.sender),
-      run.model,
+      key.agent,
+      key.sender,
+      key.model,
       run.input_tokens,
       run.output_tokens,
       run.tool_calls,
@@ -456,17 +488,36 @@ export class Accounts extends DurableObject<AccountsEnv> {
     );
   }
 
-  /** The sender a run is summed under: its own key when the agent's day already lists it or has room, else OTHER_SENDERS. */
+  /**
+   * The row a run of the owner's `day` is summed in: its agent, sender (see senderKey) and model
+   * when that row exists, or when the owner's day has fewer than USAGE_ROWS_PER_OWNER_DAY − 1 rows
+   * besides its OTHERS row and the day fewer than USAGE_ROWS_PER_DAY (the new row then counted in
+   * usage_days); else the owner-day's OTHERS row. Reads at most USAGE_ROWS_PER_OWNER_DAY rows.
+   */
+  private usageKey(owner: string, day: string, agent: string, sender: string, model: string): { agent: string; sender: string; model: string } {
+    const own = { agent, sender: this.senderKey(owner, day, agent, sender), model };
+    const listed = this.sql.exec('SELECT 1 FROM usage WHERE owner = ? AND day = ? AND agent = ? AND sender = ? AND model = ?', owner, day, own.agent, own.sender, own.model).toArray().length > 0;
+    if (listed) return own;
+    const ownerRows = this.sql
+      .exec<{ n: number }>('SELECT count(*) AS n FROM (SELECT 1 FROM usage WHERE owner = ? AND day = ? AND agent != ? LIMIT ?)', owner, day, OTHERS, USAGE_ROWS_PER_OWNER_DAY)
+      .one().n;
+    const dayRows = this.sql.exec<{ rows: number }>('SELECT rows FROM usage_days WHERE day = ?', day).toArray()[0]?.rows ?? 0;
+    if (ownerRows >= USAGE_ROWS_PER_OWNER_DAY - 1 || dayRows >= USAGE_ROWS_PER_DAY) return { agent: OTHERS, sender: OTHERS, model: OTHERS };
+    this.sql.exec('INSERT INTO usage_days (day, rows) VALUES (?, 1) ON CONFLICT (day) DO UPDATE SET rows = rows + 1', day);
+    return own;
+  }
+
+  /** The sender a run is summed under: its own key when the agent's day already lists it or has room, else OTHERS. */
   private senderKey(owner: string, day: string, agent: string, sender: string): string {
     const listed = this.sql.exec('SELECT 1 FROM usage WHERE owner = ? AND day = ? AND agent = ? AND sender = ? LIMIT 1', owner, day, agent, sender).toArray().length > 0;
     if (listed) return sender;
     const senders = this.sql
-      .exec<{ n: number }>('SELECT COUNT(DISTINCT sender) AS n FROM usage WHERE owner = ? AND day = ? AND agent = ? AND sender != ?', owner, day, agent, OTHER_SENDERS)
+      .exec<{ n: number }>('SELECT COUNT(DISTINCT sender) AS n FROM usage WHERE owner = ? AND day = ? AND agent = ? AND sender != ?', owner, day, agent, OTHERS)
       .one().n;
-    return senders < USAGE_SENDERS_PER_AGENT_DAY ? sender : OTHER_SENDERS;
+    return senders < USAGE_SENDERS_PER_AGENT_DAY ? sender : OTHERS;
   }
 
-  /** Deletes at most `limit` rows older than USAGE_RETENTION_DAYS before `now` (ms), oldest first (of usage, and of owner_days). */
+  /** Deletes at most `limit` rows older than USAGE_RETENTION_DAYS before `now` (ms), oldest first (of usage, and of owner_days), and those days' counts. */
   private prune(now: number, limit: number): void {
     const expired = dayOf(now - USAGE_RETENTION_DAYS * DAY_MS);
     this.sql.exec(
@@ -476,6 +527,7 @@ export class Accounts extends DurableObject<AccountsEnv> {
       limit,
     );
     this.sql.exec('DELETE FROM owner_days WHERE (owner, day) IN (SELECT owner, day FROM owner_days WHERE day < ? ORDER BY day LIMIT ?)', expired, limit);
+    this.sql.exec('DELETE FROM usage_days WHERE day IN (SELECT day FROM usage_days WHERE day < ? ORDER BY day LIMIT ?)', expired, limit);
   }
 
   snapshot(owner: string, now: number): OwnerSnapshot {

@@ -1,7 +1,9 @@
 // Agent configuration: the management API's request bodies (zod) and the stored form, with the
 // defaults a hosted agent runs with. An agent's relay URLs are public (its relay list, kind 10002):
 // one with a query string or fragment, where a relay's access token would sit, is refused; one
-// stored before that rule is still dialled, but neither published nor logged whole.
+// stored before that rule is still dialled, but neither published nor logged whole. A name in
+// `models` is at most MODEL_NAME_MAX characters: each is a key of the owner's usage rows in the
+// deployment's one Accounts object (workers/accounts/accounts-do.ts, which cuts a longer one).
 
 import { z } from 'zod';
 import { THINKING_LEVELS } from '../../src/shared/nip-xx.js';
@@ -105,6 +107,9 @@ export type DvmcpSettings = z.infer<typeof DvmcpSettingsSchema>;
 
 export const PROVIDERS = ['openai', 'anthropic', 'workers-ai', 'echo'] as const;
 
+/** Characters a model name of `models` has at most (see the header). */
+export const MODEL_NAME_MAX = 200;
+
 const fields = {
   name: z.string().min(1).max(100),
   about: z.string().max(2000).optional(),
@@ -112,7 +117,7 @@ const fields = {
   picture: z.url().max(2048).optional(),
   system_prompt: z.string().max(100_000).optional(),
   provider: z.enum(PROVIDERS).optional(),
-  models: z.array(z.string().min(1)).min(1).max(50).optional(),
+  models: z.array(z.string().min(1).max(MODEL_NAME_MAX, `model names are at most ${MODEL_NAME_MAX} characters`)).min(1).max(50).optional(),
   default_model: z.string().min(1).optional(),
   thinking: z.enum(THINKING_LEVELS).optional(),
   tools: z.array(z.enum(BUILTIN_TOOL_NAMES, { error: `built-in tools are ${BUILTIN_TOOL_NAMES.join(', ')}` })).max(50).optional(),
