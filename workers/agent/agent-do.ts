@@ -124,6 +124,13 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly budget: AgentBudget;
   /** The clock (ms) of the limiters, the token day and the retention cut-offs (stored timestamps are real time); tests replace it. */
   now: () => number = () => Date.now();
+  /** The bytes all conversations may take together (sessions.ts MAX_HISTORY_BYTES); tests lower it. */
+  get maxHistoryBytes(): number {
+    return this.sessions.maxBytes;
+  }
+  set maxHistoryBytes(n: number) {
+    this.sessions.maxBytes = n;
+  }
   /** Refusals answered, and refusals dropped because the sender was already told in that window. */
   get refusals(): { answered: number; dropped: number } {
     return { ...this.budget.stats };
@@ -463,10 +470,10 @@ export class Agent extends DurableObject<AgentEnv> {
     }
   }
 
-  /** Retention: old `seen` ids, finished and published runs, and untouched conversations, a bounded batch each. */
+  /** Retention: old `seen` ids, finished runs and the terminal events past their resend window, and untouched conversations, a bounded batch each. */
   prune(): void {
     const now = this.now();
-    this.runs.prune(now, PRUNE_BATCH);
+    this.runs.prune(now, now - RESEND_WINDOW_MS, PRUNE_BATCH);
     this.sessions.prune(now - SESSION_RETENTION_MS, PRUNE_BATCH);
     this.meter.prune(now, PRUNE_BATCH);
   }

@@ -203,7 +203,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
       });
       terminal = result.terminal;
       if (terminal.type === 'error' && terminal.code === 'CANCELLED' && abort.signal.reason instanceof RunStopped) terminal = abort.signal.reason.terminal;
-      if (terminal.type === 'response') d.sessions.append(conversation, runId, result.transcript, c.limits.max_context_tokens);
+      if (terminal.type === 'response') d.sessions.append(conversation, runId, result.transcript, { maxTokens: c.limits.max_context_tokens, owner: c.owner });
     } finally {
       await tools.close();
     }

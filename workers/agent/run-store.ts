@@ -1,5 +1,7 @@
 // The Agent Durable Object's run bookkeeping in its SQLite: the `runs` table (one row per claimed
-// prompt, its state, its durable terminal event and whether a relay took it), the `seen` ids (each
+// prompt, its state, whether a relay took its terminal event, and that event only while it may
+// still be sent: cleared once a relay took it or refused it for good, or once its run is past the
+// resend window the caller gives to prune), the `seen` ids (each
 // incoming event and rumor handled once: claimed atomically in memory, a bounded LRU, and kept in
 // the table of workers/common/seen-ids.ts only once the agent acts on it — a prompt run, answered
 // or dropped at admission, for about 3 days; a fresh DVMCP request, 120 s past its created_at — so
@@ -79,6 +81,7 @@ export class RunStore {
         started_at INTEGER NOT NULL, finished_at INTEGER
       ) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS runs_finished ON runs(state, finished_at);
+      CREATE INDEX IF NOT EXISTS runs_unsent ON runs(finished_at) WHERE terminal IS NOT NULL;
       CREATE TABLE IF NOT EXISTS cursor (k INTEGER PRIMARY KEY CHECK (k = 1), since INTEGER NOT NULL);
     `);
     const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('runs')").toArray();
@@ -168,13 +171,14 @@ export class RunStore {
     this.sql.exec("UPDATE runs SET state = 'done', outcome = ?, terminal = ?, finished_at = ? WHERE id = ?", outcome, JSON.stringify(terminal), Date.now(), id);
   }
 
+  /** A relay took the terminal event: it is not sent again, and no longer kept. */
   markPublished(id: string): void {
-    this.sql.exec('UPDATE runs SET published = 1 WHERE id = ?', id);
+    this.sql.exec('UPDATE runs SET published = 1, terminal = NULL WHERE id = ?', id);
   }
 
-  /** The relay refused the terminal event for good with `message`: it is not sent again. */
+  /** The relay refused the terminal event for good with `message`: it is not sent again, and no longer kept. */
   markRefused(id: string, message: string): void {
-    this.sql.exec('UPDATE runs SET refused = ? WHERE id = ?', message, id);
+    this.sql.exec('UPDATE runs SET refused = ?, terminal = NULL WHERE id = ?', message, id);
   }
 
   running(): RunRow[] {
@@ -195,12 +199,21 @@ export class RunStore {
       .toArray();
   }
 
-  /** Retention at `now` (ms): expired `seen` ids and old finished runs (delivered, refused or not), at most `batch` rows each. */
-  prune(now: number, batch: number): void {
+  /**
+   * Retention at `now` (ms): expired `seen` ids and old finished runs (delivered, refused or not),
+   * and the terminal events still kept of runs finished before `unsentBefore` (ms; past the resend
+   * window, never sent again), at most `batch` rows each.
+   */
+  prune(now: number, unsentBefore: number, batch: number): void {
     this.seen.prune(Math.floor(now / 1000) - SEEN_RETENTION_SECONDS, batch);
     this.sql.exec(
       "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state = 'done' AND finished_at < ? LIMIT ?)",
       now - RUN_RETENTION_MS,
+      batch,
+    );
+    this.sql.exec(
+      'UPDATE runs SET terminal = NULL WHERE id IN (SELECT id FROM runs WHERE terminal IS NOT NULL AND finished_at < ? LIMIT ?)',
+      unsentBefore,
       batch,
     );
   }
