@@ -11,6 +11,9 @@
 // operations as not served, the re-adding when it would refuse an upgrade as not served.
 // The primary marks itself in the backups bucket at its first change after a backup, so that the
 // backup cron wakes only shards written since (backup-marker.ts, `backupBegins`/`backupWritten`).
+// An owner shard's object (primary or edge) that holds nothing worth keeping deletes its whole
+// storage from its alarm, armed a minute after the storage is made or the object last held
+// something (empty-shard.ts); the next use makes the schema again (`open`).
 
 import { DurableObject } from 'cloudflare:workers';
 import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent } from '../../src/shared/event.js';
@@ -54,6 +57,7 @@ import { IngestQueue, type BatchSettings } from './ingest-queue.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
 import { BackupMarker, type BackupSince } from './backup-marker.js';
 import type { BackupBindings } from './backup.js';
+import { EMPTY_SHARD_GRACE_MS, holdsNothing } from './empty-shard.js';
 
 export interface RelayEnv extends PlanEnv, ShardBindings, EdgesEnv, BackupBindings, Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS' | 'EDGESTR_ENV' | 'EDGESTR_OWNERS'> {
   RELAY_LIMITS?: string;
@@ -62,18 +66,25 @@ export interface RelayEnv extends PlanEnv, ShardBindings, EdgesEnv, BackupBindin
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
+/** What a shard object keeps in its SQLite storage, and the objects that read and write it (RelayShard `open`). */
+interface ShardParts {
+  store: EventStore;
+  conns: ConnectionStore;
+  ownership: OwnershipRegistry;
+  policy: RelayPolicy;
+  plan: OwnerPlan;
+  retention: RetentionRules;
+  vanished: VanishList;
+  fanout: EdgeFanout;
+  marker: BackupMarker;
+}
+
 export class RelayShard extends DurableObject<RelayEnv> {
   private readonly limits: RelayLimits;
-  private readonly store: EventStore;
-  private readonly conns: ConnectionStore;
-  private readonly ownership: OwnershipRegistry;
-  private readonly policy: RelayPolicy;
-  private readonly plan: OwnerPlan;
-  private readonly retention: RetentionRules;
-  private readonly vanished: VanishList;
-  private readonly fanout: EdgeFanout;
-  /** The shard's mark in the backups bucket while it holds what its last backup lacks (backup-marker.ts). */
-  private readonly marker: BackupMarker;
+  /** The shard's storage and what reads and writes it (`open`; none once `wipe` deleted the storage). */
+  private parts: ShardParts | undefined;
+  /** While `open` makes the schema (what it constructs may read `meta`, made first). */
+  private opening = false;
   private owner: string | null | undefined;
   /** EDGESTR_OWNERS as read from `env` (read again only when the environment is another). */
   private listedOwners: { env: RelayEnv; owners: Set<string> } | undefined;
@@ -104,32 +115,123 @@ export class RelayShard extends DurableObject<RelayEnv> {
         })
         .catch((e: unknown) => console.error('relay shard: setup failed; the object will be constructed again', e));
     }
+    this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
+    this.open();
+  }
+
+  /**
+   * The shard's storage and what reads and writes it: the schema made (or brought up to date) at
+   * the first use of this instance, and again at the first use after `wipe`. Storage made here
+   * (none was there) arms the alarm that deletes it again if the object still holds nothing worth
+   * keeping by then (empty-shard.ts).
+   */
+  private open(): ShardParts {
+    if (this.parts) return this.parts;
+    this.opening = true;
+    try {
+      this.parts = this.makeParts();
+    } finally {
+      this.opening = false;
+    }
+    return this.parts;
+  }
+
+  private makeParts(): ShardParts {
+    const { ctx, env } = this;
     const sql = ctx.storage.sql;
+    const made = sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").toArray().length === 0;
     sql.exec('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID');
     // Shards older than ApiState kept the management API's NIP-98 replay ids (workers/api/api-state.ts now).
     sql.exec('DROP TABLE IF EXISTS http_auth_seen');
-    this.store = new EventStore(sql);
-    this.conns = new ConnectionStore(sql, this.limits, () => this.clock());
-    this.ownership = new OwnershipRegistry(sql, () => this.shardOwner());
-    this.retention = new RetentionRules(sql);
-    this.vanished = new VanishList(sql);
-    this.policy = shardPolicy(this.limits, this.ownership, ctx.storage, this.store, this.vanished, this.retention);
-    this.plan = new OwnerPlan(sql, env, () => this.shardOwner(), this.limits.max_stored_bytes, () => this.ownerListed());
-    this.ingest = this.ingestQueue({ max: this.limits.ingest_batch_max, windowMs: this.limits.ingest_batch_window_ms });
-    this.fanout = new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i), this.limits.edge_delivery_queue_bytes);
-    this.marker = new BackupMarker(sql, env.BACKUPS, ctx.id.name, (ms) => wakeNoLaterThan(ctx.storage, ms));
+    const store = new EventStore(sql);
+    const conns = new ConnectionStore(sql, this.limits, () => this.clock());
+    const ownership = new OwnershipRegistry(sql, () => this.shardOwner());
+    const retention = new RetentionRules(sql);
+    const vanished = new VanishList(sql);
+    const parts: ShardParts = {
+      store,
+      conns,
+      ownership,
+      retention,
+      vanished,
+      policy: shardPolicy(this.limits, ownership, ctx.storage, store, vanished, retention),
+      plan: new OwnerPlan(sql, env, () => this.shardOwner(), this.limits.max_stored_bytes, () => this.ownerListed()),
+      fanout: new EdgeFanout(sql, (i) => edgeStub(env, this.shardOwner(), i), this.limits.edge_delivery_queue_bytes),
+      marker: new BackupMarker(sql, env.BACKUPS, ctx.id.name, (ms) => wakeNoLaterThan(ctx.storage, ms)),
+    };
     const liveCids = new Set<string>();
     for (const ws of ctx.getWebSockets()) {
       const att = ws.deserializeAttachment() as { cid?: string } | null;
       if (att?.cid) liveCids.add(att.cid);
     }
-    this.conns.forgetAllBut(liveCids);
+    conns.forgetAllBut(liveCids);
+    // No request has named the object's shard yet: the alarm finds out whether it holds anything.
+    if (made) wakeNoLaterThan(ctx.storage, Date.now() + EMPTY_SHARD_GRACE_MS).catch((e: unknown) => console.error(`relay shard: no alarm could be set to delete a storage that may hold nothing: ${errorMessage(e)}`));
+    return parts;
+  }
+
+  /** The SQL storage, its schema made again first if `wipe` deleted it (`open`; not while `open` makes it, `meta` first). */
+  private get sql(): SqlStorage {
+    if (this.parts === undefined && !this.opening) this.open();
+    return this.ctx.storage.sql;
+  }
+
+  private get store(): EventStore {
+    return this.open().store;
+  }
+  private get conns(): ConnectionStore {
+    return this.open().conns;
+  }
+  private get ownership(): OwnershipRegistry {
+    return this.open().ownership;
+  }
+  private get policy(): RelayPolicy {
+    return this.open().policy;
+  }
+  private get plan(): OwnerPlan {
+    return this.open().plan;
+  }
+  private get retention(): RetentionRules {
+    return this.open().retention;
+  }
+  private get vanished(): VanishList {
+    return this.open().vanished;
+  }
+  private get fanout(): EdgeFanout {
+    return this.open().fanout;
+  }
+  /** The shard's mark in the backups bucket while it holds what its last backup lacks (backup-marker.ts). */
+  private get marker(): BackupMarker {
+    return this.open().marker;
+  }
+
+  /** Whether this object holds nothing worth keeping (empty-shard.ts) and no socket but `closing`. */
+  private holdsNothing(closing?: WebSocket): boolean {
+    const sockets = this.ctx.getWebSockets();
+    if (sockets.length > 1 || (sockets.length === 1 && sockets[0] !== closing)) return false;
+    return holdsNothing(this.sql);
+  }
+
+  /** Arms the alarm EMPTY_SHARD_GRACE_MS from now (keeping one due earlier) when the object holds nothing worth keeping but `closing`; the alarm deletes its storage if it still does (`wipe`). */
+  private async armEmptyCheck(closing?: WebSocket): Promise<void> {
+    if (this.holdsNothing(closing)) await wakeNoLaterThan(this.ctx.storage, Date.now() + EMPTY_SHARD_GRACE_MS);
+  }
+
+  /**
+   * Deletes this object's whole storage and alarm (it holds nothing worth keeping: empty-shard.ts).
+   * Both take effect at once, before any other event runs (the promises resolve later); the next
+   * use of the object makes the schema again (`open`) and learns its shard from that request.
+   */
+  private async wipe(): Promise<void> {
+    this.parts = undefined;
+    this.owner = undefined;
+    await Promise.all([this.ctx.storage.deleteAlarm(), this.ctx.storage.deleteAll()]);
   }
 
   /** The shard's owner (null for the public shard), remembered from the router's first request. */
   private shardOwner(): string | null {
     if (this.owner === undefined) {
-      const row = this.ctx.storage.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").toArray()[0];
+      const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").toArray()[0];
       this.owner = row ? (row.value === PUBLIC_SHARD ? null : row.value) : null;
     }
     return this.owner;
@@ -144,14 +246,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
   }
 
   private rememberOwner(shard: string): void {
-    this.ctx.storage.sql.exec("INSERT OR IGNORE INTO meta (key, value) VALUES ('owner', ?)", shard);
+    this.sql.exec("INSERT OR IGNORE INTO meta (key, value) VALUES ('owner', ?)", shard);
     this.owner = undefined;
   }
 
   /** The edge link when this object is an edge of its shard (see the header), else null. */
   private edge(): EdgeLink | null {
     if (this.edgeRole === undefined) {
-      const sql = this.ctx.storage.sql;
+      const sql = this.sql;
       const row = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'edge'").toArray()[0];
       const shard = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").toArray()[0];
       this.edgeRole =
@@ -187,7 +289,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (header === null) return;
     const i = Number(header);
     if (!Number.isInteger(i) || i < 0 || i >= MAX_EDGES) throw new Error(`relay shard: invalid ${EDGE_HEADER} ${header}`);
-    this.ctx.storage.sql.exec("INSERT OR IGNORE INTO meta (key, value) VALUES ('edge', ?)", String(i));
+    this.sql.exec("INSERT OR IGNORE INTO meta (key, value) VALUES ('edge', ?)", String(i));
     // The edge link, once made, serves every later connection: it holds the one queue of operations
     // to the primary (its order and its bound), whether the primary listens, and the streams of REQs
     // in flight. Only a role read as "not an edge" (null) is read again.
@@ -440,6 +542,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
         return { op: 'done' };
       case 'idle':
         this.fanout.idle(op.edge);
+        await this.armEmptyCheck(); // the last edge listening may have been all it held
         return { op: 'done' };
       case 'query': {
         const spent = budgets.refuse(op.budget, true);
@@ -565,11 +668,13 @@ export class RelayShard extends DurableObject<RelayEnv> {
     this.forgetConnection(ws);
     this.conns.drop(ws);
     ws.close(closeReplyCode(code), reason);
+    await this.armEmptyCheck(ws);
   }
 
   override async webSocketError(ws: WebSocket): Promise<void> {
     this.forgetConnection(ws);
     this.conns.drop(ws);
+    await this.armEmptyCheck(ws);
   }
 
   /** At an edge: the primary no longer needs to send events for the subscriptions of a closed socket. */
@@ -583,18 +688,21 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * Purges expired events (NIP-40), a batch of events past their retention rule and a batch of the
    * removals requests to vanish left pending (NIP-62); comes back at the earliest next. Then puts
    * the backup mark of a change whose put failed (backup-marker.ts). At an edge (which stores no
-   * events): its periodic check (edge-link.ts).
+   * events): its periodic check (edge-link.ts). Then, nothing left to do, an object that holds
+   * nothing worth keeping deletes its storage (`wipe`, empty-shard.ts).
    */
   override async alarm(): Promise<void> {
     const edge = this.edge();
     if (edge) {
       if (await edge.check()) await this.ctx.storage.setAlarm(Date.now() + LISTEN_CHECK_MS);
+      else if (this.holdsNothing()) await this.wipe();
       return;
     }
     const expiry = this.store.purgeExpired(nowSeconds());
     const retention = this.retention.apply(this.store, this.clockSeconds());
     const vanishing = this.vanished.removeSome(this.store) ? nowSeconds() : undefined; // more to remove: at once
     const next = Math.min(expiry ?? Infinity, retention ?? Infinity, vanishing ?? Infinity);
+    if (next === Infinity && this.holdsNothing()) return this.wipe();
     if (next !== Infinity) await this.ctx.storage.setAlarm(next * 1000);
     await this.marker.resume(); // after the alarm is set: a failed put asks for an earlier one
   }
@@ -679,9 +787,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
     return this.marker.begin();
   }
 
-  /** Internal RPC (backups): the backup begun at `since` is written; the shard's mark goes unless it changed since. */
-  backupWritten(since: BackupSince): Promise<void> {
-    return this.marker.done(since);
+  /** Internal RPC (backups): the backup begun at `since` is written; the shard's mark goes unless it changed since (it may have been all the shard held). */
+  async backupWritten(since: BackupSince): Promise<void> {
+    await this.marker.done(since);
+    await this.armEmptyCheck();
   }
 
   /**
