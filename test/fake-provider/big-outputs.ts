@@ -1,5 +1,5 @@
-// The oversized model outputs of the fake provider's scenarios long-text, huge-args, huge-name and
-// many-tools (server.ts), shared with the tests that check what the agent makes of them. Pure (no Node APIs):
+// The oversized model outputs of the fake provider's scenarios long-text, huge-args, huge-name,
+// args-hang and many-tools (server.ts), shared with the tests that check what the agent makes of them. Pure (no Node APIs):
 // imported inside workerd too.
 
 /** What costs most in JSON and UTF-8: quotes, a backslash, a newline, 2-, 3- and 4-byte characters. */
@@ -13,6 +13,12 @@ export const HUGE_ARGUMENT = PATTERN.repeat(Math.ceil((200 * 1024) / PATTERN.len
 export const HUGE_ARGUMENTS = JSON.stringify({ city: HUGE_ARGUMENT });
 /** huge-name's tool name: over 200 KiB (no tool of any agent). */
 export const HUGE_TOOL_NAME = `tool ${PATTERN.repeat(Math.ceil((200 * 1024) / PATTERN.length))}`;
+
+/**
+ * args-hang's tool call arguments: exactly 40,000 characters (ASCII) of a JSON object never closed,
+ * streamed without a finish_reason before the stream hangs (OpenAI buffers them until it ends).
+ */
+export const HANGING_ARGUMENTS = `{"text": "${'x'.repeat(40_000 - 10)}`;
 
 /** many-tools: how many tool calls one response asks for. */
 export const MANY_TOOL_CALLS = 40;

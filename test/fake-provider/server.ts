@@ -44,6 +44,10 @@
 //   huge-name       as `tool`, the call's tool name HUGE_TOOL_NAME (over 200 KiB)
 //   no-usage        OpenAI only: as `text`, without the usage chunk although include_usage asked
 //                   for it (as some compatible servers stream)
+//   args-hang       OpenAI only: one tool call whose arguments, HANGING_ARGUMENTS (40,000
+//                   characters), come in fragments of 4,000 without a finish_reason; then nothing
+//                   more until the client goes away (at most 60 s), as a model still writing
+//                   them would (the record's `hangingAt` says when the fragments were written)
 // Request checks (answered with the real APIs' 400 error shapes): OpenAI — messages non-empty,
 // tools non-empty when present and in function format, stream_options only with stream, a tool
 // message must answer a preceding assistant tool_call id, reasoning_effort a known level.
@@ -60,7 +64,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { HUGE_ARGUMENTS, HUGE_TOOL_NAME, LONG_TEXT, MANY_TOOL_CALLS, manyToolArguments, pieces } from './big-outputs.js';
+import { HANGING_ARGUMENTS, HUGE_ARGUMENTS, HUGE_TOOL_NAME, LONG_TEXT, MANY_TOOL_CALLS, manyToolArguments, pieces } from './big-outputs.js';
 
 export type FakeApi = 'openai' | 'anthropic';
 
@@ -81,6 +85,8 @@ export interface RecordedRequest {
   receivedAt: number;
   /** When the first model-output event (text, thinking or tool-call delta) was written. */
   firstDeltaAt?: number;
+  /** When a scenario that hangs (args-hang) wrote its last event and began waiting for the client to go. */
+  hangingAt?: number;
   finishedAt?: number;
   /** The client closed the connection before the response was complete. */
   clientClosed: boolean;
@@ -129,6 +135,7 @@ export const SCENARIOS = [
   'huge-args',
   'huge-name',
   'no-usage',
+  'args-hang',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -352,6 +359,12 @@ class Writer {
     if (pause > 0) await sleep(pause);
   }
 
+  /** Writes nothing more until the client goes away or `maxMs` passed (recorded as `hangingAt`). */
+  async hang(maxMs: number): Promise<void> {
+    this.rec.hangingAt = now();
+    for (const until = now() + maxMs; !this.closed && now() < until; ) await sleep(50);
+  }
+
   end(): void {
     if (this.closed) return;
     this.rec.finishedAt = now();
@@ -537,6 +550,13 @@ async function openAi(w: Writer, body: Json, scenario: string, slowMs: number): 
     case 'long-text':
       await texts(pieces(LONG_TEXT, 1000));
       return finish('stop');
+    case 'args-hang': {
+      const head = { index: 0, id: 'call_fake_hang', type: 'function', function: { name: firstToolName(body), arguments: '' } };
+      await w.event(data(chunk({ role: 'assistant', content: null, tool_calls: [head], refusal: null })), true);
+      for (const part of pieces(HANGING_ARGUMENTS, 4000)) await w.event(data(chunk({ tool_calls: [{ index: 0, function: { arguments: part } }] })));
+      await w.hang(60_000);
+      return w.end();
+    }
     default:
       await texts(TEXT_DELTAS);
       return finish('stop');

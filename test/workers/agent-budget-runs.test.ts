@@ -4,13 +4,16 @@
 // that does not fit one message is cut and marked in the 25803 (the deltas carry all of it), and
 // the tokens of every model call reach the agent's daily budget and the owner's meter (run_usage),
 // also for a run that fails after a model call; a call whose stream ends without its usage report
-// (cut mid-way, cancelled, or a server that sends none) is counted by estimate, marked estimated.
-// A model call whose input (tool results included) would pass the budget is not made, and a restart
-// of the agent during a run loses none of what it spent.
+// (cut mid-way, cancelled, or a server that sends none) is counted by estimate, marked estimated: a
+// call cut off at least the output allowance it held and what it received (tool calls the provider
+// kept unemitted too). The echo model counts as the runtime estimates (4 bytes per token), a page it
+// echoes too. A model call whose input (tool results included) would pass the budget is not made,
+// and a restart of the agent during a run loses none of what it spent.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import { MAX_PLAINTEXT_BYTES } from '../../src/shared/nip44.js';
 import { TOOL_OUTPUT_MAX_BYTES } from '../../workers/agent/event-fit.js';
+import { HANGING_ARGUMENTS } from '../fake-provider/big-outputs.js';
 import { NipXxClient, createTestAgent, watchRunsEnded, type RunEvents } from './agent-helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
@@ -26,6 +29,9 @@ const PATTERN = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+
 const BIG = 100_000;
 const body = PATTERN.repeat(Math.ceil(BIG / PATTERN.length)).slice(0, BIG);
 const utf8 = (s: string) => new TextEncoder().encode(s).length;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The fake provider's records of the requests whose body holds `marker`. */
+const sentTo = async (marker: string) => (await (await fetch(`${inject('fakeProviderUrl')}/_requests?contains=${marker}`)).json()) as Array<{ hangingAt?: number }>;
 /** The agents' owner: a refusal at admission tells it the figures (the budget, what a prompt asks), a stranger none (told-to.ts). */
 const OWNER = { sk: TEST_OWNER_SK, pk: TEST_OWNER };
 const MESSAGE = 'this agent reached its model budget for today (UTC)';
@@ -42,10 +48,16 @@ async function resolvedFrames(agent: string, fn: () => Promise<void>): Promise<A
   return watch.resolved;
 }
 
+/** An echo agent that fetches and answers with the whole page: its ~25,000 tokens fit max_output_tokens. */
 async function bigFetchAgent(): Promise<string> {
-  return createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'] });
+  return createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'], limits: { max_output_tokens: 30_000 } });
 }
 const bigFetch = () => ({ ver: 1, message: `/tool web_fetch {"url":"${inject('toolsFixtureUrl')}/big?n=${BIG}"}` });
+/** What echo's tool call for `/tool <name> <args>` costs: its name and arguments at 4 bytes per token. */
+const toolCallTokens = (message: string) => {
+  const [, name, args] = /^\/tool (\S+) (.*)$/.exec(message)!;
+  return Math.ceil(utf8(name! + args!) / 4);
+};
 
 function expectCutRun(run: RunEvents, toolRoom: number): void {
   expect(run.terminal.kind).toBe(25803);
@@ -116,34 +128,66 @@ describe('tokens of a model call whose stream ends without its usage report', ()
 
   // The fake OpenAI stream sends two deltas ('Hello', ' from': 10 characters, 3 tokens), then the
   // connection drops (reset) or an error payload comes (error): OpenAI reports usage only in the
-  // last chunk, so the provider never said what the call cost.
+  // last chunk, so the provider never said what the call cost. A call cut off counts the output
+  // allowance it held (max_output_tokens, 4,096: the day leaves more), as the provider bills what
+  // it generated, streamed or not.
+  const ALLOWANCE = 4096;
   for (const scenario of ['reset', 'error']) {
     it(`OpenAI, ${scenario} after two deltas: the estimate is counted and marked estimated`, async () => {
       const { agent, c, p } = await runOn('openai', `fake-${scenario}`);
       expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'MODEL_UNAVAILABLE' });
-      expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'MODEL_UNAVAILABLE', input_tokens: ESTIMATED_INPUT, output_tokens: 3, estimated: true });
-      expect(await tokensToday(agent)).toBe(ESTIMATED_INPUT + 3);
+      expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'MODEL_UNAVAILABLE', input_tokens: ESTIMATED_INPUT, output_tokens: ALLOWANCE, estimated: true });
+      expect(await tokensToday(agent)).toBe(ESTIMATED_INPUT + ALLOWANCE);
     });
   }
 
   it('Anthropic, failing after two deltas: the input message_start reported, the output estimated (it reported 1)', async () => {
     const { agent, c, p } = await runOn('anthropic', 'fake-error');
     expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'MODEL_UNAVAILABLE' });
-    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'MODEL_UNAVAILABLE', input_tokens: 21, output_tokens: 3, estimated: true });
-    expect(await tokensToday(agent)).toBe(24);
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'MODEL_UNAVAILABLE', input_tokens: 21, output_tokens: ALLOWANCE, estimated: true });
+    expect(await tokensToday(agent)).toBe(21 + ALLOWANCE);
   });
 
-  it('OpenAI, cancelled by the client mid-stream: the estimate of what was streamed is counted', async () => {
+  it('OpenAI, cancelled by the client mid-stream: the output allowance the call held is counted (more than it streamed)', async () => {
     const { agent, c, p } = await runOn('openai', 'fake-slow');
     await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 5000);
     await c.send(c.cancel(p.id));
     expect((await c.collect(p.id)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
-    const row = await meterOf(agent, p.id);
-    // at least the first delta, 'tick 0 ' (7 characters)
-    expect(row).toMatchObject({ outcome: 'CANCELLED', input_tokens: ESTIMATED_INPUT, estimated: true });
-    expect(row!.output_tokens).toBeGreaterThanOrEqual(2);
-    expect(await tokensToday(agent)).toBe(ESTIMATED_INPUT + row!.output_tokens);
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'CANCELLED', input_tokens: ESTIMATED_INPUT, output_tokens: ALLOWANCE, estimated: true });
+    expect(await tokensToday(agent)).toBe(ESTIMATED_INPUT + ALLOWANCE);
   });
+
+  // A model that reasons without streaming it (OpenAI's o-series, gpt-5), or writes a long tool
+  // call (its arguments are kept until the call ends), is billed for output the agent never saw
+  // when the call is cut off: args-hang streams one call's 40,000 characters of arguments without
+  // a finish_reason, then hangs until the client cancels.
+  const allowanceCases = [
+    { held: 16_000, counted: 16_000, why: 'the output allowance it held (more than it received)' },
+    { held: 1_000, counted: Math.ceil((utf8('get_weather') + utf8(HANGING_ARGUMENTS)) / 4), why: 'the tool call’s name and arguments it received, kept but never emitted (more than its allowance)' },
+  ];
+  for (const { held, counted, why } of allowanceCases) {
+    it(`OpenAI, cancelled while the model writes a tool call (max_output_tokens ${held}): it counts ${why}, marked estimated`, { timeout: 30_000 }, async () => {
+      const agent = await createTestAgent({ provider: 'openai', models: ['fake-args-hang'], limits: { max_output_tokens: held } });
+      const c = await NipXxClient.open(agent);
+      const marker = `hang${Math.random().toString(36).slice(2, 10)}`;
+      const text = `think very hard ${marker}`;
+      const p = c.prompt({ ver: 1, message: text });
+      const resolved = await resolvedFrames(agent, async () => {
+        await c.send(p);
+        // the fake wrote all the fragments; the agent reads them in well under a second
+        for (let i = 0; i < 100 && (await sentTo(marker))[0]?.hangingAt === undefined; i++) await sleep(100);
+        expect((await sentTo(marker))[0]?.hangingAt).toBeDefined();
+        await sleep(1500);
+        await c.send(c.cancel(p.id));
+        expect((await c.collect(p.id, 15_000)).terminal.payload).toMatchObject({ code: 'CANCELLED' });
+      });
+      const input = Math.ceil(utf8(text) / 4) + 4;
+      expect(counted).toBeGreaterThanOrEqual(held);
+      expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'CANCELLED', input_tokens: input, output_tokens: counted, estimated: true });
+      expect(resolved[0]?.['usage']).toMatchObject({ input_tokens: input, output_tokens: counted, estimated: true });
+      expect(await tokensToday(agent)).toBe(input + counted);
+    });
+  }
 
   it('a complete stream without usage (a server that ignores include_usage): the response’s usage is the estimate, marked', async () => {
     const { agent, c, p } = await runOn('openai', 'fake-no-usage');
@@ -161,13 +205,30 @@ describe('tokens of a model call whose stream ends without its usage report', ()
   });
 });
 
+describe('the echo model', () => {
+  it('counts its input and output at 4 bytes of UTF-8 per token, the tool result it echoes too: a 100,000-byte page without spaces is about 25,000 tokens each way', { timeout: 30_000 }, async () => {
+    const agent = await createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'], limits: { max_output_tokens: 30_000 } });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt(bigFetch());
+    await c.send(p);
+    const run = await c.collect(p.id, 15_000);
+    expect(run.terminal.kind).toBe(25803);
+    const usage = run.terminal.payload['usage'] as { input_tokens: number; output_tokens: number };
+    // the answer is the page and the web_fetch status line; the second call sent the page back
+    expect(usage.output_tokens).toBeGreaterThanOrEqual(Math.ceil(utf8(`${body}\nstderr: HTTP 200`) / 4));
+    expect(usage.input_tokens).toBeGreaterThanOrEqual(BIG / 4);
+    expect(await tokensToday(agent)).toBe(usage.input_tokens + usage.output_tokens);
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'response', input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, estimated: false });
+  });
+});
+
 describe('the daily token budget inside a run', () => {
   it('is checked before every model call: a run that used the budget up stops with RATE_LIMIT before its next call, and only what was spent is counted', async () => {
-    // The first call's input is about 170 tokens by estimate (the message at 4 characters per token
-    // and the calculator's definition): with its answer's room (max_output_tokens 16) it fits the
-    // budget of 200. echo counts whitespace tokens: that call costs 122 in and 121 out (echo's tool
-    // call ignores the output limit, as a real model's token count can pass an estimate), the
-    // budget is then used.
+    // The first call's input is 163 tokens by estimate (the message at 4 bytes per token plus 4, and
+    // the calculator's definition): with its answer's room (max_output_tokens 16) it fits the
+    // budget of 200. echo reports that estimate and its tool call's name and arguments (259 bytes):
+    // 163 in and 65 out (echo's tool call ignores the output limit, as a real model's token count
+    // can pass an estimate), the budget is then used.
     const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 200, max_output_tokens: 16 } });
     const c = await NipXxClient.open(agent);
     const expr = Array.from({ length: 60 }, () => '1').join(' + ');
@@ -178,13 +239,14 @@ describe('the daily token budget inside a run', () => {
     // A stranger's run: the budget and its spend are not told (the owner's NIP-AO `detail` has them).
     expect(run.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: MESSAGE });
     expect(run.terminal.payload['retry_after']).toBeGreaterThan(0);
-    expect(await tokensToday(agent)).toBe(243);
-    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 122, output_tokens: 121, tool_calls: 1 });
+    expect(await tokensToday(agent)).toBe(228);
+    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 163, output_tokens: 65, tool_calls: 1 });
   });
 
   it('counts the input a model call is about to send: a call whose tool results would pass the budget is not made', async () => {
-    // The first call (echo: 3 tokens in, 2 out) asks for a 100,000-character page; the second call
-    // would send it (about 25,000 tokens at 4 characters per token), over the 20,000 of the day.
+    // The first call (echo: its estimated input in, its tool call's name and arguments out) asks for a
+    // 100,000-character page; the second call would send it (about 25,000 tokens at 4 characters per
+    // token), over the 20,000 of the day.
     const agent = await createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'], limits: { max_tokens_per_day: 20_000 } });
     const c = await NipXxClient.open(agent);
     const p = c.prompt(bigFetch());
@@ -204,8 +266,10 @@ describe('the daily token budget inside a run', () => {
     expect(Number(about![1])).toBeGreaterThan(BIG / 4);
     expect(payload['retry_after']).toBeGreaterThan(0);
     // Only the first call went out: the second would have answered with the page (a 25803).
-    expect(await tokensToday(agent)).toBe(5);
-    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'RATE_LIMIT', input_tokens: 3, output_tokens: 2, tool_calls: 1 });
+    const row = await meterOf(agent, p.id);
+    expect(row).toMatchObject({ outcome: 'RATE_LIMIT', output_tokens: toolCallTokens(bigFetch().message), tool_calls: 1 });
+    expect(row!.input_tokens).toBeLessThan(500);
+    expect(await tokensToday(agent)).toBe(row!.input_tokens + row!.output_tokens);
   });
 
   it('max_context_tokens bounds the stored history, not a run’s context: a tool result past it is sent (the budget bounds its cost)', async () => {
@@ -313,18 +377,22 @@ describe('tokens of a run the agent restarted during', () => {
   it('are counted when the watchdog finishes the orphaned run, once: the day’s budget and the run’s metering row hold the model calls made before the restart', { timeout: 60_000 }, async () => {
     const agent = await createTestAgent({ tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'] });
     const c = await NipXxClient.open(agent);
-    const p = c.prompt({ ver: 1, message: `/tool web_fetch {"url":"${inject('toolsFixtureUrl')}/slow-headers?ms=8000"}` });
+    const message = `/tool web_fetch {"url":"${inject('toolsFixtureUrl')}/slow-headers?ms=8000"}`;
+    const p = c.prompt({ ver: 1, message });
     await c.send(p);
-    // The first model call ended (echo: 3 tokens in, 2 out) and asked for the page, which takes 8 s.
+    // The first model call ended (echo: its estimated input in, its tool call out) and asked for the page, which takes 8 s.
     await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25804, 10_000);
     // abort() resets the object as a deploy, a crash or an eviction would: memory is gone, storage stays.
     await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
     await runDurableObjectAlarm(stubOf(agent));
     expect((await c.collect(p.id, 20_000)).terminal.payload).toMatchObject({ code: 'INTERNAL_ERROR', message: 'the agent restarted during this run; please retry' });
-    expect(await tokensToday(agent)).toBe(5);
-    expect(await meterOf(agent, p.id)).toMatchObject({ outcome: 'INTERNAL_ERROR', input_tokens: 3, output_tokens: 2, tool_calls: 1 });
+    const row = await meterOf(agent, p.id);
+    expect(row).toMatchObject({ outcome: 'INTERNAL_ERROR', output_tokens: toolCallTokens(message), tool_calls: 1 });
+    const spent = row!.input_tokens + row!.output_tokens;
+    expect(row!.input_tokens).toBeGreaterThan(0);
+    expect(await tokensToday(agent)).toBe(spent);
     await runDurableObjectAlarm(stubOf(agent));
-    expect(await tokensToday(agent)).toBe(5);
+    expect(await tokensToday(agent)).toBe(spent);
   });
 
   it('a model call in flight at the restart counts its input by estimate', { timeout: 60_000 }, async () => {

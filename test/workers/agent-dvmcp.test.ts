@@ -361,8 +361,9 @@ describe('the agent’s policy and budget apply as for NIP-XX prompts', () => {
 
   it('the daily token budget: once spent, an ask is refused until the UTC day ends', async () => {
     // 100 one-letter words: the ask (its arguments, about 58 tokens by the admission's estimate) and
-    // its answer (max_output_tokens 2) fit the budget of 80; echo counts 100 in and 2 out, the budget is used.
-    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 80, max_output_tokens: 2 } });
+    // its answer (max_output_tokens 16) fit the budget of 80; echo counts its input as the agent
+    // estimates it (about 54) and its answer cut to 16 tokens, so what is left holds no further call.
+    const { agent, c } = await agentAndClient({ limits: { max_tokens_per_day: 80, max_output_tokens: 16 } });
     await freeze(agent, T0);
     expect((await ask(c, { message: Array.from({ length: 100 }, () => 'a').join(' ') })).result.ok).toBe(true);
     expect((await ask(c, { message: 'more' })).result).toEqual({

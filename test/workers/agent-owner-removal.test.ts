@@ -141,7 +141,8 @@ describe('a run in progress when its owner loses the deployment', () => {
 
 describe('the plan’s token limits before each model call', () => {
   it('a run whose owner was removed (the agent learnt it from another run’s report, the admin API’s notice lost) gets no further model call: UNAUTHORIZED, not "no plan limit"', async () => {
-    const owner = await addOwner('few_tokens');
+    // A plan with a token limit that holds both runs' first calls (each sends the web_fetch definition).
+    const owner = await addOwner('some_tokens');
     const agent = await createAgent(owner, { tools: ['web_fetch'], web_fetch_hosts: ['127.0.0.1'], limits: { max_output_tokens: 16, max_concurrent_runs: 4 } });
     const [a, b] = await Promise.all([NipXxClient.open(agent, owner, '/'), NipXxClient.open(agent, owner, '/')]);
     // Step 1 (echo) asks for web_fetch, which answers after 3 s; step 2 would echo the page.

@@ -5,7 +5,7 @@
 
 import { describe, expect, inject, it } from 'vitest';
 import { AnthropicProvider, anthropicRequestBody, THINKING_BUDGET } from '../../workers/agent/providers/anthropic.js';
-import { countTokens, EchoProvider } from '../../workers/agent/providers/echo.js';
+import { EchoProvider } from '../../workers/agent/providers/echo.js';
 import { httpError, parseRetryAfter, retryAfterFromHeaders } from '../../workers/agent/providers/http.js';
 import { defaultProvider, providerFor, type ProviderEnv } from '../../workers/agent/providers/index.js';
 import { OpenAiProvider, openAiRequestBody } from '../../workers/agent/providers/openai.js';
@@ -862,7 +862,7 @@ describe('workers-ai provider', () => {
 describe('echo provider', () => {
   const echo = new EchoProvider();
 
-  it('streams "echo: <last user message>" in a few chunks with whitespace-token usage', async () => {
+  it('streams "echo: <last user message>" in a few chunks with the runtime’s estimate as usage (4 bytes of UTF-8 per token)', async () => {
     const messages: ChatMessage[] = [{ role: 'system', content: 'be nice' }, user('first'), { role: 'assistant', content: 'ok' }, user('hello there big world')];
     const outcome = await collect(echo.stream(request(messages)));
     expect(outcome.error).toBeUndefined();
@@ -870,8 +870,11 @@ describe('echo provider', () => {
     expect(texts.join('')).toBe('echo: hello there big world');
     expect(texts.length).toBeGreaterThan(1);
     expect(texts.length).toBeLessThanOrEqual(4);
-    expect(outcome.chunks.slice(-2)).toEqual([usage(2 + 1 + 1 + 4, 5), done('stop')]);
-    expect(countTokens(' a  b\n c ')).toBe(3);
+    // input: each message's bytes / 4 rounded up, plus 4 (7, 5, 2, 21 bytes); output: 27 bytes
+    expect(outcome.chunks.slice(-2)).toEqual([usage(6 + 6 + 5 + 10, 7), done('stop')]);
+    // a text without whitespace counts its size (it counted 1 token before), its tool definitions too
+    const page = await collect(echo.stream(request([user('x'.repeat(4000))], { tools: [WEATHER] })));
+    expect(page.chunks.slice(-2)).toEqual([usage(1004 + Math.ceil(new TextEncoder().encode(JSON.stringify([WEATHER])).length / 4), 1002), done('stop')]);
   });
 
   it('asks for a tool on "/tool <name> <json>", then answers with the tool output', async () => {
@@ -879,7 +882,8 @@ describe('echo provider', () => {
     const one = await collect(echo.stream(request(first)));
     expect(one.chunks).toEqual([
       { type: 'tool_call', call: { id: 'echo_call_1', name: 'calculator', arguments: '{"expression": "2+2"}' } },
-      usage(4, 3),
+      // 38 bytes in (10 + 4), the name and arguments out (31 bytes)
+      usage(14, 8),
       done('tool_calls'),
     ]);
     const call = one.chunks[0]?.type === 'tool_call' ? one.chunks[0].call : undefined;
@@ -897,8 +901,11 @@ describe('echo provider', () => {
   it('cuts at maxOutputTokens with done "length", observes, and honours the signal', async () => {
     const raws: string[] = [];
     const cut = await collect(echo.stream(request([user('a b c d e')], { maxOutputTokens: 3, observe: { request: () => undefined, response: (r) => raws.push(r) } })));
-    expect(cut.chunks.flatMap((c) => (c.type === 'text' ? [c.text] : [])).join('')).toBe('echo: a b');
-    expect(cut.chunks.at(-1)).toEqual(done('length'));
+    expect(cut.chunks.flatMap((c) => (c.type === 'text' ? [c.text] : [])).join('')).toBe('echo: a b c ');
+    expect(cut.chunks.slice(-2)).toEqual([usage(7, 3), done('length')]);
+    // 8 bytes for 2 tokens: whole characters only ('ü' is 2 bytes)
+    const wide = await collect(echo.stream(request([user('üüüü')], { maxOutputTokens: 2 })));
+    expect(wide.chunks.flatMap((c) => (c.type === 'text' ? [c.text] : [])).join('')).toBe('echo: ü');
     expect(raws.map((r) => JSON.parse(r) as unknown)).toEqual(cut.chunks);
     const ac = new AbortController();
     ac.abort();

@@ -16,6 +16,7 @@ const PLANS = {
   one_agent: { agents: 1 },
   two_runs: { runs_per_day: 2 },
   few_tokens: { tokens_per_day: 200 },
+  some_tokens: { tokens_per_day: 1_000 },
   few_tokens_month: { tokens_per_month: 100 },
   small_shard: { stored_bytes: 1000 },
   inbox_shard: { stored_bytes: 4000 },

@@ -111,7 +111,10 @@ export function negotiateModel(
 
 /**
  * The thinking level a run uses: what the prompt asks for, at most the owner's level (a prompt may
- * lower it, never raise it; none configured = no thinking), as thinking costs the owner tokens.
+ * lower it, never raise it), as thinking costs the owner tokens. None configured = no thinking
+ * setting is sent: a model that reasons by default (OpenAI's o-series and gpt-5) still reasons at
+ * its own default effort, within its output limit (the call's allowance, which a call cut off
+ * counts whole: CallTokens).
  */
 export function allowedThinking(requested: Thinking | undefined, configured: Thinking | undefined): Thinking | undefined {
   if (!configured || !requested) return configured;
@@ -180,8 +183,11 @@ class DeltaBuffer {
   }
 }
 
-/** Tokens of `bytes` bytes (UTF-8) of model output at 4 bytes per token, rounded up. */
-const outputTokens = (bytes: number): number => Math.ceil(bytes / 4);
+/** Tokens of `bytes` bytes (UTF-8) at 4 bytes per token, rounded up. */
+const bytesTokens = (bytes: number): number => Math.ceil(bytes / 4);
+
+/** The estimated tokens of model output `text`: its UTF-8 bytes at 4 per token, rounded up. */
+export const estimateOutput = (text: string): number => bytesTokens(utf8Bytes(text));
 
 /**
  * The estimated input of a model call: its messages as the history is estimated (estimateTokens: 4
@@ -189,25 +195,41 @@ const outputTokens = (bytes: number): number => Math.ceil(bytes / 4);
  * bytes per token.
  */
 export function estimateInput(messages: readonly ChatMessage[], tools: readonly ToolSpec[]): number {
-  return messages.reduce((n, m) => n + estimateTokens(m), 0) + (tools.length > 0 ? outputTokens(utf8Bytes(JSON.stringify(tools))) : 0);
+  return messages.reduce((n, m) => n + estimateTokens(m), 0) + (tools.length > 0 ? estimateOutput(JSON.stringify(tools)) : 0);
 }
 
 /**
  * The tokens of one model call. A stream that ends with its usage report counts what the provider
- * reported. One that ends without it (it failed or was cancelled before the report, which OpenAI
- * sends last; or the server reports none) is counted by estimate, so that a call cut short is never
- * free: the input the provider reported (Anthropic's message_start) or else estimateInput; the
- * larger of the output it reported and the output streamed (text, thinking, tool calls' names and
- * arguments) at 4 bytes of UTF-8 per token. Not when the provider refused the request with an HTTP
- * error status: nothing was generated.
+ * reported. Otherwise the call is counted by estimate, so that a call cut short is never free:
+ * - its input: what the provider reported (Anthropic's message_start), else estimateInput;
+ * - its output, when the stream ended (done) without a report (a server that sends none): the
+ *   larger of what it reported and what it streamed (text, thinking, tool calls' names and
+ *   arguments) at 4 bytes of UTF-8 per token;
+ * - its output, when the call was cut off after its request went out (cancelled, timed out, failed
+ *   mid-stream, before or after any byte came back): at least the output allowance it held
+ *   (`allowedOutput`, at most its bound), as the provider bills what it generated and the agent
+ *   never saw: reasoning that is not streamed (OpenAI's reasoning models), tool calls it keeps until
+ *   they are complete (whose bytes received come in the error, ProviderError `heldBytes`); and at
+ *   least what was received at 4 bytes per token.
+ * Nothing when the request never went out (the run was cancelled first) or the provider refused it
+ * with an HTTP error status (nothing was generated).
  */
 class CallTokens {
   private reported: { input_tokens: number; output_tokens: number } | undefined;
+  private sent = false;
   private done = false;
   private refused = false;
   private outputBytes = 0;
 
-  constructor(private readonly estimatedInput: number) {}
+  constructor(
+    private readonly estimatedInput: number,
+    private readonly allowedOutput: number,
+  ) {}
+
+  /** The request went out (Provider observe.request). */
+  requested(): void {
+    this.sent = true;
+  }
 
   /** A chunk of the call's stream. */
   note(chunk: StreamChunk): void {
@@ -221,7 +243,9 @@ class CallTokens {
 
   /** The call failed with `e`. */
   failed(e: unknown): void {
-    this.refused = e instanceof ProviderError && e.details.status !== undefined;
+    if (!(e instanceof ProviderError)) return;
+    this.refused = e.details.status !== undefined;
+    this.outputBytes += e.details.heldBytes ?? 0;
   }
 
   /** Adds the call's tokens to the run's. */
@@ -231,9 +255,10 @@ class CallTokens {
       usage.output_tokens += this.reported.output_tokens;
       return;
     }
-    if (this.refused) return;
+    if (this.refused || (!this.sent && !this.reported)) return;
+    const streamed = Math.max(this.reported?.output_tokens ?? 0, bytesTokens(this.outputBytes));
     usage.input_tokens += this.reported?.input_tokens ?? this.estimatedInput;
-    usage.output_tokens += Math.max(this.reported?.output_tokens ?? 0, outputTokens(this.outputBytes));
+    usage.output_tokens += this.done ? streamed : Math.max(streamed, this.allowedOutput);
     usage.estimated = true;
   }
 }
@@ -294,7 +319,8 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
     }
     let text = '';
     const calls: ToolCall[] = [];
-    const tokens = new CallTokens(estimatedInput);
+    const tokens = new CallTokens(estimatedInput, Math.max(0, Math.min(allowed.value, outputBound)));
+    const observe = input.observe;
     try {
       for await (const chunk of input.provider.stream({
         model: input.model,
@@ -304,7 +330,15 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
         maxOutputTokens: input.limits.max_output_tokens,
         ...(allowed.value < outputBound ? { maxTotalOutputTokens: allowed.value } : {}),
         signal: input.signal,
-        observe: input.observe,
+        // Every provider tells its observer just before the request goes out: a call the run was
+        // cancelled before costs nothing.
+        observe: {
+          request: (body) => {
+            tokens.requested();
+            observe?.request(body);
+          },
+          response: (raw) => observe?.response(raw),
+        },
       })) {
         tokens.note(chunk);
         if (chunk.type === 'text') {

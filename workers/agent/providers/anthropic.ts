@@ -26,8 +26,9 @@
 // cumulative usage), message_stop (terminal: usage then done), ping (ignored), error (overloaded_error
 // and api_error → unavailable, rate_limit_error → rate_limit, anything else → rejected).
 // A stream that fails or is cancelled after message_start still yields the usage it reported
-// (the input was processed and is billed), then throws; the runtime adds its estimate of the
-// output streamed (runtime.ts, CallTokens).
+// (the input was processed and is billed), then throws, the bytes of the tool_use blocks it kept
+// unemitted in the error (ProviderError heldBytes); the runtime estimates the output (runtime.ts,
+// CallTokens).
 // stop_reason: end_turn/stop_sequence → stop, tool_use → tool_calls, max_tokens → length, else other.
 // The answer limits (limits.ts) apply as the blocks arrive: a tool_use block's input, the number
 // of tool_use blocks, and what the model wrote in the run (text, tool names and ids, inputs). Only
@@ -42,7 +43,9 @@ import {
   type ProviderRequest,
   type StreamChunk,
   type Thinking,
+  withHeldBytes,
 } from './types.js';
+import { utf8Bytes } from '../../../src/shared/json-cut.js';
 import { isObject, num, parseJson, postStream, sseRecords, str, tokenCount, truncate, type JsonObject } from './http.js';
 import { malformedError } from './openai.js';
 import { AnswerLimits } from './limits.js';
@@ -314,7 +317,9 @@ export class AnthropicProvider implements Provider {
       // The call was made: the tokens message_start reported are spent even though the stream
       // failed (or was cancelled) before message_stop; the runtime counts them.
       if (input !== undefined || output !== undefined) yield { type: 'usage', input_tokens: input ?? 0, output_tokens: output ?? 0 };
-      throw e;
+      let held = 0;
+      for (const b of blocks.values()) held += utf8Bytes(b.name) + utf8Bytes(b.json);
+      throw withHeldBytes(e, held);
     }
   }
 }

@@ -9,20 +9,26 @@
 //   runtime's own validation paths (unknown tool, bad arguments) can be exercised offline;
 // - after tool results (the messages after the last assistant tool call are tool messages), it
 //   answers with the tool output text verbatim (several results joined with "\n"), no prefix;
-// - usage counts whitespace-separated tokens: input = all message contents (and tool-call
-//   arguments), output = the answer text (or the tool call's name and arguments);
-// - maxOutputTokens (lowered to maxTotalOutputTokens) cuts the answer after that many tokens, with done 'length';
+// - usage is what the runtime estimates everywhere else (runtime.ts: 4 bytes of UTF-8 per token,
+//   rounded up): input = estimateInput of the request (messages, tool results and tool-call
+//   arguments included, plus 4 per message, and the tool definitions), output = estimateOutput of the
+//   answer text (a tool result it echoes too) or of the tool call's name and arguments; so that a
+//   text without whitespace (a fetched page) costs what its size does, not one token;
+// - maxOutputTokens (lowered to maxTotalOutputTokens) cuts the answer to that many tokens' bytes
+//   (4 each, whole characters), with done 'length';
 // - thinking is ignored; the signal is checked before every chunk (→ ProviderError 'aborted').
 // observe.request() gets {model, messages}; observe.response() gets each chunk as JSON.
 
 import { outputLimit, type ChatMessage, type OutputBoundRequest, type Provider, type ProviderRequest, type StreamChunk } from './types.js';
 import { abortedError } from './http.js';
+import { estimateInput, estimateOutput } from '../runtime.js';
+import { cutJsonString } from '../../../src/shared/json-cut.js';
 
 export const ECHO_PREFIX = 'echo: ';
 const MAX_CHUNKS = 4;
 const TOOL_COMMAND = /^\/tool\s+(\S+)(?:\s+([\s\S]*\S))?$/;
-
-export const countTokens = (text: string): number => text.split(/\s+/).filter((t) => t !== '').length;
+/** The UTF-8 bytes of one token, as the runtime estimates (estimateOutput). */
+const BYTES_PER_TOKEN = 4;
 
 /** Splits text on word boundaries into at most `max` contiguous pieces that join back to it. */
 export function splitChunks(text: string, max = MAX_CHUNKS): string[] {
@@ -36,21 +42,6 @@ export function splitChunks(text: string, max = MAX_CHUNKS): string[] {
     out.push(words.slice(from, to).join(''));
   }
   return out;
-}
-
-/** Keeps the first `max` whitespace-separated tokens of text (and the whitespace between them). */
-function firstTokens(text: string, max: number): string {
-  const words = text.match(/\s*\S+/g) ?? [];
-  return words.slice(0, max).join('');
-}
-
-function inputTokens(messages: ChatMessage[]): number {
-  let n = 0;
-  for (const m of messages) {
-    n += countTokens(m.content);
-    if (m.role === 'assistant') for (const c of m.tool_calls ?? []) n += countTokens(c.arguments);
-  }
-  return n;
 }
 
 /** The tool results that answer the latest assistant tool call, when they are the conversation's tail. */
@@ -84,7 +75,7 @@ export class EchoProvider implements Provider {
     };
     if (req.signal.aborted) throw abortedError(provider);
     req.observe?.request({ model: req.model, messages: req.messages });
-    const input = inputTokens(req.messages);
+    const input = estimateInput(req.messages, req.tools);
 
     const results = pendingToolResults(req.messages);
     const lastUser = [...req.messages].reverse().find((m) => m.role === 'user');
@@ -93,7 +84,7 @@ export class EchoProvider implements Provider {
       const name = command[1] ?? '';
       const args = command[2] ?? '{}';
       yield emit({ type: 'tool_call', call: { id: `echo_call_${req.messages.length}`, name, arguments: args } });
-      yield emit({ type: 'usage', input_tokens: input, output_tokens: 1 + countTokens(args) });
+      yield emit({ type: 'usage', input_tokens: input, output_tokens: estimateOutput(name + args) });
       yield emit({ type: 'done', finish_reason: 'tool_calls' });
       return;
     }
@@ -101,15 +92,15 @@ export class EchoProvider implements Provider {
     let text = results !== undefined ? results.join('\n') : `${ECHO_PREFIX}${lastUser?.content ?? ''}`;
     let finish: 'stop' | 'length' = 'stop';
     const limit = outputLimit(req);
-    if (limit !== undefined && countTokens(text) > limit) {
-      text = firstTokens(text, limit);
+    if (limit !== undefined && estimateOutput(text) > limit) {
+      text = cutJsonString(text, limit * BYTES_PER_TOKEN, 0);
       finish = 'length';
     }
     for (const piece of splitChunks(text)) {
       await Promise.resolve(); // a real suspension point between chunks, like a network stream
       yield emit({ type: 'text', text: piece });
     }
-    yield emit({ type: 'usage', input_tokens: input, output_tokens: countTokens(text) });
+    yield emit({ type: 'usage', input_tokens: input, output_tokens: estimateOutput(text) });
     yield emit({ type: 'done', finish_reason: finish });
   }
 }

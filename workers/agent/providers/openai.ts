@@ -17,7 +17,8 @@
 // assembled by index (id, function.name, concatenated function.arguments) and emitted whole when
 // the choice finishes (or at [DONE]); the usage with the largest total is emitted once, just before
 // `done`, which is sent at `data: [DONE]` (a stream that fails before it yields none: the runtime
-// estimates the call, runtime.ts CallTokens). finish_reason: stop → stop, tool_calls/function_call →
+// estimates the call, runtime.ts CallTokens; the bytes of the calls it kept unemitted are in the
+// error, ProviderError heldBytes). finish_reason: stop → stop, tool_calls/function_call →
 // tool_calls, length → length, anything else → other; 'stop' with tool calls counts as tool_calls
 // (some compatible servers report it so). A `{"error": …}` payload mid-stream → rate_limit when its
 // type/code names a rate limit, else unavailable; a stream without [DONE] → 'truncated stream'.
@@ -33,7 +34,9 @@ import {
   type StreamChunk,
   type ToolCall,
   outputLimit,
+  withHeldBytes,
 } from './types.js';
+import { utf8Bytes } from '../../../src/shared/json-cut.js';
 import { isObject, num, parseJson, postStream, sseRecords, str, tokenCount, truncate, type JsonObject } from './http.js';
 import { AnswerLimits } from './limits.js';
 
@@ -255,6 +258,18 @@ export class ChatCompletionsDecoder {
     return out;
   }
 
+  /** UTF-8 bytes of the names and arguments of the calls assembled and not yet emitted. */
+  heldBytes(): number {
+    let n = 0;
+    for (const c of this.calls.values()) n += utf8Bytes(c.name) + utf8Bytes(c.arguments);
+    return n;
+  }
+
+  /** `e`, thrown while decoding, saying how much of the calls it kept were never emitted (ProviderError heldBytes). */
+  failure(e: unknown): unknown {
+    return withHeldBytes(e, this.heldBytes());
+  }
+
   /** At the terminal marker: pending calls, the usage, then done. */
   finish(): StreamChunk[] {
     const out = this.flushCalls();
@@ -318,7 +333,11 @@ export class OpenAiProvider implements Provider {
       observe: req.observe,
     });
     const decoder = new ChatCompletionsDecoder(new AnswerLimits(provider, req.messages));
-    for await (const payload of chatCompletionPayloads(res.body, provider, req)) yield* decoder.accept(payload);
+    try {
+      for await (const payload of chatCompletionPayloads(res.body, provider, req)) yield* decoder.accept(payload);
+    } catch (e) {
+      throw decoder.failure(e);
+    }
     yield* decoder.finish();
   }
 }

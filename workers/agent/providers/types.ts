@@ -68,15 +68,33 @@ export type ProviderErrorKind =
   /** The caller's AbortSignal fired. */
   | 'aborted';
 
+export interface ProviderErrorDetails {
+  status?: number;
+  retryAfterSeconds?: number;
+  provider: string;
+  /**
+   * UTF-8 bytes of output the provider had received and not passed on when the stream failed: the
+   * names and arguments of tool calls it keeps until they are complete (emitted whole). The model
+   * wrote them and they are billed; the runtime counts them (runtime.ts, CallTokens). Absent: none.
+   */
+  heldBytes?: number;
+}
+
 export class ProviderError extends Error {
   constructor(
     readonly kind: ProviderErrorKind,
     message: string,
-    readonly details: { status?: number; retryAfterSeconds?: number; provider: string },
+    readonly details: ProviderErrorDetails,
   ) {
     super(message);
     this.name = 'ProviderError';
   }
+}
+
+/** `e` (what a provider's stream threw) saying that `heldBytes` of tool calls were kept unsent, when any were. */
+export function withHeldBytes(e: unknown, heldBytes: number): unknown {
+  if (!(e instanceof ProviderError) || heldBytes === 0) return e;
+  return new ProviderError(e.kind, e.message, { ...e.details, heldBytes: (e.details.heldBytes ?? 0) + heldBytes });
 }
 
 export interface Provider {

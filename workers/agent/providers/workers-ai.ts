@@ -82,14 +82,17 @@ export class WorkersAiProvider implements Provider {
       throw workersAiError(e);
     }
     const decoder = new ChatCompletionsDecoder(new AnswerLimits(provider, req.messages));
-    if (!(result instanceof ReadableStream)) {
-      // A model that does not stream answers with one object ({response, tool_calls?, usage?}).
-      req.observe?.response(JSON.stringify(result));
-      if (isObject(result)) yield* this.frame(decoder, result);
-      yield* decoder.finish();
-      return;
+    try {
+      if (!(result instanceof ReadableStream)) {
+        // A model that does not stream answers with one object ({response, tool_calls?, usage?}).
+        req.observe?.response(JSON.stringify(result));
+        if (isObject(result)) yield* this.frame(decoder, result);
+      } else {
+        for await (const payload of chatCompletionPayloads(result as ReadableStream<Uint8Array>, provider, req)) yield* this.frame(decoder, payload);
+      }
+    } catch (e) {
+      throw decoder.failure(e);
     }
-    for await (const payload of chatCompletionPayloads(result as ReadableStream<Uint8Array>, provider, req)) yield* this.frame(decoder, payload);
     yield* decoder.finish();
   }
 
