@@ -1,6 +1,6 @@
 // A hosted agent's own storage is bounded (workers/agent/sessions.ts, run-store.ts). A public echo
-// agent prompted by strangers with large prompts (no whitespace: echo counts whitespace tokens,
-// so each run costs about one token) kept each conversation (prompt and echoed answer) 30 days and
+// agent prompted by strangers with large prompts (no whitespace: echo counted whitespace tokens,
+// so each run cost about one token; it now counts 4 bytes per token) kept each conversation (prompt and echoed answer) 30 days and
 // each run's terminal event 7 days, without limit: ~9 GB a day filled the object's storage, after
 // which every insert failed and the agent was dead until retention caught up. Now the history of
 // all conversations is kept within a byte bound (least recently used conversations forgotten
@@ -17,7 +17,7 @@ import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
 /** A lowered history bound: three strangers' conversations of one large turn each fit, not four. */
 const BOUND = 200_000;
-/** A prompt at the default max_prompt_bytes (32,000), one echo token. */
+/** A prompt near the default max_prompt_bytes (32,000): 7,500 tokens, which echo answers whole within max_output_tokens 8,000. */
 const LARGE = 'x'.repeat(30_000);
 
 /** What the agent keeps of its conversations: the history's message characters, and each sender's sessions. */
@@ -36,7 +36,7 @@ const historyOf = (agent: string) =>
 
 describe('conversation history is bounded per agent', () => {
   it('large prompts from fresh keys keep the history within the bound; the least recently used strangers’ conversations go first, the owner’s older one stays', { timeout: 60_000 }, async () => {
-    const agent = await createTestAgent();
+    const agent = await createTestAgent({ limits: { max_output_tokens: 8_000 } });
     await runInDurableObject(stubOf(agent), (i) => void ((i as Agent).maxHistoryBytes = BOUND));
     // The owner's conversation is the oldest: plain least-recently-used would forget it first.
     const owner = await NipXxClient.open(agent, { sk: TEST_OWNER_SK, pk: TEST_OWNER });
