@@ -13,8 +13,12 @@ export interface DeploymentInput {
   parsePlans: (raw: string | undefined) => unknown;
   /** The relay's RELAY_LIMITS reader (workers/relay-do/limits.ts `parseRelayLimits`): the renamed keys used and what is wrong, as messages. */
   parseRelayLimits: (raw: string | undefined) => { renamed: string[]; problems: string[] };
-  /** The Worker's sign-up rules (workers/accounts/signup-limits.ts `signupProblems`): what is wrong of the sign-up settings; `plansKnown` false when EDGESTR_PLANS is a secret. */
-  signupProblems: (vars: Record<string, string>, plansKnown: boolean) => string[];
+  /**
+   * The Worker's sign-up rules (workers/accounts/signup-limits.ts `signupProblems`): what is wrong of
+   * the sign-up settings; `plansKnown` false when EDGESTR_PLANS is a secret; `paidProvider` when the
+   * deployment has (or may have) an OpenAI or Anthropic key or the AI binding.
+   */
+  signupProblems: (vars: Record<string, string>, plansKnown: boolean, paidProvider: boolean) => string[];
 }
 
 export interface DeploymentVerdict {

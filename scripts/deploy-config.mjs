@@ -10,6 +10,8 @@ import { decode } from 'nostr-tools/nip19';
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const PROVIDER_SETTINGS = ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL'];
+/** The settings of a provider the operator pays per token (a base URL alone: a server of its own). */
+const PAID_PROVIDER_KEYS = ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY'];
 
 /** Whether `s` is a pubkey as EDGESTR_OWNERS / EDGESTR_ADMINS accept it: 64 lowercase hex, or an npub. */
 function isPubkey(s) {
@@ -81,8 +83,11 @@ export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans,
 
   // Sign-up (signupProblems of workers/accounts/signup-limits.ts): its caps are whole numbers, and
   // EDGESTR_SIGNUP=open needs a default plan that bounds agents and model tokens (else the Worker
-  // answers every sign-up 503: strangers would spend the provider keys without end).
-  problems.push(...signupProblems(vars, !hasSecret('EDGESTR_PLANS')));
+  // answers every sign-up 503: strangers would spend the provider keys without end) and, with a paid
+  // provider (a key set, the AI binding, or keys that cannot be listed unless the operator deploys
+  // echo-only), names the models its tokens were sized for.
+  const paidProvider = PAID_PROVIDER_KEYS.some(set) || bindings.includes('AI') || (secrets === null && !echoOnly);
+  problems.push(...signupProblems(vars, !hasSecret('EDGESTR_PLANS'), paidProvider));
 
   // Relay limits: the relay's own rule (parseRelayLimits of workers/relay-do/limits.ts). The shards
   // would ignore a wrong field (its limit at its default) and read a renamed key under its new name;

@@ -51,15 +51,25 @@ describe('npm run deploy: RELAY_LIMITS', () => {
 });
 
 describe('npm run deploy: EDGESTR_SIGNUP=open', () => {
-  it('refuses open sign-up with an unlimited default plan, and passes it once the default plan sets agents and tokens_per_day', () => {
+  // Offline, a provider key may be a secret: the default plan must name its models as well.
+  const NEEDS_MODELS =
+    '  - EDGESTR_SIGNUP=open with a paid model provider (OPENAI_API_KEY, ANTHROPIC_API_KEY or the AI binding) needs a default plan that sets models, ' +
+    'since tokens_per_day counts a token of every model alike: list the models sign-ups may use in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000,"models":["gpt-4o-mini"]}} (["*"]: any model)\n';
+
+  it('refuses open sign-up with an unlimited default plan, and one of any model; passes it once the default plan sets agents, tokens_per_day and models', () => {
     const unlimited = deployCheck('EDGESTR_SIGNUP:open');
     expect(unlimited.status, unlimited.out).toBe(1);
     expect(unlimited.out).toContain(
-      'deploy refused: 1 problem(s) in the configuration\n' +
-        '  - EDGESTR_SIGNUP=open needs a default plan that sets agents and tokens_per_day: set both in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000}}\n',
+      'deploy refused: 2 problem(s) in the configuration\n' +
+        '  - EDGESTR_SIGNUP=open needs a default plan that sets agents and tokens_per_day: set both in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000}}\n' +
+        NEEDS_MODELS,
     );
 
-    const bounded = deployCheck('EDGESTR_SIGNUP:open', 'EDGESTR_PLANS:{"default":{"agents":3,"tokens_per_day":200000}}', 'EDGESTR_SIGNUP_MAX_OWNERS:500');
+    const anyModel = deployCheck('EDGESTR_SIGNUP:open', 'EDGESTR_PLANS:{"default":{"agents":3,"tokens_per_day":200000}}', 'EDGESTR_SIGNUP_MAX_OWNERS:500');
+    expect(anyModel.status, anyModel.out).toBe(1);
+    expect(anyModel.out).toContain(`deploy refused: 1 problem(s) in the configuration\n${NEEDS_MODELS}`);
+
+    const bounded = deployCheck('EDGESTR_SIGNUP:open', 'EDGESTR_PLANS:{"default":{"agents":3,"tokens_per_day":200000,"models":["gpt-4o-mini"]}}', 'EDGESTR_SIGNUP_MAX_OWNERS:500');
     expect(bounded.status, bounded.out).toBe(0);
     expect(bounded.out).toContain('deploy check passed');
   });

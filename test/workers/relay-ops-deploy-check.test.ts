@@ -87,10 +87,17 @@ describe('deploy check', () => {
   // Open sign-up with an unlimited default plan would let any stranger spend the operator's provider
   // keys without end (the Worker answers such sign-ups 503); the caps are whole numbers.
   const OPEN_NEEDS_LIMITS = 'EDGESTR_SIGNUP=open needs a default plan that sets agents and tokens_per_day: set both in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000}}';
+  // A plan's token limits count a token of every model alike: with a paid provider, open sign-up
+  // needs the default plan to name the models its tokens_per_day was sized for.
+  const OPEN_NEEDS_MODELS =
+    'EDGESTR_SIGNUP=open with a paid model provider (OPENAI_API_KEY, ANTHROPIC_API_KEY or the AI binding) needs a default plan that sets models, ' +
+    'since tokens_per_day counts a token of every model alike: list the models sign-ups may use in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000,"models":["gpt-4o-mini"]}} (["*"]: any model)';
+  const BOUNDED = '{"default":{"agents":3,"tokens_per_day":200000}}';
   it.each([
-    ['open sign-up without EDGESTR_PLANS', { EDGESTR_SIGNUP: 'open' }, [OPEN_NEEDS_LIMITS]],
-    ['open sign-up with a default plan of unlimited agents', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{"default":{"tokens_per_day":200000}}' }, [OPEN_NEEDS_LIMITS]],
-    ['open sign-up with a default plan of unlimited tokens', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{"default":{"agents":3,"tokens_per_month":100}}' }, [OPEN_NEEDS_LIMITS]],
+    ['open sign-up without EDGESTR_PLANS', { EDGESTR_SIGNUP: 'open' }, [OPEN_NEEDS_LIMITS, OPEN_NEEDS_MODELS]],
+    ['open sign-up with a default plan of unlimited agents', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{"default":{"tokens_per_day":200000,"models":["gpt-4o-mini"]}}' }, [OPEN_NEEDS_LIMITS]],
+    ['open sign-up with a default plan of unlimited tokens', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{"default":{"agents":3,"tokens_per_month":100,"models":["gpt-4o-mini"]}}' }, [OPEN_NEEDS_LIMITS]],
+    ['open sign-up with a default plan of any model (an OpenAI key)', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: BOUNDED }, [OPEN_NEEDS_MODELS]],
     ['open sign-up with plans that are not JSON (said once)', { EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{default' }, ['EDGESTR_PLANS is not JSON']],
     ['a cap of owners that is not a whole number', { EDGESTR_SIGNUP_MAX_OWNERS: '10k' }, ['EDGESTR_SIGNUP_MAX_OWNERS is "10k": a whole number, 0 or more (default 10000)']],
     ['a negative cap of sign-ups a day', { EDGESTR_SIGNUP_MAX_PER_DAY: '-1' }, ['EDGESTR_SIGNUP_MAX_PER_DAY is "-1": a whole number, 0 or more (default 1000)']],
@@ -98,9 +105,25 @@ describe('deploy check', () => {
     expect(check({ vars: { EDGESTR_OWNERS: owner, ...vars } }).problems).toEqual(problems);
   });
 
-  it('passes open sign-up with a default plan that sets agents and tokens_per_day, and caps that are whole numbers; plans kept as a secret cannot be read (said so)', () => {
-    const vars = { EDGESTR_OWNERS: owner, EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: '{"default":{"agents":3,"tokens_per_day":200000}}', EDGESTR_SIGNUP_MAX_OWNERS: '500', EDGESTR_SIGNUP_MAX_PER_DAY: '0' };
+  it('refuses open sign-up with a default plan of any model whatever the paid provider (Anthropic key, AI binding, keys that cannot be listed); not on an echo-only deployment', () => {
+    const vars = { EDGESTR_OWNERS: owner, EDGESTR_SIGNUP: 'open', EDGESTR_PLANS: BOUNDED };
+    expect(check({ vars, secrets: ['EDGESTR_SECRET', 'ANTHROPIC_API_KEY'] }).problems).toEqual([OPEN_NEEDS_MODELS]);
+    expect(check({ vars, secrets: ['EDGESTR_SECRET'], bindings: ['AI'] }).problems).toEqual([OPEN_NEEDS_MODELS]);
+    expect(check({ vars, secrets: null }).problems).toEqual([OPEN_NEEDS_MODELS]);
+    expect(check({ vars, secrets: ['EDGESTR_SECRET'], echoOnly: true })).toEqual({ problems: [], unchecked: [] });
+    expect(check({ vars, secrets: null, echoOnly: true }).problems).toEqual([]);
+  });
+
+  it('passes open sign-up with a default plan that sets agents, tokens_per_day and models, and caps that are whole numbers; plans kept as a secret cannot be read (said so)', () => {
+    const vars = {
+      EDGESTR_OWNERS: owner,
+      EDGESTR_SIGNUP: 'open',
+      EDGESTR_PLANS: '{"default":{"agents":3,"tokens_per_day":200000,"models":["gpt-4o-mini"]}}',
+      EDGESTR_SIGNUP_MAX_OWNERS: '500',
+      EDGESTR_SIGNUP_MAX_PER_DAY: '0',
+    };
     expect(check({ vars })).toEqual({ problems: [], unchecked: [] });
+    expect(check({ vars: { ...vars, EDGESTR_PLANS: '{"default":{"agents":3,"tokens_per_day":200000,"models":["*"]}}' } })).toEqual({ problems: [], unchecked: [] });
     expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_SIGNUP: 'open' }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_PLANS'] })).toEqual({
       problems: [],
       unchecked: ['EDGESTR_PLANS is a secret: its JSON cannot be read'],

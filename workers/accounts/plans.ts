@@ -1,5 +1,9 @@
 // Plans of a SaaS deployment (EDGESTR_PLANS, a JSON object of plan name → limits): what an owner on
-// each plan may use. A limit left out is unlimited (but bridge_servers: DEFAULT_BRIDGE_SERVERS); the plan named "default" is the one of owners
+// each plan may use. A limit left out is unlimited (but bridge_servers: DEFAULT_BRIDGE_SERVERS);
+// `models` lists the model names the owner's agents may call (absent, or naming "*": any; the echo
+// provider is free and never restricted): the token limits count a token of every model alike, so
+// they bound the price only with the models named (planAllowsModel, checked by the agent API at
+// create and update and before each model call of a run). The plan named "default" is the one of owners
 // listed statically (EDGESTR_OWNERS), of sign-ups and of owners added without a plan. Validated at
 // first use (cached per isolate for the raw string); a bad value throws an Error naming the field,
 // so every request that needs the plans fails loudly until the operator fixes it. `npm run deploy`
@@ -20,6 +24,7 @@ export const PlanSchema = z
     bridge_servers: limit.optional(),
     stored_bytes: limit.optional(),
     events_per_second: limit.optional(),
+    models: z.array(z.string().min(1, 'model names are not empty')).optional(),
   })
   .strict();
 
@@ -73,6 +78,17 @@ export function parsePlans(raw: string | undefined): Plans {
   if (!parsed.data[DEFAULT_PLAN]) throw new Error(`EDGESTR_PLANS.${DEFAULT_PLAN}: a plan named "${DEFAULT_PLAN}" is required`);
   return parsed.data;
 }
+
+/** The entry of a plan's `models` that names every model. */
+export const ANY_MODEL = '*';
+
+/** Whether `plan` lets an agent of `provider` call `model`: echo always (it costs nothing), else a model its `models` names (absent or "*": any). */
+export const planAllowsModel = (plan: Plan, provider: string, model: string): boolean =>
+  provider === 'echo' || plan.models === undefined || plan.models.includes(ANY_MODEL) || plan.models.includes(model);
+
+/** The models `plan` allows, as its owner is told (the plan restricts them: `models` is set). */
+export const planModelsText = (plan: Plan): string =>
+  plan.models?.length ? `the owner’s plan allows the models ${plan.models.join(', ')}` : 'the owner’s plan allows no model (only the echo provider)';
 
 /** The limits of `name` (an unknown name — a plan removed from EDGESTR_PLANS — falls back to the default plan). */
 export const planLimits = (env: PlanEnv, name: string): Plan => {

@@ -132,3 +132,28 @@ describe('planTokensRefusal (a model call inside an admitted run)', () => {
     expect(planTokensRoom({ tokens_per_month: 100 }, totals, Date.parse('2026-12-02T12:00:00Z'), {})).toBe(100 - totals.tokens_month);
   });
 });
+
+describe('a plan’s models', () => {
+  const totals = { day: '2026-12-01', tokens_today: 0, tokens_month: 0, runs_today: 0 };
+  const call = (provider: string, name: string) => ({ input: 10, answer: 0, model: { provider, name } });
+  it('refuses a model call whose model the plan does not name, before its token limits: the model to anyone, the list to the owner', () => {
+    const plan = { tokens_per_day: 5, models: ['gpt-4o-mini', 'claude-haiku'] };
+    expect(planTokensRefusal(plan, totals, NOON, { call: call('openai', 'o1') })).toEqual({
+      code: 'UNSUPPORTED_MODEL',
+      message: 'the agent’s owner’s plan does not allow the model "o1"',
+      detail: 'the owner’s plan allows the models gpt-4o-mini, claude-haiku, not "o1": change the agent’s models (PATCH /api/agents/<its key>) or the owner’s plan',
+      details: { quota: 'models' },
+    });
+    expect(planTokensRefusal({ models: [] }, totals, NOON, { call: call('anthropic', 'claude-haiku') })?.detail).toBe(
+      'the owner’s plan allows no model (only the echo provider), not "claude-haiku": change the agent’s models (PATCH /api/agents/<its key>) or the owner’s plan',
+    );
+    // An allowed model meets the token limits as before.
+    expect(planTokensRefusal(plan, totals, NOON, { call: call('openai', 'gpt-4o-mini') })?.details.quota).toBe('tokens_per_day');
+  });
+  it('allows echo whatever the list, any model with "*" or no list, and checks nothing at admission (the model is not known yet)', () => {
+    expect(planTokensRefusal({ models: [] }, totals, NOON, { call: call('echo', 'o1') })).toBeUndefined();
+    expect(planTokensRefusal({ models: ['*'] }, totals, NOON, { call: call('openai', 'o1') })).toBeUndefined();
+    expect(planTokensRefusal({}, totals, NOON, { call: call('workers-ai', '@cf/meta/llama') })).toBeUndefined();
+    expect(planRefusal({ models: ['gpt-4o-mini'] }, totals, NOON, { call: { input: 10, answer: 0, prompt: true } })).toBeUndefined();
+  });
+});

@@ -7,11 +7,14 @@
 // is used, what the call asks) are in `detail`, which only the owner is told (workers/agent/told-to.ts):
 // a stranger varying its prompt's size must not read the owner's spend across all its agents off
 // the refusals. Totals of an earlier day or month count as 0. (The agent counts its finished runs
-// on top of the totals until the aggregate has them: workers/agent/owner-copy.ts.)
+// on top of the totals until the aggregate has them: workers/agent/owner-copy.ts.) A model call
+// whose model the plan's `models` does not name (planAllowsModel: the plans changed since the
+// agent was made) is refused first, with UNSUPPORTED_MODEL naming the model; the plan's list goes
+// to the owner alone, in `detail`.
 
 import type { ErrorCode } from '../../src/shared/nip-xx.js';
 import type { OwnerTotals } from './accounts-do.js';
-import type { Plan } from './plans.js';
+import { planAllowsModel, planModelsText, type Plan } from './plans.js';
 
 const DAY_MS = 86_400_000;
 
@@ -22,7 +25,8 @@ export interface QuotaRefusal {
   message: string;
   /** The figures, for the agent's owner alone (workers/agent/told-to.ts). */
   detail: string;
-  retry_after: number;
+  /** When the limit resets; absent: not by itself (a model the plan does not allow). */
+  retry_after?: number;
   details: { quota: string };
 }
 
@@ -63,6 +67,8 @@ export interface ModelCallAsk {
   input: number;
   answer: number;
   prompt?: true;
+  /** The provider and model the call goes to (a run's model calls; unknown at admission): refused unless the plan allows it. */
+  model?: { provider: string; name: string };
 }
 
 /** How a refusal names the model call (or the prompt) it refuses. */
@@ -72,8 +78,22 @@ export const modelCallAsked = (c: ModelCallAsk): string =>
 /** The limit that applies to `ask` (a share of `limit` for others). */
 const limitFor = (limit: number | undefined, ask: PlanAsk): number | undefined => (limit === undefined || !ask.other ? limit : Math.floor(limit * OTHERS_PLAN_SHARE));
 
-/** The refusal of a prompt at `now` (ms) by the owner's plan, or undefined when the plan leaves room. */
+/** The refusal of a model call whose model `plan` does not allow (planAllowsModel), or undefined. */
+export function planModelRefusal(plan: Plan, call: ModelCallAsk | undefined): QuotaRefusal | undefined {
+  const model = call?.model;
+  if (!model || planAllowsModel(plan, model.provider, model.name)) return undefined;
+  return {
+    code: 'UNSUPPORTED_MODEL',
+    message: `the agent’s owner’s plan does not allow the model ${JSON.stringify(model.name)}`,
+    detail: `${planModelsText(plan)}, not ${JSON.stringify(model.name)}: change the agent’s models (PATCH /api/agents/<its key>) or the owner’s plan`,
+    details: { quota: 'models' },
+  };
+}
+
+/** The refusal of a prompt at `now` (ms) by the owner's plan (its model first, when `ask.call` names it), or undefined when the plan leaves room. */
 export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: PlanAsk = {}): QuotaRefusal | undefined {
+  const model = planModelRefusal(plan, ask.call);
+  if (model) return model;
   const today = new Date(now).toISOString().slice(0, 10);
   const sameDay = totals.day === today;
   const sameMonth = totals.day.slice(0, 7) === today.slice(0, 7);
@@ -102,9 +122,9 @@ export function planRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: P
 }
 
 /**
- * The refusal of a model call inside a run already admitted: the plan's token limits only (the run
- * is already counted among the day's runs), against the totals plus what the runs in progress spent
- * (and are sending) plus this call's estimated input (`ask.call`).
+ * The refusal of a model call inside a run already admitted: its model (`ask.call.model`), then the
+ * plan's token limits only (the run is already counted among the day's runs), against the totals
+ * plus what the runs in progress spent (and are sending) plus this call's estimated input (`ask.call`).
  */
 export function planTokensRefusal(plan: Plan, totals: OwnerTotals, now: number, ask: PlanAsk): QuotaRefusal | undefined {
   return planRefusal({ ...plan, runs_per_day: undefined }, totals, now, { ...ask, inFlight: 0 });

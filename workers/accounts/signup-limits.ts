@@ -8,7 +8,10 @@
 // plan (workers/accounts/plans.ts) that sets `agents` and `tokens_per_day`: with either unlimited, a
 // stranger's key would spend the operator's provider keys without end, so the Worker answers sign-ups
 // 503 (openSignupProblem). `npm run deploy` refuses the same (scripts/deploy-check.mjs bundles this
-// file and calls signupProblems).
+// file and calls signupProblems), and, when the deployment may have a paid provider (an OpenAI or
+// Anthropic key, the Workers AI binding), a default plan that does not set `models`: its
+// tokens_per_day counts a token of every model alike, so a stranger's agent on the priciest model
+// would spend it at many times the price it was sized for (OPEN_SIGNUP_NEEDS_MODELS).
 
 import { DEFAULT_PLAN, parsePlans, type Plans } from './plans.js';
 
@@ -68,13 +71,17 @@ export function openSignupProblem(plans: Plans): string | undefined {
   return plan?.agents === undefined || plan.tokens_per_day === undefined ? OPEN_SIGNUP_NEEDS_LIMITS : undefined;
 }
 
+export const OPEN_SIGNUP_NEEDS_MODELS =
+  'EDGESTR_SIGNUP=open with a paid model provider (OPENAI_API_KEY, ANTHROPIC_API_KEY or the AI binding) needs a default plan that sets models, since tokens_per_day counts a token of every model alike';
+
 /**
  * What `npm run deploy` refuses of the sign-up settings in `vars`: caps that are not whole numbers,
- * and open sign-up with a default plan that leaves agents or tokens_per_day unlimited (not said when
- * EDGESTR_PLANS itself is wrong, which the plans check says, or when `plansKnown` is false: the
- * plans are a secret).
+ * and open sign-up with a default plan that leaves agents or tokens_per_day unlimited, or, with
+ * `paidProvider` (the deployment has, or may have, an OpenAI or Anthropic key or the AI binding),
+ * any model (no `models`). Not said when EDGESTR_PLANS itself is wrong, which the plans check says,
+ * or when `plansKnown` is false: the plans are a secret.
  */
-export function signupProblems(vars: SignupEnv, plansKnown = true): string[] {
+export function signupProblems(vars: SignupEnv, plansKnown = true, paidProvider = true): string[] {
   const problems = readCaps(vars).wrong.map((w) => w.problem);
   if (vars.EDGESTR_SIGNUP !== 'open' || !plansKnown) return problems;
   let plans: Plans;
@@ -85,5 +92,8 @@ export function signupProblems(vars: SignupEnv, plansKnown = true): string[] {
   }
   const open = openSignupProblem(plans);
   if (open) problems.push(`${open}: set both in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000}}`);
+  if (paidProvider && plans[DEFAULT_PLAN]?.models === undefined) {
+    problems.push(`${OPEN_SIGNUP_NEEDS_MODELS}: list the models sign-ups may use in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000,"models":["gpt-4o-mini"]}} (["*"]: any model)`);
+  }
   return problems;
 }

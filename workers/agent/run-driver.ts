@@ -1,7 +1,9 @@
 // One run of a validated prompt: the provider and the tools for it, the runtime's callbacks turned
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
 // limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
-// with the upstream detail, the run's usage and the owner's totals against its plan), the tokens spent and the conversation's new turn, and then the run's
+// with the upstream detail, the run's usage and the owner's totals against its plan), the checks
+// before each model call (the agent's token budget, then the owner's plan: the call's model and its
+// token limits), the tokens spent and the conversation's new turn, and then the run's
 // one terminal outcome, also logged as one `agent.run` line (agent-log.ts) and metered (metering.ts).
 // A run stopped from outside with a reason of its own (RunStopped: its time limit, its owner no
 // longer allowed) ends with that error rather than CANCELLED, its spend counted as any run's.
@@ -96,9 +98,11 @@ export interface RunDeps {
   /** Keeps what the run (started at `startedAt`, ms) has spent so far, until meter() records it (metering.ts checkpoint). */
   checkpoint(r: RunSpend, startedAt: number): void;
   /**
-   * Before each model call: the owner's standing and its plan's token limits for `sender`, counting
-   * the runs in progress: the refusal of `call` (UNAUTHORIZED for an owner no longer allowed), else
-   * the tokens the limits leave (undefined: the plan sets none).
+   * Before each model call: the owner's standing, then its plan for `sender` — the call's model
+   * (`call.model`: the plans may have changed since the agent was made) and the token limits,
+   * counting the runs in progress: the refusal of `call` (UNAUTHORIZED for an owner no longer
+   * allowed, UNSUPPORTED_MODEL for a model the plan does not allow), else the tokens the limits
+   * leave (undefined: the plan sets none).
    */
   planTokens(sender: string, call: ModelCallAsk): Result<number | undefined, Refusal>;
 }
@@ -185,7 +189,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
         // input plus that output allowance until it ends (budget.calling), so that the other runs'
         // checks see it, and no call can pass a limit by its output.
         beforeModelCall: (estimatedInput, outputBound) => {
-          const call = { input: estimatedInput, answer: Math.min(MIN_ANSWER_TOKENS, outputBound) };
+          const call = { input: estimatedInput, answer: Math.min(MIN_ANSWER_TOKENS, outputBound), model: { provider: c.provider, name: model } };
           const refusal = d.budget.dailyTokensRefusal(c.limits, d.now(), call);
           if (refusal) return err(refusal);
           const plan = d.planTokens(client, call);

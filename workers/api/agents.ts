@@ -9,7 +9,9 @@
 // shard in two spellings, e.g. /r/<hex> and /r/<npub>: 422).
 // An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
-// needs `web_fetch_hosts`. Agents are looked up in the caller's shard record first, so a key that
+// needs `web_fetch_hosts`. The models it names (`models`, `default_model`) must be ones the owner's
+// plan allows (its `models`, workers/accounts/plans.ts; echo is never restricted): 422 naming the
+// field and the plan's list, at create and at an update that sets provider, models or default_model. Agents are looked up in the caller's shard record first, so a key that
 // is not one of the caller's agents never reaches (or creates) an Agent Durable Object: 404 (DELETE
 // of any other key instead revokes, for good on the relay, the caller's NIP-OA attestations of it:
 // 200 `{revoked}`, whether the relay holds a proof of it now or not; 204 is a hosted agent deleted).
@@ -36,10 +38,10 @@ import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shard
 import { shardOfPath, shardUrlOf } from '../../src/shared/shard-url.js';
 import { notAnOwner, OWNER_SUSPENDED, ownerState } from '../common/owners.js';
 import { MAX_REVOKED_PER_OWNER } from '../relay-do/ownership.js';
-import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
+import { DEFAULT_PLAN, planAllowsModel, planLimits, planModelsText, type Plan, type PlanEnv } from '../accounts/plans.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
 import type { ApiStateBindings } from './api-state.js';
-import { configuredProviders, type ProviderEnv } from '../agent/providers/index.js';
+import { configuredProviders, defaultProviderName, type ProviderEnv } from '../agent/providers/index.js';
 
 export interface AgentApiBindings extends RouterBindings, ApiStateBindings, ProviderEnv, OutboundEnv, PlanEnv {
   AGENT: DurableObjectNamespace<Agent>;
@@ -137,6 +139,17 @@ function crossFieldIssues(c: CrossFields): Issue[] {
   if (c.tools?.includes('web_fetch') && !c.web_fetch_hosts?.length) {
     issues.push({ path: 'web_fetch_hosts', message: 'web_fetch needs the hosts it may fetch: set web_fetch_hosts (e.g. ["example.com", "*.example.org"])' });
   }
+  return issues;
+}
+
+/**
+ * 422 issues of the models an agent names (`models`, `default_model`) that the owner's plan does not
+ * allow for its provider (`provider`: the one it names, else the deployment's, which it follows).
+ */
+function planModelIssues(plan: Plan, provider: string, c: Pick<CrossFields, 'models' | 'default_model'>): Issue[] {
+  const refused = (model: string) => !planAllowsModel(plan, provider, model);
+  const issues: Issue[] = (c.models ?? []).flatMap((model, i) => (refused(model) ? [{ path: `models.${i}`, message: planModelsText(plan) }] : []));
+  if (c.default_model !== undefined && refused(c.default_model)) issues.push({ path: 'default_model', message: planModelsText(plan) });
   return issues;
 }
 
@@ -253,13 +266,14 @@ async function deleteHosted(env: AgentApiBindings, owner: string, agent: string)
 const hostedBy = async (env: AgentApiBindings, owner: string, agent: string): Promise<boolean> => (await shardStub(env, owner).provisionedAgents(owner)).includes(agent);
 
 /**
- * Whether `owner` may create agents now (suspended: 403), and the plan's `agents` cap, which the
- * owner's shard applies as it records the new agent (createAgent).
+ * Whether `owner` may create agents now (suspended: 403), and its plan: the models it allows
+ * (planModelIssues) and its `agents` cap, which the owner's shard applies as it records the new
+ * agent (createAgent).
  */
-async function agentPlan(env: AgentApiBindings, owner: string): Promise<{ status: 403; error: string } | { max: number | undefined }> {
+async function agentPlan(env: AgentApiBindings, owner: string): Promise<{ status: 403; error: string } | { plan: Plan }> {
   const state = await ownerState(env, owner);
   if (state?.suspended) return { status: 403, error: OWNER_SUSPENDED };
-  return { max: planLimits(env, state?.plan ?? DEFAULT_PLAN).agents };
+  return { plan: planLimits(env, state?.plan ?? DEFAULT_PLAN) };
 }
 
 /** Why a revocation is refused (409): the owner revoked as many keys as a shard keeps per owner. */
@@ -305,11 +319,13 @@ export function agentRoutes() {
     const caller = c.get('caller');
     const parsed = bodyAs(c.get('body'), CreateAgentSchema, 'agent');
     if (!parsed.ok) return c.json(parsed.error, 422);
-    const plan = await agentPlan(c.env, caller);
-    if ('error' in plan) return c.json({ error: plan.error }, plan.status);
+    const owner = await agentPlan(c.env, caller);
+    if ('error' in owner) return c.json({ error: owner.error }, owner.status);
+    const models = planModelIssues(owner.plan, parsed.data.provider ?? defaultProviderName(c.env), parsed.data);
+    if (models.length) return c.json({ error: 'invalid agent', issues: models }, 422);
     // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the agent advertises and dials its relays there.
     const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
-    const created = await createAgent(c.env, caller, parsed.data, origin, undefined, plan.max, new URL(c.req.url).origin);
+    const created = await createAgent(c.env, caller, parsed.data, origin, undefined, owner.plan.agents, new URL(c.req.url).origin);
     return c.json(created.body, created.status);
   });
 
@@ -339,6 +355,13 @@ export function agentRoutes() {
       web_fetch_hosts: parsed.data.web_fetch_hosts ?? r.view.web_fetch_hosts,
     });
     if (crossed.length) return c.json({ error: 'invalid agent', issues: crossed }, 422);
+    // The models of the agent as it would be, when the update sets any (a model the plan stopped allowing is refused at the run).
+    const { provider, models, default_model } = parsed.data;
+    if (provider !== undefined || models !== undefined || default_model !== undefined) {
+      const plan = planLimits(c.env, (await ownerState(c.env, r.view.owner))?.plan ?? DEFAULT_PLAN);
+      const issues = planModelIssues(plan, provider ?? r.view.provider ?? defaultProviderName(c.env), { models: models ?? r.view.models, default_model: default_model ?? r.view.default_model });
+      if (issues.length) return c.json({ error: 'invalid agent', issues }, 422);
+    }
     const outbound = await outboundIssues(c.env, r.view.owner, r.view.origin, new URL(c.req.url).origin, parsed.data);
     if (outbound.length) return c.json({ error: 'invalid agent', issues: outbound }, 422);
     const oaProblem = checkOaTag(parsed.data.oa_auth, r.view.pubkey, r.view.owner);
