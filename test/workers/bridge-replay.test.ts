@@ -4,11 +4,13 @@
 // record of handled ids (workers/common/seen-ids.ts) is pruned past the freshness window, and a
 // request dated ahead of it (kept for later use) is not run. A request that a restart interrupted
 // (a priced call waiting for its payment) still runs once when its client sends it again, and so
-// does a paid call whose answer a restart kept from being published (the accepted repeat). Gift
+// does a paid call whose answer a restart kept from being published (the accepted repeat); paid
+// once the request is too old to be sent again (the clock moved on), it runs nothing and the
+// operator is told once to refund it. Gift
 // wraps are read from two days back (their dates are randomized into the past): one the bridge
 // answered comes back on each resubscription and is not run again.
 import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
-import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
@@ -46,9 +48,19 @@ async function restartBridge(): Promise<void> {
   await bridgeReady(provider);
 }
 
-/** The payment row of request `id`: when it was paid, spent on a call, and that call answered. */
-const paymentOf = (id: string): Promise<{ paid_at: number | null; used_at: number | null; served_at: number | null } | undefined> =>
-  runInDurableObject(bridgeStub(), (_i, state) => state.storage.sql.exec<{ paid_at: number | null; used_at: number | null; served_at: number | null }>('SELECT paid_at, used_at, served_at FROM payments WHERE request_id = ?', id).toArray()[0]);
+type PaymentTimes = { paid_at: number | null; used_at: number | null; served_at: number | null; dropped_at: number | null };
+/** The payment row of request `id`: when it was paid, spent on a call, that call answered, or the payment given up (logged for a refund). */
+const paymentOf = (id: string): Promise<PaymentTimes | undefined> =>
+  runInDurableObject(bridgeStub(), (_i, state) => state.storage.sql.exec<PaymentTimes>('SELECT paid_at, used_at, served_at, dropped_at FROM payments WHERE request_id = ?', id).toArray()[0]);
+
+/** Sets the bridge's EDGESTR_PAYMENT_EXPIRY (read when its payments are built, after a restart); the value it had. */
+const setPaymentExpiry = (value: string | undefined): Promise<string | undefined> =>
+  runInDurableObject(bridgeStub(), (i) => {
+    const e = (i as unknown as { env: Record<string, string | undefined> }).env;
+    const before = e.EDGESTR_PAYMENT_EXPIRY;
+    e.EDGESTR_PAYMENT_EXPIRY = value;
+    return before;
+  });
 
 /** The invoice of the payment-required notification to request `id`. */
 async function invoiceFor(c: DvmcpClient, id: string): Promise<string> {
@@ -164,6 +176,42 @@ describe('bridge: replayed requests', () => {
     expect((await c.call('ping', { n: 3 }, { s: 'priced' })).content).toBe('{}');
     expect(answersLeft(c, call.id)).toEqual([]);
     c.close();
+  });
+
+  it('a priced call a restart dropped, paid 90 s later (too late to send the request again): no answer, and the operator is told once to refund it', async () => {
+    // Invoices live 600 s, as by default (the tests' 5 s would expire it first), from the payments the restart builds.
+    const expiry = await setPaymentExpiry('600');
+    await restartBridge();
+    vi.useFakeTimers({ toFake: ['Date'] }); // the bridge's clock too (same isolate): moved on 90 s below
+    vi.setSystemTime(Date.now());
+    const warn = vi.spyOn(console, 'warn');
+    const c = await DvmcpClient.open(provider);
+    try {
+      const call = c.request('tools/call', { name: 'echo', arguments: { message: 'paid too late' } }, { s: 'priced' });
+      await c.send(call);
+      const invoice = await invoiceFor(c, call.id);
+      await restartBridge();
+      vi.setSystemTime(Date.now() + 90_000);
+      const paid = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice }) });
+      expect(paid.status).toBe(200);
+      const id = await runInDurableObject(bridgeStub(), (_i, state) => state.storage.sql.exec<{ id: string }>('SELECT id FROM payments WHERE request_id = ?', call.id).one().id);
+      const line = `bridge: payment of 21 sats for invoice ${id} (request ${call.id} of client ${c.k.pk}) arrived after a restart dropped its request: no call runs for it; refund the client if due`;
+      const refundLines = (): string[] => warn.mock.calls.map((args) => String(args[0])).filter((l) => l.includes(`request ${call.id}`));
+      expect(refundLines()).toEqual([line]);
+      // Sent again now, it is ignored (older than 60 s); a ping after it is answered, and nothing answers the call.
+      await c.send(call);
+      expect((await c.call('ping', { n: 5 }, { s: 'priced' })).content).toBe('{}');
+      expect(answersLeft(c, call.id)).toEqual([]);
+      await runDurableObjectAlarm(bridgeStub());
+      expect(refundLines()).toEqual([line]);
+      expect(await paymentOf(call.id)).toMatchObject({ paid_at: expect.any(Number), used_at: null, served_at: null, dropped_at: expect.any(Number) });
+    } finally {
+      c.close();
+      warn.mockRestore();
+      vi.useRealTimers();
+      await setPaymentExpiry(expiry);
+      await restartBridge();
+    }
   });
 
   it('a paid call a restart cut off upstream runs again when its client sends it again; once answered, a re-send is ignored', async () => {

@@ -1,9 +1,11 @@
 // The payment gate (workers/bridge/payments-gate.ts) over the local verifier (payments-local.ts),
 // on a real Durable Object SQLite store (a fresh object of the ApiState class hosts the payments
 // table): payment-required → paid → the call runs; expiry answered NOT_PAID when the alarm runs;
-// caps per client and per bridge; a paid row spent once; rows that survive a restart; prices the
-// gate refuses; capability names it cannot store (a lone surrogate); cancellation, and the release
-// of an invoice whose payment request could not be sent. The Bridge's own alarm and dispatcher are exercised in
+// caps per client and per bridge; a paid row spent once; rows that survive a restart, and a
+// payment after a restart dropped its call (run when re-sent in time, else logged once for a
+// refund); prices the gate refuses; capability names it cannot store (a lone surrogate);
+// cancellation, and the release of an invoice whose payment request could not be sent. The
+// Bridge's own alarm and dispatcher are exercised in
 // payments-bridge.test.ts; here the gate's host records the wake-ups it asks for. Pure parts
 // (invoice format, configuration, prices) are workers/bridge/payments.test.ts.
 import { env, runInDurableObject } from 'cloudflare:test';
@@ -11,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { KIND } from '../../src/shared/kinds.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { RPC, type Price, type Requester } from '../../src/shared/dvmcp.js';
-import { PaymentStore } from '../../workers/bridge/payments-store.js';
+import { PaymentStore, type PaymentRow } from '../../workers/bridge/payments-store.js';
 import { LocalVerifier } from '../../workers/bridge/payments-local.js';
 import { VerifierGate, type GateHost } from '../../workers/bridge/payments-gate.js';
 import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC, type PaymentConfig } from '../../workers/bridge/payments.js';
@@ -23,9 +25,9 @@ const CAP: PricedCapability = { serverId: 'everything', method: 'tools/call', na
 const SATS: Price = { price: '21', unit: 'sats' };
 
 /** A gate, its verifier and store on a fresh Durable Object's SQLite, a settable clock, and what it asked for. */
-async function withGate<T>(config: Partial<PaymentConfig>, body: (g: Harness) => Promise<T>): Promise<T> {
+async function withGate<T>(config: Partial<PaymentConfig>, body: (g: Harness) => Promise<T>, logs?: string[]): Promise<T> {
   const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-test-${randomHex(8)}`));
-  return runInDurableObject(stub, async (_instance, state) => body(harness(state.storage.sql, { ...DEFAULT_PAYMENT_CONFIG, ...config })));
+  return runInDurableObject(stub, async (_instance, state) => body(harness(state.storage.sql, { ...DEFAULT_PAYMENT_CONFIG, ...config }, undefined, logs)));
 }
 
 interface Harness {
@@ -39,11 +41,12 @@ interface Harness {
   call(requester: Requester, price?: Price, capability?: PricedCapability): { result: ReturnType<VerifierGate['requirePayment']>; sent: EventTemplate[]; abort: AbortController };
 }
 
-function harness(sql: SqlStorage, config: PaymentConfig, clock = { now: 1_800_000_000 }): Harness {
+/** The gate's log lines go to `logs` when given; without, any line fails the test. */
+function harness(sql: SqlStorage, config: PaymentConfig, clock = { now: 1_800_000_000 }, logs?: string[]): Harness {
   const store = new PaymentStore(sql);
   const local = new LocalVerifier(OWNER, store, config.expirySeconds, () => clock.now);
   const wakes: number[] = [];
-  const host: GateHost = { wakeAt: async (at) => void wakes.push(at), log: (line) => expect.unreachable(line) };
+  const host: GateHost = { wakeAt: async (at) => void wakes.push(at), log: (line) => (logs ? void logs.push(line) : expect.unreachable(line)) };
   const gate = new VerifierGate(local, store, config, host, () => clock.now);
   return {
     gate,
@@ -51,7 +54,7 @@ function harness(sql: SqlStorage, config: PaymentConfig, clock = { now: 1_800_00
     store,
     clock,
     wakes,
-    restart: () => harness(sql, config, clock),
+    restart: () => harness(sql, config, clock, logs),
     call(requester, price = SATS, capability = CAP) {
       const sent: EventTemplate[] = [];
       const abort = new AbortController();
@@ -69,6 +72,8 @@ const settle = async (): Promise<void> => {
 const invoiceOf = (t: EventTemplate): string => t.tags.find((x) => x[0] === 'amount')![2]!;
 /** A call let through (its caller then reports how it ended). */
 const RUNS = { ok: true, value: { done: expect.any(Function) } };
+/** A re-sent request whose payment was given up and logged for a refund. */
+const DROPPED = "this request's payment arrived after the bridge had given the request up, so it does not run; ask the bridge's operator for a refund, or send a new request";
 const ALREADY_SERVED = { ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'this paid request was already served; send a new request' } };
 /** Runs the call a result let through, answered or not. */
 function ended(r: Awaited<ReturnType<VerifierGate['requirePayment']>>, answered: boolean): void {
@@ -222,6 +227,65 @@ describe('VerifierGate with the local verifier', () => {
       expect(await h.call(who).result).toEqual(ALREADY_SERVED);
       expect(first.sent).toHaveLength(1);
     });
+  });
+
+  it('a payment that lands after a restart dropped its request, too late for the request to be sent again, is logged once for a refund', async () => {
+    const logs: string[] = [];
+    await withGate({}, async (h) => {
+      const who = requester();
+      const first = h.call(who);
+      await settle();
+      const invoice = invoiceOf(first.sent[0]!);
+      const row = h.store.byInvoice(invoice)!;
+      const after = h.restart(); // the waiting call is gone with the first gate's memory
+      h.clock.now += 90; // the bridge ignores the request now (older than 60 s): nobody can run it
+      expect(after.local.pay(invoice).ok).toBe(true);
+      expect(logs).toEqual([
+        `payment of 21 sats for invoice ${row.id} (request ${who.requestId} of client ${who.client}) arrived after a restart dropped its request: no call runs for it; refund the client if due`,
+      ]);
+      expect(after.store.byId(row.id)).toMatchObject({ paid_at: h.clock.now, used_at: null, served_at: null, dropped_at: h.clock.now });
+      await after.gate.onAlarm();
+      expect(logs).toHaveLength(1);
+      // Given up and logged for a refund, it never runs (had a copy of the request still reached the gate).
+      const resent = after.call(who);
+      expect(await resent.result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: DROPPED } });
+      expect(resent.sent).toEqual([]);
+      expect(after.store.byId(row.id)).toMatchObject({ used_at: null });
+    }, logs);
+  });
+
+  it('a payment that lands after a restart while the request may still be sent again: re-sent, it runs; never re-sent, it is logged once when it no longer can be', async () => {
+    const logs: string[] = [];
+    await withGate({}, async (h) => {
+      const start = h.clock.now;
+      const resends = requester();
+      const never = requester();
+      const calls = [h.call(resends), h.call(never)];
+      await settle();
+      const [resendsRow, neverRow] = calls.map((c) => h.store.byInvoice(invoiceOf(c.sent[0]!))!) as [PaymentRow, PaymentRow];
+      const after = h.restart();
+      h.clock.now += 30;
+      for (const c of calls) expect(after.local.pay(invoiceOf(c.sent[0]!)).ok).toBe(true);
+      expect(logs).toEqual([]);
+      // Woken when the requests can no longer be sent again (both were made at `start`).
+      expect(after.wakes).toEqual([start + 61, start + 61]);
+      // The client that re-sends its request within the window gets its call run.
+      const running = await after.call(resends).result;
+      expect(running).toEqual(RUNS);
+      ended(running, true);
+      h.clock.now = start + 60; // still fresh: a re-send would run it
+      await after.gate.onAlarm();
+      expect(logs).toEqual([]);
+      h.clock.now = start + 61;
+      await after.gate.onAlarm();
+      await after.gate.onAlarm();
+      expect(logs).toEqual([
+        `payment of 21 sats for invoice ${neverRow.id} (request ${never.requestId} of client ${never.client}) arrived after a restart dropped its request: no call runs for it; refund the client if due`,
+      ]);
+      expect(after.store.byId(neverRow.id)).toMatchObject({ used_at: null, dropped_at: start + 61 });
+      expect(after.store.byId(resendsRow.id)).toMatchObject({ served_at: start + 30, dropped_at: null });
+      expect(await after.call(never).result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: DROPPED } });
+    }, logs);
   });
 
   it('re-sent while unpaid: the same invoice again, and the call runs when it is paid', async () => {

@@ -4,9 +4,10 @@
 // invoice paid, or is answered NOT_PAID when the invoice expires (the Durable Object's alarm wakes
 // the gate at each expiry: `onAlarm`). A cancelled request (the client's notifications/cancel)
 // releases its invoice at once. A payment that still arrives for a cancelled or expired invoice
-// (a zap cannot be refused) is recorded and logged for the operator: no call runs for it. Bounded: at most `maxPendingPerClient` pending invoices per client,
-// `maxInvoicesPerClient` invoices per client in INVOICE_WINDOW_SECONDS (each costs the Lightning
-// address an invoice, cancelled or not), `maxPendingPerServer` per upstream server and
+// (a zap cannot be refused) is recorded and logged for the operator: no call runs for it (the row
+// is dropped, `dropped_at`: logged once, never run). Bounded: at most `maxPendingPerClient` pending
+// invoices per client, `maxInvoicesPerClient` invoices per client in INVOICE_WINDOW_SECONDS (each
+// costs the Lightning address an invoice, cancelled or not), `maxPendingPerServer` per upstream server and
 // `maxPendingTotal` per bridge, except that a server holding fewer than `reservedPerServer` is
 // never refused by the bridge's cap (keys cost nothing, so many keys can fill a server's cap: that
 // blocks the payers of that server, not those of the bridge's other servers). Over a cap the call
@@ -15,9 +16,13 @@
 // A paid row is spent on one answered call: a client that re-sends the same request (same event id)
 // after paying is served once without paying again; a request waiting in memory when the Durable
 // Object restarts is not resumed (its row stays; re-sending the request resumes the wait or runs it
-// if paid). A paid call runs once at a time; it spends its row when its answer is published
-// (`done(true)`), so a call a restart cut off before that runs again when re-sent (the accepted
-// repeat, SECURITY.md), while a re-send of an answered one is refused ("already served").
+// if paid). The bridge takes a request only while it is fresh (STALE_SECONDS), and edgestr's own
+// client publishes each request once: a row paid while nobody waits that no re-sent request ran
+// by STALE_SECONDS after its invoice was made is dropped and logged for a refund, at once when the
+// payment lands later, else by the alarm then (a request dated ahead, fresh a little longer, is
+// refused after that, its payment logged). A paid call runs once at a time; it spends its row when
+// its answer is published (`done(true)`), so a call a restart cut off before that runs again when
+// re-sent (the accepted repeat, SECURITY.md), while a re-send of an answered one is refused ("already served").
 //
 // A row's capability is the request's tool or prompt name or uri: one with a lone surrogate (JSON
 // allows "\ud800") has no UTF-8 form and SQLite would give it back as U+FFFD, so that the request
@@ -31,6 +36,7 @@ import { paymentRequiredTemplate, RPC, rpcError, type Price, type Requester, typ
 import { hasLoneSurrogate } from '../../src/shared/json-cut.js';
 import { freeCall, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
+import { STALE_SECONDS } from '../common/dvmcp-server/limits.js';
 import { INVOICE_WINDOW_SECONDS, PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
 import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
 
@@ -49,6 +55,8 @@ export const alarmHost = (storage: DurableObjectStorage, log: (line: string) => 
 });
 
 const MAX_SATS = 1_000_000_000;
+/** Paid rows whose request a restart dropped, given up per alarm (the rest at the next). */
+const DROP_BATCH = 100;
 
 /** A price in whole sats ("21", unit sats/sat, any case); the JSON-RPC error for anything else. */
 export function satsOf(price: Price): Result<number, RpcError> {
@@ -61,6 +69,9 @@ export function satsOf(price: Price): Result<number, RpcError> {
   }
   return ok(Number(price.price));
 }
+
+/** Why a paid row whose waiting call a restart dropped is given up (`#drop`). */
+const RESTARTED = 'a restart dropped its request';
 
 interface Waiter {
   expires: number;
@@ -126,6 +137,7 @@ export class VerifierGate implements PaymentGate {
       served_at: null,
       proof: invoice.value.proof ?? null,
       cancelled_at: null,
+      dropped_at: null,
     };
     this.store.insert(row);
     await this.host.wakeAt(row.expires);
@@ -141,6 +153,9 @@ export class VerifierGate implements PaymentGate {
     const now = this.now();
     const previous = this.store.byRequest(requester.requestId, requester.client);
     if (previous !== undefined && previous.server === serverId && previous.capability === name) {
+      if (previous.dropped_at !== null) {
+        return Promise.resolve(err(rpcError(PAYMENT_RPC.NOT_PAID, "this request's payment arrived after the bridge had given the request up, so it does not run; ask the bridge's operator for a refund, or send a new request")));
+      }
       if (previous.paid_at !== null) {
         return Promise.resolve(this.#run(previous.id));
       }
@@ -167,8 +182,9 @@ export class VerifierGate implements PaymentGate {
   }
 
   /**
-   * The Durable Object's alarm: answers every waiting call whose invoice expired unpaid, prunes old
-   * rows, and asks to be woken at the next expiry.
+   * The Durable Object's alarm: answers every waiting call whose invoice expired unpaid, drops the
+   * paid rows whose request a restart dropped and that can no longer be re-sent (`#drop`), prunes
+   * old rows, and asks to be woken at the next expiry.
    */
   async onAlarm(): Promise<void> {
     const now = this.now();
@@ -177,6 +193,7 @@ export class VerifierGate implements PaymentGate {
       if (expired.length === 0 || this.verifier.settled(id)) continue;
       for (const w of expired) w.finish(err(this.#expired()));
     }
+    for (const row of this.store.unrunBefore(now - STALE_SECONDS, DROP_BATCH)) this.#drop(row, RESTARTED);
     this.store.prune(now);
     const next = this.store.nextExpiry(now);
     if (next !== undefined) await this.host.wakeAt(next);
@@ -240,14 +257,26 @@ export class VerifierGate implements PaymentGate {
   }
 
   /**
-   * Logs a payment that arrived for a cancelled or expired invoice (a zap cannot be refused): its
-   * request was answered or dropped and recorded handled, so it never runs; the operator may refund it.
+   * A payment nobody waits for (a zap cannot be refused). For a cancelled or expired invoice, its
+   * request was answered or dropped and recorded handled: dropped at once. Else a restart dropped
+   * the waiting call: the client's re-sent request runs it while the bridge still takes the request
+   * (until STALE_SECONDS after the invoice was made); past that it is dropped, at once when the
+   * payment comes later, else by the alarm woken then, unless a re-send ran it meanwhile.
    */
   #paidForNothing(id: string): void {
     const row = this.store.byId(id);
     if (row === undefined) return;
-    const after = row.cancelled_at !== null ? 'its request was cancelled' : row.expires <= this.now() ? 'its invoice expired' : undefined;
-    if (after === undefined) return; // a restart dropped its waiter: the client's re-sent request runs it
+    const now = this.now();
+    if (row.cancelled_at !== null) return this.#drop(row, 'its request was cancelled');
+    if (row.expires <= now) return this.#drop(row, 'its invoice expired');
+    const last = row.created + STALE_SECONDS;
+    if (last < now) return this.#drop(row, RESTARTED);
+    this.host.wakeAt(last + 1).catch((e: unknown) => this.host.log(`the alarm for paid invoice ${row.id} could not be set (${errorMessage(e)}); the next alarm checks it`));
+  }
+
+  /** Gives up paid row `row` (it never runs) and logs it once for the operator, who may refund it. */
+  #drop(row: PaymentRow, after: string): void {
+    if (!this.store.markDropped(row.id, this.now())) return;
     this.host.log(`payment of ${row.sats} sats for invoice ${row.id} (request ${row.request_id} of client ${row.client}) arrived after ${after}: no call runs for it; refund the client if due`);
   }
 

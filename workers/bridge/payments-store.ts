@@ -1,10 +1,11 @@
 // The bridge's payment rows in its Durable Object's SQLite: one row per invoice handed out (who
 // asked, for which request, capability and server, how much, until when, paid when, used when (its
 // call went upstream), served when (its answer was published), what the verifier needs to confirm
-// it, cancelled when). Rows outlive the DO's memory: a payment that arrives while the bridge sleeps
-// is recorded, and a client that re-sends the same request after paying is served without paying
-// twice (also when a restart cut its call off before the answer was published). An invoice is pending (counted against the caps)
-// while it is unpaid, not cancelled and not expired. Rows are deleted a day after they expire
+// it, cancelled when, dropped when: paid but given up without a call, logged for a refund). Rows
+// outlive the DO's memory: a payment that arrives while the bridge sleeps is recorded, and a client
+// that re-sends the same request after paying is served without paying twice (also when a restart
+// cut its call off before the answer was published). An invoice is pending (counted against the
+// caps) while it is unpaid, not cancelled and not expired. Rows are deleted a day after they expire
 // (bounded per pass).
 
 /** Unix seconds. */
@@ -32,9 +33,11 @@ export type PaymentRow = {
   proof: string | null;
   /** When its request was cancelled while unpaid (or its payment request could not be sent): the invoice no longer counts as pending. */
   cancelled_at: number | null;
+  /** When the gate gave up its paid call without running it (cancelled, expired, or its request dropped by a restart for good) and logged it for a refund: it never runs. */
+  dropped_at: number | null;
 };
 
-export type NewPayment = Omit<PaymentRow, 'paid_at' | 'used_at' | 'served_at' | 'cancelled_at'>;
+export type NewPayment = Omit<PaymentRow, 'paid_at' | 'used_at' | 'served_at' | 'cancelled_at' | 'dropped_at'>;
 
 export class PaymentStore {
   constructor(private readonly sql: SqlStorage) {
@@ -50,9 +53,11 @@ export class PaymentStore {
       CREATE INDEX IF NOT EXISTS payments_created ON payments(client, created);
     `);
     const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('payments')").toArray();
-    for (const added of ['cancelled_at', 'served_at']) {
+    for (const added of ['cancelled_at', 'served_at', 'dropped_at']) {
       if (!columns.some((c) => c.name === added)) this.sql.exec(`ALTER TABLE payments ADD COLUMN ${added} INTEGER`);
     }
+    // Paid rows whose call never ran nor was given up: few, read at every alarm (`unrunBefore`).
+    this.sql.exec('CREATE INDEX IF NOT EXISTS payments_unrun ON payments(created) WHERE paid_at IS NOT NULL AND used_at IS NULL AND dropped_at IS NULL');
   }
 
   insert(p: NewPayment): void {
@@ -108,9 +113,28 @@ export class PaymentStore {
     return this.sql.exec('UPDATE payments SET paid_at = ? WHERE id = ? AND paid_at IS NULL RETURNING id', at, id).toArray().length > 0;
   }
 
-  /** A paid row's call goes upstream; false when unpaid or already served. */
+  /** A paid row's call goes upstream; false when unpaid, already served or dropped. */
   markUsed(id: string, at: number): boolean {
-    return this.sql.exec('UPDATE payments SET used_at = ? WHERE id = ? AND paid_at IS NOT NULL AND served_at IS NULL RETURNING id', at, id).toArray().length > 0;
+    return this.sql.exec('UPDATE payments SET used_at = ? WHERE id = ? AND paid_at IS NOT NULL AND served_at IS NULL AND dropped_at IS NULL RETURNING id', at, id).toArray().length > 0;
+  }
+
+  /** A paid row whose call never went upstream is given up (it never runs); false when unpaid, used or already dropped. */
+  markDropped(id: string, at: number): boolean {
+    return this.sql.exec('UPDATE payments SET dropped_at = ? WHERE id = ? AND paid_at IS NOT NULL AND used_at IS NULL AND dropped_at IS NULL RETURNING id', at, id).toArray().length > 0;
+  }
+
+  /**
+   * Rows paid in time for their open request whose call never went upstream nor was given up,
+   * made before `created` (oldest first, at most `limit`): a restart dropped their request.
+   */
+  unrunBefore(created: number, limit: number): PaymentRow[] {
+    return this.sql
+      .exec<PaymentRow>(
+        'SELECT * FROM payments WHERE paid_at IS NOT NULL AND used_at IS NULL AND dropped_at IS NULL AND created < ? AND cancelled_at IS NULL AND paid_at < expires ORDER BY created LIMIT ?',
+        created,
+        limit,
+      )
+      .toArray();
   }
 
   /** A paid row's call was answered: the row is spent. */
@@ -122,6 +146,11 @@ export class PaymentStore {
   nextExpiry(now: number): number | undefined {
     const row = this.sql.exec<{ at: number | null }>('SELECT MIN(expires) AS at FROM payments WHERE paid_at IS NULL AND cancelled_at IS NULL AND expires > ?', now).one();
     return row.at ?? undefined;
+  }
+
+  /** Whether an unpaid invoice is still open at `now`, cancelled or not: a payment for it may still arrive (it is recorded, payments-gate.ts). */
+  awaitingPayment(now: number): boolean {
+    return this.sql.exec('SELECT 1 FROM payments WHERE paid_at IS NULL AND expires > ? LIMIT 1', now).toArray().length > 0;
   }
 
   /** Deletes rows expired more than a day before `now` (at most 500 a pass); how many went. */
