@@ -5,7 +5,8 @@
 // the public shard at each watchdog until it lands, for at most PENDING_DELETION_MS; at most
 // MAX_PENDING_DELETIONS are kept, the oldest given up first. The public shard refuses through the
 // test seam RelayShard.clock (an hour behind: `created_at is too far in the future`). A server made
-// private has its announcements deleted also while its upstream does not answer.
+// private has its announcements deleted also while its upstream does not answer. A bridge left with
+// no server stays awake (its watchdog every 30 s) until its deletions landed or were given up.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it, vi } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -54,7 +55,7 @@ const notLanded = (provider: string, id: string, reason: string) =>
   `bridge: provider ${provider}: the deletion of the announcements of ${id} (${reason}) did not land on the public shard; sent again at each watchdog for 7 days`;
 
 describe('bridge: a deletion of announcements the public shard did not take', () => {
-  it('a server removed while the public shard refuses its deletion: kept, sent again at the next watchdog, where it lands (the same event the owner’s shard got); the one after sends nothing', async () => {
+  it('a server removed while the public shard refuses its deletion: kept, sent again at the next watchdog, where it lands (the same event the owner’s shard got), though the bridge has no server left; the one after sends nothing', async () => {
     const id = `removed-${randomHex(4)}`;
     const { owner, provider } = await announcedServer(id);
     const logged = await whilePublicShardRefuses(async () => expect(await bridgeOf(owner).removeServer(id)).toBe(true));
@@ -69,9 +70,11 @@ describe('bridge: a deletion of announcements the public shard did not take', ()
     expect(await announcements(provider, ANNOUNCED, (es) => es.length === 0)).toEqual([]);
     expect(await announcements(provider, [KIND.DELETION], (es) => es.length > 0)).toEqual(onOwnerShard);
     expect(await pending(owner)).toEqual([]);
-    // Landed: the next watchdog sends nothing, even to a public shard that would refuse it.
+    // Landed: the next watchdog sends nothing, even to a public shard that would refuse it; with no
+    // server left and nothing pending, the bridge goes idle (bridge-idle.test.ts): no alarm after it.
     const after = await whilePublicShardRefuses(() => nextWatchdog(owner));
     expect(after.filter((l) => l.includes(' refused 5 '))).toEqual([]);
+    expect(await runInDurableObject(bridgeOf(owner), (_i, state) => state.storage.getAlarm())).toBeNull();
   });
 
   it('a server made private while the public shard refuses the deletion: kept, sent again at the next watchdog, where it lands', async () => {

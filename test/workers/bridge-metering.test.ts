@@ -1,7 +1,9 @@
 // The bridge's metering rows (bridge_calls, workers/bridge/metering.ts) are kept RETENTION_DAYS and
 // pruned in bounded batches: a few with each recorded call, up to PRUNE_BATCH by the watchdog
-// alarm, so that a bridge idle for months does not delete its whole backlog in one statement.
-import { env, runInDurableObject } from 'cloudflare:test';
+// alarm, so that a bridge idle for months does not delete its whole backlog in one statement. A
+// bridge with no server books no alarm (bridge-idle.test.ts): its rows past RETENTION_DAYS are not
+// pruned then, and are not answered either.
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { Bridge } from '../../workers/bridge/bridge-do.js';
 import { BridgeMeter, METER_PRUNE_BATCH, RETENTION_DAYS } from '../../workers/bridge/metering.js';
@@ -40,5 +42,19 @@ describe('bridge metering retention', () => {
       expect(recent()).toBe(31); // the 30 days, and today's tools/call
       expect(sql.exec<{ day: string; calls: number }>('SELECT day, calls FROM bridge_others').toArray()).toEqual([{ day: dayOf(now), calls: 1 }]);
     });
+  });
+
+  it('a bridge with no alarm (no server) answers no row older than RETENTION_DAYS, pruned or not', async () => {
+    const { owner } = await directBridge([]);
+    const stub = env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+    const now = Date.now();
+    await runInDurableObject(stub, (_i, state) => {
+      for (const d of [RETENTION_DAYS + 1, RETENTION_DAYS - 1]) {
+        state.storage.sql.exec("INSERT INTO bridge_calls (day, server, method, calls, duration_ms) VALUES (?, 'a', 'tools/call', 1, 0)", dayOf(now - d * DAY_MS));
+      }
+    });
+    expect(await runDurableObjectAlarm(stub)).toBe(false);
+    expect(await stub.usage(dayOf(now - 400 * DAY_MS), dayOf(now))).toEqual([{ day: dayOf(now - (RETENTION_DAYS - 1) * DAY_MS), server: 'a', method: 'tools/call', calls: 1, duration_ms: 0 }]);
+    expect(await runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM bridge_calls').one().n)).toBe(2);
   });
 });

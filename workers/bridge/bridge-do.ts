@@ -7,7 +7,9 @@
 // changed, the deletions of a removed or private server's announcements that the public shard did
 // not take sent again (`deleteAnnouncements`, `resendDeletions`); while EDGESTR_SECRET is rotated,
 // what the previous secret sealed is sealed again; a pass that throws is logged and the next booked
-// within 30 s, so the alarm is never lost), and
+// within 30 s, so the alarm is never lost; a pass that finds nothing to do, no server, no deletion
+// to send again, no invoice still open, closes the connections and books no alarm until a server
+// is registered: `idle`, `rest`), and
 // incoming events: one that does not name the provider alone (exactly one p tag; a wrap's rumor
 // too) dropped before anything; each event id checked once
 // (bounded LRU), signature checked, gift wraps opened (refusals never answered; answers and
@@ -362,15 +364,38 @@ export class Bridge extends DurableObject<BridgeEnv> {
     if (account.value === undefined) return this.withdraw(p);
     if (account.value.suspended) this.haltCalls('its owner is suspended');
     if (this.store.withdrawn()) await this.reinstate(p);
-    await this.links.ensureConnected();
-    await this.resendDeletions(p);
     this.handled.prune(Math.floor(Date.now() / 1000) - HANDLED_SECONDS, PRUNE_BATCH);
     this.meter.prune(Date.now(), METER_PRUNE_BATCH);
+    if (this.idle()) return this.rest(p);
+    await this.links.ensureConnected();
+    await this.resendDeletions(p);
     for (const id of this.store.dueForRefresh(Date.now())) await this.refresh(id);
     // A refresh asked for while this alarm ran (registration, list_changed) must not wait for the watchdog.
     const now = Date.now();
     await this.ctx.storage.setAlarm(Math.max(now + 10, Math.min(now + WATCHDOG_MS, this.store.nextRefresh() ?? Infinity)));
     await this.payments.onAlarm(); // keeps an earlier alarm for the next invoice expiry
+  }
+
+  /**
+   * Whether the bridge has nothing to do: no server, no deletion of announcements to send again
+   * (`resendDeletions`), no invoice a payment may still come for (its receipt arrives through the
+   * relays and is recorded, PAYMENTS.md) and no request being handled.
+   */
+  private idle(): boolean {
+    return this.store.count() === 0 && this.store.pendingDeletions().length === 0 && !this.payments.awaitingPayment() && this.handling.size === 0;
+  }
+
+  /**
+   * An idle bridge (`idle`) closes its relay connections and upstream sessions and books no alarm:
+   * an outbound WebSocket keeps the Durable Object in memory, and a watchdog every 30 s would wake it
+   * for good. Registering a server (`addServer`) books the alarm, whose pass connects again. The
+   * payments' bookkeeping runs as on any pass (old rows pruned; a wake-up it still needs is booked).
+   */
+  private async rest(p: ProviderRecord): Promise<void> {
+    this.links.close();
+    await this.cache.closeAll();
+    await this.payments.onAlarm();
+    console.log(`bridge: provider ${p.pubkey}: no server and nothing pending: connections closed, no watchdog until a server is registered`);
   }
 
   /** While EDGESTR_SECRET is rotated: what only the previous secret opens is sealed again (ServerStore.reseal), logged for the operator. */

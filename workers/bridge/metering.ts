@@ -13,7 +13,8 @@
 // key is told the plan's figure; others get OWNER_CALLS_REACHED (no figure), so that varying their
 // requests' fan-out does not tell them the owner's plan and its calls of the day. Rows are kept
 // RETENTION_DAYS and pruned in bounded batches: two with each recorded call (rows are made no
-// faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm.
+// faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm; a row past them that
+// is still stored (an idle bridge books no alarm) is never answered (`rows`).
 
 import { RPC, rpcError, type RpcError } from '../../src/shared/dvmcp.js';
 import { OTHERS_PLAN_SHARE } from '../accounts/quota.js';
@@ -136,8 +137,9 @@ export class BridgeMeter {
     }
   }
 
-  /** The rows from `from` to `to` (UTC days, inclusive). */
-  rows(from: string, to: string): BridgeCallRow[] {
-    return this.sql.exec<BridgeCallRow>('SELECT * FROM bridge_calls WHERE day >= ? AND day <= ? ORDER BY day, server, method', from, to).toArray();
+  /** The rows from `from` to `to` (UTC days, inclusive) of the days kept at `now` (ms): a row past RETENTION_DAYS that is not pruned yet (an idle bridge has no watchdog) is not answered. */
+  rows(from: string, to: string, now = Date.now()): BridgeCallRow[] {
+    const kept = dayOf(now - RETENTION_DAYS * DAY_MS);
+    return this.sql.exec<BridgeCallRow>('SELECT * FROM bridge_calls WHERE day >= ? AND day >= ? AND day <= ? ORDER BY day, server, method', from, kept, to).toArray();
   }
 }

@@ -2,7 +2,8 @@
 // built on first use once the bridge has its provider key, over the verifier the configuration
 // chooses (payments.ts `verifierKind`): the NIP-57 zap verifier for a Lightning address, the local
 // verifier in development and test, or none (priced calls refused, `noPaymentGate`). The bridge
-// calls `onAlarm` from its alarm (expiry of unpaid calls), subscribes its relays with
+// calls `onAlarm` from its alarm (expiry of unpaid calls), asks `awaitingPayment` before it goes
+// idle (bridge-do.ts), subscribes its relays with
 // `receiptFilters()` and hands kind 9735 events to `onReceipt`, and serves the development
 // endpoint POST /api/bridge/pay through `payLocal`.
 
@@ -17,7 +18,7 @@ import { noPaymentGate, type AdmittedCall, type PaymentContext, type PaymentGate
 import { paymentConfig, verifierKind, type PaymentEnv } from './payments.js';
 import { alarmHost, VerifierGate } from './payments-gate.js';
 import { LocalVerifier } from './payments-local.js';
-import { PaymentStore } from './payments-store.js';
+import { nowSeconds, PaymentStore } from './payments-store.js';
 import { ZapVerifier } from './payments-zap.js';
 
 export interface BridgePaymentsDeps {
@@ -81,6 +82,11 @@ export class BridgePayments implements PaymentGate {
   async onAlarm(): Promise<void> {
     const built = await this.#build();
     await built?.gate.onAlarm();
+  }
+
+  /** Whether a payment may still come for an invoice this bridge handed out (one unpaid and not expired, cancelled or not): the bridge keeps listening for its receipt. */
+  awaitingPayment(): boolean {
+    return this.#store.awaitingPayment(nowSeconds());
   }
 
   /** Extra subscriptions for the bridge's relays: zap receipts paying the provider (zap verifier only). */
