@@ -18,7 +18,7 @@
 // Conversations are keyed by (sender, s); an agent whose owner left EDGESTR_OWNERS (or the
 // registry) or was suspended stops answering (UNAUTHORIZED): its runs and DVMCP asks in progress
 // end at once when it learns it (ownerChanged, the watchdog), and each model call of a run checks
-// the owner again (planTokensCheck). The agent of a removed owner is retired: it keeps only its
+// the owner and its plan's models and tokens again (planTokensCheck). The agent of a removed owner is retired: it keeps only its
 // public shard's connection (answering UNAUTHORIZED there), announces nothing, deletes its DVMCP
 // announcements from the public shard once (withdraw; its profile, relay list and ai.info stay),
 // and its watchdog wakes every 10 minutes, until the owner is back (the admin API's
@@ -771,9 +771,9 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /**
    * Before a model call of a run in progress: the owner's standing (an owner no longer allowed gets
-   * the UNAUTHORIZED of a new prompt, never "no limit"), then its plan's token limits, counting what
-   * the runs in progress spent (quota.ts): the refusal of `call`, else the tokens the limits leave
-   * (undefined: the plan sets none).
+   * the UNAUTHORIZED of a new prompt, never "no limit"), then its plan's models (the call's model
+   * must be one it names) and token limits, counting what the runs in progress spent (quota.ts):
+   * the refusal of `call`, else the tokens the limits leave (undefined: the plan sets none).
    */
   private planTokensCheck(c: StoredAgent, sender: string, call: ModelCallAsk): Result<number | undefined, Refusal> {
     const standing = this.standing(c);
