@@ -8,9 +8,14 @@ import { z } from 'zod';
 import { api } from './api.js';
 import { byId, el, short } from './dom.js';
 import type { Signer } from './signer.js';
+import { USAGE_OTHERS } from '../shared/usage-keys.js';
 
 const RunRowSchema = z.object({ key: z.string(), runs: z.number(), input_tokens: z.number(), output_tokens: z.number(), tool_calls: z.number(), errors: z.number() });
 const RunsSchema = z.object({ rows: z.array(RunRowSchema), truncated: z.literal(true).optional(), through: z.string().optional() });
+
+/** How a row of the by-agent table is named: an agent by `names`, the row of runs summed past the usage table's row limits as such. */
+export const usageRowLabel = (key: string, names: (pubkey: string) => string): string =>
+  key === USAGE_OTHERS ? 'others (runs summed past the day’s row limits)' : names(key);
 
 /** The summary's period: the last 30 days, or through which day they were counted when the API cut its answer. */
 export const usagePeriod = (r: z.infer<typeof RunsSchema>): string =>
@@ -76,7 +81,7 @@ export class UsagePanel {
       this.#rows.replaceChildren(
         ...r.data.rows.map((row) => {
           const tr = el('tr');
-          const th = el('th', undefined, this.#names(row.key));
+          const th = el('th', undefined, usageRowLabel(row.key, this.#names));
           th.scope = 'row';
           tr.append(th);
           for (const n of [row.runs, row.input_tokens, row.output_tokens, row.tool_calls, row.errors]) tr.append(el('td', undefined, n.toLocaleString('en')));

@@ -81,6 +81,7 @@ import { MODEL_NAME_MAX } from '../agent/config.js';
 import { DEFAULT_PLAN } from './plans.js';
 import { ReadBudget } from './read-budget.js';
 import type { SignupCaps } from './signup-limits.js';
+import { USAGE_OTHERS } from '../../src/shared/usage-keys.js';
 
 /** What the Accounts object reads of the Worker's configuration. */
 export interface AccountsEnv extends OwnerEnv {
@@ -224,7 +225,7 @@ export const USAGE_ROWS_PER_DAY = 10_000;
  * The key of runs summed past a cap (never a pubkey: those are 64-hex): the sender past
  * USAGE_SENDERS_PER_AGENT_DAY; agent, sender and model of an owner-day's row past USAGE_ROWS_PER_OWNER_DAY.
  */
-export const OTHERS = 'others';
+export const OTHERS = USAGE_OTHERS;
 /** Expired rows deleted with each recorded run, at most. */
 export const USAGE_PRUNE_PER_RECORD = 10;
 /** How long a recorded run's id is kept to refuse it a second time (longer than an agent re-sends: REPORT_RESEND_MS, 7 days). */
