@@ -276,9 +276,12 @@ describe('VerifierGate with the local verifier', () => {
       h.clock.now = start + 60; // still fresh: a re-send would run it
       await after.gate.onAlarm();
       expect(logs).toEqual([]);
+      // Its invoices all paid, the bridge still waits for that row (an idle bridge would skip the alarm that logs it).
+      expect(after.store.awaitingPayment(h.clock.now)).toBe(true);
       h.clock.now = start + 61;
       await after.gate.onAlarm();
       await after.gate.onAlarm();
+      expect(after.store.awaitingPayment(h.clock.now)).toBe(false);
       expect(logs).toEqual([
         `payment of 21 sats for invoice ${neverRow.id} (request ${never.requestId} of client ${never.client}) arrived after a restart dropped its request: no call runs for it; refund the client if due`,
       ]);

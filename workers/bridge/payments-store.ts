@@ -148,9 +148,18 @@ export class PaymentStore {
     return row.at ?? undefined;
   }
 
-  /** Whether an unpaid invoice is still open at `now`, cancelled or not: a payment for it may still arrive (it is recorded, payments-gate.ts). */
+  /**
+   * Whether the gate still has a payment to look after at `now`: an unpaid invoice still open,
+   * cancelled or not (a payment for it may still arrive; it is recorded, payments-gate.ts), or a
+   * paid row whose call neither ran nor was given up (its alarm logs it for a refund: `unrunBefore`).
+   */
   awaitingPayment(now: number): boolean {
-    return this.sql.exec('SELECT 1 FROM payments WHERE paid_at IS NULL AND expires > ? LIMIT 1', now).toArray().length > 0;
+    return (
+      this.sql.exec('SELECT 1 FROM payments WHERE paid_at IS NULL AND expires > ? LIMIT 1', now).toArray().length > 0 ||
+      this.sql
+        .exec('SELECT 1 FROM payments WHERE paid_at IS NOT NULL AND used_at IS NULL AND dropped_at IS NULL AND cancelled_at IS NULL AND paid_at < expires LIMIT 1')
+        .toArray().length > 0
+    );
   }
 
   /** Deletes rows expired more than a day before `now` (at most 500 a pass); how many went. */
