@@ -60,10 +60,14 @@ describe('POST /api/agents', () => {
     expect((await create({ name: 'x', provider: 'echo' })).status).toBe(201);
   });
 
-  it('a model name longer than 200 characters: the exact 422 naming the limit (each name is a key of the owner’s usage rows); 200 characters are accepted', async () => {
+  it('a model name (models, default_model) longer than 200 characters: the exact 422 naming the limit (each name is a key of the owner’s usage rows); 200 characters are accepted', async () => {
     expect(await create({ name: 'x', provider: 'openai', models: ['m'.repeat(201)] })).toEqual({
       status: 422,
       json: { error: 'invalid agent', issues: [{ path: 'models.0', message: 'model names are at most 200 characters' }] },
+    });
+    expect(await create({ name: 'x', provider: 'openai', models: ['m'], default_model: 'm'.repeat(201) })).toEqual({
+      status: 422,
+      json: { error: 'invalid agent', issues: [{ path: 'default_model', message: 'model names are at most 200 characters' }] },
     });
     expect((await create({ name: 'x', provider: 'openai', models: ['m'.repeat(200)] })).status).toBe(201);
   });

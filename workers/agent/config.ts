@@ -2,7 +2,7 @@
 // defaults a hosted agent runs with. An agent's relay URLs are public (its relay list, kind 10002):
 // one with a query string or fragment, where a relay's access token would sit, is refused; one
 // stored before that rule is still dialled, but neither published nor logged whole. A name in
-// `models` is at most MODEL_NAME_MAX characters: each is a key of the owner's usage rows in the
+// `models` (and `default_model`) is at most MODEL_NAME_MAX characters: each is a key of the owner's usage rows in the
 // deployment's one Accounts object (workers/accounts/accounts-do.ts, which cuts a longer one).
 
 import { z } from 'zod';
@@ -118,7 +118,7 @@ const fields = {
   system_prompt: z.string().max(100_000).optional(),
   provider: z.enum(PROVIDERS).optional(),
   models: z.array(z.string().min(1).max(MODEL_NAME_MAX, `model names are at most ${MODEL_NAME_MAX} characters`)).min(1).max(50).optional(),
-  default_model: z.string().min(1).optional(),
+  default_model: z.string().min(1).max(MODEL_NAME_MAX, `model names are at most ${MODEL_NAME_MAX} characters`).optional(),
   thinking: z.enum(THINKING_LEVELS).optional(),
   tools: z.array(z.enum(BUILTIN_TOOL_NAMES, { error: `built-in tools are ${BUILTIN_TOOL_NAMES.join(', ')}` })).max(50).optional(),
   web_fetch_hosts: z.array(z.string().min(1)).max(100).optional(),
