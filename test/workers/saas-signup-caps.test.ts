@@ -23,11 +23,13 @@ const admin = (method: string, path: string, body?: unknown) => api(TEST_ADMIN_S
 
 let addresses = 0;
 /** `k` signs up (OPEN_SIGNUP with `over`; `authorization`: a NIP-98 header made before), each call from its own client address (SIGNUP_RATE_LIMIT is per address). */
-async function signup(k: Keys, over: EnvOverride = {}, authorization?: string): Promise<{ status: number; json: unknown }> {
+/** A sign-up's answer: status, body, and its Retry-After (seconds) when it has one. */
+async function signup(k: Keys, over: EnvOverride = {}, authorization?: string): Promise<{ status: number; json: unknown; retryAfter?: number }> {
   const url = `${BASE}/api/signup`;
   const headers = { Authorization: authorization ?? makeHttpAuthHeader(k.sk, url, 'POST'), 'CF-Connecting-IP': `192.0.2.${++addresses}` };
   const res = await fetchWithEnv({ ...OPEN_SIGNUP, ...over }, new Request(url, { method: 'POST', headers }));
-  return { status: res.status, json: (await res.json()) as unknown };
+  const retryAfter = res.headers.get('Retry-After');
+  return { status: res.status, json: (await res.json()) as unknown, ...(retryAfter === null ? {} : { retryAfter: Number(retryAfter) }) };
 }
 
 const added = (k: Keys) => ({ status: 201, json: { pubkey: k.pk, plan: 'default', suspended: false } });
@@ -51,14 +53,24 @@ describe('sign-up caps', () => {
     expect(await signup(a, over)).toEqual({ status: 409, json: { error: 'this key is already an owner on this deployment' } });
   });
 
-  it('EDGESTR_SIGNUP_MAX_PER_DAY: two short of the day’s cap, two pass, the third is 403 until the UTC day ends; operators’ adds do not count; the next day signs up', async () => {
+  it('EDGESTR_SIGNUP_MAX_PER_DAY: two short of the day’s cap, two pass, the third is 403 until the UTC day ends (Retry-After); operators’ adds do not count; the next day signs up', async () => {
     const cap = (await signUpsOn(today())) + 2;
     const over = { EDGESTR_SIGNUP_MAX_PER_DAY: String(cap) };
     const [a, b, c] = [keys(), keys(), keys()];
     expect(await signup(a, over)).toEqual(added(a));
     expect(await admin('POST', '/api/admin/owners', { pubkey: keys().pk })).toMatchObject({ status: 201 });
     expect(await signup(b, over)).toEqual(added(b));
-    expect(await signup(c, over)).toEqual({ status: 403, json: { error: `sign-up is full on this deployment today (${cap} sign-ups a day); try again tomorrow (UTC)` } });
+    const untilTomorrow = Math.ceil((Date.parse(`${today()}T00:00:00Z`) + 86_400_000 - Date.now()) / 1000);
+    const refused = await signup(c, over);
+    expect(refused).toEqual({
+      status: 403,
+      json: { error: `sign-up is full on this deployment today (${cap} sign-ups a day); try again tomorrow (UTC)` },
+      retryAfter: expect.any(Number),
+    });
+    // Retry-After: the seconds until the UTC day ends (when the count starts again).
+    expect(refused.retryAfter).toBeGreaterThanOrEqual(1);
+    expect(refused.retryAfter).toBeLessThanOrEqual(untilTomorrow);
+    expect(refused.retryAfter).toBeGreaterThanOrEqual(untilTomorrow - 60);
     expect(await accountsStub(env).owner(c.pk)).toBeUndefined();
     // The Accounts object's own rule, on the next UTC day: c signs up.
     const tomorrow = Date.parse(`${today()}T00:00:00Z`) + 86_400_000;

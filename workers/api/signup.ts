@@ -11,7 +11,7 @@
 // rather than dropping the copy, so sign-ups do not make other requests fetch the whole registry.
 // The registry takes sign-ups up to EDGESTR_SIGNUP_MAX_OWNERS owners and EDGESTR_SIGNUP_MAX_PER_DAY
 // a UTC day (workers/accounts/signup-limits.ts, counted by the Accounts object): past either, 403
-// naming the cap. And open sign-up needs a default plan that sets `agents` and `tokens_per_day`
+// naming the cap (the day's: with Retry-After, the seconds until the UTC day ends). And open sign-up needs a default plan that sets `agents` and `tokens_per_day`
 // (else a stranger's key spends the provider keys without end): without one, every sign-up is 503
 // with that reason, before the NIP-98 checks (`npm run deploy` refuses such a configuration; this
 // covers a deploy that went around it).
@@ -41,6 +41,8 @@ const SIGNUP_REMOVED = 'this key was removed by the operators of this deployment
 const ALREADY_AN_OWNER = 'this key is already an owner on this deployment';
 export const SIGNUP_RATE_LIMITED = `too many sign-ups from this address; retry in ${SIGNUP_PERIOD_SECONDS} s`;
 const signupFull = (owners: number) => `sign-up is full on this deployment (${owners} owners); ask the operators`;
+/** Seconds from `now` (ms) until the UTC day ends, when the day's count of sign-ups starts again (at least 1). */
+const secondsToUtcDayEnd = (now: number): number => Math.max(1, Math.ceil((Math.floor(now / 86_400_000 + 1) * 86_400_000 - now) / 1000));
 const signupFullToday = (perDay: number) => `sign-up is full on this deployment today (${perDay} sign-ups a day); try again tomorrow (UTC)`;
 
 export function signupRoutes() {
@@ -67,7 +69,7 @@ export function signupRoutes() {
     if (result === 'removed') return c.json({ error: SIGNUP_REMOVED }, 403);
     if (result === 'owner') return c.json({ error: ALREADY_AN_OWNER }, 409);
     if (result === 'full') return c.json({ error: signupFull(caps.owners) }, 403);
-    if (result === 'full_today') return c.json({ error: signupFullToday(caps.per_day) }, 403);
+    if (result === 'full_today') return c.json({ error: signupFullToday(caps.per_day) }, 403, { 'Retry-After': String(secondsToUtcDayEnd(Date.now())) });
     rememberOwner(caller, { plan: DEFAULT_PLAN, suspended: false });
     return c.json({ pubkey: caller, plan: DEFAULT_PLAN, suspended: false }, 201);
   });
