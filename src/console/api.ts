@@ -30,6 +30,19 @@ const ApiErrorSchema = z.looseObject({
 
 export type ApiAnswer = { ok: true; status: number; json: unknown } | { ok: false; status: number; message: string };
 
+const RevokedSchema = z.object({ revoked: z.string() });
+
+/**
+ * What the console says after DELETE /api/agents/<key> of the agent named `name` answered `a`
+ * (ok): 204, the hosted agent deleted; 200 {revoked}, the key was not one of the owner's hosted
+ * agents (deleted meanwhile, e.g. from another tab or the CLI), so only the owner's attestation of
+ * it was revoked.
+ */
+export const deletedStatus = (name: string, a: { status: number; json: unknown }): string =>
+  a.status === 200 && RevokedSchema.safeParse(a.json).success
+    ? `${name} was no longer one of your hosted agents: your attestation of its key is revoked`
+    : `${name} deleted`;
+
 async function authHeader(signer: Signer, url: string, method: string, body: string | undefined): Promise<string> {
   const tags = [
     ['u', url],

@@ -5,7 +5,7 @@
 // table (usage.ts). Telemetry needs a local key: the observer decrypts frames with the owner's key.
 
 import { Observer, type ObservedFrame, type SeqGap } from '../shared/ao-observer.js';
-import { api, AgentViewSchema, type AgentView } from './api.js';
+import { api, AgentViewSchema, deletedStatus, type AgentView } from './api.js';
 import { button, byId, el, scrollToEnd, short } from './dom.js';
 import { shardUrl, type Relays } from './relay.js';
 import type { Signer } from './signer.js';
@@ -104,7 +104,7 @@ export class OwnerPanel {
     this.#agents = this.#agents.filter((x) => x.pubkey !== a.pubkey);
     this.#observer?.removeAgent(a.pubkey);
     this.#renderList();
-    this.#status(`${a.name} deleted`);
+    this.#status(deletedStatus(a.name, r));
   }
 
   #line(text: string, cls = 'line'): HTMLElement {
