@@ -122,7 +122,9 @@ export async function bridgeBench(o) {
     log('bundling the Worker and starting workerd (bridge pass, Durable Object storage under the OS temp dir)…');
     const relay = await startRelay({
       relayLimits: o.relayLimits,
-      bindings: { EDGESTR_OWNERS: owner, EDGESTR_SECRET: randomHex(32), EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' },
+      // Test mode: this deployment's own host is then its host and port (in production its hostname,
+      // any port: 127.0.0.1 would be refused as a loop), so server-everything on another port of it is allowed.
+      bindings: { EDGESTR_OWNERS: owner, EDGESTR_SECRET: randomHex(32), EDGESTR_OUTBOUND_ALLOW: '127.0.0.1', EDGESTR_ENV: 'test' },
     });
     log(`relay on ${relay.httpUrl}`);
     try {
