@@ -14,9 +14,12 @@
 //     agent or bridge was created on, which is EDGESTR_PUBLIC_URL's when set). Production compares
 //     the hostname (Cloudflare serves a Worker's hostname on several ports), the local modes
 //     (development, test) the host and port (local servers on other ports are other servers).
-//     EDGESTR_OUTBOUND_ALLOW does not lift it (a loop is never wanted). A hostname the deployment
-//     is also served on that no dialler saw (another route, workers.dev when a custom domain is
-//     the public URL) is not known here: docs/OPERATIONS.md;
+//     EDGESTR_OUTBOUND_ALLOW does not lift it (a loop is never wanted). An owner's host entry
+//     that takes every port (web_fetch_hosts) is refused when every dial it allows is a loop
+//     (ownHostEntryRefusal: an own hostname, in production); a wildcard, or any entry in the local
+//     modes, names other servers too and is refused only when the own host is dialled. A
+//     hostname the deployment is also served on that no dialler saw (another route, workers.dev
+//     when a custom domain is the public URL) is not known here: docs/OPERATIONS.md;
 //   - the host must be public (host-policy.ts: not loopback, private, unique-local, link-local
 //     incl. the 169.254.169.254 metadata address, CGNAT, multicast, reserved, unspecified, an
 //     IPv4-mapped/NAT64/6to4 form of those, a decimal/octal/hex IPv4 trick, localhost or another
@@ -103,6 +106,22 @@ function selfHosts(env: OutboundEnv, origins: readonly string[]): HostPattern[] 
   });
 }
 
+/** Why a dial to `host` is refused as this deployment's own. */
+const ownHost = (host: string): string => `${host} is this deployment's own host (a loop)`;
+
+/**
+ * Why an owner's host entry that takes every port (a web_fetch_hosts entry, parsed by
+ * parseAllowlist) is refused under `policy`: it names exactly one of this deployment's own
+ * hostnames, which production refuses at any port, so every dial it allows is a loop. Undefined for
+ * a wildcard (it names other hosts too) and in the local modes (the own host is one port there, the
+ * entry's other ports are other servers): outboundRefusal still refuses the own host when dialled.
+ */
+export function ownHostEntryRefusal(entry: HostPattern, policy: OutboundPolicy): string | undefined {
+  const host = entry.exact;
+  if (host === undefined || entry.port !== undefined) return undefined;
+  return policy.self.some((own) => own.port === undefined && hostAllowed(host, [own])) ? ownHost(host) : undefined;
+}
+
 /** What is dialled: an HTTP(S) endpoint, or a relay (WebSocket). */
 export type OutboundKind = 'http' | 'relay';
 
@@ -127,7 +146,7 @@ export function outboundRefusal(url: URL, kind: OutboundKind, policy: OutboundPo
   const shape = urlShapeRefusal(url, kind);
   if (shape !== undefined) return shape;
   const scheme = SCHEMES[kind];
-  if (urlAllowed(url, policy.self)) return `${url.host} is this deployment's own host (a loop)`;
+  if (urlAllowed(url, policy.self)) return ownHost(url.host);
   const listed = urlAllowed(url, policy.allow);
   if (listed && policy.vetted) return undefined;
   const refused = withoutExceptions(url, scheme, policy.development);

@@ -80,6 +80,28 @@ describe('POST /api/agents', () => {
     expect((await create({ name: 'x', provider: 'echo', tools: ['web_fetch'], web_fetch_hosts: ['example.com'] })).status).toBe(201);
   });
 
+  it("web_fetch_hosts naming this deployment's own host (production: its hostname): the exact 422 at create and PATCH; another host, a wildcard, and the local modes' port-less entry are accepted", async () => {
+    const own = (path: string, host: string) => ({
+      status: 422,
+      json: { error: 'invalid agent', issues: [{ path, message: `refused: ${host} is this deployment's own host (a loop)` }] },
+    });
+    const production = { EDGESTR_ENV: undefined };
+    const fetching = (hosts: string[]) => ({ name: 'x', provider: 'echo', tools: ['web_fetch'], web_fetch_hosts: hosts });
+    // The host the call came in on (BASE: http://relay.test), in any spelling of it.
+    expect(await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/agents', fetching(['example.com', 'RELAY.test.']))).toEqual(own('web_fetch_hosts.1', 'relay.test'));
+    // EDGESTR_PUBLIC_URL's host (the agent's origin).
+    const pub = { ...production, EDGESTR_PUBLIC_URL: 'https://relay.example.org' };
+    expect(await apiWithEnv(pub, TEST_OWNER_SK, 'POST', '/api/agents', fetching(['relay.example.org']))).toEqual(own('web_fetch_hosts.0', 'relay.example.org'));
+    // A wildcard names other hosts too: accepted (a fetch of the own host is refused when it is dialled).
+    expect((await apiWithEnv(pub, TEST_OWNER_SK, 'POST', '/api/agents', fetching(['*.example.org', '*.test']))).status).toBe(201);
+    const created = await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/agents', fetching(['example.com']));
+    expect(created.status).toBe(201);
+    const pk = (created.json as { pubkey: string }).pubkey;
+    expect(await apiWithEnv(production, TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { web_fetch_hosts: ['relay.test'] })).toEqual(own('web_fetch_hosts.0', 'relay.test'));
+    // The local modes compare host and port: a port-less entry also names the host's other ports, other local servers.
+    expect((await create(fetching(['relay.test']))).status).toBe(201);
+  });
+
   it('PATCH is checked on the agent it would make: a model-less provider or host-less web_fetch is refused', async () => {
     const pk = ((await create({ name: 'patchme', provider: 'echo' })).json as { pubkey: string }).pubkey;
     const r1 = await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { provider: 'openai' });

@@ -4,7 +4,8 @@
 // an agent's owner may see or change it. Outbound URLs (extra relays, MCP servers) must pass the
 // deployment's outbound policy (src/shared/outbound-url.ts) for the owner at create and update
 // (EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted; never this deployment's own host,
-// the agent's origin's or the one the call came in on: a loop): 422 naming the field; relays on
+// the agent's origin's or the one the call came in on: a loop; nor a web_fetch_hosts entry naming
+// only that host, in production: ownHostEntryRefusal): 422 naming the field; relays on
 // exactly the agent's origin are its shards, reached without the network, each listed once (one
 // shard in two spellings, e.g. /r/<hex> and /r/<npub>: 422).
 // An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
@@ -28,7 +29,8 @@ import { parsePubkey, toNpub } from '../../src/shared/keys.js';
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { verifyAuthTag } from '../../src/shared/nip-oa.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
-import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import { checkOutboundUrl, outboundPolicy, ownHostEntryRefusal, type OutboundEnv } from '../../src/shared/outbound-url.js';
+import { parseAllowlist } from '../../src/shared/host-policy.js';
 import { vettedOwner } from '../common/deployment-bridges.js';
 import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type StoredAgent } from '../agent/config.js';
 import type { Agent, AgentView } from '../agent/agent-do.js';
@@ -77,11 +79,18 @@ interface Issue {
 /**
  * The outbound URLs of an agent config that the deployment's policy refuses for its owner (vetted
  * or not: EDGESTR_OUTBOUND_ALLOW applies to vetted owners only; never the deployment's own host:
- * the agent's `origin` and the one the call came in on, `calledOn`), as 422 issues. A relay on
- * exactly the agent's origin is one of its shards.
+ * the agent's `origin` and the one the call came in on, `calledOn`), and the web_fetch_hosts
+ * entries that name only that own host (ownHostEntryRefusal), as 422 issues. A relay on exactly the
+ * agent's origin is one of its shards.
  */
-async function outboundIssues(env: AgentApiBindings, owner: string, origin: string, calledOn: string, input: { relays?: string[]; mcp_servers?: Array<{ url: string }> }): Promise<Issue[]> {
-  if (!input.relays?.length && !input.mcp_servers?.length) return [];
+async function outboundIssues(
+  env: AgentApiBindings,
+  owner: string,
+  origin: string,
+  calledOn: string,
+  input: { relays?: string[]; mcp_servers?: Array<{ url: string }>; web_fetch_hosts?: string[] },
+): Promise<Issue[]> {
+  if (!input.relays?.length && !input.mcp_servers?.length && !input.web_fetch_hosts?.length) return [];
   const policy = outboundPolicy(env, { vetted: await vettedOwner(env, owner), origins: [origin, calledOn] });
   const ownHost = new URL(origin).host;
   const issues: Issue[] = [];
@@ -97,6 +106,12 @@ async function outboundIssues(env: AgentApiBindings, owner: string, origin: stri
   (input.mcp_servers ?? []).forEach((server, i) => {
     const checked = checkOutboundUrl(server.url, 'http', policy);
     if (!checked.ok) issues.push({ path: `mcp_servers.${i}.url`, message: checked.error });
+  });
+  (input.web_fetch_hosts ?? []).forEach((entry, i) => {
+    // An entry that is not a host pattern is the tool's to report (workers/agent/tools/registry.ts).
+    const [pattern] = parseAllowlist([entry]).patterns;
+    const refused = pattern === undefined ? undefined : ownHostEntryRefusal(pattern, policy);
+    if (refused !== undefined) issues.push({ path: `web_fetch_hosts.${i}`, message: `refused: ${refused}` });
   });
   return issues;
 }
