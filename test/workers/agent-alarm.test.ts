@@ -23,7 +23,7 @@ describe('agent alarm', () => {
     expect(after).toBe(soon);
   });
 
-  it('with no other alarm set, comes back at the watchdog (an idle agent: 30 s after its first pass, 60 s after this second one, watchdog.ts)', async () => {
+  it('with no other alarm set, comes back at the watchdog (an idle agent: 30 s after its first pass, 60 s after its second; which this one is depends on whether the runtime ran the alarm create() set first: agent-watchdog-idle.test.ts checks the doubling)', async () => {
     const agent = await createTestAgent();
     expect(await agentInfo(agent)).toBeDefined();
     const stub = agentStub(env, agent);
@@ -34,7 +34,7 @@ describe('agent alarm', () => {
       await instance.alarm();
       return { before, after: await state.storage.getAlarm() };
     });
-    expect(after).toBeGreaterThanOrEqual(before + 60_000);
+    expect(after).toBeGreaterThanOrEqual(before + 30_000);
     expect(after).toBeLessThan(Date.now() + 60_000 + 1000);
   });
 });
