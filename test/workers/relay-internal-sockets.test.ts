@@ -194,20 +194,24 @@ describe('internal sockets, counted by the owner they serve', () => {
   it("on the public shard every owner's agents are others' (all: max_agent_connections; one owner: no cap of its own, one socket per agent); the deployment's own components are the shard's side", async () => {
     const [a, b] = [freshOwner().pk, freshOwner().pk];
     const agent = freshOwner().pk;
-    const answers = await shardWith({ max_connections: 10, max_agent_connections_per_owner: 2, max_agent_connections: 4 }, 'public', async (upgrade) => ({
+    const answers = await shardWith({ max_connections: 10, max_agent_connections_per_owner: 2, max_agent_connections: 4 }, 'public', async (upgrade, info) => ({
       a: [await upgrade(agentOf(a, agent)), await upgrade(agentOf(a)), await upgrade(agentOf(a))],
       again: await upgrade(agentOf(a, agent)),
       b: [await upgrade(agentOf(b)), await upgrade(agentOf(b))],
       deployment: [await upgrade(agentOf(null)), await upgrade(agentOf(null)), await upgrade(agentOf(null))],
       client: await upgrade({ 'CF-Connecting-IP': '198.51.100.64' }),
+      limits: await info(),
     }));
-    expect(answers).toEqual({
+    expect(answers).toMatchObject({
       a: ['101', '101', '101'],
       again: '101',
       b: ['101', '503 this relay shard is full for hosted agents (4 connections); try again later'],
       deployment: ['101', '101', '101'],
       client: '101',
+      limits: expect.objectContaining({ max_agent_connections: 4 }),
     });
+    // NIP-11 of the public shard does not advertise a per-owner cap it does not apply.
+    expect((answers as { limits: object }).limits).not.toHaveProperty('max_agent_connections_per_owner');
   });
 
   it("refuses an internal upgrade naming no owner key, or an owner's without its component's key (400)", async () => {

@@ -35,10 +35,11 @@ export function relayInformation(limits: RelayLimits, owner: string | null, rete
       /** Not a standard NIP-11 field: open connections from one client address (an IPv6 /64); an upgrade past it gets 429. */
       max_connections_per_ip: limits.max_connections_per_ip,
       /**
-       * Not standard NIP-11 fields: open connections of one owner's hosted agents and bridges on a
-       * shard not theirs (429 past it), and of all such owners' together (503 past it).
+       * Not standard NIP-11 fields: open connections of one owner's hosted agents and bridges on
+       * another owner's shard (429 past it; not on the public shard, where an owner has as many as
+       * its plan gives it), and of all other owners' together (503 past it).
        */
-      max_agent_connections_per_owner: limits.max_agent_connections_per_owner,
+      ...(owner ? { max_agent_connections_per_owner: limits.max_agent_connections_per_owner } : {}),
       max_agent_connections: limits.max_agent_connections,
       /** Not standard NIP-11 fields: new connections one client address may open at once, then per second (429 past them). */
       connections_per_second_per_ip: limits.connections_per_second_per_ip,
