@@ -44,7 +44,7 @@ async function note(s: TestSocket, owner: Keys): Promise<[boolean, string]> {
 
 /** The account the shard's primary holds in its storage (what a new instance reads; undefined: removed). */
 const shardAccount = (owner: string) =>
-  runInDurableObject(shardStub(env, owner) as DurableObjectStub<RelayShard>, (_i, state) => new OwnerPlan(state.storage.sql, env, () => owner, 4000).pushed());
+  runInDurableObject(shardStub(env, owner) as DurableObjectStub<RelayShard>, (_i, state) => new OwnerPlan(state.storage.sql, env, () => owner, 4000).held().account);
 
 /** Waits until the shard's primary holds what `done` accepts (the notice reached it; the agents are told next). */
 async function shardTold(owner: string, done: (account: Awaited<ReturnType<typeof shardAccount>>) => boolean): Promise<void> {

@@ -9,6 +9,7 @@
 // all the same and learns the change from it.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
+import { accountsStub } from '../../workers/accounts/accounts-do.js';
 import { shardStub } from '../../workers/common/shards.js';
 import type { RelayEnv } from '../../workers/relay-do/shard.js';
 import { OwnerPlan } from '../../workers/relay-do/owner-plan.js';
@@ -244,6 +245,29 @@ describe('an owner removed from the deployment', () => {
       expect(await note(again, owner, owner)).toEqual([true, '']);
       expect(await holdsRemoval(edge, owner.pk)).toBe(false);
       again.close();
+    } finally {
+      await closedShards(owner, false);
+    }
+  });
+
+  it.runIf(withEdges)('K > 1, outside EDGESTR_OPEN_SHARDS: an edge told the re-adding, then late the removal before it, keeps serving (its primary’s notices carry their version)', async () => {
+    const owner = await addOwner();
+    const address = { 'CF-Connecting-IP': '192.0.2.73' };
+    const own = await socketOf(owner, owner, address);
+    const edge = await socketObject(owner.pk);
+    await closedShards(owner, true);
+    try {
+      const { version } = (await accountsStub(env).standing(owner.pk))!;
+      // The re-adding at the owner's current version, then the removal before it.
+      await edge.edgeOwnerAccount({ plan: 'default', suspended: false }, version);
+      await edge.edgeOwnerAccount(undefined, version - 1);
+      expect(await holdsRemoval(edge, owner.pk)).toBe(false);
+      expect(own.closed).toBeUndefined();
+      expect(await note(own, owner, owner)).toEqual([true, '']);
+      // The version an edge holds is its primary's: a removal the primary tells afterwards still applies.
+      expect(await admin('DELETE', `/api/admin/owners/${owner.pk}`)).toEqual({ status: 204, json: null });
+      expect(await closeOf(own)).toEqual({ code: 1008, reason: CLOSED });
+      expect(await holdsRemoval(edge, owner.pk)).toBe(true);
     } finally {
       await closedShards(owner, false);
     }

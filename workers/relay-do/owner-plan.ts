@@ -194,6 +194,9 @@ export type ShardStorage = {
   bytes: number;
 };
 
+/** An owner's account as a shard holds it (undefined: removed) and the version it was pushed at (`OwnerPlan.set`). */
+export type HeldAccount = { account: OwnerState | undefined; version: number };
+
 /** The account of an owner removed from the deployment (`OwnerPlan.set(undefined)`). */
 const REMOVED = 'removed';
 
@@ -280,13 +283,12 @@ export class OwnerPlan {
   }
 
   /**
-   * The account as `set` takes it (a shard's edge objects take their primary's: shard.ts):
-   * undefined when the owner was removed; when none was pushed, the default plan's, as the shard
-   * applies it.
+   * The account pushed last (undefined: removed; none pushed: the default plan's) and its version,
+   * whether or not the owner is listed in EDGESTR_OWNERS now: what a shard's primary tells its edge
+   * objects, each of which asks the listing itself.
    */
-  pushed(): OwnerState | undefined {
-    const account = this.current();
-    return account === REMOVED ? undefined : (account ?? { plan: DEFAULT_PLAN, suspended: false });
+  held(): HeldAccount {
+    return { account: this.account === REMOVED ? undefined : (this.account ?? { plan: DEFAULT_PLAN, suspended: false }), version: this.version };
   }
 
   /** Whether the owner was removed from the deployment (and not added again, nor listed in EDGESTR_OWNERS now). */

@@ -26,7 +26,7 @@ import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
-import { countedBytes, OwnerPlan, reserveWrite, SHARD_NOT_SERVED, type ShardStorage } from './owner-plan.js';
+import { countedBytes, OwnerPlan, reserveWrite, SHARD_NOT_SERVED, type HeldAccount, type ShardStorage } from './owner-plan.js';
 import type { PlanEnv } from '../accounts/plans.js';
 import { staticOwners, type OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayPolicy } from './policy.js';
@@ -308,6 +308,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     // Each socket is tagged with who it is counted as (socket-tags.ts), so its counts are exact, also after hibernation.
     const side = socketSide(request, shard);
     if (typeof side === 'string') return new Response(side, { status: 400 });
+    // Always set (routedByRouter refuses requests without it), and before `served`: an edge object told only the owner's account asks the owner's listing (EDGESTR_OWNERS) itself.
+    if (shard !== undefined) this.rememberOwner(shard);
     const { address, internal, otherOwner } = side;
     const counted = address !== INTERNAL_ADDRESS && address !== UNKNOWN_ADDRESS;
     const upgrade = request.headers.get('Upgrade')?.toLowerCase() === 'websocket';
@@ -328,7 +330,6 @@ export class RelayShard extends DurableObject<RelayEnv> {
       upgradeAdmitted: counted && upgrade && !isLoopbackKey(address) ? this.conns.admitUpgrade(address) : undefined,
     });
     if (refused) return new Response(refused.message, { status: refused.status });
-    if (shard !== undefined) this.rememberOwner(shard); // always set here: routedByRouter refuses requests without it
     this.rememberEdge(request.headers.get(EDGE_HEADER));
     if (!upgrade) {
       const owner = this.shardOwner();
@@ -418,20 +419,25 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const config = edgesFromEnv(this.env);
     const k = config.ok && owner !== null ? edgeCount(config.value, owner) : 1;
     if (k === 1) return;
-    const told = await Promise.allSettled(Array.from({ length: k }, (_, i) => edgeStub(this.env, owner, i).edgeOwnerAccount(account)));
+    const held = this.plan.held();
+    const told = await Promise.allSettled(Array.from({ length: k }, (_, i) => edgeStub(this.env, owner, i).edgeOwnerAccount(held.account, held.version)));
     told.forEach((t, i) => {
       if (t.status === 'rejected') console.error(`relay shard: edge ${i} was not told that the owner's account changed: ${errorMessage(t.reason)}`);
     });
   }
 
-  /** Internal RPC from the shard's primary (this object is an edge): the owner was removed, or added again (see setOwnerAccount). */
-  edgeOwnerAccount(account: OwnerState | undefined): void {
-    this.takeAccount(account);
+  /**
+   * Internal RPC from the shard's primary (this object is an edge): the owner was removed, or added
+   * again (see setOwnerAccount), at the primary's `version`: a notice older than the one this edge
+   * holds (two changes told in parallel, arriving out of order) is ignored.
+   */
+  edgeOwnerAccount(account: OwnerState | undefined, version: number): void {
+    this.takeAccount(account, version);
   }
 
-  /** Internal RPC from an edge of this shard: the owner's account as this primary holds it (undefined: removed). */
-  edgeAccount(): OwnerState | undefined {
-    return this.plan.pushed();
+  /** Internal RPC from an edge of this shard: the owner's account as this primary holds it (undefined: removed) and its version. */
+  edgeAccount(): HeldAccount {
+    return this.plan.held();
   }
 
   /**
@@ -440,8 +446,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
    */
   private async askPrimary(owner: string | null): Promise<void> {
     try {
-      const account = await shardStub(this.env, owner).edgeAccount();
-      if (this.plan.removed() !== (account === undefined)) this.takeAccount(account);
+      const { account, version } = await shardStub(this.env, owner).edgeAccount();
+      if (this.plan.removed() !== (account === undefined)) this.takeAccount(account, version);
     } catch (e) {
       console.error(`relay shard: an edge could not ask its primary for the owner's account: ${errorMessage(e)}`);
     }
