@@ -26,6 +26,8 @@
 //                   thinking_delta + signature_delta), then text
 //   reasoning       OpenAI only: like thinking with the `reasoning` field (OpenRouter / Ollama)
 //   429             HTTP 429 with Retry-After: 7 and the API's rate-limit error body
+//   quota           the account out of credit (quota.ts): OpenAI HTTP 429 insufficient_quota;
+//                   Anthropic HTTP 400 invalid_request_error "Your credit balance is too low…"
 //   overloaded      Anthropic HTTP 529 overloaded_error; OpenAI HTTP 503 server_error
 //   400             HTTP 400 invalid_request_error "fake rejection: bad request"
 //   401             HTTP 401 authentication_error / invalid_api_key
@@ -65,6 +67,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { HANGING_ARGUMENTS, HUGE_ARGUMENTS, HUGE_TOOL_NAME, LONG_TEXT, MANY_TOOL_CALLS, manyToolArguments, pieces } from './big-outputs.js';
+import { QUOTA_MESSAGES } from './quota.js';
 
 export type FakeApi = 'openai' | 'anthropic';
 
@@ -121,6 +124,7 @@ export const SCENARIOS = [
   'thinking',
   'reasoning',
   '429',
+  'quota',
   'overloaded',
   '400',
   '401',
@@ -456,6 +460,8 @@ async function openAi(w: Writer, body: Json, scenario: string, slowMs: number): 
         },
         { 'retry-after': '7', 'x-ratelimit-limit-requests': '3', 'x-ratelimit-remaining-requests': '0' },
       );
+    case 'quota':
+      return w.json(429, { error: { message: QUOTA_MESSAGES.openai, type: 'insufficient_quota', param: null, code: 'insufficient_quota' } });
     case 'overloaded':
       return w.json(503, { error: { message: 'The server is overloaded or not ready yet.', type: 'server_error', param: null, code: null } });
     case '400':
@@ -579,6 +585,8 @@ async function anthropic(w: Writer, body: Json, scenario: string, slowMs: number
         'retry-after': '7',
         'anthropic-ratelimit-requests-remaining': '0',
       });
+    case 'quota':
+      return w.json(400, errorBody('invalid_request_error', QUOTA_MESSAGES.anthropic));
     case 'overloaded':
       return w.json(529, errorBody('overloaded_error', 'Overloaded'));
     case '400':

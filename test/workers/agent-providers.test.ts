@@ -1,12 +1,16 @@
 // Hosted agents against real provider wire formats (the fake OpenAI / Anthropic server): streaming,
-// multi-turn history, the tool loop, provider failures mapped to NIP-XX codes, cancellation racing
-// the response, and the owner watching the run live over NIP-AO and cancelling it with a control frame.
+// multi-turn history, the tool loop, provider failures mapped to NIP-XX codes (an account out of
+// credit refused, not rate limited), cancellation racing the response, and the owner watching the
+// run live over NIP-AO and cancelling it with a control frame.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { inject } from 'vitest';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RelayClient } from '../../src/shared/relay-client.js';
 import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
 import { MANY_TOOL_CALLS } from '../fake-provider/big-outputs.js';
+import { QUOTA_MESSAGES } from '../fake-provider/quota.js';
+import { NO_CREDIT } from '../../workers/agent/providers/http.js';
+import { PROVIDER_MESSAGES } from '../../workers/agent/runtime.js';
 import { NipXxClient, createTestAgent, ownerRelayClient } from './agent-helpers.js';
 import { keys } from './helpers.js';
 import { TEST_OWNER_SK } from './test-keys.js';
@@ -20,7 +24,7 @@ async function recorded(marker: string): Promise<Array<{ body: { messages?: Arra
 
 describe.each(['openai', 'anthropic'] as const)('agent with the %s provider', (provider) => {
   const model = provider === 'openai' ? 'gpt-test' : 'claude-test';
-  const agentWith = (body: object = {}) => createTestAgent({ provider, models: [model, 'fake-429', 'fake-overloaded', 'fake-error', 'fake-truncated', 'fake-empty', 'fake-401', 'fake-slow'], ...body });
+  const agentWith = (body: object = {}) => createTestAgent({ provider, models: [model, 'fake-429', 'fake-quota', 'fake-overloaded', 'fake-error', 'fake-truncated', 'fake-empty', 'fake-401', 'fake-slow'], ...body });
 
   it('streams a full run with usage', async () => {
     const c = await NipXxClient.open(await agentWith());
@@ -99,6 +103,38 @@ describe.each(['openai', 'anthropic'] as const)('agent with the %s provider', (p
     expect(run.terminal.kind).toBe(25805);
     expect(run.terminal.payload).toMatchObject(expected);
     expect(await c.noTerminal(p.id, 200)).toBe(true);
+  });
+
+  it('an account out of credit (OpenAI 429 insufficient_quota, Anthropic 400 credit balance too low): MODEL_UNAVAILABLE without retry_after, not RATE_LIMIT; the owner reads that it is billing', async () => {
+    const agent = await agentWith();
+    const owner = ownerRelayClient();
+    await owner.connect();
+    await owner.authenticate();
+    const frames: ObservedFrame[] = [];
+    const observer = new Observer({
+      ownerSecretKey: TEST_OWNER_SK,
+      agents: [agent],
+      subscribe: (filters, opts) => owner.subscribe(filters, opts),
+      publish: (e) => owner.publish(e),
+      onFrame: (f) => frames.push(f),
+    });
+    observer.start();
+    await new Promise((r) => setTimeout(r, 100));
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'hi', model: 'fake-quota' });
+    await c.send(p);
+    const run = await c.collect(p.id);
+    expect(run.terminal.kind).toBe(25805);
+    expect(run.terminal.payload).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: PROVIDER_MESSAGES.rejected });
+    expect(run.terminal.payload['retry_after']).toBeUndefined();
+    const deadline = Date.now() + 8000;
+    while (!frames.some((f) => f.frame.kind === 'session_resolved') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const resolved = frames.find((f) => f.frame.kind === 'session_resolved')?.frame.payload as Record<string, unknown> | undefined;
+    const status = provider === 'openai' ? 429 : 400;
+    expect(resolved).toMatchObject({ run_id: p.id, outcome: 'MODEL_UNAVAILABLE' });
+    expect(String(resolved?.['detail'])).toBe(`${NO_CREDIT}: HTTP ${status}: ${QUOTA_MESSAGES[provider]}`);
+    observer.stop();
+    owner.close();
   });
 
   it('a cancel racing the response ends the run with exactly one CANCELLED', async () => {

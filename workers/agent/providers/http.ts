@@ -2,10 +2,13 @@
 // mapping, HTTP status → ProviderError kind, Retry-After parsing, and the SSE record stream that
 // turns an abort, a reset connection or a missing terminal marker into ProviderError values.
 //
-// Status mapping: 429 → rate_limit; every 5xx (500/502/503/504/529 and the rest) → unavailable;
-// any other non-2xx → rejected. retryAfterSeconds comes from Retry-After (seconds or HTTP-date),
-// else retry-after-ms, on a 429 and also on a 5xx that sends one.
-// Messages: "HTTP <status>: <the provider's error message, truncated>", "network error: …",
+// Status mapping: an account out of credit → rejected, whatever its status (OpenAI's 429
+// insufficient_quota, Anthropic's 400 "credit balance is too low" and billing_error, any 402:
+// retrying does not help until the operator pays); else 429 → rate_limit; every 5xx (500/502/503/
+// 504/529 and the rest) → unavailable; any other non-2xx → rejected. retryAfterSeconds comes from
+// Retry-After (seconds or HTTP-date), else retry-after-ms, on a 429 and also on a 5xx that sends one.
+// Messages: "HTTP <status>: <the provider's error message, truncated>", the out-of-credit one
+// prefixed with NO_CREDIT (the owner reads it, runtime.ts detail), "network error: …",
 // "truncated stream", "a stream event over N characters", "aborted". Unknown JSON values are read with the small guards below.
 
 import { ProviderError, type WireObserver } from './types.js';
@@ -85,7 +88,27 @@ export function errorBodyMessage(text: string): string {
   return text;
 }
 
-/** The ProviderError kind of an HTTP status that is not 2xx. */
+/** What the owner is told first when the provider's account has run out of credit. */
+export const NO_CREDIT = 'the provider account has no credit left (add credit at the provider)';
+
+/** Error types or codes that say the account cannot pay: OpenAI's insufficient_quota, Anthropic's billing_error. */
+const NO_CREDIT_NAMES = new Set(['insufficient_quota', 'billing_error']);
+/** Anthropic answers a workspace out of credit with a 400 invalid_request_error saying so. */
+const NO_CREDIT_TEXT = /credit balance is too low/i;
+
+/**
+ * Whether an error answer says the provider account has no credit left (a 402 Payment Required,
+ * `error.type` or `error.code` in NO_CREDIT_NAMES, or Anthropic's "credit balance is too low").
+ */
+export function isNoCredit(status: number, text: string): boolean {
+  if (status === 402) return true;
+  const body = parseJson(text);
+  const e = isObject(body) ? body.error : undefined;
+  if (!isObject(e)) return false;
+  return NO_CREDIT_NAMES.has(str(e.type) ?? '') || NO_CREDIT_NAMES.has(str(e.code) ?? '') || NO_CREDIT_TEXT.test(str(e.message) ?? '');
+}
+
+/** The ProviderError kind of an HTTP status that is not 2xx (an answer out of credit aside: isNoCredit). */
 export function kindForStatus(status: number): 'rate_limit' | 'unavailable' | 'rejected' {
   if (status === 429) return 'rate_limit';
   if (status >= 500) return 'unavailable';
@@ -120,13 +143,15 @@ export async function httpError(provider: string, res: Response, signal?: AbortS
     if (signal?.aborted) return abortedError(provider);
   }
   const message = truncate(errorBodyMessage(text));
-  const kind = kindForStatus(res.status);
+  const noCredit = isNoCredit(res.status, text);
+  const kind = noCredit ? 'rejected' : kindForStatus(res.status);
   const details: ConstructorParameters<typeof ProviderError>[2] = { provider, status: res.status };
   if (kind !== 'rejected') {
     const retryAfter = retryAfterFromHeaders(res.headers);
     if (retryAfter !== undefined) details.retryAfterSeconds = retryAfter;
   }
-  return new ProviderError(kind, message ? `HTTP ${res.status}: ${message}` : `HTTP ${res.status}`, details);
+  const said = message ? `HTTP ${res.status}: ${message}` : `HTTP ${res.status}`;
+  return new ProviderError(kind, noCredit ? `${NO_CREDIT}: ${said}` : said, details);
 }
 
 
