@@ -1,5 +1,6 @@
 // `edgestr ask` and `edgestr chat`: prompts to an agent over its relay (edgestr/client's
-// AgentConversation), deltas streamed to stdout as they arrive, status and tool calls on stderr.
+// AgentConversation), deltas streamed to stdout as they arrive, status and tool calls on stderr
+// (a failed call with its reason, its output's stderr on one line).
 // What a turn ends with on stdout is the agent's answer (the 25803's text; NIP-XX: "Final render
 // MUST be taken from ai.response text, not from the delta stream"): the rest of it when the stream
 // was its beginning, else (a delta lost, an answer cut to fit an event) a note on stderr and all of it.
@@ -7,7 +8,7 @@
 import { createInterface } from 'node:readline';
 import { bytesToHex } from '../shared/hex.js';
 import { findAgent } from '../client/agents.js';
-import { AgentConversation, type RunHandlers, type RunOutcome } from '../client/run.js';
+import { AgentConversation, type RunHandlers, type RunOutcome, type ToolCall } from '../client/run.js';
 import { secondsOption } from './args.js';
 import { Context, EXIT, Failure } from './context.js';
 import { terminalSafe } from './terminal-safe.js';
@@ -31,6 +32,13 @@ function timeoutOf(ctx: Context): number {
 
 /** Said on stderr when the answer is not the continuation of the streamed text, before the answer. */
 const STREAM_DIFFERS = "[the streamed text differs from the agent's answer; the answer follows]\n";
+
+/** Why a tool call failed, shown on its line: the `stderr` of its output (where agents put the reason), trimmed, on one line. */
+function failureReason(t: ToolCall): string | undefined {
+  if (t.success !== false) return undefined;
+  const reason = t.output?.['stderr'];
+  return typeof reason === 'string' && reason.trim() ? terminalSafe(reason.trim(), { singleLine: true }) : undefined;
+}
 
 /**
  * Writes a run's deltas, status and tool calls (shown escaped by ctx.out/err: they are the agent's
@@ -60,7 +68,8 @@ function printer(ctx: Context, runId: () => string): RunHandlers & { streamed: (
       if (ctx.json) ctx.emit({ type: 'tool_call', run: runId(), ...t }, '');
       else {
         const name = terminalSafe(t.name ?? '', { singleLine: true });
-        ctx.err(`[tool ${name}${t.phase ? ` ${t.phase}` : ''}${t.arguments ? ` ${JSON.stringify(t.arguments)}` : ''}${t.success === false ? ' failed' : ''}${t.text ? `: ${t.text}` : ''}]\n`);
+        const reason = failureReason(t);
+        ctx.err(`[tool ${name}${t.phase ? ` ${t.phase}` : ''}${t.arguments ? ` ${JSON.stringify(t.arguments)}` : ''}${t.success === false ? ' failed' : ''}${reason ? `: ${reason}` : ''}${t.text ? `: ${t.text}` : ''}]\n`);
       }
     },
   };

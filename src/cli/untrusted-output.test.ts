@@ -101,6 +101,14 @@ function agentRuns(e: NostrEvent, r: FakeRelay): void {
     }
     return;
   }
+  if (message === 'tool failed') {
+    // What the agent's runtime sends for a failed tool: the reason in output.stderr, no text.
+    send(KIND.AI_TOOL_CALL, { name: 'web_fetch', phase: 'result', success: false, output: { stdout: '', stderr: 'refused: example.org is not in the allowlist', exit_code: 1 } });
+    send(KIND.AI_TOOL_CALL, { name: 'mcp', phase: 'result', success: false, output: { stdout: '', stderr: `upstream said:\n${EVIL}\n`, exit_code: 1 } });
+    send(KIND.AI_TOOL_CALL, { name: 'calculator', phase: 'result', success: true, output: { stdout: '42', stderr: 'a warning', exit_code: 0 } });
+    send(KIND.AI_RESPONSE, { text: 'done' });
+    return;
+  }
   send(KIND.AI_STATUS, { state: 'thinking', info: EVIL });
   send(KIND.AI_TOOL_CALL, { name: `calc${CSI}2J`, phase: 'start', arguments: { q: EVIL }, text: EVIL });
   const deltas = ['line 1\n', EVIL, '\rover', 'written\r', '\nend\u2028'];
@@ -203,6 +211,15 @@ describe('text from strangers is shown escaped', () => {
     expect(r.stdout).toBe(`line 1\n${SHOWN}\\u000doverwritten\r\nend\u2028\n`);
     expect(r.stderr).toContain(`[thinking: ${SHOWN}]`);
     expect(r.stderr).toContain(String.raw`[tool calc\u009b2J start {"q":"\u001b]0;pwned\u0007\u001b]52;c;Y3VybCBldmlsfHNo\u0007\u001b[2J\u009b2J ok"}: ` + `${SHOWN}]`);
+  });
+
+  it("ask: a failed tool call shows why (its output's stderr, on one line, escaped)", async () => {
+    const r = await run(['ask', agentPk, 'tool failed', '--url', relay.url]);
+    expect(r.code).toBe(0);
+    expectTerminalSafe(r.stderr);
+    expect(r.stderr).toContain('[tool web_fetch result failed: refused: example.org is not in the allowlist]\n');
+    expect(r.stderr).toContain(`[tool mcp result failed: upstream said:\\u000a${SHOWN}]\n`);
+    expect(r.stderr).toContain('[tool calculator result]\n');
   });
 
   it('ask: an error message; --json keeps the text and escapes C1 and U+2028', async () => {
