@@ -104,7 +104,23 @@ describe('open sign-up needs a default plan that bounds agents and model tokens'
       expect(await accountsStub(env).owner(k.pk)).toBeUndefined();
     }
     const k = keys();
-    expect(await signup(k, { EDGESTR_PLANS: '{"default":{"agents":1,"tokens_per_day":1000}}' })).toEqual(added(k));
+    expect(await signup(k, { EDGESTR_PLANS: '{"default":{"agents":1,"tokens_per_day":1000,"models":["gpt-4o-mini"]}}' })).toEqual(added(k));
+  });
+
+  it('with a paid provider (the tests’ OPENAI_API_KEY) and a default plan without models, every sign-up is 503 naming models (a Worker deployed without `npm run deploy`); without a paid provider it passes', async () => {
+    const bounded = '{"default":{"agents":1,"tokens_per_day":1000}}';
+    const k = keys();
+    expect(await signup(k, { EDGESTR_PLANS: bounded })).toEqual({
+      status: 503,
+      json: {
+        error:
+          'sign-up is unavailable on this deployment: EDGESTR_SIGNUP=open with a paid model provider (OPENAI_API_KEY, ANTHROPIC_API_KEY or the AI binding) needs a default plan that sets models, since tokens_per_day counts a token of every model alike; ask the operators',
+      },
+    });
+    expect(await accountsStub(env).owner(k.pk)).toBeUndefined();
+    // A local OpenAI-compatible server (OPENAI_BASE_URL, no key: the tests' fake provider) is no paid provider.
+    const local = keys();
+    expect(await signup(local, { EDGESTR_PLANS: bounded, OPENAI_API_KEY: undefined, ANTHROPIC_API_KEY: undefined })).toEqual(added(local));
   });
 });
 

@@ -29,11 +29,12 @@ export const TEST_PLANS = JSON.stringify(PLANS);
 
 /**
  * The variables a test's sign-up call runs under: EDGESTR_SIGNUP=open, which needs a default plan
- * that sets agents and tokens_per_day (workers/accounts/signup-limits.ts; else sign-up answers 503),
+ * that sets agents and tokens_per_day, and models since the tests bind paid provider keys
+ * (workers/accounts/signup-limits.ts; else sign-up answers 503),
  * so these plans are TEST_PLANS with such a default. Only the sign-up call sees them: the owner's
  * later calls and agents run under TEST_PLANS.
  */
 export const OPEN_SIGNUP = {
   EDGESTR_SIGNUP: 'open',
-  EDGESTR_PLANS: JSON.stringify({ ...PLANS, default: { agents: 100, tokens_per_day: 1_000_000_000 } }),
+  EDGESTR_PLANS: JSON.stringify({ ...PLANS, default: { agents: 100, tokens_per_day: 1_000_000_000, models: ['*'] } }),
 };

@@ -6,14 +6,16 @@
 // fresh keys can grow it by. Each a whole number, 0 or more; unset, the default; a value that is not
 // one counts as the default, logged once per isolate and value. Open sign-up also needs a default
 // plan (workers/accounts/plans.ts) that sets `agents` and `tokens_per_day`: with either unlimited, a
-// stranger's key would spend the operator's provider keys without end, so the Worker answers sign-ups
-// 503 (openSignupProblem). `npm run deploy` refuses the same (scripts/deploy-check.mjs bundles this
-// file and calls signupProblems), and, when the deployment may have a paid provider (an OpenAI or
-// Anthropic key, the Workers AI binding), a default plan that does not set `models`: its
-// tokens_per_day counts a token of every model alike, so a stranger's agent on the priciest model
-// would spend it at many times the price it was sized for (OPEN_SIGNUP_NEEDS_MODELS).
+// stranger's key would spend the operator's provider keys without end; and, when the deployment binds
+// a paid provider (an OpenAI or Anthropic key, the Workers AI binding), `models`: its tokens_per_day
+// counts a token of every model alike, so a stranger's agent on the priciest model would spend it at
+// many times the price it was sized for (OPEN_SIGNUP_NEEDS_MODELS). Without them the Worker answers
+// sign-ups 503 (openSignupProblem), also when deployed without the check; `npm run deploy` refuses
+// the same (scripts/deploy-check.mjs bundles this file and calls signupProblems; there a paid
+// provider is one the deployment has or may have, its keys being secrets it cannot read).
 
 import { DEFAULT_PLAN, parsePlans, type Plans } from './plans.js';
+import type { ProviderEnv } from '../agent/providers/index.js';
 
 /** What sign-up may add: owners in the registry, sign-ups a UTC day. */
 export interface SignupCaps {
@@ -65,14 +67,23 @@ export function signupCaps(env: SignupEnv): SignupCaps {
 
 export const OPEN_SIGNUP_NEEDS_LIMITS = 'EDGESTR_SIGNUP=open needs a default plan that sets agents and tokens_per_day';
 
-/** Why open sign-up cannot be served with `plans` (the default plan leaves agents or model tokens unlimited), or undefined. */
-export function openSignupProblem(plans: Plans): string | undefined {
-  const plan = plans[DEFAULT_PLAN];
-  return plan?.agents === undefined || plan.tokens_per_day === undefined ? OPEN_SIGNUP_NEEDS_LIMITS : undefined;
-}
-
 export const OPEN_SIGNUP_NEEDS_MODELS =
   'EDGESTR_SIGNUP=open with a paid model provider (OPENAI_API_KEY, ANTHROPIC_API_KEY or the AI binding) needs a default plan that sets models, since tokens_per_day counts a token of every model alike';
+
+/**
+ * Why open sign-up cannot be served with `plans`, or undefined: the default plan leaves agents or
+ * model tokens unlimited, or, with `paidProvider`, any model (no `models`).
+ */
+export function openSignupProblem(plans: Plans, paidProvider: boolean): string | undefined {
+  const plan = plans[DEFAULT_PLAN];
+  if (plan?.agents === undefined || plan.tokens_per_day === undefined) return OPEN_SIGNUP_NEEDS_LIMITS;
+  return paidProvider && plan.models === undefined ? OPEN_SIGNUP_NEEDS_MODELS : undefined;
+}
+
+/** Whether the Worker's `env` binds a paid model provider: an OpenAI or Anthropic key, or Workers AI (a base URL without a key is a local server). */
+export function paidProviderBound(env: Pick<ProviderEnv, 'OPENAI_API_KEY' | 'ANTHROPIC_API_KEY' | 'AI'>): boolean {
+  return Boolean(env.OPENAI_API_KEY?.trim() || env.ANTHROPIC_API_KEY?.trim() || env.AI);
+}
 
 /**
  * What `npm run deploy` refuses of the sign-up settings in `vars`: caps that are not whole numbers,
@@ -90,8 +101,7 @@ export function signupProblems(vars: SignupEnv, plansKnown = true, paidProvider 
   } catch {
     return problems;
   }
-  const open = openSignupProblem(plans);
-  if (open) problems.push(`${open}: set both in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000}}`);
+  if (openSignupProblem(plans, false)) problems.push(`${OPEN_SIGNUP_NEEDS_LIMITS}: set both in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000}}`);
   if (paidProvider && plans[DEFAULT_PLAN]?.models === undefined) {
     problems.push(`${OPEN_SIGNUP_NEEDS_MODELS}: list the models sign-ups may use in EDGESTR_PLANS, e.g. {"default":{"agents":3,"tokens_per_day":200000,"models":["gpt-4o-mini"]}} (["*"]: any model)`);
   }

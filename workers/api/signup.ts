@@ -19,13 +19,14 @@
 import { Hono } from 'hono';
 import { accountsStub, type AccountsBindings } from '../accounts/accounts-do.js';
 import { DEFAULT_PLAN, plansOf, type PlanEnv } from '../accounts/plans.js';
-import { openSignupProblem, signupCaps, type SignupEnv } from '../accounts/signup-limits.js';
+import { openSignupProblem, paidProviderBound, signupCaps, type SignupEnv } from '../accounts/signup-limits.js';
 import { clientAddress } from '../common/client-address.js';
 import { rememberOwner, staticOwners, type OwnerEnv } from '../common/owners.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
+import type { ProviderEnv } from '../agent/providers/index.js';
 
-export interface SignupApiBindings extends ApiStateBindings, AccountsBindings, OwnerEnv, PlanEnv, SignupEnv {
+export interface SignupApiBindings extends ApiStateBindings, AccountsBindings, OwnerEnv, PlanEnv, SignupEnv, ProviderEnv {
   /** "open": anyone may sign up. */
   EDGESTR_SIGNUP?: string;
   /** Workers Rate Limiting: sign-ups per client address (wrangler.toml [[ratelimits]]). */
@@ -54,7 +55,7 @@ export function signupRoutes() {
         return c.json({ error: SIGNUP_RATE_LIMITED }, 429, { 'Retry-After': String(SIGNUP_PERIOD_SECONDS) });
       }
     }
-    const unavailable = c.env.EDGESTR_SIGNUP === 'open' ? openSignupProblem(plansOf(c.env)) : undefined;
+    const unavailable = c.env.EDGESTR_SIGNUP === 'open' ? openSignupProblem(plansOf(c.env), paidProviderBound(c.env)) : undefined;
     if (unavailable) return c.json({ error: `sign-up is unavailable on this deployment: ${unavailable}; ask the operators` }, 503);
     await next();
   });
