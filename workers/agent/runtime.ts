@@ -8,7 +8,7 @@ import { utf8Bytes } from '../../src/shared/json-cut.js';
 import { THINKING_LEVELS, type ErrorCode, type Prompt } from '../../src/shared/nip-xx.js';
 import type { AgentLimits } from './config.js';
 import { ProviderError, type ChatMessage, type Provider, type StreamChunk, type Thinking, type ToolCall, type ToolSpec, type WireObserver } from './providers/types.js';
-import type { ToolDefinition, ToolOutput, ToolResult } from './tools/types.js';
+import type { ToolDefinition, ToolOutput, ToolResult, UnknownTool } from './tools/types.js';
 import { shownStatusInfo, shownToolName } from './event-fit.js';
 import { estimateTokens } from './sessions.js';
 
@@ -44,7 +44,8 @@ export interface Usage {
 
 export interface ToolRunner {
   definitions(): ToolDefinition[];
-  run(name: string, args: unknown, signal: AbortSignal): Promise<ToolResult | { ok: false; unknown: true; error: string }>;
+  /** A tool's result, or UnknownTool: the run ends UNSUPPORTED_FEATURE, with its `detail` for the owner. */
+  run(name: string, args: unknown, signal: AbortSignal): Promise<ToolResult | UnknownTool>;
 }
 
 export interface RunSink {
@@ -375,14 +376,15 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
       const name = shownToolName(call.name);
       await input.sink.toolCall({ name, phase: 'start', arguments: args ?? {} });
       const started = now();
-      const result: ToolResult | { ok: false; unknown: true; error: string } = args
+      const result: ToolResult | UnknownTool = args
         ? await input.tools.run(call.name, args, input.signal)
         : { ok: false, error: 'tool arguments are not a JSON object' };
       const duration_ms = Math.max(0, Math.round(now() - started));
       if (input.signal.aborted) return { terminal: RUN_CANCELLED, transcript };
       if (!result.ok && 'unknown' in result) {
         await input.sink.toolCall({ name, phase: 'result', success: false, duration_ms });
-        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(name)}` }, transcript };
+        const forOwner = result.detail !== undefined ? { detail: result.detail } : {};
+        return { terminal: { type: 'error', code: 'UNSUPPORTED_FEATURE', message: `unknown tool ${JSON.stringify(name)}`, ...forOwner }, transcript };
       }
       const output: ToolOutput = result.ok ? result.output : (result.output ?? { stdout: '', stderr: result.error, exit_code: 1 });
       const success = result.ok && output.exit_code === 0;

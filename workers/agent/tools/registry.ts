@@ -2,22 +2,31 @@
 // tools of its MCP servers (`mcp_servers`, connected in parallel; see mcp.ts for the naming
 // rule) and of its DVMCP servers (`dvmcp_servers`, over Nostr; dvmcp.ts, same naming rule). It lists the definitions (for ai.info tool_names / tool_schemas and for the model) and
 // runs a tool by name: arguments are checked against the tool's input schema first (args.ts; the
-// only check: the tools trust their typed input),
-// and a name that is not in the set gives `{ok: false, unknown: true}` so that the runtime can
-// answer UNSUPPORTED_FEATURE.
+// only check: the tools trust their typed input).
 //
 // Building never fails: the agent runs with the tools it can have, and `problems` lists the rest
 // (an unknown built-in name, a repeated MCP server id, an MCP or DVMCP server that cannot be reached,
 // skipped MCP tools, invalid web_fetch_hosts entries, an empty web_fetch allowlist, tools over
 // the limit of MAX_TOOLS).
+//
+// A name that is not in the set (the model may call a tool it remembers from the conversation's
+// history) is answered:
+// - when it is a name of a configured MCP or DVMCP server that could not be reached or was skipped
+//   (remote-tools.ts isToolNameOf): a failed tool call "tool <name> is unavailable: <that server's
+//   problem>" (several such servers: their problems, each once, joined with "; "), so the run goes on and the
+//   model can tell why; the name is shown as run events show it (event-fit.ts shownToolName);
+// - otherwise `{ok: false, unknown: true}` (UnknownTool), so that the runtime answers
+//   UNSUPPORTED_FEATURE, with `detail` for the owner listing `problems` when there are any.
 
 import { argsCheck, type ArgsCheck } from './args.js';
 import { CalculatorTool } from './calculator.js';
 import { connectDvmcpServer, type DvmcpServerConfig, type DvmcpToolOptions } from './dvmcp.js';
 import { connectMcpServer, type McpConnection, type McpOptions, type McpServerConfig } from './mcp.js';
+import { isToolNameOf } from './remote-tools.js';
 import { fail } from './result.js';
-import type { Tool, ToolDefinition, ToolResult } from './types.js';
+import type { Tool, ToolDefinition, ToolResult, UnknownTool } from './types.js';
 import { WebFetchTool, type WebFetchOptions } from './web-fetch.js';
+import { shownToolName } from '../event-fit.js';
 import { errorMessage } from '../../../src/shared/errors.js';
 
 export const BUILTIN_TOOL_NAMES = ['calculator', 'web_fetch'] as const;
@@ -49,7 +58,13 @@ export interface RegistryOptions {
 }
 
 /** A tool call's result, or: no tool of that name in this agent's set. */
-export type RegistryRunResult = ToolResult | { ok: false; unknown: true; error: string };
+export type RegistryRunResult = ToolResult | UnknownTool;
+
+/** A configured MCP or DVMCP server whose tools the agent does not have, and why. */
+interface UnavailableServer {
+  serverId: string;
+  problem: string;
+}
 
 export interface ToolRegistry {
   /** The definitions of every tool, built-ins first, in config order. */
@@ -70,6 +85,7 @@ class Registry implements ToolRegistry {
     tools: readonly Tool[],
     readonly problems: string[],
     private readonly connections: readonly McpConnection[],
+    private readonly unavailable: readonly UnavailableServer[],
   ) {
     for (const tool of tools) {
       const name = tool.definition.name;
@@ -89,7 +105,7 @@ class Registry implements ToolRegistry {
 
   async run(name: string, args: unknown, signal: AbortSignal): Promise<RegistryRunResult> {
     const entry = this.byName.get(name);
-    if (!entry) return { ok: false, unknown: true, error: `unknown tool "${name}"` };
+    if (!entry) return this.missing(name);
     const checked = entry.check(args);
     if (!checked.ok) return fail(checked.error);
     try {
@@ -97,6 +113,14 @@ class Registry implements ToolRegistry {
     } catch (e) {
       return fail(`${name} failed: ${errorMessage(e)}`); // a tool must not throw; keep the run alive if one does
     }
+  }
+
+  /** The answer for a name not in the set (see the header). */
+  private missing(name: string): ToolResult | UnknownTool {
+    const why = new Set(this.unavailable.filter((s) => isToolNameOf(name, s.serverId)).map((s) => s.problem));
+    if (why.size > 0) return fail(`tool ${shownToolName(name)} is unavailable: ${[...why].join('; ')}`);
+    const detail = this.problems.length > 0 ? { detail: `unknown tool ${JSON.stringify(shownToolName(name))}; the agent's tool problems: ${this.problems.join('; ')}` } : {};
+    return { ok: false, unknown: true, error: `unknown tool "${name}"`, ...detail };
   }
 
   async close(): Promise<void> {
@@ -135,28 +159,33 @@ export async function buildToolRunner(config: AgentToolsConfig, options: Registr
   }
   const dvmcpServers = config.dvmcp_servers ?? [];
   const dvmcp = options.dvmcp;
-  if (dvmcpServers.length > 0 && !dvmcp) problems.push('DVMCP servers skipped: no relay connection for DVMCP here');
+  const unavailable: UnavailableServer[] = [];
+  const unavailableServers = (list: readonly string[], problem: string): void => {
+    problems.push(problem);
+    for (const serverId of list) unavailable.push({ serverId, problem });
+  };
+  if (dvmcpServers.length > 0 && !dvmcp) unavailableServers(dvmcpServers.map((s) => s.server), 'DVMCP servers skipped: no relay connection for DVMCP here');
   const [connected, dvmcpConnected] = await Promise.all([
-    Promise.all(servers.map((s) => connectMcpServer(s, options.mcp, options.signal))),
-    dvmcp ? Promise.all(dvmcpServers.map((s) => connectDvmcpServer(s, dvmcp, options.signal))) : [],
+    Promise.all(servers.map(async (s) => ({ id: s.id, c: await connectMcpServer(s, options.mcp, options.signal) }))),
+    dvmcp ? Promise.all(dvmcpServers.map(async (s) => ({ id: s.server, c: await connectDvmcpServer(s, dvmcp, options.signal) }))) : [],
   ]);
   const connections: McpConnection[] = [];
-  for (const c of connected) {
+  for (const { id, c } of connected) {
     if (!c.ok) {
-      problems.push(c.error);
+      unavailableServers([id], c.error);
       continue;
     }
     connections.push(c.value);
     tools.push(...c.value.tools);
     for (const s of c.value.skipped) problems.push(`MCP server ${c.value.serverId}: skipped ${s}`);
   }
-  for (const c of dvmcpConnected) {
+  for (const { id, c } of dvmcpConnected) {
     if (!c.ok) {
-      problems.push(c.error);
+      unavailableServers([id], c.error);
       continue;
     }
     tools.push(...c.value.tools);
     for (const s of c.value.skipped) problems.push(`DVMCP server ${c.value.serverId}: skipped ${s}`);
   }
-  return new Registry(tools, problems, connections);
+  return new Registry(tools, problems, connections, unavailable);
 }

@@ -6,6 +6,8 @@
 //   otherwise <serverId>__<toolName with every other character replaced by "_">, cut to 55
 //   characters, then "_" and the first 8 hex digits of sha256(toolName) (so that "a.b" and
 //   "a_b" stay distinct). A name that is still taken (the server listed it twice) is skipped.
+//   So every name of server `serverId`'s tools begins with "<serverId>__", or its first 55
+//   characters when longer (a DVMCP server id may have 64): isToolNameOf.
 // Definitions: description = the tool's description (or title, or ""), input_schema = the
 // server's inputSchema as given (with type "object"), schema_version 1, requires_approval false.
 // Count: at most `maxTools` tools are taken; the rest are skipped.
@@ -45,14 +47,19 @@ export interface RemoteToolDefinition {
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 const SEPARATOR = '__';
+/** A cleaned name is cut to this many characters before "_" and its 8 hex digits (64 in all). */
+const CLEANED_CHARS = 55;
 
 /** The exposed name of `toolName` of server `serverId` (see the naming rule above). */
 export function mcpToolName(serverId: string, toolName: string): string {
   const plain = `${serverId}${SEPARATOR}${toolName}`;
   if (TOOL_NAME.test(plain)) return plain;
-  const cleaned = `${serverId}${SEPARATOR}${toolName.replace(/[^a-zA-Z0-9_-]/g, '_')}`.slice(0, 55);
+  const cleaned = `${serverId}${SEPARATOR}${toolName.replace(/[^a-zA-Z0-9_-]/g, '_')}`.slice(0, CLEANED_CHARS);
   return `${cleaned}_${bytesToHex(sha256(new TextEncoder().encode(toolName))).slice(0, 8)}`;
 }
+
+/** Whether `name` begins as every name mcpToolName gives server `serverId`'s tools does (see the naming rule above). */
+export const isToolNameOf = (name: string, serverId: string): boolean => name.startsWith(`${serverId}${SEPARATOR}`.slice(0, CLEANED_CHARS));
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 

@@ -23,6 +23,14 @@ export interface ToolOutput {
 
 export type ToolResult = { ok: true; output: ToolOutput } | { ok: false; error: string; output?: ToolOutput };
 
+/** A call of a tool the agent does not have (NIP-XX UNSUPPORTED_FEATURE); `detail` is for the owner alone. */
+export interface UnknownTool {
+  ok: false;
+  unknown: true;
+  error: string;
+  detail?: string;
+}
+
 /** The arguments of a tool call: a JSON object. */
 export type ToolArgs = Record<string, unknown>;
 
