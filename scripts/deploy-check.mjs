@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // `npm run deploy`: checks the deployment's configuration (scripts/deploy-config.mjs) and runs
 // `wrangler deploy` with the same arguments only when nothing is wrong. It reads wrangler.toml
-// (through wrangler's own reader), the --var NAME:VALUE arguments given to the deploy, and the names
-// of the secrets already set (`wrangler secret list`, which needs a login and an existing Worker;
-// when it fails, the secret checks are reported as not made). Prints the list of problems and exits
-// 1, or the unchecked items and deploys.
+// (through wrangler's own reader: its vars, bindings and compatibility flags), the --var NAME:VALUE
+// arguments given to the deploy, and the names of the secrets already set (`wrangler secret list`,
+// which needs a login and an existing Worker; when it fails, the secret checks are reported as not
+// made). Prints the list of problems and exits 1, or the unchecked items and deploys.
 //   npm run deploy                      check, then wrangler deploy
 //   npm run deploy -- --dry-run         check, then wrangler deploy --dry-run
 //   EDGESTR_ECHO_ONLY=true npm run deploy   deploy without a model provider, on purpose
@@ -72,6 +72,7 @@ const { problems, unchecked } = checkDeployment({
   vars,
   secrets: secretNames(),
   bindings,
+  compatibilityFlags: rawConfig.compatibility_flags ?? [],
   echoOnly: process.env.EDGESTR_ECHO_ONLY === 'true',
   parsePlans: (await workerModule('workers/accounts/plans.ts')).parsePlans,
   parseRelayLimits: (await workerModule('workers/relay-do/limits.ts')).parseRelayLimits,

@@ -7,6 +7,8 @@ export interface DeploymentInput {
   secrets: readonly string[] | null;
   /** Names of the bindings in wrangler.toml (e.g. "AI", "BACKUPS"). */
   bindings: readonly string[];
+  /** wrangler.toml's compatibility_flags. */
+  compatibilityFlags: readonly string[];
   /** The operator deploys with the echo provider only, on purpose (EDGESTR_ECHO_ONLY=true). */
   echoOnly: boolean;
   /** The Worker's EDGESTR_PLANS parser (workers/accounts/plans.ts `parsePlans`): throws an Error naming what is wrong. */

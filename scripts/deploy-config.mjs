@@ -1,10 +1,10 @@
 // The deployment checks of `npm run deploy` (scripts/deploy-check.mjs), as one pure function so
 // that they can be tested: given the variables wrangler will deploy, the names of the secrets
 // already set (or null when they cannot be listed, e.g. offline or before the first deploy), the
-// bindings of wrangler.toml and the operator's explicit choices, it answers the problems that must
-// stop the deploy and the checks it could not make. EDGESTR_PLANS, RELAY_LIMITS and the sign-up
-// settings are checked with the Worker's own rules, passed in (`parsePlans`, `parseRelayLimits`,
-// `signupProblems`): one rule, not a second copy here.
+// bindings and compatibility flags of wrangler.toml and the operator's explicit choices, it answers
+// the problems that must stop the deploy and the checks it could not make. EDGESTR_PLANS,
+// RELAY_LIMITS and the sign-up settings are checked with the Worker's own rules, passed in
+// (`parsePlans`, `parseRelayLimits`, `signupProblems`): one rule, not a second copy here.
 
 import { decode } from 'nostr-tools/nip19';
 
@@ -30,11 +30,19 @@ const entries = (value) => (value ?? '').split(',').map((s) => s.trim()).filter(
  * @param {import('./deploy-config.d.mts').DeploymentInput} input
  * @returns {import('./deploy-config.d.mts').DeploymentVerdict}
  */
-export function checkDeployment({ vars, secrets, bindings, echoOnly, parsePlans, parseRelayLimits, signupProblems }) {
+export function checkDeployment({ vars, secrets, bindings, compatibilityFlags, echoOnly, parsePlans, parseRelayLimits, signupProblems }) {
   const problems = [];
   const unchecked = [];
   const hasSecret = (name) => secrets !== null && secrets.includes(name);
   const set = (name) => (vars[name] ?? '').trim() !== '' || hasSecret(name);
+
+  // global_fetch_strictly_public: without it, a fetch to a hostname of the Worker's own zone goes
+  // straight to that host's origin, skipping its Cloudflare Access, WAF and Workers; an owner's
+  // web_fetch, MCP server, bridge server or relay on another host of the operator's zone (the
+  // outbound policy sees only a public name) would reach what the zone keeps behind them.
+  if (!compatibilityFlags.includes('global_fetch_strictly_public')) {
+    problems.push("compatibility_flags lacks global_fetch_strictly_public: owners' dials to this zone would reach origins past Access and the WAF; add it to wrangler.toml's compatibility_flags");
+  }
 
   // EDGESTR_SECRET: a secret, never a plain variable in wrangler.toml.
   if ('EDGESTR_SECRET' in vars) problems.push('EDGESTR_SECRET is a plain [vars] value: remove it from wrangler.toml and run `npx wrangler secret put EDGESTR_SECRET`');

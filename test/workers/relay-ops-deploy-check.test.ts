@@ -12,7 +12,18 @@ import { parseRelayLimits } from '../../workers/relay-do/limits.js';
 import { signupProblems } from '../../workers/accounts/signup-limits.js';
 
 const owner = keys().pk;
-const good: DeploymentInput = { vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'], bindings: [], echoOnly: false, parsePlans, parseRelayLimits, signupProblems };
+/** wrangler.toml's compatibility flags. */
+const FLAGS = ['nodejs_compat', 'global_fetch_strictly_public'];
+const good: DeploymentInput = {
+  vars: { EDGESTR_OWNERS: owner },
+  secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'],
+  bindings: [],
+  compatibilityFlags: FLAGS,
+  echoOnly: false,
+  parsePlans,
+  parseRelayLimits,
+  signupProblems,
+};
 const check = (over: Partial<DeploymentInput>) => checkDeployment({ ...good, ...over });
 
 describe('deploy check', () => {
@@ -29,7 +40,7 @@ describe('deploy check', () => {
   });
 
   it('refuses with the full list of what is missing', () => {
-    expect(checkDeployment({ vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [], bindings: [], echoOnly: false, parsePlans, parseRelayLimits, signupProblems }).problems).toEqual([
+    expect(checkDeployment({ ...good, vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [] }).problems).toEqual([
       'EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)',
       'EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)',
       'no owner and no admin: set EDGESTR_OWNERS (or EDGESTR_ADMINS) to your pubkey (hex or npub) in wrangler.toml [vars]',
@@ -146,6 +157,16 @@ describe('deploy check', () => {
     expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_EDGES: edges } }).problems).toEqual([
       'RELAY_EDGES is not a JSON object of K per shard ("*", "public" or a 64-hex owner key → an integer 1..64), e.g. {"public": 4, "*": 1}',
     ]);
+  });
+
+  // Without the flag, a Worker's fetch to a hostname of its own zone goes straight to that host's
+  // origin: an owner's web_fetch, MCP server, bridge server or relay on another host of the
+  // operator's zone would skip that host's Access and WAF.
+  it('refuses compatibility_flags without global_fetch_strictly_public', () => {
+    const problem = "compatibility_flags lacks global_fetch_strictly_public: owners' dials to this zone would reach origins past Access and the WAF; add it to wrangler.toml's compatibility_flags";
+    expect(check({ compatibilityFlags: ['nodejs_compat'] }).problems).toEqual([problem]);
+    expect(check({ compatibilityFlags: [] }).problems).toEqual([problem]);
+    expect(check({ compatibilityFlags: ['nodejs_compat', 'global_fetch_private_origin'] }).problems).toEqual([problem]);
   });
 
   it('says what it cannot check when secrets cannot be listed, and refuses nothing for it', () => {
