@@ -28,8 +28,9 @@ export function workersProject(bindings: Record<string, string> = {}, include = 
             EDGESTR_OPEN_SHARDS: 'true',
             // The fake provider, the MCP server and the fixture server listen on 127.0.0.1: the
             // operator's explicit outbound exception (src/shared/outbound-url.ts) lets agents reach
-            // them, as a deployment would list an internal MCP server. Nothing else local is allowed.
-            EDGESTR_OUTBOUND_ALLOW: '127.0.0.1',
+            // them (on every port: their ports are chosen at start), as a deployment would list an internal
+            // MCP server. Nothing else local is allowed.
+            EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*',
             EDGESTR_SECRET: 'edgestr-test-secret-0123456789',
             // Unpaid priced calls expire after 5 s (workers/bridge/payments.ts), so expiry is testable.
             EDGESTR_PAYMENT_EXPIRY: '5',

@@ -2,7 +2,7 @@
 // The DVMCP bridge pass of the bench. The real @modelcontextprotocol/server-everything runs on a
 // free 127.0.0.1 port (started by test/mcp/global-setup.ts `startEverything`); the Worker is served
 // as for the agent pass (bench/lib/server.mjs) with EDGESTR_OWNERS = a bench owner, EDGESTR_SECRET
-// set and EDGESTR_OUTBOUND_ALLOW=127.0.0.1. The owner registers server-everything through
+// set and EDGESTR_OUTBOUND_ALLOW=127.0.0.1:*. The owner registers server-everything through
 // POST /api/bridge/servers (NIP-98) under one server id per series and waits for their 31316 on the
 // public shard. Then, all on this process's clock (performance.now()):
 //   direct:     the official MCP SDK Client calls `echo` over Streamable HTTP, one call at a time;
@@ -124,7 +124,7 @@ export async function bridgeBench(o) {
       relayLimits: o.relayLimits,
       // Test mode: this deployment's own host is then its host and port (in production its hostname,
       // any port: 127.0.0.1 would be refused as a loop), so server-everything on another port of it is allowed.
-      bindings: { EDGESTR_OWNERS: owner, EDGESTR_SECRET: randomHex(32), EDGESTR_OUTBOUND_ALLOW: '127.0.0.1', EDGESTR_ENV: 'test' },
+      bindings: { EDGESTR_OWNERS: owner, EDGESTR_SECRET: randomHex(32), EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*', EDGESTR_ENV: 'test' },
     });
     log(`relay on ${relay.httpUrl}`);
     try {

@@ -516,7 +516,7 @@ with libsecp256k1 (\`nostr-wasm\`) before any clock starts.
 - **DVMCP bridge** (client side, \`performance.now()\` in this Node process). The real
   \`@modelcontextprotocol/server-everything\` (\`mcp-server-everything streamableHttp\`, started as
   \`test/mcp/global-setup.ts\` does) listens on 127.0.0.1; a fourth workerd is started as above with
-  \`EDGESTR_OWNERS\` = a bench owner, \`EDGESTR_SECRET\` set and \`EDGESTR_OUTBOUND_ALLOW=127.0.0.1\`.
+  \`EDGESTR_OWNERS\` = a bench owner, \`EDGESTR_SECRET\` set and \`EDGESTR_OUTBOUND_ALLOW=127.0.0.1:*\`.
   The owner registers server-everything through \`POST /api/bridge/servers\` (NIP-98) under three
   server ids (one per series below, same upstream URL) and waits for their 31316 on the public
   shard. **Direct** (the baseline, same run): the official MCP SDK \`Client\` over Streamable HTTP

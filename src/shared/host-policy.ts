@@ -1,7 +1,8 @@
 // Host classification for outbound connections: host allowlist patterns ("example.com",
-// "*.example.com", with `ports` also "host:port"), and the class of every non-public host
-// (private, loopback, link-local, CGNAT, multicast, unspecified, reserved addresses and local
-// names) with a readable reason. Pure functions; the policy that decides what is dialled lives in
+// "*.example.com"; with `ports` also "host:port" and "host:*", a bare host then meaning its
+// scheme's default port only), and the class of every non-public host (private, loopback,
+// link-local, CGNAT, multicast, unspecified, reserved addresses and local names) with a readable
+// reason. Pure functions; the policy that decides what is dialled lives in
 // outbound-url.ts.
 //
 // IPv4 is recognised in every notation that resolvers accept (inet_aton): dotted decimal,
@@ -208,13 +209,17 @@ export const classifyHost = (rawHost: string): HostVerdict => classOfHost(rawHos
 
 // ---- allowlist -----------------------------------------------------------------------------
 
-/** A normalised allowlist entry: an exact host, or a suffix for "*.example.com"; with a port, that port only. */
+/** A normalised allowlist entry: an exact host, or a suffix for "*.example.com"; the ports it allows. */
 export interface HostPattern {
   readonly pattern: string;
   readonly exact?: string;
   readonly suffix?: string;
-  /** The one port the entry allows (`ports` entries only); absent: every port. */
-  readonly port?: number;
+  /**
+   * The port the entry allows: one port ("host:8080"), or `'default'`, the dialled URL's scheme's
+   * default port (a bare host in `ports` mode: 80 for http/ws, 443 for https/wss); absent: every
+   * port ("host:*", or any entry outside `ports` mode, where the port is not asked).
+   */
+  readonly port?: number | 'default';
 }
 
 /** The port an http(s)/ws(s) URL dials: its own, or its scheme's default. */
@@ -224,15 +229,19 @@ export const portOf = (url: URL): number => (url.port !== '' ? Number(url.port) 
  * Normalises allowlist entries: "example.com" (that host only) and "*.example.com" (any
  * subdomain of example.com at any depth, not example.com itself); case-insensitive, IDN names in
  * punycode, a trailing dot ignored, no scheme, path or other wildcard. With `ports`, an entry may
- * end in ":<port>" (1–65535; "[::1]:8080" for IPv6): that port only; else no port. Returns the
- * patterns and the entries that are not valid patterns.
+ * end in ":<port>" (1–65535; "[::1]:8080" for IPv6): that port only, or in ":*": every port; an
+ * entry without a port allows its scheme's default port only (as a CSP host-source does: an
+ * operator listing "10.0.0.5" for one service does not open its other ports). Without `ports`, no
+ * port is written and none is asked. Returns the patterns and the entries that are not valid
+ * patterns.
  */
 export function parseAllowlist(entries: readonly string[], options: { ports?: boolean } = {}): { patterns: HostPattern[]; invalid: string[] } {
   const patterns: HostPattern[] = [];
   const invalid: string[] = [];
   for (const entry of entries) {
-    const ported = options.ports === true ? /^(.*[^:]):(\d{1,5})$/.exec(entry) : null;
-    const port = ported ? Number(ported[2]) : undefined;
+    const ported = options.ports === true ? /^(.*[^:]):(\d{1,5}|\*)$/.exec(entry) : null;
+    const written = ported?.[2];
+    const port = written === undefined || written === '*' ? undefined : Number(written);
     const hostPart = ported?.[1] ?? entry;
     const wildcard = hostPart.startsWith('*.');
     const body = wildcard ? hostPart.slice(2) : hostPart;
@@ -250,8 +259,8 @@ export function parseAllowlist(entries: readonly string[], options: { ports?: bo
       invalid.push(entry);
       continue;
     }
-    const at = port === undefined ? {} : { port };
-    const shown = `${wildcard ? '*.' : ''}${host}${port === undefined ? '' : `:${port}`}`;
+    const at = port !== undefined ? { port } : options.ports === true && written === undefined ? { port: 'default' as const } : {};
+    const shown = `${wildcard ? '*.' : ''}${host}${written === undefined ? '' : `:${written}`}`;
     patterns.push(wildcard ? { pattern: shown, suffix: `.${host}`, ...at } : { pattern: shown, exact: host, ...at });
   }
   return { patterns, invalid };
@@ -264,8 +273,14 @@ export function hostAllowed(hostname: string, patterns: readonly HostPattern[]):
 
 /** Whether `url`'s host and port (its scheme's default when it names none) match one of the patterns. */
 export function urlAllowed(url: URL, patterns: readonly HostPattern[]): boolean {
-  const port = portOf(url);
-  return patterns.some((p) => hostMatches(url.hostname, p) && (p.port === undefined || p.port === port));
+  return patterns.some((p) => hostMatches(url.hostname, p) && portMatches(url, p));
+}
+
+/** Whether `url`'s port is one `p` allows. */
+function portMatches(url: URL, p: HostPattern): boolean {
+  if (p.port === undefined) return true;
+  // The URL parser drops a port equal to the scheme's default (http://h:80 → port "").
+  return p.port === 'default' ? url.port === '' : p.port === portOf(url);
 }
 
 function hostMatches(hostname: string, p: HostPattern): boolean {

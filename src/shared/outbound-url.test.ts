@@ -17,7 +17,9 @@ describe("the deployment's own host is never dialled for an owner", () => {
   const seenAt = outboundPolicy(PUBLIC, { vetted: false, origins: ['https://edgestr.acct.workers.dev'] });
   const listed = outboundPolicy({ ...PUBLIC, EDGESTR_OUTBOUND_ALLOW: 'relay.example.org, 127.0.0.1' }, { vetted: true });
   const development = outboundPolicy({ EDGESTR_ENV: 'development' }, { vetted: true, origins: ['http://127.0.0.1:8787'] });
-  const test = outboundPolicy({ EDGESTR_ENV: 'test', EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' }, { vetted: true, origins: ['http://127.0.0.1:8787'] });
+  const test = outboundPolicy({ EDGESTR_ENV: 'test', EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*' }, { vetted: true, origins: ['http://127.0.0.1:8787'] });
+  // A bare host in EDGESTR_OUTBOUND_ALLOW is its scheme's default port only.
+  const bare = outboundPolicy({ EDGESTR_ENV: 'test', EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' }, { vetted: true, origins: ['http://127.0.0.1:8787'] });
 
   it.each<[string, OutboundKind, OutboundPolicy, string | undefined]>([
     // Production: the hostname, on any port, for HTTP and relays, in any spelling the URL parser normalises.
@@ -43,6 +45,11 @@ describe("the deployment's own host is never dialled for an owner", () => {
     ['http://127.0.0.1/mcp', 'http', development, undefined],
     ['http://127.0.0.1:8787/mcp', 'http', test, OWN('127.0.0.1:8787')],
     ['http://127.0.0.1:9000/mcp', 'http', test, undefined],
+    ['http://127.0.0.1:8787/mcp', 'http', bare, OWN('127.0.0.1:8787')],
+    ['http://127.0.0.1/mcp', 'http', bare, undefined],
+    ['https://127.0.0.1/mcp', 'http', bare, undefined],
+    ['http://127.0.0.1:9000/mcp', 'http', bare, 'EDGESTR_OUTBOUND_ALLOW lists 127.0.0.1 on its default port only, not 9000'],
+    ['https://127.0.0.1:80/mcp', 'http', bare, 'EDGESTR_OUTBOUND_ALLOW lists 127.0.0.1 on its default port only, not 80'],
     // The scheme and credential rules speak first.
     ['ftp://relay.example.org/', 'http', production, 'only http and https URLs are allowed'],
   ])('%s (%s)', (raw, kind, policy, refusal) => {

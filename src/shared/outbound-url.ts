@@ -27,17 +27,20 @@
 // Development (EDGESTR_ENV=development, served on loopback hosts only): loopback, private and
 // local names are allowed too, and plain http/ws. Link-local, CGNAT, multicast, reserved and
 // unspecified addresses stay refused.
-// EDGESTR_OUTBOUND_ALLOW (comma-separated "host", "*.example.com" or "host:port" entries, IP
-// literals as exact hosts, "[v6]:port"): the operator's explicit exceptions; a listed host (on its
-// listed port, or any port for an entry without one) is allowed whatever its address class, over
-// plain http/ws too (e.g. an internal MCP server, or the test suite's local servers on 127.0.0.1).
+// EDGESTR_OUTBOUND_ALLOW (comma-separated "host", "*.example.com", "host:port" or "host:*"
+// entries, IP literals as exact hosts, "[v6]:port"): the operator's explicit exceptions; a listed
+// host on a port its entry allows (the listed port; "*": every port; no port: the scheme's default
+// port only, 80 for http/ws and 443 for https/wss, as a CSP host-source) is allowed whatever its
+// address class, over plain http/ws too (e.g. an internal MCP server, or the test suite's local
+// servers on 127.0.0.1:*).
 // Whom a dial is for decides whether they apply (outboundPolicy's `dialler`): the deployment's own
 // configuration (the operator's Lightning address), and an owner the operators vetted (its agents'
 // and bridge's dials: workers/common/owner-outbound.ts; the management API at create and update);
 // not a key that signed itself up: for it a listed host is refused with the rules' own reason
 // (plain http/ws, a private address…) unless the URL passes without the exception — nothing in
 // the answer says the host is listed, so the list cannot be probed. A vetted owner's URL on a
-// host listed only with other ports is refused with those ports named.
+// host listed only with other ports is refused with those ports named ("its default port" for an
+// entry without one).
 // Names are not resolved (workerd has no DNS API): a public name that resolves to a private
 // address is not caught here; on Cloudflare the Worker's egress cannot reach private networks.
 // Provider base URLs (OPENAI_BASE_URL, ANTHROPIC_BASE_URL) are the operator's own configuration
@@ -64,7 +67,7 @@ export interface OutboundDialler {
 export interface OutboundPolicy {
   /** Development: loopback, private and local names, and plain http/ws, are allowed. */
   readonly development: boolean;
-  /** Hosts the operator listed (EDGESTR_OUTBOUND_ALLOW), each on one port or on every port. */
+  /** Hosts the operator listed (EDGESTR_OUTBOUND_ALLOW), each on one port, its scheme's default port, or every port. */
   readonly allow: readonly HostPattern[];
   /** Whether `allow` applies: the deployment's own dial, or one for an owner the operators vetted. */
   readonly vetted: boolean;
@@ -151,11 +154,23 @@ export function outboundRefusal(url: URL, kind: OutboundKind, policy: OutboundPo
   if (listed && policy.vetted) return undefined;
   const refused = withoutExceptions(url, scheme, policy.development);
   if (refused === undefined) return undefined;
-  if (policy.vetted && hostAllowed(url.hostname, policy.allow)) {
-    const ports = [...new Set(policy.allow.flatMap((p) => (p.port !== undefined && hostAllowed(url.hostname, [p]) ? [p.port] : [])))].sort((a, b) => a - b);
-    return `EDGESTR_OUTBOUND_ALLOW lists ${url.hostname} on port${ports.length > 1 ? 's' : ''} ${ports.join(', ')} only, not ${portOf(url)}`;
-  }
+  if (policy.vetted && hostAllowed(url.hostname, policy.allow)) return listedOnOtherPorts(url, policy.allow);
   return refused;
+}
+
+/**
+ * Why `url`, whose host EDGESTR_OUTBOUND_ALLOW lists only with other ports, is refused: "…lists
+ * 10.0.0.5 on port 8080 only, not 9200", "…on its default port only, not 9200", "…on its default
+ * port and ports 8080, 8443 only, not 9200".
+ */
+function listedOnOtherPorts(url: URL, allow: readonly HostPattern[]): string {
+  const matching = allow.filter((p) => hostAllowed(url.hostname, [p]));
+  const ports = [...new Set(matching.flatMap((p) => (typeof p.port === 'number' ? [p.port] : [])))].sort((a, b) => a - b);
+  const named = [
+    ...(matching.some((p) => p.port === 'default') ? ['its default port'] : []),
+    ...(ports.length > 0 ? [`port${ports.length > 1 ? 's' : ''} ${ports.join(', ')}`] : []),
+  ];
+  return `EDGESTR_OUTBOUND_ALLOW lists ${url.hostname} on ${named.join(' and ')} only, not ${portOf(url)}`;
 }
 
 /** Why `url` is refused by the rules alone (no EDGESTR_OUTBOUND_ALLOW), or undefined. */

@@ -58,7 +58,7 @@ beforeAll(async () => {
     `EDGESTR_OWNERS:${E2E_OWNER}`,
     `EDGESTR_SECRET:${E2E_SECRET}`,
     'EDGESTR_ENV:test',
-    'EDGESTR_OUTBOUND_ALLOW:127.0.0.1',
+    'EDGESTR_OUTBOUND_ALLOW:127.0.0.1:*',
     `EDGESTR_LN_ADDRESS:${lnurl.url}/.well-known/lnurlp/bridge`,
   ]);
   const url = `${worker.httpUrl}/api/bridge/servers`;

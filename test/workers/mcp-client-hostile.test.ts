@@ -13,7 +13,7 @@ import { openMcpSession, type McpSession } from '../../workers/common/mcp-client
 import type { Counts as Stats } from '../mcp/hostile-upstreams.js';
 
 const FIXTURE = inject('toolsFixtureUrl');
-const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
+const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*' });
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const bucket = (name: string): string => `${name}-${Math.random().toString(36).slice(2)}`;

@@ -18,7 +18,7 @@ import { openMcpSession, type McpSession } from '../../workers/common/mcp-client
 const EVERYTHING = inject('mcpEverythingUrl');
 const EVERYTHING_SSE = inject('mcpEverythingSseUrl');
 const FIXTURE = inject('toolsFixtureUrl');
-const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
+const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*' });
 const CLOSED_PORT = 'http://127.0.0.1:1/mcp';
 const LONG_OP = 'trigger-long-running-operation';
 

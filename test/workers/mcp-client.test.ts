@@ -12,7 +12,7 @@ import { MAX_KEPT_TOOL_LISTS_CHARS, MAX_TOOL_LIST_JSON_CHARS, McpSessionCache, t
 const EVERYTHING = inject('mcpEverythingUrl');
 const EVERYTHING_SSE = inject('mcpEverythingSseUrl');
 const FIXTURE = inject('toolsFixtureUrl');
-const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
+const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*' });
 const PLAIN_HTTP = 'plain http:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use https://';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

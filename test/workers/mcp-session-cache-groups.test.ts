@@ -11,7 +11,7 @@ import { outboundPolicy } from '../../src/shared/outbound-url.js';
 import { McpSessionCache } from '../../workers/common/mcp-session-cache.js';
 import { randomHex } from './helpers.js';
 
-const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
+const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*' });
 const server = () => ({ url: `${inject('toolsFixtureUrl')}/mcp-expire?keep=1&bucket=${randomHex(8)}` });
 const groupOf = (key: string): string => key.slice(0, key.indexOf(':'));
 

@@ -17,7 +17,7 @@ import { UpstreamServer, serverOfSessionKey } from '../../workers/bridge/upstrea
 import type { StoredServer } from '../../workers/bridge/config.js';
 import { randomHex } from './helpers.js';
 
-const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
+const LOCAL = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*' });
 const FIXTURE = inject('toolsFixtureUrl');
 const PAGED = { url: `${FIXTURE}/mcp-paged` };
 const FINALLY = { content: [{ type: 'text', text: 'finally' }] };

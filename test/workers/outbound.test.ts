@@ -4,8 +4,8 @@
 // refuses such URLs at create and update with a 422 naming the field; an agent's relay URLs are
 // published, so one with a query string or fragment is refused too (one stored before: dialled,
 // left out of the relay list).
-// The test bindings list 127.0.0.1 in EDGESTR_OUTBOUND_ALLOW (the fixture and MCP servers run
-// there); everything else is production policy (EDGESTR_ENV=test).
+// The test bindings list 127.0.0.1:* in EDGESTR_OUTBOUND_ALLOW (the fixture and MCP servers run
+// there, on ports chosen at start); everything else is production policy (EDGESTR_ENV=test).
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it, inject } from 'vitest';
 import '../mcp/provided.js';
@@ -31,7 +31,7 @@ declare module 'vitest' {
 const FIXTURE = inject('toolsFixtureUrl');
 const EVERYTHING = inject('mcpEverythingUrl');
 const FIXTURE_PORT = new URL(FIXTURE).port;
-const LOCAL_SERVERS = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
+const LOCAL_SERVERS = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*' });
 const DEVELOPMENT = outboundPolicy({ EDGESTR_ENV: 'development' });
 const PLAIN_HTTP = 'plain http:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use https://';
 const PLAIN_WS = 'plain ws:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use wss://';
@@ -56,6 +56,9 @@ describe('outboundRefusal', () => {
     ['https://[::ffff:127.0.0.1]/', 'http', '[::ffff:7f00:1] is an IPv4-mapped form of 127.0.0.1, a loopback address', undefined, '[::ffff:7f00:1] is an IPv4-mapped form of 127.0.0.1, a loopback address'],
     ['https://10.0.0.5/', 'http', '10.0.0.5 is a private address', undefined, undefined],
     ['http://10.0.0.5/', 'http', PLAIN_HTTP, undefined, undefined],
+    // An entry without a port allows its scheme's default port only.
+    ['http://10.0.0.5:9200/_cat/indices', 'http', PLAIN_HTTP, undefined, 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on its default port only, not 9200'],
+    ['https://10.0.0.5:80/', 'http', '10.0.0.5 is a private address', undefined, 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on its default port only, not 80'],
     ['https://192.168.1.1/', 'http', '192.168.1.1 is a private address', undefined, '192.168.1.1 is a private address'],
     ['https://[fd00::1]/', 'http', '[fd00::1] is a private address', undefined, '[fd00::1] is a private address'],
     ['ws://mcp.corp.example/', 'relay', PLAIN_WS, undefined, undefined],
@@ -74,7 +77,9 @@ describe('outboundRefusal', () => {
 });
 
 describe('EDGESTR_OUTBOUND_ALLOW: for the deployment and the owners it vetted, on the listed port', () => {
-  const ALLOW = { EDGESTR_OUTBOUND_ALLOW: '10.0.0.5:8080, mcp.internal.example, *.corp.example:8443, [fd00::7]:3000, 10.0.0.6:0, 10.0.0.6:65536, ::1:80' };
+  const ALLOW = {
+    EDGESTR_OUTBOUND_ALLOW: '10.0.0.5:8080, mcp.internal.example, *.corp.example:8443, [fd00::7]:3000, 10.0.0.6:0, 10.0.0.6:65536, ::1:80, 10.0.0.7, 10.0.0.8:*, *.lab.example:*, 10.0.0.9, 10.0.0.9:8080, 10.0.0.9:8443',
+  };
   const VETTED = outboundPolicy(ALLOW, { vetted: true });
   const UNVETTED = outboundPolicy(ALLOW, { vetted: false });
   it.each<[string, OutboundKind, string | undefined, string | undefined]>([
@@ -85,8 +90,24 @@ describe('EDGESTR_OUTBOUND_ALLOW: for the deployment and the owners it vetted, o
     ['https://10.0.0.5:8080/mcp', 'http', undefined, '10.0.0.5 is a private address'],
     ['http://10.0.0.5/mcp', 'http', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on port 8080 only, not 80', PLAIN_HTTP],
     ['https://10.0.0.5:9000/', 'http', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on port 8080 only, not 9000', '10.0.0.5 is a private address'],
-    // An entry without a port: every port.
-    ['http://mcp.internal.example:1234/', 'http', undefined, PLAIN_HTTP],
+    // An entry without a port: its scheme's default port only (80 for http/ws, 443 for https/wss).
+    // The operator listed 10.0.0.7 for its service on :80; an owner naming the host does not reach
+    // the host's other services.
+    ['http://mcp.internal.example/', 'http', undefined, PLAIN_HTTP],
+    ['http://mcp.internal.example:80/', 'http', undefined, PLAIN_HTTP],
+    ['ws://mcp.internal.example/', 'relay', undefined, PLAIN_WS],
+    ['http://mcp.internal.example:1234/', 'http', 'EDGESTR_OUTBOUND_ALLOW lists mcp.internal.example on its default port only, not 1234', PLAIN_HTTP],
+    ['http://mcp.internal.example:443/', 'http', 'EDGESTR_OUTBOUND_ALLOW lists mcp.internal.example on its default port only, not 443', PLAIN_HTTP],
+    ['http://10.0.0.7/', 'http', undefined, PLAIN_HTTP],
+    ['https://10.0.0.7/', 'http', undefined, '10.0.0.7 is a private address'],
+    ['https://10.0.0.7:8443/', 'http', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.7 on its default port only, not 8443', '10.0.0.7 is a private address'],
+    ['http://10.0.0.7:9200/_cat/indices', 'http', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.7 on its default port only, not 9200', PLAIN_HTTP],
+    ['http://10.0.0.7:2375/containers/json', 'http', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.7 on its default port only, not 2375', PLAIN_HTTP],
+    ['http://10.0.0.9:9200/', 'http', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.9 on its default port and ports 8080, 8443 only, not 9200', PLAIN_HTTP],
+    ['http://10.0.0.9:8443/', 'http', undefined, PLAIN_HTTP],
+    // "host:*": every port.
+    ['http://10.0.0.8:9200/', 'http', undefined, PLAIN_HTTP],
+    ['ws://a.b.lab.example:7777/', 'relay', undefined, PLAIN_WS],
     ['http://a.corp.example:8443/', 'http', undefined, PLAIN_HTTP],
     ['http://a.corp.example/', 'http', 'EDGESTR_OUTBOUND_ALLOW lists a.corp.example on port 8443 only, not 80', PLAIN_HTTP],
     // A URL the rules allow anyway needs no exception.
@@ -103,18 +124,21 @@ describe('EDGESTR_OUTBOUND_ALLOW: for the deployment and the owners it vetted, o
     expect(outboundRefusal(url, kind, UNVETTED)).toBe(unvetted);
   });
 
-  it('reads host:port entries (1–65535, IPv6 in brackets); a web_fetch allowlist takes none', () => {
-    const entries = ['10.0.0.5:8080', '*.corp.example:8443', '[fd00::7]:3000', 'mcp.internal.example', '10.0.0.6:0', '10.0.0.6:65536', '::1:80', 'host:'];
+  it('reads host:port (1–65535, IPv6 in brackets) and host:* entries, a bare host as its default port; a web_fetch allowlist takes none', () => {
+    const entries = ['10.0.0.5:8080', '*.corp.example:8443', '[fd00::7]:3000', 'mcp.internal.example', '10.0.0.8:*', '*.lab.example:*', '[fd00::8]:*', '10.0.0.6:0', '10.0.0.6:65536', '::1:80', 'host:', '*:*', 'host:**'];
     expect(parseAllowlist(entries, { ports: true })).toEqual({
       patterns: [
         { pattern: '10.0.0.5:8080', exact: '10.0.0.5', port: 8080 },
         { pattern: '*.corp.example:8443', suffix: '.corp.example', port: 8443 },
         { pattern: '[fd00::7]:3000', exact: '[fd00::7]', port: 3000 },
-        { pattern: 'mcp.internal.example', exact: 'mcp.internal.example' },
+        { pattern: 'mcp.internal.example', exact: 'mcp.internal.example', port: 'default' },
+        { pattern: '10.0.0.8:*', exact: '10.0.0.8' },
+        { pattern: '*.lab.example:*', suffix: '.lab.example' },
+        { pattern: '[fd00::8]:*', exact: '[fd00::8]' },
       ],
-      invalid: ['10.0.0.6:0', '10.0.0.6:65536', '::1:80', 'host:'],
+      invalid: ['10.0.0.6:0', '10.0.0.6:65536', '::1:80', 'host:', '*:*', 'host:**'],
     });
-    expect(parseAllowlist(['10.0.0.5:8080', 'example.com']).invalid).toEqual(['10.0.0.5:8080']);
+    expect(parseAllowlist(['10.0.0.5:8080', '10.0.0.8:*', 'example.com'])).toEqual({ patterns: [{ pattern: 'example.com', exact: 'example.com' }], invalid: ['10.0.0.5:8080', '10.0.0.8:*'] });
   });
 });
 
@@ -206,7 +230,7 @@ describe("an agent's relay URLs are public: no query string or fragment", () => 
 });
 
 describe('safeFetch', () => {
-  const both = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1,localhost' });
+  const both = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*,localhost:*' });
   const headersAt = async (path: string): Promise<Record<string, string>> => {
     const r = await safeFetch(`${FIXTURE}${path}`, { headers: { authorization: 'Bearer s3cret', 'x-api-key': 'k', 'user-agent': 'edgestr-test' } }, both);
     if (!r.ok) throw new Error(r.error);
@@ -362,12 +386,17 @@ describe('EDGESTR_OUTBOUND_ALLOW for the owners the operators vetted only: the m
     expect((await api(k.sk, 'POST', '/api/bridge/servers', { id: 'internal', url: EVERYTHING, public: false })).status).toBe(201);
   });
 
-  it('a vetted owner: an entry with a port allows that port only', async () => {
+  it('a vetted owner: an entry with a port allows that port only, one without its default port only', async () => {
     const only = { EDGESTR_OUTBOUND_ALLOW: `127.0.0.1:${EVERYTHING_PORT}` };
     expect(await apiWithEnv(only, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'other-port', url: `${FIXTURE}/mcp-paged`, public: false })).toEqual(
       invalidServer(`refused: EDGESTR_OUTBOUND_ALLOW lists 127.0.0.1 on port ${EVERYTHING_PORT} only, not ${FIXTURE_PORT}`),
     );
     expect((await apiWithEnv(only, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'listed-port', url: EVERYTHING, public: false })).status).toBe(201);
+    // Listed for a service on :80, the host's other services stay out of reach.
+    const bare = { EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' };
+    expect(await apiWithEnv(bare, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'bare-host', url: EVERYTHING, public: false })).toEqual(
+      invalidServer(`refused: EDGESTR_OUTBOUND_ALLOW lists 127.0.0.1 on its default port only, not ${EVERYTHING_PORT}`),
+    );
   });
 
   it('an MCP session kept under a vetted owner’s policy is not used under another: the key opens anew (refused), the old one is closed', async () => {
@@ -410,7 +439,8 @@ describe('EDGESTR_OUTBOUND_ALLOW for the owners the operators vetted only: the m
     });
     await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
     await runDurableObjectAlarm(stubOf(agent));
-    expect(await echoTool(agent, k.pk, 'internal')).toMatchObject({ code: 'UNSUPPORTED_FEATURE', message: 'unknown tool "internal__echo"' });
+    // Not connected: a call of its tool fails with the refusal (registry.ts), which echo answers with.
+    expect(await echoTool(agent, k.pk, 'internal')).toMatchObject({ text: `error: tool internal__echo is unavailable: MCP server internal: ${EVERYTHING_REFUSED}` });
 
     // The same server for an owner listed in EDGESTR_OWNERS.
     const vetted = await createTestAgent({ mcp_servers: [{ id: 'internal', url: EVERYTHING }] });
@@ -426,7 +456,7 @@ describe("this deployment's own host: never dialled for an owner (a loop)", () =
 
   it("422 at the API: a bridge server or an agent's MCP server at the deployment's own /mcp, even listed in EDGESTR_OUTBOUND_ALLOW", async () => {
     expect(await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'loop', url: `${BASE}/mcp` })).toEqual(invalidServer(OWN('relay.test')));
-    const listed = { EDGESTR_OUTBOUND_ALLOW: '127.0.0.1,relay.test' };
+    const listed = { EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*,relay.test' };
     expect(await apiWithEnv(listed, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'loop', url: `${BASE}/mcp`, public: false })).toEqual(invalidServer(OWN('relay.test')));
     expect((await api(TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'not-a-loop', url: EVERYTHING, public: false })).status).toBe(201);
     expect(await api(TEST_OWNER_SK, 'PATCH', '/api/bridge/servers/not-a-loop', { url: `${BASE}/mcp` })).toEqual(invalidServer(OWN('relay.test')));

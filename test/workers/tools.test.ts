@@ -28,9 +28,9 @@ if (!FIXTURE || !EVERYTHING) {
 const FIXTURE_PORT = new URL(FIXTURE).port;
 // The local servers run on 127.0.0.1: web_fetch tests use the development policy (loopback and
 // plain http allowed, so the per-tool allowlist decides); MCP tests the operator's explicit
-// exception for 127.0.0.1, as the test bindings set it (EDGESTR_OUTBOUND_ALLOW).
+// exception for 127.0.0.1 on every port, as the test bindings set it (EDGESTR_OUTBOUND_ALLOW).
 const DEVELOPMENT = outboundPolicy({ EDGESTR_ENV: 'development' });
-const LOCAL_SERVERS = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1' });
+const LOCAL_SERVERS = outboundPolicy({ EDGESTR_OUTBOUND_ALLOW: '127.0.0.1:*' });
 
 const never = (): AbortSignal => new AbortController().signal;
 const ctx = () => ({ signal: never() });

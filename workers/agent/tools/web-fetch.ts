@@ -11,8 +11,8 @@
 //                                    EDGESTR_OUTBOUND_ALLOW; use https:// / <host class>
 //                                    (private, loopback, link-local, CGNAT, multicast,
 //                                    unspecified, reserved addresses, local names) /
-//                                    EDGESTR_OUTBOUND_ALLOW lists <host> on port <p> only, not <q>
-//                                    (a vetted owner's agent only)
+//                                    EDGESTR_OUTBOUND_ALLOW lists <host> on port <p> (or: its
+//                                    default port) only, not <q> (a vetted owner's agent only)
 //   refused: <host> is not in the allowlist   (checked first: the owner's allowlist)
 //   redirect refused: <same reasons> every redirect hop (301/302/303/307/308 with Location) is
 //                                    checked again (safeFetch); at most 5 hops, then
@@ -31,7 +31,8 @@
 //
 // `policy` is the outbound policy of the agent owner's dials (workers/common/owner-outbound.ts:
 // EDGESTR_OUTBOUND_ALLOW only for a vetted owner); without it, the strict production policy applies.
-// The allowlist (`web_fetch_hosts`) only narrows it: its entries take no port.
+// The allowlist (`web_fetch_hosts`) only narrows it: its entries take no port (the ports are
+// EDGESTR_OUTBOUND_ALLOW's: a bare host there is its default port only).
 // The model's definition names the allowed hosts; the description ai.info publishes
 // (`published_description`) names none: the hosts may be a vetted owner's internal ones.
 
