@@ -63,7 +63,7 @@ describe('LNURL-pay', () => {
   it('maps a Lightning address to its LUD-16 endpoint, and takes an http(s) URL as is', () => {
     expect(lnurlpUrl('Bridge@Pay.Example.com')).toEqual({ ok: true, value: 'https://pay.example.com/.well-known/lnurlp/bridge' });
     expect(lnurlpUrl('http://127.0.0.1:9999/.well-known/lnurlp/x')).toEqual({ ok: true, value: 'http://127.0.0.1:9999/.well-known/lnurlp/x' });
-    for (const bad of ['nobody', '@example.com', 'a b@example.com', 'x@', 'x@exa mple.com']) {
+    for (const bad of ['nobody', '@example.com', 'a b@example.com', 'x@', 'x@exa mple.com', 'x@example.com:99999']) {
       expect(lnurlpUrl(bad)).toEqual({ ok: false, error: 'a Lightning address is name@domain (or an https:// LNURL-pay URL)' });
     }
   });

@@ -7,6 +7,11 @@
 // Who is who here: the bridge is the payee. It signs the zap request itself (p = its own provider
 // key, `e` = the DVMCP request being paid for), gets an invoice for it, and hands the invoice to the
 // client. The LNURL server signs the receipt with its `nostrPubkey` once the invoice is paid.
+//
+// The LNURL server is a third party (the wallet provider behind the operator's Lightning address):
+// the operator chose the pay endpoint, the provider chooses its `callback` and its redirects. So
+// the operator's outbound exceptions (EDGESTR_OUTBOUND_ALLOW) apply on the endpoint's own origin
+// only; any other URL the provider names is dialled as a public one (lnurlDialRefusal).
 
 import { z } from 'zod';
 import { bech32 } from '@scure/base';
@@ -16,6 +21,7 @@ import { err, ok, type Result } from './errors.js';
 import { checkIdAndSignature, computeEventId, describeIssue, parseEvent, tagValue, type NostrEvent } from './event.js';
 import type { EventTemplate } from './relay-types.js';
 import type { SchnorrVerifier } from './verify.js';
+import { outboundRefusal, type OutboundPolicy } from './outbound-url.js';
 
 // ---- BOLT-11 amounts ----
 
@@ -59,7 +65,8 @@ const LUD16_NAME = /^[a-z0-9\-_.+]{1,64}$/;
 /**
  * The LNURL-pay endpoint of a Lightning address: `name@domain` →
  * `https://domain/.well-known/lnurlp/name` (LUD-16). An http(s) URL is taken as the endpoint itself
- * (the outbound policy decides later whether it may be dialled).
+ * (the outbound policy decides later whether it may be dialled). Either way the href of a URL that
+ * parses.
  */
 export function lnurlpUrl(address: string): Result<string, string> {
   const a = address.trim();
@@ -73,10 +80,13 @@ export function lnurlpUrl(address: string): Result<string, string> {
   const at = a.lastIndexOf('@');
   const name = a.slice(0, at).toLowerCase();
   const domain = a.slice(at + 1).toLowerCase();
-  if (at <= 0 || !LUD16_NAME.test(name) || !/^[a-z0-9.-]+(:[0-9]{1,5})?$/.test(domain)) {
-    return err('a Lightning address is name@domain (or an https:// LNURL-pay URL)');
+  const shape = 'a Lightning address is name@domain (or an https:// LNURL-pay URL)';
+  if (at <= 0 || !LUD16_NAME.test(name) || !/^[a-z0-9.-]+(:[0-9]{1,5})?$/.test(domain)) return err(shape);
+  try {
+    return ok(new URL(`https://${domain}/.well-known/lnurlp/${name}`).href);
+  } catch {
+    return err(shape); // e.g. a port over 65535
   }
-  return ok(`https://${domain}/.well-known/lnurlp/${name}`);
 }
 
 /** The LUD-01 bech32 form of an LNURL (`lnurl1…`), as the zap request's `lnurl` tag carries it. */
@@ -129,7 +139,19 @@ export function amountRefusal(ep: ZapEndpoint, msat: number): string | undefined
   return undefined;
 }
 
-/** The callback URL asking for a zap invoice (NIP-57 appendix B): amount (msat), nostr (the zap request JSON), lnurl. */
+/**
+ * Why `url` may not be dialled for the Lightning address whose LNURL-pay endpoint is `endpoint`
+ * (asked of the endpoint, of its callback and of every redirect hop of either), or undefined: on the
+ * endpoint's origin (scheme, host and port), under `policy` with its exceptions; on any other
+ * origin, which the LNURL server chose, under `policy` without EDGESTR_OUTBOUND_ALLOW (a public
+ * host over https in production), so that a provider's callback cannot point the bridge at a host
+ * the operator listed for something else.
+ */
+export function lnurlDialRefusal(url: URL, endpoint: URL, policy: OutboundPolicy): string | undefined {
+  return outboundRefusal(url, 'http', url.origin === endpoint.origin ? policy : { ...policy, allow: [] });
+}
+
+/** The callback URL asking for a zap invoice (NIP-57 appendix B): amount (msat), nostr (the zap request JSON), lnurl; dialled under lnurlDialRefusal. */
 export function zapCallbackUrl(callback: string, msat: number, zapRequest: NostrEvent, lnurl?: string): Result<string, string> {
   let url: URL;
   try {

@@ -7,6 +7,11 @@
 //   GET  /.well-known/lnurlp/huge     zap-capable, but its callback's invoice is 50,000 characters
 //                                     (under the 64 KiB read cap, over the 4096 characters accepted)
 //   GET  /.well-known/lnurlp/down     HTTP 503
+//   GET  /.well-known/lnurlp/aside    zap-capable, but its callback is on another origin: a second
+//                                     listener on another 127.0.0.1 port (listed in the tests'
+//                                     EDGESTR_OUTBOUND_ALLOW, as 127.0.0.1:*), standing for an
+//                                     internal service; it counts what reaches it and answers an
+//                                     LNURL error naming itself
 //   GET  /lnurlp/<name>/callback?amount=<msat>&nostr=<zap request>[&lnurl=]
 //        → {pr, routes: []}: a BOLT-11-shaped invoice for the amount (its human-readable part is
 //          real; the data part is random bech32 characters), or {status: "ERROR", reason}
@@ -14,6 +19,7 @@
 //        (9735, nostr-tools makeZapReceipt) with the server's nostrPubkey, publishes it to each
 //        ws:// relay given, and answers {receipt, published: [{relay, ok, message}]}
 //   GET  /test/requests                the zap requests received, in order
+//   GET  /test/aside                   {hits}: the requests that reached the `aside` listener
 
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -30,7 +36,7 @@ export interface LnurlServer {
 const BECH32 = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
 const MIN_MSAT = 1_000;
 const MAX_MSAT = 100_000_000_000;
-const NAMES = new Set(['bridge', 'plain', 'liar', 'huge']);
+const NAMES = new Set(['bridge', 'plain', 'liar', 'huge', 'aside']);
 /** Characters of the `huge` user's invoices. */
 const HUGE_INVOICE_CHARS = 50_000;
 
@@ -50,6 +56,14 @@ function invoiceFor(msat: number, chars?: number): string {
   const hrp = msat % 100 === 0 ? `lnbc${msat / 100}n` : `lnbc${msat * 10}p`;
   const data = [...randomBytes(chars === undefined ? 180 : chars - hrp.length - 1)].map((b) => BECH32[b % 32]).join('');
   return `${hrp}1${data}`;
+}
+
+/** Starts `server` on a free 127.0.0.1 port: its origin. */
+async function listen(server: ReturnType<typeof createServer>): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (typeof address !== 'object' || address === null) throw new Error('LNURL server has no address');
+  return `http://127.0.0.1:${address.port}`;
 }
 
 /** Publishes `event` to a relay and waits for its OK (5 s). */
@@ -78,6 +92,12 @@ export async function startLnurlServer(): Promise<LnurlServer> {
   const invoices = new Map<string, string>();
   const requests: unknown[] = [];
   let base = '';
+  let asideBase = '';
+  let asideHits = 0;
+  const aside = createServer((_req, res) => {
+    asideHits++;
+    json(res, 200, { status: 'ERROR', reason: `the internal service at ${asideBase} answered` });
+  });
 
   const server = createServer((req, res) => {
     void route(req, res).catch((e: unknown) => json(res, 500, { status: 'ERROR', reason: e instanceof Error ? e.message : String(e) }));
@@ -92,7 +112,7 @@ export async function startLnurlServer(): Promise<LnurlServer> {
       if (!NAMES.has(name)) return json(res, 404, { status: 'ERROR', reason: `no such user: ${name}` });
       return json(res, 200, {
         tag: 'payRequest',
-        callback: `${base}/lnurlp/${name}/callback`,
+        callback: name === 'aside' ? `${asideBase}/lnurlp/aside/callback` : `${base}/lnurlp/${name}/callback`,
         minSendable: MIN_MSAT,
         maxSendable: MAX_MSAT,
         metadata: JSON.stringify([['text/plain', `pay ${name}`], ['text/identifier', `${name}@127.0.0.1`]]),
@@ -126,16 +146,18 @@ export async function startLnurlServer(): Promise<LnurlServer> {
       return json(res, 200, { receipt: { id, pubkey, created_at, kind, tags, content, sig }, published });
     }
     if (req.method === 'GET' && url.pathname === '/test/requests') return json(res, 200, requests);
+    if (req.method === 'GET' && url.pathname === '/test/aside') return json(res, 200, { hits: asideHits });
     return json(res, 404, { status: 'ERROR', reason: 'not found' });
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  if (typeof address !== 'object' || address === null) throw new Error('LNURL server has no address');
-  base = `http://127.0.0.1:${address.port}`;
+  base = await listen(server);
+  asideBase = await listen(aside);
+  const close = (s: typeof server): Promise<void> => new Promise<void>((resolve) => s.close(() => resolve()));
   return {
     url: base,
     nostrPubkey,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: async () => {
+      await Promise.all([close(server), close(aside)]);
+    },
   };
 }

@@ -46,7 +46,11 @@ function harness(sql: SqlStorage, config: PaymentConfig, clock = { now: 1_800_00
   const store = new PaymentStore(sql);
   const local = new LocalVerifier(OWNER, store, config.expirySeconds, () => clock.now);
   const wakes: number[] = [];
-  const host: GateHost = { wakeAt: async (at) => void wakes.push(at), log: (line) => (logs ? void logs.push(line) : expect.unreachable(line)) };
+  const host: GateHost = {
+    wakeAt: async (at) => void wakes.push(at),
+    log: (line) => (logs ? void logs.push(line) : expect.unreachable(line)),
+    noInvoice: (reason) => expect.unreachable(reason), // the local verifier always makes one
+  };
   const gate = new VerifierGate(local, store, config, host, () => clock.now);
   return {
     gate,

@@ -2,7 +2,9 @@
 // (test/lnurl/server.ts, real LUD-06 JSON, zap requests checked by nostr-tools): the pay endpoint
 // and callback, the zap request it receives, a real signed receipt published to a relay shard and
 // read back with the verifier's own filter, the gate's call running once it is paid; receipts that
-// must not settle anything; endpoints that cannot be used, each with the error the client gets;
+// must not settle anything; endpoints that cannot be used: the client gets one generic error, the
+// operator the reason; a callback on another origin than the pay endpoint, dialled without the
+// operator's outbound exceptions;
 // the bridge's payments (payments-bridge.ts) choosing the zap verifier, or none, from the configuration;
 // the receipts of a private server's paid calls, read by a stranger on the public shard, naming
 // nothing of what was called.
@@ -18,7 +20,7 @@ import { nobleVerifier } from '../../src/shared/verify.js';
 import type { Requester } from '../../src/shared/dvmcp.js';
 import { PaymentStore, type PaymentRow } from '../../workers/bridge/payments-store.js';
 import { ZapVerifier } from '../../workers/bridge/payments-zap.js';
-import { VerifierGate } from '../../workers/bridge/payments-gate.js';
+import { NO_INVOICE, VerifierGate, type GateHost } from '../../workers/bridge/payments-gate.js';
 import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC } from '../../workers/bridge/payments.js';
 import { BridgePayments } from '../../workers/bridge/payments-bridge.js';
 import { connect, randomHex } from './helpers.js';
@@ -58,6 +60,17 @@ async function pay(invoice: string): Promise<NostrEvent> {
 
 const requester = (): Requester => ({ requestId: randomHex(), client: randomHex() });
 
+/** A gate host that sets no alarm; its log lines and no-invoice reasons go to the arrays given (else dropped). */
+const host = (logs?: string[], noInvoice?: string[]): GateHost => ({
+  wakeAt: async () => undefined,
+  log: (line) => void logs?.push(line),
+  noInvoice: (reason) => void noInvoice?.push(reason),
+});
+
+const PLAIN_HTTP = 'plain http:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use https://';
+/** Requests that reached the LNURL server's `aside` listener (another origin, an internal service). */
+const asideHits = async (): Promise<number> => ((await (await fetch(`${LNURL}/test/aside`)).json()) as { hits: number }).hits;
+
 // Each test waits up to 15 s for its invoices (LNURL round trips and signed zap requests, slow on a
 // loaded machine), so its own time is longer than the default 20 s.
 describe('ZapVerifier', { timeout: 60_000 }, () => {
@@ -83,7 +96,7 @@ describe('ZapVerifier', { timeout: 60_000 }, () => {
   it('settles the call when the LNURL server\'s receipt, published to a relay shard, arrives through the verifier\'s filter', async () => {
     await inObject(async (sql) => {
       const { zap, store } = zapVerifier(sql);
-      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined, log: () => undefined });
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, host());
       const sent: EventTemplate[] = [];
       const who = requester();
       const call = gate.requirePayment(who, { serverId: 'everything', method: 'tools/call', name: 'echo' }, { price: '21', unit: 'sats' }, {
@@ -113,7 +126,7 @@ describe('ZapVerifier', { timeout: 60_000 }, () => {
   it('ignores receipts that are not for our invoice, not by the nostrPubkey, or not of our zap request', async () => {
     await inObject(async (sql) => {
       const { zap, store } = zapVerifier(sql);
-      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined, log: () => undefined });
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, host());
       const invoices: string[] = [];
       const ctx = { notify: async (t: EventTemplate) => void invoices.push(t.tags[1]![2]!), signal: new AbortController().signal };
       const cap = { serverId: 's', method: 'tools/call', name: 't' };
@@ -150,7 +163,7 @@ describe('ZapVerifier', { timeout: 60_000 }, () => {
       const clock = { skew: 0 };
       const { zap, store } = zapVerifier(sql);
       const logs: string[] = [];
-      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined, log: (line) => void logs.push(line) }, () => Math.floor(Date.now() / 1000) + clock.skew);
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, host(logs), () => Math.floor(Date.now() / 1000) + clock.skew);
       const invoices: string[] = [];
       const cap = { serverId: 's', method: 'tools/call', name: 't' };
       const call = (who: Requester, signal: AbortSignal) => gate.requirePayment(who, cap, { price: '5', unit: 'sats' }, { notify: async (t) => void invoices.push(t.tags[1]![2]!), signal });
@@ -180,28 +193,53 @@ describe('ZapVerifier', { timeout: 60_000 }, () => {
     });
   });
 
+  // The client is told one generic reason (the LNURL server is a third party: its own `reason`
+  // text, and which hosts the outbound policy refused, are not for strangers); the operator the rest.
   it.each<[string, string | undefined, number, string]>([
-    ['plain', undefined, 21, 'payment unavailable: the Lightning address does not support zaps (allowsNostr is not true)'],
-    ['liar', undefined, 21, "payment unavailable: the LNURL callback's invoice is for 22000 msat, not the 21000 msat asked for"],
-    ['huge', undefined, 21, "payment unavailable: the LNURL callback's invoice is 50000 characters; an invoice is at most 4096"],
-    ['down', undefined, 21, 'payment unavailable: the LNURL server answered HTTP 503'],
-    ['nobody', undefined, 21, 'payment unavailable: the LNURL server answered HTTP 404'],
-    ['bridge', undefined, 200_000_000, 'payment unavailable: 200000000000 msat is outside what the Lightning address accepts (1000–100000000000 msat)'],
-    ['internal', 'http://10.1.2.3/.well-known/lnurlp/x', 21, 'payment unavailable: the LNURL server may not be dialled: refused: plain http:// is allowed only in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use https://'],
-    ['metadata', 'https://169.254.169.254/.well-known/lnurlp/x', 21, expect.stringMatching(/^payment unavailable: the LNURL server may not be dialled: refused: /) as unknown as string],
-    ['no address', 'not an address', 21, 'payment unavailable: a Lightning address is name@domain (or an https:// LNURL-pay URL)'],
-  ])('refuses the call when the Lightning address is %s', async (name, address, sats, message) => {
+    ['plain', undefined, 21, 'the Lightning address does not support zaps (allowsNostr is not true)'],
+    ['liar', undefined, 21, "the LNURL callback's invoice is for 22000 msat, not the 21000 msat asked for"],
+    ['huge', undefined, 21, "the LNURL callback's invoice is 50000 characters; an invoice is at most 4096"],
+    ['down', undefined, 21, 'the LNURL server answered HTTP 503'],
+    ['nobody', undefined, 21, 'the LNURL server answered HTTP 404'],
+    ['bridge', undefined, 200_000_000, '200000000000 msat is outside what the Lightning address accepts (1000–100000000000 msat)'],
+    ['internal', 'http://10.1.2.3/.well-known/lnurlp/x', 21, `the LNURL server may not be dialled: refused: ${PLAIN_HTTP}`],
+    ['metadata', 'https://169.254.169.254/.well-known/lnurlp/x', 21, expect.stringMatching(/^the LNURL server may not be dialled: refused: /) as unknown as string],
+    ['no address', 'not an address', 21, 'a Lightning address is name@domain (or an https:// LNURL-pay URL)'],
+  ])('refuses the call when the Lightning address is %s', async (name, address, sats, reason) => {
     await inObject(async (sql) => {
       const { zap, store } = zapVerifier(sql, name, address);
-      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, { wakeAt: async () => undefined, log: () => undefined });
+      const noInvoice: string[] = [];
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, host(undefined, noInvoice));
       const sent: EventTemplate[] = [];
       const result = await gate.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: String(sats), unit: 'sats' }, {
         notify: async (t) => void sent.push(t),
         signal: new AbortController().signal,
       });
-      expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message } });
+      expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message: 'payment unavailable: the Lightning address could not make an invoice' } });
+      expect(noInvoice).toEqual([reason]);
       expect(sent).toEqual([]);
       expect(store.pendingCounts('x', 0).total).toBe(0);
+    });
+  });
+
+  it("dials a callback on another origin than the pay endpoint without the operator's exceptions: a listed internal host is not reached, the client learns nothing of it", async () => {
+    await inObject(async (sql) => {
+      const before = await asideHits();
+      // The pay endpoint (127.0.0.1, listed as 127.0.0.1:*) names a callback on another port of
+      // 127.0.0.1: listed too, but chosen by the LNURL server, not by the operator.
+      const { zap, store } = zapVerifier(sql, 'aside');
+      const noInvoice: string[] = [];
+      const gate = new VerifierGate(zap, store, DEFAULT_PAYMENT_CONFIG, host(undefined, noInvoice));
+      const result = await gate.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: '21', unit: 'sats' }, {
+        notify: async () => expect.unreachable('no invoice'),
+        signal: new AbortController().signal,
+      });
+      expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message: NO_INVOICE } });
+      expect(NO_INVOICE).toBe('payment unavailable: the Lightning address could not make an invoice');
+      expect(noInvoice).toEqual([`the LNURL server may not be dialled: refused: ${PLAIN_HTTP}`]);
+      expect(await asideHits()).toBe(before);
+      // On the endpoint's own origin the exceptions apply: the same server's `bridge` address works.
+      expect((await zapVerifier(sql).zap.invoice({ sats: 21, ...requester() })).ok).toBe(true);
     });
   });
 });
@@ -286,6 +324,38 @@ describe('BridgePayments with a Lightning address', { timeout: 60_000 }, () => {
       }
       await state.storage.deleteAlarm();
     });
+  });
+
+  it('tells the operator why the Lightning address made no invoice in one line a minute; each client only NO_INVOICE', async () => {
+    const stub = env.API_STATE.get(env.API_STATE.idFromName(`payments-no-invoice-${randomHex(8)}`));
+    const warn = vi.spyOn(console, 'warn');
+    try {
+      await runInDurableObject(stub, async (_i, state) => {
+        const payments = new BridgePayments({
+          storage: state.storage,
+          env: { ...env, EDGESTR_LN_ADDRESS: `${LNURL}/.well-known/lnurlp/aside`, EDGESTR_PAYMENT_EXPIRY: '600' },
+          identity: () => ({ provider: PROVIDER, owner: randomHex() }),
+          relays: () => [RELAY],
+          sign: async (t) => plain(finalizeEvent(t, PROVIDER_SK)),
+          verifier: async () => nobleVerifier,
+        });
+        for (let i = 0; i < 3; i++) {
+          const result = await payments.requirePayment(requester(), { serverId: 's', method: 'tools/call', name: 't' }, { price: '21', unit: 'sats' }, {
+            notify: async () => expect.unreachable('no invoice'),
+            signal: new AbortController().signal,
+          });
+          expect(result).toEqual({ ok: false, error: { code: PAYMENT_RPC.UNAVAILABLE, message: NO_INVOICE } });
+        }
+        await payments.onAlarm(); // the next line is due a minute after the first
+        const reason = JSON.stringify(`the LNURL server may not be dialled: refused: ${PLAIN_HTTP}`);
+        expect(warn.mock.calls.map((c) => String(c[0])).filter((line) => line.startsWith(`bridge: provider ${PROVIDER}: `))).toEqual([
+          `bridge: provider ${PROVIDER}: 1 priced call answered "the Lightning address could not make an invoice" since the last report (1 ${reason}); reported at most once a minute`,
+        ]);
+        await state.storage.deleteAlarm();
+      });
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('refuses priced calls when no verifier is configured (production, no Lightning address)', async () => {

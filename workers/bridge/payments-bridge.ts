@@ -5,7 +5,9 @@
 // calls `onAlarm` from its alarm (expiry of unpaid calls), asks `awaitingPayment` before it goes
 // idle (bridge-do.ts), subscribes its relays with
 // `receiptFilters()` and hands kind 9735 events to `onReceipt`, and serves the development
-// endpoint POST /api/bridge/pay through `payLocal`.
+// endpoint POST /api/bridge/pay through `payLocal`. Why a Lightning address made no invoice is
+// logged in this object's DropSummary (DROPS.noInvoice: one line a minute, written by the next such
+// call or by `onAlarm`), never told to the client (payments-gate.ts).
 
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -14,6 +16,7 @@ import type { Price, Requester, RpcError } from '../../src/shared/dvmcp.js';
 import { outboundPolicy, type OutboundEnv } from '../../src/shared/outbound-url.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
+import { DropSummary } from '../common/drop-summary.js';
 import { noPaymentGate, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { paymentConfig, verifierKind, type PaymentEnv } from './payments.js';
 import { alarmHost, VerifierGate } from './payments-gate.js';
@@ -43,6 +46,8 @@ export class BridgePayments implements PaymentGate {
   readonly #store: PaymentStore;
   /** undefined: not built yet; null: no verifier configured. */
   #built: Built | null | undefined;
+  /** Calls answered without an invoice, with the reasons (see the header). */
+  readonly #drops = new DropSummary((line) => console.warn(`bridge: provider ${this.deps.identity()?.provider ?? ''}: ${line}`));
 
   constructor(private readonly deps: BridgePaymentsDeps) {
     this.#store = new PaymentStore(deps.storage.sql);
@@ -55,7 +60,7 @@ export class BridgePayments implements PaymentGate {
     const kind = verifierKind(this.deps.env);
     if (kind === undefined) return (this.#built = null);
     const config = paymentConfig(this.deps.env);
-    const host = alarmHost(this.deps.storage, (line) => console.warn(`bridge: ${line}`));
+    const host = alarmHost(this.deps.storage, (line) => console.warn(`bridge: ${line}`), this.#drops);
     if (kind.kind === 'local') {
       const local = new LocalVerifier(id.owner, this.#store, config.expirySeconds);
       return (this.#built = { gate: new VerifierGate(local, this.#store, config, host), local });
@@ -78,8 +83,9 @@ export class BridgePayments implements PaymentGate {
     return (built ? built.gate : noPaymentGate).requirePayment(requester, capability, price, ctx);
   }
 
-  /** From the bridge's alarm: unpaid calls whose invoice expired are answered; the next expiry is scheduled. */
+  /** From the bridge's alarm: unpaid calls whose invoice expired are answered; the next expiry is scheduled; a summary line due is written. */
   async onAlarm(): Promise<void> {
+    this.#drops.flush();
     const built = await this.#build();
     await built?.gate.onAlarm();
   }

@@ -30,6 +30,11 @@
 // before any invoice (INVALID_PARAMS). An invoice whose payment-required notification could not be
 // sent is released at once, as a cancelled one (it no longer counts against the pending caps; a
 // payment that still comes is recorded and logged), unless another copy of the request waits on it.
+//
+// A call for which the verifier made no invoice is answered -32012 NO_INVOICE, the same for every
+// reason: the reason (the Lightning address's provider's own `reason` text, which hosts the
+// outbound policy refused and why) is for the operator, told through `GateHost.noInvoice` (the
+// bridge counts it in a DropSummary: any client's priced call can cause it, so one line a minute).
 
 import { err, errorMessage, ok, type Result } from '../../src/shared/errors.js';
 import { paymentRequiredTemplate, RPC, rpcError, type Price, type Requester, type RpcError } from '../../src/shared/dvmcp.js';
@@ -37,6 +42,7 @@ import { hasLoneSurrogate } from '../../src/shared/json-cut.js';
 import { freeCall, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
 import { STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import { DROPS, type DropSummary } from '../common/drop-summary.js';
 import { INVOICE_WINDOW_SECONDS, PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
 import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
 
@@ -46,13 +52,19 @@ export interface GateHost {
   wakeAt(at: number): Promise<void>;
   /** An operational line for the operator (without a prefix). */
   log(line: string): void;
+  /** Why the verifier made no invoice for a call (the client is told only NO_INVOICE), for the operator. */
+  noInvoice(reason: string): void;
 }
 
-/** A GateHost over the DO's alarm (keeps an earlier alarm, else sets it to `at`) and `log`. */
-export const alarmHost = (storage: DurableObjectStorage, log: (line: string) => void): GateHost => ({
+/** A GateHost over the DO's alarm (keeps an earlier alarm, else sets it to `at`), `log`, and `drops` (DROPS.noInvoice). */
+export const alarmHost = (storage: DurableObjectStorage, log: (line: string) => void, drops: DropSummary): GateHost => ({
   wakeAt: (at) => wakeNoLaterThan(storage, at * 1000),
   log,
+  noInvoice: (reason) => drops.drop(DROPS.noInvoice, reason),
 });
+
+/** What a client is told when no invoice could be had, whatever the reason (see the header). */
+export const NO_INVOICE = 'payment unavailable: the Lightning address could not make an invoice';
 
 const MAX_SATS = 1_000_000_000;
 /** Paid rows whose request a restart dropped, given up per alarm (the rest at the next). */
@@ -119,7 +131,10 @@ export class VerifierGate implements PaymentGate {
     const before = this.#admit(requester, capability.serverId, name, ctx);
     if (before !== undefined) return before;
     const invoice = await this.verifier.invoice({ sats: sats.value, requestId: requester.requestId, client: requester.client });
-    if (!invoice.ok) return err(rpcError(PAYMENT_RPC.UNAVAILABLE, `payment unavailable: ${invoice.error}`));
+    if (!invoice.ok) {
+      this.host.noInvoice(invoice.error);
+      return err(rpcError(PAYMENT_RPC.UNAVAILABLE, NO_INVOICE));
+    }
     const after = this.#admit(requester, capability.serverId, name, ctx);
     if (after !== undefined) return after;
     const row: PaymentRow = {

@@ -7,7 +7,9 @@
 // relays, the public shard among them, where anyone reads kind 9735. So it names neither the
 // server (a private server's id is its secret), nor the method, nor the capability (a tool's name,
 // a resource's uri): the same content for every call. Both URLs
-// go through the outbound policy (safeFetch). The invoice is paid when a valid zap receipt (9735)
+// go through the outbound policy (safeFetch), every hop under nip57.ts lnurlDialRefusal: the
+// operator's exceptions (EDGESTR_OUTBOUND_ALLOW) on the pay endpoint's own origin only, not on a
+// callback or redirect elsewhere that the LNURL server (a third party) chose. The invoice is paid when a valid zap receipt (9735)
 // for it arrives on the relays: the bridge subscribes with `receiptFilter()` and hands each receipt
 // to `onReceipt` (signed by the nostrPubkey, bolt11 equal to ours, description = our zap request).
 
@@ -23,6 +25,7 @@ import {
   amountRefusal,
   encodeLnurl,
   invoiceOf,
+  lnurlDialRefusal,
   lnurlpUrl,
   validateZapReceipt,
   zapCallbackUrl,
@@ -97,7 +100,7 @@ async function readJson(response: Response): Promise<Result<unknown, string>> {
 export class ZapVerifier implements PaymentVerifier {
   readonly #o: ZapVerifierOptions;
   readonly #now: () => number;
-  #endpoint: { value: ZapEndpoint; lnurl: string; at: number } | undefined;
+  #endpoint: { value: ZapEndpoint; lnurl: string; url: URL; at: number } | undefined;
   #listener: ((id: string) => void) | undefined;
 
   constructor(options: ZapVerifierOptions) {
@@ -105,9 +108,12 @@ export class ZapVerifier implements PaymentVerifier {
     this.#now = options.now ?? nowSeconds;
   }
 
-  async #get(url: string): Promise<Result<unknown, string>> {
+  /** GETs `url` for the Lightning address whose pay endpoint is `endpoint` (each hop: lnurlDialRefusal). */
+  async #get(url: string, endpoint: URL): Promise<Result<unknown, string>> {
+    const policy = this.#o.policy;
+    const init = { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(this.#o.timeoutMs ?? DEFAULT_TIMEOUT_MS) };
     try {
-      const res = await safeFetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(this.#o.timeoutMs ?? DEFAULT_TIMEOUT_MS) }, this.#o.policy);
+      const res = await safeFetch(url, init, policy, { check: (hop) => lnurlDialRefusal(hop, endpoint, policy) });
       if (!res.ok) return err(`the LNURL server may not be dialled: ${res.error}`);
       return await readJson(res.value.response);
     } catch (e) {
@@ -115,16 +121,17 @@ export class ZapVerifier implements PaymentVerifier {
     }
   }
 
-  async #endpointOf(): Promise<Result<{ value: ZapEndpoint; lnurl: string }, string>> {
+  async #endpointOf(): Promise<Result<{ value: ZapEndpoint; lnurl: string; url: URL }, string>> {
     const cached = this.#endpoint;
     if (cached !== undefined && this.#now() - cached.at < ENDPOINT_TTL_SECONDS) return ok(cached);
     const url = lnurlpUrl(this.#o.address);
     if (!url.ok) return url;
-    const raw = await this.#get(url.value);
+    const endpoint = new URL(url.value); // lnurlpUrl answers the href of a URL that parses
+    const raw = await this.#get(url.value, endpoint);
     if (!raw.ok) return raw;
     const ep = zapEndpointOf(raw.value);
     if (!ep.ok) return ep;
-    this.#endpoint = { value: ep.value, lnurl: encodeLnurl(url.value), at: this.#now() };
+    this.#endpoint = { value: ep.value, lnurl: encodeLnurl(url.value), url: endpoint, at: this.#now() };
     return ok(this.#endpoint);
   }
 
@@ -139,7 +146,7 @@ export class ZapVerifier implements PaymentVerifier {
     );
     const url = zapCallbackUrl(ep.value.value.callback, msat, zapRequest, ep.value.lnurl);
     if (!url.ok) return url;
-    const answer = await this.#get(url.value);
+    const answer = await this.#get(url.value, ep.value.url);
     const pr = answer.ok ? invoiceOf(answer.value, msat) : answer;
     if (!pr.ok) {
       this.#endpoint = undefined; // fetch the parameters again next time

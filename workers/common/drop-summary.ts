@@ -39,6 +39,8 @@ export const DROPS = {
   registryUnreadable: { noun: 'request', what: 'refused while the owner registry could not be read' },
   /** An event past an external relay's token bucket, dropped unread by a hosted agent (reason: the relay and its limit). */
   externalRelay: { noun: 'event', what: "over an external relay's limit dropped" },
+  /** A priced call to a bridge for which its Lightning address made no invoice, answered -32012 without the reason (reason: why, workers/bridge/payments-gate.ts). */
+  noInvoice: { noun: 'priced call', what: 'answered "the Lightning address could not make an invoice"' },
 } as const satisfies Record<string, DropKind>;
 
 interface Tally {
