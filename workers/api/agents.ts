@@ -1,7 +1,8 @@
 // Management API for hosted agents (/api/agents), NIP-98 authenticated: create, list, read, update,
 // delete. Every call needs a caller allowed to own (EDGESTR_OWNERS, checked before any Durable
-// Object is touched: an owner removed from the list loses its agents' management at once); only
-// an agent's owner may see or change it. Outbound URLs (extra relays, MCP servers) must pass the
+// Object is touched: an owner removed from the list loses its agents' management at once); POST and
+// PATCH one not suspended (403 OWNER_SUSPENDED, common/owners.ts notAnActiveOwner: a suspended
+// owner still lists, reads and deletes its agents); only an agent's owner may see or change it. Outbound URLs (extra relays, MCP servers) must pass the
 // deployment's outbound policy (src/shared/outbound-url.ts) for the owner at create and update
 // (EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted; never this deployment's own host,
 // the agent's origin's or the one the call came in on: a loop; nor a web_fetch_hosts entry naming
@@ -38,7 +39,7 @@ import { sealingSecret, sealSecretKey } from '../common/secrets.js';
 import { sealMcpServers } from '../agent/mcp-headers.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { shardOfPath, shardUrlOf } from '../../src/shared/shard-url.js';
-import { notAnOwner, OWNER_SUSPENDED, ownerState } from '../common/owners.js';
+import { notAnActiveOwner, notAnOwner, ownerState } from '../common/owners.js';
 import { MAX_REVOKED_PER_OWNER } from '../relay-do/ownership.js';
 import { DEFAULT_PLAN, planAllowsModel, planLimits, planModelsText, type Plan, type PlanEnv } from '../accounts/plans.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
@@ -281,15 +282,10 @@ async function deleteHosted(env: AgentApiBindings, owner: string, agent: string)
 const hostedBy = async (env: AgentApiBindings, owner: string, agent: string): Promise<boolean> => (await shardStub(env, owner).provisionedAgents(owner)).includes(agent);
 
 /**
- * Whether `owner` may create agents now (suspended: 403), and its plan: the models it allows
- * (planModelIssues) and its `agents` cap, which the owner's shard applies as it records the new
- * agent (createAgent).
+ * The plan of `owner`: the models it allows (planModelIssues) and its `agents` cap, which the
+ * owner's shard applies as it records a new agent (createAgent).
  */
-async function agentPlan(env: AgentApiBindings, owner: string): Promise<{ status: 403; error: string } | { plan: Plan }> {
-  const state = await ownerState(env, owner);
-  if (state?.suspended) return { status: 403, error: OWNER_SUSPENDED };
-  return { plan: planLimits(env, state?.plan ?? DEFAULT_PLAN) };
-}
+const planOf = async (env: AgentApiBindings, owner: string): Promise<Plan> => planLimits(env, (await ownerState(env, owner))?.plan ?? DEFAULT_PLAN);
 
 /** Why a revocation is refused (409): the owner revoked as many keys as a shard keeps per owner. */
 const revokedCapReached = `the owner has revoked ${MAX_REVOKED_PER_OWNER} agent keys, the most this deployment keeps per owner: this key is not revoked (an attestation with a created_at<T clause lapses by itself at T)`;
@@ -314,7 +310,9 @@ export function agentRoutes() {
     }
     await next();
   });
-  app.use('*', nip98<AgentApiBindings>(notAnOwner));
+  // Any owner looks and deletes; only one not suspended creates and updates.
+  const owners = nip98<AgentApiBindings>(notAnOwner);
+  const activeOwners = nip98<AgentApiBindings>(notAnActiveOwner);
 
   /**
    * The agent named in the path, when the caller owns it: the caller's shard record is asked first,
@@ -330,33 +328,32 @@ export function agentRoutes() {
     return { view };
   };
 
-  app.post('/', async (c) => {
+  app.post('/', activeOwners, async (c) => {
     const caller = c.get('caller');
     const parsed = bodyAs(c.get('body'), CreateAgentSchema, 'agent');
     if (!parsed.ok) return c.json(parsed.error, 422);
-    const owner = await agentPlan(c.env, caller);
-    if ('error' in owner) return c.json({ error: owner.error }, owner.status);
-    const models = planModelIssues(owner.plan, parsed.data.provider ?? defaultProviderName(c.env), parsed.data);
+    const plan = await planOf(c.env, caller);
+    const models = planModelIssues(plan, parsed.data.provider ?? defaultProviderName(c.env), parsed.data);
     if (models.length) return c.json({ error: 'invalid agent', issues: models }, 422);
     // The deployment's public origin (EDGESTR_PUBLIC_URL) when set: the agent advertises and dials its relays there.
     const origin = (relayRequestUrl(c.env, c.req.url) ?? new URL(c.req.url)).origin;
-    const created = await createAgent(c.env, caller, parsed.data, origin, undefined, owner.plan.agents, new URL(c.req.url).origin);
+    const created = await createAgent(c.env, caller, parsed.data, origin, undefined, plan.agents, new URL(c.req.url).origin);
     return c.json(created.body, created.status);
   });
 
-  app.get('/', async (c) => {
+  app.get('/', owners, async (c) => {
     const caller = c.get('caller');
     const pubkeys = await shardStub(c.env, caller).provisionedAgents(caller);
     const views = await Promise.all(pubkeys.map((p) => agentStub(c.env, p).view()));
     return c.json({ agents: views.filter((v) => v !== undefined && v.owner === caller) });
   });
 
-  app.get('/:pubkey', async (c) => {
+  app.get('/:pubkey', owners, async (c) => {
     const r = await owned(c.env, c.get('caller'), c.req.param('pubkey'));
     return 'view' in r ? c.json(r.view) : c.json({ error: r.error }, r.status);
   });
 
-  app.patch('/:pubkey', async (c) => {
+  app.patch('/:pubkey', activeOwners, async (c) => {
     const r = await owned(c.env, c.get('caller'), c.req.param('pubkey'));
     if (!('view' in r)) return c.json({ error: r.error }, r.status);
     const parsed = bodyAs(c.get('body'), UpdateAgentSchema, 'agent');
@@ -373,7 +370,7 @@ export function agentRoutes() {
     // The models of the agent as it would be, when the update sets any (a model the plan stopped allowing is refused at the run).
     const { provider, models, default_model } = parsed.data;
     if (provider !== undefined || models !== undefined || default_model !== undefined) {
-      const plan = planLimits(c.env, (await ownerState(c.env, r.view.owner))?.plan ?? DEFAULT_PLAN);
+      const plan = await planOf(c.env, r.view.owner);
       const issues = planModelIssues(plan, provider ?? r.view.provider ?? defaultProviderName(c.env), { models: models ?? r.view.models, default_model: default_model ?? r.view.default_model });
       if (issues.length) return c.json({ error: 'invalid agent', issues }, 422);
     }
@@ -394,7 +391,7 @@ export function agentRoutes() {
     return c.json(view);
   });
 
-  app.delete('/:pubkey', async (c) => {
+  app.delete('/:pubkey', owners, async (c) => {
     const caller = c.get('caller');
     const agent = parsePubkey(c.req.param('pubkey'));
     if (!agent) return c.json({ error: NOT_A_KEY }, 400);

@@ -1,6 +1,8 @@
 // Management API for the DVMCP bridge (/api/bridge/servers), NIP-98 authenticated: register, list
 // (with health), read, update and remove the caller's remote MCP servers. Every call needs a caller
-// allowed to own (EDGESTR_OWNERS, checked before any Durable Object is touched). Each owner has one
+// allowed to own (EDGESTR_OWNERS, checked before any Durable Object is touched); POST and PATCH one
+// not suspended (403 OWNER_SUSPENDED, common/owners.ts notAnActiveOwner: a suspended owner still
+// lists, reads and removes its servers, and its bridge answers nothing). Each owner has one
 // Bridge (one provider key, created on the first registration); a server id is unique per owner.
 // The URL must pass the deployment's outbound policy for the owner (422 naming it; the hosts of
 // EDGESTR_OUTBOUND_ALLOW only for an owner the operators vetted; never the deployment's own host,
@@ -19,7 +21,7 @@ import { checkOutboundUrl, outboundPolicy, type OutboundEnv } from '../../src/sh
 import type { Bridge } from '../bridge/bridge-do.js';
 import { CreateServerSchema, movedHeadersIssue, UpdateServerSchema } from '../bridge/config.js';
 import { bridgeServerCap, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
-import { notAnOwner, ownerState } from '../common/owners.js';
+import { notAnActiveOwner, notAnOwner, ownerState } from '../common/owners.js';
 import { recordPublicBridge, vettedOwner } from '../common/deployment-bridges.js';
 import { sealingSecret } from '../common/secrets.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
@@ -50,9 +52,11 @@ function urlIssue(env: OutboundEnv, vetted: boolean, calledOn: string, url: stri
 
 export function bridgeRoutes() {
   const app = new Hono<ApiEnv>();
-  app.use('*', nip98<BridgeApiBindings>(notAnOwner));
+  // Any owner looks and removes; only one not suspended registers and updates.
+  const owners = nip98<BridgeApiBindings>(notAnOwner);
+  const activeOwners = nip98<BridgeApiBindings>(notAnActiveOwner);
 
-  app.post('/', async (c) => {
+  app.post('/', activeOwners, async (c) => {
     const caller = c.get('caller');
     const parsed = bodyAs(c.get('body'), CreateServerSchema, 'server');
     if (!parsed.ok) return c.json(parsed.error, 422);
@@ -75,15 +79,15 @@ export function bridgeRoutes() {
     return c.json({ provider, id: parsed.data.id }, 201);
   });
 
-  app.get('/', async (c) => c.json({ servers: await bridgeStub(c.env, c.get('caller')).list() }));
+  app.get('/', owners, async (c) => c.json({ servers: await bridgeStub(c.env, c.get('caller')).list() }));
 
-  app.get('/:id', async (c) => {
+  app.get('/:id', owners, async (c) => {
     const id = c.req.param('id');
     const view = SERVER_ID.test(id) ? await bridgeStub(c.env, c.get('caller')).view(id) : undefined;
     return view ? c.json(view) : c.json({ error: NO_SERVER }, 404);
   });
 
-  app.patch('/:id', async (c) => {
+  app.patch('/:id', activeOwners, async (c) => {
     const id = c.req.param('id');
     const bridge = bridgeStub(c.env, c.get('caller'));
     const current = SERVER_ID.test(id) ? await bridge.view(id) : undefined;
@@ -96,7 +100,7 @@ export function bridgeRoutes() {
     return view ? c.json(view) : c.json({ error: NO_SERVER }, 404);
   });
 
-  app.delete('/:id', async (c) => {
+  app.delete('/:id', owners, async (c) => {
     const id = c.req.param('id');
     const removed = SERVER_ID.test(id) && (await bridgeStub(c.env, c.get('caller')).removeServer(id));
     return removed ? c.body(null, 204) : c.json({ error: NO_SERVER }, 404);

@@ -1,5 +1,7 @@
 // Management API of the caller's own relay shard (/api/relay), NIP-98 authenticated, for owners
-// only (EDGESTR_OWNERS, checked before any Durable Object is touched):
+// only (EDGESTR_OWNERS, checked before any Durable Object is touched); import, retention and restore
+// for an owner not suspended only (403 OWNER_SUSPENDED, common/owners.ts notAnActiveOwner: a
+// suspended owner still exports and lists its backups):
 //   GET   /export[?since=&until=]  the shard as JSONL (application/x-ndjson), streamed page by page
 //   POST  /import                  JSONL body (at most IMPORT_MAX_BYTES) through the shard's write policy
 //   PATCH /retention               {rules: [{kinds, days}]} → the rules in force
@@ -11,7 +13,7 @@
 import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import { MAX_TIMESTAMP } from '../../src/shared/event.js';
-import { notAnOwner } from '../common/owners.js';
+import { notAnActiveOwner, notAnOwner } from '../common/owners.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
 import { exportStream } from '../relay-do/export.js';
 import { emptyReport, importBatches, jsonLines, mergeReports, type ImportReport } from '../relay-do/import.js';
@@ -71,6 +73,7 @@ export const importAnswer = (c: Context, done: Result<ImportReport, string>): Re
 export function relayApiRoutes() {
   const app = new Hono<ApiEnv>();
   const owners = nip98<RelayApiBindings>(notAnOwner);
+  const activeOwners = nip98<RelayApiBindings>(notAnActiveOwner);
 
   app.get('/export', owners, async (c) => {
     const query = ExportQuerySchema.safeParse(c.req.query());
@@ -86,13 +89,13 @@ export function relayApiRoutes() {
     return new Response(body, { headers: { 'Content-Type': 'application/x-ndjson' } });
   });
 
-  app.post('/import', nip98<RelayApiBindings>(notAnOwner, IMPORT_MAX_BYTES), async (c) => {
+  app.post('/import', nip98<RelayApiBindings>(notAnActiveOwner, IMPORT_MAX_BYTES), async (c) => {
     const caller = c.get('caller');
     const lines = jsonLines(new TextDecoder().decode(c.get('body')));
     return importAnswer(c, await importInto(c.env, caller, shardUrl(c.env, c.req.url, caller), 'import', importBatches(lines)));
   });
 
-  app.patch('/retention', owners, async (c) => {
+  app.patch('/retention', activeOwners, async (c) => {
     const parsed = bodyAs(c.get('body'), RetentionSchema, 'retention');
     if (!parsed.ok) return c.json(parsed.error, 422);
     return c.json({ rules: await shardStub(c.env, c.get('caller')).setRetentionRules(parsed.data.rules) });
@@ -103,7 +106,7 @@ export function relayApiRoutes() {
     return c.json({ backups: await listBackups(c.env.BACKUPS, c.get('caller')) });
   });
 
-  app.post('/restore', owners, async (c) => {
+  app.post('/restore', activeOwners, async (c) => {
     const bucket = c.env.BACKUPS;
     if (!bucket) return c.json({ error: 'backups are not configured on this deployment (no BACKUPS bucket)' }, 404);
     const parsed = bodyAs(c.get('body'), RestoreSchema, 'restore');

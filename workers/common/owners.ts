@@ -11,7 +11,9 @@
 // larger, and a key the copy does not hold is looked up by itself (Accounts.state()), its answer
 // kept OWNER_CACHE_MS too, for at most LOOKUPS_KEPT keys (the least recently used forgotten). While
 // the Accounts object cannot be read, an isolate serves its last copy (or its last answer for the
-// key) and asks again every REGISTRY_RETRY_MS (registryAt). Operators are EDGESTR_ADMINS.
+// key) and asks again every REGISTRY_RETRY_MS (registryAt). Operators are EDGESTR_ADMINS. The
+// management API lets any owner look and delete (notAnOwner), only an owner not suspended change
+// anything (notAnActiveOwner).
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
@@ -208,6 +210,18 @@ export const forgetOwnerState = (): void => {
 export const NOT_AN_OWNER = 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)';
 export const OWNER_SUSPENDED = 'this owner is suspended on this deployment; contact its operator';
 
-/** The management API's 403 reason for a pubkey that is not an owner (see ownerState), or undefined. */
+/** The management API's 403 reason for a pubkey that is not an owner (see ownerState), or undefined: who may look and delete. */
 export const notAnOwner = async (env: OwnerEnv & AccountsBindings, pubkey: string): Promise<string | undefined> =>
   (await ownerState(env, pubkey)) ? undefined : NOT_AN_OWNER;
+
+/**
+ * The management API's 403 reason for a pubkey that may not change anything now, or undefined: not
+ * an owner (NOT_AN_OWNER), or suspended (OWNER_SUSPENDED). The rule of every write route (creating,
+ * updating, importing, restoring, setting retention); a suspended owner still looks and deletes
+ * (notAnOwner).
+ */
+export async function notAnActiveOwner(env: OwnerEnv & AccountsBindings, pubkey: string): Promise<string | undefined> {
+  const state = await ownerState(env, pubkey);
+  if (!state) return NOT_AN_OWNER;
+  return state.suspended ? OWNER_SUSPENDED : undefined;
+}
