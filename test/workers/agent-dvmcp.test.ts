@@ -136,12 +136,12 @@ describe('announcements', () => {
     s.close();
   });
 
-  it('deleting the agent during an ask: the client is answered CANCELLED before the agent goes', async () => {
+  it('deleting the agent during an ask: the client is answered UNAUTHORIZED (the agent was removed) before the agent goes', async () => {
     const { agent, c } = await agentAndClient(FAKE);
     const id = await c.send(c.request('tools/call', { name: 'ask', arguments: { message: 'scenario:slow until deleted' } }));
     await notificationsOf(c, id, 2);
     expect((await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${agent}`)).status).toBe(204);
-    expect((await c.answer(id, 1000)).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: 'CANCELLED: run cancelled' }], isError: true } });
+    expect((await c.answer(id, 1000)).result).toEqual({ ok: true, value: { content: [{ type: 'text', text: 'UNAUTHORIZED: this agent was removed from this deployment' }], isError: true } });
     c.close();
   });
 

@@ -1,10 +1,12 @@
 // Deleting an agent (Agent.remove) while a prompt waits for the owner's account: once the deletion
 // has begun no run starts — the prompt is checked again after that wait, before its admission — so
-// no model is called and nothing runs under the tables the deletion empties.
+// no model is called and nothing runs under the tables the deletion empties. A run in progress when
+// the agent is deleted ends with UNAUTHORIZED "this agent was removed from this deployment", not
+// the CANCELLED its client would take for its own cancel.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { inject } from 'vitest';
 import { describe, expect, it } from 'vitest';
-import type { Agent } from '../../workers/agent/agent-do.js';
+import { AGENT_REMOVED, type Agent } from '../../workers/agent/agent-do.js';
 import { accountsStub } from '../../workers/accounts/accounts-do.js';
 import { NipXxClient, createTestAgent } from './agent-helpers.js';
 import { holdObject, pauseObject } from './hold-object.js';
@@ -42,6 +44,22 @@ describe('a prompt waiting for the owner’s account when the agent is deleted',
     expect(await removal).toBe(true);
     expect(await c.noTerminal(p.id, 1000)).toBe(true);
     expect(await providerCalls(marker)).toBe(0);
+    expect(await stubOf(agent).view()).toBeUndefined();
+  });
+});
+
+describe('a run in progress when the agent is deleted', () => {
+  it('ends with UNAUTHORIZED "this agent was removed from this deployment", not CANCELLED', { timeout: 30_000 }, async () => {
+    const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'], default_model: 'fake-slow' });
+    const c = await NipXxClient.open(agent);
+    const p = c.prompt({ ver: 1, message: 'scenario:slow deleted mid-run' });
+    await c.send(p);
+    await c.sock.next((f) => f[0] === 'EVENT' && (f[2] as { kind: number }).kind === 25801, 10_000);
+    expect(await stubOf(agent).remove()).toBe(true);
+    const run = await c.collect(p.id);
+    expect(run.terminal.kind).toBe(25805);
+    expect(run.terminal.payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message: AGENT_REMOVED });
+    expect(AGENT_REMOVED).toBe('this agent was removed from this deployment');
     expect(await stubOf(agent).view()).toBeUndefined();
   });
 });

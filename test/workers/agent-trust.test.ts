@@ -339,7 +339,7 @@ describe('retention work is bounded', () => {
 });
 
 describe('runs that cannot be lost', () => {
-  it('deleting an agent during a run ends the run with one CANCELLED terminal first', async () => {
+  it('deleting an agent during a run ends the run with one UNAUTHORIZED terminal first (the agent was removed, not CANCELLED)', async () => {
     const agent = await createTestAgent({ provider: 'openai', models: ['fake-slow'] });
     const c = await NipXxClient.open(agent);
     const p = c.prompt({ ver: 1, message: 'long', model: 'fake-slow' });
@@ -348,7 +348,7 @@ describe('runs that cannot be lost', () => {
     const del = await api(TEST_OWNER_SK, 'DELETE', `/api/agents/${agent}`);
     expect(del.status).toBeLessThan(300);
     const run = await c.collect(p.id);
-    expect(run.terminal.payload).toMatchObject({ code: 'CANCELLED' });
+    expect(run.terminal.payload).toMatchObject({ code: 'UNAUTHORIZED', message: 'this agent was removed from this deployment' });
   });
 
   it('a provider dying mid-stream (connection reset) ends with exactly one MODEL_UNAVAILABLE', async () => {

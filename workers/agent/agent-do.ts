@@ -29,8 +29,9 @@
 // not again for 5 s after a failure, after each run (its metering report answers them) and when
 // the admin API tells the agent (ownerChanged) — never on a run's path; the agent's runs not
 // reported yet count on top of them. A prompt that waited for them is checked again (the agent
-// may be being removed). Removal sends the usage Accounts does not have yet before forgetting it,
-// and is refused while it cannot. See docs/OPERATIONS.md for how far a plan limit may be overshot.
+// may be being removed). Removal ends the runs in flight with UNAUTHORIZED (AGENT_REMOVED, not the
+// CANCELLED a client would take for its own cancel), sends the usage Accounts does not have yet
+// before forgetting it, and is refused while it cannot. See docs/OPERATIONS.md for how far a plan limit may be overshot.
 
 import { DurableObject } from 'cloudflare:workers';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -92,6 +93,8 @@ const SESSION_RETENTION_MS = 30 * 24 * 3600 * 1000;
 const PRUNE_BATCH = 500;
 /** How long remove() and the retiring watchdog wait for the terminal events of the runs they abort. */
 const REMOVE_WAIT_MS = 10_000;
+/** What the client of a run (or a DVMCP ask) the agent's deletion ends is told, with UNAUTHORIZED. */
+export const AGENT_REMOVED = 'this agent was removed from this deployment';
 
 interface Incoming {
   /** The protocol event (the rumor when it came gift-wrapped). */
@@ -283,8 +286,8 @@ export class Agent extends DurableObject<AgentEnv> {
   }
 
   /**
-   * Ends the active runs (each with its one CANCELLED terminal, and the DVMCP asks with their
-   * CANCELLED answer, waited for up to REMOVE_WAIT_MS), reports to the owner's plan what its runs
+   * Ends the active runs and DVMCP asks (each with its one UNAUTHORIZED AGENT_REMOVED terminal or
+   * answer: RunStopped, waited for up to REMOVE_WAIT_MS), reports to the owner's plan what its runs
    * spent and Accounts does not have yet (sendUsage), publishes deletions of what the agent
    * published, then forgets everything (the key included). False: no agent here. Throws, the agent
    * kept as it is (a second call removes it), when Accounts did not take that usage: the Error's
@@ -295,7 +298,7 @@ export class Agent extends DurableObject<AgentEnv> {
     if (!c) return false;
     this.removing = true;
     try {
-      const deleted = new Error('agent deleted');
+      const deleted = new RunStopped({ type: 'error', code: 'UNAUTHORIZED', message: AGENT_REMOVED });
       for (const abort of this.active.values()) abort.abort(deleted);
       this.dvmcp.abortAll(deleted);
       await this.runsEnded();
