@@ -38,7 +38,9 @@
 //                progressToken (progress 1…count); `huge_note` {bytes, method} sends one notification
 //                of over `bytes` bytes: `progress` with a message of `bytes` 'm', or `updated` with
 //                a uri file:///<`bytes` 'u'>. GET /mcp-flood/stats?bucket=B counts its tools/list and
-//                tools/call requests per bucket of the endpoint URL
+//                tools/call requests per bucket of the endpoint URL; /mcp-flood?list-error=resources
+//                answers resources/list with the JSON-RPC error -32603 "resources backend down: check
+//                DATABASE_URL" (a backend of upstream failing, its tools still listed)
 // and, under /hostile/…, the hostile upstreams of test/mcp/hostile-upstreams.ts.
 
 import { createHash } from 'node:crypto';
@@ -415,7 +417,10 @@ async function floodMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pr
     counts.lists += 1;
     return send(res, 200, json, rpcResult(msg.id, { tools: ['list_changed', 'updated', 'progress', 'huge_note'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
   }
-  if (msg.method === 'resources/list') return send(res, 200, json, rpcResult(msg.id, { resources: [] }));
+  if (msg.method === 'resources/list') {
+    if (url.searchParams.get('list-error') === 'resources') return send(res, 200, json, rpcError(msg.id, -32603, 'resources backend down: check DATABASE_URL'));
+    return send(res, 200, json, rpcResult(msg.id, { resources: [] }));
+  }
   if (msg.method === 'tools/call') {
     counts.calls += 1;
     const args = (msg.params?.arguments ?? {}) as { count?: unknown; uris?: unknown; bytes?: unknown; method?: unknown };

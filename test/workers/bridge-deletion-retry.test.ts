@@ -7,12 +7,12 @@
 // test seam RelayShard.clock (an hour behind: `created_at is too far in the future`). A server made
 // private has its announcements deleted also while its upstream does not answer. A bridge left with
 // no server stays awake (its watchdog every 30 s) until its deletions landed or were given up.
-import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
+import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it, vi } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { MAX_PENDING_DELETIONS, PENDING_DELETION_MS, ServerStore } from '../../workers/bridge/server-store.js';
-import { announcements, directBridge, everythingUrl, publicShardClock, warnings } from './bridge-helpers.js';
+import { announcements, directBridge, everythingUrl, nextWatchdog, warnings, whilePublicShardRefuses } from './bridge-helpers.js';
 import { BASE, randomHex } from './helpers.js';
 
 const bridgeOf = (owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
@@ -35,21 +35,6 @@ const pending = (owner: string) =>
 
 /** Whether deletion `d` names the 31316 of `provider`'s server `id`. */
 const deletes = (d: NostrEvent, provider: string, id: string): boolean => d.tags.some((t) => t[0] === 'a' && t[1] === `${KIND.DVMCP_SERVER}:${provider}:${id}`);
-
-/** Runs `run` with the public shard's clock an hour behind (it refuses events dated now); its warnings. */
-async function whilePublicShardRefuses(run: (logged: () => string[]) => Promise<unknown>): Promise<string[]> {
-  await publicShardClock(-3600_000);
-  try {
-    return await warnings(run);
-  } finally {
-    await publicShardClock(0);
-  }
-}
-
-/** The next watchdog of the bridge of `owner`, run now (once the alarm a change asked for has set it again). */
-async function nextWatchdog(owner: string): Promise<void> {
-  await vi.waitFor(async () => expect(await runDurableObjectAlarm(bridgeOf(owner))).toBe(true), { timeout: 10_000, interval: 50 });
-}
 
 const notLanded = (provider: string, id: string, reason: string) =>
   `bridge: provider ${provider}: the deletion of the announcements of ${id} (${reason}) did not land on the public shard; sent again at each watchdog for 7 days`;

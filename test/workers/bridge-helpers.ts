@@ -1,7 +1,8 @@
 // Helpers for the bridge tests: register servers through the management API, and a DVMCP client
 // over a real WebSocket to a shard (plain or gift-wrapped requests, responses and notifications
-// collected by request id), the public shard's clock set off (to make it refuse), the bridge's warnings.
-import { env, runInDurableObject } from 'cloudflare:test';
+// collected by request id), the public shard's clock set off (to make it refuse), the bridge's
+// warnings, its next watchdog run now.
+import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { expect, inject, vi } from 'vitest';
 import type { CreateServer } from '../../workers/bridge/config.js';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -63,6 +64,22 @@ export async function warnings(run: (logged: () => string[]) => Promise<unknown>
   } finally {
     warn.mockRestore();
   }
+}
+
+/** Runs `run` with the public shard's clock an hour behind (it refuses events dated now); the bridge's warnings meanwhile. */
+export async function whilePublicShardRefuses(run: (logged: () => string[]) => Promise<unknown>): Promise<string[]> {
+  await publicShardClock(-3600_000);
+  try {
+    return await warnings(run);
+  } finally {
+    await publicShardClock(0);
+  }
+}
+
+/** The next watchdog of the bridge of `owner`, run now (once the alarm a change asked for has set it again). */
+export async function nextWatchdog(owner: string): Promise<void> {
+  const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+  await vi.waitFor(async () => expect(await runDurableObjectAlarm(bridge)).toBe(true), { timeout: 10_000, interval: 50 });
 }
 
 const cache = new ConversationKeyCache(64);

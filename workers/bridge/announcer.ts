@@ -3,9 +3,13 @@
 // and 31319 (prompts) for the capabilities upstream declares, each list read in full (bounded
 // pages), prices as `cap` tags. The set is hashed without created_at so that an unchanged set is
 // not published again. Each is held to one plain event (answer-fit.ts): the 31316's instructions
-// are cut to fit (note, _meta), a 31316 too large otherwise fails the refresh; a list too large (for
-// one event, or to hold: upstream.ts listTooLarge) is left out (`leftOut`, logged by the bridge),
-// never sent for the relay to refuse.
+// are cut to fit (note, _meta), a 31316 too large otherwise fails the refresh; a list too large for
+// one event is left out (`leftOut`, logged by the bridge), never sent for the relay to refuse. A
+// list that cannot be read, upstream answering it with a JSON-RPC error other than -32601 (a
+// server may declare resources without templates), a transport failure, or too large to hold
+// (upstream.ts listTooLarge), is left out too, the others announced (`listErrors`: the owner reads
+// them in the server's health; `retrySoon` unless every one is too large to hold, which does not
+// pass with time).
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '../../src/shared/hex.js';
@@ -23,6 +27,10 @@ export interface Announcements {
   counts: Pick<ServerHealth, 'tools' | 'resources' | 'resource_templates' | 'prompts'>;
   /** Lists not announced because their event would be too large: why, one line each. */
   leftOut: string[];
+  /** Lists that could not be read, by method: why (ServerHealth.list_errors); not announced, not counted. */
+  listErrors: Record<string, string>;
+  /** Whether a list failed in a way that may pass (not too large to hold): worth listing again soon. */
+  retrySoon: boolean;
 }
 
 /** The capability of initialize's `capabilities` a list needs. */
@@ -44,17 +52,18 @@ export async function buildAnnouncements(stored: StoredServer, upstream: Upstrea
   const templates: EventTemplate[] = [server.value];
   const counts: Announcements['counts'] = { tools: 0, resources: 0, resource_templates: 0, prompts: 0 };
   const leftOut: string[] = [];
+  const listErrors: Record<string, string> = {};
+  let retrySoon = false;
   for (const spec of LISTS) {
     if (init.value.capabilities[capabilityOf(spec)] === undefined) continue;
     const items = await upstream.list(spec);
     if (!items.ok) {
       // A server may declare resources without resource templates.
       if (items.error.code === RPC.METHOD_NOT_FOUND) continue;
-      if (isListTooLarge(items.error)) {
-        leftOut.push(`${spec.method}: ${items.error.message}`);
-        continue;
-      }
-      return err(`${spec.method}: ${items.error.message}`);
+      const tooLarge = isListTooLarge(items.error);
+      listErrors[spec.method] = tooLarge ? items.error.message : `${items.error.code} ${items.error.message}`;
+      retrySoon ||= !tooLarge;
+      continue;
     }
     counts[COUNT_FIELD[spec.method]] = items.value.length;
     const list = listAnnouncement(stored.id, spec, items.value, stored.prices);
@@ -63,5 +72,5 @@ export async function buildAnnouncements(stored: StoredServer, upstream: Upstrea
     else leftOut.push(`${spec.method} (${items.value.length} items) is ${size} bytes; one announcement carries at most ${room}`);
   }
   const hash = bytesToHex(sha256(new TextEncoder().encode(JSON.stringify(templates.map((t) => [t.kind, t.tags, t.content])))));
-  return ok({ templates, hash, counts, leftOut });
+  return ok({ templates, hash, counts, leftOut, listErrors, retrySoon });
 }

@@ -4,7 +4,9 @@
 // one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
-// changed, the deletions of a removed or private server's announcements that the public shard did
+// changed, and RETRY_MS after a refresh that failed, left out a list that may pass, or whose set
+// the public shard did not take in full (only a set it took is recorded as published: `announce`),
+// the deletions of a removed or private server's announcements that the public shard did
 // not take sent again (`deleteAnnouncements`, `resendDeletions`); while EDGESTR_SECRET is rotated,
 // what the previous secret sealed is sealed again; a pass that throws is logged and the next booked
 // within 30 s, so the alarm is never lost; a pass that finds nothing to do, no server, no deletion
@@ -79,7 +81,7 @@ export interface BridgeEnv extends RouterBindings, OutboundEnv, SecretEnv, Payme
 const WATCHDOG_MS = 30_000;
 /** Announcements (and health counts) are refreshed this often, and retried this soon after a failure. */
 export const REFRESH_MS = 6 * 3600_000;
-const RETRY_MS = 5 * 60_000;
+export const RETRY_MS = 5 * 60_000;
 /** A removed owner's bridge asks the registry this often whether the owner was added again. */
 export const OWNER_RECHECK_MS = 10 * 60_000;
 /** The reasons of the deletions of announcements (a removed owner's: OWNER_REMOVED_REASON): a removed server's, a server made private. */
@@ -542,7 +544,10 @@ export class Bridge extends DurableObject<BridgeEnv> {
   /**
    * A private server's announcements still out are deleted first, whether upstream answers or not
    * (`deleteAnnouncements`: kept and sent again until the public shard takes it); then upstream is
-   * listed (health counts) and a public server's changed announcements are published.
+   * listed (health counts, the lists that failed) and a public server's changed announcements are
+   * published, all at once (one 5 s window). The set is recorded as published (its hash) only when
+   * the public shard took every event; else the refusal goes to the health (`announce_error`) and
+   * the refresh is tried again RETRY_MS later, as when a list failed in a way that may pass.
    */
   private async announce(id: string, s: StoredServer, upstream: UpstreamServer, p: ProviderRecord): Promise<void> {
     if (!s.public && this.store.announced(id) !== '') {
@@ -552,15 +557,28 @@ export class Bridge extends DurableObject<BridgeEnv> {
     const built = await buildAnnouncements(s, upstream);
     if (!built.ok) {
       console.warn(`bridge: announcements of ${id} not refreshed: ${built.error}`);
+      this.store.recordHealth(id, { announce_error: s.public ? `not refreshed: ${built.error}` : null });
       this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
       return;
     }
-    this.store.recordHealth(id, built.value.counts);
-    for (const line of built.value.leftOut) console.warn(`bridge: announcement of ${id} left out: ${line}`);
-    if (s.public && this.store.announced(id) !== built.value.hash) {
-      for (const t of built.value.templates) await this.links.publishAll(await this.store.sign(t));
-      this.store.setAnnounced(id, built.value.hash);
+    const { counts, listErrors, leftOut, retrySoon, templates, hash } = built.value;
+    this.store.recordHealth(id, { ...counts, list_errors: listErrors });
+    for (const line of [...Object.entries(listErrors).map(([method, why]) => `${method}: ${why}`), ...leftOut]) console.warn(`bridge: announcement of ${id} left out: ${line}`);
+    if (retrySoon) this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
+    if (!s.public || this.store.announced(id) === hash) {
+      this.store.recordHealth(id, { announce_error: null });
+      return;
     }
+    const sent = await Promise.all(templates.map(async (t) => this.links.publishAll(await this.store.sign(t))));
+    const refused = sent.find((r) => !r.ok);
+    if (refused === undefined) {
+      this.store.setAnnounced(id, hash);
+      this.store.recordHealth(id, { announce_error: null });
+      return;
+    }
+    this.store.recordHealth(id, { announce_error: refused.error });
+    this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
+    console.warn(`bridge: announcements of ${id} not taken by the public shard (${refused.error}); sent again in ${RETRY_MS / 60_000} min`);
   }
 
   private viewOf(s: StoredServer): ServerView {

@@ -7,8 +7,9 @@
 // A publish tells whether its event landed: accepted, or `duplicate:` (the relay has it already),
 // else the relay's message (the bridge counts an answer's refusal in its DropSummary: a stranger
 // chooses how many answers it gets); the refusals of the bridge's own events (announcements, their
-// deletions: a few per server and watchdog) are logged here. A deletion of announcements counts as
-// landed when the public shard (the one /mcp and DVMCP discovery read) took it (`publishDeletion`).
+// deletions: a few per server and watchdog) are logged here. An announcement, and a deletion of
+// announcements, counts as landed when the public shard (the one /mcp and DVMCP discovery read)
+// took it (`publishAll`, `publishDeletion`); the owner's shard's answer is only logged.
 
 import type { NostrEvent } from '../../src/shared/event.js';
 import { err, errorMessage, ok, parseRejection, type Result } from '../../src/shared/errors.js';
@@ -89,11 +90,11 @@ export class BridgeLinks {
     return landed(r) ? ok(undefined) : err(r.message);
   }
 
-  /** Publishes one of the bridge's own events on `url`; whether it landed, a refusal logged. */
-  private async publishOwn(url: string, e: NostrEvent): Promise<boolean> {
+  /** Publishes one of the bridge's own events on `url` (`publish`), a refusal logged. */
+  private async publishOwn(url: string, e: NostrEvent): Promise<Result<void, string>> {
     const r = await this.publish(url, e);
     if (!r.ok) console.warn(`bridge: ${url} refused ${e.kind} ${e.id}: ${r.error}`);
-    return r.ok;
+    return r;
   }
 
   /**
@@ -105,14 +106,18 @@ export class BridgeLinks {
     const p = this.deps.provider();
     if (!p) return false;
     const [landedPublicly] = await Promise.all([this.publishOwn(publicRelay(p), e), ownerShard ? this.publishOwn(ownerRelay(p), e) : undefined]);
-    return landedPublicly;
+    return landedPublicly.ok;
   }
 
-  /** Publishes on every relay. */
-  async publishAll(e: NostrEvent): Promise<void> {
+  /**
+   * Publishes announcement `e` on every relay at once (one 5 s window): ok when it landed on the
+   * public shard, else `<public shard>: <its message>` (the owner's shard's answer is only logged).
+   */
+  async publishAll(e: NostrEvent): Promise<Result<void, string>> {
     const p = this.deps.provider();
-    if (!p) return;
-    await Promise.all(bridgeRelays(p).map((url) => this.publishOwn(url, e)));
+    if (!p) return err('the bridge has no provider key');
+    const [onPublic] = await Promise.all([this.publishOwn(publicRelay(p), e), this.publishOwn(ownerRelay(p), e)]);
+    return onPublic.ok ? onPublic : err(`${publicRelay(p)}: ${onPublic.error}`);
   }
 
   close(): void {

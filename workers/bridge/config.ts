@@ -66,7 +66,10 @@ export interface StoredServer {
   updated_at: number;
 }
 
-/** The last upstream contact and what the server lists. */
+/**
+ * The bridge's last contact with upstream (its own: a client's call, which the client chooses, is
+ * not counted), what the server lists, and whether its announcements are out.
+ */
 export interface ServerHealth {
   /** null until the first contact. */
   ok: boolean | null;
@@ -77,9 +80,23 @@ export interface ServerHealth {
   resources: number;
   resource_templates: number;
   prompts: number;
+  /**
+   * The lists the last refresh could not read, by method: `<code> <message>` of the JSON-RPC error
+   * it got (upstream's own, or the bridge's for a transport failure), or why it was too large to
+   * hold; left out of the counts and the announcements, the other lists announced.
+   */
+  list_errors: Record<string, string>;
+  /** Whether the server's announcements of the last refresh are on the public shard (a private server's never are). */
+  announced: boolean;
+  /**
+   * Why a public server's announcements are not out: the public shard's refusal (`<relay>: <its
+   * message>`, sent again at the next refresh, RETRY_MS later), or why the last refresh could not
+   * build them; null otherwise.
+   */
+  announce_error: string | null;
 }
 
-export const EMPTY_HEALTH: ServerHealth = { ok: null, checked_at: null, error: null, tools: 0, resources: 0, resource_templates: 0, prompts: 0 };
+export const EMPTY_HEALTH: ServerHealth = { ok: null, checked_at: null, error: null, tools: 0, resources: 0, resource_templates: 0, prompts: 0, list_errors: {}, announced: false, announce_error: null };
 
 /** What the API returns for a server: never the header values. */
 export type ServerView = StoredServer & { provider: string; health: ServerHealth };

@@ -1,6 +1,7 @@
 // The Bridge Durable Object's tables: its provider record (owner, origin of the deployment, the
 // provider key sealed with EDGESTR_SECRET), its servers (config, secret headers sealed with the
-// same secret under `<provider>/<server id>`, health, hash of what was last announced), the
+// same secret under `<provider>/<server id>`, health, hash of what was last announced: set only
+// once the public shard took the whole set), the
 // deletions of servers' announcements the public shard did not take yet (signed, by server id, at
 // most MAX_PENDING_DELETIONS: bridge-do.ts sends them again) and, while its owner is removed, that
 // the bridge withdrew (bridge-do.ts `withdraw`). While EDGESTR_SECRET is rotated, what only
@@ -197,13 +198,17 @@ export class ServerStore {
     return headers;
   }
 
+  /** The server's health as recorded; `announced`: a set is out (its hash kept) and the last refresh had no announce_error. */
   health(id: string): ServerHealth {
-    const row = this.sql.exec<ServerRow>('SELECT health FROM servers WHERE id = ?', id).toArray()[0];
-    return { ...EMPTY_HEALTH, ...(row ? (JSON.parse(row.health) as Partial<ServerHealth>) : {}) };
+    const row = this.sql.exec<ServerRow>('SELECT health, announced FROM servers WHERE id = ?', id).toArray()[0];
+    const recorded = { ...EMPTY_HEALTH, ...(row ? (JSON.parse(row.health) as Partial<ServerHealth>) : {}) };
+    return { ...recorded, announced: row !== undefined && row.announced !== '' && recorded.announce_error === null };
   }
 
-  recordHealth(id: string, patch: Partial<ServerHealth>): void {
-    const next = { ...this.health(id), ...patch };
+  /** Records `patch` into the server's health (`announced` is not recorded: `health` derives it). */
+  recordHealth(id: string, patch: Partial<Omit<ServerHealth, 'announced'>>): void {
+    const next: Partial<ServerHealth> = { ...this.health(id), ...patch };
+    delete next.announced;
     this.sql.exec('UPDATE servers SET health = ? WHERE id = ?', JSON.stringify(next), id);
   }
 

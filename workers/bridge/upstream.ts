@@ -2,16 +2,18 @@
 // (McpSessionCache key `<server id>:<client pubkey>`; the bridge's own listing for announcements
 // uses `<server id>:bridge`), its URL checked by the owner's outbound policy at every dial (inside
 // the MCP client; a session opened under another policy is replaced), the reference client's
-// injected `name` argument dropped (the tool's inputSchema from the cached tool list), and every
-// contact recorded as the server's health.
+// injected `name` argument dropped (the tool's inputSchema from the cached tool list), and the
+// bridge's own contacts (its session: initialize and the lists, for announcements, health and
+// prices) recorded as the server's health. A client's contacts are not: a stranger chooses its
+// calls, and a slow tool's timeout or a huge answer cut at our cap says nothing of the server.
 // Upstream failures become JSON-RPC errors: its own protocol errors pass through; a transport
 // failure is INTERNAL_ERROR "upstream <id> unreachable (HTTP <status>)" when upstream answered an
 // HTTP error, else "upstream <id> unreachable" (or our own "upstream <id> timed out after <n> ms",
 // "upstream <id> sent an answer over <n> bytes"): upstream's text (an error page, a stack trace)
-// and the runtime's (a DNS failure's reference) reach only the owner, in the server's health
-// (onContact: "Streamable HTTP error (HTTP 500): Error POSTing to endpoint: <body>"), never a
-// caller over DVMCP or /mcp (docs/SECURITY.md). Tool execution errors are results with isError and
-// pass through untouched.
+// and the runtime's (a DNS failure's reference) reach only the owner, in the server's health when
+// the bridge's own session meets them (onContact: "Streamable HTTP error (HTTP 500): Error POSTing
+// to endpoint: <body>"), never a caller over DVMCP or /mcp (docs/SECURITY.md). Tool execution
+// errors are results with isError and pass through untouched.
 // Every request runs inside the cache's lease (McpSessionCache.use), so evictions skip sessions
 // with calls in flight; a new session refused because every one that could make room is busy is
 // INTERNAL_ERROR "upstream <id>: too many MCP sessions in use (<n>); try again shortly".
@@ -66,7 +68,7 @@ export interface UpstreamDeps {
   /** The outbound policy of the owner's dials now (EDGESTR_OUTBOUND_ALLOW only if the operators vetted it). */
   policy(): Promise<OutboundPolicy>;
   headers(serverId: string): Promise<Record<string, string>>;
-  /** Every upstream contact: ok, or the error text. */
+  /** Every contact of the bridge's own session (BRIDGE_CLIENT) with upstream: ok, or the error text. */
   onContact(serverId: string, error: string | null): void;
   /** A notification upstream sent on `client`'s session (list_changed, resources/updated…). */
   onNotification(serverId: string, client: string, n: McpNotification): void;
@@ -116,6 +118,11 @@ export class UpstreamServer implements DvmcpBackend {
     return Object.keys(headers).length ? { url: this.server.url, headers } : { url: this.server.url };
   }
 
+  /** Records a contact of `client`'s session as the server's health, when it is the bridge's own (see the header). */
+  private contact(client: string, error: string | null): void {
+    if (client === BRIDGE_CLIENT) this.deps.onContact(this.server.id, error);
+  }
+
   /**
    * `fn` on `client`'s upstream session, counted as a call in flight (McpSessionCache.use: no
    * eviction closes it meanwhile). A failed open is an upstream contact failure; a refusal (every
@@ -127,29 +134,25 @@ export class UpstreamServer implements DvmcpBackend {
     if (used.ok) return used.value;
     if (used.error.kind === 'busy') return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${id}: ${used.error.message}`));
     const { message, status } = used.error;
-    this.deps.onContact(id, message);
+    this.contact(client, message);
     return err(upstreamError(id, status === undefined ? { kind: 'transport', message } : { kind: 'transport', message, status }));
   }
 
   async initialize(client: string): Promise<Result<InitializeInfo, RpcError>> {
     return this.withSession(client, async (s) => {
-      this.deps.onContact(this.server.id, null);
+      this.contact(client, null);
       const { protocolVersion, capabilities, serverInfo, instructions } = s.identity;
       return ok({ protocolVersion, capabilities, serverInfo, ...(instructions === undefined ? {} : { instructions }) });
     });
   }
 
+  /** A client's request (never recorded as the server's health: see the header). */
   async request(method: string, params: Record<string, unknown>, ctx: RequestContext): Promise<Result<Record<string, unknown>, RpcError>> {
     const client = ctx.requester.client;
     return this.withSession(client, async (s) => {
       const sent = method === 'tools/call' ? await this.toolCallParams(client, params) : params;
       const r = await s.request(method, sent, { signal: ctx.signal, timeoutMs: UPSTREAM_TIMEOUT_MS, maxTotalMs: UPSTREAM_MAX_TOTAL_MS, onProgress: (p) => ctx.onProgress(p) });
-      if (!r.ok) {
-        if (r.error.kind === 'transport' && r.error.message !== 'aborted') this.deps.onContact(this.server.id, r.error.message);
-        else this.deps.onContact(this.server.id, null);
-        return err(upstreamError(this.server.id, r.error));
-      }
-      this.deps.onContact(this.server.id, null);
+      if (!r.ok) return err(upstreamError(this.server.id, r.error));
       if (!isRecord(r.value)) return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${this.server.id} answered ${method} with a result that is not an object`));
       return ok(r.value);
     });
@@ -209,6 +212,7 @@ export class UpstreamServer implements DvmcpBackend {
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
         const r = await s.request(spec.method, cursor === undefined ? {} : { cursor }, { timeoutMs: UPSTREAM_TIMEOUT_MS });
         if (!r.ok) {
+          // A JSON-RPC error is an answer: upstream was reached (the list's error goes to the health's list_errors, announcer.ts).
           this.deps.onContact(this.server.id, r.error.kind === 'transport' ? r.error.message : null);
           return err(upstreamError(this.server.id, r.error));
         }

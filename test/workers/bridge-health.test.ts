@@ -1,0 +1,111 @@
+// What a bridge server's health (GET /api/bridge/servers: the Bridge's `view`) tells its owner
+// (workers/bridge/config.ts ServerHealth): whether its announcements are on the public shard and,
+// when not, the relay's refusal (`announced`, `announce_error`: a refused set is not recorded as
+// published and is sent again RETRY_MS later, test seam RelayShard.clock as in
+// bridge-deletion-retry.test.ts); a list upstream answers with a JSON-RPC error is left out of the
+// announcements, the others published, and named (`list_errors`; the fixture's
+// /mcp-flood?list-error=resources); `ok` and `error` are the bridge's own contacts, never a
+// stranger's call that its own limits cut (an answer over MAX_UPSTREAM_ANSWER_BYTES, the fixture's
+// /mcp-huge).
+import { env, runInDurableObject } from 'cloudflare:test';
+import { describe, expect, inject, it, vi } from 'vitest';
+import { KIND } from '../../src/shared/kinds.js';
+import { RETRY_MS } from '../../workers/bridge/bridge-do.js';
+import type { ServerHealth } from '../../workers/bridge/config.js';
+import { MAX_UPSTREAM_ANSWER_BYTES } from '../../workers/common/mcp-client.js';
+import { announcements, bridgeReady, directBridge, DvmcpClient, everythingUrl, nextWatchdog, whilePublicShardRefuses } from './bridge-helpers.js';
+import { BASE, randomHex } from './helpers.js';
+
+const bridgeOf = (owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+const fixture = (path: string): string => `${inject('toolsFixtureUrl')}${path}`;
+const PUBLIC_SHARD = `${BASE.replace(/^http/, 'ws')}/`;
+
+/** The health of server `id` of `owner`'s bridge once `ready` holds (polled, at most ~15 s). */
+async function healthWhen(owner: string, id: string, ready: (h: ServerHealth) => boolean): Promise<ServerHealth> {
+  return vi.waitFor(
+    async () => {
+      const h = (await bridgeOf(owner).view(id))?.health;
+      if (!h || !ready(h)) throw new Error(`health of ${id} not ready: ${JSON.stringify(h)}`);
+      return h;
+    },
+    { timeout: 15_000, interval: 100 },
+  );
+}
+
+/** When server `id` of `owner`'s bridge is refreshed next (ms). */
+const refreshAt = (owner: string, id: string) =>
+  runInDurableObject(bridgeOf(owner), (_i, state) => state.storage.sql.exec<{ refresh_at: number }>('SELECT refresh_at FROM servers WHERE id = ?', id).one().refresh_at);
+
+describe('bridge health: the announcements', () => {
+  it('a server registered while the public shard refuses its announcements: health says not announced with the relay’s refusal; sent again RETRY_MS later, then on `/` and health says announced', async () => {
+    const id = `refused-${randomHex(4)}`;
+    let owner = '';
+    let provider = '';
+    let refused: ServerHealth | undefined;
+    await whilePublicShardRefuses(async () => {
+      ({ owner, provider } = await directBridge([{ id, url: everythingUrl() }]));
+      refused = await healthWhen(owner, id, (h) => h.checked_at !== null && h.tools > 0 && h.announce_error !== null);
+    });
+    expect(refused).toMatchObject({ ok: true, error: null, announced: false, announce_error: `${PUBLIC_SHARD}: invalid: created_at is too far in the future`, list_errors: {} });
+    expect(await announcements(provider, [KIND.DVMCP_SERVER], () => true)).toEqual([]);
+    const retry = await refreshAt(owner, id);
+    expect(retry).toBeLessThanOrEqual(Date.now() + RETRY_MS);
+    expect(retry).toBeGreaterThan(Date.now() + RETRY_MS - 60_000);
+
+    // RETRY_MS later (the booked time moved to now), the public shard's clock right again.
+    await runInDurableObject(bridgeOf(owner), (_i, state) => {
+      state.storage.sql.exec('UPDATE servers SET refresh_at = ? WHERE id = ?', Date.now(), id);
+    });
+    await nextWatchdog(owner);
+    const out = await announcements(provider, [KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS], (es) => es.length === 2);
+    expect(out.map((e) => e.kind).sort()).toEqual([KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS]);
+    expect((await bridgeOf(owner).view(id))?.health).toMatchObject({ ok: true, error: null, announced: true, announce_error: null });
+  });
+
+  it('a private server is not announced, and that is no error', async () => {
+    const id = `private-${randomHex(4)}`;
+    const { owner } = await directBridge([{ id, url: everythingUrl(), public: false }]);
+    expect(await healthWhen(owner, id, (h) => h.checked_at !== null && h.tools > 0)).toMatchObject({ ok: true, error: null, announced: false, announce_error: null, list_errors: {} });
+  });
+});
+
+describe('bridge health: a list upstream answers with an error', () => {
+  it('resources/list answered -32603: tools still announced (31316, 31317, no 31318), health names the error', async () => {
+    const id = `lists-${randomHex(4)}`;
+    const { owner, provider } = await directBridge([{ id, url: fixture(`/mcp-flood?bucket=${randomHex(8)}&list-error=resources`) }]);
+    const out = await announcements(provider, [KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS], (es) => es.length === 2);
+    expect(out.map((e) => e.kind).sort()).toEqual([KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS]);
+    expect(await announcements(provider, [KIND.DVMCP_RESOURCES], () => true)).toEqual([]);
+    expect(await healthWhen(owner, id, (h) => h.announced)).toEqual({
+      ok: true,
+      checked_at: expect.any(Number),
+      error: null,
+      tools: 4,
+      resources: 0,
+      resource_templates: 0,
+      prompts: 0,
+      list_errors: { 'resources/list': '-32603 resources backend down: check DATABASE_URL' },
+      announced: true,
+      announce_error: null,
+    });
+    // A failing list may be passing: the refresh is tried again RETRY_MS later, not 6 hours.
+    expect(await refreshAt(owner, id)).toBeLessThanOrEqual(Date.now() + RETRY_MS);
+  });
+});
+
+describe('bridge health: a stranger’s call', () => {
+  it('a stranger’s call cut at MAX_UPSTREAM_ANSWER_BYTES is the stranger’s error, not the server’s health', async () => {
+    const id = `huge-${randomHex(4)}`;
+    const { owner, provider } = await directBridge([{ id, url: fixture(`/mcp-huge?bucket=${randomHex(8)}`), public: false }]);
+    await healthWhen(owner, id, (h) => h.ok === true && h.tools > 0);
+    await bridgeReady(provider);
+    const stranger = await DvmcpClient.open(provider);
+    try {
+      const huge = await stranger.call('tools/call', { name: 'huge', arguments: {} }, { s: id, timeoutMs: 20_000 });
+      expect(huge.result).toEqual({ ok: false, error: { code: -32603, message: `upstream ${id} sent an answer over ${MAX_UPSTREAM_ANSWER_BYTES} bytes` } });
+    } finally {
+      stranger.close();
+    }
+    expect((await bridgeOf(owner).view(id))?.health).toMatchObject({ ok: true, error: null, tools: 5 });
+  });
+});
