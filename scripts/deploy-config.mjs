@@ -24,6 +24,16 @@ function isPubkey(s) {
   }
 }
 
+/** Whether `s` is an http: or https: URL (with a host: the URL parser refuses `https://` alone). */
+function isHttpUrl(s) {
+  try {
+    const url = new URL(s);
+    return url.protocol === 'https:' || url.protocol === 'http:';
+  } catch {
+    return false;
+  }
+}
+
 const entries = (value) => (value ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
 
 /**
@@ -63,6 +73,21 @@ export function checkDeployment({ vars, secrets, bindings, compatibilityFlags, e
   else if (env === 'test') problems.push('EDGESTR_ENV is "test": remove it (test mode settles invoices locally for free: anyone may POST /api/bridge/pay, so every priced tool is free)');
   else if (env !== '' && env !== 'production') problems.push(`EDGESTR_ENV is "${vars.EDGESTR_ENV}": remove it or set it to "production" (the Worker knows only "development" and "test", both for local runs)`);
   if (hasSecret('EDGESTR_ENV')) unchecked.push('EDGESTR_ENV is a secret: its value cannot be read; it must be unset or "production"');
+
+  // EDGESTR_PUBLIC_URL: the Worker answers on its hostname only (421 elsewhere,
+  // workers/common/served-host.ts), so a bridge server or web_fetch of an owner aimed at another
+  // name of this Worker (its workers.dev one next to a custom domain) cannot reach it (a loop).
+  const publicUrl = (vars.EDGESTR_PUBLIC_URL ?? '').trim();
+  if (hasSecret('EDGESTR_PUBLIC_URL')) unchecked.push('EDGESTR_PUBLIC_URL is a secret: its value cannot be read; it must be the URL clients reach this deployment at');
+  else if (publicUrl === '') {
+    problems.push(
+      'EDGESTR_PUBLIC_URL is not set: set it in wrangler.toml [vars] to the URL clients reach this deployment at ' +
+        '(e.g. "https://relay.example.org", or "https://edgestr.<your subdomain>.workers.dev"); the Worker answers on its hostname only, ' +
+        "so no owner's dial reaches this deployment under another of its names",
+    );
+  } else if (!isHttpUrl(publicUrl)) {
+    problems.push(`EDGESTR_PUBLIC_URL is "${vars.EDGESTR_PUBLIC_URL}", not an http(s) URL: set it to the URL clients reach this deployment at, e.g. "https://relay.example.org"`);
+  }
 
   // Who may own or operate.
   let people = 0;

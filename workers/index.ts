@@ -10,6 +10,9 @@
 // `npm start` binds does (scripts/start.mjs). In either mode a browser request from a page that is
 // not on loopback (in test mode: nor on a .test host), told by its Origin header, gets 403 JSON too:
 // a page the developer visits must not use the dev server (its demo owner key is public).
+// A deployment with EDGESTR_PUBLIC_URL answers on that URL's hostname only: 421 JSON elsewhere (its
+// workers.dev name next to a custom domain, for one), so an owner's dial under another name of this
+// Worker cannot loop back to it (workers/common/served-host.ts).
 
 import { Hono } from 'hono';
 import { relayRoutes } from './relay-do/routes.js';
@@ -22,6 +25,7 @@ import { localPayRoutes } from './bridge/payments-route.js';
 import { ensureDemo } from './api/demo.js';
 import { localHostRefusal, localOriginRefusal } from './common/local-mode.js';
 import { localMode, type LocalMode } from '../src/shared/env-mode.js';
+import { servedHostRefusal } from './common/served-host.js';
 import { handleMcp, type GatewayBindings } from './gateway/route.js';
 import { adminRoutes, adminShardRoutes, type AdminApiBindings } from './api/admin.js';
 import { usageRoutes } from './api/usage.js';
@@ -48,6 +52,13 @@ const app = new Hono<AppEnv>();
 
 const devHostLogged: Partial<Record<LocalMode, boolean>> = {};
 const devOriginLogged: Partial<Record<LocalMode, boolean>> = {};
+
+// A deployment answers on EDGESTR_PUBLIC_URL's hostname only (workers/common/served-host.ts).
+app.use('*', async (c, next) => {
+  const refusal = servedHostRefusal(c.env, new URL(c.req.url));
+  if (refusal) return c.json({ error: refusal.error }, refusal.status);
+  await next();
+});
 
 // Development and test mode serve only hosts no deployment can have, and browser requests only from
 // pages on such hosts (workers/common/local-mode.ts).

@@ -3,7 +3,9 @@
 // Worker's own rules (workers/accounts/plans.ts, workers/relay-do/limits.ts,
 // workers/accounts/signup-limits.ts, bundled for Node), so a configuration the Worker would refuse
 // at every /api call, whose relay limits the shards would ignore, or whose open sign-up it would
-// answer 503, is refused before it is deployed. --check-only: nothing is ever deployed here.
+// answer 503, is refused before it is deployed; and wrangler.toml as shipped: its compatibility
+// flags pass, and it is refused until EDGESTR_PUBLIC_URL is given. --check-only: nothing is ever
+// deployed here.
 
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -12,11 +14,35 @@ import { E2E_OWNER } from './e2e-keys.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
+const PUBLIC_URL = 'EDGESTR_PUBLIC_URL:https://relay.example.org';
+
+/** The check of wrangler.toml with an owner, `vars` and (unless `publicUrl` is false) EDGESTR_PUBLIC_URL given as --var. */
 function deployCheck(...vars: string[]): { status: number | null; out: string } {
-  const args = ['scripts/deploy-check.mjs', '--check-only', '--var', `EDGESTR_OWNERS:${E2E_OWNER}`, ...vars.flatMap((v) => ['--var', v])];
+  return deployCheckOf(true, ...vars);
+}
+
+function deployCheckOf(publicUrl: boolean, ...vars: string[]): { status: number | null; out: string } {
+  const given = [`EDGESTR_OWNERS:${E2E_OWNER}`, ...(publicUrl ? [PUBLIC_URL] : []), ...vars];
+  const args = ['scripts/deploy-check.mjs', '--check-only', ...given.flatMap((v) => ['--var', v])];
   const r = spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
+
+describe('npm run deploy: wrangler.toml as shipped', () => {
+  it('has the compatibility flags a deployment needs, and is refused until EDGESTR_PUBLIC_URL is set', () => {
+    const unset = deployCheckOf(false);
+    expect(unset.status, unset.out).toBe(1);
+    expect(unset.out).toContain(
+      'deploy refused: 1 problem(s) in the configuration\n' +
+        '  - EDGESTR_PUBLIC_URL is not set: set it in wrangler.toml [vars] to the URL clients reach this deployment at ' +
+        '(e.g. "https://relay.example.org", or "https://edgestr.<your subdomain>.workers.dev"); the Worker answers on its hostname only, ' +
+        "so no owner's dial reaches this deployment under another of its names\n",
+    );
+    const set = deployCheck();
+    expect(set.status, set.out).toBe(0);
+    expect(set.out).toContain('deploy check passed');
+  });
+});
 
 describe('npm run deploy: EDGESTR_PLANS', () => {
   it('refuses a plan named __proto__ with the Worker’s error, and passes valid plans', () => {

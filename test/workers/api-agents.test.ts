@@ -89,11 +89,12 @@ describe('POST /api/agents', () => {
     const fetching = (hosts: string[]) => ({ name: 'x', provider: 'echo', tools: ['web_fetch'], web_fetch_hosts: hosts });
     // The host the call came in on (BASE: http://relay.test), in any spelling of it.
     expect(await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/agents', fetching(['example.com', 'RELAY.test.']))).toEqual(own('web_fetch_hosts.1', 'relay.test'));
-    // EDGESTR_PUBLIC_URL's host (the agent's origin).
+    // EDGESTR_PUBLIC_URL's host (the agent's origin; a deployment with it set is called on that host only).
     const pub = { ...production, EDGESTR_PUBLIC_URL: 'https://relay.example.org' };
-    expect(await apiWithEnv(pub, TEST_OWNER_SK, 'POST', '/api/agents', fetching(['relay.example.org']))).toEqual(own('web_fetch_hosts.0', 'relay.example.org'));
+    const onPub = (body: unknown) => apiWithEnv(pub, TEST_OWNER_SK, 'POST', '/api/agents', body, 'https://relay.example.org');
+    expect(await onPub(fetching(['relay.example.org']))).toEqual(own('web_fetch_hosts.0', 'relay.example.org'));
     // A wildcard names other hosts too: accepted (a fetch of the own host is refused when it is dialled).
-    expect((await apiWithEnv(pub, TEST_OWNER_SK, 'POST', '/api/agents', fetching(['*.example.org', '*.test']))).status).toBe(201);
+    expect((await onPub(fetching(['*.example.org', '*.test']))).status).toBe(201);
     const created = await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/agents', fetching(['example.com']));
     expect(created.status).toBe(201);
     const pk = (created.json as { pubkey: string }).pubkey;

@@ -480,11 +480,13 @@ describe("this deployment's own host: never dialled for an owner (a loop)", () =
     expect(await apiWithEnv(pub, TEST_OWNER_SK, 'POST', '/api/agents', { name: 'loop', mcp_servers: [{ id: 'self', url: `${BASE}/mcp` }] })).toEqual(
       invalidAgent('mcp_servers.0.url', OWN('relay.test')),
     );
+    // A deployment with EDGESTR_PUBLIC_URL is called on its hostname only (workers/common/served-host.ts).
     const production = { ...pub, EDGESTR_ENV: undefined };
-    expect(await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/agents', { name: 'loop', relays: ['wss://relay.example.org:8443/'] })).toEqual(
+    const PUBLIC = 'https://relay.example.org';
+    expect(await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/agents', { name: 'loop', relays: ['wss://relay.example.org:8443/'] }, PUBLIC)).toEqual(
       invalidAgent('relays.0', OWN('relay.example.org:8443')),
     );
-    expect(await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'loop', url: 'https://relay.example.org:8443/mcp' })).toEqual(
+    expect(await apiWithEnv(production, TEST_OWNER_SK, 'POST', '/api/bridge/servers', { id: 'loop', url: 'https://relay.example.org:8443/mcp' }, PUBLIC)).toEqual(
       invalidServer(OWN('relay.example.org:8443')),
     );
   });

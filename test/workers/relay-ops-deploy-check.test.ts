@@ -14,8 +14,10 @@ import { signupProblems } from '../../workers/accounts/signup-limits.js';
 const owner = keys().pk;
 /** wrangler.toml's compatibility flags. */
 const FLAGS = ['nodejs_compat', 'global_fetch_strictly_public'];
+/** The URL the deployment is served at: required (the Worker answers on its hostname only). */
+const PUBLIC_URL = 'https://relay.example.org';
 const good: DeploymentInput = {
-  vars: { EDGESTR_OWNERS: owner },
+  vars: { EDGESTR_OWNERS: owner, EDGESTR_PUBLIC_URL: PUBLIC_URL },
   secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY'],
   bindings: [],
   compatibilityFlags: FLAGS,
@@ -24,7 +26,8 @@ const good: DeploymentInput = {
   parseRelayLimits,
   signupProblems,
 };
-const check = (over: Partial<DeploymentInput>) => checkDeployment({ ...good, ...over });
+/** `good` with `over`; its vars keep EDGESTR_PUBLIC_URL unless they set it. */
+const check = (over: Partial<DeploymentInput>) => checkDeployment({ ...good, ...over, vars: { EDGESTR_PUBLIC_URL: PUBLIC_URL, ...(over.vars ?? good.vars) } });
 
 describe('deploy check', () => {
   it('passes a complete configuration (owner by hex or npub, admin alone, AI binding, echo-only)', () => {
@@ -39,10 +42,16 @@ describe('deploy check', () => {
     expect(check({ vars: { EDGESTR_OWNERS: owner, RELAY_LIMITS: '{"max_connections_per_ip":20,"events_per_second_per_connection":50}' } }).problems).toEqual([]);
   });
 
+  const NO_PUBLIC_URL =
+    'EDGESTR_PUBLIC_URL is not set: set it in wrangler.toml [vars] to the URL clients reach this deployment at ' +
+    '(e.g. "https://relay.example.org", or "https://edgestr.<your subdomain>.workers.dev"); the Worker answers on its hostname only, ' +
+    'so no owner\'s dial reaches this deployment under another of its names';
+
   it('refuses with the full list of what is missing', () => {
     expect(checkDeployment({ ...good, vars: { EDGESTR_OWNERS: '', EDGESTR_ENV: 'development' }, secrets: [] }).problems).toEqual([
       'EDGESTR_SECRET is not set: `npx wrangler secret put EDGESTR_SECRET` (at least 16 random characters, e.g. `openssl rand -hex 32`)',
       'EDGESTR_ENV is "development": remove it (the demo keys are public, and a development Worker refuses every non-loopback request)',
+      NO_PUBLIC_URL,
       'no owner and no admin: set EDGESTR_OWNERS (or EDGESTR_ADMINS) to your pubkey (hex or npub) in wrangler.toml [vars]',
       'no model provider: set OPENAI_API_KEY or OPENAI_BASE_URL or ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL (or add the AI binding), or deploy echo-only with EDGESTR_ECHO_ONLY=true',
     ]);
@@ -167,6 +176,24 @@ describe('deploy check', () => {
     expect(check({ compatibilityFlags: ['nodejs_compat'] }).problems).toEqual([problem]);
     expect(check({ compatibilityFlags: [] }).problems).toEqual([problem]);
     expect(check({ compatibilityFlags: ['nodejs_compat', 'global_fetch_private_origin'] }).problems).toEqual([problem]);
+  });
+
+  // Without it, the Worker answers on every name it is served under (its workers.dev one next to a
+  // custom domain): an owner's bridge server or web_fetch there reached this deployment (a loop).
+  it('refuses a configuration without EDGESTR_PUBLIC_URL, or with one that is not an http(s) URL; one kept as a secret cannot be read (said so)', () => {
+    expect(checkDeployment({ ...good, vars: { EDGESTR_OWNERS: owner } }).problems).toEqual([NO_PUBLIC_URL]);
+    expect(checkDeployment({ ...good, vars: { EDGESTR_OWNERS: owner, EDGESTR_PUBLIC_URL: ' ' } }).problems).toEqual([NO_PUBLIC_URL]);
+    expect(checkDeployment({ ...good, vars: { EDGESTR_OWNERS: owner }, secrets: null }).problems).toEqual([NO_PUBLIC_URL]);
+    for (const value of ['relay.example.org', 'wss://relay.example.org', 'https://']) {
+      expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PUBLIC_URL: value } }).problems, value).toEqual([
+        `EDGESTR_PUBLIC_URL is "${value}", not an http(s) URL: set it to the URL clients reach this deployment at, e.g. "https://relay.example.org"`,
+      ]);
+    }
+    expect(check({ vars: { EDGESTR_OWNERS: owner, EDGESTR_PUBLIC_URL: 'https://edgestr.example.workers.dev' } })).toEqual({ problems: [], unchecked: [] });
+    expect(checkDeployment({ ...good, vars: { EDGESTR_OWNERS: owner }, secrets: ['EDGESTR_SECRET', 'OPENAI_API_KEY', 'EDGESTR_PUBLIC_URL'] })).toEqual({
+      problems: [],
+      unchecked: ['EDGESTR_PUBLIC_URL is a secret: its value cannot be read; it must be the URL clients reach this deployment at'],
+    });
   });
 
   it('says what it cannot check when secrets cannot be listed, and refuses nothing for it', () => {

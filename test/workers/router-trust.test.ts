@@ -1,17 +1,18 @@
 // The router's trust rules: closed owner shards outside development (EDGESTR_OWNERS, unless
 // EDGESTR_OPEN_SHARDS=true), `/r/<owner>/` (NDK's trailing slash) as the same shard, the NIP-42
-// relay URL from EDGESTR_PUBLIC_URL, development mode only for loopback hosts, test mode only
-// for loopback and .test hosts, and both only for browser pages (Origin) on such hosts.
+// relay URL from EDGESTR_PUBLIC_URL, a deployment with EDGESTR_PUBLIC_URL answering on its
+// hostname only (421 elsewhere), development mode only for loopback hosts, test mode only for
+// loopback and .test hosts, and both only for browser pages (Origin) on such hosts.
 // The test run sets EDGESTR_OPEN_SHARDS=true (tests use random owners' shards); the closed
 // behaviour is tested through the Worker's fetch with that variable removed.
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from 'cloudflare:test';
 import app from '../../workers/index.js';
 import { describe, expect, it } from 'vitest';
 import { npubEncode } from 'nostr-tools/nip19';
-import { fetchWithEnv, type EnvOverride } from './app-env.js';
+import { apiWithEnv, fetchWithEnv, type EnvOverride } from './app-env.js';
 import { BASE, connect, freshOwner, keys, randomHex, sign, TestSocket } from './helpers.js';
 import { localInvoice } from '../../workers/bridge/payments-local.js';
-import { TEST_OWNER } from './test-keys.js';
+import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const CLOSED: EnvOverride = { EDGESTR_OPEN_SHARDS: undefined };
 const NIP11 = { Accept: 'application/nostr+json' };
@@ -111,6 +112,59 @@ describe('the NIP-42 relay URL', () => {
     expect(wrong.slice(2)).toEqual([false, `auth-required: relay tag does not match this relay (ws://relay.test/r/${owner.pk})`]);
     expect((await sock.auth(owner))[2]).toBe(true);
     sock.close();
+  });
+});
+
+describe('a deployment with EDGESTR_PUBLIC_URL answers on its hostname only', () => {
+  // The own-host rule of the outbound policy knows EDGESTR_PUBLIC_URL's host and the hosts a dial
+  // saw; a Worker also served under another name (its workers.dev one next to a custom domain)
+  // would let an owner's bridge server or web_fetch reach this deployment there (a loop).
+  const PUBLIC = 'https://relay.example.org';
+  const PRODUCTION: EnvOverride = { EDGESTR_ENV: undefined, EDGESTR_PUBLIC_URL: PUBLIC };
+  const ELSEWHERE = { error: `this deployment is served at ${PUBLIC}` };
+
+  it('421 JSON for a management call on another hostname', async () => {
+    expect(await apiWithEnv(PRODUCTION, TEST_OWNER_SK, 'GET', '/api/agents', undefined, 'http://other.example')).toEqual({ status: 421, json: ELSEWHERE });
+  });
+
+  it.each([
+    ['health', '/health', {}],
+    ['NIP-11', '/', NIP11],
+    ['WebSocket upgrade', `/r/${TEST_OWNER}`, UPGRADE],
+    ['management API', '/api/agents', {}],
+    ['/mcp', '/mcp', {}],
+    ['console', '/console', {}],
+  ])('421 JSON on every other hostname, EDGESTR_ENV unset or production (%s)', async (_n, path, headers) => {
+    for (const envName of [undefined, 'production']) {
+      for (const origin of ['http://other.example', 'https://edgestr.example.workers.dev', 'https://relay.example.org.evil.example', 'https://www.relay.example.org', BASE]) {
+        expect(await answer({ ...PRODUCTION, EDGESTR_ENV: envName }, `${origin}${path}`, headers), `${envName} ${origin}`).toEqual({ status: 421, json: ELSEWHERE });
+      }
+    }
+  });
+
+  it('serves its hostname, on any port and in any case', async () => {
+    expect(await apiWithEnv(PRODUCTION, TEST_OWNER_SK, 'GET', '/api/agents', undefined, PUBLIC)).toMatchObject({ status: 200 });
+    for (const origin of [PUBLIC, 'https://RELAY.example.org:8443', 'http://relay.example.org']) {
+      expect(await answer(PRODUCTION, `${origin}/`, NIP11), origin).toMatchObject({ status: 200, json: { supported_nips: expect.any(Array) } });
+      expect((await answer(PRODUCTION, `${origin}/r/${TEST_OWNER}`, UPGRADE)).status, origin).toBe(101);
+    }
+  });
+
+  it('a malformed EDGESTR_PUBLIC_URL fails every request with the configuration error', async () => {
+    for (const path of ['/health', '/api/agents', '/']) {
+      expect(await answer({ EDGESTR_ENV: undefined, EDGESTR_PUBLIC_URL: 'relay.example.org' }, `https://relay.example.org${path}`, NIP11), path).toEqual({
+        status: 500,
+        json: { error: 'EDGESTR_PUBLIC_URL is not a URL; fix the deployment configuration' },
+      });
+    }
+  });
+
+  it('without EDGESTR_PUBLIC_URL, and in the local modes, the hostname is not compared (as before)', async () => {
+    expect(await answer({ EDGESTR_ENV: undefined }, 'http://other.example/', NIP11)).toMatchObject({ status: 200 });
+    // This run is test mode: BASE (http://relay.test) is served although EDGESTR_PUBLIC_URL names another host.
+    expect(await answer({ EDGESTR_PUBLIC_URL: PUBLIC }, `${BASE}/`, NIP11)).toMatchObject({ status: 200 });
+    expect(await apiWithEnv({ EDGESTR_PUBLIC_URL: PUBLIC }, TEST_OWNER_SK, 'GET', '/api/agents')).toMatchObject({ status: 200 });
+    expect(await answer({ EDGESTR_ENV: 'development', EDGESTR_PUBLIC_URL: PUBLIC }, 'http://127.0.0.1:8787/', NIP11)).toMatchObject({ status: 200 });
   });
 });
 

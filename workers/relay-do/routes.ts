@@ -18,6 +18,7 @@ import { NIP11_CORS_HEADERS, wantsRelayInformation } from './nip11.js';
 import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, relayRequestUrl, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
 import { EDGE_HEADER, socketTarget } from '../common/edges.js';
 import { clientAddress, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
+import { PUBLIC_URL_NOT_A_URL } from '../common/served-host.js';
 
 /**
  * Forwards a request to a shard (an upgrade: to the object its socket lands on), stamping the shard
@@ -25,7 +26,7 @@ import { clientAddress, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-
  */
 function toShard(env: RouterBindings, owner: string | null, request: Request): Promise<Response> | Response {
   const url = relayRequestUrl(env, request.url);
-  if (!url) return Response.json({ error: 'EDGESTR_PUBLIC_URL is not a URL; fix the deployment configuration' }, { status: 500 });
+  if (!url) return Response.json({ error: PUBLIC_URL_NOT_A_URL }, { status: 500 });
   const forwarded = new Request(url, request);
   forwarded.headers.set(SHARD_HEADER, owner ?? PUBLIC_SHARD);
   forwarded.headers.delete(INTERNAL_HEADER);
