@@ -8,18 +8,20 @@
 //   GET   /backups                 the caller's backups in BACKUPS (R2, optional)
 //   POST  /restore                 {backup: <name>} imports one of them through the import path
 // Export, import and restore take the shard's bulk lease (workers/relay-do/bulk-jobs.ts): one at a
-// time per shard, 409 with the reason while another runs.
+// time per shard, 409 with the reason while another runs. importInto also drives the operators'
+// restores (admin.ts), where a restore of the public shard lists a bridge as this deployment's again
+// only if its owner is vetted now (vettedBridgeOwners).
 
 import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import { MAX_TIMESTAMP } from '../../src/shared/event.js';
 import { notAnActiveOwner, notAnOwner } from '../common/owners.js';
 import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
-import { exportStream } from '../relay-do/export.js';
+import { exportStream, parseProvisionedLine, PROVISIONED } from '../relay-do/export.js';
 import { emptyReport, importBatches, jsonLines, mergeReports, type ImportReport } from '../relay-do/import.js';
 import { ok, type Result } from '../../src/shared/errors.js';
 import { RetentionSchema } from '../relay-do/retention.js';
-import { BackupNameSchema, listBackups, readBackupLines, type BackupBindings } from '../relay-do/backup.js';
+import { BackupNameSchema, listBackups, readBackupLines, vettedOf, type BackupBindings } from '../relay-do/backup.js';
 import { bodyAs, issuesOf } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';
@@ -40,9 +42,33 @@ export const shardUrl = (env: RouterBindings, requestUrl: string, owner: string 
   `${(relayRequestUrl(env, requestUrl) ?? new URL(requestUrl)).origin.replace(/^http/, 'ws')}/${owner ? `r/${owner}` : ''}`;
 
 /**
+ * The owners that the bridge lines of `batch` (a backup's ["PROVISIONED", provider, owner, "bridge",
+ * t], export.ts) name and the operators vet now (vettedOf: one registry call for the batch, none
+ * without such lines). A line written otherwise than the backups write it is not looked at here,
+ * so the shard restores it as provisioned only (ownership.ts restoreProvisioned).
+ */
+async function vettedBridgeOwners(env: RouterBindings, batch: readonly string[]): Promise<string[]> {
+  const owners = new Set<string>();
+  for (const line of batch) {
+    if (!line.startsWith(`["${PROVISIONED}",`)) continue;
+    let input: unknown;
+    try {
+      input = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    const record = parseProvisionedLine(input);
+    if (record?.ok && record.value.source === 'bridge') owners.add(record.value.owner);
+  }
+  return owners.size === 0 ? [] : [...(await vettedOf(env, [...owners]))];
+}
+
+/**
  * Imports `batches` of lines (importBatches: bounded in lines and bytes) into `owner`'s shard (null:
  * the public shard), one call each, as `job` ('restore': one of this deployment's backups) under
- * the shard's bulk lease; the reason (409) when another job holds it.
+ * the shard's bulk lease; the reason (409) when another job holds it. A restore of the public shard
+ * tells the shard which owners of each batch's bridge lines are vetted now (vettedBridgeOwners):
+ * only their bridges are listed again as this deployment's.
  */
 export async function importInto(
   env: RouterBindings,
@@ -56,8 +82,10 @@ export async function importInto(
   if (!lease.ok) return lease;
   try {
     let report = emptyReport();
+    const publicRestore = owner === null && job === 'restore';
     for await (const batch of batches) {
-      const done = await shard.importEvents(owner, batch, relayUrl, lease.value, job);
+      const vetted = publicRestore ? await vettedBridgeOwners(env, batch) : [];
+      const done = await shard.importEvents(owner, batch, relayUrl, lease.value, job, vetted);
       if (!done.ok) return done;
       report = mergeReports(report, done.value);
     }

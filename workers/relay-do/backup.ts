@@ -174,8 +174,8 @@ async function waitingShards(bucket: R2Bucket): Promise<Waiting[]> {
 /** Keys the cron names in one RPC to the Accounts object (about 0.7 MB): registry pages, vetted look-ups. */
 export const REGISTRY_KEYS_PAGE = 10_000;
 
-/** Which of `owners` are vetted: listed in EDGESTR_OWNERS, or vetted in the registry. */
-async function vettedOf(env: OwnerEnv & AccountsBindings, owners: readonly string[]): Promise<Set<string>> {
+/** Which of `owners` are vetted: listed in EDGESTR_OWNERS, or vetted in the registry (the backup order; a restore of the public shard's bridges). */
+export async function vettedOf(env: OwnerEnv & AccountsBindings, owners: readonly string[]): Promise<Set<string>> {
   const listed = staticOwners(env);
   const vetted = new Set(owners.filter((o) => listed.has(o)));
   const others = owners.filter((o) => !listed.has(o));

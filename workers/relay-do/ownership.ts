@@ -52,8 +52,9 @@
 //
 // Backups also carry the provisioning records ('provisioned', 'bridge': `provisionedRecords`), and a
 // restore of one of this deployment's backups puts them back (`restoreProvisioned`: with their time,
-// on an owner shard only its owner's), so that a shard restored fresh still lists the owner's hosted
-// agents and counts them for its plan. Only a restore does: they make a key the owner's, and an
+// on an owner shard only its owner's; on the public shard a 'bridge' record only for an owner vetted
+// at the restore, any other as 'provisioned'), so that a shard restored fresh still lists the owner's
+// hosted agents and counts them for its plan. Only a restore does: they make a key the owner's, and an
 // owner's import of its own file must not (import.ts).
 
 import { parseConditions, timeClausesHold, verifyAttestation } from '../../src/shared/nip-oa.js';
@@ -281,13 +282,19 @@ export class OwnershipRegistry {
   /**
    * A provisioning record read back from one of this deployment's backups, kept as provisioning made
    * it, with its time (a row the shard has already stays as it is): on an owner shard only its owner's.
+   * On the public shard a 'bridge' record (one of this deployment's bridges, NIP-11
+   * `bridge_providers`) stays one only for an owner in `vetted`, the owners the operators vet at the
+   * restore (looked up by whoever drives it: the shard does not read the registry); any other is
+   * kept as 'provisioned', as the management API records the bridge of an owner not vetted
+   * (common/deployment-bridges.ts recordPublicBridge).
    */
-  restoreProvisioned(r: ProvisionedRecord): RestoredRecord {
+  restoreProvisioned(r: ProvisionedRecord, vetted: ReadonlySet<string> = new Set()): RestoredRecord {
     const shardOwner = this.shardOwner();
     if (shardOwner !== null && r.owner !== shardOwner) return OWNERS_ONLY('provisioning records');
-    const known = this.sql.exec('SELECT 1 FROM agent_owners WHERE agent = ? AND owner = ? AND source = ?', r.agent, r.owner, r.source).toArray().length > 0;
+    const source = shardOwner === null && r.source === 'bridge' && !vetted.has(r.owner) ? 'provisioned' : r.source;
+    const known = this.sql.exec('SELECT 1 FROM agent_owners WHERE agent = ? AND owner = ? AND source = ?', r.agent, r.owner, source).toArray().length > 0;
     if (known) return 'known';
-    this.record(r.agent, r.owner, r.source, r.recorded_at);
+    this.record(r.agent, r.owner, source, r.recorded_at);
     return 'restored';
   }
 

@@ -754,11 +754,19 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * of an EVENT message published by the shard's owner `owner` (see import.ts); for the public
    * shard (`owner` null, an operator's restore) each event as published by its author,
    * authenticated; a backup's revocation lines restored (ownership.ts `restoreRevocation`), and in a
-   * restore its provisioning lines (`restoreProvisioned`) and its kind 62s naming this shard at
-   * another host (vanish.ts `restoredRelayUrl`). `relayUrl` is the URL clients reach the shard at.
-   * An error when the lease went to another job.
+   * restore its provisioning lines (`restoreProvisioned`: on the public shard a bridge stays one of
+   * this deployment's only for an owner in `vetted`, the owners of these lines the operators vet
+   * now) and its kind 62s naming this shard at another host (vanish.ts `restoredRelayUrl`).
+   * `relayUrl` is the URL clients reach the shard at. An error when the lease went to another job.
    */
-  async importEvents(owner: string | null, lines: string[], relayUrl: string, lease: string, job: Extract<BulkJob, 'import' | 'restore'>): Promise<Result<ImportReport, string>> {
+  async importEvents(
+    owner: string | null,
+    lines: string[],
+    relayUrl: string,
+    lease: string,
+    job: Extract<BulkJob, 'import' | 'restore'>,
+    vetted: readonly string[] = [],
+  ): Promise<Result<ImportReport, string>> {
     this.rememberOwner(owner ?? PUBLIC_SHARD);
     if (this.shardOwner() !== owner) throw new Error('relay shard: import addressed to another shard');
     const held = this.bulk.use(lease, job, this.clock());
@@ -770,6 +778,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       ...(restore ? { relayUrl: restoredRelayUrl(e, relayUrl), restoring: true } : { relayUrl }),
     });
     this.flushWrites();
+    const vettedNow = new Set(vetted);
     // Revocations and provisioning records put back change what a backup holds, as events do (writeBatch).
     let marking: Promise<void> | undefined;
     const noted = (r: RestoredRecord): RestoredRecord => {
@@ -781,7 +790,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       stored: (id) => this.store.has(id),
       write: (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]),
       revocation: (r) => noted(this.ownership.restoreRevocation(r.agent, r.owner, r.revoked_at)),
-      ...(restore ? { provisioned: (r) => noted(this.ownership.restoreProvisioned(r)) } : {}),
+      ...(restore ? { provisioned: (r) => noted(this.ownership.restoreProvisioned(r, vettedNow)) } : {}),
       ...(held.value.verified ? { verified: held.value.verified } : {}),
     });
     await marking;
