@@ -1,6 +1,11 @@
 // The lines `edgestr observe` prints: one per accepted NIP-AO frame, per seq gap and per drop report
-// of an agent (text), or the same as JSON objects (--json).
+// of an agent (text), or the same as JSON objects (--json). A frame's payload is shown cut to
+// MAX_PAYLOAD_CHARS, without the run id its `run=` already shows; what the owner reads a frame for is
+// shown whole, on the same line and terminal-safe: a session_resolved's outcome (marked when the
+// answer was not delivered) and `detail` (a provider's text, a limit's figures and its action), a
+// turn_started's `tool_problems`.
 import type { ObservedFrame, SeqGap } from '../shared/ao-observer.js';
+import { terminalSafe } from './terminal-safe.js';
 
 const MAX_PAYLOAD_CHARS = 160;
 
@@ -9,8 +14,28 @@ const short = (value: unknown): string => {
   return text.length > MAX_PAYLOAD_CHARS ? `${text.slice(0, MAX_PAYLOAD_CHARS - 3)}...` : text;
 };
 
+const oneLine = (text: string): string => terminalSafe(text, { singleLine: true });
+
+const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
+
+/** What a frame's line shows of its payload: the fields shown whole, then the rest cut. */
+function shown(kind: string, channelId: string | null, payload: Record<string, unknown>): string {
+  const { run_id, ...rest } = payload;
+  const others: Record<string, unknown> = run_id === channelId && channelId !== null ? rest : payload;
+  if (kind === 'session_resolved' && typeof others.outcome === 'string') {
+    const { outcome, detail, delivered, ...usage } = others;
+    const whole = typeof detail === 'string' ? ` · ${oneLine(detail)}` : '';
+    return `${oneLine(outcome)}${delivered === false ? ' (not delivered)' : ''}${whole} ${short(usage)}`;
+  }
+  if (kind === 'turn_started' && isStrings(others.tool_problems)) {
+    const { tool_problems, ...started } = others;
+    return `${short(started)} · tool problems: ${oneLine(tool_problems.join('; '))}`;
+  }
+  return short(others);
+}
+
 export const frameLine = (f: ObservedFrame): string =>
-  `${new Date(f.receivedAt).toISOString().slice(11, 23)} ${f.agent.slice(0, 8)} #${f.frame.seq} ${f.frame.kind}${f.frame.channelId ? ` run=${f.frame.channelId}` : ''} ${short(f.frame.payload)}`;
+  `${new Date(f.receivedAt).toISOString().slice(11, 23)} ${f.agent.slice(0, 8)} #${f.frame.seq} ${f.frame.kind}${f.frame.channelId ? ` run=${f.frame.channelId}` : ''} ${shown(f.frame.kind, f.frame.channelId, f.frame.payload)}`;
 
 export const frameJson = (f: ObservedFrame): object => ({ type: 'frame', agent: f.agent, event: f.eventId, ...f.frame });
 

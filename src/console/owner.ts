@@ -1,7 +1,9 @@
 // The owner panel: the caller's agents through /api (create, edit name / provider / model / system
 // prompt, delete) and their live NIP-AO telemetry in the log **Telemetry** (turn timeline, acp
 // frames, seq gaps and reported drops, via src/shared/ao-observer.ts), with a cancel_turn button
-// per started turn, and each finished run's usage (session_resolved) which also refreshes the Usage
+// per started turn and the problems of its tool set (turn_started `tool_problems`), and each
+// finished run's outcome, usage and `detail` whole (session_resolved: a provider's text, a limit's
+// figures and what to change, why the answer was not delivered), which also refreshes the Usage
 // table (usage.ts). Telemetry needs a local key: the observer decrypts frames with the owner's key.
 
 import { Observer, type ObservedFrame, type SeqGap } from '../shared/ao-observer.js';
@@ -13,6 +15,12 @@ import { OwnerUsageSchema, RunUsageSchema, UsagePanel } from './usage.js';
 
 /** At most this many lines stay in the Telemetry log. */
 const MAX_LINES = 500;
+
+/** A started turn's tool problems for its log line (none: nothing). */
+const toolProblems = (payload: Record<string, unknown>): string => {
+  const problems = payload.tool_problems;
+  return Array.isArray(problems) && problems.length > 0 ? ` · tool problems: ${problems.map(String).join('; ')}` : '';
+};
 
 export class OwnerPanel {
   readonly #signer: Signer;
@@ -121,7 +129,7 @@ export class OwnerPanel {
 
   #frame(f: ObservedFrame): void {
     const { kind, seq, turnId, channelId, payload } = f.frame;
-    const detail = kind === 'acp_write' || kind === 'acp_read' ? ` ${JSON.stringify(payload).slice(0, 160)}` : kind === 'session_resolved' ? this.#resolved(payload) : '';
+    const detail = kind === 'acp_write' || kind === 'acp_read' ? ` ${JSON.stringify(payload).slice(0, 160)}` : kind === 'session_resolved' ? this.#resolved(payload) : kind === 'turn_started' ? toolProblems(payload) : '';
     const line = this.#line(`${this.#name(f.agent)} #${seq} ${kind}${turnId ? ` turn ${turnId.slice(0, 8)}` : ''}${detail}`);
     if (kind === 'turn_started' && channelId) {
       const observer = this.#observer;
@@ -136,15 +144,19 @@ export class OwnerPanel {
     this.#showStats();
   }
 
-  /** A finished run: its outcome and usage for the log line; the plan figures go to the Usage panel. */
+  /**
+   * A finished run: its outcome (marked when the answer was not delivered), usage and detail (whole)
+   * for the log line; the plan figures go to the Usage panel.
+   */
   #resolved(payload: Record<string, unknown>): string {
     const owner = OwnerUsageSchema.safeParse(payload.owner_usage);
     this.#usage.runFinished(owner.success ? owner.data : undefined);
     const run = RunUsageSchema.safeParse(payload.usage);
-    const outcome = typeof payload.outcome === 'string' ? ` ${payload.outcome}` : '';
+    const outcome = `${typeof payload.outcome === 'string' ? ` ${payload.outcome}` : ''}${payload.delivered === false ? ' (not delivered)' : ''}`;
+    const detail = typeof payload.detail === 'string' ? ` · ${payload.detail}` : '';
     return run.success
-      ? `${outcome} · ${run.data.model} · ${run.data.input_tokens} in / ${run.data.output_tokens} out tokens · ${run.data.tool_calls} tool calls · ${(run.data.duration_ms / 1000).toFixed(1)} s`
-      : outcome;
+      ? `${outcome} · ${run.data.model} · ${run.data.input_tokens} in / ${run.data.output_tokens} out tokens · ${run.data.tool_calls} tool calls · ${(run.data.duration_ms / 1000).toFixed(1)} s${detail}`
+      : `${outcome}${detail}`;
   }
 
   #gap(g: SeqGap): void {

@@ -359,7 +359,7 @@ describe('the output of a model call is bounded by what the budget leaves', () =
     // The prompt (33 tokens by the admission's estimate of its payload) and 256 of answer fit the
     // 300; its first call also sends the calculator's definition (about 100 tokens), and does not.
     const agent = await createTestAgent({ tools: ['calculator'], limits: { max_tokens_per_day: 300 } });
-    // The owner's own prompt: in a run its client is told what anyone is; the figures are in the owner's telemetry.
+    // The owner's own prompt: its run's 25805 carries the figures (told-to.ts), as its telemetry does.
     const c = await NipXxClient.open(agent, OWNER);
     const p = c.prompt({ ver: 1, message: 'hello there' });
     let run: RunEvents | undefined;
@@ -367,8 +367,9 @@ describe('the output of a model call is bounded by what the budget leaves', () =
       await c.send(p);
       run = await c.collect(p.id);
     });
-    expect(run!.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: MESSAGE });
-    expect(resolved[0]?.['detail']).toMatch(/^this model call \(about \d+ input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 300 tokens for today \(UTC\)$/);
+    const figures = /^this model call \(about \d+ input tokens and at least 256 for its answer\) would exceed this agent’s model budget of 300 tokens for today \(UTC\)$/;
+    expect(run!.terminal.payload).toMatchObject({ code: 'RATE_LIMIT', message: expect.stringMatching(figures) });
+    expect(resolved[0]?.['detail']).toBe(run!.terminal.payload['message']);
     expect(await tokensToday(agent)).toBe(0);
   });
 });

@@ -14,6 +14,7 @@ import { announcementCoordinates } from '../../src/shared/dvmcp.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import type { Agent } from '../../workers/agent/agent-do.js';
+import { OWNER_NOT_ALLOWED } from '../../workers/agent/admission.js';
 import { ALL_RELAYS } from '../../workers/relay-do/vanish.js';
 import { api } from './api-helpers.js';
 import { NipXxClient, providerClosed } from './agent-helpers.js';
@@ -159,8 +160,8 @@ describe('the plan’s token limits before each model call', () => {
     // The tool ran to its end (the run was not aborted): the refusal came before the second model call.
     expect(run.tools.map((t) => t['phase'])).toEqual(['start', 'result']);
     expect(run.deltas).toEqual([]);
-    // In a run its client, the owner too, is told what anyone is (the reason goes to the owner's NIP-AO).
-    expect(run.terminal.payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message: UNAVAILABLE });
+    // The run's client is the owner: it is told the reason (anyone else: UNAVAILABLE; told-to.ts).
+    expect(run.terminal.payload).toEqual({ ver: 1, code: 'UNAUTHORIZED', message: OWNER_NOT_ALLOWED });
     const usage = (await stubOf(agent).usage()).find((r) => r.run_id === slow.id);
     expect(usage).toMatchObject({ outcome: 'UNAUTHORIZED', tool_calls: 1 });
   }, 40_000);

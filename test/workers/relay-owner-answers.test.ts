@@ -3,15 +3,18 @@
 // that caused them, by one rule asked of each event as it is stored (owner-plan.ts `ownersData`); and a
 // prompt that came in an ephemeral gift wrap (21059) is refused in one, stored nowhere. Gift wraps
 // the owner and its agents publish to each other (on connections authenticated as them) are the
-// owner's data, so a full inbox share does not block them.
+// owner's data, so a full inbox share does not block them. An answer the shard refuses for good
+// (`restricted: storage quota`, the prompt having fit) is followed by a short 25805 so that the client
+// stops waiting, and the owner's NIP-AO `session_resolved` says it was not delivered, and why.
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import type { NostrEvent } from '../../src/shared/event.js';
+import { eventJson, type NostrEvent } from '../../src/shared/event.js';
 import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor, unwrap } from '../../src/shared/nip59.js';
 import { nobleVerifier } from '../../src/shared/verify.js';
-import { INBOX_SHARE } from '../../workers/relay-do/owner-plan.js';
+import { countedBytes, INBOX_SHARE } from '../../workers/relay-do/owner-plan.js';
 import { api } from './api-helpers.js';
+import { NipXxClient, watchRunsEnded } from './agent-helpers.js';
 import { connect, keys, now, sign, type Keys, type TestSocket } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
@@ -42,10 +45,14 @@ async function inboxCounts(owner: string): Promise<{ running: number; stored: nu
 }
 
 async function ownerWithPrivateAgent(): Promise<{ owner: Keys; agent: string }> {
+  return ownerWithAgent([keys().pk]);
+}
+
+/** An owner on the answers_shard plan with an echo agent (only `allow` may prompt it, when given), connected. */
+async function ownerWithAgent(allow?: string[]): Promise<{ owner: Keys; agent: string }> {
   const owner = keys();
   expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'answers_shard' })).status).toBe(201);
-  const friend = keys();
-  const r = await api(owner.sk, 'POST', '/api/agents', { name: 'private', provider: 'echo', allow: [friend.pk], limits: { agent_prompts_per_minute: 1000 } });
+  const r = await api(owner.sk, 'POST', '/api/agents', { name: allow ? 'private' : 'public', provider: 'echo', ...(allow ? { allow } : {}), limits: { agent_prompts_per_minute: 1000 } });
   expect(r.status).toBe(201);
   const agent = (r.json as { pubkey: string }).pubkey;
   // The agent is connected and subscribed once its ai.info is on the shard.
@@ -67,6 +74,30 @@ function prompt(k: Keys, agent: string): { kind: number; tags: string[][]; conte
 function wrapped(k: Keys, agent: string, kind: 1059 | 21059): NostrEvent {
   const rumor = makeRumor({ ...prompt(k, agent), pubkey: k.pk });
   return giftWrap(rumor, k.sk, agent, cache, now(), kind === 21059 ? { kind, exactTime: true } : {});
+}
+
+/** Room left in the shard's inbox share (its running sum). */
+async function inboxRoom(owner: string): Promise<number> {
+  return Math.floor(STORED_BYTES * INBOX_SHARE) - (await inboxCounts(owner)).running;
+}
+
+/**
+ * Fills the inbox share with a stranger's notes to the owner (the inbox's, as every stranger's
+ * event) until exactly `room` counted bytes are left.
+ */
+async function fillInboxTo(owner: string, room: number): Promise<void> {
+  const sock = await connect(`/r/${owner}`);
+  const filler = keys();
+  const note = (content: string) => sign(filler, { content, tags: [['p', owner]], created_at: now() });
+  const empty = countedBytes(note(''), eventJson(note('')));
+  for (let left = (await inboxRoom(owner)) - room; left > 0; left = (await inboxRoom(owner)) - room) {
+    const size = left > 6000 ? 4000 : left; // never leave a remainder smaller than an empty note
+    const e = note('x'.repeat(size - empty));
+    expect(countedBytes(e, eventJson(e))).toBe(size);
+    expect((await sock.publish(e))[2]).toBe(true);
+  }
+  expect(await inboxRoom(owner)).toBe(room);
+  sock.close();
 }
 
 /** Waits until the shard's stored bytes stop changing for a second and a half. */
@@ -173,4 +204,49 @@ describe('what strangers make an owner’s agents store', () => {
     sock.close();
     mine.close();
   }, 90_000);
+
+  it('an answer the shard refuses for good (its inbox share full, the prompt having fit) is followed by a short 25805; the owner’s session_resolved says it was not delivered, and why', async () => {
+    const { owner, agent } = await ownerWithAgent();
+    const stranger = keys();
+    const c = await NipXxClient.open(agent, stranger, `/r/${owner.pk}`);
+    const watch = await watchRunsEnded([agent], owner);
+    try {
+      // The echo answer repeats the prompt's 3,000 characters: with 1,500 bytes left once the
+      // prompt is in, the prompt fits and the answer does not; the 25805 that follows does.
+      const p = c.prompt({ ver: 1, message: 'm'.repeat(3000) });
+      await fillInboxTo(owner.pk, countedBytes(p, eventJson(p)) + 1500);
+      await c.send(p);
+      const run = await c.collect(p.id, 15_000);
+      expect(run.deltas.map((d) => d.text).join('')).toBe(`echo: ${'m'.repeat(3000)}`);
+      expect(run.terminal.kind).toBe(25805);
+      // no figure of the owner's plan for a stranger
+      expect(run.terminal.payload).toEqual({ ver: 1, code: 'INTERNAL_ERROR', message: 'the answer could not be stored on this relay; the agent owner can see why' });
+      await watch.until(1);
+      expect(watch.resolved).toHaveLength(1);
+      expect(watch.resolved[0]).toMatchObject({ run_id: p.id, outcome: 'response', delivered: false });
+      expect(watch.resolved[0]!['detail']).toMatch(
+        new RegExp(`^the relay refused the answer for good \\(wss?://[^ ]+/r/${owner.pk}: restricted: storage quota: events from others may hold 15000 of the 60000 stored bytes the owner’s plan allows on this shard\\); the client was told INTERNAL_ERROR$`),
+      );
+    } finally {
+      watch.stop();
+      c.sock.close();
+    }
+  }, 60_000);
+
+  it('a gift-wrapped run’s answer refused for good is followed by a 25805 in an ephemeral gift wrap (21059), stored nowhere: it needs no room', async () => {
+    const { owner, agent } = await ownerWithAgent();
+    const c = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    try {
+      const { wrap, rumorId } = c.wrappedPrompt({ ver: 1, message: 'w'.repeat(3000) });
+      await fillInboxTo(owner.pk, countedBytes(wrap, eventJson(wrap)) + 100);
+      await c.send(wrap);
+      const run = await c.collect(rumorId, 15_000);
+      expect(run.terminal.kind).toBe(25805);
+      expect(run.terminal.event.kind).toBe(21059);
+      expect(run.terminal.payload).toEqual({ ver: 1, code: 'INTERNAL_ERROR', message: 'the answer could not be stored on this relay; the agent owner can see why' });
+      expect(await inboxRoom(owner.pk)).toBe(100);
+    } finally {
+      c.sock.close();
+    }
+  }, 60_000);
 });

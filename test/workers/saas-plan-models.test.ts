@@ -98,9 +98,9 @@ describe('a run under a plan changed after the agent was created', () => {
           usage: expect.objectContaining({ input_tokens: 0, output_tokens: 0 }),
         }),
       ]);
-      // The owner's own prompt likewise (a run's refusal says the same to whoever sent it).
+      // The owner's own prompt is told the plan's list (told-to.ts), the action included.
       const mine = await ask(await NipXxClient.open(agent, owner, `/r/${owner.pk}`));
-      expect(mine.terminal.payload).toMatchObject({ code: 'UNSUPPORTED_MODEL', message: 'the agent’s owner’s plan does not allow the model "gpt-4o-mini"' });
+      expect(mine.terminal.payload).toMatchObject({ code: 'UNSUPPORTED_MODEL', message: 'the owner’s plan allows the models gpt-4o, not "gpt-4o-mini": change the agent’s models (PATCH /api/agents/<its key>) or the owner’s plan' });
       // The echo provider is free: never restricted by the list.
       expect((await ask(await NipXxClient.open(free, keys(), `/r/${owner.pk}`))).terminal.kind).toBe(25803);
     } finally {

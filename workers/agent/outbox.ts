@@ -6,8 +6,16 @@
 // for a client that asked to vanish, ends the re-sending and is recorded on the run). An event not
 // delivered after its attempts, or refused for good, is counted in the agent's DropSummary (one log
 // line a minute, not one per event: a client chooses how its relay treats what it is sent). A
-// terminal event to a client other than the agent's owner carries a NIP-40 expiration (on the gift
-// wrap when wrapped):
+// terminal event refused with `restricted:` (e.g. the owner shard's storage quota: its inbox share
+// full, where the smaller prompt still fitted) is followed by one short 25805 INTERNAL_ERROR (one
+// attempt), so that the client stops waiting: in an ephemeral gift wrap (21059, stored nowhere, so
+// no quota) when the run is wrapped, else plain, stored and counted like any answer (about 1.3 KB of
+// the inbox share with its tags: it fits where that much is left, which a long answer did not).
+// deliver() answers what became of the terminal event (Delivery), for the owner's NIP-AO.
+// An error's message is as the client is told it (told-to.ts): the agent's owner gets the failure's
+// `detail` (a provider's text, a limit's figures) as the message of its own runs' 25805 (at most
+// OWNER_MESSAGE_MAX_BYTES of it), anyone else the generic message. A terminal event to a client
+// other than the agent's owner carries a NIP-40 expiration (on the gift wrap when wrapped):
 // a response a day, an error or refusal 10 minutes (`terminalTtl`); one that expired unsent is not
 // sent again. The owner's answers keep none (its history).
 
@@ -19,12 +27,14 @@ import { encrypt, MAX_PLAINTEXT_BYTES, type ConversationKeyCache } from '../../s
 import { giftWrap, makeRumor, wrapRoom } from '../../src/shared/nip59.js';
 import { NIPXX_VERSION, runTags } from '../../src/shared/nip-xx.js';
 import { OrderedQueue, PacedPublisher, defaultTimers, type Settle } from '../../src/shared/paced-publisher.js';
-import type { EventTemplate, RelayClient } from '../../src/shared/relay-client.js';
+import type { EventTemplate, PublishResult, RelayClient } from '../../src/shared/relay-client.js';
 import { relayLabel, type StoredAgent } from './config.js';
 import type { RunAddress, RunStore } from './run-store.js';
 import type { Terminal } from './runtime.js';
-import { errorMessage, isRefusedForGood } from '../../src/shared/errors.js';
+import { errorMessage, isRefusedForGood, parseRejection } from '../../src/shared/errors.js';
+import { cutWithNote } from '../../src/shared/json-cut.js';
 import { fitResponse } from './event-fit.js';
+import { toldTo } from './told-to.js';
 import { DROPS, type DropSummary } from '../common/drop-summary.js';
 
 /** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart (200, 400 ms). */
@@ -53,6 +63,21 @@ export function terminalTtl(kind: number, client: string, owner: string): number
 /** What a terminal event that expired before a relay took it is recorded with (it is not sent again). */
 const EXPIRED_UNSENT = 'expired: its NIP-40 expiration passed before a relay took it';
 
+/**
+ * The owner's message in its own run's 25805 (the failure's `detail`) takes at most this many
+ * bytes of JSON string; a longer one is cut and marked (the whole is in the owner's NIP-AO
+ * session_resolved). Provider texts are at most 300 characters (providers/http.ts MAX_ERROR_TEXT).
+ */
+export const OWNER_MESSAGE_MAX_BYTES = 4096;
+/** What a client other than the owner is told when its run's answer was refused with `restricted:`. */
+export const ANSWER_NOT_STORED = 'the answer could not be stored on this relay; the agent owner can see why';
+
+/**
+ * What became of a run's terminal event when it was sent: accepted, or not, with why for the
+ * agent's owner (the relay's answer, whether the watchdog sends it again, what the client was told).
+ */
+export type Delivery = { delivered: true } | { delivered: false; detail: string };
+
 /** Every refusal is retried; `duplicate:` means the relay already has the event. */
 const settle: Settle = (r) => (r.ok || r.message.startsWith('duplicate:') ? 'delivered' : 'retry');
 
@@ -76,13 +101,15 @@ export interface OutboxDeps {
 }
 
 /**
- * The encrypted payload of a terminal event (`detail` is for the owner and never included), within
- * `room` bytes: a response text that does not fit is cut and marked (event-fit.ts).
+ * The encrypted payload of a terminal event to `client` of an agent of `owner`, within `room` bytes:
+ * a response text that does not fit is cut and marked (event-fit.ts); an error's message is as
+ * `client` is told it (told-to.ts: the owner gets `detail`, cut to OWNER_MESSAGE_MAX_BYTES).
  */
-function terminalPayload(t: Terminal, room: number): object {
-  return t.type === 'response'
-    ? fitResponse({ ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }, room)
-    : { ver: NIPXX_VERSION, code: t.code, message: t.message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
+function terminalPayload(t: Terminal, room: number, client: string, owner: string): object {
+  if (t.type === 'response') return fitResponse({ ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }, room);
+  const told = toldTo(t, client, owner);
+  const message = told.message === t.message ? t.message : cutWithNote(told.message, OWNER_MESSAGE_MAX_BYTES, (shown, total) => `…[cut: the first ${shown} of ${total} bytes]`).text;
+  return { ver: NIPXX_VERSION, code: t.code, message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
 }
 
 export class Outbox {
@@ -127,21 +154,29 @@ export class Outbox {
     queue.run();
   }
 
-  /** Persists the one terminal event of a run, then publishes it. A run that already ended is left alone. */
+  /** Persists the one terminal event of a run, then publishes it (deliver, when what became of it matters). */
   async finish(runId: string, c: StoredAgent, t: Terminal): Promise<void> {
+    await this.deliver(runId, c, t);
+  }
+
+  /**
+   * Persists the one terminal event of a run, then publishes it: what became of it. A run that
+   * already ended is left alone (undefined).
+   */
+  async deliver(runId: string, c: StoredAgent, t: Terminal): Promise<Delivery | undefined> {
     // Exactly one finisher per run: claimed before any await (the watchdog may look meanwhile).
-    if (this.finishing.has(runId)) return;
+    if (this.finishing.has(runId)) return undefined;
     const run = this.deps.runs.get(runId);
-    if (!run || run.state === 'done') return;
+    if (!run || run.state === 'done') return undefined;
     this.finishing.add(runId);
     try {
       await this.inFlight.get(runId)?.idle();
       this.inFlight.delete(runId);
       this.undeliverable.delete(runId);
       const kind = t.type === 'response' ? KIND.AI_RESPONSE : KIND.AI_ERROR;
-      const event = await this.build(run, kind, terminalPayload(t, this.roomOf(run, kind)), [], undefined, terminalTtl(kind, run.client, c.owner));
+      const event = await this.build(run, kind, terminalPayload(t, this.roomOf(run, kind), run.client, c.owner), [], undefined, terminalTtl(kind, run.client, c.owner));
       this.deps.runs.finish(runId, t.type === 'response' ? 'response' : t.code, event);
-      await this.publishTerminal(runId, event, run.relay, c);
+      return await this.publishTerminal(run, event, c);
     } finally {
       this.finishing.delete(runId);
     }
@@ -161,7 +196,7 @@ export class Outbox {
         const event = JSON.parse(r.terminal) as NostrEvent;
         const expiration = expirationOf(event);
         if (expiration !== null && expiration <= Math.floor(now / 1000)) return this.deps.runs.markRefused(r.id, EXPIRED_UNSENT);
-        return this.publishTerminal(r.id, event, r.relay, c);
+        return this.publishTerminal(r, event, c);
       }),
     );
   }
@@ -173,23 +208,38 @@ export class Outbox {
    * otherwise plain or in a 1059 as the prompt was.
    */
   async answerWithoutRun(to: RunAddress, c: StoredAgent, t: Terminal, wrapKind?: number): Promise<void> {
+    await this.publishWithoutRun(to, c, t, wrapKind);
+  }
+
+  /** answerWithoutRun, with the relay's answer. */
+  private async publishWithoutRun(to: RunAddress, c: StoredAgent, t: Terminal, wrapKind?: number): Promise<PublishResult> {
     const wrapAs = wrapKind === KIND.EPHEMERAL_GIFT_WRAP ? KIND.EPHEMERAL_GIFT_WRAP : undefined;
-    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t, this.roomOf(to, KIND.AI_ERROR)), [], wrapAs, terminalTtl(KIND.AI_ERROR, to.client, c.owner));
-    await this.deps.client(to.relay, c).publish(event, { timeoutMs: 10_000 });
+    const event = await this.build(to, KIND.AI_ERROR, terminalPayload(t, this.roomOf(to, KIND.AI_ERROR), to.client, c.owner), [], wrapAs, terminalTtl(KIND.AI_ERROR, to.client, c.owner));
+    return this.deps.client(to.relay, c).publish(event, { timeoutMs: 10_000 });
   }
 
   /**
    * One attempt at a run's terminal event (each run answers on the one relay its prompt came from).
-   * Accepted (or `duplicate:`, the relay has it): done. Refused for good: recorded and counted in the drops, never
-   * sent again. Anything else (`rate-limited:`, `error:`, no answer): the watchdog sends it again
-   * until retention removes the run.
+   * Accepted (or `duplicate:`, the relay has it): done. Refused for good: recorded and counted in
+   * the drops, never sent again; when `restricted:`, the client is sent the short 25805 of the
+   * header (one attempt). Anything else (`rate-limited:`, `error:`, no answer): the watchdog sends
+   * it again until retention removes the run.
    */
-  private async publishTerminal(runId: string, event: NostrEvent, relay: string, c: StoredAgent): Promise<void> {
-    const result = await this.deps.client(relay, c).publish(event, { timeoutMs: 10_000 });
-    if (result.ok || result.message.startsWith('duplicate:')) return this.deps.runs.markPublished(runId);
-    if (!isRefusedForGood(result.message)) return;
-    this.deps.runs.markRefused(runId, result.message);
-    this.deps.drops.drop(DROPS.refusedByRelay, `${relayLabel(relay)}: ${result.message}`);
+  private async publishTerminal(run: RunAddress, event: NostrEvent, c: StoredAgent): Promise<Delivery> {
+    const result = await this.deps.client(run.relay, c).publish(event, { timeoutMs: 10_000 });
+    if (result.ok || result.message.startsWith('duplicate:')) {
+      this.deps.runs.markPublished(run.id);
+      return { delivered: true };
+    }
+    const why = `${relayLabel(run.relay)}: ${result.message}`;
+    if (!isRefusedForGood(result.message)) return { delivered: false, detail: `the relay has not accepted the answer yet (${why}); it is sent again for ${RESEND_WINDOW_MS / 3_600_000} hours at most` };
+    this.deps.runs.markRefused(run.id, result.message);
+    this.deps.drops.drop(DROPS.refusedByRelay, why);
+    const refused = `the relay refused the answer for good (${why})`;
+    if (parseRejection(result.message)?.prefix !== 'restricted') return { delivered: false, detail: refused };
+    const notice: Terminal = { type: 'error', code: 'INTERNAL_ERROR', message: ANSWER_NOT_STORED, detail: `the answer could not be stored on this relay: ${result.message}` };
+    const told = await this.publishWithoutRun(run, c, notice, KIND.EPHEMERAL_GIFT_WRAP);
+    return { delivered: false, detail: told.ok ? `${refused}; the client was told INTERNAL_ERROR` : `${refused}; the INTERNAL_ERROR to tell the client was not accepted either (${told.message})` };
   }
 
   private async publishWithRetry(runId: string, { event, relay, c }: Pending): Promise<void> {

@@ -1,7 +1,9 @@
 // One run of a validated prompt: the provider and the tools for it, the runtime's callbacks turned
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
-// limit, the NIP-AO telemetry to the owner (turn_started, the provider's wire, session_resolved
-// with the upstream detail, the run's usage and the owner's totals against its plan), the checks
+// limit, the NIP-AO telemetry to the owner (turn_started once the run's tools are built, with their
+// problems, `tool_problems`; the provider's wire; session_resolved with the upstream detail, the
+// run's usage and the owner's totals against its plan, sent once the terminal event went out, with
+// `delivered: false` and why when the relay did not take it), the checks
 // before each model call (the agent's token budget, then the owner's plan: the call's model and its
 // token limits), the tokens spent and the conversation's new turn, and then the run's
 // one terminal outcome, also logged as one `agent.run` line (agent-log.ts) and metered (metering.ts).
@@ -19,7 +21,7 @@ import type { AccountsBindings } from '../accounts/accounts-do.js';
 import type { TelemetryEmitter } from '../../src/shared/ao-emitter.js';
 import type { StoredAgent, StoredMcpServer } from './config.js';
 import type { AgentBudget } from './budget.js';
-import type { Outbox } from './outbox.js';
+import type { Delivery, Outbox } from './outbox.js';
 import { providerFor, type ProviderEnv } from './providers/index.js';
 import type { EffectiveAgent } from './effective.js';
 import { allowedThinking, executeRun, type RunSink, type Terminal, type Usage } from './runtime.js';
@@ -52,7 +54,8 @@ export class RunStopped extends Error {
 
 export interface RunOutput {
   sink: RunSink;
-  finish(terminal: Terminal): Promise<void>;
+  /** Sends the run's terminal outcome: what became of it (undefined: not known here, e.g. a DVMCP answer sent after the run). */
+  finish(terminal: Terminal): Promise<Delivery | undefined>;
 }
 
 /** A NIP-XX run's output: its events, encrypted and published by the outbox. */
@@ -71,7 +74,7 @@ export function outboxOutput(outbox: Outbox, runId: string, c: StoredAgent): Run
         return outbox.emit(runId, KIND.AI_TOOL_CALL, payload, tags);
       },
     },
-    finish: (terminal) => outbox.finish(runId, c, terminal),
+    finish: (terminal) => outbox.deliver(runId, c, terminal),
   };
 }
 
@@ -125,21 +128,31 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     const spend = { input_tokens: tokens.input_tokens + callInput, output_tokens: tokens.output_tokens, ...(estimated ? { estimated } : {}) };
     d.checkpoint({ run_id: runId, sender: client, provider: c.provider, model, ...spend, tool_calls: toolCalls }, started);
   };
+  let turnStarted = false;
+  /** Tells the owner the run started (once), with the problems of its tool set when it has any. */
+  const startTurn = (toolProblems: readonly string[] = []): void => {
+    if (turnStarted) return;
+    turnStarted = true;
+    emitter?.turnStarted({ run_id: runId, model, client, ...(toolProblems.length > 0 ? { tool_problems: [...toolProblems] } : {}) }, ids);
+  };
   /**
    * Logs the run, counts its tokens against the agent's daily budget and meters it (the owner's
-   * plan), however it ended, tells the owner (NIP-AO session_resolved with the run's usage), then answers the client.
+   * plan), however it ended, answers the client, then tells the owner (NIP-AO session_resolved
+   * with the run's usage and what became of the answer).
    */
   const finish = async (terminal: Terminal): Promise<void> => {
+    startTurn();
     const outcome = terminal.type === 'response' ? 'response' : terminal.code;
     const duration_ms = Date.now() - started;
     const usage = { provider: c.provider, model, ...tokens, tool_calls: toolCalls, duration_ms };
     logAgent({ msg: 'agent.run', agent: c.pubkey, run: runId, ...usage, outcome });
     d.budget.settle(runId, tokens.input_tokens + tokens.output_tokens, d.now());
     const owner_usage = d.meter({ run_id: runId, sender: client, ...usage, outcome });
-    // The client gets the generic message; the owner also gets the upstream detail.
-    const detail = terminal.type === 'error' ? terminal.detail : undefined;
-    emitter?.sessionResolved({ run_id: runId, outcome, ...(detail ? { detail } : {}), usage, ...(owner_usage ? { owner_usage } : {}) }, ids);
-    await out.finish(terminal);
+    const delivery = await out.finish(terminal);
+    // A stranger gets the generic message; the owner also gets the upstream detail, and why its answer was not delivered.
+    const undelivered = delivery?.delivered === false ? delivery.detail : undefined;
+    const detail = [terminal.type === 'error' ? terminal.detail : undefined, undelivered].filter((x) => x !== undefined).join('; ');
+    emitter?.sessionResolved({ run_id: runId, outcome, ...(undelivered ? { delivered: false } : {}), ...(detail ? { detail } : {}), usage, ...(owner_usage ? { owner_usage } : {}) }, ids);
   };
   const sink: RunSink = {
     ...out.sink,
@@ -154,7 +167,6 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
   d.budget.track(runId, tokens); // settled in finish, however the run ends
   const overtime = new RunStopped({ type: 'error', code: 'MODEL_UNAVAILABLE', message: `the run exceeded ${c.limits.max_run_seconds} s`, retry_after: 30 });
   const timer = setTimeout(() => abort.abort(overtime), c.limits.max_run_seconds * 1000);
-  emitter?.turnStarted({ run_id: runId, model, client }, ids);
   let terminal: Terminal;
   const provider = providerFor(c.provider, d.env);
   if (!provider.ok) {
@@ -167,6 +179,7 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     // The owner's dials: EDGESTR_OUTBOUND_ALLOW only if the operators vetted it; never the deployment's own host.
     const policy = await ownerOutbound(d.env, c.owner, c.origin);
     const tools = await buildToolRunner(toolsConfig(c, d.mcpHeaders), { webFetch: { policy }, mcp: { policy, sessions: d.mcpSessions, scope: client }, dvmcp: d.dvmcp });
+    startTurn(tools.problems);
     try {
       const result = await executeRun({
         prompt,
