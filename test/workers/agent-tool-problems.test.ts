@@ -15,14 +15,15 @@ const LOCKED = `${inject('toolsFixtureUrl')}/mcp-paged?bearer-sha256=${bytesToHe
 const PROBLEM = 'MCP server srv: Streamable HTTP error (HTTP 401): Error POSTing to endpoint: ';
 
 describe('a tool of an MCP server the agent could not connect to', () => {
-  it('is a failed tool call naming the server’s problem; the run goes on to a 25803 response', async () => {
+  it('is a failed tool call naming the server, not its problem; the run goes on to a 25803 response', async () => {
     const agent = await createTestAgent({ mcp_servers: [{ id: 'srv', url: LOCKED }] });
     const c = await NipXxClient.open(agent);
     const p = c.prompt({ ver: 1, message: '/tool srv__echo {"message":"hi"}' });
     await c.send(p);
     const run = await c.collect(p.id);
     c.sock.close();
-    const unavailable = `tool srv__echo is unavailable: ${PROBLEM}`;
+    // The client (and the model) read the server's id, not its problem (the owner's to read).
+    const unavailable = "tool srv__echo is unavailable: its server srv could not be used for this run (the agent's owner can see why)";
     expect(run.tools).toEqual([
       { ver: 1, timestamp: expect.any(Number), name: 'srv__echo', phase: 'start', arguments: { message: 'hi' } },
       { ver: 1, timestamp: expect.any(Number), name: 'srv__echo', phase: 'result', success: false, duration_ms: expect.any(Number), output: { stdout: '', stderr: unavailable, exit_code: 1 } },

@@ -153,12 +153,12 @@ describe('an agent\'s DVMCP calls are private unless the config says encrypt: fa
       const refusal = `DVMCP server ${id}: ${id} does not support encryption; set encrypt: false to call it in public`;
       expect(await connectDvmcpServer({ provider: plainOnly.provider, server: id }, options)).toEqual({ ok: false, error: refusal });
       expect(plainOnly.requests).toEqual([]);
-      // Through an agent: its tools are not offered, a run asking for one gets a failed call saying why (echo answers with it), nothing is sent.
+      // Through an agent: its tools are not offered, a run asking for one gets a failed call naming the server (echo answers with it; the owner reads why), nothing is sent.
       const agent = await createTestAgent({ dvmcp_servers: [{ provider: plainOnly.provider, server: id }] });
       const c = await NipXxClient.open(agent);
       const p = c.prompt({ ver: 1, message: `/tool ${id}__echo {"text":"x"}` });
       await c.send(p);
-      expect((await c.collect(p.id)).terminal.payload).toMatchObject({ text: `error: tool ${id}__echo is unavailable: ${refusal}` });
+      expect((await c.collect(p.id)).terminal.payload).toMatchObject({ text: `error: tool ${id}__echo is unavailable: its server ${id} could not be used for this run (the agent's owner can see why)` });
       c.sock.close();
       expect(plainOnly.requests).toEqual([]);
       const listed = await connectDvmcpServer({ provider: plainOnly.provider, server: id, encrypt: false }, options);

@@ -439,8 +439,8 @@ describe('EDGESTR_OUTBOUND_ALLOW for the owners the operators vetted only: the m
     });
     await runInDurableObject(stubOf(agent), (_i, state) => state.abort('simulated restart')).catch(() => undefined);
     await runDurableObjectAlarm(stubOf(agent));
-    // Not connected: a call of its tool fails with the refusal (registry.ts), which echo answers with.
-    expect(await echoTool(agent, k.pk, 'internal')).toMatchObject({ text: `error: tool internal__echo is unavailable: MCP server internal: ${EVERYTHING_REFUSED}` });
+    // Not connected: a call of its tool fails naming the server (registry.ts; the refusal is the owner's to read), which echo answers with.
+    expect(await echoTool(agent, k.pk, 'internal')).toMatchObject({ text: "error: tool internal__echo is unavailable: its server internal could not be used for this run (the agent's owner can see why)" });
 
     // The same server for an owner listed in EDGESTR_OWNERS.
     const vetted = await createTestAgent({ mcp_servers: [{ id: 'internal', url: EVERYTHING }] });

@@ -25,13 +25,16 @@ async function closedPort(): Promise<number> {
   return address.port;
 }
 
+/** The end of the failed call's text for a tool of servers that could not be used. */
+const UNUSED = "could not be used for this run (the agent's owner can see why)";
+
 describe('Registry.run of a tool it does not have', () => {
-  it('a tool of an MCP server that could not be reached: a failed call naming its problem', async () => {
+  it('a tool of an MCP server that could not be reached: a failed call naming the server, not its problem (the owner reads that)', async () => {
     const url = `http://127.0.0.1:${await closedPort()}/mcp`;
     const registry = await buildToolRunner({ tools: ['calculator'], mcp_servers: [{ id: 'srv', url }] }, { mcp: { policy: LOCAL } });
     try {
       expect(registry.problems).toEqual(['MCP server srv: unreachable: fetch failed']);
-      expect(await registry.run('srv__echo', { message: 'hi' }, never())).toEqual(fail('tool srv__echo is unavailable: MCP server srv: unreachable: fetch failed'));
+      expect(await registry.run('srv__echo', { message: 'hi' }, never())).toEqual(fail("tool srv__echo is unavailable: its server srv could not be used for this run (the agent's owner can see why)"));
       // Names of other servers, or not of the <server>__ form, are unknown.
       for (const name of ['srvx__echo', 'srv_echo', 'sr__echo', 'echo']) {
         expect(await registry.run(name, {}, never())).toEqual({
@@ -52,23 +55,23 @@ describe('Registry.run of a tool it does not have', () => {
     const registry = await buildToolRunner({ dvmcp_servers: [{ provider: PROVIDER, server: 'dv' }, { provider: PROVIDER, server: long }] });
     const skipped = 'DVMCP servers skipped: no relay connection for DVMCP here';
     expect(registry.problems).toEqual([skipped]);
-    expect(await registry.run('dv__lookup', {}, never())).toEqual(fail(`tool dv__lookup is unavailable: ${skipped}`));
+    expect(await registry.run('dv__lookup', {}, never())).toEqual(fail(`tool dv__lookup is unavailable: its server dv ${UNUSED}`));
     const cut = mcpToolName(long, 'lookup');
     expect(cut).not.toContain(`${long}__`);
-    expect(await registry.run(cut, {}, never())).toEqual(fail(`tool ${cut} is unavailable: ${skipped}`));
+    expect(await registry.run(cut, {}, never())).toEqual(fail(`tool ${cut} is unavailable: its server ${long} ${UNUSED}`));
   });
 
-  it('a name of two unavailable servers names both problems; a 200 KiB name is shown cut', async () => {
+  it('a name of two unavailable servers names both; a 200 KiB name is shown cut', async () => {
     const port = await closedPort();
     const registry = await buildToolRunner({ mcp_servers: [{ id: 'a', url: `http://127.0.0.1:${port}/a` }, { id: 'a__b', url: `http://127.0.0.1:${port}/b` }] }, { mcp: { policy: LOCAL } });
     try {
       const problem = (id: string) => `MCP server ${id}: unreachable: fetch failed`;
       expect(registry.problems).toEqual([problem('a'), problem('a__b')]);
-      expect(await registry.run('a__b__x', {}, never())).toEqual(fail(`tool a__b__x is unavailable: ${problem('a')}; ${problem('a__b')}`));
+      expect(await registry.run('a__b__x', {}, never())).toEqual(fail(`tool a__b__x is unavailable: its servers a, a__b ${UNUSED}`));
       const huge = `a__${'x'.repeat(200 * 1024)}`;
       const answer = await registry.run(huge, {}, never());
       expect(answer.ok).toBe(false);
-      expect(!answer.ok && answer.error).toBe(`tool a__${'x'.repeat(201)}…[tool name cut: the first 204 of 204803 bytes] is unavailable: ${problem('a')}`);
+      expect(!answer.ok && answer.error).toBe(`tool a__${'x'.repeat(201)}…[tool name cut: the first 204 of 204803 bytes] is unavailable: its server a ${UNUSED}`);
     } finally {
       await registry.close();
     }

@@ -12,9 +12,11 @@
 // A name that is not in the set (the model may call a tool it remembers from the conversation's
 // history) is answered:
 // - when it is a name of a configured MCP or DVMCP server that could not be reached or was skipped
-//   (remote-tools.ts isToolNameOf): a failed tool call "tool <name> is unavailable: <that server's
-//   problem>" (several such servers: their problems, each once, joined with "; "), so the run goes on and the
-//   model can tell why; the name is shown as run events show it (event-fit.ts shownToolName);
+//   (remote-tools.ts isToolNameOf): a failed tool call "tool <name> is unavailable: its server <id>
+//   could not be used for this run (the agent's owner can see why)", so the run goes on and the
+//   model can say so; the server's problem itself goes to the owner alone (`problems`, in the run's
+//   NIP-AO frames), as it may name the operator's hosts or settings; the name is shown as run events
+//   show it (event-fit.ts shownToolName);
 // - otherwise `{ok: false, unknown: true}` (UnknownTool), so that the runtime answers
 //   UNSUPPORTED_FEATURE, with `detail` for the owner listing `problems` when there are any.
 
@@ -59,6 +61,15 @@ export interface RegistryOptions {
 
 /** A tool call's result, or: no tool of that name in this agent's set. */
 export type RegistryRunResult = ToolResult | UnknownTool;
+
+/**
+ * What the model (and so whoever prompted the run) reads for a tool of servers that could not be
+ * used: their ids, not their problems, which may name the operator's hosts or settings (the outbound
+ * policy's allowlist, EDGESTR_SECRET); the owner reads those in the run's NIP-AO turn_started frame
+ * (`tool_problems`).
+ */
+const unavailableText = (serverIds: string[]): string =>
+  `${serverIds.length === 1 ? `its server ${serverIds[0]} could` : `its servers ${serverIds.join(', ')} could`} not be used for this run (the agent's owner can see why)`;
 
 /** A configured MCP or DVMCP server whose tools the agent does not have, and why. */
 interface UnavailableServer {
@@ -117,8 +128,8 @@ class Registry implements ToolRegistry {
 
   /** The answer for a name not in the set (see the header). */
   private missing(name: string): ToolResult | UnknownTool {
-    const why = new Set(this.unavailable.filter((s) => isToolNameOf(name, s.serverId)).map((s) => s.problem));
-    if (why.size > 0) return fail(`tool ${shownToolName(name)} is unavailable: ${[...why].join('; ')}`);
+    const servers = new Set(this.unavailable.filter((s) => isToolNameOf(name, s.serverId)).map((s) => s.serverId));
+    if (servers.size > 0) return fail(`tool ${shownToolName(name)} is unavailable: ${unavailableText([...servers])}`);
     const detail = this.problems.length > 0 ? { detail: `unknown tool ${JSON.stringify(shownToolName(name))}; the agent's tool problems: ${this.problems.join('; ')}` } : {};
     return { ok: false, unknown: true, error: `unknown tool "${name}"`, ...detail };
   }
