@@ -16,6 +16,7 @@ import { describe, expect, it } from 'vitest';
 import {
   Accounts,
   accountsStub,
+  MAX_USAGE_ROWS,
   MAX_USAGE_SCAN,
   OTHERS,
   USAGE_PRUNE_PER_RECORD,
@@ -291,6 +292,17 @@ describe('usage queries are bounded', () => {
     const fits = await SELF.fetch(whole, { headers: { Authorization: makeHttpAuthHeader(owner.sk, whole, 'GET'), Accept: 'text/csv' } });
     expect(fits.headers.get('X-Usage-Through')).toBeNull();
     await fits.text();
+  });
+
+  it('an answer has at most 10,000 rows: past them the keys after the first 9,999 are summed in one "others" row, so every total stays that of by=day', async () => {
+    const owner = await addOwner();
+    const day = dayOf(Date.now() - 13 * DAY_MS);
+    await fill(owner.pk, day, MAX_USAGE_ROWS + 5);
+    const rows = await rowsOf(owner, `by=sender&from=${day}&to=${day}`);
+    expect(rows).toHaveLength(MAX_USAGE_ROWS);
+    expect(rows.filter((r) => r.key === OTHERS)).toEqual([dayRow(OTHERS, 6)]);
+    expect(rows.find((r) => r.key === (MAX_USAGE_ROWS - 1).toString().padStart(64, '0'))).toEqual(dayRow((MAX_USAGE_ROWS - 1).toString().padStart(64, '0'), 1));
+    expect(sumOf(rows)).toEqual(sumOf(await rowsOf(owner, `by=day&from=${day}&to=${day}`)));
   });
 
   it('each caller’s queries cover at most 200,000 rows a minute: past them 429 with Retry-After, another caller is still answered, the next minute is too', async () => {

@@ -179,7 +179,7 @@ export interface UsageRow {
   errors: number;
 }
 
-/** Rows answered by one usage query at most. */
+/** Rows answered by one usage query at most (past them the last keys are summed in one OTHERS row: withinAnswer). */
 export const MAX_USAGE_ROWS = 10_000;
 /** Rows of the aggregate one usage query sums at most (see the header). */
 export const MAX_USAGE_SCAN = 50_000;
@@ -199,6 +199,26 @@ export interface UsageQuery {
   from: string;
   to: string;
   by: UsageKey;
+}
+
+/**
+ * `rows` (sorted by key) as an answer holds them: at most MAX_USAGE_ROWS, the keys after the first
+ * MAX_USAGE_ROWS - 1 (besides OTHERS) summed with OTHERS' in one OTHERS row, where it sorts, so
+ * every total stays exact.
+ */
+function withinAnswer<R extends { key: string; runs: number; input_tokens: number; output_tokens: number; tool_calls: number; errors: number }>(rows: R[]): R[] {
+  if (rows.length <= MAX_USAGE_ROWS) return rows;
+  const named = rows.filter((r) => r.key !== OTHERS);
+  const kept = named.slice(0, MAX_USAGE_ROWS - 1);
+  const others = { ...named[MAX_USAGE_ROWS - 1]!, key: OTHERS, runs: 0, input_tokens: 0, output_tokens: 0, tool_calls: 0, errors: 0 };
+  for (const r of [...named.slice(MAX_USAGE_ROWS - 1), ...rows.filter((r) => r.key === OTHERS)]) {
+    others.runs += r.runs;
+    others.input_tokens += r.input_tokens;
+    others.output_tokens += r.output_tokens;
+    others.tool_calls += r.tool_calls;
+    others.errors += r.errors;
+  }
+  return [...kept, others].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }
 
 /** A usage answer: `through` only when the range held more than MAX_USAGE_SCAN rows (the rows count `from` through that day). */
@@ -584,10 +604,10 @@ export class Accounts extends DurableObject<AccountsEnv> {
     const sums = this.sql.exec<{ key: string; runs: number; input_tokens: number; output_tokens: number; tool_calls: number; errors: number }>(
       `SELECT ${q.by} AS key, sum(runs) AS runs, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
               sum(tool_calls) AS tool_calls, sum(errors) AS errors
-       FROM ${rowsOf} GROUP BY ${q.by} ORDER BY ${q.by} LIMIT ${MAX_USAGE_ROWS}`,
+       FROM ${rowsOf} GROUP BY ${q.by} ORDER BY ${q.by}`,
       ...sumArgs,
     );
-    const rows = sums.toArray();
+    const rows = withinAnswer(sums.toArray());
     this.reads.spend(q.caller, seen.n, now);
     this.allReads.spend(ALL_CALLERS, seen.n, now);
     return ok(through === undefined ? { rows } : { rows, through });

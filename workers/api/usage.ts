@@ -11,10 +11,11 @@
 // the days that fit, `{rows, truncated: true, through}` (CSV: the X-Usage-Through header), and a
 // caller past its rows a minute gets 429 with Retry-After.
 
+import { toCsv } from './csv.js';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { parsePubkey } from '../../src/shared/keys.js';
-import { accountsStub, USAGE_KEYS, type AccountsBindings, type UsageRow } from '../accounts/accounts-do.js';
+import { accountsStub, USAGE_KEYS, type AccountsBindings } from '../accounts/accounts-do.js';
 import { isAdmin, notAnOwner, staticOwners, type OwnerEnv } from '../common/owners.js';
 import { shardStub, type ShardBindings } from '../common/shards.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
@@ -62,14 +63,6 @@ export const BRIDGE_USAGE_COLUMNS = ['key', 'calls', 'duration_ms'] as const;
 
 export type BridgeUsageRow = { key: string; calls: number; duration_ms: number };
 
-const csvField = (v: string | number): string => (typeof v === 'number' || !/[",\r\n]/.test(v) ? String(v) : `"${v.replaceAll('"', '""')}"`);
-
-/** Rows as CSV (RFC 4180, a header line, CRLF line ends) with `columns` in that order. */
-export const toCsv = <R extends Record<C, string | number>, C extends string>(columns: readonly C[], rows: R[]): string =>
-  [columns.join(','), ...rows.map((r) => columns.map((k) => csvField(r[k])).join(','))].map((l) => `${l}\r\n`).join('');
-
-/** The run rows as CSV. */
-export const usageCsv = (rows: UsageRow[]): string => toCsv(USAGE_COLUMNS, rows);
 
 /** The bridge's metered calls summed by `by` (rows sorted by key). */
 export function bridgeUsage(rows: readonly BridgeCallRow[], by: (typeof BRIDGE_USAGE_KEYS)[number]): BridgeUsageRow[] {
@@ -127,7 +120,7 @@ export function usageRoutes() {
     if (!answer.ok) return c.json({ error: answer.error.error }, 429, { 'Retry-After': String(answer.error.retry_after) });
     const { rows, through } = answer.value;
     const cut: Record<string, string> = through === undefined ? {} : { 'X-Usage-Through': through };
-    if (wantsCsv(c.req.header('Accept'))) return c.body(usageCsv(rows), 200, { ...csv, ...cut });
+    if (wantsCsv(c.req.header('Accept'))) return c.body(toCsv(USAGE_COLUMNS, rows), 200, { ...csv, ...cut });
     return c.json(through === undefined ? { rows } : { rows, truncated: true, through }, 200, cut);
   });
 
