@@ -3,8 +3,9 @@
 // cursor tables (run-store.ts), what strangers may spend (admission.ts, budget.ts), the checks on
 // a decrypted prompt (prompt-check.ts), one run with the runtime (run-driver.ts), the outbox
 // that publishes a run's events (outbox.ts) and the agent's DVMCP server (dvmcp-server.ts). Here:
-// the management RPCs, the watchdog alarm (reconnect, orphaned runs, run reports to the owner's plan
-// that failed, bounded retention, sealing the
+// the management RPCs, the watchdog alarm (reconnect, announcements a relay did not take or that
+// waited for a suspended owner, orphaned runs, run reports to the owner's plan that failed, bounded
+// retention, sealing the
 // MCP server headers of configs stored before they were sealed, and while EDGESTR_SECRET is rotated
 // sealing again what the previous secret sealed), incoming
 // events (one that does not name the agent alone dropped before anything; each id claimed once,
@@ -23,7 +24,8 @@
 // announcements from the public shard once (withdraw; its profile, relay list and ai.info stay),
 // and its watchdog wakes every 10 minutes, until the owner is back (the admin API's
 // ownerChanged wakes it at once; EDGESTR_OWNERS at the next wake), when it announces anew
-// (reinstate). The owner's account and plan totals come from the Accounts DO (workers/accounts)
+// (reinstate). A suspended owner's agent announces nothing new either (announces): its announcements
+// wait, due, and go out on the open connections once the owner is resumed. The owner's account and plan totals come from the Accounts DO (workers/accounts)
 // and are kept here (owner-copy.ts): fetched when needed and older than 30 s (a prompt's admission,
 // a run in flight; watchdog.ts: an idle agent's watchdog asks nothing and backs off to 10 minutes),
 // not again for 5 s after a failure, after each run (its metering report answers them) and when
@@ -125,7 +127,7 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Settles when the run has written its terminal event (remove() waits for these). */
   private readonly settled = new Map<string, Promise<void>>();
   private readonly budget: AgentBudget;
-  /** The clock (ms) of the limiters, the token day and the retention cut-offs (stored timestamps are real time); tests replace it. */
+  /** The clock (ms) of the limiters, the token day, the retention cut-offs and the announcements' retries (stored timestamps are real time); tests replace it. */
   now: () => number = () => Date.now();
   /** The bytes all conversations may take together (sessions.ts MAX_HISTORY_BYTES); tests lower it. */
   get maxHistoryBytes(): number {
@@ -195,7 +197,9 @@ export class Agent extends DurableObject<AgentEnv> {
       since: () => this.runs.since(),
       onRequest: (e, relay) => this.onEvent(e, relay),
       onControl: (e) => this.onControl(e),
-      announces: (c) => !this.ownerRemoved(c),
+      announces: (c) => this.announces(c),
+      now: () => this.now(),
+      announceBy: (at) => void this.wakeForAnnouncements(at),
       drops: this.drops,
       mcpSessions: this.mcpSessions,
       mcpHeaders: (s) => this.store.mcpHeaders(s),
@@ -383,6 +387,7 @@ export class Agent extends DurableObject<AgentEnv> {
     else {
       await this.reinstate();
       await this.links.ensureConnected(c);
+      await this.links.announceDue(c);
     }
     await this.finishOrphanedRuns(c);
     await this.resendReports(c);
@@ -396,6 +401,14 @@ export class Agent extends DurableObject<AgentEnv> {
     this.prune();
     // An update() or ownerChanged() while this ran asked to run again in 10 ms: the watchdog must not push that back.
     await wakeNoLaterThan(this.ctx.storage, Date.now() + (removed ? REMOVED_OWNER_WATCHDOG_MS : this.schedule.next(this.idle(c))));
+    // Nor an announcement's retry (relay-links.ts), whatever woke this pass.
+    const retry = this.links.nextAnnouncement(this.now());
+    if (retry !== undefined && this.announces(c)) await this.wakeForAnnouncements(retry);
+  }
+
+  /** The watchdog wakes no later than `at` (the agent's clock, `now`), when announcements refused for a passing reason are due again. */
+  private async wakeForAnnouncements(at: number): Promise<void> {
+    await wakeNoLaterThan(this.ctx.storage, Date.now() + Math.max(0, at - this.now()));
   }
 
   /** Whether the watchdog has nothing due (watchdog.ts): no run or ask in flight, nothing to send again, every connection open, no drops unlogged. */
@@ -501,6 +514,17 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Whether the registry answered that the owner has no account here (and EDGESTR_OWNERS does not list it): the agent is retired (alarm). An account not fetched yet is not a removal. */
   private ownerRemoved(c: StoredAgent): boolean {
     return this.ownerCopy.known && this.ownerState(c) === undefined;
+  }
+
+  /**
+   * Whether the agent publishes its announcements (relay-links.ts): not while its owner is removed
+   * or suspended, so that such an owner gets nothing new published on the public shard (what it
+   * announced before stays; a removed owner's DVMCP announcements are withdrawn). Those due stay
+   * due: sent on the open connections once the owner is back (the admin API's ownerChanged wakes the
+   * watchdog). An account not read yet stops nothing.
+   */
+  private announces(c: StoredAgent): boolean {
+    return !this.ownerRemoved(c) && this.ownerState(c)?.suspended !== true;
   }
 
   /**

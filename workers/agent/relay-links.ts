@@ -3,8 +3,10 @@
 // policy) for others; on each (re)open: NIP-42 AUTH, the subscriptions (prompts, cancels and gift
 // wraps addressed to the agent, DVMCP requests when its DVMCP server is enabled; NIP-AO control
 // frames on the owner's shard), the NIP-AO telemetry emitter, and the agent's ai.info, kind 0,
-// relay list and DVMCP announcements (not while the agent's owner is removed: `announces`). The
-// links may be narrowed to some relays (closeOthers: a removed owner's agent keeps the public
+// relay list and DVMCP announcements (announcements.ts: due on each connection until its relay took
+// them; none sent while the agent's owner is suspended or removed, `announces`, and sent on the open
+// connections once it announces again; one refused for a passing reason is sent again with
+// back-off, `announceDue` from the watchdog). The links may be narrowed to some relays (closeOthers: a removed owner's agent keeps the public
 // shard's only, agent-do.ts). The agent's DVMCP client (for its `dvmcp_servers` tools)
 // runs over the public shard's connection, authenticated as the agent; its gift wraps expire
 // (NIP-40) as the DVMCP answers' do. Events from an external
@@ -45,6 +47,7 @@ import type { McpSessionCache } from '../common/mcp-session-cache.js';
 import { SingleFlight } from '../common/single-flight.js';
 import { TokenBucket } from '../relay-do/rate-limit.js';
 import { DROPS, type DropSummary } from '../common/drop-summary.js';
+import { DueAnnouncements, type Refused } from './announcements.js';
 
 /**
  * Events one external relay may hand the agent: 20 a second sustained, 100 at once. Each costs a
@@ -75,8 +78,12 @@ export interface RelayLinksDeps {
   onRequest(e: NostrEvent, relay: string): Promise<void>;
   /** A NIP-AO control frame for the agent on its owner's shard. */
   onControl(e: NostrEvent): Promise<void>;
-  /** Whether a (re)opened connection publishes the agent's announcements (not while its owner is removed). */
+  /** Whether the agent publishes its announcements now (not while its owner is suspended or removed): while not, they stay due. */
   announces(c: StoredAgent): boolean;
+  /** The agent's clock (ms), for the announcements' retries. */
+  now(): number;
+  /** Announcements refused for a passing reason are due again at `at` (the agent's clock): the watchdog must wake by then. */
+  announceBy(at: number): void;
   /** Where the events an external relay sends past its bucket are counted (DROPS.externalRelay). */
   drops: Pick<DropSummary, 'drop'>;
   /** The agent's MCP sessions and tool lists (ai.info lists the tools from them). */
@@ -105,6 +112,8 @@ export class RelayLinks {
   private readonly limits = new Map<string, TokenBucket>();
   /** Events dropped by those buckets. */
   dropped = 0;
+  /** The announcements due on each connection, by relay URL (announcements.ts). */
+  private readonly due = new Map<string, DueAnnouncements>();
 
   constructor(private readonly deps: RelayLinksDeps) {}
 
@@ -174,6 +183,7 @@ export class RelayLinks {
       if (keep.includes(url)) continue;
       client.close();
       this.clients.delete(url);
+      this.due.delete(url);
       if (this.dvmcp?.relay === client) {
         void this.dvmcp.client.close();
         this.dvmcp = undefined;
@@ -193,6 +203,7 @@ export class RelayLinks {
     this.dvmcp = undefined;
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
+    this.due.clear();
     this.telemetry = undefined;
     this.controlSub = undefined;
   }
@@ -205,8 +216,8 @@ export class RelayLinks {
   /**
    * A connection (re)opened: authenticate first (the relay serves stored prompts and wraps only to
    * their recipient), then subscribe with fresh filters (a reconnect must not resend a stale
-   * `since`, which the relay refuses for NIP-AO control frames), then publish ai.info, kind 0 and
-   * the relay list.
+   * `since`, which the relay refuses for NIP-AO control frames), then publish ai.info, kind 0, the
+   * relay list and the DVMCP announcements (all due on this connection: announce).
    */
   private async onOpen(url: string): Promise<void> {
     const c = this.deps.config();
@@ -228,7 +239,21 @@ export class RelayLinks {
         sign: (t) => signEventWith(t, sk, backend, c.pubkey),
       });
     }
-    if (this.deps.announces(c)) await this.publishInfo(c, client);
+    this.due.set(url, new DueAnnouncements());
+    await this.announce(url, c);
+  }
+
+  /** Sends the announcements due on the open connections whose retry time has come (or held back while the agent did not announce). */
+  async announceDue(c: StoredAgent): Promise<void> {
+    const now = this.deps.now();
+    const ready = [...this.due].filter(([url, due]) => due.ready(now) && this.clients.get(url)?.authenticatedAs !== undefined);
+    await Promise.all(ready.map(([url]) => this.announce(url, c)));
+  }
+
+  /** When the watchdog must wake for an announcement to send again (the earliest after `now`, the agent's clock), if any. */
+  nextAnnouncement(now: number): number | undefined {
+    const at = [...this.due.values()].map((d) => d.nextAfter(now)).filter((t) => t !== undefined);
+    return at.length > 0 ? Math.min(...at) : undefined;
   }
 
   /**
@@ -278,17 +303,48 @@ export class RelayLinks {
     return limit;
   }
 
-  private async publishInfo(c: StoredAgent, client: RelayClient): Promise<void> {
+  /**
+   * Publishes the announcements still due on `url`'s connection, signed now, when the agent
+   * announces and no attempt is in progress there; each refusal is logged and what may pass later
+   * is sent again after a back-off (announcements.ts), the watchdog woken for it (announceBy).
+   */
+  private async announce(url: string, c: StoredAgent): Promise<void> {
+    const due = this.due.get(url);
+    const client = this.clients.get(url);
+    if (!due || !client || due.sending || !this.deps.announces(c)) return;
+    due.sending = true;
+    let outcome: { refused: Refused[] } | { failed: string };
+    try {
+      outcome = { refused: await this.publishInfo(c, client, due) };
+    } catch (e) {
+      // Not built (its tool list) or not signed: every announcement still due.
+      outcome = { failed: errorMessage(e) };
+    } finally {
+      due.sending = false;
+    }
+    // The connection was replaced meanwhile: the new one announces by itself.
+    if (this.due.get(url) !== due) return;
+    const now = this.deps.now();
+    const settled = due.settle(outcome, now, c.pubkey, relayLabel(url));
+    for (const [level, line] of settled.lines) console[level](line);
+    const retry = due.nextAfter(now);
+    if (retry === undefined) this.due.delete(url);
+    else this.deps.announceBy(retry);
+  }
+
+  /** Publishes ai.info, kind 0, the relay list and the DVMCP announcements that `due` still wants on `client`; those refused, with the relay's answer. */
+  private async publishInfo(c: StoredAgent, client: RelayClient, due: DueAnnouncements): Promise<Refused[]> {
     const sk = await this.deps.secretKey();
     const policy = await ownerOutbound(this.deps.env, c.owner, c.origin);
     const tools = await buildToolRunner(toolsConfig(c, (s) => this.deps.mcpHeaders(s)), { webFetch: { policy }, mcp: { policy, sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
-    const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now), ...dvmcpAnnouncements(c)];
+    const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now), ...dvmcpAnnouncements(c)].filter((t) => due.wants(t));
+    const refused: Refused[] = [];
     for (const t of templates) {
       const published = await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });
-      // Not sent again here (the next connect publishes them anew): said, so that an owner can see why an announcement is missing.
-      if (!published.ok) console.error('agent: announcement not accepted', c.pubkey, `kind ${t.kind}`, relayLabel(client.url), published.message);
+      if (!published.ok) refused.push({ template: t, message: published.message });
     }
+    return refused;
   }
 }
