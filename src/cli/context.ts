@@ -63,9 +63,12 @@ export class Context {
     this.io.stderr.write(terminalSafe(text));
   }
 
-  /** Text output, or the object as one JSON line with --json (C1 and U+2028/2029 escaped too). */
+  /**
+   * Text output, or the object as one JSON line with --json (C1 and U+2028/2029 escaped too; an
+   * object nested past what terminalJson prints is a Failure, jsonLine).
+   */
   emit(obj: unknown, text: string): void {
-    if (this.json) this.io.stdout.write(`${terminalJson(obj)}\n`);
+    if (this.json) this.io.stdout.write(`${jsonLine(obj)}\n`);
     else this.out(text.endsWith('\n') || text === '' ? text : `${text}\n`);
   }
 
@@ -98,6 +101,13 @@ export class Context {
     if (r.error.missing && !explicit) return undefined;
     throw new Failure(r.error.missing ? EXIT.CONNECT : EXIT.USAGE, r.error.message);
   }
+}
+
+/** terminalJson's text of `value`, or its refusal (a value nested too deep) as a Failure: exit 5, an answer past a limit. */
+export function jsonLine(value: unknown, space?: number): string {
+  const line = terminalJson(value, space);
+  if (!line.ok) throw new Failure(EXIT.CONNECT, line.error);
+  return line.value;
 }
 
 /** The failure for an HTTP error of the deployment: unreachable and refused auth → 5, bad input → 2. */

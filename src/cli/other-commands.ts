@@ -8,11 +8,12 @@ import { callTool, listTools, lookupServer, payLocalInvoice } from '../client/to
 import type { PaymentRequired } from '../shared/dvmcp.js';
 import { providerLabel, type CatalogServer } from '../shared/dvmcp-discovery.js';
 import { createInterface } from 'node:readline/promises';
+import { MAX_JSON_DEPTH, nestsWithin } from '../shared/json-depth.js';
 import { parsePubkey } from '../shared/keys.js';
 import { keyValues, secondsOption } from './args.js';
 import { dropLine, frameJson, frameLine, gapLine } from './observe-lines.js';
-import { Context, EXIT, Failure, httpFailure } from './context.js';
-import { terminalJson, terminalSafe } from './terminal-safe.js';
+import { Context, EXIT, Failure, httpFailure, jsonLine } from './context.js';
+import { terminalSafe } from './terminal-safe.js';
 
 /** A stranger's value shown within one line (a name, a price): newlines escaped too. */
 const oneLine = (text: string): string => terminalSafe(text, { singleLine: true });
@@ -153,16 +154,28 @@ export async function callCommand(ctx: Context, args: string[]): Promise<number>
     ctx.err(`error ${r.error.kind}: ${r.error.message}${declined}\n`);
     return code;
   }
+  // Shown only within MAX_JSON_DEPTH (a deeper result would throw in JSON.stringify, below or in --json).
+  if (!nestsWithin(r.value)) throw new Failure(EXIT.CONNECT, `the result of ${tool} on ${server.id} nests deeper than ${MAX_JSON_DEPTH} levels, this client's limit`);
   const content = (r.value.content as Array<{ type?: string; text?: string }> | undefined) ?? [];
   const text = content.filter((c) => c.type === 'text').map((c) => c.text ?? '').join('\n');
   ctx.emit(r.value, text || JSON.stringify(r.value));
   return r.value.isError === true ? EXIT.AGENT_ERROR : EXIT.OK;
 }
 
+/**
+ * The most characters of compact JSON `relay info` prints pretty: the pretty form adds a line and
+ * its indentation per value (up to 2 × MAX_JSON_DEPTH spaces), so a larger document is printed compact.
+ */
+const PRETTY_MAX_CHARS = 65_536;
+
 export async function relayInfoCommand(ctx: Context, args: string[]): Promise<number> {
   const url = args[0] ?? ctx.url;
   const info = await relayInfo(url);
   if (!info.ok) throw httpFailure(info.error, `relay info ${url}`);
-  ctx.out(ctx.json ? `${terminalJson(info.value)}\n` : `${terminalJson(info.value, 2)}\n`);
+  if (!nestsWithin(info.value)) throw new Failure(EXIT.CONNECT, `relay info ${url}: the NIP-11 document nests deeper than ${MAX_JSON_DEPTH} levels, this client's limit`);
+  const compact = jsonLine(info.value);
+  const pretty = !ctx.json && compact.length <= PRETTY_MAX_CHARS;
+  if (!ctx.json && !pretty) ctx.err(`[the NIP-11 document is ${compact.length} characters of JSON, over ${PRETTY_MAX_CHARS}: printed compact]\n`);
+  ctx.out(`${pretty ? jsonLine(info.value, 2) : compact}\n`);
   return EXIT.OK;
 }

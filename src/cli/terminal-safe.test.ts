@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { terminalJson, terminalSafe } from './terminal-safe.js';
+import { MAX_PRINTED_DEPTH, terminalJson, terminalSafe } from './terminal-safe.js';
 
 describe('terminalSafe', () => {
   it.each([
@@ -42,8 +42,15 @@ describe('terminalJson', () => {
   it('escapes C0 (JSON.stringify), DEL, C1, U+2028/2029 and the bidirectional controls, and parses back to the same value', () => {
     const value = { text: '\x1b]0;t\x07 \x7f \u009b2J \u2028 \u2029 \u202e \u2066 \r\n é', n: 1 };
     const line = terminalJson(value);
-    expect(line).toBe(String.raw`{"text":"\u001b]0;t\u0007 \u007f \u009b2J \u2028 \u2029 \u202e \u2066 \r\n é","n":1}`);
-    expect(JSON.parse(line)).toEqual(value);
-    expect(terminalJson({ a: '\u0085' }, 2)).toBe('{\n  "a": "\\u0085"\n}');
+    expect(line).toEqual({ ok: true, value: String.raw`{"text":"\u001b]0;t\u0007 \u007f \u009b2J \u2028 \u2029 \u202e \u2066 \r\n é","n":1}` });
+    expect(line.ok && JSON.parse(line.value)).toEqual(value);
+    expect(terminalJson({ a: '\u0085' }, 2)).toEqual({ ok: true, value: '{\n  "a": "\\u0085"\n}' });
+  });
+
+  it(`refuses a value nested deeper than ${MAX_PRINTED_DEPTH} levels (JSON.stringify would throw at 6,000) instead of throwing`, () => {
+    const nested = (n: number): unknown => JSON.parse(`${'['.repeat(n)}${']'.repeat(n)}`);
+    expect(terminalJson({ a: nested(MAX_PRINTED_DEPTH - 1) }).ok).toBe(true);
+    expect(terminalJson({ a: nested(MAX_PRINTED_DEPTH) })).toEqual({ ok: false, error: "the answer nests deeper than 128 levels, this client's limit" });
+    expect(terminalJson(nested(6000), 2)).toEqual({ ok: false, error: "the answer nests deeper than 128 levels, this client's limit" });
   });
 });

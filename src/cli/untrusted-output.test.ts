@@ -261,3 +261,121 @@ describe("ask prints the agent's answer, not the stream", () => {
     expect(r.stderr).not.toContain('late');
   });
 });
+
+// JSON that nests too deep for JSON.stringify (a RangeError past a few thousand levels) comes from
+// strangers too: a DVMCP announcement's inputSchema, a server's result, a relay's NIP-11 document.
+// Each is written here as text (JSON.parse reads it; JSON.stringify of it would throw).
+describe('JSON from strangers that nests 6,000 levels deep', () => {
+  /** `[` 6,000 times, then `]` as often: 12,000 bytes, under every size bound. */
+  const DEEP = `${'['.repeat(6000)}${']'.repeat(6000)}`;
+  const stranger = generateSecretKey();
+  let deep: FakeRelay;
+
+  beforeAll(async () => {
+    deep = await fakeRelay({
+      onEvent: (e, r) => {
+        if (e.kind !== KIND.DVMCP_REQUEST) return;
+        const to = [['p', e.pubkey], ['e', e.id]];
+        r.deliver(sign(stranger, KIND.DVMCP_RESPONSE, to, `{"content":[],"structuredContent":{"x":${DEEP}}}`));
+      },
+      onHttp: (req, res) => {
+        const body = req.url === '/deep' ? `{"name":"deep","x":${DEEP}}` : req.url === '/large' ? JSON.stringify({ name: 'large', x: Array.from({ length: 20_000 }, (_, i) => [i]) }) : '{}';
+        res.writeHead(200, { 'content-type': 'application/nostr+json' }).end(body);
+      },
+    });
+    deep.stored.push(
+      sign(stranger, KIND.DVMCP_SERVER, [['d', 'nest']], JSON.stringify({ capabilities: { tools: {} } })),
+      sign(stranger, KIND.DVMCP_TOOLS, [['d', 'nest/tools/list'], ['s', 'nest']], `{"tools":[{"name":"deep","inputSchema":{"type":"object","properties":{"x":{"default":${DEEP}}}}},{"name":"flat","inputSchema":{"type":"object"}}]}`),
+      sign(stranger, KIND.DVMCP_SERVER, [['d', 'deepinfo']], `{"capabilities":{"tools":{}},"serverInfo":{"name":"s","x":${DEEP}}}`),
+    );
+  });
+  afterAll(() => deep.close());
+
+  it('tools --json: exit 0, the tool that nests too deep left out (its server and the other tool kept), and the server that does', async () => {
+    const r = await run(['tools', '--url', deep.url, '--json']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const servers = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string; tools: Array<{ name: string }> });
+    expect(servers.map((s) => [s.id, s.tools.map((t) => t.name)])).toEqual([['nest', ['flat']]]);
+  });
+
+  it("call: a server's result that nests too deep is an error (exit 5), not a crash, in text and --json", async () => {
+    for (const json of [[], ['--json']]) {
+      const r = await run(['call', 'nest', 'flat', '--url', deep.url, ...json]);
+      expect(r.code).toBe(5);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(/^\[calling flat on nest, provider npub1\S+ \(not one of this deployment's bridges\)\]\nedgestr: the result of flat on nest nests deeper than 64 levels, this client's limit\n$/);
+    }
+  });
+
+  it('relay info: a NIP-11 document that nests too deep is refused (exit 5), in text and --json', async () => {
+    for (const json of [[], ['--json']]) {
+      const r = await run(['relay', 'info', `${deep.url}/deep`, ...json]);
+      expect(r.code).toBe(5);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(`edgestr: relay info ${deep.url}/deep: the NIP-11 document nests deeper than 64 levels, this client's limit\n`);
+    }
+  });
+
+  it('relay info: a document over 64 KiB is printed compact, on one line, with a note (its pretty form is not built)', async () => {
+    const r = await run(['relay', 'info', `${deep.url}/large`]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split('\n')).toHaveLength(2);
+    expect(JSON.parse(r.stdout)).toMatchObject({ name: 'large' });
+    expect(r.stderr).toMatch(/^\[the NIP-11 document is \d+ characters of JSON, over 65536: printed compact\]\n$/);
+    const small = await run(['relay', 'info', deep.url]);
+    expect(small).toEqual({ code: 0, stdout: '{}\n', stderr: '' });
+  });
+});
+
+// A stranger's agent chooses the relay `ask` talks to it on (its relay list, kind 10002): one that
+// never answers the conversation's subscription, one that ends it after its EOSE, one on a
+// link-local address. `ask` fails with the reason (exit 5) instead of waiting for ever, or of
+// dialling it. (--url is the fake relay on 127.0.0.1: a local deployment, so only link-local and
+// the like are refused; src/client/agents.test.ts has the public deployment's choices.)
+describe("ask: a hostile agent's relay", () => {
+  const hostile = generateSecretKey();
+  const hostilePk = getPublicKey(hostile);
+  const shardOf = (r: FakeRelay): string => `ws://127.0.0.1:${new URL(r.url).port}/r/${hostilePk}`;
+  const listing = (url: string): NostrEvent => sign(hostile, KIND.RELAY_LIST, [['r', url]], '');
+  const isRunReq = (filters: Array<{ kinds?: number[] }>): boolean => filters.some((f) => f.kinds?.includes(KIND.AI_RESPONSE) === true);
+
+  it('no EOSE for the REQ of the conversation: exit 5 after 10 s, not waiting for ever (--timeout 2 is for the answer)', async () => {
+    const silent = await fakeRelay({ ignoreReq: isRunReq });
+    silent.stored.push(listing(shardOf(silent)));
+    try {
+      const started = Date.now();
+      const r = await run(['ask', hostilePk, 'hello', '--url', silent.url, '--timeout', '2']);
+      expect(r).toEqual({ code: 5, stdout: '', stderr: `edgestr: subscription refused by ${shardOf(silent)}: no EOSE within 10000 ms\n` });
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      await silent.close();
+    }
+  }, 30_000);
+
+  it("CLOSED after the EOSE (blocked: …): exit 5 at once with the relay's words, escaped", async () => {
+    const closing = await fakeRelay({ closeOnEvent: (e) => (e.kind === KIND.AI_PROMPT ? `blocked: ${EVIL}` : undefined) });
+    closing.stored.push(listing(shardOf(closing)));
+    try {
+      const started = Date.now();
+      const r = await run(['ask', hostilePk, 'hello', '--url', closing.url]);
+      expect(r).toEqual({ code: 5, stdout: '', stderr: `edgestr: subscription closed by ${shardOf(closing)}: blocked: ${SHOWN}\n` });
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await closing.close();
+    }
+  });
+
+  it('a relay list naming a link-local address (the cloud metadata one): exit 5, not dialled', async () => {
+    const lister = await fakeRelay();
+    lister.stored.push(listing(`ws://169.254.169.254/r/${hostilePk}`));
+    try {
+      const started = Date.now();
+      const r = await run(['ask', hostilePk, 'hello', '--url', lister.url]);
+      expect(r).toEqual({ code: 5, stdout: '', stderr: `edgestr: the agent's relay ws://169.254.169.254/r/${hostilePk} is not dialled: 169.254.169.254 is a link-local address\n` });
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await lister.close();
+    }
+  });
+});

@@ -1,11 +1,12 @@
 // DVMCP discovery (dvmcp-discovery.ts): the catalog rules — newest event per address, malformed
 // content, bad server ids, bad items and orphan lists skipped, resources vs templates by content
-// key, prices from cap tags, size bounds, preferred providers first.
+// key, prices from cap tags, size and depth bounds, preferred providers first.
 import { describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { buildCatalog } from './dvmcp-discovery.js';
 import { LISTS, listAnnouncement, serverAnnouncement } from './dvmcp.js';
 import type { NostrEvent } from './event.js';
+import { MAX_JSON_DEPTH } from './json-depth.js';
 
 const sk = generateSecretKey();
 const at = (t: { kind: number; tags: string[][]; content: string }, created_at: number): NostrEvent => finalizeEvent({ ...t, created_at }, sk);
@@ -78,5 +79,26 @@ describe('buildCatalog', () => {
     const server = at(serverAnnouncement({ id: 'a', encryption: false }, init), 200);
     const huge = at({ kind: 31317, tags: [['d', 'a/tools/list'], ['s', 'a']], content: JSON.stringify({ tools: [{ name: 'x', inputSchema: {}, description: 'y'.repeat(300_000) }] }) }, 200);
     expect(buildCatalog([server, huge]).servers[0]!.tools).toEqual([]);
+  });
+
+  it(`skips items, and servers, that nest deeper than ${MAX_JSON_DEPTH} levels (6,000 levels: 12 KB that JSON.stringify cannot write)`, () => {
+    const nest = (n: number): string => `${'['.repeat(n)}${']'.repeat(n)}`;
+    // An item is 1 level and its member `x`, 63 arrays nested, levels 2 to 64: the deepest kept.
+    const item = (name: string, n: number, extra: string): string => `{"name":"${name}",${extra},"x":${nest(n)}}`;
+    const lists = [
+      [TOOLS, '"inputSchema":{}'],
+      [RESOURCES, '"uri":"test://r"'],
+      [TEMPLATES, '"uriTemplate":"test://r/{id}"'],
+      [PROMPTS, '"arguments":[]'],
+    ] as const;
+    const server = at(serverAnnouncement({ id: 'a', encryption: false }, init), 200);
+    const events = lists.map(([list, extra]) =>
+      at({ kind: list.kind, tags: [['d', `a/${list.key}`], ['s', 'a']], content: `{"${list.key}":[${item('deep', 6000, extra)},${item('deepest kept', 63, extra)},${item('one too deep', 64, extra)}]}` }, 200),
+    );
+    const s = buildCatalog([server, ...events]).servers[0]!;
+    for (const items of [s.tools, s.resources, s.resourceTemplates, s.prompts]) expect(items.map((i) => i.name)).toEqual(['deepest kept']);
+    const deepServer = at({ kind: 31316, tags: [['d', 'b']], content: `{"capabilities":{"tools":{}},"serverInfo":{"name":"s","x":${nest(6000)}}}` }, 200);
+    expect(buildCatalog([server, deepServer]).servers.map((x) => x.id)).toEqual(['a']);
+    expect(() => JSON.stringify(buildCatalog([server, deepServer, ...events]))).not.toThrow();
   });
 });

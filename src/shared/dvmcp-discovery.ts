@@ -5,7 +5,9 @@
 // its content key. The newest event per address (kind, author, d) wins (equal times: lowest id).
 // Prices come from `["cap", name, price, unit]` tags (matched by name, or by uri for resources).
 // Bounded: events with content over MAX_CONTENT_CHARS, malformed content and malformed items are
-// skipped; at most `maxServers` servers and `maxItems` items per list are kept. Lists without a
+// skipped, so are items and server announcements that nest deeper than MAX_JSON_DEPTH (json-depth.ts:
+// an inputSchema of 6,000 `[` is 12 KB that JSON.stringify cannot write, and every reader of the
+// catalog writes it: the CLI's `tools --json`, the /mcp gateway's tools/list); at most `maxServers` servers and `maxItems` items per list are kept. Lists without a
 // server announcement are dropped (a server is only listed once it announced itself).
 // Anyone may announce, so a reader may name `preferred` providers (e.g. the bridges of its own
 // deployment): their servers are read by their own queries and listed first, marked `preferred`,
@@ -22,6 +24,7 @@ import { err, ok, type Result } from './errors.js';
 import { checkIdAndSignature, type NostrEvent } from './event.js';
 import type { Filter } from './filters.js';
 import { isHex64 } from './hex.js';
+import { nestsWithin } from './json-depth.js';
 import { toNpub } from './keys.js';
 import { KIND } from './kinds.js';
 import type { RelayClient } from './relay-client.js';
@@ -112,12 +115,13 @@ function pricesOf(e: NostrEvent): Map<string, Price> {
   return prices;
 }
 
-/** The valid items of `raw` (an array), priced, at most `max`. */
+/** The valid items of `raw` (an array) within MAX_JSON_DEPTH, priced, at most `max`. */
 function itemsOf<T extends { name: string; uri?: unknown }>(raw: unknown, schema: z.ZodType<T>, prices: Map<string, Price>, max: number): Array<T & { price?: Price }> {
   if (!Array.isArray(raw)) return [];
   const out: Array<T & { price?: Price }> = [];
   for (const item of raw) {
     if (out.length >= max) break;
+    if (!nestsWithin(item)) continue;
     const parsed = schema.safeParse(item);
     if (!parsed.success) continue;
     const v = parsed.data;
@@ -130,7 +134,9 @@ function itemsOf<T extends { name: string; uri?: unknown }>(raw: unknown, schema
 function serverOf(e: NostrEvent): CatalogServer | undefined {
   const id = dOf(e);
   if (!SERVER_ID.test(id)) return undefined;
-  const content = ServerContent.safeParse(jsonObject(e.content));
+  const raw = jsonObject(e.content);
+  if (!nestsWithin(raw)) return undefined;
+  const content = ServerContent.safeParse(raw);
   if (!content.success) return undefined;
   const c = content.data;
   const server: CatalogServer = {
