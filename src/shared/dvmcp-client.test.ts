@@ -1,9 +1,15 @@
 // The pure parts of the DVMCP client: spendCap (cumulative, reserved before paying, released when
-// a payment fails) and the client-side message shapes of dvmcp.ts (request, cancel, payment-required).
-import { describe, expect, it } from 'vitest';
-import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import { spendCap } from './dvmcp-client.js';
+// a payment fails) and the client-side message shapes of dvmcp.ts (request, cancel, payment-required);
+// and its warnings, which quote a relay's words, against a fake relay (test/helpers-node/fake-relay.ts).
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { fakeRelay } from '../../test/helpers-node/fake-relay.js';
+import { relayClient } from '../client/relay.js';
+import { DvmcpClient, spendCap } from './dvmcp-client.js';
 import { cancelTemplate, parseMessage, parsePaymentRequired, paymentRequiredTemplate, requestTemplate } from './dvmcp.js';
+import { KIND } from './kinds.js';
+import { ConversationKeyCache } from './nip44.js';
+import { nobleVerifier } from './verify.js';
 
 const provider = getPublicKey(generateSecretKey());
 const ask = (sats: number) => ({ sats, invoice: `lnbc${sats}`, target: { provider }, method: 'tools/call' });
@@ -70,5 +76,35 @@ describe('client message shapes', () => {
     expect(ask('1', 'lnbc20n1x')).toEqual({ ok: false, error: { sats: 1, invoice: 'lnbc20n1x', reason: 'its invoice asks 2 sats, not the 1 stated' } });
     expect(ask('21', 'lnbc1x')).toEqual({ ok: false, error: { sats: 21, invoice: 'lnbc1x', reason: 'its invoice cannot be paid (the invoice has no amount)' } });
     expect(ask('21', 'lnbcrt210n1edgestrdevx')).toEqual({ ok: true, value: { sats: 21, invoice: 'lnbcrt210n1edgestrdevx' } });
+  });
+});
+
+describe("the client's warnings quote a relay's words with their control characters escaped", () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it('a CLOSED of its subscription by request id, and an OK false of its cancel, carrying OSC 52, CSI 2J (also the C1 CSI) and a CRLF', async () => {
+    const EVIL = '\x1b]52;c;Y3VybCBldmlsfHNo\x07\x1b[2J\u009b2J\r\nnext line';
+    const relay = await fakeRelay({
+      refuseReq: (filters) => (filters.some((f) => f['#e'] !== undefined) ? `blocked: ${EVIL}` : undefined),
+      refuseEvent: (e) => (e.kind === KIND.DVMCP_NOTIFICATION ? `blocked: ${EVIL}` : undefined),
+    });
+    const warnings: string[] = [];
+    vi.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => void warnings.push(args.map(String).join(' ')));
+    const sk = generateSecretKey();
+    const socket = relayClient(relay.url.replace(/^http/, 'ws'), { sk, pk: getPublicKey(sk) });
+    const client = new DvmcpClient({ relays: socket, secretKey: sk, keys: new ConversationKeyCache(4), sign: async (t) => finalizeEvent(t, sk), verifier: nobleVerifier, subscribeTimeoutMs: 2_000 });
+    try {
+      const r = client.request({ provider: getPublicKey(generateSecretKey()), serverId: 'srv', encrypt: false }, 'tools/call', { name: 'x' }, { timeoutMs: 10_000 });
+      await vi.waitFor(() => expect(warnings).toHaveLength(1));
+      await client.close(); // the waiting request is cancelled: its notifications/cancel is refused
+      expect(await r).toMatchObject({ ok: false, error: { kind: 'cancelled' } });
+      const shown = String.raw`blocked: \u001b]52;c;Y3VybCBldmlsfHNo\u0007\u001b[2J\u009b2J\u000d\u000anext line`;
+      expect(warnings).toContain(`dvmcp-client: ${socket.url} refused the subscription to answers by request id: ${shown}`);
+      expect(warnings.some((w) => w.endsWith(` not delivered: ${socket.url}: ${shown}`))).toBe(true);
+      for (const w of warnings) expect(w).not.toMatch(/[\x00-\x1f\x7f-\x9f]/);
+    } finally {
+      socket.close();
+      await relay.close();
+    }
   });
 });

@@ -42,7 +42,10 @@
 //   spendCap(maxSats) is a handler that declines once the cumulative total would exceed the cap.
 // - Aborting the signal sends notifications/cancel (21316, `e` = request id, `s`, `p` = provider, in
 //   the request's form) and ends the request with "cancelled".
-// Failures are values (DvmcpFailure). At most `maxPending` requests wait at once.
+// Failures are values (DvmcpFailure). At most `maxPending` requests wait at once. Warnings (a relay
+// refused a subscription or a cancel, a caller's handler threw) go to console.warn on one line, with
+// the control characters of the relay's words shown as escapes (visible-controls.ts): a program
+// using the library, or a Worker's log, gets no escape sequence of a relay's.
 
 import { getPublicKey } from 'nostr-tools/pure';
 import { cancelTemplate, parsePaymentRequired, parseResponse, requestTemplate, type Incoming, type PaymentRequired } from './dvmcp.js';
@@ -59,6 +62,10 @@ import { WRAP_LOOKBACK_SECONDS } from './nip59.js';
 import type { Filter } from './filters.js';
 import { RelayClient, type EventTemplate, type Subscription } from './relay-client.js';
 import type { SchnorrVerifier } from './verify.js';
+import { visibleControls } from './visible-controls.js';
+
+/** A warning on console.warn, on one line and with control characters shown as escapes (it quotes relays). */
+const warn = (text: string): void => console.warn(visibleControls(`dvmcp-client: ${text}`, { singleLine: true }));
 
 /** Which server a request goes to. */
 export interface DvmcpTarget {
@@ -325,9 +332,9 @@ export class DvmcpClient {
     const sent: Promise<void> = event
       .then((e) => this.#publish(e))
       .then((r) => {
-        if (!r.ok) console.warn(`dvmcp-client: cancel of ${requestId} not delivered: ${r.error}`);
+        if (!r.ok) warn(`cancel of ${requestId} not delivered: ${r.error}`);
       })
-      .catch((e: unknown) => console.warn(`dvmcp-client: cancel of ${requestId} failed: ${errorMessage(e)}`))
+      .catch((e: unknown) => warn(`cancel of ${requestId} failed: ${errorMessage(e)}`))
       .finally(() => this.#cancelling.delete(sent));
     this.#cancelling.add(sent);
   }
@@ -404,7 +411,7 @@ export class DvmcpClient {
           filter: () => this.#byRequestFilter(since),
           onEvent: (e) => this.#onPlain(e),
           // Refused (e.g. the relay's subscription cap): answers that carry `p` still arrive on `plain`.
-          onRefused: (m) => console.warn(`dvmcp-client: ${relay.url} refused the subscription to answers by request id: ${m}`),
+          onRefused: (m) => warn(`${relay.url} refused the subscription to answers by request id: ${m}`),
           timeoutMs: this.#o.subscribeTimeoutMs ?? DVMCP_CLIENT_DEFAULTS.subscribeTimeoutMs,
         }),
       };
@@ -479,7 +486,7 @@ export class DvmcpClient {
     try {
       onProgress(note.params);
     } catch (e) {
-      console.warn(`dvmcp-client: onProgress threw: ${errorMessage(e)}`);
+      warn(`onProgress threw: ${errorMessage(e)}`);
     }
   }
 
@@ -493,7 +500,7 @@ export class DvmcpClient {
       try {
         paid = await handler({ ...payment, target: pending.target, method: pending.method });
       } catch (e) {
-        console.warn(`dvmcp-client: payment handler failed: ${errorMessage(e)}`);
+        warn(`payment handler failed: ${errorMessage(e)}`);
       }
     }
     if (paid) {
