@@ -5,6 +5,7 @@
 // MUST be taken from ai.response text, not from the delta stream"): the rest of it when the stream
 // was its beginning, else (a delta lost, an answer cut to fit an event) a note on stderr and all of it.
 // Ctrl-C (SIGINT) cancels the running turn with a 25806; in chat, Ctrl-D (end of input) leaves.
+// A turn whose relay ended its subscription for good ends at once with the relay's words (exit 5).
 import { createInterface } from 'node:readline';
 import { bytesToHex } from '../shared/hex.js';
 import { findAgent } from '../client/agents.js';
@@ -100,6 +101,10 @@ function finish(ctx: Context, runId: string, outcome: RunOutcome, streamed: stri
       if (streamed && !ctx.json) ctx.out(`${tail}\n`);
       ctx.err(`timed out after ${timeoutMs / 1000} s waiting for the agent's answer\n`);
       return EXIT.TIMEOUT;
+    case 'closed':
+      if (streamed && !ctx.json) ctx.out(`${tail}\n`);
+      ctx.err(`edgestr: ${outcome.message}\n`);
+      return EXIT.CONNECT;
   }
 }
 

@@ -203,3 +203,74 @@ describe('AgentConversation: events after the terminal', () => {
     expect(seen).toEqual(['delta 0 The answer ']);
   });
 });
+
+// A hostile relay (one a stranger's agent names in its relay list) holds the conversation's
+// subscription without ever answering it, or ends it after its EOSE: opening and prompting fail
+// with the reason instead of waiting for ever, and a run the relay stopped serving ends at once.
+describe('AgentConversation: a relay that never answers the subscription, or ends it', () => {
+  const isWraps = (filters: { kinds?: number[] }[]): boolean => filters.some((f) => f.kinds?.includes(KIND.GIFT_WRAP) === true);
+  const wsOf = (r: FakeRelay): string => r.url.replace(/^http/, 'ws');
+
+  it('no EOSE for the REQ of the run kinds: open fails after its timeout, naming the relay', async () => {
+    relay = await fakeRelay({ ignoreReq: () => true });
+    const started = Date.now();
+    const opened = await AgentConversation.open(wsOf(relay), agent.pk, user, { timeoutMs: 1_000 });
+    expect(opened).toEqual({ ok: false, error: `subscription refused by ${wsOf(relay)}: no EOSE within 1000 ms` });
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+
+  it('no EOSE for the gift wraps REQ: the wrapped prompt fails within its timeout, and the next one subscribes again', async () => {
+    let wrapReqs = 0;
+    relay = await fakeRelay({
+      ignoreReq: (filters) => isWraps(filters) && ++wrapReqs === 1,
+      onEvent: (e, r) => {
+        const u = unwrap(e, agent.sk, cache, nobleVerifier);
+        if (!u.ok || u.value.rumor.kind !== KIND.AI_PROMPT) return;
+        const prompt = u.value.rumor;
+        const content = encrypt(JSON.stringify({ ver: NIPXX_VERSION, text: 'wrapped answer' }), cache.get(agent.sk, prompt.pubkey));
+        const rumor = makeRumor({ kind: KIND.AI_RESPONSE, created_at: Math.floor(Date.now() / 1000), tags: [['p', prompt.pubkey], ['e', prompt.id, '', 'root']], content, pubkey: agent.pk });
+        r.deliver(giftWrap(rumor, agent.sk, prompt.pubkey, cache));
+      },
+    });
+    const opened = await AgentConversation.open(wsOf(relay), agent.pk, user);
+    if (!opened.ok) throw new Error(opened.error);
+    conv = opened.value;
+    const started = Date.now();
+    expect(await conv.prompt('hello', { wrap: true, timeoutMs: 1_000 })).toEqual({ ok: false, error: `subscription refused by ${wsOf(relay)}: no EOSE within 1000 ms` });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    const run = await conv.prompt('hello', { wrap: true, timeoutMs: 5_000 });
+    if (!run.ok) throw new Error(run.error);
+    expect(await run.value.done).toEqual({ kind: 'response', text: 'wrapped answer' });
+    expect(wrapReqs).toBe(2);
+  });
+
+  it('CLOSED "blocked: x" after the EOSE: the waiting run ends at once with the relay\'s message, and a later prompt fails with it', async () => {
+    relay = await fakeRelay({ closeOnEvent: (e) => (e.kind === KIND.AI_PROMPT ? 'blocked: x' : undefined) });
+    const opened = await AgentConversation.open(wsOf(relay), agent.pk, user);
+    if (!opened.ok) throw new Error(opened.error);
+    conv = opened.value;
+    const started = Date.now();
+    const run = await conv.prompt('hello', { timeoutMs: 30_000 });
+    if (!run.ok) throw new Error(run.error);
+    expect(await run.value.done).toEqual({ kind: 'closed', message: `subscription closed by ${wsOf(relay)}: blocked: x` });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(await conv.prompt('again', { timeoutMs: 30_000 })).toEqual({ ok: false, error: `subscription closed by ${wsOf(relay)}: blocked: x` });
+  });
+
+  it('CLOSED "rate-limited: …" after the EOSE: the subscription is sent again after a pause and the answer stored meanwhile is heard', async () => {
+    let closes = 0;
+    relay = await fakeRelay({
+      closeOnEvent: (e) => (e.kind === KIND.AI_PROMPT && ++closes === 1 ? 'rate-limited: too many live events for your address (50 per second); subscribe again later' : undefined),
+      onEvent: (e, r) => {
+        if (e.kind === KIND.AI_PROMPT) r.deliver(response(e, 'stored while closed', Math.floor(Date.now() / 1000)), true);
+      },
+    });
+    const opened = await AgentConversation.open(wsOf(relay), agent.pk, user);
+    if (!opened.ok) throw new Error(opened.error);
+    conv = opened.value;
+    const run = await conv.prompt('hello', { timeoutMs: 10_000 });
+    if (!run.ok) throw new Error(run.error);
+    expect(await run.value.done).toEqual({ kind: 'response', text: 'stored while closed' });
+    expect(closes).toBe(1);
+  });
+});

@@ -20,9 +20,20 @@
 // - Deltas are put in order by DeltaOrder (src/shared/delta-order.ts): at most MAX_EARLY_DELTAS
 //   wait for an earlier one, at most MAX_RUN_OUTPUT_CHARS characters in all.
 // - `problems` keeps the newest MAX_PROBLEMS_KEPT; `problemCount` counts them all.
+// - A relay cannot hold the conversation for ever (it is the one the agent's relay list names,
+//   which a stranger's agent chooses): each subscription (the run kinds at open, the gift wraps at
+//   the first wrapped prompt) waits for its EOSE at most OPEN_STEP_MS (open's `timeoutMs`, for a
+//   wrapped prompt at most its own), then is closed and fails: "subscription refused by <url>: no
+//   EOSE within 10000 ms" (a failed gift wrap subscription is asked again at the next wrapped
+//   prompt). A CLOSED after the EOSE for a passing reason (`rate-limited:`, `error:`) sends the
+//   subscription again after the relay client's backoff, from the oldest waiting run's prompt on
+//   (its stored terminal is heard); any other ends the runs it served at once ({ kind: 'closed' },
+//   "subscription closed by <url>: <the relay's message>"), and a closed run-kinds subscription
+//   fails every later prompt with that message.
 import { finalizeEvent } from 'nostr-tools/pure';
 import { DeltaOrder } from '../shared/delta-order.js';
 import type { NostrEvent } from '../shared/event.js';
+import type { Filter } from '../shared/filters.js';
 import { err, errorMessage, ok, type Result } from '../shared/errors.js';
 import { KIND } from '../shared/kinds.js';
 import { LruMap } from '../shared/lru.js';
@@ -39,7 +50,9 @@ export type ToolCall = ReturnType<typeof ToolCallSchema.parse>;
 export type RunOutcome =
   | { kind: 'response'; text: string; usage?: { input_tokens: number; output_tokens: number } }
   | { kind: 'error'; code: string; message: string }
-  | { kind: 'timeout' };
+  | { kind: 'timeout' }
+  /** The relay ended the subscription the run's answers come on, for good: "subscription closed by <url>: <its message>". */
+  | { kind: 'closed'; message: string };
 
 export interface RunHandlers {
   onDelta?: (text: string, seq: number) => void;
@@ -65,6 +78,11 @@ export interface RunHandle {
   readonly done: Promise<RunOutcome>;
 }
 
+export interface OpenOptions {
+  /** How long each step of opening may wait: the connection, AUTH, the subscription's EOSE (default OPEN_STEP_MS). */
+  timeoutMs?: number;
+}
+
 interface Opened {
   /** The event's id and created_at (the rumor's when gift-wrapped). */
   id: string;
@@ -77,6 +95,8 @@ interface ActiveRun {
   handlers: RunHandlers;
   /** The prompt was gift-wrapped: the answers come wrapped. */
   wrapped: boolean;
+  /** The prompt's created_at. */
+  createdAt: number;
   deltas: DeltaOrder;
   /** The terminal kept so far and the timer that settles the run with it. */
   terminal?: { id: string; createdAt: number; outcome: RunOutcome };
@@ -88,6 +108,8 @@ interface ActiveRun {
 export const TERMINAL_SETTLE_MS = 300;
 /** Problems kept in `problems` (the newest). */
 export const MAX_PROBLEMS_KEPT = 20;
+/** How long each step of opening waits by default (as the relay client's connect and AUTH), in ms. */
+export const OPEN_STEP_MS = 10_000;
 /** Gift wrap ids remembered as looked at. */
 const SEEN_WRAPS = 8192;
 
@@ -102,29 +124,42 @@ export class AgentConversation {
   readonly problems: string[] = [];
   #problemCount = 0;
   readonly #seenWraps = new LruMap<string, true>(SEEN_WRAPS);
-  /** The subscription to gift wraps, made at the first wrapped prompt. */
+  /** The subscription to gift wraps, made at the first wrapped prompt (again after it failed or was closed). */
   #wraps: Promise<Result<true, string>> | undefined;
+  /** Why the relay ended the run-kinds subscription for good: every later prompt fails with it. */
+  #closed: string | undefined;
 
   private constructor(
     readonly relay: RelayClient,
     readonly key: KeyPair,
     readonly agent: string,
+    private readonly stepMs: number,
   ) {}
 
   /** Connects to `relayUrl`, authenticates as `key` and subscribes to what `agent` sends it. */
-  static async open(relayUrl: string, agent: string, key: KeyPair): Promise<Result<AgentConversation, string>> {
+  static async open(relayUrl: string, agent: string, key: KeyPair, opts: OpenOptions = {}): Promise<Result<AgentConversation, string>> {
+    const stepMs = opts.timeoutMs ?? OPEN_STEP_MS;
     const relay = relayClient(relayUrl, key, { reconnect: true });
-    const c = new AgentConversation(relay, key, agent);
+    const c = new AgentConversation(relay, key, agent, stepMs);
     const fail = (message: string): Result<never, string> => {
       relay.close();
       return err(message);
     };
-    const connected = await relay.connect();
+    const connected = await relay.connect({ timeoutMs: stepMs });
     if (!connected.ok) return fail(`cannot connect to ${relayUrl}: ${connected.message}`);
-    const authed = await relay.authenticate();
+    const authed = await relay.authenticate({ timeoutMs: stepMs });
     if (!authed.ok) return fail(`authentication refused by ${relayUrl}: ${authed.message}`);
-    const subscribed = await c.#subscribe({ kinds: RUN_KINDS, '#p': [key.pk], authors: [agent], since: nowSeconds() - 5 });
-    if (!subscribed.ok) return fail(`subscription refused by ${relayUrl}: ${subscribed.error}`);
+    const filter = (since: number): Filter => ({ kinds: RUN_KINDS, '#p': [key.pk], authors: [agent], since });
+    const subscribed = await c.#subscribe({
+      filter: filter(nowSeconds() - 5),
+      again: () => filter(c.#oldestWaiting(false) - 5),
+      waitMs: stepMs,
+      onGone: (message) => {
+        c.#closed = message;
+        c.#endRuns(false, message);
+      },
+    });
+    if (!subscribed.ok) return fail(subscribed.error);
     return ok(c);
   }
 
@@ -139,23 +174,68 @@ export class AgentConversation {
     if (this.problems.length > MAX_PROBLEMS_KEPT) this.problems.shift();
   }
 
-  #subscribe(filter: Parameters<RelayClient['subscribe']>[0][number], verify?: (e: NostrEvent) => boolean): Promise<Result<true, string>> {
+  /**
+   * Subscribes to `filter`, resolving at its EOSE, or with the reason ("subscription refused by
+   * <url>: …") at a CLOSED or when no EOSE came within `waitMs` (the subscription is closed then).
+   * Once confirmed, a CLOSED for a passing reason sends it again with `again()` (the relay client's
+   * backoff), any other calls `onGone` with "subscription closed by <url>: <message>".
+   */
+  #subscribe(s: { filter: Filter; again: () => Filter; waitMs: number; onGone: (message: string) => void; verify?: (e: NostrEvent) => boolean }): Promise<Result<true, string>> {
     return new Promise((resolve) => {
-      this.relay.subscribe([filter], {
+      let confirmed = false;
+      const timer = setTimeout(() => {
+        sub.close();
+        resolve(err(`subscription refused by ${this.relay.url}: no EOSE within ${s.waitMs} ms`));
+      }, s.waitMs);
+      const sub = this.relay.subscribe([s.filter], {
         onEvent: (e) => this.#take(e),
-        onEose: () => resolve(ok(true)),
-        onClosed: (m) => resolve(err(m)),
-        ...(verify ? { verify } : {}),
+        onEose: () => {
+          clearTimeout(timer);
+          confirmed = true;
+          resolve(ok(true));
+        },
+        onClosed: (m) => {
+          clearTimeout(timer);
+          if (confirmed) s.onGone(`subscription closed by ${this.relay.url}: ${m}`);
+          else resolve(err(`subscription refused by ${this.relay.url}: ${m}`));
+        },
+        resubscribe: () => [s.again()],
+        ...(s.verify ? { verify: s.verify } : {}),
       });
     });
   }
 
-  /** Subscribes to the gift wraps addressed to the user (once), resolving at its EOSE. */
-  #listenToWraps(): Promise<Result<true, string>> {
+  /** Subscribes to the gift wraps addressed to the user (once while it lives), resolving at its EOSE or within `waitMs`. */
+  #listenToWraps(waitMs: number): Promise<Result<true, string>> {
+    if (this.#wraps) return this.#wraps;
     // Gift wraps are signed by one-time keys and may be backdated by up to two days. Their
     // signatures are checked in #takeWrap, after the cheap checks.
-    this.#wraps ??= this.#subscribe({ kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [this.key.pk], since: nowSeconds() - 5 - WRAP_LOOKBACK_SECONDS }, () => true);
-    return this.#wraps;
+    const filter = (): Filter => ({ kinds: [KIND.GIFT_WRAP, KIND.EPHEMERAL_GIFT_WRAP], '#p': [this.key.pk], since: nowSeconds() - 5 - WRAP_LOOKBACK_SECONDS });
+    const wraps = this.#subscribe({
+      filter: filter(),
+      again: filter,
+      waitMs,
+      verify: () => true,
+      onGone: (message) => {
+        if (this.#wraps === wraps) this.#wraps = undefined;
+        this.#endRuns(true, message);
+      },
+    });
+    this.#wraps = wraps;
+    void wraps.then((r) => {
+      if (!r.ok && this.#wraps === wraps) this.#wraps = undefined;
+    });
+    return wraps;
+  }
+
+  /** The created_at of the oldest waiting run whose answers come wrapped (or not), else now. */
+  #oldestWaiting(wrapped: boolean): number {
+    return Math.min(nowSeconds(), ...[...this.#runs.values()].filter((r) => r.wrapped === wrapped).map((r) => r.createdAt));
+  }
+
+  /** Ends the waiting runs whose answers come wrapped (or not): the relay stopped serving them. */
+  #endRuns(wrapped: boolean, message: string): void {
+    for (const run of [...this.#runs.values()]) if (run.wrapped === wrapped) run.finish({ kind: 'closed', message });
   }
 
   /** The run an event's (or rumor's) `e` root names, when it waits. */
@@ -241,15 +321,15 @@ export class AgentConversation {
     run.settle ??= setTimeout(() => run.finish(run.terminal!.outcome), TERMINAL_SETTLE_MS);
   }
 
-  #encrypted(kind: number, payload: object, tags: string[][], wrapped: boolean): { event: NostrEvent; id: string } {
+  #encrypted(kind: number, payload: object, tags: string[][], wrapped: boolean): { event: NostrEvent; id: string; createdAt: number } {
     const content = encrypt(JSON.stringify(payload), this.#cache.get(this.key.sk, this.agent));
     const template = { kind, created_at: nowSeconds(), tags, content };
     if (!wrapped) {
       const event = finalizeEvent(template, this.key.sk);
-      return { event, id: event.id };
+      return { event, id: event.id, createdAt: template.created_at };
     }
     const rumor = makeRumor({ ...template, pubkey: this.key.pk });
-    return { event: giftWrap(rumor, this.key.sk, this.agent, this.#cache), id: rumor.id };
+    return { event: giftWrap(rumor, this.key.sk, this.agent, this.#cache), id: rumor.id, createdAt: template.created_at };
   }
 
   /** Publishes a prompt; the handle's `done` settles with the run's terminal event (or a timeout). */
@@ -257,19 +337,22 @@ export class AgentConversation {
     const tags = [['p', this.agent], ['encryption', 'nip44'], ...(opts.session ? [['s', opts.session]] : [])];
     const payload = { ver: NIPXX_VERSION, message, ...(opts.model ? { model: opts.model } : {}) };
     const wrapped = opts.wrap ?? false;
+    const timeoutMs = opts.timeoutMs ?? 120_000;
+    if (this.#closed !== undefined) return err(this.#closed);
     if (wrapped) {
       // Heard before the prompt is sent, so that its answers cannot be missed; what the look-back
       // returns comes before the run waits, and is not opened.
-      const listening = await this.#listenToWraps();
-      if (!listening.ok) return err(`subscription refused by ${this.relay.url}: ${listening.error}`);
+      const listening = await this.#listenToWraps(Math.min(this.stepMs, timeoutMs));
+      if (!listening.ok) return listening;
     }
-    const { event, id } = this.#encrypted(KIND.AI_PROMPT, payload, tags, wrapped);
+    const { event, id, createdAt } = this.#encrypted(KIND.AI_PROMPT, payload, tags, wrapped);
     let finish!: (o: RunOutcome) => void;
     const done = new Promise<RunOutcome>((resolve) => (finish = resolve));
-    const timer = setTimeout(() => finish({ kind: 'timeout' }), opts.timeoutMs ?? 120_000);
+    const timer = setTimeout(() => finish({ kind: 'timeout' }), timeoutMs);
     const run: ActiveRun = {
       handlers: opts,
       wrapped,
+      createdAt,
       deltas: new DeltaOrder(),
       finish: (o) => {
         clearTimeout(timer);

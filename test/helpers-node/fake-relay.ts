@@ -4,8 +4,10 @@
 // keeps live subscriptions, accepts every EVENT (OK true) and hands it to `onEvent`, which may answer
 // by `deliver`ing more events to the matching live subscriptions; plain HTTP requests go to `onHttp`
 // (default 404). `refuseReq` and `refuseEvent` make it answer a REQ with CLOSED or an EVENT with OK
-// false, with the message they return. No verification, no limits: it stands for a relay that
-// passes along whatever strangers publish.
+// false, with the message they return; `ignoreReq` makes it hold a REQ without ever answering it (no
+// events, no EOSE, no CLOSED); `closeOnEvent` makes it end the live subscriptions of the connection
+// an EVENT came on with CLOSED (as a shard does when a subscription's live events pass its rate).
+// No verification, no limits: it stands for a relay that passes along whatever strangers publish.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { NostrEvent } from '../../src/shared/event.js';
@@ -34,6 +36,10 @@ export interface FakeRelayOptions {
   refuseReq?: (filters: Filter[]) => string | undefined;
   /** The OK false message for this event (undefined: accepted). */
   refuseEvent?: (e: NostrEvent) => string | undefined;
+  /** Whether a REQ with these filters is held unanswered: no stored events, no EOSE, no CLOSED, no live events. */
+  ignoreReq?: (filters: Filter[]) => boolean;
+  /** The CLOSED message sent, after this event's OK, to every live subscription of the connection it came on (undefined: none). */
+  closeOnEvent?: (e: NostrEvent) => string | undefined;
 }
 
 export async function fakeRelay(opts: FakeRelayOptions = {}): Promise<FakeRelay> {
@@ -77,6 +83,7 @@ export async function fakeRelay(opts: FakeRelayOptions = {}): Promise<FakeRelay>
         const filters = m.slice(2) as Filter[];
         const refused = opts.refuseReq?.(filters);
         if (refused !== undefined) return socket.send(JSON.stringify(['CLOSED', id, refused]));
+        if (opts.ignoreReq?.(filters) === true) return;
         for (const e of relay.stored) if (matches(filters, e)) socket.send(JSON.stringify(['EVENT', id, e]));
         socket.send(JSON.stringify(['EOSE', id]));
         subs.push({ socket, id, filters });
@@ -88,6 +95,14 @@ export async function fakeRelay(opts: FakeRelayOptions = {}): Promise<FakeRelay>
         const refused = opts.refuseEvent?.(e);
         if (refused !== undefined) return socket.send(JSON.stringify(['OK', e.id, false, refused]));
         socket.send(JSON.stringify(['OK', e.id, true, '']));
+        const closing = opts.closeOnEvent?.(e);
+        if (closing !== undefined) {
+          for (let i = subs.length - 1; i >= 0; i--) {
+            if (subs[i]!.socket !== socket) continue;
+            socket.send(JSON.stringify(['CLOSED', subs[i]!.id, closing]));
+            subs.splice(i, 1);
+          }
+        }
         setTimeout(() => opts.onEvent?.(e, relay), 0);
       }
     });
