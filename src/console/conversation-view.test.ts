@@ -163,3 +163,45 @@ describe('AnswerView: an error ends the run', () => {
     expect(await page.locator('.msg.agent > p').textContent()).toBe('CANCELLED: the user stopped the run');
   });
 });
+
+/** Tool cards of a new answer in an emptied log; the characters of the nodes put into the log, counted after each card. */
+function toolCards(payload: { nest: number; arrays: number; text: string; times: number }): Promise<{ rendered: number; cards: string[]; pres: string[]; notes: string[] }> {
+  return page.evaluate(({ nest, arrays, text, times }) => {
+    const lib = (window as unknown as { edgestrConsole: Lib }).edgestrConsole;
+    const log = document.getElementById('log')!;
+    log.replaceChildren();
+    let rendered = 0;
+    const observer = new MutationObserver(() => undefined);
+    observer.observe(log, { childList: true, subtree: true });
+    const count = (): void => {
+      for (const r of observer.takeRecords()) r.addedNodes.forEach((n) => (rendered += n.textContent?.length ?? 0));
+    };
+    const answer = new lib.ConversationView(log).answer();
+    const output: Record<string, unknown> = { text };
+    for (let i = 0; i < arrays; i++) output[`a${i}`] = JSON.parse(`${'['.repeat(nest)}${']'.repeat(nest)}`);
+    for (let i = 0; i < times; i++) {
+      answer.tool({ name: 'fetch', phase: 'result', arguments: { url: 'https://example.org/' }, output, success: true });
+      count();
+      // Today's view would take minutes (256,128,050 characters a card): stop once it has clearly rendered far too much.
+      if (rendered > 50_000_000) break;
+    }
+    observer.disconnect();
+    const texts = (sel: string): string[] => Array.from(log.querySelectorAll(sel), (n) => n.textContent ?? '');
+    return { rendered, cards: texts('.tool-card'), pres: texts('.tool-card pre'), notes: texts('.msg.agent > .note') };
+  }, payload);
+}
+
+describe('AnswerView: tool cards of a hostile agent', () => {
+  it('64 KB of output nesting 8 arrays 4,000 deep, 100 times: compact, a note for what nests too deep, at most 64 cards, a few hundred KB in all', async () => {
+    const r = await toolCards({ nest: 4000, arrays: 8, text: '', times: 100 });
+    expect(r.rendered).toBeLessThan(300_000);
+    expect(r.cards).toHaveLength(64);
+    expect(r.cards[0]).toBe('tool fetch (result) ✓{"url":"https://example.org/"}(nests deeper than 64 levels: not shown)');
+    expect(r.notes).toEqual(['the agent reported over 64 tool calls; the rest are not shown']);
+  }, 120_000);
+
+  it("a long output is shown compact, cut at 2,048 characters with the whole length", async () => {
+    const r = await toolCards({ nest: 2, arrays: 1, text: 'x'.repeat(10_000), times: 1 });
+    expect(r.pres).toEqual(['{"url":"https://example.org/"}', `{"text":"${'x'.repeat(2_039)}… (10021 characters in all)`]);
+  }, 120_000);
+});

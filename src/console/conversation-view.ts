@@ -11,8 +11,13 @@
 // block still being written again each frame while it has at most LIVE_MARKDOWN_CHARS characters,
 // past that as plain text, appended in blocks of PLAIN_BLOCK_CHARS, until it ends (or the run ends
 // with an error: the text stays, rendered whole, all deltas that came shown; a response replaces it).
+// A tool card shows its title, text, arguments and output each cut to TOOL_CARD_CHARS, the JSON
+// compact and only within MAX_JSON_DEPTH (src/shared/json-depth.ts: pretty-printing grows with the
+// square of the depth, 64 KB nested 4,000 deep would be 256 MB in one card); an answer shows at
+// most MAX_TOOL_CARDS cards, then the note `the agent reported over 64 tool calls; the rest are not shown`.
 
 import { DeltaOrder, type DeltasTaken } from '../shared/delta-order.js';
+import { cutChars, shownJson } from '../shared/json-depth.js';
 import { AnswerText } from './answer-text.js';
 import { el, scrollToEnd } from './dom.js';
 import { renderMarkdown } from './markdown.js';
@@ -24,6 +29,10 @@ const LIVE_MARKDOWN_CHARS = 16_384;
 const PLAIN_BLOCK_CHARS = 16_384;
 /** How long deltas after a missing one wait for it before they are shown without it, in ms. */
 const GAP_WAIT_MS = 1_000;
+/** Characters of a tool card's title, text, arguments and output shown at most (each). */
+const TOOL_CARD_CHARS = 2_048;
+/** Tool cards shown of one answer at most (a run of the default limits makes up to 8 steps of 16 calls: the first ones are shown). */
+const MAX_TOOL_CARDS = 64;
 
 const plainBlock = (): HTMLElement => {
   const block = el('p');
@@ -65,6 +74,7 @@ export class AnswerView {
   #frame = false;
   #gap: ReturnType<typeof setTimeout> | undefined;
   #final = false;
+  #toolCards = 0;
 
   constructor(log: HTMLElement) {
     this.#log = log;
@@ -147,15 +157,22 @@ export class AnswerView {
     plain.blockChars += rest.length;
   }
 
+  /** A tool call (25804): a card before the answer's text, the first MAX_TOOL_CARDS of them (see the header). */
   tool(call: ToolCallView): void {
+    if (this.#toolCards > MAX_TOOL_CARDS) return;
+    this.#toolCards++;
+    if (this.#toolCards > MAX_TOOL_CARDS) {
+      this.#box.insertBefore(el('p', 'note', `the agent reported over ${MAX_TOOL_CARDS} tool calls; the rest are not shown`), this.#body);
+      return;
+    }
     const card = el('div', 'tool-card');
     const title = call.name ? `tool ${call.name}${call.phase ? ` (${call.phase})` : ''}` : 'tool';
     const outcome = call.success === undefined ? '' : call.success ? ' ✓' : ' ✗';
     const took = call.duration_ms !== undefined ? ` ${call.duration_ms} ms` : '';
-    card.append(el('strong', undefined, `${title}${outcome}${took}`));
-    if (call.text) card.append(el('div', undefined, call.text));
-    if (call.arguments) card.append(el('pre', undefined, JSON.stringify(call.arguments, null, 2)));
-    if (call.output) card.append(el('pre', undefined, JSON.stringify(call.output, null, 2)));
+    card.append(el('strong', undefined, cutChars(`${title}${outcome}${took}`, TOOL_CARD_CHARS)));
+    if (call.text) card.append(el('div', undefined, cutChars(call.text, TOOL_CARD_CHARS)));
+    if (call.arguments) card.append(el('pre', undefined, shownJson(call.arguments, TOOL_CARD_CHARS)));
+    if (call.output) card.append(el('pre', undefined, shownJson(call.output, TOOL_CARD_CHARS)));
     this.#box.insertBefore(card, this.#body);
     scrollToEnd(this.#log);
   }

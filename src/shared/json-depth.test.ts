@@ -1,7 +1,7 @@
 // nestsWithin and shownJson (json-depth.ts): depth counted as JSON nests, measured without recursion
-// at depths where JSON.stringify throws; the shown form compact, cut, or a note.
+// at depths where JSON.stringify throws; the shown form compact, cut (cutChars), or a note.
 import { describe, expect, it } from 'vitest';
-import { MAX_JSON_DEPTH, nestsWithin, shownJson } from './json-depth.js';
+import { MAX_JSON_DEPTH, cutChars, nestsWithin, shownJson } from './json-depth.js';
 
 /** `[` n times, then `]` as often, parsed. */
 const nested = (n: number): unknown => JSON.parse(`${'['.repeat(n)}${']'.repeat(n)}`);
@@ -35,6 +35,13 @@ describe('nestsWithin', () => {
     const a: unknown[] = [];
     a.push(a);
     expect(nestsWithin(a)).toBe(false);
+  });
+});
+
+describe('cutChars', () => {
+  it('keeps text within maxChars, else its first maxChars characters and the whole length', () => {
+    expect(cutChars('abc', 3)).toBe('abc');
+    expect(cutChars('abcd', 3)).toBe('abc… (4 characters in all)');
   });
 });
 

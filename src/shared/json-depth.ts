@@ -6,7 +6,7 @@
 // MAX_JSON_DEPTH levels (dvmcp-discovery.ts: announced items and servers; the `edgestr` command:
 // `call`, `relay info`, every --json line; the console: tool cards and tool results), measured by
 // nestsWithin without recursion. shownJson is what the console shows of such a value: compact,
-// cut, or a note when it nests too deep.
+// cut (cutChars), or a note when it nests too deep.
 
 /** The deepest nesting of arrays and objects kept or shown of a JSON value from others. */
 export const MAX_JSON_DEPTH = 64;
@@ -32,14 +32,18 @@ export function nestsWithin(value: unknown, max = MAX_JSON_DEPTH): boolean {
   return true;
 }
 
+/** `text` cut to `maxChars` characters (not between the halves of a surrogate pair), then `… (N characters in all)`. */
+export function cutChars(text: string, maxChars: number): string {
+  if (text.length <= maxChars) return text;
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(maxChars - 1)) ? maxChars - 1 : maxChars;
+  return `${text.slice(0, end)}… (${text.length} characters in all)`;
+}
+
 /**
- * `value` as compact JSON for a reader: at most `maxChars` characters, then `… (N characters in
- * all)`; `(nests deeper than 64 levels: not shown)` when it does.
+ * `value` as compact JSON for a reader, cut by cutChars; `(nests deeper than 64 levels: not shown)`
+ * when it does.
  */
 export function shownJson(value: unknown, maxChars: number): string {
   if (!nestsWithin(value)) return `(nests deeper than ${MAX_JSON_DEPTH} levels: not shown)`;
-  const text = JSON.stringify(value) ?? String(value);
-  if (text.length <= maxChars) return text;
-  const end = /[\uD800-\uDBFF]/.test(text.charAt(maxChars - 1)) ? maxChars - 1 : maxChars; // not between the halves of a pair
-  return `${text.slice(0, end)}… (${text.length} characters in all)`;
+  return cutChars(JSON.stringify(value) ?? String(value), maxChars);
 }
