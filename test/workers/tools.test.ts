@@ -572,6 +572,10 @@ describe('MCP tools', () => {
     expect(long).toBe('paged__an_extremely_long_tool_name_that_goes_on_and_on__019f5066');
     expect(long).toMatch(NAME_RULE);
     expect(mcpToolName('s', 'ünïcode tool')).toMatch(NAME_RULE);
+    // A DVMCP server id may hold '.': it is written '_' in the names.
+    expect(mcpToolName('weather.v2', 'forecast')).toBe('weather_v2__forecast');
+    expect(mcpToolName('weather.v2', 'get.forecast')).toMatch(NAME_RULE);
+    expect(mcpToolName(`${'d'.repeat(60)}.x`, 'lookup')).toMatch(NAME_RULE);
   });
 
   describe('server-everything', () => {

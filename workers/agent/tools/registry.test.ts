@@ -59,6 +59,9 @@ describe('Registry.run of a tool it does not have', () => {
     const cut = mcpToolName(long, 'lookup');
     expect(cut).not.toContain(`${long}__`);
     expect(await registry.run(cut, {}, never())).toEqual(fail(`tool ${cut} is unavailable: its server ${long} ${UNUSED}`));
+    // A server id with '.' (allowed for DVMCP) names its tools with '_' there.
+    const dotted = await buildToolRunner({ dvmcp_servers: [{ provider: PROVIDER, server: 'weather.v2' }] });
+    expect(await dotted.run(mcpToolName('weather.v2', 'forecast'), {}, never())).toEqual(fail(`tool weather_v2__forecast is unavailable: its server weather.v2 ${UNUSED}`));
   });
 
   it('a name of two unavailable servers names both; a 200 KiB name is shown cut', async () => {

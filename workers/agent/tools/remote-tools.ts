@@ -1,11 +1,13 @@
 // The definitions the model sees of a remote server's tools, one rule for MCP servers (mcp.ts)
 // and DVMCP servers (dvmcp.ts): from the server's listing to the tools taken and those skipped.
 //
-// Tool names (LLM providers accept only [a-zA-Z0-9_-]{1,64}):
+// Tool names (LLM providers accept only [a-zA-Z0-9_-]{1,64}), <serverId> written with "_" for
+// any other character (a DVMCP server id may hold '.'):
 //   <serverId>__<toolName>                       when that is already valid and at most 64 chars;
 //   otherwise <serverId>__<toolName with every other character replaced by "_">, cut to 55
 //   characters, then "_" and the first 8 hex digits of sha256(toolName) (so that "a.b" and
-//   "a_b" stay distinct). A name that is still taken (the server listed it twice) is skipped.
+//   "a_b" stay distinct). A name that is still taken (the server listed it twice, or two server
+//   ids differ only by '.' and '_') is skipped.
 //   So every name of server `serverId`'s tools begins with "<serverId>__", or its first 55
 //   characters when longer (a DVMCP server id may have 64): isToolNameOf.
 // Definitions: description = the tool's description (or title, or ""), input_schema = the
@@ -52,14 +54,19 @@ const CLEANED_CHARS = 55;
 
 /** The exposed name of `toolName` of server `serverId` (see the naming rule above). */
 export function mcpToolName(serverId: string, toolName: string): string {
-  const plain = `${serverId}${SEPARATOR}${toolName}`;
+  const plain = `${nameOfServer(serverId)}${SEPARATOR}${toolName}`;
   if (TOOL_NAME.test(plain)) return plain;
-  const cleaned = `${serverId}${SEPARATOR}${toolName.replace(/[^a-zA-Z0-9_-]/g, '_')}`.slice(0, CLEANED_CHARS);
+  const cleaned = `${nameOfServer(serverId)}${SEPARATOR}${cleanName(toolName)}`.slice(0, CLEANED_CHARS);
   return `${cleaned}_${bytesToHex(sha256(new TextEncoder().encode(toolName))).slice(0, 8)}`;
 }
 
+/** `name` with every character providers refuse in a tool name replaced by "_". */
+const cleanName = (name: string): string => name.replace(/[^a-zA-Z0-9_-]/g, '_');
+/** A server id as tool names write it: a DVMCP server id may hold '.', written "_". */
+const nameOfServer = cleanName;
+
 /** Whether `name` begins as every name mcpToolName gives server `serverId`'s tools does (see the naming rule above). */
-export const isToolNameOf = (name: string, serverId: string): boolean => name.startsWith(`${serverId}${SEPARATOR}`.slice(0, CLEANED_CHARS));
+export const isToolNameOf = (name: string, serverId: string): boolean => name.startsWith(`${nameOfServer(serverId)}${SEPARATOR}`.slice(0, CLEANED_CHARS));
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
