@@ -7,34 +7,18 @@
 // /mcp-flood?list-error=resources); `ok` and `error` are the bridge's own contacts, never a
 // stranger's call that its own limits cut (an answer over MAX_UPSTREAM_ANSWER_BYTES, the fixture's
 // /mcp-huge).
-import { env, runInDurableObject } from 'cloudflare:test';
-import { describe, expect, inject, it, vi } from 'vitest';
+import { env } from 'cloudflare:test';
+import { describe, expect, inject, it } from 'vitest';
 import { KIND } from '../../src/shared/kinds.js';
 import { RETRY_MS } from '../../workers/bridge/bridge-do.js';
 import type { ServerHealth } from '../../workers/bridge/config.js';
 import { MAX_UPSTREAM_ANSWER_BYTES } from '../../workers/common/mcp-client.js';
-import { announcements, bridgeReady, directBridge, DvmcpClient, everythingUrl, nextWatchdog, whilePublicShardRefuses } from './bridge-helpers.js';
+import { announcements, bridgeReady, directBridge, DvmcpClient, everythingUrl, healthWhen, nextWatchdog, refreshAt, refreshDueNow, whilePublicShardRefuses } from './bridge-helpers.js';
 import { BASE, randomHex } from './helpers.js';
 
 const bridgeOf = (owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
 const fixture = (path: string): string => `${inject('toolsFixtureUrl')}${path}`;
 const PUBLIC_SHARD = `${BASE.replace(/^http/, 'ws')}/`;
-
-/** The health of server `id` of `owner`'s bridge once `ready` holds (polled, at most ~15 s). */
-async function healthWhen(owner: string, id: string, ready: (h: ServerHealth) => boolean): Promise<ServerHealth> {
-  return vi.waitFor(
-    async () => {
-      const h = (await bridgeOf(owner).view(id))?.health;
-      if (!h || !ready(h)) throw new Error(`health of ${id} not ready: ${JSON.stringify(h)}`);
-      return h;
-    },
-    { timeout: 15_000, interval: 100 },
-  );
-}
-
-/** When server `id` of `owner`'s bridge is refreshed next (ms). */
-const refreshAt = (owner: string, id: string) =>
-  runInDurableObject(bridgeOf(owner), (_i, state) => state.storage.sql.exec<{ refresh_at: number }>('SELECT refresh_at FROM servers WHERE id = ?', id).one().refresh_at);
 
 describe('bridge health: the announcements', () => {
   it('a server registered while the public shard refuses its announcements: health says not announced with the relay’s refusal; sent again RETRY_MS later, then on `/` and health says announced', async () => {
@@ -53,9 +37,7 @@ describe('bridge health: the announcements', () => {
     expect(retry).toBeGreaterThan(Date.now() + RETRY_MS - 60_000);
 
     // RETRY_MS later (the booked time moved to now), the public shard's clock right again.
-    await runInDurableObject(bridgeOf(owner), (_i, state) => {
-      state.storage.sql.exec('UPDATE servers SET refresh_at = ? WHERE id = ?', Date.now(), id);
-    });
+    await refreshDueNow(owner, id);
     await nextWatchdog(owner);
     const out = await announcements(provider, [KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS], (es) => es.length === 2);
     expect(out.map((e) => e.kind).sort()).toEqual([KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS]);

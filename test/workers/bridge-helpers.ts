@@ -1,10 +1,11 @@
 // Helpers for the bridge tests: register servers through the management API, and a DVMCP client
 // over a real WebSocket to a shard (plain or gift-wrapped requests, responses and notifications
 // collected by request id), the public shard's clock set off (to make it refuse), the bridge's
-// warnings, its next watchdog run now.
+// warnings, its next watchdog run now, a server's health and next refresh, and the fixture's
+// /mcp-flood counts and outage switch.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { expect, inject, vi } from 'vitest';
-import type { CreateServer } from '../../workers/bridge/config.js';
+import type { CreateServer, ServerHealth } from '../../workers/bridge/config.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { parseResponse, RPC } from '../../src/shared/dvmcp.js';
 import { KIND } from '../../src/shared/kinds.js';
@@ -80,6 +81,44 @@ export async function whilePublicShardRefuses(run: (logged: () => string[]) => P
 export async function nextWatchdog(owner: string): Promise<void> {
   const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner));
   await vi.waitFor(async () => expect(await runDurableObjectAlarm(bridge)).toBe(true), { timeout: 10_000, interval: 50 });
+}
+
+const bridgeOf = (owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+
+/** The health of server `id` of `owner`'s bridge once `ready` holds (polled, at most ~15 s). */
+export async function healthWhen(owner: string, id: string, ready: (h: ServerHealth) => boolean): Promise<ServerHealth> {
+  return vi.waitFor(
+    async () => {
+      const h = (await bridgeOf(owner).view(id))?.health;
+      if (!h || !ready(h)) throw new Error(`health of ${id} not ready: ${JSON.stringify(h)}`);
+      return h;
+    },
+    { timeout: 15_000, interval: 100 },
+  );
+}
+
+/** When server `id` of `owner`'s bridge is refreshed next (ms). */
+export const refreshAt = (owner: string, id: string): Promise<number> =>
+  runInDurableObject(bridgeOf(owner), (_i, state) => state.storage.sql.exec<{ refresh_at: number }>('SELECT refresh_at FROM servers WHERE id = ?', id).one().refresh_at);
+
+/** Moves the next refresh of server `id` of `owner`'s bridge to now (the time booked has come). */
+export const refreshDueNow = (owner: string, id: string): Promise<void> =>
+  runInDurableObject(bridgeOf(owner), (_i, state) => {
+    state.storage.sql.exec('UPDATE servers SET refresh_at = ? WHERE id = ?', Date.now(), id);
+  });
+
+/** The fixture's /mcp-flood endpoint of `bucket` (test/mcp/fixture-server.ts). */
+export const floodUrl = (bucket: string): string => `${inject('toolsFixtureUrl')}/mcp-flood?bucket=${bucket}`;
+
+/** What the fixture's /mcp-flood endpoint of `bucket` received: its tools/list and tools/call requests. */
+export async function floodStats(bucket: string): Promise<{ lists: number; calls: number }> {
+  return (await (await fetch(`${inject('toolsFixtureUrl')}/mcp-flood/stats?bucket=${bucket}`)).json()) as { lists: number; calls: number };
+}
+
+/** Makes the fixture's /mcp-flood endpoint of `bucket` answer every request HTTP 500 "flood backend down" (`down` false: up again). */
+export async function floodDown(bucket: string, down: boolean): Promise<void> {
+  const r = await fetch(`${inject('toolsFixtureUrl')}/mcp-flood/down?bucket=${bucket}&down=${down ? 1 : 0}`, { method: 'POST' });
+  expect(await r.json()).toEqual({ down });
 }
 
 const cache = new ConversationKeyCache(64);

@@ -31,7 +31,9 @@
 // allows) and counted in the DropSummary; other events are handled as for an allowed owner.
 // a suspended or removed owner's bridge answers nothing and drops its calls in flight, but still
 // records zap receipts (a call paid for meanwhile does not run; payments-gate.ts logs it for a
-// refund); a removed owner's next watchdog withdraws the bridge (`withdraw`: announcements
+// refund); a suspended owner's watchdog dials no server and publishes no announcement, what is
+// announced staying out, until the owner is resumed (`pause`); a removed owner's next watchdog
+// withdraws the bridge (`withdraw`: announcements
 // deleted on the public shard, no longer listed as a deployment bridge, connections closed, the
 // registry asked again every OWNER_RECHECK_MS, and at each check the deletions that did not land,
 // and the revocation of its key if a shard failed it, sent again), until the owner is added again
@@ -364,18 +366,33 @@ export class Bridge extends DurableObject<BridgeEnv> {
       return;
     }
     if (account.value === undefined) return this.withdraw(p);
-    if (account.value.suspended) this.haltCalls('its owner is suspended');
-    if (this.store.withdrawn()) await this.reinstate(p);
+    const suspended = account.value.suspended;
+    if (suspended) await this.pause();
+    else if (this.store.withdrawn()) await this.reinstate(p);
     this.handled.prune(Math.floor(Date.now() / 1000) - HANDLED_SECONDS, PRUNE_BATCH);
     this.meter.prune(Date.now(), METER_PRUNE_BATCH);
     if (this.idle()) return this.rest(p);
     await this.links.ensureConnected();
     await this.resendDeletions(p);
-    for (const id of this.store.dueForRefresh(Date.now())) await this.refresh(id);
+    // Suspended: no refresh (each dials upstream and may announce); those due wait for the resumption.
+    if (!suspended) for (const id of this.store.dueForRefresh(Date.now())) await this.refresh(id);
     // A refresh asked for while this alarm ran (registration, list_changed) must not wait for the watchdog.
     const now = Date.now();
-    await this.ctx.storage.setAlarm(Math.max(now + 10, Math.min(now + WATCHDOG_MS, this.store.nextRefresh() ?? Infinity)));
+    const next = suspended ? now + WATCHDOG_MS : Math.max(now + 10, Math.min(now + WATCHDOG_MS, this.store.nextRefresh() ?? Infinity));
+    await this.ctx.storage.setAlarm(next);
     await this.payments.onAlarm(); // keeps an earlier alarm for the next invoice expiry
+  }
+
+  /**
+   * The owner is suspended: calls in flight are dropped and the upstream sessions closed; the
+   * watchdog (`watch`) then neither refreshes a server (no upstream dial, no announcement published)
+   * nor reinstates a withdrawn bridge, but keeps the relay connections (a zap receipt for a call made
+   * before still arrives and is recorded) and sends kept deletions again. What is announced stays
+   * on the public shard: the first pass after the resumption runs the refreshes that fell due.
+   */
+  private async pause(): Promise<void> {
+    this.haltCalls('its owner is suspended');
+    await this.cache.closeAll();
   }
 
   /**
