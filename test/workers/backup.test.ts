@@ -25,7 +25,7 @@ import {
 } from '../../workers/relay-do/backup.js';
 import { DIRTY_PREFIX, dirtyKey } from '../../workers/relay-do/backup-marker.js';
 import { accountsStub } from '../../workers/accounts/accounts-do.js';
-import { emptyReport, IMPORT_BATCH, IMPORT_BATCH_BYTES, mergeReports, NOT_RESTORED, type ImportReport } from '../../workers/relay-do/import.js';
+import { emptyReport, IMPORT_BATCH, IMPORT_BATCH_BYTES, mergeReports, NOT_RESTORED, NOT_RESTORED_COUNTED, type ImportReport } from '../../workers/relay-do/import.js';
 import { MAX_REVOKED_PER_OWNER, OwnershipRegistry } from '../../workers/relay-do/ownership.js';
 import { provisionedPage, revocationsPage } from '../../workers/relay-do/export.js';
 import type { RelayShard } from '../../workers/relay-do/shard.js';
@@ -45,10 +45,20 @@ async function cron(ms: number, owners: readonly Keys[]): Promise<void> {
 
 const urlOf = (owner: string | null) => `ws://relay.test/${owner ? `r/${owner}` : ''}`;
 
-/** Restores `owner`'s backup `name` (null: the public shard's) into `shard` through its import RPC, as the restore routes do. */
+/** Restores `owner`'s backup `name` (null: the public shard's) into `shard` through its import RPC under one lease, as the restore routes do. */
 async function restoreInto(shard: DurableObjectStub<RelayShard>, owner: string | null, name: string): Promise<ImportReport> {
+  const lease = await shard.beginBulk('restore');
+  if (!lease.ok) throw new Error(lease.error);
   let report = emptyReport();
-  for await (const batch of (await readBackupLines(env.BACKUPS!, owner, name))!) report = mergeReports(report, await importRpc(shard, owner, batch, urlOf(owner), 'restore'));
+  try {
+    for await (const batch of (await readBackupLines(env.BACKUPS!, owner, name))!) {
+      const done = await shard.importEvents(owner, batch, urlOf(owner), lease.value, 'restore');
+      if (!done.ok) throw new Error(done.error);
+      report = mergeReports(report, done.value);
+    }
+  } finally {
+    await shard.endBulk(lease.value);
+  }
   return report;
 }
 
@@ -447,12 +457,13 @@ describe('backups carry the owners’ revocations of agent keys (NIP-OA)', () =>
     const report = await restoreInto(fresh, owner.pk, backupName(at));
     expect(await fresh.isAgentOwner(agent.pk, owner.pk)).toBe(false);
     expect(report).toEqual({ accepted: 2, duplicate: 0, refused: {} });
-    // The revocation comes first (with its time), then the events.
+    // The revocation comes first (with its time), then the events, after the sides they were counted in (the profile is not the owner's own).
     const text = await (await env.BACKUPS!.get(backupKey(owner.pk, backupName(at))))!.text();
     const lines = text.split('\n').filter((l) => l !== '');
-    expect(lines).toHaveLength(2);
+    expect(lines).toHaveLength(3);
     expect(JSON.parse(lines[0]!)).toEqual(['REVOKED_AGENT', agent.pk, owner.pk, expect.any(Number)]);
-    expect(lines[1]).toBe(JSON.stringify(profile));
+    expect(JSON.parse(lines[1]!)).toEqual(['COUNTED', [[profile.id, expect.any(Number), null]]]);
+    expect(lines[2]).toBe(JSON.stringify(profile));
     // Restored again: the revocation is known (a duplicate), as the profile is.
     expect(await restoreInto(fresh, owner.pk, backupName(at))).toEqual({ accepted: 0, duplicate: 2, refused: {} });
     // The old attestation in a newer profile (stored, as the owner's import stores what it is given) proves nothing.
@@ -657,7 +668,8 @@ describe('a restore at another host keeps the requests to vanish (NIP-62)', () =
     expect(await importRpc(fresh, owner.pk, lines, newUrlOf(owner.pk))).toEqual({
       accepted: 0,
       duplicate: 0,
-      refused: { [`invalid: a request to vanish must name this relay (${newUrlOf(owner.pk)}) or ALL_RELAYS in a relay tag`]: 1 },
+      // The backup's line of the sides its events were counted in (a stranger's) is a restore's only.
+      refused: { [`invalid: a request to vanish must name this relay (${newUrlOf(owner.pk)}) or ALL_RELAYS in a relay tag`]: 1, [NOT_RESTORED_COUNTED]: 1 },
     });
   });
 

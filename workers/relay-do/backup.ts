@@ -1,11 +1,13 @@
 // Scheduled backups of the shards to an R2 bucket (binding BACKUPS, optional) and reading them back.
-// A backup is a shard's export (export.ts, JSONL), preceded by the owners' revocations of agent
-// keys the shard keeps and the records of edgestr's own provisioning (hosted agents, bridge keys),
-// one line each (["REVOKED_AGENT", …], ["PROVISIONED", …], export.ts), stored at
+// A backup is a shard's export (export.ts, JSONL), preceded by the shard's retention rules, the
+// owners' revocations of agent keys the shard keeps and the records of edgestr's own provisioning
+// (hosted agents, bridge keys), one line each (["RETENTION", …], ["REVOKED_AGENT", …],
+// ["PROVISIONED", …], export.ts), each page of events by the sides a restore takes for them
+// (["COUNTED", …]: how each was counted in the shard's storage, owner-plan.ts), stored at
 //   shards/<shard>/<name>.jsonl   <shard> = "public" or "owner:<hex>", <name> = UTC time "2026-12-01T05-00-00Z"
-// A restore reads it back through the import path (import.ts) as a restore (provisioning lines and
-// kind 62s naming the shard at another host are taken from a backup only), those lines first; a
-// backup made before they were carried has none and restores as before.
+// A restore reads it back through the import path (import.ts) as a restore (retention, provisioning
+// and counted lines, and kind 62s naming the shard at another host, are taken from a backup only),
+// those lines first; a backup made before they were carried has none and restores as before.
 // The cron run (runBackups, from the Worker's `scheduled` handler) backs up only the shards written
 // since their last backup: a shard marks itself in the bucket at its first change after a backup
 // (backup-marker.ts: the empty object `state/dirty/<shard>`), and the run lists those marks (one
@@ -60,8 +62,9 @@ export const backupName = (ms: number): string => new Date(ms).toISOString().rep
 const prefixOf = (owner: string | null) => `shards/${shardName(owner)}/`;
 export const backupKey = (owner: string | null, name: string) => `${prefixOf(owner)}${name}.jsonl`;
 
-/** A shard's backup lines, a page at a time (each fetched when wanted): its revocations, its provisioning records, then its export. */
+/** A shard's backup lines, a page at a time (each fetched when wanted): its retention rules, its revocations, its provisioning records, then its events with their sides. */
 async function* backupPages(shard: DurableObjectStub<RelayShard>): AsyncGenerator<string[]> {
+  yield await shard.retentionLines();
   let after: RevocationCursor | undefined;
   do {
     const page = await shard.revocationsPage(after);
@@ -76,7 +79,7 @@ async function* backupPages(shard: DurableObjectStub<RelayShard>): AsyncGenerato
   } while (provisioned);
   let cursor: ExportCursor | undefined;
   do {
-    const page = await shard.exportPage(cursor ? { after: cursor } : {});
+    const page = await shard.backupEventsPage(cursor ? { after: cursor } : {});
     cursor = page.next;
     yield page.lines;
   } while (cursor);

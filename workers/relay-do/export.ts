@@ -7,16 +7,23 @@
 // bulk-jobs.ts). Resumable: `since`/`until`
 // bound created_at (inclusive), and a page names the cursor of the next one.
 //
-// A backup (backup.ts) is that export preceded by the owners' revocations of agent keys kept on the
-// shard (ownership.ts: NIP-OA attestations the owner revoked) and the records of edgestr's own
-// provisioning (a hosted agent's key, a bridge's provider key), one line each:
+// A backup (backup.ts) is that export preceded by the shard's retention rules (retention.ts), the
+// owners' revocations of agent keys kept on the shard (ownership.ts: NIP-OA attestations the owner
+// revoked) and the records of edgestr's own provisioning (a hosted agent's key, a bridge's provider
+// key), one line each:
+//   ["RETENTION", [{"kinds": [..], "days": n}, …]]
 //   ["REVOKED_AGENT", <agent hex>, <owner hex>, <revoked_at>]
 //   ["PROVISIONED", <key hex>, <owner hex>, "provisioned" | "bridge", <recorded_at>]
-// JSON arrays, never events, read back by the import (import.ts, `parseRevocationLine`,
-// `parseProvisionedLine`; a provisioning line only by a restore). They come first, so a restore
-// refuses the revoked keys' attestations from its first event on, and the owner's hosted agents are
-// its own again before their events come. The export of GET /api/relay/export holds events only
-// (the format other relays read).
+// and each page of its events by the side each was counted in when it was stored (owner-plan.ts
+// `carriedSides`: on an owner shard the owner's data or the inbox's, on the public shard an owner's
+// share of the reserve), for those events whose side a restore cannot tell from the event alone:
+//   ["COUNTED", [[<event id>, <inbox 0 | 1>, <owner hex> | null], …]]   (before the page's events)
+// JSON arrays, never events, read back by the import (import.ts, `parseRetentionLine`,
+// `parseRevocationLine`, `parseProvisionedLine`, `parseCountedLine`; all but revocations only by a
+// restore). The records come first, so a restore judges the events by the rules in force, refuses
+// the revoked keys' attestations from its first event on, and the owner's hosted agents are its own
+// again before their events come. The export of GET /api/relay/export holds events only (the format
+// other relays read).
 
 import { z } from 'zod';
 import { MAX_TIMESTAMP } from '../../src/shared/event.js';
@@ -25,6 +32,8 @@ import { HEX64 } from '../../src/shared/hex.js';
 import type { ReadScope } from './query-sql.js';
 import type { EventStore } from './store.js';
 import type { OwnershipRegistry, ProvisionedRecord, Revocation } from './ownership.js';
+import type { CountedSide } from './owner-plan.js';
+import { RetentionRulesSchema, type RetentionRule } from './retention.js';
 
 export const EXPORT_PAGE = 500;
 /**
@@ -58,10 +67,28 @@ export function exportPage(
   limit = EXPORT_PAGE,
   maxBytes = EXPORT_PAGE_BYTES,
 ): ExportPage {
+  return backupEventsPage(store, range, scope, () => [], limit, maxBytes);
+}
+
+/**
+ * The page of `range` as a backup holds it: its events, preceded by one COUNTED line of the sides
+ * `sides` carries for them (none: no line).
+ */
+export function backupEventsPage(
+  store: EventStore,
+  range: ExportRange,
+  scope: Omit<ReadScope, 'readers'>,
+  sides: (ids: readonly string[]) => CountedSide[],
+  limit = EXPORT_PAGE,
+  maxBytes = EXPORT_PAGE_BYTES,
+): ExportPage {
   const r = ExportRangeSchema.parse(range);
   const { events, full } = store.page(r, limit, maxBytes, scope);
+  const carried = events.length > 0 ? sides(events.map((row) => row.id)) : [];
   const last = events[events.length - 1];
-  return { lines: events.map((row) => row.raw), ...(full && last ? { next: { created_at: last.created_at, id: last.id } } : {}) };
+  const lines = events.map((row) => row.raw);
+  if (carried.length > 0) lines.unshift(JSON.stringify([COUNTED, carried.map((c) => [c.id, c.inbox ? 1 : 0, c.owner])]));
+  return { lines, ...(full && last ? { next: { created_at: last.created_at, id: last.id } } : {}) };
 }
 
 /**
@@ -163,4 +190,41 @@ export function parseProvisionedLine(input: unknown): Result<ProvisionedRecord, 
   if (!Array.isArray(input) || input[0] !== PROVISIONED) return undefined;
   const line = ProvisionedLineSchema.safeParse(input);
   return line.success ? ok({ agent: line.data[1], owner: line.data[2], source: line.data[3], recorded_at: line.data[4] }) : err(PROVISIONED_LINE_FORM);
+}
+
+/** The first element of a line of the sides a page's events were counted in. */
+export const COUNTED = 'COUNTED';
+
+export const COUNTED_LINE_FORM = `a counted line is ["${COUNTED}", [[<event id>, 0 | 1, <owner hex> | null], …]] (at most ${EXPORT_PAGE})`;
+
+const CountedLineSchema = z.tuple([z.literal(COUNTED), z.array(z.tuple([Hex64, z.union([z.literal(0), z.literal(1)]), Hex64.nullable()])).max(EXPORT_PAGE)]);
+
+/**
+ * A parsed line that is a counted line (an array starting with COUNTED): the sides, or the reason
+ * it is malformed; undefined for anything else.
+ */
+export function parseCountedLine(input: unknown): Result<CountedSide[], string> | undefined {
+  if (!Array.isArray(input) || input[0] !== COUNTED) return undefined;
+  const line = CountedLineSchema.safeParse(input);
+  return line.success ? ok(line.data[1].map(([id, inbox, owner]) => ({ id, inbox: inbox === 1, owner }))) : err(COUNTED_LINE_FORM);
+}
+
+/** The first element of a retention line. */
+export const RETENTION = 'RETENTION';
+
+/** The backup line of a shard's retention rules (none: no line). */
+export const retentionLines = (rules: readonly RetentionRule[]): string[] => (rules.length > 0 ? [JSON.stringify([RETENTION, rules])] : []);
+
+export const RETENTION_LINE_FORM = `a retention line is ["${RETENTION}", [{"kinds": [<kind>, …], "days": <days>}, …]] (as PATCH /api/relay/retention takes them)`;
+
+const RetentionLineSchema = z.tuple([z.literal(RETENTION), RetentionRulesSchema]);
+
+/**
+ * A parsed line that is a retention line (an array starting with RETENTION): the rules, or the
+ * reason it is malformed; undefined for anything else.
+ */
+export function parseRetentionLine(input: unknown): Result<RetentionRule[], string> | undefined {
+  if (!Array.isArray(input) || input[0] !== RETENTION) return undefined;
+  const line = RetentionLineSchema.safeParse(input);
+  return line.success ? ok(line.data[1]) : err(RETENTION_LINE_FORM);
 }

@@ -14,16 +14,22 @@
 // A backup's revocation lines (export.ts) are handed to `revocation` (ownership.ts
 // `restoreRevocation`: on an owner shard only its owner's, within the per-owner bound) and counted
 // like events: accepted when new, duplicate when the shard had it, else refused with the reason. Its
-// provisioning lines go to `provisioned` likewise, in a restore only: an import refuses them
-// (NOT_RESTORED), since they make a key the owner's and the file is the owner's own.
+// provisioning lines go to `provisioned` likewise, and its retention line to `retention`, in a
+// restore only: an import refuses them (NOT_RESTORED, NOT_RESTORED_RETENTION), since they make a key
+// the owner's or remove events, and the file is the owner's own. Its counted lines (the sides the
+// next page's events were counted in, owner-plan.ts) go to `counted` in a restore, before those
+// events, and are not counted in the report (they are no record); an import refuses them
+// (NOT_RESTORED_COUNTED) and judges its events as they come.
 
 import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject } from '../../src/shared/errors.js';
 import { isStored } from '../../src/shared/kinds.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import { utf8Bytes } from '../../src/shared/json-cut.js';
-import { EXPORT_PAGE_BYTES, parseProvisionedLine, parseRevocationLine } from './export.js';
+import { EXPORT_PAGE_BYTES, parseCountedLine, parseProvisionedLine, parseRetentionLine, parseRevocationLine } from './export.js';
 import type { ProvisionedRecord, RestoredRecord, Revocation } from './ownership.js';
+import type { CountedSide } from './owner-plan.js';
+import type { RetentionRule } from './retention.js';
 
 /** Lines sent to the shard per RPC call, at most. */
 export const IMPORT_BATCH = 500;
@@ -77,15 +83,20 @@ export interface ImportSink {
   revocation(r: Revocation): RestoredRecord;
   /** A provisioning line, in a restore of one of this deployment's backups; absent in an import (refused). */
   provisioned?: (r: ProvisionedRecord) => RestoredRecord;
+  /** A retention line, in a restore; absent in an import (refused). */
+  retention?: (rules: RetentionRule[]) => RestoredRecord;
+  /** A counted line (the sides of the events that follow), in a restore; absent in an import (refused). */
+  counted?: (sides: CountedSide[]) => void;
   /** The ids verified earlier in this import (kept across its batches); absent in a restore. */
   verified?: Set<string>;
 }
 
 const NOT_JSON = formatRejection(reject('invalid', 'line is not JSON'));
 const NOT_STORED = formatRejection(reject('invalid', 'ephemeral events are not imported'));
-export const NOT_RESTORED = formatRejection(
-  reject('restricted', "provisioning records come back only with a restore of this deployment's backups (POST /api/relay/restore), not in an import"),
-);
+const ONLY_RESTORED = "come back only with a restore of this deployment's backups (POST /api/relay/restore), not in an import";
+export const NOT_RESTORED = formatRejection(reject('restricted', `provisioning records ${ONLY_RESTORED}`));
+export const NOT_RESTORED_RETENTION = formatRejection(reject('restricted', `retention rules ${ONLY_RESTORED}: set them with PATCH /api/relay/retention`));
+export const NOT_RESTORED_COUNTED = formatRejection(reject('restricted', `the sides events were counted in ${ONLY_RESTORED}: an import's events are judged as they come`));
 
 /** Puts each line through the sink (in order) and counts the answers. */
 export async function importLines(lines: readonly string[], sink: ImportSink): Promise<ImportReport> {
@@ -115,6 +126,19 @@ export async function importLines(lines: readonly string[], sink: ImportSink): P
     if (provisioned !== undefined) {
       if (!sink.provisioned) refuse(NOT_RESTORED);
       else count(provisioned.ok ? sink.provisioned(provisioned.value) : reject('invalid', provisioned.error));
+      continue;
+    }
+    const retention = parseRetentionLine(input);
+    if (retention !== undefined) {
+      if (!sink.retention) refuse(NOT_RESTORED_RETENTION);
+      else count(retention.ok ? sink.retention(retention.value) : reject('invalid', retention.error));
+      continue;
+    }
+    const counted = parseCountedLine(input);
+    if (counted !== undefined) {
+      if (!sink.counted) refuse(NOT_RESTORED_COUNTED);
+      else if (!counted.ok) refuse(formatRejection(reject('invalid', counted.error)));
+      else sink.counted(counted.value);
       continue;
     }
     const shaped = parseEvent(input);

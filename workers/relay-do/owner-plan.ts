@@ -52,6 +52,12 @@
 // the owner or one of its agents is judged as if that key had signed it; every other wrap is the
 // inbox's. So strangers filling the inbox share with wraps cannot block the owner's wrapped prompts
 // to its agents, nor the agents' wrapped answers to the owner.
+// A restore (shard.ts `importEvents`) does not judge again what a backup says each event was
+// counted as: who sent a wrap is not in it, nor are the AUTH proofs that made a key the owner's
+// agent. A backup carries the side of each event a restore cannot tell from the event alone
+// (`carriedSides`, export.ts COUNTED lines) and the restore takes it (`CountedSide`): on an owner
+// shard every event not signed by the owner (the rule makes the owner's own its data whoever
+// publishes them), on the public shard those held in an owner's share of the reserve.
 
 import { reject, type Rejection } from '../../src/shared/errors.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
@@ -173,6 +179,9 @@ CREATE TRIGGER IF NOT EXISTS stored_event_removed AFTER DELETE ON events BEGIN
   DELETE FROM stored_sizes WHERE rid = OLD.rid;
 END;
 `;
+
+/** The side a stored event was counted in: the inbox's or not, and the owner whose agents and bridges hold it in the public shard's reserve (null: none). */
+export type CountedSide = { id: string; inbox: boolean; owner: string | null };
 
 /** What a write frees: counted bytes, of them the inbox's, and those of the owner whose agents and bridges write (PlanWrite.servedOwner). */
 type Freed = { bytes: number; inbox: number; owner: number };
@@ -420,6 +429,23 @@ export class OwnerPlan {
   /** The counted bytes `owner`'s agents and bridges hold in the public shard's reserve (by the index of stored_sizes.owner). */
   private ownerHolds(owner: string): number {
     return this.sql.exec<{ bytes: number }>('SELECT coalesce(sum(bytes), 0) AS bytes FROM stored_sizes WHERE owner = ?', owner).one().bytes;
+  }
+
+  /**
+   * The sides of those of the stored events `ids` that a restore cannot tell from the event alone
+   * (see the header), for a backup.
+   */
+  carriedSides(ids: readonly string[]): CountedSide[] {
+    const owner = this.owner();
+    return this.sql
+      .exec<{ id: string; inbox: number; owner: string | null }>(
+        `SELECT e.id, s.inbox, s.owner FROM events e JOIN stored_sizes s ON s.rid = e.rid
+         WHERE e.id IN (SELECT value FROM json_each(?1)) AND ${owner === null ? 's.owner IS NOT NULL' : 'e.pubkey != ?2'} ORDER BY e.created_at, e.id`,
+        JSON.stringify(ids),
+        ...(owner === null ? [] : [owner]),
+      )
+      .toArray()
+      .map((r) => ({ id: r.id, inbox: r.inbox === 1, owner: r.owner }));
   }
 
   /**

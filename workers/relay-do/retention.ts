@@ -8,13 +8,19 @@
 // wraps refused about half of them before. Kinds the shard keeps for good
 // (deletion requests and requests to vanish, store.ts `KEPT_FOR_GOOD`) may not be named: rules
 // stored before that was refused are read without them. Stored in the shard's `meta` table (and
-// cached in memory); advertised in NIP-11 as `retention` ([{kinds, time}], time in seconds).
+// cached in memory), none included once set (`{"rules": []}`: the owner cleared them); advertised
+// in NIP-11 as `retention` ([{kinds, time}], time in seconds).
+// A backup carries the rules in force (export.ts, a ["RETENTION", rules] line) and a restore puts
+// them back (`restore`) only into a shard on which no rules were ever set (a shard made again after
+// a wipe): a shard whose owner or operator set its own, none included, keeps them, so an owner who
+// cleared a rule to restore what it removed gets those events back. An import never sets them.
 
 import { z } from 'zod';
 import { KIND, MAX_KIND } from '../../src/shared/kinds.js';
 import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 import { reject } from '../../src/shared/errors.js';
 import type { RejectEventHook } from './policy.js';
+import type { RestoredRecord } from './ownership.js';
 import { KEPT_FOR_GOOD, type EventStore } from './store.js';
 
 export const RETENTION_BATCH = 500;
@@ -50,6 +56,8 @@ export const RetentionSchema = rulesOf(
     if (kept) ctx.addIssue({ code: 'custom', message: `kind ${kind} (${kept.what}, ${kept.nip}) is kept for good: leave it out of retention rules` });
   }),
 );
+/** The rules of a backup's RETENTION line (export.ts): the owner's, as set. */
+export const RetentionRulesSchema = RetentionSchema.shape.rules;
 /** Rules as stored, possibly from before kinds kept for good were refused (`get` leaves them out). */
 const StoredRetentionSchema = rulesOf(Kind);
 export type Retention = z.infer<typeof RetentionSchema>;
@@ -57,6 +65,9 @@ export type RetentionRule = Retention['rules'][number];
 
 /** The NIP-11 `retention` field of these rules. */
 export const nip11Retention = (rules: readonly RetentionRule[]) => rules.map((r) => ({ kinds: [...r.kinds], time: r.days * DAY }));
+
+/** Why a restore leaves a shard's rules as they are. */
+const KEEPS_ITS_OWN = reject('restricted', "this shard has retention rules of its own (PATCH /api/relay/retention): the backup's are not restored over them");
 
 export class RetentionRules {
   private cached: RetentionRule[] | undefined;
@@ -73,10 +84,22 @@ export class RetentionRules {
     return this.cached;
   }
 
+  /** Sets the rules (none included: the shard then keeps them against a restore, see the header). */
   set(rules: RetentionRule[]): void {
-    if (rules.length === 0) this.sql.exec("DELETE FROM meta WHERE key = 'retention'");
-    else this.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('retention', ?)", JSON.stringify({ rules }));
+    this.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('retention', ?)", JSON.stringify({ rules }));
     this.cached = undefined;
+  }
+
+  /**
+   * A backup's rules in a restore (see the header): set when no rules were ever set on this shard,
+   * 'known' when they are the rules in force, else refused (the shard keeps its own).
+   */
+  restore(rules: RetentionRule[]): RestoredRecord {
+    if (this.sql.exec("SELECT 1 FROM meta WHERE key = 'retention'").toArray().length === 0) {
+      this.set(rules);
+      return 'restored';
+    }
+    return JSON.stringify(this.get()) === JSON.stringify(rules) ? 'known' : KEEPS_ITS_OWN;
   }
 
   /** The days events of `kind` are kept (the shortest rule naming it), or undefined when no rule does. */

@@ -26,7 +26,7 @@ import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import type { SchnorrSigner, SchnorrVerifier } from '../../src/shared/verify.js';
 import { limitsFromEnv, type RelayLimits } from './limits.js';
-import { countedBytes, OwnerPlan, reserveWrite, SHARD_NOT_SERVED, type HeldAccount, type ShardStorage } from './owner-plan.js';
+import { countedBytes, OwnerPlan, reserveWrite, SHARD_NOT_SERVED, type CountedSide, type HeldAccount, type ShardStorage } from './owner-plan.js';
 import type { PlanEnv } from '../accounts/plans.js';
 import { staticOwners, type OwnerState } from '../common/owners.js';
 import { firstVerdict, shardPolicy, type EventContext, type Holding, type RelayPolicy } from './policy.js';
@@ -50,7 +50,19 @@ import { BatchBudgets } from './edge-budgets.js';
 import { CLIENT_OPS, type Delivery, type EdgeAnswer, type EdgeOp, type Lost } from './edge-wire.js';
 import { restoredRelayUrl, VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
-import { exportPage, provisionedPage, revocationsPage, type ExportPage, type ExportRange, type ProvisionedCursor, type ProvisionedPage, type RevocationCursor, type RevocationPage } from './export.js';
+import {
+  backupEventsPage,
+  exportPage,
+  provisionedPage,
+  retentionLines,
+  revocationsPage,
+  type ExportPage,
+  type ExportRange,
+  type ProvisionedCursor,
+  type ProvisionedPage,
+  type RevocationCursor,
+  type RevocationPage,
+} from './export.js';
 import { importLines, type ImportReport } from './import.js';
 import { BulkJobs, type BulkJob } from './bulk-jobs.js';
 import { IngestQueue, type BatchSettings } from './ingest-queue.js';
@@ -94,6 +106,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private ingest: IngestQueue<PendingWrite>;
   /** The import, restore or export in flight (bulk-jobs.ts). */
   private readonly bulk = new BulkJobs();
+  /** The sides a restore's backup carries for the events of the page it is reading (its last COUNTED line), by the restore's lease. */
+  private restoreSides: { lease: string; sides: Map<string, CountedSide> } | undefined;
   /**
    * The shard's clock in unix milliseconds, for everything this class decides by time (AUTH window,
    * rate limits, NIP-OA expiry, NIP-AO freshness). Tests replace it through runInDurableObject.
@@ -716,7 +730,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /** Internal RPC (management API): replaces the retention rules; the alarm applies them now. */
   async setRetentionRules(rules: RetentionRule[]): Promise<RetentionRule[]> {
     this.retention.set(rules);
+    const marking = this.marker.changed(); // a backup holds the rules
     if (rules.length > 0) await this.ctx.storage.setAlarm(this.clock());
+    await marking;
     return this.retention.get();
   }
 
@@ -728,6 +744,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /** Internal RPC (management API): the job of `lease` ended. */
   endBulk(lease: string): void {
     this.bulk.end(lease);
+    if (this.restoreSides?.lease === lease) this.restoreSides = undefined;
   }
 
   /** Internal RPC (export, backups): one page of the shard's events in export order (see export.ts); an export names its lease (the cron's backups none). */
@@ -737,6 +754,16 @@ export class RelayShard extends DurableObject<RelayEnv> {
       if (!held.ok) throw new Error(held.error);
     }
     return exportPage(this.store, range, this.readScope([]));
+  }
+
+  /** Internal RPC (backups): one page of the shard's events as a backup holds it, the sides a restore takes before them (see export.ts). */
+  backupEventsPage(range: ExportRange): ExportPage {
+    return backupEventsPage(this.store, range, this.readScope([]), (ids) => this.plan.carriedSides(ids));
+  }
+
+  /** Internal RPC (backups): the shard's retention rules as a backup line (none without rules; see export.ts). */
+  retentionLines(): string[] {
+    return retentionLines(this.retention.get());
   }
 
   /** Internal RPC (backups): one page of the owners' revocations of agent keys, as backup lines (see export.ts). */
@@ -753,11 +780,16 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * Internal RPC (import, restore, under the job's `lease`): JSONL lines put through the write path
    * of an EVENT message published by the shard's owner `owner` (see import.ts); for the public
    * shard (`owner` null, an operator's restore) each event as published by its author,
-   * authenticated; a backup's revocation lines restored (ownership.ts `restoreRevocation`), and in a
-   * restore its provisioning lines (`restoreProvisioned`: on the public shard a bridge stays one of
-   * this deployment's only for an owner in `vetted`, the owners of these lines the operators vet
-   * now) and its kind 62s naming this shard at another host (vanish.ts `restoredRelayUrl`).
-   * `relayUrl` is the URL clients reach the shard at. An error when the lease went to another job.
+   * authenticated; a backup's revocation lines restored (ownership.ts `restoreRevocation`). A
+   * restore of this deployment's backups puts back what the shard accepted live, as it was counted:
+   * each event is published as by the owner and also by its author (so author-only rules, NIP-70,
+   * pass as they did live; an import's file proves no author, so not there), counted in the side
+   * the backup carries for it (its COUNTED lines, owner-plan.ts `carriedSides`) instead of judged
+   * again; and it restores the backup's provisioning lines (`restoreProvisioned`: on the public
+   * shard a bridge stays one of this deployment's only for an owner in `vetted`, the owners of these
+   * lines the operators vet now), its retention rules (retention.ts `restore`) and its kind 62s
+   * naming this shard at another host (vanish.ts `restoredRelayUrl`). `relayUrl` is the URL
+   * clients reach the shard at. An error when the lease went to another job.
    */
   async importEvents(
     owner: string | null,
@@ -773,14 +805,17 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (!held.ok) return err(held.error);
     const restore = job === 'restore';
     const origin = (e: NostrEvent): EventOrigin => ({
-      authed: new Set([owner ?? e.pubkey]),
+      authed: new Set(restore ? [owner ?? e.pubkey, e.pubkey] : [owner ?? e.pubkey]),
       internal: true,
       ...(restore ? { relayUrl: restoredRelayUrl(e, relayUrl), restoring: true } : { relayUrl }),
     });
     this.flushWrites();
+    if (this.restoreSides?.lease !== lease) this.restoreSides = undefined;
+    const carried = (e: NostrEvent): CountedSide | undefined => (restore ? this.restoreSides?.sides.get(e.id) : undefined);
     const vettedNow = new Set(vetted);
-    // Revocations and provisioning records put back change what a backup holds, as events do (writeBatch).
+    // Revocations, provisioning records and retention rules put back change what a backup holds, as events do (writeBatch).
     let marking: Promise<void> | undefined;
+    let retained = false;
     const noted = (r: RestoredRecord): RestoredRecord => {
       if (r === 'restored') marking = this.marker.changed();
       return r;
@@ -788,11 +823,27 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const report = await importLines(lines, {
       verifier: this.verifier,
       stored: (id) => this.store.has(id),
-      write: (e, ack) => this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack }]),
+      write: (e, ack) => {
+        const counted = carried(e);
+        return this.writeBatch([{ e, ctx: this.eventContext(origin(e), e, this.clock(), this.verifier), ack, ...(counted ? { counted } : {}) }]);
+      },
       revocation: (r) => noted(this.ownership.restoreRevocation(r.agent, r.owner, r.revoked_at)),
-      ...(restore ? { provisioned: (r) => noted(this.ownership.restoreProvisioned(r, vettedNow)) } : {}),
+      ...(restore
+        ? {
+            provisioned: (r) => noted(this.ownership.restoreProvisioned(r, vettedNow)),
+            retention: (rules) => {
+              const r = noted(this.retention.restore(rules));
+              retained ||= r === 'restored';
+              return r;
+            },
+            counted: (sides) => {
+              this.restoreSides = { lease, sides: new Map(sides.map((side) => [side.id, side])) };
+            },
+          }
+        : {}),
       ...(held.value.verified ? { verified: held.value.verified } : {}),
     });
+    if (retained) await this.ctx.storage.setAlarm(this.clock()); // the alarm applies them, as setRetentionRules
     await marking;
     return ok(report);
   }
@@ -856,7 +907,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     let outcomes: Admission[];
     try {
       outcomes = this.ctx.storage.transactionSync(() => {
-        const admitted = batch.map((w) => this.admit(w.e, w.ctx));
+        const admitted = batch.map((w) => this.admit(w.e, w.ctx, w.counted));
         this.fanout.reserve(
           admitted.filter((a) => a.raw !== undefined).length,
           admitted.some((a) => a.stored),
@@ -883,9 +934,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
    * a deleted event: answered before any bucket is spent, so sending an event again costs nobody a
    * token); the `chargeEvent` hooks, the owner's plan and the shard's storage bound (owner-plan.ts;
    * on the public shard the bound alone), storage (replace and deletion rules) and the
-   * `onEventStored` hooks.
+   * `onEventStored` hooks. `counted`: the side a restore's backup carries for the event, taken
+   * instead of judged (owner-plan.ts `carriedSides`).
    */
-  private admit(e: NostrEvent, ctx: EventContext): Admission {
+  private admit(e: NostrEvent, ctx: EventContext, counted?: CountedSide): Admission {
     const verdict = firstVerdict(this.policy.rejectEvent, e, ctx);
     if (verdict === 'drop') return { accepted: true, message: '' };
     if (verdict) return { accepted: false, message: formatRejection(verdict) };
@@ -902,12 +954,13 @@ export class RelayShard extends DurableObject<RelayEnv> {
     // The inbox share: by the event itself (the rule a recount applies), not by the connection; a
     // gift wrap (signed by a one-time key) as if signed by the owner's-side key its connection is.
     const wrapPublisher = e.kind === KIND.GIFT_WRAP ? ownerSideConnection(ctx) : undefined;
-    const inbox = ctx.owner !== null && isStored(e.kind) && this.plan.isInbox(wrapPublisher === undefined ? e : { pubkey: wrapPublisher, tags: e.tags });
+    const inbox = ctx.owner !== null && isStored(e.kind) && (counted ? counted.inbox : this.plan.isInbox(wrapPublisher === undefined ? e : { pubkey: wrapPublisher, tags: e.tags }));
     const removes = e.kind === KIND.DELETION ? () => this.store.deletionTargets(e) : undefined;
     // The public shard's reserve: what edgestr's own connections publish about themselves and to their owners.
-    // Held to one owner's share of it when the connection serves an owner (its agents and bridges).
-    const reserved = ctx.owner === null && isStored(e.kind) && reserveWrite(e, ctx);
-    const servedOwner = reserved ? ctx.servedOwner : undefined;
+    // Held to one owner's share of it when the connection serves an owner (its agents and bridges; in a restore, the owner the backup names).
+    const carriedOwner = counted?.owner ?? undefined;
+    const reserved = ctx.owner === null && isStored(e.kind) && (carriedOwner !== undefined || reserveWrite(e, ctx));
+    const servedOwner = reserved ? (carriedOwner ?? ctx.servedOwner) : undefined;
     const overPlan = this.plan.check({ event: e, stored: isStored(e.kind), bytes, internal: ctx.internal, reserved, servedOwner, fromOthers, inbox, ...(removes ? { removes } : {}) }, ctx.nowMs);
     if (overPlan) return { accepted: false, message: formatRejection(overPlan) };
     if (!isStored(e.kind)) return { accepted: true, message: '', raw };
@@ -1058,6 +1111,8 @@ interface PendingWrite {
   e: NostrEvent;
   ctx: EventContext;
   ack: Ack;
+  /** In a restore: the side the backup carries for the event (owner-plan.ts `carriedSides`). */
+  counted?: CountedSide;
 }
 
 /** What the synchronous part of a write decided: the answer; `raw` when the event is delivered; `stored` when it was newly stored. */
