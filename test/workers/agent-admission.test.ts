@@ -70,7 +70,7 @@ const cases: Case[] = [
   { name: 'owner suspended, the owner asking: told why', sender: OWNER, state: { owner: 'suspended' }, want: { verdict: 'answer', refusal: { code: 'UNAUTHORIZED', message: OWNER_SUSPENDED } } },
   {
     name: 'owner’s plan quota reached (after the sender policy)',
-    state: { quota: { code: 'RATE_LIMIT', message: 'quota', retry_after: 30, details: { quota: 'runs_per_day' } } },
+    state: { quota: () => ({ code: 'RATE_LIMIT', message: 'quota', retry_after: 30, details: { quota: 'runs_per_day' } }) },
     want: { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: 'quota', retry_after: 30, details: { quota: 'runs_per_day' } } },
   },
   { name: 'blocked sender', config: config({ block: [SENDER] }), want: { verdict: 'answer', refusal: { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' } } },
@@ -102,7 +102,7 @@ const cases: Case[] = [
   },
   {
     name: 'the owner’s plan, another sender: no figure in the message',
-    state: { quota: planRefusal({ runs_per_day: 5 }, { day: '2026-01-10', tokens_today: 0, tokens_month: 0, runs_today: 5 }, T0, { other: true }) },
+    state: { quota: () => planRefusal({ runs_per_day: 5 }, { day: '2026-01-10', tokens_today: 0, tokens_month: 0, runs_today: 5 }, T0, { other: true }) },
     want: {
       verdict: 'answer',
       refusal: {
@@ -117,7 +117,7 @@ const cases: Case[] = [
   {
     name: 'the owner’s plan, the owner asking: told the figures',
     sender: OWNER,
-    state: { quota: planRefusal({ runs_per_day: 5 }, { day: '2026-01-10', tokens_today: 0, tokens_month: 0, runs_today: 5 }, T0) },
+    state: { quota: () => planRefusal({ runs_per_day: 5 }, { day: '2026-01-10', tokens_today: 0, tokens_month: 0, runs_today: 5 }, T0) },
     want: { verdict: 'answer', refusal: { code: 'RATE_LIMIT', message: 'the agent’s owner used its plan’s 5 runs for today (UTC)', retry_after: 43_200, details: { quota: 'runs_per_day' } } },
   },
   {

@@ -2,7 +2,8 @@
 // NIP-XX request tags (a session id the agent can store included), the owner still allowed (and not
 // suspended) on the deployment (or its account not read yet: owner-copy.ts), the agent's
 // block and allow lists, the owner's plan (workers/accounts/quota.ts, from the totals the agent
-// keeps), then the per-sender and per-agent prompt windows, concurrency and the daily token budget
+// keeps: computed only once the sender passed those lists, so a blocked or unlisted key's prompt
+// costs no read of them), then the per-sender and per-agent prompt windows, concurrency and the daily token budget
 // (budget.ts). The plan's token limits and the budget must leave room for what the prompt's first
 // model call will ask, as far as that is known before decryption (promptAsk), so that a prompt the
 // limits cannot serve gets no run. A refusal carries its NIP-XX error; whether it is answered or
@@ -49,8 +50,8 @@ export const ownerRefusal = (owner: Exclude<OwnerStanding, 'allowed'>): Refusal 
 export interface AdmissionState {
   /** Whether the agent's owner is (still) allowed on this deployment, and not suspended (unreadable: not known yet). */
   owner: OwnerStanding;
-  /** The owner's plan refusing a run (a quota reached), if it does. */
-  quota?: Refusal | undefined;
+  /** The owner's plan refusing a run (a quota reached), if it does: asked only once the sender passed the block and allow lists. */
+  quota?: () => Refusal | undefined;
   /** Runs of this agent in progress. */
   activeRuns: number;
   /** The clock of the limiters (ms). */
@@ -113,7 +114,8 @@ export function admitSender(sender: string, config: Pick<StoredAgent, 'owner' | 
     return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
   }
   if (what === 'request') return { verdict: 'run' };
-  if (state.quota) return refuse(sender, config, state, state.quota, state.quota.retry_after);
+  const quota = state.quota?.();
+  if (quota) return refuse(sender, config, state, quota, quota.retry_after);
   const admission = state.budget.admit(sender, config.limits, state.activeRuns, state.now, state.call);
   if (admission.ok) return { verdict: 'run' };
   if (!admission.answer) return { verdict: 'drop' };

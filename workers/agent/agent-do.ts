@@ -185,7 +185,7 @@ export class Agent extends DurableObject<AgentEnv> {
     this.runs = new RunStore(this.sql);
     this.sessions = new SessionStore(this.sql);
     this.budget = new AgentBudget(this.sql);
-    this.meter = new UsageMeter(this.sql);
+    this.meter = new UsageMeter(ctx.storage);
     this.withdrawal = new Withdrawal(this.sql);
     this.links = new RelayLinks({
       env,
@@ -713,13 +713,17 @@ export class Agent extends DurableObject<AgentEnv> {
    * The owner's part of admission: its standing, then the plan's quotas against the owner's totals
    * plus this agent's `inFlight` runs not yet in them, the token limits with room for `call` (the
    * run's first model call, promptAsk); a `sender` other than the owner gets OTHERS_PLAN_SHARE of
-   * each limit (quota.ts).
+   * each limit (quota.ts). The quotas are computed when admission asks, once the sender passed the
+   * block and allow lists (admission.ts).
    */
   private ownerChecks(c: StoredAgent, sender: string, inFlight: number, call: ModelCallAsk): Pick<AdmissionState, 'owner' | 'quota'> {
     const standing = this.standing(c);
     if (standing.owner !== 'allowed') return { owner: standing.owner };
-    const ask = { other: sender !== c.owner, inFlight, inFlightTokens: this.budget.inProgressTokens(), call };
-    return { owner: 'allowed', quota: planRefusal(planLimits(this.env, standing.state.plan), this.ownerCopy.totals(this.now()), this.now(), ask) };
+    const plan = standing.state.plan;
+    return {
+      owner: 'allowed',
+      quota: () => planRefusal(planLimits(this.env, plan), this.ownerCopy.totals(this.now()), this.now(), { other: sender !== c.owner, inFlight, inFlightTokens: this.budget.inProgressTokens(), call }),
+    };
   }
 
   /**
