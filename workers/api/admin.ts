@@ -17,7 +17,8 @@
 // already removed sends the notice again (204).
 // Also the backups of any shard, the public one included (adminShardRoutes, /api/admin/shards/
 // <public|pubkey>/backups and POST …/restore {backup}): a shard is restored as its owner's
-// restore would be (events, revocations and provisioning records; docs/OPERATIONS.md "Backups"),
+// restore would be (events, revocations and provisioning records, the side each event was counted
+// in, the shard's retention rules when it has none of its own; docs/OPERATIONS.md "Backups"),
 // the public shard's events as published by their authors; and the retention
 // rules of any shard (PATCH …/retention {rules}, as an owner's PATCH /api/relay/retention): the
 // public shard has no owner to set them, and once at max_stored_bytes it frees room only by them,
