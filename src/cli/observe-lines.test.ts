@@ -20,6 +20,11 @@ describe('observe lines', () => {
     expect(frameJson(frame)).toMatchObject({ type: 'frame', agent, event: 'cd'.repeat(32), seq: 7, kind: 'acp_read', sessionId: 's1' });
   });
 
+  it('a payload nesting 6,000 levels (a hostile tool result the agent read): a note, not a stack overflow', () => {
+    const deep = JSON.parse(`${'['.repeat(6000)}${']'.repeat(6000)}`) as unknown;
+    expect(frameLine({ ...frame, frame: { ...frame.frame, channelId: null, payload: { items: [deep] } } })).toBe('03:04:05.678 abababab #7 acp_read (nests deeper than 64 levels: not shown)');
+  });
+
   it('a session_resolved: its outcome and detail whole (one line, terminal-safe), the run id once, the rest cut', () => {
     const run = 'ef'.repeat(32);
     const detail = `the owner’s plan allows the models gpt-4o-mini, gpt-4o, ${'m'.repeat(200)}, not "o1": change the agent’s models (PATCH /api/agents/<its key>) or the owner’s plan`;

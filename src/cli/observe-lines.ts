@@ -1,15 +1,17 @@
 // The lines `edgestr observe` prints: one per accepted NIP-AO frame, per seq gap and per drop report
 // of an agent (text), or the same as JSON objects (--json). A frame's payload is shown cut to
-// MAX_PAYLOAD_CHARS, without the run id its `run=` already shows; what the owner reads a frame for is
+// MAX_PAYLOAD_CHARS (a payload nesting deeper than MAX_JSON_DEPTH: a note), without the run id its `run=` already shows; what the owner reads a frame for is
 // shown whole, on the same line and terminal-safe: a session_resolved's outcome (marked when the
 // answer was not delivered) and `detail` (a provider's text, a limit's figures and its action), a
 // turn_started's `tool_problems`.
 import type { ObservedFrame, SeqGap } from '../shared/ao-observer.js';
 import { terminalSafe } from './terminal-safe.js';
+import { nestsWithin, NOT_SHOWN } from '../shared/json-depth.js';
 
 const MAX_PAYLOAD_CHARS = 160;
 
 const short = (value: unknown): string => {
+  if (!nestsWithin(value)) return NOT_SHOWN;
   const text = JSON.stringify(value);
   return text.length > MAX_PAYLOAD_CHARS ? `${text.slice(0, MAX_PAYLOAD_CHARS - 3)}...` : text;
 };

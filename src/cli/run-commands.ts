@@ -6,6 +6,7 @@
 // was its beginning, else (a delta lost, an answer cut to fit an event) a note on stderr and all of it.
 // Ctrl-C (SIGINT) cancels the running turn with a 25806; in chat, Ctrl-D (end of input) leaves.
 // A turn whose relay ended its subscription for good ends at once with the relay's words (exit 5).
+import { nestsWithin, NOT_SHOWN } from '../shared/json-depth.js';
 import { createInterface } from 'node:readline';
 import { bytesToHex } from '../shared/hex.js';
 import { findAgent } from '../client/agents.js';
@@ -70,7 +71,7 @@ function printer(ctx: Context, runId: () => string): RunHandlers & { streamed: (
       else {
         const name = terminalSafe(t.name ?? '', { singleLine: true });
         const reason = failureReason(t);
-        ctx.err(`[tool ${name}${t.phase ? ` ${t.phase}` : ''}${t.arguments ? ` ${JSON.stringify(t.arguments)}` : ''}${t.success === false ? ' failed' : ''}${reason ? `: ${reason}` : ''}${t.text ? `: ${t.text}` : ''}]\n`);
+        ctx.err(`[tool ${name}${t.phase ? ` ${t.phase}` : ''}${t.arguments ? ` ${nestsWithin(t.arguments) ? JSON.stringify(t.arguments) : NOT_SHOWN}` : ''}${t.success === false ? ' failed' : ''}${reason ? `: ${reason}` : ''}${t.text ? `: ${t.text}` : ''}]\n`);
       }
     },
   };

@@ -101,6 +101,13 @@ function agentRuns(e: NostrEvent, r: FakeRelay): void {
     }
     return;
   }
+  if (message === 'deep tool') {
+    // Tool-call arguments nested 6,000 levels (about 12 KB, written as text: JSON.stringify of them overflows the stack).
+    const deep = `{"ver":1,"name":"deep","phase":"start","arguments":{"a":${'['.repeat(6000)}${']'.repeat(6000)}}}`;
+    r.deliver(sign(agent, KIND.AI_TOOL_CALL, tags, encrypt(deep, key)));
+    send(KIND.AI_RESPONSE, { text: 'done' });
+    return;
+  }
   if (message === 'tool failed') {
     // What the agent's runtime sends for a failed tool: the reason in output.stderr, no text.
     send(KIND.AI_TOOL_CALL, { name: 'web_fetch', phase: 'result', success: false, output: { stdout: '', stderr: 'refused: example.org is not in the allowlist', exit_code: 1 } });
@@ -220,6 +227,13 @@ describe('text from strangers is shown escaped', () => {
     expect(r.stderr).toContain('[tool web_fetch result failed: refused: example.org is not in the allowlist]\n');
     expect(r.stderr).toContain(`[tool mcp result failed: upstream said:\\u000a${SHOWN}]\n`);
     expect(r.stderr).toContain('[tool calculator result]\n');
+  });
+
+  it('ask: tool-call arguments nesting 6,000 levels are not shown (a note instead), and the answer still prints', async () => {
+    const r = await run(['ask', agentPk, 'deep tool', '--url', relay.url]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('done\n');
+    expect(r.stderr).toContain('[tool deep start (nests deeper than 64 levels: not shown)]\n');
   });
 
   it('ask: an error message; --json keeps the text and escapes C1 and U+2028', async () => {

@@ -39,11 +39,14 @@ export function cutChars(text: string, maxChars: number): string {
   return `${text.slice(0, end)}… (${text.length} characters in all)`;
 }
 
+/** What a reader is shown instead of a value nesting deeper than MAX_JSON_DEPTH. */
+export const NOT_SHOWN = `(nests deeper than ${MAX_JSON_DEPTH} levels: not shown)`;
+
 /**
  * `value` as compact JSON for a reader, cut by cutChars; `(nests deeper than 64 levels: not shown)`
  * when it does.
  */
 export function shownJson(value: unknown, maxChars: number): string {
-  if (!nestsWithin(value)) return `(nests deeper than ${MAX_JSON_DEPTH} levels: not shown)`;
+  if (!nestsWithin(value)) return NOT_SHOWN;
   return cutChars(JSON.stringify(value) ?? String(value), maxChars);
 }
