@@ -40,7 +40,9 @@
 //                a uri file:///<`bytes` 'u'>. GET /mcp-flood/stats?bucket=B counts its tools/list and
 //                tools/call requests per bucket of the endpoint URL; /mcp-flood?list-error=resources
 //                answers resources/list with the JSON-RPC error -32603 "resources backend down: check
-//                DATABASE_URL" (a backend of upstream failing, its tools still listed)
+//                DATABASE_URL" (a backend of upstream failing, its tools still listed); POST
+//                /mcp-flood/down?bucket=B&down=1 (0: up again) makes every request to that bucket's
+//                endpoint answer HTTP 500 "flood backend down" (still counted), as a server gone down
 // and, under /hostile/…, the hostile upstreams of test/mcp/hostile-upstreams.ts.
 
 import { createHash } from 'node:crypto';
@@ -399,15 +401,27 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
 }
 
 const floodCounts = new Map<string, { lists: number; calls: number }>();
+/** The /mcp-flood buckets answering HTTP 500 to everything (POST /mcp-flood/down). */
+const floodDown = new Set<string>();
 
 async function floodMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
   const bucket = url.searchParams.get('bucket') ?? '';
   const counts = floodCounts.get(bucket) ?? { lists: 0, calls: 0 };
   floodCounts.set(bucket, counts);
   if (url.pathname === '/mcp-flood/stats') return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(counts));
+  if (url.pathname === '/mcp-flood/down') {
+    if (url.searchParams.get('down') === '1') floodDown.add(bucket);
+    else floodDown.delete(bucket);
+    return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify({ down: floodDown.has(bucket) }));
+  }
   if (req.method !== 'POST') return send(res, 405, { allow: 'POST' });
   const msg = JSON.parse(await readBody(req)) as RpcMessage;
   const json = { 'content-type': 'application/json' };
+  if (floodDown.has(bucket)) {
+    if (msg.method === 'tools/list') counts.lists += 1;
+    if (msg.method === 'tools/call') counts.calls += 1;
+    return send(res, 500, { 'content-type': 'text/plain' }, 'flood backend down');
+  }
   if (msg.id === undefined) return send(res, 202, {});
   if (msg.method === 'initialize') {
     const result = initializeResult(msg, 'flood') as { capabilities: Record<string, unknown> };

@@ -89,12 +89,14 @@ describe('the refusal as the caller reports it', () => {
   it('bridge: a JSON-RPC error to the client, not an upstream failure; the call in flight completes', async () => {
     const stored: StoredServer = { id: 'up', url: PAGED.url, header_names: [], public: true, encryption: false, prices: {}, created_at: 0, updated_at: 0 };
     const contacts: (string | null)[] = [];
+    const outages: string[] = [];
     const cache = new McpSessionCache({ maxSessions: 2, groupOf: serverOfSessionKey, maxPerGroup: 1 });
     const upstream = new UpstreamServer(stored, {
       cache,
       policy: async () => LOCAL,
       headers: async () => ({}),
       onContact: (_id, error) => contacts.push(error),
+      onClientOutage: (id) => outages.push(id),
       onNotification: () => undefined,
     });
     const ctx = (client: string) => ({ requester: { requestId: randomHex(32), client }, signal: new AbortController().signal, onProgress: () => undefined });
@@ -105,6 +107,7 @@ describe('the refusal as the caller reports it', () => {
       expect(await upstream.request('tools/list', {}, ctx('carol'))).toEqual({ ok: false, error: { code: -32603, message: `upstream up: ${BUSY(1)}` } });
       expect(await first).toEqual({ ok: true, value: FINALLY });
       expect(contacts.every((c) => c === null)).toBe(true);
+      expect(outages).toEqual([]); // a busy session says nothing of upstream
       expect((await upstream.initialize('bob')).ok).toBe(true); // alice's session is idle now
     } finally {
       await cache.closeAll();

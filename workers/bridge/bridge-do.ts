@@ -4,7 +4,8 @@
 // one UpstreamServer per server (upstream.ts), limits (limits.ts), the payment gate
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
-// changed, and RETRY_MS after a refresh that failed, left out a list that may pass, or whose set
+// changed, a server checked so within OUTAGE_CHECK_MS of a client's call failing as if it were
+// down (`suspectOutage`), and RETRY_MS after a refresh that failed, left out a list that may pass, or whose set
 // the public shard did not take in full (only a set it took is recorded as published: `announce`),
 // the deletions of a removed or private server's announcements that the public shard did
 // not take sent again (`deleteAnnouncements`, `resendDeletions`); while EDGESTR_SECRET is rotated,
@@ -59,6 +60,7 @@ import { localMode } from '../../src/shared/env-mode.js';
 import { DEFAULT_BRIDGE_SERVERS, DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { BridgeMeter, METER_PRUNE_BATCH, type BridgeCallRow } from './metering.js';
 import { logResealPass, type SecretEnv } from '../common/secrets.js';
+import { wakeNoLaterThan } from '../common/alarms.js';
 import { SeenIds } from '../common/seen-ids.js';
 import { relayVerifier } from '../common/verifier.js';
 import type { McpNotification } from '../common/mcp-client.js';
@@ -84,6 +86,8 @@ const WATCHDOG_MS = 30_000;
 /** Announcements (and health counts) are refreshed this often, and retried this soon after a failure. */
 export const REFRESH_MS = 6 * 3600_000;
 export const RETRY_MS = 5 * 60_000;
+/** A client's call that failed at the transport level books the bridge's own check of the server this soon, at most once per this time. */
+export const OUTAGE_CHECK_MS = 60_000;
 /** A removed owner's bridge asks the registry this often whether the owner was added again. */
 export const OWNER_RECHECK_MS = 10 * 60_000;
 /** The reasons of the deletions of announcements (a removed owner's: OWNER_REMOVED_REASON): a removed server's, a server made private. */
@@ -612,10 +616,25 @@ export class Bridge extends DurableObject<BridgeEnv> {
       policy: () => (provider === undefined ? Promise.resolve(outboundPolicy(this.env, { vetted: false })) : ownerOutbound(this.env, provider.owner, provider.origin)),
       headers: (id: string) => this.store.secretHeaders(id),
       onContact: (id: string, error: string | null) => this.store.recordHealth(id, { ok: error === null, checked_at: Math.floor(Date.now() / 1000), error }),
+      onClientOutage: (id: string) => this.suspectOutage(id),
       onNotification: (id: string, client: string, n: McpNotification) => this.onUpstreamNotification(id, client, n),
     };
     this.backendMap = new Map(this.store.servers().map((s) => [s.id, new UpstreamServer(s, deps)]));
     return this.backendMap;
+  }
+
+  /**
+   * A client's call to server `id` failed as if the server were down (upstream.ts suggestsOutage):
+   * the bridge's own check (a refresh: its session lists upstream and sets the health) is booked
+   * now, or OUTAGE_CHECK_MS after its last own contact if that is later, so however many calls
+   * fail, and whoever sends them, the server is checked at most once a minute; one booked earlier
+   * (a refresh is booked once per server) is kept. The watchdog runs it, woken for it if need be.
+   */
+  private suspectOutage(id: string): void {
+    const checkedAt = this.store.health(id).checked_at;
+    const at = Math.max(Date.now(), checkedAt === null ? 0 : checkedAt * 1000 + OUTAGE_CHECK_MS);
+    this.store.refreshNoLaterThan(id, at);
+    wakeNoLaterThan(this.ctx.storage, at).catch((e: unknown) => console.error(`bridge: the check of ${id} not scheduled`, errorMessage(e)));
   }
 
   /**

@@ -5,7 +5,10 @@
 // injected `name` argument dropped (the tool's inputSchema from the cached tool list), and the
 // bridge's own contacts (its session: initialize and the lists, for announcements, health and
 // prices) recorded as the server's health. A client's contacts are not: a stranger chooses its
-// calls, and a slow tool's timeout or a huge answer cut at our cap says nothing of the server.
+// calls, and a slow tool's timeout or a huge answer cut at our cap says nothing of the server. A
+// client's call that fails at the transport level in a way that may mean the server is down
+// (`suggestsOutage`: unreachable, HTTP 5xx, the connection lost) makes the bridge check the server
+// itself soon (onClientOutage), and that check sets the health.
 // Upstream failures become JSON-RPC errors: its own protocol errors pass through; a transport
 // failure is INTERNAL_ERROR "upstream <id> unreachable (HTTP <status>)" when upstream answered an
 // HTTP error, else "upstream <id> unreachable" (or our own "upstream <id> timed out after <n> ms",
@@ -70,18 +73,31 @@ export interface UpstreamDeps {
   headers(serverId: string): Promise<Record<string, string>>;
   /** Every contact of the bridge's own session (BRIDGE_CLIENT) with upstream: ok, or the error text. */
   onContact(serverId: string, error: string | null): void;
+  /** A client's call failed in a way that suggests the server is down (`suggestsOutage`): the bridge should check it. */
+  onClientOutage(serverId: string): void;
   /** A notification upstream sent on `client`'s session (list_changed, resources/updated…). */
   onNotification(serverId: string, client: string, n: McpNotification): void;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** Whether transport failure `message` is one of our own limits cutting a call (mcp-client.ts), not upstream failing. */
+const ownLimit = (message: string): boolean => message.startsWith('timed out') || message.startsWith('sent an answer over');
+
 /** The JSON-RPC error a DVMCP client gets for an upstream failure (upstream's text stays with the owner, see the header). */
 export function upstreamError(serverId: string, f: McpFailure): RpcError {
   if (f.kind === 'protocol') return f.data === undefined ? rpcError(f.code, f.message) : { code: f.code, message: f.message, data: f.data };
-  if (f.message.startsWith('timed out') || f.message.startsWith('sent an answer over')) return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} ${f.message}`);
+  if (ownLimit(f.message)) return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} ${f.message}`);
   return rpcError(RPC.INTERNAL_ERROR, f.status === undefined ? `upstream ${serverId} unreachable` : `upstream ${serverId} unreachable (HTTP ${f.status})`);
 }
+
+/**
+ * Whether a transport failure (its message and HTTP status) may mean the server is down:
+ * unreachable, an HTTP 5xx, the connection lost. Not our own limits (a timeout, an answer over our
+ * cap) nor an abort (a client's cancel), which a stranger's choice of call causes, nor an HTTP 4xx
+ * (upstream answered the call).
+ */
+export const suggestsOutage = (message: string, status: number | undefined): boolean => (status === undefined ? !ownLimit(message) && message !== 'aborted' : status >= 500);
 
 const RESOURCE_LISTS = {
   resources: LISTS.find((l) => l.method === 'resources/list')!,
@@ -118,9 +134,14 @@ export class UpstreamServer implements DvmcpBackend {
     return Object.keys(headers).length ? { url: this.server.url, headers } : { url: this.server.url };
   }
 
-  /** Records a contact of `client`'s session as the server's health, when it is the bridge's own (see the header). */
-  private contact(client: string, error: string | null): void {
+  /**
+   * Records a contact of `client`'s session as the server's health when it is the bridge's own; a
+   * client's failure that suggests an outage (`status`: the HTTP status of upstream's answer) asks
+   * the bridge to check (see the header).
+   */
+  private contact(client: string, error: string | null, status?: number): void {
     if (client === BRIDGE_CLIENT) this.deps.onContact(this.server.id, error);
+    else if (error !== null && suggestsOutage(error, status)) this.deps.onClientOutage(this.server.id);
   }
 
   /**
@@ -134,7 +155,7 @@ export class UpstreamServer implements DvmcpBackend {
     if (used.ok) return used.value;
     if (used.error.kind === 'busy') return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${id}: ${used.error.message}`));
     const { message, status } = used.error;
-    this.contact(client, message);
+    this.contact(client, message, status);
     return err(upstreamError(id, status === undefined ? { kind: 'transport', message } : { kind: 'transport', message, status }));
   }
 
@@ -146,12 +167,13 @@ export class UpstreamServer implements DvmcpBackend {
     });
   }
 
-  /** A client's request (never recorded as the server's health: see the header). */
+  /** A client's request (never recorded as the server's health; a transport failure may ask for a check: see the header). */
   async request(method: string, params: Record<string, unknown>, ctx: RequestContext): Promise<Result<Record<string, unknown>, RpcError>> {
     const client = ctx.requester.client;
     return this.withSession(client, async (s) => {
       const sent = method === 'tools/call' ? await this.toolCallParams(client, params) : params;
       const r = await s.request(method, sent, { signal: ctx.signal, timeoutMs: UPSTREAM_TIMEOUT_MS, maxTotalMs: UPSTREAM_MAX_TOTAL_MS, onProgress: (p) => ctx.onProgress(p) });
+      if (!r.ok && r.error.kind === 'transport') this.contact(client, r.error.message, r.error.status);
       if (!r.ok) return err(upstreamError(this.server.id, r.error));
       if (!isRecord(r.value)) return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${this.server.id} answered ${method} with a result that is not an object`));
       return ok(r.value);
