@@ -32,7 +32,7 @@ describe('bridge metering retention', () => {
 
       // Others' day counts of earlier days go too (nothing reads them).
       for (let d = 1; d <= 3; d++) sql.exec('INSERT INTO bridge_others (day, calls) VALUES (?, 5)', dayOf(now - d * DAY_MS));
-      meter.hold(['a'], 'tools/call', true).upstream(now);
+      meter.hold(['a'], 'tools/call', true, now).upstream(now);
       expect(old()).toBe(598);
       expect(sql.exec<{ day: string; calls: number }>('SELECT day, calls FROM bridge_others').toArray()).toEqual([{ day: dayOf(now - DAY_MS), calls: 5 }, { day: dayOf(now), calls: 1 }]);
       await instance.alarm();

@@ -188,21 +188,24 @@ export class Bridge extends DurableObject<BridgeEnv> {
    * goes to; clients other than the owner's key: their share, metering.ts), then the limiter. An
    * admitted request holds its calls against the quota until it goes upstream, when it is metered,
    * its duration when it ends; a priced request never paid is not metered, and its hold ends with
-   * it (metering.ts `hold`). A refusal is answered as ErrorAnswers allows (once per client until the retry time
-   * it gave).
+   * it; before it waits for its payment the quota of waiting calls is asked (metering.ts `hold`,
+   * `awaitPayment`). A refusal is answered as ErrorAnswers allows (once per client until the retry
+   * time it gave, or QUOTA_TOLD_MS if sooner).
    */
   private admit(client: string, servers: readonly string[], method: string): ReturnType<RequestAdmission['admit']> {
     const other = client !== this.store.providerRecord()?.owner;
-    const quota = method === 'ping' ? undefined : this.meter.refusal(planLimits(this.env, this.plan).bridge_calls_per_day, this.limiter.now(), other, servers.length);
-    if (quota) return this.errors.refusal(client, quota, QUOTA_TOLD_MS);
+    const limit = () => planLimits(this.env, this.plan).bridge_calls_per_day;
+    const quota = method === 'ping' ? undefined : this.meter.refusal(limit(), this.limiter.now(), other, servers.length);
+    if (quota) return this.errors.refusal(client, quota.error, Math.min(quota.retryMs, QUOTA_TOLD_MS));
     const admitted = this.limiter.admit(client, servers, method);
     if (!admitted.ok) return this.errors.refusal(client, admitted.error, admitted.retryMs);
     if (method === 'ping') return admitted;
-    const call = this.meter.hold(servers, method, other);
+    const call = this.meter.hold(servers, method, other, this.limiter.now());
     let released = false;
     return {
       ok: true,
       upstream: () => call.upstream(this.limiter.now()),
+      awaitingPayment: (until) => call.awaitPayment(limit(), until, this.limiter.now())?.error,
       release: () => {
         if (released) return;
         released = true;

@@ -2,22 +2,33 @@
 // (after any payment) is counted per (UTC day, server, method) with its total duration in the
 // Bridge DO's SQLite, and the owner's plan (bridge_calls_per_day) is checked against the day's
 // count plus what the request will be charged (one call per server it goes to) before admission — refused with JSON-RPC -32029 naming the quota and the seconds until the
-// UTC day ends. A request admitted but not yet counted (a priced call waiting for its payment, a
-// resource read waiting for its price) holds its calls in memory (`hold`) until it goes upstream
-// (then counted) or ends without (then dropped), and the check counts the holds too: calls admitted
-// while nothing was counted yet cannot all pass the quota once paid. A hold counts on whichever day
-// is checked (one taken before midnight UTC and paid after it is counted on the new day).
-// Clients other than the owner's key may use OTHERS_PLAN_SHARE of the quota (their
-// calls and holds are counted apart, `bridge_others`): the rest is kept for the owner, so strangers
-// calling a public server, or leaving invoices unpaid, cannot leave the owner's own calls refused for the day. Only the owner's
-// key is told the plan's figure; others get OWNER_CALLS_REACHED (no figure), so that varying their
-// requests' fan-out does not tell them the owner's plan and its calls of the day. Rows are kept
-// RETENTION_DAYS and pruned in bounded batches: two with each recorded call (rows are made no
-// faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm; a row past them that
-// is still stored (an idle bridge books no alarm) is never answered (`rows`).
+// UTC day ends. A request admitted but not yet counted holds its calls in memory (`hold`) until it
+// goes upstream (then counted) or ends without (then dropped); the checks count the holds too, so
+// calls admitted while nothing was counted yet cannot all pass the quota. A hold counts on
+// whichever day is checked (one taken before midnight UTC and paid after it is counted on the new
+// day). Clients other than the owner's key may use OTHERS_PLAN_SHARE of the quota (their calls and
+// holds are counted apart, `bridge_others`): the rest is kept for the owner, so strangers calling a
+// public server cannot leave the owner's own calls refused for the day.
+// A priced call waiting for its payment (`MeteredCall.awaitPayment`, from the payment gate, before
+// it makes an invoice) is held apart: strangers' waiting calls may hold at most WAITING_SHARE of
+// their share (rounded up), and the call must fit the quota and the share with every hold, waiting
+// ones included; but a call that is free or already paid is refused only by the counted calls and
+// the holds not waiting for a payment. So unpaid invoices, which fresh keys open for nothing, cannot
+// leave every other client refused on every server; in exchange a paid call runs even when free
+// calls used the share while it waited, so strangers' counted calls may pass their share by up to
+// WAITING_SHARE of it a day, and that excess is not taken from the owner's kept calls (the owner's
+// check counts strangers' calls up to their share only). A refusal that the counted calls cause
+// says to retry when the UTC day ends; one that holds cause, when the first of them ends (a waiting
+// call: its invoice's expiry; another: once its price is known, UPSTREAM_TIMEOUT_MS at most).
+// Only the owner's key is told the plan's figure; others get OWNER_CALLS_REACHED (no figure), so
+// that varying their requests' fan-out does not tell them the owner's plan and its calls of the
+// day. Rows are kept RETENTION_DAYS and pruned in bounded batches: two with each recorded call (rows
+// are made no faster than calls), up to METER_PRUNE_BATCH by the Bridge's watchdog alarm; a row past
+// them that is still stored (an idle bridge books no alarm) is never answered (`rows`).
 
 import { RPC, rpcError, type RpcError } from '../../src/shared/dvmcp.js';
 import { OTHERS_PLAN_SHARE } from '../accounts/quota.js';
+import { UPSTREAM_TIMEOUT_MS } from './upstream.js';
 
 const DAY_MS = 86_400_000;
 /** Days of per-method rows kept. */
@@ -29,22 +40,71 @@ const PRUNE_PER_RECORD = 2;
 
 const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
+/** The seconds from `now` to `at` (ms), at least 1. */
+const secondsUntil = (at: number, now: number): number => Math.max(1, Math.ceil((at - now) / 1000));
+
+/** When the UTC day of `now` (ms) ends. */
+const dayEnd = (now: number): number => (Math.floor(now / DAY_MS) + 1) * DAY_MS;
+
+/** When the first of `holds` ends at the latest (ms); with none, when the UTC day of `now` ends. */
+const firstEnd = (holds: readonly Hold[], now: number): number => (holds.length === 0 ? dayEnd(now) : Math.min(...holds.map((h) => h.ends)));
+
+/** A -32029 refusal for `why`, retry in `seconds`. */
+const quotaRefusal = (why: string, seconds: number): QuotaRefusal => ({
+  error: { ...rpcError(RPC.RATE_LIMITED, `rate-limited: ${why} (quota bridge_calls_per_day); retry in ${seconds} s`), data: { quota: 'bridge_calls_per_day', retry_after: seconds } },
+  retryMs: seconds * 1000,
+});
+
 /** Why a client other than the owner's key is refused by the daily quota (the figures are the owner's). */
 export const OWNER_CALLS_REACHED = 'the bridge’s owner reached a usage limit for today (UTC)';
+/** Why a client other than the owner's key may not wait for a payment now (WAITING_SHARE). */
+export const TOO_MANY_WAITING = 'too many calls to this bridge are waiting for a payment';
+/** The part of the share of clients other than the owner's key that their calls waiting for a payment may hold (rounded up). */
+export const WAITING_SHARE = 0.5;
+
+/** A quota refusal: its answer, and in how many ms the client may try again (what the answer says). */
+export interface QuotaRefusal {
+  error: RpcError;
+  retryMs: number;
+}
 
 export type BridgeCallRow = { day: string; server: string; method: string; calls: number; duration_ms: number };
 
 /** One admitted request's calls (BridgeMeter.hold): held until it goes upstream or ends. */
 export interface MeteredCall {
+  /**
+   * The request is about to wait for its payment, until `until` (ms) at the latest, under `limit`
+   * calls a day at `now` (ms): undefined, it may (held as waiting from then on), or the refusal.
+   */
+  awaitPayment(limit: number | undefined, until: number, now: number): QuotaRefusal | undefined;
   /** The request goes upstream at `now` (ms): its calls counted for that day instead of held. */
   upstream(now: number): void;
   /** The request ended at `now` (ms): its duration added if it went upstream, else its hold dropped. */
   end(now: number): void;
 }
 
+type Side = 'owner' | 'others';
+
+/** An admitted request's calls not counted yet: whose, how many, whether it waits for a payment, when it ends at the latest (ms). */
+interface Hold {
+  side: Side;
+  calls: number;
+  waiting: boolean;
+  ends: number;
+}
+
+/** What one check weighs: the day's counted calls of each side and the holds it counts. */
+interface Load {
+  owner: number;
+  others: number;
+  holds: Hold[];
+}
+
+const sum = (holds: readonly Hold[], side?: Side): number => holds.reduce((n, h) => n + (side === undefined || h.side === side ? h.calls : 0), 0);
+
 export class BridgeMeter {
-  /** Calls admitted and not yet counted (see the header), of the owner's key and of other clients. */
-  private readonly held = { owner: 0, others: 0 };
+  /** Calls admitted and not yet counted (see the header). */
+  private readonly holds = new Set<Hold>();
 
   constructor(private readonly sql: SqlStorage) {
     this.sql.exec(`CREATE TABLE IF NOT EXISTS bridge_calls (
@@ -62,44 +122,79 @@ export class BridgeMeter {
   /**
    * The refusal of one more request, charged `calls` calls (one per server it goes to, as `record`
    * counts them), under `limit` calls a day at `now` (ms) from the owner's key or another (`other`:
-   * its share, and no figure in the message), or undefined: refused when the day's count and the
-   * calls held (`hold`) would pass the limit (another client: also its share, with the others' holds).
+   * its share, and no figure in the message), or undefined. Its price is not known yet: it is
+   * weighed as a free call, against the counted calls and the holds not waiting for a payment.
    */
-  refusal(limit: number | undefined, now: number, other: boolean, calls = 1): RpcError | undefined {
+  refusal(limit: number | undefined, now: number, other: boolean, calls = 1): QuotaRefusal | undefined {
     if (limit === undefined) return undefined;
-    const retry = Math.max(1, Math.ceil(((Math.floor(now / DAY_MS) + 1) * DAY_MS - now) / 1000));
-    const refuse = (why: string): RpcError => ({ ...rpcError(RPC.RATE_LIMITED, `rate-limited: ${why} (quota bridge_calls_per_day); retry in ${retry} s`), data: { quota: 'bridge_calls_per_day', retry_after: retry } });
-    if (this.callsToday(now) + this.held.owner + this.held.others + calls > limit) return refuse(other ? OWNER_CALLS_REACHED : `the owner’s plan allows ${limit} bridge calls per day`);
-    if (other && this.callsToday(now, true) + this.held.others + calls > Math.floor(limit * OTHERS_PLAN_SHARE)) return refuse(OWNER_CALLS_REACHED);
-    return undefined;
+    return this.check(limit, now, other ? 'others' : 'owner', calls, [...this.holds].filter((h) => !h.waiting));
   }
 
   /**
-   * Holds the calls of one request admitted to `servers` for `method` (`other`: from a client other
-   * than the owner's key), one per server, until it goes upstream (counted) or ends (dropped).
+   * Holds the calls of one request admitted to `servers` for `method` at `now` (ms) (`other`: from a
+   * client other than the owner's key), one per server, until it goes upstream (counted) or ends
+   * (dropped); it may wait for a payment meanwhile (`awaitPayment`).
    */
-  hold(servers: readonly string[], method: string, other: boolean): MeteredCall {
-    const side = other ? 'others' : 'owner';
-    this.held[side] += servers.length;
-    let holding = true;
+  hold(servers: readonly string[], method: string, other: boolean, now: number): MeteredCall {
+    const h: Hold = { side: other ? 'others' : 'owner', calls: servers.length, waiting: false, ends: now + UPSTREAM_TIMEOUT_MS };
+    this.holds.add(h);
     let startedAt: number | undefined;
-    const unhold = (): void => {
-      if (holding) this.held[side] -= servers.length;
-      holding = false;
-    };
     return {
-      upstream: (now) => {
-        if (!holding) return;
-        unhold();
-        startedAt = now;
-        this.record(servers, method, now, other);
+      awaitPayment: (limit, until, at) => {
+        const refused = !this.holds.has(h) || h.waiting || limit === undefined ? undefined : this.waitRefusal(h, limit, at);
+        if (refused) return refused;
+        h.waiting = true;
+        h.ends = until;
+        return undefined;
       },
-      end: (now) => {
-        unhold();
-        if (startedAt !== undefined) this.finished(servers, method, startedAt, now);
+      upstream: (at) => {
+        if (!this.holds.delete(h)) return;
+        startedAt = at;
+        this.record(servers, method, at, other);
+      },
+      end: (at) => {
+        this.holds.delete(h);
+        if (startedAt !== undefined) this.finished(servers, method, startedAt, at);
         startedAt = undefined;
       },
     };
+  }
+
+  /**
+   * Why hold `h` may not wait for a payment at `now` (ms) under `limit`: past the waiting calls'
+   * part of the others' share (WAITING_SHARE), or with every hold, waiting ones included, past the
+   * quota or the share.
+   */
+  private waitRefusal(h: Hold, limit: number, now: number): QuotaRefusal | undefined {
+    const others = [...this.holds].filter((x) => x !== h);
+    const waiting = others.filter((x) => x.waiting && x.side === 'others');
+    if (h.side === 'others' && sum(waiting) + h.calls > Math.ceil(Math.floor(limit * OTHERS_PLAN_SHARE) * WAITING_SHARE)) {
+      return quotaRefusal(TOO_MANY_WAITING, secondsUntil(firstEnd(waiting, now), now));
+    }
+    return this.check(limit, now, h.side, h.calls, others);
+  }
+
+  /**
+   * The refusal of `calls` more calls of `side` under `limit` at `now` (ms), with `holds` counted:
+   * the owner's key within the quota (strangers' calls counted up to their share: what a paid
+   * call ran past it is not the owner's loss), another within the quota and the share.
+   */
+  private check(limit: number, now: number, side: Side, calls: number, holds: readonly Hold[]): QuotaRefusal | undefined {
+    const share = Math.floor(limit * OTHERS_PLAN_SHARE);
+    const others = this.callsToday(now, true);
+    const counted: Load = { owner: this.callsToday(now) - others, others, holds: [] };
+    const load: Load = { ...counted, holds: [...holds] };
+    const tests: Array<{ over: (l: Load) => boolean; why: string }> =
+      side === 'owner'
+        ? [{ over: (l) => l.owner + sum(l.holds, 'owner') + Math.min(l.others + sum(l.holds, 'others'), share) + calls > limit, why: `the owner’s plan allows ${limit} bridge calls per day` }]
+        : [
+            { over: (l) => l.owner + l.others + sum(l.holds) + calls > limit, why: OWNER_CALLS_REACHED },
+            { over: (l) => l.others + sum(l.holds, 'others') + calls > share, why: OWNER_CALLS_REACHED },
+          ];
+    const failed = tests.find((t) => t.over(load));
+    if (failed === undefined) return undefined;
+    // The counted calls alone refuse it: until the UTC day ends; else until the first hold ends.
+    return quotaRefusal(failed.why, secondsUntil(failed.over(counted) ? dayEnd(now) : firstEnd(holds, now), now));
   }
 
   /** Counts one request admitted at `now` (ms) to each of `servers` (`other`: from a client other than the owner's key). */

@@ -11,7 +11,8 @@
 // `maxPendingTotal` per bridge, except that a server holding fewer than `reservedPerServer` is
 // never refused by the bridge's cap (keys cost nothing, so many keys can fill a server's cap: that
 // blocks the payers of that server, not those of the bridge's other servers). Over a cap the call
-// is refused at once.
+// is refused at once, as it is when the bridge's quota for calls waiting for a payment refuses it
+// (PaymentContext.awaitingPayment, asked before an invoice is made or an open one waited on).
 //
 // A paid row is spent on one answered call: a client that re-sends the same request (same event id)
 // after paying is served once without paying again; a request waiting in memory when the Durable
@@ -130,6 +131,9 @@ export class VerifierGate implements PaymentGate {
     // right before the insert (a duplicate of the request or another call may have come in meanwhile).
     const before = this.#admit(requester, capability.serverId, name, ctx);
     if (before !== undefined) return before;
+    // The bridge's quota for calls waiting for a payment, before any invoice is made (metering.ts).
+    const quota = ctx.awaitingPayment?.((this.now() + this.config.expirySeconds) * 1000);
+    if (quota !== undefined) return err(quota);
     const invoice = await this.verifier.invoice({ sats: sats.value, requestId: requester.requestId, client: requester.client });
     if (!invoice.ok) {
       this.host.noInvoice(invoice.error);
@@ -176,7 +180,8 @@ export class VerifierGate implements PaymentGate {
       }
       if (previous.cancelled_at !== null) return Promise.resolve(err(rpcError(PAYMENT_RPC.NOT_PAID, 'this request was cancelled before its payment arrived; send a new request')));
       if (previous.expires <= now) return Promise.resolve(err(this.#expired()));
-      return this.#waitAndNotify(previous, requester, ctx);
+      const quota = ctx.awaitingPayment?.(previous.expires * 1000);
+      return quota === undefined ? this.#waitAndNotify(previous, requester, ctx) : Promise.resolve(err(quota));
     }
     const counts = this.store.pendingCounts(requester.client, now, serverId);
     if (counts.client >= this.config.maxPendingPerClient) {

@@ -26,7 +26,9 @@
 //                              is the answer); an index that cannot be had: -32603 "the price of
 //                              <uri> on <id> could not be determined (its resource list failed);
 //                              try again later", not served (why stays with the owner: the
-//                              backend's own record, e.g. the bridge server's health).
+//                              backend's own record, e.g. the bridge server's health). Before a
+//                              call waits for a payment the gate asks the admission whether it
+//                              may (`awaitingPayment`: the bridge's quota of waiting calls)
 //                              The gate is told whether the call's answer was published (its
 //                              payment is spent only then: a paid call cut off by a restart runs
 //                              when re-sent)
@@ -69,7 +71,7 @@ import { answerTemplate, errorAnswer, initializeTemplate } from './answer-fit.js
 import type { DvmcpBackend, Progress } from './backend.js';
 import { Coalescer, NotificationBudget, PROGRESS_INTERVAL_MS } from './notification-limits.js';
 import { DROPS, type DropSummary } from '../drop-summary.js';
-import { freeCall, type AdmittedCall, type PaymentGate, type PricedCapability } from './payment-gate.js';
+import { freeCall, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from './payment-gate.js';
 
 /**
  * The signer of the gift wraps a DVMCP server sends (an answer, a notification, a payment request:
@@ -94,14 +96,18 @@ export interface RequestAdmission {
    * Admits one request of `client` for `method` (with `params`) to `serverIds`, holding what it
    * takes until `release`; or refuses it: with `error`, that is the answer; without, it is dropped
    * unanswered. `upstream` is called when the request goes to its servers (after any payment): a
-   * priced request never paid, or cancelled before, does not.
+   * priced request never paid, or cancelled before, does not. `awaitingPayment` is the gate's
+   * question before the request waits for a payment (PaymentContext.awaitingPayment).
    */
-  admit(
-    client: string,
-    serverIds: readonly string[],
-    method: string,
-    params?: Readonly<Record<string, unknown>>,
-  ): { ok: true; release: () => void; upstream?: () => void } | { ok: false; error?: RpcError };
+  admit(client: string, serverIds: readonly string[], method: string, params?: Readonly<Record<string, unknown>>): Admitted | { ok: false; error?: RpcError };
+}
+
+/** An admitted request (RequestAdmission.admit). */
+export interface Admitted {
+  ok: true;
+  release: () => void;
+  upstream?: () => void;
+  awaitingPayment?: (until: number) => RpcError | undefined;
 }
 
 export interface DispatcherDeps {
@@ -203,7 +209,7 @@ export class Dispatcher {
         const shared = msg.serverId === undefined;
         await Promise.all(targets.map((b) => this.initialize(b, to, reply, abort.signal, shared)));
       } else {
-        await this.serve(targets[0]!, msg.method, msg.params, to, reply, abort, () => admitted.upstream?.());
+        await this.serve(targets[0]!, msg.method, msg.params, to, reply, abort, admitted);
       }
     } finally {
       this.active.delete(msg.requestId);
@@ -232,20 +238,21 @@ export class Dispatcher {
     return reply.send(errorAnswer(to, answer.error, reply.form, [['d', b.profile.id]]));
   }
 
-  private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController, upstream: () => void): Promise<void> {
+  private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController, admitted: Admitted): Promise<void> {
     const serverId = b.profile.id;
     const priced = await this.priceOf(b, method, params);
     if (!priced.ok) return reply.send(errorAnswer(to, priced.error, reply.form));
     let call: AdmittedCall = freeCall;
     if (priced.value !== undefined) {
       const capability: PricedCapability = { serverId, method, name: priced.value.name };
-      const paid = await this.deps.gate().requirePayment(to, capability, priced.value.price, { notify: (t) => reply.send(t), signal: abort.signal });
+      const ctx: PaymentContext = { notify: (t) => reply.send(t), signal: abort.signal, ...(admitted.awaitingPayment ? { awaitingPayment: admitted.awaitingPayment } : {}) };
+      const paid = await this.deps.gate().requirePayment(to, capability, priced.value.price, ctx);
       if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorAnswer(to, paid.error, reply.form));
       call = paid.value;
     }
     let answered = false;
     try {
-      answered = await this.run(b, method, params, to, reply, abort, upstream);
+      answered = await this.run(b, method, params, to, reply, abort, () => admitted.upstream?.());
     } finally {
       call.done(answered);
     }

@@ -37,6 +37,13 @@ export interface PaymentContext {
   notify(t: EventTemplate): Promise<void>;
   /** Aborted when the client cancels the request or the bridge gives up on it. */
   signal: AbortSignal;
+  /**
+   * Asked before the call waits for a payment (an invoice made for it, or one made before and still
+   * unpaid), until `until` (ms) at the latest: undefined, it may; else the refusal its client gets
+   * (the bridge's quota for calls waiting for a payment, workers/bridge/metering.ts). Not asked for
+   * a call already paid.
+   */
+  awaitingPayment?(until: number): RpcError | undefined;
 }
 
 export interface PaymentGate {

@@ -1,0 +1,94 @@
+// Calls waiting for their payment and the owner's bridge_calls_per_day (workers/bridge/metering.ts):
+// clients other than the owner's key may use OTHERS_PLAN_SHARE of it; their calls waiting for a
+// payment may hold at most WAITING_SHARE of that share (rounded up), and hold no room from calls
+// that are free or already paid, which only counted calls and the other holds refuse. A refusal
+// that holds cause says to retry when the first of them ends (a waiting call: its invoice's
+// expiry, EDGESTR_PAYMENT_EXPIRY=5 in vitest.config.ts), one that counted calls cause at the end of
+// the UTC day. A paid call runs even when free calls used the share meanwhile, and that overshoot
+// is not taken from the owner's kept calls. Plan three_bridge_calls: 3 calls a day, others 2 of
+// them (of which 1 may wait for a payment), 1 kept for the owner.
+import { env, SELF } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { NostrEvent } from '../../src/shared/event.js';
+import { KIND } from '../../src/shared/kinds.js';
+import { RPC } from '../../src/shared/dvmcp.js';
+import { api } from './api-helpers.js';
+import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { BASE, keys } from './helpers.js';
+import { TEST_ADMIN_SK } from './test-keys.js';
+
+const DAY_MS = 86_400_000;
+
+/** The invoice of the payment-required notification `client` gets for request `id`. */
+async function invoiceOf(client: DvmcpClient, id: string): Promise<string> {
+  const frame = await client.sock.next((f) => {
+    const e = f[2] as NostrEvent | undefined;
+    return f[0] === 'EVENT' && e?.kind === KIND.DVMCP_NOTIFICATION && e.tags.some((t) => t[0] === 'e' && t[1] === id) && e.tags.some((t) => t[0] === 'status');
+  });
+  return (frame[2] as NostrEvent).tags.find((t) => t[0] === 'amount')![2]!;
+}
+
+describe('calls waiting for a payment and bridge_calls_per_day', () => {
+  it('a stranger’s unpaid invoice does not refuse another stranger’s free call; a second one waiting is refused until the first ends (its expiry), a share used by counted calls until the day ends; the paid call runs, the owner keeps its call', { timeout: 30_000 }, async () => {
+    const owner = keys();
+    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'three_bridge_calls' })).status).toBe(201);
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
+    const provider = await bridge.ensureProvider(owner.pk, BASE);
+    await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
+    expect((await bridge.addServer({ id: 'paid', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } })).ok).toBe(true);
+    expect((await bridge.addServer({ id: 'free', url: everythingUrl(), public: false })).ok).toBe(true);
+    await bridgeReady(provider);
+    const [a, b, c] = [await DvmcpClient.open(provider), await DvmcpClient.open(provider), await DvmcpClient.open(provider)];
+    const mine = await DvmcpClient.open(provider, '/', owner);
+    try {
+      expect((await b.call('prompts/list', {}, { s: 'free' })).result.ok).toBe(true);
+      const echo = (message: string) => a.send(a.request('tools/call', { name: 'echo', arguments: { message } }, { s: 'paid' }));
+      const waiting = await echo('one');
+      const invoice = await invoiceOf(a, waiting);
+
+      // Waiting calls may hold 1 of the others' 2: a second is refused until the first one's invoice expires (5 s), with no invoice.
+      const second = await echo('two');
+      const refused = await a.answer(second);
+      expect(refused.result).toEqual({
+        ok: false,
+        error: {
+          code: RPC.RATE_LIMITED,
+          message: expect.stringMatching(/^rate-limited: too many calls to this bridge are waiting for a payment \(quota bridge_calls_per_day\); retry in [1-6] s$/),
+          data: { quota: 'bridge_calls_per_day', retry_after: expect.any(Number) },
+        },
+      });
+      const retry = !refused.result.ok && (refused.result.error.data as { retry_after: number }).retry_after;
+      expect(!refused.result.ok && refused.result.error.message).toBe(`rate-limited: too many calls to this bridge are waiting for a payment (quota bridge_calls_per_day); retry in ${retry} s`);
+      expect(a.notifications(second)).toEqual([]);
+
+      // The waiting call holds no room from a free one: B's second call passes (1 counted + 1 = the others' 2).
+      expect((await b.call('tools/list', {}, { s: 'free' })).result).toMatchObject({ ok: true });
+      // Now the others' share is counted in full: refused until the UTC day ends.
+      const full = await c.call('tools/list', {}, { s: 'free' });
+      const untilMidnight = Math.ceil((Math.ceil(Date.now() / DAY_MS) * DAY_MS - Date.now()) / 1000);
+      expect(full.result).toEqual({
+        ok: false,
+        error: {
+          code: RPC.RATE_LIMITED,
+          message: expect.stringMatching(/^rate-limited: the bridge’s owner reached a usage limit for today \(UTC\) \(quota bridge_calls_per_day\); retry in \d+ s$/),
+          data: { quota: 'bridge_calls_per_day', retry_after: expect.any(Number) },
+        },
+      });
+      expect(!full.result.ok && (full.result.error.data as { retry_after: number }).retry_after).toBeGreaterThanOrEqual(untilMidnight - 5);
+
+      // Paid, the waiting call runs, past the others' share; the owner's kept call is still its own.
+      const paid = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice }) });
+      expect(paid.status).toBe(200);
+      expect((await a.answer(waiting)).result).toMatchObject({ ok: true, value: { content: [{ type: 'text', text: 'Echo: one' }] } });
+      expect((await mine.call('tools/list', {}, { s: 'free' })).result.ok).toBe(true);
+      const day = new Date().toISOString().slice(0, 10);
+      expect((await bridge.usage(day, day)).map((r) => [r.server, r.method, r.calls])).toEqual([
+        ['free', 'prompts/list', 1],
+        ['free', 'tools/list', 2],
+        ['paid', 'tools/call', 1],
+      ]);
+    } finally {
+      for (const client of [a, b, c, mine]) client.close();
+    }
+  });
+});
