@@ -19,6 +19,7 @@ import { api } from './api-helpers.js';
 import { NipXxClient } from './agent-helpers.js';
 import { keys, randomHex, type Keys } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
+import { meteredSql } from './metered-sql.js';
 import { PROP } from '../support/prop.js';
 
 const stubOf = (agent: string) => env.AGENT.get(env.AGENT.idFromName(agent));
@@ -52,32 +53,6 @@ function recount(sql: SqlStorage, now: number): OwnerTotals {
     )
     .one();
   return { day, ...r };
-}
-
-/** `sql` with every statement's cursor recorded: `read()` is what SQLite read for them (cursor.rowsRead) since the last `read()`. */
-function meteredSql(sql: SqlStorage): { sql: SqlStorage; read: () => number } {
-  let cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
-  const metered = new Proxy(sql, {
-    get(target, prop) {
-      if (prop === 'exec') {
-        return (query: string, ...bindings: SqlStorageValue[]) => {
-          const cursor = target.exec(query, ...bindings);
-          cursors.push(cursor);
-          return cursor;
-        };
-      }
-      const value: unknown = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  return {
-    sql: metered,
-    read: () => {
-      const n = cursors.reduce((sum, c) => sum + c.rowsRead, 0);
-      cursors = [];
-      return n;
-    },
-  };
 }
 
 /** Empties every table of the object (as Agent.forgetEverything does). */

@@ -12,38 +12,10 @@ import { shardStub } from '../../workers/common/shards.js';
 import { EventStore } from '../../workers/relay-do/store.js';
 import { BASE, connect, keys, now, randomHex, sign, type Keys } from './helpers.js';
 import { opsCall, publishAsOwner } from './relay-ops-helpers.js';
+import { meteredSql } from './metered-sql.js';
 
 const DELETED = 'blocked: this event was deleted by its author';
 const DAY = 86_400;
-
-/**
- * `sql` with every statement's cursor recorded: `read()` is what SQLite read for them (rows of
- * tables and indexes, cursor.rowsRead) since the last `read()`.
- */
-function meteredSql(sql: SqlStorage): { sql: SqlStorage; read: () => number } {
-  let cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
-  const metered = new Proxy(sql, {
-    get(target, prop) {
-      if (prop === 'exec') {
-        return (query: string, ...bindings: unknown[]) => {
-          const cursor = target.exec(query, ...bindings);
-          cursors.push(cursor);
-          return cursor;
-        };
-      }
-      const value: unknown = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  return {
-    sql: metered,
-    read: () => {
-      const n = cursors.reduce((sum, c) => sum + c.rowsRead, 0);
-      cursors = [];
-      return n;
-    },
-  };
-}
 
 /** A kind 5 of `k` naming `ids` (`e`) and `coords` (`a`). */
 const deletion = (k: Keys, ids: readonly string[], coords: readonly string[] = [], created_at = now()): NostrEvent =>
