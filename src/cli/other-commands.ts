@@ -154,11 +154,15 @@ export async function callCommand(ctx: Context, args: string[]): Promise<number>
     ctx.err(`error ${r.error.kind}: ${r.error.message}${declined}\n`);
     return code;
   }
-  // Shown only within MAX_JSON_DEPTH (a deeper result would throw in JSON.stringify, below or in --json).
-  if (!nestsWithin(r.value)) throw new Failure(EXIT.CONNECT, `the result of ${tool} on ${server.id} nests deeper than ${MAX_JSON_DEPTH} levels, this client's limit`);
-  const content = (r.value.content as Array<{ type?: string; text?: string }> | undefined) ?? [];
-  const text = content.filter((c) => c.type === 'text').map((c) => c.text ?? '').join('\n');
-  ctx.emit(r.value, text || JSON.stringify(r.value));
+  const content: unknown[] = Array.isArray(r.value.content) ? r.value.content : [];
+  const text = content
+    .filter((c): c is { type: 'text'; text?: unknown } => typeof c === 'object' && c !== null && (c as { type?: unknown }).type === 'text')
+    .map((c) => (typeof c.text === 'string' ? c.text : ''))
+    .join('\n');
+  // The text content is printed as it is; the whole result (--json, or no text) only within
+  // MAX_JSON_DEPTH (a deeper result would throw in JSON.stringify; --json: terminalJson's own limit).
+  if (!ctx.json && !text && !nestsWithin(r.value)) throw new Failure(EXIT.CONNECT, `the result of ${tool} on ${server.id} nests deeper than ${MAX_JSON_DEPTH} levels, this client's limit`);
+  ctx.emit(r.value, ctx.json ? '' : text || JSON.stringify(r.value));
   return r.value.isError === true ? EXIT.AGENT_ERROR : EXIT.OK;
 }
 

@@ -290,7 +290,8 @@ describe('JSON from strangers that nests 6,000 levels deep', () => {
       onEvent: (e, r) => {
         if (e.kind !== KIND.DVMCP_REQUEST) return;
         const to = [['p', e.pubkey], ['e', e.id]];
-        r.deliver(sign(stranger, KIND.DVMCP_RESPONSE, to, `{"content":[],"structuredContent":{"x":${DEEP}}}`));
+        const texty = (JSON.parse(e.content) as { params?: { name?: string } }).params?.name === 'texty';
+        r.deliver(sign(stranger, KIND.DVMCP_RESPONSE, to, `{"content":${texty ? '[{"type":"text","text":"ok"}]' : '[]'},"structuredContent":{"x":${DEEP}}}`));
       },
       onHttp: (req, res) => {
         const body = req.url === '/deep' ? `{"name":"deep","x":${DEEP}}` : req.url === '/large' ? JSON.stringify({ name: 'large', x: Array.from({ length: 20_000 }, (_, i) => [i]) }) : '{}';
@@ -299,7 +300,7 @@ describe('JSON from strangers that nests 6,000 levels deep', () => {
     });
     deep.stored.push(
       sign(stranger, KIND.DVMCP_SERVER, [['d', 'nest']], JSON.stringify({ capabilities: { tools: {} } })),
-      sign(stranger, KIND.DVMCP_TOOLS, [['d', 'nest/tools/list'], ['s', 'nest']], `{"tools":[{"name":"deep","inputSchema":{"type":"object","properties":{"x":{"default":${DEEP}}}}},{"name":"flat","inputSchema":{"type":"object"}}]}`),
+      sign(stranger, KIND.DVMCP_TOOLS, [['d', 'nest/tools/list'], ['s', 'nest']], `{"tools":[{"name":"deep","inputSchema":{"type":"object","properties":{"x":{"default":${DEEP}}}}},{"name":"flat","inputSchema":{"type":"object"}},{"name":"texty","inputSchema":{"type":"object"}}]}`),
       sign(stranger, KIND.DVMCP_SERVER, [['d', 'deepinfo']], `{"capabilities":{"tools":{}},"serverInfo":{"name":"s","x":${DEEP}}}`),
     );
   });
@@ -310,16 +311,25 @@ describe('JSON from strangers that nests 6,000 levels deep', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const servers = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string; tools: Array<{ name: string }> });
-    expect(servers.map((s) => [s.id, s.tools.map((t) => t.name)])).toEqual([['nest', ['flat']]]);
+    expect(servers.map((s) => [s.id, s.tools.map((t) => t.name)])).toEqual([['nest', ['flat', 'texty']]]);
   });
 
-  it("call: a server's result that nests too deep is an error (exit 5), not a crash, in text and --json", async () => {
-    for (const json of [[], ['--json']]) {
-      const r = await run(['call', 'nest', 'flat', '--url', deep.url, ...json]);
+  it("call: a server's result without text that nests too deep is an error (exit 5), not a crash, in text and --json", async () => {
+    const why = { text: 'the result of flat on nest nests deeper than 64 levels', json: 'the answer nests deeper than 128 levels' };
+    for (const mode of ['text', 'json'] as const) {
+      const r = await run(['call', 'nest', 'flat', '--url', deep.url, ...(mode === 'json' ? ['--json'] : [])]);
       expect(r.code).toBe(5);
       expect(r.stdout).toBe('');
-      expect(r.stderr).toMatch(/^\[calling flat on nest, provider npub1\S+ \(not one of this deployment's bridges\)\]\nedgestr: the result of flat on nest nests deeper than 64 levels, this client's limit\n$/);
+      expect(r.stderr).toMatch(new RegExp(`^\\[calling flat on nest, provider npub1\\S+ \\(not one of this deployment's bridges\\)\\]\\nedgestr: ${why[mode]}, this client's limit\\n$`));
     }
+  });
+
+  it("call: a result with text content prints its text whatever its structuredContent's depth; --json of it is refused (exit 5)", async () => {
+    const text = await run(['call', 'nest', 'texty', '--url', deep.url]);
+    expect([text.code, text.stdout]).toEqual([0, 'ok\n']);
+    const json = await run(['call', 'nest', 'texty', '--url', deep.url, '--json']);
+    expect([json.code, json.stdout]).toEqual([5, '']);
+    expect(json.stderr).toContain("edgestr: the answer nests deeper than 128 levels, this client's limit\n");
   });
 
   it('relay info: a NIP-11 document that nests too deep is refused (exit 5), in text and --json', async () => {
