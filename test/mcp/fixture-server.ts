@@ -29,8 +29,12 @@
 //                ?schema=N lists `small` with an inputSchema whose description is N 's', ?more=K
 //                lists K more tools more0…more<K-1> (with the description of ?description, if any),
 //                ?pages=P answers tools/list in P pages (cursor page-<p>): the first as above, each
-//                next one with the K more tools only, named p<p>-more<i>; the stats count the
-//                tools/list requests (`lists`)
+//                next one with the K more tools only, named p<p>-more<i>; ?deep=N lists also
+//                `deep` (after `error`) whose inputSchema nests N levels (N >= 2: {type, default}
+//                holding N-1 nested arrays), ?deep-capabilities=N answers initialize with a result
+//                nesting N levels (N >= 5: capabilities.experimental.deep.default holding N-4
+//                nested arrays); the stats
+//                count the tools/list requests (`lists`)
 //   /mcp-flood   a hostile upstream: tools/call answers as SSE with `count` notifications before
 //                the result ("flooded"): `list_changed` sends notifications/tools/list_changed,
 //                `updated` {count, uris} notifications/resources/updated cycling over `uris` (default
@@ -330,6 +334,13 @@ async function writeHuge(res: ServerResponse, prefix: string, suffix: string, co
   return !closed;
 }
 
+/** `levels` (at least 1) arrays nested in one another: `[[…[]…]]`. */
+function nestedArrays(levels: number): unknown[] {
+  let nested: unknown[] = [];
+  for (let level = 1; level < levels; level++) nested = [nested];
+  return nested;
+}
+
 async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
   const bucket = url.searchParams.get('bucket') ?? '';
   const counts = hugeCounts.get(bucket) ?? { begun: 0, finished: 0, cut: 0, written: 0, lists: 0 };
@@ -343,6 +354,7 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
     const result = initializeResult(msg, 'huge') as { capabilities: Record<string, unknown> };
     const instructions = url.searchParams.get('instructions');
     const capabilities = url.searchParams.get('capabilities');
+    const deepCapabilities = url.searchParams.get('deep-capabilities');
     return send(
       res,
       200,
@@ -351,6 +363,7 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
         ...result,
         ...(instructions === null ? {} : { instructions: 'i'.repeat(Number(instructions)) }),
         ...(capabilities === null ? {} : { capabilities: { ...result.capabilities, experimental: { pad: { text: 'c'.repeat(Number(capabilities)) } } } }),
+        ...(deepCapabilities === null ? {} : { capabilities: { ...result.capabilities, experimental: { deep: { default: nestedArrays(Number(deepCapabilities) - 4) } } } }),
       }),
     );
   }
@@ -362,10 +375,18 @@ async function hugeMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pro
     const page = typeof msg.params?.cursor === 'string' ? Number(msg.params.cursor.replace('page-', '')) : 0;
     const more = Array.from({ length: Number(url.searchParams.get('more') ?? 0) }, (_, i) => (page === 0 ? `more${i}` : `p${page}-more${i}`));
     const described = description === null ? {} : { description: 'x'.repeat(Number(description)) };
-    const tools = [...(page === 0 ? ['huge', 'small', 'repeat', 'structured', 'error'] : []), ...more].map((name) => ({
+    const deep = url.searchParams.get('deep');
+    const inputSchema = (name: string): Record<string, unknown> =>
+      name === 'small' && schema !== null
+        ? { type: 'object', description: 's'.repeat(Number(schema)) }
+        : name === 'deep'
+          ? { type: 'object', default: nestedArrays(Number(deep) - 1) }
+          : { type: 'object' };
+    const first = ['huge', 'small', 'repeat', 'structured', 'error', ...(deep === null ? [] : ['deep'])];
+    const tools = [...(page === 0 ? first : []), ...more].map((name) => ({
       name,
       ...(name === 'huge' || name.includes('more') ? described : {}),
-      inputSchema: name === 'small' && schema !== null ? { type: 'object', description: 's'.repeat(Number(schema)) } : { type: 'object' },
+      inputSchema: inputSchema(name),
     }));
     return send(res, 200, json, rpcResult(msg.id, page + 1 < pages ? { tools, nextCursor: `page-${page + 1}` } : { tools }));
   }

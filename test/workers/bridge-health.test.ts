@@ -4,7 +4,10 @@
 // published and is sent again RETRY_MS later, test seam RelayShard.clock as in
 // bridge-deletion-retry.test.ts); a list upstream answers with a JSON-RPC error is left out of the
 // announcements, the others published, and named (`list_errors`; the fixture's
-// /mcp-flood?list-error=resources); `ok` and `error` are the bridge's own contacts, never a
+// /mcp-flood?list-error=resources); an item nesting deeper than 64 levels, which DVMCP discovery
+// drops, is not announced nor counted and is named there too, and an initialize result that deep
+// announces nothing, with `announce_error` saying why (the fixture's /mcp-huge?deep=70,
+// ?deep-capabilities=70); `ok` and `error` are the bridge's own contacts, never a
 // stranger's call that its own limits cut (an answer over MAX_UPSTREAM_ANSWER_BYTES, the fixture's
 // /mcp-huge).
 import { env } from 'cloudflare:test';
@@ -72,6 +75,44 @@ describe('bridge health: a list upstream answers with an error', () => {
     });
     // A failing list may be passing: the refresh is tried again RETRY_MS later, not 6 hours.
     expect(await refreshAt(owner, id)).toBeLessThanOrEqual(Date.now() + RETRY_MS);
+  });
+});
+
+describe('bridge health: an item DVMCP readers would drop', () => {
+  it('a tool nesting deeper than 64 levels: not announced, not counted, named in list_errors; the other tools announced', async () => {
+    const id = `deep-${randomHex(4)}`;
+    const { owner, provider } = await directBridge([{ id, url: fixture(`/mcp-huge?bucket=${randomHex(8)}&deep=70`) }]);
+    const out = await announcements(provider, [KIND.DVMCP_TOOLS], (es) => es.length === 1);
+    expect((JSON.parse(out[0]!.content) as { tools: Array<{ name: string }> }).tools.map((t) => t.name)).toEqual(['huge', 'small', 'repeat', 'structured', 'error']);
+    expect(await healthWhen(owner, id, (h) => h.announced)).toEqual({
+      ok: true,
+      checked_at: expect.any(Number),
+      error: null,
+      tools: 5,
+      resources: 0,
+      resource_templates: 0,
+      prompts: 0,
+      list_errors: { 'tools/list': 'left out, nesting deeper than 64 levels: deep' },
+      announced: true,
+      announce_error: null,
+    });
+  });
+
+  it('a private server, never announced, counts such a tool and names no error', async () => {
+    const id = `deep-private-${randomHex(4)}`;
+    const { owner } = await directBridge([{ id, url: fixture(`/mcp-huge?bucket=${randomHex(8)}&deep=70&deep-capabilities=70`), public: false }]);
+    expect(await healthWhen(owner, id, (h) => h.checked_at !== null && h.tools > 0)).toMatchObject({ ok: true, tools: 6, list_errors: {}, announced: false, announce_error: null });
+  });
+
+  it('an initialize result nesting deeper than 64 levels: nothing announced, health says why', async () => {
+    const id = `deep-init-${randomHex(4)}`;
+    const { owner, provider } = await directBridge([{ id, url: fixture(`/mcp-huge?bucket=${randomHex(8)}&deep-capabilities=70`) }]);
+    expect(await healthWhen(owner, id, (h) => h.announced || h.announce_error !== null)).toMatchObject({
+      ok: true,
+      announced: false,
+      announce_error: "not refreshed: upstream's initialize result nests deeper than 64 levels (DVMCP readers would not list the server)",
+    });
+    expect(await announcements(provider, [KIND.DVMCP_SERVER, KIND.DVMCP_TOOLS], () => true)).toEqual([]);
   });
 });
 

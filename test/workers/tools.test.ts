@@ -734,6 +734,25 @@ describe('MCP tools', () => {
       }
     });
 
+    it('leaves out a tool whose input schema nests deeper than 64 levels (logged, in skipped); 64 levels are taken', async () => {
+      const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+      try {
+        const deep = await connectMcpServer({ id: 'deep', url: `${FIXTURE}/mcp-huge?deep=70` }, { policy: LOCAL_SERVERS });
+        if (!deep.ok) throw new Error(deep.error);
+        expect(deep.value.tools.map((t) => t.definition.name)).toEqual(['deep__huge', 'deep__small', 'deep__repeat', 'deep__structured', 'deep__error']);
+        expect(deep.value.skipped).toEqual(['deep (its input schema nests deeper than 64 levels)']);
+        expect(warn.mock.calls.map((args) => args.join(' '))).toEqual(['agent: MCP server deep: tools left out for their size: deep (its input schema nests deeper than 64 levels)']);
+        await deep.value.close();
+        const edge = await connectMcpServer({ id: 'edge', url: `${FIXTURE}/mcp-huge?deep=64` }, { policy: LOCAL_SERVERS });
+        if (!edge.ok) throw new Error(edge.error);
+        expect(edge.value.tools.map((t) => t.definition.name)).toContain('edge__deep');
+        expect(edge.value.skipped).toEqual([]);
+        await edge.value.close();
+      } finally {
+        warn.mockRestore();
+      }
+    });
+
     it("bounds a server's tool list: the tools past its size limit are left out (logged), the first ones kept", async () => {
       const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
       try {

@@ -15,7 +15,9 @@
 // Count: at most `maxTools` tools are taken; the rest are skipped.
 // Sizes (the definitions go in the input of every model call, paid for by the owner; a hostile
 // server could list megabytes): a description over MAX_MCP_DESCRIPTION_CHARS is cut, followed by
-// "\n[description cut: the first N of M characters]"; a tool whose inputSchema's JSON is over
+// "\n[description cut: the first N of M characters]"; a tool whose inputSchema nests deeper than
+// MAX_JSON_DEPTH levels (json-depth.ts: the schema goes into a public agent's ai.info and the
+// owner's NIP-AO frames, whose readers write it with JSON.stringify) or whose JSON is over
 // MAX_MCP_INPUT_SCHEMA_CHARS is left out, and so are the tools listed after the server's
 // definitions (name, description, input_schema as JSON) reach MAX_MCP_TOOL_LIST_CHARS; they are
 // logged in one line (console.warn "agent: <label>: tools left out for their size: …").
@@ -24,6 +26,7 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { err, ok, type Result } from '../../../src/shared/errors.js';
 import { bytesToHex } from '../../../src/shared/hex.js';
+import { MAX_JSON_DEPTH, nestsWithin } from '../../../src/shared/json-depth.js';
 import type { ToolDefinition } from './types.js';
 
 /** Longest tool description kept, in characters (UTF-16 units); real ones are a few hundred. */
@@ -79,10 +82,11 @@ function cutDescription(text: string): string {
   return `${text.slice(0, end)}\n[description cut: the first ${end} of ${text.length} characters]`;
 }
 
-/** The tool's definition, or why it is left out (an input schema over MAX_MCP_INPUT_SCHEMA_CHARS). */
+/** The tool's definition, or why it is left out (an input schema nesting deeper than MAX_JSON_DEPTH, or over MAX_MCP_INPUT_SCHEMA_CHARS). */
 function definitionOf(name: string, tool: RemoteListedTool): Result<ToolDefinition, string> {
   const schema = isRecord(tool.inputSchema) ? tool.inputSchema : {};
   const input_schema = { ...schema, type: 'object' };
+  if (!nestsWithin(input_schema)) return err(`its input schema nests deeper than ${MAX_JSON_DEPTH} levels`);
   const schemaChars = JSON.stringify(input_schema).length;
   if (schemaChars > MAX_MCP_INPUT_SCHEMA_CHARS) return err(`its input schema is ${schemaChars} characters, at most ${MAX_MCP_INPUT_SCHEMA_CHARS}`);
   const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
