@@ -345,7 +345,7 @@ export class Agent extends DurableObject<AgentEnv> {
   /** Signs `t` and publishes it on every relay of the agent. */
   private async publishEverywhere(c: StoredAgent, t: EventTemplate): Promise<void> {
     const e = await this.store.sign(t, await this.store.secretKey());
-    await Promise.all(agentRelays(c).map((url) => this.links.client(url, c).publish(e, { timeoutMs: 5000 })));
+    await Promise.all(agentRelays(this.env, c).map((url) => this.links.client(url, c).publish(e, { timeoutMs: 5000 })));
   }
 
   /**
@@ -393,7 +393,7 @@ export class Agent extends DurableObject<AgentEnv> {
     await this.resendReports(c);
     if (removed) {
       // The public shard (agentRelays: the owner's shard, the public one, then the owner's relays).
-      const kept = [agentRelays(c)[1]!];
+      const kept = [agentRelays(this.env, c)[1]!];
       this.links.closeOthers(kept);
       await this.links.ensureConnected(c, kept);
       await this.withdraw(c);
@@ -421,7 +421,7 @@ export class Agent extends DurableObject<AgentEnv> {
       this.meter.unreported(this.now() - REPORT_RESEND_MS, 1).length === 0 &&
       this.runs.unpublished(this.now() - RESEND_WINDOW_MS, 1).length === 0 &&
       !this.drops.pending &&
-      agentRelays(c).every((url) => open.includes(url))
+      agentRelays(this.env, c).every((url) => open.includes(url))
     );
   }
 
@@ -443,7 +443,7 @@ export class Agent extends DurableObject<AgentEnv> {
     if (this.withdrawal.deletedAt() !== undefined) return;
     const t = dvmcpWithdrawal(c.pubkey, c);
     if (t) {
-      const published = await this.links.client(agentRelays(c)[1]!, c).publish(await this.store.sign(t, await this.store.secretKey()), { timeoutMs: 5000 });
+      const published = await this.links.client(agentRelays(this.env, c)[1]!, c).publish(await this.store.sign(t, await this.store.secretKey()), { timeoutMs: 5000 });
       if (!published.ok) {
         console.warn(`agent ${c.pubkey}: the public shard did not accept the deletion of its DVMCP announcements (${published.message}); sent again at the next watchdog`);
         return;

@@ -12,6 +12,7 @@ import { shardUrlOf } from '../../src/shared/shard-url.js';
 import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { BUILTIN_TOOL_NAMES } from './tools/registry.js';
 import { mcpHeadersSchema } from '../common/mcp-headers-schema.js';
+import { servedOrigin, type RouterBindings } from '../common/shards.js';
 
 const pubkeyList = z
   .array(z.string())
@@ -157,7 +158,10 @@ export interface StoredAgent extends Omit<CreateAgent, 'limits' | 'mcp_servers'>
   mcp_servers?: StoredMcpServer[];
   pubkey: string;
   owner: string;
-  /** Origin of the deployment (e.g. https://edgestr.example), for relay URLs and NIP-42. */
+  /**
+   * Origin of the deployment the agent was created on (e.g. https://edgestr.example): its relay
+   * URLs and NIP-42 are on servedOrigin of it (agentRelays); it stays one of its own hosts.
+   */
   origin: string;
   /**
    * The provider the owner chose; absent: the deployment's default provider, resolved at each run
@@ -174,11 +178,16 @@ export const DEFAULT_LIMITS: AgentLimits = LimitsSchema.parse({});
 export const isPrivateAgent = <A extends Pick<StoredAgent, 'allow'>>(a: A): a is A & { allow: string[] } => a.allow !== undefined && a.allow.length > 0;
 
 /**
- * The relays the agent uses: its owner's shard and the public shard on this deployment, then its
- * own, each once: one naming a shard of this deployment as that shard's URL, whatever its spelling
- * (src/shared/shard-url.ts; a config stored before the API refused repeated shards may list one twice).
+ * The relays the agent uses: its owner's shard and the public shard on this deployment, at its
+ * served origin (workers/common/shards.ts `servedOrigin`: EDGESTR_PUBLIC_URL's when set, though it
+ * was created on another), then its own, each once: one naming a shard of this deployment, at the
+ * served origin or at the stored one, as that shard's URL at the served origin, whatever its
+ * spelling (src/shared/shard-url.ts; a config stored before the API refused repeated shards may
+ * list one twice).
  */
-export function agentRelays(a: Pick<StoredAgent, 'origin' | 'owner' | 'relays'>): string[] {
-  const ws = a.origin.replace(/^http/, 'ws');
-  return [...new Set([`${ws}/r/${a.owner}`, `${ws}/`, ...(a.relays ?? []).map((relay) => shardUrlOf(a.origin, relay) ?? relay)])];
+export function agentRelays(env: Pick<RouterBindings, 'EDGESTR_PUBLIC_URL'>, a: Pick<StoredAgent, 'origin' | 'owner' | 'relays'>): string[] {
+  const origin = servedOrigin(env, a.origin);
+  const ws = origin.replace(/^http/, 'ws');
+  const shard = (relay: string): string | undefined => shardUrlOf(origin, relay) ?? shardUrlOf(a.origin, relay)?.replace(/^wss?:\/\/[^/]+/, ws);
+  return [...new Set([`${ws}/r/${a.owner}`, `${ws}/`, ...(a.relays ?? []).map((relay) => shard(relay) ?? relay)])];
 }

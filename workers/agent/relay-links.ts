@@ -128,7 +128,7 @@ export class RelayLinks {
   }
 
   /** Opens a connection to each of `urls` (every relay of the agent by default); each (re)opened connection is set up by onOpen. */
-  async ensureConnected(c: StoredAgent, urls: readonly string[] = agentRelays(c)): Promise<void> {
+  async ensureConnected(c: StoredAgent, urls: readonly string[] = agentRelays(this.deps.env, c)): Promise<void> {
     await Promise.all(
       urls.map(async (url) => {
         const client = this.client(url, c);
@@ -159,7 +159,7 @@ export class RelayLinks {
 
   /** The agent's DVMCP client over the public shard (a new one when that connection was replaced). */
   async dvmcpClient(c: StoredAgent): Promise<DvmcpClient> {
-    const relay = this.client(agentRelays(c)[1]!, c);
+    const relay = this.client(agentRelays(this.deps.env, c)[1]!, c);
     if (this.dvmcp?.relay === relay) return this.dvmcp.client;
     const sk = await this.deps.secretKey();
     const backend = await relayVerifier();
@@ -191,7 +191,7 @@ export class RelayLinks {
     }
     // The owner's-shard parts go with that connection.
     const c = this.deps.config();
-    if (c && !keep.includes(agentRelays(c)[0]!)) {
+    if (c && !keep.includes(agentRelays(this.deps.env, c)[0]!)) {
       this.telemetry = undefined;
       this.controlSub = undefined;
     }
@@ -226,7 +226,7 @@ export class RelayLinks {
     const auth = await client.authenticate({ timeoutMs: 10_000 });
     if (!auth.ok) return; // the watchdog tries again
     logAgent({ msg: 'agent.connected', agent: c.pubkey, relay: relayLabel(url) });
-    const ownerShard = url === agentRelays(c)[0];
+    const ownerShard = url === agentRelays(this.deps.env, c)[0];
     this.subscribe(client, c, ownerShard);
     if (ownerShard && !this.telemetry) {
       const sk = await this.deps.secretKey();
@@ -272,7 +272,7 @@ export class RelayLinks {
       ];
     };
     // The deployment's own shards (the owner's, the public one) bound their publishers; other relays get a bucket.
-    const limit = ownerShard || url === agentRelays(c)[1] ? undefined : this.limitOf(url);
+    const limit = ownerShard || url === agentRelays(this.deps.env, c)[1] ? undefined : this.limitOf(url);
     const onEvent = (e: NostrEvent): void => {
       if (limit && !limit.take(Date.now())) {
         this.dropped++;
@@ -339,7 +339,7 @@ export class RelayLinks {
     const tools = await buildToolRunner(toolsConfig(c, (s) => this.deps.mcpHeaders(s)), { webFetch: { policy }, mcp: { policy, sessions: this.deps.mcpSessions }, dvmcp: this.dvmcpTools(c) });
     await tools.close();
     const now = Math.floor(Date.now() / 1000);
-    const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(c), now), ...dvmcpAnnouncements(c)].filter((t) => due.wants(t));
+    const templates = [...infoTemplates(this.deps.effective(c), tools.definitions(), agentRelays(this.deps.env, c), now), ...dvmcpAnnouncements(c)].filter((t) => due.wants(t));
     const refused: Refused[] = [];
     for (const t of templates) {
       const published = await client.publish(await this.deps.sign(t, sk), { timeoutMs: 5000 });

@@ -235,7 +235,7 @@ export async function createAgent(
   } catch (e) {
     return { status: 503, body: { error: await undoCreation(env, owner, pubkey, errorMessage(e)) } };
   }
-  return { status: 201, body: { pubkey, npub: toNpub(pubkey), owner, relays: agentRelays(stored) } };
+  return { status: 201, body: { pubkey, npub: toNpub(pubkey), owner, relays: agentRelays(env, stored) } };
 }
 
 /**

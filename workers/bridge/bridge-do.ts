@@ -159,7 +159,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
       },
       relays: () => {
         const p = this.store.providerRecord();
-        return p ? bridgeRelays(p) : [];
+        return p ? bridgeRelays(this.env, p) : [];
       },
       sign: (t) => this.store.sign(t),
       verifier: relayVerifier,

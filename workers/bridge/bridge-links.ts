@@ -1,6 +1,7 @@
 // The Bridge's connections to its relays: the owner's shard `/r/<owner>` and the public shard `/`
-// of the deployment it was registered on, opened with openRelaySocket (through the shards' Durable
-// Objects). On each (re)open: NIP-42 AUTH as the provider, then fresh subscriptions (a new
+// of the deployment, at the served origin of the one it was registered on (shards.ts `servedOrigin`:
+// EDGESTR_PUBLIC_URL's when set; its zap requests name these relays too), opened with
+// openRelaySocket (through the shards' Durable Objects). On each (re)open: NIP-42 AUTH as the provider, then fresh subscriptions (a new
 // `since`): requests and notifications (25910, 21316) p-tagging the provider from a minute back, and
 // gift wraps (1059) p-tagging it from two days back (WRAP_LOOKBACK_SECONDS: wraps are dated up to two
 // days in the past, NIP-59); the bridge judges a wrapped request by its rumor's created_at and id.
@@ -17,7 +18,7 @@ import { KIND } from '../../src/shared/kinds.js';
 import { WRAP_LOOKBACK_SECONDS } from '../../src/shared/nip59.js';
 import type { Filter } from '../../src/shared/filters.js';
 import { RelayClient, type EventTemplate, type PublishResult, type Subscription } from '../../src/shared/relay-client.js';
-import type { RouterBindings } from '../common/shards.js';
+import { servedOrigin, type RouterBindings } from '../common/shards.js';
 import { openRelaySocket } from '../common/relay-sockets.js';
 import { SingleFlight } from '../common/single-flight.js';
 import type { ProviderRecord } from './server-store.js';
@@ -33,19 +34,21 @@ export interface BridgeLinksDeps {
   extraFilters?(): Promise<Filter[]>;
 }
 
+type UrlEnv = Pick<RouterBindings, 'EDGESTR_PUBLIC_URL'>;
+
 /** The public shard of a provider's deployment: where `/mcp` and clients look for announcements. */
-export function publicRelay(p: ProviderRecord): string {
-  return `${p.origin.replace(/^http/, 'ws')}/`;
+export function publicRelay(env: UrlEnv, p: ProviderRecord): string {
+  return `${servedOrigin(env, p.origin).replace(/^http/, 'ws')}/`;
 }
 
 /** The shard of a provider's owner. */
-function ownerRelay(p: ProviderRecord): string {
-  return `${p.origin.replace(/^http/, 'ws')}/r/${p.owner}`;
+function ownerRelay(env: UrlEnv, p: ProviderRecord): string {
+  return `${servedOrigin(env, p.origin).replace(/^http/, 'ws')}/r/${p.owner}`;
 }
 
 /** The relays of a provider: its owner's shard first, then the public shard. */
-export function bridgeRelays(p: ProviderRecord): string[] {
-  return [ownerRelay(p), publicRelay(p)];
+export function bridgeRelays(env: UrlEnv, p: ProviderRecord): string[] {
+  return [ownerRelay(env, p), publicRelay(env, p)];
 }
 
 /** Whether a relay's answer means it holds the event: accepted, or `duplicate:` (it had it, or a newer version). */
@@ -70,7 +73,7 @@ export class BridgeLinks {
     const p = this.deps.provider();
     if (!p) return;
     await Promise.all(
-      bridgeRelays(p).map(async (url) => {
+      bridgeRelays(this.deps.env, p).map(async (url) => {
         const client = this.client(url, p);
         const opened = await client.connect({ timeoutMs: 10_000 });
         // Open but not set up (AUTH failed earlier): try again.
@@ -105,7 +108,7 @@ export class BridgeLinks {
   async publishDeletion(e: NostrEvent, ownerShard: boolean): Promise<boolean> {
     const p = this.deps.provider();
     if (!p) return false;
-    const [landedPublicly] = await Promise.all([this.publishOwn(publicRelay(p), e), ownerShard ? this.publishOwn(ownerRelay(p), e) : undefined]);
+    const [landedPublicly] = await Promise.all([this.publishOwn(publicRelay(this.deps.env, p), e), ownerShard ? this.publishOwn(ownerRelay(this.deps.env, p), e) : undefined]);
     return landedPublicly.ok;
   }
 
@@ -116,8 +119,8 @@ export class BridgeLinks {
   async publishAll(e: NostrEvent): Promise<Result<void, string>> {
     const p = this.deps.provider();
     if (!p) return err('the bridge has no provider key');
-    const [onPublic] = await Promise.all([this.publishOwn(publicRelay(p), e), this.publishOwn(ownerRelay(p), e)]);
-    return onPublic.ok ? onPublic : err(`${publicRelay(p)}: ${onPublic.error}`);
+    const [onPublic] = await Promise.all([this.publishOwn(publicRelay(this.deps.env, p), e), this.publishOwn(ownerRelay(this.deps.env, p), e)]);
+    return onPublic.ok ? onPublic : err(`${publicRelay(this.deps.env, p)}: ${onPublic.error}`);
   }
 
   close(): void {

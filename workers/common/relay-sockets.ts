@@ -1,10 +1,12 @@
 // A WebSocket to a relay for edgestr's own components (hosted agents, the DVMCP bridge, the /mcp
-// gateway): shards of this deployment are reached through their Durable Object (the owner's, the
-// public one, or another owner's shard that exists on this deployment; on one of its edge objects
-// when RELAY_EDGES gives it more than one, as the router does); other relays over the network,
-// under the outbound policy (src/shared/outbound-url.ts; the owner's, `outbound`: its exceptions
-// only for an owner the operators vetted; never this deployment's own host, e.g. another port of
-// its hostname in production or EDGESTR_PUBLIC_URL's host: a loop) and without following redirects; their
+// gateway): shards of this deployment, at its served origin (shards.ts `servedOrigin`:
+// EDGESTR_PUBLIC_URL's when set, whatever origin the component was created on), are reached
+// through their Durable Object (the owner's, the public one, or another owner's shard that exists
+// on this deployment; on one of its edge objects when RELAY_EDGES gives it more than one, as the
+// router does); other relays over the network, under the outbound policy
+// (src/shared/outbound-url.ts; the owner's, `outbound`: its exceptions only for an owner the
+// operators vetted; never this deployment's own host, e.g. another port of its hostname in
+// production, EDGESTR_PUBLIC_URL's host or the origin the component was created on: a loop) and without following redirects; their
 // upgrade is given up (its connection closed) when unanswered within RELAY_CONNECT_TIMEOUT_MS, and
 // the body of a refusal is cancelled, not left open.
 // A connection of edgestr's own carries INTERNAL_HEADER, and INTERNAL_OWNER_HEADER naming the owner
@@ -22,13 +24,18 @@
 
 import { outboundPolicy, outboundRefusal, type OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { SocketLike } from '../../src/shared/relay-client.js';
-import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, type RouterBindings } from './shards.js';
+import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, servedOrigin, SHARD_HEADER, type RouterBindings } from './shards.js';
 import { shardOfPath } from '../../src/shared/shard-url.js';
 import { componentPlacement, EDGE_HEADER, ownerPlacement, socketTarget } from './edges.js';
 import { isLoopbackKey, UNKNOWN_ADDRESS } from './client-address.js';
 
-/** Who is connecting: the deployment's origin (http(s)://host) and the component's owner (its own shard). */
+/** Who is connecting: the deployment's origin and the component's owner (its own shard). */
 export interface SocketOwner {
+  /**
+   * The origin (http(s)://host) the component was created on (an agent's or bridge's stored one; the
+   * gateway's request's): this deployment's shards are at servedOrigin of it, and it is one of the
+   * own hosts of the default policy below.
+   */
   origin: string;
   owner: string | null;
   /** The address (client-address.ts `clientAddress`) of the outside client the connection is opened for; absent: edgestr's own. */
@@ -96,7 +103,7 @@ async function upgradeElsewhere(url: string, httpUrl: string, timeoutMs: number)
  */
 export async function openRelaySocket(env: RouterBindings, url: string, who: SocketOwner, connectTimeoutMs = RELAY_CONNECT_TIMEOUT_MS): Promise<SocketLike> {
   const local = new URL(url);
-  const origin = new URL(who.origin);
+  const origin = new URL(servedOrigin(env, who.origin));
   const httpUrl = url.replace(/^ws/, 'http');
   let response: Response;
   if (local.host === origin.host) {

@@ -1,7 +1,7 @@
 // Addressing a relay shard from any component: the Durable Object name of a shard, whether an
 // owner has one on this deployment (closed shards; which path names which shard:
-// src/shared/shard-url.ts), the URL the shard names in NIP-42, and the headers only edgestr's own
-// components set. (RelayShard is imported as a type only: this module creates stubs, it never runs
+// src/shared/shard-url.ts), the URL the shard names in NIP-42, the origin the URLs of an agent's or
+// bridge's shards are built on (`servedOrigin`), and the headers only edgestr's own components set. (RelayShard is imported as a type only: this module creates stubs, it never runs
 // shard code.)
 
 import { ownerState, type OwnerEnv } from './owners.js';
@@ -65,7 +65,7 @@ export const ownerShardExists = async (env: RouterBindings, owner: string): Prom
   everyKeyHasShard(env) || (await ownerState(env, owner)) !== undefined;
 
 /** The URL the shard sees (and names in NIP-42): the request's, on EDGESTR_PUBLIC_URL's origin when set. */
-export function relayRequestUrl(env: RouterBindings, requestUrl: string): URL | undefined {
+export function relayRequestUrl(env: Pick<RouterBindings, 'EDGESTR_PUBLIC_URL'>, requestUrl: string): URL | undefined {
   const url = new URL(requestUrl);
   if (!env.EDGESTR_PUBLIC_URL) return url;
   let pub: URL;
@@ -78,3 +78,13 @@ export function relayRequestUrl(env: RouterBindings, requestUrl: string): URL | 
   url.host = pub.host;
   return url;
 }
+
+/**
+ * The origin an agent's or bridge's shards are reached and named at, given `stored`, the origin it
+ * was created on: EDGESTR_PUBLIC_URL's when set, else `stored`. One created before the deployment
+ * set EDGESTR_PUBLIC_URL stored the host its creating request came on (e.g. its workers.dev name),
+ * which now answers 421 (served-host.ts); its relay list, the relays of its zap requests and its
+ * own sockets use this origin, while `stored` stays one of its own hosts for the outbound policy
+ * (owner-outbound.ts). A malformed EDGESTR_PUBLIC_URL (every request refused 500) leaves `stored`.
+ */
+export const servedOrigin = (env: Pick<RouterBindings, 'EDGESTR_PUBLIC_URL'>, stored: string): string => relayRequestUrl(env, stored)?.origin ?? stored;
