@@ -5,15 +5,25 @@
 //   web_fetch is disabled: no allowed hosts are configured     (empty allowlist)
 //   max_bytes must be a positive integer
 //   url too long (max 2048 characters) / invalid URL
-//   refused: <outbound policy reason>  src/shared/outbound-url.ts: only http and https URLs are
-//                                    allowed / URLs with credentials are not allowed / plain
-//                                    http:// is allowed only in development or for hosts in
-//                                    EDGESTR_OUTBOUND_ALLOW; use https:// / <host class>
-//                                    (private, loopback, link-local, CGNAT, multicast,
-//                                    unspecified, reserved addresses, local names) /
-//                                    EDGESTR_OUTBOUND_ALLOW lists <host> on port <p> (or: its
-//                                    default port) only, not <q> (a vetted owner's agent only)
-//   refused: <host> is not in the allowlist   (checked first: the owner's allowlist)
+//   refused: only http and https URLs are allowed / URLs with credentials are not allowed
+//   refused: <host> is not in the allowlist   (the owner's allowlist, before the outbound policy)
+//   refused: <outbound policy reason>  src/shared/outbound-url.ts: plain http:// is allowed only
+//                                    in development or for hosts in EDGESTR_OUTBOUND_ALLOW; use
+//                                    https:// / <host class> (private, loopback, link-local,
+//                                    CGNAT, multicast, unspecified, reserved addresses, local
+//                                    names) / <host> is this deployment's own host (a loop)
+//   refused: <host>:<port> may not be fetched (the deployment's outbound policy; the deployment's
+//            log says why)           instead of the policy's reason (the loop's aside) when the
+//                                    operators' EDGESTR_OUTBOUND_ALLOW applies to the agent (a
+//                                    vetted owner's, the list not empty): the model tells whoever
+//                                    prompted the agent, and the policy's reasons ("…lists
+//                                    10.0.0.5 on its default port only, not 9200", or a rule's
+//                                    reason for a host not listed) would map what the operators
+//                                    listed. The reason is logged (console.warn "agent: web_fetch
+//                                    refused <host>:<port> (the deployment's outbound policy):
+//                                    <reason>"); nothing carries a tool's detail to the owner
+//                                    alone, so the owner reads the generic text too (NIP-AO frames
+//                                    carry what the model reads).
 //   redirect refused: <same reasons> every redirect hop (301/302/303/307/308 with Location) is
 //                                    checked again (safeFetch); at most 5 hops, then
 //   too many redirects (max 5)
@@ -36,7 +46,7 @@
 // The model's definition names the allowed hosts; the description ai.info publishes
 // (`published_description`) names none: the hosts may be a vetted owner's internal ones.
 
-import { hostAllowed, parseAllowlist, type HostPattern } from '../../../src/shared/host-policy.js';
+import { hostAllowed, parseAllowlist, portOf, urlAllowed, type HostPattern } from '../../../src/shared/host-policy.js';
 import { outboundRefusal, safeFetch, STRICT_OUTBOUND, urlShapeRefusal, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
 import { z } from 'zod';
 import { inputSchemaOf } from './args.js';
@@ -195,7 +205,21 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
    * policy, so a prompt cannot learn from its reasons which hosts the operators listed).
    */
   private refusal(url: URL): string | undefined {
-    return urlShapeRefusal(url, 'http') ?? this.notAllowlisted(url) ?? outboundRefusal(url, 'http', this.policy);
+    return urlShapeRefusal(url, 'http') ?? this.notAllowlisted(url) ?? this.policyRefusal(url);
+  }
+
+  /**
+   * Why the outbound policy refuses `url`, as the model is told it: the generic text when the
+   * operators' list applies to this agent, the policy's reason logged (see the header); the loop
+   * refusal as it is (the deployment's own host, which no list lifts, is refused before any is read).
+   */
+  private policyRefusal(url: URL): string | undefined {
+    const reason = outboundRefusal(url, 'http', this.policy);
+    const listApplies = this.policy.vetted && this.policy.allow.length > 0;
+    if (reason === undefined || !listApplies || urlAllowed(url, this.policy.self)) return reason;
+    const at = `${url.hostname}:${portOf(url)}`;
+    console.warn(`agent: web_fetch refused ${at} (the deployment's outbound policy): ${reason}`);
+    return `${at} may not be fetched (the deployment's outbound policy; the deployment's log says why)`;
   }
 
   private notAllowlisted(url: URL): string | undefined {
@@ -250,7 +274,8 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
         },
       },
       this.policy,
-      { maxRedirects: this.maxRedirects, check: (url) => this.notAllowlisted(url) },
+      // safeFetch asks `check` before the policy: every hop's refusal is as the model may read it.
+      { maxRedirects: this.maxRedirects, check: (url) => this.notAllowlisted(url) ?? this.policyRefusal(url) },
     );
     if (!fetched.ok) return fail(fetched.error);
     const { response, url, hops } = fetched.value;
