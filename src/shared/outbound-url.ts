@@ -11,7 +11,7 @@
 //     gateway that calls the bridge, an agent's web_fetch or MCP server would call the agents' own
 //     API or shards over the network. Own hosts: EDGESTR_PUBLIC_URL's, and the origins the dialler
 //     knows (outboundPolicy's `origins`: the host the management API was called on; the origin an
-//     agent or bridge was created on, which is EDGESTR_PUBLIC_URL's when set). Production compares
+//     agent or bridge was created on, EDGESTR_PUBLIC_URL's if it was set then). Production compares
 //     the hostname (Cloudflare serves a Worker's hostname on several ports), the local modes
 //     (development, test) the host and port (local servers on other ports are other servers).
 //     EDGESTR_OUTBOUND_ALLOW does not lift it (a loop is never wanted). An owner's host entry

@@ -83,7 +83,8 @@ export interface ServerHealth {
   /**
    * The lists the last refresh could not read, by method: `<code> <message>` of the JSON-RPC error
    * it got (upstream's own, or the bridge's for a transport failure), or why it was too large to
-   * hold; left out of the counts and the announcements, the other lists announced.
+   * hold, or the names of a public server's items left out for nesting deeper than MAX_JSON_DEPTH
+   * (announcer.ts); left out of the counts and the announcements, the other lists announced.
    */
   list_errors: Record<string, string>;
   /** Whether the server's announcements of the last refresh are on the public shard (a private server's never are). */
