@@ -26,7 +26,7 @@ export const DELTA_MAX_UNITS = 4096;
  * The one outcome of a run. An error's `message` goes to the client (who may be a stranger): it
  * never carries upstream text; `detail` (provider or tool error text, which may name internal
  * hosts, or the figures and reasons of a limit's refusal that are the owner's: told-to.ts) goes
- * only to the owner, through NIP-AO.
+ * only to the owner: through NIP-AO, and as the message of its own run's 25805 (outbox.ts).
  */
 export type Terminal =
   | { type: 'response'; text: string; usage: Usage; model: string }

@@ -1,7 +1,8 @@
 // The agent's watchdog schedule, so that an idle agent costs the one Accounts object
 // (workers/accounts) nothing and wakes rarely. The watchdog wakes every WATCHDOG_MS while anything
 // is pending (a run or DVMCP ask in flight, a run report or terminal event to send again, a
-// connection not open, dropped-event counts not yet logged); while nothing is, each pass after the
+// connection not open, dropped-event counts not yet logged), and in time for an announcement due
+// again (announcements.ts); while nothing is, each pass after the
 // first idle one doubles the wait up to IDLE_WATCHDOG_MAX_MS, and a prompt or ask admitted (or the
 // owner's account changing) brings it back to WATCHDOG_MS. The owner's account (owner-copy.ts) is
 // fetched (Accounts.snapshot) only when the copy is needed and older than OWNER_COPY_MAX_AGE_MS: to
