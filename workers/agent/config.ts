@@ -12,7 +12,8 @@ import { shardUrlOf } from '../../src/shared/shard-url.js';
 import { SERVER_ID } from '../../src/shared/dvmcp.js';
 import { BUILTIN_TOOL_NAMES } from './tools/registry.js';
 import { mcpHeadersSchema } from '../common/mcp-headers-schema.js';
-import { servedOrigin, type RouterBindings } from '../common/shards.js';
+import type { RouterBindings } from '../common/shards.js';
+import { servedOrigin } from '../common/public-url.js';
 
 const pubkeyList = z
   .array(z.string())

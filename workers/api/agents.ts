@@ -37,7 +37,8 @@ import { agentRelays, CreateAgentSchema, DEFAULT_LIMITS, UpdateAgentSchema, type
 import type { Agent, AgentView } from '../agent/agent-do.js';
 import { sealingSecret, sealSecretKey } from '../common/secrets.js';
 import { sealMcpServers } from '../agent/mcp-headers.js';
-import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
+import { shardStub, type RouterBindings } from '../common/shards.js';
+import { relayRequestUrl } from '../common/public-url.js';
 import { shardOfPath, shardUrlOf } from '../../src/shared/shard-url.js';
 import { notAnActiveOwner, notAnOwner, ownerState } from '../common/owners.js';
 import { MAX_REVOKED_PER_OWNER } from '../relay-do/ownership.js';

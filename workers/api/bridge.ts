@@ -24,7 +24,8 @@ import { bridgeServerCap, DEFAULT_PLAN, planLimits, type PlanEnv } from '../acco
 import { notAnActiveOwner, notAnOwner, ownerState } from '../common/owners.js';
 import { recordPublicBridge, vettedOwner } from '../common/deployment-bridges.js';
 import { sealingSecret } from '../common/secrets.js';
-import { relayRequestUrl, shardStub, type RouterBindings } from '../common/shards.js';
+import { shardStub, type RouterBindings } from '../common/shards.js';
+import { relayRequestUrl } from '../common/public-url.js';
 import { bodyAs } from './agents.js';
 import type { ApiStateBindings } from './api-state.js';
 import { nip98, type AuthedVariables } from './nip98-auth.js';

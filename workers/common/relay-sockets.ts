@@ -24,7 +24,8 @@
 
 import { outboundPolicy, outboundRefusal, type OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { SocketLike } from '../../src/shared/relay-client.js';
-import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, servedOrigin, SHARD_HEADER, type RouterBindings } from './shards.js';
+import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, type RouterBindings } from './shards.js';
+import { servedOrigin } from './public-url.js';
 import { shardOfPath } from '../../src/shared/shard-url.js';
 import { componentPlacement, EDGE_HEADER, ownerPlacement, socketTarget } from './edges.js';
 import { isLoopbackKey, UNKNOWN_ADDRESS } from './client-address.js';

@@ -1,8 +1,8 @@
 // Addressing a relay shard from any component: the Durable Object name of a shard, whether an
 // owner has one on this deployment (closed shards; which path names which shard:
-// src/shared/shard-url.ts), the URL the shard names in NIP-42, the origin the URLs of an agent's or
-// bridge's shards are built on (`servedOrigin`), and the headers only edgestr's own components set. (RelayShard is imported as a type only: this module creates stubs, it never runs
-// shard code.)
+// src/shared/shard-url.ts), and the headers only edgestr's own components set (the URL a shard names
+// in NIP-42 and the origin an agent's or bridge's shards are built on: public-url.ts). (RelayShard
+// is imported as a type only: this module creates stubs, it never runs shard code.)
 
 import { ownerState, type OwnerEnv } from './owners.js';
 import type { AccountsBindings } from '../accounts/accounts-do.js';
@@ -63,28 +63,3 @@ export const everyKeyHasShard = (env: Pick<RouterBindings, 'EDGESTR_OPEN_SHARDS'
 /** Whether `owner` has a shard on this deployment (see the header). */
 export const ownerShardExists = async (env: RouterBindings, owner: string): Promise<boolean> =>
   everyKeyHasShard(env) || (await ownerState(env, owner)) !== undefined;
-
-/** The URL the shard sees (and names in NIP-42): the request's, on EDGESTR_PUBLIC_URL's origin when set. */
-export function relayRequestUrl(env: Pick<RouterBindings, 'EDGESTR_PUBLIC_URL'>, requestUrl: string): URL | undefined {
-  const url = new URL(requestUrl);
-  if (!env.EDGESTR_PUBLIC_URL) return url;
-  let pub: URL;
-  try {
-    pub = new URL(env.EDGESTR_PUBLIC_URL);
-  } catch {
-    return undefined;
-  }
-  url.protocol = pub.protocol;
-  url.host = pub.host;
-  return url;
-}
-
-/**
- * The origin an agent's or bridge's shards are reached and named at, given `stored`, the origin it
- * was created on: EDGESTR_PUBLIC_URL's when set, else `stored`. One created before the deployment
- * set EDGESTR_PUBLIC_URL stored the host its creating request came on (e.g. its workers.dev name),
- * which now answers 421 (served-host.ts); its relay list, the relays of its zap requests and its
- * own sockets use this origin, while `stored` stays one of its own hosts for the outbound policy
- * (owner-outbound.ts). A malformed EDGESTR_PUBLIC_URL (every request refused 500) leaves `stored`.
- */
-export const servedOrigin = (env: Pick<RouterBindings, 'EDGESTR_PUBLIC_URL'>, stored: string): string => relayRequestUrl(env, stored)?.origin ?? stored;

@@ -15,7 +15,8 @@
 import { Hono } from 'hono';
 import { parsePubkey } from '../../src/shared/keys.js';
 import { NIP11_CORS_HEADERS, wantsRelayInformation } from './nip11.js';
-import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, relayRequestUrl, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
+import { INTERNAL_COMPONENT_HEADER, INTERNAL_HEADER, INTERNAL_OWNER_HEADER, ownerShardExists, PUBLIC_SHARD, SHARD_HEADER, shardStub, type RouterBindings } from '../common/shards.js';
+import { relayRequestUrl } from '../common/public-url.js';
 import { EDGE_HEADER, socketTarget } from '../common/edges.js';
 import { clientAddress, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 import { PUBLIC_URL_NOT_A_URL } from '../common/served-host.js';
