@@ -11,7 +11,7 @@ import { MANY_TOOL_CALLS } from '../fake-provider/big-outputs.js';
 import { QUOTA_MESSAGES } from '../fake-provider/quota.js';
 import { NO_CREDIT } from '../../workers/agent/providers/http.js';
 import { PROVIDER_MESSAGES } from '../../workers/agent/runtime.js';
-import { NipXxClient, createTestAgent, ownerRelayClient } from './agent-helpers.js';
+import { NipXxClient, createTestAgent, ownerRelayClient, watchRunsEnded } from './agent-helpers.js';
 import { keys } from './helpers.js';
 import { TEST_OWNER_SK } from './test-keys.js';
 
@@ -107,19 +107,7 @@ describe.each(['openai', 'anthropic'] as const)('agent with the %s provider', (p
 
   it('an account out of credit (OpenAI 429 insufficient_quota, Anthropic 400 credit balance too low): MODEL_UNAVAILABLE without retry_after, not RATE_LIMIT; the owner reads that it is billing', async () => {
     const agent = await agentWith();
-    const owner = ownerRelayClient();
-    await owner.connect();
-    await owner.authenticate();
-    const frames: ObservedFrame[] = [];
-    const observer = new Observer({
-      ownerSecretKey: TEST_OWNER_SK,
-      agents: [agent],
-      subscribe: (filters, opts) => owner.subscribe(filters, opts),
-      publish: (e) => owner.publish(e),
-      onFrame: (f) => frames.push(f),
-    });
-    observer.start();
-    await new Promise((r) => setTimeout(r, 100));
+    const watch = await watchRunsEnded([agent]);
     const c = await NipXxClient.open(agent);
     const p = c.prompt({ ver: 1, message: 'hi', model: 'fake-quota' });
     await c.send(p);
@@ -127,14 +115,12 @@ describe.each(['openai', 'anthropic'] as const)('agent with the %s provider', (p
     expect(run.terminal.kind).toBe(25805);
     expect(run.terminal.payload).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: PROVIDER_MESSAGES.rejected });
     expect(run.terminal.payload['retry_after']).toBeUndefined();
-    const deadline = Date.now() + 8000;
-    while (!frames.some((f) => f.frame.kind === 'session_resolved') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    const resolved = frames.find((f) => f.frame.kind === 'session_resolved')?.frame.payload as Record<string, unknown> | undefined;
+    await watch.until(1);
+    const resolved = watch.resolved[0];
     const status = provider === 'openai' ? 429 : 400;
     expect(resolved).toMatchObject({ run_id: p.id, outcome: 'MODEL_UNAVAILABLE' });
     expect(String(resolved?.['detail'])).toBe(`${NO_CREDIT}: HTTP ${status}: ${QUOTA_MESSAGES[provider]}`);
-    observer.stop();
-    owner.close();
+    watch.stop();
   });
 
   it('a cancel racing the response ends the run with exactly one CANCELLED', async () => {

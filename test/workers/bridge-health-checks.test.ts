@@ -58,7 +58,7 @@ describe('a client’s call failing at the transport level', () => {
     }
   });
 
-  it('a call cut by the bridge’s own limits (an answer over MAX_UPSTREAM_ANSWER_BYTES) books no check', async () => {
+  it('a stranger’s call cut by the bridge’s own limits (an answer over MAX_UPSTREAM_ANSWER_BYTES) is the stranger’s error: it books no check and leaves the server’s health', async () => {
     const id = `huge-${randomHex(4)}`;
     const { owner, provider } = await directBridge([{ id, url: `${inject('toolsFixtureUrl')}/mcp-huge?bucket=${randomHex(8)}`, public: false }]);
     await healthWhen(owner, id, (h) => h.ok === true && h.tools > 0);
@@ -71,6 +71,6 @@ describe('a client’s call failing at the transport level', () => {
       stranger.close();
     }
     expect(await refreshAt(owner, id)).toBeGreaterThan(Date.now() + REFRESH_MS - 60_000);
-    expect((await bridgeOf(owner).view(id))?.health).toMatchObject({ ok: true, error: null });
+    expect((await bridgeOf(owner).view(id))?.health).toMatchObject({ ok: true, error: null, tools: 5 });
   });
 });
