@@ -1,6 +1,6 @@
 // errors.ts: the NIP-01 prefixes read back from OK and CLOSED messages, and which of them are passing.
 import { describe, expect, it } from 'vitest';
-import { formatRejection, isRefusedForGood, isTransient, parseRejection, reject } from './errors.js';
+import { CREATED_AT_TOO_NEW, CREATED_AT_TOO_OLD, formatRejection, isClockRefusal, isRefusedForGood, isTransient, parseRejection, reject } from './errors.js';
 
 describe('parseRejection', () => {
   it('reads back what formatRejection wrote', () => {
@@ -29,5 +29,12 @@ describe('isRefusedForGood', () => {
     for (const other of ['duplicate: have it', 'rate-limited: slow down', 'error: no OK from the relay within 10000 ms', 'auth-required: who are you', 'something else', '']) {
       expect(isRefusedForGood(other)).toBe(false);
     }
+  });
+});
+
+describe('isClockRefusal', () => {
+  it('a refusal whose reason is about created_at (this relay\'s words or another relay\'s) is a clock problem; other reasons are not', () => {
+    for (const clock of [`invalid: ${CREATED_AT_TOO_NEW}`, `invalid: ${CREATED_AT_TOO_OLD}`, 'invalid: event creation date is too far off from the current time (created_at)']) expect(isClockRefusal(clock)).toBe(true);
+    for (const other of ['invalid: bad signature', 'created_at is too far in the future (no prefix)', 'blocked: no', '']) expect(isClockRefusal(other)).toBe(false);
   });
 });

@@ -52,6 +52,19 @@ export function isRefusedForGood(message: string): boolean {
   return prefix === 'blocked' || prefix === 'invalid' || prefix === 'pow' || prefix === 'restricted';
 }
 
+/** The reasons this relay gives for an event dated outside its window (write-rules.ts `withinLimits`). */
+export const CREATED_AT_TOO_OLD = 'created_at is too far in the past';
+export const CREATED_AT_TOO_NEW = 'created_at is too far in the future';
+
+/**
+ * Whether a refusal is about the event's `created_at` (a clock problem: an event signed anew, with a
+ * new `created_at`, may pass). This relay's reasons are CREATED_AT_TOO_OLD/NEW; other relays word it
+ * their own way, so any reason naming `created_at` counts.
+ */
+export function isClockRefusal(message: string): boolean {
+  return /created_at/.test(parseRejection(message)?.reason ?? '');
+}
+
 export type Result<T, E = Rejection> = { ok: true; value: T } | { ok: false; error: E };
 
 export const ok = <T>(value: T): Result<T, never> => ({ ok: true, value });

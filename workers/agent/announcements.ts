@@ -10,7 +10,7 @@
 // it is not sent again. Each refusal is logged, once per attempt; given up or refused for good,
 // the announcement waits for the next connection. Pure: the caller publishes, logs and wakes.
 
-import { isRefusedForGood, parseRejection } from '../../src/shared/errors.js';
+import { isClockRefusal, isRefusedForGood } from '../../src/shared/errors.js';
 import type { EventTemplate } from '../../src/shared/relay-types.js';
 import { IDLE_WATCHDOG_MAX_MS, WATCHDOG_MS } from './watchdog.js';
 
@@ -24,7 +24,7 @@ export const announcementKey = (t: Pick<EventTemplate, 'kind' | 'tags'>): string
 
 /** Whether a relay's refusal of an announcement would refuse it again: a final prefix, unless about its created_at (a clock problem). */
 export function refusedForGood(message: string): boolean {
-  return isRefusedForGood(message) && !/created_at/.test(parseRejection(message)?.reason ?? '');
+  return isRefusedForGood(message) && !isClockRefusal(message);
 }
 
 /** An announcement an attempt did not get taken, and the relay's answer. */

@@ -4,7 +4,7 @@
 // its owner's traffic (and anyone's request to vanish); and the per-pubkey rate limit (a
 // `chargeEvent` hook).
 
-import { reject } from '../../src/shared/errors.js';
+import { CREATED_AT_TOO_NEW, CREATED_AT_TOO_OLD, reject } from '../../src/shared/errors.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { charactersOver } from '../../src/shared/messages.js';
 import { tooManyRecipients } from '../../src/shared/recipients.js';
@@ -39,8 +39,8 @@ export const withinLimits: RejectEventHook = (e, { limits, now }) => {
   if (charactersOver(e.content, limits.max_content_length)) {
     return reject('invalid', `content is longer than ${limits.max_content_length} characters`);
   }
-  if (e.created_at < now - limits.created_at_lower_limit) return reject('invalid', 'created_at is too far in the past');
-  if (e.created_at > now + limits.created_at_upper_limit) return reject('invalid', 'created_at is too far in the future');
+  if (e.created_at < now - limits.created_at_lower_limit) return reject('invalid', CREATED_AT_TOO_OLD);
+  if (e.created_at > now + limits.created_at_upper_limit) return reject('invalid', CREATED_AT_TOO_NEW);
   return undefined;
 };
 
