@@ -29,5 +29,15 @@ export const scrollToEnd = (log: HTMLElement): void => {
   log.scrollTop = log.scrollHeight;
 };
 
+/** Lines a console log keeps: the oldest go first (a server or agent may send a line for as long as it runs). */
+export const MAX_LOG_LINES = 500;
+
+/** Appends a line to a log, drops the oldest beyond MAX_LOG_LINES and keeps the log pinned to its end. */
+export const appendLogLine = (log: HTMLElement, line: HTMLElement): void => {
+  log.append(line);
+  while (log.childElementCount > MAX_LOG_LINES) log.firstElementChild?.remove();
+  scrollToEnd(log);
+};
+
 /** A short form of a 64-hex key for display. */
 export const short = (hex: string): string => `${hex.slice(0, 8)}…${hex.slice(-4)}`;

@@ -8,14 +8,12 @@
 
 import { Observer, type ObservedFrame, type SeqGap } from '../shared/ao-observer.js';
 import { api, AgentViewSchema, deletedStatus, type AgentView } from './api.js';
-import { button, byId, el, scrollToEnd, short } from './dom.js';
+import { appendLogLine, button, byId, el, short } from './dom.js';
 import { shardUrl, type Relays } from './relay.js';
 import type { Signer } from './signer.js';
 import { OwnerUsageSchema, RunUsageSchema, UsagePanel } from './usage.js';
 
 /** At most this many lines stay in the Telemetry log. */
-const MAX_LINES = 500;
-
 /** A started turn's tool problems for its log line (none: nothing). */
 const toolProblems = (payload: Record<string, unknown>): string => {
   const problems = payload.tool_problems;
@@ -117,9 +115,7 @@ export class OwnerPanel {
 
   #line(text: string, cls = 'line'): HTMLElement {
     const line = el('div', cls, `${new Date().toLocaleTimeString()} ${text}`);
-    this.#log.append(line);
-    while (this.#log.childElementCount > MAX_LINES) this.#log.firstElementChild?.remove();
-    scrollToEnd(this.#log);
+    appendLogLine(this.#log, line);
     return line;
   }
 

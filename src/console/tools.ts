@@ -5,7 +5,7 @@
 // else as JSON), and the call through the DVMCP client with its progress shown. Calls use a fresh
 // key per page (servers see an unlinkable client; its own relay connection is authenticated as it,
 // so gift-wrapped answers reach it), gift-wrapped when the server supports it; priced
-// tools are declined (the console does not pay). The output log keeps its last MAX_LINES lines (a
+// tools are declined (the console does not pay). The output log keeps its last MAX_LOG_LINES lines (dom.ts) (a
 // server may send a progress notification, a line each, for as long as a call lasts), and what a
 // result holds other than text is shown as compact JSON, cut, and only within MAX_JSON_DEPTH
 // (src/shared/json-depth.ts shownJson: a server's answer may nest deeper than JSON.stringify can write).
@@ -18,12 +18,11 @@ import { err, errorMessage, ok, type Result } from '../shared/errors.js';
 import { shownJson } from '../shared/json-depth.js';
 import { ConversationKeyCache } from '../shared/nip44.js';
 import { nobleVerifier } from '../shared/verify.js';
-import { button, byId, el, scrollToEnd } from './dom.js';
+import { appendLogLine, button, byId, el } from './dom.js';
 import { Relays, shardUrl } from './relay.js';
 import { localSigner } from './signer.js';
 
 /** At most this many lines stay in the tool output log (the oldest go first). */
-const MAX_LINES = 500;
 /** Characters of a result's non-text content shown at most (each item, or the whole result without content). */
 const RESULT_JSON_CHARS = 16_384;
 
@@ -71,9 +70,7 @@ export class ToolsPanel {
   }
 
   #print(text: string): void {
-    this.#out.append(el('div', 'line', text));
-    while (this.#out.childElementCount > MAX_LINES) this.#out.firstElementChild?.remove();
-    scrollToEnd(this.#out);
+    appendLogLine(this.#out, el('div', 'line', text));
   }
 
   async #refresh(): Promise<void> {
