@@ -180,7 +180,7 @@ export const isPrivateAgent = <A extends Pick<StoredAgent, 'allow'>>(a: A): a is
 
 /**
  * The relays the agent uses: its owner's shard and the public shard on this deployment, at its
- * served origin (workers/common/shards.ts `servedOrigin`: EDGESTR_PUBLIC_URL's when set, though it
+ * served origin (workers/common/public-url.ts `servedOrigin`: EDGESTR_PUBLIC_URL's when set, though it
  * was created on another), then its own, each once: one naming a shard of this deployment, at the
  * served origin or at the stored one, as that shard's URL at the served origin, whatever its
  * spelling (src/shared/shard-url.ts; a config stored before the API refused repeated shards may

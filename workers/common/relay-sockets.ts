@@ -1,5 +1,5 @@
 // A WebSocket to a relay for edgestr's own components (hosted agents, the DVMCP bridge, the /mcp
-// gateway): shards of this deployment, at its served origin (shards.ts `servedOrigin`:
+// gateway): shards of this deployment, at its served origin (public-url.ts `servedOrigin`:
 // EDGESTR_PUBLIC_URL's when set, whatever origin the component was created on), are reached
 // through their Durable Object (the owner's, the public one, or another owner's shard that exists
 // on this deployment; on one of its edge objects when RELAY_EDGES gives it more than one, as the
