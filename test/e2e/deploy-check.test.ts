@@ -4,10 +4,14 @@
 // workers/accounts/signup-limits.ts, bundled for Node), so a configuration the Worker would refuse
 // at every /api call, whose relay limits the shards would ignore, or whose open sign-up it would
 // answer 503, is refused before it is deployed; and wrangler.toml as shipped: its compatibility
-// flags pass, and it is refused until EDGESTR_PUBLIC_URL is given. --check-only: nothing is ever
-// deployed here.
+// flags pass, and it is refused until EDGESTR_PUBLIC_URL is given; with --env, the environment's
+// section is what is checked (wrangler does not inherit vars or bindings into it). --check-only:
+// nothing is ever deployed here.
 
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { E2E_OWNER } from './e2e-keys.js';
@@ -42,6 +46,42 @@ describe('npm run deploy: wrangler.toml as shipped', () => {
     expect(set.status, set.out).toBe(0);
     expect(set.out).toContain('deploy check passed');
   });
+});
+
+describe('npm run deploy -- --env <name>', () => {
+  it('checks that environment’s section as wrangler resolves it, not the top level', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'edgestr-deploy-env-'));
+    const config = join(dir, 'wrangler.toml');
+    writeFileSync(
+      config,
+      [
+        'name = "edgestr"',
+        `main = ${JSON.stringify(join(ROOT, 'workers/index.ts'))}`,
+        'compatibility_date = "2026-04-01"',
+        'compatibility_flags = ["nodejs_compat", "global_fetch_strictly_public"]',
+        '[vars]',
+        `EDGESTR_OWNERS = "${E2E_OWNER}"`,
+        'EDGESTR_PUBLIC_URL = "https://relay.example.org"',
+        '[env.staging]',
+        'compatibility_flags = ["nodejs_compat"]',
+        '',
+      ].join('\n'),
+    );
+    const run = (...args: string[]) => {
+      const r = spawnSync(process.execPath, ['scripts/deploy-check.mjs', '--check-only', '--config', config, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
+      return { status: r.status, out: `${r.stdout}${r.stderr}` };
+    };
+    const top = run();
+    expect(top.status, top.out).toBe(0);
+    expect(top.out).toContain('deploy check passed');
+    for (const args of [['--env', 'staging'], ['--env=staging'], ['-e', 'staging']]) {
+      const staging = run(...args);
+      expect(staging.status, staging.out).toBe(1);
+      expect(staging.out).toContain('deploy refused: 3 problem(s) in the configuration\n  - compatibility_flags lacks global_fetch_strictly_public');
+      expect(staging.out).toContain('  - EDGESTR_PUBLIC_URL is not set');
+      expect(staging.out).toContain('  - no owner and no admin');
+    }
+  }, 180_000);
 });
 
 describe('npm run deploy: EDGESTR_PLANS', () => {
