@@ -192,6 +192,11 @@ export class TelemetryEmitter {
     return this.emit('acp_read', payload, ids);
   }
 
+  /** A tool call's failure as the owner alone is told it (edgestr's extension, nip-ao.ts KNOWN_FRAME_KINDS). */
+  toolDetail(payload: Payload, ids: FrameIds = {}): Result<true, string> {
+    return this.emit('tool_detail', payload, ids);
+  }
+
   sessionResolved(payload: Payload = {}, ids: FrameIds = {}): Result<true, string> {
     return this.emit('session_resolved', payload, ids);
   }

@@ -85,8 +85,12 @@ export const ObserverEventSchema = z.object({
 });
 export type ObserverEvent = z.infer<typeof ObserverEventSchema>;
 
-/** The frame kinds this implementation understands; others are ignored by observers. */
-export const KNOWN_FRAME_KINDS = ['turn_started', 'acp_write', 'acp_read', 'session_resolved'] as const;
+/**
+ * The frame kinds this implementation understands; others are ignored by observers. `tool_detail`
+ * is edgestr's extension (docs/PROTOCOL.md: what the owner alone is told of a tool call's failure);
+ * the spec's readers ignore it as an unknown kind.
+ */
+export const KNOWN_FRAME_KINDS = ['turn_started', 'acp_write', 'acp_read', 'tool_detail', 'session_resolved'] as const;
 
 export const ControlFrameSchema = z.object({
   type: z.string(),

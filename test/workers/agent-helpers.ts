@@ -2,7 +2,7 @@
 // WebSocket to the owner's shard (encrypting prompts, decrypting the agent's events).
 import { runInDurableObject, SELF } from 'cloudflare:test';
 import type { NostrEvent } from '../../src/shared/event.js';
-import { Observer } from '../../src/shared/ao-observer.js';
+import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
 import { RelayClient } from '../../src/shared/relay-client.js';
 import { ConversationKeyCache, decrypt, encrypt } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor, unwrap } from '../../src/shared/nip59.js';
@@ -143,31 +143,38 @@ export function ownerRelayClient(owner: { sk: Uint8Array; pk: string } = { sk: T
   });
 }
 
-/** What `watchRunsEnded` gives: the payloads seen so far, a wait for `n` of them, and the end of the watch. */
+/** What `watchRunsEnded` gives: the payloads seen so far (and every frame), a wait for `n` of them, and the end of the watch. */
 export interface RunsEnded {
   readonly resolved: Array<Record<string, unknown>>;
+  /** Every frame the owner's observer accepted, in order (session_resolved ones too). */
+  readonly frames: ObservedFrame[];
   /** Waits (polled, at most ~3 s) until `n` payloads arrived. */
   until(n: number): Promise<void>;
   stop(): void;
 }
 
-/** The owner's NIP-AO `session_resolved` payloads of `agents`' runs, from now on (over the owner's authenticated shard connection). */
+/** The owner's NIP-AO `session_resolved` payloads (and all frames) of `agents`' runs, from now on (over the owner's authenticated shard connection). */
 export async function watchRunsEnded(agents: string[], owner: { sk: Uint8Array; pk: string } = { sk: TEST_OWNER_SK, pk: TEST_OWNER }): Promise<RunsEnded> {
   const relay = ownerRelayClient(owner);
   await relay.connect();
   await relay.authenticate();
   const resolved: Array<Record<string, unknown>> = [];
+  const frames: ObservedFrame[] = [];
   const observer = new Observer({
     ownerSecretKey: owner.sk,
     agents,
     subscribe: (filters, opts) => relay.subscribe(filters, opts),
     publish: (e) => relay.publish(e),
-    onFrame: (f) => void (f.frame.kind === 'session_resolved' && resolved.push(f.frame.payload)),
+    onFrame: (f) => {
+      frames.push(f);
+      if (f.frame.kind === 'session_resolved') resolved.push(f.frame.payload);
+    },
   });
   observer.start();
   await new Promise((r) => setTimeout(r, 100));
   return {
     resolved,
+    frames,
     until: async (n) => {
       for (let i = 0; i < 60 && resolved.length < n; i++) await new Promise((r) => setTimeout(r, 50));
     },

@@ -535,14 +535,17 @@ describe('web_fetch', () => {
       }
     });
 
-    it("tells the generic text for every refusal of the policy when the operators' list applies (a vetted owner's agent), the reason logged; else the rules' own reasons", async () => {
+    it("tells the generic text for every refusal of the policy when the operators' list applies (a vetted owner's agent), the reason logged and the owner's detail; else the rules' own reasons", async () => {
       const ALLOW = { EDGESTR_OUTBOUND_ALLOW: '10.0.0.5' };
-      const generic = (at: string) => `refused: ${at} may not be fetched (the deployment's outbound policy; the deployment's log says why)`;
+      const generic = (at: string, reason: string) => ({
+        ...failure(`refused: ${at} may not be fetched (the deployment's outbound policy; the agent's owner can see why)`),
+        detail: `the deployment's outbound policy refuses ${at}: ${reason}`,
+      });
       const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
       try {
         const vetted = new WebFetchTool({ allowlist: ['10.0.0.5', '10.0.0.6'], policy: outboundPolicy(ALLOW, { vetted: true }) });
-        expect(await vetted.run({ url: 'http://10.0.0.5:9200/_cat/indices' }, ctx())).toEqual(failure(generic('10.0.0.5:9200')));
-        expect(await vetted.run({ url: 'https://10.0.0.6/' }, ctx())).toEqual(failure(generic('10.0.0.6:443')));
+        expect(await vetted.run({ url: 'http://10.0.0.5:9200/_cat/indices' }, ctx())).toEqual(generic('10.0.0.5:9200', 'EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on its default port only, not 9200'));
+        expect(await vetted.run({ url: 'https://10.0.0.6/' }, ctx())).toEqual(generic('10.0.0.6:443', '10.0.0.6 is a private address'));
         expect(warn.mock.calls.map((args) => args.join(' '))).toEqual([
           "agent: web_fetch refused 10.0.0.5:9200 (the deployment's outbound policy): EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on its default port only, not 9200",
           "agent: web_fetch refused 10.0.0.6:443 (the deployment's outbound policy): 10.0.0.6 is a private address",

@@ -14,7 +14,7 @@
 // deliver() answers what became of the terminal event (Delivery), for the owner's NIP-AO.
 // An error's message is as the client is told it (told-to.ts): the agent's owner gets the failure's
 // `detail` (a provider's text, a limit's figures) as the message of its own runs' 25805 (at most
-// OWNER_MESSAGE_MAX_BYTES of it), anyone else the generic message. A terminal event to a client
+// OWNER_MESSAGE_MAX_BYTES of it, told-to.ts ownerDetail), anyone else the generic message. A terminal event to a client
 // other than the agent's owner carries a NIP-40 expiration (on the gift wrap when wrapped):
 // a response a day, an error or refusal 10 minutes (`terminalTtl`); one that expired unsent is not
 // sent again. The owner's answers keep none (its history).
@@ -32,9 +32,8 @@ import { relayLabel, type StoredAgent } from './config.js';
 import type { RunAddress, RunStore } from './run-store.js';
 import type { Terminal } from './runtime.js';
 import { errorMessage, isRefusedForGood, parseRejection } from '../../src/shared/errors.js';
-import { cutWithNote } from '../../src/shared/json-cut.js';
 import { fitResponse } from './event-fit.js';
-import { toldTo } from './told-to.js';
+import { ownerDetail, toldTo } from './told-to.js';
 import { DROPS, type DropSummary } from '../common/drop-summary.js';
 
 /** Attempts to publish one non-terminal run event, PUBLISH_RETRY_MS × n apart (200, 400 ms). */
@@ -63,12 +62,6 @@ export function terminalTtl(kind: number, client: string, owner: string): number
 /** What a terminal event that expired before a relay took it is recorded with (it is not sent again). */
 const EXPIRED_UNSENT = 'expired: its NIP-40 expiration passed before a relay took it';
 
-/**
- * The owner's message in its own run's 25805 (the failure's `detail`) takes at most this many
- * bytes of JSON string; a longer one is cut and marked (the whole is in the owner's NIP-AO
- * session_resolved). Provider texts are at most 300 characters (providers/http.ts MAX_ERROR_TEXT).
- */
-export const OWNER_MESSAGE_MAX_BYTES = 4096;
 /** What a client other than the owner is told when its run's answer was refused with `restricted:`. */
 export const ANSWER_NOT_STORED = 'the answer could not be stored on this relay; the agent owner can see why';
 
@@ -103,12 +96,12 @@ export interface OutboxDeps {
 /**
  * The encrypted payload of a terminal event to `client` of an agent of `owner`, within `room` bytes:
  * a response text that does not fit is cut and marked (event-fit.ts); an error's message is as
- * `client` is told it (told-to.ts: the owner gets `detail`, cut to OWNER_MESSAGE_MAX_BYTES).
+ * `client` is told it (told-to.ts: the owner gets `detail`, cut by ownerDetail).
  */
 function terminalPayload(t: Terminal, room: number, client: string, owner: string): object {
   if (t.type === 'response') return fitResponse({ ver: NIPXX_VERSION, text: t.text, timestamp: Math.floor(Date.now() / 1000), usage: t.usage }, room);
   const told = toldTo(t, client, owner);
-  const message = told.message === t.message ? t.message : cutWithNote(told.message, OWNER_MESSAGE_MAX_BYTES, (shown, total) => `…[cut: the first ${shown} of ${total} bytes]`).text;
+  const message = told.message === t.message ? t.message : ownerDetail(told.message);
   return { ver: NIPXX_VERSION, code: t.code, message, ...(t.retry_after ? { retry_after: t.retry_after } : {}), ...(t.details ? { details: t.details } : {}) };
 }
 

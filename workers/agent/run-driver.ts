@@ -1,9 +1,11 @@
 // One run of a validated prompt: the provider and the tools for it, the runtime's callbacks turned
 // into output (NIP-XX run events through the outbox, or a DVMCP answer: RunOutput), the run time
 // limit, the NIP-AO telemetry to the owner (turn_started once the run's tools are built, with their
-// problems, `tool_problems`; the provider's wire; session_resolved with the upstream detail, the
+// problems, `tool_problems`; the provider's wire; tool_detail for a tool call whose failure has a
+// detail for the owner alone, ToolResult `detail`; session_resolved with the upstream detail, the
 // run's usage and the owner's totals against its plan, sent once the terminal event went out, with
-// `delivered: false` and why when the relay did not take it), the checks
+// `delivered: false` and why when the relay did not take it; each of these texts cut to one bound,
+// told-to.ts ownerDetail, the problems as one text when together they pass it), the checks
 // before each model call (the agent's token budget, then the owner's plan: the call's model and its
 // token limits), the tokens spent and the conversation's new turn, and then the run's
 // one terminal outcome, also logged as one `agent.run` line (agent-log.ts) and metered (metering.ts).
@@ -36,6 +38,7 @@ import { logAgent } from './agent-log.js';
 import type { ModelCallAsk, OwnerUsage } from '../accounts/quota.js';
 import type { Refusal } from './admission.js';
 import { fitToolCall } from './event-fit.js';
+import { ownerDetail } from './told-to.js';
 
 
 /** Where a run's progress and its one terminal outcome go. */
@@ -129,11 +132,18 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     d.checkpoint({ run_id: runId, sender: client, provider: c.provider, model, ...spend, tool_calls: toolCalls }, started);
   };
   let turnStarted = false;
-  /** Tells the owner the run started (once), with the problems of its tool set when it has any. */
+  /**
+   * Tells the owner the run started (once), with the problems of its tool set when it has any: as
+   * they are, or, when together (as the owner reads them, joined with "; ") they pass ownerDetail's
+   * bound, as that one text cut.
+   */
   const startTurn = (toolProblems: readonly string[] = []): void => {
     if (turnStarted) return;
     turnStarted = true;
-    emitter?.turnStarted({ run_id: runId, model, client, ...(toolProblems.length > 0 ? { tool_problems: [...toolProblems] } : {}) }, ids);
+    const joined = toolProblems.join('; ');
+    const shown = ownerDetail(joined);
+    const problems = toolProblems.length === 0 ? {} : { tool_problems: shown === joined ? [...toolProblems] : [shown] };
+    emitter?.turnStarted({ run_id: runId, model, client, ...problems }, ids);
   };
   /**
    * Logs the run, counts its tokens against the agent's daily budget and meters it (the owner's
@@ -151,16 +161,18 @@ export async function runPrompt(d: RunDeps, out: RunOutput, runId: string, c: Ef
     const delivery = await out.finish(terminal);
     // A stranger gets the generic message; the owner also gets the upstream detail, and why its answer was not delivered.
     const undelivered = delivery?.delivered === false ? delivery.detail : undefined;
-    const detail = [terminal.type === 'error' ? terminal.detail : undefined, undelivered].filter((x) => x !== undefined).join('; ');
+    const detail = ownerDetail([terminal.type === 'error' ? terminal.detail : undefined, undelivered].filter((x) => x !== undefined).join('; '));
     emitter?.sessionResolved({ run_id: runId, outcome, ...(undelivered ? { delivered: false } : {}), ...(detail ? { detail } : {}), usage, ...(owner_usage ? { owner_usage } : {}) }, ids);
   };
   const sink: RunSink = {
     ...out.sink,
-    toolCall: (t) => {
+    // A failure's detail goes to the owner alone (tool_detail), never into the run's events.
+    toolCall: (t, detail) => {
       if (t.phase === 'start') {
         toolCalls++;
         checkpoint();
       }
+      if (detail !== undefined) emitter?.toolDetail({ run_id: runId, name: t.name, detail: ownerDetail(detail) }, ids);
       return out.sink.toolCall(t);
     },
   };

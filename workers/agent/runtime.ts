@@ -51,14 +51,21 @@ export interface ToolRunner {
 export interface RunSink {
   status(state: 'thinking' | 'tool_use' | 'done', progress: number, info?: string): Promise<void>;
   delta(text: string, seq: number): Promise<void>;
-  toolCall(t: {
-    name: string;
-    phase: 'start' | 'result';
-    arguments?: Record<string, unknown>;
-    output?: ToolOutput;
-    success?: boolean;
-    duration_ms?: number;
-  }): Promise<void>;
+  /**
+   * A tool call's ai.tool_call event (`t`); `detail`, with a failed result that has one, is the
+   * agent's owner's alone (ToolResult): it is never in `t`, nor in what the model reads.
+   */
+  toolCall(
+    t: {
+      name: string;
+      phase: 'start' | 'result';
+      arguments?: Record<string, unknown>;
+      output?: ToolOutput;
+      success?: boolean;
+      duration_ms?: number;
+    },
+    detail?: string,
+  ): Promise<void>;
 }
 
 /** Why a model call is not made: the run ends with this error (`code` RATE_LIMIT when absent; `detail`: the owner's, as a Terminal's). */
@@ -388,7 +395,7 @@ export async function executeRun(input: RunInput): Promise<{ terminal: Terminal;
       }
       const output: ToolOutput = result.ok ? result.output : (result.output ?? { stdout: '', stderr: result.error, exit_code: 1 });
       const success = result.ok && output.exit_code === 0;
-      await input.sink.toolCall({ name, phase: 'result', output, success, duration_ms });
+      await input.sink.toolCall({ name, phase: 'result', output, success, duration_ms }, result.ok ? undefined : result.detail);
       const content = toolMessageContent(result.ok ? undefined : result.error, output);
       const toolMessage: ChatMessage = { role: 'tool', tool_call_id: call.id, name: call.name, content };
       messages.push(toolMessage);

@@ -11,6 +11,22 @@
 // stranger varying its prompts cannot read the owner's plan, spend or standing off the refusals,
 // and the owner prompting its own agent reads why (a bad provider key, the plan's models and what
 // to change).
+// Every such text the owner is told (its 25805's message, and in its NIP-AO frames a run's
+// `detail`, its tool set's `tool_problems`, a tool's `detail`: run-driver.ts) is cut to one bound,
+// OWNER_MESSAGE_MAX_BYTES, by ownerDetail.
+
+import { cutWithNote } from '../../src/shared/json-cut.js';
+
+/**
+ * The most bytes (of JSON string) of a text told to the agent's owner alone; a longer one is cut
+ * and marked. Provider texts are at most 300 characters (providers/http.ts MAX_ERROR_TEXT); a tool
+ * set's problems can be many (a server's tools over the limit, each named).
+ */
+export const OWNER_MESSAGE_MAX_BYTES = 4096;
+
+/** `text` for the owner: at most OWNER_MESSAGE_MAX_BYTES, cut and marked `…[cut: the first N of M bytes]`. */
+export const ownerDetail = (text: string): string =>
+  cutWithNote(text, OWNER_MESSAGE_MAX_BYTES, (shown, total) => `…[cut: the first ${shown} of ${total} bytes]`).text;
 
 /** `r` as `sender` is told it, on an agent of `owner`. */
 export function toldTo<R extends { message: string; detail?: string }>(r: R, sender: string, owner: string): R {

@@ -4,7 +4,8 @@
 //   ok: false  the call did not complete (bad arguments, a refused URL, a parse or evaluation
 //              error, a timeout, a transport failure); `error` is the message for the model and
 //              `output` carries the same text in stderr with exit_code 1, so the runtime can
-//              publish every ai.tool_call result with one code path.
+//              publish every ai.tool_call result with one code path; `detail` (optional) is what
+//              the agent's owner alone is told besides (types.ts ToolResult).
 
 import type { ToolOutput, ToolResult } from './types.js';
 
@@ -13,9 +14,10 @@ export const succeed = (stdout: string, stderr = '', exit_code = 0): ToolResult 
   output: { stdout, stderr, exit_code },
 });
 
-export const fail = (error: string): ToolResult => ({
+export const fail = (error: string, detail?: string): ToolResult => ({
   ok: false,
   error,
   output: { stdout: '', stderr: error, exit_code: 1 } satisfies ToolOutput,
+  ...(detail === undefined ? {} : { detail }),
 });
 

@@ -21,7 +21,13 @@ export interface ToolOutput {
   exit_code: number;
 }
 
-export type ToolResult = { ok: true; output: ToolOutput } | { ok: false; error: string; output?: ToolOutput };
+/**
+ * A tool call's result. A failure's `error` is what the model reads (and so whoever prompted the
+ * run); its `detail`, when there is one, is for the agent's owner alone (the run's NIP-AO
+ * `tool_detail` frame, run-driver.ts): e.g. the reason of the deployment's outbound policy that the
+ * model is told only generically (web-fetch.ts).
+ */
+export type ToolResult = { ok: true; output: ToolOutput } | { ok: false; error: string; output?: ToolOutput; detail?: string };
 
 /** A call of a tool the agent does not have (NIP-XX UNSUPPORTED_FEATURE); `detail` is for the owner alone. */
 export interface UnknownTool {

@@ -12,8 +12,8 @@
 //                                    https:// / <host class> (private, loopback, link-local,
 //                                    CGNAT, multicast, unspecified, reserved addresses, local
 //                                    names) / <host> is this deployment's own host (a loop)
-//   refused: <host>:<port> may not be fetched (the deployment's outbound policy; the deployment's
-//            log says why)           instead of the policy's reason (the loop's aside) when the
+//   refused: <host>:<port> may not be fetched (the deployment's outbound policy; the agent's
+//            owner can see why)      instead of the policy's reason (the loop's aside) when the
 //                                    operators' EDGESTR_OUTBOUND_ALLOW applies to the agent (a
 //                                    vetted owner's, the list not empty): the model tells whoever
 //                                    prompted the agent, and the policy's reasons ("…lists
@@ -21,9 +21,9 @@
 //                                    reason for a host not listed) would map what the operators
 //                                    listed. The reason is logged (console.warn "agent: web_fetch
 //                                    refused <host>:<port> (the deployment's outbound policy):
-//                                    <reason>"); nothing carries a tool's detail to the owner
-//                                    alone, so the owner reads the generic text too (NIP-AO frames
-//                                    carry what the model reads).
+//                                    <reason>") and is the result's `detail`, "the deployment's
+//                                    outbound policy refuses <host>:<port>: <reason>", which the
+//                                    owner alone reads (its NIP-AO tool_detail frame; types.ts).
 //   redirect refused: <same reasons> every redirect hop (301/302/303/307/308 with Location) is
 //                                    checked again (safeFetch); at most 5 hops, then
 //   too many redirects (max 5)
@@ -111,6 +111,12 @@ function decoderFor(contentType: string): TextDecoder {
   } catch {
     return new TextDecoder('utf-8'); // an unknown or unsupported label
   }
+}
+
+/** Why a URL is refused: as the model is told it, and (the outbound policy's reason) as the owner alone is. */
+interface Refusal {
+  text: string;
+  detail?: string;
 }
 
 /** Why the call stopped early: our timeout, or the caller's signal. */
@@ -204,26 +210,30 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
    * owner's allowlist, then the outbound policy (a host the owner did not list never reaches the
    * policy, so a prompt cannot learn from its reasons which hosts the operators listed).
    */
-  private refusal(url: URL): string | undefined {
-    return urlShapeRefusal(url, 'http') ?? this.notAllowlisted(url) ?? this.policyRefusal(url);
+  private refusal(url: URL): Refusal | undefined {
+    const told = urlShapeRefusal(url, 'http');
+    return told === undefined ? this.hopRefusal(url) : { text: told };
+  }
+
+  /** Why a hop to `url` may not be followed: the owner's allowlist, then the outbound policy. */
+  private hopRefusal(url: URL): Refusal | undefined {
+    return hostAllowed(url.hostname, this.patterns) ? this.policyRefusal(url) : { text: `${url.hostname} is not in the allowlist` };
   }
 
   /**
    * Why the outbound policy refuses `url`, as the model is told it: the generic text when the
-   * operators' list applies to this agent, the policy's reason logged (see the header); the loop
-   * refusal as it is (the deployment's own host, which no list lifts, is refused before any is read).
+   * operators' list applies to this agent, the policy's reason logged and in `detail` (see the
+   * header); the loop refusal as it is (the deployment's own host, which no list lifts, is refused
+   * before any is read).
    */
-  private policyRefusal(url: URL): string | undefined {
+  private policyRefusal(url: URL): Refusal | undefined {
     const reason = outboundRefusal(url, 'http', this.policy);
+    if (reason === undefined) return undefined;
     const listApplies = this.policy.vetted && this.policy.allow.length > 0;
-    if (reason === undefined || !listApplies || urlAllowed(url, this.policy.self)) return reason;
+    if (!listApplies || urlAllowed(url, this.policy.self)) return { text: reason };
     const at = `${url.hostname}:${portOf(url)}`;
     console.warn(`agent: web_fetch refused ${at} (the deployment's outbound policy): ${reason}`);
-    return `${at} may not be fetched (the deployment's outbound policy; the deployment's log says why)`;
-  }
-
-  private notAllowlisted(url: URL): string | undefined {
-    return hostAllowed(url.hostname, this.patterns) ? undefined : `${url.hostname} is not in the allowlist`;
+    return { text: `${at} may not be fetched (the deployment's outbound policy; the agent's owner can see why)`, detail: `the deployment's outbound policy refuses ${at}: ${reason}` };
   }
 
   async run({ url: rawUrl, max_bytes }: WebFetchArgs, ctx: { signal: AbortSignal }): Promise<ToolResult> {
@@ -242,7 +252,7 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
       return fail('invalid URL');
     }
     const refused = this.refusal(url);
-    if (refused) return fail(`refused: ${refused}`);
+    if (refused) return fail(`refused: ${refused.text}`, refused.detail);
     if (ctx.signal.aborted) return fail('aborted');
 
     const timer = new AbortController();
@@ -263,6 +273,13 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
   }
 
   private async fetchFollowing(start: URL, limit: number, signal: AbortSignal, stopOf: () => Stop): Promise<ToolResult> {
+    /** The owner's detail of the latest hop checked (a refused hop is the last one). */
+    let hopDetail: string | undefined;
+    const check = (url: URL): string | undefined => {
+      const refused = this.hopRefusal(url);
+      hopDetail = refused?.detail;
+      return refused?.text;
+    };
     const fetched = await safeFetch(
       start,
       {
@@ -275,9 +292,9 @@ export class WebFetchTool implements Tool<WebFetchArgs> {
       },
       this.policy,
       // safeFetch asks `check` before the policy: every hop's refusal is as the model may read it.
-      { maxRedirects: this.maxRedirects, check: (url) => this.notAllowlisted(url) ?? this.policyRefusal(url) },
+      { maxRedirects: this.maxRedirects, check },
     );
-    if (!fetched.ok) return fail(fetched.error);
+    if (!fetched.ok) return fail(fetched.error, hopDetail);
     const { response, url, hops } = fetched.value;
     return this.readResponse(response, url, hops, limit, signal, stopOf);
   }
