@@ -12,6 +12,9 @@
 //   server over DVMCP itself); an unknown name or uri is -32602; a relay connection that does not
 //   open (e.g. the public shard refuses the caller's address one more) is -32603 "cannot reach the
 //   relay: …" with the reason, before anything is sent.
+// - Depth: a result nesting deeper than MAX_JSON_DEPTH (64, src/shared/json-depth.ts), which many
+//   JSON readers cannot read, is not passed on: -32603 "the DVMCP server <id>'s result nests deeper
+//   than 64 levels"; a protocol error whose data nests so deep keeps its code and message only.
 // - Bounds: CALL_IDLE_MS without an answer or progress, CALL_TOTAL_MS in all (both ≤ 60 s).
 
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -32,6 +35,7 @@ import {
 import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
 import type { DvmcpClient, DvmcpFailure } from '../../src/shared/dvmcp-client.js';
 import type { Result } from '../../src/shared/errors.js';
+import { MAX_JSON_DEPTH, nestsWithin } from '../../src/shared/json-depth.js';
 import type { z } from 'zod';
 import { VERSION } from '../relay-do/nip11.js';
 import type { GatewayIndex, Route } from './catalog.js';
@@ -69,7 +73,7 @@ export class RpcFailure extends Error {
 export function rpcFailureOf(f: DvmcpFailure): RpcFailure {
   switch (f.kind) {
     case 'protocol':
-      return new RpcFailure(f.code, f.message, f.data);
+      return nestsWithin({ code: f.code, message: f.message, data: f.data }) ? new RpcFailure(f.code, f.message, f.data) : new RpcFailure(f.code, f.message);
     case 'timeout':
       return new RpcFailure(ErrorCode.RequestTimeout, f.message);
     case 'payment':
@@ -130,6 +134,7 @@ export function gatewayServer(deps: GatewayDeps): Server {
       onProgress: progressRelay(token, extra.sendNotification),
     });
     if (!r.ok) throw rpcFailureOf(r.error);
+    if (!nestsWithin(r.value)) throw new RpcFailure(ErrorCode.InternalError, `the DVMCP server ${route.server.id}'s result nests deeper than ${MAX_JSON_DEPTH} levels`);
     const parsed = schema.safeParse(r.value);
     if (!parsed.success) throw new RpcFailure(ErrorCode.InternalError, `the DVMCP server ${route.server.id} answered ${method} with a malformed result`);
     return parsed.data;
