@@ -263,13 +263,15 @@ describe('provider errors', () => {
 });
 
 describe('an agent created without a provider', () => {
-  it('stores none and follows the deployment’s configured provider at run time (shown in the view)', async () => {
+  it('stores none and follows the deployment’s configured provider at run time (shown in the view as effective_provider)', async () => {
     const r = await api(TEST_OWNER_SK, 'POST', '/api/agents', { name: 'auto' });
     expect(r.status).toBe(201);
     const agent = (r.json as { pubkey: string }).pubkey;
     const stored = await runInDurableObject(stubOf(agent), (_i, state) => JSON.parse(state.storage.sql.exec<{ config: string }>('SELECT config FROM agent').one().config));
     expect(stored.provider).toBeUndefined();
-    expect(((await api(TEST_OWNER_SK, 'GET', `/api/agents/${agent}`)).json as { provider: string }).provider).toBe('openai');
+    const view = (await api(TEST_OWNER_SK, 'GET', `/api/agents/${agent}`)).json;
+    expect(view).toMatchObject({ effective_provider: 'openai' });
+    expect(view).not.toHaveProperty('provider');
   });
 });
 
@@ -280,7 +282,9 @@ describe('the development demo agent', () => {
     const stub = stubOf(DEMO_AGENT);
     await stub.create(config, await sealSecretKey(DEMO_AGENT_SK, DEMO_AGENT, 'edgestr-test-secret-0123456789'));
     // This deployment configures OPENAI_BASE_URL (the fake provider): the demo agent uses openai.
-    expect((await stub.view())?.provider).toBe('openai');
+    const view = await stub.view();
+    expect(view?.effective_provider).toBe('openai');
+    expect(view).not.toHaveProperty('provider');
     await stub.remove();
   });
 });

@@ -115,6 +115,40 @@ describe('POST /api/agents', () => {
     expect((await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { provider: 'anthropic' })).status).toBe(200);
   });
 
+  it('PATCH to a provider this deployment does not configure: the exact 422 POST gives (no run of it could reach a model); a configured one is accepted', async () => {
+    const pk = ((await create({ name: 'switcher', provider: 'echo' })).json as { pubkey: string }).pubkey;
+    const noAnthropic = { ANTHROPIC_API_KEY: undefined, ANTHROPIC_BASE_URL: undefined };
+    const unconfigured = {
+      status: 422,
+      json: { error: 'invalid agent', issues: [{ path: 'provider', message: 'provider "anthropic" is not configured on this deployment (available: openai, echo)' }] },
+    };
+    const toAnthropic = { provider: 'anthropic', models: ['claude-sonnet-4-5'], default_model: 'claude-sonnet-4-5' };
+    expect(await apiWithEnv(noAnthropic, TEST_OWNER_SK, 'POST', '/api/agents', { name: 'x', ...toAnthropic })).toEqual(unconfigured);
+    expect(await apiWithEnv(noAnthropic, TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, toAnthropic)).toEqual(unconfigured);
+    expect((await api(TEST_OWNER_SK, 'GET', `/api/agents/${pk}`)).json).toMatchObject({ provider: 'echo' });
+    // The same PATCH where anthropic is configured.
+    expect(await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, toAnthropic)).toMatchObject({ status: 200, json: { provider: 'anthropic', default_model: 'claude-sonnet-4-5' } });
+  });
+
+  it('an agent created without a provider shows none (it follows the deployment) and the provider its runs use as effective_provider; a rename keeps it following', async () => {
+    const pk = ((await create({ name: 'follower' })).json as { pubkey: string }).pubkey;
+    const view = (await api(TEST_OWNER_SK, 'GET', `/api/agents/${pk}`)).json as Record<string, unknown>;
+    expect(view).toMatchObject({ name: 'follower', effective_provider: 'openai' });
+    expect(view).not.toHaveProperty('provider');
+    expect(view).not.toHaveProperty('models');
+    expect(view).not.toHaveProperty('default_model');
+    // The list shows the same.
+    const listed = ((await api(TEST_OWNER_SK, 'GET', '/api/agents')).json as { agents: Array<Record<string, unknown>> }).agents.find((a) => a.pubkey === pk);
+    expect(listed).toMatchObject({ effective_provider: 'openai' });
+    expect(listed).not.toHaveProperty('provider');
+    const renamed = await api(TEST_OWNER_SK, 'PATCH', `/api/agents/${pk}`, { name: 'follower renamed' });
+    expect(renamed).toMatchObject({ status: 200, json: { name: 'follower renamed', effective_provider: 'openai' } });
+    expect(renamed.json).not.toHaveProperty('provider');
+    // An explicit provider shows as both.
+    const echo = ((await create({ name: 'echoer', provider: 'echo' })).json as { pubkey: string }).pubkey;
+    expect((await api(TEST_OWNER_SK, 'GET', `/api/agents/${echo}`)).json).toMatchObject({ provider: 'echo', effective_provider: 'echo' });
+  });
+
   it('relays naming one shard of this deployment twice, in any spelling, get a 422 naming it (create and PATCH); the agent uses each shard once, by its own URL', async () => {
     const other = keys().pk;
     const invalid = (path: string, shard: string) => ({ status: 422, json: { error: 'invalid agent', issues: [{ path, message: `names the relay shard ${shard} already listed` }] } });
@@ -182,7 +216,7 @@ describe('agent CRUD', () => {
     expect(list.agents.map((a) => a.pubkey)).toContain(created.pubkey);
     const one = await api(TEST_OWNER_SK, 'GET', `/api/agents/${npubEncode(created.pubkey)}`);
     expect(one.status).toBe(200);
-    expect(one.json).toMatchObject({ pubkey: created.pubkey, owner: TEST_OWNER, name: 'crud', system_prompt: 'be brief', provider: 'openai' });
+    expect(one.json).toMatchObject({ pubkey: created.pubkey, owner: TEST_OWNER, name: 'crud', system_prompt: 'be brief', effective_provider: 'openai' });
     expect(JSON.stringify(one.json)).not.toMatch(/sealed|secret|"sk"|nsec/);
 
     // Another owner allowed on the same deployment sees nothing of it.

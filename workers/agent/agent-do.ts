@@ -84,8 +84,14 @@ export interface AgentEnv extends DefaultModelEnv, LinksEnv, PlanEnv {}
 /** An update of an agent: the fields given replace the stored ones, except `limits`, merged key by key onto the stored limits. */
 export type AgentPatch = Partial<Omit<StoredAgent, 'limits'>> & { limits?: Partial<AgentLimits> };
 
-/** Public view of an agent (never the key); `provider` is the one its runs use now. */
-export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }> };
+/**
+ * Public view of an agent (never the key): its settings as the owner set them (`provider` absent:
+ * it follows the deployment's), and `effective_provider`, the provider its runs use now.
+ */
+export type AgentView = Omit<StoredAgent, 'mcp_servers'> & { npub?: string; mcp_servers?: Array<{ id: string; url: string }>; effective_provider: EffectiveAgent['provider'] };
+
+/** Whether the agent follows the deployment's provider whatever it stores: the development demo agent (an older version stored one). */
+const alwaysFollows = (c: StoredAgent): boolean => c.pubkey === DEMO_AGENT;
 
 /** How often the watchdog of a removed owner's agent asks whether the owner is back. */
 const REMOVED_OWNER_WATCHDOG_MS = 10 * 60_000;
@@ -253,14 +259,16 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /** The agent as its runs use it (effective.ts); the development demo agent always follows the deployment. */
   private effective(c: StoredAgent): EffectiveAgent {
-    return effectiveAgent(c, this.env, c.pubkey === DEMO_AGENT);
+    return effectiveAgent(c, this.env, alwaysFollows(c));
   }
 
   view(): AgentView | undefined {
     const c = this.store.config();
     if (!c) return undefined;
-    const { mcp_servers, ...rest } = this.effective(c);
-    return { ...rest, ...(mcp_servers ? { mcp_servers: mcp_servers.map(({ id, url }) => ({ id, url })) } : {}) };
+    // The stored settings, not the effective ones: an owner editing them must not pin the deployment's provider or model (the demo agent stores one it does not use).
+    const { mcp_servers, provider, ...rest } = c;
+    const chosen = provider !== undefined && !alwaysFollows(c) ? { provider } : {};
+    return { ...rest, ...chosen, effective_provider: this.effective(c).provider, ...(mcp_servers ? { mcp_servers: mcp_servers.map(({ id, url }) => ({ id, url })) } : {}) };
   }
 
   /**

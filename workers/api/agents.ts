@@ -9,7 +9,8 @@
 // only that host, in production: ownHostEntryRefusal): 422 naming the field; relays on
 // exactly the agent's origin are its shards, reached without the network, each listed once (one
 // shard in two spellings, e.g. /r/<hex> and /r/<npub>: 422).
-// An agent with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
+// An explicit provider must be one the deployment configures (create and update alike). An agent
+// with an explicit hosted provider (openai, anthropic, workers-ai) must name its model
 // (`models` or `default_model`): there is no model every OpenAI-compatible server knows; web_fetch
 // needs `web_fetch_hosts`. The models it names (`models`, `default_model`) must be ones the owner's
 // plan allows (its `models`, workers/accounts/plans.ts; echo is never restricted): 422 naming the
@@ -142,11 +143,16 @@ const NAMED_MODEL_PROVIDERS: ReadonlySet<string> = new Set(['openai', 'anthropic
 type CrossFields = Pick<z.infer<typeof UpdateAgentSchema>, 'provider' | 'models' | 'default_model' | 'tools' | 'web_fetch_hosts'>;
 
 /**
- * 422 issues of settings that would fail every run: a hosted provider with no model to call, and
- * web_fetch with no allowed host (it would refuse every call).
+ * 422 issues of settings that would fail every run: a provider this deployment does not configure
+ * (`configured`, configuredProviders), a hosted provider with no model to call, and web_fetch with
+ * no allowed host (it would refuse every call). At create, and on the result of an update whose
+ * provider is the one the update names (a stored one was checked when it was set).
  */
-function crossFieldIssues(c: CrossFields): Issue[] {
+function crossFieldIssues(c: CrossFields, configured: readonly string[]): Issue[] {
   const issues: Issue[] = [];
+  if (c.provider && !configured.includes(c.provider)) {
+    issues.push({ path: 'provider', message: `provider "${c.provider}" is not configured on this deployment (available: ${configured.join(', ')})` });
+  }
   if (c.provider && NAMED_MODEL_PROVIDERS.has(c.provider) && !c.models?.length && !c.default_model) {
     issues.push({
       path: 'models',
@@ -206,11 +212,7 @@ export async function createAgent(
   const secret = sealingSecret(env);
   if (!secret) return { status: 500, body: { error: NO_SECRET } };
   const pubkey = getPublicKey(sk);
-  const configured = configuredProviders(env);
-  if (input.provider && !configured.includes(input.provider)) {
-    return { status: 422, body: { error: 'invalid agent', issues: [{ path: 'provider', message: `provider "${input.provider}" is not configured on this deployment (available: ${configured.join(', ')})` }] } };
-  }
-  const crossed = crossFieldIssues(input);
+  const crossed = crossFieldIssues(input, configuredProviders(env));
   if (crossed.length) return { status: 422, body: { error: 'invalid agent', issues: crossed } };
   const outbound = await outboundIssues(env, owner, origin, calledOn, input);
   if (outbound.length) return { status: 422, body: { error: 'invalid agent', issues: outbound } };
@@ -366,13 +368,13 @@ export function agentRoutes() {
       default_model: parsed.data.default_model ?? r.view.default_model,
       tools: parsed.data.tools ?? r.view.tools,
       web_fetch_hosts: parsed.data.web_fetch_hosts ?? r.view.web_fetch_hosts,
-    });
+    }, configuredProviders(c.env));
     if (crossed.length) return c.json({ error: 'invalid agent', issues: crossed }, 422);
     // The models of the agent as it would be, when the update sets any (a model the plan stopped allowing is refused at the run).
     const { provider, models, default_model } = parsed.data;
     if (provider !== undefined || models !== undefined || default_model !== undefined) {
       const plan = await planOf(c.env, r.view.owner);
-      const issues = planModelIssues(plan, provider ?? r.view.provider ?? defaultProviderName(c.env), { models: models ?? r.view.models, default_model: default_model ?? r.view.default_model });
+      const issues = planModelIssues(plan, provider ?? r.view.effective_provider, { models: models ?? r.view.models, default_model: default_model ?? r.view.default_model });
       if (issues.length) return c.json({ error: 'invalid agent', issues }, 422);
     }
     const outbound = await outboundIssues(c.env, r.view.owner, r.view.origin, new URL(c.req.url).origin, parsed.data);
