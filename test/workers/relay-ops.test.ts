@@ -65,6 +65,16 @@ describe('GET /api/relay/export', () => {
     expect((await exportOf(owner)).map((e) => e.id)).toEqual(sortedIds);
   });
 
+  it('422 for an until before since (not an empty 200 the caller would take for an empty shard); since = until is one second', async () => {
+    const owner = keys();
+    const backwards = await opsCall(owner, 'GET', '/api/relay/export?since=5&until=1');
+    expect(backwards.status).toBe(422);
+    expect(await backwards.json()).toEqual({ error: 'invalid query', issues: [{ path: 'until', message: 'until is before since' }] });
+    const oneSecond = await opsCall(owner, 'GET', '/api/relay/export?since=5&until=5');
+    expect(oneSecond.status).toBe(200);
+    expect(await oneSecond.text()).toBe('');
+  });
+
   it('422 for a bad since, 401 without NIP-98, 403 for a key that may not own', async () => {
     const owner = keys();
     const bad = await opsCall(owner, 'GET', '/api/relay/export?since=yesterday');

@@ -2,7 +2,7 @@
 // only (EDGESTR_OWNERS, checked before any Durable Object is touched); import, retention and restore
 // for an owner not suspended only (403 OWNER_SUSPENDED, common/owners.ts notAnActiveOwner: a
 // suspended owner still exports and lists its backups):
-//   GET   /export[?since=&until=]  the shard as JSONL (application/x-ndjson), streamed page by page
+//   GET   /export[?since=&until=]  the shard as JSONL (application/x-ndjson), streamed page by page (until < since: 422)
 //   POST  /import                  JSONL body (at most IMPORT_MAX_BYTES) through the shard's write policy
 //   PATCH /retention               {rules: [{kinds, days}]} → the rules in force
 //   GET   /backups                 the caller's backups in BACKUPS (R2, optional)
@@ -35,7 +35,10 @@ type ApiEnv = { Bindings: RelayApiBindings; Variables: AuthedVariables };
 export const IMPORT_MAX_BYTES = 8 * 1024 * 1024;
 
 const Timestamp = z.coerce.number().int().min(0).max(MAX_TIMESTAMP);
-const ExportQuerySchema = z.strictObject({ since: Timestamp.optional(), until: Timestamp.optional() });
+/** since and until are inclusive (since = until: one second); an until before since is refused, not answered with nothing. */
+const ExportQuerySchema = z
+  .strictObject({ since: Timestamp.optional(), until: Timestamp.optional() })
+  .refine((q) => q.since === undefined || q.until === undefined || q.since <= q.until, { message: 'until is before since', path: ['until'] });
 export const RestoreSchema = z.strictObject({ backup: BackupNameSchema });
 
 /** The URL clients reach `owner`'s shard (null: the public shard) at (what a kind 62 must name). */
