@@ -59,13 +59,25 @@ const linesOf = async (owner: string | null, name: string): Promise<unknown[]> =
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l) as unknown);
 
-/** Restores `owner`'s backup `name` (null: the public shard's) into `shard` through its import RPC under one lease, as the restore routes do, in batches of 7 lines (a page's COUNTED line and its events in different batches). */
-async function restoreInto(shard: DurableObjectStub<RelayShard>, owner: string | null, name: string): Promise<ImportReport> {
+/**
+ * Restores `owner`'s backup `name` (null: the public shard's) into `shard` through its import RPC
+ * under one lease, as the restore routes do, in batches of 7 lines (a page's COUNTED line and its
+ * events in different batches). `evict`: the shard object restarts (a deploy, an eviction) after
+ * the first batch that held a COUNTED line, and the restore goes on with the new instance.
+ */
+async function restoreInto(shard: DurableObjectStub<RelayShard>, owner: string | null, name: string, evict = false): Promise<ImportReport> {
   const lease = await shard.beginBulk('restore');
   if (!lease.ok) throw new Error(lease.error);
   let report = emptyReport();
+  let countedSent = false;
   try {
     for await (const batch of (await readBackupLines(env.BACKUPS!, owner, name, 7))!) {
+      if (evict && countedSent) {
+        await runInDurableObject(shard, (_i, state) => state.abort('simulated eviction')).catch(() => undefined);
+        shard = env.RELAY_SHARD.get(shard.id);
+        evict = false;
+      }
+      countedSent ||= batch.some((l) => l.startsWith('["COUNTED"'));
       const done = await shard.importEvents(owner, batch, urlOf(owner), lease.value, 'restore');
       if (!done.ok) throw new Error(done.error);
       report = mergeReports(report, done.value);
@@ -114,7 +126,10 @@ describe('a restore puts back what an owner shard accepted live, counted as it w
     });
   });
 
-  it('every event of a self-run agent (proven by AUTH live, its profile newest) comes back as the owner’s data, and strangers’ wraps as the inbox’s', async () => {
+  it.each([
+    ['', false],
+    [' (the shard restarts between a COUNTED line and the rest of its page: each batch carries the sides of its own events)', true],
+  ])('every event of a self-run agent (proven by AUTH live, its profile newest) comes back as the owner’s data, and strangers’ wraps as the inbox’s%s', async (_, evict) => {
     const owner = await addOwner('answers_shard'); // stored_bytes 60000: 15000 for others
     const agent = keys();
     const tag = signAttestation(owner.sk, agent.pk, '');
@@ -139,9 +154,10 @@ describe('a restore puts back what an owner shard accepted live, counted as it w
     expect(counted.length).toBeGreaterThan(0);
 
     const fresh = await freshShard('answers_shard');
-    expect(await restoreInto(fresh, owner.pk, name)).toEqual({ accepted: 44, duplicate: 0, refused: {} });
-    expect(await totalsOf(fresh)).toEqual(before);
-    expect(await fresh.isAgentOwner(agent.pk, owner.pk)).toBe(true);
+    expect(await restoreInto(fresh, owner.pk, name, evict)).toEqual({ accepted: 44, duplicate: 0, refused: {} });
+    const restored = env.RELAY_SHARD.get(fresh.id); // a stub of the object that restarted
+    expect(await totalsOf(restored)).toEqual(before);
+    expect(await restored.isAgentOwner(agent.pk, owner.pk)).toBe(true);
   });
 
   it('an owner’s import of a COUNTED line refuses it: its events are judged as they come', async () => {

@@ -306,7 +306,8 @@ export async function listBackups(bucket: R2Bucket, owner: string | null): Promi
 
 /**
  * The lines of `owner`'s (null: the public shard's) backup `name`, read as a stream, in import
- * batches (import.ts's importBatches: at most `maxLines` lines and IMPORT_BATCH_BYTES each);
+ * batches (import.ts's importBatches: at most `maxLines` lines and IMPORT_BATCH_BYTES each, a
+ * batch that goes on with a page's events starting with their counted line);
  * undefined when there is no such backup.
  */
 export async function readBackupLines(bucket: R2Bucket, owner: string | null, name: string, maxLines = IMPORT_BATCH): Promise<AsyncIterable<string[]> | undefined> {
@@ -324,5 +325,5 @@ export async function readBackupLines(bucket: R2Bucket, owner: string | null, na
       if (done) break;
     }
   }
-  return importBatches(lines(), maxLines);
+  return importBatches(lines(), maxLines, true);
 }

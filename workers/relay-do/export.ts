@@ -87,7 +87,7 @@ export function backupEventsPage(
   const carried = events.length > 0 ? sides(events.map((row) => row.id)) : [];
   const last = events[events.length - 1];
   const lines = events.map((row) => row.raw);
-  if (carried.length > 0) lines.unshift(JSON.stringify([COUNTED, carried.map((c) => [c.id, c.inbox ? 1 : 0, c.owner])]));
+  if (carried.length > 0) lines.unshift(countedLine(carried));
   return { lines, ...(full && last ? { next: { created_at: last.created_at, id: last.id } } : {}) };
 }
 
@@ -194,6 +194,9 @@ export function parseProvisionedLine(input: unknown): Result<ProvisionedRecord, 
 
 /** The first element of a line of the sides a page's events were counted in. */
 export const COUNTED = 'COUNTED';
+
+/** The counted line of `sides` (the events that follow it). */
+export const countedLine = (sides: readonly CountedSide[]): string => JSON.stringify([COUNTED, sides.map((c) => [c.id, c.inbox ? 1 : 0, c.owner])]);
 
 export const COUNTED_LINE_FORM = `a counted line is ["${COUNTED}", [[<event id>, 0 | 1, <owner hex> | null], …]] (at most ${EXPORT_PAGE})`;
 

@@ -10,7 +10,8 @@
 // duplicate as soon as the line's shape is read, and so is an id verified earlier in the same import
 // (a file of one line repeated costs one verification). Lines go to the shard in batches
 // (importBatches) of at most IMPORT_BATCH lines and IMPORT_BATCH_BYTES, so that one RPC never
-// carries more than an export page (plus one line longer than that alone).
+// carries more than an export page (plus one line longer than that alone, and in a restore the
+// counted line of the batch's events, below).
 // A backup's revocation lines (export.ts) are handed to `revocation` (ownership.ts
 // `restoreRevocation`: on an owner shard only its owner's, within the per-owner bound) and counted
 // like events: accepted when new, duplicate when the shard had it, else refused with the reason. Its
@@ -19,14 +20,18 @@
 // the owner's or remove events, and the file is the owner's own. Its counted lines (the sides the
 // next page's events were counted in, owner-plan.ts) go to `counted` in a restore, before those
 // events, and are not counted in the report (they are no record); an import refuses them
-// (NOT_RESTORED_COUNTED) and judges its events as they come.
+// (NOT_RESTORED_COUNTED) and judges its events as they come. A shard keeps no restore state from one
+// RPC call to the next (it may restart between them: a deploy, an eviction): when a page's events
+// go on in the next batch, that batch starts with a counted line of its own events' sides
+// (importBatches `carrySides`, what readBackupLines asks), and a counted line holds only for the
+// rest of its own batch.
 
 import { checkIdAndSignature, parseEvent, type NostrEvent } from '../../src/shared/event.js';
 import { formatRejection, reject } from '../../src/shared/errors.js';
 import { isStored } from '../../src/shared/kinds.js';
 import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import { utf8Bytes } from '../../src/shared/json-cut.js';
-import { EXPORT_PAGE_BYTES, parseCountedLine, parseProvisionedLine, parseRetentionLine, parseRevocationLine } from './export.js';
+import { COUNTED, countedLine, EXPORT_PAGE_BYTES, parseCountedLine, parseProvisionedLine, parseRetentionLine, parseRevocationLine } from './export.js';
 import type { ProvisionedRecord, RestoredRecord, Revocation } from './ownership.js';
 import type { CountedSide } from './owner-plan.js';
 import type { RetentionRule } from './retention.js';
@@ -53,21 +58,58 @@ export function mergeReports(a: ImportReport, b: ImportReport): ImportReport {
 /** The non-empty lines of a JSONL text (LF or CRLF). */
 export const jsonLines = (text: string): string[] => text.split(/\r?\n/).filter((l) => l.trim() !== '');
 
-/** `lines` in order, in batches of at most `maxLines` lines and IMPORT_BATCH_BYTES bytes of UTF-8 (a longer line alone): one RPC each. */
-export async function* importBatches(lines: AsyncIterable<string> | Iterable<string>, maxLines = IMPORT_BATCH): AsyncGenerator<string[]> {
+/**
+ * `lines` in order, in batches of at most `maxLines` lines and IMPORT_BATCH_BYTES bytes of UTF-8 (a
+ * longer line alone): one RPC each. `carrySides` (a restore): a batch that goes on with the events of
+ * a page whose counted line an earlier batch held starts with a counted line of those of its events
+ * that line names (its size on top of the bounds: at most one page's sides).
+ */
+export async function* importBatches(lines: AsyncIterable<string> | Iterable<string>, maxLines = IMPORT_BATCH, carrySides = false): AsyncGenerator<string[]> {
   let batch: string[] = [];
   let bytes = 0;
+  let sides: Map<string, CountedSide> | undefined; // the last counted line's, while its page may go on
+  let carried: Map<string, CountedSide> | undefined; // those the current batch began with
+  const withSides = (lines: string[]): string[] => {
+    const named = carried;
+    if (!named) return lines;
+    const next = lines.findIndex(isCountedLine); // the lines after it follow their own counted line
+    const ids = (next < 0 ? lines : lines.slice(0, next)).map(eventIdOf).filter((id) => id !== undefined);
+    const own = ids.flatMap((id) => named.get(id) ?? []);
+    return own.length > 0 ? [countedLine(own), ...lines] : lines;
+  };
   for await (const line of lines) {
     const size = utf8Bytes(line);
     if (batch.length > 0 && (batch.length >= maxLines || bytes + size > IMPORT_BATCH_BYTES)) {
-      yield batch;
+      yield withSides(batch);
       batch = [];
       bytes = 0;
+      carried = sides;
+    }
+    if (carrySides && isCountedLine(line)) {
+      const parsed = parseCountedLine(parseJson(line));
+      sides = parsed?.ok ? new Map(parsed.value.map((side) => [side.id, side])) : undefined;
     }
     batch.push(line);
     bytes += size;
   }
-  if (batch.length > 0) yield batch;
+  if (batch.length > 0) yield withSides(batch);
+}
+
+const isCountedLine = (line: string): boolean => line.startsWith(`["${COUNTED}"`);
+
+/** A line's JSON value, undefined when it is not JSON (the shard says so when it reads it). */
+function parseJson(line: string): unknown {
+  try {
+    return JSON.parse(line) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The id of the event a line holds (an object with a string id), else undefined. */
+function eventIdOf(line: string): string | undefined {
+  const value = line.startsWith('{') ? parseJson(line) : undefined;
+  return typeof value === 'object' && value !== null && 'id' in value && typeof value.id === 'string' ? value.id : undefined;
 }
 
 type Write = (e: NostrEvent, ack: (accepted: boolean, message: string) => void) => Promise<void>;
