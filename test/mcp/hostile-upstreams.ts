@@ -14,6 +14,15 @@
 //                        never answer: `hang` (no response headers ever) and `hang_sse` (200
 //                        text/event-stream headers, then nothing). `open` counts the tools/call
 //                        requests whose connection is still open, `closed` those the client closed.
+//   /hostile/deep        Streamable HTTP (JSON answers) whose answers nest too deep for many JSON
+//                        readers, written as text (Node's JSON.stringify cannot write 50,000 levels):
+//                        tools/list lists `deep` and `small`; tools/call `deep` {levels, where}
+//                        answers a result nesting `levels` levels: where 'structured' (the default,
+//                        levels >= 3) a structuredContent {nest} holding levels-2 nested arrays,
+//                        'content' (levels >= 5) a text item whose _meta.nest holds levels-4, 'error'
+//                        a JSON-RPC error -32000 "deep" whose data holds `levels` nested arrays;
+//                        `small` answers "small". ?deep-init=N answers initialize with a result
+//                        nesting N levels (N >= 4: capabilities.experimental.nest holding N-3).
 //   /hostile/relay-hang  any request (a WebSocket upgrade) is never answered; `open`/`closed` as above.
 //   /hostile/relay-refuse  any request is answered 403 with a body that never ends; `open`/`closed` as above.
 
@@ -121,6 +130,41 @@ async function hangMcp(req: IncomingMessage, res: ServerResponse, c: Counts): Pr
   res.writeHead(200, json).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } }));
 }
 
+/** `n` arrays nested in one another, as JSON text. */
+const nest = (n: number): string => `${'['.repeat(n)}${']'.repeat(n)}`;
+
+async function deepMcp(req: IncomingMessage, res: ServerResponse, url: URL, c: Counts): Promise<void> {
+  if (req.method !== 'POST') return void res.writeHead(405, { allow: 'POST' }).end();
+  c.posts += 1;
+  const msg = await readJson(req);
+  const json = { 'content-type': 'application/json' };
+  if (msg.id === undefined) return void res.writeHead(202).end();
+  if (msg.method === 'initialize') {
+    c.initializes += 1;
+    const deepInit = url.searchParams.get('deep-init');
+    const init = result(msg.id, initialized(msg, 'hostile-deep'));
+    // result 1, capabilities 2, experimental 3, nest 4…
+    return void res.writeHead(200, json).end(deepInit === null ? init : init.replace('"capabilities":{', `"capabilities":{"experimental":{"nest":${nest(Number(deepInit) - 3)}},`));
+  }
+  if (msg.method === 'tools/list') {
+    return void res.writeHead(200, json).end(result(msg.id, { tools: ['deep', 'small'].map((name) => ({ name, inputSchema: { type: 'object' } })) }));
+  }
+  const args = (msg.params?.arguments ?? {}) as { levels?: unknown; where?: unknown };
+  if (msg.method === 'tools/call' && msg.params?.name === 'small') return void res.writeHead(200, json).end(result(msg.id, { content: [{ type: 'text', text: 'small' }] }));
+  if (msg.method === 'tools/call' && msg.params?.name === 'deep') {
+    const id = JSON.stringify(msg.id);
+    const levels = typeof args.levels === 'number' ? args.levels : 3;
+    const body =
+      args.where === 'error'
+        ? `{"jsonrpc":"2.0","id":${id},"error":{"code":-32000,"message":"deep","data":${nest(levels)}}}`
+        : args.where === 'content'
+          ? `{"jsonrpc":"2.0","id":${id},"result":{"content":[{"type":"text","text":"deep","_meta":{"nest":${nest(levels - 4)}}}]}}`
+          : `{"jsonrpc":"2.0","id":${id},"result":{"content":[{"type":"text","text":"see structuredContent"}],"structuredContent":{"nest":${nest(levels - 2)}}}}`;
+    return void res.writeHead(200, json).end(body);
+  }
+  res.writeHead(200, json).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } }));
+}
+
 /** Serves /hostile/…; false for any other path. */
 export async function hostileRoute(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
   const p = url.pathname;
@@ -135,6 +179,8 @@ export async function hostileRoute(req: IncomingMessage, res: ServerResponse, ur
     await legacyPost(req, res, url, c);
   } else if (p === '/hostile/hang') {
     await hangMcp(req, res, c);
+  } else if (p === '/hostile/deep') {
+    await deepMcp(req, res, url, c);
   } else if (p === '/hostile/relay-hang') {
     held(res, c); // never answered
   } else if (p === '/hostile/relay-refuse') {

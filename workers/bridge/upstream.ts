@@ -17,11 +17,17 @@
 // the bridge's own session meets them (onContact: "Streamable HTTP error (HTTP 500): Error POSTing
 // to endpoint: <body>"), never a caller over DVMCP or /mcp (docs/SECURITY.md). Tool execution
 // errors are results with isError and pass through untouched.
+// What nests deeper than MAX_JSON_DEPTH (64, src/shared/json-depth.ts), which many JSON readers
+// cannot read, is not passed on: a client's request so answered is INTERNAL_ERROR "upstream <id>'s
+// result nests deeper than 64 levels" (an initialize result: dispatcher.ts), a protocol error keeps
+// its code and message without its data. Like an answer over our byte cap, such a call says
+// nothing of the server's health (a stranger may choose a call that echoes what it sent).
 // Every request runs inside the cache's lease (McpSessionCache.use), so evictions skip sessions
 // with calls in flight; a new session refused because every one that could make room is busy is
 // INTERNAL_ERROR "upstream <id>: too many MCP sessions in use (<n>); try again shortly".
 
 import { err, ok, type Result } from '../../src/shared/errors.js';
+import { MAX_JSON_DEPTH, nestsWithin } from '../../src/shared/json-depth.js';
 import { LISTS, RPC, rpcError, withoutInjectedName, type InitializeInfo, type ListSpec, type Prices, type ResourceIndex, type RpcError, type ServerProfile } from '../../src/shared/dvmcp.js';
 import type { OutboundPolicy } from '../../src/shared/outbound-url.js';
 import type { McpFailure, McpNotification, McpServerEndpoint, McpSession } from '../common/mcp-client.js';
@@ -32,7 +38,7 @@ import { profileOf, type StoredServer } from './config.js';
 /** A request's limit without any progress from upstream, and its limit in total. */
 export const UPSTREAM_TIMEOUT_MS = 30_000;
 export const UPSTREAM_MAX_TOTAL_MS = 5 * 60_000;
-/** Pages of one list read for an announcement. */
+/** Pages of one list read (for an announcement, or the resource index that prices reads); a list with more is listTooLong. */
 export const MAX_LIST_PAGES = 20;
 
 /**
@@ -45,7 +51,17 @@ export const listTooLarge = (method: string): RpcError => ({
   data: { too_large: true },
 });
 
-/** Whether `e` is listTooLarge's. */
+/**
+ * The error of a list upstream still has pages of after MAX_LIST_PAGES (its nextCursor set): no later
+ * page is read and nothing is kept, as listTooLarge (what is left unread may be priced: a read
+ * priced by a name past the last page read would be free).
+ */
+export const listTooLong = (method: string): RpcError => ({
+  ...rpcError(RPC.INTERNAL_ERROR, `${method} answered more than ${MAX_LIST_PAGES} pages, the most one listing may hold`),
+  data: { too_large: true },
+});
+
+/** Whether `e` is listTooLarge's (or listTooLong's). */
 export const isListTooLarge = (e: RpcError): boolean => isRecord(e.data) && e.data.too_large === true;
 
 /** How long a resource index (what prices reads, `resourceIndex`) is used before it is listed again. */
@@ -81,12 +97,18 @@ export interface UpstreamDeps {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** The error of a client's request whose result nests deeper than MAX_JSON_DEPTH. */
+const tooDeep = (serverId: string): RpcError => rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId}'s result nests deeper than ${MAX_JSON_DEPTH} levels`);
+
 /** Whether transport failure `message` is one of our own limits cutting a call (mcp-client.ts), not upstream failing. */
 const ownLimit = (message: string): boolean => message.startsWith('timed out') || message.startsWith('sent an answer over');
 
 /** The JSON-RPC error a DVMCP client gets for an upstream failure (upstream's text stays with the owner, see the header). */
 export function upstreamError(serverId: string, f: McpFailure): RpcError {
-  if (f.kind === 'protocol') return f.data === undefined ? rpcError(f.code, f.message) : { code: f.code, message: f.message, data: f.data };
+  if (f.kind === 'protocol') {
+    const error = { code: f.code, message: f.message, data: f.data };
+    return f.data === undefined || !nestsWithin(error) ? rpcError(f.code, f.message) : error;
+  }
   if (ownLimit(f.message)) return rpcError(RPC.INTERNAL_ERROR, `upstream ${serverId} ${f.message}`);
   return rpcError(RPC.INTERNAL_ERROR, f.status === undefined ? `upstream ${serverId} unreachable` : `upstream ${serverId} unreachable (HTTP ${f.status})`);
 }
@@ -176,7 +198,7 @@ export class UpstreamServer implements DvmcpBackend {
       if (!r.ok && r.error.kind === 'transport') this.contact(client, r.error.message, r.error.status);
       if (!r.ok) return err(upstreamError(this.server.id, r.error));
       if (!isRecord(r.value)) return err(rpcError(RPC.INTERNAL_ERROR, `upstream ${this.server.id} answered ${method} with a result that is not an object`));
-      return ok(r.value);
+      return nestsWithin(r.value) ? ok(r.value) : err(tooDeep(this.server.id));
     });
   }
 
@@ -225,7 +247,7 @@ export class UpstreamServer implements DvmcpBackend {
     return { ...params, arguments: withoutInjectedName(args, name, tool?.inputSchema) };
   }
 
-  /** Every item of one list (all pages, at most MAX_LIST_PAGES; listTooLarge past MAX_TOOL_LIST_JSON_CHARS), through the bridge's own session. */
+  /** Every item of one list (all pages: listTooLong past MAX_LIST_PAGES, listTooLarge past MAX_TOOL_LIST_JSON_CHARS), through the bridge's own session. */
   async list(spec: ListSpec): Promise<Result<Record<string, unknown>[], RpcError>> {
     return this.withSession(BRIDGE_CLIENT, async (s) => {
       const items: Record<string, unknown>[] = [];
@@ -249,7 +271,7 @@ export class UpstreamServer implements DvmcpBackend {
         if (cursor === undefined) break;
       }
       this.deps.onContact(this.server.id, null);
-      return ok(items);
+      return cursor === undefined ? ok(items) : err(listTooLong(spec.method));
     });
   }
 

@@ -26,7 +26,13 @@
 //                              is the answer); an index that cannot be had: -32603 "the price of
 //                              <uri> on <id> could not be determined (its resource list failed);
 //                              try again later", not served (why stays with the owner: the
-//                              backend's own record, e.g. the bridge server's health). Before a
+//                              backend's own record, e.g. the bridge server's health). On a server
+//                              with prices a read is priced and sent upstream in one spelling of
+//                              its uri (canonicalUri, src/shared/dvmcp.ts: the one upstream reads);
+//                              a uri that does not parse is -32602 "invalid params: the
+//                              resources/read uri "<uri>" is not an absolute URI", one neither
+//                              listed nor expanded from a template -32602 "invalid params: <uri> is
+//                              not a resource of <id> (…)": neither could be priced. Before a
 //                              call waits for a payment the gate asks the admission whether it
 //                              may (`awaitingPayment`: the bridge's quota of waiting calls)
 //                              The gate is told whether the call's answer was published (its
@@ -47,9 +53,14 @@
 //                              -32603 "result too large: …"; an initialize result's instructions
 //                              cut likewise, or -32603 "initialize result too large: …"; an error's
 //                              message and data cut, with the note (every error answered here)
+//   too deep                   an initialize result nesting deeper than MAX_JSON_DEPTH (64,
+//                              json-depth.ts), which many JSON readers cannot read: -32603
+//                              "server <id>'s initialize result nests deeper than 64 levels"
+//                              (a backend checks its other results: the bridge's upstream.ts)
 // Client notifications other than cancel (notifications/initialized…) are accepted and ignored.
 
 import { err, ok, type Result } from '../../../src/shared/errors.js';
+import { MAX_JSON_DEPTH, nestsWithin } from '../../../src/shared/json-depth.js';
 import type { EventTemplate } from '../../../src/shared/relay-types.js';
 import {
   initializeResponse,
@@ -232,21 +243,27 @@ export class Dispatcher {
   /** Answers an initialize for server `b`: from its own session's capabilities when `shared` (no s) and it has them, else the client's session. */
   private async initialize(b: DvmcpBackend, to: Requester, reply: Reply, signal: AbortSignal, shared: boolean): Promise<void> {
     const info = shared && b.capabilities ? await b.capabilities() : await b.initialize(to.client, signal);
-    const answer = info.ok ? initializeTemplate(initializeResponse(to, b.profile, info.value), reply.form) : info;
+    const tooDeep = info.ok && !nestsWithin(info.value);
+    const answer = tooDeep
+      ? err(rpcError(RPC.INTERNAL_ERROR, `server ${b.profile.id}'s initialize result nests deeper than ${MAX_JSON_DEPTH} levels`))
+      : info.ok
+        ? initializeTemplate(initializeResponse(to, b.profile, info.value), reply.form)
+        : info;
     if (answer.ok) return reply.send(answer.value);
     // With several servers answering, the error names its server as the initialize answer does.
     return reply.send(errorAnswer(to, answer.error, reply.form, [['d', b.profile.id]]));
   }
 
-  private async serve(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController, admitted: Admitted): Promise<void> {
+  private async serve(b: DvmcpBackend, method: string, asked: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController, admitted: Admitted): Promise<void> {
     const serverId = b.profile.id;
-    const priced = await this.priceOf(b, method, params);
+    const priced = await this.priceOf(b, method, asked);
     if (!priced.ok) return reply.send(errorAnswer(to, priced.error, reply.form));
+    const { params, price } = priced.value;
     let call: AdmittedCall = freeCall;
-    if (priced.value !== undefined) {
-      const capability: PricedCapability = { serverId, method, name: priced.value.name };
+    if (price !== undefined) {
+      const capability: PricedCapability = { serverId, method, name: price.name };
       const ctx: PaymentContext = { notify: (t) => reply.send(t), signal: abort.signal, ...(admitted.awaitingPayment ? { awaitingPayment: admitted.awaitingPayment } : {}) };
-      const paid = await this.deps.gate().requirePayment(to, capability, priced.value.price, ctx);
+      const paid = await this.deps.gate().requirePayment(to, capability, price.price, ctx);
       if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorAnswer(to, paid.error, reply.form));
       call = paid.value;
     }
@@ -302,19 +319,30 @@ export class Dispatcher {
   }
 
   /**
-   * The capability a request calls and its price, when it has one: by name (tools/call,
-   * prompts/get) or, for resources/read, by readPrice over the backend's resource index. A read the
-   * index cannot price (upstream does not list) is not served: it might be priced.
+   * The params to send upstream, and the capability the request calls with its price when it has
+   * one: by name (tools/call, prompts/get) or, for resources/read on a server with prices, by
+   * readPrice over the backend's resource index, the uri sent in the spelling priced (canonicalUri).
+   * A read the index cannot price (upstream does not list) is not served: it might be priced; nor is
+   * one of a uri that does not parse, or that the server neither lists nor expands from a template
+   * (-32602).
    */
-  private async priceOf(b: DvmcpBackend, method: string, params: Record<string, unknown>): Promise<Result<{ name: string; price: Price } | undefined, RpcError>> {
+  private async priceOf(b: DvmcpBackend, method: string, params: Record<string, unknown>): Promise<Result<{ params: Record<string, unknown>; price?: { name: string; price: Price } }, RpcError>> {
     const name = capabilityOf(method, params);
-    if (name === undefined) return ok(undefined);
-    const direct = priceOf(b.prices, name);
-    if (direct || method !== 'resources/read' || !b.resourceIndex || Object.keys(b.prices).length === 0) return ok(direct && { name, price: direct });
-    const index = await b.resourceIndex();
-    if (!index.ok) return err(rpcError(RPC.INTERNAL_ERROR, `the price of ${name} on ${b.profile.id} could not be determined (its resource list failed); try again later`));
-    const price = readPrice(name, b.prices, index.value);
-    return ok(price && { name, price });
+    if (name === undefined) return ok({ params });
+    if (method !== 'resources/read' || Object.keys(b.prices).length === 0) {
+      const direct = priceOf(b.prices, name);
+      return ok(direct ? { params, price: { name, price: direct } } : { params });
+    }
+    const index = b.resourceIndex ? await b.resourceIndex() : undefined;
+    if (index && !index.ok) return err(rpcError(RPC.INTERNAL_ERROR, `the price of ${name} on ${b.profile.id} could not be determined (its resource list failed); try again later`));
+    const read = readPrice(name, b.prices, index?.value);
+    if (!read.ok) {
+      const refusal = read.error;
+      const why = refusal.kind === 'not-a-uri' ? refusal.reason : `${refusal.uri} is not a resource of ${b.profile.id} (it lists no resource with that uri and no resource template that expands to it)`;
+      return err(rpcError(RPC.INVALID_PARAMS, `invalid params: ${why}`));
+    }
+    const sent = { ...params, uri: read.value.uri };
+    return ok(read.value.price ? { params: sent, price: { name: read.value.uri, price: read.value.price } } : { params: sent });
   }
 
   private onNotification(msg: Extract<DvmcpMessage, { type: 'notification' }>): void {
