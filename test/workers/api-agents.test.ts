@@ -172,7 +172,7 @@ describe('POST /api/agents', () => {
 
   it('403 for a pubkey not in EDGESTR_OWNERS', async () => {
     const r = await api(keys().sk, 'POST', '/api/agents', { name: 'x' });
-    expect(r).toEqual({ status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } });
+    expect(r).toEqual({ status: 403, json: { error: 'this pubkey is not an owner on this deployment; ask the operators to add it' } });
   });
 });
 
@@ -232,7 +232,7 @@ describe('agent CRUD', () => {
     expect(await apiWithEnv(twoOwners, other.sk, 'GET', '/api/agents')).toEqual({ status: 200, json: { agents: [] } });
     // A key that may not own gets the allow-list refusal on every call.
     const stranger = keys();
-    const notAnOwner = { status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } };
+    const notAnOwner = { status: 403, json: { error: 'this pubkey is not an owner on this deployment; ask the operators to add it' } };
     expect(await api(stranger.sk, 'GET', `/api/agents/${created.pubkey}`)).toEqual(notAnOwner);
     expect(await api(stranger.sk, 'DELETE', `/api/agents/${created.pubkey}`)).toEqual(notAnOwner);
     expect(await api(stranger.sk, 'GET', '/api/agents')).toEqual(notAnOwner);

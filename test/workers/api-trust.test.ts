@@ -14,7 +14,7 @@ import { apiWithEnv, fetchWithEnv } from './app-env.js';
 import { BASE, keys, now } from './helpers.js';
 import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
-const NOT_AN_OWNER = { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' };
+const NOT_AN_OWNER = { error: 'this pubkey is not an owner on this deployment; ask the operators to add it' };
 const TOO_LARGE = { error: 'request body too large (max 262144 bytes)' };
 
 const eventIdOf = (header: string): string =>

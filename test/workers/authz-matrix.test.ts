@@ -285,7 +285,7 @@ describe('management of an agent (/api/agents/<agent>)', () => {
   // Keys that may not own on this deployment are refused before the agent is looked up; an allowed
   // owner of other agents (a real other tenant) does not find it among its own agents (404; its
   // DELETE only revokes its own NIP-OA attestations of the key: 200 {revoked}).
-  const NOT_AN_OWNER = { status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } };
+  const NOT_AN_OWNER = { status: 403, json: { error: 'this pubkey is not an owner on this deployment; ask the operators to add it' } };
   const NOT_YOURS = { status: 404, json: { error: 'no such agent' } };
 
   beforeAll(async () => {

@@ -108,7 +108,7 @@ describe('bridge management API', () => {
     expect(wrongUrl.status).toBe(401);
     const stranger = keys();
     const r = await api(stranger.sk, 'POST', '/api/bridge/servers', { id: 'x', url: everythingUrl() });
-    expect(r).toEqual({ status: 403, json: { error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' } });
+    expect(r).toEqual({ status: 403, json: { error: 'this pubkey is not an owner on this deployment; ask the operators to add it' } });
     const created = await runInDurableObject(env.BRIDGE.get(env.BRIDGE.idFromName(stranger.pk)), (_i, state) => state.storage.sql.exec('SELECT count(*) AS n FROM provider').one().n);
     expect(created).toBe(0);
   });

@@ -87,7 +87,7 @@ describe('GET /api/relay/export', () => {
     const url = 'http://relay.test/api/relay/export';
     const notOwner = await fetchWithEnv({ EDGESTR_OWNERS: owner.pk }, new Request(url, { headers: { Authorization: makeHttpAuthHeader(stranger.sk, url, 'GET') } }));
     expect(notOwner.status).toBe(403);
-    expect(await notOwner.json()).toEqual({ error: 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)' });
+    expect(await notOwner.json()).toEqual({ error: 'this pubkey is not an owner on this deployment; ask the operators to add it' });
   });
 });
 

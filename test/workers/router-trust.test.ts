@@ -12,12 +12,13 @@ import { npubEncode } from 'nostr-tools/nip19';
 import { apiWithEnv, fetchWithEnv, type EnvOverride } from './app-env.js';
 import { BASE, connect, freshOwner, keys, randomHex, sign, TestSocket } from './helpers.js';
 import { localInvoice } from '../../workers/bridge/payments-local.js';
-import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { OPEN_SIGNUP, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { makeHttpAuthHeader } from '../../src/shared/nip98.js';
 
 const CLOSED: EnvOverride = { EDGESTR_OPEN_SHARDS: undefined };
 const NIP11 = { Accept: 'application/nostr+json' };
 const UPGRADE = { Upgrade: 'websocket' };
-const noShard = (hex: string) => ({ error: `no relay shard for ${hex} on this deployment (shards exist only for owners in EDGESTR_OWNERS)` });
+const noShard = (hex: string) => ({ error: `no relay shard for ${hex} on this deployment: shards exist only for its owners and this key is not one; ask the operators to add it` });
 const DEV_REFUSAL = { error: 'development mode serves only loopback hosts; unset EDGESTR_ENV' };
 
 async function answer(override: EnvOverride, url: string, headers: Record<string, string>) {
@@ -48,6 +49,19 @@ describe('closed owner shards outside development', () => {
     const stranger = keys();
     expect(await answer(CLOSED, `${BASE}/r/${stranger.pk}`, headers)).toEqual({ status: 404, json: noShard(stranger.pk) });
     expect(await answer(CLOSED, `${BASE}/r/${npubEncode(stranger.pk)}/`, headers)).toEqual({ status: 404, json: noShard(stranger.pk) });
+  });
+
+  it('with sign-up open, the 404 tells the key to sign up, and once it has, its shard answers', async () => {
+    const stranger = keys();
+    const open = { ...CLOSED, ...OPEN_SIGNUP };
+    expect(await answer(open, `${BASE}/r/${stranger.pk}`, NIP11)).toEqual({
+      status: 404,
+      json: { error: `no relay shard for ${stranger.pk} on this deployment: shards exist only for its owners and this key is not one; sign up first (POST /api/signup)` },
+    });
+    const url = `${BASE}/api/signup`;
+    const signedUp = await fetchWithEnv(open, new Request(url, { method: 'POST', headers: { Authorization: makeHttpAuthHeader(stranger.sk, url, 'POST'), 'CF-Connecting-IP': '192.0.2.250' } }));
+    expect(signedUp.status).toBe(201);
+    expect(await answer(open, `${BASE}/r/${stranger.pk}`, NIP11)).toMatchObject({ status: 200, json: { pubkey: stranger.pk } });
   });
 
   it('an allowed owner has its shard; the public shard stays open', async () => {

@@ -39,6 +39,19 @@ const today = () => new Date().toISOString().slice(0, 10);
 const signUpsOn = (day: string) =>
   runInDurableObject(accountsStub(env), (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT coalesce(sum(n), 0) AS n FROM signup_days WHERE day = ?', day).one().n);
 
+describe('a key that is not an owner', () => {
+  it('is told how to become one: with sign-up open, to sign up (and after it, it lists its agents); with sign-up closed, to ask the operators (not that EDGESTR_OWNERS is the only way)', async () => {
+    const k = keys();
+    const url = `${BASE}/api/agents`;
+    const list = (over: EnvOverride) => fetchWithEnv(over, new Request(url, { headers: { Authorization: makeHttpAuthHeader(k.sk, url, 'GET') } })).then(async (r) => ({ status: r.status, json: await r.json() }));
+    expect(await list(OPEN_SIGNUP)).toEqual({ status: 403, json: { error: 'this pubkey is not an owner on this deployment; sign up first (POST /api/signup)' } });
+    expect(await list({})).toEqual({ status: 403, json: { error: 'this pubkey is not an owner on this deployment; ask the operators to add it' } });
+    expect(NOT_AN_OWNER).toBe('this pubkey is not an owner on this deployment; ask the operators to add it');
+    expect(await signup(k)).toEqual(added(k));
+    expect(await list(OPEN_SIGNUP)).toEqual({ status: 200, json: { agents: [] } });
+  });
+});
+
 describe('sign-up caps', () => {
   it('EDGESTR_SIGNUP_MAX_OWNERS: two short of the cap, two sign-ups pass, the third is 403 naming the cap (nothing added); an operator still adds owners past it; an owner signing up again is 409', async () => {
     const cap = (await registrySize()) + 2;

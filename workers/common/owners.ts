@@ -13,7 +13,8 @@
 // the Accounts object cannot be read, an isolate serves its last copy (or its last answer for the
 // key) and asks again every REGISTRY_RETRY_MS (registryAt). Operators are EDGESTR_ADMINS. The
 // management API lets any owner look and delete (notAnOwner), only an owner not suspended change
-// anything (notAnActiveOwner).
+// anything (notAnActiveOwner). A key that is not an owner is told how to become one (sign up when
+// EDGESTR_SIGNUP=open, else ask the operators): notAnOwnerReason, and noShardReason for /r/<key>.
 
 import { sha256 } from '@noble/hashes/sha2.js';
 import { getPublicKey } from 'nostr-tools/pure';
@@ -28,6 +29,8 @@ import { DEFAULT_PLAN } from '../accounts/plans.js';
 export interface OwnerEnv extends SecretEnv {
   EDGESTR_OWNERS?: string;
   EDGESTR_ADMINS?: string;
+  /** "open": any key may sign itself up (workers/api/signup.ts); read here for what a key that is not an owner is told. */
+  EDGESTR_SIGNUP?: string;
 }
 
 /** An owner's account: its plan (a name in EDGESTR_PLANS) and whether an operator suspended it. */
@@ -207,21 +210,37 @@ export const forgetOwnerState = (): void => {
   generation++;
 };
 
-export const NOT_AN_OWNER = 'this pubkey may not own agents on this deployment (EDGESTR_OWNERS)';
+/**
+ * What a key that is not an owner here can do about it: sign up when sign-up is open, else ask the
+ * operators (who add owners through EDGESTR_OWNERS or /api/admin/owners).
+ */
+const becomeAnOwner = (env: OwnerEnv): string => (env.EDGESTR_SIGNUP === 'open' ? 'sign up first (POST /api/signup)' : 'ask the operators to add it');
+
+/** The 403 reason for a key that is not an owner, with sign-up closed (NOT_SIGNED_UP: open). */
+export const NOT_AN_OWNER = `this pubkey is not an owner on this deployment; ${becomeAnOwner({})}`;
+/** The 403 reason for a key that is not an owner, with sign-up open. */
+export const NOT_SIGNED_UP = `this pubkey is not an owner on this deployment; ${becomeAnOwner({ EDGESTR_SIGNUP: 'open' })}`;
 export const OWNER_SUSPENDED = 'this owner is suspended on this deployment; contact its operator';
+
+/** Why a key that is not an owner is refused on this deployment (NOT_SIGNED_UP with sign-up open, else NOT_AN_OWNER). */
+export const notAnOwnerReason = (env: OwnerEnv): string => (env.EDGESTR_SIGNUP === 'open' ? NOT_SIGNED_UP : NOT_AN_OWNER);
+
+/** Why `owner` has no relay shard here (404 of /r/<owner> on closed shards): it is not an owner, and what it can do about it. */
+export const noShardReason = (env: OwnerEnv, owner: string): string =>
+  `no relay shard for ${owner} on this deployment: shards exist only for its owners and this key is not one; ${becomeAnOwner(env)}`;
 
 /** The management API's 403 reason for a pubkey that is not an owner (see ownerState), or undefined: who may look and delete. */
 export const notAnOwner = async (env: OwnerEnv & AccountsBindings, pubkey: string): Promise<string | undefined> =>
-  (await ownerState(env, pubkey)) ? undefined : NOT_AN_OWNER;
+  (await ownerState(env, pubkey)) ? undefined : notAnOwnerReason(env);
 
 /**
  * The management API's 403 reason for a pubkey that may not change anything now, or undefined: not
- * an owner (NOT_AN_OWNER), or suspended (OWNER_SUSPENDED). The rule of every write route (creating,
+ * an owner (notAnOwnerReason), or suspended (OWNER_SUSPENDED). The rule of every write route (creating,
  * updating, importing, restoring, setting retention); a suspended owner still looks and deletes
  * (notAnOwner).
  */
 export async function notAnActiveOwner(env: OwnerEnv & AccountsBindings, pubkey: string): Promise<string | undefined> {
   const state = await ownerState(env, pubkey);
-  if (!state) return NOT_AN_OWNER;
+  if (!state) return notAnOwnerReason(env);
   return state.suspended ? OWNER_SUSPENDED : undefined;
 }

@@ -2,9 +2,10 @@
 // npub; also `/r/<owner>/`, since NDK appends a slash), each serving WebSocket upgrades and
 // NIP-11 documents through the shard's Durable Object.
 //
-// Closed shards: outside development an owner shard exists only for owners allowed by
-// EDGESTR_OWNERS (others get 404 JSON, for upgrades and NIP-11 alike, and no Durable Object is
-// touched), unless EDGESTR_OPEN_SHARDS=true. In development (served on loopback hosts only, see
+// Closed shards: outside development an owner shard exists only for the deployment's owners
+// (EDGESTR_OWNERS and the registry: added by operators or by sign-up; others get 404 JSON saying how
+// to become one, common/owners.ts noShardReason, for upgrades and NIP-11 alike, and no Durable
+// Object is touched), unless EDGESTR_OPEN_SHARDS=true. In development (served on loopback hosts only, see
 // workers/index.ts) every key gets a shard.
 // Edges: with RELAY_EDGES giving a shard K > 1 edge objects, an upgrade lands on one of them, the
 // same one for every connection of a client address (workers/common/edges.ts, docs/SCALING.md);
@@ -20,6 +21,7 @@ import { relayRequestUrl } from '../common/public-url.js';
 import { EDGE_HEADER, socketTarget } from '../common/edges.js';
 import { clientAddress, isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 import { PUBLIC_URL_NOT_A_URL } from '../common/served-host.js';
+import { noShardReason } from '../common/owners.js';
 
 /**
  * Forwards a request to a shard (an upgrade: to the object its socket lands on), stamping the shard
@@ -64,7 +66,7 @@ export function relayRoutes<E extends { Bindings: RouterBindings }>(landing: (re
       const owner = parsePubkey(c.req.param('owner') ?? '');
       if (!owner) return c.json({ error: 'the shard owner must be a 64-hex pubkey or an npub' }, 400);
       if (!(await ownerShardExists(c.env, owner))) {
-        return c.json({ error: `no relay shard for ${owner} on this deployment (shards exist only for owners in EDGESTR_OWNERS)` }, 404);
+        return c.json({ error: noShardReason(c.env, owner) }, 404);
       }
       return serve(owner, c.req.raw, c.env);
     });
