@@ -3,7 +3,9 @@
 // DVMCP dispatcher (workers/common/dvmcp-server) to one backend whose only tool is `ask`. An ask
 // is a run of the agent (run-driver.ts) in the conversation `dvmcp:<client>:<session>`, its text
 // streamed as coalesced notifications/progress, its result the final text as MCP content (a
-// failed run: `isError` content "<NIP-XX code>: <message>"), cut with a note and `_meta` by the
+// failed run: `isError` content "<NIP-XX code>: <message>", the message as the asker is told it:
+// the agent's owner gets the failure's `detail`, cut by ownerDetail, anyone else the generic
+// message, told-to.ts, as for NIP-XX prompts), cut with a note and `_meta` by the
 // dispatcher when it does not fit one answer in the request's form (as every DVMCP answer,
 // workers/common/dvmcp-server/answer-fit.ts). The agent's sender policy and
 // budget decide first (admission.ts): refusals are JSON-RPC errors, answered once per sender per
@@ -41,6 +43,7 @@ import type { RunOutput } from './run-driver.js';
 import type { EffectiveAgent } from './effective.js';
 import type { RunSink, Terminal } from './runtime.js';
 import type { SessionKey } from './sessions.js';
+import { ownerDetail, toldTo } from './told-to.js';
 
 /** At most one progress notification per this many milliseconds (the latest text wins). */
 export const PROGRESS_INTERVAL_MS = 300;
@@ -170,7 +173,9 @@ class AgentBackend implements DvmcpBackend {
       const issue = args.error.issues[0];
       return err(rpcError(RPC.INVALID_PARAMS, `Invalid arguments for ${ASK_TOOL}: ${issue?.path.join('.') || 'arguments'}: ${issue?.message ?? 'invalid'}`));
     }
-    return ok(toolResult(await this.ask(args.data.message, args.data.session, ctx)));
+    const t = await this.ask(args.data.message, args.data.session, ctx);
+    // The owner is told the failure's detail, cut as in its 25805 (told-to.ts); anyone else the message.
+    return ok(toolResult(t.type === 'error' && t.detail !== undefined ? toldTo({ ...t, detail: ownerDetail(t.detail) }, ctx.requester.client, this.agent.owner) : t));
   }
 
   /** One run of the agent for an ask; its terminal outcome. */

@@ -4,14 +4,14 @@
 // not allowed (admission.ts ownerRefusal) — carries them in `detail` and a message without them
 // (that a limit of the day or month is reached, or that the agent is unavailable; `retry_after`
 // and `details.quota` say when and which). At admission (no run, no telemetry) and at the end of a
-// NIP-XX run (outbox.ts terminalPayload: a model call refused, the owner no longer allowed, a
-// provider's own text, runtime.ts Terminal) the agent's owner is told `detail` as the message,
-// anyone else the message; a run's `detail` also goes to the owner in its NIP-AO
-// `session_resolved` (a DVMCP ask's run answers the message whoever asked: dvmcp-server.ts). So a
+// run (a NIP-XX run's 25805, outbox.ts terminalPayload; a DVMCP ask's isError content,
+// dvmcp-server.ts: a model call refused, the owner no longer allowed, a provider's own text,
+// runtime.ts Terminal) the agent's owner is told `detail` as the message, anyone else the message;
+// a run's `detail` also goes to the owner in its NIP-AO `session_resolved`. So a
 // stranger varying its prompts cannot read the owner's plan, spend or standing off the refusals,
 // and the owner prompting its own agent reads why (a bad provider key, the plan's models and what
 // to change).
-// Every such text the owner is told (its 25805's message, and in its NIP-AO frames a run's
+// Every such text the owner is told (its 25805's message, an ask's isError text, and in its NIP-AO frames a run's
 // `detail`, its tool set's `tool_problems`, a tool's `detail`: run-driver.ts) is cut to one bound,
 // OWNER_MESSAGE_MAX_BYTES, by ownerDetail.
 
