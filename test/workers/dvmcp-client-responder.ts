@@ -12,7 +12,10 @@
 //   backdated {text}       → text content; gift-wrapped, the seal and wrap dated an hour back (NIP-59)
 //   spec-tags {text}       → text content, plain, tagged as the spec's Call Tool Response
 //                            template: only ["e", <request id>] (no `p`)
-//   (underpriced, backdated and spec-tags are not announced: the announcement tests list the tools above)
+//   deep {levels}          → a result nesting `levels` levels (>= 2): no content, a structuredContent
+//                            {nest} holding levels-2 nested arrays (written by hand: JSON.stringify
+//                            cannot write 50,000 levels); list it with `options.tools` (DEEP_TOOL)
+//   (underpriced, backdated, spec-tags and deep are not announced: the announcement tests list the tools above)
 //   anything else          → protocol error -32602 "Unknown tool: <name>"
 // With `options.tools`, tools/list answers those instead (the announcement still carries the tools
 // above), in pages (cursor "<n>") of at most `options.pageChars` characters of tools' JSON (default
@@ -51,6 +54,9 @@ export const RESPONDER_TOOLS = [
   { name: 'paid', description: 'Costs 21 sats', inputSchema: { type: 'object', properties: {} } },
   { name: 'noisy', description: 'Answers after noise', inputSchema: { type: 'object', properties: {} } },
 ];
+
+/** The `deep` tool as tools/list gives it (not among RESPONDER_TOOLS). */
+export const DEEP_TOOL = { name: 'deep', description: 'Answers a deep result', inputSchema: { type: 'object', properties: { levels: { type: 'number' } } } };
 
 const signWith = (sk: Uint8Array, t: EventTemplate): NostrEvent => {
   const { id, pubkey, created_at, kind, tags, content, sig } = finalizeEvent(t, sk);
@@ -199,6 +205,10 @@ export class DvmcpResponder {
       }
       case 'spec-tags':
         return this.#publish({ ...responseTemplate(to, text(String(args.text))), tags: [['e', msg.requestId]] });
+      case 'deep': {
+        const arrays = Number(args.levels ?? 2) - 2;
+        return this.send({ ...responseTemplate(to, {}), content: `{"content":[],"structuredContent":{"nest":${'['.repeat(arrays)}${']'.repeat(arrays)}}}` }, form, msg.client);
+      }
       case 'backdated': {
         if (form === 'plain') return answer(text(String(args.text)));
         const t = responseTemplate(to, text(String(args.text)));

@@ -14,8 +14,9 @@
 //   and logged "agent: DVMCP server <id>: tools left out for their size: …"); the definitions so
 //   bounded (not the raw listing) are cached per (agent, provider, server, encrypt) for
 //   LIST_TTL_MS, runs and ai.info reusing them, at most MAX_KEPT_TOOL_LISTS_CHARS of them in all
-//   (the least recently used listed again). Output as MCP tools' (mcp.ts renderCallResult); a
-//   result that is not a valid tools/call result is a failure.
+//   (the least recently used listed again). Output as MCP tools' (mcp.ts renderCallResult: a
+//   result nesting deeper than 64 levels is "DVMCP <tool>: the tool's result nests deeper than 64
+//   levels"); a result that is not a valid tools/call result is a failure.
 // - Payments: the agent has no wallet, so it declines every payment request: a priced tool fails
 //   with "payment required: N sats (invoice …)".
 // Failures are values: "DVMCP server <id>: <reason>" when listing, "DVMCP <tool>: <reason>" when
@@ -108,7 +109,7 @@ class DvmcpTool implements Tool {
     if (!r.ok) return fail(`DVMCP ${this.definition.name}: ${failureText(r.error)}`);
     const result = CallToolResultSchema.safeParse(r.value);
     if (!result.success) return fail(`DVMCP ${this.definition.name}: the server answered with a malformed tools/call result`);
-    return renderCallResult(result.data);
+    return renderCallResult(result.data, `DVMCP ${this.definition.name}`);
   }
 }
 

@@ -13,7 +13,11 @@
 // Output: stdout = the text content blocks joined with "\n" (an embedded text resource counts as
 // text; other blocks become one-line placeholders like "[image: image/png]"; structured content
 // is printed as JSON when there is no content), cut at 256 KiB characters ("truncated at <n>
-// characters" in stderr); exit_code 1 when the result has isError, else 0 (both ok: true).
+// characters" in stderr); exit_code 1 when the result has isError, else 0 (both ok: true). A
+// result nesting deeper than MAX_JSON_DEPTH levels (json-depth.ts; 100,000 levels of [[…]] are
+// 200 KB, within the 4 MiB an answer may have) is a failure, "MCP <tool>: the tool's result nests
+// deeper than 64 levels": printed, it would be megabytes of brackets for the model (or overflow
+// the stack), and nothing deeper is kept or shown of others' JSON.
 // Failures are values: "MCP server <id>: <reason>" for connections, "MCP <tool>: <reason>" for
 // calls, "timed out after <n> ms", "aborted".
 // Outbound policy (src/shared/outbound-url.ts, `policy` option, strict production by default):
@@ -36,6 +40,7 @@
 // taken as sent (no client-side output-schema validation).
 
 import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
+import { MAX_JSON_DEPTH, nestsWithin } from '../../../src/shared/json-depth.js';
 import { STRICT_OUTBOUND, type OutboundPolicy } from '../../../src/shared/outbound-url.js';
 import type { McpOpenOptions, McpServerEndpoint } from '../../common/mcp-client.js';
 import { McpSessionCache } from '../../common/mcp-session-cache.js';
@@ -121,8 +126,9 @@ function renderBlock(block: unknown): string {
   }
 }
 
-/** The ToolResult of a tools/call result (see the header). */
-export function renderCallResult(result: unknown, maxChars: number = MCP_DEFAULTS.maxOutputChars): ToolResult {
+/** The ToolResult of a tools/call result (see the header); `label` ("MCP <tool>") names the tool in a failure. */
+export function renderCallResult(result: unknown, label: string, maxChars: number = MCP_DEFAULTS.maxOutputChars): ToolResult {
+  if (!nestsWithin(result)) return fail(`${label}: the tool's result nests deeper than ${MAX_JSON_DEPTH} levels`);
   const r: Record<string, unknown> = isRecord(result) ? result : {};
   let text: string;
   if (Array.isArray(r.content) && r.content.length > 0) text = r.content.map(renderBlock).join('\n');
@@ -177,7 +183,7 @@ class McpTool implements Tool {
   async run(args: ToolArgs, ctx: { signal: AbortSignal }): Promise<ToolResult> {
     const outcome = await this.link.call(this.remoteName, args, ctx.signal, this.timeoutMs);
     if (!outcome.ok) return fail(`MCP ${this.definition.name}: ${outcome.error}`);
-    return renderCallResult(outcome.value, this.maxOutputChars);
+    return renderCallResult(outcome.value, `MCP ${this.definition.name}`, this.maxOutputChars);
   }
 }
 
