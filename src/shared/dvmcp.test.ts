@@ -16,6 +16,7 @@ import {
   initializeResponse,
   LISTS,
   listAnnouncement,
+  canonicalUri,
   matchesUriTemplate,
   priceOf,
   readPrice,
@@ -28,6 +29,7 @@ import {
   serverAnnouncement,
   withoutInjectedName,
   type Incoming,
+  type Prices,
 } from './dvmcp.js';
 import { unwrapDvmcp, wrapDvmcp } from './dvmcp-wrap.js';
 import { ConversationKeyCache, encrypt, getConversationKey } from './nip44.js';
@@ -177,17 +179,52 @@ describe('DVMCP: what the bridge publishes', () => {
       templates: [{ uriTemplate: 'demo://doc/{name}', name: 'Docs' }, { uriTemplate: 'demo://img/{id}', name: 'Images' }],
     };
     const prices = { 'a.md': sats('1'), Docs: sats('2'), 'demo://img/{id}': sats('3'), 'demo://doc/b.md': sats('4') };
-    expect(readPrice('demo://doc/a.md', prices, index)).toEqual(sats('1'));
-    expect(readPrice('demo://doc/b.md', prices, index)).toEqual(sats('4'));
-    expect(readPrice('demo://doc/c.md', prices, index)).toEqual(sats('2')); // not listed: the template
-    expect(readPrice('demo://img/9', prices, index)).toEqual(sats('3'));
-    expect(readPrice('demo://other', prices, index)).toBeUndefined();
+    const priced = (uri: string, p: Prices = prices, i: Parameters<typeof readPrice>[2] = index) => {
+      const r = readPrice(uri, p, i);
+      return r.ok ? r.value.price : r.error;
+    };
+    expect(priced('demo://doc/a.md')).toEqual(sats('1'));
+    expect(priced('demo://doc/b.md')).toEqual(sats('4'));
+    expect(priced('demo://doc/c.md')).toEqual(sats('2')); // not listed: the template
+    expect(priced('demo://img/9')).toEqual(sats('3'));
     // Announced as charged: a template priced by its uriTemplate carries the price too.
     const templates = LISTS.find((l) => l.method === 'resources/templates/list')!;
     expect(listAnnouncement('s', templates, index.templates, prices).tags.slice(2)).toEqual([['cap', 'Docs', '2', 'sats'], ['cap', 'Images', '3', 'sats']]);
     // A listed resource is served as itself: unpriced, even under a priced template.
-    expect(readPrice('demo://doc/b.md', { Docs: sats('2') }, index)).toBeUndefined();
-    expect(readPrice('constructor', {}, { resources: [{ uri: 'constructor', name: 'toString' }], templates: [] })).toBeUndefined();
+    expect(priced('demo://doc/b.md', { Docs: sats('2') })).toBeUndefined();
+    // Neither listed nor expanded from a template: not a resource of the server (it could not be priced).
+    expect(priced('demo://other')).toEqual({ kind: 'not-a-resource', uri: 'demo://other' });
+    expect(priced('constructor', {}, { resources: [{ uri: 'constructor', name: 'toString' }], templates: [] })).toEqual({
+      kind: 'not-a-uri',
+      reason: 'the resources/read uri "constructor" is not an absolute URI',
+    });
+    // Without an index, by uri only.
+    expect(readPrice('DEMO://doc/b.md', prices, undefined)).toEqual({ ok: true, value: { uri: 'demo://doc/b.md', price: sats('4') } });
+    expect(readPrice('demo://other', prices, undefined)).toEqual({ ok: true, value: { uri: 'demo://other', price: undefined } });
+  });
+
+  it('readPrice: every spelling of a uri is priced, and read, as the one upstream reads (canonicalUri)', () => {
+    const sats = (price: string) => ({ price, unit: 'sats' });
+    const index = {
+      resources: [{ uri: 'demo://resource/static/document/architecture.md', name: 'architecture.md' }, { uri: 'HTTPS://Example.COM:443/a', name: 'a' }],
+      templates: [{ uriTemplate: 'DEMO://resource/dynamic/text/{resourceId}', name: 'Dynamic Text Resource' }, { uriTemplate: '{+base}/x.md', name: 'anywhere' }],
+    };
+    const prices = { 'architecture.md': sats('13'), 'Dynamic Text Resource': sats('8'), a: sats('5'), anywhere: sats('2'), 'Demo://keyed/./x': sats('7') };
+    const read = (uri: string) => readPrice(uri, prices, index);
+    const doc = { uri: 'demo://resource/static/document/architecture.md', price: sats('13') };
+    expect(read('demo://resource/static/document/architecture.md')).toEqual({ ok: true, value: doc });
+    expect(read('DEMO://resource/static/document/architecture.md')).toEqual({ ok: true, value: doc });
+    expect(read('demo://resource/static/document/./architecture.md')).toEqual({ ok: true, value: doc });
+    expect(read('demo://resource/static/x/../document/architecture.md')).toEqual({ ok: true, value: doc });
+    expect(read('DEMO://resource/dynamic/text/7')).toEqual({ ok: true, value: { uri: 'demo://resource/dynamic/text/7', price: sats('8') } });
+    expect(read('https://example.com/a')).toEqual({ ok: true, value: { uri: 'https://example.com/a', price: sats('5') } });
+    expect(read('demo://keyed/x')).toEqual({ ok: true, value: { uri: 'demo://keyed/x', price: sats('7') } });
+    // A template whose scheme is an expression is matched by its literal text.
+    expect(read('file:///x.md')).toEqual({ ok: true, value: { uri: 'file:///x.md', price: sats('2') } });
+    expect(canonicalUri('not a uri')).toEqual({ ok: false, error: 'the resources/read uri "not a uri" is not an absolute URI' });
+    // Announced in any spelling of its key, as charged.
+    const resources = LISTS.find((l) => l.method === 'resources/list')!;
+    expect(listAnnouncement('s', resources, [{ uri: 'demo://keyed/x', name: 'keyed' }], prices).tags.slice(2)).toEqual([['cap', 'keyed', '7', 'sats']]);
   });
 
   it('prices only by own entries: an item named after a member of Object.prototype is not priced', () => {

@@ -243,9 +243,42 @@ export interface ResourceIndex {
 }
 
 /**
- * Whether `uri` is an expansion of `template` (RFC 6570): the template's literal text in order, with
- * any text (possibly none) in place of each `{…}` expression. Every expansion matches, so none is
- * read for free; a few uris no expansion gives match too. Linear in the uri per literal (indexOf).
+ * The one spelling of a resource uri: its WHATWG URL serialization (`new URL(uri).href`: the scheme,
+ * and a special scheme's host, in small letters, dot segments resolved, a default port dropped). It
+ * is how MCP SDK servers look a resource up (`new URL(uri).toString()`), so every spelling of a uri
+ * they serve as one resource is one uri here: a read is priced, and sent upstream, in this spelling
+ * (readPrice), and no other spelling of a priced uri reads it for free. The error: `uri` does not
+ * parse (it is not an absolute URI).
+ */
+export function canonicalUri(uri: string): Result<string, string> {
+  try {
+    return ok(new URL(uri).href);
+  } catch {
+    return err(`the resources/read uri "${uri.length > 200 ? `${uri.slice(0, 200)}…` : uri}" is not an absolute URI`);
+  }
+}
+
+/** What stands for the i-th expression of a uriTemplate while its literal text is put in canonicalUri's spelling (left as it is in every part of a URL). */
+const expressionMark = (i: number): string => `edgestrexpr${i}z`;
+
+/**
+ * `template` with its literal text in canonicalUri's spelling and its `{…}` expressions kept (each
+ * stands for some text of the uri); as it is when it does not parse that way (e.g. `{+base}/x`,
+ * whose scheme is an expression).
+ */
+function canonicalTemplate(template: string): string {
+  const expressions: string[] = [];
+  const marked = template.replace(/\{[^{}]*\}/g, (e) => expressionMark(expressions.push(e) - 1));
+  const parsed = canonicalUri(marked);
+  if (!parsed.ok) return template;
+  return expressions.reduce((t, e, i) => t.split(expressionMark(i)).join(e), parsed.value);
+}
+
+/**
+ * Whether `uri` is an expansion of `template` (RFC 6570), both in one spelling: the template's
+ * literal text in order, with any text (possibly none) in place of each `{…}` expression. Every
+ * expansion matches, so none is read for free; a few uris no expansion gives match too. Linear in the
+ * uri per literal (indexOf).
  */
 export function matchesUriTemplate(template: string, uri: string): boolean {
   const literals = template.split(/\{[^{}]*\}/);
@@ -264,21 +297,50 @@ export function matchesUriTemplate(template: string, uri: string): boolean {
 }
 
 /**
- * The price of reading `uri`, as the server's announcements show it: the price keyed by the uri;
- * else, when the server lists a resource with that uri, the price of its name (a listed resource is
- * served as itself, as the MCP SDK does, even when a template would match it too); else the price
- * (by name or uriTemplate) of the first priced template the uri expands.
+ * The prices keyed by a uri, by its canonicalUri spelling (a key that is not a uri is a name: left
+ * out); the first key of a spelling wins.
  */
-export function readPrice(uri: string, prices: Prices, index: ResourceIndex): Price | undefined {
-  const direct = priceOf(prices, uri);
-  if (direct) return direct;
-  const listed = index.resources.filter((r) => r.uri === uri);
-  if (listed.length > 0) return listed.map((r) => priceOf(prices, r.name)).find((p) => p !== undefined);
-  for (const t of index.templates) {
-    const price = priceOf(prices, t.name) ?? priceOf(prices, t.uriTemplate);
-    if (price && matchesUriTemplate(t.uriTemplate, uri)) return price;
+function uriPrices(prices: Prices): Map<string, Price> {
+  const byUri = new Map<string, Price>();
+  for (const [key, price] of Object.entries(prices)) {
+    const uri = canonicalUri(key);
+    if (uri.ok && !byUri.has(uri.value)) byUri.set(uri.value, price);
   }
-  return undefined;
+  return byUri;
+}
+
+/** Why a resources/read is not priced, so not served (the dispatcher words the answer). */
+export type ReadRefusal = { kind: 'not-a-uri'; reason: string } | { kind: 'not-a-resource'; uri: string };
+
+/**
+ * The price of reading `uri` and the uri to read (canonicalUri: what is priced is what upstream
+ * serves), as the server's announcements show it, every uri compared in that spelling: the price
+ * keyed by the uri; else, when the server lists a resource with that uri, the price of its name (a
+ * listed resource is served as itself, as the MCP SDK does, even when a template would match it
+ * too); else the price (by name or uriTemplate) of the first priced template the uri expands; else
+ * free when some template expands to it. A uri neither listed nor expanded from a template is not a
+ * resource of the server: refused (on a server with prices, reading what cannot be priced would be
+ * reading for free). Without an `index` (a backend that lists nothing), a read is priced by uri only.
+ */
+export function readPrice(uri: string, prices: Prices, index: ResourceIndex | undefined): Result<{ uri: string; price: Price | undefined }, ReadRefusal> {
+  const canonical = canonicalUri(uri);
+  if (!canonical.ok) return err({ kind: 'not-a-uri', reason: canonical.error });
+  const at = canonical.value;
+  const direct = uriPrices(prices).get(at);
+  if (direct || index === undefined) return ok({ uri: at, price: direct });
+  const listed = index.resources.filter((r) => {
+    const c = canonicalUri(r.uri);
+    return c.ok && c.value === at;
+  });
+  if (listed.length > 0) return ok({ uri: at, price: listed.map((r) => priceOf(prices, r.name)).find((p) => p !== undefined) });
+  let expanded = false;
+  for (const t of index.templates) {
+    if (!matchesUriTemplate(canonicalTemplate(t.uriTemplate), at)) continue;
+    const price = priceOf(prices, t.name) ?? priceOf(prices, t.uriTemplate);
+    if (price) return ok({ uri: at, price });
+    expanded = true;
+  }
+  return expanded ? ok({ uri: at, price: undefined }) : err({ kind: 'not-a-resource', uri: at });
 }
 
 const initContent = (init: InitializeInfo): string => JSON.stringify(init.instructions === undefined ? { protocolVersion: init.protocolVersion, capabilities: init.capabilities, serverInfo: init.serverInfo } : init);
@@ -301,14 +363,19 @@ export function serverAnnouncement(p: ServerProfile, init: InitializeInfo): Even
 /** The `d` of a capability list: `<server id>/<list method>` (as the reference implementation). */
 export const listAddress = (serverId: string, list: ListSpec): string => `${serverId}/${list.method}`;
 
-/** 31317/31318/31319: one capability list, one `cap` tag per item (with its price when it has one). */
+/**
+ * 31317/31318/31319: one capability list, one `cap` tag per item (with its price when it has one: a
+ * resource's by its uri in any spelling, as readPrice charges it).
+ */
 export function listAnnouncement(serverId: string, list: ListSpec, items: readonly Record<string, unknown>[], prices: Prices = {}): EventTemplate {
   const caps: string[][] = [];
+  const byUri = uriPrices(prices);
   for (const item of items) {
     const name = item[list.capName];
     if (typeof name !== 'string') continue;
+    const resource = typeof item.uri === 'string' ? canonicalUri(item.uri) : undefined;
     const uri = typeof item.uri === 'string' ? item.uri : typeof item.uriTemplate === 'string' ? item.uriTemplate : undefined;
-    const price = priceOf(prices, name) ?? (uri === undefined ? undefined : priceOf(prices, uri));
+    const price = priceOf(prices, name) ?? (uri === undefined ? undefined : priceOf(prices, uri)) ?? (resource?.ok ? byUri.get(resource.value) : undefined);
     caps.push(price ? ['cap', name, price.price, price.unit] : ['cap', name]);
   }
   return { kind: list.kind, created_at: now(), tags: [['d', listAddress(serverId, list)], ['s', serverId], ...caps], content: JSON.stringify({ [list.key]: items }) };

@@ -7,7 +7,10 @@
 //                MCP-Protocol-Version header) received with the request header x-test-tag: T;
 //                /mcp-paged?version=V answers initialize with protocol revision V;
 //                /mcp-paged?bearer-sha256=H answers 401 to every request whose Authorization is
-//                not "Bearer <token>" with sha256(token) = H (hex; the token stays out of the URL)
+//                not "Bearer <token>" with sha256(token) = H (hex; the token stays out of the URL);
+//                /mcp-paged?resource-pages=P declares resources and answers resources/list in P pages
+//                of one resource each (page p: uri paged://resource/<p>, name r<p>; cursor rpage-<p>),
+//                resources/read of any uri with one text content "resource <uri>"
 //   /mcp-changing  tools/list gives one tool named v<version>; tools/call `bump` raises the
 //                version and answers as SSE: notifications/tools/list_changed, then the result
 //   /mcp-expire  forgets the session after each tools/call, so the next request gets 404
@@ -234,10 +237,21 @@ async function pagedMcp(req: IncomingMessage, res: ServerResponse, url: URL): Pr
     if (typeof tag === 'string') pagedNotifications.set(tag, [...(pagedNotifications.get(tag) ?? []), seen]);
     return send(res, 202, {}); // a notification
   }
+  const resourcePages = url.searchParams.get('resource-pages');
   if (msg.method === 'initialize') {
-    const result = initializeResult(msg, 'paged');
+    const base = initializeResult(msg, 'paged') as { capabilities: Record<string, unknown> };
+    const result = resourcePages === null ? base : { ...base, capabilities: { ...base.capabilities, resources: {} } };
     const version = url.searchParams.get('version'); // answer with this protocol revision instead
-    return send(res, 200, json, rpcResult(msg.id, version === null ? result : { ...(result as object), protocolVersion: version }));
+    return send(res, 200, json, rpcResult(msg.id, version === null ? result : { ...result, protocolVersion: version }));
+  }
+  if (resourcePages !== null && msg.method === 'resources/list') {
+    const page = typeof msg.params?.cursor === 'string' ? Number(msg.params.cursor.replace('rpage-', '')) : 0;
+    const resources = [{ uri: `paged://resource/${page}`, name: `r${page}` }];
+    return send(res, 200, json, rpcResult(msg.id, page + 1 < Number(resourcePages) ? { resources, nextCursor: `rpage-${page + 1}` } : { resources }));
+  }
+  if (resourcePages !== null && msg.method === 'resources/read') {
+    const uri = String(msg.params?.uri);
+    return send(res, 200, json, rpcResult(msg.id, { contents: [{ uri, mimeType: 'text/plain', text: `resource ${uri}` }] }));
   }
   if (msg.method === 'tools/list') {
     const cursor = msg.params?.cursor;

@@ -181,7 +181,8 @@ describe('bridge: requests through the relay', () => {
       expect(c.notifications(a.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
     }
     const read = await c.call('resources/read', { uri: 'constructor' }, { s: 'priced' });
-    expect(read.result).toEqual({ ok: false, error: { code: -32603, message: 'Invalid URL' } }); // upstream's answer
+    // Not priced, nor sent upstream: on a server with prices, a uri that is not a URI cannot be priced.
+    expect(read.result).toEqual({ ok: false, error: { code: -32602, message: 'invalid params: the resources/read uri "constructor" is not an absolute URI' } });
     c.close();
   });
 

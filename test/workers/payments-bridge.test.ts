@@ -7,13 +7,13 @@
 // How calls waiting for their payment count against the owner's bridge_calls_per_day:
 // bridge-quota-holds.test.ts.
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { localInvoice } from '../../workers/bridge/payments-local.js';
 import { localPayRoutes } from '../../workers/bridge/payments-route.js';
 import { PAYMENT_RPC } from '../../workers/bridge/payments.js';
-import { announcements, DvmcpClient, registerServer } from './bridge-helpers.js';
+import { announcements, DvmcpClient, healthWhen, registerServer } from './bridge-helpers.js';
 import { BASE, randomHex } from './helpers.js';
 import { TEST_OWNER } from './test-keys.js';
 
@@ -21,6 +21,8 @@ const SERVER = 'paid';
 /** server-everything with a static resource priced by its name and a resource template priced by its name. */
 const RESOURCES = 'paid-resources';
 const DOC = 'demo://resource/static/document/architecture.md';
+/** The fixture's /mcp-paged listing 21 pages of one resource each, the last one priced by its name. */
+const PAGED = 'paid-paged';
 let client: DvmcpClient;
 let resourceAnnouncements: NostrEvent[];
 
@@ -43,10 +45,10 @@ async function pricedCall(message: string): Promise<{ id: string; note: NostrEve
   return pricedRequest('tools/call', { name: 'echo', arguments: { message } }, SERVER);
 }
 
-/** Sends a priced request and waits for its payment-required notification; the request id and invoice. */
-async function pricedRequest(method: string, params: Record<string, unknown>, s: string): Promise<{ id: string; note: NostrEvent; invoice: string }> {
-  const id = await client.send(client.request(method, params, { s }));
-  const frame = await client.sock.next((f) => {
+/** Sends a priced request (from `c`) and waits for its payment-required notification; the request id and invoice. */
+async function pricedRequest(method: string, params: Record<string, unknown>, s: string, c = client): Promise<{ id: string; note: NostrEvent; invoice: string }> {
+  const id = await c.send(c.request(method, params, { s }));
+  const frame = await c.sock.next((f) => {
     const e = f[2] as NostrEvent | undefined;
     return f[0] === 'EVENT' && e?.kind === KIND.DVMCP_NOTIFICATION && e.tags.some((t) => t[0] === 'e' && t[1] === id) && e.tags.some((t) => t[0] === 'status');
   });
@@ -133,6 +135,60 @@ describe('payments through the bridge', () => {
     const free = await client.call('resources/read', { uri: 'demo://resource/static/document/features.md' }, { s: RESOURCES });
     expect(free.result.ok && (free.result.value.contents as Array<{ uri: string }>).map((c) => c.uri)).toEqual(['demo://resource/static/document/features.md']);
     expect(client.notifications(free.event.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
+  });
+
+  it('another spelling of a priced uri is charged as the uri itself: the scheme in capitals, a ./ segment, a template expansion in capitals', async () => {
+    const own = await DvmcpClient.open(client.provider);
+    const spellings: Array<[string, string]> = [
+      ['DEMO://resource/static/document/architecture.md', '13'],
+      ['demo://resource/static/document/./architecture.md', '13'],
+      ['DEMO://resource/dynamic/text/7', '8'],
+    ];
+    for (const [uri, sats] of spellings) {
+      const asked = await pricedRequest('resources/read', { uri }, RESOURCES, own);
+      expect(asked.note.tags).toEqual([['status', 'payment-required'], ['amount', sats, asked.invoice], ['e', asked.id], ['p', own.k.pk]]);
+      if (uri.includes('/./')) {
+        // Paid, what was priced is what upstream serves: the uri as upstream spells it.
+        expect((await pay({ invoice: asked.invoice })).status).toBe(200);
+        const read = await own.answer(asked.id);
+        expect(read.result.ok && (read.result.value.contents as Array<{ uri: string }>).map((c) => c.uri)).toEqual([DOC]);
+      } else {
+        await own.send(own.sign21316('notifications/cancel', asked.id));
+      }
+    }
+    // A resource nobody priced, spelled another way, is read at once.
+    const free = await own.call('resources/read', { uri: 'DEMO://resource/static/document/features.md' }, { s: RESOURCES });
+    expect(free.result.ok && (free.result.value.contents as Array<{ uri: string }>).map((c) => c.uri)).toEqual(['demo://resource/static/document/features.md']);
+    expect(own.notifications(free.event.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
+    own.close();
+  });
+
+  it('on a server with prices, a uri that is not a URI, or that the server neither lists nor expands from a template, is refused -32602 before any invoice', async () => {
+    const own = await DvmcpClient.open(client.provider);
+    const notUri = await own.call('resources/read', { uri: 'architecture.md' }, { s: RESOURCES });
+    expect(notUri.result).toEqual({ ok: false, error: { code: -32602, message: 'invalid params: the resources/read uri "architecture.md" is not an absolute URI' } });
+    const unknown = await own.call('resources/read', { uri: 'DEMO://resource/static/document/../document/nope.md' }, { s: RESOURCES });
+    expect(unknown.result).toEqual({
+      ok: false,
+      error: { code: -32602, message: 'invalid params: demo://resource/static/document/nope.md is not a resource of paid-resources (it lists no resource with that uri and no resource template that expands to it)' },
+    });
+    for (const answered of [notUri, unknown]) expect(own.notifications(answered.event.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
+    own.close();
+  });
+
+  it('a resource priced by its name on the 21st page of the server’s resource list: its read is refused, its price could not be determined', async () => {
+    const { provider } = await registerServer({ id: PAGED, url: `${inject('toolsFixtureUrl')}/mcp-paged?resource-pages=21`, prices: { r20: { price: '5', unit: 'sats' } } });
+    const own = await DvmcpClient.open(provider);
+    const read = await own.call('resources/read', { uri: 'paged://resource/20' }, { s: PAGED });
+    expect(read.result).toEqual({
+      ok: false,
+      error: { code: -32603, message: `the price of paged://resource/20 on ${PAGED} could not be determined (its resource list failed); try again later` },
+    });
+    expect(own.notifications(read.event.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
+    own.close();
+    // Nor is the list announced cut at 20 pages: the owner reads why in the server's health.
+    const health = await healthWhen(TEST_OWNER, PAGED, (h) => h.list_errors['resources/list'] !== undefined);
+    expect(health.list_errors['resources/list']).toBe('resources/list answered more than 20 pages, the most one listing may hold');
   });
 
   it('a client has at most 3 unpaid invoices, and its notifications/cancel frees one at once', async () => {

@@ -7,7 +7,7 @@
 // one event is left out (`leftOut`, logged by the bridge), never sent for the relay to refuse. A
 // list that cannot be read, upstream answering it with a JSON-RPC error other than -32601 (a
 // server may declare resources without templates), a transport failure, or too large to hold
-// (upstream.ts listTooLarge), is left out too, the others announced (`listErrors`: the owner reads
+// (upstream.ts listTooLarge; listTooLong: more than 20 pages), is left out too, the others announced (`listErrors`: the owner reads
 // them in the server's health; `retrySoon` unless every one is too large to hold, which does not
 // pass with time). Of a public server, an item nesting deeper than MAX_JSON_DEPTH levels
 // (json-depth.ts: a tool's inputSchema of 70 levels), which DVMCP discovery drops
