@@ -1,8 +1,10 @@
 // What every command of the `edgestr` command line shares: the exit codes, the deployment URL and
 // key from options and environment, output (text, or one JSON object per line with --json), and
-// failures carried as values up to main(), which prints them and exits with their code.
+// failures carried as values up to main(), which prints them and exits with their code. The
+// deployment URL is checked once, when a command first needs it (http(s) or ws(s) with a host, the
+// client's deploymentUrl): anything else is bad usage, before anything is sent.
 import { defaultKeyPath, keyPair, newKeyPair, parseSecretKey, readKeyFile, type KeyPair } from '../client/keys.js';
-import type { HttpError } from '../client/http.js';
+import { deploymentUrl, NOT_A_DEPLOYMENT_URL, type HttpError } from '../client/http.js';
 import { toNpub } from '../shared/keys.js';
 import { terminalJson, terminalSafe } from './terminal-safe.js';
 
@@ -25,6 +27,8 @@ export interface Io {
 }
 
 export class Context {
+  #url: string | undefined;
+
   constructor(
     readonly io: Io,
     readonly options: Record<string, string | string[] | boolean>,
@@ -34,8 +38,19 @@ export class Context {
     return this.options.json === true;
   }
 
+  /**
+   * The deployment: --url, else $EDGESTR_URL, else http://127.0.0.1:8787, without a trailing slash;
+   * one that is not a deployment URL is a Failure (exit 2) naming where it came from.
+   */
   get url(): string {
-    return (this.options.url as string | undefined) ?? this.io.env.EDGESTR_URL ?? 'http://127.0.0.1:8787';
+    if (this.#url !== undefined) return this.#url;
+    const option = this.options.url as string | undefined;
+    const env = this.io.env.EDGESTR_URL;
+    const raw = option ?? env ?? 'http://127.0.0.1:8787';
+    const url = deploymentUrl(raw);
+    if (!url) throw new Failure(EXIT.USAGE, `${option !== undefined ? '--url' : 'EDGESTR_URL'} ${raw} ${NOT_A_DEPLOYMENT_URL}`);
+    this.#url = url.href.replace(/\/+$/, '');
+    return this.#url;
   }
 
   /** Where the key file is (for keygen, and the messages about it). */

@@ -1,15 +1,20 @@
 // The `edgestr` command line: parses arguments, runs one command and returns its exit code
 // (DESIGN.md "The `edgestr` command"). Failures arrive here as values (Failure) and are printed
-// on stderr; anything else thrown is a bug, reported with its stack and exit code 1. While a
-// command runs, console.warn and console.error (the library's warnings: a DVMCP client's, a relay
-// client's, which quote relays and servers) go to the command's stderr through terminalSafe too.
+// on stderr; anything else thrown is a bug, reported as one line naming the command and the error
+// (no stack: what a user can quote in a report) with exit code 1. While a command runs,
+// console.warn and console.error (the library's warnings: a DVMCP client's, a relay client's,
+// which quote relays and servers) go to the command's stderr through terminalSafe too.
 import { format } from 'node:util';
 import { agentCommand } from './agent-commands.js';
+import { errorMessage } from '../shared/errors.js';
 import { helpText, parseArgs } from './args.js';
 import { Context, EXIT, Failure, type Io } from './context.js';
 import { callCommand, cancelTurnCommand, keygenCommand, observeCommand, relayInfoCommand, toolsCommand, whoamiCommand } from './other-commands.js';
 import { askCommand, chatCommand } from './run-commands.js';
 import { terminalSafe } from './terminal-safe.js';
+
+/** The exit code of an error main() did not expect (a bug): none of DESIGN.md's codes, which all mean something. */
+const INTERNAL_ERROR = 1;
 
 const processIo = (): Io => ({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env });
 
@@ -50,7 +55,10 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
         return await agentCommand(ctx, spec.words[1]!, args);
     }
   } catch (e) {
-    if (!(e instanceof Failure)) throw e;
+    if (!(e instanceof Failure)) {
+      io.stderr.write(`edgestr: internal error in ${spec.words.join(' ')}: ${terminalSafe(errorMessage(e), { singleLine: true })} (a bug of edgestr: please report it)\n`);
+      return INTERNAL_ERROR;
+    }
     io.stderr.write(`edgestr: ${terminalSafe(e.message)}\n`); // may quote a relay's or a server's words
     return e.code;
   } finally {

@@ -2,7 +2,7 @@
 import { describeKey, newKeyPair, writeKeyFile } from '../client/keys.js';
 import { ManagementClient } from '../client/api.js';
 import { findAgent } from '../client/agents.js';
-import { relayInfo } from '../client/http.js';
+import { deploymentUrl, NOT_A_RELAY_URL, relayInfo } from '../client/http.js';
 import { observeAgents } from '../client/observe.js';
 import { callTool, listTools, lookupServer, payLocalInvoice } from '../client/tools.js';
 import type { PaymentRequired } from '../shared/dvmcp.js';
@@ -172,7 +172,9 @@ export async function callCommand(ctx: Context, args: string[]): Promise<number>
  */
 const PRETTY_MAX_CHARS = 65_536;
 
+/** The NIP-11 document of `[url]` (else --url's); a url that is not a relay's is bad usage (exit 2). */
 export async function relayInfoCommand(ctx: Context, args: string[]): Promise<number> {
+  if (args[0] !== undefined && !deploymentUrl(args[0])) throw new Failure(EXIT.USAGE, `relay info: ${args[0]} ${NOT_A_RELAY_URL}`);
   const url = args[0] ?? ctx.url;
   const info = await relayInfo(url);
   if (!info.ok) throw httpFailure(info.error, `relay info ${url}`);

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSecretKey } from 'nostr-tools/pure';
 import { MemoryReplayGuard, verifyHttpAuth } from '../shared/nip98.js';
 import { nobleVerifier } from '../shared/verify.js';
-import { HTTP_TIMEOUT_MS, httpBase, MAX_RESPONSE_BYTES, nip98Header, requestJson, wsUrl } from './http.js';
+import { deploymentUrl, HTTP_TIMEOUT_MS, httpBase, MAX_RESPONSE_BYTES, nip98Header, relayInfo, requestJson, wsUrl } from './http.js';
+import { AgentListSchema } from './schemas.js';
 import { keyPair, parseSecretKey } from './keys.js';
 import { nsecEncode } from 'nostr-tools/nip19';
 
@@ -70,6 +71,10 @@ describe('answers are read within a size and a time bound', () => {
         res.write('{"ok":');
       } else if (req.url === '/fine') {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      } else if (req.url === '/portal') {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<html>sign in</html>');
+      } else if (req.url === '/bad-issues') {
+        res.writeHead(422, { 'content-type': 'application/json' }).end('{"error":"invalid agent","issues":[null]}');
       } // anything else: never answered
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
@@ -103,5 +108,26 @@ describe('answers are read within a size and a time bound', () => {
       expect(Date.now() - started).toBeLessThan(2_000);
     }
     expect(await requestJson(base, 'GET', '/fine', { timeoutMs: 300 })).toEqual({ ok: true, value: { ok: true } });
+  });
+
+  it('a 200 page is not JSON; JSON is read as the shape asked for; malformed error issues are not a TypeError', async () => {
+    expect(await requestJson(base, 'GET', '/portal')).toEqual({ ok: false, error: { status: 0, message: `${base} answered GET /portal with text/html, not the edgestr API: is --url right?` } });
+    expect(await requestJson(base, 'GET', '/fine', { shape: AgentListSchema })).toEqual({
+      ok: false,
+      error: { status: 0, message: `${base} answered GET /fine with JSON of another shape (agents: Invalid input: expected array, received undefined), not the edgestr API: is --url right?` },
+    });
+    expect(await requestJson(base, 'POST', '/bad-issues')).toEqual({ ok: false, error: { status: 422, message: 'HTTP 422', body: { error: 'invalid agent', issues: [null] } } });
+  });
+});
+
+describe('URLs that are not a deployment, answers that are not the API', () => {
+  it('deploymentUrl: http(s) and ws(s) with a host, nothing else', () => {
+    for (const good of ['http://h', 'https://h:8443/', 'ws://127.0.0.1:8787', 'WSS://H/r/x']) expect(deploymentUrl(good), good).toBeInstanceOf(URL);
+    for (const bad of ['edgestr.example.com', 'localhost:8787', 'ftp://h/', 'http://u:p@h/', 'https://h/?q', 'https://h/#f', 'https://', '']) expect(deploymentUrl(bad), bad).toBeUndefined();
+  });
+
+  it('requestJson and relayInfo of a string that is not a URL fail as values (they threw TypeError: Invalid URL)', async () => {
+    expect(await requestJson('edgestr.example.com', 'GET', '/api/agents')).toEqual({ ok: false, error: { status: 0, message: 'edgestr.example.com is not a deployment URL: use https://host or wss://host' } });
+    expect(await relayInfo('notaurl')).toEqual({ ok: false, error: { status: 0, message: 'notaurl is not a relay URL: use wss://host or https://host' } });
   });
 });

@@ -17,6 +17,7 @@ import { parsePubkey } from '../shared/keys.js';
 import { relayInfo, requestJson, wsUrl, type HttpError } from './http.js';
 import type { KeyPair } from './keys.js';
 import { relayClient } from './relay.js';
+import { LocalPaymentSchema } from './schemas.js';
 
 /**
  * The DVMCP servers and tools announced on the public shard of `base`, the servers of the
@@ -125,6 +126,6 @@ export async function callTool(
 
 /** Pays a local invoice of a development or test deployment (POST /api/bridge/pay, no NIP-98). */
 export async function payLocalInvoice(base: string, invoice: string): Promise<Result<{ sats: number }, HttpError>> {
-  const r = await requestJson(base, 'POST', '/api/bridge/pay', { body: { invoice } });
-  return r.ok ? ok(r.value as { sats: number }) : r;
+  const r = await requestJson(base, 'POST', '/api/bridge/pay', { body: { invoice }, shape: LocalPaymentSchema });
+  return r.ok ? ok({ sats: r.value.sats }) : r;
 }

@@ -1,32 +1,19 @@
 // The management API (/api) from the browser: every call signed with NIP-98 by the signed-in key
 // (u, method, payload = sha256 of the body, and a random nonce so identical calls stay distinct).
+// Answers are read as the shapes the client library reads them as (src/client/schemas.ts).
 
 import { z } from 'zod';
+import { AgentViewSchema, ApiErrorSchema, type AgentView } from '../client/schemas.js';
 import { errorMessage } from '../shared/errors.js';
 import { base64Encode, bytesToHex } from '../shared/hex.js';
 import { KIND } from '../shared/kinds.js';
 import { sha256Hex } from '../shared/nip98.js';
 import type { Signer } from './signer.js';
 
+/** The agent's shape is the client library's (src/client/schemas.ts), for the console's modules too. */
+export { AgentViewSchema, type AgentView };
+
 const utf8 = new TextEncoder();
-
-export const AgentViewSchema = z.looseObject({
-  pubkey: z.string(),
-  npub: z.string().optional(),
-  owner: z.string(),
-  name: z.string(),
-  provider: z.string().optional(),
-  models: z.array(z.string()).optional(),
-  default_model: z.string().optional(),
-  system_prompt: z.string().optional(),
-  relays: z.array(z.string()).optional(),
-});
-export type AgentView = z.infer<typeof AgentViewSchema>;
-
-const ApiErrorSchema = z.looseObject({
-  error: z.string(),
-  issues: z.array(z.looseObject({ path: z.string(), message: z.string() })).optional(),
-});
 
 export type ApiAnswer = { ok: true; status: number; json: unknown } | { ok: false; status: number; message: string };
 
