@@ -18,10 +18,16 @@ export type ClientMessage =
   /** `["AUTH"]` with no event: the client asks for the connection's NIP-42 challenge. */
   | { type: 'CHALLENGE' };
 
-/** A message that could not be parsed; `subId` is set when the frame named one (answer with CLOSED). */
+/** The subscription a REQ or COUNT frame names: a refusal of the frame is answered with CLOSED for it. */
+export interface NamedSubscription {
+  verb: 'REQ' | 'COUNT';
+  subId: string;
+}
+
+/** A message that could not be parsed; `sub` is set when a REQ or COUNT named a subscription id (a non-empty string: answer with CLOSED for it). */
 export interface MessageError {
   rejection: Rejection;
-  subId?: string;
+  sub?: NamedSubscription;
   eventId?: string;
 }
 
@@ -36,6 +42,30 @@ export interface MessageLimits {
  */
 export const sniffEventId = (text: string): string | undefined =>
   /^\s*\[\s*"EVENT"\s*,\s*\{[^}]*?"id"\s*:\s*"([0-9a-f]{64})"/.exec(text.slice(0, 512))?.[1];
+
+/**
+ * The verb and subscription id of a REQ or COUNT frame, read from its first 512 characters without
+ * parsing it (for a message too long, or over its address's budget, to parse, so that the answer can
+ * still be a CLOSED for that id). The id is decoded as JSON.parse would and held to the rules of
+ * `parseClientMessage` (`subIdProblem`); undefined when it breaks one, or is not there.
+ */
+export function sniffSubId(text: string, maxSubIdLength: number): NamedSubscription | undefined {
+  const m = SUB_ID_FRAME.exec(text.slice(0, 512));
+  if (!m) return undefined;
+  const subId = JSON.parse(`"${m[2]!}"`) as string; // a valid JSON string body (SUB_ID_FRAME)
+  return subIdProblem(subId, maxSubIdLength) === undefined ? { verb: m[1] as NamedSubscription['verb'], subId } : undefined;
+}
+
+/** `["REQ"` or `["COUNT"` and a non-empty JSON string (its body: no raw control character, only JSON's escapes), JSON whitespace between. */
+const SUB_ID_FRAME = /^[ \t\n\r]*\[[ \t\n\r]*"(REQ|COUNT)"[ \t\n\r]*,[ \t\n\r]*"((?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})+)"/;
+
+/** Why a REQ's or COUNT's non-empty subscription id is refused: too long, or not valid Unicode. */
+function subIdProblem(subId: string, maxSubIdLength: number): Rejection | undefined {
+  if (subId.length > maxSubIdLength) return reject('invalid', `subscription id is longer than ${maxSubIdLength} characters`);
+  // A subscription is kept by its id in the shard's storage (over hibernation): the id must come back as it went in.
+  if (hasLoneSurrogate(subId)) return reject('invalid', 'subscription id must be valid Unicode (it has a lone surrogate)');
+  return undefined;
+}
 
 export function parseClientMessage(text: string, limits: MessageLimits): Result<ClientMessage, MessageError> {
   let frame: unknown;
@@ -69,23 +99,18 @@ export function parseClientMessage(text: string, limits: MessageLimits): Result<
       if (typeof subId !== 'string' || subId.length === 0) {
         return err({ rejection: reject('invalid', 'subscription id must be a non-empty string') });
       }
-      if (subId.length > limits.maxSubIdLength) {
-        return err({
-          rejection: reject('invalid', `subscription id is longer than ${limits.maxSubIdLength} characters`),
-          subId,
-        });
-      }
-      // A subscription is kept by its id in the shard's storage (over hibernation): the id must come back as it went in.
-      if (hasLoneSurrogate(subId)) return err({ rejection: reject('invalid', 'subscription id must be valid Unicode (it has a lone surrogate)'), subId });
+      const sub: NamedSubscription = { verb, subId };
+      const badId = subIdProblem(subId, limits.maxSubIdLength);
+      if (badId) return err({ rejection: badId, sub });
       const rawFilters = rest.slice(1);
-      if (rawFilters.length === 0) return err({ rejection: reject('invalid', `${verb} needs at least one filter`), subId });
+      if (rawFilters.length === 0) return err({ rejection: reject('invalid', `${verb} needs at least one filter`), sub });
       if (rawFilters.length > limits.maxFilters) {
-        return err({ rejection: reject('invalid', `too many filters (max ${limits.maxFilters})`), subId });
+        return err({ rejection: reject('invalid', `too many filters (max ${limits.maxFilters})`), sub });
       }
       const filters: Filter[] = [];
       for (const raw of rawFilters) {
         const parsed = FilterSchema.safeParse(raw);
-        if (!parsed.success) return err({ rejection: reject('invalid', describeIssue(parsed.error)), subId });
+        if (!parsed.success) return err({ rejection: reject('invalid', describeIssue(parsed.error)), sub });
         filters.push(parsed.data as Filter);
       }
       return ok({ type: verb, subId, filters });

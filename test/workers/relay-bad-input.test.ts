@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import { connect, freshOwner, now, randomHex, sign, type Keys } from './helpers.js';
 
-type Expect = { kind: 'NOTICE' | 'OK' | 'CLOSED'; message: string };
+/** The answer's verb and message; `subId`: the subscription id a CLOSED must name. */
+type Expect = { kind: 'NOTICE' | 'OK' | 'CLOSED'; message: string; subId?: string };
 
 function cases(k: Keys): Array<[string, string, Expect]> {
   const good = sign(k);
@@ -48,7 +49,10 @@ function cases(k: Keys): Array<[string, string, Expect]> {
     ['too many tags', JSON.stringify(['EVENT', sign(k, { tags: Array.from({ length: DEFAULT_LIMITS.max_event_tags + 1 }, (_, i) => ['t', String(i)]) })]), { kind: 'OK', message: `invalid: too many tags (max ${DEFAULT_LIMITS.max_event_tags})` }],
     ['content too long', JSON.stringify(['EVENT', sign(k, { content: 'y'.repeat(DEFAULT_LIMITS.max_content_length + 1) })]), { kind: 'OK', message: `invalid: content is longer than ${DEFAULT_LIMITS.max_content_length} characters` }],
     ['oversized frame', JSON.stringify(['EVENT', sign(k, { content: 'z'.repeat(DEFAULT_LIMITS.max_message_length) })]), { kind: 'OK', message: `invalid: message is longer than ${DEFAULT_LIMITS.max_message_length} bytes` }],
-    ['oversized non-event frame', JSON.stringify(['REQ', 'big', { '#t': ['q'.repeat(DEFAULT_LIMITS.max_message_length)] }]), { kind: 'NOTICE', message: `invalid: message is longer than ${DEFAULT_LIMITS.max_message_length} bytes` }],
+    // Read without parsing: a REQ or COUNT too long to parse is still answered for its subscription id.
+    ['oversized non-event frame', JSON.stringify(['REQ', 'big', { '#t': ['q'.repeat(DEFAULT_LIMITS.max_message_length)] }]), { kind: 'CLOSED', message: `invalid: message is longer than ${DEFAULT_LIMITS.max_message_length} bytes`, subId: 'big' }],
+    ['oversized COUNT frame', JSON.stringify(['COUNT', 'big "count"', { '#t': ['q'.repeat(DEFAULT_LIMITS.max_message_length)] }]), { kind: 'CLOSED', message: `invalid: message is longer than ${DEFAULT_LIMITS.max_message_length} bytes`, subId: 'big "count"' }],
+    ['oversized frame of another verb', JSON.stringify(['CLOSE', 'big', 'q'.repeat(DEFAULT_LIMITS.max_message_length)]), { kind: 'NOTICE', message: `invalid: message is longer than ${DEFAULT_LIMITS.max_message_length} bytes` }],
     ['AUTH event kind 22242 via EVENT', JSON.stringify(['EVENT', sign(k, { kind: 22242 })]), { kind: 'OK', message: 'invalid: kind 22242 is sent with the AUTH message, not EVENT' }],
   ];
 }
@@ -64,6 +68,7 @@ describe('bad input', () => {
       const answer = await s.next((f) => f[0] === expected.kind);
       expect(answer[0]).toBe(expected.kind);
       if (expected.kind === 'OK') expect(answer[2]).toBe(false);
+      if (expected.subId !== undefined) expect(answer[1]).toBe(expected.subId);
       expect(answer[answer.length - 1]).toBe(expected.message);
       // The connection keeps serving, and the stored event is still there.
       const after = sign(owner, { content: `after: ${name}` });

@@ -12,7 +12,7 @@ import { RelayShard } from '../../workers/relay-do/shard.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { subscriptionMemory } from '../../workers/relay-do/subscription-memory.js';
-import { connect, edgesOf, freshOwner, keys, randomHex, sign } from './helpers.js';
+import { connect, edgesOf, freshOwner, keys, randomHex, Sentinel, sign } from './helpers.js';
 
 describe('limits', () => {
   it(`allows ${DEFAULT_LIMITS.max_subscriptions} subscriptions per connection, refuses one more, and accepts replacing one`, async () => {
@@ -379,7 +379,7 @@ describe('limits', () => {
     expect(frames.filter((a) => a[3].startsWith('auth-required:')).length + frames.filter((a) => a[3].startsWith('invalid:')).length).toBe(DEFAULT_LIMITS.frames_burst_per_ip);
   });
 
-  it('an address sends at most inbound_bytes_burst_per_ip of messages before they are parsed; past it an EVENT gets OK false and anything else a NOTICE, until the budget refills', async () => {
+  it('an address sends at most inbound_bytes_burst_per_ip of messages before they are parsed; past it an EVENT gets OK false, a REQ or COUNT CLOSED (a REQ ending the subscription of its id) and anything else a NOTICE, until the budget refills', async () => {
     const clock = freezeClock();
     const owner = freshOwner();
     const address = { 'CF-Connecting-IP': '192.0.2.94' };
@@ -388,6 +388,7 @@ describe('limits', () => {
     const rate = DEFAULT_LIMITS.inbound_bytes_per_second_per_ip;
     const served = Math.ceil(burst / junk.length);
     const sockets = [await connect(`/r/${owner.pk}`, address), await connect(`/r/${owner.pk}`, address)];
+    expect(await sockets[0]!.req('feed', { kinds: [1], authors: [owner.pk] })).toEqual({ events: [] });
     const notices = [];
     for (let i = 0; i <= served; i++) {
       const s = sockets[i % 2]!;
@@ -401,11 +402,19 @@ describe('limits', () => {
     // An EVENT is answered with its OK, read without parsing.
     const note = sign(owner, { content: 'while over budget' });
     expect(await sockets[0]!.publish(note)).toEqual(['OK', note.id, false, limited]);
+    // A REQ and a COUNT are answered with CLOSED for their id, read without parsing; the refused REQ
+    // replaced the subscription of its id, which is gone.
+    expect(await sockets[0]!.req('feed', { kinds: [1], authors: [owner.pk] })).toEqual({ events: [], closed: limited });
+    sockets[1]!.send(['COUNT', 'tally', { kinds: [1] }]);
+    expect(await sockets[1]!.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'tally', limited]);
     // Another address is not held; once the budget refills the address is served again.
     const other = await connect(`/r/${owner.pk}`, { 'CF-Connecting-IP': '192.0.2.95' });
     expect((await other.req('fine', { kinds: [1], limit: 1 })).events).toEqual([]);
     clock.advance(wait * 1000);
     expect(await sockets[1]!.publish(note)).toEqual(['OK', note.id, true, '']);
+    const sentinel = await Sentinel.arm(sockets[0]!, other, owner);
+    expect((await other.publish(sign(owner, { content: 'for a subscription that was refused' })))[2]).toBe(true);
+    expect(await sockets[0]!.silence((f) => f[0] === 'EVENT' && f[1] === 'feed', sentinel)).toBe(true);
   });
 
   it('live events sent to one address are budgeted: deliveries_burst_per_ip, then deliveries_per_second_per_ip; past it a subscription that would get one is closed rate-limited; another address gets every event', async () => {

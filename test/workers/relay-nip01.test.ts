@@ -146,6 +146,26 @@ describe('NIP-01 on a shard', () => {
     expect(await sub.silence(eventFrame(afterClose.id), sentinel)).toBe(true);
   });
 
+  // NIP-01: a REQ replaces the subscription of its id, and CLOSED says the relay ended it (nostr-tools
+  // then forgets it and never sends CLOSE): a refused replacement leaves no subscription of that id.
+  for (const [refusal, replacement, closed] of [
+    ['a malformed filter', { kinds: ['x'] }, 'invalid: kinds.0: kinds must be numbers'],
+    ['authentication', { kinds: [1059], '#p': ['f'.repeat(64)] }, 'auth-required: these kinds are only served to their authenticated author or recipient'],
+  ] as const) {
+    it(`a REQ refused for ${refusal} ends the subscription of its id: CLOSED, and no live event for it after`, async () => {
+      const owner = freshOwner();
+      const sub = await connect(`/r/${owner.pk}`);
+      const pub = await connect(`/r/${owner.pk}`);
+      expect(await sub.req('feed', { kinds: [1], authors: [owner.pk] })).toEqual({ events: [] });
+      expect(await sub.req('feed', replacement)).toEqual({ events: [], closed });
+      // The sentinel's REQ travels on `sub` after the refused one, so the shard has handled it by its EOSE.
+      const sentinel = await Sentinel.arm(sub, pub, owner);
+      const after = sign(owner, { kind: 1, content: 'after the refused REQ' });
+      expect((await pub.publish(after))[2]).toBe(true);
+      expect(await sub.silence((f) => f[0] === 'EVENT' && f[1] === 'feed', sentinel)).toBe(true);
+    });
+  }
+
   it('limit 0 gives EOSE at once and keeps the subscription open', async () => {
     const owner = freshOwner();
     const s = await connect(`/r/${owner.pk}`);

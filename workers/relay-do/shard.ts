@@ -20,7 +20,7 @@ import { checkIdAndSignature, eventIdOf, eventJson, parseEvent, type NostrEvent 
 import { err, errorMessage, formatRejection, ok, reject, type Rejection, type Result } from '../../src/shared/errors.js';
 import { dedupeFilter, type Filter } from '../../src/shared/filters.js';
 import { isStored, KIND } from '../../src/shared/kinds.js';
-import { byteLengthOver, parseClientMessage, relayMessage, sniffEventId } from '../../src/shared/messages.js';
+import { byteLengthOver, parseClientMessage, relayMessage, sniffEventId, sniffSubId, type NamedSubscription } from '../../src/shared/messages.js';
 import { validateAuthEvent } from '../../src/shared/nip42.js';
 import { verifyAttestation } from '../../src/shared/nip-oa.js';
 import { bytesToHex } from '../../src/shared/hex.js';
@@ -638,21 +638,15 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (!conn) return ws.close(1011, 'unknown connection');
     if (typeof message !== 'string') return send(conn, relayMessage.notice('invalid: binary frames are not supported'));
     const overBudget = this.conns.receive(conn, message.length);
-    if (overBudget) {
-      const id = sniffEventId(message);
-      return send(conn, id ? relayMessage.ok(id, false, formatRejection(overBudget)) : relayMessage.notice(formatRejection(overBudget)));
-    }
-    const tooLong = byteLengthOver(message, this.limits.max_message_length);
-    if (tooLong) {
-      const reason = formatRejection(reject('invalid', `message is longer than ${this.limits.max_message_length} bytes`));
-      const id = sniffEventId(message);
-      return send(conn, id ? relayMessage.ok(id, false, reason) : relayMessage.notice(reason));
+    if (overBudget) return this.refuseUnparsed(conn, message, formatRejection(overBudget));
+    if (byteLengthOver(message, this.limits.max_message_length)) {
+      return this.refuseUnparsed(conn, message, formatRejection(reject('invalid', `message is longer than ${this.limits.max_message_length} bytes`)));
     }
     const parsed = parseClientMessage(message, { maxSubIdLength: this.limits.max_subid_length, maxFilters: this.limits.max_filters });
     if (!parsed.ok) {
-      const { rejection, subId, eventId } = parsed.error;
+      const { rejection, sub, eventId } = parsed.error;
       const text = formatRejection(rejection);
-      if (subId !== undefined) return send(conn, relayMessage.closed(subId, text));
+      if (sub !== undefined) return this.refuseQuery(conn, sub, text);
       if (eventId !== undefined) return send(conn, relayMessage.ok(eventId, false, text));
       return send(conn, relayMessage.notice(text));
     }
@@ -666,9 +660,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'COUNT':
         return this.onCount(conn, msg.subId, msg.filters);
       case 'CLOSE':
-        // Only a subscription that exists costs the primary an operation (a CLOSE flood does not).
-        if (conn.subs.has(msg.subId)) this.edge()?.forget(conn, msg.subId);
-        return this.conns.closeSub(conn, msg.subId);
+        return this.endSub(conn, msg.subId);
       case 'AUTH':
         return this.onAuth(conn, msg.event);
       case 'PING':
@@ -676,6 +668,40 @@ export class RelayShard extends DurableObject<RelayEnv> {
       case 'CHALLENGE':
         return send(conn, relayMessage.auth(conn.att.challenge));
     }
+  }
+
+  /**
+   * Answers a message refused before it is parsed (over its address's inbound budget, or too long),
+   * as far as its first characters tell (messages.ts): OK false for an EVENT's id, CLOSED for a
+   * REQ's or COUNT's subscription id (`refuseQuery`), else a NOTICE.
+   */
+  private refuseUnparsed(conn: Connection, message: string, reason: string): void {
+    const eventId = sniffEventId(message);
+    if (eventId) return send(conn, relayMessage.ok(eventId, false, reason));
+    const sub = sniffSubId(message, this.limits.max_subid_length);
+    if (sub) return this.refuseQuery(conn, sub, reason);
+    send(conn, relayMessage.notice(reason));
+  }
+
+  /**
+   * Answers a refused REQ or COUNT with CLOSED for its subscription id. A REQ replaces the
+   * subscription of its id (NIP-01) and CLOSED says the relay ended it (a client then forgets it and
+   * sends no CLOSE): a refused REQ ends the one `conn` held (`endSub`). A COUNT holds nothing.
+   */
+  private refuseQuery(conn: Connection, sub: NamedSubscription, reason: string): void {
+    if (sub.verb === 'REQ') this.endSub(conn, sub.subId);
+    send(conn, relayMessage.closed(sub.subId, reason));
+  }
+
+  /**
+   * Ends subscription `subId` of `conn` if it holds one (a CLOSE, or a refused REQ); at an edge the
+   * primary stops sending events for it. Only a subscription that exists costs the primary an
+   * operation (a CLOSE flood does not).
+   */
+  private endSub(conn: Connection, subId: string): void {
+    if (!conn.subs.has(subId)) return;
+    this.edge()?.forget(conn, subId);
+    this.conns.closeSub(conn, subId);
   }
 
   /**
@@ -1039,7 +1065,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const filters = input.map(dedupeFilter);
     const held = subscriptionMemory(filters);
     const denied = this.admitQuery(conn, subId, filters, this.conns.holding(conn, subId, held));
-    if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
+    if (denied) return this.refuseQuery(conn, { verb: 'REQ', subId }, formatRejection(denied));
     const edge = this.edge();
     if (edge) {
       this.conns.setSub(conn, subId, filters, held);
