@@ -29,6 +29,8 @@ function agentInput(ctx: Context): AgentInput {
   if (system !== undefined) input.system_prompt = system;
   const tools = ctx.list('tool');
   if (tools.length) input.tools = tools;
+  const hosts = ctx.list('web-fetch-host');
+  if (hosts.length) input.web_fetch_hosts = hosts;
   return input;
 }
 
@@ -78,7 +80,7 @@ export async function agentCommand(ctx: Context, sub: string, args: string[]): P
     }
     case 'update': {
       const input = agentInput(ctx);
-      if (Object.keys(input).length === 0) throw new Failure(EXIT.USAGE, 'agent update needs at least one of --name, --about, --provider, --model, --system, --tool');
+      if (Object.keys(input).length === 0) throw new Failure(EXIT.USAGE, 'agent update needs at least one of --name, --about, --provider, --model, --system, --tool, --web-fetch-host');
       const r = await api.updateAgent(await agentKey(ctx, args[0]!), input);
       if (!r.ok) throw httpFailure(r.error, `agent ${args[0]}`);
       ctx.emit(r.value, details(r.value));

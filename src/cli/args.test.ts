@@ -22,6 +22,16 @@ describe('parseArgs', () => {
     expect(parsed(['relay', 'info'])).toEqual({ words: 'relay info', args: [], options: {} });
   });
 
+  it('agent create and update take --web-fetch-host, repeatable (the hosts web_fetch may fetch)', () => {
+    for (const words of [['agent', 'create'], ['agent', 'update', 'a']]) {
+      expect(parsed([...words, '--tool', 'web_fetch', '--web-fetch-host', 'example.org', '--web-fetch-host=*.example.net'])).toEqual({
+        words: words.slice(0, 2).join(' '),
+        args: words.slice(2),
+        options: { tool: ['web_fetch'], 'web-fetch-host': ['example.org', '*.example.net'] },
+      });
+    }
+  });
+
   it('--help (or -h) anywhere asks for help, with or without a command', () => {
     expect(parsed(['--help'])).toEqual({ words: undefined, args: [], options: { help: true } });
     expect(parsed(['agent', '--help'])).toEqual({ words: undefined, args: [], options: { help: true } });

@@ -14,12 +14,12 @@ export interface CommandSpec {
 }
 
 const GLOBAL: Record<string, OptionKind> = { url: 'string', key: 'string', json: 'flag', help: 'flag' };
-const AGENT_FIELDS: Record<string, OptionKind> = { name: 'string', about: 'string', provider: 'string', model: 'list', system: 'string', tool: 'list' };
+const AGENT_FIELDS: Record<string, OptionKind> = { name: 'string', about: 'string', provider: 'string', model: 'list', system: 'string', tool: 'list', 'web-fetch-host': 'list' };
 
 export const COMMANDS: CommandSpec[] = [
   { words: ['keygen'], args: [], options: { force: 'flag' }, summary: 'write a new key (mode 0600) and print its npub' },
   { words: ['whoami'], args: [], options: {}, summary: 'the npub and hex of the key in use' },
-  { words: ['agent', 'create'], args: [], options: AGENT_FIELDS, summary: 'create an agent (--name N [--provider P] [--model M]… [--system TEXT] [--tool T]…) and attest it (NIP-OA)' },
+  { words: ['agent', 'create'], args: [], options: AGENT_FIELDS, summary: 'create an agent (--name N [--provider P] [--model M]… [--system TEXT] [--tool T]… [--web-fetch-host H]…) and attest it (NIP-OA)' },
   { words: ['agent', 'list'], args: [], options: {}, summary: 'your agents' },
   { words: ['agent', 'show'], args: ['<agent>'], options: {}, summary: 'one agent' },
   { words: ['agent', 'update'], args: ['<agent>'], options: AGENT_FIELDS, summary: 'change an agent (same options as create)' },

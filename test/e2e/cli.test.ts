@@ -158,6 +158,23 @@ describe('agents of an owner (the agent instance)', () => {
     expect(JSON.parse(updated.stdout)).toMatchObject({ name: 'renamed' });
   });
 
+  it('--web-fetch-host sets the hosts web_fetch may fetch (without it --tool web_fetch is refused, exit 2); update replaces them', async () => {
+    const refused = await edgestr(['agent', 'create', '--name', 'fetcher', '--provider', 'openai', '--model', 'gpt-e2e', '--tool', 'web_fetch'], { home, url: agentUrl });
+    expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('web_fetch needs the hosts it may fetch') });
+    const made = await edgestr(['agent', 'create', '--name', 'fetcher', '--provider', 'openai', '--model', 'gpt-e2e', '--tool', 'web_fetch', '--web-fetch-host', 'example.org', '--web-fetch-host', '*.example.net', '--json'], { home, url: agentUrl });
+    expect(made.code, made.stderr).toBe(0);
+    const fetcher = (JSON.parse(made.stdout) as { pubkey: string }).pubkey;
+    try {
+      const shown = await edgestr(['agent', 'show', fetcher, '--json'], { home, url: agentUrl });
+      expect(JSON.parse(shown.stdout)).toMatchObject({ tools: ['web_fetch'], web_fetch_hosts: ['example.org', '*.example.net'] });
+      const updated = await edgestr(['agent', 'update', fetcher, '--web-fetch-host', 'docs.example.com', '--json'], { home, url: agentUrl });
+      expect(updated.code, updated.stderr).toBe(0);
+      expect(JSON.parse(updated.stdout)).toMatchObject({ tools: ['web_fetch'], web_fetch_hosts: ['docs.example.com'] });
+    } finally {
+      expect((await edgestr(['agent', 'delete', fetcher], { home, url: agentUrl })).code).toBe(0);
+    }
+  });
+
   it('ask finds the agent by its key (relay list on the public shard); agent error → 3, timeout → 4', async () => {
     const ok = await edgestr(['ask', agent, 'hi there'], { home: tempHome(), url: agentUrl });
     expect(ok.code, ok.stderr).toBe(0);
