@@ -106,8 +106,6 @@ export class RelayShard extends DurableObject<RelayEnv> {
   private ingest: IngestQueue<PendingWrite>;
   /** The import, restore or export in flight (bulk-jobs.ts). */
   private readonly bulk = new BulkJobs();
-  /** The sides a restore's backup carries for the events of the page it is reading (its last COUNTED line), by the restore's lease. */
-  private restoreSides: { lease: string; sides: Map<string, CountedSide> } | undefined;
   /**
    * The shard's clock in unix milliseconds, for everything this class decides by time (AUTH window,
    * rate limits, NIP-OA expiry, NIP-AO freshness). Tests replace it through runInDurableObject.
@@ -770,7 +768,6 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /** Internal RPC (management API): the job of `lease` ended. */
   endBulk(lease: string): void {
     this.bulk.end(lease);
-    if (this.restoreSides?.lease === lease) this.restoreSides = undefined;
   }
 
   /** Internal RPC (export, backups): one page of the shard's events in export order (see export.ts); an export names its lease (the cron's backups none). */
@@ -836,8 +833,9 @@ export class RelayShard extends DurableObject<RelayEnv> {
       ...(restore ? { relayUrl: restoredRelayUrl(e, relayUrl), restoring: true } : { relayUrl }),
     });
     this.flushWrites();
-    if (this.restoreSides?.lease !== lease) this.restoreSides = undefined;
-    const carried = (e: NostrEvent): CountedSide | undefined => (restore ? this.restoreSides?.sides.get(e.id) : undefined);
+    // The sides of this call's last COUNTED line: a restore's batch that goes on with a page's events starts with their own line (import.ts).
+    let sides = new Map<string, CountedSide>();
+    const carried = (e: NostrEvent): CountedSide | undefined => (restore ? sides.get(e.id) : undefined);
     const vettedNow = new Set(vetted);
     // Revocations, provisioning records and retention rules put back change what a backup holds, as events do (writeBatch).
     let marking: Promise<void> | undefined;
@@ -862,8 +860,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
               retained ||= r === 'restored';
               return r;
             },
-            counted: (sides) => {
-              this.restoreSides = { lease, sides: new Map(sides.map((side) => [side.id, side])) };
+            counted: (counted) => {
+              sides = new Map(counted.map((side) => [side.id, side]));
             },
           }
         : {}),
