@@ -1,10 +1,10 @@
 // The management API client (/api, NIP-98 signed by the owner): agents and bridge servers. The
 // inputs follow the zod schemas of workers/agent/config.ts and workers/bridge/config.ts, written
 // here to match (the library's build cannot import workers/; api-types.test.ts holds
-// BridgeServerInput equal to the bridge's); every answer is read as its shape in schemas.ts, so that what another service answers is
-// an error (status 0), not an agent. `createAgent` also mints the owner's NIP-OA attestation for the
-// new agent (src/shared/nip-oa.ts) and sets it as the agent's `oa_auth`, so the agent proves to
-// relays whose it is.
+// BridgeServerInput equal to the bridge's); every answer is read as its shape in schemas.ts, so
+// that what another service answers is an error (status 0), not an agent. `createAgent` also mints
+// the owner's NIP-OA attestation for the new agent (src/shared/nip-oa.ts) and sets it as the
+// agent's `oa_auth`, so the agent proves to relays whose it is.
 import type { z } from 'zod';
 import { err, ok, type Result } from '../shared/errors.js';
 import { signAttestation } from '../shared/nip-oa.js';
