@@ -1,6 +1,7 @@
 // The web console's entry (bundled to dist/console/console.js, served at /console/console.js):
 // sign-in, the agent picker and chat, the owner panel and the tools panel, wired to the page of
-// workers/console/page.ts.
+// workers/console/page.ts. A key that may not own agents here sees, instead of the owner panel,
+// the server's reason (how to become an owner) as a status line in the owner area.
 
 import { z } from 'zod';
 import { errorMessage } from '../shared/errors.js';
@@ -144,7 +145,13 @@ async function signedIn(signer: Signer): Promise<void> {
   if (owned.ok) {
     const panel = new OwnerPanel(signer, relays, (a) => picker.add({ pubkey: a.pubkey, relay: shardUrl(`/r/${signer.pubkey}`) }, `${a.name} (yours)`));
     byId('owner').hidden = false;
+    byId('owner-panel').hidden = false;
     panel.show(mine);
+  } else if (owned.status === 403) {
+    // Not an owner here: the owner area says why and what to do (sign up, or ask the operators), in the server's words.
+    byId('owner-notice').textContent = owned.message;
+    byId('owner-notice').hidden = false;
+    byId('owner').hidden = false;
   }
   new ToolsPanel();
 }

@@ -1,10 +1,12 @@
 // The owner panel: the caller's agents through /api (create, edit name / provider / model / system
-// prompt, delete) and their live NIP-AO telemetry in the log **Telemetry** (turn timeline, acp
-// frames, seq gaps and reported drops, via src/shared/ao-observer.ts), with a cancel_turn button
-// per started turn and the problems of its tool set (turn_started `tool_problems`), and each
-// finished run's outcome, usage and `detail` whole (session_resolved: a provider's text, a limit's
-// figures and what to change, why the answer was not delivered), which also refreshes the Usage
-// table (usage.ts). Telemetry needs a local key: the observer decrypts frames with the owner's key.
+// prompt, delete; an agent naming no provider is listed as following the deployment's, and an edit
+// sends the provider and model only when changed, so it never pins what the agent follows) and
+// their live NIP-AO telemetry in the log **Telemetry** (turn timeline, acp frames, seq gaps and
+// reported drops, via src/shared/ao-observer.ts), with a cancel_turn button per started turn and
+// the problems of its tool set (turn_started `tool_problems`), and each finished run's outcome,
+// usage and `detail` whole (session_resolved: a provider's text, a limit's figures and what to
+// change, why the answer was not delivered), which also refreshes the Usage table (usage.ts).
+// Telemetry needs a local key: the observer decrypts frames with the owner's key.
 
 import { Observer, type ObservedFrame, type SeqGap } from '../shared/ao-observer.js';
 import { api, AgentViewSchema, deletedStatus, type AgentView } from './api.js';
@@ -13,7 +15,9 @@ import { shardUrl, type Relays } from './relay.js';
 import type { Signer } from './signer.js';
 import { OwnerUsageSchema, RunUsageSchema, UsagePanel } from './usage.js';
 
-/** At most this many lines stay in the Telemetry log. */
+/** The agent's provider for its list line: the one it names, or the deployment's it follows. */
+const providerLabel = (a: AgentView): string => a.provider ?? `deployment default${typeof a.effective_provider === 'string' ? ` (${a.effective_provider})` : ''}`;
+
 /** A started turn's tool problems for its log line (none: nothing). */
 const toolProblems = (payload: Record<string, unknown>): string => {
   const problems = payload.tool_problems;
@@ -30,6 +34,8 @@ export class OwnerPanel {
   readonly #stats = byId('telemetry-stats');
   readonly #usage: UsagePanel;
   #agents: AgentView[] = [];
+  /** The agent the form edits, as it was read (undefined: the form creates one). */
+  #edited: AgentView | undefined;
   #observer: Observer | undefined;
 
   constructor(signer: Signer, relays: Relays, onCreated: (a: AgentView) => void) {
@@ -56,7 +62,7 @@ export class OwnerPanel {
     this.#list.replaceChildren(
       ...this.#agents.map((a) => {
         const li = el('li');
-        li.append(el('span', 'name', a.name), el('span', undefined, `${a.provider ?? 'default'}${a.default_model ? ` · ${a.default_model}` : ''}`));
+        li.append(el('span', 'name', a.name), el('span', undefined, `${providerLabel(a)}${a.default_model ? ` · ${a.default_model}` : ''}`));
         li.append(button(`Edit ${a.name}`, () => this.#editing(a), 'secondary'), button(`Delete ${a.name}`, () => void this.#delete(a), 'secondary'));
         li.append(el('code', undefined, a.npub ?? a.pubkey));
         return li;
@@ -66,6 +72,7 @@ export class OwnerPanel {
   }
 
   #editing(a: AgentView | undefined): void {
+    this.#edited = a;
     byId<HTMLInputElement>('edit-pubkey').value = a?.pubkey ?? '';
     byId<HTMLInputElement>('agent-name').value = a?.name ?? '';
     byId<HTMLSelectElement>('agent-provider').value = a?.provider ?? '';
@@ -86,8 +93,13 @@ export class OwnerPanel {
     const model = byId<HTMLInputElement>('agent-model').value.trim();
     const system = byId<HTMLTextAreaElement>('agent-system').value;
     const body: Record<string, unknown> = { name: byId<HTMLInputElement>('agent-name').value.trim() };
-    if (provider) body.provider = provider;
-    if (model) Object.assign(body, { models: [model], default_model: model });
+    // An edit sends the provider and the model only when changed: the form shows what the agent stores, and sending it back would pin what it follows.
+    const before = editing ? this.#edited : undefined;
+    // The API has no way to unset them: say so rather than keep them silently.
+    if (before?.provider && !provider) return this.#status('saving failed: an agent that names a provider cannot be set back to the deployment default; choose a provider');
+    if (before?.default_model && !model) return this.#status('saving failed: an agent’s model cannot be cleared; name a model');
+    if (provider && provider !== before?.provider) body.provider = provider;
+    if (model && model !== before?.default_model) Object.assign(body, { models: [model], default_model: model });
     if (system || editing) body.system_prompt = system;
     const r = editing ? await api(this.#signer, 'PATCH', `/api/agents/${editing}`, body) : await api(this.#signer, 'POST', '/api/agents', body);
     if (!r.ok) return this.#status(`${editing ? 'saving' : 'creating'} failed: ${r.message}`);

@@ -1,6 +1,7 @@
 // The console's owner panel and tools panel in headless Chromium: the e2e owner creates, edits and
 // deletes an agent through the form (checked against the management API), an invalid agent is
-// refused with the API's reason; and, on the development instance, a DVMCP server registered with
+// refused with the API's reason, an agent that follows the deployment's provider is edited without
+// pinning it; and, on the development instance, a DVMCP server registered with
 // the bridge (the real server-everything) is found by "Find tools", shown as this deployment's
 // bridge, its tool called through a form generated from the input schema, with progress shown.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -66,6 +67,32 @@ describe('owner panel (agent instance)', () => {
     expect((await signedApi(base, E2E_OWNER_SK)('GET', `/api/agents/${pubkey}`)).status).toBe(404);
     // The browser logs the refused POST; nothing else went wrong.
     expect(errors).toEqual(['Failed to load resource: the server responded with a status of 422 (Unprocessable Entity)']);
+    await context.close();
+  });
+
+  it('edits an agent created without a provider without pinning one: the form shows “deployment default”, a rename is saved, the agent still follows the deployment', async () => {
+    const name = `follower ${bytesToHex(crypto.getRandomValues(new Uint8Array(3)))}`;
+    const call = signedApi(base, E2E_OWNER_SK);
+    const created = await call('POST', '/api/agents', { name });
+    expect(created.status).toBe(201);
+    const pubkey = (created.json as { pubkey: string }).pubkey;
+    const { context, page, errors } = await newPage(browser);
+    await page.goto(`${base}/console`);
+    await signInWithKey(page, E2E_OWNER_SK);
+    const agents = page.getByRole('list', { name: 'Your agents' });
+    await agents.getByText('deployment default (openai)').first().waitFor();
+    await page.getByRole('button', { name: `Edit ${name}` }).click();
+    expect(await page.getByLabel('Provider').inputValue()).toBe('');
+    expect(await page.getByLabel('Model').inputValue()).toBe('');
+    await page.getByLabel('Name', { exact: true }).fill(`${name} renamed`);
+    await page.getByRole('button', { name: 'Save agent' }).click();
+    await page.getByText(`${name} renamed saved`).waitFor();
+    const after = await call('GET', `/api/agents/${pubkey}`);
+    expect(after.json).toMatchObject({ name: `${name} renamed`, effective_provider: 'openai' });
+    expect(after.json).not.toHaveProperty('provider');
+    expect(after.json).not.toHaveProperty('models');
+    expect((await call('DELETE', `/api/agents/${pubkey}`)).status).toBe(204);
+    expect(errors).toEqual([]);
     await context.close();
   });
 });

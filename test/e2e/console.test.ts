@@ -127,8 +127,11 @@ describe('the web console (echo instance)', () => {
     await page.getByLabel('Other agent (npub or hex)').fill('npub1nope');
     await page.getByRole('button', { name: 'Add agent' }).click();
     expect(await page.getByRole('alert').textContent()).toBe('an agent is named by its npub or 64-hex public key');
-    // A key that may not own agents sees no owner panel.
+    // A key that may not own agents sees no owner panel, but the server's reason in the owner area (sign-up is not open here).
     expect(await page.getByRole('log', { name: 'Telemetry' }).count()).toBe(0);
+    const owner = page.getByRole('region', { name: 'Your agents' });
+    expect(await owner.getByRole('status').textContent()).toBe('this pubkey is not an owner on this deployment; ask the operators to add it');
+    expect(await owner.getByRole('button', { name: 'Create agent' }).count()).toBe(0);
     await context.close();
   });
 

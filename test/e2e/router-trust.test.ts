@@ -32,7 +32,7 @@ describe('closed shards (not development)', () => {
     const refused = await fetch(`${base}/r/${stranger}`, { headers: NIP11 });
     expect(refused.status).toBe(404);
     expect(await refused.json()).toEqual({
-      error: `no relay shard for ${stranger} on this deployment (shards exist only for owners in EDGESTR_OWNERS)`,
+      error: `no relay shard for ${stranger} on this deployment: shards exist only for its owners and this key is not one; ask the operators to add it`,
     });
     for (const path of [`/r/${E2E_OWNER}`, `/r/${E2E_OWNER}/`]) {
       const doc = await fetch(`${base}${path}`, { headers: NIP11 });

@@ -59,40 +59,43 @@ export const CONSOLE_HTML = `<!doctype html>
 
   <section id="owner" aria-labelledby="owner-title" hidden>
     <h2 id="owner-title">Your agents</h2>
-    <ul id="agents" class="agents" aria-label="Your agents"></ul>
-    <form id="agent-form" class="agent-form" aria-labelledby="agent-form-title">
-      <h3 id="agent-form-title">New agent</h3>
-      <input type="hidden" id="edit-pubkey">
-      <label for="agent-name">Name</label>
-      <input id="agent-name">
-      <label for="agent-provider">Provider</label>
-      <select id="agent-provider">
-        <option value="">deployment default</option>
-        <option value="echo">echo</option>
-        <option value="openai">openai</option>
-        <option value="anthropic">anthropic</option>
-        <option value="workers-ai">workers-ai</option>
-      </select>
-      <label for="agent-model">Model</label>
-      <input id="agent-model" spellcheck="false">
-      <label for="agent-system">System prompt</label>
-      <textarea id="agent-system" rows="3"></textarea>
-      <div class="actions">
-        <button type="submit" id="agent-save">Create agent</button>
-        <button type="button" id="agent-cancel-edit" hidden>Cancel edit</button>
-      </div>
-    </form>
-    <h3 id="telemetry-title">Telemetry</h3>
-    <p id="telemetry-stats" class="status"></p>
-    <div id="telemetry" class="telemetry" role="log" aria-label="Telemetry"></div>
-    <h3 id="usage-title">Usage</h3>
-    <p id="usage-plan" class="status"></p>
-    <p id="usage-summary" class="status"></p>
-    <table id="usage" class="usage" aria-labelledby="usage-title">
-      <thead><tr><th scope="col">Agent</th><th scope="col">Runs</th><th scope="col">Input tokens</th><th scope="col">Output tokens</th><th scope="col">Tool calls</th><th scope="col">Errors</th></tr></thead>
-      <tbody id="usage-rows"></tbody>
-    </table>
-    <button type="button" id="usage-refresh" class="secondary">Refresh usage</button>
+    <p id="owner-notice" class="status" role="status" hidden></p>
+    <div id="owner-panel" hidden>
+      <ul id="agents" class="agents" aria-label="Your agents"></ul>
+      <form id="agent-form" class="agent-form" aria-labelledby="agent-form-title">
+        <h3 id="agent-form-title">New agent</h3>
+        <input type="hidden" id="edit-pubkey">
+        <label for="agent-name">Name</label>
+        <input id="agent-name">
+        <label for="agent-provider">Provider</label>
+        <select id="agent-provider">
+          <option value="">deployment default</option>
+          <option value="echo">echo</option>
+          <option value="openai">openai</option>
+          <option value="anthropic">anthropic</option>
+          <option value="workers-ai">workers-ai</option>
+        </select>
+        <label for="agent-model">Model</label>
+        <input id="agent-model" spellcheck="false">
+        <label for="agent-system">System prompt</label>
+        <textarea id="agent-system" rows="3"></textarea>
+        <div class="actions">
+          <button type="submit" id="agent-save">Create agent</button>
+          <button type="button" id="agent-cancel-edit" hidden>Cancel edit</button>
+        </div>
+      </form>
+      <h3 id="telemetry-title">Telemetry</h3>
+      <p id="telemetry-stats" class="status"></p>
+      <div id="telemetry" class="telemetry" role="log" aria-label="Telemetry"></div>
+      <h3 id="usage-title">Usage</h3>
+      <p id="usage-plan" class="status"></p>
+      <p id="usage-summary" class="status"></p>
+      <table id="usage" class="usage" aria-labelledby="usage-title">
+        <thead><tr><th scope="col">Agent</th><th scope="col">Runs</th><th scope="col">Input tokens</th><th scope="col">Output tokens</th><th scope="col">Tool calls</th><th scope="col">Errors</th></tr></thead>
+        <tbody id="usage-rows"></tbody>
+      </table>
+      <button type="button" id="usage-refresh" class="secondary">Refresh usage</button>
+    </div>
   </section>
 
   <section id="tools" aria-labelledby="tools-title" hidden>
