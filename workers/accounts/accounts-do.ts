@@ -34,7 +34,9 @@
 // windows for, do not multiply the load): past either, a query is refused, with the wait, before
 // anything is read. The plan totals every run report answers (today's runs and tokens, this month's
 // tokens) are kept apart, one row per owner and day (`owner_days`, pruned with `usage`), so a report
-// reads at most 31 rows.
+// reads at most 31 rows. Each snapshot also answers what the owner's other agents' runs in progress
+// hold (`in_flight`: in-flight.ts), as the asking agent tells its own with the call, so that the
+// agents of one owner see each other's runs before they end.
 //
 // A run is counted once: agents send a report again until it is taken (workers/agent/metering.ts),
 // so each recorded (agent, run id) is kept RECORDED_RUN_RETENTION_MS (longer than an agent sends a
@@ -80,6 +82,7 @@ import { err, ok, type Result } from '../../src/shared/errors.js';
 import { MODEL_NAME_MAX } from '../agent/config.js';
 import { DEFAULT_PLAN } from './plans.js';
 import { ReadBudget } from './read-budget.js';
+import { InFlightTokens, type AgentInFlight } from './in-flight.js';
 import type { SignupCaps } from './signup-limits.js';
 import { USAGE_OTHERS } from '../../src/shared/usage-keys.js';
 
@@ -165,6 +168,12 @@ export interface OwnerTotals {
 export interface OwnerSnapshot {
   state: OwnerState | undefined;
   totals: OwnerTotals;
+  /**
+   * Model tokens the owner's agents' runs in progress hold (spent so far, and held by their model
+   * calls in flight), not in `totals` yet: each agent's last figure that still counts, the asking
+   * agent's own left out (in-flight.ts).
+   */
+  in_flight: number;
 }
 
 export const USAGE_KEYS = ['agent', 'sender', 'model', 'day'] as const;
@@ -270,6 +279,8 @@ export class Accounts extends DurableObject<AccountsEnv> {
   private readonly reads = new ReadBudget(USAGE_ROWS_PER_MINUTE, 60_000);
   /** The budget of all callers' queries, kept under one key. */
   private readonly allReads = new ReadBudget(USAGE_ROWS_PER_MINUTE_ALL, 60_000);
+  /** What each agent's runs in progress hold, as it last told (in-flight.ts). */
+  private readonly inFlight = new InFlightTokens();
 
   constructor(ctx: DurableObjectState, env: AccountsEnv) {
     super(ctx, env);
@@ -473,14 +484,16 @@ export class Accounts extends DurableObject<AccountsEnv> {
 
   /**
    * Adds one run to the owner's aggregate (see usageKey for the row) unless it was recorded
-   * already, prunes a few expired rows, and answers the owner's snapshot at `now` (ms).
+   * already, prunes a few expired rows, and answers the owner's snapshot at `now` (ms). `inFlight`:
+   * what the reporting agent's runs still in progress hold (without this run), kept in place of its
+   * figure in the same step as the run is added, so that the run is never counted twice.
    */
-  record(run: RunUsage, now: number = run.at): OwnerSnapshot {
+  record(run: RunUsage, now: number = run.at, inFlight?: number): OwnerSnapshot {
     this.sql.exec('DELETE FROM recorded_runs WHERE (agent, run_id) IN (SELECT agent, run_id FROM recorded_runs WHERE at < ? ORDER BY at LIMIT ?)', now - RECORDED_RUN_RETENTION_MS, USAGE_PRUNE_PER_RECORD);
     const fresh = this.sql.exec('INSERT INTO recorded_runs (agent, run_id, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING run_id', run.agent, run.run_id, run.at).toArray().length > 0;
     if (fresh) this.addUsage(run);
     this.prune(now, USAGE_PRUNE_PER_RECORD);
-    return this.snapshot(run.owner, now);
+    return this.snapshot(run.owner, now, inFlight === undefined ? undefined : { agent: run.agent, tokens: inFlight });
   }
 
   private addUsage(run: RunUsage): void {
@@ -551,8 +564,14 @@ export class Accounts extends DurableObject<AccountsEnv> {
     this.sql.exec('DELETE FROM usage_days WHERE day IN (SELECT day FROM usage_days WHERE day < ? ORDER BY day LIMIT ?)', expired, limit);
   }
 
-  snapshot(owner: string, now: number): OwnerSnapshot {
-    return { state: this.state(owner), totals: this.totals(owner, now) };
+  /**
+   * The owner's state and totals at `now` (ms), with what its agents' runs in progress hold. `from`:
+   * the asking agent and what its own runs in progress hold, kept (in-flight.ts) and left out of
+   * the answer's `in_flight` (the agent counts its own).
+   */
+  snapshot(owner: string, now: number, from?: AgentInFlight): OwnerSnapshot {
+    if (from) this.inFlight.set(owner, from, now);
+    return { state: this.state(owner), totals: this.totals(owner, now), in_flight: this.inFlight.others(owner, now, from?.agent) };
   }
 
   /** The owner's runs and tokens today and tokens this month at `now` (ms): at most 31 rows of owner_days, whatever the agents, senders and models. */

@@ -30,8 +30,10 @@
 // a run in flight; watchdog.ts: an idle agent's watchdog asks nothing and backs off to 10 minutes),
 // not again for 5 s after a failure, after each run (its metering report answers them) and when
 // the admin API tells the agent (ownerChanged) — never on a run's path; the agent's runs not
-// reported yet count on top of them. A prompt that waited for them is checked again (the agent
-// may be being removed). Removal ends the runs in flight with UNAUTHORIZED (AGENT_REMOVED, not the
+// reported yet count on top of them. Each fetch and each run report tells Accounts what the agent's
+// runs in progress hold, and each answer what the owner's other agents' runs in progress hold
+// (workers/accounts/in-flight.ts): the plan checks count both (inFlightTokens). A prompt that
+// waited for them is checked again (the agent may be being removed). Removal ends the runs in flight with UNAUTHORIZED (AGENT_REMOVED, not the
 // CANCELLED a client would take for its own cancel), sends the usage Accounts does not have yet
 // before forgetting it, and is refused while it cannot. See docs/OPERATIONS.md for how far a plan limit may be overshot.
 
@@ -164,7 +166,7 @@ export class Agent extends DurableObject<AgentEnv> {
   private readonly ownerCopy = new OwnerCopy({
     fetch: async () => {
       const c = this.store.config();
-      return c && accountsStub(this.env).snapshot(c.owner, this.now());
+      return c && accountsStub(this.env).snapshot(c.owner, this.now(), { agent: c.pubkey, tokens: this.budget.inProgressTokens() });
     },
     unreported: (now) => this.meter.unreportedTotals(now),
     now: () => this.now(),
@@ -569,7 +571,8 @@ export class Agent extends DurableObject<AgentEnv> {
 
   /**
    * Adds the run (ended at `r.at`, ms) to the owner's aggregate (counted once there, however often
-   * sent); its answer marks the row reported and renews the owner's copy, in one step (the run is
+   * sent), with what the agent's runs still in progress hold (this one settled: no longer among
+   * them); its answer marks the row reported and renews the owner's copy, in one step (the run is
    * counted by the one or the other at every moment). Why it failed (logged), if it did.
    */
   private async report(c: StoredAgent, r: RunMeter & { at: number }): Promise<Result<void, string>> {
@@ -588,6 +591,7 @@ export class Agent extends DurableObject<AgentEnv> {
           error: r.outcome !== 'response',
         },
         this.now(),
+        this.budget.inProgressTokens(),
       );
       this.meter.markReported(r.run_id);
       this.ownerCopy.answered(snapshot);
@@ -730,7 +734,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const plan = standing.state.plan;
     return {
       owner: 'allowed',
-      quota: () => planRefusal(planLimits(this.env, plan), this.ownerCopy.totals(this.now()), this.now(), { other: sender !== c.owner, inFlight, inFlightTokens: this.budget.inProgressTokens(), call }),
+      quota: () => planRefusal(planLimits(this.env, plan), this.ownerCopy.totals(this.now()), this.now(), { other: sender !== c.owner, inFlight, inFlightTokens: this.inFlightTokens(), call }),
     };
   }
 
@@ -811,17 +815,26 @@ export class Agent extends DurableObject<AgentEnv> {
   /**
    * Before a model call of a run in progress: the owner's standing (an owner no longer allowed gets
    * the UNAUTHORIZED of a new prompt, never "no limit"), then its plan's models (the call's model
-   * must be one it names) and token limits, counting what the runs in progress spent (quota.ts):
-   * the refusal of `call`, else the tokens the limits leave (undefined: the plan sets none).
+   * must be one it names) and token limits, counting what the runs in progress spent (quota.ts,
+   * inFlightTokens): the refusal of `call`, else the tokens the limits leave (undefined: the plan sets none).
    */
   private planTokensCheck(c: StoredAgent, sender: string, call: ModelCallAsk): Result<number | undefined, Refusal> {
     const standing = this.standing(c);
     if (standing.owner !== 'allowed') return err(ownerRefusal(standing.owner));
-    const ask = { other: sender !== c.owner, inFlightTokens: this.budget.inProgressTokens(), call };
+    const ask = { other: sender !== c.owner, inFlightTokens: this.inFlightTokens(), call };
     const plan = planLimits(this.env, standing.state.plan);
     const totals = this.ownerCopy.totals(this.now());
     const refusal = planTokensRefusal(plan, totals, this.now(), ask);
     return refusal ? err(refusal) : ok(planTokensRoom(plan, totals, this.now(), ask));
+  }
+
+  /**
+   * The model tokens the owner's runs in progress hold that its totals do not have: this agent's
+   * (spent so far and held by their calls in flight, budget.ts) and its other agents', as Accounts
+   * last answered (owner-copy.ts othersInFlight).
+   */
+  private inFlightTokens(): number {
+    return this.budget.inProgressTokens() + this.ownerCopy.othersInFlight(this.now());
   }
 
   // ---- after a restart ----

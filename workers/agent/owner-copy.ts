@@ -12,10 +12,17 @@
 // Accounts only adds to a day's runs and tokens, so an answer of the same day with less is older than
 // the copy: the copy keeps the larger of each figure (a late answer cannot erase a run another answer
 // counted); the registry state is the last answer's.
+// Each fetch tells Accounts what this agent's runs in progress hold (its `fetch` sends it), and each
+// answer says what the owner's other agents' runs in progress hold (`in_flight`, as they last told
+// Accounts: workers/accounts/in-flight.ts): othersInFlight, the last answer's figure (not the
+// larger: it falls as runs end), counted while it is not older than IN_FLIGHT_MAX_AGE_MS, on top of
+// this agent's own runs in progress by the plan checks (agent-do.ts). It is kept apart from the
+// totals, which only grow in a day.
 
 import { errorMessage } from '../../src/shared/errors.js';
 import type { OwnerSnapshot, OwnerTotals } from '../accounts/accounts-do.js';
 import type { OwnerState } from '../common/owners.js';
+import { IN_FLIGHT_MAX_AGE_MS } from '../accounts/in-flight.js';
 import { REGISTRY_RETRY_MS } from '../common/owners.js';
 
 /** How old the copy may be when an admission or a run in flight reads it. */
@@ -26,7 +33,7 @@ export const OWNER_COPY_IDLE_MAX_AGE_MS = 3600_000;
 const NOTHING_SPENT: OwnerTotals = { day: '', tokens_today: 0, tokens_month: 0, runs_today: 0 };
 
 export interface OwnerCopyDeps {
-  /** Asks Accounts for the owner's snapshot (throws when it fails); undefined: the agent is gone, nothing asked. */
+  /** Asks Accounts for the owner's snapshot, telling it what this agent's runs in progress hold (throws when it fails); undefined: the agent is gone, nothing asked. */
   fetch(): Promise<OwnerSnapshot | undefined>;
   /** This agent's runs recorded and not yet reported at `now` (ms), as totals of that day (metering.ts unreportedTotals). */
   unreported(now: number): OwnerTotals;
@@ -61,10 +68,15 @@ export class OwnerCopy {
     return plus(this.snapshot?.totals ?? NOTHING_SPENT, this.deps.unreported(now));
   }
 
-  /** An answer of Accounts (a snapshot, or a run report's): its state, the larger figures of the day (see the header). */
+  /** The model tokens the owner's other agents' runs in progress hold at `now` (ms), as the last answer said (0 once it is older than IN_FLIGHT_MAX_AGE_MS). */
+  othersInFlight(now: number): number {
+    return this.snapshot && now - this.fetchedAt <= IN_FLIGHT_MAX_AGE_MS ? this.snapshot.in_flight : 0;
+  }
+
+  /** An answer of Accounts (a snapshot, or a run report's): its state and others' runs in progress, the larger figures of the day (see the header). */
   answered(s: OwnerSnapshot): void {
     const kept = this.snapshot?.totals;
-    this.snapshot = { state: s.state, totals: kept ? newest(kept, s.totals, dayOf(this.deps.now())) : s.totals };
+    this.snapshot = { state: s.state, totals: kept ? newest(kept, s.totals, dayOf(this.deps.now())) : s.totals, in_flight: s.in_flight };
     this.fetchedAt = this.deps.now();
     this.retryAt = -Infinity;
   }
