@@ -19,6 +19,7 @@ const AGENT_FIELDS: Record<string, OptionKind> = { name: 'string', about: 'strin
 export const COMMANDS: CommandSpec[] = [
   { words: ['keygen'], args: [], options: { force: 'flag' }, summary: 'write a new key (mode 0600) and print its npub' },
   { words: ['whoami'], args: [], options: {}, summary: 'the npub and hex of the key in use' },
+  { words: ['signup'], args: [], options: {}, summary: 'become an owner on the deployment with the key in use (where sign-up is open)' },
   { words: ['agent', 'create'], args: [], options: AGENT_FIELDS, summary: 'create an agent (--name N [--provider P] [--model M]… [--system TEXT] [--tool T]… [--web-fetch-host H]…) and attest it (NIP-OA)' },
   { words: ['agent', 'list'], args: [], options: {}, summary: 'your agents' },
   { words: ['agent', 'show'], args: ['<agent>'], options: {}, summary: 'one agent' },

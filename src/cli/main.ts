@@ -9,7 +9,7 @@ import { agentCommand } from './agent-commands.js';
 import { errorMessage } from '../shared/errors.js';
 import { helpText, parseArgs } from './args.js';
 import { Context, EXIT, Failure, type Io } from './context.js';
-import { callCommand, cancelTurnCommand, keygenCommand, observeCommand, relayInfoCommand, toolsCommand, whoamiCommand } from './other-commands.js';
+import { callCommand, cancelTurnCommand, keygenCommand, observeCommand, relayInfoCommand, signupCommand, toolsCommand, whoamiCommand } from './other-commands.js';
 import { askCommand, chatCommand } from './run-commands.js';
 import { terminalSafe } from './terminal-safe.js';
 
@@ -37,6 +37,8 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
         return await keygenCommand(ctx);
       case 'whoami':
         return await whoamiCommand(ctx);
+      case 'signup':
+        return await signupCommand(ctx);
       case 'ask':
         return await askCommand(ctx, args);
       case 'chat':

@@ -1,4 +1,4 @@
-// `edgestr keygen|whoami|observe|cancel-turn|tools|call|relay info`.
+// `edgestr keygen|whoami|signup|observe|cancel-turn|tools|call|relay info`.
 import { describeKey, newKeyPair, writeKeyFile } from '../client/keys.js';
 import { ManagementClient } from '../client/api.js';
 import { findAgent } from '../client/agents.js';
@@ -9,7 +9,7 @@ import type { PaymentRequired } from '../shared/dvmcp.js';
 import { providerLabel, type CatalogServer } from '../shared/dvmcp-discovery.js';
 import { createInterface } from 'node:readline/promises';
 import { MAX_JSON_DEPTH, nestsWithin } from '../shared/json-depth.js';
-import { parsePubkey } from '../shared/keys.js';
+import { parsePubkey, toNpub } from '../shared/keys.js';
 import { keyValues, secondsOption } from './args.js';
 import { dropLine, frameJson, frameLine, gapLine } from './observe-lines.js';
 import { Context, EXIT, Failure, httpFailure, jsonLine } from './context.js';
@@ -30,6 +30,14 @@ export async function keygenCommand(ctx: Context): Promise<number> {
 export async function whoamiCommand(ctx: Context): Promise<number> {
   const d = describeKey(await ctx.key());
   ctx.emit(d, `${d.npub}\n${d.hex}`);
+  return EXIT.OK;
+}
+
+/** POST /api/signup signed by the key in use: it becomes an owner (where sign-up is open; closed: 403, exit 5). */
+export async function signupCommand(ctx: Context): Promise<number> {
+  const r = await new ManagementClient(ctx.url, await ctx.key()).signUp();
+  if (!r.ok) throw httpFailure(r.error, 'signup');
+  ctx.emit(r.value, `signed up ${toNpub(r.value.pubkey)} as an owner on ${ctx.url} (plan ${r.value.plan})`);
   return EXIT.OK;
 }
 

@@ -1,4 +1,4 @@
-// The management API client (/api, NIP-98 signed by the owner): agents and bridge servers. The
+// The management API client (/api, NIP-98 signed by the owner): sign-up, agents and bridge servers. The
 // inputs follow the zod schemas of workers/agent/config.ts and workers/bridge/config.ts, written
 // here to match (the library's build cannot import workers/; api-types.test.ts holds
 // BridgeServerInput equal to the bridge's); every answer is read as its shape in schemas.ts, so
@@ -19,6 +19,7 @@ import {
   BridgeServerListSchema,
   CreatedAgentSchema,
   NoBodySchema,
+  SignedUpSchema,
   type AgentView,
   type BridgeServerView,
   type CreatedAgent,
@@ -72,6 +73,9 @@ export class ManagementClient {
   #call<T>(method: string, path: string, shape: z.ZodType<T>, body?: unknown): Promise<Result<T, HttpError>> {
     return requestJson(this.baseUrl, method, path, { key: this.key, shape, ...(body !== undefined ? { body } : {}) });
   }
+
+  /** Makes the key an owner on this deployment (POST /api/signup; only where sign-up is open: else 403). */
+  signUp = (): Promise<Result<{ pubkey: string; plan: string; suspended: boolean }, HttpError>> => this.#call('POST', '/api/signup', SignedUpSchema);
 
   async listAgents(): Promise<Result<AgentView[], HttpError>> {
     const r = await this.#call('GET', '/api/agents', AgentListSchema);

@@ -42,6 +42,9 @@ export type CreatedAgent = z.infer<typeof CreatedAgentSchema>;
 /** DELETE /api/agents/<key>: 204 (no body: a hosted agent deleted) or 200 `{revoked}` (the caller's attestation of any other key revoked). */
 export const AgentDeletedSchema = z.looseObject({ revoked: Hex64 }).nullable();
 
+/** POST /api/signup (201): the signer is an owner now, on `plan`. */
+export const SignedUpSchema = z.looseObject({ pubkey: Hex64, plan: z.string(), suspended: z.boolean() });
+
 /** A bridge server as the API shows it (never its header values). */
 export const BridgeServerViewSchema = z.looseObject({ id: z.string(), url: z.string() });
 export type BridgeServerView = z.infer<typeof BridgeServerViewSchema>;
