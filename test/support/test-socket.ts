@@ -33,15 +33,19 @@ export class TestSocket {
     this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame));
   }
 
-  /** Waits for (and removes) the first frame matching `pred`. */
-  async next(pred: (f: Frame) => boolean = () => true, timeoutMs = 10_000): Promise<Frame> {
+  /**
+   * Waits for (and removes) the first frame matching `pred`. A hang detector, not a speed check: past
+   * `timeoutMs` (generous) it throws, naming `awaited` (what the frame is, e.g. "the OK of <id>"), so
+   * a frame that never comes fails its test with a reason instead of running into the test's timeout.
+   */
+  async next(pred: (f: Frame) => boolean = () => true, timeoutMs = 10_000, awaited = 'any frame matching the predicate'): Promise<Frame> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const i = this.frames.findIndex(pred);
       if (i >= 0) return this.frames.splice(i, 1)[0]!;
-      if (this.closed) throw new Error(`socket closed (${this.closed.code}) while waiting; frames: ${JSON.stringify(this.frames)}`);
+      if (this.closed) throw new Error(`socket closed (${this.closed.code}) while waiting for ${awaited}; frames: ${JSON.stringify(this.frames)}`);
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out waiting for a frame; have: ${JSON.stringify(this.frames).slice(0, 2000)}`);
+      if (left <= 0) throw new Error(`timed out waiting for a frame: ${awaited}, none within ${timeoutMs} ms on ${this.url}; have: ${JSON.stringify(this.frames).slice(0, 2000)}`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, left);
         this.waiters.push(() => {
@@ -56,7 +60,7 @@ export class TestSocket {
   async publish(e: NostrEvent | Record<string, unknown>): Promise<[string, string, boolean, string]> {
     this.send(['EVENT', e]);
     const id = (e as { id?: string }).id;
-    return (await this.next((f) => f[0] === 'OK' && f[1] === id)) as [string, string, boolean, string];
+    return (await this.next((f) => f[0] === 'OK' && f[1] === id, undefined, `the OK of event ${id}`)) as [string, string, boolean, string];
   }
 
   /** Sends a REQ and collects events until EOSE (or CLOSED, returned as `closed`). */
@@ -64,7 +68,7 @@ export class TestSocket {
     this.send(['REQ', subId, ...filters]);
     const events: NostrEvent[] = [];
     for (;;) {
-      const f = await this.next((x) => (x[0] === 'EVENT' || x[0] === 'EOSE' || x[0] === 'CLOSED') && x[1] === subId);
+      const f = await this.next((x) => (x[0] === 'EVENT' || x[0] === 'EOSE' || x[0] === 'CLOSED') && x[1] === subId, undefined, `the EOSE or CLOSED of REQ ${subId} (${events.length} events so far)`);
       if (f[0] === 'EVENT') events.push(f[2] as NostrEvent);
       else if (f[0] === 'CLOSED') return { events, closed: f[2] as string };
       else return { events };
@@ -73,7 +77,7 @@ export class TestSocket {
 
   /** Authenticates as `k` with NIP-42. */
   async auth(k: Keys, overrides: { relay?: string; challenge?: string; created_at?: number } = {}) {
-    if (!this.challenge) await this.next((f) => f[0] === 'AUTH');
+    if (!this.challenge) await this.next((f) => f[0] === 'AUTH', undefined, 'the NIP-42 challenge');
     const e = sign(k, {
       kind: 22242,
       content: '',
@@ -84,7 +88,7 @@ export class TestSocket {
       ],
     });
     this.send(['AUTH', e]);
-    return (await this.next((f) => f[0] === 'OK' && f[1] === e.id)) as [string, string, boolean, string];
+    return (await this.next((f) => f[0] === 'OK' && f[1] === e.id, undefined, `the OK of AUTH ${e.id}`)) as [string, string, boolean, string];
   }
 
   /**
@@ -136,6 +140,6 @@ export class Sentinel {
     const e = sign(this.author, { kind: SENTINEL_KIND, content: `sentinel ${randomHex(4)}` });
     const ok = await this.publisher.publish(e);
     if (!ok[2]) throw new Error(`sentinel refused: ${JSON.stringify(ok)}`);
-    await this.watcher.next((f) => f[0] === 'EVENT' && f[1] === this.subId && (f[2] as NostrEvent).id === e.id);
+    await this.watcher.next((f) => f[0] === 'EVENT' && f[1] === this.subId && (f[2] as NostrEvent).id === e.id, undefined, `the sentinel ${e.id} on ${this.subId}`);
   }
 }
