@@ -3,6 +3,7 @@
 // attestation of the key instead (the API's 200 {revoked}).
 import { ManagementClient, type AgentInput, type AgentView } from '../client/api.js';
 import { findAgent } from '../client/agents.js';
+import { agentProviderLabel } from '../client/schemas.js';
 import { parsePubkey, toNpub } from '../shared/keys.js';
 import { Context, EXIT, Failure, httpFailure } from './context.js';
 
@@ -46,7 +47,7 @@ async function agentKey(ctx: Context, agent: string): Promise<string> {
   return found.value.pubkey;
 }
 
-const line = (a: AgentView): string => `${a.pubkey}  ${toNpub(a.pubkey)}  ${a.name ?? ''}  ${a.provider ?? ''}${a.default_model ? `/${a.default_model}` : ''}`;
+const line = (a: AgentView): string => `${a.pubkey}  ${toNpub(a.pubkey)}  ${a.name ?? ''}  ${agentProviderLabel(a)}${a.default_model ? `/${a.default_model}` : ''}`;
 
 const details = (a: AgentView): string =>
   Object.entries(a)

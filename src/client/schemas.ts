@@ -21,7 +21,9 @@ export const AgentViewSchema = z.looseObject({
   owner: Hex64,
   name: z.string(),
   about: z.string().optional(),
+  /** Absent: the agent follows the deployment's default provider, `effective_provider`. */
   provider: z.string().optional(),
+  effective_provider: z.string().optional(),
   models: z.array(z.string()).optional(),
   default_model: z.string().optional(),
   system_prompt: z.string().optional(),
@@ -31,6 +33,10 @@ export const AgentViewSchema = z.looseObject({
   oa_auth: z.array(z.string()).optional(),
 });
 export type AgentView = z.infer<typeof AgentViewSchema>;
+
+/** The provider an agent's runs use, as a list shows it: its own, or `deployment default (<provider>)`. */
+export const agentProviderLabel = (a: Pick<AgentView, 'provider' | 'effective_provider'>): string =>
+  a.provider ?? `deployment default${a.effective_provider ? ` (${a.effective_provider})` : ''}`;
 
 /** GET /api/agents. */
 export const AgentListSchema = z.looseObject({ agents: z.array(AgentViewSchema) });

@@ -3,7 +3,7 @@
 // Answers are read as the shapes the client library reads them as (src/client/schemas.ts).
 
 import { z } from 'zod';
-import { AgentViewSchema, ApiErrorSchema, type AgentView } from '../client/schemas.js';
+import { agentProviderLabel, AgentViewSchema, ApiErrorSchema, type AgentView } from '../client/schemas.js';
 import { errorMessage } from '../shared/errors.js';
 import { base64Encode, bytesToHex } from '../shared/hex.js';
 import { KIND } from '../shared/kinds.js';
@@ -11,7 +11,7 @@ import { sha256Hex } from '../shared/nip98.js';
 import type { Signer } from './signer.js';
 
 /** The agent's shape is the client library's (src/client/schemas.ts), for the console's modules too. */
-export { AgentViewSchema, type AgentView };
+export { agentProviderLabel, AgentViewSchema, type AgentView };
 
 const utf8 = new TextEncoder();
 

@@ -9,14 +9,11 @@
 // Telemetry needs a local key: the observer decrypts frames with the owner's key.
 
 import { Observer, type ObservedFrame, type SeqGap } from '../shared/ao-observer.js';
-import { api, AgentViewSchema, deletedStatus, type AgentView } from './api.js';
+import { agentProviderLabel, api, AgentViewSchema, deletedStatus, type AgentView } from './api.js';
 import { appendLogLine, button, byId, el, short } from './dom.js';
 import { shardUrl, type Relays } from './relay.js';
 import type { Signer } from './signer.js';
 import { OwnerUsageSchema, RunUsageSchema, UsagePanel } from './usage.js';
-
-/** The agent's provider for its list line: the one it names, or the deployment's it follows. */
-const providerLabel = (a: AgentView): string => a.provider ?? `deployment default${typeof a.effective_provider === 'string' ? ` (${a.effective_provider})` : ''}`;
 
 /** A started turn's tool problems for its log line (none: nothing). */
 const toolProblems = (payload: Record<string, unknown>): string => {
@@ -62,7 +59,7 @@ export class OwnerPanel {
     this.#list.replaceChildren(
       ...this.#agents.map((a) => {
         const li = el('li');
-        li.append(el('span', 'name', a.name), el('span', undefined, `${providerLabel(a)}${a.default_model ? ` · ${a.default_model}` : ''}`));
+        li.append(el('span', 'name', a.name), el('span', undefined, `${agentProviderLabel(a)}${a.default_model ? ` · ${a.default_model}` : ''}`));
         li.append(button(`Edit ${a.name}`, () => this.#editing(a), 'secondary'), button(`Delete ${a.name}`, () => void this.#delete(a), 'secondary'));
         li.append(el('code', undefined, a.npub ?? a.pubkey));
         return li;

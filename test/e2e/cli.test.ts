@@ -158,6 +158,17 @@ describe('agents of an owner (the agent instance)', () => {
     expect(JSON.parse(updated.stdout)).toMatchObject({ name: 'renamed' });
   });
 
+  it('agent list shows an agent that names no provider as following the deployment’s default', async () => {
+    const made = await edgestr(['agent', 'create', '--name', 'follower', '--json'], { home, url: agentUrl });
+    expect(made.code, made.stderr).toBe(0);
+    const follower = (JSON.parse(made.stdout) as { pubkey: string }).pubkey;
+    const shown = JSON.parse((await edgestr(['agent', 'show', follower, '--json'], { home, url: agentUrl })).stdout) as { provider?: string; effective_provider: string };
+    expect(shown.provider).toBeUndefined();
+    const list = await edgestr(['agent', 'list'], { home, url: agentUrl });
+    expect(list.stdout).toContain(`${follower}  ${toNpub(follower)}  follower  deployment default (${shown.effective_provider})`);
+    expect((await edgestr(['agent', 'delete', follower], { home, url: agentUrl })).code).toBe(0);
+  });
+
   it('--web-fetch-host sets the hosts web_fetch may fetch (without it --tool web_fetch is refused, exit 2); update replaces them', async () => {
     const refused = await edgestr(['agent', 'create', '--name', 'fetcher', '--provider', 'openai', '--model', 'gpt-e2e', '--tool', 'web_fetch'], { home, url: agentUrl });
     expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('web_fetch needs the hosts it may fetch') });
