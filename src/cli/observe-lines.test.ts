@@ -46,6 +46,14 @@ describe('observe lines', () => {
     );
   });
 
+  it('a tool_detail: the tool and why its call failed, whole (one line, terminal-safe)', () => {
+    const run = 'ef'.repeat(32);
+    const detail = `the deployment's outbound policy refuses 10.0.0.5:9200: EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on its default port only, not 9200 ${'y'.repeat(200)}\n\u001b[2J`;
+    expect(frameLine({ ...frame, frame: { ...frame.frame, kind: 'tool_detail', channelId: run, payload: { run_id: run, name: 'web_fetch', detail } } })).toBe(
+      `03:04:05.678 abababab #7 tool_detail run=${run} web_fetch · the deployment's outbound policy refuses 10.0.0.5:9200: EDGESTR_OUTBOUND_ALLOW lists 10.0.0.5 on its default port only, not 9200 ${'y'.repeat(200)}\\u000a\\u001b[2J`,
+    );
+  });
+
   it('gaps and drops', () => {
     expect(gapLine({ agent, sessionId: 's1', expected: 3, received: 6, missing: 3 })).toBe('gap: abababab session s1: 3 frame(s) missing (expected #3, got #6)');
     expect(gapLine({ agent, sessionId: null, expected: 0, received: 1, missing: 1 })).toBe('gap: abababab session -: 1 frame(s) missing (expected #0, got #1)');

@@ -3,7 +3,8 @@
 // MAX_PAYLOAD_CHARS (a payload nesting deeper than MAX_JSON_DEPTH: a note), without the run id its `run=` already shows; what the owner reads a frame for is
 // shown whole, on the same line and terminal-safe: a session_resolved's outcome (marked when the
 // answer was not delivered) and `detail` (a provider's text, a limit's figures and its action), a
-// turn_started's `tool_problems`.
+// turn_started's `tool_problems`, a tool_detail's tool name and `detail` (why a tool call failed,
+// for the owner alone).
 import type { ObservedFrame, SeqGap } from '../shared/ao-observer.js';
 import { terminalSafe } from './terminal-safe.js';
 import { nestsWithin, NOT_SHOWN } from '../shared/json-depth.js';
@@ -32,6 +33,10 @@ function shown(kind: string, channelId: string | null, payload: Record<string, u
   if (kind === 'turn_started' && isStrings(others.tool_problems)) {
     const { tool_problems, ...started } = others;
     return `${short(started)} · tool problems: ${oneLine(tool_problems.join('; '))}`;
+  }
+  if (kind === 'tool_detail' && typeof others.name === 'string' && typeof others.detail === 'string') {
+    const { name, detail, ...more } = others;
+    return `${oneLine(name)} · ${oneLine(detail)}${Object.keys(more).length > 0 ? ` ${short(more)}` : ''}`;
   }
   return short(others);
 }

@@ -3,7 +3,8 @@
 // sends the provider and model only when changed, so it never pins what the agent follows) and
 // their live NIP-AO telemetry in the log **Telemetry** (turn timeline, acp frames, seq gaps and
 // reported drops, via src/shared/ao-observer.ts), with a cancel_turn button per started turn and
-// the problems of its tool set (turn_started `tool_problems`), and each finished run's outcome,
+// the problems of its tool set (turn_started `tool_problems`), why a tool call failed (tool_detail:
+// the tool and its `detail`, for the owner alone), and each finished run's outcome,
 // usage and `detail` whole (session_resolved: a provider's text, a limit's figures and what to
 // change, why the answer was not delivered), which also refreshes the Usage table (usage.ts).
 // Telemetry needs a local key: the observer decrypts frames with the owner's key.
@@ -14,6 +15,10 @@ import { appendLogLine, button, byId, el, short } from './dom.js';
 import { shardUrl, type Relays } from './relay.js';
 import type { Signer } from './signer.js';
 import { OwnerUsageSchema, RunUsageSchema, UsagePanel } from './usage.js';
+
+/** A failed tool call's detail for its log line: the tool and why (for the owner alone), whole. */
+const toolDetail = (payload: Record<string, unknown>): string =>
+  typeof payload.name === 'string' && typeof payload.detail === 'string' ? ` · ${payload.name} · ${payload.detail}` : '';
 
 /** A started turn's tool problems for its log line (none: nothing). */
 const toolProblems = (payload: Record<string, unknown>): string => {
@@ -134,7 +139,7 @@ export class OwnerPanel {
 
   #frame(f: ObservedFrame): void {
     const { kind, seq, turnId, channelId, payload } = f.frame;
-    const detail = kind === 'acp_write' || kind === 'acp_read' ? ` ${JSON.stringify(payload).slice(0, 160)}` : kind === 'session_resolved' ? this.#resolved(payload) : kind === 'turn_started' ? toolProblems(payload) : '';
+    const detail = kind === 'acp_write' || kind === 'acp_read' ? ` ${JSON.stringify(payload).slice(0, 160)}` : kind === 'session_resolved' ? this.#resolved(payload) : kind === 'turn_started' ? toolProblems(payload) : kind === 'tool_detail' ? toolDetail(payload) : '';
     const line = this.#line(`${this.#name(f.agent)} #${seq} ${kind}${turnId ? ` turn ${turnId.slice(0, 8)}` : ''}${detail}`);
     if (kind === 'turn_started' && channelId) {
       const observer = this.#observer;
