@@ -1,8 +1,9 @@
 // Over a real socket against `wrangler dev`: a shard answers a connection's pipelined messages in
 // the order they were sent, and each sees the effect of the ones before it (AUTH → REQ for a gated
 // kind is answered as authenticated; EVENT → REQ returns the event; EVENT → COUNT counts it), on a
-// shard that has never been used before. (In workerd tests the test socket itself delivers
-// pipelined frames out of order, so this property is checked here.)
+// shard that has never been used before. (In the workerd tests @cloudflare/vitest-pool-workers 0.15
+// awaits its own set-up before each Durable Object handler, so pipelined frames can reach the
+// object out of order there: this property is checked here.)
 import { describe, expect, inject, it } from 'vitest';
 import WebSocket from 'ws';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
