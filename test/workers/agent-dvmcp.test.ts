@@ -7,11 +7,11 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { Agent } from '../../workers/agent/agent-do.js';
 import { REFUSED_BY_POLICY } from '../../workers/agent/dvmcp-server.js';
 import { api } from './api-helpers.js';
-import { createTestAgent, ownerRelayClient, providerClosed } from './agent-helpers.js';
+import { createTestAgent, NipXxClient, ownerRelayClient, providerClosed } from './agent-helpers.js';
 import { Observer, type ObservedFrame } from '../../src/shared/ao-observer.js';
 import { announcements, DvmcpClient } from './bridge-helpers.js';
 import { connect, keys, sign } from './helpers.js';
-import { TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
+import { TEST_ADMIN_SK, TEST_OWNER, TEST_OWNER_SK } from './test-keys.js';
 
 const OWNER_SHARD = `/r/${TEST_OWNER}`;
 const ON = { dvmcp: { enabled: true } };
@@ -405,4 +405,77 @@ describe('the agent’s policy and budget apply as for NIP-XX prompts', () => {
     expect(await providerClosed(fake, 'scenario:slow busy')).toBe(true);
     c.close();
   });
+});
+
+describe('the owner’s plan: an ask is admitted on a copy of the owner’s account no older than a prompt’s', () => {
+  /** A registered owner on `plan`, an idle agent A with its DVMCP server on, and an agent B a stranger has just used up the others' share on with `message`. */
+  async function sharedUsedOnB(plan: string, b: object, message: string, aBody: object = {}): Promise<{ a: string; c: DvmcpClient }> {
+    const owner = keys();
+    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan })).status).toBe(201);
+    const create = async (body: object): Promise<string> => ((await api(owner.sk, 'POST', '/api/agents', { name: 'plan agent', provider: 'echo', ...body })).json as { pubkey: string }).pubkey;
+    const a = await create({ ...ON, ...aBody });
+    const agentB = await create(b);
+    const path = `/r/${owner.pk}`;
+    const c = await DvmcpClient.open(a, path, keys());
+    await announcements(a, [31316], (es) => es.length > 0, path);
+    const stranger = await NipXxClient.open(agentB, keys(), path);
+    await sleep(300);
+    const p = stranger.prompt({ ver: 1, message });
+    await stranger.send(p);
+    expect((await stranger.collect(p.id)).terminal.kind).toBe(25803);
+    await sleep(300);
+    return { a, c };
+  }
+
+  /** The seconds from `t` (ms) to the end of its UTC day, as a refusal's retry_after counts them. */
+  const untilMidnight = (t: number): number => Math.max(1, Math.ceil(((Math.floor(t / 86_400_000) + 1) * 86_400_000 - t) / 1000));
+
+  it('plan runs_per_day 2 (others’ share 1) used by a stranger on agent B: a stranger’s ask to agent A, idle for 2 minutes, is refused', async () => {
+    const { a, c } = await sharedUsedOnB('two_runs', {}, 'hello');
+    // A's copy of the owner's account is 2 minutes old: it holds none of B's runs.
+    const later = Date.now() + 120_000;
+    await freeze(a, later);
+    expect((await ask(c, { message: 'hi' })).result).toEqual({
+      ok: false,
+      error: { code: -32029, message: `rate-limited: the agent’s owner reached a usage limit for today (UTC); retry in ${untilMidnight(later)} s` },
+    });
+    expect(await stubOf(a).usage()).toEqual([]);
+    c.close();
+  });
+
+  it('plan tokens_per_day 200 (others’ share 180), 143 of them spent by a stranger on agent B: a stranger’s ask to agent A, idle for 2 minutes, needing about 73 more, is refused', async () => {
+    // 150 one-letter words with 64 tokens of answer: 143 tokens as echo counts them.
+    const { a, c } = await sharedUsedOnB('few_tokens', { limits: { max_output_tokens: 64 } }, Array.from({ length: 150 }, () => 'a').join(' '), { limits: { max_output_tokens: 16 } });
+    const later = Date.now() + 120_000;
+    await freeze(a, later);
+    // The ask's arguments are about 57 tokens by estimate, with 16 of answer: within the share on A's old copy (nothing spent), not past B's run.
+    expect((await ask(c, { message: 'b'.repeat(200) })).result).toEqual({
+      ok: false,
+      error: { code: -32029, message: `rate-limited: the agent’s owner reached a usage limit for today (UTC); retry in ${untilMidnight(later)} s` },
+    });
+    expect(await stubOf(a).usage()).toEqual([]);
+    c.close();
+  });
+
+  it('plan runs_per_day 2 (others’ share 1), two agents with fresh copies: strangers’ asks to both at once get one run; the other is refused at Accounts', async () => {
+    const owner = keys();
+    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'two_runs' })).status).toBe(201);
+    const path = `/r/${owner.pk}`;
+    const body = { ...ON, provider: 'openai', models: ['fake-slow'], default_model: 'fake-slow' };
+    const agents = [0, 1].map(async () => ((await api(owner.sk, 'POST', '/api/agents', { name: 'plan agent', ...body })).json as { pubkey: string }).pubkey);
+    const clients = await Promise.all(
+      agents.map(async (a) => {
+        const c = await DvmcpClient.open(await a, path, keys());
+        await announcements(await a, [31316], (es) => es.length > 0, path);
+        return c;
+      }),
+    );
+    const results = (await Promise.all(clients.map((c, i) => ask(c, { message: `scenario:slow ${i}` }, { timeoutMs: 40_000 })))).map((r) => r.result);
+    const refused = results.filter((r) => !r.ok);
+    expect(results.filter((r) => r.ok)).toHaveLength(1);
+    expect(refused).toEqual([{ ok: false, error: { code: -32029, message: expect.stringMatching(/^rate-limited: the agent’s owner reached a usage limit for today \(UTC\); retry in \d+ s$/) } }]);
+    const runs = await Promise.all(agents.map(async (a) => stubOf(await a).usage()));
+    expect(runs.flat()).toHaveLength(1);
+    for (const c of clients) c.close();
+  }, 60_000);
 });

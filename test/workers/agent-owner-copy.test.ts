@@ -6,11 +6,14 @@
 import { env, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../workers/agent/agent-do.js';
+import type { RunMeter } from '../../workers/agent/metering.js';
+import type { OwnerCopy } from '../../workers/agent/owner-copy.js';
+import type { StoredAgent } from '../../workers/agent/config.js';
 import { accountsStub } from '../../workers/accounts/accounts-do.js';
 import { REGISTRY_RETRY_MS } from '../../workers/common/owners.js';
 import { NipXxClient, createTestAgent } from './agent-helpers.js';
 import { keys } from './helpers.js';
-import { holdObject } from './hold-object.js';
+import { holdObject, pauseObject } from './hold-object.js';
 import { api } from './api-helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
@@ -86,5 +89,46 @@ describe('the owner’s account while Accounts fails', () => {
     const q = me.prompt({ ver: 1, message: 'hello again' });
     await me.send(q);
     expect((await me.collect(q.id)).terminal.kind).toBe(25803);
+  });
+});
+
+describe('the owner’s account across midnight (UTC)', () => {
+  it('a run’s report answered with the previous day’s totals after midnight does not drop the run from the month: plan tokens_per_month 100 (others 90), a 60-token run, a stranger’s next prompt is refused', { timeout: 30_000 }, async () => {
+    const owner = keys();
+    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'few_tokens_month' })).status).toBe(201);
+    // 16 tokens of answer: a short prompt asks about 40 tokens, within the 90 others may use when nothing is spent.
+    const created = await api(owner.sk, 'POST', '/api/agents', { name: 'month agent', provider: 'echo', limits: { max_output_tokens: 16 } });
+    expect(created.status).toBe(201);
+    const agent = (created.json as { pubkey: string }).pubkey;
+    const stranger = await NipXxClient.open(agent, keys(), `/r/${owner.pk}`);
+    await sleep(300);
+    const D = Date.UTC(2031, 2, 15, 23, 59, 59, 900);
+    const after = D + 1_000;
+    // A snapshot the agent asked for just after midnight, computed before the run's report reached Accounts.
+    const S = await accountsStub(env).snapshot(owner.pk, D + 200);
+    expect(S.totals).toMatchObject({ day: '2031-03-16', tokens_month: 0 });
+    // The run ends just before midnight; its report waits at Accounts until after midnight.
+    const resume = await pauseObject(accountsStub(env));
+    const run: RunMeter = { run_id: 'ab'.repeat(32), sender: owner.pk, provider: 'echo', model: 'echo', input_tokens: 30, output_tokens: 30, tool_calls: 0, duration_ms: 1, outcome: 'response' };
+    type Inside = { now: () => number; ownerCopy: OwnerCopy; store: { config(): StoredAgent }; recordRun(c: StoredAgent, r: RunMeter): unknown };
+    await runInDurableObject(stubOf(agent), (i) => {
+      const a = i as unknown as Inside;
+      a.now = () => D;
+      a.recordRun(a.store.config(), run);
+    });
+    await runInDurableObject(stubOf(agent), (i) => {
+      const a = i as unknown as Inside;
+      a.now = () => after;
+      a.ownerCopy.answered(S);
+    });
+    await resume();
+    await sleep(300);
+    // The report's answer is of 2031-03-15: the run still counts in the month, once.
+    expect(await runInDurableObject(stubOf(agent), (i) => (i as unknown as Inside).ownerCopy.totals(after).tokens_month)).toBe(60);
+    const p = stranger.prompt({ ver: 1, message: 'hello' });
+    await stranger.send(p);
+    const refused = (await stranger.collect(p.id)).terminal;
+    expect(refused.kind).toBe(25805);
+    expect(refused.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner reached a usage limit for this month (UTC)', details: { quota: 'tokens_per_month' } });
   });
 });

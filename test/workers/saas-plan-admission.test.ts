@@ -59,6 +59,32 @@ describe('runs per day with runs in progress', () => {
   }, 90_000);
 });
 
+describe('runs per day across the owner’s agents', () => {
+  it('plan runs_per_day 2 (others’ share 1), two public agents: strangers prompting both at once get exactly one run; the owner’s prompt afterwards runs', async () => {
+    const owner = await addOwner('two_runs');
+    const body = { provider: 'openai', models: ['fake-slow'], default_model: 'fake-slow' };
+    const agents = [await createAgent(owner, body), await createAgent(owner, body)];
+    const strangers = await Promise.all(agents.map((a) => NipXxClient.open(a, keys(), `/r/${owner.pk}`)));
+    await new Promise((r) => setTimeout(r, 300));
+    // Both copies are fresh and know no run: only Accounts sees the two admissions together.
+    const prompts = strangers.map((s, i) => s.prompt({ ver: 1, message: `scenario:slow ${i}` }));
+    await Promise.all(strangers.map((s, i) => s.send(prompts[i]!)));
+    const terms = (await Promise.all(strangers.map((s, i) => s.collect(prompts[i]!.id, 40_000)))).map((t) => t.terminal).sort((x, y) => x.kind - y.kind);
+    expect(terms.map((t) => t.kind)).toEqual([25803, 25805]);
+    expect(terms[1]!.payload).toMatchObject({ code: 'RATE_LIMIT', message: 'the agent’s owner reached a usage limit for today (UTC)', details: { quota: 'runs_per_day' } });
+    // Later (each copy fetched again, as the watchdog does): the owner's own prompt has its kept run.
+    await new Promise((r) => setTimeout(r, 300));
+    const later = Date.now() + 60_000;
+    for (const a of agents) await runInDurableObject(env.AGENT.get(env.AGENT.idFromName(a)), (i) => void ((i as Agent).now = () => later));
+    const me = await NipXxClient.open(agents[0]!, owner, `/r/${owner.pk}`);
+    const mine = me.prompt({ ver: 1, message: 'scenario:slow mine' });
+    await me.send(mine);
+    expect((await me.collect(mine.id, 40_000)).terminal.kind).toBe(25803);
+    const runs = await Promise.all(agents.map((a) => env.AGENT.get(env.AGENT.idFromName(a)).usage()));
+    expect(runs.flat()).toHaveLength(2);
+  }, 90_000);
+});
+
 describe('runs per day while the owner’s account is fetched', () => {
   it('plan runs_per_day 2: a run that ends while a snapshot of the account is queued at Accounts still counts when that snapshot (without it) lands: the owner’s third prompt is refused', async () => {
     const owner = await addOwner('two_runs');

@@ -36,7 +36,10 @@
 // tokens) are kept apart, one row per owner and day (`owner_days`, pruned with `usage`), so a report
 // reads at most 31 rows. Each snapshot also answers what the owner's other agents' runs in progress
 // hold (`in_flight`: in-flight.ts), as the asking agent tells its own with the call, so that the
-// agents of one owner see each other's runs before they end.
+// agents of one owner see each other's runs before they end. When the owner's plan sets
+// runs_per_day, each agent reserves every run it admits here first (reserveRun: the plan's check
+// against the day's runs plus every agent's runs reserved and not reported yet, run-reservations.ts,
+// kept in memory), so the runs of the day are counted owner-wide at admission.
 //
 // A run is counted once: agents send a report again until it is taken (workers/agent/metering.ts),
 // so each recorded (agent, run id) is kept RECORDED_RUN_RETENTION_MS (longer than an agent sends a
@@ -83,6 +86,8 @@ import { MODEL_NAME_MAX } from '../agent/config.js';
 import { DEFAULT_PLAN } from './plans.js';
 import { ReadBudget } from './read-budget.js';
 import { InFlightTokens, type AgentInFlight } from './in-flight.js';
+import { RunReservations, type RunReservation } from './run-reservations.js';
+import { planRefusal, type QuotaRefusal } from './quota.js';
 import type { SignupCaps } from './signup-limits.js';
 import { USAGE_OTHERS } from '../../src/shared/usage-keys.js';
 
@@ -174,6 +179,14 @@ export interface OwnerSnapshot {
    * agent's own left out (in-flight.ts).
    */
   in_flight: number;
+}
+
+/** A run an agent admitted on an owner whose plan sets runs_per_day, to reserve (reserveRun). */
+export interface RunAsk extends RunReservation {
+  /** The run's sender is not the owner: OTHERS_PLAN_SHARE of the limit applies. */
+  other: boolean;
+  /** The owner's plan's runs_per_day, as the agent reads the owner's plan. */
+  runs_per_day: number;
 }
 
 export const USAGE_KEYS = ['agent', 'sender', 'model', 'day'] as const;
@@ -281,6 +294,8 @@ export class Accounts extends DurableObject<AccountsEnv> {
   private readonly allReads = new ReadBudget(USAGE_ROWS_PER_MINUTE_ALL, 60_000);
   /** What each agent's runs in progress hold, as it last told (in-flight.ts). */
   private readonly inFlight = new InFlightTokens();
+  /** The runs the agents admitted and did not report yet, on plans with runs_per_day (run-reservations.ts). */
+  private readonly reservations = new RunReservations();
 
   constructor(ctx: DurableObjectState, env: AccountsEnv) {
     super(ctx, env);
@@ -486,9 +501,11 @@ export class Accounts extends DurableObject<AccountsEnv> {
    * Adds one run to the owner's aggregate (see usageKey for the row) unless it was recorded
    * already, prunes a few expired rows, and answers the owner's snapshot at `now` (ms). `inFlight`:
    * what the reporting agent's runs still in progress hold (without this run), kept in place of its
-   * figure in the same step as the run is added, so that the run is never counted twice.
+   * figure in the same step as the run is added, so that the run is never counted twice; the run's
+   * reservation, if any, ends in that step too (counted once: reserved, then in the totals).
    */
   record(run: RunUsage, now: number = run.at, inFlight?: number): OwnerSnapshot {
+    this.reservations.release(run.owner, run.agent, run.run_id);
     this.sql.exec('DELETE FROM recorded_runs WHERE (agent, run_id) IN (SELECT agent, run_id FROM recorded_runs WHERE at < ? ORDER BY at LIMIT ?)', now - RECORDED_RUN_RETENTION_MS, USAGE_PRUNE_PER_RECORD);
     const fresh = this.sql.exec('INSERT INTO recorded_runs (agent, run_id, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING run_id', run.agent, run.run_id, run.at).toArray().length > 0;
     if (fresh) this.addUsage(run);
@@ -572,6 +589,19 @@ export class Accounts extends DurableObject<AccountsEnv> {
   snapshot(owner: string, now: number, from?: AgentInFlight): OwnerSnapshot {
     if (from) this.inFlight.set(owner, from, now);
     return { state: this.state(owner), totals: this.totals(owner, now), in_flight: this.inFlight.others(owner, now, from?.agent) };
+  }
+
+  /**
+   * Reserves a run an agent admitted, when the owner's plan sets runs_per_day: the plan's check
+   * (quota.ts planRefusal, the others' share for a sender other than the owner) against the owner's
+   * runs of the day at `now` (ms) plus every agent's runs reserved and not reported yet; the refusal,
+   * or undefined with the run reserved until its report or `r.until` (run-reservations.ts).
+   */
+  reserveRun(r: RunAsk, now: number): QuotaRefusal | undefined {
+    const { other, runs_per_day, ...reservation } = r;
+    const refusal = planRefusal({ runs_per_day }, this.totals(r.owner, now), now, { other, inFlight: this.reservations.count(r.owner, now) });
+    if (!refusal) this.reservations.add(reservation, now);
+    return refusal;
   }
 
   /** The owner's runs and tokens today and tokens this month at `now` (ms): at most 31 rows of owner_days, whatever the agents, senders and models. */

@@ -7,7 +7,9 @@
 // is used, what the call asks) are in `detail`, which only the owner is told (workers/agent/told-to.ts):
 // a stranger varying its prompt's size must not read the owner's spend across all its agents off
 // the refusals. Totals of an earlier day or month count as 0. (The agent counts its finished runs
-// on top of the totals until the aggregate has them: workers/agent/owner-copy.ts.) A model call
+// on top of the totals until the aggregate has them: workers/agent/owner-copy.ts; Accounts checks
+// each run an agent reserves with the same rule, its runs in progress being every agent's runs
+// reserved: accounts-do.ts reserveRun.) A model call
 // whose model the plan's `models` does not name (planAllowsModel: the plans changed since the
 // agent was made) is refused first, with UNSUPPORTED_MODEL naming the model; the plan's list goes
 // to the owner alone, in `detail`.
@@ -49,7 +51,7 @@ export const OTHERS_PLAN_SHARE = 0.9;
 export interface PlanAsk {
   /** The prompt's sender is not the agent's owner: OTHERS_PLAN_SHARE of each limit applies. */
   other?: boolean;
-  /** Runs admitted and not yet added to the totals (in progress): counted against runs_per_day. */
+  /** Runs admitted and not yet added to the totals (in progress; at Accounts, every agent's reserved): counted against runs_per_day. */
   inFlight?: number;
   /** Model tokens the runs in progress have spent so far (not yet in the totals): counted against the token limits. */
   inFlightTokens?: number;

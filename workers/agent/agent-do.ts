@@ -26,13 +26,17 @@
 // ownerChanged wakes it at once; EDGESTR_OWNERS at the next wake), when it announces anew
 // (reinstate). A suspended owner's agent announces nothing new either (announces): its announcements
 // wait, due, and go out on the open connections once the owner is resumed. The owner's account and plan totals come from the Accounts DO (workers/accounts)
-// and are kept here (owner-copy.ts): fetched when needed and older than 30 s (a prompt's admission,
-// a run in flight; watchdog.ts: an idle agent's watchdog asks nothing and backs off to 10 minutes),
+// and are kept here (owner-copy.ts): fetched when needed and older than 30 s (a prompt's or a DVMCP
+// request's admission waits for it, a run in flight; watchdog.ts: an idle agent's watchdog asks nothing and backs off to 10 minutes),
 // not again for 5 s after a failure, after each run (its metering report answers them) and when
 // the admin API tells the agent (ownerChanged) — never on a run's path; the agent's runs not
 // reported yet count on top of them. Each fetch and each run report tells Accounts what the agent's
 // runs in progress hold, and each answer what the owner's other agents' runs in progress hold
-// (workers/accounts/in-flight.ts): the plan checks count both (inFlightTokens). A prompt that
+// (workers/accounts/in-flight.ts): the plan checks count both (inFlightTokens). When the plan sets
+// runs_per_day, each run admitted (a prompt or an ask, once it validates) is also reserved at Accounts
+// just before it starts (reserveRun: one RPC, the day's runs counted across the owner's agents,
+// workers/accounts/run-reservations.ts); its report ends the reservation. A run report answered with
+// an earlier UTC day than the agent's now leaves its row unreported (report). A prompt that
 // waited for them is checked again (the agent may be being removed). Removal ends the runs in flight with UNAUTHORIZED (AGENT_REMOVED, not the
 // CANCELLED a client would take for its own cancel), sends the usage Accounts does not have yet
 // before forgetting it, and is refused while it cannot. See docs/OPERATIONS.md for how far a plan limit may be overshot.
@@ -53,6 +57,7 @@ import { estimateTokens, SessionStore, type SessionKey } from './sessions.js';
 import { AgentBudget } from './budget.js';
 import { DEMO_AGENT, staticOwners, type OwnerState } from '../common/owners.js';
 import { accountsStub } from '../accounts/accounts-do.js';
+import { RESERVATION_MARGIN_MS } from '../accounts/run-reservations.js';
 import { DEFAULT_PLAN, planLimits, type PlanEnv } from '../accounts/plans.js';
 import { ownerUsage, planRefusal, planTokensRefusal, planTokensRoom, type ModelCallAsk, type OwnerUsage } from '../accounts/quota.js';
 import { REPORT_BATCH, REPORT_RESEND_MS, UsageMeter, type RunMeter } from './metering.js';
@@ -238,11 +243,15 @@ export class Agent extends DurableObject<AgentEnv> {
         // The ask's arguments are read as the prompt's message would be (4 bytes of UTF-8 per token), with the system prompt and the answer's room.
         const base = promptAsk(this.effective(c), 0);
         const call = ask === undefined ? base : { ...base, input: base.input + estimateTokens({ role: 'user', content: ask }) };
-        // Admission is synchronous here: a copy older than 30 s is fetched for the next ask.
-        void this.ownerCopy.refreshIfStale();
+        // The copy was fetched first if stale (ready, as for a prompt); a run is reserved at Accounts once its ask validates (reserve).
         const admitted = admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved, call), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget, call }, what);
         if (admitted.verdict === 'run') this.busy();
         return admitted;
+      },
+      ready: () => this.ownerCopy.forAdmission(),
+      reserve: (runId, sender) => {
+        const c = this.store.config();
+        return c ? this.reserveRun(c, runId, sender) : Promise.resolve(ok(undefined));
       },
       turns: (k) => this.sessions.turns(k),
       run: (out, runId, c, prompt, model, conversation, abort) => runPrompt(this.runDeps(c), out, runId, c, prompt, model, conversation, abort),
@@ -573,7 +582,9 @@ export class Agent extends DurableObject<AgentEnv> {
    * Adds the run (ended at `r.at`, ms) to the owner's aggregate (counted once there, however often
    * sent), with what the agent's runs still in progress hold (this one settled: no longer among
    * them); its answer marks the row reported and renews the owner's copy, in one step (the run is
-   * counted by the one or the other at every moment). Why it failed (logged), if it did.
+   * counted by the one or the other at every moment), unless it is of an earlier UTC day than the
+   * agent's now (sent before midnight, landed after: owner-copy.ts ofToday), when the row stays
+   * unreported and the watchdog sends it again (Accounts counts it once). Why it failed (logged), if it did.
    */
   private async report(c: StoredAgent, r: RunMeter & { at: number }): Promise<Result<void, string>> {
     try {
@@ -593,6 +604,7 @@ export class Agent extends DurableObject<AgentEnv> {
         this.now(),
         this.budget.inProgressTokens(),
       );
+      if (!this.ownerCopy.ofToday(snapshot)) return ok(undefined);
       this.meter.markReported(r.run_id);
       this.ownerCopy.answered(snapshot);
       return ok(undefined);
@@ -753,7 +765,7 @@ export class Agent extends DurableObject<AgentEnv> {
     const e = m.event;
     const client = e.pubkey;
     if (this.removing || this.runs.has(e.id) || !isFreshPrompt(e.created_at, Math.floor(Date.now() / 1000))) return;
-    await this.ownerCopy.refreshIfStale();
+    await this.ownerCopy.forAdmission();
     // The agent may have begun its removal (or ended it) during that wait: no run starts then.
     if (this.removing || !this.store.config()) return;
     const inFlight = this.unmetered.size + this.dvmcp.inProgress;
@@ -787,12 +799,17 @@ export class Agent extends DurableObject<AgentEnv> {
     }
   }
 
-  /** Decrypts and validates a claimed prompt, then runs it; every problem ends the run with its NIP-XX error. */
+  /**
+   * Decrypts and validates a claimed prompt, reserves its run at Accounts (reserveRun), then runs it;
+   * every problem ends the run with its NIP-XX error (Accounts' refusal: RATE_LIMIT, as the plan's at admission).
+   */
   private async validateAndRun(m: Incoming, c: EffectiveAgent, conversation: SessionKey, abort: AbortController): Promise<void> {
     const e = m.event;
     const sk = await this.store.secretKey();
     const checked = checkPrompt(decrypt(e.content, this.keys.get(sk, e.pubkey)), c, () => this.sessions.turns(conversation));
     if (!checked.ok) return this.outbox.finish(e.id, c, { type: 'error', ...checked.error });
+    const reserved = await this.reserveRun(c, e.id, e.pubkey);
+    if (!reserved.ok) return this.outbox.finish(e.id, c, { type: 'error', ...reserved.error });
     await runPrompt(this.runDeps(c), outboxOutput(this.outbox, e.id, c), e.id, c, checked.value.prompt, checked.value.model, conversation, abort);
   }
 
@@ -810,6 +827,31 @@ export class Agent extends DurableObject<AgentEnv> {
       checkpoint: (r, startedAt) => this.meter.checkpoint(r, startedAt, Date.now()),
       planTokens: (sender, call) => this.planTokensCheck(c, sender, call),
     };
+  }
+
+  /**
+   * Reserves run `runId` of `sender`, admitted and validated, at Accounts when the owner's plan sets
+   * runs_per_day (workers/accounts/run-reservations.ts): Accounts checks it against the owner's runs
+   * of the day plus every agent's runs reserved, which this agent's copy does not see (others' share
+   * for a sender other than the owner); its refusal, if it refuses. One RPC per run, at admission
+   * (none on a plan without runs_per_day, none before a model call), just before the run starts
+   * (runPrompt meters every run it starts, however it ends): the reservation lasts until the run's
+   * report, at most max_run_seconds + RESERVATION_MARGIN_MS (a restart during the run: its report
+   * comes from the watchdog). Accounts failing: the run is admitted on the agent's copy as before (logged).
+   */
+  private async reserveRun(c: StoredAgent, runId: string, sender: string): Promise<Result<void, Refusal>> {
+    const state = this.ownerState(c);
+    const runsPerDay = state ? planLimits(this.env, state.plan).runs_per_day : undefined;
+    if (runsPerDay === undefined) return ok(undefined);
+    const now = this.now();
+    const until = now + c.limits.max_run_seconds * 1000 + RESERVATION_MARGIN_MS;
+    try {
+      const refusal = await accountsStub(this.env).reserveRun({ owner: c.owner, agent: c.pubkey, run: runId, until, other: sender !== c.owner, runs_per_day: runsPerDay }, now);
+      if (refusal) return err(refusal);
+    } catch (e) {
+      console.error('agent: run not reserved at Accounts (admitted on the agent’s copy of the owner’s totals)', runId, errorMessage(e));
+    }
+    return ok(undefined);
   }
 
   /**

@@ -8,8 +8,11 @@
 // message, told-to.ts, as for NIP-XX prompts), cut with a note and `_meta` by the
 // dispatcher when it does not fit one answer in the request's form (as every DVMCP answer,
 // workers/common/dvmcp-server/answer-fit.ts). The agent's sender policy and
-// budget decide first (admission.ts): refusals are JSON-RPC errors, answered once per sender per
-// window like NIP-XX refusals. Resources, prompts and completions: -32601 (the agent declares
+// budget decide first (admission.ts), on a copy of the owner's account fetched again first when
+// stale, as for a prompt (`ready`, owner-copy.ts forAdmission): refusals are JSON-RPC errors,
+// answered once per sender per window like NIP-XX refusals; an ask that validates is then reserved
+// at Accounts when the owner's plan sets runs_per_day (`reserve`: its refusal is the same -32029 as
+// one at admission). Resources, prompts and completions: -32601 (the agent declares
 // tools only). The bridge's rules hold too: a private server (public: false) is reached only by a
 // request naming it in `s`; an error found before admission (not JSON, unknown method or server)
 // counts as one of the client's requests of the minute, a rate-limited refusal is answered once per
@@ -72,6 +75,10 @@ export interface AgentDvmcpDeps {
    * will send besides the system prompt and the history).
    */
   admit(sender: string, what: 'run' | 'request', reserved: number, ask?: string): AdmissionResult;
+  /** What every request waits for before its admission (the owner's copy fetched again when stale: owner-copy.ts forAdmission). */
+  ready(): Promise<void>;
+  /** Reserves ask `runId` of `sender` at Accounts when the owner's plan sets runs_per_day (agent-do.ts reserveRun): the refusal, if refused. */
+  reserve(runId: string, sender: string): Promise<Result<void, Refusal>>;
   /** Completed turns of a conversation (for SESSION_LIMIT). */
   turns(k: SessionKey): number;
   /** One run of the agent (run-driver.ts runPrompt with the agent's deps). */
@@ -173,32 +180,39 @@ class AgentBackend implements DvmcpBackend {
       const issue = args.error.issues[0];
       return err(rpcError(RPC.INVALID_PARAMS, `Invalid arguments for ${ASK_TOOL}: ${issue?.path.join('.') || 'arguments'}: ${issue?.message ?? 'invalid'}`));
     }
+    const client = ctx.requester.client;
     const t = await this.ask(args.data.message, args.data.session, ctx);
+    // Refused by Accounts (the owner's runs_per_day): the JSON-RPC error of a refusal at admission, as the sender is told it.
+    if (!t.ok) return err(refusalError(toldTo(t.error, client, this.agent.owner)));
     // The owner is told the failure's detail, cut as in its 25805 (told-to.ts); anyone else the message.
-    return ok(toolResult(t.type === 'error' && t.detail !== undefined ? toldTo({ ...t, detail: ownerDetail(t.detail) }, ctx.requester.client, this.agent.owner) : t));
+    const v = t.value;
+    return ok(toolResult(v.type === 'error' && v.detail !== undefined ? toldTo({ ...v, detail: ownerDetail(v.detail) }, client, this.agent.owner) : v));
   }
 
-  /** One run of the agent for an ask; its terminal outcome. */
-  private async ask(message: string, session: string | undefined, ctx: RequestContext): Promise<Terminal> {
+  /** One run of the agent for an ask, reserved first (`reserve`); its terminal outcome, or Accounts' refusal of the run. */
+  private async ask(message: string, session: string | undefined, ctx: RequestContext): Promise<Result<Terminal, Refusal>> {
     const c = this.deps.effective(this.agent);
     const conversation = askConversation(ctx.requester.client, session);
     const checked = checkPrompt(ok(JSON.stringify({ ver: NIPXX_VERSION, message })), c, () => this.deps.turns(conversation));
-    if (!checked.ok) return { type: 'error', ...checked.error };
+    if (!checked.ok) return ok({ type: 'error', ...checked.error });
     const runId = ctx.requester.requestId;
     const abort = new AbortController();
     const onCancel = (): void => abort.abort(ctx.signal.reason);
     ctx.signal.addEventListener('abort', onCancel);
     const progress = new ProgressRelay(ctx);
     let terminal: Terminal = { type: 'error', code: 'INTERNAL_ERROR', message: 'unexpected agent failure; please retry', retry_after: 5 };
+    // Registered before the reservation's wait: a cancel, the owner's revocation or the agent's removal meanwhile ends the run at once.
     this.runs.set(runId, abort);
     try {
+      const reserved = await this.deps.reserve(runId, ctx.requester.client);
+      if (!reserved.ok) return reserved;
       await this.deps.run({ sink: progress.sink, finish: async (t) => void (terminal = t) }, runId, c, checked.value.prompt, checked.value.model, conversation, abort);
     } finally {
       progress.stop();
       this.runs.delete(runId);
       ctx.signal.removeEventListener('abort', onCancel);
     }
-    return terminal;
+    return ok(terminal);
   }
 }
 
@@ -275,6 +289,8 @@ export class AgentDvmcp {
       if (error) await reply.send(errorAnswer({ requestId: m.id, client: m.pubkey }, error, form));
       return;
     }
+    // A request's admission decides on a copy of the owner's account no older than a prompt's.
+    if (parsed.value.type === 'request') await this.deps.ready();
     await this.dispatcher.handle(parsed.value, reply);
   }
 

@@ -2,8 +2,11 @@
 // totals as Accounts last answered them (a snapshot, or a run report's answer), when, and the fetch
 // in flight (joined, never doubled). The copy is fetched only when needed and older than a bound
 // (OWNER_COPY_MAX_AGE_MS; an idle watchdog pass, OWNER_COPY_IDLE_MAX_AGE_MS: watchdog.ts says
-// when). A fetch that fails is not made again for REGISTRY_RETRY_MS (the owners registry's own
-// back-off, workers/common/owners.ts) whatever asks meanwhile — strangers' prompts and DVMCP asks
+// when). Every admission — a NIP-XX prompt, a DVMCP request (an ask or any other) — waits for that
+// fetch before it decides (forAdmission), so an agent idle for an hour does not admit on an hour-old
+// copy; only the checks inside a run (before each model call) read the copy as it is. A fetch
+// that fails is not made again for REGISTRY_RETRY_MS (the owners registry's own back-off,
+// workers/common/owners.ts) whatever asks meanwhile — strangers' prompts and DVMCP asks
 // included — and is logged once; until a first answer the owner's standing is unknown (admission
 // answers that the registry could not be read yet, not that the owner is gone).
 // The totals admission reads are the answer's plus this agent's runs recorded and not yet reported
@@ -11,7 +14,11 @@
 // meanwhile (one computed before its report included), at worst twice for a moment (the safe side).
 // Accounts only adds to a day's runs and tokens, so an answer of the same day with less is older than
 // the copy: the copy keeps the larger of each figure (a late answer cannot erase a run another answer
-// counted); the registry state is the last answer's.
+// counted); the registry state is the last answer's. An answer of an earlier UTC day than the agent's
+// now (computed before midnight, delivered after) gives way to a copy of today, which may have been
+// computed before the run it answers was reported: so a run report answered so (ofToday false)
+// leaves its row unreported, counted on top of the copy, and the watchdog sends it again
+// (workers/agent/agent-do.ts report; Accounts counts a run once).
 // Each fetch tells Accounts what this agent's runs in progress hold (its `fetch` sends it), and each
 // answer says what the owner's other agents' runs in progress hold (`in_flight`, as they last told
 // Accounts: workers/accounts/in-flight.ts): othersInFlight, the last answer's figure (not the
@@ -79,6 +86,16 @@ export class OwnerCopy {
     this.snapshot = { state: s.state, totals: kept ? newest(kept, s.totals, dayOf(this.deps.now())) : s.totals, in_flight: s.in_flight };
     this.fetchedAt = this.deps.now();
     this.retryAt = -Infinity;
+  }
+
+  /** Whether answer `s` is of the agent's UTC day (or later), not one computed before a midnight that has passed since (see the header). */
+  ofToday(s: OwnerSnapshot): boolean {
+    return s.totals.day >= dayOf(this.deps.now());
+  }
+
+  /** What every admission waits for before it decides (a prompt, a DVMCP request): the copy fetched again when older than OWNER_COPY_MAX_AGE_MS (refreshIfStale). */
+  forAdmission(): Promise<void> {
+    return this.refreshIfStale();
   }
 
   /** Fetches the copy again when it is older than `maxAge` ms and no fetch failed in the last REGISTRY_RETRY_MS, joining a fetch in flight. */
