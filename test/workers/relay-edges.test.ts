@@ -10,6 +10,7 @@ import { signAttestation } from '../../src/shared/nip-oa.js';
 import { SHARD_HEADER, shardStub } from '../../workers/common/shards.js';
 import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
+import { MAX_REFUSED_WAITING, TOO_MANY_REFUSED } from '../../workers/relay-do/edge-link.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import { BASE, connect, edgesOf, LIVE_EVENTS_LOST, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
 
@@ -455,20 +456,35 @@ describe('a shard with four edges', () => {
     expect(listening).toEqual([1, 2]);
   });
 
-  it('an edge holds a bounded amount for its primary: past edge_pending_bytes it answers EVENT and REQ with error:, in their turn', async () => {
+  it('an edge holds a bounded amount for its primary: past edge_pending_bytes it answers EVENT and REQ with error:, in their turn, at once when nothing of their connection waits, and closes a connection with too many refusals waiting', async () => {
     const owner = freshOwner();
     const s = await connectEdge(owner.pk, 2);
+    const t = await connectEdge(owner.pk, 2);
     // ~2.5 kB each as the edge weighs them: two fit in 5,000 bytes, the third does not.
     const events = Array.from({ length: 5 }, (_, n) => sign(owner, { content: `${'x'.repeat(2000)} ${n}` }));
+    const other = sign(owner, { content: `${'x'.repeat(2000)} from another connection` });
     const overloaded = 'error: the relay is overloaded (too much is waiting for this shard); try again';
-    await runInDurableObject(edgeStub(env, owner.pk, 2), async (_i, state) => {
-      // The edge as a deployment with a small bound runs it (a new object over the same socket and
-      // storage), taking a burst faster than its primary answers: all of it arrives before the first batch goes.
-      const edge = new RelayShard(state, { ...env, RELAY_LIMITS: JSON.stringify({ edge_pending_bytes: 5000 }) });
-      const ws = state.getWebSockets()[0]!;
+    // The edge as a deployment with a small bound runs it (a new object over the same sockets and
+    // storage), taking a burst faster than its primary answers: all of it arrives before the first batch goes.
+    // (Buckets wide enough for the second burst below.)
+    const limits = JSON.stringify({ edge_pending_bytes: 5000, events_burst_per_connection: 1000, events_burst_per_ip: 1000 });
+    type Link = { queue: { conn?: { ws: WebSocket } }[] };
+    const socketOf = (state: DurableObjectState, sock: TestSocket) => state.getWebSockets().find((ws) => (ws.deserializeAttachment() as { challenge: string }).challenge === sock.challenge)!;
+    const atOnce = await runInDurableObject(edgeStub(env, owner.pk, 2), async (_i, state) => {
+      const edge = new RelayShard(state, { ...env, RELAY_LIMITS: limits });
+      const [ws, wt] = [socketOf(state, s), socketOf(state, t)];
       const messages = [...events.map((e) => ['EVENT', e]), ['REQ', 'late', { kinds: [1], '#t': ['y'.repeat(300)] }]];
-      await Promise.all(messages.map((m) => edge.webSocketMessage(ws, JSON.stringify(m))));
+      const burst = messages.map((m) => edge.webSocketMessage(ws, JSON.stringify(m)));
+      let firstAnswered = false;
+      void burst[0]!.then(() => (firstAnswered = true));
+      // Another connection, nothing of it waiting: its refusal is answered at once (before the primary answered the burst's first event) and nothing of it is kept.
+      await edge.webSocketMessage(wt, JSON.stringify(['EVENT', other]));
+      const result = { firstAnswered, kept: (edge as unknown as { edge(): Link }).edge().queue.filter((p) => p.conn?.ws === wt).length };
+      await Promise.all(burst);
+      return result;
     });
+    expect(atOnce).toEqual({ firstAnswered: false, kept: 0 });
+    expect(await t.next((f) => f[0] === 'OK')).toEqual(['OK', other.id, false, overloaded]);
     const answers = [];
     for (let n = 0; n < events.length + 1; n++) answers.push(await s.next((f) => f[0] === 'OK' || f[0] === 'CLOSED' || f[0] === 'EOSE'));
     expect(answers).toEqual([
@@ -482,6 +498,17 @@ describe('a shard with four edges', () => {
     expect(history.events.map((e) => e.id).sort()).toEqual([events[0]!.id, events[1]!.id].sort());
     const after = sign(owner, { content: 'after the burst' });
     expect(await s.publish(after)).toEqual(['OK', after.id, true, '']);
+    // Refusals waiting behind their connection's operations are bounded: past MAX_REFUSED_WAITING the connection is closed.
+    const flood = Array.from({ length: MAX_REFUSED_WAITING + 3 }, (_, n) => sign(owner, { content: `${'x'.repeat(2000)} flood ${n}` }));
+    await runInDurableObject(edgeStub(env, owner.pk, 2), async (_i, state) => {
+      const edge = new RelayShard(state, { ...env, RELAY_LIMITS: limits });
+      const ws = socketOf(state, s);
+      await Promise.all(flood.map((e) => edge.webSocketMessage(ws, JSON.stringify(['EVENT', e]))));
+    });
+    await vi.waitFor(() => expect(s.closed).toEqual({ code: 1008, reason: TOO_MANY_REFUSED }));
+    expect(TOO_MANY_REFUSED).toBe('error: the relay is overloaded and refused too many of your messages; reconnect later');
+    const last = sign(owner, { content: 'the other connection still publishes' });
+    expect(await t.publish(last)).toEqual(['OK', last.id, true, '']);
   });
 
   it('a connection opened at a busy edge joins its one queue to the primary: the bound holds across connections, and operations keep their order', async () => {
@@ -528,6 +555,63 @@ describe('a shard with four edges', () => {
     }
   });
 
+  it('a batch carries as many queries as their answers fit in 16 MiB: REQs answering max_query_bytes go four a batch, the primary sending the rest back to the edge; cheap COUNTs go together', async () => {
+    const owner = freshOwner();
+    const edge = edgeStub(env, owner.pk, 0);
+    /** Sockets on edge 0 from distinct addresses: each address's read budget (16 MiB) holds one 4 MiB history. */
+    const onEdge = async (ip: string) => {
+      const res = await edge.fetch(`${BASE}/r/${owner.pk}`, { headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner.pk, [EDGE_HEADER]: '0', 'CF-Connecting-IP': ip } });
+      if (!res.webSocket) throw new Error(`edge 0 refused the socket: ${res.status} ${await res.text()}`);
+      res.webSocket.accept();
+      return new TestSocket(res.webSocket, `ws://relay.test/r/${owner.pk}`);
+    };
+    const readers = [];
+    for (let i = 0; i < 6; i++) readers.push(await onEdge(`198.51.100.${20 + i}`));
+    // 40 notes of 120 kB: a REQ for all of them answers max_query_bytes (4 MiB) and stops there.
+    const notes = Array.from({ length: 40 }, (_, n) => sign(owner, { content: `${n} ${'n'.repeat(120_000)}` }));
+    for (const e of notes) expect(await readers[0]!.publish(e)).toEqual(['OK', e.id, true, '']); // one at a time: 4.8 MB at once would pass edge_pending_bytes
+    // Each batch the edge sends, as the edge link calls its primary: the queries it carried and those the primary answered.
+    await runInDurableObject(edge, (instance) => {
+      type Link = { primary: () => { edgeBatch(shard: string, ops: { op: string }[]): Promise<{ op: string }[]> } };
+      const link = (instance as unknown as { edge(): Link }).edge();
+      const primary = link.primary;
+      const batches: { queries: number; answered: number }[] = [];
+      (globalThis as unknown as { cutBatches: typeof batches }).cutBatches = batches;
+      link.primary = () => ({
+        edgeBatch: async (shard, ops) => {
+          const answers = await primary().edgeBatch(shard, ops);
+          const isQuery = (o: { op: string }) => o.op === 'query' || o.op === 'count';
+          batches.push({ queries: ops.filter(isQuery).length, answered: ops.slice(0, answers.length).filter(isQuery).length });
+          return answers;
+        },
+      });
+    });
+    const batches = () => runInDurableObject(edge, () => (globalThis as unknown as { cutBatches: { queries: number; answered: number }[] }).cutBatches.splice(0));
+    for (const [i, s] of readers.entries()) s.send(['REQ', `all${i}`, { kinds: [1], authors: [owner.pk] }]);
+    const histories = [];
+    for (const [i, s] of readers.entries()) {
+      await s.next((f) => f[0] === 'EOSE' && f[1] === `all${i}`, 30_000);
+      histories.push(s.frames.filter((f) => f[0] === 'EVENT' && f[1] === `all${i}`).map((f) => (f[2] as NostrEvent).id));
+    }
+    const full = histories[0]!;
+    expect(full.length).toBeGreaterThan(30);
+    expect(full.length).toBeLessThan(notes.length);
+    for (const h of histories) expect(h).toEqual(full);
+    const big = await batches();
+    // No batch answered more than four 4 MiB histories; one was cut (the primary sent queries back); all six answered once.
+    for (const b of big) expect(b.answered).toBeLessThanOrEqual(4);
+    expect(big.some((b) => b.answered < b.queries)).toBe(true);
+    expect(big.reduce((n, b) => n + b.answered, 0)).toBe(readers.length);
+    // 90 COUNTs that read almost nothing: far more than four a batch (before, four was the most).
+    const counter = readers[1]!;
+    for (let n = 0; n < 90; n++) counter.send(['COUNT', `c${n}`, { ids: [notes[n % notes.length]!.id] }]);
+    for (let n = 0; n < 90; n++) expect(await counter.next((f) => f[1] === `c${n}`)).toEqual(['COUNT', `c${n}`, { count: 1 }]);
+    const cheap = await batches();
+    expect(cheap.reduce((n, b) => n + b.answered, 0)).toBe(90);
+    expect(cheap.length).toBeLessThanOrEqual(3);
+    for (const s of readers) s.close();
+  }, 120_000);
+
   it('COUNT and the NIP-OA proof of an AUTH made at an edge are answered by the primary', async () => {
     const owner = freshOwner();
     const [s, t] = await onEveryEdge(owner.pk);
@@ -536,7 +620,7 @@ describe('a shard with four edges', () => {
     for (const e of notes) expect((await s.publish(e))[2]).toBe(true);
     t.send(['COUNT', 'n', { kinds: [1], authors: [owner.pk] }]);
     expect(await t.next((f) => f[1] === 'n')).toEqual(['COUNT', 'n', { count: 2 }]);
-    // Twelve REQs at once: more history queries than one batch carries (MAX_ANSWER_BYTES); each answered in full.
+    // Twelve REQs at once: each answered in full (the batches they go in: the next test).
     const ids = Array.from({ length: 12 }, (_, n) => `q${n}`);
     for (const id of ids) t.send(['REQ', id, { kinds: [1], authors: [owner.pk] }]);
     for (const id of ids) {

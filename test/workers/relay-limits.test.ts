@@ -8,11 +8,12 @@ import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { TestSocket } from '../support/test-socket.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SHARD_HEADER } from '../../workers/common/shards.js';
+import { EDGE_HEADER, edgeStub } from '../../workers/common/edges.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { subscriptionMemory } from '../../workers/relay-do/subscription-memory.js';
-import { connect, edgesOf, freshOwner, keys, randomHex, Sentinel, sign } from './helpers.js';
+import { BASE, connect, edgesOf, freshOwner, keys, randomHex, Sentinel, sign } from './helpers.js';
 
 describe('limits', () => {
   it(`allows ${DEFAULT_LIMITS.max_subscriptions} subscriptions per connection, refuses one more, and accepts replacing one`, async () => {
@@ -533,9 +534,65 @@ describe('limits', () => {
     expect(counted.length).toBeGreaterThanOrEqual(2);
     expect(counted.length).toBeLessThanOrEqual(Math.ceil(DEFAULT_LIMITS.scan_rows_burst_per_ip / 20_000));
     for (const f of counted) expect(f[2]).toEqual({ count: 20_000 });
-    for (const f of refused) expect(f[0] === 'CLOSED' && f[2]).toMatch(new RegExp(`^rate-limited: slow down: this address's queries read too many stored rows \\(${rate} rows/s\\); retry in \\d+ s$`));
+    // Refused for its budget, or (at an edge) as more than the address may have waiting at once.
+    const waiting = `rate-limited: slow down: this address has too many queries waiting (${DEFAULT_LIMITS.edge_queries_per_ip}); send more once they are answered`;
+    const spent = new RegExp(`^rate-limited: slow down: this address's queries read too many stored rows \\(${rate} rows/s\\); retry in \\d+ s$`);
+    for (const f of refused) expect(f[0]).toBe('CLOSED');
+    for (const f of refused.filter((r) => r[2] !== waiting)) expect(f[2]).toMatch(spent);
     for (const s of sockets) s.close();
   }, 60_000);
+
+  it('one address flooding its edge with cheap COUNTs (30 connections × 100) is refused past what it may have waiting; another address on that edge is answered within a few batches', async () => {
+    const owner = freshOwner();
+    const edge = edgeStub(env, owner.pk, 0);
+    /** A socket on edge 0 of the shard, from `ip`, opened as the router opens it (in both test projects: K = 1 uses no edge by itself). */
+    const onEdge = async (ip: string) => {
+      const res = await edge.fetch(`${BASE}/r/${owner.pk}`, { headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner.pk, [EDGE_HEADER]: '0', 'CF-Connecting-IP': ip } });
+      if (!res.webSocket) throw new Error(`edge 0 refused the socket: ${res.status} ${await res.text()}`);
+      res.webSocket.accept();
+      return new TestSocket(res.webSocket, `ws://relay.test/r/${owner.pk}`);
+    };
+    const victim = await onEdge('198.51.100.9');
+    const note = sign(owner, { content: 'before the flood' });
+    expect(await victim.publish(note)).toEqual(['OK', note.id, true, '']);
+    // Each batch the edge sends its primary, in order: what it carried (the edge link's own calls, counted on the way).
+    await runInDurableObject(edge, (instance) => {
+      type Link = { primary: () => { edgeBatch(shard: string, ops: { op: string; event?: { id: string } }[]): Promise<unknown[]> } };
+      const link = (instance as unknown as { edge(): Link }).edge();
+      const primary = link.primary;
+      const batches: string[][] = [];
+      (globalThis as unknown as { floodBatches: string[][] }).floodBatches = batches;
+      link.primary = () => ({
+        edgeBatch: (shard, ops) => {
+          batches.push(ops.map((o) => (o.op === 'event' ? `event ${o.event!.id}` : o.op)));
+          return primary().edgeBatch(shard, ops);
+        },
+      });
+    });
+    const flooders = [];
+    for (let i = 0; i < DEFAULT_LIMITS.max_connections_per_ip; i++) flooders.push(await onEdge('203.0.113.7'));
+    const perSocket = DEFAULT_LIMITS.reqs_burst_per_connection;
+    for (let n = 0; n < perSocket; n++) for (const s of flooders) s.send(['COUNT', `c${n}`, { ids: [randomHex(32)] }]);
+    // A bare AUTH is answered by the edge itself, after the messages before it: then every COUNT has reached the edge.
+    for (const s of flooders) s.send(['AUTH']);
+    for (const s of flooders) await s.next((f) => f[0] === 'AUTH', 60_000);
+    const target = sign(owner, { content: 'during the flood' });
+    expect(await victim.publish(target)).toEqual(['OK', target.id, true, '']);
+    const answers = [];
+    for (const s of flooders) for (let n = 0; n < perSocket; n++) answers.push(await s.next((f) => (f[0] === 'COUNT' || f[0] === 'CLOSED') && f[1] === `c${n}`, 60_000));
+    const batches = await runInDurableObject(edge, () => (globalThis as unknown as { floodBatches: string[][] }).floodBatches);
+    // The flood's queries ahead of the victim's EVENT went in a few batches (before: 4 a batch, 750 batches).
+    const carrying = batches.findIndex((b) => b.includes(`event ${target.id}`));
+    expect(carrying).toBeGreaterThanOrEqual(0);
+    expect(batches.slice(0, carrying).filter((b) => b.includes('count')).length).toBeLessThanOrEqual(3);
+    // The flooder: its cheap COUNTs answered as far as it may have them waiting, the rest refused at once.
+    const waiting = `rate-limited: slow down: this address has too many queries waiting (${DEFAULT_LIMITS.edge_queries_per_ip}); send more once they are answered`;
+    const refused = answers.filter((f) => f[0] === 'CLOSED');
+    expect(refused.length).toBeGreaterThan(0);
+    for (const f of refused) expect(f[2]).toBe(waiting);
+    for (const f of answers.filter((a) => a[0] === 'COUNT')) expect(f[2]).toEqual({ count: 0 });
+    for (const s of [...flooders, victim]) s.close();
+  }, 120_000);
 
   it('REQs an address pipelines on many connections read no more than its read budget (the same answers as one after the other), with edge objects as without', async () => {
     freezeClock();

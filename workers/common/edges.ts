@@ -6,10 +6,17 @@
 // the edge holds the socket, its subscriptions and AUTH, verifies events, and leaves ordering,
 // storage and the write policy to the primary. This module parses the setting and picks an edge; it
 // runs no shard code.
+// The edge of an address (or of an owner's or component's key) is a keyed hash of it, under a key
+// derived from the deployment's EDGESTR_SECRET: nobody without the secret can tell which addresses
+// share an edge, so an attacker cannot pick addresses that land on a victim's edge (the hash of
+// public names alone let one aim a flood at the edge of a known owner's agents).
 
 import { z } from 'zod';
+import { hmac } from '@noble/hashes/hmac.js';
+import { sha256 } from '@noble/hashes/sha2.js';
 import { err, ok, type Result } from '../../src/shared/errors.js';
 import { PUBLIC_SHARD, shardName, shardStub, type ShardBindings } from './shards.js';
+import { sealingSecret, type SecretEnv } from './secrets.js';
 import type { RelayShard } from '../relay-do/shard.js';
 
 /**
@@ -31,7 +38,7 @@ const EdgesSchema = z
 /** K per shard: by owner hex, "public", and "*" for every other shard. */
 export type EdgesConfig = z.infer<typeof EdgesSchema>;
 
-export interface EdgesEnv {
+export interface EdgesEnv extends Pick<SecretEnv, 'EDGESTR_SECRET' | 'EDGESTR_ENV'> {
   /** JSON, e.g. {"public": 4, "<owner hex>": 2, "*": 1}; unset: K = 1 everywhere. */
   RELAY_EDGES?: string;
 }
@@ -68,16 +75,30 @@ export function edgeCount(config: EdgesConfig, owner: string | null): number {
 
 /**
  * The edge a new connection lands on: for a known client address (client-address.ts), the same edge
- * for every connection of that address (a hash of it), so that the per-address limits of an edge
- * (connections, event and read buckets) hold for the whole shard and one address's load stays on
- * one edge; without one (edgestr's own agents, local runs), uniform over 0..k-1 at random.
+ * for every connection of that address (HMAC-SHA256 of it under `key`, `placementKey`), so that the
+ * per-address limits of an edge (connections, event and read buckets) hold for the whole shard and
+ * one address's load stays on one edge; without one (edgestr's own agents, local runs), uniform over
+ * 0..k-1 at random.
  */
-export function pickEdge(k: number, address?: string): number {
+export function pickEdge(k: number, key: Uint8Array, address?: string): number {
   if (address === undefined) return crypto.getRandomValues(new Uint32Array(1))[0]! % k;
-  // FNV-1a, 32 bits: spreads addresses evenly enough; an address cannot choose its edge to any gain.
-  let h = 0x811c9dc5;
-  for (let i = 0; i < address.length; i++) h = Math.imul(h ^ address.charCodeAt(i), 0x01000193) >>> 0;
-  return h % k;
+  const mac = hmac(sha256, key, encoder.encode(address));
+  return new DataView(mac.buffer, mac.byteOffset, 4).getUint32(0) % k;
+}
+
+const encoder = new TextEncoder();
+let derived: { secret: string; key: Uint8Array } | undefined;
+
+/**
+ * The key edges are picked by (see the header): derived from EDGESTR_SECRET (the fixed local one in
+ * development). Without a secret (never deployed: `npm run deploy` refuses it) the key is empty and
+ * placement is a plain hash anyone can compute. Rotating the secret moves addresses to other edges
+ * for new connections; open ones stay, as when K changes.
+ */
+export function placementKey(env: EdgesEnv): Uint8Array {
+  const secret = sealingSecret(env) ?? '';
+  if (derived?.secret !== secret) derived = { secret, key: hmac(sha256, encoder.encode(secret), encoder.encode('edgestr/v1 edge placement')) };
+  return derived.key;
 }
 
 /**
@@ -117,6 +138,6 @@ export function socketTarget(env: ShardBindings & EdgesEnv, owner: string | null
   if (!config.ok) return config;
   const k = edgeCount(config.value, owner);
   if (k === 1) return ok({ stub: shardStub(env, owner), edge: undefined });
-  const edge = pickEdge(k, address);
+  const edge = pickEdge(k, placementKey(env), address);
   return ok({ stub: edgeStub(env, owner, edge), edge });
 }

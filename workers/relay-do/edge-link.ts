@@ -20,7 +20,14 @@
 //
 // Read budgets: a REQ or COUNT is admitted when it arrives and charged when its answer comes; the
 // batch that carries it also carries what its address has left (edge-budgets.ts), so queries sent
-// without waiting for the earlier ones' answers are held to the budget at the primary.
+// without waiting for the earlier ones' answers are held to the budget at the primary. How many
+// queries one address may have waiting here is bounded too (edge_queries_per_ip, refused at once
+// past it), and a batch carries as many as the primary's answers fit (it sends the rest back), so
+// one address's cheap queries cannot hold everyone else's operations behind hundreds of round trips.
+//
+// What waits is bounded (edge_pending_bytes): past it a client's operation is refused without being
+// sent, at once when nothing of its connection waits, else in its turn holding only the refusal's
+// frame (MAX_REFUSED_WAITING per connection, past which the connection is closed).
 //
 // The owner's removal: an edge that missed being told sends its clients' operations on; the primary
 // refuses them as not served, and the edge object then asks it for the removal (`notServed`).
@@ -34,11 +41,11 @@ import type { Subscription } from './fanout-index.js';
 import { delivers } from './read-policy.js';
 import { BatchBudgets, type BudgetRates } from './edge-budgets.js';
 import type { RelayLimits } from './limits.js';
+import { isLoopbackKey, UNKNOWN_ADDRESS } from '../common/client-address.js';
 import {
   CLIENT_OPS,
   isAfter,
   later,
-  MAX_ANSWER_BYTES,
   MAX_BATCH_BYTES,
   MAX_BATCH_OPS,
   MAX_SUMMARY_BYTES,
@@ -83,15 +90,26 @@ export interface EdgeConnections {
 }
 
 /** The limits an edge link applies (RelayLimits). */
-export type EdgeLimits = BudgetRates & Pick<RelayLimits, 'max_query_bytes' | 'edge_pending_bytes'>;
+export type EdgeLimits = BudgetRates & Pick<RelayLimits, 'edge_pending_bytes' | 'edge_queries_per_ip'>;
+
+/** The connection a client's operation (EVENT, REQ, COUNT, an AUTH's proof) came from, and how to refuse it without the primary. */
+interface Sender {
+  conn: Connection;
+  /** Answers the operation with an `error:` message; holds no more than that frame needs (an EVENT's: its id, not the event). */
+  refuse: (message: string) => void;
+}
 
 interface Pending {
   /** Undefined when refused here: answered `refusal` in its turn, never sent. */
   op: EdgeOp | undefined;
   /** The answer of an operation refused here: EDGE_OVERLOADED, or a query's spent budget. */
   refusal: string;
-  /** A REQ's or COUNT's connection, whose address's budget the batch carries with it. */
-  reader?: Connection;
+  /** A client's operation: its connection (whose operations keep their order, and whose refusals wait at most MAX_REFUSED_WAITING). */
+  conn?: Connection;
+  /** A REQ's or COUNT's: who it is counted against under edge_queries_per_ip (`queryKey`); its connection's address budget goes with it. */
+  query?: string;
+  /** Refused as it arrived, while operations of its connection were waiting: it holds only its answer's frame. */
+  refused?: true;
   /** What it adds to the bytes waiting (opBytes; 0 when refused as it arrived). */
   bytes: number;
   answer: (a: EdgeAnswer) => void;
@@ -100,6 +118,16 @@ interface Pending {
 
 /** The answer to an operation refused because `edge_pending_bytes` were waiting for the primary. */
 export const EDGE_OVERLOADED = formatRejection(reject('error', 'the relay is overloaded (too much is waiting for this shard); try again'));
+
+/**
+ * Refused operations of one connection an edge keeps waiting for their turn behind its other
+ * operations (each holds only its answer's frame); past it the connection is closed (1008,
+ * TOO_MANY_REFUSED). A client's buckets let it send a little over 200 messages at once.
+ */
+export const MAX_REFUSED_WAITING = 256;
+
+/** The close reason of a connection past MAX_REFUSED_WAITING (at most 123 bytes). */
+export const TOO_MANY_REFUSED = 'error: the relay is overloaded and refused too many of your messages; reconnect later';
 
 /** A subscription's view of the live stream: buffering while its history is in flight, then what it has seen. */
 interface SubStream {
@@ -137,6 +165,12 @@ export class EdgeLink {
   /** Whether the primary sends this edge live events; undefined after a wake (a REQ or the next delivery says so again). */
   private listening: boolean | undefined;
   private readonly streams = new WeakMap<Connection, Map<string, SubStream>>();
+  /** Operations of each connection queued or in flight (none: a refusal is answered at once). */
+  private readonly waiting = new Map<Connection, number>();
+  /** Refused operations of each connection waiting for their turn (MAX_REFUSED_WAITING). */
+  private readonly refusedWaiting = new Map<Connection, number>();
+  /** REQs and COUNTs queued or in flight, by `queryKey` (edge_queries_per_ip). */
+  private readonly queries = new Map<string, number>();
   /** The primary's epoch in the last delivery: a new one means it restarted and lost the list of this edge's subscriptions. */
   private epoch: number | undefined;
   /** Whether a delivery came since the last periodic check (then the primary does send events here). */
@@ -151,8 +185,8 @@ export class EdgeLink {
     /** Removes a subscription from a connection (its REQ failed at the primary). */
     private readonly dropSub: (conn: Connection, subId: string) => void,
     /**
-     * max_query_bytes: bytes of events one history query may answer; edge_pending_bytes: bytes of
-     * operations that may wait here for the primary; the read and scan rates (edge-budgets.ts).
+     * edge_pending_bytes: bytes of operations that may wait here for the primary;
+     * edge_queries_per_ip: the REQs and COUNTs one address may have waiting; the read and scan rates (edge-budgets.ts).
      */
     private readonly limits: EdgeLimits,
     /** Schedules the periodic check (`check`) LISTEN_CHECK_MS from now, replacing one scheduled. */
@@ -164,26 +198,39 @@ export class EdgeLink {
   // Each operation's answer is handled by a callback, run as soon as its batch is answered and in
   // the order the operations were queued, so one connection's answers keep the order of its messages.
 
-  /** EVENT: `reply` gets the primary's answer (NIP-01 OK's accepted flag and message). */
-  submit(event: NostrEvent, origin: WireOrigin, reply: (accepted: boolean, message: string) => void): Promise<void> {
-    return this.call({ op: 'event', event, origin }, (a) => {
+  /** EVENT of `conn`: `reply` gets the primary's answer (NIP-01 OK's accepted flag and message). */
+  submit(conn: Connection, event: NostrEvent, origin: WireOrigin, reply: (accepted: boolean, message: string) => void): Promise<void> {
+    const answer = (a: EdgeAnswer) => {
       if (a.op === 'ok') reply(a.accepted, a.message);
       else reply(false, a.op === 'error' ? a.message : unexpected(a));
-    });
+    };
+    return this.call({ op: 'event', event, origin }, answer, { conn, refuse: okRefusal(conn, event.id) });
   }
 
   /** COUNT: `reply` gets what the primary counted, or the message of a CLOSED. */
   count(conn: Connection, filters: Filter[], reply: (answer: CountedEvents | { closed: string }) => void): Promise<void> {
-    return this.call({ op: 'count', filters, readers: [...conn.authed] }, (a) => {
+    const answer = (a: EdgeAnswer) => {
       if (a.op !== 'count') return reply({ closed: a.op === 'error' ? a.message : unexpected(a) });
       this.connections.chargeScan(conn, a.scanned);
       reply({ count: a.count, approximate: a.approximate });
-    }, conn);
+    };
+    return this.call({ op: 'count', filters, readers: [...conn.authed] }, answer, { conn, refuse: refusalOf(answer) });
+  }
+
+  /**
+   * Why a REQ or COUNT of `conn` is refused at once, before anything of it is kept: its address (or
+   * the connection, `queryKey`) has edge_queries_per_ip queries waiting for the primary already.
+   */
+  queryRefusal(conn: Connection): Rejection | undefined {
+    const cap = this.limits.edge_queries_per_ip;
+    if ((this.queries.get(queryKey(conn)) ?? 0) < cap) return undefined;
+    return reject('rate-limited', `slow down: this address has too many queries waiting (${cap}); send more once they are answered`);
   }
 
   /** An AUTH's NIP-OA proof dated `at` (the AUTH event's created_at), recorded by the primary (where the write policy reads it); `reply` gets undefined or why not. */
-  recordOwnership(agent: string, owner: string, conditions: string, at: number, reply: (failed: string | undefined) => void): Promise<void> {
-    return this.call({ op: 'ownership', agent, owner, conditions, at }, (a) => reply(a.op === 'done' ? undefined : a.op === 'error' ? a.message : unexpected(a)));
+  recordOwnership(conn: Connection, agent: string, owner: string, conditions: string, at: number, reply: (failed: string | undefined) => void): Promise<void> {
+    const answer = (a: EdgeAnswer) => reply(a.op === 'done' ? undefined : a.op === 'error' ? a.message : unexpected(a));
+    return this.call({ op: 'ownership', agent, owner, conditions, at }, answer, { conn, refuse: refusalOf(answer) });
   }
 
   /**
@@ -198,7 +245,7 @@ export class EdgeLink {
     // the query's answer says whether the primary had stopped (relisted), then the list goes.
     if (this.listening === false || (this.listening === undefined && !this.subscribedBesides(conn, subId))) this.setListening(true);
     const sub = { edge: this.index, key: subKey(conn, subId) };
-    return this.call({ op: 'query', filters, readers: [...conn.authed], sub }, (a) => {
+    const answer = (a: EdgeAnswer) => {
       // Whatever the answer, the stream holds nothing from here on (this runs once per REQ).
       const buffered = stream.buffer ?? [];
       stream.buffer = undefined;
@@ -237,7 +284,8 @@ export class EdgeLink {
         send(conn, relayMessage.event(subId, d.raw));
       }
       if (stream.lost && isAfter(stream.lost, a.stamp)) this.close(conn, subId);
-    }, conn);
+    };
+    return this.call({ op: 'query', filters, readers: [...conn.authed], sub }, answer, { conn, refuse: refusalOf(answer) });
   }
 
   /** Whether this edge has a subscription other than `subId` of `conn`. */
@@ -398,29 +446,61 @@ export class EdgeLink {
   }
 
   /**
-   * Queues `op` (a REQ's or COUNT's with its connection, `reader`); `answer` runs when the primary
-   * answered it. Resolves after that. Past edge_pending_bytes waiting, an EVENT, REQ, COUNT or
-   * ownership proof is not kept: it is answered EDGE_OVERLOADED in its turn (so a connection's
-   * answers keep their order).
+   * Queues `op` (a client's: with the connection it came from, `from`); `answer` runs when the
+   * primary answered it. Resolves after that. Past edge_pending_bytes waiting, an EVENT, REQ, COUNT
+   * or ownership proof is not kept (`refuse`).
    */
-  private call(op: EdgeOp, answer: (a: EdgeAnswer) => void, reader?: Connection): Promise<void> {
-    return new Promise((answered) => {
-      const bytes = opBytes(op);
-      const refused = CLIENT_OPS.has(op.op) && this.queuedBytes > 0 && this.queuedBytes + bytes > this.limits.edge_pending_bytes; // one always waits
-      const refusal = EDGE_OVERLOADED;
-      this.queue.push(refused ? { op: undefined, refusal, bytes: 0, answer, answered } : { op, refusal, reader, bytes, answer, answered });
-      this.queuedBytes += refused ? 0 : bytes;
-      if (!this.scheduled && !this.inFlight) {
-        this.scheduled = true;
-        queueMicrotask(() => {
-          this.scheduled = false;
-          void this.flush();
-        });
-      }
-    });
+  private call(op: EdgeOp, answer: (a: EdgeAnswer) => void, from?: Sender): Promise<void> {
+    const bytes = opBytes(op);
+    if (from && CLIENT_OPS.has(op.op) && this.queuedBytes > 0 && this.queuedBytes + bytes > this.limits.edge_pending_bytes) {
+      this.refuse(from, EDGE_OVERLOADED); // one always waits
+      return Promise.resolve();
+    }
+    const query = from && (op.op === 'query' || op.op === 'count') ? queryKey(from.conn) : undefined;
+    return new Promise((answered) => this.enqueue({ op, refusal: EDGE_OVERLOADED, conn: from?.conn, query, bytes, answer, answered }));
   }
 
-  /** Sends the first queued operations as one batch (bounds: edge-wire.ts); the next batch goes when it is answered. */
+  /**
+   * Refuses a client's operation without sending it: at once when nothing of its connection waits
+   * (no answer of it can be overtaken); else in its turn, keeping only the refusal's frame (an
+   * EVENT's id, not the event). Past MAX_REFUSED_WAITING such refusals of one connection, it is closed.
+   */
+  private refuse(from: Sender, message: string): void {
+    const { conn } = from;
+    if (!this.waiting.has(conn)) return from.refuse(message);
+    const refused = (this.refusedWaiting.get(conn) ?? 0) + 1;
+    if (refused > MAX_REFUSED_WAITING) return conn.ws.close(1008, TOO_MANY_REFUSED);
+    this.refusedWaiting.set(conn, refused);
+    this.enqueue({ op: undefined, refusal: message, conn, refused: true, bytes: 0, answer: refusedAnswer(from.refuse), answered: ignore });
+  }
+
+  /** Adds `p` to the queue and counts it (its connection's, its address's queries); the next batch goes when none is in flight. */
+  private enqueue(p: Pending): void {
+    this.queue.push(p);
+    this.queuedBytes += p.bytes;
+    if (p.conn) this.waiting.set(p.conn, (this.waiting.get(p.conn) ?? 0) + 1);
+    if (p.query !== undefined) this.queries.set(p.query, (this.queries.get(p.query) ?? 0) + 1);
+    if (!this.scheduled && !this.inFlight) {
+      this.scheduled = true;
+      queueMicrotask(() => {
+        this.scheduled = false;
+        void this.flush();
+      });
+    }
+  }
+
+  /** `p` was answered: it no longer counts as waiting. */
+  private settle(p: Pending): void {
+    if (p.conn) decrement(this.waiting, p.conn);
+    if (p.conn && p.refused) decrement(this.refusedWaiting, p.conn);
+    if (p.query !== undefined) decrement(this.queries, p.query);
+  }
+
+  /**
+   * Sends the first queued operations as one batch (bounds: edge-wire.ts); the next batch goes when
+   * it is answered. The primary answers the first operations it ran (edge-wire.ts: it stops before a
+   * query past what one batch may read); the others go back to the head of the queue, in order.
+   */
   private async flush(): Promise<void> {
     if (this.inFlight || this.queue.length === 0) return;
     this.inFlight = true;
@@ -430,53 +510,51 @@ export class EdgeLink {
     if (ops.length > 0) {
       try {
         answers = await this.primary().edgeBatch(this.shard, ops);
-        if (answers.length !== ops.length) throw new Error(`the primary answered ${answers.length} of ${ops.length} operations`);
+        if (answers.length === 0 || answers.length > ops.length) throw new Error(`the primary answered ${answers.length} of ${ops.length} operations`);
       } catch (e) {
         console.error(`relay shard edge ${this.index}: a batch of ${ops.length} operations failed: ${errorMessage(e)}`);
         answers = ops.map(() => unreachable(e));
       }
     }
     this.inFlight = false;
+    const rest = batch.splice(firstNotRun(batch, answers.length));
+    this.queue.unshift(...rest);
+    for (const p of rest) this.queuedBytes += p.bytes;
     let next = 0;
-    batch.forEach((p) => {
+    for (const p of batch) {
       try {
         p.answer(p.op ? answers[next++]! : { op: 'error', message: p.refusal });
       } catch (e) {
         console.error(`relay shard edge ${this.index}: answering a ${p.op?.op ?? 'refused operation'} failed: ${errorMessage(e)}`);
       }
+      this.settle(p);
       p.answered();
-    });
+    }
     // After the answers (a refusal reaches its client before its socket is closed).
     if (answers.some((a) => a.op === 'error' && a.notServed)) this.notServed();
     void this.flush();
   }
 
   /**
-   * Takes the queued entries of the next batch (at least one): at most MAX_BATCH_OPS operations,
-   * MAX_BATCH_BYTES and the queries (REQs and COUNTs) whose answers fit (edge-wire.ts). Each query
-   * gets its address's budgets as they are now (edge-budgets.ts); one whose address is in debt is
-   * refused here. Refused entries (answered here, sent nowhere) take no place among them.
+   * Takes the queued entries of the next batch (at least one): at most MAX_BATCH_OPS operations and
+   * MAX_BATCH_BYTES (edge-wire.ts). Each query gets its address's budgets as they are now
+   * (edge-budgets.ts); one whose address is in debt is refused here. Refused entries (answered here,
+   * sent nowhere) take no place among them.
    */
   private takeBatch(): Pending[] {
-    const maxQueries = Math.max(1, Math.floor(MAX_ANSWER_BYTES / this.limits.max_query_bytes));
     const budgets = new BatchBudgets(this.limits);
     let bytes = 0;
-    let queries = 0;
     let ops = 0;
     let n = 0;
     for (const p of this.queue) {
       if (p.op && ops === MAX_BATCH_OPS) break;
-      if (p.op && (p.op.op === 'query' || p.op.op === 'count') && p.reader) {
-        const budget = this.connections.budget(p.reader);
+      if (p.op && (p.op.op === 'query' || p.op.op === 'count') && p.conn) {
+        const budget = this.connections.budget(p.conn);
         const spent = budgets.refuse(budget, p.op.op === 'query');
         if (spent) {
           p.op = undefined;
           p.refusal = formatRejection(spent);
-        } else if (n > 0 && queries === maxQueries) break;
-        else {
-          p.op = { ...p.op, budget };
-          queries += 1;
-        }
+        } else p.op = { ...p.op, budget };
       }
       if (p.op && n > 0 && bytes + p.bytes > MAX_BATCH_BYTES) break;
       if (p.op) {
@@ -495,6 +573,51 @@ const unexpected = (a: EdgeAnswer): string => `error: the shard answered ${a.op}
 
 /** What a `forget` needs of its answer: nothing (a failed one leaves the primary sending a little more). */
 const ignore = (): void => {};
+
+/** The position in `batch` of the first operation past the `answered` ones the primary ran: it and what follows are sent again. */
+function firstNotRun(batch: readonly Pending[], answered: number): number {
+  let ops = 0;
+  for (const [i, p] of batch.entries()) {
+    if (!p.op) continue;
+    if (ops === answered) return i;
+    ops += 1;
+  }
+  return batch.length;
+}
+
+const decrement = <K>(counts: Map<K, number>, key: K): void => {
+  const n = (counts.get(key) ?? 0) - 1;
+  if (n > 0) counts.set(key, n);
+  else counts.delete(key);
+};
+
+// Refusals are made here, apart from the operations they answer, so that the closures keep only
+// what the frame needs (a closure made beside one that holds an event would keep the event too).
+
+/** The refusal of `conn`'s EVENT `id`: OK false. */
+const okRefusal =
+  (conn: Connection, id: string) =>
+  (message: string): void =>
+    send(conn, relayMessage.ok(id, false, message));
+
+/** The refusal of an operation through its own answer (a REQ's, COUNT's or proof's holds no event). */
+const refusalOf =
+  (answer: (a: EdgeAnswer) => void) =>
+  (message: string): void =>
+    answer({ op: 'error', message });
+
+/** The answer of an entry refused as it arrived: its refusal, whatever the batch says. */
+const refusedAnswer =
+  (refuse: (message: string) => void) =>
+  (a: EdgeAnswer): void =>
+    refuse(a.op === 'error' ? a.message : EDGE_OVERLOADED);
+
+/**
+ * Who a REQ or COUNT is counted against under edge_queries_per_ip: its client address; a
+ * connection of edgestr's own, or of no known address (local runs), on its own.
+ */
+const queryKey = (conn: Connection): string =>
+  conn.att.internal || conn.att.ip === UNKNOWN_ADDRESS || isLoopbackKey(conn.att.ip) ? `connection ${conn.att.cid}` : conn.att.ip;
 
 /** A subscription's key at the primary: its connection and its id. */
 const subKey = (conn: Connection, subId: string): string => `${conn.att.cid}/${subId}`;

@@ -112,15 +112,19 @@ export const later = (a: Lost, b: Lost): Lost => (!a ? b : !b ? a : isAfter(a, b
 
 /**
  * Bounds of one RPC (well under the runtime's limit on a message): an edgeBatch carries at most
- * MAX_BATCH_OPS operations and about MAX_BATCH_BYTES of events and filters, and at most as many
- * queries (REQ histories and COUNTs together) as history answers fit MAX_ANSWER_BYTES at
- * max_query_bytes each (at least one of anything; 4 by default), which also bounds the time the
- * primary's one thread spends reading for one batch; a deliver call at most MAX_DELIVERY_EVENTS
- * events and MAX_BATCH_BYTES of their JSON.
+ * MAX_BATCH_OPS operations and about MAX_BATCH_BYTES of events and filters (at least one of
+ * anything); a deliver call at most MAX_DELIVERY_EVENTS events and MAX_BATCH_BYTES of their JSON.
+ * The primary answers an edgeBatch's operations in order and stops before a query (REQ history,
+ * COUNT) that could take its answers past MAX_ANSWER_BYTES (what a REQ may return is
+ * max_query_bytes) or once its queries read MAX_BATCH_ROWS stored rows, which bounds the time its
+ * one thread spends reading for one batch; it answers the operations it ran (at least one), and the
+ * edge sends the others again at the head of its queue. Cheap queries thus go many per batch, and
+ * queries that return or read much a few per batch (4 REQs of max_query_bytes by default).
  */
 export const MAX_BATCH_OPS = 256;
 export const MAX_BATCH_BYTES = 1_048_576;
 export const MAX_ANSWER_BYTES = 16_777_216;
+export const MAX_BATCH_ROWS = 400_000;
 export const MAX_DELIVERY_EVENTS = 256;
 /** A `listen` lists the edge's subscriptions when their JSON fits in this; past it, it asks for every event. */
 export const MAX_SUMMARY_BYTES = 1_048_576;

@@ -189,6 +189,15 @@ export const RelayLimitsSchema = z.strictObject({
    * primary writes cannot grow an edge's memory (docs/SCALING.md "Edge → primary").
    */
   edge_pending_bytes: z.number().int().positive().default(4_194_304),
+  /**
+   * With edge objects: REQs and COUNTs one client address (edgestr's own connections, and those of
+   * no known address: one connection) may have waiting at its edge for the primary's answers. Past
+   * it a REQ or COUNT gets CLOSED `rate-limited:` at once (EDGE_QUERIES_WAITING in edge-link.ts).
+   * Without it one address's cheap queries, sent without waiting (30 connections × 100 COUNTs that
+   * read nothing, so no budget runs out), queued ahead of everything else its edge sends the primary.
+   * As many as one connection's request burst (`reqs_burst_per_connection`).
+   */
+  edge_queries_per_ip: z.number().int().positive().default(100),
 });
 
 export type RelayLimits = z.infer<typeof RelayLimitsSchema>;

@@ -47,7 +47,7 @@ import { addressTag, OTHER_OWNERS_TAG, REPLACED_SOCKET, servedOwnerOf, socketSid
 import { EdgeFanout } from './edge-fanout.js';
 import { EdgeLink, LISTEN_CHECK_MS } from './edge-link.js';
 import { BatchBudgets } from './edge-budgets.js';
-import { CLIENT_OPS, type Delivery, type EdgeAnswer, type EdgeOp, type Lost } from './edge-wire.js';
+import { CLIENT_OPS, MAX_ANSWER_BYTES, MAX_BATCH_ROWS, type Delivery, type EdgeAnswer, type EdgeOp, type Lost } from './edge-wire.js';
 import { restoredRelayUrl, VanishList } from './vanish.js';
 import { RetentionRules, type RetentionRule } from './retention.js';
 import {
@@ -509,10 +509,13 @@ export class RelayShard extends DurableObject<RelayEnv> {
 
   /**
    * Internal RPC from edge `shard`'s edge objects (see edge-link.ts): their operations, run in
-   * order; one answer each. A failure on one operation is logged and answered `error:` for it alone.
-   * REQs and COUNTs are held to the budgets their addresses had left at the edge (edge-budgets.ts).
-   * Where the shard is not served (`served`), its clients' operations are refused (`notServed`: the
-   * edge then asks for the owner's account, takes the removal it missed and closes its sockets).
+   * order; one answer each, for a first part of them: the primary stops before a query that could
+   * take the batch's answers past MAX_ANSWER_BYTES, or once its queries read MAX_BATCH_ROWS rows
+   * (edge-wire.ts), and the edge sends the rest again. A failure on one operation is logged and
+   * answered `error:` for it alone. REQs and COUNTs are held to the budgets their addresses had left
+   * at the edge (edge-budgets.ts). Where the shard is not served (`served`), its clients' operations
+   * are refused (`notServed`: the edge then asks for the owner's account, takes the removal it missed
+   * and closes its sockets).
    */
   async edgeBatch(shard: string, ops: EdgeOp[]): Promise<EdgeAnswer[]> {
     if ((this.shardOwner() ?? PUBLIC_SHARD) !== shard) this.rememberOwner(shard); // the primary may never have seen the router
@@ -521,12 +524,18 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const answers: EdgeAnswer[] = [];
     const budgets = new BatchBudgets(this.limits);
     const served = this.served();
+    /** What the batch's queries returned (bytes of events) and read (stored rows) so far. */
+    const read = { bytes: 0, rows: 0 };
     for (let i = 0; i < ops.length; ) {
       const op = ops[i]!;
       if (!served && CLIENT_OPS.has(op.op)) {
         answers.push({ op: 'error', message: NOT_SERVED, notServed: true });
         i++;
         continue;
+      }
+      if ((op.op === 'query' || op.op === 'count') && answers.length > 0) {
+        const room = read.bytes + (op.op === 'query' ? this.limits.max_query_bytes : 0) <= MAX_ANSWER_BYTES && read.rows < MAX_BATCH_ROWS;
+        if (!room) break; // the edge sends this one and the rest again
       }
       if (op.op === 'event') {
         const writes: PendingWrite[] = [];
@@ -540,7 +549,10 @@ export class RelayShard extends DurableObject<RelayEnv> {
         continue;
       }
       try {
-        answers.push(await this.edgeOp(op, budgets));
+        const answer = await this.edgeOp(op, budgets);
+        if (answer.op === 'rows') read.bytes += answer.rows.reduce((n, raw) => n + raw.length, 0);
+        if (answer.op === 'rows' || answer.op === 'count') read.rows += answer.scanned;
+        answers.push(answer);
       } catch (e) {
         console.error(`relay shard: an edge's ${op.op} failed: ${errorMessage(e)}`);
         answers.push({ op: 'error', message: formatRejection(reject('error', 'the shard failed on this request; try again')) });
@@ -914,7 +926,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const served = servedOwner === undefined ? {} : { servedOwner };
     if (edge) {
       const origin = { authed: [...conn.authed], internal: conn.att.internal === true, relayUrl: conn.att.relayUrl, ...served };
-      return edge.submit(e, origin, (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)));
+      return edge.submit(conn, e, origin, (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)));
     }
     const ctx = this.eventContext({ authed: conn.authed, internal: conn.att.internal === true, relayUrl: conn.att.relayUrl, ...served }, e, now, this.verifier);
     return this.ingest.push({ e, ctx, ack: (accepted, message) => send(conn, relayMessage.ok(e.id, accepted, message)) });
@@ -1066,6 +1078,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (denied) return this.refuseQuery(conn, { verb: 'REQ', subId }, formatRejection(denied));
     const edge = this.edge();
     if (edge) {
+      const waiting = edge.queryRefusal(conn);
+      if (waiting) return this.refuseQuery(conn, { verb: 'REQ', subId }, formatRejection(waiting));
       this.conns.setSub(conn, subId, filters, held);
       return edge.subscribe(conn, subId, filters);
     }
@@ -1088,6 +1102,8 @@ export class RelayShard extends DurableObject<RelayEnv> {
     if (denied) return send(conn, relayMessage.closed(subId, formatRejection(denied)));
     const edge = this.edge();
     if (edge) {
+      const waiting = edge.queryRefusal(conn);
+      if (waiting) return send(conn, relayMessage.closed(subId, formatRejection(waiting)));
       return edge.count(conn, filters, (a) => send(conn, 'closed' in a ? relayMessage.closed(subId, a.closed) : relayMessage.count(subId, a)));
     }
     const meter = { rows: 0 };
@@ -1108,7 +1124,7 @@ export class RelayShard extends DurableObject<RelayEnv> {
     const a = verifyAttestation(e, verifier);
     const edge = this.edge();
     if (a.ok && edge) {
-      return edge.recordOwnership(e.pubkey, a.value.owner, a.value.conditions, e.created_at, (failed) => send(conn, relayMessage.ok(e.id, !failed, failed ?? '')));
+      return edge.recordOwnership(conn, e.pubkey, a.value.owner, a.value.conditions, e.created_at, (failed) => send(conn, relayMessage.ok(e.id, !failed, failed ?? '')));
     }
     // Dated by the AUTH event (ownership.ts: a profile without the tag forgets only proofs dated at or before it).
     if (a.ok) this.ownership.record(e.pubkey, a.value.owner, 'auth', e.created_at, a.value.conditions);
