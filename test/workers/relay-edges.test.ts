@@ -430,6 +430,30 @@ describe('a shard with four edges', () => {
     await vi.waitFor(async () => expect(await needsUnrelated()).toBe(false));
   });
 
+  it('an edge whose primary restarted lists its subscriptions again on its first delivery of the new epoch, also when no delivery came before the restart', async () => {
+    const owner = freshOwner();
+    const publisher = await connectEdge(owner.pk, 0);
+    const s = await connectEdge(owner.pk, 1);
+    // Edge 1's only word from the primary before the restart: its REQ's answer (no delivery).
+    expect(await s.req('notes', { kinds: [1], authors: [owner.pk] })).toEqual({ events: [] });
+    const unrelated = sign(keys(), { kind: 7, content: '+' });
+    type Primary = { fanout: { interest: { needs(i: number, e: NostrEvent): boolean } } };
+    const primary = () => shardStub(env, owner.pk); // a fresh stub each time: a reset one stays broken
+    const needsUnrelated = () => runInDurableObject(primary(), (i) => (i as unknown as Primary).fanout.interest.needs(1, unrelated));
+    expect(await needsUnrelated()).toBe(false);
+    const reset = await runInDurableObject(primary(), (_i, state) => state.abort('reset by the test')).then(
+      () => 'not reset',
+      (e: unknown) => String(e),
+    );
+    expect(reset).toContain('reset by the test');
+    // The restarted primary lost what edge 1 listed: it would send it every event, until edge 1 lists its subscriptions again.
+    expect(await needsUnrelated()).toBe(true);
+    const note = sign(owner, { content: 'after the restart' });
+    expect(await publisher.publish(note)).toEqual(['OK', note.id, true, '']);
+    expect(await s.next(eventFrame(note.id))).toEqual(['EVENT', 'notes', note]);
+    await vi.waitFor(async () => expect(await needsUnrelated()).toBe(false));
+  });
+
   it('after a wake from hibernation an edge the primary stopped listening to meanwhile is listened to again at its next REQ, or its next check (which closes what missed events)', async () => {
     const owner = freshOwner();
     const publisher = await connectEdge(owner.pk, 0);

@@ -171,7 +171,7 @@ export class EdgeLink {
   private readonly refusedWaiting = new Map<Connection, number>();
   /** REQs and COUNTs queued or in flight, by `queryKey` (edge_queries_per_ip). */
   private readonly queries = new Map<string, number>();
-  /** The primary's epoch in the last delivery: a new one means it restarted and lost the list of this edge's subscriptions. */
+  /** The primary's epoch in the last stamp it sent (delivery, history, check): a new one means it restarted and lost the list of this edge's subscriptions. */
   private epoch: number | undefined;
   /** Whether a delivery came since the last periodic check (then the primary does send events here). */
   private heard = false;
@@ -268,11 +268,13 @@ export class EdgeLink {
       this.connections.chargeScan(conn, a.scanned);
       const current = streams.get(subId) === stream; // else replaced by a later REQ with the same id
       if (current) stream.seen = a.stamp;
-      // The primary was not sending events here (relisted), or this edge does not know (after a wake):
-      // list the subscriptions. The older ones are not closed here (see docs/SCALING.md: they are
-      // closed for events they may not have needed, and a DVMCP client then lost an ephemeral answer
-      // in its resubscribe's backoff); the periodic check closes them when it finds a quiet edge unheard.
-      if ((a.relisted || this.listening === undefined) && this.connections.subscribed()) this.setListening(true);
+      // The primary was not sending events here (relisted), restarted (and lost the list), or this edge
+      // does not know (after a wake): list the subscriptions. The older ones are not closed here (see
+      // docs/SCALING.md: they are closed for events they may not have needed, and a DVMCP client then
+      // lost an ephemeral answer in its resubscribe's backoff); the periodic check closes them when it
+      // finds a quiet edge unheard.
+      const restarted = this.restarted(a.stamp);
+      if ((a.relisted || restarted || this.listening === undefined) && this.connections.subscribed()) this.setListening(true);
       if (!current) return;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
       this.connections.keepStamp(conn, subId, a.stamp);
@@ -317,11 +319,11 @@ export class EdgeLink {
       if (this.listening !== false) this.setListening(false);
       return;
     }
-    const epoch = (items[0]?.stamp ?? lost)?.epoch;
+    const stamp = items[0]?.stamp ?? lost;
     // List the subscriptions again when the primary may not have them: it restarted (a new epoch), or
     // this edge does not know what it was told (a wake from hibernation, or a listen that failed).
-    if (this.listening === undefined || (epoch !== undefined && this.epoch !== undefined && epoch !== this.epoch)) this.setListening(true);
-    if (epoch !== undefined) this.epoch = epoch;
+    const restarted = stamp !== undefined && this.restarted(stamp);
+    if (this.listening === undefined || restarted) this.setListening(true);
     if (lost) for (const conn of this.connections.all()) if (conn.subs.size > 0) this.lose(conn, lost);
     for (const d of items) {
       for (const { conn, sid, filters } of this.connections.candidates(d.event)) {
@@ -354,10 +356,25 @@ export class EdgeLink {
     await this.call({ op: 'check', edge: this.index }, (a) => {
       if (a.op !== 'checked') {
         if (this.listening === true) this.listening = undefined; // the next delivery, REQ or check lists them again
-      } else if (a.relisted) this.relisted(a.stamp);
-      else if (this.listening !== true && this.connections.subscribed()) this.setListening(true); // not known (after a wake): the list goes
+        return;
+      }
+      const restarted = this.restarted(a.stamp);
+      if (a.relisted) this.relisted(a.stamp);
+      else if ((restarted || this.listening !== true) && this.connections.subscribed()) this.setListening(true); // lost by a restart, or not known (after a wake): the list goes
     });
     return true;
+  }
+
+  /**
+   * Whether `stamp` (any the primary sent: a delivery's, a history's, a check's) is of a later epoch
+   * than the last one seen here: the primary restarted since, and lost the list of this edge's
+   * subscriptions. Remembers the latest epoch (a loss told after a restart carries an older one).
+   */
+  private restarted(stamp: Stamp): boolean {
+    if (this.epoch !== undefined && stamp.epoch <= this.epoch) return false;
+    const restarted = this.epoch !== undefined;
+    this.epoch = stamp.epoch;
+    return restarted;
   }
 
   /**
