@@ -10,7 +10,7 @@ import { signAttestation } from '../../src/shared/nip-oa.js';
 import { SHARD_HEADER, shardStub } from '../../workers/common/shards.js';
 import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { MAX_REFUSED_WAITING, TOO_MANY_REFUSED } from '../../workers/relay-do/edge-link.js';
+import { IDLE_DELAY_MS, MAX_REFUSED_WAITING, STAMP_WRITE_MS, TOO_MANY_REFUSED } from '../../workers/relay-do/edge-link.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import { BASE, connect, edgesOf, LIVE_EVENTS_LOST, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
 
@@ -113,12 +113,12 @@ describe('a shard with four edges', () => {
     await s.req('one', { kinds: [1], authors: [owner.pk] });
     s.send(['CLOSE', 'one']);
     const publisher = await connect(`/r/${owner.pk}`);
-    // With its last subscription closed, edge 0 tells the primary to stop sending.
+    // With its last subscription closed, edge 0 tells the primary to stop sending (IDLE_DELAY_MS after that CLOSE).
     const first = sign(owner, { content: 'while idle' });
     expect((await publisher.publish(first))[2]).toBe(true);
     const listening = () =>
       runInDurableObject(shardStub(env, owner.pk), (_i, state) => state.storage.sql.exec('SELECT edge FROM edges_listening').toArray().map((r) => r.edge));
-    await expect.poll(listening).toEqual([]);
+    await expect.poll(listening, { timeout: IDLE_DELAY_MS + 5_000 }).toEqual([]);
     expect((await s.req('two', { kinds: [1], authors: [owner.pk] })).events).toEqual([first]);
     expect(await listening()).toEqual([0]);
     const second = sign(owner, { content: 'listening again' });
@@ -294,7 +294,7 @@ describe('a shard with four edges', () => {
     expect(await runDurableObjectAlarm(edge1)).toBe(true);
     expect(await s.next((f) => f[0] === 'CLOSED')).toEqual(['CLOSED', 'feed', LIVE_EVENTS_LOST]);
     expect(deliveries(s, [missed.id])).toEqual([0]);
-    await vi.waitFor(async () => expect(await listening()).toEqual([]));
+    await vi.waitFor(async () => expect(await listening()).toEqual([]), { timeout: IDLE_DELAY_MS + 5_000, interval: 200 });
     // Subscribing again (with since, as a client would) gets what was missed and what comes next.
     expect((await s.req('again', { kinds: [1], authors: [owner.pk], since: missed.created_at })).events.map((e) => e.id)).toContain(missed.id);
     const next = sign(owner, { content: 'next' });
@@ -302,11 +302,52 @@ describe('a shard with four edges', () => {
     expect(await s.next(eventFrame(next.id))).toEqual(['EVENT', 'again', next]);
     // With no subscription left the check stops: the edge goes idle at the primary and arms nothing.
     s.send(['CLOSE', 'again']);
-    await vi.waitFor(async () => expect(await listening()).toEqual([]));
+    await vi.waitFor(async () => expect(await listening()).toEqual([]), { timeout: IDLE_DELAY_MS + 5_000, interval: 200 });
     await runInDurableObject(edge1, (_i, state) => state.storage.setAlarm(Date.now() + 60_000));
     expect(await runDurableObjectAlarm(edge1)).toBe(true);
     expect(await runInDurableObject(edge1, (_i, state) => state.storage.getAlarm())).toBeNull();
   });
+
+  it('REQ + CLOSE on a quiet edge writes no more SQLite rows than on a single object: its subscription row (2 a cycle), no stamps or listening rows for subscriptions closed within seconds; the edge goes idle a few seconds after its last CLOSE', async () => {
+    const owner = freshOwner();
+    const s = await connectEdge(owner.pk, 3);
+    await s.req('warm', { kinds: [1], authors: [owner.pk] });
+    s.send(['CLOSE', 'warm']);
+    const edge = edgeStub(env, owner.pk, 3);
+    const primary = shardStub(env, owner.pk);
+    /** Counts the rows every statement of `stub`'s SQLite writes from now on (the runtime's own count, per cursor). */
+    const meter = (stub: DurableObjectStub<RelayShard>) =>
+      runInDurableObject(stub, (_i, state) => {
+        const sql = state.storage.sql as unknown as { exec: (...a: unknown[]) => { rowsWritten: number } };
+        const cursors: { rowsWritten: number }[] = [];
+        (globalThis as unknown as Record<string, unknown>)[`rows ${state.id}`] = cursors;
+        const exec = sql.exec.bind(sql);
+        sql.exec = (...a: unknown[]) => {
+          const cursor = exec(...a);
+          cursors.push(cursor);
+          return cursor;
+        };
+      });
+    const written = (stub: DurableObjectStub<RelayShard>) =>
+      runInDurableObject(stub, (_i, state) => ((globalThis as unknown as Record<string, { rowsWritten: number }[]>)[`rows ${state.id}`] ?? []).reduce((n, c) => n + c.rowsWritten, 0));
+    await meter(primary);
+    await meter(edge);
+    const cycles = 50;
+    for (let n = 0; n < cycles; n++) {
+      expect(await s.req(`r${n}`, { kinds: [1], authors: [owner.pk] })).toEqual({ events: [] });
+      s.send(['CLOSE', `r${n}`]);
+    }
+    // A bare AUTH is answered by the edge after the messages before it: the last CLOSE was handled.
+    s.send(['AUTH']);
+    await s.next((f) => f[0] === 'AUTH');
+    // A single object writes 2 rows a cycle (its subscription's row, in and out); before, an edge and its primary wrote 8
+    // (the subscription and its history stamp at the edge, the listening and delivery records at the primary, each in and out).
+    const rows = (await written(edge)) + (await written(primary));
+    expect(rows).toBeLessThanOrEqual(2 * cycles + 4);
+    // Still listening right after the last CLOSE; idle a few seconds later.
+    const listening = () => runInDurableObject(primary, (_i, state) => state.storage.sql.exec<{ edge: number }>('SELECT edge FROM edges_listening').toArray().map((r) => r.edge));
+    await vi.waitFor(async () => expect(await listening()).toEqual([]), { timeout: 10_000, interval: 200 });
+  }, 30_000);
 
   it('a primary that restarts owing an edge events makes it close the subscriptions that missed them; a quiet restart closes none', async () => {
     const owner = freshOwner();
@@ -379,6 +420,11 @@ describe('a shard with four edges', () => {
     });
     const ping = sign(owner, { kind: 20001, content: 'still open', tags: [['t', 'wake']] });
     await s.req('ping', { kinds: [20001], '#t': ['wake'] });
+    // The stamps kept go with their subscriptions, written STAMP_WRITE_MS after their EOSE (the object
+    // does not hibernate before: the pending write keeps it awake).
+    const kept = () =>
+      runInDurableObject(edgeStub(env, owner.pk, 1), (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM conn_stamps').one().n);
+    await vi.waitFor(async () => expect(await kept()).toBe(3), { timeout: STAMP_WRITE_MS + 5_000, interval: 200 });
     await runInDurableObject(edgeStub(env, owner.pk, 1), (_i, state) => {
       // What a wake from hibernation does: a new object over the same storage and sockets. The
       // primary then tells it it lost the note: 'before' had not seen it, 'after' had (its history).
@@ -394,9 +440,7 @@ describe('a shard with four edges', () => {
     // Frames of one socket keep their order: when the ping arrives, a CLOSED of 'after' or 'ping' would have too.
     expect(await s.next(eventFrame(ping.id))).toEqual(['EVENT', 'ping', ping]);
     expect(s.frames.filter((f) => f[0] === 'CLOSED')).toEqual([]);
-    // The stamps kept go with their subscriptions: a CLOSE, then the socket's close, leave none.
-    const kept = () =>
-      runInDurableObject(edgeStub(env, owner.pk, 1), (_i, state) => state.storage.sql.exec<{ n: number }>('SELECT COUNT(*) AS n FROM conn_stamps').one().n);
+    // A CLOSE, then the socket's close, leave none.
     expect(await kept()).toBe(2);
     s.send(['CLOSE', 'after']);
     await vi.waitFor(async () => expect(await kept()).toBe(1));

@@ -10,6 +10,7 @@ import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare
 import { describe, expect, it, vi } from 'vitest';
 import { shardStub } from '../../workers/common/shards.js';
 import type { RelayShard } from '../../workers/relay-do/shard.js';
+import { IDLE_DELAY_MS } from '../../workers/relay-do/edge-link.js';
 import { api } from './api-helpers.js';
 import { BASE, connect, edgesOf, keys, sign, socketObject, socketObjects, type Keys } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
@@ -113,10 +114,11 @@ describe('a shard that holds nothing worth keeping', () => {
     expect(await held(holder)).toMatchObject({ tables: [], alarm: null, sockets: 0 });
 
     if (edgesOf(owner.pk) > 1) {
-      // The primary listened to the edge while its subscription was open; the edge's idle leaves it nothing.
+      // The primary listened to the edge while its subscription was open; the edge's idle (IDLE_DELAY_MS after it closed) leaves it nothing.
       const primary = shardStub(env, owner.pk);
-      await vi.waitFor(async () =>
-        expect(await runInDurableObject(primary, (_i, state) => state.storage.sql.exec('SELECT 1 FROM edges_listening').toArray().length)).toBe(0),
+      await vi.waitFor(
+        async () => expect(await runInDurableObject(primary, (_i, state) => state.storage.sql.exec('SELECT 1 FROM edges_listening').toArray().length)).toBe(0),
+        { timeout: IDLE_DELAY_MS + 5_000, interval: 200 },
       );
       expect(await runDurableObjectAlarm(primary)).toBe(true);
       expect(await held(primary)).toMatchObject({ tables: [], alarm: null });

@@ -118,7 +118,10 @@ export class EdgeFanout {
     if (this.listening.has(i)) return;
     this.listening.add(i);
     this.sql.exec('INSERT OR IGNORE INTO edges_listening (edge) VALUES (?)', i);
-    this.record(i, this.stamp()); // nothing published before now is owed to it
+    // Nothing published before now is owed to it: recorded at most once a second, as deliveries are
+    // (an edge that goes idle and listens again within a second writes its record once); a restart
+    // before the record finds none, and tells the edge of a loss, which may close what missed nothing.
+    this.delivered(i, this.stamp());
   }
 
   /**

@@ -10,7 +10,10 @@
 // that arrive while the history is in flight wait, and afterwards only events stamped after the
 // history's stamp are sent (the rest were in the history, or were ephemeral events published
 // before the REQ, which a single object would not have sent either). The history's stamp is kept in
-// the edge's storage with the subscription, so a wake from hibernation still knows it.
+// the edge's storage with the subscription (STAMP_WRITE_MS after its EOSE, unless it closed by then),
+// so a wake from hibernation still knows it. With no subscription left the edge stops listening a
+// few seconds after its last close (IDLE_DELAY_MS): REQ and CLOSE on a quiet edge write no more rows
+// than on a single object.
 //
 // Lost deliveries (the primary dropped events for this edge, see edge-fanout.ts): each subscription
 // whose history is older than the last lost event is closed with LIVE_EVENTS_LOST, so its client
@@ -147,6 +150,21 @@ export const MAX_HELD_BYTES = 4_194_304;
 /** How often an edge with subscriptions and no delivery since makes sure its primary sends it events (`check`). */
 export const LISTEN_CHECK_MS = 60_000;
 
+/**
+ * An edge whose last subscription closed tells its primary to stop sending (`idle`) this long after
+ * the last close, unless a REQ came meanwhile: a client's REQ, EOSE, CLOSE, REQ… on a quiet edge then
+ * costs the primary no listening rows each time (each `listen` and `idle` writes two).
+ */
+export const IDLE_DELAY_MS = 3_000;
+
+/**
+ * A history's stamp is written to the edge's storage (conn_stamps) this long after its EOSE, unless
+ * the subscription closed meanwhile (most one-off REQs are closed right after EOSE, and then write no
+ * stamp). The object does not hibernate while the write is pending (a timer keeps it awake); a stamp
+ * lost anyway (the object reset) only makes a later loss close that subscription too.
+ */
+export const STAMP_WRITE_MS = 2_000;
+
 /** The CLOSED message of a subscription that missed live events. */
 const LIVE_EVENTS_LOST = formatRejection(reject('error', 'live events were lost on the way to this connection (the relay is overloaded); subscribe again'));
 
@@ -175,6 +193,11 @@ export class EdgeLink {
   private epoch: number | undefined;
   /** Whether a delivery came since the last periodic check (then the primary does send events here). */
   private heard = false;
+  /** The `idle` waiting for IDLE_DELAY_MS after the last subscription closed. */
+  private idleTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Stamps of histories answered and not written yet (STAMP_WRITE_MS), by connection and subscription. */
+  private readonly unwritten = new Map<Connection, Map<string, Stamp>>();
+  private stampTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     readonly index: number,
@@ -277,7 +300,7 @@ export class EdgeLink {
       if ((a.relisted || restarted || this.listening === undefined) && this.connections.subscribed()) this.setListening(true);
       if (!current) return;
       if (conn.subs.get(subId) !== filters) return; // closed meanwhile
-      this.connections.keepStamp(conn, subId, a.stamp);
+      this.keepStamp(conn, subId, a.stamp);
       // Live events, within the address's budget as every live event (`deliver`).
       for (const d of buffered) {
         if (!isAfter(d.stamp, a.stamp)) continue;
@@ -299,13 +322,35 @@ export class EdgeLink {
   /** CLOSE, a closed connection, or a subscription closed here: its stream is no longer needed, nor its events at the primary. */
   forget(conn: Connection, subId: string): void {
     this.streams.get(conn)?.delete(subId);
-    this.connections.dropStamp(conn, subId);
+    const unwritten = this.unwritten.get(conn);
+    if (unwritten?.delete(subId)) {
+      if (unwritten.size === 0) this.unwritten.delete(conn);
+    } else this.connections.dropStamp(conn, subId);
     if (this.listening !== true) return;
     void this.call({ op: 'forget', edge: this.index, key: subKey(conn, subId) }, ignore);
-    // Once the caller has removed it: with no subscription left, stop listening (no delivery would come to say so).
+    // Once the caller has removed it: with no subscription left, stop listening IDLE_DELAY_MS after
+    // the last close (no delivery would come to say so), unless a REQ came meanwhile.
     queueMicrotask(() => {
-      if (this.listening === true && !this.connections.subscribed()) this.setListening(false);
+      if (this.listening !== true || this.connections.subscribed()) return;
+      if (this.idleTimer !== undefined) clearTimeout(this.idleTimer);
+      this.idleTimer = setTimeout(() => {
+        this.idleTimer = undefined;
+        if (this.listening === true && !this.connections.subscribed()) this.setListening(false);
+      }, IDLE_DELAY_MS);
     });
+  }
+
+  /** Keeps the stamp of subscription `subId`'s history in storage STAMP_WRITE_MS from now, if it is still open then. */
+  private keepStamp(conn: Connection, subId: string, stamp: Stamp): void {
+    let stamps = this.unwritten.get(conn);
+    if (!stamps) this.unwritten.set(conn, (stamps = new Map()));
+    stamps.set(subId, stamp);
+    this.stampTimer ??= setTimeout(() => {
+      this.stampTimer = undefined;
+      const due = [...this.unwritten];
+      this.unwritten.clear();
+      for (const [c, byId] of due) for (const [sid, st] of byId) if (c.subs.has(sid)) this.connections.keepStamp(c, sid, st);
+    }, STAMP_WRITE_MS);
   }
 
   /**
