@@ -7,8 +7,9 @@ import { schnorr } from '@noble/curves/secp256k1.js';
 import { bytesToHex } from '../../src/shared/hex.js';
 import { attestationDigest, signAttestation } from '../../src/shared/nip-oa.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
-import { shardName } from '../../workers/common/shards.js';
-import { connect, eventFrame, keys, now, Sentinel, sign, type Keys, type TestSocket } from './helpers.js';
+import { SHARD_HEADER, shardName } from '../../workers/common/shards.js';
+import { EDGE_HEADER, edgeStub } from '../../workers/common/edges.js';
+import { BASE, connect, eventFrame, keys, now, Sentinel, sign, TestSocket, type Keys } from './helpers.js';
 
 const shardOf = (owner: string) => env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(shardName(owner)));
 
@@ -313,6 +314,42 @@ describe('NIP-AO ownership records', () => {
     expect((await s.publish(sign(w.agent, { kind: 0, content: '{}', created_at: now() - 5 })))[2]).toBe(true);
     const after = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
     expect(await s.publish(after)).toEqual(['OK', after.id, false, RESTRICTED_PUB]);
+  });
+
+  it('an AUTH whose proof the primary could not record (at an edge) is refused and authenticates nothing; sent again, it does', async () => {
+    const w = { owner: keys(), agent: keys() };
+    // A socket on an edge of the owner's shard (as the router places one with RELAY_EDGES), in both test projects.
+    const edge = edgeStub(env, w.owner.pk, 1);
+    const res = await edge.fetch(`${BASE}/r/${w.owner.pk}`, { headers: { Upgrade: 'websocket', [SHARD_HEADER]: w.owner.pk, [EDGE_HEADER]: '1' } });
+    res.webSocket!.accept();
+    const s = new TestSocket(res.webSocket!, `ws://relay.test/r/${w.owner.pk}`);
+    s.send(['AUTH']);
+    await s.next((f) => f[0] === 'AUTH');
+    // The edge's next call to its primary fails on the way (as an RPC whose connection is lost).
+    await runInDurableObject(edge, (instance) => {
+      type Link = { primary: () => { edgeBatch(shard: string, ops: unknown[]): Promise<unknown[]> } };
+      const link = (instance as unknown as { edge(): Link }).edge();
+      const primary = link.primary;
+      link.primary = () => {
+        link.primary = primary;
+        return { edgeBatch: () => Promise.reject(new Error('connection lost')) };
+      };
+    });
+    const auth = () => sign(w.agent, { kind: 22242, content: '', tags: [['relay', s.url], ['challenge', s.challenge], signAttestation(w.owner.sk, w.agent.pk, 'kind=22242')] });
+    const failed = auth();
+    s.send(['AUTH', failed]);
+    expect(await s.next((f) => f[0] === 'OK' && f[1] === failed.id)).toEqual(['OK', failed.id, false, 'error: the shard could not be reached (connection lost); try again']);
+    // Refused: the connection is not authenticated as the agent, and the primary holds no proof.
+    const early = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
+    expect(await s.publish(early)).toEqual(['OK', early.id, false, AUTH_REQ_PUB]);
+    expect(await shardOf(w.owner.pk).isAgentOwner(w.agent.pk, w.owner.pk)).toBe(false);
+    // Sent again, it is recorded and authenticates.
+    const again = auth();
+    s.send(['AUTH', again]);
+    expect(await s.next((f) => f[0] === 'OK' && f[1] === again.id)).toEqual(['OK', again.id, true, '']);
+    const later = frame(w.agent, w.owner.pk, w.agent.pk, 'telemetry');
+    expect(await s.publish(later)).toEqual(['OK', later.id, true, '']);
+    expect(await shardOf(w.owner.pk).isAgentOwner(w.agent.pk, w.owner.pk)).toBe(true);
   });
 
   it('the owner can revoke through the internal API', async () => {

@@ -219,11 +219,18 @@ export class ConnectionStore {
     return conn;
   }
 
-  /** Records that the connection authenticated as `pubkey`; refused past `max_auth_pubkeys_per_connection` distinct keys. */
+  /** Why the connection may not authenticate as `pubkey` too: past `max_auth_pubkeys_per_connection` distinct keys. */
+  authRefusal(conn: Connection, pubkey: string): Rejection | undefined {
+    const max = this.limits.max_auth_pubkeys_per_connection;
+    if (conn.authed.has(pubkey) || conn.authed.size < max) return undefined;
+    return reject('restricted', `this connection is already authenticated as ${conn.authed.size} pubkeys (max ${max})`);
+  }
+
+  /** Records that the connection authenticated as `pubkey`; refused as `authRefusal` says. */
   addAuth(conn: Connection, pubkey: string): Rejection | undefined {
     if (conn.authed.has(pubkey)) return undefined;
-    const max = this.limits.max_auth_pubkeys_per_connection;
-    if (conn.authed.size >= max) return reject('restricted', `this connection is already authenticated as ${conn.authed.size} pubkeys (max ${max})`);
+    const refused = this.authRefusal(conn, pubkey);
+    if (refused) return refused;
     conn.authed.add(pubkey);
     this.sql.exec('INSERT OR IGNORE INTO conn_auth (cid, pubkey) VALUES (?, ?)', conn.att.cid, pubkey);
     return undefined;

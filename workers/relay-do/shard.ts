@@ -1112,20 +1112,31 @@ export class RelayShard extends DurableObject<RelayEnv> {
     send(conn, relayMessage.count(subId, counted));
   }
 
-  /** NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection` keys. */
+  /**
+   * NIP-42: rate-limited before the signature is verified; at most `max_auth_pubkeys_per_connection`
+   * keys. An AUTH carrying a NIP-OA proof, at an edge, authenticates the connection only once the
+   * primary recorded the proof: a proof refused or not delivered is answered OK false and leaves the
+   * connection as it was (messages sent before its OK are judged without that key).
+   */
   private onAuth(conn: Connection, input: unknown): void | Promise<void> {
     const e = this.signedEvent(conn, input, conn.auths.take(this.clock()) ? undefined : reject('rate-limited', 'slow down: too many AUTH messages on this connection'));
     if (!e) return;
     const verifier = this.verifier;
     const valid = validateAuthEvent(e, { challenge: conn.att.challenge, relayUrl: conn.att.relayUrl, now: this.clockSeconds() });
     if (!valid.ok) return answerRejection(conn, e.id, valid.error);
-    const refused = this.conns.addAuth(conn, e.pubkey);
-    if (refused) return answerRejection(conn, e.id, refused);
     const a = verifyAttestation(e, verifier);
     const edge = this.edge();
     if (a.ok && edge) {
-      return edge.recordOwnership(conn, e.pubkey, a.value.owner, a.value.conditions, e.created_at, (failed) => send(conn, relayMessage.ok(e.id, !failed, failed ?? '')));
+      const tooMany = this.conns.authRefusal(conn, e.pubkey);
+      if (tooMany) return answerRejection(conn, e.id, tooMany);
+      const { id, pubkey } = e;
+      return edge.recordOwnership(conn, pubkey, a.value.owner, a.value.conditions, e.created_at, (failed) => {
+        const refused = failed === undefined ? this.conns.addAuth(conn, pubkey) : undefined; // the cap again: another AUTH may have been answered meanwhile
+        send(conn, relayMessage.ok(id, failed === undefined && !refused, failed ?? (refused ? formatRejection(refused) : '')));
+      });
     }
+    const refused = this.conns.addAuth(conn, e.pubkey);
+    if (refused) return answerRejection(conn, e.id, refused);
     // Dated by the AUTH event (ownership.ts: a profile without the tag forgets only proofs dated at or before it).
     if (a.ok) this.ownership.record(e.pubkey, a.value.owner, 'auth', e.created_at, a.value.conditions);
     send(conn, relayMessage.ok(e.id, true, ''));
