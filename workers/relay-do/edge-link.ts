@@ -124,10 +124,12 @@ export const EDGE_OVERLOADED = formatRejection(reject('error', 'the relay is ove
 
 /**
  * Refused operations of one connection an edge keeps waiting for their turn behind its other
- * operations (each holds only its answer's frame); past it the connection is closed (1008,
- * TOO_MANY_REFUSED). A client's buckets let it send a little over 200 messages at once.
+ * operations; past it the connection is closed (1008, TOO_MANY_REFUSED). Each holds only what its
+ * answer needs (an EVENT's id), about 370 bytes, so 300 connections hold at most about 3.5 MiB of
+ * them (docs/OPERATIONS.md "Memory of a shard"); a client's buckets would let it send about 200
+ * messages at once.
  */
-export const MAX_REFUSED_WAITING = 256;
+export const MAX_REFUSED_WAITING = 32;
 
 /** The close reason of a connection past MAX_REFUSED_WAITING (at most 123 bytes). */
 export const TOO_MANY_REFUSED = 'error: the relay is overloaded and refused too many of your messages; reconnect later';
