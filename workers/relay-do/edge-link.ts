@@ -512,7 +512,7 @@ export class EdgeLink {
   /**
    * Queues `op` (a client's: with the connection it came from, `from`); `answer` runs when the
    * primary answered it. Resolves after that. Past edge_pending_bytes waiting, an EVENT, REQ, COUNT
-   * or ownership proof is not kept (`refuse`).
+   * or ownership proof is not kept (`refuse`), and the promise resolves at once.
    */
   private call(op: EdgeOp, answer: (a: EdgeAnswer) => void, from?: Sender): Promise<void> {
     const bytes = opBytes(op);
