@@ -6,7 +6,9 @@
 // (a priced call waiting for its payment) still runs once when its client sends it again, and so
 // does a paid call whose answer a restart kept from being published (the accepted repeat); paid
 // once the request is too old to be sent again (the clock moved on), it runs nothing and the
-// operator is told once to refund it. Gift
+// operator is told once to refund it, as for a paid call a restart cut off upstream that nobody sent
+// again (once it can no longer run), one its client cancelled while it ran upstream, and one whose
+// answer the relay refused (that call is not served; sent again, it does not run). Gift
 // wraps are read from two days back (their dates are randomized into the past): one the bridge
 // answered comes back on each resubscription and is not run again.
 import { env, runDurableObjectAlarm, runInDurableObject, SELF } from 'cloudflare:test';
@@ -16,7 +18,7 @@ import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
 import { SeenIds } from '../../workers/common/seen-ids.js';
-import { bridgeReady, directBridge, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { bridgeReady, directBridge, DvmcpClient, everythingUrl, whilePublicShardRefuses } from './bridge-helpers.js';
 import { BASE, now, randomHex } from './helpers.js';
 
 const fixtureUrl = (): string => inject('toolsFixtureUrl');
@@ -236,5 +238,86 @@ describe('bridge: replayed requests', () => {
     expect((await c.call('ping', { n: 4 }, { s: 'slow' })).content).toBe('{}');
     expect(answersLeft(c, call.id)).toEqual([]);
     c.close();
+  }, 30_000);
+
+  it('a paid call a restart cut off upstream, never sent again: once it can no longer run (its longest call and the freshness window after it went upstream), the operator is told once to refund it', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] }); // the bridge's clock too (same isolate): moved on 361 s below
+    vi.setSystemTime(Date.now());
+    const warn = vi.spyOn(console, 'warn');
+    const c = await DvmcpClient.open(provider);
+    try {
+      const call = c.request('tools/call', { name: 'slow', arguments: { ms: 4000 } }, { s: 'slow' });
+      await c.send(call);
+      const paid = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice: await invoiceFor(c, call.id) }) });
+      expect(paid.status).toBe(200);
+      await new Promise((r) => setTimeout(r, 800));
+      expect(await paymentOf(call.id)).toMatchObject({ used_at: expect.any(Number), served_at: null });
+      await restartBridge();
+      const id = await runInDurableObject(bridgeStub(), (_i, state) => state.storage.sql.exec<{ id: string }>('SELECT id FROM payments WHERE request_id = ?', call.id).one().id);
+      const line = `bridge: payment of 21 sats for invoice ${id} (request ${call.id} of client ${c.k.pk}) arrived before its call was cut off (the bridge restarted while it ran): no answer was sent; refund the client if due`;
+      const refundLines = (): string[] => warn.mock.calls.map((args) => String(args[0])).filter((l) => l.includes(`request ${call.id}`));
+      await runDurableObjectAlarm(bridgeStub());
+      expect(refundLines()).toEqual([]); // a re-send could still run it
+      vi.setSystemTime(Date.now() + 361_000);
+      await runDurableObjectAlarm(bridgeStub());
+      await runDurableObjectAlarm(bridgeStub());
+      expect(refundLines()).toEqual([line]);
+      expect(await paymentOf(call.id)).toMatchObject({ served_at: null, dropped_at: expect.any(Number) });
+      expect(answersLeft(c, call.id)).toEqual([]);
+    } finally {
+      c.close();
+      warn.mockRestore();
+      vi.useRealTimers();
+      await restartBridge();
+    }
+  }, 30_000);
+
+  it('a paid call its client cancels while it runs upstream: no answer, the operator is told once to refund it, and sent again it does not run', async () => {
+    const warn = vi.spyOn(console, 'warn');
+    const c = await DvmcpClient.open(provider);
+    try {
+      const call = c.request('tools/call', { name: 'slow', arguments: { ms: 2000 } }, { s: 'slow' });
+      await c.send(call);
+      const paid = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice: await invoiceFor(c, call.id) }) });
+      expect(paid.status).toBe(200);
+      await vi.waitFor(async () => expect(await paymentOf(call.id)).toMatchObject({ used_at: expect.any(Number) }), { timeout: 5000, interval: 50 });
+      await c.send(c.sign21316('notifications/cancel', call.id));
+      const id = await runInDurableObject(bridgeStub(), (_i, state) => state.storage.sql.exec<{ id: string }>('SELECT id FROM payments WHERE request_id = ?', call.id).one().id);
+      const line = `bridge: payment of 21 sats for invoice ${id} (request ${call.id} of client ${c.k.pk}) arrived before its call was cut off (cancelled by the client): no answer was sent; refund the client if due`;
+      const refundLines = (): string[] => warn.mock.calls.map((args) => String(args[0])).filter((l) => l.includes(`request ${call.id}`));
+      await vi.waitFor(() => expect(refundLines()).toEqual([line]), { timeout: 5000, interval: 50 });
+      expect(await paymentOf(call.id)).toMatchObject({ served_at: null, dropped_at: expect.any(Number) });
+      await recorded(call.id);
+      await c.send(call);
+      expect((await c.call('ping', { n: 6 }, { s: 'slow' })).content).toBe('{}');
+      await new Promise((r) => setTimeout(r, 2500)); // past the slow call's 2 s
+      await runDurableObjectAlarm(bridgeStub());
+      expect(refundLines()).toEqual([line]);
+      expect(answersLeft(c, call.id)).toEqual([]);
+    } finally {
+      c.close();
+      warn.mockRestore();
+    }
+  }, 30_000);
+
+  it('a paid call whose answer the relay refuses is not served: the operator is told once to refund it', async () => {
+    const c = await DvmcpClient.open(provider);
+    try {
+      const call = c.request('tools/call', { name: 'slow', arguments: { ms: 1500 } }, { s: 'slow' });
+      await c.send(call);
+      const paid = await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice: await invoiceFor(c, call.id) }) });
+      expect(paid.status).toBe(200);
+      const refundLines = (lines: string[]): string[] => lines.filter((l) => l.includes(`request ${call.id}`));
+      const logged = await whilePublicShardRefuses((sofar) => vi.waitFor(() => expect(refundLines(sofar())).toHaveLength(1), { timeout: 10_000, interval: 50 }));
+      const id = await runInDurableObject(bridgeStub(), (_i, state) => state.storage.sql.exec<{ id: string }>('SELECT id FROM payments WHERE request_id = ?', call.id).one().id);
+      const relay = `${BASE.replace(/^http/, 'ws')}/`; // the public shard, where the request came from
+      expect(refundLines(logged)).toEqual([
+        `bridge: payment of 21 sats for invoice ${id} (request ${call.id} of client ${c.k.pk}) arrived before its call was cut off (its answer was not published: ${relay} refused it: invalid: created_at is too far in the future): no answer was sent; refund the client if due`,
+      ]);
+      expect(await paymentOf(call.id)).toMatchObject({ used_at: expect.any(Number), served_at: null, dropped_at: expect.any(Number) });
+      expect(answersLeft(c, call.id)).toEqual([]);
+    } finally {
+      c.close();
+    }
   }, 30_000);
 });

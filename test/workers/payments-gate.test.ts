@@ -3,7 +3,8 @@
 // table): payment-required → paid → the call runs; expiry answered NOT_PAID when the alarm runs;
 // caps per client and per bridge; a paid row spent once; rows that survive a restart, and a
 // payment after a restart dropped its call (run when re-sent in time, else logged once for a
-// refund); prices the gate refuses; capability names it cannot store (a lone surrogate);
+// refund); a paid call cut off before its answer was published (logged once for a refund: at once
+// when its end is told, by the alarm when a restart cut it off); prices the gate refuses; capability names it cannot store (a lone surrogate);
 // cancellation, and the release of an invoice whose payment request could not be sent. The
 // Bridge's own alarm and dispatcher are exercised in
 // payments-bridge.test.ts; here the gate's host records the wake-ups it asks for. Pure parts
@@ -17,7 +18,7 @@ import { PaymentStore, type PaymentRow } from '../../workers/bridge/payments-sto
 import { LocalVerifier } from '../../workers/bridge/payments-local.js';
 import { VerifierGate, type GateHost } from '../../workers/bridge/payments-gate.js';
 import { DEFAULT_PAYMENT_CONFIG, PAYMENT_RPC, type PaymentConfig } from '../../workers/bridge/payments.js';
-import type { PaymentContext, PricedCapability } from '../../workers/common/dvmcp-server/payment-gate.js';
+import type { CallEnd, PaymentContext, PricedCapability } from '../../workers/common/dvmcp-server/payment-gate.js';
 import { randomHex } from './helpers.js';
 
 const OWNER = 'a1'.repeat(32);
@@ -79,11 +80,17 @@ const RUNS = { ok: true, value: { done: expect.any(Function) } };
 /** A re-sent request whose payment was given up and logged for a refund. */
 const DROPPED = "this request's payment arrived after the bridge had given the request up, so it does not run; ask the bridge's operator for a refund, or send a new request";
 const ALREADY_SERVED = { ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: 'this paid request was already served; send a new request' } };
-/** Runs the call a result let through, answered or not. */
-function ended(r: Awaited<ReturnType<VerifierGate['requirePayment']>>, answered: boolean): void {
+/** A re-sent request whose paid call was cut off before its answer was published, and logged for a refund. */
+const CUT_OFF = "this request's call was cut off before its answer was sent, so it does not run again; ask the bridge's operator for a refund, or send a new request";
+/** The line a paid call cut off (`why`) before its answer was published is logged with, once. */
+const cutOffLine = (row: PaymentRow, who: Requester, why: string): string =>
+  `payment of ${row.sats} sats for invoice ${row.id} (request ${who.requestId} of client ${who.client}) arrived before its call was cut off (${why}): no answer was sent; refund the client if due`;
+/** Ends the call a result let through: answered, or cut off for `why`. */
+function ended(r: Awaited<ReturnType<VerifierGate['requirePayment']>>, end: CallEnd): void {
   if (!r.ok) throw new Error(`the call was refused: ${r.error.message}`);
-  r.value.done(answered);
+  r.value.done(end);
 }
+const ANSWERED: CallEnd = { answered: true };
 
 describe('VerifierGate with the local verifier', () => {
   it('sends payment-required, keeps a durable row, and lets the call run once paid', async () => {
@@ -197,12 +204,12 @@ describe('VerifierGate with the local verifier', () => {
       const running = await resent.result;
       expect(running).toEqual(RUNS);
       expect(resent.sent).toEqual([]);
-      ended(running, true);
+      ended(running, ANSWERED);
       expect(await after.call(later).result).toEqual(ALREADY_SERVED);
     });
   });
 
-  it('spends a paid row when its answer is published: a call cut off before that runs again when re-sent', async () => {
+  it('spends a paid row when its answer is published: a call a restart cut off before that (no end reported) runs again when re-sent', async () => {
     await withGate({}, async (h) => {
       const who = requester();
       const first = h.call(who);
@@ -215,22 +222,70 @@ describe('VerifierGate with the local verifier', () => {
       expect(h.store.byId(row.id)).toMatchObject({ used_at: h.clock.now, served_at: null });
       // Running here: the same request again is refused, not run twice at once.
       expect(await h.call(who).result).toEqual(ALREADY_SERVED);
-      // Ended unanswered (its answer not published): re-sent, it runs.
-      ended(running, false);
-      const again = await h.call(who).result;
-      expect(again).toEqual(RUNS);
       // A restart while it runs (no end reported): re-sent to the new instance, it runs.
       h.clock.now += 3;
       const after = h.restart();
-      const third = await after.call(who).result;
-      expect(third).toEqual(RUNS);
+      const again = await after.call(who).result;
+      expect(again).toEqual(RUNS);
       expect(after.store.byId(row.id)).toMatchObject({ used_at: h.clock.now, served_at: null });
-      ended(third, true);
+      ended(again, ANSWERED);
       expect(after.store.byId(row.id)).toMatchObject({ served_at: h.clock.now });
       expect(await after.call(who).result).toEqual(ALREADY_SERVED);
       expect(await h.call(who).result).toEqual(ALREADY_SERVED);
       expect(first.sent).toHaveLength(1);
     });
+  });
+
+  it('a paid call cut off before its answer was published (done unanswered) is logged once for a refund and dropped: re-sent, it does not run again', async () => {
+    const logs: string[] = [];
+    await withGate({}, async (h) => {
+      const who = requester();
+      const first = h.call(who);
+      await settle();
+      const invoice = invoiceOf(first.sent[0]!);
+      const row = h.store.byInvoice(invoice)!;
+      h.local.pay(invoice);
+      const running = await first.result;
+      expect(running).toEqual(RUNS);
+      h.clock.now += 2;
+      ended(running, { answered: false, why: 'cancelled by the client' });
+      ended(running, { answered: false, why: 'cancelled by the client' }); // told twice: still one line
+      expect(logs).toEqual([cutOffLine(row, who, 'cancelled by the client')]);
+      expect(h.store.byId(row.id)).toMatchObject({ used_at: h.clock.now - 2, served_at: null, dropped_at: h.clock.now });
+      expect(await h.call(who).result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: CUT_OFF } });
+      await h.gate.onAlarm();
+      expect(logs).toHaveLength(1);
+      expect(h.store.awaitingPayment(h.clock.now)).toBe(false);
+    }, logs);
+  });
+
+  it('a paid call a restart cut off and nobody sent again is logged once for a refund when it can no longer run: its longest call and the freshness window after it went upstream', async () => {
+    const logs: string[] = [];
+    await withGate({}, async (h) => {
+      const who = requester();
+      const first = h.call(who);
+      await settle();
+      const invoice = invoiceOf(first.sent[0]!);
+      const row = h.store.byInvoice(invoice)!;
+      h.local.pay(invoice);
+      expect(await first.result).toEqual(RUNS); // never ends: the instance is gone
+      const used = h.clock.now;
+      const after = h.restart();
+      // The bridge keeps its alarm for it (an idle bridge would skip the pass that logs it).
+      expect(after.store.awaitingPayment(used + 100)).toBe(true);
+      h.clock.now = used + 360; // 300 s (UPSTREAM_MAX_TOTAL_MS) + 60 s (STALE_SECONDS): a re-send could still be running it
+      await after.gate.onAlarm();
+      expect(logs).toEqual([]);
+      h.clock.now = used + 361;
+      await h.gate.onAlarm(); // the first instance still runs it (in memory): not given up there
+      expect(logs).toEqual([]);
+      await after.gate.onAlarm();
+      await after.gate.onAlarm();
+      expect(logs).toEqual([cutOffLine(row, who, 'the bridge restarted while it ran')]);
+      expect(after.store.byId(row.id)).toMatchObject({ used_at: used, served_at: null, dropped_at: used + 361 });
+      expect(after.store.awaitingPayment(h.clock.now)).toBe(false);
+      expect(await after.call(who).result).toEqual({ ok: false, error: { code: PAYMENT_RPC.NOT_PAID, message: CUT_OFF } });
+    }, logs);
   });
 
   it('a payment that lands after a restart dropped its request, too late for the request to be sent again, is logged once for a refund', async () => {
@@ -276,7 +331,7 @@ describe('VerifierGate with the local verifier', () => {
       // The client that re-sends its request within the window gets its call run.
       const running = await after.call(resends).result;
       expect(running).toEqual(RUNS);
-      ended(running, true);
+      ended(running, ANSWERED);
       h.clock.now = start + 60; // still fresh: a re-send would run it
       await after.gate.onAlarm();
       expect(logs).toEqual([]);
@@ -473,16 +528,15 @@ describe('VerifierGate with the local verifier', () => {
     });
   });
 
-  it('a name with U+FFFD itself is a capability of its own: paid once, its re-sent request is served without a second invoice', async () => {
+  it('a name with U+FFFD itself is a capability of its own: paid once, its request re-sent after a restart is served without a second invoice', async () => {
     await withGate({}, async (h) => {
       const capability: PricedCapability = { serverId: 'everything', method: 'tools/call', name: 'echo\ufffd' };
       const who = requester();
       const first = h.call(who, SATS, capability);
       await settle();
       h.local.pay(invoiceOf(first.sent[0]!));
-      const running = await first.result;
-      ended(running, false);
-      const again = h.call(who, SATS, capability);
+      expect(await first.result).toEqual(RUNS);
+      const again = h.restart().call(who, SATS, capability);
       expect(await again.result).toEqual(RUNS);
       expect(again.sent).toEqual([]);
     });

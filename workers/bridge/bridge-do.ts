@@ -69,7 +69,7 @@ import { buildAnnouncements } from './announcer.js';
 import { BridgeLinks, bridgeRelays } from './bridge-links.js';
 import { patchedServer, storedServer, type CreateServer, type ServerView, type StoredServer, type UpdateServer } from './config.js';
 import { errorAnswer } from '../common/dvmcp-server/answer-fit.js';
-import { answerWrapSigner, Dispatcher, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
+import { answerWrapSigner, Dispatcher, NotPublished, type Reply, type RequestAdmission } from '../common/dvmcp-server/dispatcher.js';
 import { DROPS, DropSummary } from '../common/drop-summary.js';
 import { soleRecipient } from '../../src/shared/recipients.js';
 import { ErrorAnswers, isFresh, Limiter, STALE_SECONDS } from '../common/dvmcp-server/limits.js';
@@ -663,7 +663,9 @@ export class Bridge extends DurableObject<BridgeEnv> {
     if (!reply) return;
     const t = notificationTemplate(client, n.method, n.params, { serverId: id });
     if (!this.notifyBudget.admit(id, t, reply.form)) return;
-    reply.send(t).catch((e: unknown) => console.error(`bridge: ${n.method} to ${client} not delivered`, errorMessage(e)));
+    reply.send(t).catch((e: unknown) => {
+      if (!(e instanceof NotPublished)) console.error(`bridge: ${n.method} to ${client} not delivered`, errorMessage(e));
+    });
   }
 
   // ---- incoming ----
@@ -726,9 +728,9 @@ export class Bridge extends DurableObject<BridgeEnv> {
       const opened = unwrapDvmcp(e, await this.store.secretKey(), this.keys, verifier);
       if (!opened.ok) return this.drops.drop(DROPS.giftWrap, opened.error);
       const { message, form, createdAt } = opened.value;
-      return this.once(message.id, createdAt, () => this.dispatch(message, form, url, p, unreadable));
+      return this.once(message.id, createdAt, () => this.dispatch(message, form, url, p, unreadable).catch(countedAlready));
     }
-    return this.once(e.id, e.created_at, () => this.dispatch(e, 'plain', url, p, unreadable));
+    return this.once(e.id, e.created_at, () => this.dispatch(e, 'plain', url, p, unreadable).catch(countedAlready));
   }
 
   /** Handles message `m` (`unreadable`: why the owner registry could not be read; a request is then refused, see the header). */
@@ -758,12 +760,24 @@ export class Bridge extends DurableObject<BridgeEnv> {
     await this.dispatcher.handle(msg, reply);
   }
 
+  /**
+   * The Reply to a request from `url`: its send resolves once the relay took the event; a refusal is
+   * counted in the DropSummary and rejects with NotPublished, so that a call is "answered" (its
+   * payment spent on it, payments-gate.ts) only when its answer was published.
+   */
   private replyFor(url: string, client: string, form: Form, p: ProviderRecord): Reply {
     const send = async (t: EventTemplate): Promise<void> => {
       const e = form === 'plain' ? await this.store.sign(t) : wrapDvmcp(t, await this.store.secretKey(), p.pubkey, client, this.keys, form, answerWrapSigner(await relayVerifier()));
       const sent = await this.links.publish(url, e);
-      if (!sent.ok) this.drops.drop(DROPS.refusedByRelay, `${url}: ${sent.error}`);
+      if (sent.ok) return;
+      this.drops.drop(DROPS.refusedByRelay, `${url}: ${sent.error}`);
+      throw new NotPublished(`${url} refused it: ${sent.error}`);
     };
     return { send, form };
   }
+}
+
+/** Ends the handling of a request whose answer a relay refused (NotPublished: counted already, by replyFor); anything else goes on up (logged). */
+function countedAlready(e: unknown): void {
+  if (!(e instanceof NotPublished)) throw e;
 }

@@ -22,8 +22,13 @@
 // by STALE_SECONDS after its invoice was made is dropped and logged for a refund, at once when the
 // payment lands later, else by the alarm then (a request dated ahead, fresh a little longer, is
 // refused after that, its payment logged). A paid call runs once at a time; it spends its row when
-// its answer is published (`done(true)`), so a call a restart cut off before that runs again when
-// re-sent (the accepted repeat, SECURITY.md), while a re-send of an answered one is refused ("already served").
+// its answer is published (`done({answered: true})`: a re-send is refused, "already served"). Cut off
+// before that and told so (`done({answered: false, why})`: the client cancelled, the server was
+// changed or removed, the owner suspended, the relay refused the answer), it never runs again (the
+// bridge records the request handled): its row is dropped and logged once for a refund. A call a
+// restart cut off is told nothing: its request re-sent while fresh runs it again (the accepted
+// repeat, SECURITY.md); once it cannot be (its row's call went upstream more than the longest call,
+// UPSTREAM_MAX_TOTAL_MS, plus STALE_SECONDS ago, and nobody ran it since), the alarm drops and logs it.
 //
 // A row's capability is the request's tool or prompt name or uri: one with a lone surrogate (JSON
 // allows "\ud800") has no UTF-8 form and SQLite would give it back as U+FFFD, so that the request
@@ -43,9 +48,11 @@ import { hasLoneSurrogate } from '../../src/shared/json-cut.js';
 import { freeCall, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { wakeNoLaterThan } from '../common/alarms.js';
 import { STALE_SECONDS } from '../common/dvmcp-server/limits.js';
+import type { CallEnd } from '../common/dvmcp-server/payment-gate.js';
 import { DROPS, type DropSummary } from '../common/drop-summary.js';
 import { INVOICE_WINDOW_SECONDS, PAYMENT_RPC, type PaymentConfig, type PaymentVerifier } from './payments.js';
 import { nowSeconds, type PaymentRow, type PaymentStore } from './payments-store.js';
+import { UPSTREAM_MAX_TOTAL_MS } from './upstream.js';
 
 /** What the gate needs from its Durable Object. */
 export interface GateHost {
@@ -85,6 +92,10 @@ export function satsOf(price: Price): Result<number, RpcError> {
 
 /** Why a paid row whose waiting call a restart dropped is given up (`#drop`). */
 const RESTARTED = 'a restart dropped its request';
+/** Why a paid row whose running call a restart cut off is given up (`#cutOff`). */
+const RESTARTED_WHILE_RUNNING = 'the bridge restarted while it ran';
+/** How long after its call went upstream a paid row may still be running or run again: the longest call, then a re-send's freshness window. */
+const LAST_RUN_SECONDS = Math.ceil(UPSTREAM_MAX_TOTAL_MS / 1000) + STALE_SECONDS;
 
 interface Waiter {
   expires: number;
@@ -173,7 +184,11 @@ export class VerifierGate implements PaymentGate {
     const previous = this.store.byRequest(requester.requestId, requester.client);
     if (previous !== undefined && previous.server === serverId && previous.capability === name) {
       if (previous.dropped_at !== null) {
-        return Promise.resolve(err(rpcError(PAYMENT_RPC.NOT_PAID, "this request's payment arrived after the bridge had given the request up, so it does not run; ask the bridge's operator for a refund, or send a new request")));
+        const why =
+          previous.used_at === null
+            ? "this request's payment arrived after the bridge had given the request up, so it does not run"
+            : "this request's call was cut off before its answer was sent, so it does not run again";
+        return Promise.resolve(err(rpcError(PAYMENT_RPC.NOT_PAID, `${why}; ask the bridge's operator for a refund, or send a new request`)));
       }
       if (previous.paid_at !== null) {
         return Promise.resolve(this.#run(previous.id));
@@ -203,8 +218,9 @@ export class VerifierGate implements PaymentGate {
 
   /**
    * The Durable Object's alarm: answers every waiting call whose invoice expired unpaid, drops the
-   * paid rows whose request a restart dropped and that can no longer be re-sent (`#drop`), prunes
-   * old rows, and asks to be woken at the next expiry.
+   * paid rows whose request a restart dropped and that can no longer be re-sent (`#drop`), and those
+   * whose call a restart cut off and that can no longer run (`#cutOff`, LAST_RUN_SECONDS after it
+   * went upstream; not one running here), prunes old rows, and asks to be woken at the next expiry.
    */
   async onAlarm(): Promise<void> {
     const now = this.now();
@@ -214,6 +230,7 @@ export class VerifierGate implements PaymentGate {
       for (const w of expired) w.finish(err(this.#expired()));
     }
     for (const row of this.store.unrunBefore(now - STALE_SECONDS, DROP_BATCH)) this.#drop(row, RESTARTED);
+    for (const row of this.store.cutOffBefore(now - LAST_RUN_SECONDS, DROP_BATCH)) if (!this.#running.has(row.id)) this.#cutOff(row, RESTARTED_WHILE_RUNNING);
     this.store.prune(now);
     const next = this.store.nextExpiry(now);
     if (next !== undefined) await this.host.wakeAt(next);
@@ -300,17 +317,26 @@ export class VerifierGate implements PaymentGate {
     this.host.log(`payment of ${row.sats} sats for invoice ${row.id} (request ${row.request_id} of client ${row.client}) arrived after ${after}: no call runs for it; refund the client if due`);
   }
 
+  /** Gives up paid row `row`, whose call went upstream and was not answered (`why`), and logs it once for the operator, who may refund it. */
+  #cutOff(row: PaymentRow, why: string): void {
+    if (!this.store.markCutOff(row.id, this.now())) return;
+    this.host.log(`payment of ${row.sats} sats for invoice ${row.id} (request ${row.request_id} of client ${row.client}) arrived before its call was cut off (${why}): no answer was sent; refund the client if due`);
+  }
+
   /**
    * Lets the call of paid row `id` run, unless its answer was published or it runs here already
-   * ("already served"); the row is spent when the call ends answered.
+   * ("already served"); the row is spent when the call ends: served when answered, else given up
+   * and logged for a refund (`#cutOff`).
    */
   #run(id: string): Result<AdmittedCall, RpcError> {
     if (this.#running.has(id) || !this.store.markUsed(id, this.now())) return err(rpcError(PAYMENT_RPC.NOT_PAID, 'this paid request was already served; send a new request'));
     this.#running.add(id);
     return ok({
-      done: (answered) => {
+      done: (end: CallEnd) => {
         this.#running.delete(id);
-        if (answered) this.store.markServed(id, this.now());
+        if (end.answered) return this.store.markServed(id, this.now());
+        const row = this.store.byId(id);
+        if (row) this.#cutOff(row, end.why);
       },
     });
   }

@@ -1,10 +1,11 @@
 // The bridge's payment rows in its Durable Object's SQLite: one row per invoice handed out (who
 // asked, for which request, capability and server, how much, until when, paid when, used when (its
 // call went upstream), served when (its answer was published), what the verifier needs to confirm
-// it, cancelled when, dropped when: paid but given up without a call, logged for a refund). Rows
-// outlive the DO's memory: a payment that arrives while the bridge sleeps is recorded, and a client
-// that re-sends the same request after paying is served without paying twice (also when a restart
-// cut its call off before the answer was published). An invoice is pending (counted against the
+// it, cancelled when, dropped when: paid but given up without an answer, logged for a refund: its
+// call never ran, or was cut off before its answer was published). Rows outlive the DO's memory: a
+// payment that arrives while the bridge sleeps is recorded, and a client that re-sends the same
+// request after paying is served without paying twice (also when a restart cut its call off before
+// the answer was published). An invoice is pending (counted against the
 // caps) while it is unpaid, not cancelled and not expired. Rows are deleted a day after they expire
 // (bounded per pass).
 
@@ -33,7 +34,7 @@ export type PaymentRow = {
   proof: string | null;
   /** When its request was cancelled while unpaid (or its payment request could not be sent): the invoice no longer counts as pending. */
   cancelled_at: number | null;
-  /** When the gate gave up its paid call without running it (cancelled, expired, or its request dropped by a restart for good) and logged it for a refund: it never runs. */
+  /** When the gate gave up its paid call without an answer and logged it for a refund (never run: cancelled, expired, its request dropped by a restart for good; or cut off before its answer was published): it never runs (again). */
   dropped_at: number | null;
 };
 
@@ -58,6 +59,8 @@ export class PaymentStore {
     }
     // Paid rows whose call never ran nor was given up: few, read at every alarm (`unrunBefore`).
     this.sql.exec('CREATE INDEX IF NOT EXISTS payments_unrun ON payments(created) WHERE paid_at IS NOT NULL AND used_at IS NULL AND dropped_at IS NULL');
+    // Paid rows whose call went upstream and was neither answered nor given up: few, read at every alarm (`cutOffBefore`).
+    this.sql.exec('CREATE INDEX IF NOT EXISTS payments_unanswered ON payments(used_at) WHERE used_at IS NOT NULL AND served_at IS NULL AND dropped_at IS NULL');
   }
 
   insert(p: NewPayment): void {
@@ -123,6 +126,21 @@ export class PaymentStore {
     return this.sql.exec('UPDATE payments SET dropped_at = ? WHERE id = ? AND paid_at IS NOT NULL AND used_at IS NULL AND dropped_at IS NULL RETURNING id', at, id).toArray().length > 0;
   }
 
+  /** A paid row whose call went upstream is given up unanswered (it never runs again); false when unused, served or already dropped. */
+  markCutOff(id: string, at: number): boolean {
+    return this.sql.exec('UPDATE payments SET dropped_at = ? WHERE id = ? AND used_at IS NOT NULL AND served_at IS NULL AND dropped_at IS NULL RETURNING id', at, id).toArray().length > 0;
+  }
+
+  /**
+   * Rows whose call last went upstream before `usedBefore` and was neither answered nor given up
+   * (oldest first, at most `limit`): a restart cut their call off, and nobody ran it again.
+   */
+  cutOffBefore(usedBefore: number, limit: number): PaymentRow[] {
+    return this.sql
+      .exec<PaymentRow>('SELECT * FROM payments WHERE used_at IS NOT NULL AND served_at IS NULL AND dropped_at IS NULL AND used_at < ? ORDER BY used_at LIMIT ?', usedBefore, limit)
+      .toArray();
+  }
+
   /**
    * Rows paid in time for their open request whose call never went upstream nor was given up,
    * made before `created` (oldest first, at most `limit`): a restart dropped their request.
@@ -151,14 +169,16 @@ export class PaymentStore {
   /**
    * Whether the gate still has a payment to look after at `now`: an unpaid invoice still open,
    * cancelled or not (a payment for it may still arrive; it is recorded, payments-gate.ts), or a
-   * paid row whose call neither ran nor was given up (its alarm logs it for a refund: `unrunBefore`).
+   * paid row whose call neither ran nor was given up (its alarm logs it for a refund: `unrunBefore`),
+   * or went upstream and was neither answered nor given up (likewise: `cutOffBefore`).
    */
   awaitingPayment(now: number): boolean {
     return (
       this.sql.exec('SELECT 1 FROM payments WHERE paid_at IS NULL AND expires > ? LIMIT 1', now).toArray().length > 0 ||
       this.sql
         .exec('SELECT 1 FROM payments WHERE paid_at IS NOT NULL AND used_at IS NULL AND dropped_at IS NULL AND cancelled_at IS NULL AND paid_at < expires LIMIT 1')
-        .toArray().length > 0
+        .toArray().length > 0 ||
+      this.sql.exec('SELECT 1 FROM payments WHERE used_at IS NOT NULL AND served_at IS NULL AND dropped_at IS NULL LIMIT 1').toArray().length > 0
     );
   }
 

@@ -35,9 +35,10 @@
 //                              not a resource of <id> (…)": neither could be priced. Before a
 //                              call waits for a payment the gate asks the admission whether it
 //                              may (`awaitingPayment`: the bridge's quota of waiting calls)
-//                              The gate is told whether the call's answer was published (its
-//                              payment is spent only then: a paid call cut off by a restart runs
-//                              when re-sent)
+//                              The gate is told how the call ended: its answer published (the
+//                              Reply's send resolved), or cut off and why (cancelled, the server
+//                              aborted, its answer not published: a NotPublished); a paid call cut
+//                              off is given up and logged for a refund (payment-gate.ts CallEnd)
 //   progress                   upstream progress → 21316 notifications/progress with e = request
 //                              id, at most one per PROGRESS_INTERVAL_MS (the latest kept, one held
 //                              when the answer comes dropped), admitted by the `notifications` hook
@@ -59,7 +60,7 @@
 //                              (a backend checks its other results: the bridge's upstream.ts)
 // Client notifications other than cancel (notifications/initialized…) are accepted and ignored.
 
-import { err, ok, type Result } from '../../../src/shared/errors.js';
+import { err, errorMessage, ok, type Result } from '../../../src/shared/errors.js';
 import { MAX_JSON_DEPTH, nestsWithin } from '../../../src/shared/json-depth.js';
 import type { EventTemplate } from '../../../src/shared/relay-types.js';
 import {
@@ -82,7 +83,7 @@ import { answerTemplate, errorAnswer, initializeTemplate } from './answer-fit.js
 import type { DvmcpBackend, Progress } from './backend.js';
 import { Coalescer, NotificationBudget, PROGRESS_INTERVAL_MS } from './notification-limits.js';
 import { DROPS, type DropSummary } from '../drop-summary.js';
-import { freeCall, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from './payment-gate.js';
+import { freeCall, type AdmittedCall, type CallEnd, type PaymentContext, type PaymentGate, type PricedCapability } from './payment-gate.js';
 
 /**
  * The signer of the gift wraps a DVMCP server sends (an answer, a notification, a payment request:
@@ -93,9 +94,18 @@ import { freeCall, type AdmittedCall, type PaymentContext, type PaymentGate, typ
  */
 export const answerWrapSigner = (backend: Parameters<typeof backendSigner>[0]): EventSigner => expiringWraps(backendSigner(backend), DVMCP_WRAP_TTL_SECONDS);
 
+/**
+ * What a Reply's send rejects with when the relay refused the event: the Reply's owner counted it
+ * already (its DropSummary), so it is not logged again here.
+ */
+export class NotPublished extends Error {}
+
 /** Where the answers to one request go. */
 export interface Reply {
-  /** Publishes a response or notification to the requester (form and relay of the request). */
+  /**
+   * Publishes a response or notification to the requester (form and relay of the request);
+   * resolves once it was published, rejects when it was not (a relay's refusal: NotPublished).
+   */
   send(t: EventTemplate): Promise<void>;
   /** How the request came (plain or gift-wrapped): the answers go the same way. */
   form: Form;
@@ -267,16 +277,19 @@ export class Dispatcher {
       if (!paid.ok) return abort.signal.aborted ? undefined : reply.send(errorAnswer(to, paid.error, reply.form));
       call = paid.value;
     }
-    let answered = false;
+    let end: CallEnd = { answered: false, why: 'it failed' };
     try {
-      answered = await this.run(b, method, params, to, reply, abort, () => admitted.upstream?.());
+      end = await this.run(b, method, params, to, reply, abort, () => admitted.upstream?.());
+    } catch (e) {
+      end = { answered: false, why: e instanceof NotPublished ? `its answer was not published: ${e.message}` : `it failed (${errorMessage(e)})` };
+      throw e;
     } finally {
-      call.done(answered);
+      call.done(end);
     }
   }
 
-  /** Runs an admitted (and paid) call upstream and publishes its answer; whether it was published. */
-  private async run(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController, upstream: () => void): Promise<boolean> {
+  /** Runs an admitted (and paid) call upstream and publishes its answer: answered, or why not (cancelled); throws when its answer was not published. */
+  private async run(b: DvmcpBackend, method: string, params: Record<string, unknown>, to: Requester, reply: Reply, abort: AbortController, upstream: () => void): Promise<CallEnd> {
     const serverId = b.profile.id;
     // Progress notifications are published in order, and before the answer: at most one per
     // PROGRESS_INTERVAL_MS (the latest kept; one still held when the answer comes is dropped), each
@@ -290,7 +303,9 @@ export class Dispatcher {
       const t = notificationTemplate(to.client, 'notifications/progress', { id: to.requestId, progressToken: to.requestId, ...sent }, { requestId: to.requestId, serverId });
       if (!this.notifications.admit(serverId, t, reply.form)) return;
       sentValue = sent.progress;
-      chain = chain.then(() => reply.send(t)).catch((e: unknown) => this.deps.log(`progress for ${to.requestId} not delivered: ${String(e)}`));
+      chain = chain.then(() => reply.send(t)).catch((e: unknown) => {
+        if (!(e instanceof NotPublished)) this.deps.log(`progress for ${to.requestId} not delivered: ${String(e)}`);
+      });
     };
     const throttle = new Coalescer<string, Progress>(PROGRESS_INTERVAL_MS, (_, p) => publish(p), 1);
     const progress = (p: Progress): void => {
@@ -312,10 +327,10 @@ export class Dispatcher {
     await chain;
     if (abort.signal.aborted) {
       this.deps.log(`${method} ${to.requestId} cancelled, not answered`);
-      return false;
+      return { answered: false, why: errorMessage(abort.signal.reason) };
     }
     await reply.send(result.ok ? answerTemplate(to, result.value, reply.form) : errorAnswer(to, result.error, reply.form));
-    return true;
+    return { answered: true };
   }
 
   /**

@@ -18,13 +18,19 @@ export interface PricedCapability {
   name: string;
 }
 
+/** How an admitted call ended: its answer published, or cut off before that (`why`: cancelled by the client, the server changed, its answer refused by the relay…). */
+export type CallEnd = { answered: true } | { answered: false; why: string };
+
 /**
- * A call the gate let through, told how it ended: answered (its answer was published), its payment
- * is spent and the same request sent again is refused; not answered (cancelled, or its answer not
- * published), the same request sent again runs without paying again.
+ * A call the gate let through, told how it ended. Either way its payment is spent: answered, the
+ * same request sent again is refused ("already served"); cut off, no answer went out and none will
+ * (the provider records the request handled, so it is not run again when sent again): the gate
+ * gives the payment up and tells the operator, who may refund it. A call never told (its Durable
+ * Object restarted while it ran) may run again when its client sends the request again while it is
+ * fresh; the gate gives that payment up once it no longer can (workers/bridge/payments-gate.ts).
  */
 export interface AdmittedCall {
-  done(answered: boolean): void;
+  done(end: CallEnd): void;
 }
 
 /** A call with nothing to spend (free). */
