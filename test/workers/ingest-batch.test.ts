@@ -229,6 +229,22 @@ describe('batched ingest', () => {
     for (const e of events) expect(await writer.next((f) => f[0] === 'OK' && f[1] === e.id)).toEqual(['OK', e.id, true, '']);
   });
 
+  it('a queued event reaches a live subscription before a refused REQ of the same id ends it', async () => {
+    const owner = keys();
+    const { first: s } = await shardWith(owner.pk, { max: 64, windowMs: 60_000 });
+    expect((await s.req('live', { kinds: [1] })).events).toEqual([]);
+    const e = sign(owner, { content: 'sent before the bad REQ' });
+    s.send(['EVENT', e]);
+    s.send(['AUTH']); // answered once the EVENT was handled (queued: the window is a minute)
+    await s.next((f) => f[0] === 'AUTH');
+    s.send(['REQ', 'live', { kinds: 'x' }]);
+    const closed = await s.next((f) => f[0] === 'CLOSED', undefined, 'the CLOSED of the refused REQ');
+    expect(closed).toEqual(['CLOSED', 'live', expect.stringMatching(/^invalid: /)]);
+    // Before: the refusal ended the subscription before the queued event was stored, so it never came.
+    expect(await s.next((f) => f[0] === 'EVENT', undefined, 'the queued event on the live subscription')).toEqual(['EVENT', 'live', e]);
+    expect(await s.next((f) => f[0] === 'OK', undefined, 'the OK of the queued event')).toEqual(['OK', e.id, true, '']);
+  });
+
   it('answers every event of a batch whose transaction failed with error:, and stores none of them', async () => {
     const owner = keys();
     const { stub, first: s } = await shardWith(owner.pk, { max: 2, windowMs: 60_000 });

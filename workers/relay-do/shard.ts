@@ -696,10 +696,14 @@ export class RelayShard extends DurableObject<RelayEnv> {
   /**
    * Answers a refused REQ or COUNT with CLOSED for its subscription id. A REQ replaces the
    * subscription of its id (NIP-01) and CLOSED says the relay ended it (a client then forgets it and
-   * sends no CLOSE): a refused REQ ends the one `conn` held (`endSub`). A COUNT holds nothing.
+   * sends no CLOSE): a refused REQ ends the one `conn` held (`endSub`), once the events queued
+   * before it are stored and delivered (a REQ accepted flushes them too). A COUNT holds nothing.
    */
   private refuseQuery(conn: Connection, sub: NamedSubscription, reason: string): void {
-    if (sub.verb === 'REQ') this.endSub(conn, sub.subId);
+    if (sub.verb === 'REQ') {
+      this.flushWrites(); // events queued before it still reach the subscription it ends
+      this.endSub(conn, sub.subId);
+    }
     send(conn, relayMessage.closed(sub.subId, reason));
   }
 
