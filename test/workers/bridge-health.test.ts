@@ -7,14 +7,15 @@
 // /mcp-flood?list-error=resources); an item nesting deeper than 64 levels, which DVMCP discovery
 // drops, is not announced nor counted and is named there too, and an initialize result that deep
 // announces nothing, with `announce_error` saying why (the fixture's /mcp-huge?deep=70,
-// ?deep-capabilities=70). `ok` and `error` are the bridge's own contacts, never a stranger's call
-// (bridge-health-checks.test.ts).
-import { env } from 'cloudflare:test';
-import { describe, expect, inject, it } from 'vitest';
+// ?deep-capabilities=70). A refresh a restart cuts (restartBridge while upstream is slow, the
+// fixture's /slow-headers) leaves its retry booked RETRY_MS away, not REFRESH_MS. `ok` and `error`
+// are the bridge's own contacts, never a stranger's call (bridge-health-checks.test.ts).
+import { env, runDurableObjectAlarm } from 'cloudflare:test';
+import { describe, expect, inject, it, vi } from 'vitest';
 import { KIND } from '../../src/shared/kinds.js';
 import { RETRY_MS } from '../../workers/bridge/bridge-do.js';
 import type { ServerHealth } from '../../workers/bridge/config.js';
-import { announcements, directBridge, everythingUrl, healthWhen, nextWatchdog, refreshAt, refreshDueNow, whilePublicShardRefuses } from './bridge-helpers.js';
+import { announcements, directBridge, everythingUrl, healthWhen, nextWatchdog, refreshAt, refreshDueNow, restartBridge, whilePublicShardRefuses } from './bridge-helpers.js';
 import { BASE, randomHex } from './helpers.js';
 
 const bridgeOf = (owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
@@ -49,6 +50,29 @@ describe('bridge health: the announcements', () => {
     const id = `private-${randomHex(4)}`;
     const { owner } = await directBridge([{ id, url: everythingUrl(), public: false }]);
     expect(await healthWhen(owner, id, (h) => h.checked_at !== null && h.tools > 0)).toMatchObject({ ok: true, error: null, announced: false, announce_error: null, list_errors: {} });
+  });
+});
+
+describe('bridge health: a refresh a restart cuts', () => {
+  it('a server registered just before a restart, whose first refresh the restart cut while it waited for upstream: refreshed again RETRY_MS later (not 6 hours), and its health then says why it is not announced', { timeout: 60_000 }, async () => {
+    const id = `slow-${randomHex(4)}`;
+    const { owner, provider } = await directBridge([{ id, url: fixture('/slow-headers?ms=15000'), public: true }]);
+    // The registration's refresh has begun (it booked the next one) and waits for upstream's headers.
+    await vi.waitFor(async () => expect(await refreshAt(owner, id)).toBeGreaterThan(0), { timeout: 10_000, interval: 20 });
+    await restartBridge(owner, provider);
+    expect(await refreshAt(owner, id)).toBeLessThanOrEqual(Date.now() + RETRY_MS);
+    expect((await bridgeOf(owner).view(id))?.health).toMatchObject({ ok: null, checked_at: null, announced: false, announce_error: null });
+
+    // RETRY_MS later (the booked time moved to now): upstream is still slow, and the health says so.
+    await refreshDueNow(owner, id);
+    expect(await runDurableObjectAlarm(bridgeOf(owner))).toBe(true); // the watchdog the restart booked, run now: it waits for the refresh
+    expect((await bridgeOf(owner).view(id))?.health).toMatchObject({
+      ok: false,
+      error: 'timed out after 10000 ms',
+      announced: false,
+      announce_error: `not refreshed: upstream ${id} timed out after 10000 ms`,
+    });
+    expect(await refreshAt(owner, id)).toBeLessThanOrEqual(Date.now() + RETRY_MS);
   });
 });
 

@@ -1,7 +1,7 @@
 // Helpers for the bridge tests: register servers through the management API, and a DVMCP client
 // over a real WebSocket to a shard (plain or gift-wrapped requests, responses and notifications
 // collected by request id), the public shard's clock set off (to make it refuse), the bridge's
-// warnings, its next watchdog run now, a server's health and next refresh, and the fixture's
+// warnings, its next watchdog run now, its restart, a server's health and next refresh, and the fixture's
 // /mcp-flood counts and outage switch.
 import { env, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { expect, inject, vi } from 'vitest';
@@ -84,6 +84,13 @@ export async function nextWatchdog(owner: string): Promise<void> {
 }
 
 const bridgeOf = (owner: string) => env.BRIDGE.get(env.BRIDGE.idFromName(owner));
+
+/** A restart (a deploy, an eviction) of `owner`'s bridge: its in-memory state gone, its storage kept; its watchdog runs, and it answers `provider`'s clients again. */
+export async function restartBridge(owner: string, provider: string): Promise<void> {
+  await runInDurableObject(bridgeOf(owner), (_i, state) => state.abort('simulated eviction')).catch(() => undefined);
+  await runDurableObjectAlarm(bridgeOf(owner));
+  await bridgeReady(provider);
+}
 
 /** The health of server `id` of `owner`'s bridge once `ready` holds (polled, at most ~15 s). */
 export async function healthWhen(owner: string, id: string, ready: (h: ServerHealth) => boolean): Promise<ServerHealth> {

@@ -20,7 +20,7 @@ describe('bridge metering retention', () => {
     await runInDurableObject(stub, async (i, state) => {
       const instance = i as Bridge;
       const sql = state.storage.sql;
-      const meter = new BridgeMeter(sql);
+      const meter = new BridgeMeter(sql, () => []); // (no invoice open)
       const now = Date.now();
       // 600 rows from 100 to 399 days ago (two servers a day), and one a day for the last 30 days.
       for (let d = 100; d < 400; d++) {

@@ -5,15 +5,18 @@
 // that holds cause says to retry when the first of them ends (a waiting call: its invoice's
 // expiry, EDGESTR_PAYMENT_EXPIRY=5 in vitest.config.ts), one that counted calls cause at the end of
 // the UTC day. A paid call runs even when free calls used the share meanwhile, and that overshoot
-// is not taken from the owner's kept calls. Plan three_bridge_calls: 3 calls a day, others 2 of
-// them (of which 1 may wait for a payment), 1 kept for the owner.
+// is not taken from the owner's kept calls. A waiting call at an invoice is counted from the
+// payment rows, so a restart (restartBridge) does not free the waiting calls' part, and no call is
+// counted twice (before and after its invoice is recorded). Plan three_bridge_calls: 3 calls a day,
+// others 2 of them (of which 1 may wait for a payment), 1 kept for the owner; five_bridge_calls:
+// others 4, of which 2 may wait.
 import { env, SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { RPC } from '../../src/shared/dvmcp.js';
 import { api } from './api-helpers.js';
-import { bridgeReady, DvmcpClient, everythingUrl } from './bridge-helpers.js';
+import { bridgeReady, DvmcpClient, everythingUrl, restartBridge } from './bridge-helpers.js';
 import { BASE, keys } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
@@ -89,6 +92,73 @@ describe('calls waiting for a payment and bridge_calls_per_day', () => {
       ]);
     } finally {
       for (const client of [a, b, c, mine]) client.close();
+    }
+  });
+
+  it('a restart (a deploy, an eviction) does not reset the cap: with a stranger’s invoice open, another stranger’s priced call is refused with no invoice; the first, sent again, waits on its invoice and runs once paid; then the second gets one', { timeout: 30_000 }, async () => {
+    const owner = keys();
+    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'three_bridge_calls' })).status).toBe(201);
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
+    const provider = await bridge.ensureProvider(owner.pk, BASE);
+    await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
+    expect((await bridge.addServer({ id: 'paid', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } })).ok).toBe(true);
+    await bridgeReady(provider);
+    const [a, b] = [await DvmcpClient.open(provider), await DvmcpClient.open(provider)];
+    const echo = (client: DvmcpClient, message: string) => client.request('tools/call', { name: 'echo', arguments: { message } }, { s: 'paid' });
+    try {
+      const first = echo(a, 'one');
+      const invoice = await invoiceOf(a, await a.send(first));
+      await restartBridge(owner.pk, provider);
+
+      // A's invoice is still open (EDGESTR_PAYMENT_EXPIRY=5): it holds the waiting calls' 1.
+      const second = await b.send(echo(b, 'two'));
+      const refused = await b.answer(second);
+      expect(refused.result).toEqual({
+        ok: false,
+        error: {
+          code: RPC.RATE_LIMITED,
+          message: expect.stringMatching(/^rate-limited: too many calls to this bridge are waiting for a payment \(quota bridge_calls_per_day\); retry in [1-6] s$/),
+          data: { quota: 'bridge_calls_per_day', retry_after: expect.any(Number) },
+        },
+      });
+      const retry = !refused.result.ok && (refused.result.error.data as { retry_after: number }).retry_after;
+      expect(!refused.result.ok && refused.result.error.message).toBe(`rate-limited: too many calls to this bridge are waiting for a payment (quota bridge_calls_per_day); retry in ${retry} s`);
+      expect(b.notifications(second)).toEqual([]);
+
+      // A's request sent again (the restart dropped its wait) is not refused for its own invoice: it waits on it, and runs once paid.
+      await a.send(first);
+      expect(await invoiceOf(a, first.id)).toBe(invoice);
+      expect((await SELF.fetch(`${BASE}/api/bridge/pay`, { method: 'POST', body: JSON.stringify({ invoice }) })).status).toBe(200);
+      expect((await a.answer(first.id)).result).toMatchObject({ ok: true, value: { content: [{ type: 'text', text: 'Echo: one' }] } });
+
+      // Paid, it waits no more: B's next priced call gets an invoice.
+      const third = await b.send(echo(b, 'three'));
+      expect(await invoiceOf(b, third)).toMatch(/^lnbcrt210n1edgestrdev/);
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+
+  it('each waiting call counts once, before its invoice is recorded and after: plan five_bridge_calls (others 4, of which 2 may wait), two strangers get invoices, a third is refused', { timeout: 30_000 }, async () => {
+    const owner = keys();
+    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'five_bridge_calls' })).status).toBe(201);
+    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
+    const provider = await bridge.ensureProvider(owner.pk, BASE);
+    await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
+    expect((await bridge.addServer({ id: 'paid', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } })).ok).toBe(true);
+    await bridgeReady(provider);
+    const clients = [await DvmcpClient.open(provider), await DvmcpClient.open(provider), await DvmcpClient.open(provider)];
+    const [a, b, c] = clients;
+    const echo = (client: DvmcpClient, message: string) => client.send(client.request('tools/call', { name: 'echo', arguments: { message } }, { s: 'paid' }));
+    try {
+      expect(await invoiceOf(a!, await echo(a!, 'one'))).toMatch(/^lnbcrt210n1edgestrdev/);
+      expect(await invoiceOf(b!, await echo(b!, 'two'))).toMatch(/^lnbcrt210n1edgestrdev/);
+      const third = await echo(c!, 'three');
+      expect((await c!.answer(third)).result).toMatchObject({ ok: false, error: { code: RPC.RATE_LIMITED, message: expect.stringMatching(/^rate-limited: too many calls to this bridge are waiting for a payment \(quota bridge_calls_per_day\); retry in [1-6] s$/) } });
+      expect(c!.notifications(third)).toEqual([]);
+    } finally {
+      for (const client of clients) client.close();
     }
   });
 });

@@ -18,7 +18,7 @@ import { KIND } from '../../src/shared/kinds.js';
 import { ConversationKeyCache } from '../../src/shared/nip44.js';
 import { giftWrap, makeRumor } from '../../src/shared/nip59.js';
 import { SeenIds } from '../../workers/common/seen-ids.js';
-import { bridgeReady, directBridge, DvmcpClient, everythingUrl, whilePublicShardRefuses } from './bridge-helpers.js';
+import { bridgeReady, directBridge, DvmcpClient, everythingUrl, restartBridge as restartBridgeOf, whilePublicShardRefuses } from './bridge-helpers.js';
 import { BASE, now, randomHex } from './helpers.js';
 
 const fixtureUrl = (): string => inject('toolsFixtureUrl');
@@ -44,11 +44,7 @@ async function recorded(id: string): Promise<void> {
 }
 
 /** An eviction: in-memory state is gone, storage stays; the watchdog reconnects. */
-async function restartBridge(): Promise<void> {
-  await runInDurableObject(bridgeStub(), (_i, state) => state.abort('simulated eviction')).catch(() => undefined);
-  await runDurableObjectAlarm(bridgeStub());
-  await bridgeReady(provider);
-}
+const restartBridge = (): Promise<void> => restartBridgeOf(owner, provider);
 
 type PaymentTimes = { paid_at: number | null; used_at: number | null; served_at: number | null; dropped_at: number | null };
 /** The payment row of request `id`: when it was paid, spent on a call, that call answered, or the payment given up (logged for a refund). */

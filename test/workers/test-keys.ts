@@ -23,6 +23,7 @@ const PLANS = {
   answers_shard: { stored_bytes: 60000 },
   slow_shard: { events_per_second: 2 },
   three_bridge_calls: { bridge_calls_per_day: 3 },
+  five_bridge_calls: { bridge_calls_per_day: 5 },
   two_bridge_servers: { bridge_servers: 2 },
 };
 export const TEST_PLANS = JSON.stringify(PLANS);

@@ -5,8 +5,9 @@
 // (payment-gate.ts) and announcements (announcer.ts). Here: the management RPCs, the watchdog
 // alarm (reconnect every 30 s, announcements refreshed every 6 h or when upstream says a list
 // changed, a server checked so within OUTAGE_CHECK_MS of a client's call failing as if it were
-// down (`suspectOutage`), and RETRY_MS after a refresh that failed, left out a list that may pass, or whose set
-// the public shard did not take in full (only a set it took is recorded as published: `announce`),
+// down (`suspectOutage`), and RETRY_MS after a refresh that failed, left out a list that may pass,
+// whose set the public shard did not take in full (only a set it took is recorded as published:
+// `announce`), or that a restart cut (`refresh`),
 // the deletions of a removed or private server's announcements that the public shard did
 // not take sent again (`deleteAnnouncements`, `resendDeletions`); while EDGESTR_SECRET is rotated,
 // what the previous secret sealed is sealed again; a pass that throws is logged and the next booked
@@ -148,7 +149,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
   constructor(ctx: DurableObjectState, env: BridgeEnv) {
     super(ctx, env);
     this.store = new ServerStore(ctx.storage.sql, env);
-    this.meter = new BridgeMeter(ctx.storage.sql);
+    this.meter = new BridgeMeter(ctx.storage.sql, (now) => this.payments.openInvoices(this.store.providerRecord()?.owner ?? '', now));
     this.handled = new SeenIds(ctx.storage.sql);
     this.payments = new BridgePayments({
       storage: ctx.storage,
@@ -205,7 +206,7 @@ export class Bridge extends DurableObject<BridgeEnv> {
     return {
       ok: true,
       upstream: () => call.upstream(this.limiter.now()),
-      awaitingPayment: (until) => call.awaitPayment(limit(), until, this.limiter.now())?.error,
+      awaitingPayment: (until, invoiced) => call.awaitPayment(limit(), until, this.limiter.now(), invoiced)?.error,
       release: () => {
         if (released) return;
         released = true;
@@ -537,8 +538,11 @@ export class Bridge extends DurableObject<BridgeEnv> {
 
   /**
    * Lists upstream (health counts); publishes a public server's changed announcements, deletes a
-   * private one's. One refresh of a server at a time; the next one is booked when it starts, so a
-   * change made while it runs (which asks for a refresh now) is not overwritten by it.
+   * private one's. One refresh of a server at a time. When it starts it books a retry RETRY_MS away,
+   * what a failure needs, so a restart (a deploy, an eviction) during its awaits (a list waits up to
+   * 30 s for upstream, a publish 5 s for the public shard) leaves the retry booked; when it ends
+   * needing none, that booking moves to REFRESH_MS, unless a change, a list_changed or a suspected
+   * outage booked another meanwhile (`rebookRefresh`: that one is kept, not overwritten).
    */
   private refresh(id: string): Promise<void> {
     const run = (this.refreshing.get(id) ?? Promise.resolve()).then(() => this.refreshOnce(id));
@@ -556,12 +560,13 @@ export class Bridge extends DurableObject<BridgeEnv> {
     const upstream = this.backends().get(id);
     const p = this.store.providerRecord();
     if (!s || !upstream || !p) return;
-    this.store.scheduleRefresh(id, Date.now() + REFRESH_MS);
+    const booked = Date.now() + RETRY_MS;
+    this.store.scheduleRefresh(id, booked);
+    let retry = true;
     try {
-      await this.announce(id, s, upstream, p);
-    } catch (e) {
-      this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
-      throw e;
+      retry = await this.announce(id, s, upstream, p);
+    } finally {
+      this.store.rebookRefresh(id, booked, Date.now() + (retry ? RETRY_MS : REFRESH_MS));
     }
   }
 
@@ -571,9 +576,10 @@ export class Bridge extends DurableObject<BridgeEnv> {
    * listed (health counts, the lists that failed) and a public server's changed announcements are
    * published, all at once (one 5 s window). The set is recorded as published (its hash) only when
    * the public shard took every event; else the refusal goes to the health (`announce_error`) and
-   * the refresh is tried again RETRY_MS later, as when a list failed in a way that may pass.
+   * the refresh is tried again RETRY_MS later, as when a list failed in a way that may pass: whether
+   * it needs that retry.
    */
-  private async announce(id: string, s: StoredServer, upstream: UpstreamServer, p: ProviderRecord): Promise<void> {
+  private async announce(id: string, s: StoredServer, upstream: UpstreamServer, p: ProviderRecord): Promise<boolean> {
     if (!s.public && this.store.announced(id) !== '') {
       await this.deleteAnnouncements(p, id, SERVER_MADE_PRIVATE);
       this.store.setAnnounced(id, '');
@@ -582,27 +588,25 @@ export class Bridge extends DurableObject<BridgeEnv> {
     if (!built.ok) {
       console.warn(`bridge: announcements of ${id} not refreshed: ${built.error}`);
       this.store.recordHealth(id, { announce_error: s.public ? `not refreshed: ${built.error}` : null });
-      this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
-      return;
+      return true;
     }
     const { counts, listErrors, leftOut, retrySoon, templates, hash } = built.value;
     this.store.recordHealth(id, { ...counts, list_errors: listErrors });
     for (const line of [...Object.entries(listErrors).map(([method, why]) => `${method}: ${why}`), ...leftOut]) console.warn(`bridge: announcement of ${id} left out: ${line}`);
-    if (retrySoon) this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
     if (!s.public || this.store.announced(id) === hash) {
       this.store.recordHealth(id, { announce_error: null });
-      return;
+      return retrySoon;
     }
     const sent = await Promise.all(templates.map(async (t) => this.links.publishAll(await this.store.sign(t))));
     const refused = sent.find((r) => !r.ok);
     if (refused === undefined) {
       this.store.setAnnounced(id, hash);
       this.store.recordHealth(id, { announce_error: null });
-      return;
+      return retrySoon;
     }
     this.store.recordHealth(id, { announce_error: refused.error });
-    this.store.refreshNoLaterThan(id, Date.now() + RETRY_MS);
     console.warn(`bridge: announcements of ${id} not taken by the public shard (${refused.error}); sent again in ${RETRY_MS / 60_000} min`);
+    return true;
   }
 
   private viewOf(s: StoredServer): ServerView {

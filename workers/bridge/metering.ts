@@ -13,7 +13,11 @@
 // it makes an invoice) is held apart: strangers' waiting calls may hold at most WAITING_SHARE of
 // their share (rounded up), and the call must fit the quota and the share with every hold, waiting
 // ones included; but a call that is free or already paid is refused only by the counted calls and
-// the holds not waiting for a payment. So unpaid invoices, which fresh keys open for nothing, cannot
+// the holds not waiting for a payment. A waiting call whose invoice is recorded is counted from the
+// payment rows (`openInvoices`: unpaid, unexpired, uncancelled, per side), not from memory, so a
+// restart (a deploy, an eviction), which empties the holds, leaves the open invoices counted; a
+// call is counted in memory only until its invoice is recorded (`invoiced`), never twice. So unpaid
+// invoices, which fresh keys open for nothing, cannot
 // leave every other client refused on every server; in exchange a paid call runs even when free
 // calls used the share while it waited, so strangers' counted calls may pass their share by up to
 // WAITING_SHARE of it a day, and that excess is not taken from the owner's kept calls (the owner's
@@ -75,21 +79,36 @@ export interface MeteredCall {
   /**
    * The request is about to wait for its payment, until `until` (ms) at the latest, under `limit`
    * calls a day at `now` (ms): undefined, it may (held as waiting from then on), or the refusal.
+   * `invoiced`: it waits on an invoice already recorded (among `openInvoices`; made before, or made
+   * for it since it was asked without: asked again so, it is only counted from then on that way,
+   * never refused).
    */
-  awaitPayment(limit: number | undefined, until: number, now: number): QuotaRefusal | undefined;
+  awaitPayment(limit: number | undefined, until: number, now: number, invoiced: boolean): QuotaRefusal | undefined;
   /** The request goes upstream at `now` (ms): its calls counted for that day instead of held. */
   upstream(now: number): void;
   /** The request ended at `now` (ms): its duration added if it went upstream, else its hold dropped. */
   end(now: number): void;
 }
 
-type Side = 'owner' | 'others';
+export type Side = 'owner' | 'others';
 
-/** An admitted request's calls not counted yet: whose, how many, whether it waits for a payment, when it ends at the latest (ms). */
+/** The unpaid invoices of one side open at a time (as the payment rows have them): how many, and when the first expires (ms). */
+export interface OpenInvoices {
+  side: Side;
+  calls: number;
+  ends: number;
+}
+
+/**
+ * An admitted request's calls not counted yet: whose, how many, whether it waits for a payment and
+ * on an invoice recorded (then counted among `openInvoices`, not as a hold), when it ends at the
+ * latest (ms).
+ */
 interface Hold {
   side: Side;
   calls: number;
   waiting: boolean;
+  invoiced: boolean;
   ends: number;
 }
 
@@ -106,7 +125,11 @@ export class BridgeMeter {
   /** Calls admitted and not yet counted (see the header). */
   private readonly holds = new Set<Hold>();
 
-  constructor(private readonly sql: SqlStorage) {
+  /** `openInvoices`: the unpaid invoices open at `now` (ms), per side (the payment rows, workers/bridge/payments-store.ts). */
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly openInvoices: (now: number) => OpenInvoices[],
+  ) {
     this.sql.exec(`CREATE TABLE IF NOT EXISTS bridge_calls (
       day TEXT NOT NULL, server TEXT NOT NULL, method TEXT NOT NULL, calls INTEGER NOT NULL, duration_ms INTEGER NOT NULL,
       PRIMARY KEY (day, server, method)) WITHOUT ROWID`);
@@ -136,14 +159,16 @@ export class BridgeMeter {
    * (dropped); it may wait for a payment meanwhile (`awaitPayment`).
    */
   hold(servers: readonly string[], method: string, other: boolean, now: number): MeteredCall {
-    const h: Hold = { side: other ? 'others' : 'owner', calls: servers.length, waiting: false, ends: now + UPSTREAM_TIMEOUT_MS };
+    const h: Hold = { side: other ? 'others' : 'owner', calls: servers.length, waiting: false, invoiced: false, ends: now + UPSTREAM_TIMEOUT_MS };
     this.holds.add(h);
     let startedAt: number | undefined;
     return {
-      awaitPayment: (limit, until, at) => {
-        const refused = !this.holds.has(h) || h.waiting || limit === undefined ? undefined : this.waitRefusal(h, limit, at);
+      awaitPayment: (limit, until, at, invoiced) => {
+        if (!this.holds.has(h)) return undefined;
+        const refused = h.waiting || limit === undefined ? undefined : this.waitRefusal(h, limit, at, invoiced);
         if (refused) return refused;
         h.waiting = true;
+        h.invoiced ||= invoiced;
         h.ends = until;
         return undefined;
       },
@@ -163,15 +188,18 @@ export class BridgeMeter {
   /**
    * Why hold `h` may not wait for a payment at `now` (ms) under `limit`: past the waiting calls'
    * part of the others' share (WAITING_SHARE), or with every hold, waiting ones included, past the
-   * quota or the share.
+   * quota or the share. The calls at an invoice are the open invoices (`invoiced`: `h`'s is one of
+   * them); the others waiting, the holds of calls not yet at one.
    */
-  private waitRefusal(h: Hold, limit: number, now: number): QuotaRefusal | undefined {
-    const others = [...this.holds].filter((x) => x !== h);
+  private waitRefusal(h: Hold, limit: number, now: number, invoiced: boolean): QuotaRefusal | undefined {
+    const atInvoices = this.openInvoices(now).map((o): Hold => ({ ...o, waiting: true, invoiced: true }));
+    const others = [...[...this.holds].filter((x) => x !== h && !x.invoiced), ...atInvoices];
+    const calls = invoiced ? 0 : h.calls;
     const waiting = others.filter((x) => x.waiting && x.side === 'others');
-    if (h.side === 'others' && sum(waiting) + h.calls > Math.ceil(Math.floor(limit * OTHERS_PLAN_SHARE) * WAITING_SHARE)) {
+    if (h.side === 'others' && sum(waiting) + calls > Math.ceil(Math.floor(limit * OTHERS_PLAN_SHARE) * WAITING_SHARE)) {
       return quotaRefusal(TOO_MANY_WAITING, secondsUntil(firstEnd(waiting, now), now));
     }
-    return this.check(limit, now, h.side, h.calls, others);
+    return this.check(limit, now, h.side, calls, others);
   }
 
   /**

@@ -3,7 +3,7 @@
 // chooses (payments.ts `verifierKind`): the NIP-57 zap verifier for a Lightning address, the local
 // verifier in development and test, or none (priced calls refused, `noPaymentGate`). The bridge
 // calls `onAlarm` from its alarm (expiry of unpaid calls), asks `awaitingPayment` before it goes
-// idle (bridge-do.ts), subscribes its relays with
+// idle (bridge-do.ts) and `openInvoices` for its quota (metering.ts), subscribes its relays with
 // `receiptFilters()` and hands kind 9735 events to `onReceipt`, and serves the development
 // endpoint POST /api/bridge/pay through `payLocal`. Why a Lightning address made no invoice is
 // logged in this object's DropSummary (DROPS.noInvoice: one line a minute, written by the next such
@@ -19,6 +19,7 @@ import type { SchnorrVerifier } from '../../src/shared/verify.js';
 import { DropSummary } from '../common/drop-summary.js';
 import { noPaymentGate, type AdmittedCall, type PaymentContext, type PaymentGate, type PricedCapability } from '../common/dvmcp-server/payment-gate.js';
 import { paymentConfig, verifierKind, type PaymentEnv } from './payments.js';
+import type { OpenInvoices } from './metering.js';
 import { alarmHost, VerifierGate } from './payments-gate.js';
 import { LocalVerifier } from './payments-local.js';
 import { nowSeconds, PaymentStore } from './payments-store.js';
@@ -88,6 +89,11 @@ export class BridgePayments implements PaymentGate {
     this.#drops.flush();
     const built = await this.#build();
     await built?.gate.onAlarm();
+  }
+
+  /** The unpaid invoices open at `now` (ms), not cancelled, per side: `owner`'s key, the other clients (the bridge's quota counts them, metering.ts). */
+  openInvoices(owner: string, now: number): OpenInvoices[] {
+    return this.#store.openInvoices(owner, Math.floor(now / 1000)).map((o) => ({ side: o.owner ? 'owner' : 'others', calls: o.count, ends: o.first * 1000 }));
   }
 
   /** Whether a payment may still come for an invoice this bridge handed out (one unpaid and not expired, cancelled or not): the bridge keeps listening for its receipt. */

@@ -143,7 +143,7 @@ export class VerifierGate implements PaymentGate {
     const before = this.#admit(requester, capability.serverId, name, ctx);
     if (before !== undefined) return before;
     // The bridge's quota for calls waiting for a payment, before any invoice is made (metering.ts).
-    const quota = ctx.awaitingPayment?.((this.now() + this.config.expirySeconds) * 1000);
+    const quota = ctx.awaitingPayment?.((this.now() + this.config.expirySeconds) * 1000, false);
     if (quota !== undefined) return err(quota);
     const invoice = await this.verifier.invoice({ sats: sats.value, requestId: requester.requestId, client: requester.client });
     if (!invoice.ok) {
@@ -170,6 +170,7 @@ export class VerifierGate implements PaymentGate {
       dropped_at: null,
     };
     this.store.insert(row);
+    ctx.awaitingPayment?.(row.expires * 1000, true); // its invoice is recorded: counted so from now on (this refuses nothing)
     await this.host.wakeAt(row.expires);
     return this.#waitAndNotify(row, requester, ctx, true);
   }
@@ -195,7 +196,7 @@ export class VerifierGate implements PaymentGate {
       }
       if (previous.cancelled_at !== null) return Promise.resolve(err(rpcError(PAYMENT_RPC.NOT_PAID, 'this request was cancelled before its payment arrived; send a new request')));
       if (previous.expires <= now) return Promise.resolve(err(this.#expired()));
-      const quota = ctx.awaitingPayment?.(previous.expires * 1000);
+      const quota = ctx.awaitingPayment?.(previous.expires * 1000, true);
       return quota === undefined ? this.#waitAndNotify(previous, requester, ctx) : Promise.resolve(err(quota));
     }
     const counts = this.store.pendingCounts(requester.client, now, serverId);

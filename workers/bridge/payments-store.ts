@@ -101,6 +101,22 @@ export class PaymentStore {
     return { client: row.mine, server: row.server, total: row.total };
   }
 
+  /**
+   * Unpaid invoices still open at `now` (not cancelled, not expired) of `owner`'s key and of every
+   * other client: one entry per side that has any, how many and the first expiry (Unix seconds).
+   */
+  openInvoices(owner: string, now: number): Array<{ owner: boolean; count: number; first: number }> {
+    return this.sql
+      .exec<{ owner: number; count: number; first: number }>(
+        `SELECT client = ?1 AS owner, COUNT(*) AS count, MIN(expires) AS first
+         FROM payments WHERE paid_at IS NULL AND cancelled_at IS NULL AND expires > ?2 GROUP BY client = ?1`,
+        owner,
+        now,
+      )
+      .toArray()
+      .map((r) => ({ owner: r.owner === 1, count: r.count, first: r.first }));
+  }
+
   /** The creation times of the client's invoices made after `since`, oldest first, at most `limit`. */
   createdSince(client: string, since: number, limit: number): number[] {
     return this.sql.exec<{ created: number }>('SELECT created FROM payments WHERE client = ? AND created > ? ORDER BY created LIMIT ?', client, since, limit).toArray().map((r) => r.created);

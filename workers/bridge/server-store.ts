@@ -226,6 +226,11 @@ export class ServerStore {
     this.sql.exec('UPDATE servers SET refresh_at = ? WHERE id = ?', at, id);
   }
 
+  /** Moves a server's next refresh from `booked` (ms) to `at`, unless another was booked since (kept). */
+  rebookRefresh(id: string, booked: number, at: number): void {
+    this.sql.exec('UPDATE servers SET refresh_at = ? WHERE id = ? AND refresh_at = ?', at, id, booked);
+  }
+
   /** Moves a server's next refresh to `at` (ms) unless one is booked earlier. */
   refreshNoLaterThan(id: string, at: number): void {
     this.sql.exec('UPDATE servers SET refresh_at = ?1 WHERE id = ?2 AND (refresh_at IS NULL OR refresh_at > ?1)', at, id);

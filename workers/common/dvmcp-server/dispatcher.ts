@@ -128,7 +128,7 @@ export interface Admitted {
   ok: true;
   release: () => void;
   upstream?: () => void;
-  awaitingPayment?: (until: number) => RpcError | undefined;
+  awaitingPayment?: PaymentContext['awaitingPayment'];
 }
 
 export interface DispatcherDeps {

@@ -47,9 +47,11 @@ export interface PaymentContext {
    * Asked before the call waits for a payment (an invoice made for it, or one made before and still
    * unpaid), until `until` (ms) at the latest: undefined, it may; else the refusal its client gets
    * (the bridge's quota for calls waiting for a payment, workers/bridge/metering.ts). Not asked for
-   * a call already paid.
+   * a call already paid. `invoiced`: the invoice it waits on is recorded already (the bridge counts
+   * the open invoices from its payment rows, which a restart keeps); the gate asks so again once it
+   * recorded the invoice it made for the call, which only tells that and refuses nothing.
    */
-  awaitingPayment?(until: number): RpcError | undefined;
+  awaitingPayment?(until: number, invoiced: boolean): RpcError | undefined;
 }
 
 export interface PaymentGate {
