@@ -56,7 +56,7 @@ describe('closed owner shards outside development', () => {
     const open = { ...CLOSED, ...OPEN_SIGNUP };
     expect(await answer(open, `${BASE}/r/${stranger.pk}`, NIP11)).toEqual({
       status: 404,
-      json: { error: `no relay shard for ${stranger.pk} on this deployment: shards exist only for its owners and this key is not one; sign up first (\`edgestr signup\`, or POST /api/signup)` },
+      json: { error: `no relay shard for ${stranger.pk} on this deployment: shards exist only for its owners and this key is not one; sign up first (edgestr signup, or POST /api/signup)` },
     });
     const url = `${BASE}/api/signup`;
     const signedUp = await fetchWithEnv(open, new Request(url, { method: 'POST', headers: { Authorization: makeHttpAuthHeader(stranger.sk, url, 'POST'), 'CF-Connecting-IP': '192.0.2.250' } }));

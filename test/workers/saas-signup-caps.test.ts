@@ -44,7 +44,7 @@ describe('a key that is not an owner', () => {
     const k = keys();
     const url = `${BASE}/api/agents`;
     const list = (over: EnvOverride) => fetchWithEnv(over, new Request(url, { headers: { Authorization: makeHttpAuthHeader(k.sk, url, 'GET') } })).then(async (r) => ({ status: r.status, json: await r.json() }));
-    expect(await list(OPEN_SIGNUP)).toEqual({ status: 403, json: { error: 'this pubkey is not an owner on this deployment; sign up first (`edgestr signup`, or POST /api/signup)' } });
+    expect(await list(OPEN_SIGNUP)).toEqual({ status: 403, json: { error: 'this pubkey is not an owner on this deployment; sign up first (edgestr signup, or POST /api/signup)' } });
     expect(await list({})).toEqual({ status: 403, json: { error: 'this pubkey is not an owner on this deployment; ask the operators to add it' } });
     expect(NOT_AN_OWNER).toBe('this pubkey is not an owner on this deployment; ask the operators to add it');
     expect(await signup(k)).toEqual(added(k));

@@ -214,7 +214,7 @@ export const forgetOwnerState = (): void => {
  * What a key that is not an owner here can do about it: sign up when sign-up is open, else ask the
  * operators (who add owners through EDGESTR_OWNERS or /api/admin/owners).
  */
-const becomeAnOwner = (env: OwnerEnv): string => (env.EDGESTR_SIGNUP === 'open' ? 'sign up first (`edgestr signup`, or POST /api/signup)' : 'ask the operators to add it');
+const becomeAnOwner = (env: OwnerEnv): string => (env.EDGESTR_SIGNUP === 'open' ? 'sign up first (edgestr signup, or POST /api/signup)' : 'ask the operators to add it');
 
 /** The 403 reason for a key that is not an owner, with sign-up closed (NOT_SIGNED_UP: open). */
 export const NOT_AN_OWNER = `this pubkey is not an owner on this deployment; ${becomeAnOwner({})}`;
