@@ -75,7 +75,7 @@ describe('operators manage owners', () => {
     expect(bad.status).toBe(422);
     expect((bad.json as { issues: Array<{ path: string; message: string }> }).issues[0]).toEqual({
       path: 'plan',
-      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, some_tokens, few_tokens_month, small_shard, inbox_shard, answers_shard, slow_shard, three_bridge_calls, two_bridge_servers)',
+      message: 'no plan "gold" in EDGESTR_PLANS (plans: default, one_agent, two_runs, few_tokens, some_tokens, few_tokens_month, small_shard, inbox_shard, answers_shard, slow_shard, three_bridge_calls, five_bridge_calls, two_bridge_servers)',
     });
     // A name Object.prototype answers is no plan either.
     const proto = await admin('POST', '/api/admin/owners', { pubkey: keys().pk, plan: 'constructor' });
