@@ -3,8 +3,8 @@
 
 import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { TestSocket } from '../support/test-socket.js';
-import { shardStub } from '../../workers/common/shards.js';
-import { edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
+import { SHARD_HEADER, shardStub } from '../../workers/common/shards.js';
+import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub } from '../../workers/common/edges.js';
 import type { RelayShard } from '../../workers/relay-do/shard.js';
 
 export * from '../support/nostr.js';
@@ -25,6 +25,20 @@ export async function connect(path = '/', headers: Record<string, string> = {}):
 }
 
 /** K of the shard of `owner` (null: the public shard) in this test project (RELAY_EDGES; vitest.edges.config.ts sets 4). */
+/**
+ * A socket on edge object `i` of the shard of `owner` (null: the public shard), opened as the router
+ * opens it, from the client address `ip` when given (CF-Connecting-IP).
+ */
+export async function connectEdgeObject(owner: string | null, i: number, ip?: string): Promise<TestSocket> {
+  const path = owner ? `/r/${owner}` : '/';
+  const res = await edgeStub(env, owner, i).fetch(`${BASE}${path}`, {
+    headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner ?? 'public', [EDGE_HEADER]: String(i), ...(ip ? { 'CF-Connecting-IP': ip } : {}) },
+  });
+  if (!res.webSocket) throw new Error(`edge ${i} gave no websocket: ${res.status} ${await res.text()}`);
+  res.webSocket.accept();
+  return new TestSocket(res.webSocket, `ws://relay.test${path}`);
+}
+
 export function edgesOf(owner: string | null): number {
   const config = edgesFromEnv(env);
   if (!config.ok) throw new Error(config.error);

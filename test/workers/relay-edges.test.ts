@@ -12,20 +12,13 @@ import { EDGE_HEADER, edgeCount, edgesFromEnv, edgeStub } from '../../workers/co
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { IDLE_DELAY_MS, MAX_REFUSED_WAITING, STAMP_WRITE_MS, TOO_MANY_REFUSED } from '../../workers/relay-do/edge-link.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
-import { BASE, connect, edgesOf, LIVE_EVENTS_LOST, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
+import { BASE, connect, connectEdgeObject, edgesOf, LIVE_EVENTS_LOST, eventFrame, freshOwner, keys, Sentinel, sign, socketObjects, TestSocket, type Keys } from './helpers.js';
 
 const K = 4;
 
 /** A socket on edge `i` of the shard of `owner`, opened as the router opens it. */
 async function connectEdge(owner: string | null, i: number): Promise<TestSocket> {
-  const path = owner ? `/r/${owner}` : '/';
-  const res = await edgeStub(env, owner, i).fetch(`${BASE}${path}`, {
-    headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner ?? 'public', [EDGE_HEADER]: String(i) },
-  });
-  const ws = res.webSocket;
-  if (!ws) throw new Error(`edge ${i} gave no websocket: ${res.status} ${await res.text()}`);
-  ws.accept();
-  const sock = new TestSocket(ws, `ws://relay.test${path}`);
+  const sock = await connectEdgeObject(owner, i);
   sock.send(['AUTH']);
   await sock.next((f) => f[0] === 'AUTH').then((f) => sock.frames.unshift(f));
   return sock;
@@ -627,12 +620,7 @@ describe('a shard with four edges', () => {
     const owner = freshOwner();
     const edge = edgeStub(env, owner.pk, 0);
     /** Sockets on edge 0 from distinct addresses: each address's read budget (16 MiB) holds one 4 MiB history. */
-    const onEdge = async (ip: string) => {
-      const res = await edge.fetch(`${BASE}/r/${owner.pk}`, { headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner.pk, [EDGE_HEADER]: '0', 'CF-Connecting-IP': ip } });
-      if (!res.webSocket) throw new Error(`edge 0 refused the socket: ${res.status} ${await res.text()}`);
-      res.webSocket.accept();
-      return new TestSocket(res.webSocket, `ws://relay.test/r/${owner.pk}`);
-    };
+    const onEdge = (ip: string) => connectEdgeObject(owner.pk, 0, ip);
     const readers = [];
     for (let i = 0; i < 6; i++) readers.push(await onEdge(`198.51.100.${20 + i}`));
     // 40 notes of 120 kB: a REQ for all of them answers max_query_bytes (4 MiB) and stops there.

@@ -8,12 +8,12 @@ import { env, runInDurableObject, SELF } from 'cloudflare:test';
 import { TestSocket } from '../support/test-socket.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SHARD_HEADER } from '../../workers/common/shards.js';
-import { EDGE_HEADER, edgeStub } from '../../workers/common/edges.js';
+import { edgeStub } from '../../workers/common/edges.js';
 import { RelayShard } from '../../workers/relay-do/shard.js';
 import { DEFAULT_LIMITS } from '../../workers/relay-do/limits.js';
 import type { NostrEvent } from '../../src/shared/event.js';
 import { subscriptionMemory } from '../../workers/relay-do/subscription-memory.js';
-import { BASE, connect, edgesOf, freshOwner, keys, randomHex, Sentinel, sign } from './helpers.js';
+import { connect, connectEdgeObject, edgesOf, freshOwner, keys, randomHex, Sentinel, sign } from './helpers.js';
 
 describe('limits', () => {
   it(`allows ${DEFAULT_LIMITS.max_subscriptions} subscriptions per connection, refuses one more, and accepts replacing one`, async () => {
@@ -546,12 +546,7 @@ describe('limits', () => {
     const owner = freshOwner();
     const edge = edgeStub(env, owner.pk, 0);
     /** A socket on edge 0 of the shard, from `ip`, opened as the router opens it (in both test projects: K = 1 uses no edge by itself). */
-    const onEdge = async (ip: string) => {
-      const res = await edge.fetch(`${BASE}/r/${owner.pk}`, { headers: { Upgrade: 'websocket', [SHARD_HEADER]: owner.pk, [EDGE_HEADER]: '0', 'CF-Connecting-IP': ip } });
-      if (!res.webSocket) throw new Error(`edge 0 refused the socket: ${res.status} ${await res.text()}`);
-      res.webSocket.accept();
-      return new TestSocket(res.webSocket, `ws://relay.test/r/${owner.pk}`);
-    };
+    const onEdge = (ip: string) => connectEdgeObject(owner.pk, 0, ip);
     const victim = await onEdge('198.51.100.9');
     const note = sign(owner, { content: 'before the flood' });
     expect(await victim.publish(note)).toEqual(['OK', note.id, true, '']);
