@@ -58,6 +58,8 @@ export class ConnectionStore {
   private complete = false;
   /** Estimated memory the filters of every connection hold (read from storage when unknown). */
   private heldInAll: number | undefined;
+  /** Connections whose socket closed (`drop`), while something still holds them. */
+  private readonly closed = new WeakSet<Connection>();
 
   constructor(
     private readonly sql: SqlStorage,
@@ -226,8 +228,9 @@ export class ConnectionStore {
     return reject('restricted', `this connection is already authenticated as ${conn.authed.size} pubkeys (max ${max})`);
   }
 
-  /** Records that the connection authenticated as `pubkey`; refused as `authRefusal` says. */
+  /** Records that the connection authenticated as `pubkey`; refused as `authRefusal` says, and once its socket closed (`drop`: an edge's proof answered late). */
   addAuth(conn: Connection, pubkey: string): Rejection | undefined {
+    if (this.closed.has(conn)) return reject('error', 'this connection is closed; authenticate on a new one');
     if (conn.authed.has(pubkey)) return undefined;
     const refused = this.authRefusal(conn, pubkey);
     if (refused) return refused;
@@ -244,8 +247,9 @@ export class ConnectionStore {
     return { adding, connection: connection - replaced, shard: this.heldByAll() - replaced };
   }
 
-  /** Holds subscription `sid` of `conn` (replacing one of the same id), its filters holding `held` bytes (subscription-memory.ts). */
+  /** Holds subscription `sid` of `conn` (replacing one of the same id), its filters holding `held` bytes (subscription-memory.ts); nothing once its socket closed. */
   setSub(conn: Connection, sid: string, filters: Filter[], held: number): void {
+    if (this.closed.has(conn)) return;
     this.heldInAll = this.heldByAll() - (conn.held.get(sid) ?? 0) + held;
     conn.subs.set(sid, filters);
     conn.held.set(sid, held);
@@ -259,7 +263,9 @@ export class ConnectionStore {
     );
   }
 
+  /** Ends subscription `sid` of `conn`; nothing once its socket closed (`drop` ended them all: an edge's REQ refused late). */
   closeSub(conn: Connection, sid: string): void {
+    if (this.closed.has(conn)) return;
     this.heldInAll = this.heldByAll() - (conn.held.get(sid) ?? 0);
     conn.subs.delete(sid);
     conn.held.delete(sid);
@@ -295,9 +301,20 @@ export class ConnectionStore {
     return new Map(rows.map((r) => [r.sid, { epoch: r.epoch, seq: r.seq }]));
   }
 
+  /**
+   * The socket closed: its connection's subscriptions and authentication are gone, in memory and in
+   * storage. Its Connection may still be held by answers an edge awaits: `setSub` and `closeSub`
+   * ignore it from now on (else a late refusal subtracts its memory twice), `addAuth` refuses it.
+   */
   drop(ws: WebSocket): void {
-    const att = (this.live.get(ws)?.att ?? ws.deserializeAttachment()) as Attachment | null;
+    const conn = this.live.get(ws);
+    const att = (conn?.att ?? ws.deserializeAttachment()) as Attachment | null;
     this.live.delete(ws);
+    if (conn) {
+      this.closed.add(conn);
+      conn.subs.clear();
+      conn.held.clear();
+    }
     if (!att) return;
     this.index.deleteConnection(att.cid);
     const held = this.sql.exec<{ n: number }>('SELECT coalesce(sum(held), 0) AS n FROM conn_subs WHERE cid = ?', att.cid).one().n;

@@ -30,7 +30,7 @@
 //
 // What waits is bounded (edge_pending_bytes): past it a client's operation is refused without being
 // sent, at once when nothing of its connection waits, else in its turn holding only the refusal's
-// frame (MAX_REFUSED_WAITING per connection, past which the connection is closed).
+// frame (MAX_REFUSED_WAITING per connection, past which it is answered at once, out of order).
 //
 // The owner's removal: an edge that missed being told sends its clients' operations on; the primary
 // refuses them as not served, and the edge object then asks it for the removal (`notServed`).
@@ -124,15 +124,13 @@ export const EDGE_OVERLOADED = formatRejection(reject('error', 'the relay is ove
 
 /**
  * Refused operations of one connection an edge keeps waiting for their turn behind its other
- * operations; past it the connection is closed (1008, TOO_MANY_REFUSED). Each holds only what its
- * answer needs (an EVENT's id), about 370 bytes, so 300 connections hold at most about 3.5 MiB of
- * them (docs/OPERATIONS.md "Memory of a shard"); a client's buckets would let it send about 200
- * messages at once.
+ * operations; past it a refusal is answered at once, out of order (closing the connection instead
+ * would disconnect a client whose page load met an edge another address overloads). Each holds only
+ * what its answer needs (an EVENT's id), about 370 bytes, so 300 connections hold at most about
+ * 3.5 MiB of them (docs/OPERATIONS.md "Memory of a shard"); a client's buckets would let it send
+ * about 200 messages at once.
  */
 export const MAX_REFUSED_WAITING = 32;
-
-/** The close reason of a connection past MAX_REFUSED_WAITING (at most 123 bytes). */
-export const TOO_MANY_REFUSED = 'error: the relay is overloaded and refused too many of your messages; reconnect later';
 
 /** A subscription's view of the live stream: buffering while its history is in flight, then what it has seen. */
 interface SubStream {
@@ -283,15 +281,20 @@ export class EdgeLink {
         if (streams.get(subId) === stream) streams.delete(subId);
         return send(conn, relayMessage.closed(subId, a.op === 'error' ? a.message : unexpected(a)));
       }
+      // A REQ closed meanwhile (CLOSE, or a REQ of the same id refused at once, whose CLOSED went
+      // first) gets nothing more; one replaced by a later REQ of the same id still gets its history
+      // and EOSE, before the later one's (as from one object).
       let bytes = 0;
-      for (const raw of a.rows) {
-        send(conn, relayMessage.event(subId, raw));
-        bytes += raw.length;
+      if (streams.has(subId)) {
+        for (const raw of a.rows) {
+          send(conn, relayMessage.event(subId, raw));
+          bytes += raw.length;
+        }
+        send(conn, relayMessage.eose(subId));
       }
-      send(conn, relayMessage.eose(subId));
       this.connections.chargeRead(conn, bytes);
       this.connections.chargeScan(conn, a.scanned);
-      const current = streams.get(subId) === stream; // else replaced by a later REQ with the same id
+      const current = streams.get(subId) === stream; // else replaced by a later REQ with the same id, or closed
       if (current) stream.seen = a.stamp;
       // The primary was not sending events here (relisted), restarted (and lost the list), or this edge
       // does not know (after a wake): list the subscriptions. The older ones are not closed here (see
@@ -527,13 +530,14 @@ export class EdgeLink {
   /**
    * Refuses a client's operation without sending it: at once when nothing of its connection waits
    * (no answer of it can be overtaken); else in its turn, keeping only the refusal's frame (an
-   * EVENT's id, not the event). Past MAX_REFUSED_WAITING such refusals of one connection, it is closed.
+   * EVENT's id, not the event). Past MAX_REFUSED_WAITING such refusals of one connection, at once
+   * too (ahead of its connection's earlier answers): its client is refused, not disconnected.
    */
   private refuse(from: Sender, message: string): void {
     const { conn } = from;
     if (!this.waiting.has(conn)) return from.refuse(message);
     const refused = (this.refusedWaiting.get(conn) ?? 0) + 1;
-    if (refused > MAX_REFUSED_WAITING) return conn.ws.close(1008, TOO_MANY_REFUSED);
+    if (refused > MAX_REFUSED_WAITING) return from.refuse(message);
     this.refusedWaiting.set(conn, refused);
     this.enqueue({ op: undefined, refusal: message, conn, refused: true, bytes: 0, answer: refusedAnswer(from.refuse), answered: ignore });
   }
