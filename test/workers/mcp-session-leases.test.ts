@@ -99,7 +99,7 @@ describe('the refusal as the caller reports it', () => {
       onClientOutage: (id) => outages.push(id),
       onNotification: () => undefined,
     });
-    const ctx = (client: string) => ({ requester: { requestId: randomHex(32), client }, signal: new AbortController().signal, onProgress: () => undefined });
+    const ctx = (client: string) => ({ requester: { requestId: randomHex(32), client }, form: 'plain' as const, signal: new AbortController().signal, onProgress: () => undefined });
     try {
       const first = upstream.request('tools/call', { name: 'slow', arguments: { ms: 1200 } }, ctx('alice'));
       await sleep(300);

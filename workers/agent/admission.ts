@@ -103,27 +103,28 @@ export function admitPrompt(
  * The checks after the transport's own (NIP-XX tags, or a DVMCP request's parsing): the owner, the
  * block and allow lists, then, for a `run`, the prompt windows, concurrency and the token budget.
  * A `request` (a DVMCP initialize or list, which starts no run) passes the sender policy only.
+ * `reader`: who can read the answer (told-to.ts; a plain DVMCP answer is public: nobody in particular).
  */
-export function admitSender(sender: string, config: Pick<StoredAgent, 'owner' | 'block' | 'allow' | 'limits'>, state: AdmissionState, what: 'run' | 'request'): AdmissionResult {
+export function admitSender(sender: string, config: Pick<StoredAgent, 'owner' | 'block' | 'allow' | 'limits'>, state: AdmissionState, what: 'run' | 'request', reader = sender): AdmissionResult {
   if (state.owner !== 'allowed') {
     const refusal = ownerRefusal(state.owner);
-    return refuse(sender, config, state, refusal, refusal.retry_after);
+    return refuse(sender, config, state, refusal, refusal.retry_after, reader);
   }
-  if (config.block?.includes(sender)) return refuse(sender, config, state, { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' });
+  if (config.block?.includes(sender)) return refuse(sender, config, state, { code: 'BLOCKED_SENDER', message: 'this sender is blocked by the agent’s policy' }, undefined, reader);
   if (isPrivateAgent(config) && !config.allow.includes(sender)) {
-    return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' });
+    return refuse(sender, config, state, { code: 'UNAUTHORIZED', message: 'this sender is not on the agent’s allowlist' }, undefined, reader);
   }
   if (what === 'request') return { verdict: 'run' };
   const quota = state.quota?.();
-  if (quota) return refuse(sender, config, state, quota, quota.retry_after);
+  if (quota) return refuse(sender, config, state, quota, quota.retry_after, reader);
   const admission = state.budget.admit(sender, config.limits, state.activeRuns, state.now, state.call);
   if (admission.ok) return { verdict: 'run' };
   if (!admission.answer) return { verdict: 'drop' };
   const { message, detail, retry_after } = admission;
-  return { verdict: 'answer', refusal: toldTo({ code: 'RATE_LIMIT', message, ...(detail ? { detail } : {}), retry_after }, sender, config.owner) };
+  return { verdict: 'answer', refusal: toldTo({ code: 'RATE_LIMIT', message, ...(detail ? { detail } : {}), retry_after }, reader, config.owner) };
 }
 
 /** A policy refusal: answered once per sender per window (as `sender` is told it), then dropped. */
-function refuse(sender: string, config: Pick<StoredAgent, 'owner' | 'limits'>, state: AdmissionState, refusal: Refusal, windowSeconds = REFUSAL_WINDOW_SECONDS): AdmissionResult {
-  return state.budget.shouldAnswer(sender, config.limits, state.now, Math.min(windowSeconds, REFUSAL_WINDOW_SECONDS)) ? { verdict: 'answer', refusal: toldTo(refusal, sender, config.owner) } : { verdict: 'drop' };
+function refuse(sender: string, config: Pick<StoredAgent, 'owner' | 'limits'>, state: AdmissionState, refusal: Refusal, windowSeconds = REFUSAL_WINDOW_SECONDS, reader = sender): AdmissionResult {
+  return state.budget.shouldAnswer(sender, config.limits, state.now, Math.min(windowSeconds, REFUSAL_WINDOW_SECONDS)) ? { verdict: 'answer', refusal: toldTo(refusal, reader, config.owner) } : { verdict: 'drop' };
 }

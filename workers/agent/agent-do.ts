@@ -237,14 +237,14 @@ export class Agent extends DurableObject<AgentEnv> {
         if (!r.ok) this.drops.drop(DROPS.refusedByRelay, `${relayLabel(url)}: ${r.message}`);
       },
       drops: this.drops,
-      admit: (sender, what, reserved, ask) => {
+      admit: (sender, what, reserved, ask, reader) => {
         const c = this.store.config();
         if (!c || this.removing) return { verdict: 'drop' };
         // The ask's arguments are read as the prompt's message would be (4 bytes of UTF-8 per token), with the system prompt and the answer's room.
         const base = promptAsk(this.effective(c), 0);
         const call = ask === undefined ? base : { ...base, input: base.input + estimateTokens({ role: 'user', content: ask }) };
         // The copy was fetched first if stale (ready, as for a prompt); a run is reserved at Accounts once its ask validates (reserve).
-        const admitted = admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved, call), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget, call }, what);
+        const admitted = admitSender(sender, c, { ...this.ownerChecks(c, sender, this.unmetered.size + reserved, call), activeRuns: this.active.size + reserved, now: this.now(), budget: this.budget, call }, what, reader);
         if (admitted.verdict === 'run') this.busy();
         return admitted;
       },

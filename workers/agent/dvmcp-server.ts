@@ -74,7 +74,7 @@ export interface AgentDvmcpDeps {
    * its NIP-XX runs; for a run, `ask` is the JSON of the ask's arguments (what its first model call
    * will send besides the system prompt and the history).
    */
-  admit(sender: string, what: 'run' | 'request', reserved: number, ask?: string): AdmissionResult;
+  admit(sender: string, what: 'run' | 'request', reserved: number, ask: string | undefined, reader: string): AdmissionResult;
   /** What every request waits for before its admission (the owner's copy fetched again when stale: owner-copy.ts forAdmission). */
   ready(): Promise<void>;
   /** Reserves ask `runId` of `sender` at Accounts when the owner's plan sets runs_per_day (agent-do.ts reserveRun): the refusal, if refused. */
@@ -180,13 +180,13 @@ class AgentBackend implements DvmcpBackend {
       const issue = args.error.issues[0];
       return err(rpcError(RPC.INVALID_PARAMS, `Invalid arguments for ${ASK_TOOL}: ${issue?.path.join('.') || 'arguments'}: ${issue?.message ?? 'invalid'}`));
     }
-    const client = ctx.requester.client;
+    const reader = readerOf(ctx.requester.client, ctx.form);
     const t = await this.ask(args.data.message, args.data.session, ctx);
-    // Refused by Accounts (the owner's runs_per_day): the JSON-RPC error of a refusal at admission, as the sender is told it.
-    if (!t.ok) return err(refusalError(toldTo(t.error, client, this.agent.owner)));
-    // The owner is told the failure's detail, cut as in its 25805 (told-to.ts); anyone else the message.
+    // Refused by Accounts (the owner's runs_per_day): the JSON-RPC error of a refusal at admission, as its reader is told it.
+    if (!t.ok) return err(refusalError(toldTo(t.error, reader, this.agent.owner)));
+    // The owner is told the failure's detail in an encrypted answer, cut as in its 25805 (told-to.ts); anyone else the message.
     const v = t.value;
-    return ok(toolResult(v.type === 'error' && v.detail !== undefined ? toldTo({ ...v, detail: ownerDetail(v.detail) }, client, this.agent.owner) : v));
+    return ok(toolResult(v.type === 'error' && v.detail !== undefined ? toldTo({ ...v, detail: ownerDetail(v.detail) }, reader, this.agent.owner) : v));
   }
 
   /** One run of the agent for an ask, reserved first (`reserve`); its terminal outcome, or Accounts' refusal of the run. */
@@ -216,6 +216,13 @@ class AgentBackend implements DvmcpBackend {
   }
 }
 
+/**
+ * Who reads the answer to `client`'s request in `form`: the client when it is encrypted to it; a
+ * plain answer is public on the relay (kind 26910 is readable by anyone), so nobody in particular
+ * (`''`): the owner's detail (told-to.ts) goes only into an encrypted answer.
+ */
+const readerOf = (client: string, form: Form | undefined): string => (form === undefined || form === 'plain' ? '' : client);
+
 export class AgentDvmcp {
   private readonly dispatcher: Dispatcher;
   /** Requests of other methods than tools/call, and error answers, per client (the bridge's limits). */
@@ -232,7 +239,7 @@ export class AgentDvmcp {
   private idle: Array<() => void> = [];
 
   constructor(private readonly deps: AgentDvmcpDeps) {
-    const admission: RequestAdmission = { admit: (client, ids, method, params) => this.admit(client, ids, method, params) };
+    const admission: RequestAdmission = { admit: (client, ids, method, params, form) => this.admit(client, ids, method, params, form) };
     this.dispatcher = new Dispatcher({
       backends: () => this.backends(),
       limiter: admission,
@@ -326,9 +333,9 @@ export class AgentDvmcp {
    * The agent's policy first (owner, block and allow lists; for tools/call also the prompt windows,
    * concurrency and the token budget), then, for the other methods, the per-client request limits.
    */
-  private admit(client: string, serverIds: readonly string[], method: string, params?: Readonly<Record<string, unknown>>): ReturnType<RequestAdmission['admit']> {
+  private admit(client: string, serverIds: readonly string[], method: string, params?: Readonly<Record<string, unknown>>, form?: Form): ReturnType<RequestAdmission['admit']> {
     const run = method === 'tools/call';
-    const verdict = this.deps.admit(client, run ? 'run' : 'request', this.reserved, run ? JSON.stringify(params?.arguments ?? {}) : undefined);
+    const verdict = this.deps.admit(client, run ? 'run' : 'request', this.reserved, run ? JSON.stringify(params?.arguments ?? {}) : undefined, readerOf(client, form));
     if (verdict.verdict === 'drop') return { ok: false };
     if (verdict.verdict === 'answer') return { ok: false, error: refusalError(verdict.refusal) };
     if (!run) {

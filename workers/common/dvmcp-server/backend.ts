@@ -2,6 +2,7 @@
 // backend is a remote MCP server (upstream.ts); a hosted agent exposed as a DVMCP server can be
 // another implementation of the same interface.
 
+import type { Form } from '../../../src/shared/dvmcp-wrap.js';
 import type { Result } from '../../../src/shared/errors.js';
 import type { InitializeInfo, Prices, Requester, ResourceIndex, RpcError, ServerProfile } from '../../../src/shared/dvmcp.js';
 
@@ -15,6 +16,8 @@ export interface Progress {
 /** One request being served. */
 export interface RequestContext {
   requester: Requester;
+  /** The request's form: its answer goes out in it (plain: anyone on the relay can read it). */
+  form: Form;
   /** Aborted when the client cancels (notifications/cancel) or the bridge gives up. */
   signal: AbortSignal;
   onProgress(p: Progress): void;

@@ -114,13 +114,13 @@ export interface Reply {
 /** Who may make a request reach a backend (the bridge's Limiter, or a hosted agent's policy). */
 export interface RequestAdmission {
   /**
-   * Admits one request of `client` for `method` (with `params`) to `serverIds`, holding what it
-   * takes until `release`; or refuses it: with `error`, that is the answer; without, it is dropped
+   * Admits one request of `client` for `method` (with `params`, in `form`: a plain request's answer
+   * is readable by anyone on the relay) to `serverIds`, holding what it takes until `release`; or refuses it: with `error`, that is the answer; without, it is dropped
    * unanswered. `upstream` is called when the request goes to its servers (after any payment): a
    * priced request never paid, or cancelled before, does not. `awaitingPayment` is the gate's
    * question before the request waits for a payment (PaymentContext.awaitingPayment).
    */
-  admit(client: string, serverIds: readonly string[], method: string, params?: Readonly<Record<string, unknown>>): Admitted | { ok: false; error?: RpcError };
+  admit(client: string, serverIds: readonly string[], method: string, params?: Readonly<Record<string, unknown>>, form?: Form): Admitted | { ok: false; error?: RpcError };
 }
 
 /** An admitted request (RequestAdmission.admit). */
@@ -220,7 +220,7 @@ export class Dispatcher {
       this.deps.drops.drop(DROPS.encryptionOff, `${off.length === 1 ? 'server' : 'servers'} ${off.join(', ')}`);
     }
     if (targets.length === 0) return;
-    const admitted = this.deps.limiter.admit(msg.client, targets.map((b) => b.profile.id), msg.method, msg.params);
+    const admitted = this.deps.limiter.admit(msg.client, targets.map((b) => b.profile.id), msg.method, msg.params, reply.form);
     if (!admitted.ok) return admitted.error ? fail(admitted.error) : undefined;
     const abort = new AbortController();
     this.active.set(msg.requestId, { client: msg.client, servers: targets.map((b) => b.profile.id), abort });
@@ -319,7 +319,7 @@ export class Dispatcher {
     let result: Awaited<ReturnType<DvmcpBackend['request']>>;
     upstream();
     try {
-      result = await b.request(method, params, { requester: to, signal: abort.signal, onProgress: progress });
+      result = await b.request(method, params, { requester: to, form: reply.form, signal: abort.signal, onProgress: progress });
     } finally {
       clearInterval(keepAlive);
       throttle.cancel(to.requestId);
