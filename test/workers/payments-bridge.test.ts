@@ -163,7 +163,7 @@ describe('payments through the bridge', () => {
     own.close();
   });
 
-  it('on a server with prices, a uri that is not a URI, or that the server neither lists nor expands from a template, is refused -32602 before any invoice', async () => {
+  it('on a server with prices, a uri that is not a URI (or not a string, nor a tool name), or that the server neither lists nor expands from a template, is refused -32602 before any invoice', async () => {
     const own = await DvmcpClient.open(client.provider);
     const notUri = await own.call('resources/read', { uri: 'architecture.md' }, { s: RESOURCES });
     expect(notUri.result).toEqual({ ok: false, error: { code: -32602, message: 'invalid params: the resources/read uri "architecture.md" is not an absolute URI' } });
@@ -172,7 +172,12 @@ describe('payments through the bridge', () => {
       ok: false,
       error: { code: -32602, message: 'invalid params: demo://resource/static/document/nope.md is not a resource of paid-resources (it lists no resource with that uri and no resource template that expands to it)' },
     });
-    for (const answered of [notUri, unknown]) expect(own.notifications(answered.event.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
+    // A uri (or a tool's name) that is not a string would reach upstream unpriced: an upstream that coerces it would serve the priced resource.
+    const listed = await own.call('resources/read', { uri: ['demo://resource/static/document/architecture.md'] }, { s: RESOURCES });
+    expect(listed.result).toEqual({ ok: false, error: { code: -32602, message: 'invalid params: the resources/read uri must be a string' } });
+    const named = await own.call('tools/call', { name: { toString: 'echo' }, arguments: {} }, { s: RESOURCES });
+    expect(named.result).toEqual({ ok: false, error: { code: -32602, message: 'invalid params: the tools/call name must be a string' } });
+    for (const answered of [notUri, unknown, listed, named]) expect(own.notifications(answered.event.tags.find((t) => t[0] === 'e')![1]!)).toEqual([]);
     own.close();
   });
 

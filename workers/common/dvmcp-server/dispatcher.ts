@@ -343,7 +343,12 @@ export class Dispatcher {
    */
   private async priceOf(b: DvmcpBackend, method: string, params: Record<string, unknown>): Promise<Result<{ params: Record<string, unknown>; price?: { name: string; price: Price } }, RpcError>> {
     const name = capabilityOf(method, params);
-    if (name === undefined) return ok({ params });
+    if (name === undefined) {
+      // On a server with prices, what names the capability must be a string: another value would reach upstream unpriced (one that coerces it would serve it).
+      const field = method === 'resources/read' ? 'uri' : method === 'tools/call' || method === 'prompts/get' ? 'name' : undefined;
+      if (field !== undefined && Object.keys(b.prices).length > 0) return err(rpcError(RPC.INVALID_PARAMS, `invalid params: the ${method} ${field} must be a string`));
+      return ok({ params });
+    }
     if (method !== 'resources/read' || Object.keys(b.prices).length === 0) {
       const direct = priceOf(b.prices, name);
       return ok(direct ? { params, price: { name, price: direct } } : { params });
