@@ -16,8 +16,9 @@ import type { NostrEvent } from '../../src/shared/event.js';
 import { KIND } from '../../src/shared/kinds.js';
 import { RPC } from '../../src/shared/dvmcp.js';
 import { api } from './api-helpers.js';
-import { bridgeReady, DvmcpClient, everythingUrl, restartBridge } from './bridge-helpers.js';
-import { BASE, keys } from './helpers.js';
+import type { Bridge } from '../../workers/bridge/bridge-do.js';
+import { bridgeReady, DvmcpClient, everythingUrl, restartBridge, type Answer } from './bridge-helpers.js';
+import { BASE, keys, type Keys } from './helpers.js';
 import { TEST_ADMIN_SK } from './test-keys.js';
 
 const DAY_MS = 86_400_000;
@@ -31,16 +32,40 @@ async function invoiceOf(client: DvmcpClient, id: string): Promise<string> {
   return (frame[2] as NostrEvent).tags.find((t) => t[0] === 'amount')![2]!;
 }
 
+/**
+ * A new owner on `plan` with its bridge (provider key provisioned on its shard) serving `paid`
+ * (server-everything, echo at 21 sats) and, when `free`, the same server unpriced as `free`; once
+ * the bridge listens.
+ */
+async function pricedBridge(plan: string, free = false): Promise<{ owner: Keys; provider: string; bridge: DurableObjectStub<Bridge> }> {
+  const owner = keys();
+  expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan })).status).toBe(201);
+  const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
+  const provider = await bridge.ensureProvider(owner.pk, BASE);
+  await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
+  expect((await bridge.addServer({ id: 'paid', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } })).ok).toBe(true);
+  if (free) expect((await bridge.addServer({ id: 'free', url: everythingUrl(), public: false })).ok).toBe(true);
+  await bridgeReady(provider);
+  return { owner, provider, bridge };
+}
+
+/** The refusal of a priced call while others' waiting calls hold their part, retried within the first hold's end (≤ 6 s with a 5 s expiry). */
+function expectWaitingRefusal(answer: Pick<Answer, 'result'>): void {
+  expect(answer.result).toEqual({
+    ok: false,
+    error: {
+      code: RPC.RATE_LIMITED,
+      message: expect.stringMatching(/^rate-limited: too many calls to this bridge are waiting for a payment \(quota bridge_calls_per_day\); retry in [1-6] s$/),
+      data: { quota: 'bridge_calls_per_day', retry_after: expect.any(Number) },
+    },
+  });
+  const retry = !answer.result.ok && (answer.result.error.data as { retry_after: number }).retry_after;
+  expect(!answer.result.ok && answer.result.error.message).toBe(`rate-limited: too many calls to this bridge are waiting for a payment (quota bridge_calls_per_day); retry in ${retry} s`);
+}
+
 describe('calls waiting for a payment and bridge_calls_per_day', () => {
   it('a stranger’s unpaid invoice does not refuse another stranger’s free call; a second one waiting is refused until the first ends (its expiry), a share used by counted calls until the day ends; the paid call runs, the owner keeps its call', { timeout: 30_000 }, async () => {
-    const owner = keys();
-    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'three_bridge_calls' })).status).toBe(201);
-    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
-    const provider = await bridge.ensureProvider(owner.pk, BASE);
-    await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
-    expect((await bridge.addServer({ id: 'paid', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } })).ok).toBe(true);
-    expect((await bridge.addServer({ id: 'free', url: everythingUrl(), public: false })).ok).toBe(true);
-    await bridgeReady(provider);
+    const { owner, provider, bridge } = await pricedBridge('three_bridge_calls', true);
     const [a, b, c] = [await DvmcpClient.open(provider), await DvmcpClient.open(provider), await DvmcpClient.open(provider)];
     const mine = await DvmcpClient.open(provider, '/', owner);
     try {
@@ -52,16 +77,7 @@ describe('calls waiting for a payment and bridge_calls_per_day', () => {
       // Waiting calls may hold 1 of the others' 2: a second is refused until the first one's invoice expires (5 s), with no invoice.
       const second = await echo('two');
       const refused = await a.answer(second);
-      expect(refused.result).toEqual({
-        ok: false,
-        error: {
-          code: RPC.RATE_LIMITED,
-          message: expect.stringMatching(/^rate-limited: too many calls to this bridge are waiting for a payment \(quota bridge_calls_per_day\); retry in [1-6] s$/),
-          data: { quota: 'bridge_calls_per_day', retry_after: expect.any(Number) },
-        },
-      });
-      const retry = !refused.result.ok && (refused.result.error.data as { retry_after: number }).retry_after;
-      expect(!refused.result.ok && refused.result.error.message).toBe(`rate-limited: too many calls to this bridge are waiting for a payment (quota bridge_calls_per_day); retry in ${retry} s`);
+      expectWaitingRefusal(refused);
       expect(a.notifications(second)).toEqual([]);
 
       // The waiting call holds no room from a free one: B's second call passes (1 counted + 1 = the others' 2).
@@ -96,13 +112,7 @@ describe('calls waiting for a payment and bridge_calls_per_day', () => {
   });
 
   it('a restart (a deploy, an eviction) does not reset the cap: with a stranger’s invoice open, another stranger’s priced call is refused with no invoice; the first, sent again, waits on its invoice and runs once paid; then the second gets one', { timeout: 30_000 }, async () => {
-    const owner = keys();
-    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'three_bridge_calls' })).status).toBe(201);
-    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
-    const provider = await bridge.ensureProvider(owner.pk, BASE);
-    await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
-    expect((await bridge.addServer({ id: 'paid', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } })).ok).toBe(true);
-    await bridgeReady(provider);
+    const { owner, provider } = await pricedBridge('three_bridge_calls');
     const [a, b] = [await DvmcpClient.open(provider), await DvmcpClient.open(provider)];
     const echo = (client: DvmcpClient, message: string) => client.request('tools/call', { name: 'echo', arguments: { message } }, { s: 'paid' });
     try {
@@ -113,16 +123,7 @@ describe('calls waiting for a payment and bridge_calls_per_day', () => {
       // A's invoice is still open (EDGESTR_PAYMENT_EXPIRY=5): it holds the waiting calls' 1.
       const second = await b.send(echo(b, 'two'));
       const refused = await b.answer(second);
-      expect(refused.result).toEqual({
-        ok: false,
-        error: {
-          code: RPC.RATE_LIMITED,
-          message: expect.stringMatching(/^rate-limited: too many calls to this bridge are waiting for a payment \(quota bridge_calls_per_day\); retry in [1-6] s$/),
-          data: { quota: 'bridge_calls_per_day', retry_after: expect.any(Number) },
-        },
-      });
-      const retry = !refused.result.ok && (refused.result.error.data as { retry_after: number }).retry_after;
-      expect(!refused.result.ok && refused.result.error.message).toBe(`rate-limited: too many calls to this bridge are waiting for a payment (quota bridge_calls_per_day); retry in ${retry} s`);
+      expectWaitingRefusal(refused);
       expect(b.notifications(second)).toEqual([]);
 
       // A's request sent again (the restart dropped its wait) is not refused for its own invoice: it waits on it, and runs once paid.
@@ -141,13 +142,7 @@ describe('calls waiting for a payment and bridge_calls_per_day', () => {
   });
 
   it('each waiting call counts once, before its invoice is recorded and after: plan five_bridge_calls (others 4, of which 2 may wait), two strangers get invoices, a third is refused', { timeout: 30_000 }, async () => {
-    const owner = keys();
-    expect((await api(TEST_ADMIN_SK, 'POST', '/api/admin/owners', { pubkey: owner.pk, plan: 'five_bridge_calls' })).status).toBe(201);
-    const bridge = env.BRIDGE.get(env.BRIDGE.idFromName(owner.pk));
-    const provider = await bridge.ensureProvider(owner.pk, BASE);
-    await env.RELAY_SHARD.get(env.RELAY_SHARD.idFromName(`owner:${owner.pk}`)).provisionAgent(provider, owner.pk, 'bridge');
-    expect((await bridge.addServer({ id: 'paid', url: everythingUrl(), public: false, prices: { echo: { price: '21', unit: 'sats' } } })).ok).toBe(true);
-    await bridgeReady(provider);
+    const { provider } = await pricedBridge('five_bridge_calls');
     const clients = [await DvmcpClient.open(provider), await DvmcpClient.open(provider), await DvmcpClient.open(provider)];
     const [a, b, c] = clients;
     const echo = (client: DvmcpClient, message: string) => client.send(client.request('tools/call', { name: 'echo', arguments: { message } }, { s: 'paid' }));
