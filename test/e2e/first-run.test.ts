@@ -98,7 +98,9 @@ describe('test runs and .dev.vars', () => {
     expect((await fetch(`${worker.httpUrl}/health`)).status).toBe(200);
     const res = await fetch(url, { headers: { Authorization: makeHttpAuthHeader(DEMO_OWNER_SK, url, 'GET') } });
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ pubkey: DEMO_AGENT, provider: 'echo' });
+    const view = (await res.json()) as Record<string, unknown>;
+    expect(view).toMatchObject({ pubkey: DEMO_AGENT, effective_provider: 'echo' });
+    expect(view.provider).toBeUndefined(); // it names none: it follows the deployment's
     expect(worker.log()).not.toContain('.dev.vars');
     expect(worker.log()).not.toContain('sk-dev-vars-sentinel');
   });
